@@ -1,0 +1,30 @@
+// YAML configuration loading with positions: every error names file:line:col of the node
+// that is wrong, so a user can fix a lab or mapping file without guessing.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+
+#include "ocslab/common/error.h"
+
+namespace ocslab {
+
+struct YamlDoc {
+  std::string origin;  // file path, or a label for in-memory text
+  YAML::Node root;
+};
+
+// Throws ConfigError "path:line:col: ..." for unreadable files and YAML syntax errors.
+YamlDoc load_yaml_file(const std::string& path);
+YamlDoc load_yaml_string(const std::string& text, const std::string& origin);
+
+// "origin:line:col: message" for the position of node (1-based line and column).
+ConfigError config_error(const YamlDoc& doc, const YAML::Node& node, const std::string& message);
+
+// Typed access that reports the node's position on a missing key or wrong type.
+const YAML::Node require(const YamlDoc& doc, const YAML::Node& map, const std::string& key);
+long long as_int(const YamlDoc& doc, const YAML::Node& node);
+std::string as_string(const YamlDoc& doc, const YAML::Node& node);
+
+}  // namespace ocslab

@@ -1,0 +1,58 @@
+#include "ocslab/common/config.h"
+
+#include <fstream>
+#include <sstream>
+
+namespace ocslab {
+
+namespace {
+std::string where(const std::string& origin, const YAML::Mark& mark) {
+  if (mark.is_null()) return origin + ": ";
+  return origin + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1) +
+         ": ";
+}
+}  // namespace
+
+YamlDoc load_yaml_string(const std::string& text, const std::string& origin) {
+  try {
+    return YamlDoc{origin, YAML::Load(text)};
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(where(origin, e.mark) + "YAML syntax error: " + e.msg);
+  }
+}
+
+YamlDoc load_yaml_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(path + ": cannot open file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return load_yaml_string(ss.str(), path);
+}
+
+ConfigError config_error(const YamlDoc& doc, const YAML::Node& node, const std::string& message) {
+  return ConfigError(where(doc.origin, node.IsDefined() ? node.Mark() : YAML::Mark::null_mark()) +
+                     message);
+}
+
+const YAML::Node require(const YamlDoc& doc, const YAML::Node& map, const std::string& key) {
+  if (!map.IsMap()) throw config_error(doc, map, "expected a mapping with key '" + key + "'");
+  YAML::Node n = map[key];
+  if (!n.IsDefined() || n.IsNull()) throw config_error(doc, map, "missing key '" + key + "'");
+  return n;
+}
+
+long long as_int(const YamlDoc& doc, const YAML::Node& node) {
+  if (!node.IsScalar()) throw config_error(doc, node, "expected an integer");
+  try {
+    return node.as<long long>();
+  } catch (const YAML::Exception&) {
+    throw config_error(doc, node, "expected an integer, got '" + node.Scalar() + "'");
+  }
+}
+
+std::string as_string(const YamlDoc& doc, const YAML::Node& node) {
+  if (!node.IsScalar()) throw config_error(doc, node, "expected a string");
+  return node.Scalar();
+}
+
+}  // namespace ocslab

@@ -1,0 +1,42 @@
+// A circuit mapping (the target state of some switch ports), its YAML form, and the
+// minimal diff that moves a switch from its current circuits to a target mapping.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ocslab/ocsctl/port_set.h"
+#include "ocslab/ocsctl/types.h"
+
+namespace ocslab::ocs {
+
+// Mapping file:
+//   circuits:            # list of "ingress-egress" strings or {ingress: N, egress: M}
+//     - 1-33
+//     - {ingress: 2, egress: 34}
+// Throws ConfigError "file:line:col: ..." for syntax errors, bad entries and any port used
+// twice (as ingress or as egress).
+std::vector<Circuit> load_mapping_file(const std::string& path);
+std::vector<Circuit> parse_mapping_yaml(const std::string& text, const std::string& origin);
+
+// Throws ocslab::Error when an ingress or an egress appears in two circuits.
+void check_mapping(const std::vector<Circuit>& circuits);
+
+enum class ApplyMode {
+  kMerge,    // touch only the ports the target names
+  kReplace,  // also remove every other circuit (on allowed ports when there is an allow-list)
+};
+
+struct MappingDiff {
+  std::vector<Circuit> remove;  // circuits to delete (by their ingress)
+  std::vector<Circuit> add;     // circuits to make
+  std::vector<Circuit> keep;    // already in place
+  bool empty() const { return remove.empty() && add.empty(); }
+};
+
+// Pure function: current circuits + target -> minimal diff. In kReplace mode, a current
+// circuit not in target is removed only if `scope` is empty or contains both its ports.
+MappingDiff diff_mapping(const std::vector<Circuit>& current, const std::vector<Circuit>& target,
+                         ApplyMode mode, const PortSet& scope = {});
+
+}  // namespace ocslab::ocs

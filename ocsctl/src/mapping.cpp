@@ -1,0 +1,109 @@
+#include "ocslab/ocsctl/mapping.h"
+
+#include <map>
+#include <set>
+
+#include "ocslab/common/config.h"
+
+namespace ocslab::ocs {
+
+namespace {
+
+Circuit circuit_from_node(const YamlDoc& doc, const YAML::Node& node) {
+  if (node.IsScalar()) {
+    try {
+      return parse_circuit(node.Scalar());
+    } catch (const Error& e) {
+      throw config_error(doc, node, e.what());
+    }
+  }
+  if (node.IsMap()) {
+    for (const auto& kv : node) {
+      std::string key = kv.first.Scalar();
+      if (key != "ingress" && key != "egress") {
+        throw config_error(doc, kv.first, "unknown key '" + key + "' in circuit (use ingress, egress)");
+      }
+    }
+    Circuit c{static_cast<Port>(as_int(doc, require(doc, node, "ingress"))),
+              static_cast<Port>(as_int(doc, require(doc, node, "egress")))};
+    if (c.ingress < 1 || c.egress < 1) throw config_error(doc, node, "ports are numbered from 1");
+    return c;
+  }
+  throw config_error(doc, node, "expected a circuit as 'INGRESS-EGRESS' or {ingress: N, egress: M}");
+}
+
+std::vector<Circuit> parse_mapping_doc(const YamlDoc& doc) {
+  if (!doc.root.IsMap()) throw config_error(doc, doc.root, "expected a mapping with key 'circuits'");
+  for (const auto& kv : doc.root) {
+    if (kv.first.Scalar() != "circuits") {
+      throw config_error(doc, kv.first, "unknown key '" + kv.first.Scalar() + "' (expected 'circuits')");
+    }
+  }
+  YAML::Node list = doc.root["circuits"];
+  std::vector<Circuit> out;
+  if (!list.IsDefined() || list.IsNull()) return out;  // empty mapping: clear
+  if (!list.IsSequence()) throw config_error(doc, list, "'circuits' must be a list");
+  std::map<Port, YAML::Mark> ingress_seen, egress_seen;
+  for (const auto& node : list) {
+    Circuit c = circuit_from_node(doc, node);
+    auto dup = [&](std::map<Port, YAML::Mark>& seen, Port p, const char* role) {
+      auto [it, inserted] = seen.emplace(p, node.Mark());
+      if (!inserted) {
+        throw config_error(doc, node, std::string("port ") + std::to_string(p) + " used twice as " + role +
+                                          " (first at line " + std::to_string(it->second.line + 1) + ")");
+      }
+    };
+    dup(ingress_seen, c.ingress, "ingress");
+    dup(egress_seen, c.egress, "egress");
+    if (c.ingress == c.egress) throw config_error(doc, node, "circuit connects port " + std::to_string(c.ingress) + " to itself");
+    out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<Circuit> parse_mapping_yaml(const std::string& text, const std::string& origin) {
+  return parse_mapping_doc(load_yaml_string(text, origin));
+}
+
+std::vector<Circuit> load_mapping_file(const std::string& path) {
+  return parse_mapping_doc(load_yaml_file(path));
+}
+
+void check_mapping(const std::vector<Circuit>& circuits) {
+  std::set<Port> in, out;
+  for (const auto& c : circuits) {
+    if (!in.insert(c.ingress).second) throw Error("ingress port " + std::to_string(c.ingress) + " used in two circuits");
+    if (!out.insert(c.egress).second) throw Error("egress port " + std::to_string(c.egress) + " used in two circuits");
+  }
+}
+
+MappingDiff diff_mapping(const std::vector<Circuit>& current, const std::vector<Circuit>& target,
+                         ApplyMode mode, const PortSet& scope) {
+  std::map<Port, Port> want_by_in, want_by_out;
+  for (const auto& c : target) {
+    want_by_in[c.ingress] = c.egress;
+    want_by_out[c.egress] = c.ingress;
+  }
+  std::set<Circuit> have(current.begin(), current.end());
+  MappingDiff diff;
+  for (const auto& c : current) {
+    auto in = want_by_in.find(c.ingress);
+    auto out = want_by_out.find(c.egress);
+    bool wanted = in != want_by_in.end() && in->second == c.egress;
+    if (wanted) {
+      diff.keep.push_back(c);
+      continue;
+    }
+    bool conflicts = in != want_by_in.end() || out != want_by_out.end();
+    bool in_scope = scope.empty() || (scope.contains(c.ingress) && scope.contains(c.egress));
+    if (conflicts || (mode == ApplyMode::kReplace && in_scope)) diff.remove.push_back(c);
+  }
+  for (const auto& c : target) {
+    if (!have.count(c)) diff.add.push_back(c);
+  }
+  return diff;
+}
+
+}  // namespace ocslab::ocs

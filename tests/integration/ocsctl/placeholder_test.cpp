@@ -1,0 +1,1 @@
+// Replaced by the driver end-to-end tests.

@@ -1,0 +1,92 @@
+#include "ocslab/testing/peer_switch.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace ocslab::testing {
+
+PeerSwitch::PeerSwitch(int ingress, int egress, std::string state_file)
+    : ingress_(ingress), egress_(egress), state_file_(std::move(state_file)) {}
+
+void PeerSwitch::load() const {
+  if (state_file_.empty()) return;
+  std::ifstream in(state_file_);
+  if (!in) return;
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const std::exception&) {
+    return;
+  }
+  by_ingress_.clear();
+  for (const auto& c : j) by_ingress_[c.at(0).get<int>()] = c.at(1).get<int>();
+}
+
+void PeerSwitch::save() const {
+  if (state_file_.empty()) return;
+  nlohmann::json j = nlohmann::json::array();
+  for (auto [i, e] : by_ingress_) j.push_back({i, e});
+  std::string tmp = state_file_ + ".tmp";
+  std::ofstream(tmp) << j.dump();
+  std::rename(tmp.c_str(), state_file_.c_str());
+}
+
+std::string PeerSwitch::connect(const std::vector<ocs::Circuit>& circuits, bool replace) {
+  std::lock_guard lock(mutex_);
+  load();
+  std::set<ocs::Port> ins, outs;
+  for (const auto& c : circuits) {
+    if (!is_ingress(c.ingress)) return "Invalid OXC port: " + std::to_string(c.ingress);
+    if (!is_egress(c.egress)) return "Invalid OXC port: " + std::to_string(c.egress);
+    if (!ins.insert(c.ingress).second || !outs.insert(c.egress).second) return "Port used twice in request";
+    if (!replace) {
+      if (by_ingress_.count(c.ingress)) return "Port already connected: " + std::to_string(c.ingress);
+      for (auto [i, e] : by_ingress_) {
+        if (e == c.egress) return "Port already connected: " + std::to_string(c.egress);
+      }
+    }
+  }
+  for (const auto& c : circuits) {
+    for (auto it = by_ingress_.begin(); it != by_ingress_.end();) {
+      it = (it->first == c.ingress || it->second == c.egress) ? by_ingress_.erase(it) : std::next(it);
+    }
+    by_ingress_[c.ingress] = c.egress;
+  }
+  save();
+  return {};
+}
+
+std::string PeerSwitch::disconnect(const std::vector<ocs::Port>& ports) {
+  std::lock_guard lock(mutex_);
+  load();
+  for (ocs::Port p : ports) {
+    if (!valid(p)) return "Invalid OXC port: " + std::to_string(p);
+  }
+  std::set<ocs::Port> kill(ports.begin(), ports.end());
+  for (auto it = by_ingress_.begin(); it != by_ingress_.end();) {
+    bool hit = ports.empty() || kill.count(it->first) || kill.count(it->second);
+    it = hit ? by_ingress_.erase(it) : std::next(it);
+  }
+  save();
+  return {};
+}
+
+std::vector<ocs::Circuit> PeerSwitch::circuits() const {
+  std::lock_guard lock(mutex_);
+  load();
+  std::vector<ocs::Circuit> out;
+  for (auto [i, e] : by_ingress_) out.push_back({i, e});
+  return out;
+}
+
+double PeerSwitch::power_dbm(ocs::Port p) const {
+  std::lock_guard lock(mutex_);
+  load();
+  for (auto [i, e] : by_ingress_) {
+    if (i == p || e == p) return -3.0 - 0.1 * (p % 10);
+  }
+  return -60.0;
+}
+
+}  // namespace ocslab::testing

@@ -1,0 +1,124 @@
+#include "ocslab/testing/sshd_fixture.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <stdexcept>
+#include <thread>
+
+namespace ocslab::testing {
+
+std::string run_command(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) throw std::runtime_error("cannot run: " + cmd);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  int rc = ::pclose(p);
+  if (rc != 0) throw std::runtime_error("command failed (" + std::to_string(rc) + "): " + cmd + "\n" + out);
+  return out;
+}
+
+int free_loopback_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+TempDir::TempDir() {
+  char tmpl[] = "/tmp/ocslab-test-XXXXXX";
+  if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+  path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+  std::string cmd = "rm -rf '" + path_ + "'";
+  if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "warning: cannot remove %s\n", path_.c_str());
+}
+
+std::string SshdFixture::user() const {
+  passwd* pw = ::getpwuid(::getuid());
+  return pw ? pw->pw_name : "root";
+}
+
+SshdFixture::SshdFixture(const SshdOptions& options) {
+  char tmpl[] = "/tmp/ocslab-sshd-XXXXXX";
+  if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+  dir_ = tmpl;
+  ::chmod(dir_.c_str(), 0755);
+  run_command("ssh-keygen -q -t ed25519 -N '' -f " + dir_ + "/host_key");
+  run_command("ssh-keygen -q -t ed25519 -N '' -f " + dir_ + "/client_key");
+  run_command("cp " + dir_ + "/client_key.pub " + dir_ + "/authorized_keys && chmod 600 " + dir_ + "/authorized_keys");
+  ::mkdir("/run/sshd", 0755);  // privilege separation folder sshd insists on
+
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    port_ = free_loopback_port();
+    {
+      std::ofstream cfg(dir_ + "/sshd_config");
+      cfg << "ListenAddress 127.0.0.1:" << port_ << "\n"
+          << "HostKey " << dir_ << "/host_key\n"
+          << "PidFile " << dir_ << "/sshd.pid\n"
+          << "AuthorizedKeysFile " << dir_ << "/authorized_keys\n"
+          << "PubkeyAuthentication yes\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+          << "PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\nUseDNS no\n"
+          << "LogLevel ERROR\nMaxStartups 100:30:200\nMaxSessions 100\n";
+      if (!options.netconf_subsystem.empty()) cfg << "Subsystem netconf " << options.netconf_subsystem << "\n";
+      // ForceCommand would also override subsystems, so a fixture serves one or the other.
+      if (!options.force_command.empty()) cfg << "ForceCommand " << options.force_command << "\n";
+    }
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::execl("/usr/sbin/sshd", "sshd", "-D", "-e", "-f", (dir_ + "/sshd_config").c_str(), nullptr);
+      ::_exit(127);
+    }
+    // Ready when the port accepts connections.
+    for (int i = 0; i < 100; ++i) {
+      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_port = htons(static_cast<uint16_t>(port_));
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+      ::close(fd);
+      if (ok) {
+        std::string pub = run_command("cat " + dir_ + "/host_key.pub");
+        std::ofstream(known_hosts()) << "[127.0.0.1]:" << port_ << " " << pub;
+        return;
+      }
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) break;  // died (port taken?): retry
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  throw std::runtime_error("sshd did not start (config in " + dir_ + ")");
+}
+
+SshdFixture::~SshdFixture() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  std::string cmd = "rm -rf '" + dir_ + "'";
+  if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "warning: cannot remove %s\n", dir_.c_str());
+}
+
+}  // namespace ocslab::testing

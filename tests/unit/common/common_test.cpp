@@ -1,0 +1,84 @@
+#include <linux/rtnetlink.h>
+#include <net/if.h>
+
+#include <catch2/catch.hpp>
+#include <sstream>
+
+#include "ocslab/common/clock.h"
+#include "ocslab/common/config.h"
+#include "ocslab/common/csv_writer.h"
+#include "ocslab/common/jsonl_writer.h"
+#include "ocslab/common/netlink_socket.h"
+#include "ocslab/common/sample.h"
+
+using namespace ocslab;
+
+TEST_CASE("csv writer quotes only fields that need it") {
+  std::ostringstream out;
+  CsvWriter w(out);
+  w.header({"a", "b", "c"});
+  w.row({"plain", "with,comma", "say \"hi\"\nnext"});
+  CHECK(out.str() == "a,b,c\nplain,\"with,comma\",\"say \"\"hi\"\"\nnext\"\n");
+  CHECK_THROWS_WITH(w.row({"only one"}), Catch::Contains("1 fields, header has 3"));
+}
+
+TEST_CASE("json lines writer writes one object per line") {
+  std::ostringstream out;
+  JsonLinesWriter w(out);
+  w.write({{"port", 5}, {"dbm", -3.5}});
+  w.write({{"ok", true}});
+  CHECK(out.str() == "{\"dbm\":-3.5,\"port\":5}\n{\"ok\":true}\n");
+}
+
+TEST_CASE("yaml errors carry file, line and column") {
+  CHECK_THROWS_WITH(load_yaml_string("a: [1, 2\n", "lab.yaml"), Catch::StartsWith("lab.yaml:") && Catch::Contains("YAML syntax error"));
+  auto doc = load_yaml_string("hosts:\n  h1:\n    cpus: many\n", "lab.yaml");
+  auto cpus = doc.root["hosts"]["h1"]["cpus"];
+  CHECK_THROWS_WITH(as_int(doc, cpus), Catch::StartsWith("lab.yaml:3:11: expected an integer, got 'many'"));
+  CHECK_THROWS_WITH(require(doc, doc.root["hosts"]["h1"], "memory"), Catch::StartsWith("lab.yaml:3:5: missing key 'memory'"));
+  CHECK_THROWS_WITH(load_yaml_file("/nonexistent/x.yaml"), Catch::Contains("/nonexistent/x.yaml: cannot open file"));
+}
+
+TEST_CASE("timestamps advance on both clocks") {
+  Timestamp a = now();
+  Timestamp b = now();
+  CHECK(b.monotonic_ns >= a.monotonic_ns);
+  CHECK(a.realtime_ns > 1'600'000'000'000'000'000LL);
+  CHECK(elapsed_ms(a, b) >= 0.0);
+}
+
+TEST_CASE("sample rows follow the tidy column order") {
+  Sample s{1700000000000000000, 5, "h1", "carrier", "eth1", "carrier", 1, "bool"};
+  CHECK(sample_csv_columns().size() == sample_csv_fields(s).size());
+  CHECK(sample_csv_fields(s)[0] == "1700000000000000000");
+  CHECK(sample_csv_fields(s)[1] == "h1");
+  CHECK(sample_csv_fields(s)[5] == "1");
+}
+
+TEST_CASE("netlink socket dumps links from the real kernel") {
+  NetlinkSocket nl(NETLINK_ROUTE);
+  char buf[MNL_SOCKET_BUFFER_SIZE];
+  auto* nlh = mnl_nlmsg_put_header(buf);
+  nlh->nlmsg_type = RTM_GETLINK;
+  nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+  auto* ifm = static_cast<ifinfomsg*>(mnl_nlmsg_put_extra_header(nlh, sizeof(ifinfomsg)));
+  ifm->ifi_family = AF_UNSPEC;
+  bool saw_loopback = false;
+  nl.request(nlh, [&](const nlmsghdr* m) {
+    auto* info = static_cast<const ifinfomsg*>(mnl_nlmsg_get_payload(m));
+    if (info->ifi_flags & IFF_LOOPBACK) saw_loopback = true;
+  });
+  CHECK(saw_loopback);
+}
+
+TEST_CASE("netlink errors carry the kernel's reason") {
+  NetlinkSocket nl(NETLINK_ROUTE);
+  char buf[MNL_SOCKET_BUFFER_SIZE];
+  auto* nlh = mnl_nlmsg_put_header(buf);
+  nlh->nlmsg_type = RTM_GETLINK;
+  nlh->nlmsg_flags = NLM_F_REQUEST;
+  auto* ifm = static_cast<ifinfomsg*>(mnl_nlmsg_put_extra_header(nlh, sizeof(ifinfomsg)));
+  ifm->ifi_family = AF_UNSPEC;
+  ifm->ifi_index = 999999;  // no such interface
+  CHECK_THROWS_WITH(nl.request(nlh, [](const nlmsghdr*) {}), Catch::Contains("refused by the kernel"));
+}
