@@ -43,6 +43,8 @@ void OcsDriver::record(const CallTiming& t) {
   if (options_.on_timing) options_.on_timing(t);
 }
 
+void OcsDriver::mark_lost() { drop(); }
+
 void OcsDriver::emit_event(const OcsEvent& ev) {
   if (options_.on_event) options_.on_event(ev);
 }

@@ -2,7 +2,8 @@
 // TL1-over-SSH and the NETCONF subsystem) or serves TCP on a loopback port.
 //   ocs-testpeer --proto tl1|scpi|netconf [--listen PORT] [--state FILE] [--size NxM]
 //                [--prompt] [--bare-lf] [--autonomous] [--split] [--netconf-base10]
-//                [--netconf-revision YYYY-MM-DD]
+//                [--netconf-revision YYYY-MM-DD] [--drop-on TEXT] [--never-reply-to TEXT]
+//                [--garbage-on TEXT] [--deny-on TEXT] [--delay-ms N] [--replace-patched]
 #include <signal.h>
 #include <unistd.h>
 
@@ -39,6 +40,12 @@ int main(int argc, char** argv) {
     else if (a == "--split") q.split_writes = true;
     else if (a == "--netconf-base10") q.netconf_base11 = false;
     else if (a == "--netconf-revision") q.netconf_revision = value();
+    else if (a == "--drop-on") q.drop_on = value();
+    else if (a == "--never-reply-to") q.never_reply_to = value();
+    else if (a == "--garbage-on") q.garbage_on = value();
+    else if (a == "--deny-on") q.deny_on = value();
+    else if (a == "--delay-ms") q.reply_delay_ms = std::stoi(value());
+    else if (a == "--replace-patched") q.replace_patched = true;
     else {
       std::fprintf(stderr, "ocs-testpeer: unknown option %s\n", a.c_str());
       return 2;

@@ -89,4 +89,19 @@ double PeerSwitch::power_dbm(ocs::Port p) const {
   return -60.0;
 }
 
+void PeerSwitch::record(const std::string& request) {
+  std::lock_guard lock(mutex_);
+  history_.push_back(request);
+}
+
+std::vector<std::string> PeerSwitch::history() const {
+  std::lock_guard lock(mutex_);
+  return history_;
+}
+
+void PeerSwitch::clear_history() {
+  std::lock_guard lock(mutex_);
+  history_.clear();
+}
+
 }  // namespace ocslab::testing

@@ -30,6 +30,15 @@ std::string run_command(const std::string& cmd) {
   return out;
 }
 
+std::string bin_path(const std::string& name) {
+  if (const char* d = std::getenv("OCSLAB_BIN_DIR"); d && *d) return std::string(d) + "/" + name;
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) throw std::runtime_error("cannot locate the test binary");
+  std::string exe(self, static_cast<size_t>(n));
+  return exe.substr(0, exe.rfind('/')) + "/../bin/" + name;
+}
+
 int free_loopback_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};

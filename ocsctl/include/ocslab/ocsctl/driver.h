@@ -99,6 +99,9 @@ class OcsDriver {
   void stamp_issued(const std::string& command);
   void stamp_acked();
   void emit_event(const OcsEvent& ev);
+  // For background work (keep-alive) that finds the connection gone: the next call reconnects.
+  // Call with call_mutex() held.
+  void mark_lost();
   // Names the protocol step in progress (list, disconnect, connect) for timing records.
   void set_op(const std::string& op);
 

@@ -28,6 +28,8 @@ struct PeerQuirks {
   bool netconf_base11 = true;       // NETCONF: advertise base:1.1 (chunked framing)
   std::string netconf_revision = "2018-01-09";  // optical-switch revision (< 2017-08-04: "pairs")
   bool replace_patched = false;     // entering a patch on a patched port replaces instead of denying
+  std::string user = "admin";       // TL1 ACT-USER / SSH peers accept only this login
+  std::string password = "root";
 };
 
 class PeerSwitch {
@@ -50,6 +52,11 @@ class PeerSwitch {
 
   std::mutex& mutex() { return mutex_; }
 
+  // Every request a peer received, in order (so tests can assert what was, or was not, sent).
+  void record(const std::string& request);
+  std::vector<std::string> history() const;
+  void clear_history();
+
  private:
   void load() const;
   void save() const;
@@ -58,6 +65,7 @@ class PeerSwitch {
   std::string state_file_;
   mutable std::map<ocs::Port, ocs::Port> by_ingress_;  // reloaded from state_file_
   mutable std::mutex mutex_;
+  std::vector<std::string> history_;
 };
 
 }  // namespace ocslab::testing

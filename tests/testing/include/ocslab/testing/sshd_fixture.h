@@ -47,6 +47,10 @@ class TempDir {
 // Runs a shell command; throws std::runtime_error with its output when it fails.
 std::string run_command(const std::string& cmd);
 
+// Path of a binary built by this project (ocsctl, ocs-testpeer, ...): $OCSLAB_BIN_DIR when
+// ctest sets it, else <test binary folder>/../bin.
+std::string bin_path(const std::string& name);
+
 // A free TCP port on 127.0.0.1 (bound then released).
 int free_loopback_port();
 
