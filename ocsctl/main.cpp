@@ -1,1 +1,7 @@
-int main() { return 0; }
+#include <iostream>
+
+#include "ocslab/ocsctl/cli.h"
+
+int main(int argc, char** argv) {
+  return ocslab::ocs::run_ocsctl(std::vector<std::string>(argv + 1, argv + argc), std::cout, std::cerr);
+}

@@ -245,6 +245,17 @@ ApplyReport OcsDriver::apply(const std::vector<Circuit>& target, ApplyMode mode,
 
 ApplyReport OcsDriver::clear() { return apply({}, ApplyMode::kReplace); }
 
+std::vector<std::string> OcsDriver::render_commands(const MappingDiff& diff) const {
+  std::vector<std::string> out;
+  if (!diff.remove.empty()) {
+    PortSet ports;
+    for (const auto& c : diff.remove) ports.insert(c.ingress);
+    out.push_back("disconnect " + ports.to_string());
+  }
+  if (!diff.add.empty()) out.push_back("connect " + circuits_text(diff.add));
+  return out;
+}
+
 void OcsDriver::apply_diff(ApplyReport& report) {
   const MappingDiff& diff = report.diff;
   if (diff.empty()) return;

@@ -70,6 +70,9 @@ class OcsDriver {
   ApplyReport apply(const std::vector<Circuit>& target, ApplyMode mode, bool dry_run = false);
   // Removes every circuit (only those on allowed ports when there is an allow-list).
   ApplyReport clear();
+  // The protocol requests a reconfiguration would send, for --dry-run. The default describes
+  // them generically; drivers render their exact wire text.
+  virtual std::vector<std::string> render_commands(const MappingDiff& diff) const;
   std::vector<PortPower> power(const std::vector<Port>& ports);
 
   const SwitchUrl& url() const { return url_; }

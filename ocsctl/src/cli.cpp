@@ -1,0 +1,632 @@
+#include "ocslab/ocsctl/cli.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <boost/program_options.hpp>
+#include <cmath>
+#include <fmt/format.h>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "ocslab/common/csv_writer.h"
+#include "ocslab/common/log.h"
+#include "ocslab/ocsctl/credentials.h"
+#include "ocslab/ocsctl/driver.h"
+
+namespace po = boost::program_options;
+using nlohmann::json;
+
+namespace ocslab::ocs {
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+void on_signal(int) { g_interrupted = true; }
+
+// Routes SIGINT/SIGTERM to g_interrupted while a long command runs, so it can stop cleanly
+// with its output complete; restores the previous handlers on scope exit.
+class InterruptGuard {
+ public:
+  InterruptGuard() {
+    g_interrupted = false;
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~InterruptGuard() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
+
+struct CommandSpec {
+  const char* name;
+  const char* usage;
+  const char* summary;
+  const char* details;
+  std::vector<std::string> options;  // command-specific options it accepts
+};
+
+const std::vector<CommandSpec>& commands() {
+  static const std::vector<CommandSpec> specs = {
+      {"info", "info", "show the switch's identity and size", "Reads vendor, model, serial, software version and the N x M port layout.", {}},
+      {"list", "list", "list the circuits currently made", "One row per circuit: ingress port, egress port.", {}},
+      {"connect", "connect INGRESS-EGRESS...", "make circuits",
+       "Makes all given circuits in one protocol command where the protocol allows it. A port\n"
+       "that is already patched is refused by the switch unless --replace is given, which\n"
+       "first removes the conflicting circuits (minimal diff, like 'apply').",
+       {"replace"}},
+      {"disconnect", "disconnect PORTS...", "delete circuits by either end",
+       "PORTS: numbers and A..B ranges. Deletes every circuit that has one of these ports as\n"
+       "ingress or egress. With --allow, both ends of each affected circuit must be allowed.",
+       {}},
+      {"apply", "apply MAPPING.yaml", "move the switch to a mapping with the minimal set of changes",
+       "Reads the current circuits, computes the minimal diff and applies it: removals first,\n"
+       "then additions (NETCONF does both in one edit-config). Without --replace only the\n"
+       "ports named in the file change; with --replace every other circuit (within --allow)\n"
+       "is removed too. --dry-run prints the diff and the protocol commands, sending none.\n"
+       "Mapping file:  circuits: [1-33, 2-34, {ingress: 3, egress: 35}]",
+       {"replace", "dry-run"}},
+      {"clear", "clear --yes", "delete every circuit (within --allow)", "Refuses to run without --yes.", {"yes"}},
+      {"power", "power PORTS", "read optical power at port monitors", "PORTS: numbers and A..B ranges. Power in dBm as the switch reports it.", {}},
+      {"watch-power", "watch-power PORTS [--interval-ms N] [--count N]", "sample port power as CSV on stdout",
+       "Writes t_ns,port,dbm rows (t_ns: CLOCK_REALTIME when the reading arrived) until\n"
+       "--count samples per port were taken or Ctrl-C.",
+       {"interval-ms", "count"}},
+      {"bench", "bench --pairs A-B,... [--pairs A-B,...] [--toggles N] [-o FILE]", "time repeated reconfigurations",
+       "Alternates the switch between two mappings (the second --pairs, or no circuits on\n"
+       "those ports when given once) --toggles times. Prints min/median/p99/max of the whole\n"
+       "reconfiguration span and of each protocol call, and writes every call to a CSV file.",
+       {"pairs", "toggles", "output"}},
+  };
+  return specs;
+}
+
+const CommandSpec* find_command(const std::string& name) {
+  for (const auto& c : commands()) {
+    if (name == c.name) return &c;
+  }
+  return nullptr;
+}
+
+po::options_description global_options() {
+  po::options_description d("Global options");
+  d.add_options()
+      ("switch,s", po::value<std::string>(), "switch URL (or $OCSLAB_SWITCH): tl1://user@host[:3082], tl1+ssh://user@host[:22], netconf://user@host[:830], scpi://host[:5025]")
+      ("allow", po::value<std::string>(), "allow-list: the only ports this command may change, e.g. 1..16,33..48; any other port is refused before anything is sent")
+      ("timeout-ms", po::value<int>()->default_value(10000), "deadline for each reply from the switch")
+      ("connect-timeout-ms", po::value<int>()->default_value(10000), "deadline for connecting and logging in")
+      ("credentials", po::value<std::string>(), "credentials file (mode 0600): lines '<host>[:<port>] <user> <password>'; default $OCSLAB_OCS_CREDENTIALS or ~/.config/ocslab/credentials. $OCSLAB_OCS_PASSWORD takes precedence")
+      ("identity,i", po::value<std::string>(), "SSH private key (tl1+ssh, netconf); default: ssh-agent, then ~/.ssh keys")
+      ("known-hosts", po::value<std::string>(), "SSH known_hosts file; default ~/.ssh/known_hosts")
+      ("accept-unknown-host", "SSH: accept a host key not in known_hosts (a changed key is always refused)")
+      ("json", "machine-readable JSON on stdout")
+      ("csv", "CSV on stdout")
+      ("log-level", po::value<std::string>()->default_value("warn"), "trace, debug, info, warn, error, off (logs go to stderr)")
+      ("help,h", "show help (also: ocsctl COMMAND --help)")
+      ("version", "print the version");
+  return d;
+}
+
+po::options_description command_options() {
+  po::options_description d("Command options");
+  d.add_options()
+      ("replace", "connect/apply: remove conflicting (apply: all other) circuits")
+      ("dry-run", "apply: print the diff and protocol commands, send nothing")
+      ("yes", "clear: confirm")
+      ("interval-ms", po::value<int>()->default_value(100), "watch-power: sampling interval")
+      ("count", po::value<int>()->default_value(0), "watch-power: samples per port (0: until Ctrl-C)")
+      ("pairs", po::value<std::vector<std::string>>(), "bench: a mapping as comma-separated INGRESS-EGRESS (give once or twice)")
+      ("toggles", po::value<int>()->default_value(10), "bench: number of reconfigurations")
+      ("output,o", po::value<std::string>()->default_value("ocsctl-bench.csv"), "bench: CSV file with every call");
+  return d;
+}
+
+const char* kExitCodes =
+    "Exit codes:\n"
+    "  0  success\n"
+    "  1  bad command line\n"
+    "  2  bad input: port, URL, mapping file, allow-list, credentials\n"
+    "  3  the switch refused a command (its message is printed)\n"
+    "  4  cannot connect, connection lost, no reply in time, or garbage from the switch\n"
+    "  5  a reconfiguration failed part-way (what was made/removed is printed)\n";
+
+void print_help(std::ostream& out, const CommandSpec* cmd) {
+  if (!cmd) {
+    out << "ocsctl - drive an optical circuit switch (TL1, NETCONF, SCPI)\n\n"
+           "Usage: ocsctl -s URL [options] COMMAND [args]\n\nCommands:\n";
+    for (const auto& c : commands()) out << fmt::format("  {:<12} {}\n", c.name, c.summary);
+    out << "\n" << global_options() << "\n" << command_options() << "\n"
+        << "Passwords never go on the command line: set OCSLAB_OCS_PASSWORD or use a credentials file.\n\n"
+        << kExitCodes << "\nExamples:\n"
+        << "  ocsctl -s tl1://admin@10.0.0.5 info\n"
+        << "  ocsctl -s tl1://admin@10.0.0.5 --allow 1..8,33..40 connect 1-33 2-34\n"
+        << "  ocsctl -s netconf://admin@sw1 apply rail-a.yaml --replace --dry-run\n"
+        << "  ocsctl -s scpi://sw1 watch-power 33..36 --interval-ms 10 > power.csv\n"
+        << "  ocsctl -s tl1://admin@sw1 bench --pairs 1-33,2-34 --pairs 1-34,2-33 --toggles 50\n"
+        << "\nDocumentation: docs/ocsctl.md\n";
+    return;
+  }
+  out << "Usage: ocsctl -s URL [options] " << cmd->usage << "\n\n" << cmd->summary << ".\n" << cmd->details << "\n";
+  if (!cmd->options.empty()) {
+    out << "\nOptions:\n";
+    auto all = command_options();
+    for (const auto& name : cmd->options) {
+      const auto& opt = all.find(name, false);
+      out << fmt::format("  {:<22} {}\n", opt.format_name(), opt.description());
+    }
+  }
+  out << "\nGlobal options: see 'ocsctl --help'.\n\n" << kExitCodes;
+}
+
+enum class Format { kTable, kJson, kCsv };
+
+json circuits_json(const std::vector<Circuit>& cs) {
+  json a = json::array();
+  for (const auto& c : cs) a.push_back({{"ingress", c.ingress}, {"egress", c.egress}});
+  return a;
+}
+
+json timing_json(const CallTiming& t) {
+  return {{"op", t.op},
+          {"command", t.command},
+          {"issued_ns", t.issued.realtime_ns},
+          {"acked_ns", t.acked.realtime_ns},
+          {"latency_ms", t.latency_ms()},
+          {"ok", t.ok},
+          {"error", t.error}};
+}
+
+std::string circuits_text(const std::vector<Circuit>& cs) {
+  std::string out;
+  for (const auto& c : cs) out += (out.empty() ? "" : " ") + to_string(c);
+  return out.empty() ? "-" : out;
+}
+
+std::vector<Port> parse_ports(const std::vector<std::string>& args) {
+  PortSet set;
+  for (const auto& a : args) {
+    for (Port p : PortSet::parse(a).to_vector()) set.insert(p);
+  }
+  if (set.empty()) throw Error("no ports given");
+  return set.to_vector();
+}
+
+std::vector<Circuit> parse_pairs(const std::string& text) {
+  std::vector<Circuit> out;
+  size_t i = 0;
+  while (i <= text.size()) {
+    size_t j = text.find(',', i);
+    if (j == std::string::npos) j = text.size();
+    std::string item = text.substr(i, j - i);
+    if (!item.empty()) out.push_back(parse_circuit(item));
+    i = j + 1;
+  }
+  check_mapping(out);
+  return out;
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  double pos = q * static_cast<double>(v.size() - 1);
+  size_t lo = static_cast<size_t>(std::floor(pos));
+  size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+class Cli {
+ public:
+  Cli(std::ostream& out, std::ostream& err) : out_(out), err_(err) {}
+  int run(const std::vector<std::string>& args);
+
+ private:
+  int dispatch(const std::string& cmd, const std::vector<std::string>& args);
+  int cmd_info();
+  int cmd_list();
+  int cmd_connect(const std::vector<std::string>& args);
+  int cmd_disconnect(const std::vector<std::string>& args);
+  int cmd_apply(const std::vector<std::string>& args);
+  int cmd_clear();
+  int cmd_power(const std::vector<std::string>& args);
+  int cmd_watch_power(const std::vector<std::string>& args);
+  int cmd_bench();
+  int report_apply(const ApplyReport& r, bool dry_run);
+  OcsDriver& driver();
+
+  std::ostream& out_;
+  std::ostream& err_;
+  po::variables_map vm_;
+  Format format_ = Format::kTable;
+  std::unique_ptr<OcsDriver> driver_;
+  std::optional<PortSet> allow_override_;  // bench: confine changes to the benchmarked ports
+};
+
+OcsDriver& Cli::driver() {
+  if (driver_) return *driver_;
+  std::string url_text;
+  if (vm_.count("switch")) url_text = vm_["switch"].as<std::string>();
+  else if (const char* e = std::getenv("OCSLAB_SWITCH"); e && *e) url_text = e;
+  else throw Error("no switch given: use -s URL or set OCSLAB_SWITCH (e.g. tl1://admin@10.0.0.5:3082)");
+  SwitchUrl url = SwitchUrl::parse(url_text);
+  DriverOptions o;
+  o.reply_timeout = std::chrono::milliseconds(vm_["timeout-ms"].as<int>());
+  o.connect_timeout = std::chrono::milliseconds(vm_["connect-timeout-ms"].as<int>());
+  if (vm_.count("allow")) o.allow = PortSet::parse(vm_["allow"].as<std::string>());
+  if (allow_override_) o.allow = allow_override_;
+  if (vm_.count("identity")) o.identity_file = vm_["identity"].as<std::string>();
+  if (vm_.count("known-hosts")) o.known_hosts_file = vm_["known-hosts"].as<std::string>();
+  o.accept_unknown_host = vm_.count("accept-unknown-host") > 0;
+  std::string cred = vm_.count("credentials") ? vm_["credentials"].as<std::string>() : default_credentials_path();
+  o.password = resolve_password(url, cred);
+  driver_ = make_driver(url, std::move(o));
+  return *driver_;
+}
+
+int Cli::run(const std::vector<std::string>& args) {
+  po::options_description all;
+  all.add(global_options()).add(command_options());
+  all.add_options()("command", po::value<std::string>())("args", po::value<std::vector<std::string>>());
+  po::positional_options_description pos;
+  pos.add("command", 1).add("args", -1);
+  try {
+    std::vector<std::string> argv = args;
+    po::store(po::command_line_parser(argv).options(all).positional(pos).run(), vm_);
+    po::notify(vm_);
+  } catch (const po::error& e) {
+    err_ << "ocsctl: " << e.what() << "\nTry 'ocsctl --help'.\n";
+    return kExitUsage;
+  }
+  std::string cmd = vm_.count("command") ? vm_["command"].as<std::string>() : "";
+  const CommandSpec* spec = cmd.empty() ? nullptr : find_command(cmd);
+  if (cmd == "help") {
+    auto rest = vm_.count("args") ? vm_["args"].as<std::vector<std::string>>() : std::vector<std::string>{};
+    print_help(out_, rest.empty() ? nullptr : find_command(rest[0]));
+    return kExitOk;
+  }
+  if (vm_.count("help")) {
+    print_help(out_, spec);
+    return kExitOk;
+  }
+  if (vm_.count("version")) {
+    out_ << "ocsctl " << OCSLAB_VERSION << "\n";
+    return kExitOk;
+  }
+  if (cmd.empty()) {
+    print_help(err_, nullptr);
+    return kExitUsage;
+  }
+  if (!spec) {
+    err_ << "ocsctl: unknown command '" << cmd << "'\nTry 'ocsctl --help'.\n";
+    return kExitUsage;
+  }
+  // Reject options that belong to another command instead of silently ignoring them.
+  for (const auto& opt : command_options().options()) {
+    const std::string& name = opt->long_name();
+    if (vm_.count(name) && !vm_[name].defaulted() &&
+        std::find(spec->options.begin(), spec->options.end(), name) == spec->options.end()) {
+      err_ << "ocsctl: option --" << name << " does not apply to '" << cmd << "'\nTry 'ocsctl " << cmd << " --help'.\n";
+      return kExitUsage;
+    }
+  }
+  if (vm_.count("json") && vm_.count("csv")) {
+    err_ << "ocsctl: choose one of --json and --csv\n";
+    return kExitUsage;
+  }
+  format_ = vm_.count("json") ? Format::kJson : vm_.count("csv") ? Format::kCsv : Format::kTable;
+  try {
+    init_logging(vm_["log-level"].as<std::string>());
+  } catch (const Error& e) {
+    err_ << "ocsctl: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  auto rest = vm_.count("args") ? vm_["args"].as<std::vector<std::string>>() : std::vector<std::string>{};
+  try {
+    return dispatch(cmd, rest);
+  } catch (const ApplyError& e) {
+    err_ << "ocsctl: error: " << e.what() << "\n";
+    if (format_ == Format::kJson) {
+      out_ << json{{"error", e.what()}, {"state_known", e.state_known()}, {"made", circuits_json(e.made())},
+                   {"not_made", circuits_json(e.not_made())}, {"removed", circuits_json(e.removed())}}
+                  .dump(2)
+           << "\n";
+    }
+    return kExitPartial;
+  } catch (const DenyError& e) {
+    err_ << "ocsctl: error: " << e.what() << "\n";
+    return kExitDenied;
+  } catch (const PortError& e) {
+    err_ << "ocsctl: error: " << e.what() << "\n";
+    return kExitInput;
+  } catch (const OcsError& e) {
+    err_ << "ocsctl: error: " << e.what() << "\n";
+    return kExitConnection;
+  } catch (const Error& e) {
+    err_ << "ocsctl: error: " << e.what() << "\n";
+    return kExitInput;
+  }
+}
+
+int Cli::dispatch(const std::string& cmd, const std::vector<std::string>& args) {
+  auto no_args = [&] {
+    if (!args.empty()) throw po::error("'" + cmd + "' takes no arguments (got '" + args[0] + "')");
+  };
+  try {
+    if (cmd == "info") return no_args(), cmd_info();
+    if (cmd == "list") return no_args(), cmd_list();
+    if (cmd == "connect") return cmd_connect(args);
+    if (cmd == "disconnect") return cmd_disconnect(args);
+    if (cmd == "apply") return cmd_apply(args);
+    if (cmd == "clear") return no_args(), cmd_clear();
+    if (cmd == "power") return cmd_power(args);
+    if (cmd == "watch-power") return cmd_watch_power(args);
+    if (cmd == "bench") return no_args(), cmd_bench();
+  } catch (const po::error& e) {
+    err_ << "ocsctl: " << e.what() << "\nTry 'ocsctl " << cmd << " --help'.\n";
+    return kExitUsage;
+  }
+  return kExitUsage;
+}
+
+int Cli::cmd_info() {
+  SwitchInfo i = driver().info();
+  std::string size = fmt::format("{}x{}", i.ingress_ports, i.egress_ports);
+  std::vector<std::pair<std::string, std::string>> rows = {
+      {"switch", driver().name()}, {"vendor", i.vendor}, {"model", i.model}, {"serial", i.serial},
+      {"version", i.version},      {"size", size}};
+  if (format_ == Format::kJson) {
+    out_ << json{{"switch", driver().name()}, {"vendor", i.vendor}, {"model", i.model}, {"serial", i.serial},
+                 {"version", i.version}, {"ingress_ports", i.ingress_ports}, {"egress_ports", i.egress_ports}}
+                .dump(2)
+         << "\n";
+  } else if (format_ == Format::kCsv) {
+    CsvWriter w(out_);
+    w.header({"key", "value"});
+    for (const auto& [k, v] : rows) w.row({k, v});
+  } else {
+    for (const auto& [k, v] : rows) out_ << fmt::format("{:<9} {}\n", k, v);
+    out_ << fmt::format("{:<9} ingress 1..{}, egress {}..{}\n", "ports", i.ingress_ports, i.first_egress(),
+                        i.ingress_ports + i.egress_ports);
+  }
+  return kExitOk;
+}
+
+int Cli::cmd_list() {
+  auto cs = driver().list();
+  if (format_ == Format::kJson) {
+    out_ << json{{"switch", driver().name()}, {"circuits", circuits_json(cs)}}.dump(2) << "\n";
+  } else if (format_ == Format::kCsv) {
+    CsvWriter w(out_);
+    w.header({"ingress", "egress"});
+    for (const auto& c : cs) w.row({std::to_string(c.ingress), std::to_string(c.egress)});
+  } else {
+    out_ << fmt::format("{:>7}  {:>7}\n", "INGRESS", "EGRESS");
+    for (const auto& c : cs) out_ << fmt::format("{:>7}  {:>7}\n", c.ingress, c.egress);
+    out_ << cs.size() << " circuit(s)\n";
+  }
+  return kExitOk;
+}
+
+int Cli::report_apply(const ApplyReport& r, bool dry_run) {
+  double span = r.calls.empty() ? 0 : elapsed_ms(r.started, r.finished);
+  if (format_ == Format::kJson) {
+    json calls = json::array();
+    for (const auto& t : r.calls) calls.push_back(timing_json(t));
+    json j = {{"switch", driver().name()},
+              {"dry_run", dry_run},
+              {"remove", circuits_json(r.diff.remove)},
+              {"add", circuits_json(r.diff.add)},
+              {"keep", circuits_json(r.diff.keep)},
+              {"calls", calls}};
+    if (dry_run) j["commands"] = driver().render_commands(r.diff);
+    out_ << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  if (format_ == Format::kCsv) {
+    CsvWriter w(out_);
+    w.header({"action", "ingress", "egress"});
+    for (const auto& c : r.diff.remove) w.row({"remove", std::to_string(c.ingress), std::to_string(c.egress)});
+    for (const auto& c : r.diff.add) w.row({"add", std::to_string(c.ingress), std::to_string(c.egress)});
+    for (const auto& c : r.diff.keep) w.row({"keep", std::to_string(c.ingress), std::to_string(c.egress)});
+    return kExitOk;
+  }
+  out_ << "remove: " << circuits_text(r.diff.remove) << "\n";
+  out_ << "add:    " << circuits_text(r.diff.add) << "\n";
+  out_ << "keep:   " << r.diff.keep.size() << " circuit(s)\n";
+  if (dry_run) {
+    out_ << "dry run: nothing sent. Commands that would be sent:\n";
+    for (const auto& c : driver().render_commands(r.diff)) out_ << "  " << c << "\n";
+    return kExitOk;
+  }
+  for (const auto& t : r.calls) out_ << fmt::format("  {:<11} {:>9.3f} ms  {}\n", t.op, t.latency_ms(), t.command);
+  out_ << fmt::format("done in {:.3f} ms ({} call(s))\n", span, r.calls.size());
+  return kExitOk;
+}
+
+int Cli::cmd_connect(const std::vector<std::string>& args) {
+  if (args.empty()) throw po::error("connect needs at least one INGRESS-EGRESS circuit");
+  std::vector<Circuit> cs;
+  for (const auto& a : args) cs.push_back(parse_circuit(a));
+  check_mapping(cs);
+  if (vm_.count("replace")) return report_apply(driver().apply(cs, ApplyMode::kMerge), false);
+  driver().connect(cs);
+  auto t = driver().last_timing();
+  if (format_ == Format::kJson) {
+    out_ << json{{"switch", driver().name()}, {"made", circuits_json(cs)}, {"call", t ? timing_json(*t) : json()}}.dump(2) << "\n";
+  } else if (format_ == Format::kCsv) {
+    CsvWriter w(out_);
+    w.header({"ingress", "egress"});
+    for (const auto& c : cs) w.row({std::to_string(c.ingress), std::to_string(c.egress)});
+  } else {
+    out_ << fmt::format("made {} circuit(s): {} ({:.3f} ms)\n", cs.size(), circuits_text(cs), t ? t->latency_ms() : 0.0);
+  }
+  return kExitOk;
+}
+
+int Cli::cmd_disconnect(const std::vector<std::string>& args) {
+  if (args.empty()) throw po::error("disconnect needs ports");
+  auto ports = parse_ports(args);
+  driver().disconnect(ports);
+  auto t = driver().last_timing();
+  if (format_ == Format::kJson) {
+    json p = ports;
+    out_ << json{{"switch", driver().name()}, {"ports", p}, {"call", t ? timing_json(*t) : json()}}.dump(2) << "\n";
+  } else if (format_ != Format::kCsv) {
+    out_ << fmt::format("disconnected ports {} ({:.3f} ms)\n", PortSet({ports.begin(), ports.end()}).to_string(),
+                        t ? t->latency_ms() : 0.0);
+  }
+  return kExitOk;
+}
+
+int Cli::cmd_apply(const std::vector<std::string>& args) {
+  if (args.size() != 1) throw po::error("apply needs exactly one mapping file");
+  auto target = load_mapping_file(args[0]);
+  bool dry = vm_.count("dry-run") > 0;
+  auto mode = vm_.count("replace") ? ApplyMode::kReplace : ApplyMode::kMerge;
+  return report_apply(driver().apply(target, mode, dry), dry);
+}
+
+int Cli::cmd_clear() {
+  if (!vm_.count("yes")) {
+    err_ << "ocsctl: clear deletes every circuit" << (vm_.count("allow") ? " on the allowed ports" : "")
+         << "; add --yes to confirm\n";
+    return kExitUsage;
+  }
+  return report_apply(driver().clear(), false);
+}
+
+int Cli::cmd_power(const std::vector<std::string>& args) {
+  if (args.empty()) throw po::error("power needs ports");
+  auto readings = driver().power(parse_ports(args));
+  if (format_ == Format::kJson) {
+    json a = json::array();
+    for (const auto& r : readings) a.push_back({{"port", r.port}, {"dbm", r.dbm}});
+    out_ << json{{"switch", driver().name()}, {"power", a}}.dump(2) << "\n";
+  } else if (format_ == Format::kCsv) {
+    CsvWriter w(out_);
+    w.header({"port", "dbm"});
+    for (const auto& r : readings) w.row({std::to_string(r.port), fmt::format("{:.2f}", r.dbm)});
+  } else {
+    out_ << fmt::format("{:>5}  {:>8}\n", "PORT", "DBM");
+    for (const auto& r : readings) out_ << fmt::format("{:>5}  {:>8.2f}\n", r.port, r.dbm);
+  }
+  return kExitOk;
+}
+
+int Cli::cmd_watch_power(const std::vector<std::string>& args) {
+  if (args.empty()) throw po::error("watch-power needs ports");
+  auto ports = parse_ports(args);
+  int interval = vm_["interval-ms"].as<int>();
+  int count = vm_["count"].as<int>();
+  if (interval < 1) throw po::error("--interval-ms must be at least 1");
+  if (count < 0) throw po::error("--count must be 0 (forever) or more");
+  InterruptGuard guard;
+  CsvWriter w(out_);
+  w.header({"t_ns", "port", "dbm"});
+  auto next = std::chrono::steady_clock::now();
+  int taken = 0;
+  while (!g_interrupted && (count == 0 || taken < count)) {
+    auto readings = driver().power(ports);
+    int64_t t = realtime_ns();
+    for (const auto& r : readings) w.row({std::to_string(t), std::to_string(r.port), fmt::format("{:.2f}", r.dbm)});
+    w.flush();
+    ++taken;
+    next += std::chrono::milliseconds(interval);
+    while (!g_interrupted && std::chrono::steady_clock::now() < next) {
+      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(next - std::chrono::steady_clock::now(),
+                                                                                std::chrono::milliseconds(50)));
+    }
+  }
+  return kExitOk;
+}
+
+int Cli::cmd_bench() {
+  if (!vm_.count("pairs")) throw po::error("bench needs --pairs INGRESS-EGRESS,...");
+  auto given = vm_["pairs"].as<std::vector<std::string>>();
+  if (given.size() > 2) throw po::error("give --pairs once or twice");
+  std::vector<Circuit> a = parse_pairs(given[0]);
+  std::vector<Circuit> b = given.size() == 2 ? parse_pairs(given[1]) : std::vector<Circuit>{};
+  if (a.empty()) throw po::error("--pairs lists no circuits");
+  int toggles = vm_["toggles"].as<int>();
+  if (toggles < 1) throw po::error("--toggles must be at least 1");
+  // The ports both mappings use are the whole scope: replace within it, never beyond.
+  PortSet scope;
+  for (const auto* m : {&a, &b}) {
+    for (const auto& c : *m) {
+      scope.insert(c.ingress);
+      scope.insert(c.egress);
+    }
+  }
+  // Replace within exactly the ports of the two mappings: the bench never touches others.
+  if (vm_.count("allow")) {
+    PortSet allowed = PortSet::parse(vm_["allow"].as<std::string>());
+    for (Port p : scope.to_vector()) {
+      if (!allowed.contains(p)) throw PortError(fmt::format("bench uses port {}, which is outside --allow {}", p, allowed.to_string()));
+    }
+  }
+  allow_override_ = scope;
+  OcsDriver& d = driver();
+  std::string path = vm_["output"].as<std::string>();
+  CsvWriter csv(path);
+  csv.header({"toggle", "target", "op", "command", "issued_ns", "acked_ns", "latency_ms", "ok"});
+  std::vector<double> spans;
+  std::map<std::string, std::vector<double>> per_op;
+  bool progress = stderr_is_terminal() && format_ == Format::kTable;
+  d.apply(b, ApplyMode::kReplace);  // start from B so every timed toggle is a real change
+  for (int i = 0; i < toggles; ++i) {
+    ApplyReport r = d.apply(i % 2 == 0 ? a : b, ApplyMode::kReplace);
+    // The span of a reconfiguration runs from the first change request to the last ack;
+    // the read of the current circuits before it is not part of it.
+    std::vector<const CallTiming*> changes;
+    for (const auto& t : r.calls) {
+      if (t.op != "list") changes.push_back(&t);
+    }
+    if (!changes.empty()) spans.push_back(elapsed_ms(changes.front()->issued, changes.back()->acked));
+    for (const auto& t : r.calls) {
+      per_op[t.op].push_back(t.latency_ms());
+      csv.row({std::to_string(i), i % 2 == 0 ? "A" : "B", t.op, t.command, std::to_string(t.issued.realtime_ns),
+               std::to_string(t.acked.realtime_ns), fmt::format("{:.6f}", t.latency_ms()), t.ok ? "1" : "0"});
+    }
+    if (progress) err_ << fmt::format("\rtoggle {}/{}", i + 1, toggles) << std::flush;
+  }
+  if (progress) err_ << "\n";
+  csv.flush();
+  auto stats = [](const std::vector<double>& v) {
+    return json{{"n", v.size()}, {"min_ms", percentile(v, 0)}, {"median_ms", percentile(v, 0.5)},
+                {"p99_ms", percentile(v, 0.99)}, {"max_ms", percentile(v, 1)}};
+  };
+  if (format_ == Format::kJson) {
+    json ops;
+    for (const auto& [op, v] : per_op) ops[op] = stats(v);
+    out_ << json{{"switch", d.name()}, {"toggles", toggles}, {"reconfiguration", stats(spans)}, {"calls", ops}, {"csv", path}}.dump(2) << "\n";
+    return kExitOk;
+  }
+  auto line = [&](const std::string& what, const std::vector<double>& v) {
+    out_ << fmt::format("{:<16} {:>5} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f}\n", what, v.size(), percentile(v, 0),
+                        percentile(v, 0.5), percentile(v, 0.99), percentile(v, 1));
+  };
+  out_ << fmt::format("{:<16} {:>5} {:>10} {:>10} {:>10} {:>10}\n", "latency (ms)", "n", "min", "median", "p99", "max");
+  line("reconfiguration", spans);
+  for (const auto& [op, v] : per_op) line("  " + op, v);
+  out_ << "calls written to " << path << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_ocsctl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  Cli cli(out, err);
+  return cli.run(args);
+}
+
+}  // namespace ocslab::ocs
