@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 
+#include "ocslab/common/error.h"
 #include "ocslab/ocsctl/mapping.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

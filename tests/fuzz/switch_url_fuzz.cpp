@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "ocslab/common/error.h"
 #include "ocslab/ocsctl/port_set.h"
 #include "ocslab/ocsctl/switch_url.h"
 
