@@ -1,0 +1,206 @@
+// ocsctl end to end: the CLI function in-process against the TL1 grammar peer over loopback
+// TCP, and the real binary for exit codes.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "ocslab/ocsctl/cli.h"
+#include "ocslab/testing/peers.h"
+#include "ocslab/testing/sshd_fixture.h"
+
+using namespace ocslab;
+using namespace ocslab::ocs;
+using ocslab::testing::PeerProtocol;
+using ocslab::testing::PeerSwitch;
+using ocslab::testing::TcpPeer;
+
+namespace {
+
+struct Run {
+  int rc;
+  std::string out, err;
+};
+
+struct CliFixture {
+  PeerSwitch sw{16, 16};
+  TcpPeer peer{PeerProtocol::kTl1, sw};
+  std::string url = "tl1://admin@127.0.0.1:" + std::to_string(peer.port());
+
+  CliFixture() { ::setenv(kPasswordEnv, "root", 1); }
+  ~CliFixture() { ::unsetenv(kPasswordEnv); }
+
+  Run run(std::vector<std::string> args) {
+    args.insert(args.begin(), {"-s", url, "--timeout-ms", "3000"});
+    std::ostringstream out, err;
+    int rc = run_ocsctl(args, out, err);
+    return {rc, out.str(), err.str()};
+  }
+  bool sent(const std::string& verb) {
+    for (const auto& h : sw.history()) {
+      if (h.find(verb) != std::string::npos) return true;
+    }
+    return false;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("ocsctl help covers every command and the exit codes", "[cli]") {
+  std::ostringstream out, err;
+  REQUIRE(run_ocsctl({"--help"}, out, err) == kExitOk);
+  for (const char* c : {"info", "list", "connect", "disconnect", "apply", "clear", "power", "watch-power", "bench"}) {
+    CHECK_THAT(out.str(), Catch::Contains(std::string("  ") + c));
+    std::ostringstream o2, e2;
+    REQUIRE(run_ocsctl({c, "--help"}, o2, e2) == kExitOk);
+    CHECK_THAT(o2.str(), Catch::Contains(std::string("Usage: ocsctl -s URL [options] ") + c));
+    CHECK_THAT(o2.str(), Catch::Contains("Exit codes:"));
+  }
+  CHECK_THAT(out.str(), Catch::Contains("OCSLAB_OCS_PASSWORD"));
+  std::ostringstream o3, e3;
+  CHECK(run_ocsctl({"--password", "x", "list"}, o3, e3) == kExitUsage);
+  CHECK(run_ocsctl({"frobnicate"}, o3, e3) == kExitUsage);
+  CHECK_THAT(e3.str(), Catch::Contains("unknown command 'frobnicate'"));
+}
+
+TEST_CASE("ocsctl drives a TL1 switch: connect, list, power, disconnect", "[cli]") {
+  CliFixture f;
+  auto r = f.run({"connect", "1-17", "2-18"});
+  REQUIRE(r.rc == kExitOk);
+  CHECK_THAT(r.out, Catch::Contains("made 2 circuit(s): 1-17 2-18"));
+  r = f.run({"--json", "list"});
+  REQUIRE(r.rc == kExitOk);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["circuits"].size() == 2);
+  CHECK(j["circuits"][0]["ingress"] == 1);
+  CHECK(j["circuits"][0]["egress"] == 17);
+  r = f.run({"--csv", "power", "17..18"});
+  REQUIRE(r.rc == kExitOk);
+  CHECK_THAT(r.out, Catch::StartsWith("port,dbm\n17,"));
+  r = f.run({"disconnect", "17"});
+  REQUIRE(r.rc == kExitOk);
+  CHECK(f.sw.circuits() == std::vector<Circuit>{{2, 18}});
+  r = f.run({"--json", "info"});
+  REQUIRE(r.rc == kExitOk);
+  CHECK(nlohmann::json::parse(r.out)["ingress_ports"] == 16);
+}
+
+TEST_CASE("ocsctl apply: dry run sends no change, replace makes the minimal diff", "[cli]") {
+  CliFixture f;
+  REQUIRE(f.sw.connect({{1, 17}, {2, 18}, {3, 19}}, false).empty());
+  testing::TempDir dir;
+  std::string mapping = dir.path() + "/m.yaml";
+  std::ofstream(mapping) << "circuits:\n  - 1-17\n  - 2-19\n";
+  f.sw.clear_history();
+  auto r = f.run({"apply", mapping, "--replace", "--dry-run"});
+  REQUIRE(r.rc == kExitOk);
+  CHECK_THAT(r.out, Catch::Contains("remove: 2-18 3-19"));
+  CHECK_THAT(r.out, Catch::Contains("add:    2-19"));
+  CHECK_THAT(r.out, Catch::Contains("dry run: nothing sent"));
+  CHECK_FALSE(f.sent("ENT-PATCH"));
+  CHECK_FALSE(f.sent("DLT-PATCH"));
+  r = f.run({"--json", "apply", mapping, "--replace"});
+  REQUIRE(r.rc == kExitOk);
+  CHECK(f.sw.circuits() == std::vector<Circuit>{{1, 17}, {2, 19}});
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["add"].size() == 1);
+  CHECK(j["remove"].size() == 2);
+}
+
+TEST_CASE("ocsctl refuses bad input before sending anything", "[cli]") {
+  CliFixture f;
+  testing::TempDir dir;
+  std::string mapping = dir.path() + "/bad.yaml";
+  std::ofstream(mapping) << "circuits:\n  - 1-17\n  - 1-18\n";
+  auto r = f.run({"apply", mapping});
+  CHECK(r.rc == kExitInput);
+  CHECK_THAT(r.err, Catch::Contains(mapping + ":3:5: port 1 used twice as ingress"));
+  f.sw.clear_history();
+  r = f.run({"--allow", "1..4,17..20", "connect", "5-21"});
+  CHECK(r.rc == kExitInput);
+  CHECK_THAT(r.err, Catch::Contains("port 5 is outside the allow-list (1..4,17..20)"));
+  CHECK_FALSE(f.sent("ENT-PATCH"));
+  r = f.run({"connect", "1-99"});
+  CHECK(r.rc == kExitInput);
+  CHECK_THAT(r.err, Catch::Contains("unknown port 99"));
+  r = f.run({"connect", "17-1"});
+  CHECK(r.rc == kExitInput);
+  CHECK_THAT(r.err, Catch::Contains("not an ingress port"));
+  r = f.run({"clear"});
+  CHECK(r.rc == kExitUsage);
+  CHECK_THAT(r.err, Catch::Contains("--yes"));
+  r = f.run({"connect", "1:17"});
+  CHECK(r.rc == kExitInput);
+  CHECK_THAT(r.err, Catch::Contains("bad circuit '1:17'"));
+}
+
+TEST_CASE("ocsctl maps switch refusals and dead switches to exit codes", "[cli]") {
+  CliFixture f;
+  REQUIRE(f.sw.connect({{1, 17}}, false).empty());
+  auto r = f.run({"connect", "1-18"});  // already patched: the peer denies
+  CHECK(r.rc == kExitDenied);
+  CHECK_THAT(r.err, Catch::Contains(f.url));
+  r = f.run({"connect", "--replace", "1-18"});
+  CHECK(r.rc == kExitOk);
+  CHECK(f.sw.circuits() == std::vector<Circuit>{{1, 18}});
+  std::ostringstream out, err;
+  int port = testing::free_loopback_port();
+  int rc = run_ocsctl({"-s", "tl1://admin@127.0.0.1:" + std::to_string(port), "--connect-timeout-ms", "1000", "list"}, out, err);
+  CHECK(rc == kExitConnection);
+  CHECK_THAT(err.str(), Catch::Contains("127.0.0.1:" + std::to_string(port)));
+}
+
+TEST_CASE("ocsctl bench alternates two mappings and writes every call", "[cli]") {
+  CliFixture f;
+  REQUIRE(f.sw.connect({{5, 21}}, false).empty());  // someone else's circuit: must survive
+  testing::TempDir dir;
+  std::string csv = dir.path() + "/bench.csv";
+  auto r = f.run({"bench", "--pairs", "1-17,2-18", "--pairs", "1-18,2-17", "--toggles", "6", "-o", csv});
+  REQUIRE(r.rc == kExitOk);
+  CHECK_THAT(r.out, Catch::Contains("reconfiguration      6"));
+  CHECK(f.sw.circuits() == std::vector<Circuit>{{1, 18}, {2, 17}, {5, 21}});
+  std::ifstream in(csv);
+  std::string line;
+  int rows = 0, changes = 0;
+  std::getline(in, line);
+  CHECK(line == "toggle,target,op,command,issued_ns,acked_ns,latency_ms,ok");
+  while (std::getline(in, line)) {
+    ++rows;
+    if (line.find(",disconnect,") != std::string::npos || line.find(",connect,") != std::string::npos) ++changes;
+  }
+  CHECK(changes == 12);  // each toggle: one batched delete + one batched make
+  CHECK(rows == 18);     // plus one read of the current circuits per toggle
+}
+
+TEST_CASE("ocsctl watch-power writes CSV samples", "[cli]") {
+  CliFixture f;
+  REQUIRE(f.sw.connect({{1, 17}}, false).empty());
+  auto r = f.run({"watch-power", "17,18", "--interval-ms", "5", "--count", "3"});
+  REQUIRE(r.rc == kExitOk);
+  std::istringstream in(r.out);
+  std::string line;
+  std::getline(in, line);
+  CHECK(line == "t_ns,port,dbm");
+  int rows = 0;
+  while (std::getline(in, line)) {
+    ++rows;
+    if (line.find(",18,") != std::string::npos) CHECK_THAT(line, Catch::EndsWith("-60.00"));
+  }
+  CHECK(rows == 6);
+}
+
+TEST_CASE("the ocsctl binary returns documented exit codes", "[cli]") {
+  std::string bin = testing::bin_path("ocsctl");
+  auto code = [&](const std::string& args) {
+    // A password is set so a refused connection, not a missing password, decides exit 4.
+    int status = std::system(("OCSLAB_OCS_PASSWORD=x " + bin + " " + args + " >/dev/null 2>&1").c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  CHECK(code("--help") == 0);
+  CHECK(code("--version") == 0);
+  CHECK(code("--bogus") == 1);
+  CHECK(code("-s http://x list") == 2);
+  CHECK(code("-s tl1://127.0.0.1:" + std::to_string(testing::free_loopback_port()) + " --connect-timeout-ms 500 list") == 4);
+}

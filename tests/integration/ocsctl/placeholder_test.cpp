@@ -1,1 +1,0 @@
-// Replaced by the driver end-to-end tests.
