@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "ocslab/ocsctl/cli.h"
+#include "ocslab/ocsctl/credentials.h"
 #include "ocslab/testing/peers.h"
 #include "ocslab/testing/sshd_fixture.h"
 
