@@ -1,0 +1,68 @@
+// NIC link model: what a host NIC's firmware does when light comes and goes at its receive
+// fibre. Loss of light takes the link down after a short LOS delay; light back brings it up
+// after a firmware link-up delay (about 6 s with auto-negotiation and 3 s without on a
+// ConnectX-6 Dx, longer under rapid successive reconfigurations; PROTOCOLS.md §4). Runs on
+// the emulator's Asio event loop.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "ocslab/emulator/distribution.h"
+#include "ocslab/emulator/ground_truth.h"
+#include "ocslab/emulator/link_driver.h"
+
+namespace ocslab::emu {
+
+struct NicLinkParams {
+  double los_ms = 1.0;               // light lost -> link down
+  Distribution firmware_up;          // light back -> link up
+  // Rapid successive reconfigurations: a light return within rapid_window_ms of the previous
+  // link-up adds a draw of rapid_extra to the firmware delay.
+  double rapid_window_ms = 0;
+  Distribution rapid_extra;
+
+  // Presets: "ideal" (0), "cx6dx-autoneg" (about 6 s), "cx6dx-no-autoneg" (about 3 s).
+  // Throws ocslab::Error listing the known names.
+  static NicLinkParams preset(const std::string& name);
+  static std::vector<std::string> preset_names();
+};
+
+class NicLinkModel {
+ public:
+  // on_link: told every link change (the data plane); driver: the carrier actuator.
+  NicLinkModel(boost::asio::io_context& io, std::string nic_name, NicLinkParams params,
+               std::unique_ptr<LinkDriver> driver, GroundTruth& truth, std::function<void(bool)> on_link,
+               uint64_t seed);
+  ~NicLinkModel();
+
+  // Light at this NIC's receive fibre changed. Call on the io_context thread.
+  void on_light(bool lit);
+  bool link_up() const { return link_up_; }
+  bool light() const { return light_; }
+  const std::string& name() const { return name_; }
+
+  // Sets the initial state without delays (at emulator start). Call on the io_context thread.
+  void force(bool up);
+
+ private:
+  void apply(bool up);
+
+  boost::asio::io_context& io_;
+  std::string name_;
+  NicLinkParams params_;
+  std::unique_ptr<LinkDriver> driver_;
+  GroundTruth& truth_;
+  std::function<void(bool)> on_link_;
+  std::mt19937_64 rng_;
+  boost::asio::steady_timer timer_;
+  bool light_ = false;
+  bool link_up_ = false;
+  int64_t last_up_mono_ns_ = 0;
+};
+
+}  // namespace ocslab::emu
