@@ -1,0 +1,233 @@
+#include "ocslab/emulator/switch_model.h"
+
+#include <fmt/format.h>
+
+#include <boost/asio/post.hpp>
+
+#include "ocslab/common/error.h"
+
+namespace ocslab::emu {
+
+namespace {
+
+struct PresetEntry {
+  const char* name;
+  Distribution switching;
+  const char* note;
+};
+
+// Switching times from PROTOCOLS.md §4. Spreads are modest guesses around the published
+// typical values; override with `switching:` in the lab file when you know your device.
+const std::vector<PresetEntry>& presets() {
+  static const std::vector<PresetEntry> p = {
+      {"polatis-6000", Distribution::normal(25, 3, 15), "piezo beam steering, 25 ms"},
+      {"mems-3d", Distribution::normal(10, 1.5, 5), "3D MEMS (Calient S320-like), 10 ms typical"},
+      {"liquid-crystal", Distribution::normal(100, 5, 80), "liquid crystal, 100 ms"},
+      {"rotor", Distribution::fixed(0.01), "rotor / free-space, 10 us"},
+      {"robotic-patch-panel", Distribution::normal(120000, 10000, 90000), "robotic patch panel, 120 s"},
+  };
+  return p;
+}
+
+}  // namespace
+
+std::vector<std::string> SwitchParams::preset_names() {
+  std::vector<std::string> out;
+  for (const auto& p : presets()) out.push_back(p.name);
+  return out;
+}
+
+SwitchParams SwitchParams::preset(const std::string& name) {
+  for (const auto& p : presets()) {
+    if (name == p.name) {
+      SwitchParams s;
+      s.switching = p.switching;
+      if (name == "mems-3d") {
+        s.vendor = "CALIENT";
+        s.model = "S320";
+      } else if (name != "polatis-6000") {
+        s.vendor = "OCSLAB";
+        s.model = name;
+      }
+      return s;
+    }
+  }
+  std::string known;
+  for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
+  throw Error("unknown switch preset '" + name + "' (known: " + known + ")");
+}
+
+SwitchModel::SwitchModel(boost::asio::io_context& io, SwitchParams params, GroundTruth& truth)
+    : io_(io), params_(std::move(params)), truth_(truth), rng_(params_.seed) {
+  if (params_.ingress_ports < 1 || params_.egress_ports < 1) {
+    throw Error(fmt::format("switch size {}x{} is invalid", params_.ingress_ports, params_.egress_ports));
+  }
+}
+
+double SwitchModel::source_dbm(Port ingress) const {
+  auto it = params_.source_power_by_port.find(ingress);
+  return it == params_.source_power_by_port.end() ? params_.source_power_dbm : it->second;
+}
+
+bool SwitchModel::any_moving() const {
+  for (const auto& [in, m] : mirrors_) {
+    if (m.egress && !m.settled) return true;
+  }
+  return false;
+}
+
+std::optional<Port> SwitchModel::lit_path(Port ingress) const {
+  auto it = mirrors_.find(ingress);
+  if (it == mirrors_.end() || !it->second.egress || !it->second.settled) return std::nullopt;
+  if (params_.blocking && any_moving()) return std::nullopt;
+  if (closed_.count(ingress) || closed_.count(*it->second.egress)) return std::nullopt;
+  return it->second.egress;
+}
+
+bool SwitchModel::lit(Port egress) const {
+  for (const auto& [in, m] : mirrors_) {
+    if (m.egress == egress) return lit_path(in).has_value();
+  }
+  return false;
+}
+
+double SwitchModel::power_dbm(Port p) const {
+  if (is_ingress(p)) return closed_.count(p) ? params_.dark_floor_dbm : source_dbm(p);
+  for (const auto& [in, m] : mirrors_) {
+    if (m.egress == p && lit_path(in)) return source_dbm(in) - params_.insertion_loss_db;
+  }
+  return params_.dark_floor_dbm;
+}
+
+bool SwitchModel::settled(Port ingress) const {
+  auto it = mirrors_.find(ingress);
+  return it == mirrors_.end() || it->second.settled;
+}
+
+std::vector<Circuit> SwitchModel::circuits() const {
+  std::vector<Circuit> out;
+  for (const auto& [in, m] : mirrors_) {
+    if (m.egress) out.push_back({in, *m.egress});
+  }
+  return out;
+}
+
+// Announces every path and light change since the last call, in port order, so the data plane
+// and NIC link models see exactly the transitions (and nothing twice).
+void SwitchModel::refresh_light() {
+  for (Port in = 1; in <= params_.ingress_ports; ++in) {
+    auto now_path = lit_path(in);
+    auto& last = paths_[in];
+    if (now_path != last) {
+      last = now_path;
+      for (auto& fn : path_fns_) fn(in, now_path);
+    }
+  }
+  for (Port out = params_.ingress_ports + 1; out <= total_ports(); ++out) {
+    bool now_lit = lit(out);
+    auto it = light_.find(out);
+    bool was = it != light_.end() && it->second;
+    if (now_lit != was) {
+      light_[out] = now_lit;
+      double dbm = power_dbm(out);
+      truth_.record("switch", fmt::format("port {}", out), "light", now_lit ? 1 : 0, "bool");
+      truth_.record("switch", fmt::format("port {}", out), "power", dbm, "dBm");
+      for (auto& fn : light_fns_) fn(out, now_lit, dbm);
+    }
+  }
+}
+
+std::optional<ModelError> SwitchModel::connect(const std::vector<Circuit>& circuits, std::function<void()> done) {
+  std::set<Port> ins, outs;
+  for (const auto& c : circuits) {
+    if (!is_ingress(c.ingress)) return ModelError{ModelError::Kind::kInvalidPort, fmt::format("Invalid OXC port: {}", c.ingress)};
+    if (!is_egress(c.egress)) return ModelError{ModelError::Kind::kInvalidPort, fmt::format("Invalid OXC port: {}", c.egress)};
+    if (!ins.insert(c.ingress).second || !outs.insert(c.egress).second) {
+      return ModelError{ModelError::Kind::kBadRequest, fmt::format("Port used twice in request: {}-{}", c.ingress, c.egress)};
+    }
+  }
+  if (!params_.replace_patched) {
+    for (const auto& c : circuits) {
+      for (const auto& [in, m] : mirrors_) {
+        if (!m.egress || (in == c.ingress && m.egress == c.egress)) continue;
+        if (in == c.ingress) return ModelError{ModelError::Kind::kPortInUse, fmt::format("Port already connected: {}", in)};
+        if (m.egress == c.egress) return ModelError{ModelError::Kind::kPortInUse, fmt::format("Port already connected: {}", c.egress)};
+      }
+    }
+  }
+  // All valid: every changed mirror moves at once (non-blocking fabric), each with its own
+  // switching time; `done` fires when the last one settles.
+  auto barrier = std::make_shared<Barrier>(io_, std::move(done));
+  for (const auto& c : circuits) {
+    // Replacing: a circuit that held the requested egress loses it.
+    for (auto& [in, m] : mirrors_) {
+      if (in != c.ingress && m.egress == c.egress) begin_move(in, std::nullopt, nullptr);
+    }
+    auto it = mirrors_.find(c.ingress);
+    if (it != mirrors_.end() && it->second.egress == c.egress) continue;  // already there
+    begin_move(c.ingress, c.egress, barrier);
+  }
+  refresh_light();
+  return std::nullopt;  // `done` runs once the last move settles (or at once if none moved)
+}
+
+SwitchModel::Barrier::~Barrier() {
+  if (done) boost::asio::post(io, std::move(done));
+}
+
+void SwitchModel::begin_move(Port ingress, std::optional<Port> egress, const std::shared_ptr<Barrier>& barrier) {
+  Mirror& m = mirrors_[ingress];
+  ++m.generation;
+  if (m.timer) m.timer->cancel();
+  m.egress = egress;
+  m.settled = !egress.has_value();
+  if (!egress) {
+    truth_.record("switch", fmt::format("{}", ingress), "circuit_removed", 1, "event");
+    return;
+  }
+  auto delay = params_.switching.sample(rng_);
+  truth_.record("switch", fmt::format("{}-{}", ingress, *egress), "switch_start", static_cast<double>(delay.count()) / 1e6, "ms");
+  if (!m.timer) m.timer = std::make_unique<boost::asio::steady_timer>(io_);
+  m.timer->expires_after(delay);
+  uint64_t gen = m.generation;
+  // Every pending settle holds the barrier; the last to finish (or be cancelled) releases it.
+  m.timer->async_wait([this, ingress, gen, barrier](const boost::system::error_code& ec) {
+    if (!ec) settle(ingress, gen);
+  });
+}
+
+void SwitchModel::settle(Port ingress, uint64_t generation) {
+  auto it = mirrors_.find(ingress);
+  if (it == mirrors_.end() || it->second.generation != generation || !it->second.egress) return;
+  it->second.settled = true;
+  truth_.record("switch", fmt::format("{}-{}", ingress, *it->second.egress), "switch_end", 1, "event");
+  refresh_light();
+}
+
+std::optional<ModelError> SwitchModel::disconnect(const std::vector<Port>& ports) {
+  for (Port p : ports) {
+    if (!valid(p)) return ModelError{ModelError::Kind::kInvalidPort, fmt::format("Invalid OXC port: {}", p)};
+  }
+  std::set<Port> kill(ports.begin(), ports.end());
+  for (auto& [in, m] : mirrors_) {
+    if (!m.egress) continue;
+    if (ports.empty() || kill.count(in) || kill.count(*m.egress)) begin_move(in, std::nullopt, nullptr);
+  }
+  refresh_light();
+  return std::nullopt;
+}
+
+std::optional<ModelError> SwitchModel::set_shutter(const std::vector<Port>& ports, bool closed) {
+  for (Port p : ports) {
+    if (!valid(p)) return ModelError{ModelError::Kind::kInvalidPort, fmt::format("Invalid OXC port: {}", p)};
+  }
+  for (Port p : ports) {
+    if (closed) closed_.insert(p);
+    else closed_.erase(p);
+    truth_.record("switch", fmt::format("port {}", p), "shutter_closed", closed ? 1 : 0, "bool");
+  }
+  refresh_light();
+  return std::nullopt;
+}
+
+}  // namespace ocslab::emu
