@@ -1,0 +1,62 @@
+// The emulator's lab file: one switch (model, size, timing, listeners), the host NICs wired
+// to it (which ports their fibres use, how they attach) and their link model. The virtual
+// lab's file extends this one with hosts. Everything is validated before anything starts;
+// every error names file:line:col.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ocslab/emulator/data_plane.h"
+#include "ocslab/emulator/nic_link_model.h"
+#include "ocslab/emulator/switch_model.h"
+
+namespace ocslab::emu {
+
+struct ListenAddress {
+  std::string host = "127.0.0.1";
+  int port = 0;  // 0: any free port (the emulator reports which)
+  std::string to_string() const { return host + ":" + std::to_string(port); }
+};
+
+struct ControlPlaneConfig {
+  std::optional<ListenAddress> tl1;      // TL1 over raw TCP
+  std::optional<ListenAddress> tl1_ssh;  // TL1 over SSH (shell channel)
+  std::optional<ListenAddress> netconf;  // NETCONF over SSH (subsystem netconf)
+  std::optional<ListenAddress> scpi;     // SCPI over TCP
+  std::optional<ListenAddress> events;   // ground truth, live, as JSON lines over TCP
+  std::string user = "admin";
+  std::string password = "root";
+  bool prompt = false;      // TL1: send "<" after each reply
+  bool autonomous = false;  // TL1: REPT messages on light / switching events
+  std::string netconf_revision = "2018-01-09";
+  std::string host_key;  // SSH host key file; empty: generated for this run
+};
+
+struct NicConfig {
+  NicAttachment attachment;
+  NicLinkParams link;
+  std::string link_preset;  // name, or "custom"
+  double tx_power_dbm = 0;
+};
+
+struct EmulatorConfig {
+  std::string origin;  // file the config came from
+  std::string preset;
+  SwitchParams sw;
+  ControlPlaneConfig control;
+  std::vector<NicConfig> nics;
+  std::string ground_truth_csv;  // empty: not written
+
+  // Human-readable wiring summary (what `ocsctl emulate --dry-run` prints).
+  std::string describe() const;
+};
+
+// Throws ConfigError "file:line:col: ..." for every problem: unknown preset or key, bad size,
+// a port used twice or out of range, an ingress used as receive fibre, a UDP NIC without a
+// QMP socket, duplicate NIC names or listen ports.
+EmulatorConfig load_emulator_config(const std::string& path);
+EmulatorConfig parse_emulator_config(const YamlDoc& doc);
+
+}  // namespace ocslab::emu

@@ -1,0 +1,274 @@
+#include "ocslab/emulator/lab_config.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <map>
+#include <set>
+
+namespace ocslab::emu {
+
+namespace {
+
+void only_keys(const YamlDoc& doc, const YAML::Node& map, std::initializer_list<const char*> keys) {
+  if (!map.IsMap()) throw config_error(doc, map, "expected a mapping");
+  for (const auto& kv : map) {
+    std::string k = kv.first.Scalar();
+    bool ok = false;
+    std::string known;
+    for (const char* key : keys) {
+      ok = ok || k == key;
+      known += (known.empty() ? "" : ", ") + std::string(key);
+    }
+    if (!ok) throw config_error(doc, kv.first, "unknown key '" + k + "' (known: " + known + ")");
+  }
+}
+
+bool as_bool(const YamlDoc& doc, const YAML::Node& n) {
+  try {
+    return n.as<bool>();
+  } catch (const YAML::Exception&) {
+    throw config_error(doc, n, "expected true or false");
+  }
+}
+
+double as_double(const YamlDoc& doc, const YAML::Node& n) {
+  try {
+    return n.as<double>();
+  } catch (const YAML::Exception&) {
+    throw config_error(doc, n, "expected a number");
+  }
+}
+
+ListenAddress parse_listen(const YamlDoc& doc, const YAML::Node& n) {
+  std::string text = as_string(doc, n);
+  ListenAddress a;
+  auto colon = text.rfind(':');
+  std::string port_text = colon == std::string::npos ? text : text.substr(colon + 1);
+  if (colon != std::string::npos) a.host = text.substr(0, colon);
+  int port = -1;
+  auto [p, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc() || p != port_text.data() + port_text.size() || port < 0 || port > 65535) {
+    throw config_error(doc, n, "expected HOST:PORT or PORT (0 = any free port), got '" + text + "'");
+  }
+  if (a.host.empty()) throw config_error(doc, n, "empty host in '" + text + "'");
+  a.port = port;
+  return a;
+}
+
+UdpEndpoint parse_endpoint(const YamlDoc& doc, const YAML::Node& n) {
+  ListenAddress a = parse_listen(doc, n);
+  if (a.port == 0) throw config_error(doc, n, "a UDP endpoint needs an explicit port");
+  return UdpEndpoint{a.host, a.port};
+}
+
+Port as_port(const YamlDoc& doc, const YAML::Node& n) {
+  long long v = as_int(doc, n);
+  if (v < 1 || v > 100000) throw config_error(doc, n, fmt::format("port {} is out of range", v));
+  return static_cast<Port>(v);
+}
+
+NicLinkParams link_params(const YamlDoc& doc, const YAML::Node& n, std::string& preset_name) {
+  if (n.IsScalar()) {
+    preset_name = n.Scalar();
+    try {
+      return NicLinkParams::preset(preset_name);
+    } catch (const Error& e) {
+      throw config_error(doc, n, e.what());
+    }
+  }
+  only_keys(doc, n, {"preset", "los_ms", "firmware_up_ms", "rapid_window_ms", "rapid_extra_ms"});
+  NicLinkParams p;
+  preset_name = "custom";
+  if (n["preset"]) {
+    preset_name = as_string(doc, n["preset"]);
+    try {
+      p = NicLinkParams::preset(preset_name);
+    } catch (const Error& e) {
+      throw config_error(doc, n["preset"], e.what());
+    }
+  }
+  if (n["los_ms"]) p.los_ms = as_double(doc, n["los_ms"]);
+  if (n["firmware_up_ms"]) p.firmware_up = Distribution::from_yaml(doc, n["firmware_up_ms"]);
+  if (n["rapid_window_ms"]) p.rapid_window_ms = as_double(doc, n["rapid_window_ms"]);
+  if (n["rapid_extra_ms"]) p.rapid_extra = Distribution::from_yaml(doc, n["rapid_extra_ms"]);
+  return p;
+}
+
+}  // namespace
+
+EmulatorConfig parse_emulator_config(const YamlDoc& doc) {
+  EmulatorConfig cfg;
+  cfg.origin = doc.origin;
+  const YAML::Node& root = doc.root;
+  if (!root.IsMap()) throw config_error(doc, root, "expected a mapping with 'switch' and 'nics'");
+  // Other keys (hosts, links, ...) belong to the virtual lab's extension of this file.
+  const YAML::Node sw = require(doc, root, "switch");
+  only_keys(doc, sw, {"name", "preset", "size", "switching_ms", "ack", "blocking", "replace_patched",
+                      "insertion_loss_db", "dark_floor_dbm", "seed", "identity", "listen", "user", "password",
+                      "prompt", "autonomous", "netconf_revision", "host_key"});
+  cfg.preset = sw["preset"] ? as_string(doc, sw["preset"]) : "polatis-6000";
+  try {
+    cfg.sw = SwitchParams::preset(cfg.preset);
+  } catch (const Error& e) {
+    throw config_error(doc, sw["preset"] ? sw["preset"] : sw, e.what());
+  }
+  if (sw["name"]) cfg.sw.name = as_string(doc, sw["name"]);
+  if (sw["size"]) {
+    std::string size = as_string(doc, sw["size"]);
+    int n = 0, m = 0;
+    char x = 0;
+    if (std::sscanf(size.c_str(), "%d%c%d", &n, &x, &m) != 3 || (x != 'x' && x != 'X') || n < 1 || m < 1 ||
+        n + m > 100000) {
+      throw config_error(doc, sw["size"], "size must be NxM (e.g. 32x32), got '" + size + "'");
+    }
+    cfg.sw.ingress_ports = n;
+    cfg.sw.egress_ports = m;
+  }
+  if (sw["switching_ms"]) cfg.sw.switching = Distribution::from_yaml(doc, sw["switching_ms"]);
+  if (sw["ack"]) {
+    std::string ack = as_string(doc, sw["ack"]);
+    if (ack != "after-settle" && ack != "before-settle") {
+      throw config_error(doc, sw["ack"], "ack must be after-settle or before-settle");
+    }
+    cfg.sw.ack_after_settle = ack == "after-settle";
+  }
+  if (sw["blocking"]) cfg.sw.blocking = as_bool(doc, sw["blocking"]);
+  if (sw["replace_patched"]) cfg.sw.replace_patched = as_bool(doc, sw["replace_patched"]);
+  if (sw["insertion_loss_db"]) cfg.sw.insertion_loss_db = as_double(doc, sw["insertion_loss_db"]);
+  if (sw["dark_floor_dbm"]) cfg.sw.dark_floor_dbm = as_double(doc, sw["dark_floor_dbm"]);
+  if (sw["seed"]) cfg.sw.seed = static_cast<uint64_t>(as_int(doc, sw["seed"]));
+  if (sw["identity"]) {
+    const YAML::Node& id = sw["identity"];
+    only_keys(doc, id, {"vendor", "model", "serial", "version"});
+    if (id["vendor"]) cfg.sw.vendor = as_string(doc, id["vendor"]);
+    if (id["model"]) cfg.sw.model = as_string(doc, id["model"]);
+    if (id["serial"]) cfg.sw.serial = as_string(doc, id["serial"]);
+    if (id["version"]) cfg.sw.version = as_string(doc, id["version"]);
+  }
+  ControlPlaneConfig& cp = cfg.control;
+  if (sw["listen"]) {
+    const YAML::Node& l = sw["listen"];
+    only_keys(doc, l, {"tl1", "tl1_ssh", "netconf", "scpi", "events"});
+    std::map<int, YAML::Node> used;
+    auto take = [&](const char* key, std::optional<ListenAddress>& slot) {
+      if (!l[key]) return;
+      slot = parse_listen(doc, l[key]);
+      if (slot->port != 0) {
+        auto [it, fresh] = used.emplace(slot->port, l[key]);
+        if (!fresh) throw config_error(doc, l[key], fmt::format("listen port {} used twice", slot->port));
+      }
+    };
+    take("tl1", cp.tl1);
+    take("tl1_ssh", cp.tl1_ssh);
+    take("netconf", cp.netconf);
+    take("scpi", cp.scpi);
+    take("events", cp.events);
+  }
+  if (sw["user"]) cp.user = as_string(doc, sw["user"]);
+  if (sw["password"]) cp.password = as_string(doc, sw["password"]);
+  if (sw["prompt"]) cp.prompt = as_bool(doc, sw["prompt"]);
+  if (sw["autonomous"]) cp.autonomous = as_bool(doc, sw["autonomous"]);
+  if (sw["netconf_revision"]) cp.netconf_revision = as_string(doc, sw["netconf_revision"]);
+  if (sw["host_key"]) cp.host_key = as_string(doc, sw["host_key"]);
+
+  std::string default_preset = "ideal";
+  NicLinkParams default_link = NicLinkParams::preset("ideal");
+  if (root["nic_model"]) default_link = link_params(doc, root["nic_model"], default_preset);
+  if (root["ground_truth"]) cfg.ground_truth_csv = as_string(doc, root["ground_truth"]);
+
+  const YAML::Node nics = root["nics"];
+  if (nics && !nics.IsNull()) {
+    if (!nics.IsSequence()) throw config_error(doc, nics, "'nics' must be a list");
+    std::map<std::string, YAML::Node> names;
+    std::map<Port, YAML::Node> tx_used, rx_used;
+    std::map<int, YAML::Node> udp_used;
+    for (const auto& n : nics) {
+      only_keys(doc, n, {"name", "tx_port", "rx_port", "tx_power_dbm", "model", "tap", "udp", "qmp"});
+      NicConfig nic;
+      NicAttachment& a = nic.attachment;
+      a.name = as_string(doc, require(doc, n, "name"));
+      if (!names.emplace(a.name, n).second) throw config_error(doc, n["name"], "NIC name '" + a.name + "' used twice");
+      a.tx_port = as_port(doc, require(doc, n, "tx_port"));
+      a.rx_port = as_port(doc, require(doc, n, "rx_port"));
+      const std::string layout = fmt::format("(switch is {}x{}: ingress 1..{}, egress {}..{})", cfg.sw.ingress_ports,
+                                             cfg.sw.egress_ports, cfg.sw.ingress_ports, cfg.sw.ingress_ports + 1,
+                                             cfg.sw.ingress_ports + cfg.sw.egress_ports);
+      if (a.tx_port > cfg.sw.ingress_ports) {
+        throw config_error(doc, n["tx_port"], fmt::format("{}: tx_port {} is not an ingress port {}", a.name, a.tx_port, layout));
+      }
+      if (a.rx_port <= cfg.sw.ingress_ports || a.rx_port > cfg.sw.ingress_ports + cfg.sw.egress_ports) {
+        throw config_error(doc, n["rx_port"], fmt::format("{}: rx_port {} is not an egress port {}", a.name, a.rx_port, layout));
+      }
+      if (auto [it, fresh] = tx_used.emplace(a.tx_port, n); !fresh) {
+        throw config_error(doc, n["tx_port"], fmt::format("port {} used twice (also by the NIC at line {})", a.tx_port, it->second.Mark().line + 1));
+      }
+      if (auto [it, fresh] = rx_used.emplace(a.rx_port, n); !fresh) {
+        throw config_error(doc, n["rx_port"], fmt::format("port {} used twice (also by the NIC at line {})", a.rx_port, it->second.Mark().line + 1));
+      }
+      if (n["tx_power_dbm"]) nic.tx_power_dbm = as_double(doc, n["tx_power_dbm"]);
+      nic.link = default_link;
+      nic.link_preset = default_preset;
+      if (n["model"]) nic.link = link_params(doc, n["model"], nic.link_preset);
+      bool tap = static_cast<bool>(n["tap"]), udp = static_cast<bool>(n["udp"]);
+      if (tap == udp) throw config_error(doc, n, a.name + ": give exactly one of 'tap' and 'udp'");
+      if (tap) {
+        const YAML::Node& t = n["tap"];
+        only_keys(doc, t, {"name", "netns"});
+        a.kind = NicAttachment::Kind::kTap;
+        a.tap_name = as_string(doc, require(doc, t, "name"));
+        if (a.tap_name.size() > 15) throw config_error(doc, t["name"], "interface names are at most 15 characters");
+        if (t["netns"]) a.netns = as_string(doc, t["netns"]);
+        if (n["qmp"]) throw config_error(doc, n["qmp"], a.name + ": 'qmp' only applies to UDP (QEMU) NICs");
+      } else {
+        const YAML::Node& u = n["udp"];
+        only_keys(doc, u, {"listen", "peer"});
+        a.kind = NicAttachment::Kind::kUdp;
+        a.listen = parse_endpoint(doc, require(doc, u, "listen"));
+        a.peer = parse_endpoint(doc, require(doc, u, "peer"));
+        if (auto [it, fresh] = udp_used.emplace(a.listen.port, u["listen"]); !fresh) {
+          throw config_error(doc, u["listen"], fmt::format("UDP port {} used twice", a.listen.port));
+        }
+        if (!n["qmp"]) throw config_error(doc, n, a.name + ": a UDP (QEMU) NIC needs 'qmp: {socket: PATH, netdev: ID}' to drive its link");
+        const YAML::Node& q = n["qmp"];
+        only_keys(doc, q, {"socket", "netdev"});
+        a.qmp_socket = as_string(doc, require(doc, q, "socket"));
+        a.qmp_netdev = as_string(doc, require(doc, q, "netdev"));
+      }
+      cfg.sw.source_power_by_port[a.tx_port] = nic.tx_power_dbm;
+      cfg.nics.push_back(std::move(nic));
+    }
+  }
+  return cfg;
+}
+
+EmulatorConfig load_emulator_config(const std::string& path) { return parse_emulator_config(load_yaml_file(path)); }
+
+std::string EmulatorConfig::describe() const {
+  std::string out = fmt::format("switch {}: {} preset, {}x{} (ingress 1..{}, egress {}..{}), switching {}, ack {}\n",
+                                sw.name, preset, sw.ingress_ports, sw.egress_ports, sw.ingress_ports, sw.ingress_ports + 1,
+                                sw.ingress_ports + sw.egress_ports, sw.switching.to_string(),
+                                sw.ack_after_settle ? "after settle" : "before settle");
+  auto l = [&](const char* what, const std::optional<ListenAddress>& a) {
+    if (a) out += fmt::format("  {:<8} {}\n", what, a->to_string());
+  };
+  l("tl1", control.tl1);
+  l("tl1+ssh", control.tl1_ssh);
+  l("netconf", control.netconf);
+  l("scpi", control.scpi);
+  l("events", control.events);
+  out += fmt::format("{} NIC(s):\n", nics.size());
+  for (const auto& n : nics) {
+    const auto& a = n.attachment;
+    std::string att = a.kind == NicAttachment::Kind::kTap
+                          ? "tap " + a.tap_name + (a.netns.empty() ? "" : " in netns " + a.netns)
+                          : fmt::format("udp {}:{} <-> {}:{}, qmp {} netdev {}", a.listen.host, a.listen.port, a.peer.host,
+                                        a.peer.port, a.qmp_socket, a.qmp_netdev);
+    out += fmt::format("  {:<12} tx->{:<4} rx<-{:<4} link {} (up {})  {}\n", a.name, a.tx_port, a.rx_port, n.link_preset,
+                       n.link.firmware_up.to_string(), att);
+  }
+  if (!ground_truth_csv.empty()) out += "ground truth -> " + ground_truth_csv + "\n";
+  return out;
+}
+
+}  // namespace ocslab::emu

@@ -1,0 +1,77 @@
+#include <catch2/catch.hpp>
+
+#include "ocslab/emulator/lab_config.h"
+
+using namespace ocslab;
+using namespace ocslab::emu;
+
+namespace {
+
+EmulatorConfig parse(const std::string& text) { return parse_emulator_config(load_yaml_string(text, "lab.yaml")); }
+
+const char* kGood = R"(switch:
+  name: ocs1
+  preset: mems-3d
+  size: 8x8
+  ack: before-settle
+  listen: {tl1: 127.0.0.1:0, scpi: 5025}
+nic_model: cx6dx-no-autoneg
+ground_truth: gt.csv
+nics:
+  - name: h1-eth1
+    tx_port: 1
+    rx_port: 9
+    tap: {name: ocs-h1, netns: h1}
+  - name: h2-eth1
+    tx_port: 2
+    rx_port: 10
+    model: ideal
+    udp: {listen: 127.0.0.1:40002, peer: 127.0.0.1:41002}
+    qmp: {socket: /run/ocslab/h2.qmp, netdev: d1}
+)";
+
+}  // namespace
+
+TEST_CASE("a lab file describes the switch, its listeners and the wired NICs", "[emulator]") {
+  auto cfg = parse(kGood);
+  CHECK(cfg.sw.name == "ocs1");
+  CHECK(cfg.sw.vendor == "CALIENT");
+  CHECK(cfg.sw.ingress_ports == 8);
+  CHECK(cfg.sw.switching.mean_ms() == 10);
+  CHECK_FALSE(cfg.sw.ack_after_settle);
+  REQUIRE(cfg.control.tl1);
+  CHECK(cfg.control.tl1->port == 0);
+  CHECK(cfg.control.scpi->port == 5025);
+  CHECK(cfg.control.scpi->host == "127.0.0.1");
+  REQUIRE(cfg.nics.size() == 2);
+  CHECK(cfg.nics[0].link_preset == "cx6dx-no-autoneg");
+  CHECK(cfg.nics[0].attachment.netns == "h1");
+  CHECK(cfg.nics[1].link_preset == "ideal");
+  CHECK(cfg.nics[1].attachment.qmp_netdev == "d1");
+  CHECK(cfg.ground_truth_csv == "gt.csv");
+  CHECK_THAT(cfg.describe(), Catch::Contains("h1-eth1") && Catch::Contains("tx->1") && Catch::Contains("tap ocs-h1 in netns h1"));
+}
+
+TEST_CASE("lab file errors name the line before anything starts", "[emulator]") {
+  auto with = [](const std::string& from, const std::string& to) {
+    std::string s = kGood;
+    auto at = s.find(from);
+    REQUIRE(at != std::string::npos);
+    return s.replace(at, from.size(), to);
+  };
+  CHECK_THROWS_WITH(parse(with("preset: mems-3d", "preset: mems-2d")),
+                    Catch::StartsWith("lab.yaml:3:11: unknown switch preset 'mems-2d'"));
+  CHECK_THROWS_WITH(parse(with("rx_port: 10", "rx_port: 9")), Catch::StartsWith("lab.yaml:17:14: port 9 used twice (also by the NIC at line 11)"));
+  CHECK_THROWS_WITH(parse(with("tx_port: 2", "tx_port: 12")), Catch::Contains("lab.yaml:16:14: h2-eth1: tx_port 12 is not an ingress port (switch is 8x8"));
+  CHECK_THROWS_WITH(parse(with("rx_port: 9", "rx_port: 3")), Catch::Contains("rx_port 3 is not an egress port"));
+  CHECK_THROWS_WITH(parse(with("    qmp: {socket: /run/ocslab/h2.qmp, netdev: d1}\n", "")),
+                    Catch::Contains("lab.yaml:15:5: h2-eth1: a UDP (QEMU) NIC needs 'qmp"));
+  CHECK_THROWS_WITH(parse(with("size: 8x8", "size: 8by8")), Catch::StartsWith("lab.yaml:4:9: size must be NxM"));
+  CHECK_THROWS_WITH(parse(with("name: h2-eth1", "name: h1-eth1")), Catch::Contains("NIC name 'h1-eth1' used twice"));
+  CHECK_THROWS_WITH(parse(with("model: ideal", "model: cx7")), Catch::Contains("lab.yaml:18:12:"));
+  CHECK_THROWS_WITH(parse(with("blocking", "blocking")), Catch::Contains(""));  // no-op replace guard
+  CHECK_THROWS_WITH(parse(with("ack: before-settle", "ack: later")), Catch::Contains("ack must be after-settle or before-settle"));
+  CHECK_THROWS_WITH(parse(with("scpi: 5025", "scpi: 127.0.0.1:0, netconf: 5025")), Catch::Contains("listen port 5025 used twice") || Catch::Contains("netconf"));
+  CHECK_THROWS_WITH(parse(with("tap: {name: ocs-h1, netns: h1}", "tap: {name: ocs-h1-very-long-name}")), Catch::Contains("at most 15 characters"));
+  CHECK_THROWS_WITH(parse(with("    rx_port: 9\n", "    rx_port: 9\n    colour: red\n")), Catch::Contains("unknown key 'colour'"));
+}
