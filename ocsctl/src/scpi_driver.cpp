@@ -38,6 +38,9 @@ std::string ScpiDriver::read_line(Deadline deadline, const std::string& command)
     }
     std::string chunk = stream_->read_some(deadline);
     if (chunk.empty()) {
+      // The transport waits in whole milliseconds and may give up a fraction early; the
+      // deadline promised to the caller is the one that counts.
+      if (Clock::now() < deadline) continue;
       throw TimeoutError(fmt::format("no reply to {} within {} ms", command, options().reply_timeout.count()));
     }
     buffer_ += chunk;
