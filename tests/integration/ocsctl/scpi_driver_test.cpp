@@ -354,7 +354,8 @@ TEST_CASE("scpi peer: other spellings, compound queries and the error queue") {
   CHECK(read_line() == "0,\"No error\"\r\n");
   CHECK(sw.circuits() == Circuits{{3, 8}});
   s->write(":NOPE:CMD\r\n:OXC:SWIT:CONN:ADD (@9),(@5)\r\n:SYST:ERR?;:SYST:ERR?;:SYST:ERR?\r\n");
-  CHECK(read_line() == "-113,\"Undefined header\";-222,\"Data out of range; not an ingress port 9\";0,\"No error\"\r\n");
+  CHECK(read_line() ==
+        "-113,\"Undefined header\";-222,\"Data out of range; not an ingress port 9\";0,\"No error\"\r\n");
   s->write(":OXC:SWIT:DISC:ALL\r\n*OPC?\r\n");
   CHECK(read_line() == "1\r\n");
   CHECK(sw.circuits().empty());

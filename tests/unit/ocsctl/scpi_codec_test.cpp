@@ -32,7 +32,8 @@ TEST_CASE("scpi channel lists reject malformed input, quoting it") {
   // Huge ranges are refused before anything is allocated for them.
   CHECK_THROWS_WITH(parse_scpi_channel_lists("(@1:1000000)"), Catch::Contains("longer than 65536"));
   CHECK_THROWS_WITH(parse_scpi_channel_lists("(@1:40000),(@1:40000)"), Catch::Contains("longer than 65536"));
-  CHECK_THROWS_WITH(parse_scpi_channel_lists("(@1)\x01"), Catch::Contains("control characters") && Catch::Contains("\\x01"));
+  CHECK_THROWS_WITH(parse_scpi_channel_lists("(@1)\x01"),
+                    Catch::Contains("control characters") && Catch::Contains("\\x01"));
 }
 
 TEST_CASE("scpi connection state pairs the two lists in order") {
@@ -90,7 +91,8 @@ TEST_CASE("scpi error queue replies") {
   auto e = parse_scpi_error("-222,\"Data out of range\"\r");
   CHECK(e.code == -222);
   CHECK(e.message == "Data out of range");
-  CHECK(parse_scpi_error("-200,\"Execution error; port \"\"5\"\" busy\"").message == "Execution error; port \"5\" busy");
+  CHECK(parse_scpi_error("-200,\"Execution error; port \"\"5\"\" busy\"").message ==
+        "Execution error; port \"5\" busy");
   CHECK(parse_scpi_error("+0,No error").message == "No error");
   CHECK(parse_scpi_error("0").code == 0);
   CHECK_THROWS_WITH(parse_scpi_error("\"No error\""), Catch::Contains("error code"));
