@@ -1,10 +1,14 @@
-// OcsDriver for SCPI (Polatis :OXC command set, PROTOCOLS.md §3) over TCP.
+// OcsDriver for SCPI (Polatis :OXC command set, PROTOCOLS.md §3) over TCP. Set commands
+// print nothing, so each one travels with a :SYST:ERR? in the same write: one round trip
+// per command, and a refusal surfaces as a DenyError carrying the switch's code and text.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "ocslab/ocsctl/driver.h"
+#include "ocslab/ocsctl/scpi_codec.h"
 #include "ocslab/ocsctl/stream.h"
 
 namespace ocslab::ocs {
@@ -24,7 +28,18 @@ class ScpiDriver final : public OcsDriver {
   std::vector<PortPower> do_power(const std::vector<Port>& ports) override;
 
  private:
+  // Sends a query and parses its one-line reply with `parse` before acknowledging it, so a
+  // garbled reply is recorded as a failed call.
+  template <class Parse>
+  auto query(const std::string& command, Parse&& parse) -> decltype(parse(std::string_view{}));
+  // Sends a set command plus :SYST:ERR?; throws DenyError when the switch reports an error.
+  void execute(const std::string& command);
+  std::string read_line(Deadline deadline, const std::string& command);
+  Deadline reply_deadline() const { return Clock::now() + options().reply_timeout; }
+
   std::unique_ptr<Stream> stream_;
+  std::string buffer_;  // bytes read past the last complete line
+  std::optional<ScpiIdentity> fresh_identity_;  // from do_open, spares do_info a round trip
 };
 
 }  // namespace ocslab::ocs
