@@ -16,8 +16,9 @@ namespace ocslab::ocs {
 
 namespace {
 
+// Rounds up: a read must never give up before its deadline has really passed.
 int poll_ms(Deadline deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
   return left < 0 ? 0 : static_cast<int>(std::min<long long>(left, 1 << 30));
 }
 
