@@ -1,0 +1,71 @@
+// The OCS emulator assembled from its parts: switch model, control plane, data plane, one NIC
+// link model per attached NIC, and the ground-truth recorder, all driven by one Asio event
+// loop on a thread of its own. `ocsctl emulate` and the virtual lab run this.
+#pragma once
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <functional>
+#include <future>
+#include <memory>
+#include <thread>
+
+#include "ocslab/emulator/control_plane.h"
+#include "ocslab/emulator/data_plane.h"
+#include "ocslab/emulator/ground_truth.h"
+#include "ocslab/emulator/lab_config.h"
+#include "ocslab/emulator/nic_link_model.h"
+#include "ocslab/emulator/switch_model.h"
+
+namespace ocslab::emu {
+
+class Emulator {
+ public:
+  explicit Emulator(EmulatorConfig config);
+  ~Emulator();
+  Emulator(const Emulator&) = delete;
+  Emulator& operator=(const Emulator&) = delete;
+
+  // Starts the data plane, takes every NIC link down (no circuit is lit yet), starts the
+  // control plane and the event loop. Throws ocslab::Error after undoing what it started.
+  void start();
+  void stop();  // idempotent
+
+  const EmulatorConfig& config() const { return config_; }
+  GroundTruth& truth() { return truth_; }
+  BoundPorts ports() const;
+  std::optional<int> events_port() const { return events_port_; }
+  std::string known_hosts(const std::string& host, int port) const;
+  DataPlane* data_plane() { return data_plane_.get(); }
+
+  // Runs fn on the event loop and waits for its result (the model is not thread-safe).
+  template <class F>
+  auto call(F&& fn) -> decltype(fn()) {
+    std::packaged_task<decltype(fn())()> task(std::forward<F>(fn));
+    auto fut = task.get_future();
+    boost::asio::post(io_, [&task] { task(); });
+    return fut.get();
+  }
+  // The model, for use inside call().
+  SwitchModel& model() { return *model_; }
+
+ private:
+  void start_events_server();
+
+  EmulatorConfig config_;
+  boost::asio::io_context io_;
+  GroundTruth truth_;
+  std::unique_ptr<SwitchModel> model_;
+  std::unique_ptr<DataPlane> data_plane_;
+  std::vector<std::unique_ptr<NicLinkModel>> links_;
+  std::unique_ptr<ControlPlane> control_;
+  struct EventsServer;
+  std::unique_ptr<EventsServer> events_;
+  std::optional<int> events_port_;
+  std::unique_ptr<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
+  std::thread loop_;
+  bool started_ = false;
+};
+
+}  // namespace ocslab::emu

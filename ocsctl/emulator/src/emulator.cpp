@@ -1,0 +1,170 @@
+#include "ocslab/emulator/emulator.h"
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <deque>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+namespace ocslab::emu {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+// Streams the ground truth live as JSON lines to every connected client (loopback only by
+// default). A slow client gets its backlog dropped rather than stalling the emulator.
+struct Emulator::EventsServer {
+  struct Client : std::enable_shared_from_this<Client> {
+    explicit Client(tcp::socket s) : socket(std::move(s)) {}
+    tcp::socket socket;
+    std::deque<std::string> queue;
+    bool writing = false;
+    void push(std::string line) {
+      if (queue.size() > 100000) return;  // client not reading: drop, never block
+      queue.push_back(std::move(line));
+      if (!writing) pump();
+    }
+    void pump() {
+      if (queue.empty()) {
+        writing = false;
+        return;
+      }
+      writing = true;
+      auto self = shared_from_this();
+      asio::async_write(socket, asio::buffer(queue.front()), [self](const boost::system::error_code& ec, size_t) {
+        if (ec) return;  // gone: the server forgets it on the next sample
+        self->queue.pop_front();
+        self->pump();
+      });
+    }
+  };
+
+  EventsServer(asio::io_context& io, GroundTruth& truth, const ListenAddress& where)
+      : io_(io), truth_(truth), acceptor_(io) {
+    tcp::endpoint ep(asio::ip::make_address(where.host), static_cast<unsigned short>(where.port));
+    acceptor_.open(ep.protocol());
+    acceptor_.set_option(tcp::acceptor::reuse_address(true));
+    acceptor_.bind(ep);
+    acceptor_.listen();
+    port_ = acceptor_.local_endpoint().port();
+    sub_ = truth_.subscribe([this](const Sample& s) {
+      std::string line = nlohmann::json{{"t_ns", s.t_ns},         {"mono_ns", s.mono_ns}, {"host", s.host},
+                                        {"source", s.source},     {"subject", s.subject}, {"signal", s.signal},
+                                        {"value", s.value},       {"unit", s.unit}}
+                             .dump() +
+                         "\n";
+      asio::post(io_, [this, line = std::move(line)] {
+        std::erase_if(clients_, [](const auto& c) { return !c->socket.is_open(); });
+        for (auto& c : clients_) c->push(line);
+      });
+    });
+    accept();
+  }
+  ~EventsServer() { truth_.unsubscribe(sub_); }
+
+  void accept() {
+    acceptor_.async_accept([this](const boost::system::error_code& ec, tcp::socket s) {
+      if (ec) return;
+      clients_.push_back(std::make_shared<Client>(std::move(s)));
+      accept();
+    });
+  }
+  void close() {
+    boost::system::error_code ec;
+    acceptor_.close(ec);
+    for (auto& c : clients_) c->socket.close(ec);
+    clients_.clear();
+  }
+  int port() const { return port_; }
+
+ private:
+  asio::io_context& io_;
+  GroundTruth& truth_;
+  tcp::acceptor acceptor_;
+  int port_ = 0;
+  int sub_ = 0;
+  std::vector<std::shared_ptr<Client>> clients_;
+};
+
+Emulator::Emulator(EmulatorConfig config) : config_(std::move(config)), truth_(config_.sw.name) {
+  model_ = std::make_unique<SwitchModel>(io_, config_.sw, truth_);
+}
+
+Emulator::~Emulator() { stop(); }
+
+void Emulator::start() {
+  if (started_) return;
+  try {
+    if (!config_.ground_truth_csv.empty()) truth_.write_csv(config_.ground_truth_csv);
+    if (!config_.nics.empty()) {
+      std::vector<NicAttachment> attachments;
+      for (const auto& n : config_.nics) attachments.push_back(n.attachment);
+      data_plane_ = std::make_unique<DataPlane>(attachments, model_->total_ports());
+      data_plane_->start();
+    }
+    for (size_t i = 0; i < config_.nics.size(); ++i) {
+      const auto& a = config_.nics[i].attachment;
+      auto driver = a.kind == NicAttachment::Kind::kTap ? make_tap_carrier_driver(data_plane_->tap_fd(i), a.tap_name)
+                                                        : make_qmp_link_driver(a.qmp_socket, a.qmp_netdev);
+      DataPlane* dp = data_plane_.get();
+      links_.push_back(std::make_unique<NicLinkModel>(
+          io_, a.name, config_.nics[i].link, std::move(driver), truth_, [dp, i](bool up) { dp->set_nic_link(i, up); },
+          config_.sw.seed * 1000003 + i));
+    }
+    if (data_plane_) {
+      DataPlane* dp = data_plane_.get();
+      model_->on_path([dp](Port in, std::optional<Port> out) { dp->set_path(in, out); });
+      model_->on_light([this](Port egress, bool lit, double) {
+        for (size_t i = 0; i < config_.nics.size(); ++i) {
+          if (config_.nics[i].attachment.rx_port == egress) links_[i]->on_light(lit);
+        }
+      });
+    }
+    control_ = std::make_unique<ControlPlane>(io_, *model_, truth_, config_.control);
+    control_->start();
+    if (config_.control.events) {
+      events_ = std::make_unique<EventsServer>(io_, truth_, *config_.control.events);
+      events_port_ = events_->port();
+    }
+    work_ = std::make_unique<asio::executor_work_guard<asio::io_context::executor_type>>(io_.get_executor());
+    loop_ = std::thread([this] { io_.run(); });
+    started_ = true;
+    // No circuit is lit yet: every NIC starts with its link down, as on a dark fibre.
+    call([this] {
+      for (auto& l : links_) l->force(false);
+      return 0;
+    });
+  } catch (...) {
+    stop();
+    throw;
+  }
+}
+
+void Emulator::stop() {
+  if (control_) control_->stop();
+  if (events_) {
+    if (loop_.joinable()) {
+      call([this] {
+        events_->close();
+        return 0;
+      });
+    } else {
+      events_->close();
+    }
+  }
+  work_.reset();
+  io_.stop();
+  if (loop_.joinable()) loop_.join();
+  links_.clear();
+  if (data_plane_) data_plane_->stop();
+  started_ = false;
+}
+
+BoundPorts Emulator::ports() const { return control_ ? control_->ports() : BoundPorts{}; }
+
+std::string Emulator::known_hosts(const std::string& host, int port) const {
+  return control_ ? control_->known_hosts(host, port) : std::string();
+}
+
+}  // namespace ocslab::emu
