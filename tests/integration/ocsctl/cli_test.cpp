@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "ocslab/ocsctl/cli.h"
+#include "ocslab/tool/cli.h"
 #include "ocslab/ocsctl/credentials.h"
 #include "ocslab/testing/peers.h"
 #include "ocslab/testing/sshd_fixture.h"

@@ -1,4 +1,4 @@
-#include "ocslab/ocsctl/cli.h"
+#include "ocslab/tool/cli.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -17,6 +17,7 @@
 #include "ocslab/common/log.h"
 #include "ocslab/ocsctl/credentials.h"
 #include "ocslab/ocsctl/driver.h"
+#include "ocslab/tool/emulate.h"
 
 namespace po = boost::program_options;
 using nlohmann::json;
@@ -88,6 +89,16 @@ const std::vector<CommandSpec>& commands() {
        "those ports when given once) --toggles times. Prints min/median/p99/max of the whole\n"
        "reconfiguration span and of each protocol call, and writes every call to a CSV file.",
        {"pairs", "toggles", "output"}},
+      {"emulate", "emulate [LAB.yaml] [--preset P] [--listen ADDR] [--scpi ADDR] ...", "run the OCS emulator",
+       "Serves TL1 (TCP and SSH), NETCONF (SSH) and SCPI on one emulated switch with a\n"
+       "switching-time model, light and power per port, and (with NICs in the lab file) an\n"
+       "optical data plane and NIC link model. Flags override the lab file; without either,\n"
+       "a polatis-6000 32x32 listens for TL1 on 127.0.0.1:3082. ADDR is HOST:PORT or PORT\n"
+       "(0: any free port; the chosen ports are printed and written to --ready-file).\n"
+       "--dry-run validates the lab file and prints the wiring. Runs until Ctrl-C.\n"
+       "Lab file reference: docs/emulator.md",
+       {"preset", "size", "listen", "tl1-ssh", "netconf", "scpi", "events", "switching-ms", "ground-truth", "seed",
+        "ready-file", "dry-run"}},
   };
   return specs;
 }
@@ -128,7 +139,18 @@ po::options_description command_options() {
       ("count", po::value<int>()->default_value(0), "watch-power: samples per port (0: until Ctrl-C)")
       ("pairs", po::value<std::vector<std::string>>(), "bench: a mapping as comma-separated INGRESS-EGRESS (give once or twice)")
       ("toggles", po::value<int>()->default_value(10), "bench: number of reconfigurations")
-      ("output,o", po::value<std::string>()->default_value("ocsctl-bench.csv"), "bench: CSV file with every call");
+      ("output,o", po::value<std::string>()->default_value("ocsctl-bench.csv"), "bench: CSV file with every call")
+      ("preset", po::value<std::string>(), "emulate: switch preset (polatis-6000, mems-3d, liquid-crystal, rotor, robotic-patch-panel)")
+      ("size", po::value<std::string>(), "emulate: NxM ports, e.g. 32x32")
+      ("listen", po::value<std::string>(), "emulate: TL1 over TCP on HOST:PORT")
+      ("tl1-ssh", po::value<std::string>(), "emulate: TL1 over SSH on HOST:PORT")
+      ("netconf", po::value<std::string>(), "emulate: NETCONF over SSH on HOST:PORT")
+      ("scpi", po::value<std::string>(), "emulate: SCPI on HOST:PORT")
+      ("events", po::value<std::string>(), "emulate: live ground truth as JSON lines on HOST:PORT")
+      ("switching-ms", po::value<std::string>(), "emulate: switching time: MS, or YAML like '{uniform: [10, 20]}'")
+      ("ground-truth", po::value<std::string>(), "emulate: write the ground-truth timeline CSV here")
+      ("seed", po::value<long long>(), "emulate: random seed of the delay models")
+      ("ready-file", po::value<std::string>(), "emulate: write bound ports (JSON) here once listening");
   return d;
 }
 
@@ -241,6 +263,7 @@ class Cli {
   int cmd_power(const std::vector<std::string>& args);
   int cmd_watch_power(const std::vector<std::string>& args);
   int cmd_bench();
+  int cmd_emulate(const std::vector<std::string>& args);
   int report_apply(const ApplyReport& r, bool dry_run);
   OcsDriver& driver();
 
@@ -371,6 +394,7 @@ int Cli::dispatch(const std::string& cmd, const std::vector<std::string>& args) 
     if (cmd == "power") return cmd_power(args);
     if (cmd == "watch-power") return cmd_watch_power(args);
     if (cmd == "bench") return no_args(), cmd_bench();
+    if (cmd == "emulate") return cmd_emulate(args);
   } catch (const po::error& e) {
     err_ << "ocsctl: " << e.what() << "\nTry 'ocsctl " << cmd << " --help'.\n";
     return kExitUsage;
@@ -620,6 +644,29 @@ int Cli::cmd_bench() {
   for (const auto& [op, v] : per_op) line("  " + op, v);
   out_ << "calls written to " << path << "\n";
   return kExitOk;
+}
+
+int Cli::cmd_emulate(const std::vector<std::string>& args) {
+  if (args.size() > 1) throw po::error("emulate takes at most one lab file");
+  tool::EmulateOptions o;
+  if (!args.empty()) o.lab_file = args[0];
+  auto opt = [&](const char* name, std::optional<std::string>& slot) {
+    if (vm_.count(name)) slot = vm_[name].as<std::string>();
+  };
+  opt("preset", o.preset);
+  opt("size", o.size);
+  opt("listen", o.tl1);
+  opt("tl1-ssh", o.tl1_ssh);
+  opt("netconf", o.netconf);
+  opt("scpi", o.scpi);
+  opt("events", o.events);
+  opt("switching-ms", o.switching_ms);
+  opt("ground-truth", o.ground_truth);
+  if (vm_.count("seed")) o.seed = vm_["seed"].as<long long>();
+  if (vm_.count("ready-file")) o.ready_file = vm_["ready-file"].as<std::string>();
+  o.dry_run = vm_.count("dry-run") > 0;
+  InterruptGuard guard;
+  return tool::run_emulate(o, out_, err_, g_interrupted);
 }
 
 }  // namespace
