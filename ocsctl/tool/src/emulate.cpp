@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <fstream>
-#include <iterator>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -21,7 +20,7 @@ emu::EmulatorConfig build_config(const EmulateOptions& o) {
   // Flags are merged into the lab file's YAML so they go through the same validation (and the
   // same error messages) as the file; nodes from the file keep their line numbers.
   YamlDoc doc = o.lab_file.empty() ? load_yaml_string("switch: {}\n", "<flags>") : load_yaml_file(o.lab_file);
-  if (!doc.root.IsMap()) doc.root = YAML::Load("switch: {}");
+  if (doc.root.IsNull()) doc.root = YAML::Load("switch: {}");  // an empty file: flags only
   YAML::Node sw = doc.root["switch"];
   if (!sw || sw.IsNull()) sw = doc.root["switch"] = YAML::Node(YAML::NodeType::Map);
   if (o.preset) sw["preset"] = *o.preset;
