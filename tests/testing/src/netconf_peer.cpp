@@ -82,6 +82,19 @@ class NetconfSession {
     }
   }
 
+  // A reply, preceded by a <notification> when the autonomous quirk is on.
+  bool reply(const std::string& xml) {
+    if (q_.autonomous) {
+      std::string note = fmt::format(
+          "<notification xmlns=\"urn:ietf:params:xml:ns:netconf:notification:1.0\"><eventTime>2024-01-01T00:00:00Z"
+          "</eventTime><port-status-change xmlns=\"{}\"><port-id>1</port-id><status>ENABLED</status>"
+          "</port-status-change></notification>",
+          kPolatisSwitchNs);
+      if (!send(note)) return false;
+    }
+    return send(xml);
+  }
+
   bool send(const std::string& xml) {
     if (q_.reply_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(q_.reply_delay_ms));
     if (!q_.split_writes) return write_all(out_, encode_frame(xml, framing_));
@@ -102,7 +115,7 @@ class NetconfSession {
       msg = parse_netconf_message(raw);
     } catch (const ProtocolError& e) {
       sw_.record(raw);
-      return send(build_error_reply("", {"rpc", "malformed-message", "error", e.what()}));
+      return reply(build_error_reply("", {"rpc", "malformed-message", "error", e.what()}));
     }
     std::string text = xml_text(msg.root);
     sw_.record(text);
@@ -117,27 +130,27 @@ class NetconfSession {
       req = parse_rpc(msg);
     } catch (const ProtocolError& e) {
       std::string id = msg.root.attribute("message-id").value();
-      return send(build_error_reply(id, {"rpc", "malformed-message", "error", e.what()}));
+      return reply(build_error_reply(id, {"rpc", "malformed-message", "error", e.what()}));
     }
     if (contains(text, q_.deny_on)) {
-      return send(build_error_reply(req.message_id, {"application", "operation-failed", "error",
+      return reply(build_error_reply(req.message_id, {"application", "operation-failed", "error",
                                                      "Command refused by switch policy (" + q_.deny_on + ")"}));
     }
     try {
       if (req.operation == "get" || req.operation == "get-config") {
-        return send(build_data_reply(req.message_id, get(req.op, req.operation == "get")));
+        return reply(build_data_reply(req.message_id, get(req.op, req.operation == "get")));
       }
       if (req.operation == "edit-config") {
         edit_config(req.op);
-        return send(build_ok_reply(req.message_id));
+        return reply(build_ok_reply(req.message_id));
       }
       if (req.operation == "close-session") {
-        send(build_ok_reply(req.message_id));
+        reply(build_ok_reply(req.message_id));
         return false;
       }
       rpc_fail("operation-not-supported", "Operation '" + req.operation + "' is not supported", "protocol");
     } catch (const PeerRpcError& e) {
-      return send(build_error_reply(req.message_id, e.error));
+      return reply(build_error_reply(req.message_id, e.error));
     }
   }
 
