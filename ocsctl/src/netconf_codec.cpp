@@ -391,6 +391,7 @@ RpcReply parse_rpc_reply(const NetconfMessage& msg) {
 RpcRequest parse_rpc(const NetconfMessage& msg) {
   if (msg.kind != "rpc") throw ProtocolError("expected <rpc>, got <" + msg.kind + ">");
   RpcRequest r;
+  r.msg = msg;
   if (auto id = msg.root.attribute("message-id")) r.message_id = id.value();
   for (auto c : msg.root.children()) {
     if (c.type() != pugi::node_element) continue;

@@ -53,7 +53,12 @@ void NetconfDriver::do_open() {
   send(build_hello({kNetconfBase10, kNetconfBase11}));
   auto msg = read_message(Clock::now() + options().connect_timeout,
                           fmt::format("no <hello> from the switch within {} ms", ms(options().connect_timeout)));
-  server_hello_ = parse_hello(msg);
+  try {
+    server_hello_ = parse_hello(msg);
+  } catch (const ProtocolError&) {
+    broken_ = true;  // no session was established: nothing to close politely
+    throw;
+  }
   if (server_hello_.base11) decoder_.set_framing(Framing::kChunked);
   pair_name_ = pair_list_name(server_hello_.optical_revision);
   if (server_hello_.optical_revision.empty()) {

@@ -116,3 +116,18 @@ TEST_CASE("netconf peer over TCP: base:1.0 only keeps end-of-message framing") {
   CHECK(children_local(child_local(reply.data, "cross-connects"), "pairs").size() == 1);
   CHECK(parse_cross_connects(reply.data) == std::vector<Circuit>{{2, 10}});
 }
+
+TEST_CASE("netconf peer replace_patched: a merge onto a used egress replaces the old pair") {
+  testing::PeerSwitch sw(8, 8);
+  testing::PeerQuirks q;
+  q.replace_patched = true;
+  testing::TcpPeer peer(testing::PeerProtocol::kNetconf, sw, q);
+  REQUIRE(sw.connect({{1, 9}}, false).empty());
+  RawClient c(peer.port());
+  parse_hello(c.next());
+  c.stream->write(encode_frame(build_hello({kNetconfBase10}), Framing::kEndOfMessage));
+  c.stream->write(encode_frame(build_rpc(1, build_edit_config(build_cross_connects({{2, 9}}, {}, "pair"))),
+                               Framing::kEndOfMessage));
+  CHECK(parse_rpc_reply(c.next()).ok);
+  CHECK(sw.circuits() == std::vector<Circuit>{{2, 9}});
+}

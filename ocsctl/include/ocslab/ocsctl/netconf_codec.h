@@ -132,6 +132,7 @@ struct RpcRequest {
   std::string message_id;
   std::string operation;  // local name of the operation element (get, edit-config, ...)
   pugi::xml_node op;      // the operation element
+  NetconfMessage msg;     // keeps op alive
 };
 // Throws ProtocolError when msg is not an <rpc> with exactly one operation element.
 RpcRequest parse_rpc(const NetconfMessage& msg);
