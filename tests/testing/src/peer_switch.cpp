@@ -1,5 +1,6 @@
 #include "ocslab/testing/peer_switch.h"
 
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -92,16 +93,34 @@ double PeerSwitch::power_dbm(ocs::Port p) const {
 void PeerSwitch::record(const std::string& request) {
   std::lock_guard lock(mutex_);
   history_.push_back(request);
+  // Peers started by sshd live in another process: persist so the test can read it.
+  if (!state_file_.empty()) {
+    std::ofstream(state_file_ + ".history", std::ios::app)
+        << nlohmann::json(request).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  }
 }
 
 std::vector<std::string> PeerSwitch::history() const {
   std::lock_guard lock(mutex_);
-  return history_;
+  if (state_file_.empty()) return history_;
+  std::vector<std::string> out;
+  std::ifstream in(state_file_ + ".history");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    try {
+      out.push_back(nlohmann::json::parse(line).get<std::string>());
+    } catch (const std::exception&) {
+      out.push_back(line);  // a line cut short by a concurrent writer: keep it visible
+    }
+  }
+  return out;
 }
 
 void PeerSwitch::clear_history() {
   std::lock_guard lock(mutex_);
   history_.clear();
+  if (!state_file_.empty()) std::remove((state_file_ + ".history").c_str());
 }
 
 }  // namespace ocslab::testing

@@ -53,6 +53,7 @@ class PeerSwitch {
   std::mutex& mutex() { return mutex_; }
 
   // Every request a peer received, in order (so tests can assert what was, or was not, sent).
+  // With a state file it is also appended to STATE.history, shared by every peer process.
   void record(const std::string& request);
   std::vector<std::string> history() const;
   void clear_history();
