@@ -1,11 +1,18 @@
 // OcsDriver for TL1 (Polatis dialect, PROTOCOLS.md §1) over raw TCP or an SSH shell channel.
+// Over raw TCP the driver logs in with ACT-USER (a password is required); over SSH the SSH
+// login authenticates the session and ACT-USER is sent only when a password is configured.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "ocslab/ocsctl/driver.h"
 #include "ocslab/ocsctl/stream.h"
+#include "ocslab/ocsctl/tl1_codec.h"
 
 namespace ocslab::ocs {
 
@@ -24,7 +31,30 @@ class Tl1Driver final : public OcsDriver {
   std::vector<PortPower> do_power(const std::vector<Port>& ports) override;
 
  private:
+  // Sends one command and waits for the response carrying its ctag; autonomous blocks seen
+  // meanwhile go to emit_event. `shown` is what timings and errors may reveal (redacted login).
+  // Throws DenyError, TimeoutError, ConnectionError, ProtocolError.
+  Tl1Block transact(const std::string& command, const std::string& shown, const std::string& ctag,
+                    bool timed = true, std::chrono::milliseconds timeout = std::chrono::milliseconds{0});
+  Tl1Block exchange(const std::string& command, const std::string& shown, const std::string& ctag, bool timed,
+                    std::chrono::milliseconds timeout);
+  Tl1Block request(const std::string& verb_and_fields_before_ctag, const std::string& after_ctag);
+  std::string next_ctag() { return std::to_string(ctag_++); }
+  std::string user() const;
+  void close_stream();
+  void keepalive_loop();
+  void stop_keepalive();
+
   std::unique_ptr<Stream> stream_;
+  Tl1ReplyParser parser_;
+  unsigned long ctag_ = 1;
+  bool logged_in_ = false;  // ACT-USER accepted on the current stream
+  Clock::time_point last_io_{};  // guarded by call_mutex()
+
+  std::thread keepalive_;
+  std::mutex keepalive_mutex_;
+  std::condition_variable keepalive_cv_;
+  bool stopping_ = false;  // guarded by keepalive_mutex_
 };
 
 }  // namespace ocslab::ocs

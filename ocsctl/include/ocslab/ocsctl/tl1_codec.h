@@ -1,0 +1,91 @@
+// TL1 wire format (Polatis dialect, PROTOCOLS.md §1), shared by the driver (reply side), the
+// grammar test peer and the OCS emulator (request side). Pure functions and an incremental
+// parser: no I/O, so every byte sequence a switch can send is reachable from unit and fuzz tests.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ocslab/ocsctl/types.h"
+
+namespace ocslab::ocs {
+
+// One complete output block: a response to a command or an autonomous message.
+struct Tl1Block {
+  enum class Kind { kResponse, kAutonomous };
+  Kind kind = Kind::kResponse;
+  std::string sid;     // source identifier from the header line (unquoted); may be empty
+  std::string date;    // YY-MM-DD as sent; empty when the block had no header line
+  std::string time;    // HH:MM:SS
+  std::string code;    // "M" for responses; "A", "*C", "**", "*" for autonomous messages
+  std::string tag;     // ctag (responses) or atag (autonomous)
+  std::string status;  // COMPLD, DENY, PRTL, DELAY, RTRV; for autonomous "REPT ALM EQPT" etc.
+  std::vector<std::string> data;  // quoted payloads, unquoted and unescaped; unquoted lines as is
+  std::string error_code;         // DENY/PRTL error code line (IDNV, IIAC, ...)
+  std::string comment;            // text inside /* ... */ (several comments joined by "; ")
+  std::string text;               // the block as received, lines joined with '\n'
+};
+
+// Splits a byte stream into Tl1Blocks. Bytes may be split anywhere between feed() calls.
+// Tolerates CRLF or LF, blank lines, '<' / '>' prompts and acknowledgments (IP, PF, OK, NA,
+// NG, RL), which are skipped. Throws ProtocolError (quoting the offending line) on input that
+// fits no block; after that the stream position is unknown and the caller must reset().
+class Tl1ReplyParser {
+ public:
+  static constexpr size_t kMaxPending = 1 << 20;  // unterminated bytes before giving up
+
+  void feed(std::string_view bytes);
+  std::optional<Tl1Block> next();
+  void reset();
+  // Bytes received but not yet part of a returned block (for diagnostics).
+  size_t pending() const { return buf_.size() - pos_ + block_bytes_; }
+
+ private:
+  enum class State { kIdle, kHeader, kBody, kComment };
+  std::optional<std::string> take_line();
+  void begin_block();
+  void add_raw(std::string_view line);
+  void body_line(std::string_view line);
+
+  std::string buf_;
+  size_t pos_ = 0;      // first unconsumed byte
+  size_t scanned_ = 0;  // buf_ before this holds no '\n' past pos_ (avoids rescans)
+  State state_ = State::kIdle;
+  Tl1Block block_;
+  size_t block_bytes_ = 0;
+};
+
+// A request as a switch receives it: VERB-MOD[-MOD]:[TID]:[AID]:CTAG:[GB]:[KEY=value,...];
+struct Tl1Command {
+  std::string verb;  // upper-cased, e.g. ENT-PATCH
+  std::string tid;
+  std::string aid;
+  std::string ctag;  // unquoted
+  std::string gb;
+  std::map<std::string, std::string> params;  // KEY (upper-cased) = value (unquoted)
+  std::vector<std::string> positional;        // items after GB without '=' (ACT-USER password)
+};
+
+// Parses one command; a trailing ';' and surrounding whitespace / CR / LF are optional.
+// Throws ProtocolError naming the command and what is wrong.
+Tl1Command parse_tl1_command(std::string_view text);
+
+// "11", "11&4&10", "1&&640" (inclusive), "ALL" or "" (every port 1..port_count). Order is
+// kept (patch lists pair by position). Throws ProtocolError for bad items or ports outside
+// 1..port_count.
+std::vector<Port> parse_tl1_port_list(std::string_view text, int port_count);
+// Inverse of parse_tl1_port_list: ascending runs of three or more become "a&&b".
+std::string format_tl1_port_list(const std::vector<Port>& ports);
+
+// Patch AID "<ingress-list>,<egress-list>": the lists pair in order and must be equally long.
+std::vector<Circuit> parse_tl1_patch_aid(std::string_view aid, int port_count);
+std::string format_tl1_patch_aid(const std::vector<Circuit>& circuits);
+
+// A received line made safe for an error message: control bytes escaped, cut to ~200 chars.
+std::string tl1_quote_line(std::string_view line);
+
+}  // namespace ocslab::ocs

@@ -1,0 +1,469 @@
+#include "ocslab/ocsctl/tl1_codec.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <climits>
+
+#include "ocslab/ocsctl/errors.h"
+
+namespace ocslab::ocs {
+
+namespace {
+
+constexpr size_t kQuoteLimit = 200;
+
+bool is_space(char c) { return c == ' ' || c == '\t'; }
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (is_space(s.front()) || s.front() == '\r' || s.front() == '\n')) s.remove_prefix(1);
+  while (!s.empty() && (is_space(s.back()) || s.back() == '\r' || s.back() == '\n')) s.remove_suffix(1);
+  return s;
+}
+
+std::vector<std::string_view> tokens(std::string_view s) {
+  std::vector<std::string_view> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && is_space(s[i])) ++i;
+    size_t j = i;
+    while (j < s.size() && !is_space(s[j])) ++j;
+    if (j > i) out.push_back(s.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
+std::string upper(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool has_control(std::string_view s) {
+  return std::any_of(s.begin(), s.end(), [](char c) {
+    auto u = static_cast<unsigned char>(c);
+    return (u < 0x20 && c != '\t') || u == 0x7f;
+  });
+}
+
+// "NN-NN-NN" (YY-MM-DD; a 4-digit year tolerated) and "NN:NN:NN".
+bool digits_pattern(std::string_view s, char sep, bool long_first) {
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); ++i) {
+    if (i == s.size() || s[i] == sep) {
+      parts.push_back(s.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  if (parts.size() != 3) return false;
+  for (size_t k = 0; k < 3; ++k) {
+    size_t want = (k == 0 && long_first && parts[k].size() == 4) ? 4 : 2;
+    if (parts[k].size() != want) return false;
+    for (char c : parts[k]) {
+      if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+    }
+  }
+  return true;
+}
+
+bool is_autonomous_code(std::string_view t) { return t == "A" || t == "*C" || t == "**" || t == "*"; }
+
+bool is_ack(std::string_view line) {
+  auto t = tokens(line);
+  if (t.empty() || t.size() > 2) return false;
+  static constexpr std::string_view kAcks[] = {"IP", "PF", "OK", "NA", "NG", "RL"};
+  return std::find(std::begin(kAcks), std::end(kAcks), t[0]) != std::end(kAcks);
+}
+
+std::string unquote(std::string_view s) {
+  s = trim(s);
+  if (s.size() < 2 || s.front() != '"' || s.back() != '"') return std::string(s);
+  std::string out;
+  for (size_t i = 1; i + 1 < s.size(); ++i) {
+    if (s[i] == '\\' && i + 2 < s.size()) ++i;
+    out += s[i];
+  }
+  return out;
+}
+
+[[noreturn]] void bad_line(std::string_view what, std::string_view line) {
+  throw ProtocolError(fmt::format("{}: \"{}\"", what, tl1_quote_line(line)));
+}
+
+int parse_int(std::string_view s, std::string_view context) {
+  int v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || p != s.data() + s.size()) {
+    throw ProtocolError(fmt::format("bad port '{}' in TL1 port list '{}'", tl1_quote_line(s), tl1_quote_line(context)));
+  }
+  return v;
+}
+
+// Splits at sep outside double quotes (a quoted ctag or password may hold ':' or ',').
+std::vector<std::string_view> split_outside_quotes(std::string_view s, char sep) {
+  std::vector<std::string_view> out;
+  bool quoted = false;
+  size_t start = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && quoted) {
+      ++i;
+    } else if (s[i] == '"') {
+      quoted = !quoted;
+    } else if (s[i] == sep && !quoted) {
+      out.push_back(s.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  out.push_back(s.substr(start));
+  return out;
+}
+
+}  // namespace
+
+std::string tl1_quote_line(std::string_view line) {
+  std::string out;
+  for (char c : line) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u >= 0x7f) {
+      out += fmt::format("\\x{:02x}", u);
+    } else if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else {
+      out += c;
+    }
+    if (out.size() >= kQuoteLimit) {
+      out += "...";
+      break;
+    }
+  }
+  return out;
+}
+
+void Tl1ReplyParser::feed(std::string_view bytes) {
+  // Reclaim consumed space now and then so a long session does not grow the buffer.
+  if (pos_ > 65536 && pos_ * 2 > buf_.size()) {
+    buf_.erase(0, pos_);
+    scanned_ -= pos_;
+    pos_ = 0;
+  }
+  buf_.append(bytes);
+}
+
+void Tl1ReplyParser::reset() {
+  buf_.clear();
+  pos_ = scanned_ = 0;
+  state_ = State::kIdle;
+  block_ = {};
+  block_bytes_ = 0;
+}
+
+std::optional<std::string> Tl1ReplyParser::take_line() {
+  size_t from = std::max(scanned_, pos_);
+  size_t nl = buf_.find('\n', from);
+  if (nl == std::string::npos) {
+    scanned_ = buf_.size();
+    if (pending() > kMaxPending) {
+      throw ProtocolError(fmt::format("TL1 reply exceeds {} bytes without a terminator; it starts \"{}\"",
+                                      kMaxPending, tl1_quote_line(std::string_view(buf_).substr(pos_, 80))));
+    }
+    return std::nullopt;
+  }
+  std::string line = buf_.substr(pos_, nl - pos_);
+  pos_ = nl + 1;
+  scanned_ = pos_;
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  return line;
+}
+
+void Tl1ReplyParser::begin_block() {
+  block_ = {};
+  block_bytes_ = 0;
+}
+
+void Tl1ReplyParser::add_raw(std::string_view line) {
+  if (!block_.text.empty()) block_.text += '\n';
+  block_.text += line;
+  block_bytes_ += line.size() + 1;
+  if (block_bytes_ > kMaxPending) {
+    throw ProtocolError(fmt::format("TL1 reply exceeds {} bytes without a terminator", kMaxPending));
+  }
+}
+
+void Tl1ReplyParser::body_line(std::string_view raw) {
+  std::string_view line = trim(raw);
+  if (line.empty()) return;
+  if (has_control(line)) bad_line("unexpected bytes in TL1 reply", raw);
+  while (!line.empty()) {
+    if (state_ == State::kComment) {
+      size_t end = line.find("*/");
+      std::string_view part = trim(line.substr(0, end));
+      if (!part.empty()) block_.comment += (block_.comment.empty() ? "" : " ") + std::string(part);
+      if (end == std::string_view::npos) return;
+      state_ = State::kBody;
+      line = trim(line.substr(end + 2));
+      continue;
+    }
+    if (line.substr(0, 2) == "/*") {
+      if (!block_.comment.empty()) block_.comment += "; ";
+      state_ = State::kComment;
+      line = line.substr(2);
+      continue;
+    }
+    if (line.front() == '"') {
+      std::string value;
+      size_t i = 1;
+      bool closed = false;
+      for (; i < line.size(); ++i) {
+        if (line[i] == '\\' && i + 1 < line.size()) {
+          value += line[++i];
+        } else if (line[i] == '"') {
+          closed = true;
+          break;
+        } else {
+          value += line[i];
+        }
+      }
+      if (!closed) bad_line("unterminated quoted line in TL1 reply", raw);
+      block_.data.push_back(std::move(value));
+      line = trim(line.substr(i + 1));
+      // Payload lines may be separated by commas or followed by a comment.
+      if (!line.empty() && line.front() == ',') line = trim(line.substr(1));
+      continue;
+    }
+    // An unquoted item (error code or GR-831 unquoted line) runs up to a comment, if any.
+    size_t comment_at = line.find("/*");
+    std::string_view item = trim(line.substr(0, comment_at));
+    line = comment_at == std::string_view::npos ? std::string_view{} : line.substr(comment_at);
+    auto t = tokens(item);
+    bool code_like = t.size() == 1 && t[0].size() == 4 &&
+                     std::all_of(t[0].begin(), t[0].end(), [](char c) { return std::isupper(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)); });
+    if (code_like && block_.error_code.empty() && block_.kind == Tl1Block::Kind::kResponse &&
+        block_.status != "COMPLD" && block_.status != "RTRV") {
+      block_.error_code = std::string(t[0]);
+    } else {
+      // GR-831 allows unquoted lines in the text block.
+      block_.data.emplace_back(item);
+    }
+  }
+}
+
+std::optional<Tl1Block> Tl1ReplyParser::next() {
+  for (;;) {
+    if (state_ == State::kIdle) {
+      // Prompts and line ends between blocks carry nothing.
+      while (pos_ < buf_.size() && (buf_[pos_] == '\r' || buf_[pos_] == '\n' || buf_[pos_] == '<' || buf_[pos_] == '>')) ++pos_;
+    } else if (state_ == State::kBody) {
+      // ';' ends a block even without a line end after it (a prompt may follow directly).
+      size_t i = pos_;
+      while (i < buf_.size() && is_space(buf_[i])) ++i;
+      if (i < buf_.size() && buf_[i] == ';') {
+        pos_ = i + 1;
+        scanned_ = std::max(scanned_, pos_);
+        add_raw(";");
+        state_ = State::kIdle;
+        Tl1Block out = std::move(block_);
+        begin_block();
+        return out;
+      }
+    }
+    auto maybe = take_line();
+    if (!maybe) return std::nullopt;
+    const std::string& raw = *maybe;
+    std::string_view line = trim(raw);
+    switch (state_) {
+      case State::kIdle:
+      case State::kHeader: {
+        if (line.empty()) break;
+        if (has_control(line)) bad_line("unexpected bytes from TL1 switch", raw);
+        auto t = tokens(line);
+        if (state_ == State::kIdle && is_ack(line)) break;
+        if (state_ == State::kIdle && t.size() >= 2 && digits_pattern(t[t.size() - 2], '-', true) &&
+            digits_pattern(t.back(), ':', false)) {
+          begin_block();
+          add_raw(raw);
+          std::string sid;
+          for (size_t k = 0; k + 2 < t.size(); ++k) sid += (sid.empty() ? "" : " ") + std::string(t[k]);
+          block_.sid = unquote(sid);
+          block_.date = std::string(t[t.size() - 2]);
+          block_.time = std::string(t.back());
+          state_ = State::kHeader;
+          break;
+        }
+        bool response = t.size() >= 3 && t[0] == "M";
+        bool autonomous = t.size() >= 3 && is_autonomous_code(t[0]);
+        if (!response && !autonomous) {
+          bad_line(state_ == State::kHeader ? "TL1 header not followed by a response or autonomous line"
+                                            : "unexpected line from TL1 switch",
+                   raw);
+        }
+        if (state_ == State::kIdle) begin_block();
+        add_raw(raw);
+        block_.kind = response ? Tl1Block::Kind::kResponse : Tl1Block::Kind::kAutonomous;
+        block_.code = std::string(t[0]);
+        block_.tag = unquote(t[1]);
+        if (response) {
+          if (t.size() != 3) bad_line("malformed TL1 response line", raw);
+          block_.status = upper(t[2]);
+        } else {
+          block_.status = std::string(trim(line.substr(static_cast<size_t>(t[2].data() - line.data()))));
+        }
+        state_ = State::kBody;
+        break;
+      }
+      case State::kBody:
+      case State::kComment:
+        add_raw(raw);
+        body_line(raw);
+        break;
+    }
+  }
+}
+
+Tl1Command parse_tl1_command(std::string_view text) {
+  std::string_view s = trim(text);
+  if (!s.empty() && s.back() == ';') s = trim(s.substr(0, s.size() - 1));
+  auto fail = [&](const std::string& why) -> ProtocolError {
+    return ProtocolError(fmt::format("bad TL1 command \"{}\": {}", tl1_quote_line(trim(text)), why));
+  };
+  if (s.empty()) throw fail("empty command");
+  if (has_control(s)) throw fail("control characters");
+  auto fields = split_outside_quotes(s, ':');
+  Tl1Command cmd;
+  std::string_view verb = trim(fields[0]);
+  if (verb.empty()) throw fail("missing verb");
+  bool prev_dash = true;
+  for (char c : verb) {
+    if (c == '-') {
+      if (prev_dash) throw fail("malformed verb");
+      prev_dash = true;
+    } else if (std::isalnum(static_cast<unsigned char>(c))) {
+      prev_dash = false;
+    } else {
+      throw fail("malformed verb");
+    }
+  }
+  if (prev_dash) throw fail("malformed verb");
+  cmd.verb = upper(verb);
+  if (fields.size() < 4) throw fail("missing CTAG (want VERB:[TID]:[AID]:CTAG)");
+  cmd.tid = unquote(fields[1]);
+  cmd.aid = std::string(trim(fields[2]));
+  std::string_view ctag = trim(fields[3]);
+  if (ctag.empty()) throw fail("missing CTAG");
+  if (ctag.front() == '"') {
+    if (ctag.size() < 2 || ctag.back() != '"') throw fail("unterminated quoted CTAG");
+    cmd.ctag = unquote(ctag);
+  } else {
+    for (char c : ctag) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.') throw fail("malformed CTAG");
+    }
+    cmd.ctag = std::string(ctag);
+  }
+  if (fields.size() > 4) cmd.gb = std::string(trim(fields[4]));
+  for (size_t f = 5; f < fields.size(); ++f) {
+    if (trim(fields[f]).empty()) continue;
+    for (auto item : split_outside_quotes(fields[f], ',')) {
+      item = trim(item);
+      if (item.empty()) continue;
+      size_t eq = item.find('=');
+      if (eq != std::string_view::npos && item.front() != '"') {
+        std::string key = upper(trim(item.substr(0, eq)));
+        if (key.empty()) throw fail("parameter without a name");
+        cmd.params[key] = unquote(item.substr(eq + 1));
+      } else {
+        cmd.positional.push_back(unquote(item));
+      }
+    }
+  }
+  return cmd;
+}
+
+std::vector<Port> parse_tl1_port_list(std::string_view text, int port_count) {
+  std::string_view s = trim(text);
+  std::vector<Port> out;
+  if (s.empty() || upper(s) == "ALL") {
+    for (Port p = 1; p <= port_count; ++p) out.push_back(p);
+    return out;
+  }
+  auto check = [&](int p) {
+    if (p < 1 || p > port_count) {
+      throw ProtocolError(fmt::format("port {} in TL1 port list '{}' is outside 1..{}", p, tl1_quote_line(s), port_count));
+    }
+  };
+  size_t i = 0;
+  while (i <= s.size()) {
+    size_t amp = s.find('&', i);
+    std::string_view item = s.substr(i, amp == std::string_view::npos ? std::string_view::npos : amp - i);
+    int a = parse_int(trim(item), s);
+    check(a);
+    if (amp != std::string_view::npos && amp + 1 < s.size() && s[amp + 1] == '&') {
+      size_t end = s.find('&', amp + 2);
+      int b = parse_int(trim(s.substr(amp + 2, end == std::string_view::npos ? std::string_view::npos : end - amp - 2)), s);
+      check(b);
+      if (b < a) throw ProtocolError(fmt::format("TL1 port range {}&&{} runs backwards", a, b));
+      for (int p = a; p <= b; ++p) out.push_back(p);
+      if (end == std::string_view::npos) break;
+      i = end + 1;
+    } else {
+      out.push_back(a);
+      if (amp == std::string_view::npos) break;
+      i = amp + 1;
+    }
+    if (i >= s.size()) throw ProtocolError(fmt::format("TL1 port list '{}' ends with '&'", tl1_quote_line(s)));
+  }
+  return out;
+}
+
+std::string format_tl1_port_list(const std::vector<Port>& ports) {
+  std::string out;
+  size_t i = 0;
+  while (i < ports.size()) {
+    size_t j = i;
+    while (j + 1 < ports.size() && ports[j + 1] == ports[j] + 1) ++j;
+    if (!out.empty()) out += '&';
+    if (j - i >= 2) {
+      out += fmt::format("{}&&{}", ports[i], ports[j]);
+      i = j + 1;
+    } else {
+      out += std::to_string(ports[i]);
+      ++i;
+    }
+  }
+  return out;
+}
+
+std::vector<Circuit> parse_tl1_patch_aid(std::string_view aid, int port_count) {
+  std::string_view s = trim(aid);
+  size_t comma = s.find(',');
+  if (comma == std::string_view::npos || s.find(',', comma + 1) != std::string_view::npos) {
+    throw ProtocolError(fmt::format("bad TL1 patch AID '{}': want <ingress-list>,<egress-list>", tl1_quote_line(s)));
+  }
+  std::string_view in_text = trim(s.substr(0, comma)), out_text = trim(s.substr(comma + 1));
+  if (in_text.empty() || out_text.empty() || upper(in_text) == "ALL" || upper(out_text) == "ALL") {
+    throw ProtocolError(fmt::format("bad TL1 patch AID '{}': both port lists must name ports", tl1_quote_line(s)));
+  }
+  auto ins = parse_tl1_port_list(in_text, port_count);
+  auto outs = parse_tl1_port_list(out_text, port_count);
+  if (ins.size() != outs.size()) {
+    throw ProtocolError(fmt::format("bad TL1 patch AID '{}': {} ingress ports but {} egress ports", tl1_quote_line(s),
+                                    ins.size(), outs.size()));
+  }
+  std::vector<Circuit> out;
+  for (size_t k = 0; k < ins.size(); ++k) out.push_back({ins[k], outs[k]});
+  return out;
+}
+
+std::string format_tl1_patch_aid(const std::vector<Circuit>& circuits) {
+  std::vector<Port> ins, outs;
+  for (const auto& c : circuits) {
+    ins.push_back(c.ingress);
+    outs.push_back(c.egress);
+  }
+  return format_tl1_port_list(ins) + "," + format_tl1_port_list(outs);
+}
+
+}  // namespace ocslab::ocs
