@@ -94,7 +94,7 @@ SshdFixture::SshdFixture(const SshdOptions& options) {
     }
     pid_ = ::fork();
     if (pid_ == 0) {
-      ::execl("/usr/sbin/sshd", "sshd", "-D", "-e", "-f", (dir_ + "/sshd_config").c_str(), nullptr);
+      ::execl("/usr/sbin/sshd", "/usr/sbin/sshd", "-D", "-e", "-f", (dir_ + "/sshd_config").c_str(), nullptr);
       ::_exit(127);
     }
     // Ready when the port accepts connections.
