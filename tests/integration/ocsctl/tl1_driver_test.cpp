@@ -173,7 +173,6 @@ TEST_CASE("TL1 driver: info, list, connect, disconnect, apply, power over TCP") 
   Tl1Driver d(url_of(peer), driver_options());
   exercise(d, sw);
   CHECK(peer.server().accepted() == 1);
-  auto h = sw.history();
   d.close();
   // Logout is sent on close.
   CHECK(count_with(sw.history(), "CANC-USER::admin:") == 1);
@@ -182,7 +181,6 @@ TEST_CASE("TL1 driver: info, list, connect, disconnect, apply, power over TCP") 
 TEST_CASE("TL1 driver copes with every reply quirk") {
   PeerSwitch sw(32, 32);
   PeerQuirks q = peer_quirks();
-  std::string which;
   SECTION("prompt") { q.prompt = true; }
   SECTION("bare LF") { q.bare_lf = true; }
   SECTION("split writes") { q.split_writes = true; }
