@@ -357,6 +357,7 @@ Tl1Command parse_tl1_command(std::string_view text) {
   if (ctag.front() == '"') {
     if (ctag.size() < 2 || ctag.back() != '"') throw fail("unterminated quoted CTAG");
     cmd.ctag = unquote(ctag);
+    if (cmd.ctag.empty()) throw fail("empty CTAG");
   } else {
     for (char c : ctag) {
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.') throw fail("malformed CTAG");

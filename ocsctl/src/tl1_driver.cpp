@@ -154,6 +154,8 @@ Tl1Block Tl1Driver::exchange(const std::string& command, const std::string& show
                       code, text);
     }
     std::string bytes = stream_->read_some(deadline);
+    // Transports round their poll down to whole milliseconds: only a passed deadline counts.
+    if (bytes.empty() && Clock::now() < deadline) continue;
     if (bytes.empty()) {
       throw TimeoutError(fmt::format("no reply to {} within {} ms", shown, timeout.count()));
     }

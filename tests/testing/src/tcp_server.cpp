@@ -37,8 +37,13 @@ TcpServer::~TcpServer() {
   acceptor_.join();
   ::close(listen_fd_);
   drop_connections();
-  std::lock_guard lock(mutex_);
-  for (auto& t : workers_) t.join();
+  // Join without holding mutex_: a finishing worker takes it to unregister its fd.
+  std::list<std::thread> workers;
+  {
+    std::lock_guard lock(mutex_);
+    workers.swap(workers_);
+  }
+  for (auto& t : workers) t.join();
 }
 
 void TcpServer::drop_connections() {

@@ -226,6 +226,7 @@ TEST_CASE("TL1 commands parse into their fields") {
   CHECK_THROWS_WITH(parse_tl1_command("-RTRV:::1;"), Catch::Contains("malformed verb"));
   CHECK_THROWS_WITH(parse_tl1_command("RTRV-:::1;"), Catch::Contains("malformed verb"));
   CHECK_THROWS_WITH(parse_tl1_command("RTRV-HDR:::\"1;"), Catch::Contains("CTAG"));
+  CHECK_THROWS_WITH(parse_tl1_command("ech:::\"\""), Catch::Contains("empty CTAG"));
   CHECK_THROWS_WITH(parse_tl1_command("RTRV-HDR:::a b;"), Catch::Contains("\"RTRV-HDR:::a b;\""));
   CHECK_THROWS_WITH(parse_tl1_command("X:::1::=5;"), Catch::Contains("parameter without a name"));
 }
