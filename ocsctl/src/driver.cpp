@@ -38,7 +38,7 @@ void OcsDriver::stamp_acked() {
 }
 
 void OcsDriver::record(const CallTiming& t) {
-  recent_.push_back(t);
+  if (collect_) recent_.push_back(t);  // only apply() reports its calls
   last_ = t;
   if (options_.on_timing) options_.on_timing(t);
 }
@@ -228,13 +228,19 @@ void OcsDriver::do_reconfigure(const MappingDiff& diff) {
 ApplyReport OcsDriver::apply(const std::vector<Circuit>& target, ApplyMode mode, bool dry_run) {
   return call("apply", [&] {
     check_circuits(target);
+    collect_ = true;
+    struct StopCollecting {
+      bool& flag;
+      ~StopCollecting() { flag = false; }
+    } stop{collect_};
     ApplyReport report;
     set_op("list");
     auto current = do_list();
     report.diff = diff_mapping(current, target, mode, options_.allow.value_or(PortSet{}));
     for (const auto& c : report.diff.remove) check_ports({c.ingress, c.egress}, true);
     if (!dry_run) apply_diff(report);
-    report.calls = recent_;
+    report.calls = std::move(recent_);
+    recent_.clear();
     if (!report.calls.empty()) {
       report.started = report.calls.front().issued;
       report.finished = report.calls.back().acked;

@@ -22,20 +22,28 @@ int poll_ms(Deadline deadline) {
   return left < 0 ? 0 : static_cast<int>(std::min<long long>(left, 1 << 30));
 }
 
+// A blocking socket whose reads wait in recv() itself, bounded by SO_RCVTIMEO: one system
+// call per read instead of poll() + recv(), which is most of what a driver round trip costs
+// beyond the network. The timeout is only re-set when the time left is shorter than the one
+// in force, so a read never waits past its deadline and steady traffic sets it once.
 class TcpStream final : public Stream {
  public:
-  TcpStream(int fd, std::string what) : fd_(fd), what_(std::move(what)) {}
+  TcpStream(int fd, std::string what) : fd_(fd), what_(std::move(what)) {
+    int flags = ::fcntl(fd_, F_GETFL);
+    ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK);
+    timeval tv{kSendTimeoutS, 0};  // a peer that stops reading must not hang a write forever
+    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  }
   ~TcpStream() override { close(); }
 
   void write(std::string_view data) override {
+    if (fd_ < 0) throw ConnectionError(what_ + " is closed");
     while (!data.empty()) {
       ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
       if (n < 0) {
         if (errno == EINTR) continue;
-        if (errno == EAGAIN) {
-          pollfd p{fd_, POLLOUT, 0};
-          ::poll(&p, 1, 1000);
-          continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+          throw ConnectionError("write to " + what_ + " stalled for " + std::to_string(kSendTimeoutS) + " s");
         }
         throw ConnectionError("write to " + what_ + " failed: " + std::strerror(errno));
       }
@@ -45,22 +53,24 @@ class TcpStream final : public Stream {
 
   std::string read_some(Deadline deadline) override {
     if (fd_ < 0) throw ConnectionError(what_ + " is closed");
+    char buf[16384];
     for (;;) {
-      pollfd p{fd_, POLLIN, 0};
-      int r = ::poll(&p, 1, poll_ms(deadline));
-      if (r < 0) {
-        if (errno == EINTR) continue;
-        throw ConnectionError("poll on " + what_ + " failed: " + std::strerror(errno));
+      auto left = std::chrono::ceil<std::chrono::microseconds>(deadline - Clock::now());
+      int flags = 0;
+      if (left.count() <= 0) {
+        flags = MSG_DONTWAIT;  // deadline passed: take only what is already there
+      } else if (rcv_timeout_.count() == 0 || rcv_timeout_ > left) {
+        set_rcv_timeout(left);
       }
-      if (r == 0) return {};
-      char buf[16384];
-      ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
-      if (n < 0) {
-        if (errno == EINTR || errno == EAGAIN) continue;
-        throw ConnectionError("read from " + what_ + " failed: " + std::strerror(errno));
-      }
+      ssize_t n = ::recv(fd_, buf, sizeof(buf), flags);
+      if (n > 0) return std::string(buf, static_cast<size_t>(n));
       if (n == 0) throw ConnectionError("connection closed by " + what_);
-      return std::string(buf, static_cast<size_t>(n));
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        if (flags == MSG_DONTWAIT) return {};
+        continue;  // SO_RCVTIMEO expired: recompute what is left
+      }
+      throw ConnectionError("read from " + what_ + " failed: " + std::strerror(errno));
     }
   }
 
@@ -72,8 +82,21 @@ class TcpStream final : public Stream {
   std::string describe() const override { return what_; }
 
  private:
+  static constexpr int kSendTimeoutS = 30;
+
+  // Long waits are rounded down to whole seconds so that the next call's deadline (usually
+  // "now + the same reply timeout") is not shorter and needs no new setsockopt.
+  void set_rcv_timeout(std::chrono::microseconds left) {
+    using namespace std::chrono;
+    microseconds t = left > seconds(2) ? duration_cast<microseconds>(floor<seconds>(left)) : left;
+    timeval tv{static_cast<time_t>(t.count() / 1000000), static_cast<suseconds_t>(t.count() % 1000000)};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    rcv_timeout_ = t;
+  }
+
   int fd_;
   std::string what_;
+  std::chrono::microseconds rcv_timeout_{0};
 };
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "ocslab/ocsctl/tl1_codec.h"
 
+#include <boost/container/small_vector.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -23,8 +25,11 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-std::vector<std::string_view> tokens(std::string_view s) {
-  std::vector<std::string_view> out;
+// Replies are parsed on every switch round trip: tokens live inline, not on the heap.
+using Tokens = boost::container::small_vector<std::string_view, 8>;
+
+Tokens tokens(std::string_view s) {
+  Tokens out;
   size_t i = 0;
   while (i < s.size()) {
     while (i < s.size() && is_space(s[i])) ++i;
@@ -43,28 +48,30 @@ std::string upper(std::string_view s) {
 }
 
 bool has_control(std::string_view s) {
-  return std::any_of(s.begin(), s.end(), [](char c) {
+  for (char c : s) {
     auto u = static_cast<unsigned char>(c);
-    return (u < 0x20 && c != '\t') || u == 0x7f;
-  });
+    if ((u < 0x20 && c != '\t') || u == 0x7f) return true;
+  }
+  return false;
 }
 
 // "NN-NN-NN" (YY-MM-DD; a 4-digit year tolerated) and "NN:NN:NN".
 bool digits_pattern(std::string_view s, char sep, bool long_first) {
-  std::vector<std::string_view> parts;
-  size_t start = 0;
+  std::string_view parts[3];
+  size_t count = 0, start = 0;
   for (size_t i = 0; i <= s.size(); ++i) {
     if (i == s.size() || s[i] == sep) {
-      parts.push_back(s.substr(start, i - start));
+      if (count == 3) return false;
+      parts[count++] = s.substr(start, i - start);
       start = i + 1;
     }
   }
-  if (parts.size() != 3) return false;
+  if (count != 3) return false;
   for (size_t k = 0; k < 3; ++k) {
     size_t want = (k == 0 && long_first && parts[k].size() == 4) ? 4 : 2;
     if (parts[k].size() != want) return false;
     for (char c : parts[k]) {
-      if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+      if (c < '0' || c > '9') return false;  // not std::isdigit: no locale lookup per byte
     }
   }
   return true;
@@ -72,8 +79,7 @@ bool digits_pattern(std::string_view s, char sep, bool long_first) {
 
 bool is_autonomous_code(std::string_view t) { return t == "A" || t == "*C" || t == "**" || t == "*"; }
 
-bool is_ack(std::string_view line) {
-  auto t = tokens(line);
+bool is_ack(const Tokens& t) {
   if (t.empty() || t.size() > 2) return false;
   static constexpr std::string_view kAcks[] = {"IP", "PF", "OK", "NA", "NG", "RL"};
   return std::find(std::begin(kAcks), std::end(kAcks), t[0]) != std::end(kAcks);
@@ -162,7 +168,7 @@ void Tl1ReplyParser::reset() {
   block_bytes_ = 0;
 }
 
-std::optional<std::string> Tl1ReplyParser::take_line() {
+std::optional<std::string_view> Tl1ReplyParser::take_line() {
   size_t from = std::max(scanned_, pos_);
   size_t nl = buf_.find('\n', from);
   if (nl == std::string::npos) {
@@ -173,10 +179,10 @@ std::optional<std::string> Tl1ReplyParser::take_line() {
     }
     return std::nullopt;
   }
-  std::string line = buf_.substr(pos_, nl - pos_);
+  std::string_view line = std::string_view(buf_).substr(pos_, nl - pos_);
   pos_ = nl + 1;
   scanned_ = pos_;
-  if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   return line;
 }
 
@@ -273,7 +279,7 @@ std::optional<Tl1Block> Tl1ReplyParser::next() {
     }
     auto maybe = take_line();
     if (!maybe) return std::nullopt;
-    const std::string& raw = *maybe;
+    std::string_view raw = *maybe;
     std::string_view line = trim(raw);
     switch (state_) {
       case State::kIdle:
@@ -281,7 +287,7 @@ std::optional<Tl1Block> Tl1ReplyParser::next() {
         if (line.empty()) break;
         if (has_control(line)) bad_line("unexpected bytes from TL1 switch", raw);
         auto t = tokens(line);
-        if (state_ == State::kIdle && is_ack(line)) break;
+        if (state_ == State::kIdle && is_ack(t)) break;
         if (state_ == State::kIdle && t.size() >= 2 && digits_pattern(t[t.size() - 2], '-', true) &&
             digits_pattern(t.back(), ':', false)) {
           begin_block();

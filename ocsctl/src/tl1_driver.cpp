@@ -120,7 +120,9 @@ Tl1Block Tl1Driver::exchange(const std::string& command, const std::string& show
   if (!stream_) throw ConnectionError("not connected");
   if (timeout.count() <= 0) timeout = options().reply_timeout;
   if (timed) stamp_issued(shown);
-  stream_->write(command + "\r\n");
+  wire_.assign(command);  // one reused buffer: a round trip allocates as little as possible
+  wire_ += "\r\n";
+  stream_->write(wire_);
   last_io_ = Clock::now();
   const Deadline deadline = Clock::now() + timeout;
   std::vector<std::string> data;  // RTRV intermediate blocks add to the final one

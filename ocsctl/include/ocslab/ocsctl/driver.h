@@ -126,7 +126,8 @@ class OcsDriver {
   std::recursive_mutex mutex_;
   CallTiming current_;
   bool pending_ = false;  // current_ issued but not yet acknowledged
-  std::vector<CallTiming> recent_;  // calls completed inside the current public call
+  std::vector<CallTiming> recent_;  // calls completed inside the current apply()
+  bool collect_ = false;            // true while an apply() collects its calls
   std::optional<CallTiming> last_;
 };
 

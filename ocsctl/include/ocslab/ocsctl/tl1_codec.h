@@ -46,7 +46,8 @@ class Tl1ReplyParser {
 
  private:
   enum class State { kIdle, kHeader, kBody, kComment };
-  std::optional<std::string> take_line();
+  // A view into the buffer, valid until the next feed() (next() never feeds while parsing).
+  std::optional<std::string_view> take_line();
   void begin_block();
   void add_raw(std::string_view line);
   void body_line(std::string_view line);

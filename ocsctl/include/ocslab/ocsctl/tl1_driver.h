@@ -47,6 +47,7 @@ class Tl1Driver final : public OcsDriver {
 
   std::unique_ptr<Stream> stream_;
   Tl1ReplyParser parser_;
+  std::string wire_;  // the request being written, reused across round trips
   unsigned long ctag_ = 1;
   bool logged_in_ = false;  // ACT-USER accepted on the current stream
   Clock::time_point last_io_{};  // guarded by call_mutex()
