@@ -231,18 +231,30 @@ void NetconfDriver::do_disconnect(const std::vector<Port>& ports) {
   edit_cross_connects({}, deletes);
 }
 
-void NetconfDriver::do_reconfigure(const MappingDiff& diff) {
-  // A pair whose ingress is also re-added is merged with its new egress rather than deleted
-  // and created in the same request: NETCONF servers may refuse two operations on one
-  // list entry.
+namespace {
+// A pair whose ingress is also re-added is merged with its new egress rather than deleted
+// and created in the same request: NETCONF servers may refuse two operations on one list
+// entry.
+std::vector<Port> reconfigure_deletes(const MappingDiff& diff) {
   std::set<Port> readded;
   for (const auto& c : diff.add) readded.insert(c.ingress);
   std::vector<Port> deletes;
   for (const auto& c : diff.remove) {
     if (!readded.count(c.ingress)) deletes.push_back(c.ingress);
   }
+  return deletes;
+}
+}  // namespace
+
+std::vector<std::string> NetconfDriver::render_commands(const MappingDiff& diff) const {
+  if (diff.empty()) return {};
+  return {"<edit-config> (one rpc, target running): " +
+          build_cross_connects(diff.add, reconfigure_deletes(diff), pair_name_)};
+}
+
+void NetconfDriver::do_reconfigure(const MappingDiff& diff) {
   set_op("reconfigure");
-  edit_cross_connects(diff.add, deletes);
+  edit_cross_connects(diff.add, reconfigure_deletes(diff));
 }
 
 std::vector<PortPower> NetconfDriver::do_power(const std::vector<Port>& ports) {

@@ -123,6 +123,13 @@ std::vector<Circuit> ScpiDriver::do_list() {
   return query(":OXC:SWITch:CONNect:STATe?", [](std::string_view l) { return parse_scpi_connections(l); });
 }
 
+std::vector<std::string> ScpiDriver::render_commands(const MappingDiff& diff) const {
+  std::vector<std::string> out;
+  if (!diff.remove.empty()) out.push_back(":OXC:SWITch:CONNect:SUB " + format_scpi_connections(diff.remove));
+  if (!diff.add.empty()) out.push_back(":OXC:SWITch:CONNect:ADD " + format_scpi_connections(diff.add));
+  return out;
+}
+
 void ScpiDriver::do_connect(const std::vector<Circuit>& circuits) {
   if (circuits.empty()) return;
   execute(":OXC:SWITch:CONNect:ADD " + format_scpi_connections(circuits));

@@ -225,18 +225,33 @@ std::vector<Circuit> Tl1Driver::do_list() {
   return out;
 }
 
-void Tl1Driver::do_connect(const std::vector<Circuit>& circuits) {
-  std::vector<Circuit> sorted = circuits;
-  std::sort(sorted.begin(), sorted.end());  // ordered ingress lets runs compress to a&&b
-  request("ENT-PATCH::" + format_tl1_patch_aid(sorted) + ":", ":;");
+namespace {
+// The command text before the ctag; sorted ports let runs compress to a&&b.
+std::string ent_patch_head(std::vector<Circuit> circuits) {
+  std::sort(circuits.begin(), circuits.end());
+  return "ENT-PATCH::" + format_tl1_patch_aid(circuits) + ":";
+}
+std::string dlt_patch_head(std::vector<Port> ports) {
+  std::sort(ports.begin(), ports.end());
+  ports.erase(std::unique(ports.begin(), ports.end()), ports.end());
+  return "DLT-PATCH::" + format_tl1_port_list(ports) + ":";
+}
+}  // namespace
+
+std::vector<std::string> Tl1Driver::render_commands(const MappingDiff& diff) const {
+  std::vector<std::string> out;
+  if (!diff.remove.empty()) {
+    std::vector<Port> ingress;
+    for (const auto& c : diff.remove) ingress.push_back(c.ingress);
+    out.push_back(dlt_patch_head(ingress) + "<ctag>:;");
+  }
+  if (!diff.add.empty()) out.push_back(ent_patch_head(diff.add) + "<ctag>:;");
+  return out;
 }
 
-void Tl1Driver::do_disconnect(const std::vector<Port>& ports) {
-  std::vector<Port> sorted = ports;
-  std::sort(sorted.begin(), sorted.end());
-  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
-  request("DLT-PATCH::" + format_tl1_port_list(sorted) + ":", ":;");
-}
+void Tl1Driver::do_connect(const std::vector<Circuit>& circuits) { request(ent_patch_head(circuits), ":;"); }
+
+void Tl1Driver::do_disconnect(const std::vector<Port>& ports) { request(dlt_patch_head(ports), ":;"); }
 
 std::vector<PortPower> Tl1Driver::do_power(const std::vector<Port>& ports) {
   if (ports.empty()) return {};

@@ -100,6 +100,7 @@ TEST_CASE("ocsctl apply: dry run sends no change, replace makes the minimal diff
   CHECK_THAT(r.out, Catch::Contains("remove: 2-18 3-19"));
   CHECK_THAT(r.out, Catch::Contains("add:    2-19"));
   CHECK_THAT(r.out, Catch::Contains("dry run: nothing sent"));
+  CHECK_THAT(r.out, Catch::Contains("  DLT-PATCH::2&3:<ctag>:;\n  ENT-PATCH::2,19:<ctag>:;"));
   CHECK_FALSE(f.sent("ENT-PATCH"));
   CHECK_FALSE(f.sent("DLT-PATCH"));
   r = f.run({"--json", "apply", mapping, "--replace"});

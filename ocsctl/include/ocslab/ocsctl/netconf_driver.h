@@ -16,6 +16,8 @@ class NetconfDriver final : public OcsDriver {
   NetconfDriver(SwitchUrl url, DriverOptions options);
   ~NetconfDriver() override;
 
+  std::vector<std::string> render_commands(const MappingDiff& diff) const override;
+
  protected:
   void do_open() override;
   void do_close() override;

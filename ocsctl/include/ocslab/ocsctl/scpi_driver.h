@@ -18,6 +18,8 @@ class ScpiDriver final : public OcsDriver {
   ScpiDriver(SwitchUrl url, DriverOptions options);
   ~ScpiDriver() override;
 
+  std::vector<std::string> render_commands(const MappingDiff& diff) const override;
+
  protected:
   void do_open() override;
   void do_close() override;

@@ -21,6 +21,8 @@ class Tl1Driver final : public OcsDriver {
   Tl1Driver(SwitchUrl url, DriverOptions options);
   ~Tl1Driver() override;
 
+  std::vector<std::string> render_commands(const MappingDiff& diff) const override;
+
  protected:
   void do_open() override;
   void do_close() override;
