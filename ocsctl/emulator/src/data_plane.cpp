@@ -3,6 +3,7 @@
 // glibc's <net/if.h> must come before any <linux/if*.h> so the kernel headers skip their
 // duplicate definitions.
 #include <net/if.h>
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <linux/if_tun.h>
