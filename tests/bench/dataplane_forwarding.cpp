@@ -104,11 +104,11 @@ Phase run_phase(const Socket& tx, const Socket& rx, int to_port, size_t size, do
 
 void print(const char* what, const Phase& p, size_t size) {
   double fps = static_cast<double>(p.received) / p.seconds;
-  std::printf("%-28s %10.0f frames/s %9.1f Mbit/s  (sent %llu, received %llu, lost %.1f %%)\n", what, fps,
-              fps * static_cast<double>(size) * 8 / 1e6, static_cast<unsigned long long>(p.sent),
-              static_cast<unsigned long long>(p.received),
-              p.sent ? 100.0 * static_cast<double>(p.sent - std::min(p.sent, p.received)) / static_cast<double>(p.sent)
-                     : 0.0);
+  std::printf(
+      "%-28s %10.0f frames/s %9.1f Mbit/s  (sent %llu, received %llu, lost %.1f %%)\n", what, fps,
+      fps * static_cast<double>(size) * 8 / 1e6, static_cast<unsigned long long>(p.sent),
+      static_cast<unsigned long long>(p.received),
+      p.sent ? 100.0 * static_cast<double>(p.sent - std::min(p.sent, p.received)) / static_cast<double>(p.sent) : 0.0);
 }
 
 }  // namespace

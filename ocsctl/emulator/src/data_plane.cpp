@@ -180,7 +180,9 @@ struct NicState {
 
 struct DataPlane::Impl {
   Impl(const std::vector<NicAttachment>& nics, int total)
-      : total_ports(total), path(static_cast<size_t>(total) + 1), egress_nic(static_cast<size_t>(total) + 1, -1),
+      : total_ports(total),
+        path(static_cast<size_t>(total) + 1),
+        egress_nic(static_cast<size_t>(total) + 1, -1),
         nic(nics.size()) {
     for (auto& p : path) p.store(0, std::memory_order_relaxed);
     for (size_t i = 0; i < nics.size(); ++i) egress_nic[static_cast<size_t>(nics[i].rx_port)] = static_cast<int>(i);
@@ -296,8 +298,8 @@ NicCounters DataPlane::counters(size_t nic) const {
   if (nic >= nics_.size()) throw Error("data plane: no NIC #" + std::to_string(nic));
   const NicState& s = impl_->nic[nic];
   auto r = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-  return NicCounters{r(s.rx_frames), r(s.rx_bytes),     r(s.tx_frames),
-                     r(s.tx_bytes),  r(s.dropped_dark), r(s.dropped_link_down), r(s.tx_errors)};
+  return NicCounters{r(s.rx_frames),    r(s.rx_bytes),          r(s.tx_frames), r(s.tx_bytes),
+                     r(s.dropped_dark), r(s.dropped_link_down), r(s.tx_errors)};
 }
 
 int DataPlane::tap_fd(size_t nic) const {

@@ -191,8 +191,8 @@ TEST_CASE("stop() removes the TAP devices; a failed start() releases what it cre
   udp1.rx_port = 11;
   udp1.listen.port = squatter.port();
   DataPlane dp({tap_nic(0, ns), udp0, udp1}, kTotalPorts);
-  CHECK_THROWS_WITH(dp.start(), "h3-eth1: cannot bind UDP 127.0.0.1:" + std::to_string(squatter.port()) +
-                                    ": Address already in use");
+  CHECK_THROWS_WITH(
+      dp.start(), "h3-eth1: cannot bind UDP 127.0.0.1:" + std::to_string(squatter.port()) + ": Address already in use");
   CHECK(shell_status("ip -n " + ns.name() + " link show dev " + tap_name('a')) != 0);
   CHECK(::if_nametoindex(tap_name('a').c_str()) == 0);
   UdpSocket rebind(free_port);  // would throw if the data plane still held it
@@ -220,9 +220,9 @@ TEST_CASE("carrier follows the light through the NIC link model, with the firmwa
   params.los_ms = 1;
   params.firmware_up = Distribution::fixed(kFirmwareMs);
   // NIC A's receive fibre is egress 9, lit from B's ingress 2.
-  auto model = std::make_unique<NicLinkModel>(io, dp.nics()[0].name, params,
-                                              make_tap_carrier_driver(dp.tap_fd(0), dp.nics()[0].tap_name), truth,
-                                              [&dp](bool up) { dp.set_nic_link(0, up); }, 1);
+  auto model = std::make_unique<NicLinkModel>(
+      io, dp.nics()[0].name, params, make_tap_carrier_driver(dp.tap_fd(0), dp.nics()[0].tap_name), truth,
+      [&dp](bool up) { dp.set_nic_link(0, up); }, 1);
   std::thread loop([&io] { io.run(); });
   struct Joiner {
     std::thread& t;
@@ -367,15 +367,15 @@ TEST_CASE("a real QEMU: frames cross its socket netdevs and QMP set_link cuts th
   int dp_listen = free_udp_port();
   auto start_qemu = [&] {
     ::unlink(qmp.c_str());
-    auto q = std::make_unique<QemuProcess>(std::vector<std::string>{
-        "-M", "none", "-nographic", "-nodefaults", "-netdev",
-        "socket,id=n0,udp=127.0.0.1:" + std::to_string(dp_listen) + ",localaddr=127.0.0.1:" +
-            std::to_string(qemu_n0_local),
-        "-netdev",
-        "socket,id=n1,udp=127.0.0.1:" + std::to_string(far.port()) + ",localaddr=127.0.0.1:" +
-            std::to_string(qemu_n1_local),
-        "-netdev", "hubport,id=h0,hubid=0,netdev=n0", "-netdev", "hubport,id=h1,hubid=0,netdev=n1", "-qmp",
-        "unix:" + qmp + ",server=on,wait=off"});
+    auto q = std::make_unique<QemuProcess>(
+        std::vector<std::string>{"-M", "none", "-nographic", "-nodefaults", "-netdev",
+                                 "socket,id=n0,udp=127.0.0.1:" + std::to_string(dp_listen) +
+                                     ",localaddr=127.0.0.1:" + std::to_string(qemu_n0_local),
+                                 "-netdev",
+                                 "socket,id=n1,udp=127.0.0.1:" + std::to_string(far.port()) +
+                                     ",localaddr=127.0.0.1:" + std::to_string(qemu_n1_local),
+                                 "-netdev", "hubport,id=h0,hubid=0,netdev=n0", "-netdev",
+                                 "hubport,id=h1,hubid=0,netdev=n1", "-qmp", "unix:" + qmp + ",server=on,wait=off"});
     q->wait_for_socket(qmp, 10000);
     return q;
   };
@@ -420,7 +420,7 @@ TEST_CASE("a real QEMU: frames cross its socket netdevs and QMP set_link cuts th
   local.send_to(other.listen.port, frame);
   CHECK_FALSE(far.receive(300));  // QEMU drops frames to a netdev whose link is down
   far.send_to(qemu_n1_local, frame);
-  CHECK_FALSE(local.receive(300));  // and from it
+  CHECK_FALSE(local.receive(300));       // and from it
   CHECK(dp.counters(0).tx_frames == 2);  // the data plane did deliver; QEMU held the link down
 
   link->set_link(true);
@@ -441,10 +441,12 @@ TEST_CASE("a real QEMU: frames cross its socket netdevs and QMP set_link cuts th
   auto wrong = make_qmp_link_driver(qmp, "nope");
   // QEMU serves one QMP client at a time: release the first session.
   link.reset();
-  CHECK_THROWS_WITH(wrong->set_link(true), Catch::Contains("set_link refused: DeviceNotFound: Device 'nope' not found"));
+  CHECK_THROWS_WITH(wrong->set_link(true),
+                    Catch::Contains("set_link refused: DeviceNotFound: Device 'nope' not found"));
   wrong.reset();
 
   // No QEMU behind the socket: the error names the socket and the failure.
   auto absent = make_qmp_link_driver(dir.path() + "/none.sock", "n0");
-  CHECK_THROWS_WITH(absent->set_link(true), Catch::Contains("QMP " + dir.path() + "/none.sock netdev n0: cannot connect"));
+  CHECK_THROWS_WITH(absent->set_link(true),
+                    Catch::Contains("QMP " + dir.path() + "/none.sock netdev n0: cannot connect"));
 }

@@ -3,10 +3,10 @@
 // glibc's <net/if.h> before <linux/if.h>, which adds IFF_LOWER_UP without redefinitions.
 #include <net/if.h>
 
-#include <linux/if.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <libmnl/libmnl.h>
+#include <linux/if.h>
 #include <linux/rtnetlink.h>
 #include <netinet/in.h>
 #include <poll.h>

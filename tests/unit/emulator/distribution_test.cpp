@@ -16,7 +16,9 @@ std::vector<double> draws(const Distribution& d, int n, uint64_t seed = 42) {
   for (auto& x : v) x = d.sample_ms(rng);
   return v;
 }
-double mean(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size()); }
+double mean(const std::vector<double>& v) {
+  return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
 
 Distribution parse(const std::string& text) {
   YamlDoc doc = load_yaml_string(text, "lab.yaml");
@@ -94,14 +96,22 @@ TEST_CASE("distributions parse from the YAML forms") {
 TEST_CASE("bad distributions are reported with file, line and column") {
   CHECK_THROWS_AS(parse("delay: -3\n"), ConfigError);
   CHECK_THROWS_WITH(parse("delay: -3\n"), Catch::StartsWith("lab.yaml:1:8: a delay cannot be negative"));
-  CHECK_THROWS_WITH(parse("delay: soon\n"), Catch::StartsWith("lab.yaml:1:8: expected a number of milliseconds, got 'soon'"));
-  CHECK_THROWS_WITH(parse("x: 1\ndelay:\n  uniform: [20, 10]\n"), Catch::StartsWith("lab.yaml:3:12: uniform: HI is below LO"));
-  CHECK_THROWS_WITH(parse("delay:\n  uniform: [1, 2, 3]\n"), Catch::StartsWith("lab.yaml:2:12: uniform needs [LO, HI]"));
-  CHECK_THROWS_WITH(parse("delay:\n  uniform: [1, -2]\n"), Catch::StartsWith("lab.yaml:2:16: a delay cannot be negative"));
-  CHECK_THROWS_WITH(parse("delay:\n  gamma: 3\n"), Catch::StartsWith("lab.yaml:2:3: unknown distribution 'gamma' (fixed, uniform, normal)"));
-  CHECK_THROWS_WITH(parse("delay:\n  normal: {mean: 5, sdev: 1}\n"), Catch::StartsWith("lab.yaml:2:21: unknown key 'sdev'"));
+  CHECK_THROWS_WITH(parse("delay: soon\n"),
+                    Catch::StartsWith("lab.yaml:1:8: expected a number of milliseconds, got 'soon'"));
+  CHECK_THROWS_WITH(parse("x: 1\ndelay:\n  uniform: [20, 10]\n"),
+                    Catch::StartsWith("lab.yaml:3:12: uniform: HI is below LO"));
+  CHECK_THROWS_WITH(parse("delay:\n  uniform: [1, 2, 3]\n"),
+                    Catch::StartsWith("lab.yaml:2:12: uniform needs [LO, HI]"));
+  CHECK_THROWS_WITH(parse("delay:\n  uniform: [1, -2]\n"),
+                    Catch::StartsWith("lab.yaml:2:16: a delay cannot be negative"));
+  CHECK_THROWS_WITH(parse("delay:\n  gamma: 3\n"),
+                    Catch::StartsWith("lab.yaml:2:3: unknown distribution 'gamma' (fixed, uniform, normal)"));
+  CHECK_THROWS_WITH(parse("delay:\n  normal: {mean: 5, sdev: 1}\n"),
+                    Catch::StartsWith("lab.yaml:2:21: unknown key 'sdev'"));
   CHECK_THROWS_WITH(parse("delay:\n  normal: {sd: 1}\n"), Catch::Contains("lab.yaml:2:11: missing key 'mean'"));
-  CHECK_THROWS_WITH(parse("delay:\n  normal: 5\n"), Catch::StartsWith("lab.yaml:2:11: normal needs {mean: MS, sd: MS, floor: MS}"));
+  CHECK_THROWS_WITH(parse("delay:\n  normal: 5\n"),
+                    Catch::StartsWith("lab.yaml:2:11: normal needs {mean: MS, sd: MS, floor: MS}"));
   CHECK_THROWS_WITH(parse("delay: [1, 2]\n"), Catch::StartsWith("lab.yaml:1:8: expected milliseconds or one of"));
-  CHECK_THROWS_WITH(parse("delay: {fixed: 1, uniform: [1, 2]}\n"), Catch::StartsWith("lab.yaml:1:8: expected milliseconds"));
+  CHECK_THROWS_WITH(parse("delay: {fixed: 1, uniform: [1, 2]}\n"),
+                    Catch::StartsWith("lab.yaml:1:8: expected milliseconds"));
 }

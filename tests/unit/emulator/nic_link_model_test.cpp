@@ -39,9 +39,9 @@ struct Fixture {
   std::unique_ptr<NicLinkModel> model;
 
   explicit Fixture(NicLinkParams p, bool failing_driver = false) {
-    model = std::make_unique<NicLinkModel>(io, "h1-eth1", std::move(p),
-                                           std::make_unique<RecordingDriver>(calls, failing_driver), truth,
-                                           [this](bool up) { told.push_back(up); }, 1234);
+    model = std::make_unique<NicLinkModel>(
+        io, "h1-eth1", std::move(p), std::make_unique<RecordingDriver>(calls, failing_driver), truth,
+        [this](bool up) { told.push_back(up); }, 1234);
   }
   // Runs the event loop until pred holds or timeout_ms passes; returns pred().
   template <class Pred>
@@ -118,7 +118,7 @@ TEST_CASE("loss of light takes the link down after LOS, light back brings it up 
   CHECK(f.told == std::vector<bool>{true, false, true});
 
   auto samples = f.truth.samples();
-  std::vector<std::pair<std::string, double>> expect = {{"light", 1}, {"link", 1}, {"light", 0},
+  std::vector<std::pair<std::string, double>> expect = {{"light", 1}, {"link", 1},  {"light", 0},
                                                         {"link", 0},  {"light", 1}, {"link", 1}};
   CHECK(f.truth_events() == expect);
   for (const auto& s : samples) {

@@ -52,7 +52,7 @@ struct NicCounters {
   uint64_t tx_bytes = 0;
   uint64_t dropped_dark = 0;       // entered this NIC's ingress port while it led nowhere lit
   uint64_t dropped_link_down = 0;  // this NIC's link was down (sending or receiving side)
-  uint64_t tx_errors = 0;  // forwarded to this NIC but refused by its socket / TAP (queue full, TAP down)
+  uint64_t tx_errors = 0;          // forwarded to this NIC but refused by its socket / TAP (queue full, TAP down)
 };
 
 class DataPlane {
