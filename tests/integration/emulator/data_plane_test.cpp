@@ -278,6 +278,16 @@ TEST_CASE("carrier follows the light through the NIC link model, with the firmwa
   int links = 0;
   for (const auto& s : truth.samples()) links += (s.signal == "link" && s.subject == "h1-eth1") ? 1 : 0;
   CHECK(links == 3);  // force(up), down, up
+
+  // A flap while the firmware is still bringing the link up: the host never sees carrier.
+  int64_t dark2 = on_loop([&] { model->on_light(false); });
+  REQUIRE(watcher.wait_for(false, dark2, 3000));
+  int64_t relit = on_loop([&] { model->on_light(true); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  on_loop([&] { model->on_light(false); });
+  CHECK_FALSE(watcher.wait_for(true, relit, 600));
+  CHECK_FALSE(model->link_up());
+  CHECK(lab.ns[0]->exec_status("sh -c 'ip link show dev " + lab.tap(0) + " | grep -q NO-CARRIER'") == 0);
   on_loop([&] { model.reset(); });
 }
 
@@ -375,7 +385,8 @@ TEST_CASE("a real QEMU: frames cross its socket netdevs and QMP set_link cuts th
                                  "socket,id=n1,udp=127.0.0.1:" + std::to_string(far.port()) +
                                      ",localaddr=127.0.0.1:" + std::to_string(qemu_n1_local),
                                  "-netdev", "hubport,id=h0,hubid=0,netdev=n0", "-netdev",
-                                 "hubport,id=h1,hubid=0,netdev=n1", "-qmp", "unix:" + qmp + ",server=on,wait=off"});
+                                 "hubport,id=h1,hubid=0,netdev=n1", "-qmp", "unix:" + qmp + ",server=on,wait=off"},
+        dir.path() + "/qemu.log");
     q->wait_for_socket(qmp, 10000);
     return q;
   };

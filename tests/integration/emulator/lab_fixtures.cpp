@@ -20,6 +20,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -192,7 +194,7 @@ std::optional<CarrierEvent> CarrierWatcher::wait_for(bool up, int64_t since_mono
   }
 }
 
-QemuProcess::QemuProcess(const std::vector<std::string>& args) {
+QemuProcess::QemuProcess(const std::vector<std::string>& args, std::string log_path) : log_path_(std::move(log_path)) {
   std::vector<std::string> argv_s = {"qemu-system-x86_64"};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -202,7 +204,10 @@ QemuProcess::QemuProcess(const std::vector<std::string>& args) {
   if (pid_ < 0) throw std::runtime_error("fork: " + std::string(std::strerror(errno)));
   if (pid_ == 0) {
     int devnull = ::open("/dev/null", O_RDWR);
+    int log = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(devnull, 0);
+    ::dup2(log, 1);
+    ::dup2(log, 2);
     ::execvp(argv[0], argv.data());
     ::_exit(127);
   }
@@ -220,8 +225,10 @@ void QemuProcess::wait_for_socket(const std::string& path, int timeout_ms) const
   while (monotonic_ns() < end) {
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      std::ifstream in(log_path_);
+      std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
       throw std::runtime_error("qemu-system-x86_64 exited with status " + std::to_string(status) +
-                               " (127: not installed; scripts/install-deps installs qemu-system-x86)");
+                               " (127: not installed; scripts/install-deps installs qemu-system-x86): " + log);
     }
     int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_un a{};

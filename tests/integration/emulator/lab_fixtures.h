@@ -88,10 +88,10 @@ class CarrierWatcher {
 };
 
 // A QEMU process (qemu-system-x86_64 with the given arguments, no guest); SIGKILLed and reaped
-// on destruction.
+// on destruction. Its output goes to log_path, quoted when it fails to start.
 class QemuProcess {
  public:
-  explicit QemuProcess(const std::vector<std::string>& args);
+  QemuProcess(const std::vector<std::string>& args, std::string log_path);
   ~QemuProcess();
   QemuProcess(const QemuProcess&) = delete;
   QemuProcess& operator=(const QemuProcess&) = delete;
@@ -100,6 +100,7 @@ class QemuProcess {
 
  private:
   pid_t pid_ = -1;
+  std::string log_path_;
 };
 
 }  // namespace ocslab::emu::test
