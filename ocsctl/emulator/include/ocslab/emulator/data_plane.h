@@ -4,6 +4,11 @@
 // namespace). A frame a NIC transmits enters its ingress port and leaves at the NIC wired to
 // the egress port that ingress is lit to; nothing passes while a circuit is dark or
 // switching, or when either NIC's link is down.
+//
+// QEMU's `-netdev socket,udp=R,localaddr=L` binds its UDP socket to L and sends every frame as
+// one datagram to R; it accepts datagrams from any sender on L (net/socket.c,
+// net_socket_udp_init: `lhost` is bound, `rhost` becomes the datagram destination; checked
+// against QEMU 7.2 here). So the emulator binds R (`listen`) and sends to L (`peer`).
 #pragma once
 
 #include <atomic>
@@ -47,6 +52,7 @@ struct NicCounters {
   uint64_t tx_bytes = 0;
   uint64_t dropped_dark = 0;       // entered this NIC's ingress port while it led nowhere lit
   uint64_t dropped_link_down = 0;  // this NIC's link was down (sending or receiving side)
+  uint64_t tx_errors = 0;          // forwarded to this NIC but refused by its socket / TAP (queue full, TAP down)
 };
 
 class DataPlane {

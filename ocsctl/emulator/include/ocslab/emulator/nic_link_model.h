@@ -11,6 +11,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "ocslab/emulator/distribution.h"
 #include "ocslab/emulator/ground_truth.h"
@@ -25,6 +26,9 @@ struct NicLinkParams {
   // link-up adds a draw of rapid_extra to the firmware delay.
   double rapid_window_ms = 0;
   Distribution rapid_extra;
+  // Ceiling on the whole light-back -> link-up delay (0: none): the rapid rule must not push
+  // a draw past what the hardware was ever seen to take (about 10 s, PROTOCOLS.md §4).
+  double max_up_ms = 0;
 
   // Presets: "ideal" (0), "cx6dx-autoneg" (about 6 s), "cx6dx-no-autoneg" (about 3 s).
   // Throws ocslab::Error listing the known names.
@@ -51,6 +55,7 @@ class NicLinkModel {
 
  private:
   void apply(bool up);
+  void schedule(double delay_ms, bool up);
 
   boost::asio::io_context& io_;
   std::string name_;
@@ -63,6 +68,11 @@ class NicLinkModel {
   bool light_ = false;
   bool link_up_ = false;
   int64_t last_up_mono_ns_ = 0;
+  // Bumped whenever the pending transition is superseded: a timer that already fired and
+  // queued its handler cannot be cancelled, so the handler checks it is still current.
+  uint64_t generation_ = 0;
+  // Handlers hold a weak reference, so one that runs after the model is gone does nothing.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 }  // namespace ocslab::emu
