@@ -12,7 +12,9 @@ void init_logging(const std::string& level) {
   if (lvl == spdlog::level::off && level != "off") {
     throw Error("unknown log level '" + level + "' (use trace, debug, info, warn, error, off)");
   }
-  auto logger = spdlog::stderr_color_mt("ocslab");
+  // Called once per command; in-process callers (tests, the runner) may call it again.
+  auto logger = spdlog::get("ocslab");
+  if (!logger) logger = spdlog::stderr_color_mt("ocslab");
   logger->set_pattern("%H:%M:%S.%e %^%l%$ %v");
   logger->set_level(lvl);
   spdlog::set_default_logger(logger);

@@ -334,7 +334,8 @@ int Cli::run(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   // Reject options that belong to another command instead of silently ignoring them.
-  for (const auto& opt : command_options().options()) {
+  const auto all_command_options = command_options();  // must outlive the loop below
+  for (const auto& opt : all_command_options.options()) {
     const std::string& name = opt->long_name();
     if (vm_.count(name) && !vm_[name].defaulted() &&
         std::find(spec->options.begin(), spec->options.end(), name) == spec->options.end()) {

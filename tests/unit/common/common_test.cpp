@@ -8,6 +8,7 @@
 #include "ocslab/common/config.h"
 #include "ocslab/common/csv_writer.h"
 #include "ocslab/common/jsonl_writer.h"
+#include "ocslab/common/log.h"
 #include "ocslab/common/netlink_socket.h"
 #include "ocslab/common/sample.h"
 
@@ -37,6 +38,13 @@ TEST_CASE("yaml errors carry file, line and column") {
   CHECK_THROWS_WITH(as_int(doc, cpus), Catch::StartsWith("lab.yaml:3:11: expected an integer, got 'many'"));
   CHECK_THROWS_WITH(require(doc, doc.root["hosts"]["h1"], "memory"), Catch::StartsWith("lab.yaml:3:5: missing key 'memory'"));
   CHECK_THROWS_WITH(load_yaml_file("/nonexistent/x.yaml"), Catch::Contains("/nonexistent/x.yaml: cannot open file"));
+}
+
+TEST_CASE("logging can be initialised more than once in a process") {
+  init_logging("info");
+  init_logging("debug");
+  CHECK(spdlog::default_logger()->level() == spdlog::level::debug);
+  CHECK_THROWS_WITH(init_logging("loud"), Catch::Contains("unknown log level 'loud'"));
 }
 
 TEST_CASE("timestamps advance on both clocks") {
