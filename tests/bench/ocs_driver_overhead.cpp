@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -71,6 +72,14 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--rounds")) rounds = std::stoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--repeats")) repeats = std::stoi(argv[i + 1]);
   }
+  // All threads (client, and the peer's thread per connection) share one CPU. Otherwise the
+  // connection whose peer thread lands on an idle vCPU pays a cross-CPU wake-up (over 100 us
+  // on a VM) on every reply, and which connection that is changes from run to run.
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(0, &one);
+  bool pinned = sched_setaffinity(0, sizeof(one), &one) == 0;
+  std::printf("threads pinned to CPU 0: %s\n", pinned ? "yes" : "no (figures may be bimodal)");
   testing::PeerSwitch sw(32, 32);
   testing::TcpPeer peer(testing::PeerProtocol::kTl1, sw);
   ocs::DriverOptions opts;
