@@ -39,9 +39,21 @@ void OcsDriver::stamp_acked() {
   record(current_);
 }
 
+// record() copies CallTiming field by field: a new field must be added there too.
+static_assert(sizeof(CallTiming) == 3 * sizeof(std::string) + 2 * sizeof(Timestamp) + alignof(CallTiming),
+              "CallTiming changed: update OcsDriver::record");
+
 void OcsDriver::record(const CallTiming& t) {
   if (collect_) recent_.push_back(t);  // only apply() reports its calls
-  last_ = t;
+  // Field by field into the kept record: its strings reuse their capacity (every request
+  // records one).
+  CallTiming& last = last_ ? *last_ : last_.emplace();
+  assign_reusing(last.op, t.op);
+  assign_reusing(last.command, t.command);
+  last.issued = t.issued;
+  last.acked = t.acked;
+  last.ok = t.ok;
+  assign_reusing(last.error, t.error);
   if (options_.on_timing) options_.on_timing(t);
 }
 

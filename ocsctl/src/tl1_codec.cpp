@@ -132,9 +132,8 @@ bool is_ack(const LineWords& w) {
   return std::find(std::begin(kAcks), std::end(kAcks), w.first[0]) != std::end(kAcks);
 }
 
-// Into an existing string so that a reused Tl1Block field keeps its capacity.
-void unquote_into(std::string_view s, std::string& out) {
-  s = trim(s);
+// unquote_into for a word (no blanks or line ends around it, so nothing to trim).
+void unquote_word_into(std::string_view s, std::string& out) {
   if (s.size() < 2 || s.front() != '"' || s.back() != '"') {
     assign_reusing(out, s);
     return;
@@ -145,6 +144,9 @@ void unquote_into(std::string_view s, std::string& out) {
     out += s[i];
   }
 }
+
+// Into an existing string so that a reused Tl1Block field keeps its capacity.
+void unquote_into(std::string_view s, std::string& out) { unquote_word_into(trim(s), out); }
 
 std::string unquote(std::string_view s) {
   std::string out;
@@ -183,7 +185,7 @@ void append_port_runs(std::string& out, size_t n, PortAt port_at) {
 void sid_into(std::string_view line, const LineWords& w, std::string& out) {
   const size_t words = w.count - 2;
   if (words <= 1) {
-    unquote_into(words == 1 ? w.first[0] : std::string_view{}, out);
+    unquote_word_into(words == 1 ? w.first[0] : std::string_view{}, out);
     return;
   }
   std::string sid;
@@ -308,8 +310,8 @@ void Tl1ReplyParser::begin_block() {
 }
 
 void Tl1ReplyParser::add_raw(std::string_view line) {
-  if (!block_.text.empty()) block_.text += '\n';
-  block_.text += line;
+  if (!block_.text.empty()) block_.text.append(1, '\n');
+  block_.text.append(line.data(), line.size());
   block_bytes_ += line.size() + 1;
   if (block_bytes_ > kMaxPending) {
     throw ProtocolError(fmt::format("TL1 reply exceeds {} bytes without a terminator", kMaxPending));
@@ -400,7 +402,7 @@ void Tl1ReplyParser::header_line(std::string_view raw, std::string_view line) {
   add_raw(raw);
   block_.kind = response ? Tl1Block::Kind::kResponse : Tl1Block::Kind::kAutonomous;
   assign_reusing(block_.code, w.first[0]);
-  unquote_into(w.first[1], block_.tag);
+  unquote_word_into(w.first[1], block_.tag);
   if (response) {
     if (w.count != 3) bad_line("malformed TL1 response line", raw);
     upper_into(w.first[2], block_.status);
