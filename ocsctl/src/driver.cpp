@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "string_reuse.h"
+
 namespace ocslab::ocs {
 
 namespace {
@@ -21,8 +23,8 @@ OcsDriver::OcsDriver(SwitchUrl url, DriverOptions options) : url_(std::move(url)
 
 OcsDriver::~OcsDriver() = default;
 
-void OcsDriver::stamp_issued(const std::string& command) {
-  current_.command = command;
+void OcsDriver::stamp_issued(std::string_view command) {
+  assign_reusing(current_.command, command);
   current_.issued = now();
   current_.acked = {};
   current_.ok = false;
@@ -37,9 +39,21 @@ void OcsDriver::stamp_acked() {
   record(current_);
 }
 
+// record() copies CallTiming field by field: a new field must be added there too.
+static_assert(sizeof(CallTiming) == 3 * sizeof(std::string) + 2 * sizeof(Timestamp) + alignof(CallTiming),
+              "CallTiming changed: update OcsDriver::record");
+
 void OcsDriver::record(const CallTiming& t) {
   if (collect_) recent_.push_back(t);  // only apply() reports its calls
-  last_ = t;
+  // Field by field into the kept record: its strings reuse their capacity (every request
+  // records one).
+  CallTiming& last = last_ ? *last_ : last_.emplace();
+  assign_reusing(last.op, t.op);
+  assign_reusing(last.command, t.command);
+  last.issued = t.issued;
+  last.acked = t.acked;
+  last.ok = t.ok;
+  assign_reusing(last.error, t.error);
   if (options_.on_timing) options_.on_timing(t);
 }
 
@@ -51,7 +65,9 @@ void OcsDriver::emit_event(const OcsEvent& ev) {
 
 std::optional<CallTiming> OcsDriver::last_timing() const { return last_; }
 
-void OcsDriver::set_op(const std::string& op) { current_.op = op; }
+void OcsDriver::set_op(const std::string& op) {
+  if (current_.op != op) assign_reusing(current_.op, op);
+}
 
 // Runs one public operation: serialises it, (re)connects, decorates errors with the switch
 // and the command in flight, and drops the connection when its state is no longer known.
@@ -60,7 +76,6 @@ auto OcsDriver::call(const std::string& op, F&& fn) -> decltype(fn()) {
   std::lock_guard lock(mutex_);
   recent_.clear();
   pending_ = false;
-  set_op(op);
   auto context = [&] {
     std::string cmd = pending_ ? current_.command : "";
     return name() + ": " + op + (cmd.empty() ? "" : " (" + cmd + ")") + ": ";
@@ -145,24 +160,28 @@ std::vector<Circuit> OcsDriver::list() {
   return call("list", [&] { return do_list(); });
 }
 
-void OcsDriver::check_ports(const std::vector<Port>& ports, bool modifying) {
-  for (Port p : ports) {
-    if (info_ && !info_->valid_port(p)) {
-      throw PortError(fmt::format("unknown port {} (switch is {}x{}: ingress 1..{}, egress {}..{})", p,
-                                  info_->ingress_ports, info_->egress_ports, info_->ingress_ports,
-                                  info_->first_egress(), info_->ingress_ports + info_->egress_ports));
-    }
-    if (p < 1) throw PortError(fmt::format("unknown port {} (ports are numbered from 1)", p));
-    if (modifying && options_.allow && !options_.allow->contains(p)) {
-      throw PortError(fmt::format("port {} is outside the allow-list ({}); nothing was sent", p,
-                                  options_.allow->to_string()));
-    }
+void OcsDriver::check_port(Port p, bool modifying) {
+  if (info_ && !info_->valid_port(p)) {
+    throw PortError(fmt::format("unknown port {} (switch is {}x{}: ingress 1..{}, egress {}..{})", p,
+                                info_->ingress_ports, info_->egress_ports, info_->ingress_ports,
+                                info_->first_egress(), info_->ingress_ports + info_->egress_ports));
   }
+  if (p < 1) throw PortError(fmt::format("unknown port {} (ports are numbered from 1)", p));
+  if (modifying && options_.allow && !options_.allow->contains(p)) {
+    throw PortError(fmt::format("port {} is outside the allow-list ({}); nothing was sent", p,
+                                options_.allow->to_string()));
+  }
+}
+
+void OcsDriver::check_ports(const std::vector<Port>& ports, bool modifying) {
+  for (Port p : ports) check_port(p, modifying);
 }
 
 void OcsDriver::check_circuits(const std::vector<Circuit>& circuits) {
   for (const auto& c : circuits) {
-    check_ports({c.ingress, c.egress}, true);
+    // Port by port, not check_ports({...}): no temporary vector per circuit.
+    check_port(c.ingress, true);
+    check_port(c.egress, true);
     if (info_ && !info_->is_ingress(c.ingress)) {
       throw PortError(fmt::format("circuit {}: port {} is not an ingress port (ingress 1..{})", to_string(c),
                                   c.ingress, info_->ingress_ports));

@@ -72,10 +72,28 @@ std::vector<Circuit> load_mapping_file(const std::string& path) {
 }
 
 void check_mapping(const std::vector<Circuit>& circuits) {
+  auto used_twice = [](const char* role, Port p) {
+    return Error(std::string(role) + " port " + std::to_string(p) + " used in two circuits");
+  };
+  // Every connect checks its circuits, usually one or a few: comparing with the earlier ones
+  // beats building two std::sets. Both ways report the same (first) repeated port.
+  constexpr size_t kSmall = 16;
+  if (circuits.size() <= kSmall) {
+    for (size_t i = 0; i < circuits.size(); ++i) {
+      const Circuit& c = circuits[i];
+      for (size_t j = 0; j < i; ++j) {
+        if (circuits[j].ingress == c.ingress) throw used_twice("ingress", c.ingress);
+      }
+      for (size_t j = 0; j < i; ++j) {
+        if (circuits[j].egress == c.egress) throw used_twice("egress", c.egress);
+      }
+    }
+    return;
+  }
   std::set<Port> in, out;
   for (const auto& c : circuits) {
-    if (!in.insert(c.ingress).second) throw Error("ingress port " + std::to_string(c.ingress) + " used in two circuits");
-    if (!out.insert(c.egress).second) throw Error("egress port " + std::to_string(c.egress) + " used in two circuits");
+    if (!in.insert(c.ingress).second) throw used_twice("ingress", c.ingress);
+    if (!out.insert(c.egress).second) throw used_twice("egress", c.egress);
   }
 }
 

@@ -52,6 +52,12 @@ class TcpStream final : public Stream {
   }
 
   std::string read_some(Deadline deadline) override {
+    std::string out;
+    read_append(deadline, out);
+    return out;
+  }
+
+  size_t read_append(Deadline deadline, std::string& out) override {
     if (fd_ < 0) throw ConnectionError(what_ + " is closed");
     char buf[16384];
     for (;;) {
@@ -63,11 +69,14 @@ class TcpStream final : public Stream {
         set_rcv_timeout(left);
       }
       ssize_t n = ::recv(fd_, buf, sizeof(buf), flags);
-      if (n > 0) return std::string(buf, static_cast<size_t>(n));
+      if (n > 0) {
+        out.append(buf, static_cast<size_t>(n));
+        return static_cast<size_t>(n);
+      }
       if (n == 0) throw ConnectionError("connection closed by " + what_);
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        if (flags == MSG_DONTWAIT) return {};
+        if (flags == MSG_DONTWAIT) return 0;
         continue;  // SO_RCVTIMEO expired: recompute what is left
       }
       throw ConnectionError("read from " + what_ + " failed: " + std::strerror(errno));

@@ -5,11 +5,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <charconv>
 #include <climits>
 
 #include "ocslab/ocsctl/errors.h"
+#include "string_reuse.h"
 
 namespace ocslab::ocs {
 
@@ -17,7 +19,7 @@ namespace {
 
 constexpr size_t kQuoteLimit = 200;
 
-bool is_space(char c) { return c == ' ' || c == '\t'; }
+constexpr bool is_space(char c) { return c == ' ' || c == '\t'; }
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (is_space(s.front()) || s.front() == '\r' || s.front() == '\n')) s.remove_prefix(1);
@@ -27,6 +29,15 @@ std::string_view trim(std::string_view s) {
 
 // Replies are parsed on every switch round trip: tokens live inline, not on the heap.
 using Tokens = boost::container::small_vector<std::string_view, 8>;
+
+// Character classes by hand, not <cctype>: TL1 is ASCII, and these run on every reply byte
+// (no locale lookup; identical to <cctype> in the "C" locale, the only one ocslab uses).
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_upper(char c) { return c >= 'A' && c <= 'Z'; }
+constexpr bool is_control(char c) {
+  auto u = static_cast<unsigned char>(c);
+  return (u < 0x20 && c != '\t') || u == 0x7f;
+}
 
 Tokens tokens(std::string_view s) {
   Tokens out;
@@ -41,59 +52,148 @@ Tokens tokens(std::string_view s) {
   return out;
 }
 
-std::string upper(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return out;
-}
-
-bool has_control(std::string_view s) {
-  for (char c : s) {
-    auto u = static_cast<unsigned char>(c);
-    if ((u < 0x20 && c != '\t') || u == 0x7f) return true;
+// The words of a line outside a block body (header, response or autonomous line, ack), as
+// tokens() splits them, keeping only what that grammar reads: no per-word container work on
+// the two lines every reply starts with.
+struct LineWords {
+  std::string_view first[3];  // the first three words ("" past count)
+  std::string_view last[2];   // the last two: last[1] is the final word
+  size_t count = 0;
+  void add(std::string_view w) {
+    if (count < 3) first[count] = w;
+    last[0] = last[1];
+    last[1] = w;
+    ++count;
   }
-  return false;
-}
+};
 
-// "NN-NN-NN" (YY-MM-DD; a 4-digit year tolerated) and "NN:NN:NN".
-bool digits_pattern(std::string_view s, char sep, bool long_first) {
-  std::string_view parts[3];
-  size_t count = 0, start = 0;
-  for (size_t i = 0; i <= s.size(); ++i) {
-    if (i == s.size() || s[i] == sep) {
-      if (count == 3) return false;
-      parts[count++] = s.substr(start, i - start);
-      start = i + 1;
-    }
+enum class ByteClass : unsigned char { kWord, kBlank, kControl };
+constexpr auto kByteClass = [] {
+  std::array<ByteClass, 256> t{};
+  for (int c = 0; c < 256; ++c) {
+    t[c] = is_space(static_cast<char>(c))     ? ByteClass::kBlank
+           : is_control(static_cast<char>(c)) ? ByteClass::kControl
+                                              : ByteClass::kWord;
   }
-  if (count != 3) return false;
-  for (size_t k = 0; k < 3; ++k) {
-    size_t want = (k == 0 && long_first && parts[k].size() == 4) ? 4 : 2;
-    if (parts[k].size() != want) return false;
-    for (char c : parts[k]) {
-      if (c < '0' || c > '9') return false;  // not std::isdigit: no locale lookup per byte
-    }
+  return t;
+}();
+ByteClass byte_class(char c) { return kByteClass[static_cast<unsigned char>(c)]; }
+
+// Splits s into words and checks it for control bytes in one pass. False: a control byte.
+bool split_words(std::string_view s, LineWords& out) {
+  const size_t n = s.size();
+  size_t i = 0;
+  while (i < n) {
+    while (i < n && byte_class(s[i]) == ByteClass::kBlank) ++i;
+    size_t start = i;
+    while (i < n && byte_class(s[i]) == ByteClass::kWord) ++i;
+    if (i < n && byte_class(s[i]) == ByteClass::kControl) return false;
+    if (i > start) out.add(s.substr(start, i - start));
   }
   return true;
 }
 
-bool is_autonomous_code(std::string_view t) { return t == "A" || t == "*C" || t == "**" || t == "*"; }
-
-bool is_ack(const Tokens& t) {
-  if (t.empty() || t.size() > 2) return false;
-  static constexpr std::string_view kAcks[] = {"IP", "PF", "OK", "NA", "NG", "RL"};
-  return std::find(std::begin(kAcks), std::end(kAcks), t[0]) != std::end(kAcks);
+void upper_into(std::string_view s, std::string& out) {
+  assign_reusing(out, s);
+  for (char& c : out) {
+    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+  }
 }
 
-std::string unquote(std::string_view s) {
-  s = trim(s);
-  if (s.size() < 2 || s.front() != '"' || s.back() != '"') return std::string(s);
+std::string upper(std::string_view s) {
   std::string out;
+  upper_into(s, out);
+  return out;
+}
+
+bool has_control(std::string_view s) { return std::any_of(s.begin(), s.end(), is_control); }
+
+bool two_digits(const char* p) { return is_digit(p[0]) && is_digit(p[1]); }
+
+// "NN<sep>NN<sep>NN" starting at s[at] and running to the end of s.
+bool three_pairs(std::string_view s, size_t at, char sep) {
+  return s.size() == at + 8 && two_digits(&s[at]) && s[at + 2] == sep && two_digits(&s[at + 3]) &&
+         s[at + 5] == sep && two_digits(&s[at + 6]);
+}
+
+// The header's date "YY-MM-DD" (a 4-digit year tolerated) and time "HH:MM:SS": fixed shapes,
+// checked position by position (every reply has one).
+bool is_tl1_date(std::string_view s) {
+  if (s.size() == 10) return two_digits(&s[0]) && three_pairs(s, 2, '-');  // YYYY-MM-DD
+  return three_pairs(s, 0, '-');
+}
+bool is_tl1_time(std::string_view s) { return three_pairs(s, 0, ':'); }
+
+bool is_autonomous_code(std::string_view t) { return t == "A" || t == "*C" || t == "**" || t == "*"; }
+
+bool is_ack(const LineWords& w) {
+  if (w.count == 0 || w.count > 2) return false;
+  static constexpr std::string_view kAcks[] = {"IP", "PF", "OK", "NA", "NG", "RL"};
+  return std::find(std::begin(kAcks), std::end(kAcks), w.first[0]) != std::end(kAcks);
+}
+
+// unquote_into for a word (no blanks or line ends around it, so nothing to trim).
+void unquote_word_into(std::string_view s, std::string& out) {
+  if (s.size() < 2 || s.front() != '"' || s.back() != '"') {
+    assign_reusing(out, s);
+    return;
+  }
+  out.clear();
   for (size_t i = 1; i + 1 < s.size(); ++i) {
     if (s[i] == '\\' && i + 2 < s.size()) ++i;
     out += s[i];
   }
+}
+
+// Into an existing string so that a reused Tl1Block field keeps its capacity.
+void unquote_into(std::string_view s, std::string& out) { unquote_word_into(trim(s), out); }
+
+std::string unquote(std::string_view s) {
+  std::string out;
+  unquote_into(s, out);
   return out;
+}
+
+void append_number(std::string& out, int v) {
+  char buf[16];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  out.append(buf, end);
+}
+
+// Appends n ports (port_at(0..n-1)) as parse_tl1_port_list reads them back: items joined by
+// '&', ascending runs of three or more as "a&&b".
+template <class PortAt>
+void append_port_runs(std::string& out, size_t n, PortAt port_at) {
+  size_t i = 0;
+  while (i < n) {
+    size_t j = i;
+    while (j + 1 < n && port_at(j + 1) == port_at(j) + 1) ++j;
+    if (i > 0) out += '&';
+    append_number(out, port_at(i));
+    if (j - i >= 2) {
+      out += "&&";
+      append_number(out, port_at(j));
+      i = j + 1;
+    } else {
+      ++i;
+    }
+  }
+}
+
+// The sid of a header line: every word before date and time, joined by single spaces, then
+// unquoted.
+void sid_into(std::string_view line, const LineWords& w, std::string& out) {
+  const size_t words = w.count - 2;
+  if (words <= 1) {
+    unquote_word_into(words == 1 ? w.first[0] : std::string_view{}, out);
+    return;
+  }
+  std::string sid;
+  for (auto word : tokens(line.substr(0, static_cast<size_t>(w.last[0].data() - line.data())))) {
+    if (!sid.empty()) sid += ' ';
+    sid += word;
+  }
+  unquote_into(sid, out);
 }
 
 [[noreturn]] void bad_line(std::string_view what, std::string_view line) {
@@ -151,6 +251,12 @@ std::string tl1_quote_line(std::string_view line) {
 }
 
 void Tl1ReplyParser::feed(std::string_view bytes) {
+  // Everything consumed (the usual case between replies): start over at the front, so the
+  // buffer stays small and warm in cache.
+  if (pos_ == buf_.size()) {
+    buf_.clear();
+    pos_ = scanned_ = 0;
+  }
   // Reclaim consumed space now and then so a long session does not grow the buffer.
   if (pos_ > 65536 && pos_ * 2 > buf_.size()) {
     buf_.erase(0, pos_);
@@ -187,13 +293,25 @@ std::optional<std::string_view> Tl1ReplyParser::take_line() {
 }
 
 void Tl1ReplyParser::begin_block() {
-  block_ = {};
+  // Field by field rather than `block_ = {}`: the strings keep their capacity, so steady
+  // traffic parses without allocating.
+  block_.kind = Tl1Block::Kind::kResponse;
+  block_.sid.clear();
+  block_.date.clear();
+  block_.time.clear();
+  block_.code.clear();
+  block_.tag.clear();
+  block_.status.clear();
+  block_.data.clear();
+  block_.error_code.clear();
+  block_.comment.clear();
+  block_.text.clear();
   block_bytes_ = 0;
 }
 
 void Tl1ReplyParser::add_raw(std::string_view line) {
-  if (!block_.text.empty()) block_.text += '\n';
-  block_.text += line;
+  if (!block_.text.empty()) block_.text.append(1, '\n');
+  block_.text.append(line.data(), line.size());
   block_bytes_ += line.size() + 1;
   if (block_bytes_ > kMaxPending) {
     throw ProtocolError(fmt::format("TL1 reply exceeds {} bytes without a terminator", kMaxPending));
@@ -247,7 +365,7 @@ void Tl1ReplyParser::body_line(std::string_view raw) {
     line = comment_at == std::string_view::npos ? std::string_view{} : line.substr(comment_at);
     auto t = tokens(item);
     bool code_like = t.size() == 1 && t[0].size() == 4 &&
-                     std::all_of(t[0].begin(), t[0].end(), [](char c) { return std::isupper(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)); });
+                     std::all_of(t[0].begin(), t[0].end(), [](char c) { return is_upper(c) || is_digit(c); });
     if (code_like && block_.error_code.empty() && block_.kind == Tl1Block::Kind::kResponse &&
         block_.status != "COMPLD" && block_.status != "RTRV") {
       block_.error_code = std::string(t[0]);
@@ -258,7 +376,48 @@ void Tl1ReplyParser::body_line(std::string_view raw) {
   }
 }
 
+// A line outside a block body: an acknowledgment, a header (sid date time) or the response /
+// autonomous line that opens the body. `line` is `raw` trimmed, not empty.
+void Tl1ReplyParser::header_line(std::string_view raw, std::string_view line) {
+  LineWords w;
+  if (!split_words(line, w)) bad_line("unexpected bytes from TL1 switch", raw);
+  if (state_ == State::kIdle && is_ack(w)) return;
+  if (state_ == State::kIdle && w.count >= 2 && is_tl1_date(w.last[0]) && is_tl1_time(w.last[1])) {
+    begin_block();
+    add_raw(raw);
+    sid_into(line, w, block_.sid);
+    assign_reusing(block_.date, w.last[0]);
+    assign_reusing(block_.time, w.last[1]);
+    state_ = State::kHeader;
+    return;
+  }
+  bool response = w.count >= 3 && w.first[0] == "M";
+  bool autonomous = w.count >= 3 && is_autonomous_code(w.first[0]);
+  if (!response && !autonomous) {
+    bad_line(state_ == State::kHeader ? "TL1 header not followed by a response or autonomous line"
+                                      : "unexpected line from TL1 switch",
+             raw);
+  }
+  if (state_ == State::kIdle) begin_block();
+  add_raw(raw);
+  block_.kind = response ? Tl1Block::Kind::kResponse : Tl1Block::Kind::kAutonomous;
+  assign_reusing(block_.code, w.first[0]);
+  unquote_word_into(w.first[1], block_.tag);
+  if (response) {
+    if (w.count != 3) bad_line("malformed TL1 response line", raw);
+    upper_into(w.first[2], block_.status);
+  } else {
+    assign_reusing(block_.status, trim(line.substr(static_cast<size_t>(w.first[2].data() - line.data()))));
+  }
+  state_ = State::kBody;
+}
+
 std::optional<Tl1Block> Tl1ReplyParser::next() {
+  if (Tl1Block* block = next_block()) return std::move(*block);
+  return std::nullopt;
+}
+
+Tl1Block* Tl1ReplyParser::next_block() {
   for (;;) {
     if (state_ == State::kIdle) {
       // Prompts and line ends between blocks carry nothing.
@@ -272,53 +431,18 @@ std::optional<Tl1Block> Tl1ReplyParser::next() {
         scanned_ = std::max(scanned_, pos_);
         add_raw(";");
         state_ = State::kIdle;
-        Tl1Block out = std::move(block_);
-        begin_block();
-        return out;
+        block_bytes_ = 0;  // handed out: no longer pending; the next block clears block_
+        return &block_;
       }
     }
     auto maybe = take_line();
-    if (!maybe) return std::nullopt;
+    if (!maybe) return nullptr;
     std::string_view raw = *maybe;
-    std::string_view line = trim(raw);
     switch (state_) {
       case State::kIdle:
       case State::kHeader: {
-        if (line.empty()) break;
-        if (has_control(line)) bad_line("unexpected bytes from TL1 switch", raw);
-        auto t = tokens(line);
-        if (state_ == State::kIdle && is_ack(t)) break;
-        if (state_ == State::kIdle && t.size() >= 2 && digits_pattern(t[t.size() - 2], '-', true) &&
-            digits_pattern(t.back(), ':', false)) {
-          begin_block();
-          add_raw(raw);
-          std::string sid;
-          for (size_t k = 0; k + 2 < t.size(); ++k) sid += (sid.empty() ? "" : " ") + std::string(t[k]);
-          block_.sid = unquote(sid);
-          block_.date = std::string(t[t.size() - 2]);
-          block_.time = std::string(t.back());
-          state_ = State::kHeader;
-          break;
-        }
-        bool response = t.size() >= 3 && t[0] == "M";
-        bool autonomous = t.size() >= 3 && is_autonomous_code(t[0]);
-        if (!response && !autonomous) {
-          bad_line(state_ == State::kHeader ? "TL1 header not followed by a response or autonomous line"
-                                            : "unexpected line from TL1 switch",
-                   raw);
-        }
-        if (state_ == State::kIdle) begin_block();
-        add_raw(raw);
-        block_.kind = response ? Tl1Block::Kind::kResponse : Tl1Block::Kind::kAutonomous;
-        block_.code = std::string(t[0]);
-        block_.tag = unquote(t[1]);
-        if (response) {
-          if (t.size() != 3) bad_line("malformed TL1 response line", raw);
-          block_.status = upper(t[2]);
-        } else {
-          block_.status = std::string(trim(line.substr(static_cast<size_t>(t[2].data() - line.data()))));
-        }
-        state_ = State::kBody;
+        std::string_view line = trim(raw);
+        if (!line.empty()) header_line(raw, line);
         break;
       }
       case State::kBody:
@@ -425,21 +549,13 @@ std::vector<Port> parse_tl1_port_list(std::string_view text, int port_count) {
   return out;
 }
 
+void append_tl1_port_list(std::string& out, const std::vector<Port>& ports) {
+  append_port_runs(out, ports.size(), [&](size_t k) { return ports[k]; });
+}
+
 std::string format_tl1_port_list(const std::vector<Port>& ports) {
   std::string out;
-  size_t i = 0;
-  while (i < ports.size()) {
-    size_t j = i;
-    while (j + 1 < ports.size() && ports[j + 1] == ports[j] + 1) ++j;
-    if (!out.empty()) out += '&';
-    if (j - i >= 2) {
-      out += fmt::format("{}&&{}", ports[i], ports[j]);
-      i = j + 1;
-    } else {
-      out += std::to_string(ports[i]);
-      ++i;
-    }
-  }
+  append_tl1_port_list(out, ports);
   return out;
 }
 
@@ -464,13 +580,16 @@ std::vector<Circuit> parse_tl1_patch_aid(std::string_view aid, int port_count) {
   return out;
 }
 
+void append_tl1_patch_aid(std::string& out, const std::vector<Circuit>& circuits) {
+  append_port_runs(out, circuits.size(), [&](size_t k) { return circuits[k].ingress; });
+  out += ',';
+  append_port_runs(out, circuits.size(), [&](size_t k) { return circuits[k].egress; });
+}
+
 std::string format_tl1_patch_aid(const std::vector<Circuit>& circuits) {
-  std::vector<Port> ins, outs;
-  for (const auto& c : circuits) {
-    ins.push_back(c.ingress);
-    outs.push_back(c.egress);
-  }
-  return format_tl1_port_list(ins) + "," + format_tl1_port_list(outs);
+  std::string out;
+  append_tl1_patch_aid(out, circuits);
+  return out;
 }
 
 }  // namespace ocslab::ocs

@@ -5,7 +5,11 @@
 
 #include <algorithm>
 #include <charconv>
+#include <functional>
+#include <iterator>
 #include <cstdlib>
+
+#include "string_reuse.h"
 
 namespace ocslab::ocs {
 
@@ -101,8 +105,8 @@ void Tl1Driver::close_stream() {
 
 void Tl1Driver::do_close() { close_stream(); }
 
-Tl1Block Tl1Driver::transact(const std::string& command, const std::string& shown, const std::string& ctag,
-                             bool timed, std::chrono::milliseconds timeout) {
+const Tl1Block& Tl1Driver::transact(std::string_view command, std::string_view shown, std::string_view ctag,
+                                    bool timed, std::chrono::milliseconds timeout) {
   try {
     return exchange(command, shown, ctag, timed, timeout);
   } catch (const DenyError&) {
@@ -115,19 +119,19 @@ Tl1Block Tl1Driver::transact(const std::string& command, const std::string& show
   }
 }
 
-Tl1Block Tl1Driver::exchange(const std::string& command, const std::string& shown, const std::string& ctag,
-                             bool timed, std::chrono::milliseconds timeout) {
+const Tl1Block& Tl1Driver::exchange(std::string_view command, std::string_view shown, std::string_view ctag,
+                                    bool timed, std::chrono::milliseconds timeout) {
   if (!stream_) throw ConnectionError("not connected");
   if (timeout.count() <= 0) timeout = options().reply_timeout;
   if (timed) stamp_issued(shown);
-  wire_.assign(command);  // one reused buffer: a round trip allocates as little as possible
+  assign_reusing(wire_, command);
   wire_ += "\r\n";
   stream_->write(wire_);
   last_io_ = Clock::now();
-  const Deadline deadline = Clock::now() + timeout;
+  const Deadline deadline = last_io_ + timeout;
   std::vector<std::string> data;  // RTRV intermediate blocks add to the final one
   for (;;) {
-    while (auto block = parser_.next()) {
+    while (Tl1Block* block = parser_.next_block()) {
       if (block->kind == Tl1Block::Kind::kAutonomous) {
         emit_event(OcsEvent{now(), block->text});
         continue;
@@ -138,15 +142,19 @@ Tl1Block Tl1Driver::exchange(const std::string& command, const std::string& show
         continue;
       }
       if (block->status == "RTRV") {
-        data.insert(data.end(), block->data.begin(), block->data.end());
+        data.insert(data.end(), std::make_move_iterator(block->data.begin()),
+                    std::make_move_iterator(block->data.end()));
         continue;
       }
       last_io_ = Clock::now();
       if (block->status == "COMPLD" || block->status == "DELAY") {
         if (timed) stamp_acked();
-        data.insert(data.end(), block->data.begin(), block->data.end());
-        block->data = std::move(data);
-        return std::move(*block);
+        if (!data.empty()) {
+          data.insert(data.end(), std::make_move_iterator(block->data.begin()),
+                      std::make_move_iterator(block->data.end()));
+          block->data = std::move(data);
+        }
+        return *block;
       }
       std::string code = block->error_code.empty() ? block->status : block->error_code;
       std::string text = block->comment;
@@ -155,26 +163,33 @@ Tl1Block Tl1Driver::exchange(const std::string& command, const std::string& show
                                   text.empty() ? "" : " (" + text + ")"),
                       code, text);
     }
-    std::string bytes = stream_->read_some(deadline);
+    received_.clear();
+    size_t got = stream_->read_append(deadline, received_);
     // Transports round their poll down to whole milliseconds: only a passed deadline counts.
-    if (bytes.empty() && Clock::now() < deadline) continue;
-    if (bytes.empty()) {
+    if (got == 0 && Clock::now() < deadline) continue;
+    if (got == 0) {
       throw TimeoutError(fmt::format("no reply to {} within {} ms", shown, timeout.count()));
     }
-    parser_.feed(bytes);
+    parser_.feed(received_);
   }
 }
 
-Tl1Block Tl1Driver::request(const std::string& head, const std::string& tail) {
+const Tl1Block& Tl1Driver::request(std::string_view head, std::string_view tail) {
+  assign_reusing(command_, head);
+  return send_command(tail);
+}
+
+const Tl1Block& Tl1Driver::send_command(std::string_view tail) {
   std::string c = next_ctag();
-  std::string cmd = head + c + tail;
-  return transact(cmd, cmd, c);
+  command_ += c;
+  command_ += tail;
+  return transact(command_, command_, c);
 }
 
 SwitchInfo Tl1Driver::do_info() {
   SwitchInfo info;
   {
-    auto b = request("RTRV-NETYPE:::", ":;");
+    const Tl1Block& b = request("RTRV-NETYPE:::", ":;");
     if (b.data.empty()) bad_data("RTRV-NETYPE", "no data line", b.text);
     std::vector<std::string> f;
     std::string_view s = b.data.front();
@@ -190,7 +205,7 @@ SwitchInfo Tl1Driver::do_info() {
     info.version = f[3];
   }
   {
-    auto b = request("RTRV-EQPT::SYSTEM:", ":::PARAMETER=SIZE;");
+    const Tl1Block& b = request("RTRV-EQPT::SYSTEM:", ":::PARAMETER=SIZE;");
     bool found = false;
     for (const auto& line : b.data) {
       size_t at = line.find("SIZE=");
@@ -209,7 +224,7 @@ SwitchInfo Tl1Driver::do_info() {
 }
 
 std::vector<Circuit> Tl1Driver::do_list() {
-  auto b = request("RTRV-PATCH:::", ":;");
+  const Tl1Block& b = request("RTRV-PATCH:::", ":;");
   std::vector<Circuit> out;
   for (const auto& line : b.data) {
     std::string_view s = line;
@@ -226,15 +241,46 @@ std::vector<Circuit> Tl1Driver::do_list() {
 }
 
 namespace {
-// The command text before the ctag; sorted ports let runs compress to a&&b.
-std::string ent_patch_head(std::vector<Circuit> circuits) {
-  std::sort(circuits.begin(), circuits.end());
-  return "ENT-PATCH::" + format_tl1_patch_aid(circuits) + ":";
+// Patch commands list their ports in ascending order, so that runs compress to a&&b. Input
+// already in order (the usual case) is used as it is; otherwise a sorted copy in scratch.
+const std::vector<Circuit>& sorted(const std::vector<Circuit>& circuits, std::vector<Circuit>& scratch) {
+  if (std::is_sorted(circuits.begin(), circuits.end())) return circuits;
+  scratch.assign(circuits.begin(), circuits.end());
+  std::sort(scratch.begin(), scratch.end());
+  return scratch;
 }
-std::string dlt_patch_head(std::vector<Port> ports) {
-  std::sort(ports.begin(), ports.end());
-  ports.erase(std::unique(ports.begin(), ports.end()), ports.end());
-  return "DLT-PATCH::" + format_tl1_port_list(ports) + ":";
+// The same for ports, also without repeats.
+const std::vector<Port>& sorted_unique(const std::vector<Port>& ports, std::vector<Port>& scratch) {
+  if (std::adjacent_find(ports.begin(), ports.end(), std::greater_equal<Port>()) == ports.end()) return ports;
+  scratch.assign(ports.begin(), ports.end());
+  std::sort(scratch.begin(), scratch.end());
+  scratch.erase(std::unique(scratch.begin(), scratch.end()), scratch.end());
+  return scratch;
+}
+
+// The command text before the ctag, appended to out.
+void append_ent_patch_head(std::string& out, const std::vector<Circuit>& circuits, std::vector<Circuit>& scratch) {
+  out += "ENT-PATCH::";
+  append_tl1_patch_aid(out, sorted(circuits, scratch));
+  out += ':';
+}
+void append_dlt_patch_head(std::string& out, const std::vector<Port>& ports, std::vector<Port>& scratch) {
+  out += "DLT-PATCH::";
+  append_tl1_port_list(out, sorted_unique(ports, scratch));
+  out += ':';
+}
+
+std::string ent_patch_head(const std::vector<Circuit>& circuits) {
+  std::string out;
+  std::vector<Circuit> scratch;
+  append_ent_patch_head(out, circuits, scratch);
+  return out;
+}
+std::string dlt_patch_head(const std::vector<Port>& ports) {
+  std::string out;
+  std::vector<Port> scratch;
+  append_dlt_patch_head(out, ports, scratch);
+  return out;
 }
 }  // namespace
 
@@ -249,13 +295,21 @@ std::vector<std::string> Tl1Driver::render_commands(const MappingDiff& diff) con
   return out;
 }
 
-void Tl1Driver::do_connect(const std::vector<Circuit>& circuits) { request(ent_patch_head(circuits), ":;"); }
+void Tl1Driver::do_connect(const std::vector<Circuit>& circuits) {
+  command_.clear();
+  append_ent_patch_head(command_, circuits, sorted_circuits_);
+  send_command(":;");
+}
 
-void Tl1Driver::do_disconnect(const std::vector<Port>& ports) { request(dlt_patch_head(ports), ":;"); }
+void Tl1Driver::do_disconnect(const std::vector<Port>& ports) {
+  command_.clear();
+  append_dlt_patch_head(command_, ports, sorted_ports_);
+  send_command(":;");
+}
 
 std::vector<PortPower> Tl1Driver::do_power(const std::vector<Port>& ports) {
   if (ports.empty()) return {};
-  auto b = request("RTRV-PORT-POWER::" + format_tl1_port_list(ports) + ":", ":;");
+  const Tl1Block& b = request("RTRV-PORT-POWER::" + format_tl1_port_list(ports) + ":", ":;");
   std::vector<PortPower> out;
   for (const auto& line : b.data) {
     std::string_view s = line;

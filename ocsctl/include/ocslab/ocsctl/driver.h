@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ocslab/ocsctl/errors.h"
@@ -99,7 +100,7 @@ class OcsDriver {
 
   // Called by implementations around each request: right before the first byte is written
   // and right after the completion is read.
-  void stamp_issued(const std::string& command);
+  void stamp_issued(std::string_view command);
   void stamp_acked();
   void emit_event(const OcsEvent& ev);
   // For background work (keep-alive) that finds the connection gone: the next call reconnects.
@@ -116,6 +117,7 @@ class OcsDriver {
   auto call(const std::string& op, F&& fn) -> decltype(fn());
   void ensure_open();
   void drop();  // closes the transport after an error that leaves its state unknown
+  void check_port(Port p, bool modifying);
   void record(const CallTiming& t);
   void apply_diff(ApplyReport& report);
 

@@ -22,6 +22,13 @@ class Stream {
   // Returns the bytes available (at least one), or an empty string when the deadline
   // passed first. Throws ConnectionError on EOF or error.
   virtual std::string read_some(Deadline deadline) = 0;
+  // read_some appending to out (returns how many bytes; 0: the deadline passed first), so a
+  // caller that reads on every round trip can reuse one buffer instead of a fresh string.
+  virtual size_t read_append(Deadline deadline, std::string& out) {
+    std::string bytes = read_some(deadline);
+    out += bytes;
+    return bytes.size();
+  }
   virtual void close() = 0;
   // "tcp 127.0.0.1:3082", "ssh admin@host:22 (netconf)"; used in error messages.
   virtual std::string describe() const = 0;

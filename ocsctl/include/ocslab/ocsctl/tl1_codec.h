@@ -40,6 +40,11 @@ class Tl1ReplyParser {
 
   void feed(std::string_view bytes);
   std::optional<Tl1Block> next();
+  // next() without the copy, for the driver's per-request path: the block lives in the parser
+  // (its strings keep their capacity from block to block) and stays valid until the next call
+  // to next(), next_block() or reset(). The caller may move fields out of it. nullptr: no
+  // complete block yet.
+  Tl1Block* next_block();
   void reset();
   // Bytes received but not yet part of a returned block (for diagnostics).
   size_t pending() const { return buf_.size() - pos_ + block_bytes_; }
@@ -50,6 +55,7 @@ class Tl1ReplyParser {
   std::optional<std::string_view> take_line();
   void begin_block();
   void add_raw(std::string_view line);
+  void header_line(std::string_view raw, std::string_view line);
   void body_line(std::string_view line);
 
   std::string buf_;
@@ -81,10 +87,13 @@ Tl1Command parse_tl1_command(std::string_view text);
 std::vector<Port> parse_tl1_port_list(std::string_view text, int port_count);
 // Inverse of parse_tl1_port_list: ascending runs of three or more become "a&&b".
 std::string format_tl1_port_list(const std::vector<Port>& ports);
+// The same text appended to out (the driver builds requests in one reused buffer).
+void append_tl1_port_list(std::string& out, const std::vector<Port>& ports);
 
 // Patch AID "<ingress-list>,<egress-list>": the lists pair in order and must be equally long.
 std::vector<Circuit> parse_tl1_patch_aid(std::string_view aid, int port_count);
 std::string format_tl1_patch_aid(const std::vector<Circuit>& circuits);
+void append_tl1_patch_aid(std::string& out, const std::vector<Circuit>& circuits);
 
 // A received line made safe for an error message: control bytes escaped, cut to ~200 chars.
 std::string tl1_quote_line(std::string_view line);

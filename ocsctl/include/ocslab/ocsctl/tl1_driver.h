@@ -35,12 +35,15 @@ class Tl1Driver final : public OcsDriver {
  private:
   // Sends one command and waits for the response carrying its ctag; autonomous blocks seen
   // meanwhile go to emit_event. `shown` is what timings and errors may reveal (redacted login).
-  // Throws DenyError, TimeoutError, ConnectionError, ProtocolError.
-  Tl1Block transact(const std::string& command, const std::string& shown, const std::string& ctag,
-                    bool timed = true, std::chrono::milliseconds timeout = std::chrono::milliseconds{0});
-  Tl1Block exchange(const std::string& command, const std::string& shown, const std::string& ctag, bool timed,
-                    std::chrono::milliseconds timeout);
-  Tl1Block request(const std::string& verb_and_fields_before_ctag, const std::string& after_ctag);
+  // The response lives in the parser (no copy per round trip): it is valid until the next
+  // request. Throws DenyError, TimeoutError, ConnectionError, ProtocolError.
+  const Tl1Block& transact(std::string_view command, std::string_view shown, std::string_view ctag,
+                           bool timed = true, std::chrono::milliseconds timeout = std::chrono::milliseconds{0});
+  const Tl1Block& exchange(std::string_view command, std::string_view shown, std::string_view ctag, bool timed,
+                           std::chrono::milliseconds timeout);
+  const Tl1Block& request(std::string_view verb_and_fields_before_ctag, std::string_view after_ctag);
+  // Sends command_ (the text before the ctag, already built there) + ctag + after_ctag.
+  const Tl1Block& send_command(std::string_view after_ctag);
   std::string next_ctag() { return std::to_string(ctag_++); }
   std::string user() const;
   void close_stream();
@@ -49,7 +52,12 @@ class Tl1Driver final : public OcsDriver {
 
   std::unique_ptr<Stream> stream_;
   Tl1ReplyParser parser_;
-  std::string wire_;  // the request being written, reused across round trips
+  // Reused across round trips, so that a steady stream of requests allocates nothing.
+  std::string command_;                   // the request being built, without its line end
+  std::string wire_;                      // the request being written
+  std::string received_;                  // the bytes of one read
+  std::vector<Circuit> sorted_circuits_;  // request ports in ascending order
+  std::vector<Port> sorted_ports_;
   unsigned long ctag_ = 1;
   bool logged_in_ = false;  // ACT-USER accepted on the current stream
   Clock::time_point last_io_{};  // guarded by call_mutex()
