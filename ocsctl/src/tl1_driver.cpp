@@ -159,7 +159,10 @@ const Tl1Block& Tl1Driver::exchange(std::string_view command, std::string_view s
       std::string code = block->error_code.empty() ? block->status : block->error_code;
       std::string text = block->comment;
       if (text.empty() && !block->data.empty()) text = block->data.front();
-      throw DenyError(fmt::format("{} refused by the switch: {} {}{}", shown, block->status, code,
+      // Timed requests are named by the base class's error context; untimed ones (login,
+      // logout, keep-alive) are not, so they name themselves.
+      throw DenyError(fmt::format("{}refused by the switch: {} {}{}", timed ? "" : std::string(shown) + " ",
+                                  block->status, code,
                                   text.empty() ? "" : " (" + text + ")"),
                       code, text);
     }
