@@ -1,6 +1,9 @@
 // ocsctl end to end: the CLI function in-process against the TL1 grammar peer over loopback
 // TCP, and the real binary for exit codes.
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <fstream>
@@ -205,4 +208,51 @@ TEST_CASE("the ocsctl binary returns documented exit codes", "[cli]") {
   CHECK(code("--bogus") == 1);
   CHECK(code("-s http://x list") == 2);
   CHECK(code("-s tl1://127.0.0.1:" + std::to_string(testing::free_loopback_port()) + " --connect-timeout-ms 500 list") == 4);
+}
+
+TEST_CASE("ocsctl emulate: --dry-run prints the wiring; a running emulator serves the CLI and stops on SIGINT",
+          "[cli][emulate]") {
+  testing::TempDir dir;
+  std::string lab = dir.path() + "/lab.yaml";
+  std::ofstream(lab) << "switch: {name: sw9, size: 8x8, switching_ms: 5}\n"
+                        "nics:\n  - {name: h1-eth1, tx_port: 1, rx_port: 12, tap: {name: never-made}}\n";
+  std::ostringstream out, err;
+  REQUIRE(run_ocsctl({"emulate", lab, "--dry-run"}, out, err) == kExitOk);
+  CHECK_THAT(out.str(), Catch::Contains("switch sw9: polatis-6000 preset, 8x8") && Catch::Contains("h1-eth1") &&
+                            Catch::Contains("tap never-made"));
+  std::ofstream(lab) << "switch: {size: 8x8}\nnics:\n  - {name: h1, tx_port: 9, rx_port: 12, tap: {name: x}}\n";
+  std::ostringstream o2, e2;
+  CHECK(run_ocsctl({"emulate", lab, "--dry-run"}, o2, e2) == kExitInput);
+  CHECK_THAT(e2.str(), Catch::Contains(lab + ":3:25: h1: tx_port 9 is not an ingress port"));
+
+  std::string ready = dir.path() + "/ready.json", log = dir.path() + "/emulate.log";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::string bin = testing::bin_path("ocsctl");
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 2);
+    ::execl(bin.c_str(), bin.c_str(), "emulate", "--size", "8x8", "--listen", "0", "--scpi", "0", "--ready-file",
+            ready.c_str(), nullptr);
+    ::_exit(127);
+  }
+  for (int i = 0; i < 100 && ::access(ready.c_str(), R_OK) != 0; ++i) ::usleep(50000);
+  REQUIRE(::access(ready.c_str(), R_OK) == 0);
+  auto ports = nlohmann::json::parse(std::ifstream(ready));
+  ::setenv(kPasswordEnv, "root", 1);
+  std::ostringstream o3, e3;
+  int rc = run_ocsctl({"-s", "tl1://admin@127.0.0.1:" + std::to_string(ports["tl1"].get<int>()), "connect", "1-9"}, o3, e3);
+  std::ostringstream o4, e4;
+  int rc2 = run_ocsctl({"-s", "scpi://127.0.0.1:" + std::to_string(ports["scpi"].get<int>()), "--csv", "list"}, o4, e4);
+  ::unsetenv(kPasswordEnv);
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CHECK(rc == kExitOk);
+  CHECK(rc2 == kExitOk);
+  CHECK(o4.str() == "ingress,egress\n1,9\n");  // made over TL1, read back over SCPI
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  std::ifstream logf(log);
+  std::string text((std::istreambuf_iterator<char>(logf)), {});
+  CHECK_THAT(text, Catch::Contains("ocsctl emulate: stopped"));
 }
