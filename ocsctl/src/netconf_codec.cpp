@@ -6,6 +6,8 @@
 #include <cctype>
 #include <charconv>
 #include <climits>
+#include <map>
+#include <set>
 #include <cstdlib>
 #include <stdexcept>
 #include <utility>
@@ -541,6 +543,131 @@ std::optional<std::pair<int, int>> switch_size_from_model(std::string_view model
     if (model.substr(x + 1, 2) == "CC" && n >= 2) return std::pair{n / 2, n / 2};
   }
   return std::nullopt;
+}
+
+namespace {
+
+// Thrown inside evaluate_cross_connect_edit only; becomes its RpcError result.
+struct EditRefused {
+  RpcError error;
+};
+
+[[noreturn]] void refuse(std::string tag, std::string message, std::string type = "application") {
+  RpcError e;
+  e.type = std::move(type);
+  e.tag = std::move(tag);
+  e.message = std::move(message);
+  throw EditRefused{std::move(e)};
+}
+
+class CrossConnectEditor {
+ public:
+  explicit CrossConnectEditor(const CrossConnectEditRules& rules) : r_(rules) {}
+
+  CrossConnectEdit run(const std::vector<Circuit>& circuits, pugi::xml_node op) {
+    auto target = child_local(op, "target");
+    if (!child_local(target, "running")) refuse("invalid-value", "Only the running datastore can be edited", "protocol");
+    auto config = child_local(op, "config");
+    if (!config) refuse("missing-element", "edit-config without <config>", "protocol");
+
+    std::map<Port, Port> current;
+    for (const auto& c : circuits) current[c.ingress] = c.egress;
+    std::map<Port, Port> result = current;
+    std::vector<Circuit> merges;
+    for (auto cc : config.children()) {
+      if (cc.type() != pugi::node_element) continue;
+      if (local_name(cc.name()) != "cross-connects") {
+        refuse("unknown-element", "Unknown element '" + echo(std::string(local_name(cc.name()))) + "'");
+      }
+      auto cc_op = attribute_local(cc, "operation").value_or("merge");
+      if (cc_op == "delete" || cc_op == "remove") {
+        result.clear();
+        continue;
+      }
+      for (auto pr : cc.children()) {
+        if (pr.type() != pugi::node_element) continue;
+        std::string name(local_name(pr.name()));
+        if (name != r_.list_name) {
+          refuse("unknown-element", fmt::format("Unknown element '{}' in cross-connects (optical-switch {} uses '{}')",
+                                                echo(name), r_.revision, r_.list_name));
+        }
+        auto pair_op = attribute_local(pr, "operation").value_or("merge");
+        Port in = port_value(pr, "ingress");
+        if (!r_.is_ingress(in)) refuse("invalid-value", invalid_port(in));
+        if (pair_op == "delete" || pair_op == "remove") {
+          if (!result.count(in) && pair_op == "delete") {
+            refuse("data-missing", fmt::format("No cross-connect on ingress port {}", in));
+          }
+          result.erase(in);
+        } else if (pair_op == "merge" || pair_op == "replace" || pair_op == "create") {
+          Port eg = port_value(pr, "egress");
+          if (!r_.is_egress(eg)) refuse("invalid-value", invalid_port(eg));
+          if (pair_op == "create" && result.count(in)) {
+            refuse("data-exists", fmt::format("Cross-connect on ingress port {} exists", in));
+          }
+          merges.push_back({in, eg});
+        } else {
+          refuse("bad-attribute", "Unknown operation '" + echo(pair_op) + "'", "protocol");
+        }
+      }
+    }
+    // Deletes first, then merges; a merge re-keys its ingress to the new egress.
+    std::set<Port> merge_in, merge_out;
+    for (const auto& m : merges) {
+      if (!merge_in.insert(m.ingress).second || !merge_out.insert(m.egress).second) {
+        refuse("invalid-value", r_.name_pair_used_twice ? "Port used twice in request: " + to_string(m)
+                                                        : std::string("Port used twice in request"));
+      }
+      result.erase(m.ingress);
+    }
+    for (const auto& m : merges) {
+      for (auto it = result.begin(); it != result.end(); ++it) {
+        if (it->second != m.egress) continue;
+        if (!r_.replace_patched) refuse("in-use", fmt::format("Port already connected: {}", m.egress));
+        result.erase(it);
+        break;
+      }
+      result[m.ingress] = m.egress;
+    }
+    CrossConnectEdit edit;
+    for (auto [i, e] : current) {
+      auto it = result.find(i);
+      if (it == result.end() || it->second != e) edit.drop.push_back(i);
+    }
+    for (auto [i, e] : result) {
+      auto it = current.find(i);
+      if (it == current.end() || it->second != e) edit.add.push_back({i, e});
+    }
+    return edit;
+  }
+
+ private:
+  std::string echo(const std::string& text) const { return text.substr(0, r_.echo_limit); }
+  std::string invalid_port(Port p) const { return fmt::format("Invalid {}: {}", r_.port_noun, p); }
+
+  Port port_value(pugi::xml_node parent, std::string_view leaf) const {
+    auto t = child_text(parent, leaf);
+    if (!t) refuse("missing-element", "Missing element '" + std::string(leaf) + "'", "protocol");
+    try {
+      return parse_port_number(*t, leaf);
+    } catch (const ProtocolError&) {
+      refuse("invalid-value", fmt::format("Invalid {}: {}", r_.port_noun, echo(*t)));
+    }
+  }
+
+  const CrossConnectEditRules& r_;
+};
+
+}  // namespace
+
+std::variant<CrossConnectEdit, RpcError> evaluate_cross_connect_edit(const std::vector<Circuit>& current,
+                                                                     pugi::xml_node op,
+                                                                     const CrossConnectEditRules& rules) {
+  try {
+    return CrossConnectEditor(rules).run(current, op);
+  } catch (const EditRefused& e) {
+    return e.error;
+  }
 }
 
 }  // namespace ocslab::ocs

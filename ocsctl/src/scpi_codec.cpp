@@ -424,4 +424,25 @@ std::string format_scpi_connections(const std::vector<Circuit>& circuits) {
   return format_scpi_channel_list(ins) + "," + format_scpi_channel_list(outs);
 }
 
+std::string format_scpi_string(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+void ScpiErrorQueue::push(int code, std::string message) {
+  if (entries_.size() >= depth_) {
+    if (!entries_.empty()) entries_.back() = {-350, "Queue overflow"};
+    return;
+  }
+  entries_.push_back({code, std::move(message)});
+}
+
+std::string ScpiErrorQueue::pop_reply() {
+  if (entries_.empty()) return "0,\"No error\"";
+  ScpiErrorEntry e = std::move(entries_.front());
+  entries_.pop_front();
+  return std::to_string(e.code) + "," + format_scpi_string(e.message);
+}
+
 }  // namespace ocslab::ocs

@@ -592,4 +592,24 @@ std::string format_tl1_patch_aid(const std::vector<Circuit>& circuits) {
   return out;
 }
 
+std::string tl1_quote_data(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string format_tl1_response_body(std::string_view ctag, bool ok, const std::vector<std::string>& data,
+                                     std::string_view code, std::string_view comment, std::string_view eol) {
+  std::string out = fmt::format("M  {} {}{}", ctag, ok ? "COMPLD" : "DENY", eol);
+  if (ok) {
+    for (const auto& d : data) fmt::format_to(std::back_inserter(out), "   {}{}", tl1_quote_data(d), eol);
+  } else {
+    fmt::format_to(std::back_inserter(out), "   {}{}   /* {} */{}", code, eol, comment, eol);
+  }
+  return out;
+}
+
 }  // namespace ocslab::ocs

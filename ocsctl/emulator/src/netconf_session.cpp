@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include <map>
-#include <set>
+#include <variant>
 
 namespace ocslab::emu {
 
@@ -215,80 +215,16 @@ std::string NetconfSession::get(pugi::xml_node op, bool with_state) {
 }
 
 bool NetconfSession::edit_config(pugi::xml_node op, const std::string& message_id) {
-  auto target = child_local(op, "target");
-  if (!child_local(target, "running")) rpc_fail("invalid-value", "Only the running datastore can be edited", "protocol");
-  auto config = child_local(op, "config");
-  if (!config) rpc_fail("missing-element", "edit-config without <config>", "protocol");
-
-  std::map<Port, Port> current;
-  for (const auto& c : model_.circuits()) current[c.ingress] = c.egress;
-  std::map<Port, Port> result = current;
-  std::vector<Circuit> merges;
-  for (auto cc : config.children()) {
-    if (cc.type() != pugi::node_element) continue;
-    if (local_name(cc.name()) != "cross-connects") {
-      rpc_fail("unknown-element", "Unknown element '" + std::string(local_name(cc.name())).substr(0, 64) + "'");
-    }
-    auto cc_op = attribute_local(cc, "operation").value_or("merge");
-    if (cc_op == "delete" || cc_op == "remove") {
-      result.clear();
-      continue;
-    }
-    for (auto pr : cc.children()) {
-      if (pr.type() != pugi::node_element) continue;
-      std::string name(local_name(pr.name()));
-      if (name != list_name_) {
-        rpc_fail("unknown-element", fmt::format("Unknown element '{}' in cross-connects (optical-switch {} uses '{}')",
-                                                name.substr(0, 64), config_.netconf_revision, list_name_));
-      }
-      auto pair_op = attribute_local(pr, "operation").value_or("merge");
-      Port in = port_value(pr, "ingress");
-      if (!model_.is_ingress(in)) rpc_fail("invalid-value", fmt::format("Invalid OXC port: {}", in));
-      if (pair_op == "delete" || pair_op == "remove") {
-        if (!result.count(in) && pair_op == "delete") {
-          rpc_fail("data-missing", fmt::format("No cross-connect on ingress port {}", in));
-        }
-        result.erase(in);
-      } else if (pair_op == "merge" || pair_op == "replace" || pair_op == "create") {
-        Port eg = port_value(pr, "egress");
-        if (!model_.is_egress(eg)) rpc_fail("invalid-value", fmt::format("Invalid OXC port: {}", eg));
-        if (pair_op == "create" && result.count(in)) {
-          rpc_fail("data-exists", fmt::format("Cross-connect on ingress port {} exists", in));
-        }
-        merges.push_back({in, eg});
-      } else {
-        rpc_fail("bad-attribute", "Unknown operation '" + pair_op.substr(0, 64) + "'", "protocol");
-      }
-    }
-  }
-  // Deletes first, then merges; a merge re-keys its ingress to the new egress.
-  std::set<Port> merge_in, merge_out;
-  for (const auto& m : merges) {
-    if (!merge_in.insert(m.ingress).second || !merge_out.insert(m.egress).second) {
-      rpc_fail("invalid-value", fmt::format("Port used twice in request: {}", to_string(m)));
-    }
-    result.erase(m.ingress);
-  }
-  for (const auto& m : merges) {
-    for (auto it = result.begin(); it != result.end(); ++it) {
-      if (it->second != m.egress) continue;
-      if (!model_.params().replace_patched) rpc_fail("in-use", fmt::format("Port already connected: {}", m.egress));
-      result.erase(it);
-      break;
-    }
-    result[m.ingress] = m.egress;
-  }
-  // Everything was validated above, so applying the difference is all-or-nothing.
-  std::vector<Port> drop;
-  std::vector<Circuit> add;
-  for (auto [i, e] : current) {
-    auto it = result.find(i);
-    if (it == result.end() || it->second != e) drop.push_back(i);
-  }
-  for (auto [i, e] : result) {
-    auto it = current.find(i);
-    if (it == current.end() || it->second != e) add.push_back({i, e});
-  }
+  CrossConnectEditRules rules;
+  rules.list_name = list_name_;
+  rules.revision = config_.netconf_revision;
+  rules.replace_patched = model_.params().replace_patched;
+  rules.is_ingress = [this](Port p) { return model_.is_ingress(p); };
+  rules.is_egress = [this](Port p) { return model_.is_egress(p); };
+  auto evaluated = evaluate_cross_connect_edit(model_.circuits(), op, rules);
+  if (auto* e = std::get_if<RpcError>(&evaluated)) throw RpcFail{*e};
+  // Everything was validated by the evaluation, so applying the difference is all-or-nothing.
+  auto& [drop, add] = std::get<CrossConnectEdit>(evaluated);
   if (!drop.empty()) {
     if (auto e = model_.disconnect(drop)) rpc_fail("operation-failed", e->text);
   }

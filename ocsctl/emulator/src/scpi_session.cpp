@@ -8,16 +8,6 @@
 
 namespace ocslab::emu {
 
-namespace {
-
-std::string quote_scpi_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
-}  // namespace
-
 ScpiSession::ScpiSession(SwitchModel& model, GroundTruth& truth, const ControlPlaneConfig& config, SendFn send,
                          CloseFn close)
     : ProtocolSession(model, truth, config, std::move(send), std::move(close), "scpi") {}
@@ -118,12 +108,7 @@ bool ScpiSession::run(const ocs::ScpiCommand& c) {
 
 void ScpiSession::push_error(int code, const std::string& message) {
   ++errors_pushed_;
-  // Per IEEE 488.2 a full queue keeps its oldest entries and marks the loss at the end.
-  if (errors_.size() >= kQueueDepth) {
-    errors_.back() = {-350, "Queue overflow"};
-    return;
-  }
-  errors_.emplace_back(code, message);
+  errors_.push(code, message);
 }
 
 void ScpiSession::model_error(const ModelError& e) {
@@ -182,10 +167,7 @@ bool ScpiSession::connect(std::vector<ocs::Circuit> circuits, const std::string&
 std::optional<std::string> ScpiSession::execute(const ocs::ScpiCommand& c, bool& later, bool& ok) {
   if (c.common()) return common(c, ok);
   if (c.is("SYSTem:ERRor[:NEXT]") && c.query) {
-    if (errors_.empty()) return "0,\"No error\"";
-    auto [code, msg] = errors_.front();
-    errors_.pop_front();
-    return std::to_string(code) + "," + quote_scpi_string(msg);
+    return errors_.pop_reply();
   }
   const auto& p = model_.params();
   if (c.is("OXC:SWITch:SIZE") && c.query) return fmt::format("{},{}", p.ingress_ports, p.egress_ports);

@@ -11,15 +11,6 @@ namespace ocslab::emu {
 
 namespace {
 
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
 // The text inside /* */ must not end the comment early or break the line structure.
 std::string comment_safe(std::string s) {
   for (auto& c : s) {
@@ -276,13 +267,7 @@ Tl1Session::Reply Tl1Session::enter_patch(const ocs::Tl1Command& c, const std::s
 void Tl1Session::finish(const std::string& ctag, const std::string& verb, const Reply& r) {
   if (is_closed()) return;
   const char* eol = "\r\n";
-  std::string out = header() + fmt::format("M  {} {}{}", ctag, r.ok ? "COMPLD" : "DENY", eol);
-  if (r.ok) {
-    for (const auto& d : r.data) out += "   " + quoted(d) + eol;
-  } else {
-    out += "   " + r.code + eol;
-    out += "   /* " + comment_safe(r.text) + " */" + eol;
-  }
+  std::string out = header() + ocs::format_tl1_response_body(ctag, r.ok, r.data, r.code, comment_safe(r.text), eol);
   out += terminator();
   record_ack(verb, r.ok);
   send(std::move(out));
@@ -293,7 +278,7 @@ void Tl1Session::on_light(Port egress, bool lit, double dbm) {
   ++atag_;
   // Loss of light is a (non-service-affecting) condition; its return is a plain event.
   std::string out = header() + fmt::format("{} {} REPT {} PORT\r\n", lit ? "A " : "* ", 1000 + atag_, lit ? "EVT" : "ALM");
-  out += "   " + quoted(fmt::format("{}:{},{:.2f}", egress, lit ? "LIGHT" : "LOS", dbm)) + "\r\n";
+  out += "   " + ocs::tl1_quote_data(fmt::format("{}:{},{:.2f}", egress, lit ? "LIGHT" : "LOS", dbm)) + "\r\n";
   out += terminator();
   send(std::move(out));
 }

@@ -7,8 +7,8 @@
 #include <atomic>
 #include <chrono>
 #include <map>
-#include <set>
 #include <thread>
+#include <variant>
 
 #include "ocslab/ocsctl/netconf_codec.h"
 #include "ocslab/testing/peers.h"
@@ -222,82 +222,20 @@ class NetconfSession {
   }
 
   void edit_config(pugi::xml_node op) {
-    auto target = child_local(op, "target");
-    if (!child_local(target, "running")) {
-      rpc_fail("invalid-value", "Only the running datastore can be edited", "protocol");
-    }
-    auto config = child_local(op, "config");
-    if (!config) rpc_fail("missing-element", "edit-config without <config>", "protocol");
-
-    std::map<Port, Port> current;
-    for (const auto& c : sw_.circuits()) current[c.ingress] = c.egress;
-    std::map<Port, Port> result = current;
-    std::vector<Circuit> merges;
-    for (auto cc : config.children()) {
-      if (cc.type() != pugi::node_element) continue;
-      if (local_name(cc.name()) != "cross-connects") {
-        rpc_fail("unknown-element", "Unknown element '" + std::string(local_name(cc.name())) + "'");
-      }
-      auto cc_op = attribute_local(cc, "operation").value_or("merge");
-      if (cc_op == "delete" || cc_op == "remove") {
-        result.clear();
-        continue;
-      }
-      for (auto p : cc.children()) {
-        if (p.type() != pugi::node_element) continue;
-        std::string name(local_name(p.name()));
-        if (name != list_name_) {
-          rpc_fail("unknown-element", fmt::format("Unknown element '{}' in cross-connects (optical-switch {} uses '{}')",
-                                                  name, q_.netconf_revision, list_name_));
-        }
-        auto pair_op = attribute_local(p, "operation").value_or("merge");
-        Port in = port_value(p, "ingress");
-        if (!sw_.is_ingress(in)) rpc_fail("invalid-value", "Invalid port: " + std::to_string(in));
-        if (pair_op == "delete" || pair_op == "remove") {
-          if (!result.count(in) && pair_op == "delete") {
-            rpc_fail("data-missing", "No cross-connect on ingress port " + std::to_string(in));
-          }
-          result.erase(in);
-        } else if (pair_op == "merge" || pair_op == "replace" || pair_op == "create") {
-          Port eg = port_value(p, "egress");
-          if (!sw_.is_egress(eg)) rpc_fail("invalid-value", "Invalid port: " + std::to_string(eg));
-          if (pair_op == "create" && result.count(in)) {
-            rpc_fail("data-exists", "Cross-connect on ingress port " + std::to_string(in) + " exists");
-          }
-          merges.push_back({in, eg});
-        } else {
-          rpc_fail("bad-attribute", "Unknown operation '" + pair_op + "'", "protocol");
-        }
-      }
-    }
-    // Deletes first, then merges; a merge re-keys its ingress to the new egress.
-    std::set<Port> merge_in, merge_out;
-    for (const auto& m : merges) {
-      if (!merge_in.insert(m.ingress).second || !merge_out.insert(m.egress).second) {
-        rpc_fail("invalid-value", "Port used twice in request");
-      }
-      result.erase(m.ingress);
-    }
-    for (const auto& m : merges) {
-      for (auto it = result.begin(); it != result.end(); ++it) {
-        if (it->second != m.egress) continue;
-        if (!q_.replace_patched) rpc_fail("in-use", "Port already connected: " + std::to_string(m.egress));
-        result.erase(it);
-        break;
-      }
-      result[m.ingress] = m.egress;
-    }
-    // Apply the difference; everything was validated above, so the edit is all-or-nothing.
-    std::vector<Port> drop;
-    std::vector<Circuit> add;
-    for (auto [i, e] : current) {
-      auto it = result.find(i);
-      if (it == result.end() || it->second != e) drop.push_back(i);
-    }
-    for (auto [i, e] : result) {
-      auto it = current.find(i);
-      if (it == current.end() || it->second != e) add.push_back({i, e});
-    }
+    // The meaning of the edit is the protocol's, shared with the emulator; the peer keeps
+    // its own wording and applies the result to its PeerSwitch.
+    CrossConnectEditRules rules;
+    rules.list_name = list_name_;
+    rules.revision = q_.netconf_revision;
+    rules.replace_patched = q_.replace_patched;
+    rules.is_ingress = [this](Port p) { return sw_.is_ingress(p); };
+    rules.is_egress = [this](Port p) { return sw_.is_egress(p); };
+    rules.port_noun = "port";
+    rules.echo_limit = std::string::npos;
+    rules.name_pair_used_twice = false;
+    auto evaluated = evaluate_cross_connect_edit(sw_.circuits(), op, rules);
+    if (auto* e = std::get_if<RpcError>(&evaluated)) throw PeerRpcError{*e};
+    const auto& [drop, add] = std::get<CrossConnectEdit>(evaluated);
     std::string err;
     if (!drop.empty()) err = sw_.disconnect(drop);
     if (err.empty() && !add.empty()) err = sw_.connect(add, true);

@@ -29,12 +29,6 @@ bool contains(const std::string& text, const std::string& needle) {
   return !needle.empty() && text.find(needle) != std::string::npos;
 }
 
-std::string quote_scpi_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
 class ScpiSession {
  public:
   ScpiSession(int in_fd, int out_fd, PeerSwitch& sw, const PeerQuirks& q)
@@ -60,12 +54,7 @@ class ScpiSession {
 
  private:
   void push_error(int code, const std::string& msg) {
-    // Per IEEE 488.2 a full queue keeps its oldest entries and marks the loss at the end.
-    if (errors_.size() >= kQueueDepth) {
-      errors_.back() = {-350, "Queue overflow"};
-      return;
-    }
-    errors_.push_back({code, msg});
+    errors_.push(code, msg);
   }
 
   // Returns false when the session must end (drop_on).
@@ -166,10 +155,7 @@ class ScpiSession {
   std::optional<std::string> execute(const ScpiCommand& c) {
     if (c.common()) return common(c);
     if (c.is("SYSTem:ERRor[:NEXT]") && c.query) {
-      if (errors_.empty()) return "0,\"No error\"";
-      auto [code, msg] = errors_.front();
-      errors_.pop_front();
-      return std::to_string(code) + "," + quote_scpi_string(msg);
+      return errors_.pop_reply();
     }
     if (c.is("OXC:SWITch:SIZE") && c.query) return fmt::format("{},{}", sw_.ingress_ports(), sw_.egress_ports());
     if (c.is("OXC:SWITch:CONNect:STATe") && c.query) return ocs::format_scpi_connections(sw_.circuits());
@@ -269,7 +255,7 @@ class ScpiSession {
   int in_, out_;
   PeerSwitch& sw_;
   const PeerQuirks& q_;
-  std::deque<std::pair<int, std::string>> errors_;
+  ocs::ScpiErrorQueue errors_{kQueueDepth};
   bool muted_ = false;
 };
 

@@ -31,15 +31,6 @@ struct Reply {
 
 Reply deny(std::string code, std::string comment) { return Reply{false, {}, std::move(code), std::move(comment)}; }
 
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
 class Tl1Session {
  public:
   Tl1Session(int in_fd, int out_fd, PeerSwitch& sw, const PeerQuirks& q)
@@ -194,14 +185,7 @@ class Tl1Session {
   std::string terminator() { return ";" + eol_ + (q_.prompt ? "<" : ""); }
 
   std::string response(const std::string& ctag, const Reply& r) {
-    std::string out = header() + fmt::format("M  {} {}{}", ctag, r.ok ? "COMPLD" : "DENY", eol_);
-    if (r.ok) {
-      for (const auto& d : r.data) out += "   " + quoted(d) + eol_;
-    } else {
-      out += "   " + r.code + eol_;
-      out += "   /* " + r.comment + " */" + eol_;
-    }
-    return out + terminator();
+    return header() + ocs::format_tl1_response_body(ctag, r.ok, r.data, r.code, r.comment, eol_) + terminator();
   }
 
   std::string autonomous() {
@@ -209,7 +193,7 @@ class Tl1Session {
     bool alarm = atag_ % 2 == 1;
     return header() +
            fmt::format("{} {} {}{}", alarm ? "*C" : "A ", 1000 + atag_, alarm ? "REPT ALM EQPT" : "REPT EVT PORT", eol_) +
-           "   " + quoted(alarm ? "PSU-1:CR,PWR,SA:\"Power supply 1 failed\"" : "5:LOS,TC") + eol_ + terminator();
+           "   " + ocs::tl1_quote_data(alarm ? "PSU-1:CR,PWR,SA:\"Power supply 1 failed\"" : "5:LOS,TC") + eol_ + terminator();
   }
 
   bool send(const std::string& data) {

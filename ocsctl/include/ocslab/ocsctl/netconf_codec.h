@@ -7,10 +7,12 @@
 #include <pugixml.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "ocslab/ocsctl/errors.h"
@@ -177,6 +179,43 @@ ProductInformation parse_product_information(pugi::xml_node data);
 // "N x M" from a Polatis model name such as "...-48x48-..." or "384x384"; "NxCC" (any port
 // to any port) is returned as N/2 x N/2 since ocslab addresses circuits as ingress->egress.
 std::optional<std::pair<int, int>> switch_size_from_model(std::string_view model);
+
+// ---- Server side of a cross-connects edit-config (test peer, emulator) ----------------
+//
+// The emulator and the grammar test peer must agree on what an edit-config on
+// cross-connects means (RFC 6241 §7.2 operations on the Polatis pair list), so the
+// evaluation lives here once; each server only applies the result to its own switch.
+
+struct CrossConnectEditRules {
+  std::string_view list_name;  // the pair list element the server expects ("pair" or "pairs")
+  std::string_view revision;   // optical-switch revision, named when the list name is wrong
+  // A merge onto an egress that is already connected moves it (else the edit fails in-use).
+  bool replace_patched = false;
+  std::function<bool(Port)> is_ingress, is_egress;
+  // Wording only (tags and outcomes never differ): the emulator speaks like the switch
+  // firmware ("Invalid OXC port: 9", request text cut to 64 characters, the pair used twice
+  // named); the test peer keeps its shorter texts, which its own tests were written against.
+  std::string_view port_noun = "OXC port";
+  size_t echo_limit = 64;  // std::string::npos: echo request text whole
+  bool name_pair_used_twice = true;
+};
+
+// What the server must do to its switch: disconnect `drop` (by ingress), then connect `add`.
+// Both empty when the edit changes nothing.
+struct CrossConnectEdit {
+  std::vector<Port> drop;
+  std::vector<Circuit> add;
+};
+
+// Evaluates <edit-config> (`op`, the operation element) against the `current` circuits:
+// target must be running; per cross-connects container operation delete/remove clears all;
+// per pair merge/replace/create/delete/remove; deletes apply first, then merges re-key their
+// ingress; a port used twice, a taken egress (unless replace_patched), a bad port or operation
+// yields the RpcError the server should reply with. Nothing is applied: the result is
+// all-or-nothing by construction.
+std::variant<CrossConnectEdit, RpcError> evaluate_cross_connect_edit(const std::vector<Circuit>& current,
+                                                                     pugi::xml_node op,
+                                                                     const CrossConnectEditRules& rules);
 
 // Strict decimal port number (1..INT_MAX); throws ProtocolError naming `what`.
 Port parse_port_number(std::string_view text, std::string_view what);

@@ -4,6 +4,7 @@
 // quoting the offending text.
 #pragma once
 
+#include <deque>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -79,5 +80,27 @@ std::vector<ScpiCommand> parse_scpi_command_line(std::string_view line);
 std::string format_scpi_channel_list(const std::vector<Port>& ports);
 // "(@1,2),(@17,18)": ingress list, egress list, paired in order.
 std::string format_scpi_connections(const std::vector<Circuit>& circuits);
+
+// ---- server side (test peer, emulator) ----
+
+// SCPI string data for a reply field: "text" with embedded quotes doubled.
+std::string format_scpi_string(std::string_view text);
+
+// The IEEE 488.2 error queue behind :SYST:ERR?, the same in the emulator and the test peer.
+class ScpiErrorQueue {
+ public:
+  explicit ScpiErrorQueue(size_t depth) : depth_(depth) {}
+  // A full queue keeps its oldest entries and marks the loss at the end (-350 Queue overflow).
+  void push(int code, std::string message);
+  // The :SYST:ERR? reply for the oldest entry, which it removes; '0,"No error"' when empty.
+  std::string pop_reply();
+  void clear() { entries_.clear(); }
+  size_t size() const { return entries_.size(); }
+  bool empty() const { return entries_.empty(); }
+
+ private:
+  size_t depth_;
+  std::deque<ScpiErrorEntry> entries_;
+};
 
 }  // namespace ocslab::ocs

@@ -95,6 +95,16 @@ std::vector<Circuit> parse_tl1_patch_aid(std::string_view aid, int port_count);
 std::string format_tl1_patch_aid(const std::vector<Circuit>& circuits);
 void append_tl1_patch_aid(std::string& out, const std::vector<Circuit>& circuits);
 
+// A response or report data line's payload as a TL1 quoted string: "text" with '"' and '\\'
+// escaped by a backslash (what parse of a response block undoes). Server side.
+std::string tl1_quote_data(std::string_view text);
+
+// The lines of a response between its header line and its terminator: "M  <ctag> COMPLD"
+// and each data payload quoted, or "M  <ctag> DENY", the error code and "/* comment */".
+// The caller makes the comment safe inside /* */ where it needs to. Server side.
+std::string format_tl1_response_body(std::string_view ctag, bool ok, const std::vector<std::string>& data,
+                                     std::string_view code, std::string_view comment, std::string_view eol);
+
 // A received line made safe for an error message: control bytes escaped, cut to ~200 chars.
 std::string tl1_quote_line(std::string_view line);
 

@@ -56,7 +56,7 @@ class ScpiSession final : public ProtocolSession {
   std::deque<std::string> lines_;
   std::optional<Line> line_;
   bool busy_ = false;
-  std::deque<std::pair<int, std::string>> errors_;
+  ocs::ScpiErrorQueue errors_{kQueueDepth};
   uint64_t errors_pushed_ = 0;  // tells whether a command failed, even with a full queue
 };
 
