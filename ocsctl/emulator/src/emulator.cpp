@@ -1,5 +1,7 @@
 #include "ocslab/emulator/emulator.h"
 
+#include "listen_socket.h"
+
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
@@ -42,12 +44,7 @@ struct Emulator::EventsServer {
 
   EventsServer(asio::io_context& io, GroundTruth& truth, const ListenAddress& where)
       : io_(io), truth_(truth), acceptor_(io) {
-    tcp::endpoint ep(asio::ip::make_address(where.host), static_cast<unsigned short>(where.port));
-    acceptor_.open(ep.protocol());
-    acceptor_.set_option(tcp::acceptor::reuse_address(true));
-    acceptor_.bind(ep);
-    acceptor_.listen();
-    port_ = acceptor_.local_endpoint().port();
+    port_ = open_listener(acceptor_, where, "events");
     sub_ = truth_.subscribe([this](const Sample& s) {
       std::string line = nlohmann::json{{"t_ns", s.t_ns},         {"mono_ns", s.mono_ns}, {"host", s.host},
                                         {"source", s.source},     {"subject", s.subject}, {"signal", s.signal},

@@ -1,3 +1,4 @@
+#include "listen_socket.h"
 #include "tcp_listener.h"
 
 #include <array>
@@ -99,16 +100,7 @@ struct TcpListener::Conn : std::enable_shared_from_this<Conn> {
 TcpListener::TcpListener(asio::io_context& io, const ListenAddress& where, std::string protocol, SessionFactory make,
                          SessionCounter open)
     : io_(io), acceptor_(io), protocol_(std::move(protocol)), make_(std::move(make)), open_(std::move(open)) {
-  try {
-    tcp::endpoint ep(asio::ip::make_address(where.host), static_cast<unsigned short>(where.port));
-    acceptor_.open(ep.protocol());
-    acceptor_.set_option(tcp::acceptor::reuse_address(true));
-    acceptor_.bind(ep);
-    acceptor_.listen();
-    port_ = acceptor_.local_endpoint().port();
-  } catch (const std::exception& e) {
-    throw Error(protocol_ + " listener on " + where.to_string() + ": " + e.what());
-  }
+  port_ = open_listener(acceptor_, where, protocol_);
 }
 
 void TcpListener::start() { accept(); }
