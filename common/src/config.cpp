@@ -8,8 +8,7 @@ namespace ocslab {
 namespace {
 std::string where(const std::string& origin, const YAML::Mark& mark) {
   if (mark.is_null()) return origin + ": ";
-  return origin + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1) +
-         ": ";
+  return origin + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1) + ": ";
 }
 }  // namespace
 
@@ -30,8 +29,7 @@ YamlDoc load_yaml_file(const std::string& path) {
 }
 
 ConfigError config_error(const YamlDoc& doc, const YAML::Node& node, const std::string& message) {
-  return ConfigError(where(doc.origin, node.IsDefined() ? node.Mark() : YAML::Mark::null_mark()) +
-                     message);
+  return ConfigError(where(doc.origin, node.IsDefined() ? node.Mark() : YAML::Mark::null_mark()) + message);
 }
 
 const YAML::Node require(const YamlDoc& doc, const YAML::Node& map, const std::string& key) {
@@ -53,6 +51,36 @@ long long as_int(const YamlDoc& doc, const YAML::Node& node) {
 std::string as_string(const YamlDoc& doc, const YAML::Node& node) {
   if (!node.IsScalar()) throw config_error(doc, node, "expected a string");
   return node.Scalar();
+}
+
+void only_keys(const YamlDoc& doc, const YAML::Node& map, std::initializer_list<const char*> keys) {
+  if (!map.IsMap()) throw config_error(doc, map, "expected a mapping");
+  for (const auto& kv : map) {
+    std::string k = kv.first.Scalar();
+    bool ok = false;
+    std::string known;
+    for (const char* key : keys) {
+      ok = ok || k == key;
+      known += (known.empty() ? "" : ", ") + std::string(key);
+    }
+    if (!ok) throw config_error(doc, kv.first, "unknown key '" + k + "' (known: " + known + ")");
+  }
+}
+
+bool as_bool(const YamlDoc& doc, const YAML::Node& n) {
+  try {
+    return n.as<bool>();
+  } catch (const YAML::Exception&) {
+    throw config_error(doc, n, "expected true or false");
+  }
+}
+
+double as_double(const YamlDoc& doc, const YAML::Node& n) {
+  try {
+    return n.as<double>();
+  } catch (const YAML::Exception&) {
+    throw config_error(doc, n, "expected a number");
+  }
 }
 
 }  // namespace ocslab

@@ -10,36 +10,6 @@ namespace ocslab::emu {
 
 namespace {
 
-void only_keys(const YamlDoc& doc, const YAML::Node& map, std::initializer_list<const char*> keys) {
-  if (!map.IsMap()) throw config_error(doc, map, "expected a mapping");
-  for (const auto& kv : map) {
-    std::string k = kv.first.Scalar();
-    bool ok = false;
-    std::string known;
-    for (const char* key : keys) {
-      ok = ok || k == key;
-      known += (known.empty() ? "" : ", ") + std::string(key);
-    }
-    if (!ok) throw config_error(doc, kv.first, "unknown key '" + k + "' (known: " + known + ")");
-  }
-}
-
-bool as_bool(const YamlDoc& doc, const YAML::Node& n) {
-  try {
-    return n.as<bool>();
-  } catch (const YAML::Exception&) {
-    throw config_error(doc, n, "expected true or false");
-  }
-}
-
-double as_double(const YamlDoc& doc, const YAML::Node& n) {
-  try {
-    return n.as<double>();
-  } catch (const YAML::Exception&) {
-    throw config_error(doc, n, "expected a number");
-  }
-}
-
 ListenAddress parse_listen(const YamlDoc& doc, const YAML::Node& n) {
   std::string text = as_string(doc, n);
   ListenAddress a;
@@ -68,7 +38,9 @@ Port as_port(const YamlDoc& doc, const YAML::Node& n) {
   return static_cast<Port>(v);
 }
 
-NicLinkParams link_params(const YamlDoc& doc, const YAML::Node& n, std::string& preset_name) {
+}  // namespace
+
+NicLinkParams parse_nic_link(const YamlDoc& doc, const YAML::Node& n, std::string& preset_name) {
   if (n.IsScalar()) {
     preset_name = n.Scalar();
     try {
@@ -95,8 +67,6 @@ NicLinkParams link_params(const YamlDoc& doc, const YAML::Node& n, std::string& 
   return p;
 }
 
-}  // namespace
-
 EmulatorConfig parse_emulator_config(const YamlDoc& doc) {
   EmulatorConfig cfg;
   cfg.origin = doc.origin;
@@ -104,9 +74,10 @@ EmulatorConfig parse_emulator_config(const YamlDoc& doc) {
   if (!root.IsMap()) throw config_error(doc, root, "expected a mapping with 'switch' and 'nics'");
   // Other keys (hosts, links, ...) belong to the virtual lab's extension of this file.
   const YAML::Node sw = require(doc, root, "switch");
-  only_keys(doc, sw, {"name", "preset", "size", "switching_ms", "ack", "blocking", "replace_patched",
-                      "insertion_loss_db", "dark_floor_dbm", "seed", "identity", "listen", "user", "password",
-                      "prompt", "autonomous", "netconf_revision", "host_key"});
+  only_keys(doc, sw,
+            {"name", "preset", "size", "switching_ms", "ack", "blocking", "replace_patched", "insertion_loss_db",
+             "dark_floor_dbm", "seed", "identity", "listen", "user", "password", "prompt", "autonomous",
+             "netconf_revision", "host_key"});
   cfg.preset = sw["preset"] ? as_string(doc, sw["preset"]) : "polatis-6000";
   try {
     cfg.sw = SwitchParams::preset(cfg.preset);
@@ -174,7 +145,7 @@ EmulatorConfig parse_emulator_config(const YamlDoc& doc) {
 
   std::string default_preset = "ideal";
   NicLinkParams default_link = NicLinkParams::preset("ideal");
-  if (root["nic_model"]) default_link = link_params(doc, root["nic_model"], default_preset);
+  if (root["nic_model"]) default_link = parse_nic_link(doc, root["nic_model"], default_preset);
   if (root["ground_truth"]) cfg.ground_truth_csv = as_string(doc, root["ground_truth"]);
 
   const YAML::Node nics = root["nics"];
@@ -191,25 +162,31 @@ EmulatorConfig parse_emulator_config(const YamlDoc& doc) {
       if (!names.emplace(a.name, n).second) throw config_error(doc, n["name"], "NIC name '" + a.name + "' used twice");
       a.tx_port = as_port(doc, require(doc, n, "tx_port"));
       a.rx_port = as_port(doc, require(doc, n, "rx_port"));
-      const std::string layout = fmt::format("(switch is {}x{}: ingress 1..{}, egress {}..{})", cfg.sw.ingress_ports,
-                                             cfg.sw.egress_ports, cfg.sw.ingress_ports, cfg.sw.ingress_ports + 1,
-                                             cfg.sw.ingress_ports + cfg.sw.egress_ports);
+      const std::string layout =
+          fmt::format("(switch is {}x{}: ingress 1..{}, egress {}..{})", cfg.sw.ingress_ports, cfg.sw.egress_ports,
+                      cfg.sw.ingress_ports, cfg.sw.ingress_ports + 1, cfg.sw.ingress_ports + cfg.sw.egress_ports);
       if (a.tx_port > cfg.sw.ingress_ports) {
-        throw config_error(doc, n["tx_port"], fmt::format("{}: tx_port {} is not an ingress port {}", a.name, a.tx_port, layout));
+        throw config_error(doc, n["tx_port"],
+                           fmt::format("{}: tx_port {} is not an ingress port {}", a.name, a.tx_port, layout));
       }
       if (a.rx_port <= cfg.sw.ingress_ports || a.rx_port > cfg.sw.ingress_ports + cfg.sw.egress_ports) {
-        throw config_error(doc, n["rx_port"], fmt::format("{}: rx_port {} is not an egress port {}", a.name, a.rx_port, layout));
+        throw config_error(doc, n["rx_port"],
+                           fmt::format("{}: rx_port {} is not an egress port {}", a.name, a.rx_port, layout));
       }
       if (auto [it, fresh] = tx_used.emplace(a.tx_port, n); !fresh) {
-        throw config_error(doc, n["tx_port"], fmt::format("port {} used twice (also by the NIC at line {})", a.tx_port, it->second.Mark().line + 1));
+        throw config_error(
+            doc, n["tx_port"],
+            fmt::format("port {} used twice (also by the NIC at line {})", a.tx_port, it->second.Mark().line + 1));
       }
       if (auto [it, fresh] = rx_used.emplace(a.rx_port, n); !fresh) {
-        throw config_error(doc, n["rx_port"], fmt::format("port {} used twice (also by the NIC at line {})", a.rx_port, it->second.Mark().line + 1));
+        throw config_error(
+            doc, n["rx_port"],
+            fmt::format("port {} used twice (also by the NIC at line {})", a.rx_port, it->second.Mark().line + 1));
       }
       if (n["tx_power_dbm"]) nic.tx_power_dbm = as_double(doc, n["tx_power_dbm"]);
       nic.link = default_link;
       nic.link_preset = default_preset;
-      if (n["model"]) nic.link = link_params(doc, n["model"], nic.link_preset);
+      if (n["model"]) nic.link = parse_nic_link(doc, n["model"], nic.link_preset);
       bool tap = static_cast<bool>(n["tap"]), udp = static_cast<bool>(n["udp"]);
       if (tap == udp) throw config_error(doc, n, a.name + ": give exactly one of 'tap' and 'udp'");
       if (tap) {
@@ -229,7 +206,9 @@ EmulatorConfig parse_emulator_config(const YamlDoc& doc) {
         if (auto [it, fresh] = udp_used.emplace(a.listen.port, u["listen"]); !fresh) {
           throw config_error(doc, u["listen"], fmt::format("UDP port {} used twice", a.listen.port));
         }
-        if (!n["qmp"]) throw config_error(doc, n, a.name + ": a UDP (QEMU) NIC needs 'qmp: {socket: PATH, netdev: ID}' to drive its link");
+        if (!n["qmp"])
+          throw config_error(doc, n,
+                             a.name + ": a UDP (QEMU) NIC needs 'qmp: {socket: PATH, netdev: ID}' to drive its link");
         const YAML::Node& q = n["qmp"];
         only_keys(doc, q, {"socket", "netdev"});
         a.qmp_socket = as_string(doc, require(doc, q, "socket"));
@@ -246,8 +225,8 @@ EmulatorConfig load_emulator_config(const std::string& path) { return parse_emul
 
 std::string EmulatorConfig::describe() const {
   std::string out = fmt::format("switch {}: {} preset, {}x{} (ingress 1..{}, egress {}..{}), switching {}, ack {}\n",
-                                sw.name, preset, sw.ingress_ports, sw.egress_ports, sw.ingress_ports, sw.ingress_ports + 1,
-                                sw.ingress_ports + sw.egress_ports, sw.switching.to_string(),
+                                sw.name, preset, sw.ingress_ports, sw.egress_ports, sw.ingress_ports,
+                                sw.ingress_ports + 1, sw.ingress_ports + sw.egress_ports, sw.switching.to_string(),
                                 sw.ack_after_settle ? "after settle" : "before settle");
   auto l = [&](const char* what, const std::optional<ListenAddress>& a) {
     if (a) out += fmt::format("  {:<8} {}\n", what, a->to_string());
@@ -262,10 +241,10 @@ std::string EmulatorConfig::describe() const {
     const auto& a = n.attachment;
     std::string att = a.kind == NicAttachment::Kind::kTap
                           ? "tap " + a.tap_name + (a.netns.empty() ? "" : " in netns " + a.netns)
-                          : fmt::format("udp {}:{} <-> {}:{}, qmp {} netdev {}", a.listen.host, a.listen.port, a.peer.host,
-                                        a.peer.port, a.qmp_socket, a.qmp_netdev);
-    out += fmt::format("  {:<12} tx->{:<4} rx<-{:<4} link {} (up {})  {}\n", a.name, a.tx_port, a.rx_port, n.link_preset,
-                       n.link.firmware_up.to_string(), att);
+                          : fmt::format("udp {}:{} <-> {}:{}, qmp {} netdev {}", a.listen.host, a.listen.port,
+                                        a.peer.host, a.peer.port, a.qmp_socket, a.qmp_netdev);
+    out += fmt::format("  {:<12} tx->{:<4} rx<-{:<4} link {} (up {})  {}\n", a.name, a.tx_port, a.rx_port,
+                       n.link_preset, n.link.firmware_up.to_string(), att);
   }
   if (!ground_truth_csv.empty()) out += "ground truth -> " + ground_truth_csv + "\n";
   return out;

@@ -26,5 +26,9 @@ ConfigError config_error(const YamlDoc& doc, const YAML::Node& node, const std::
 const YAML::Node require(const YamlDoc& doc, const YAML::Node& map, const std::string& key);
 long long as_int(const YamlDoc& doc, const YAML::Node& node);
 std::string as_string(const YamlDoc& doc, const YAML::Node& node);
+bool as_bool(const YamlDoc& doc, const YAML::Node& node);
+double as_double(const YamlDoc& doc, const YAML::Node& node);
+// Throws "unknown key 'k' (known: ...)" at the first key of map not in keys.
+void only_keys(const YamlDoc& doc, const YAML::Node& map, std::initializer_list<const char*> keys);
 
 }  // namespace ocslab

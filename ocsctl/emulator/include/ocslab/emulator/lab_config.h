@@ -57,6 +57,9 @@ struct EmulatorConfig {
 // a port used twice or out of range, an ingress used as receive fibre, a UDP NIC without a
 // QMP socket, duplicate NIC names or listen ports.
 EmulatorConfig load_emulator_config(const std::string& path);
+// A NIC link model: a preset name, or {preset, los_ms, firmware_up_ms, rapid_window_ms,
+// rapid_extra_ms}. Sets preset_name ("custom" when only numbers are given).
+NicLinkParams parse_nic_link(const YamlDoc& doc, const YAML::Node& node, std::string& preset_name);
 EmulatorConfig parse_emulator_config(const YamlDoc& doc);
 
 }  // namespace ocslab::emu

@@ -1,0 +1,400 @@
+#include "ocslab/cli/ocslab_cli.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <optional>
+
+#include "ocslab/common/error.h"
+#include "ocslab/common/log.h"
+#include "ocslab/vlab/guest_config.h"
+#include "ocslab/vlab/lab_control.h"
+#include "ocslab/vlab/lab_spec.h"
+
+namespace fs = std::filesystem;
+
+namespace ocslab::cli {
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+void on_signal(int) { g_interrupted = true; }
+
+const char* kTopHelp = R"(ocslab - hardware-in-the-loop testbed toolkit for optical-circuit-switched ML networks
+
+Usage: ocslab COMMAND ...
+
+Commands:
+  vlab      the virtual lab: QEMU hosts with Soft-RoCE wired through the OCS emulator
+            (ocslab vlab --help)
+
+Global options: --help, --version, --log-level LEVEL (trace..off; logs go to stderr)
+
+Exit codes:
+  0    success
+  1    bad command line
+  2    bad input file (the message names file:line:col)
+  3    the lab could not start, a host died, or the command failed
+  130  interrupted (Ctrl-C); what was started is stopped again
+
+Documentation: docs/virtual-lab.md; the switch itself: ocsctl --help
+)";
+
+const char* kVlabHelp = R"(ocslab vlab - a photonic-rail lab of real Linux hosts on this machine
+
+Usage:
+  ocslab vlab up LAB.yaml [--cache DIR] [--timeout S] [--json]
+        boot every host of the lab file, wire its data NICs through the emulated switch,
+        make the file's links, and wait until every host answers over SSH with its
+        Soft-RoCE devices ready. Prints the inventory (table, or JSON with --json) and
+        writes an Ansible inventory. Ctrl-C stops and removes what was started.
+  ocslab vlab down [NAME | LAB.yaml] [--cache DIR]
+        stop the lab (the only one up when no name is given) and remove its run folder.
+  ocslab vlab status [NAME] [--json] [--cache DIR]
+        the labs that are up, their hosts, and any host or supervisor that died.
+  ocslab vlab ssh HOST [--lab NAME] [COMMAND...]
+        an SSH session (or one command) on a host, with the lab's key and known_hosts.
+  ocslab vlab console HOST [--lab NAME]
+        the host's serial console (a root shell); Ctrl-] leaves.
+  ocslab vlab supervise DIR
+        internal: the process `up` starts to own the emulator and the QEMU hosts.
+
+Options:
+  --cache DIR   kernel cache and lab run folders (default $OCSLAB_VLAB_CACHE, else
+                ~/.cache/ocslab/vlab); not under /tmp or /run, which guests replace
+  --timeout S   up: give up when hosts are not ready after S seconds (default 300)
+  --lab NAME    which lab, when several are up
+  --json        machine-readable output on stdout
+
+The switch of a running lab speaks TL1 on the port `status` shows, e.g.
+  OCSLAB_OCS_PASSWORD=root ocsctl -s tl1://admin@127.0.0.1:PORT list
+
+Lab file reference and a worked example: docs/virtual-lab.md
+)";
+
+struct Args {
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> options;  // --name value (or "" for flags)
+  bool has(const std::string& k) const { return options.count(k) != 0; }
+  std::string get(const std::string& k, const std::string& dflt = {}) const {
+    auto it = options.find(k);
+    return it == options.end() ? dflt : it->second;
+  }
+};
+
+struct UsageError : Error {
+  using Error::Error;
+};
+
+// Options may come anywhere before the first word that is not an option; for `ssh`, every
+// word after HOST belongs to the remote command.
+Args parse(const std::vector<std::string>& words, size_t first, size_t stop_after_positional) {
+  static const std::map<std::string, bool> kKnown = {{"--cache", true}, {"--timeout", true}, {"--lab", true},
+                                                     {"--json", false}, {"--help", false},   {"-h", false}};
+  Args a;
+  for (size_t i = first; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    if (a.positional.size() >= stop_after_positional) {
+      a.positional.push_back(w);
+      continue;
+    }
+    if (w == "--") {
+      for (++i; i < words.size(); ++i) a.positional.push_back(words[i]);
+      break;
+    }
+    if (w.rfind("-", 0) == 0 && w.size() > 1) {
+      auto eq = w.find('=');
+      std::string name = w.substr(0, eq);
+      auto it = kKnown.find(name);
+      if (it == kKnown.end()) throw UsageError("unknown option '" + w + "' (ocslab vlab --help)");
+      if (name == "-h") name = "--help";
+      if (!it->second) {
+        a.options[name] = "";
+      } else if (eq != std::string::npos) {
+        a.options[name] = w.substr(eq + 1);
+      } else {
+        if (i + 1 >= words.size()) throw UsageError(name + " needs a value");
+        a.options[name] = words[++i];
+      }
+      continue;
+    }
+    a.positional.push_back(w);
+  }
+  return a;
+}
+
+std::string cache_of(const Args& a) { return a.has("--cache") ? a.get("--cache") : vlab::default_cache_dir(); }
+
+vlab::ProgressFn progress_printer(std::ostream& err) {
+  if (!stderr_is_terminal()) return [](const std::string&) {};
+  return [&err](const std::string& msg) {
+    std::string m = msg.size() > 160 ? msg.substr(0, 157) + "..." : msg;
+    err << "\r\033[K" << m << std::flush;
+  };
+}
+
+void print_inventory(const vlab::LabState& s, std::ostream& out) {
+  out << fmt::format("lab {}: switch {} (password {}), ground truth live on 127.0.0.1:{}\n", s.name, s.switch_url(),
+                     s.switch_password, s.events_port);
+  out << fmt::format("{:<8} {:<6} {:<8} {:<9} {:<18} {:<18} {:<10} {:<6} {}\n", "host", "state", "ssh", "nic", "ip",
+                     "mac", "rdma", "ports", "if2");
+  for (const auto& h : s.hosts) {
+    for (size_t i = 0; i < h.nics.size(); ++i) {
+      const auto& n = h.nics[i];
+      out << fmt::format("{:<8} {:<6} {:<8} {:<9} {:<18} {:<18} {:<10} {:<6} {}\n", i ? "" : h.name,
+                         i ? "" : (h.alive ? "up" : "DEAD"), i ? "" : std::to_string(h.ssh_port), n.name, n.ip, n.mac,
+                         n.rdma_device.empty() ? "-" : n.rdma_device, fmt::format("{}>{}", n.tx_port, n.rx_port),
+                         n.if2.empty() ? "-" : n.if2 + " " + n.if2_mac);
+    }
+  }
+  out << "ssh: ocslab vlab ssh HOST   ansible: -i " << s.inventory() << "\n";
+}
+
+int cmd_up(const Args& a, std::ostream& out, std::ostream& err) {
+  if (a.positional.size() != 1) throw UsageError("usage: ocslab vlab up LAB.yaml");
+  vlab::UpOptions o;
+  o.cache_dir = cache_of(a);
+  if (a.has("--timeout")) {
+    try {
+      o.ready_timeout = std::chrono::seconds(std::stoi(a.get("--timeout")));
+    } catch (const std::exception&) {
+      throw UsageError("--timeout needs a number of seconds, got '" + a.get("--timeout") + "'");
+    }
+  }
+  o.interrupted = &g_interrupted;
+  struct sigaction sa {
+  }, old_int{}, old_term{};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  auto restore = [&] {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+  };
+  auto progress = progress_printer(err);
+  auto started = std::chrono::steady_clock::now();
+  try {
+    vlab::LabState s = vlab::lab_up(a.positional[0], o, progress);
+    restore();
+    if (stderr_is_terminal()) err << "\r\033[K";
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (a.has("--json")) {
+      out << s.to_json();
+    } else {
+      print_inventory(s, out);
+      out << fmt::format("{} host(s) ready in {:.1f} s\n", s.hosts.size(), secs);
+    }
+    return kExitOk;
+  } catch (...) {
+    restore();
+    if (stderr_is_terminal()) err << "\r\033[K";
+    if (g_interrupted) {
+      err << "ocslab vlab up: interrupted; everything it started was stopped\n";
+      return kExitInterrupted;
+    }
+    throw;
+  }
+}
+
+std::string lab_dir_for(const Args& a, const std::string& name_or_file) {
+  std::string name = name_or_file;
+  if (name.size() > 5 && (name.ends_with(".yaml") || name.ends_with(".yml"))) name = vlab::load_lab_spec(name).name;
+  if (name.empty() && a.has("--lab")) name = a.get("--lab");
+  return vlab::find_lab_dir(cache_of(a), name);
+}
+
+int cmd_down(const Args& a, std::ostream& out, std::ostream& err) {
+  if (a.positional.size() > 1) throw UsageError("usage: ocslab vlab down [NAME | LAB.yaml]");
+  std::string dir = lab_dir_for(a, a.positional.empty() ? "" : a.positional[0]);
+  vlab::lab_down(dir, progress_printer(err));
+  if (stderr_is_terminal()) err << "\r\033[K";
+  out << "lab " << fs::path(dir).filename().string() << " is down\n";
+  return kExitOk;
+}
+
+int cmd_status(const Args& a, std::ostream& out, std::ostream&) {
+  std::vector<vlab::LabState> labs;
+  if (!a.positional.empty()) {
+    labs.push_back(vlab::lab_status(lab_dir_for(a, a.positional[0])));
+  } else {
+    for (const auto& l : vlab::list_labs(cache_of(a))) labs.push_back(vlab::lab_status(l.dir));
+  }
+  bool healthy = true;
+  for (const auto& l : labs) {
+    healthy = healthy && l.phase == "running";
+    for (const auto& h : l.hosts) healthy = healthy && h.alive;
+  }
+  if (a.has("--json")) {
+    out << "[";
+    for (size_t i = 0; i < labs.size(); ++i) out << (i ? "," : "") << labs[i].to_json();
+    out << "]\n";
+  } else if (labs.empty()) {
+    out << "no virtual lab is up\n";
+  } else {
+    for (const auto& l : labs) {
+      out << fmt::format("{}: {}{}\n", l.name, l.phase, l.error.empty() ? "" : " (" + l.error + ")");
+      for (const auto& h : l.hosts) {
+        if (!h.alive)
+          out << fmt::format("  {} is DEAD: {}; console log {}\n", h.name, h.exit.empty() ? "gone" : h.exit,
+                             vlab::console_log(l, h));
+      }
+      print_inventory(l, out);
+    }
+  }
+  return healthy ? kExitOk : kExitFailed;
+}
+
+int cmd_ssh(const Args& a, std::ostream&, std::ostream&) {
+  if (a.positional.empty()) throw UsageError("usage: ocslab vlab ssh HOST [COMMAND...]");
+  vlab::LabState s = vlab::LabState::load(lab_dir_for(a, ""));
+  const auto& h = s.host(a.positional[0]);
+  std::vector<std::string> argv = {"ssh",
+                                   "-i",
+                                   s.client_key(),
+                                   "-o",
+                                   "UserKnownHostsFile=" + s.known_hosts(),
+                                   "-o",
+                                   "GlobalKnownHostsFile=/dev/null",
+                                   "-o",
+                                   "StrictHostKeyChecking=yes",
+                                   "-o",
+                                   "LogLevel=ERROR",
+                                   "-p",
+                                   std::to_string(h.ssh_port),
+                                   "root@127.0.0.1"};
+  for (size_t i = 1; i < a.positional.size(); ++i) argv.push_back(a.positional[i]);
+  std::vector<char*> c;
+  for (auto& s2 : argv) c.push_back(s2.data());
+  c.push_back(nullptr);
+  std::cout.flush();
+  ::execvp("ssh", c.data());
+  throw SystemError("cannot run ssh (package openssh-client)", errno);
+}
+
+int cmd_console(const Args& a, std::ostream&, std::ostream& err) {
+  if (a.positional.size() != 1) throw UsageError("usage: ocslab vlab console HOST");
+  vlab::LabState s = vlab::LabState::load(lab_dir_for(a, ""));
+  const auto& h = s.host(a.positional[0]);
+  std::string path = vlab::console_socket(s, h);
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    int e = errno;
+    ::close(fd);
+    throw SystemError("cannot open the console of " + h.name + " (" + path + ")", e);
+  }
+  bool tty = ::isatty(0);
+  termios saved{};
+  if (tty) {
+    ::tcgetattr(0, &saved);
+    termios raw = saved;
+    ::cfmakeraw(&raw);
+    ::tcsetattr(0, TCSANOW, &raw);
+  }
+  err << "console of " << h.name << " (Ctrl-] leaves)\r\n";
+  ::write(fd, "\n", 1);
+  pollfd p[2] = {{0, POLLIN, 0}, {fd, POLLIN, 0}};
+  char buf[4096];
+  for (bool done = false; !done;) {
+    if (::poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (p[0].revents & (POLLIN | POLLHUP)) {
+      ssize_t n = ::read(0, buf, sizeof(buf));
+      if (n <= 0) break;
+      for (ssize_t i = 0; i < n; ++i) {
+        if (buf[i] == 0x1d) {
+          n = i;
+          done = true;
+        }
+      }
+      if (n > 0 && ::write(fd, buf, static_cast<size_t>(n)) < 0) break;
+    }
+    if (p[1].revents & (POLLIN | POLLHUP)) {
+      ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n <= 0) break;
+      if (::write(1, buf, static_cast<size_t>(n)) < 0) break;
+    }
+  }
+  if (tty) ::tcsetattr(0, TCSANOW, &saved);
+  ::close(fd);
+  err << "\n";
+  return kExitOk;
+}
+
+int run_vlab(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  if (args.size() < 2 || args[1] == "--help" || args[1] == "-h" || args[1] == "help") {
+    (args.size() < 2 ? err : out) << kVlabHelp;
+    return args.size() < 2 ? kExitUsage : kExitOk;
+  }
+  const std::string& sub = args[1];
+  Args a = parse(args, 2, sub == "ssh" ? 1 : SIZE_MAX);
+  if (a.has("--help")) {
+    out << kVlabHelp;
+    return kExitOk;
+  }
+  if (sub == "up") return cmd_up(a, out, err);
+  if (sub == "down") return cmd_down(a, out, err);
+  if (sub == "status") return cmd_status(a, out, err);
+  if (sub == "ssh") return cmd_ssh(a, out, err);
+  if (sub == "console") return cmd_console(a, out, err);
+  if (sub == "supervise") {
+    if (a.positional.size() != 1) throw UsageError("usage: ocslab vlab supervise DIR");
+    return vlab::lab_supervise(a.positional[0]);
+  }
+  throw UsageError("unknown vlab command '" + sub + "' (ocslab vlab --help)");
+}
+
+}  // namespace
+
+int run_ocslab(const std::vector<std::string>& args_in, std::ostream& out, std::ostream& err) {
+  std::vector<std::string> args;
+  std::string level = "warn";
+  for (size_t i = 0; i < args_in.size(); ++i) {
+    if (args_in[i] == "--log-level" && i + 1 < args_in.size()) {
+      level = args_in[++i];
+    } else if (args_in[i].rfind("--log-level=", 0) == 0) {
+      level = args_in[i].substr(12);
+    } else {
+      args.push_back(args_in[i]);
+    }
+  }
+  try {
+    bool supervise = args.size() >= 2 && args[0] == "vlab" && args[1] == "supervise";
+    init_logging(supervise ? "info" : level);
+    if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+      (args.empty() ? err : out) << kTopHelp;
+      return args.empty() ? kExitUsage : kExitOk;
+    }
+    if (args[0] == "--version") {
+      out << "ocslab " << OCSLAB_VERSION << "\n";
+      return kExitOk;
+    }
+    if (args[0] == "vlab") return run_vlab(args, out, err);
+    throw UsageError("unknown command '" + args[0] + "' (ocslab --help)");
+  } catch (const UsageError& e) {
+    err << "ocslab: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const ConfigError& e) {
+    err << "ocslab: " << e.what() << "\n";
+    return kExitInput;
+  } catch (const std::exception& e) {
+    err << "ocslab: " << e.what() << "\n";
+    return kExitFailed;
+  }
+}
+
+}  // namespace ocslab::cli

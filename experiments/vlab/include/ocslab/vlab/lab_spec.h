@@ -1,0 +1,69 @@
+// The virtual lab's file: the emulator's switch section plus the hosts (CPU, memory, data
+// NICs with their MAC, address, switch ports, Soft-RoCE and macvlan "if2") and the circuits
+// made when the lab comes up. Validated completely before anything starts; every error names
+// file:line:col.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ocslab/common/config.h"
+#include "ocslab/emulator/lab_config.h"
+
+namespace ocslab::vlab {
+
+struct DataNicSpec {
+  std::string name;  // interface name in the guest, e.g. "eth1"
+  std::string mac;   // "52:54:00:..", lower case
+  std::string ip;    // address with prefix, "10.10.0.1/24"
+  ocs::Port tx_port = 0;
+  ocs::Port rx_port = 0;
+  bool rdma = true;     // a Soft-RoCE device "rxe_<name>" on it
+  bool if2 = false;     // a macvlan "<name>v" (no IP, own MAC): the forwarding function
+  std::string if2_mac;  // set when if2
+  emu::NicLinkParams link;
+  std::string link_preset;
+  std::string rdma_device() const { return "rxe_" + name; }
+  std::string if2_name() const { return name + "v"; }
+  std::string address() const { return ip.substr(0, ip.find('/')); }
+};
+
+struct HostSpec {
+  std::string name;
+  int cpus = 1;
+  int memory_mb = 512;
+  std::vector<DataNicSpec> nics;
+};
+
+struct NicRef {
+  size_t host = 0;
+  size_t nic = 0;
+};
+
+// A bidirectional link made on the switch at `up`: a's transmit fibre to b's receive fibre
+// and b's to a's.
+struct LinkSpec {
+  NicRef a, b;
+};
+
+struct LabSpec {
+  std::string name;              // from 'name' or the file's stem
+  std::string origin;            // file path
+  emu::EmulatorConfig emulator;  // switch and defaults; nics are filled in at start
+  std::vector<HostSpec> hosts;
+  std::vector<LinkSpec> links;
+
+  const DataNicSpec& nic(NicRef r) const { return hosts[r.host].nics[r.nic]; }
+  // The emulator's name for a data NIC: "<host>-<nic>".
+  std::string emulator_nic_name(NicRef r) const { return hosts[r.host].name + "-" + nic(r).name; }
+  // The circuits the links make: (a.tx -> b.rx) and (b.tx -> a.rx) for each link.
+  std::vector<ocs::Circuit> initial_circuits() const;
+  // True when some link lights this NIC's receive fibre at `up`.
+  bool linked_at_start(NicRef r) const;
+  size_t host_index(const std::string& name) const;  // throws Error for an unknown host
+};
+
+LabSpec load_lab_spec(const std::string& path);
+LabSpec parse_lab_spec(const YamlDoc& doc);
+
+}  // namespace ocslab::vlab

@@ -1,0 +1,71 @@
+// A running virtual lab as recorded on disk (<cache>/labs/<name>/state.json): what `up`
+// planned (ports, MACs, paths), what the supervisor started (pids, the switch's bound ports)
+// and what it saw die. Every `ocslab vlab` command and the runner read the lab from here.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ocslab::vlab {
+
+struct NicState {
+  std::string name;  // in the guest
+  std::string mac;
+  std::string ip;            // with prefix
+  std::string rdma_device;   // empty: no Soft-RoCE
+  std::string if2, if2_mac;  // empty: no macvlan
+  int tx_port = 0, rx_port = 0;
+  int emulator_udp_port = 0;  // the emulator's end of the QEMU UDP link
+  int qemu_udp_port = 0;      // QEMU's end
+  std::string qmp_socket;     // the emulator drives this NIC's link here
+  bool linked_at_start = false;
+};
+
+struct HostState {
+  std::string name;
+  int cpus = 1, memory_mb = 512;
+  int ssh_port = 0;
+  std::string mgmt_mac;
+  std::vector<NicState> nics;
+  pid_t pid = 0;
+  bool alive = false;
+  std::string exit;  // how it ended, when it did
+};
+
+struct LabState {
+  std::string name;
+  std::string dir;                 // the run folder
+  std::string spec;                // the lab file as given to `up`
+  std::string phase = "starting";  // starting, running, stopping, failed, stopped
+  std::string error;
+  pid_t supervisor_pid = 0;
+  std::string kernel, vmlinuz, initramfs, modules_dir;
+  std::string switch_user, switch_password;
+  int tl1_port = 0, events_port = 0, netconf_port = 0, scpi_port = 0;
+  std::vector<HostState> hosts;
+
+  std::string switch_url() const;  // tl1://admin@127.0.0.1:PORT
+  std::string host_dir(const std::string& host) const { return dir + "/hosts/" + host; }
+  std::string client_key() const { return dir + "/keys/client_key"; }
+  std::string known_hosts() const { return dir + "/known_hosts"; }
+  std::string inventory() const { return dir + "/inventory.yml"; }
+  std::string ground_truth() const { return dir + "/ground-truth.csv"; }
+  const HostState& host(const std::string& name) const;  // throws Error naming the known hosts
+
+  std::string to_json() const;
+  static LabState from_json(const std::string& text, const std::string& origin);
+  // Atomic replace of <dir>/state.json.
+  void save() const;
+  static LabState load(const std::string& dir);
+};
+
+// $OCSLAB_VLAB_CACHE, else $HOME/.cache/ocslab/vlab.
+std::string default_cache_dir();
+std::string labs_dir(const std::string& cache_dir);
+// Labs with a state.json under the cache.
+std::vector<LabState> list_labs(const std::string& cache_dir);
+
+}  // namespace ocslab::vlab

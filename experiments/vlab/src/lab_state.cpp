@@ -1,0 +1,185 @@
+#include "ocslab/vlab/lab_state.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "ocslab/common/error.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace ocslab::vlab {
+
+namespace {
+
+json nic_json(const NicState& n) {
+  return {{"name", n.name},
+          {"mac", n.mac},
+          {"ip", n.ip},
+          {"rdma_device", n.rdma_device},
+          {"if2", n.if2},
+          {"if2_mac", n.if2_mac},
+          {"tx_port", n.tx_port},
+          {"rx_port", n.rx_port},
+          {"emulator_udp_port", n.emulator_udp_port},
+          {"qemu_udp_port", n.qemu_udp_port},
+          {"qmp_socket", n.qmp_socket},
+          {"linked_at_start", n.linked_at_start}};
+}
+
+NicState nic_from(const json& j) {
+  NicState n;
+  n.name = j.at("name");
+  n.mac = j.at("mac");
+  n.ip = j.at("ip");
+  n.rdma_device = j.value("rdma_device", "");
+  n.if2 = j.value("if2", "");
+  n.if2_mac = j.value("if2_mac", "");
+  n.tx_port = j.at("tx_port");
+  n.rx_port = j.at("rx_port");
+  n.emulator_udp_port = j.at("emulator_udp_port");
+  n.qemu_udp_port = j.at("qemu_udp_port");
+  n.qmp_socket = j.at("qmp_socket");
+  n.linked_at_start = j.value("linked_at_start", false);
+  return n;
+}
+
+}  // namespace
+
+std::string LabState::switch_url() const { return fmt::format("tl1://{}@127.0.0.1:{}", switch_user, tl1_port); }
+
+const HostState& LabState::host(const std::string& host_name) const {
+  std::string known;
+  for (const auto& h : hosts) {
+    if (h.name == host_name) return h;
+    known += (known.empty() ? "" : ", ") + h.name;
+  }
+  throw Error("lab " + name + " has no host '" + host_name + "' (hosts: " + known + ")");
+}
+
+std::string LabState::to_json() const {
+  json hs = json::array();
+  for (const auto& h : hosts) {
+    json nics = json::array();
+    for (const auto& n : h.nics) nics.push_back(nic_json(n));
+    hs.push_back({{"name", h.name},
+                  {"cpus", h.cpus},
+                  {"memory_mb", h.memory_mb},
+                  {"ssh_port", h.ssh_port},
+                  {"mgmt_mac", h.mgmt_mac},
+                  {"nics", nics},
+                  {"pid", h.pid},
+                  {"alive", h.alive},
+                  {"exit", h.exit}});
+  }
+  json j = {{"name", name},
+            {"dir", dir},
+            {"spec", spec},
+            {"phase", phase},
+            {"error", error},
+            {"supervisor_pid", supervisor_pid},
+            {"kernel", kernel},
+            {"vmlinuz", vmlinuz},
+            {"initramfs", initramfs},
+            {"modules_dir", modules_dir},
+            {"switch",
+             {{"url", tl1_port ? switch_url() : ""},
+              {"user", switch_user},
+              {"password", switch_password},
+              {"tl1_port", tl1_port},
+              {"events_port", events_port},
+              {"netconf_port", netconf_port},
+              {"scpi_port", scpi_port}}},
+            {"client_key", client_key()},
+            {"known_hosts", known_hosts()},
+            {"hosts", hs}};
+  return j.dump(2) + "\n";
+}
+
+LabState LabState::from_json(const std::string& text, const std::string& origin) {
+  try {
+    json j = json::parse(text);
+    LabState s;
+    s.name = j.at("name");
+    s.dir = j.at("dir");
+    s.spec = j.value("spec", "");
+    s.phase = j.at("phase");
+    s.error = j.value("error", "");
+    s.supervisor_pid = j.value("supervisor_pid", 0);
+    s.kernel = j.value("kernel", "");
+    s.vmlinuz = j.value("vmlinuz", "");
+    s.initramfs = j.value("initramfs", "");
+    s.modules_dir = j.value("modules_dir", "");
+    const json& sw = j.at("switch");
+    s.switch_user = sw.value("user", "");
+    s.switch_password = sw.value("password", "");
+    s.tl1_port = sw.value("tl1_port", 0);
+    s.events_port = sw.value("events_port", 0);
+    s.netconf_port = sw.value("netconf_port", 0);
+    s.scpi_port = sw.value("scpi_port", 0);
+    for (const auto& h : j.at("hosts")) {
+      HostState hs;
+      hs.name = h.at("name");
+      hs.cpus = h.value("cpus", 1);
+      hs.memory_mb = h.value("memory_mb", 512);
+      hs.ssh_port = h.at("ssh_port");
+      hs.mgmt_mac = h.value("mgmt_mac", "");
+      for (const auto& n : h.at("nics")) hs.nics.push_back(nic_from(n));
+      hs.pid = h.value("pid", 0);
+      hs.alive = h.value("alive", false);
+      hs.exit = h.value("exit", "");
+      s.hosts.push_back(std::move(hs));
+    }
+    return s;
+  } catch (const json::exception& e) {
+    throw Error(origin + ": not a virtual-lab state file: " + e.what());
+  }
+}
+
+void LabState::save() const {
+  std::string path = dir + "/state.json", tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << to_json();
+    if (!out) throw Error("cannot write " + tmp);
+  }
+  fs::rename(tmp, path);
+}
+
+LabState LabState::load(const std::string& dir) {
+  std::string path = dir + "/state.json";
+  std::ifstream in(path);
+  if (!in) throw Error("no virtual lab at " + dir + " (" + path + " is missing)");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return from_json(ss.str(), path);
+}
+
+std::string default_cache_dir() {
+  if (const char* c = std::getenv("OCSLAB_VLAB_CACHE"); c && *c) return c;
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/root") + "/.cache/ocslab/vlab";
+}
+
+std::string labs_dir(const std::string& cache_dir) { return cache_dir + "/labs"; }
+
+std::vector<LabState> list_labs(const std::string& cache_dir) {
+  std::vector<LabState> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(labs_dir(cache_dir), ec)) {
+    if (!fs::exists(e.path() / "state.json")) continue;
+    try {
+      out.push_back(LabState::load(e.path().string()));
+    } catch (const Error&) {
+      // A half-written folder from an interrupted `up`: `down NAME` cleans it.
+    }
+  }
+  return out;
+}
+
+}  // namespace ocslab::vlab

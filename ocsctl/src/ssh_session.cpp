@@ -1,0 +1,150 @@
+#include "ocslab/ocsctl/ssh_session.h"
+
+#include <algorithm>
+
+#include "ocslab/ocsctl/errors.h"
+
+namespace ocslab::ocs {
+
+SshSession::SshSession(const SshOptions& o) : what_("ssh " + o.user + "@" + o.host + ":" + std::to_string(o.port)) {
+  session_ = ssh_new();
+  if (!session_) throw ConnectionError(what_ + ": cannot allocate an SSH session");
+  long timeout_s = std::max<long>(1, static_cast<long>(o.connect_timeout.count() / 1000));
+  int port = o.port;
+  ssh_options_set(session_, SSH_OPTIONS_HOST, o.host.c_str());
+  ssh_options_set(session_, SSH_OPTIONS_PORT, &port);
+  ssh_options_set(session_, SSH_OPTIONS_USER, o.user.c_str());
+  ssh_options_set(session_, SSH_OPTIONS_TIMEOUT, &timeout_s);
+  // Never read ~/.ssh/config: the URL and options are the whole truth.
+  int no = 0;
+  ssh_options_set(session_, SSH_OPTIONS_PROCESS_CONFIG, &no);
+  if (!o.known_hosts_file.empty()) {
+    ssh_options_set(session_, SSH_OPTIONS_KNOWNHOSTS, o.known_hosts_file.c_str());
+    ssh_options_set(session_, SSH_OPTIONS_GLOBAL_KNOWNHOSTS, "/dev/null");
+  }
+  if (ssh_connect(session_) != SSH_OK) fail("connect");
+  verify_host(o);
+  authenticate(o);
+}
+
+SshSession::~SshSession() { close(); }
+
+void SshSession::close() {
+  if (session_) {
+    ssh_disconnect(session_);
+    ssh_free(session_);
+    session_ = nullptr;
+  }
+}
+
+void SshSession::fail(const std::string& step) {
+  std::string err = session_ ? ssh_get_error(session_) : "";
+  close();
+  throw ConnectionError(what_ + ": " + step + " failed" + (err.empty() ? "" : ": " + err));
+}
+
+void SshSession::verify_host(const SshOptions& o) {
+  switch (ssh_session_is_known_server(session_)) {
+    case SSH_KNOWN_HOSTS_OK:
+      return;
+    case SSH_KNOWN_HOSTS_CHANGED:
+    case SSH_KNOWN_HOSTS_OTHER:
+      close();
+      throw ConnectionError(what_ + ": host key differs from the one in known_hosts; refusing to connect");
+    case SSH_KNOWN_HOSTS_NOT_FOUND:
+    case SSH_KNOWN_HOSTS_UNKNOWN:
+      if (o.accept_unknown_host) return;
+      close();
+      throw ConnectionError(what_ + ": host key is not in known_hosts" +
+                            (o.known_hosts_file.empty() ? "" : " (" + o.known_hosts_file + ")") +
+                            "; add it (ssh-keyscan) or pass the lab's known_hosts file");
+    default:
+      fail("host key check");
+  }
+}
+
+void SshSession::authenticate(const SshOptions& o) {
+  if (!o.identity_file.empty()) {
+    ssh_key key = nullptr;
+    if (ssh_pki_import_privkey_file(o.identity_file.c_str(), nullptr, nullptr, nullptr, &key) != SSH_OK) {
+      close();
+      throw ConnectionError(what_ + ": cannot read private key '" + o.identity_file + "'");
+    }
+    int rc = ssh_userauth_publickey(session_, nullptr, key);
+    ssh_key_free(key);
+    if (rc == SSH_AUTH_SUCCESS) return;
+  } else if (ssh_userauth_publickey_auto(session_, nullptr, nullptr) == SSH_AUTH_SUCCESS) {
+    return;
+  }
+  if (o.password) {
+    if (ssh_userauth_password(session_, nullptr, o.password->c_str()) == SSH_AUTH_SUCCESS) return;
+    if (keyboard_interactive(*o.password)) return;
+  }
+  close();
+  throw ConnectionError(what_ + ": authentication refused (tried " +
+                        std::string(o.identity_file.empty() ? "agent/default keys" : "key " + o.identity_file) +
+                        (o.password ? ", password" : "") + ")");
+}
+
+bool SshSession::keyboard_interactive(const std::string& password) {
+  int rc = ssh_userauth_kbdint(session_, nullptr, nullptr);
+  while (rc == SSH_AUTH_INFO) {
+    int prompts = ssh_userauth_kbdint_getnprompts(session_);
+    for (int i = 0; i < prompts; ++i)
+      ssh_userauth_kbdint_setanswer(session_, static_cast<unsigned>(i), password.c_str());
+    rc = ssh_userauth_kbdint(session_, nullptr, nullptr);
+  }
+  return rc == SSH_AUTH_SUCCESS;
+}
+
+ExecResult SshSession::exec(const std::string& command, std::chrono::milliseconds timeout, const std::string& input) {
+  if (!session_) throw ConnectionError(what_ + " is closed");
+  ssh_channel ch = ssh_channel_new(session_);
+  if (!ch) fail("open channel");
+  struct ChannelGuard {
+    ssh_channel c;
+    ~ChannelGuard() {
+      ssh_channel_close(c);
+      ssh_channel_free(c);
+    }
+  } guard{ch};
+  if (ssh_channel_open_session(ch) != SSH_OK) fail("open channel");
+  if (ssh_channel_request_exec(ch, command.c_str()) != SSH_OK) fail("exec '" + command + "'");
+  std::string_view in = input;
+  while (!in.empty()) {
+    int n = ssh_channel_write(ch, in.data(), static_cast<uint32_t>(in.size()));
+    if (n == SSH_ERROR) fail("write to '" + command + "'");
+    in.remove_prefix(static_cast<size_t>(n));
+  }
+  ssh_channel_send_eof(ch);
+
+  ExecResult r;
+  auto deadline = Clock::now() + timeout;
+  char buf[16384];
+  for (;;) {
+    bool got = false;
+    for (int is_stderr = 0; is_stderr < 2; ++is_stderr) {
+      int n = ssh_channel_read_nonblocking(ch, buf, sizeof(buf), is_stderr);
+      if (n == SSH_ERROR) fail("read from '" + command + "'");
+      if (n > 0) {
+        (is_stderr ? r.err : r.out).append(buf, static_cast<size_t>(n));
+        got = true;
+      }
+    }
+    if (got) continue;
+    if (ssh_channel_is_eof(ch) || !ssh_channel_is_open(ch)) break;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) {
+      throw TimeoutError(what_ + ": '" + command + "' did not finish within " + std::to_string(timeout.count()) +
+                         " ms");
+    }
+    // Waits for either stream (libssh polls the session for both).
+    int n = ssh_channel_read_timeout(ch, buf, sizeof(buf), 0, static_cast<int>(std::min<long long>(left, 200)));
+    if (n == SSH_ERROR) fail("read from '" + command + "'");
+    if (n > 0) r.out.append(buf, static_cast<size_t>(n));
+  }
+  r.exit_status = ssh_channel_get_exit_status(ch);
+  return r;
+}
+
+}  // namespace ocslab::ocs
