@@ -97,7 +97,8 @@ bool SshSession::keyboard_interactive(const std::string& password) {
   return rc == SSH_AUTH_SUCCESS;
 }
 
-ExecResult SshSession::exec(const std::string& command, std::chrono::milliseconds timeout, const std::string& input) {
+ExecResult SshSession::exec(const std::string& command, std::chrono::milliseconds timeout, const std::string& input,
+                            const std::function<void(std::string_view)>& on_output) {
   if (!session_) throw ConnectionError(what_ + " is closed");
   ssh_channel ch = ssh_channel_new(session_);
   if (!ch) fail("open channel");
@@ -128,6 +129,7 @@ ExecResult SshSession::exec(const std::string& command, std::chrono::millisecond
       if (n == SSH_ERROR) fail("read from '" + command + "'");
       if (n > 0) {
         (is_stderr ? r.err : r.out).append(buf, static_cast<size_t>(n));
+        if (!is_stderr && on_output) on_output(std::string_view(buf, static_cast<size_t>(n)));
         got = true;
       }
     }
@@ -141,7 +143,10 @@ ExecResult SshSession::exec(const std::string& command, std::chrono::millisecond
     // Waits for either stream (libssh polls the session for both).
     int n = ssh_channel_read_timeout(ch, buf, sizeof(buf), 0, static_cast<int>(std::min<long long>(left, 200)));
     if (n == SSH_ERROR) fail("read from '" + command + "'");
-    if (n > 0) r.out.append(buf, static_cast<size_t>(n));
+    if (n > 0) {
+      r.out.append(buf, static_cast<size_t>(n));
+      if (on_output) on_output(std::string_view(buf, static_cast<size_t>(n)));
+    }
   }
   r.exit_status = ssh_channel_get_exit_status(ch);
   return r;

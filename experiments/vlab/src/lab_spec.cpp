@@ -80,7 +80,8 @@ std::string trim(const std::string& s) {
 LabSpec parse_lab_spec(const YamlDoc& doc) {
   const YAML::Node& root = doc.root;
   if (!root.IsMap()) throw config_error(doc, root, "expected a mapping with 'switch', 'hosts' and 'links'");
-  only_keys(doc, root, {"name", "switch", "nic_model", "ground_truth", "hosts", "links"});
+  // No ground_truth key: the lab always records it in its run folder (ground-truth.csv).
+  only_keys(doc, root, {"name", "switch", "nic_model", "hosts", "links"});
   LabSpec lab;
   lab.origin = doc.origin;
   lab.emulator = emu::parse_emulator_config(doc);  // switch, nic_model, ground_truth

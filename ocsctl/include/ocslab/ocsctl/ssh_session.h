@@ -6,6 +6,8 @@
 #include <libssh/libssh.h>
 
 #include <chrono>
+#include <functional>
+#include <string_view>
 #include <string>
 
 #include "ocslab/ocsctl/stream.h"
@@ -32,9 +34,11 @@ class SshSession {
   const std::string& describe() const { return what_; }
 
   // Runs command in a fresh channel, feeding `input` to its standard input, and collects its
-  // output until it exits. Throws TimeoutError when it has not finished within `timeout`,
-  // ConnectionError when the connection breaks.
-  ExecResult exec(const std::string& command, std::chrono::milliseconds timeout, const std::string& input = {});
+  // output until it exits. `on_output`, when set, also sees each piece of standard output the
+  // moment it arrives (a remote monitor's events, stamped on arrival). Throws TimeoutError when
+  // it has not finished within `timeout`, ConnectionError when the connection breaks.
+  ExecResult exec(const std::string& command, std::chrono::milliseconds timeout, const std::string& input = {},
+                  const std::function<void(std::string_view)>& on_output = {});
 
   // Disconnects (idempotent).
   void close();

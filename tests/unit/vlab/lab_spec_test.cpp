@@ -1,0 +1,173 @@
+#include <catch2/catch.hpp>
+
+#include "ocslab/vlab/cpio.h"
+#include "ocslab/vlab/guest_config.h"
+#include "ocslab/vlab/lab_spec.h"
+
+using namespace ocslab;
+using namespace ocslab::vlab;
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+
+namespace {
+
+const char* kGood = R"(name: lab1
+switch:
+  size: 8x8
+nic_model: {preset: ideal, firmware_up_ms: 1500}
+hosts:
+  - name: h1
+    memory_mb: 384
+    nics:
+      - {name: eth1, ip: 10.1.0.1/24, tx_port: 1, rx_port: 9}
+  - name: h2
+    nics:
+      - {name: eth1, ip: 10.1.0.2/24, tx_port: 2, rx_port: 10, if2: true}
+      - {name: eth2, ip: 10.2.0.2/24, tx_port: 3, rx_port: 11, mac: "52:54:00:AA:00:01", rdma: false}
+links:
+  - h1:eth1 <-> h2:eth1
+)";
+
+LabSpec parse(const std::string& text) { return parse_lab_spec(load_yaml_string(text, "lab.yaml")); }
+
+// Replaces the first occurrence of `from` in the good lab.
+std::string variant(const std::string& from, const std::string& to) {
+  std::string s = kGood;
+  auto pos = s.find(from);
+  REQUIRE(pos != std::string::npos);
+  return s.replace(pos, from.size(), to);
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    parse(text);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  FAIL("no error for:\n" << text);
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("a valid lab file gives hosts, NICs with defaults, and the links' circuits") {
+  LabSpec lab = parse(kGood);
+  CHECK(lab.name == "lab1");
+  REQUIRE(lab.hosts.size() == 2);
+  CHECK(lab.hosts[0].memory_mb == 384);
+  CHECK(lab.hosts[1].memory_mb == 512);
+  const auto& h1 = lab.hosts[0].nics[0];
+  CHECK(h1.mac == "52:54:00:6c:01:01");
+  CHECK(h1.rdma);
+  CHECK_FALSE(h1.if2);
+  CHECK(h1.link.firmware_up.to_string() == lab.hosts[1].nics[0].link.firmware_up.to_string());
+  const auto& h2e1 = lab.hosts[1].nics[0];
+  CHECK(h2e1.if2);
+  CHECK(h2e1.if2_name() == "eth1v");
+  CHECK(h2e1.if2_mac == "52:54:00:6d:02:01");
+  CHECK(lab.hosts[1].nics[1].mac == "52:54:00:aa:00:01");  // lower-cased
+  CHECK_FALSE(lab.hosts[1].nics[1].rdma);
+  // h1 -> h2: 1 -> 10, h2 -> h1: 2 -> 9.
+  auto circuits = lab.initial_circuits();
+  REQUIRE(circuits.size() == 2);
+  CHECK(circuits[0] == ocs::Circuit{1, 10});
+  CHECK(circuits[1] == ocs::Circuit{2, 9});
+  CHECK(lab.linked_at_start(NicRef{0, 0}));
+  CHECK_FALSE(lab.linked_at_start(NicRef{1, 1}));
+  CHECK(lab.emulator_nic_name(NicRef{1, 1}) == "h2-eth2");
+}
+
+TEST_CASE("lab file errors name file:line:col and the culprit") {
+  CHECK_THAT(error_of(variant("h1:eth1 <-> h2:eth1", "h1:eth1 <-> h9:eth1")),
+             StartsWith("lab.yaml:15:5:") && Contains("unknown host 'h9'"));
+  CHECK_THAT(error_of(variant("h1:eth1 <-> h2:eth1", "h1:eth1 <-> h2:eth7")), Contains("no data NIC 'eth7'"));
+  CHECK_THAT(error_of(variant("tx_port: 2,", "tx_port: 1,")),
+             StartsWith("lab.yaml:12:") && Contains("port 1 used twice (also at line 9)"));
+  CHECK_THAT(error_of(variant("rx_port: 11", "rx_port: 9")), Contains("port 9 used twice"));
+  CHECK_THAT(error_of(variant("\"52:54:00:AA:00:01\"", "\"52:54:00:6c:01:01\"")),
+             StartsWith("lab.yaml:13:") && Contains("MAC 52:54:00:6c:01:01 used twice"));
+  CHECK_THAT(error_of(variant("10.1.0.2/24", "10.1.0.1/24")), Contains("address 10.1.0.1 used twice"));
+  CHECK_THAT(error_of(variant("10.1.0.2/24", "10.1.0.300/24")), Contains("not an IPv4 address"));
+  CHECK_THAT(error_of(variant("10.1.0.2/24", "10.1.0.2")), Contains("not an IPv4 address with a prefix"));
+  CHECK_THAT(error_of(variant("\"52:54:00:AA:00:01\"", "\"53:54:00:aa:00:01\"")), Contains("multicast"));
+  CHECK_THAT(error_of(variant("\"52:54:00:AA:00:01\"", "nonsense")), Contains("not a MAC address"));
+  CHECK_THAT(error_of(variant("tx_port: 1,", "tx_port: 9,")), Contains("tx_port 9 is not an ingress port"));
+  CHECK_THAT(error_of(variant("rx_port: 9}", "rx_port: 3}")), Contains("rx_port 3 is not an egress port"));
+  CHECK_THAT(error_of(variant("name: h2", "name: h1")), StartsWith("lab.yaml:10:") && Contains("host name h1 used twice"));
+  CHECK_THAT(error_of(variant("name: eth2", "name: eth1")), Contains("NIC name eth1 used twice"));
+  CHECK_THAT(error_of(variant("name: eth2", "name: eth0")), Contains("eth0 (management)"));
+  CHECK_THAT(error_of(variant("memory_mb: 384", "memory_mb: 64")), Contains("memory_mb must be"));
+  CHECK_THAT(error_of(variant("memory_mb: 384", "colour: blue")), Contains("unknown key 'colour'"));
+  CHECK_THAT(error_of(variant("h1:eth1 <-> h2:eth1", "h1:eth1 -> h2:eth1")), Contains("HOST:NIC <-> HOST:NIC"));
+  CHECK_THAT(error_of(std::string(kGood) + "  - h2:eth1 <-> h2:eth2\n"), Contains("NIC h2:eth1 used twice"));
+  CHECK_THAT(error_of(variant("switch:", "nics: []\nswitch:")), Contains("unknown key 'nics'"));
+  CHECK_THAT(error_of(variant("preset: ideal", "preset: warp-drive")), Contains("warp-drive"));
+}
+
+TEST_CASE("the QEMU command line wires each data NIC to its emulator port and QMP socket") {
+  LabState s;
+  s.name = "lab1";
+  s.dir = "/var/lib/x/labs/lab1";
+  s.vmlinuz = "/k/vmlinuz";
+  s.initramfs = "/k/initramfs.cpio";
+  s.modules_dir = "/k/lib/modules";
+  HostState h;
+  h.name = "h2";
+  h.cpus = 2;
+  h.memory_mb = 768;
+  h.ssh_port = 2202;
+  h.mgmt_mac = "52:54:00:6b:02:00";
+  NicState n;
+  n.name = "eth1";
+  n.mac = "52:54:00:6c:02:01";
+  n.ip = "10.1.0.2/24";
+  n.rdma_device = "rxe_eth1";
+  n.emulator_udp_port = 40001;
+  n.qemu_udp_port = 40002;
+  n.qmp_socket = s.dir + "/hosts/h2/qmp-eth1.sock";
+  n.linked_at_start = true;
+  h.nics.push_back(n);
+  NicState dark = n;
+  dark.name = "eth2";
+  dark.rdma_device = "rxe_eth2";
+  dark.linked_at_start = false;
+  h.nics.push_back(dark);
+
+  std::string argv;
+  for (const auto& a : qemu_argv(s, h)) argv += a + " ";
+  CHECK_THAT(argv, Contains("-accel tcg"));
+  CHECK_THAT(argv, Contains("-smp 2 -m 768"));
+  CHECK_THAT(argv, Contains("hostfwd=tcp:127.0.0.1:2202-:22"));
+  CHECK_THAT(argv, Contains("socket,id=eth1,udp=127.0.0.1:40001,localaddr=127.0.0.1:40002"));
+  CHECK_THAT(argv, Contains("virtio-net-pci,netdev=eth1,mac=52:54:00:6c:02:01"));
+  CHECK_THAT(argv, Contains("unix:/var/lib/x/labs/lab1/hosts/h2/qmp-eth1.sock,server=on,wait=off"));
+  CHECK_THAT(argv, Contains("readonly=on"));
+
+  std::string init = guest_init_script(s, h);
+  CHECK_THAT(init, Contains("ip addr add 10.1.0.2/24 dev eth1"));
+  CHECK_THAT(init, Contains("rdma link add rxe_eth1 type rxe netdev eth1"));
+  CHECK_THAT(init, Contains("52:54:00:6b:02:00 52:54:00:6c:02:01"));
+  CHECK_THAT(init, Contains(kGuestReadyLine));
+
+  std::string check = ready_check_command(h);
+  CHECK_THAT(check, Contains("rxe_eth1/ports/1/state") && Contains("ACTIVE"));
+  CHECK_THAT(check, Contains("[ -e /sys/class/infiniband/rxe_eth2/ports/1/state ]"));
+}
+
+TEST_CASE("cpio newc archive: headers, names padded to 4 bytes, trailer") {
+  CpioWriter w;
+  w.add_dir("bin");
+  w.add_file("init", "#!/bin/sh\n", 0755);
+  std::string a = w.finish();
+  REQUIRE(a.rfind("070701", 0) == 0);
+  CHECK(a.size() % 4 == 0);
+  // Second entry: "init", mode 0100755, size 10.
+  auto pos = a.find("070701", 6);
+  REQUIRE(pos != std::string::npos);
+  std::string hdr = a.substr(pos, 110);
+  CHECK(hdr.substr(14, 8) == "000081ED");
+  CHECK(hdr.substr(54, 8) == "0000000A");
+  CHECK(hdr.substr(94, 8) == "00000005");  // "init" + NUL
+  CHECK(a.substr(pos + 110, 5) == std::string("init\0", 5));
+  CHECK(a.find("TRAILER!!!") != std::string::npos);
+}

@@ -1,0 +1,356 @@
+// The virtual lab end to end: real QEMU guests on Debian's kernel, Soft-RoCE, the emulator's
+// data plane and NIC link model, driven through the `ocslab` binary and the TL1 driver. Needs
+// root, qemu-system-x86 and apt access to Debian's kernel package (all in install-deps).
+#include <signal.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <mutex>
+#include <thread>
+
+#include "ocslab/ocsctl/driver.h"
+#include "ocslab/ocsctl/ssh_session.h"
+#include "ocslab/ocsctl/switch_url.h"
+#include "ocslab/testing/sshd_fixture.h"
+#include "ocslab/vlab/lab_control.h"
+#include "ocslab/vlab/lab_spec.h"
+#include "ocslab/vlab/lab_state.h"
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using namespace ocslab;
+using Catch::Matchers::Contains;
+
+namespace {
+
+struct CliResult {
+  int rc = -1;
+  std::string output;  // stdout and stderr
+};
+
+CliResult ocslab_cli(const std::string& args) {
+  std::string cmd = testing::bin_path("ocslab") + " " + args + " 2>&1";
+  CliResult r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  int status = ::pclose(p);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string source(const std::string& rel) {
+  const char* s = std::getenv("OCSLAB_SOURCE_DIR");
+  return std::string(s && *s ? s : ".") + "/" + rel;
+}
+
+// Every process whose command line names the lab's folder (QEMU, the supervisor).
+std::vector<std::string> processes_of(const std::string& dir) {
+  std::vector<std::string> found;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::string pid = e.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (auto& c : cmd) {
+      if (c == '\0') c = ' ';
+    }
+    if (cmd.find(dir) != std::string::npos) found.push_back(pid + ": " + cmd.substr(0, 120));
+  }
+  return found;
+}
+
+void require_nothing_left(const std::string& dir) {
+  std::vector<std::string> left;
+  for (int i = 0; i < 50; ++i) {
+    left = processes_of(dir);
+    if (left.empty()) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  INFO("still running: " << (left.empty() ? "" : left.front()));
+  CHECK(left.empty());
+  CHECK_FALSE(fs::exists(dir));
+}
+
+// Brings a lab up with the real binary and takes it down again however the test ends.
+class Lab {
+ public:
+  explicit Lab(const std::string& file) {
+    // A lab left behind by an aborted earlier run of this test would block `up`.
+    std::string name = vlab::load_lab_spec(source(file)).name;
+    if (fs::exists(vlab::labs_dir(vlab::default_cache_dir()) + "/" + name)) ocslab_cli("vlab down " + name);
+    CliResult r = ocslab_cli("vlab up " + source(file) + " --timeout 400");
+    std::cout << r.output;
+    REQUIRE(r.rc == 0);
+    REQUIRE_THAT(r.output, Contains("host(s) ready in"));
+    for (const auto& l : vlab::list_labs(vlab::default_cache_dir())) {
+      if (r.output.find("lab " + l.name + ":") != std::string::npos) state_ = l;
+    }
+    REQUIRE_FALSE(state_.dir.empty());
+  }
+  ~Lab() {
+    if (up_) ocslab_cli("vlab down " + state_.name);
+  }
+  const vlab::LabState& state() const { return state_; }
+  void down() {
+    CliResult r = ocslab_cli("vlab down " + state_.name);
+    INFO(r.output);
+    CHECK(r.rc == 0);
+    up_ = false;
+  }
+
+  ocs::SshOptions ssh(const std::string& host) const {
+    ocs::SshOptions o;
+    o.host = "127.0.0.1";
+    o.port = state_.host(host).ssh_port;
+    o.user = "root";
+    o.identity_file = state_.client_key();
+    o.known_hosts_file = state_.known_hosts();
+    return o;
+  }
+  std::string run(const std::string& host, const std::string& cmd, std::chrono::milliseconds timeout = 60s) const {
+    ocs::SshSession s(ssh(host));
+    auto r = s.exec(cmd, timeout);
+    INFO(host << "$ " << cmd << "\n" << r.out << r.err);
+    REQUIRE(r.exit_status == 0);
+    return r.out;
+  }
+
+  // ib_send_lat between two hosts over their eth1 Soft-RoCE devices (GID index 1 is the
+  // RoCE v2 GID of the data address). Returns the client's output.
+  std::string rdma_ping_pong(const std::string& server, const std::string& client, int iterations) const {
+    std::string server_ip = state_.host(server).nics.at(0).ip;
+    server_ip = server_ip.substr(0, server_ip.find('/'));
+    std::string args = "-d rxe_eth1 -x 1 -n " + std::to_string(iterations);
+    ocs::ExecResult srv;
+    std::thread t([&] {
+      ocs::SshSession s(ssh(server));
+      srv = s.exec("timeout 90 ib_send_lat " + args, 100s);
+    });
+    std::this_thread::sleep_for(2s);
+    ocs::SshSession c(ssh(client));
+    ocs::ExecResult cli;
+    for (int attempt = 0; attempt < 5; ++attempt) {  // the server may still be starting
+      cli = c.exec("timeout 90 ib_send_lat " + args + " " + server_ip, 100s);
+      if (cli.exit_status == 0) break;
+      std::this_thread::sleep_for(1s);
+    }
+    t.join();
+    std::cout << client << " -> " << server << ":\n" << cli.out;
+    INFO(cli.out << cli.err << "\nserver: " << srv.out << srv.err);
+    CHECK(cli.exit_status == 0);
+    CHECK(srv.exit_status == 0);
+    CHECK_THAT(cli.out, Contains("#bytes") && Contains(" 2       " + std::to_string(iterations)));
+    return cli.out;
+  }
+
+ private:
+  vlab::LabState state_;
+  bool up_ = true;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Polls `cmd` on host until its output contains `want`; returns when it did (seconds since
+// `from`), or -1 after `limit`.
+double wait_for(const Lab& lab, const std::string& host, const std::string& cmd, const std::string& want,
+                std::chrono::steady_clock::time_point from, std::chrono::seconds limit) {
+  ocs::SshSession s(lab.ssh(host));
+  while (std::chrono::steady_clock::now() - from < limit) {
+    auto r = s.exec(cmd, 10s);
+    if (r.out.find(want) != std::string::npos) return seconds_since(from);
+    std::this_thread::sleep_for(20ms);
+  }
+  return -1;
+}
+
+// Ground truth rows "t_ns,host,source,subject,signal,value,unit,mono_ns": the time of the
+// last `signal` = value event for subject.
+int64_t last_truth(const std::string& csv, const std::string& subject, const std::string& signal, int value) {
+  std::ifstream in(csv);
+  std::string line;
+  int64_t t = -1;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    if (f.size() >= 8 && f[2] == "emulator" && f[3] == subject && f[4] == signal && std::stod(f[5]) == value) {
+      t = std::stoll(f[7]);
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("a bad lab file is refused before any VM starts", "[vlab]") {
+  CliResult r = ocslab_cli("vlab up " + source("tests/vlab/labs/bad-port-twice.yaml"));
+  INFO(r.output);
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.output, Contains("bad-port-twice.yaml:8:") && Contains("port 1 used twice (also at line 6)"));
+  std::string dir = vlab::labs_dir(vlab::default_cache_dir()) + "/vlab-test-bad";
+  CHECK_FALSE(fs::exists(dir));
+  CHECK(processes_of(dir).empty());
+}
+
+TEST_CASE("two hosts: up, RDMA ping-pong through the emulated switch, a dead VM is noticed, down leaves nothing",
+          "[vlab]") {
+  Lab lab("experiments/labs/two-hosts.yaml");
+  std::string dir = lab.state().dir;
+  lab.rdma_ping_pong("h2", "h1", 200);
+
+  // A VM that dies is reported by status (and `down` still cleans up after it).
+  ::kill(lab.state().host("h2").pid, SIGKILL);
+  std::this_thread::sleep_for(1s);
+  CliResult st = ocslab_cli("vlab status two-hosts");
+  INFO(st.output);
+  CHECK(st.rc == 3);
+  CHECK_THAT(st.output, Contains("h2 is DEAD"));
+
+  lab.down();
+  require_nothing_left(dir);
+}
+
+// `ip -ts monitor link` on a guest, streamed to this process: every line is stamped on this
+// machine's clock the moment it arrives, so guest carrier events can be timed against the
+// switch's acknowledgement without trusting the guest's clock.
+class LinkMonitor {
+ public:
+  LinkMonitor(const Lab& lab, const std::string& host, const std::string& dev) : host_(host), ssh_(lab.ssh(host)) {
+    thread_ = std::thread([this, dev] {
+      try {
+        ocs::SshSession s(ssh_);
+        // The alias change is a link event of its own: once it shows, the monitor is listening.
+        s.exec("timeout 120 ip -ts monitor link dev " + dev + " & sleep 2; ip link set dev " + dev +
+                   " alias ocslab-monitor-started; wait",
+               130s, {},
+               [this](std::string_view chunk) {
+                 std::lock_guard<std::mutex> lock(mu_);
+                 partial_ += chunk;
+                 for (auto nl = partial_.find('\n'); nl != std::string::npos; nl = partial_.find('\n')) {
+                   lines_.push_back({std::chrono::steady_clock::now(), partial_.substr(0, nl)});
+                   partial_.erase(0, nl + 1);
+                 }
+               });
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(mu_);
+        error_ = e.what();
+      }
+    });
+    started_ = wait_line(std::chrono::steady_clock::time_point{}, dev + ":", 60s) >= 0;
+  }
+  bool started() const { return started_; }
+  ~LinkMonitor() {
+    try {  // the pattern cannot match the shell that runs pkill itself
+      ocs::SshSession(ssh_).exec("pkill -f '^timeout 120 ip -ts monitor'", 30s);
+    } catch (const std::exception&) {
+    }
+    thread_.join();
+  }
+
+  // Seconds from `from` to the first line after `from` that contains `what`; -1 if none came
+  // within `limit`.
+  double wait_line(std::chrono::steady_clock::time_point from, const std::string& what, std::chrono::seconds limit) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!error_.empty()) return -1;
+        for (const auto& [t, line] : lines_) {
+          if (t >= from && line.find(what) != std::string::npos) return std::chrono::duration<double>(t - from).count();
+        }
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+    return -1;
+  }
+  std::string text() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string out = error_;
+    for (const auto& l : lines_) out += l.second + "\n";
+    return out;
+  }
+
+ private:
+  std::string host_;
+  ocs::SshOptions ssh_;
+  bool started_ = false;
+  std::thread thread_;
+  std::mutex mu_;
+  std::string partial_, error_;
+  std::vector<std::pair<std::chrono::steady_clock::time_point, std::string>> lines_;
+};
+
+TEST_CASE("four hosts: a reconfiguration through TL1 takes carrier and Soft-RoCE down in the guests and back after "
+          "the firmware delay",
+          "[vlab]") {
+  Lab lab("tests/vlab/labs/four-hosts-fw1500.yaml");
+  const auto& s = lab.state();
+  lab.rdma_ping_pong("h2", "h1", 50);
+
+  ocs::DriverOptions o;
+  o.password = s.switch_password;
+  auto driver = ocs::make_driver(ocs::SwitchUrl::parse(s.switch_url()), o);
+  std::vector<ocs::Circuit> both = {{1, 18}, {2, 17}, {3, 20}, {4, 19}}, only_h3_h4 = {{3, 20}, {4, 19}};
+  REQUIRE(driver->list() == both);
+  const std::string probe =
+      "echo carrier=$(cat /sys/class/net/eth1/carrier) rdma=$(cat /sys/class/infiniband/rxe_eth1/ports/1/state)";
+  {
+    LinkMonitor h1(lab, "h1", "eth1"), h2(lab, "h2", "eth1");
+    INFO(h1.text() << h2.text());
+    REQUIRE(h1.started());
+    REQUIRE(h2.started());
+
+    auto t_off = std::chrono::steady_clock::now();
+    driver->apply(only_h3_h4, ocs::ApplyMode::kReplace);
+    for (auto* m : {&h1, &h2}) {
+      double down = m->wait_line(t_off, "NO-CARRIER", 10s);
+      std::cout << (m == &h1 ? "h1" : "h2") << ": carrier down " << down << " s after the command was issued\n";
+      CHECK(down >= 0);
+    }
+    for (const char* h : {"h1", "h2"}) CHECK(wait_for(lab, h, probe, "carrier=0 rdma=1: DOWN", t_off, 20s) >= 0);
+    // h3-h4 were not touched.
+    CHECK_THAT(lab.run("h3", probe), Contains("carrier=1 rdma=4: ACTIVE"));
+
+    driver->apply(both, ocs::ApplyMode::kReplace);  // acknowledged after the mirrors settle
+    auto t_ack = std::chrono::steady_clock::now();
+    for (auto* m : {&h1, &h2}) {
+      double up = m->wait_line(t_ack, "LOWER_UP", 15s);
+      std::cout << (m == &h1 ? "h1" : "h2") << ": carrier up " << up
+                << " s after the switch acknowledged (firmware delay 1.5 s)\n";
+      CHECK(up >= 1.4);
+      CHECK(up <= 1.5 + 1.0);  // the TCG guest and the stream add latency, never remove it
+    }
+    double active = wait_for(lab, "h1", probe, "rdma=4: ACTIVE", t_ack, 20s);
+    std::cout << "h1: Soft-RoCE port seen ACTIVE " << active << " s after the switch acknowledged\n";
+    CHECK(active >= 1.4);
+    std::cout << "h1 `ip -ts monitor link` (guest clock):\n" << h1.text() << "h2:\n" << h2.text();
+  }
+
+  // The emulator's ground truth: light back -> link up took the configured 1.5 s.
+  int64_t light = last_truth(s.ground_truth(), "h1-eth1", "light", 1);
+  int64_t link = last_truth(s.ground_truth(), "h1-eth1", "link", 1);
+  REQUIRE(light > 0);
+  REQUIRE(link > 0);
+  double fw_ms = static_cast<double>(link - light) / 1e6;
+  std::cout << "ground truth h1-eth1: light back -> link up " << fw_ms << " ms\n";
+  CHECK(fw_ms > 1495);
+  CHECK(fw_ms < 1520);
+
+  lab.rdma_ping_pong("h2", "h1", 50);
+  std::string dir = s.dir;
+  driver.reset();
+  lab.down();
+  require_nothing_left(dir);
+}
