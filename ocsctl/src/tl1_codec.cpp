@@ -94,6 +94,7 @@ bool split_words(std::string_view s, LineWords& out) {
 }
 
 void upper_into(std::string_view s, std::string& out) {
+  if (std::string_view(out) == s) return;  // out is upper case, so s is too (COMPLD, reply after reply)
   assign_reusing(out, s);
   for (char& c : out) {
     if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
@@ -310,17 +311,15 @@ std::optional<std::string_view> Tl1ReplyParser::take_line() {
 
 void Tl1ReplyParser::begin_block(bool header) {
   // Field by field rather than `block_ = {}`: the strings keep their capacity, so steady
-  // traffic parses without allocating. A header sets sid, date and time (often the same
-  // values as in the previous block).
+  // traffic parses without allocating. A header sets sid, date and time, and the response or
+  // autonomous line that every block has sets code, tag and status: they are compared rather
+  // than cleared, as they often repeat from block to block.
   block_.kind = Tl1Block::Kind::kResponse;
   if (!header) {
     block_.sid.clear();
     block_.date.clear();
     block_.time.clear();
   }
-  block_.code.clear();
-  block_.tag.clear();
-  block_.status.clear();
   block_.data.clear();
   block_.error_code.clear();
   block_.comment.clear();
@@ -440,10 +439,35 @@ bool Tl1ReplyParser::plain_header(std::string_view raw, std::string_view line) {
   return true;
 }
 
+// The response line after a header, "M <ctag> <status>" with blanks between (the general path
+// in header_line gives the same fields). False: any other shape, left to that path.
+bool Tl1ReplyParser::plain_response(std::string_view raw, std::string_view line) {
+  const size_t n = line.size();
+  if (n < 5 || line[0] != 'M' || !is_space(line[1])) return false;
+  std::string_view words[2];
+  size_t i = 2;
+  for (auto& word : words) {
+    while (i < n && is_space(line[i])) ++i;
+    const size_t start = i;
+    while (i < n && byte_class(line[i]) == ByteClass::kWord) ++i;
+    if (i == start) return false;
+    word = line.substr(start, i - start);
+  }
+  if (i != n) return false;  // a fourth word or a control byte (line is trimmed)
+  add_raw(raw);
+  block_.kind = Tl1Block::Kind::kResponse;
+  assign_if_changed(block_.code, line.substr(0, 1));
+  unquote_word_into(words[0], block_.tag);
+  upper_into(words[1], block_.status);
+  state_ = State::kBody;
+  return true;
+}
+
 // A line outside a block body: an acknowledgment, a header (sid date time) or the response /
 // autonomous line that opens the body. `line` is `raw` trimmed, not empty.
 void Tl1ReplyParser::header_line(std::string_view raw, std::string_view line) {
   if (state_ == State::kIdle && plain_header(raw, line)) return;
+  if (state_ == State::kHeader && plain_response(raw, line)) return;
   LineWords w;
   if (!split_words(line, w)) bad_line("unexpected bytes from TL1 switch", raw);
   if (state_ == State::kIdle && is_ack(w)) return;
@@ -466,7 +490,7 @@ void Tl1ReplyParser::header_line(std::string_view raw, std::string_view line) {
   if (state_ == State::kIdle) begin_block(false);
   add_raw(raw);
   block_.kind = response ? Tl1Block::Kind::kResponse : Tl1Block::Kind::kAutonomous;
-  assign_reusing(block_.code, w.first[0]);
+  assign_if_changed(block_.code, w.first[0]);
   unquote_word_into(w.first[1], block_.tag);
   if (response) {
     if (w.count != 3) bad_line("malformed TL1 response line", raw);

@@ -71,6 +71,7 @@ class Tl1ReplyParser {
   void add_raw(size_t at, size_t size);
   void header_line(std::string_view raw, std::string_view line);
   bool plain_header(std::string_view raw, std::string_view line);
+  bool plain_response(std::string_view raw, std::string_view line);
   void body_line(std::string_view line);
 
   std::string buf_;
