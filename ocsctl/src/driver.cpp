@@ -23,38 +23,37 @@ OcsDriver::OcsDriver(SwitchUrl url, DriverOptions options) : url_(std::move(url)
 
 OcsDriver::~OcsDriver() = default;
 
+// stamp_issued() sets every field of the record it reuses: a new field must be set there too.
+static_assert(sizeof(CallTiming) == 3 * sizeof(std::string) + 2 * sizeof(Timestamp) + alignof(CallTiming),
+              "CallTiming changed: update OcsDriver::stamp_issued");
+
 void OcsDriver::stamp_issued(std::string_view command) {
-  assign_reusing(current_.command, command);
-  current_.issued = now();
-  current_.acked = {};
-  current_.ok = false;
-  current_.error.clear();
+  CallTiming& t = current();
+  if (t.op != op_) assign_reusing(t.op, op_);
+  assign_reusing(t.command, command);
+  t.issued = now();
+  t.acked = {};
+  t.ok = false;
+  t.error.clear();
   pending_ = true;
 }
 
-void OcsDriver::stamp_acked() {
-  current_.acked = now();
-  current_.ok = true;
+Timestamp OcsDriver::stamp_acked() {
+  CallTiming& t = current();
+  t.acked = now();
+  t.ok = true;
   pending_ = false;
-  record(current_);
+  record();
+  return t.acked;
 }
 
-// record() copies CallTiming field by field: a new field must be added there too.
-static_assert(sizeof(CallTiming) == 3 * sizeof(std::string) + 2 * sizeof(Timestamp) + alignof(CallTiming),
-              "CallTiming changed: update OcsDriver::record");
-
-void OcsDriver::record(const CallTiming& t) {
-  if (collect_) recent_.push_back(t);  // only apply() reports its calls
-  // Field by field into the kept record: its strings reuse their capacity (every request
-  // records one).
-  CallTiming& last = last_ ? *last_ : last_.emplace();
-  assign_reusing(last.op, t.op);
-  assign_reusing(last.command, t.command);
-  last.issued = t.issued;
-  last.acked = t.acked;
-  last.ok = t.ok;
-  assign_reusing(last.error, t.error);
-  if (options_.on_timing) options_.on_timing(t);
+void OcsDriver::record() {
+  // The finished record becomes the last one and the other slot the next one: no copy.
+  const CallTiming& done = timings_[current_];
+  current_ ^= 1;
+  has_last_ = true;
+  if (collect_) recent_.push_back(done);  // only apply() reports its calls
+  if (options_.on_timing) options_.on_timing(done);
 }
 
 void OcsDriver::mark_lost() { drop(); }
@@ -63,30 +62,33 @@ void OcsDriver::emit_event(const OcsEvent& ev) {
   if (options_.on_event) options_.on_event(ev);
 }
 
-std::optional<CallTiming> OcsDriver::last_timing() const { return last_; }
+std::optional<CallTiming> OcsDriver::last_timing() const {
+  if (!has_last_) return std::nullopt;
+  return timings_[current_ ^ 1];
+}
 
-void OcsDriver::set_op(const std::string& op) {
-  if (current_.op != op) assign_reusing(current_.op, op);
+void OcsDriver::set_op(std::string_view op) {
+  if (op_ != op) assign_reusing(op_, op);
 }
 
 // Runs one public operation: serialises it, (re)connects, decorates errors with the switch
 // and the command in flight, and drops the connection when its state is no longer known.
 template <class F>
-auto OcsDriver::call(const std::string& op, F&& fn) -> decltype(fn()) {
+auto OcsDriver::call(std::string_view op, F&& fn) -> decltype(fn()) {
   std::lock_guard lock(mutex_);
   recent_.clear();
   pending_ = false;
   auto context = [&] {
-    std::string cmd = pending_ ? current_.command : "";
-    return name() + ": " + op + (cmd.empty() ? "" : " (" + cmd + ")") + ": ";
+    std::string cmd = pending_ ? current().command : "";
+    return name() + ": " + std::string(op) + (cmd.empty() ? "" : " (" + cmd + ")") + ": ";
   };
   auto fail_pending = [&](const std::string& err) {
     if (!pending_) return;
-    current_.acked = now();
-    current_.ok = false;
-    current_.error = err;
+    current().acked = now();
+    current().ok = false;
+    current().error = err;
     pending_ = false;
-    record(current_);
+    record();
   };
   try {
     ensure_open();
@@ -291,13 +293,13 @@ void OcsDriver::apply_diff(ApplyReport& report) {
     throw;
   } catch (const OcsError& e) {
     // Find out exactly what took effect before the failure; reconnect if needed.
-    std::string cmd = pending_ ? current_.command : "";
+    std::string cmd = pending_ ? current().command : "";
     std::string err = e.what();
     if (pending_) {
-      current_.acked = now();
-      current_.error = err;
+      current().acked = now();
+      current().error = err;
       pending_ = false;
-      record(current_);
+      record();
     }
     bool connection_lost = dynamic_cast<const ConnectionError*>(&e) || dynamic_cast<const TimeoutError*>(&e) ||
                            dynamic_cast<const ProtocolError*>(&e);

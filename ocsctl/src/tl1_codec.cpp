@@ -94,6 +94,7 @@ bool split_words(std::string_view s, LineWords& out) {
 }
 
 void upper_into(std::string_view s, std::string& out) {
+  if (std::string_view(out) == s) return;  // out is upper case, so s is too (COMPLD, reply after reply)
   assign_reusing(out, s);
   for (char& c : out) {
     if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
@@ -132,10 +133,16 @@ bool is_ack(const LineWords& w) {
   return std::find(std::begin(kAcks), std::end(kAcks), w.first[0]) != std::end(kAcks);
 }
 
+// assign_reusing for fields that usually repeat from reply to reply (sid, date): a compare
+// is cheaper than a copy.
+void assign_if_changed(std::string& out, std::string_view s) {
+  if (std::string_view(out) != s) assign_reusing(out, s);
+}
+
 // unquote_into for a word (no blanks or line ends around it, so nothing to trim).
 void unquote_word_into(std::string_view s, std::string& out) {
   if (s.size() < 2 || s.front() != '"' || s.back() != '"') {
-    assign_reusing(out, s);
+    assign_if_changed(out, s);
     return;
   }
   out.clear();
@@ -251,19 +258,27 @@ std::string tl1_quote_line(std::string_view line) {
 }
 
 void Tl1ReplyParser::feed(std::string_view bytes) {
+  prepare_feed();
+  buf_.append(bytes);
+}
+
+void Tl1ReplyParser::prepare_feed() {
+  // A block handed out no longer needs its lines; one in progress keeps them in buf_.
+  if (state_ == State::kIdle) lines_.clear();
   // Everything consumed (the usual case between replies): start over at the front, so the
   // buffer stays small and warm in cache.
-  if (pos_ == buf_.size()) {
+  if (pos_ == buf_.size() && lines_.empty()) {
     buf_.clear();
     pos_ = scanned_ = 0;
   }
   // Reclaim consumed space now and then so a long session does not grow the buffer.
-  if (pos_ > 65536 && pos_ * 2 > buf_.size()) {
-    buf_.erase(0, pos_);
-    scanned_ -= pos_;
-    pos_ = 0;
+  const size_t keep = lines_.empty() ? pos_ : lines_.front().first;
+  if (keep > 65536 && keep * 2 > buf_.size()) {
+    buf_.erase(0, keep);
+    scanned_ -= keep;
+    pos_ -= keep;
+    for (auto& line : lines_) line.first -= keep;
   }
-  buf_.append(bytes);
 }
 
 void Tl1ReplyParser::reset() {
@@ -272,6 +287,8 @@ void Tl1ReplyParser::reset() {
   state_ = State::kIdle;
   block_ = {};
   block_bytes_ = 0;
+  lines_.clear();
+  text_built_ = false;
 }
 
 std::optional<std::string_view> Tl1ReplyParser::take_line() {
@@ -292,30 +309,48 @@ std::optional<std::string_view> Tl1ReplyParser::take_line() {
   return line;
 }
 
-void Tl1ReplyParser::begin_block() {
+void Tl1ReplyParser::begin_block(bool header) {
   // Field by field rather than `block_ = {}`: the strings keep their capacity, so steady
-  // traffic parses without allocating.
+  // traffic parses without allocating. A header sets sid, date and time, and the response or
+  // autonomous line that every block has sets code, tag and status: they are compared rather
+  // than cleared, as they often repeat from block to block.
   block_.kind = Tl1Block::Kind::kResponse;
-  block_.sid.clear();
-  block_.date.clear();
-  block_.time.clear();
-  block_.code.clear();
-  block_.tag.clear();
-  block_.status.clear();
+  if (!header) {
+    block_.sid.clear();
+    block_.date.clear();
+    block_.time.clear();
+  }
   block_.data.clear();
   block_.error_code.clear();
   block_.comment.clear();
   block_.text.clear();
   block_bytes_ = 0;
+  lines_.clear();
+  text_built_ = false;
 }
 
 void Tl1ReplyParser::add_raw(std::string_view line) {
-  if (!block_.text.empty()) block_.text.append(1, '\n');
-  block_.text.append(line.data(), line.size());
-  block_bytes_ += line.size() + 1;
+  add_raw(static_cast<size_t>(line.data() - buf_.data()), line.size());
+}
+
+void Tl1ReplyParser::add_raw(size_t at, size_t size) {
+  lines_.emplace_back(at, size);
+  block_bytes_ += size + 1;
   if (block_bytes_ > kMaxPending) {
     throw ProtocolError(fmt::format("TL1 reply exceeds {} bytes without a terminator", kMaxPending));
   }
+}
+
+const std::string& Tl1ReplyParser::block_text() {
+  if (!text_built_) {
+    block_.text.clear();
+    for (auto [at, size] : lines_) {
+      if (!block_.text.empty()) block_.text += '\n';
+      block_.text.append(buf_, at, size);
+    }
+    text_built_ = true;
+  }
+  return block_.text;
 }
 
 void Tl1ReplyParser::body_line(std::string_view raw) {
@@ -376,14 +411,68 @@ void Tl1ReplyParser::body_line(std::string_view raw) {
   }
 }
 
+// A header in the shape switches send, "SID YY-MM-DD HH:MM:SS" with a one-word SID or none,
+// recognised from its fixed-width end without splitting the line into words (every reply
+// starts with one). It yields what the general path in header_line would; anything else
+// (false) is left to that path.
+bool Tl1ReplyParser::plain_header(std::string_view raw, std::string_view line) {
+  const size_t n = line.size();
+  if (n < 17 || !is_space(line[n - 9]) || !is_tl1_time(line.substr(n - 8))) return false;
+  size_t date_end = n - 9;
+  while (date_end > 0 && is_space(line[date_end - 1])) --date_end;
+  size_t date_begin = date_end;
+  while (date_begin > 0 && !is_space(line[date_begin - 1])) --date_begin;
+  const std::string_view date = line.substr(date_begin, date_end - date_begin);
+  if (!is_tl1_date(date)) return false;
+  size_t sid_end = date_begin;  // line is trimmed: the SID starts at 0
+  while (sid_end > 0 && is_space(line[sid_end - 1])) --sid_end;
+  const std::string_view sid = line.substr(0, sid_end);
+  for (char c : sid) {
+    if (byte_class(c) != ByteClass::kWord) return false;  // several words, or a control byte
+  }
+  begin_block(true);
+  add_raw(raw);
+  unquote_word_into(sid, block_.sid);
+  assign_if_changed(block_.date, date);
+  assign_reusing(block_.time, line.substr(n - 8));
+  state_ = State::kHeader;
+  return true;
+}
+
+// The response line after a header, "M <ctag> <status>" with blanks between (the general path
+// in header_line gives the same fields). False: any other shape, left to that path.
+bool Tl1ReplyParser::plain_response(std::string_view raw, std::string_view line) {
+  const size_t n = line.size();
+  if (n < 5 || line[0] != 'M' || !is_space(line[1])) return false;
+  std::string_view words[2];
+  size_t i = 2;
+  for (auto& word : words) {
+    while (i < n && is_space(line[i])) ++i;
+    const size_t start = i;
+    while (i < n && byte_class(line[i]) == ByteClass::kWord) ++i;
+    if (i == start) return false;
+    word = line.substr(start, i - start);
+  }
+  if (i != n) return false;  // a fourth word or a control byte (line is trimmed)
+  add_raw(raw);
+  block_.kind = Tl1Block::Kind::kResponse;
+  assign_if_changed(block_.code, line.substr(0, 1));
+  unquote_word_into(words[0], block_.tag);
+  upper_into(words[1], block_.status);
+  state_ = State::kBody;
+  return true;
+}
+
 // A line outside a block body: an acknowledgment, a header (sid date time) or the response /
 // autonomous line that opens the body. `line` is `raw` trimmed, not empty.
 void Tl1ReplyParser::header_line(std::string_view raw, std::string_view line) {
+  if (state_ == State::kIdle && plain_header(raw, line)) return;
+  if (state_ == State::kHeader && plain_response(raw, line)) return;
   LineWords w;
   if (!split_words(line, w)) bad_line("unexpected bytes from TL1 switch", raw);
   if (state_ == State::kIdle && is_ack(w)) return;
   if (state_ == State::kIdle && w.count >= 2 && is_tl1_date(w.last[0]) && is_tl1_time(w.last[1])) {
-    begin_block();
+    begin_block(true);
     add_raw(raw);
     sid_into(line, w, block_.sid);
     assign_reusing(block_.date, w.last[0]);
@@ -398,10 +487,10 @@ void Tl1ReplyParser::header_line(std::string_view raw, std::string_view line) {
                                       : "unexpected line from TL1 switch",
              raw);
   }
-  if (state_ == State::kIdle) begin_block();
+  if (state_ == State::kIdle) begin_block(false);
   add_raw(raw);
   block_.kind = response ? Tl1Block::Kind::kResponse : Tl1Block::Kind::kAutonomous;
-  assign_reusing(block_.code, w.first[0]);
+  assign_if_changed(block_.code, w.first[0]);
   unquote_word_into(w.first[1], block_.tag);
   if (response) {
     if (w.count != 3) bad_line("malformed TL1 response line", raw);
@@ -417,7 +506,7 @@ std::optional<Tl1Block> Tl1ReplyParser::next() {
   return std::nullopt;
 }
 
-Tl1Block* Tl1ReplyParser::next_block() {
+Tl1Block* Tl1ReplyParser::next_block(bool with_text) {
   for (;;) {
     if (state_ == State::kIdle) {
       // Prompts and line ends between blocks carry nothing.
@@ -429,9 +518,10 @@ Tl1Block* Tl1ReplyParser::next_block() {
       if (i < buf_.size() && buf_[i] == ';') {
         pos_ = i + 1;
         scanned_ = std::max(scanned_, pos_);
-        add_raw(";");
+        add_raw(i, 1);
         state_ = State::kIdle;
         block_bytes_ = 0;  // handed out: no longer pending; the next block clears block_
+        if (with_text) block_text();
         return &block_;
       }
     }

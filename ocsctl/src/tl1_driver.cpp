@@ -73,7 +73,7 @@ void Tl1Driver::do_open() {
   if (options().password) {
     std::string c = next_ctag();
     std::string head = fmt::format("ACT-USER::{}:{}::", user(), c);
-    transact(head + *options().password + ";", head + "******;", c);
+    transact(head + *options().password + ";\r\n", head + "******;", c);
     logged_in_ = true;
   }
   if (options().keepalive_interval.count() > 0 && !keepalive_.joinable()) {
@@ -88,7 +88,7 @@ void Tl1Driver::close_stream() {
     try {
       std::string c = next_ctag();
       std::string cmd = fmt::format("CANC-USER::{}:{}:;", user(), c);
-      transact(cmd, cmd, c, false, std::min(options().reply_timeout, std::chrono::milliseconds(2000)));
+      transact(cmd + "\r\n", cmd, c, false, std::min(options().reply_timeout, std::chrono::milliseconds(2000)));
     } catch (const std::exception& e) {
       spdlog::debug("{}: logout failed: {}", name(), e.what());
     }
@@ -105,10 +105,10 @@ void Tl1Driver::close_stream() {
 
 void Tl1Driver::do_close() { close_stream(); }
 
-const Tl1Block& Tl1Driver::transact(std::string_view command, std::string_view shown, std::string_view ctag,
-                                    bool timed, std::chrono::milliseconds timeout) {
+const Tl1Block& Tl1Driver::transact(std::string_view line, std::string_view shown, std::string_view ctag, bool timed,
+                                    std::chrono::milliseconds timeout) {
   try {
-    return exchange(command, shown, ctag, timed, timeout);
+    return exchange(line, shown, ctag, timed, timeout);
   } catch (const DenyError&) {
     throw;
   } catch (const OcsError&) {
@@ -119,21 +119,19 @@ const Tl1Block& Tl1Driver::transact(std::string_view command, std::string_view s
   }
 }
 
-const Tl1Block& Tl1Driver::exchange(std::string_view command, std::string_view shown, std::string_view ctag,
-                                    bool timed, std::chrono::milliseconds timeout) {
+const Tl1Block& Tl1Driver::exchange(std::string_view line, std::string_view shown, std::string_view ctag, bool timed,
+                                    std::chrono::milliseconds timeout) {
   if (!stream_) throw ConnectionError("not connected");
   if (timeout.count() <= 0) timeout = options().reply_timeout;
   if (timed) stamp_issued(shown);
-  assign_reusing(wire_, command);
-  wire_ += "\r\n";
-  stream_->write(wire_);
+  stream_->write(line);
   last_io_ = Clock::now();
   const Deadline deadline = last_io_ + timeout;
   std::vector<std::string> data;  // RTRV intermediate blocks add to the final one
   for (;;) {
-    while (Tl1Block* block = parser_.next_block()) {
+    while (Tl1Block* block = parser_.next_block(false)) {
       if (block->kind == Tl1Block::Kind::kAutonomous) {
-        emit_event(OcsEvent{now(), block->text});
+        emit_event(OcsEvent{now(), parser_.block_text()});
         continue;
       }
       if (block->tag != ctag) {
@@ -146,9 +144,10 @@ const Tl1Block& Tl1Driver::exchange(std::string_view command, std::string_view s
                     std::make_move_iterator(block->data.end()));
         continue;
       }
-      last_io_ = Clock::now();
       if (block->status == "COMPLD" || block->status == "DELAY") {
-        if (timed) stamp_acked();
+        // The acknowledgment's monotonic reading is steady_clock's (both CLOCK_MONOTONIC): one
+        // clock read fewer per request.
+        last_io_ = timed ? Clock::time_point(std::chrono::nanoseconds(stamp_acked().monotonic_ns)) : Clock::now();
         if (!data.empty()) {
           data.insert(data.end(), std::make_move_iterator(block->data.begin()),
                       std::make_move_iterator(block->data.end()));
@@ -156,6 +155,7 @@ const Tl1Block& Tl1Driver::exchange(std::string_view command, std::string_view s
         }
         return *block;
       }
+      last_io_ = Clock::now();
       std::string code = block->error_code.empty() ? block->status : block->error_code;
       std::string text = block->comment;
       if (text.empty() && !block->data.empty()) text = block->data.front();
@@ -166,14 +166,13 @@ const Tl1Block& Tl1Driver::exchange(std::string_view command, std::string_view s
                                   text.empty() ? "" : " (" + text + ")"),
                       code, text);
     }
-    received_.clear();
-    size_t got = stream_->read_append(deadline, received_);
+    // Straight into the parser's buffer: no copy of the bytes in between.
+    size_t got = parser_.feed_from([&](std::string& buf) { return stream_->read_append(deadline, buf); });
     // Transports round their poll down to whole milliseconds: only a passed deadline counts.
     if (got == 0 && Clock::now() < deadline) continue;
     if (got == 0) {
       throw TimeoutError(fmt::format("no reply to {} within {} ms", shown, timeout.count()));
     }
-    parser_.feed(received_);
   }
 }
 
@@ -183,17 +182,24 @@ const Tl1Block& Tl1Driver::request(std::string_view head, std::string_view tail)
 }
 
 const Tl1Block& Tl1Driver::send_command(std::string_view tail) {
-  std::string c = next_ctag();
-  command_ += c;
+  // The ctag goes straight into the request, which ends with the line end it is written with.
+  const size_t ctag_at = command_.size();
+  char buf[24];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), ctag_++);
+  command_.append(buf, end);
+  const size_t ctag_end = command_.size();
   command_ += tail;
-  return transact(command_, command_, c);
+  const size_t shown = command_.size();
+  command_ += "\r\n";
+  const std::string_view line = command_;
+  return transact(line, line.substr(0, shown), line.substr(ctag_at, ctag_end - ctag_at));
 }
 
 SwitchInfo Tl1Driver::do_info() {
   SwitchInfo info;
   {
     const Tl1Block& b = request("RTRV-NETYPE:::", ":;");
-    if (b.data.empty()) bad_data("RTRV-NETYPE", "no data line", b.text);
+    if (b.data.empty()) bad_data("RTRV-NETYPE", "no data line", parser_.block_text());
     std::vector<std::string> f;
     std::string_view s = b.data.front();
     for (size_t start = 0;;) {
@@ -221,7 +227,7 @@ SwitchInfo Tl1Driver::do_info() {
       }
       found = true;
     }
-    if (!found) bad_data("RTRV-EQPT", "no SIZE=<N>x<M>", b.text);
+    if (!found) bad_data("RTRV-EQPT", "no SIZE=<N>x<M>", parser_.block_text());
   }
   return info;
 }
@@ -346,7 +352,7 @@ void Tl1Driver::keepalive_loop() {
         std::string c = next_ctag();
         std::string cmd = "RTRV-HDR:::" + c + ";";
         try {
-          transact(cmd, cmd, c, false);
+          transact(cmd + "\r\n", cmd, c, false);
         } catch (const std::exception& e) {
           spdlog::warn("{}: keep-alive failed, reconnecting on the next call: {}", name(), e.what());
           close_stream();

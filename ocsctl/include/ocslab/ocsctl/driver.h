@@ -101,24 +101,25 @@ class OcsDriver {
   // Called by implementations around each request: right before the first byte is written
   // and right after the completion is read.
   void stamp_issued(std::string_view command);
-  void stamp_acked();
+  Timestamp stamp_acked();  // returns the acknowledgment time it recorded
   void emit_event(const OcsEvent& ev);
   // For background work (keep-alive) that finds the connection gone: the next call reconnects.
   // Call with call_mutex() held.
   void mark_lost();
   // Names the protocol step in progress (list, disconnect, connect) for timing records.
-  void set_op(const std::string& op);
+  void set_op(std::string_view op);
 
   // Held during every call, and by a keep-alive thread between calls.
   std::recursive_mutex& call_mutex() { return mutex_; }
 
  private:
   template <class F>
-  auto call(const std::string& op, F&& fn) -> decltype(fn());
+  auto call(std::string_view op, F&& fn) -> decltype(fn());
   void ensure_open();
   void drop();  // closes the transport after an error that leaves its state unknown
   void check_port(Port p, bool modifying);
-  void record(const CallTiming& t);
+  void record();  // finishes the current record
+  CallTiming& current() { return timings_[current_]; }
   void apply_diff(ApplyReport& report);
 
   SwitchUrl url_;
@@ -126,11 +127,15 @@ class OcsDriver {
   bool open_ = false;
   std::optional<SwitchInfo> info_;
   std::recursive_mutex mutex_;
-  CallTiming current_;
-  bool pending_ = false;  // current_ issued but not yet acknowledged
+  std::string op_;  // what set_op() named, for the records of the requests that follow
+  // The request in progress and the last one finished, in turn: finishing a request hands its
+  // record over without a copy, and the strings of both keep their capacity.
+  CallTiming timings_[2];
+  int current_ = 0;                 // timings_[current_] is the request in progress
+  bool has_last_ = false;           // timings_[current_ ^ 1] is the last one finished
+  bool pending_ = false;            // current() issued but not yet acknowledged
   std::vector<CallTiming> recent_;  // calls completed inside the current apply()
   bool collect_ = false;            // true while an apply() collects its calls
-  std::optional<CallTiming> last_;
 };
 
 // Creates the driver for url's protocol. The password comes from options or, when unset,

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ocslab/ocsctl/types.h"
@@ -39,23 +40,38 @@ class Tl1ReplyParser {
   static constexpr size_t kMaxPending = 1 << 20;  // unterminated bytes before giving up
 
   void feed(std::string_view bytes);
+  // feed() for a reader that appends to a string (a Stream): read(std::string&) appends the
+  // bytes to the parser's own buffer, saving a copy, and returns how many it appended.
+  template <class Read>
+  size_t feed_from(Read&& read) {
+    prepare_feed();
+    return read(buf_);
+  }
   std::optional<Tl1Block> next();
   // next() without the copy, for the driver's per-request path: the block lives in the parser
   // (its strings keep their capacity from block to block) and stays valid until the next call
   // to next(), next_block() or reset(). The caller may move fields out of it. nullptr: no
-  // complete block yet.
-  Tl1Block* next_block();
+  // complete block yet. Tl1Block::text is a copy of the whole block that a request rarely
+  // needs: with_text = false leaves it empty, and block_text() builds it when asked.
+  Tl1Block* next_block(bool with_text = true);
+  // The text of the block next_block() returned last (fills its Tl1Block::text); valid until
+  // the next feed(), next_block() or reset().
+  const std::string& block_text();
   void reset();
   // Bytes received but not yet part of a returned block (for diagnostics).
   size_t pending() const { return buf_.size() - pos_ + block_bytes_; }
 
  private:
   enum class State { kIdle, kHeader, kBody, kComment };
+  void prepare_feed();
   // A view into the buffer, valid until the next feed() (next() never feeds while parsing).
   std::optional<std::string_view> take_line();
-  void begin_block();
+  void begin_block(bool header);  // header: the block starts with a header line
   void add_raw(std::string_view line);
+  void add_raw(size_t at, size_t size);
   void header_line(std::string_view raw, std::string_view line);
+  bool plain_header(std::string_view raw, std::string_view line);
+  bool plain_response(std::string_view raw, std::string_view line);
   void body_line(std::string_view line);
 
   std::string buf_;
@@ -64,6 +80,10 @@ class Tl1ReplyParser {
   State state_ = State::kIdle;
   Tl1Block block_;
   size_t block_bytes_ = 0;
+  // The lines of the current block as (offset, size) in buf_, from which block_text() builds
+  // Tl1Block::text: kept while the block is parsed or just returned, shifted with buf_.
+  std::vector<std::pair<size_t, size_t>> lines_;
+  bool text_built_ = false;
 };
 
 // A request as a switch receives it: VERB-MOD[-MOD]:[TID]:[AID]:CTAG:[GB]:[KEY=value,...];

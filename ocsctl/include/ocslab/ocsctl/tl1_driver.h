@@ -33,16 +33,18 @@ class Tl1Driver final : public OcsDriver {
   std::vector<PortPower> do_power(const std::vector<Port>& ports) override;
 
  private:
-  // Sends one command and waits for the response carrying its ctag; autonomous blocks seen
-  // meanwhile go to emit_event. `shown` is what timings and errors may reveal (redacted login).
+  // Sends one command (`line`: as written, with its "\r\n") and waits for the response carrying
+  // its ctag; autonomous blocks seen meanwhile go to emit_event. `shown` is what timings and
+  // errors may reveal (the command without its line end; a redacted login).
   // The response lives in the parser (no copy per round trip): it is valid until the next
   // request. Throws DenyError, TimeoutError, ConnectionError, ProtocolError.
-  const Tl1Block& transact(std::string_view command, std::string_view shown, std::string_view ctag,
-                           bool timed = true, std::chrono::milliseconds timeout = std::chrono::milliseconds{0});
-  const Tl1Block& exchange(std::string_view command, std::string_view shown, std::string_view ctag, bool timed,
+  const Tl1Block& transact(std::string_view line, std::string_view shown, std::string_view ctag, bool timed = true,
+                           std::chrono::milliseconds timeout = std::chrono::milliseconds{0});
+  const Tl1Block& exchange(std::string_view line, std::string_view shown, std::string_view ctag, bool timed,
                            std::chrono::milliseconds timeout);
   const Tl1Block& request(std::string_view verb_and_fields_before_ctag, std::string_view after_ctag);
   // Sends command_ (the text before the ctag, already built there) + ctag + after_ctag.
+  // The response's text is built only on demand (parser_.block_text()).
   const Tl1Block& send_command(std::string_view after_ctag);
   std::string next_ctag() { return std::to_string(ctag_++); }
   std::string user() const;
@@ -53,9 +55,7 @@ class Tl1Driver final : public OcsDriver {
   std::unique_ptr<Stream> stream_;
   Tl1ReplyParser parser_;
   // Reused across round trips, so that a steady stream of requests allocates nothing.
-  std::string command_;                   // the request being built, without its line end
-  std::string wire_;                      // the request being written
-  std::string received_;                  // the bytes of one read
+  std::string command_;                   // the request being built, then written
   std::vector<Circuit> sorted_circuits_;  // request ports in ascending order
   std::vector<Port> sorted_ports_;
   unsigned long ctag_ = 1;
