@@ -99,7 +99,11 @@ modprobe rdma_rxe || fail "modprobe rdma_rxe"
                        n.name);
     }
   }
-  s += fmt::format(R"SH(mkdir -p /run/sshd
+  s += fmt::format(R"SH(# This machine's own dotfiles (pyenv, cargo, ...) would run before every SSH command and cost
+# seconds under emulation: the guest's root gets plain ones, in its overlay only.
+echo 'export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' > /root/.bashrc
+cp /root/.bashrc /root/.profile
+mkdir -p /run/sshd
 chmod 0755 /run/sshd
 /usr/sbin/sshd -f {dir}/sshd_config -E /run/sshd.log || fail "sshd"
 echo "{ready}"
