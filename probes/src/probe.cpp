@@ -1,0 +1,1 @@
+#include "ocslab/probes/probe.h"
