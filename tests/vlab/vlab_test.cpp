@@ -2,6 +2,7 @@
 // data plane and NIC link model, driven through the `ocslab` binary and the TL1 driver. Needs
 // root, qemu-system-x86 and apt access to Debian's kernel package (all in install-deps).
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -15,6 +16,7 @@
 #include <mutex>
 #include <thread>
 
+#include "ocslab/common/process.h"
 #include "ocslab/ocsctl/driver.h"
 #include "ocslab/ocsctl/ssh_session.h"
 #include "ocslab/ocsctl/switch_url.h"
@@ -202,6 +204,29 @@ TEST_CASE("a bad lab file is refused before any VM starts", "[vlab]") {
   std::string dir = vlab::labs_dir(vlab::default_cache_dir()) + "/vlab-test-bad";
   CHECK_FALSE(fs::exists(dir));
   CHECK(processes_of(dir).empty());
+}
+
+TEST_CASE("Ctrl-C during up stops everything it started", "[vlab]") {
+  std::string dir = vlab::labs_dir(vlab::default_cache_dir()) + "/two-hosts";
+  if (fs::exists(dir)) ocslab_cli("vlab down two-hosts");
+  pid_t pid = ocslab::spawn_program({testing::bin_path("ocslab"), "vlab", "up", source("experiments/labs/two-hosts.yaml")},
+                                    {.log_file = "", .die_with_parent = true, .cwd = ""});
+  // Interrupt once the supervisor has started the hosts.
+  bool running = false;
+  for (int i = 0; i < 600 && !running; ++i) {
+    std::this_thread::sleep_for(100ms);
+    try {
+      running = vlab::LabState::load(dir).phase == "running";
+    } catch (const Error&) {
+    }
+  }
+  REQUIRE(running);
+  ::kill(pid, SIGINT);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  require_nothing_left(dir);
 }
 
 TEST_CASE("two hosts: up, RDMA ping-pong through the emulated switch, a dead VM is noticed, down leaves nothing",
