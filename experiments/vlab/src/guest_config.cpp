@@ -24,7 +24,10 @@ std::vector<std::string> qemu_argv(const LabState& lab, const HostState& h) {
       "-serial", "chardev:con", "-qmp", fmt::format("unix:{},server=on,wait=off", control_qmp_socket(lab, h)),
       // Management NIC: user networking, SSH reachable on 127.0.0.1 only.
       "-netdev", fmt::format("user,id=mgmt,ipv6=off,hostfwd=tcp:127.0.0.1:{}-:22", h.ssh_port), "-device",
-      "virtio-net-pci,netdev=mgmt,mac=" + h.mgmt_mac};
+      "virtio-net-pci,netdev=mgmt,mac=" + h.mgmt_mac,
+      // Management LAN: one L2 segment of all hosts through the supervisor's hub.
+      "-netdev", fmt::format("socket,id=lan,udp=127.0.0.1:{},localaddr=127.0.0.1:{}", h.lan_hub_port, h.lan_qemu_port),
+      "-device", "virtio-net-pci,netdev=lan,mac=" + h.lan_mac};
   for (const auto& n : h.nics) {
     a.insert(a.end(), {"-qmp", fmt::format("unix:{},server=on,wait=off", n.qmp_socket)});
     a.insert(a.end(), {"-netdev", fmt::format("socket,id={},udp=127.0.0.1:{},localaddr=127.0.0.1:{}", n.name,
@@ -56,7 +59,6 @@ mkdir -p /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /dev/shm
 echo "127.0.0.1 localhost" > /etc/hosts
-echo "127.0.1.1 {host}" >> /etc/hosts
 ip link set lo up
 by_mac() {{ for d in /sys/class/net/*; do [ "$(cat "$d/address")" = "$1" ] && basename "$d" && return 0; done; return 1; }}
 # No udev here: load the NIC driver and wait for every NIC of the lab to appear.
@@ -77,16 +79,26 @@ ip link set ocstmp0 name eth0
 ip addr add 10.0.2.15/24 dev eth0
 ip link set eth0 up
 ip route add default via 10.0.2.2 dev eth0
-modprobe rdma_rxe || fail "modprobe rdma_rxe"
+ip link set ocstmp1 name lan0
+ip addr add {lan_ip} dev lan0
+ip link set lan0 up
+{lan_hosts}modprobe rdma_rxe || fail "modprobe rdma_rxe"
 )SH",
-                              fmt::arg("host", h.name), fmt::arg("macs", [&] {
-                                std::string m = h.mgmt_mac;
+                              fmt::arg("host", h.name), fmt::arg("lan_ip", h.lan_ip), fmt::arg("lan_hosts", [&] {
+                                std::string hosts;
+                                for (const auto& o : lab.hosts) {
+                                  hosts += fmt::format("echo \"{} {}\" >> /etc/hosts\n", o.lan_ip.substr(0, o.lan_ip.find('/')), o.name);
+                                }
+                                return hosts;
+                              }()),
+                              fmt::arg("macs", [&] {
+                                std::string m = h.mgmt_mac + " " + h.lan_mac;
                                 for (const auto& n : h.nics) m += " " + n.mac;
                                 return m;
                               }()));
   for (size_t i = 0; i < h.nics.size(); ++i) {
     const auto& n = h.nics[i];
-    s += fmt::format("ip link set ocstmp{} name {} || fail \"name {}\"\n", i + 1, n.name, n.name);
+    s += fmt::format("ip link set ocstmp{} name {} || fail \"name {}\"\n", i + 2, n.name, n.name);
     s += fmt::format("ip addr add {} dev {} || fail \"address {}\"\n", n.ip, n.name, n.ip);
     s += fmt::format("ip link set {} up\n", n.name);
     if (!n.if2.empty()) {

@@ -20,6 +20,7 @@
 #include "ocslab/ocsctl/ssh_session.h"
 #include "ocslab/vlab/guest_config.h"
 #include "ocslab/vlab/lab_spec.h"
+#include "ocslab/vlab/lan_hub.h"
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -101,6 +102,12 @@ LabState plan_lab(const LabSpec& spec, const std::string& dir, const KernelImage
     hs.memory_mb = h.memory_mb;
     hs.ssh_port = free_loopback_port(SOCK_STREAM);
     hs.mgmt_mac = fmt::format("52:54:00:6b:{:02x}:00", hi + 1);
+    hs.lan_mac = fmt::format("52:54:00:6b:{:02x}:01", hi + 1);
+    hs.lan_ip = fmt::format("{}{}/24", kLanPrefix, hi + 1);
+    hs.lan_hub_port = free_loopback_port(SOCK_DGRAM);
+    do {
+      hs.lan_qemu_port = free_loopback_port(SOCK_DGRAM);
+    } while (hs.lan_qemu_port == hs.lan_hub_port);
     for (size_t ni = 0; ni < h.nics.size(); ++ni) {
       const DataNicSpec& n = h.nics[ni];
       NicState ns;
@@ -480,8 +487,13 @@ int lab_supervise(const std::string& dir) {
   s.supervisor_pid = ::getpid();
   s.save();
   std::unique_ptr<emu::Emulator> emulator;
+  std::unique_ptr<LanHub> lan;
   try {
     LabSpec spec = load_lab_spec(dir + "/lab.yaml");
+    std::vector<HubPort> hub_ports;
+    for (const auto& h : s.hosts) hub_ports.push_back({h.lan_hub_port, h.lan_qemu_port});
+    lan = std::make_unique<LanHub>(hub_ports);
+    lan->start();
     for (auto& h : s.hosts) {
       SpawnOptions so;
       so.log_file = s.host_dir(h.name) + "/qemu.log";
@@ -532,6 +544,7 @@ int lab_supervise(const std::string& dir) {
     s.save();
     stop_hosts(s);
     emulator->stop();
+    lan->stop();
     s.phase = "stopped";
     s.save();
     return 0;

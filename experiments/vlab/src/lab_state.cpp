@@ -72,6 +72,10 @@ std::string LabState::to_json() const {
                   {"memory_mb", h.memory_mb},
                   {"ssh_port", h.ssh_port},
                   {"mgmt_mac", h.mgmt_mac},
+                  {"lan_mac", h.lan_mac},
+                  {"lan_ip", h.lan_ip},
+                  {"lan_hub_port", h.lan_hub_port},
+                  {"lan_qemu_port", h.lan_qemu_port},
                   {"nics", nics},
                   {"pid", h.pid},
                   {"alive", h.alive},
@@ -129,6 +133,10 @@ LabState LabState::from_json(const std::string& text, const std::string& origin)
       hs.memory_mb = h.value("memory_mb", 512);
       hs.ssh_port = h.at("ssh_port");
       hs.mgmt_mac = h.value("mgmt_mac", "");
+      hs.lan_mac = h.value("lan_mac", "");
+      hs.lan_ip = h.value("lan_ip", "");
+      hs.lan_hub_port = h.value("lan_hub_port", 0);
+      hs.lan_qemu_port = h.value("lan_qemu_port", 0);
       for (const auto& n : h.at("nics")) hs.nics.push_back(nic_from(n));
       hs.pid = h.value("pid", 0);
       hs.alive = h.value("alive", false);

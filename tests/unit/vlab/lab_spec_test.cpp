@@ -117,6 +117,10 @@ TEST_CASE("the QEMU command line wires each data NIC to its emulator port and QM
   h.memory_mb = 768;
   h.ssh_port = 2202;
   h.mgmt_mac = "52:54:00:6b:02:00";
+  h.lan_mac = "52:54:00:6b:02:01";
+  h.lan_ip = "192.168.127.2/24";
+  h.lan_hub_port = 40011;
+  h.lan_qemu_port = 40012;
   NicState n;
   n.name = "eth1";
   n.mac = "52:54:00:6c:02:01";
@@ -142,11 +146,15 @@ TEST_CASE("the QEMU command line wires each data NIC to its emulator port and QM
   CHECK_THAT(argv, Contains("virtio-net-pci,netdev=eth1,mac=52:54:00:6c:02:01"));
   CHECK_THAT(argv, Contains("unix:/var/lib/x/labs/lab1/hosts/h2/qmp-eth1.sock,server=on,wait=off"));
   CHECK_THAT(argv, Contains("readonly=on"));
+  CHECK_THAT(argv, Contains("socket,id=lan,udp=127.0.0.1:40011,localaddr=127.0.0.1:40012"));
 
   std::string init = guest_init_script(s, h);
   CHECK_THAT(init, Contains("ip addr add 10.1.0.2/24 dev eth1"));
   CHECK_THAT(init, Contains("rdma link add rxe_eth1 type rxe netdev eth1"));
-  CHECK_THAT(init, Contains("52:54:00:6b:02:00 52:54:00:6c:02:01"));
+  // Renamed in this order: management (eth0), management LAN (lan0), then the data NICs.
+  CHECK_THAT(init, Contains("52:54:00:6b:02:00 52:54:00:6b:02:01 52:54:00:6c:02:01"));
+  CHECK_THAT(init, Contains("ip link set ocstmp1 name lan0") && Contains("ip addr add 192.168.127.2/24 dev lan0"));
+  CHECK_THAT(init, Contains("ip link set ocstmp2 name eth1"));
   CHECK_THAT(init, Contains(kGuestReadyLine));
 
   std::string check = ready_check_command(h);

@@ -12,6 +12,8 @@
 namespace ocslab::vlab {
 
 // Serial console line the guest prints when it is set up.
+// The management LAN's addresses: host i (1-based) is kLanPrefix + i, /24.
+inline constexpr const char* kLanPrefix = "192.168.127.";
 inline constexpr const char* kGuestReadyLine = "ocslab-guest: ready";
 // What the guest prints before the reason when a set-up step fails.
 inline constexpr const char* kGuestFailedMark = "ocslab-guest: FAILED";

@@ -29,6 +29,11 @@ struct HostState {
   int cpus = 1, memory_mb = 512;
   int ssh_port = 0;
   std::string mgmt_mac;
+  // The lab's management LAN (NIC lan0): every host on one L2 segment, as behind a lab's
+  // management switch, for out-of-band traffic such as RDMA probes exchanging QP numbers.
+  std::string lan_mac, lan_ip;  // lan_ip with prefix
+  int lan_hub_port = 0;         // the supervisor's hub end of the QEMU UDP link
+  int lan_qemu_port = 0;        // QEMU's end
   std::vector<NicState> nics;
   pid_t pid = 0;
   bool alive = false;
