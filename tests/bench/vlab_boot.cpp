@@ -23,7 +23,8 @@ namespace {
 std::string lab_yaml(int n) {
   std::string y = fmt::format("name: bench-boot-{}\nswitch: {{size: 16x16}}\nnic_model: cx6dx-no-autoneg\nhosts:\n", n);
   for (int i = 1; i <= n; ++i) {
-    y += fmt::format("  - {{name: h{}, nics: [{{name: eth1, ip: 10.40.0.{}/24, tx_port: {}, rx_port: {}}}]}}\n", i, i, i, 16 + i);
+    y += fmt::format("  - {{name: h{}, nics: [{{name: eth1, ip: 10.40.0.{}/24, tx_port: {}, rx_port: {}}}]}}\n", i, i,
+                     i, 16 + i);
   }
   y += "links:\n";
   for (int i = 1; i + 1 <= n; i += 2) y += fmt::format("  - h{}:eth1 <-> h{}:eth1\n", i, i + 1);

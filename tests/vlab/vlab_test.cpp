@@ -12,8 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "ocslab/common/process.h"
@@ -209,8 +209,9 @@ TEST_CASE("a bad lab file is refused before any VM starts", "[vlab]") {
 TEST_CASE("Ctrl-C during up stops everything it started", "[vlab]") {
   std::string dir = vlab::labs_dir(vlab::default_cache_dir()) + "/two-hosts";
   if (fs::exists(dir)) ocslab_cli("vlab down two-hosts");
-  pid_t pid = ocslab::spawn_program({testing::bin_path("ocslab"), "vlab", "up", source("experiments/labs/two-hosts.yaml")},
-                                    {.log_file = "", .die_with_parent = true, .cwd = ""});
+  pid_t pid =
+      ocslab::spawn_program({testing::bin_path("ocslab"), "vlab", "up", source("experiments/labs/two-hosts.yaml")},
+                            {.log_file = "", .die_with_parent = true, .cwd = ""});
   // Interrupt once the supervisor has started the hosts.
   bool running = false;
   for (int i = 0; i < 600 && !running; ++i) {
@@ -259,8 +260,7 @@ class LinkMonitor {
         // The alias change is a link event of its own: once it shows, the monitor is listening.
         s.exec("timeout 120 ip -ts monitor link dev " + dev + " & sleep 2; ip link set dev " + dev +
                    " alias ocslab-monitor-started; wait",
-               130s, {},
-               [this](std::string_view chunk) {
+               130s, {}, [this](std::string_view chunk) {
                  std::lock_guard<std::mutex> lock(mu_);
                  partial_ += chunk;
                  for (auto nl = partial_.find('\n'); nl != std::string::npos; nl = partial_.find('\n')) {
@@ -317,9 +317,61 @@ class LinkMonitor {
   std::vector<std::pair<std::chrono::steady_clock::time_point, std::string>> lines_;
 };
 
-TEST_CASE("four hosts: a reconfiguration through TL1 takes carrier and Soft-RoCE down in the guests and back after "
-          "the firmware delay",
-          "[vlab]") {
+// Runs the RDMA probe between h1 (client, `client_args`) and h2 (server) while the switch breaks
+// their circuits for 1 s; returns the client's samples as CSV lines "t_ns,host,source,...".
+std::vector<std::vector<std::string>> rdma_probe_across_outage(const Lab& lab, ocs::OcsDriver& driver,
+                                                               const std::string& client_args) {
+  std::string tool = testing::bin_path("vlab_rdma_probe");
+  tool = tool.substr(0, tool.rfind("/bin/")) + "/tests/vlab_rdma_probe";  // a test tool, in tests/
+  ocs::ExecResult server, client;
+  std::thread srv([&] {
+    ocs::SshSession s(lab.ssh("h2"));
+    server = s.exec(tool + " --role server --if eth1 --control 0.0.0.0:18515 --duration-s 16 --host h2", 60s);
+  });
+  std::this_thread::sleep_for(2s);
+  std::thread cli([&] {
+    ocs::SshSession s(lab.ssh("h1"));
+    client = s.exec(tool + " --role client --if eth1 --control h2:18515 --duration-s 12 --host h1 " + client_args, 60s);
+  });
+  std::this_thread::sleep_for(4s);
+  driver.disconnect({1, 2});
+  std::this_thread::sleep_for(1s);
+  driver.connect({{1, 18}, {2, 17}});
+  cli.join();
+  srv.join();
+  INFO("client: " << client.err << "\nserver: " << server.err);
+  REQUIRE(client.exit_status == 0);
+  REQUIRE(server.exit_status == 0);
+  std::cout << "RDMA probe (" << client_args << "): " << client.err;
+  std::vector<std::vector<std::string>> rows;
+  std::stringstream in(client.out);
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> f;
+    std::stringstream ls(line);
+    for (std::string x; std::getline(ls, x, ',');) f.push_back(x);
+    if (f.size() >= 7 && f[0] != "t_ns") rows.push_back(f);
+  }
+  return rows;
+}
+
+int count_signal(const std::vector<std::vector<std::string>>& rows, const std::string& signal) {
+  int n = 0;
+  for (const auto& r : rows) n += r[4] == signal;
+  return n;
+}
+
+double longest_outage_ms(const std::vector<std::vector<std::string>>& rows) {
+  double best = 0;
+  for (const auto& r : rows) {
+    if (r[4] == "resumed") best = std::max(best, std::stod(r[5]));
+  }
+  return best;
+}
+
+TEST_CASE(
+    "four hosts: a reconfiguration through TL1 takes carrier and Soft-RoCE down in the guests and back after "
+    "the firmware delay",
+    "[vlab]") {
   Lab lab("tests/vlab/labs/four-hosts-fw1500.yaml");
   const auto& s = lab.state();
   lab.rdma_ping_pong("h2", "h1", 50);
@@ -374,6 +426,31 @@ TEST_CASE("four hosts: a reconfiguration through TL1 takes carrier and Soft-RoCE
   CHECK(fw_ms < 1520);
 
   lab.rdma_ping_pong("h2", "h1", 50);
+
+  // The RDMA probe across a 1 s break of the circuit (plus the 1.5 s firmware delay). Retry
+  // settings that cover it (ACK timeout 4.096 us * 2^18 = 1.07 s, retry 7): one outage, no
+  // QP error, traffic resumes on the same QP.
+  auto covered = rdma_probe_across_outage(lab, *driver, "--timeout 18 --retry 7");
+  double gap = longest_outage_ms(covered);
+  std::cout << "RDMA probe, covering retries: longest outage " << gap << " ms, qp errors "
+            << count_signal(covered, "qp_error") << "\n";
+  CHECK(gap > 2400);  // 1 s dark + 1.5 s firmware, give or take the retransmit timer
+  CHECK(gap < 8000);
+  CHECK(count_signal(covered, "qp_error") == 0);
+  CHECK(count_signal(covered, "qp_recreated") == 0);
+  CHECK(count_signal(covered, "completion") > 100);
+  // Retry settings that do not cover it (4 ms timeout, one retry): the QP goes to error and
+  // the probe re-creates it over the management LAN; traffic resumes on the new QP.
+  auto broken = rdma_probe_across_outage(lab, *driver, "--timeout 10 --retry 1");
+  std::cout << "RDMA probe, short retries: qp errors " << count_signal(broken, "qp_error") << ", re-created "
+            << count_signal(broken, "qp_recreated") << ", longest outage " << longest_outage_ms(broken) << " ms\n";
+  CHECK(count_signal(broken, "qp_error") >= 1);
+  CHECK(count_signal(broken, "qp_recreated") >= 1);
+  CHECK(longest_outage_ms(broken) > 2400);
+  REQUIRE_FALSE(broken.empty());
+  CHECK(broken.back()[4] == "completion");
+  CHECK(broken.back()[5] == "0");  // the last completion, after recovery, succeeded
+
   std::string dir = s.dir;
   driver.reset();
   lab.down();

@@ -84,13 +84,16 @@ ip addr add {lan_ip} dev lan0
 ip link set lan0 up
 {lan_hosts}modprobe rdma_rxe || fail "modprobe rdma_rxe"
 )SH",
-                              fmt::arg("host", h.name), fmt::arg("lan_ip", h.lan_ip), fmt::arg("lan_hosts", [&] {
-                                std::string hosts;
-                                for (const auto& o : lab.hosts) {
-                                  hosts += fmt::format("echo \"{} {}\" >> /etc/hosts\n", o.lan_ip.substr(0, o.lan_ip.find('/')), o.name);
-                                }
-                                return hosts;
-                              }()),
+                              fmt::arg("host", h.name), fmt::arg("lan_ip", h.lan_ip),
+                              fmt::arg("lan_hosts",
+                                       [&] {
+                                         std::string hosts;
+                                         for (const auto& o : lab.hosts) {
+                                           hosts += fmt::format("echo \"{} {}\" >> /etc/hosts\n",
+                                                                o.lan_ip.substr(0, o.lan_ip.find('/')), o.name);
+                                         }
+                                         return hosts;
+                                       }()),
                               fmt::arg("macs", [&] {
                                 std::string m = h.mgmt_mac + " " + h.lan_mac;
                                 for (const auto& n : h.nics) m += " " + n.mac;

@@ -93,7 +93,8 @@ TEST_CASE("lab file errors name file:line:col and the culprit") {
   CHECK_THAT(error_of(variant("\"52:54:00:AA:00:01\"", "nonsense")), Contains("not a MAC address"));
   CHECK_THAT(error_of(variant("tx_port: 1,", "tx_port: 9,")), Contains("tx_port 9 is not an ingress port"));
   CHECK_THAT(error_of(variant("rx_port: 9}", "rx_port: 3}")), Contains("rx_port 3 is not an egress port"));
-  CHECK_THAT(error_of(variant("name: h2", "name: h1")), StartsWith("lab.yaml:10:") && Contains("host name h1 used twice"));
+  CHECK_THAT(error_of(variant("name: h2", "name: h1")),
+             StartsWith("lab.yaml:10:") && Contains("host name h1 used twice"));
   CHECK_THAT(error_of(variant("name: eth2", "name: eth1")), Contains("NIC name eth1 used twice"));
   CHECK_THAT(error_of(variant("name: eth2", "name: eth0")), Contains("eth0 (management)"));
   CHECK_THAT(error_of(variant("memory_mb: 384", "memory_mb: 64")), Contains("memory_mb must be"));

@@ -1,0 +1,68 @@
+// The RDMA probe: one RC queue pair between two hosts sending a small message at a fixed
+// interval and recording every completion, so a switch reconfiguration shows up as an RDMA
+// outage with its last good completion before, the first one after (resume) and whether the
+// QP survived (its retry settings covered the outage) or went to error and was re-created.
+// Queue-pair numbers are exchanged over TCP on the management network, never over the link
+// under test.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "ocslab/probes/probe.h"
+
+namespace ocslab::probes {
+
+struct RdmaProbeConfig {
+  enum class Role { kServer, kClient };
+  Role role = Role::kClient;
+  std::string interface;  // netdev of the RDMA port ("eth1"): picks the device and its RoCE v2 GID
+  std::string device;     // optional: the RDMA device ("rxe_eth1"); must serve `interface`
+  int port = 1;
+  // Server: the TCP address to listen on for the QP exchange ("0.0.0.0:18515").
+  // Client: the server's management address ("h2:18515").
+  std::string control;
+  std::chrono::microseconds interval{1000};  // one SEND per interval (client)
+  uint8_t timeout = 14;                      // local ACK timeout: 4.096 us * 2^timeout
+  uint8_t retry_cnt = 7;                     // 3 bits; Soft-RoCE treats 7 as infinite, hardware does not
+  uint8_t rnr_retry = 7;                     // 7 = infinite
+  double outage_factor = 5;                  // a gap of more than factor x interval between completions is an outage
+  uint32_t message_bytes = 64;
+  std::string host;  // Sample.host
+};
+
+// Samples (source "rdma", subject "<device>/<interface>"):
+//   completion   value = ibv_wc_status (0 success), unit "wc_status"; every completion: the
+//                client's SENDs, the server's RECVs
+//   stalled      t = the last good completion before an outage, value = 1
+//   resumed      t = the first good completion after it, value = the gap in ms, unit "ms"
+//   qp_error     value = the ibv_wc_status that put the QP in error
+//   qp_recreated value = the new QP number (both sides re-create and re-exchange)
+//   setup_error  value = 0; the reason is logged (peer unreachable, ...): the probe retries
+class RdmaProbe : public Probe {
+ public:
+  explicit RdmaProbe(RdmaProbeConfig config);
+  ~RdmaProbe() override;
+  std::string name() const override { return "rdma"; }
+  ProbeStatus start(SampleSink sink) override;
+  void stop() override;
+
+  // Counters for tests and status reports (read after stop(), or racy-but-monotonic while running).
+  uint64_t completions() const { return completions_; }
+  uint64_t errors() const { return errors_; }
+  uint64_t recreated() const { return recreated_; }
+
+ private:
+  struct Impl;
+  RdmaProbeConfig config_;
+  std::unique_ptr<Impl> impl_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> completions_{0}, errors_{0}, recreated_{0};
+};
+
+}  // namespace ocslab::probes

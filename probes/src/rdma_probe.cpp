@@ -1,0 +1,529 @@
+#include "ocslab/probes/rdma_probe.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "ocslab/common/clock.h"
+#include "ocslab/common/error.h"
+
+namespace ocslab::probes {
+
+namespace {
+
+constexpr int kRecvSlots = 64;
+constexpr int kMaxGids = 256;
+
+bool ipv4_mapped(const ibv_gid& g) {
+  for (int i = 0; i < 10; ++i) {
+    if (g.raw[i] != 0) return false;
+  }
+  return g.raw[10] == 0xff && g.raw[11] == 0xff;
+}
+
+std::string gid_hex(const ibv_gid& g) {
+  std::string s;
+  for (uint8_t b : g.raw) s += fmt::format("{:02x}", b);
+  return s;
+}
+
+bool parse_gid(const std::string& hex, ibv_gid& g) {
+  if (hex.size() != 32) return false;
+  for (size_t i = 0; i < 16; ++i) {
+    try {
+      g.raw[i] = static_cast<uint8_t>(std::stoul(hex.substr(2 * i, 2), nullptr, 16));
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::pair<std::string, std::string> split_host_port(const std::string& s) {
+  auto colon = s.rfind(':');
+  if (colon == std::string::npos) throw Error("'" + s + "': expected HOST:PORT");
+  return {s.substr(0, colon), s.substr(colon + 1)};
+}
+
+// One line "QP <qpn> <psn> <gid>" each way: what a peer needs to pair its RC QP with ours.
+struct QpInfo {
+  uint32_t qpn = 0, psn = 0;
+  ibv_gid gid{};
+  std::string line() const { return fmt::format("QP {} {} {}\n", qpn, psn, gid_hex(gid)); }
+  static bool parse(const std::string& line, QpInfo& out) {
+    char gid[64] = {0};
+    unsigned qpn = 0, psn = 0;
+    if (std::sscanf(line.c_str(), "QP %u %u %63s", &qpn, &psn, gid) != 3) return false;
+    out.qpn = qpn;
+    out.psn = psn;
+    return parse_gid(gid, out.gid);
+  }
+};
+
+}  // namespace
+
+struct RdmaProbe::Impl {
+  RdmaProbeConfig cfg;
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_comp_channel* channel = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_mr* mr = nullptr;
+  ibv_qp* qp = nullptr;
+  std::vector<char> buffer;
+  int gid_index = -1;
+  ibv_gid gid{};
+  std::string device_name;
+  uint32_t generation = 0;  // wr_id high half: completions of a destroyed QP are ignored
+  uint32_t psn = 0;
+  std::mt19937 rng{std::random_device{}()};
+  int listen_fd = -1, ctl_fd = -1, wake_fd = -1;
+  std::string ctl_buffer;
+  SampleSink sink;
+  std::string subject;
+
+  ~Impl() {
+    if (qp) ibv_destroy_qp(qp);
+    if (mr) ibv_dereg_mr(mr);
+    if (cq) ibv_destroy_cq(cq);
+    if (channel) ibv_destroy_comp_channel(channel);
+    if (pd) ibv_dealloc_pd(pd);
+    if (ctx) ibv_close_device(ctx);
+    for (int fd : {listen_fd, ctl_fd, wake_fd}) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+
+  void emit(const Timestamp& t, const std::string& signal, double value, const std::string& unit) {
+    Sample s;
+    s.t_ns = t.realtime_ns;
+    s.mono_ns = t.monotonic_ns;
+    s.host = cfg.host;
+    s.source = "rdma";
+    s.subject = subject;
+    s.signal = signal;
+    s.value = value;
+    s.unit = unit;
+    sink(s);
+  }
+
+  // Finds the RDMA device whose port carries a RoCE v2 IPv4-mapped GID on the interface.
+  std::string open_device() {
+    unsigned ifindex = if_nametoindex(cfg.interface.c_str());
+    if (ifindex == 0) return "no network interface '" + cfg.interface + "'";
+    int n = 0;
+    ibv_device** list = ibv_get_device_list(&n);
+    if (!list || n == 0) {
+      if (list) ibv_free_device_list(list);
+      return "no RDMA device on this host (interface " + cfg.interface + ")";
+    }
+    std::string tried;
+    for (int i = 0; i < n && !ctx; ++i) {
+      std::string name = ibv_get_device_name(list[i]);
+      if (!cfg.device.empty() && name != cfg.device) continue;
+      tried += (tried.empty() ? "" : ", ") + name;
+      ibv_context* c = ibv_open_device(list[i]);
+      if (!c) continue;
+      std::vector<ibv_gid_entry> entries(kMaxGids);
+      ssize_t count = ibv_query_gid_table(c, entries.data(), entries.size(), 0);
+      for (ssize_t k = 0; k < count; ++k) {
+        const auto& e = entries[static_cast<size_t>(k)];
+        if (static_cast<int>(e.port_num) == cfg.port && e.gid_type == IBV_GID_TYPE_ROCE_V2 &&
+            e.ndev_ifindex == ifindex && ipv4_mapped(e.gid)) {
+          ctx = c;
+          gid_index = static_cast<int>(e.gid_index);
+          gid = e.gid;
+          device_name = name;
+          break;
+        }
+      }
+      if (!ctx) ibv_close_device(c);
+    }
+    ibv_free_device_list(list);
+    if (!ctx) {
+      return fmt::format("no RDMA device with a RoCE v2 IPv4 GID on {} port {} (devices tried: {})", cfg.interface,
+                         cfg.port, tried.empty() ? "none" : tried);
+    }
+    subject = device_name + "/" + cfg.interface;
+    return {};
+  }
+
+  void allocate() {
+    pd = ibv_alloc_pd(ctx);
+    channel = ibv_create_comp_channel(ctx);
+    if (!pd || !channel) throw Error(device_name + ": cannot allocate a protection domain / completion channel");
+    cq = ibv_create_cq(ctx, 2 * kRecvSlots + 32, nullptr, channel, 0);
+    if (!cq) throw SystemError(device_name + ": ibv_create_cq", errno);
+    ::fcntl(channel->fd, F_SETFL, ::fcntl(channel->fd, F_GETFL) | O_NONBLOCK);
+    buffer.assign(static_cast<size_t>(kRecvSlots + 1) * cfg.message_bytes, 0);
+    mr = ibv_reg_mr(pd, buffer.data(), buffer.size(), IBV_ACCESS_LOCAL_WRITE);
+    if (!mr) throw SystemError(device_name + ": ibv_reg_mr", errno);
+    if (ibv_req_notify_cq(cq, 0) != 0) throw Error(device_name + ": ibv_req_notify_cq failed");
+    wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  }
+
+  void create_qp() {
+    if (qp) ibv_destroy_qp(qp);
+    ++generation;
+    ibv_qp_init_attr init{};
+    init.send_cq = cq;
+    init.recv_cq = cq;
+    init.cap.max_send_wr = 16;
+    init.cap.max_recv_wr = kRecvSlots;
+    init.cap.max_send_sge = 1;
+    init.cap.max_recv_sge = 1;
+    init.qp_type = IBV_QPT_RC;
+    qp = ibv_create_qp(pd, &init);
+    if (!qp) throw SystemError(device_name + ": ibv_create_qp", errno);
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = 0;
+    a.port_num = static_cast<uint8_t>(cfg.port);
+    a.qp_access_flags = 0;
+    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
+      throw SystemError(device_name + ": QP to INIT", errno);
+    }
+    psn = rng() & 0xffffff;
+    if (cfg.role == RdmaProbeConfig::Role::kServer) {
+      for (int i = 0; i < kRecvSlots; ++i) post_recv(static_cast<uint32_t>(i));
+    }
+  }
+
+  void connect_qp(const QpInfo& remote) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = IBV_MTU_1024;
+    a.dest_qp_num = remote.qpn;
+    a.rq_psn = remote.psn;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 12;
+    a.ah_attr.is_global = 1;
+    a.ah_attr.grh.dgid = remote.gid;
+    a.ah_attr.grh.sgid_index = static_cast<uint8_t>(gid_index);
+    a.ah_attr.grh.hop_limit = 64;
+    a.ah_attr.port_num = static_cast<uint8_t>(cfg.port);
+    if (ibv_modify_qp(qp, &a,
+                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0) {
+      throw SystemError(device_name + ": QP to RTR", errno);
+    }
+    ibv_qp_attr r{};
+    r.qp_state = IBV_QPS_RTS;
+    r.timeout = cfg.timeout;
+    r.retry_cnt = cfg.retry_cnt;
+    r.rnr_retry = cfg.rnr_retry;
+    r.sq_psn = psn;
+    r.max_rd_atomic = 1;
+    if (ibv_modify_qp(qp, &r,
+                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                          IBV_QP_MAX_QP_RD_ATOMIC) != 0) {
+      throw SystemError(device_name + ": QP to RTS", errno);
+    }
+  }
+
+  QpInfo local() const { return QpInfo{qp->qp_num, psn, gid}; }
+
+  void post_recv(uint32_t slot) {
+    ibv_sge sge{reinterpret_cast<uintptr_t>(buffer.data() + slot * cfg.message_bytes), cfg.message_bytes, mr->lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = (static_cast<uint64_t>(generation) << 32) | slot;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    if (ibv_post_recv(qp, &wr, &bad) != 0) throw SystemError(device_name + ": ibv_post_recv", errno);
+  }
+
+  void post_send(uint64_t seq) {
+    char* slot = buffer.data() + static_cast<size_t>(kRecvSlots) * cfg.message_bytes;
+    std::memcpy(slot, &seq, std::min<size_t>(sizeof(seq), cfg.message_bytes));
+    ibv_sge sge{reinterpret_cast<uintptr_t>(slot), cfg.message_bytes, mr->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = (static_cast<uint64_t>(generation) << 32);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr* bad = nullptr;
+    if (ibv_post_send(qp, &wr, &bad) != 0) throw SystemError(device_name + ": ibv_post_send", errno);
+  }
+
+  // -- the control connection (management network) ------------------------------------------
+
+  void send_line(const std::string& line) {
+    if (::send(ctl_fd, line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) {
+      throw SystemError("RDMA probe control connection: send", errno);
+    }
+  }
+
+  // Reads one line; empty optional on EOF. Blocks up to the socket's receive timeout.
+  std::optional<std::string> read_line() {
+    for (;;) {
+      auto nl = ctl_buffer.find('\n');
+      if (nl != std::string::npos) {
+        std::string line = ctl_buffer.substr(0, nl);
+        ctl_buffer.erase(0, nl + 1);
+        return line;
+      }
+      char buf[512];
+      ssize_t n = ::recv(ctl_fd, buf, sizeof(buf), 0);
+      if (n == 0) return std::nullopt;
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        throw SystemError("RDMA probe control connection: recv", errno);
+      }
+      ctl_buffer.append(buf, static_cast<size_t>(n));
+    }
+  }
+
+  static void set_timeouts(int fd) {
+    timeval tv{10, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
+
+  bool client_connect() {
+    auto [host, port] = split_host_port(cfg.control);
+    addrinfo hints{}, *res = nullptr;
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0 || !res) return false;
+    int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool ok = fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0;
+    freeaddrinfo(res);
+    if (!ok) {
+      if (fd >= 0) ::close(fd);
+      return false;
+    }
+    set_timeouts(fd);
+    if (ctl_fd >= 0) ::close(ctl_fd);
+    ctl_fd = fd;
+    ctl_buffer.clear();
+    return true;
+  }
+
+  // Client: new QP, our info to the server, its info back, connect.
+  void client_pair() {
+    create_qp();
+    send_line(local().line());
+    auto line = read_line();
+    QpInfo remote;
+    if (!line || !QpInfo::parse(*line, remote))
+      throw Error("RDMA probe: the server at " + cfg.control + " did not answer with its QP");
+    connect_qp(remote);
+  }
+
+  void server_listen() {
+    auto [host, port] = split_host_port(cfg.control);
+    listen_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    ::setsockopt(listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(std::stoi(port)));
+    if (inet_pton(AF_INET, host.empty() ? "0.0.0.0" : host.c_str(), &a.sin_addr) != 1) {
+      throw Error("RDMA probe: listen address '" + cfg.control + "' is not IPv4 HOST:PORT");
+    }
+    if (::bind(listen_fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(listen_fd, 4) != 0) {
+      throw SystemError("RDMA probe: listen on " + cfg.control, errno);
+    }
+  }
+
+  // Server: the client's QP line -> a fresh QP paired with it, our info back.
+  void server_pair(const std::string& line) {
+    QpInfo remote;
+    if (!QpInfo::parse(line, remote)) throw Error("RDMA probe: the client sent '" + line + "', not a QP");
+    create_qp();
+    connect_qp(remote);
+    send_line(local().line());
+  }
+};
+
+RdmaProbe::RdmaProbe(RdmaProbeConfig config) : config_(std::move(config)) {}
+
+RdmaProbe::~RdmaProbe() { stop(); }
+
+ProbeStatus RdmaProbe::start(SampleSink sink) {
+  if (thread_.joinable()) throw Error("RDMA probe on " + config_.interface + " started twice");
+  auto impl = std::make_unique<Impl>();
+  impl->cfg = config_;
+  impl->sink = std::move(sink);
+  std::string why = impl->open_device();
+  if (!why.empty()) return ProbeStatus{false, "", why};
+  try {
+    impl->allocate();
+    if (config_.role == RdmaProbeConfig::Role::kServer) impl->server_listen();
+  } catch (const Error& e) {
+    return ProbeStatus{false, "", e.what()};
+  }
+  impl_ = std::move(impl);
+  std::string method = fmt::format("RC {} on {} GID index {}, {} every {} us, timeout {} retry {} rnr {}",
+                                   config_.role == RdmaProbeConfig::Role::kServer ? "RECV" : "SEND", impl_->device_name,
+                                   impl_->gid_index, config_.message_bytes, config_.interval.count(), config_.timeout,
+                                   config_.retry_cnt, config_.rnr_retry);
+  stop_ = false;
+  thread_ = std::thread([this] {
+    Impl& m = *impl_;
+    const bool server = m.cfg.role == RdmaProbeConfig::Role::kServer;
+    const int64_t interval_ns = static_cast<int64_t>(m.cfg.interval.count()) * 1000;
+    const double outage_ns = m.cfg.outage_factor * static_cast<double>(interval_ns);
+    std::optional<Timestamp> last_good;
+    bool paired = false, outstanding = false;
+    uint64_t seq = 0;
+    int64_t next_send = monotonic_ns();
+    auto setup_failed = [&](const std::exception& e) {
+      spdlog::warn("RDMA probe {}: {} (retrying)", m.subject, e.what());
+      m.emit(now(), "setup_error", 0, "");
+      paired = false;
+      if (m.ctl_fd >= 0) ::close(m.ctl_fd);
+      m.ctl_fd = -1;
+    };
+    while (!stop_) {
+      // (Re)establish the control connection and the QP pair.
+      if (!paired) {
+        try {
+          if (server) {
+            pollfd p[2] = {{m.listen_fd, POLLIN, 0}, {m.wake_fd, POLLIN, 0}};
+            if (::poll(p, 2, 500) <= 0 || !(p[0].revents & POLLIN)) continue;
+            int fd = ::accept4(m.listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+            if (fd < 0) continue;
+            Impl::set_timeouts(fd);
+            if (m.ctl_fd >= 0) ::close(m.ctl_fd);
+            m.ctl_fd = fd;
+            m.ctl_buffer.clear();
+            auto line = m.read_line();
+            if (!line) continue;
+            m.server_pair(*line);
+          } else {
+            if (!m.client_connect()) {
+              pollfd p{m.wake_fd, POLLIN, 0};
+              ::poll(&p, 1, 500);
+              continue;
+            }
+            m.client_pair();
+          }
+          paired = true;
+          outstanding = false;
+        } catch (const std::exception& e) {
+          setup_failed(e);
+          continue;
+        }
+      }
+      // Client: one SEND in flight at a time, one per interval.
+      int64_t mono = monotonic_ns();
+      if (!server && !outstanding && mono >= next_send) {
+        try {
+          m.post_send(++seq);
+          outstanding = true;
+        } catch (const std::exception& e) {
+          setup_failed(e);
+          continue;
+        }
+        next_send += interval_ns;
+        if (next_send < mono) next_send = mono + interval_ns;
+      }
+      int64_t wait_ns = (!server && !outstanding) ? std::max<int64_t>(0, next_send - monotonic_ns()) : 50'000'000;
+      pollfd p[3] = {{m.channel->fd, POLLIN, 0}, {m.wake_fd, POLLIN, 0}, {server ? m.ctl_fd : -1, POLLIN, 0}};
+      timespec ts{static_cast<time_t>(wait_ns / 1'000'000'000), static_cast<long>(wait_ns % 1'000'000'000)};
+      if (::ppoll(p, 3, &ts, nullptr) < 0 && errno != EINTR) break;
+      if (server && (p[2].revents & (POLLIN | POLLHUP))) {
+        // The client re-created its QP (after an error) or went away.
+        try {
+          auto line = m.read_line();
+          if (!line) {
+            paired = false;
+            ::close(m.ctl_fd);
+            m.ctl_fd = -1;
+          } else {
+            m.server_pair(*line);
+            ++recreated_;
+            m.emit(now(), "qp_recreated", m.qp->qp_num, "qpn");
+          }
+        } catch (const std::exception& e) {
+          setup_failed(e);
+          continue;
+        }
+      }
+      if (p[0].revents & POLLIN) {
+        ibv_cq* ev_cq = nullptr;
+        void* ev_ctx = nullptr;
+        if (ibv_get_cq_event(m.channel, &ev_cq, &ev_ctx) == 0) {
+          ibv_ack_cq_events(ev_cq, 1);
+          ibv_req_notify_cq(m.cq, 0);
+        }
+      }
+      ibv_wc wc[32];
+      int n = ibv_poll_cq(m.cq, 32, wc);
+      if (n <= 0) continue;
+      Timestamp t = now();  // right after the completions were taken
+      bool broken = false;
+      for (int i = 0; i < n; ++i) {
+        if ((wc[i].wr_id >> 32) != m.generation) continue;  // a QP destroyed since
+        ++completions_;
+        m.emit(t, "completion", wc[i].status, "wc_status");
+        if (wc[i].status == IBV_WC_SUCCESS) {
+          if (last_good && static_cast<double>(t.monotonic_ns - last_good->monotonic_ns) > outage_ns) {
+            m.emit(*last_good, "stalled", 1, "");
+            m.emit(t, "resumed", static_cast<double>(t.monotonic_ns - last_good->monotonic_ns) / 1e6, "ms");
+          }
+          last_good = t;
+          if (server) {
+            try {
+              m.post_recv(static_cast<uint32_t>(wc[i].wr_id & 0xffffffff));
+            } catch (const std::exception& e) {
+              setup_failed(e);
+            }
+          } else {
+            outstanding = false;
+          }
+        } else if (!broken) {
+          broken = true;
+          ++errors_;
+          m.emit(t, "qp_error", wc[i].status, "wc_status");
+          spdlog::info("RDMA probe {}: QP {} in error: {}", m.subject, m.qp->qp_num, ibv_wc_status_str(wc[i].status));
+        }
+      }
+      if (broken && !server) {
+        // The QP is in error: a fresh pair, exchanged over the management network.
+        try {
+          m.client_pair();
+          ++recreated_;
+          m.emit(now(), "qp_recreated", m.qp->qp_num, "qpn");
+        } catch (const std::exception& e) {
+          setup_failed(e);
+        }
+        outstanding = false;
+      }
+    }
+  });
+  return ProbeStatus{true, method, ""};
+}
+
+void RdmaProbe::stop() {
+  if (thread_.joinable()) {
+    stop_ = true;
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(impl_->wake_fd, &one, sizeof(one));
+    thread_.join();
+  }
+  impl_.reset();
+}
+
+}  // namespace ocslab::probes
