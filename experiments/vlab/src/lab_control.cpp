@@ -83,6 +83,15 @@ void check_cache_location(const std::string& cache) {
   }
 }
 
+// Two distinct free loopback UDP ports: our end and QEMU's end of one `-netdev socket,udp=`.
+std::pair<int, int> udp_port_pair() {
+  int ours = free_loopback_port(SOCK_DGRAM), qemu = 0;
+  do {
+    qemu = free_loopback_port(SOCK_DGRAM);
+  } while (qemu == ours);
+  return {ours, qemu};
+}
+
 LabState plan_lab(const LabSpec& spec, const std::string& dir, const KernelImage& kernel) {
   LabState s;
   s.name = spec.name;
@@ -104,10 +113,7 @@ LabState plan_lab(const LabSpec& spec, const std::string& dir, const KernelImage
     hs.mgmt_mac = fmt::format("52:54:00:6b:{:02x}:00", hi + 1);
     hs.lan_mac = fmt::format("52:54:00:6b:{:02x}:01", hi + 1);
     hs.lan_ip = fmt::format("{}{}/24", kLanPrefix, hi + 1);
-    hs.lan_hub_port = free_loopback_port(SOCK_DGRAM);
-    do {
-      hs.lan_qemu_port = free_loopback_port(SOCK_DGRAM);
-    } while (hs.lan_qemu_port == hs.lan_hub_port);
+    std::tie(hs.lan_hub_port, hs.lan_qemu_port) = udp_port_pair();
     for (size_t ni = 0; ni < h.nics.size(); ++ni) {
       const DataNicSpec& n = h.nics[ni];
       NicState ns;
@@ -119,10 +125,7 @@ LabState plan_lab(const LabSpec& spec, const std::string& dir, const KernelImage
       ns.if2_mac = n.if2_mac;
       ns.tx_port = n.tx_port;
       ns.rx_port = n.rx_port;
-      ns.emulator_udp_port = free_loopback_port(SOCK_DGRAM);
-      do {
-        ns.qemu_udp_port = free_loopback_port(SOCK_DGRAM);
-      } while (ns.qemu_udp_port == ns.emulator_udp_port);
+      std::tie(ns.emulator_udp_port, ns.qemu_udp_port) = udp_port_pair();
       ns.qmp_socket = dir + "/hosts/" + h.name + "/qmp-" + n.name + ".sock";
       ns.linked_at_start = spec.linked_at_start(NicRef{hi, ni});
       hs.nics.push_back(ns);

@@ -1,5 +1,7 @@
 #include "ocslab/testing/sshd_fixture.h"
 
+#include "ocslab/common/process.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pwd.h>
@@ -39,17 +41,7 @@ std::string bin_path(const std::string& name) {
   return exe.substr(0, exe.rfind('/')) + "/../bin/" + name;
 }
 
-int free_loopback_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+int free_loopback_port() { return ocslab::free_loopback_port(SOCK_STREAM); }
 
 TempDir::TempDir() {
   char tmpl[] = "/tmp/ocslab-test-XXXXXX";
