@@ -188,8 +188,8 @@ EepromReadResult read_module_eeprom_ioctl(const std::string& ifname, const Eepro
     return {std::nullopt, fmt::format("{}: legacy ioctl reaches only i2c 0x50/0x51", ifname)};
   }
   if (flat + r.length > info.eeprom_len) {
-    return {std::nullopt, fmt::format("{}: {} lies past the module's {} legacy EEPROM bytes", ifname, to_string(r),
-                                      info.eeprom_len)};
+    return {std::nullopt,
+            fmt::format("{}: {} lies past the module's {} legacy EEPROM bytes", ifname, to_string(r), info.eeprom_len)};
   }
 
   std::vector<uint8_t> raw(sizeof(ethtool_eeprom) + r.length);

@@ -45,6 +45,7 @@ constexpr unsigned k8472CalEnd = 92;
 constexpr unsigned k8472Temperature = 96;
 constexpr unsigned k8472TxPower = 102;
 constexpr unsigned k8472RxPower = 104;
+constexpr double kMaxMonitor = 65535;  // largest 16-bit monitor value, 0.1 uW
 constexpr unsigned k8472Status = 110;  // A2h: bit 1 Rx_LOS state
 constexpr uint8_t k8472StatusRxLos = 1 << 1;
 
@@ -53,7 +54,7 @@ constexpr unsigned kCmisMemoryModel = 2;  // lower page: bit 7 flat memory
 constexpr uint8_t kCmisFlatMemory = 0x80;
 constexpr unsigned kCmisTemperature = 14;
 constexpr uint8_t kCmisPage01 = 0x01;
-constexpr unsigned kCmisBanksAdvert = 142;  // page 01h bits 1..0: 0 -> bank 0, 1 -> banks 0-1, 2 -> banks 0-3
+constexpr unsigned kCmisBanksAdvert = 142;    // page 01h bits 1..0: 0 -> bank 0, 1 -> banks 0-1, 2 -> banks 0-3
 constexpr unsigned kCmisRxFlagsAdvert = 158;  // page 01h bit 1: Rx LOS flag implemented
 constexpr uint8_t kCmisRxLosAdvertised = 1 << 1;
 constexpr unsigned kCmisMonitorsAdvert = 160;  // page 01h bit 2: Rx optical power monitor implemented
@@ -277,8 +278,15 @@ RxPowerReading decode_sff8472(const EepromImage& image) {
     // Tx power and temperature: unsigned 8.8 fixed-point slope, signed offset in result units.
     double tx = be16(cal, c(k8472CalTxPwrSlope)) / 256.0 * tx_raw + be16s(cal, c(k8472CalTxPwrOffset));
     double temp = be16(cal, c(k8472CalTSlope)) / 256.0 * temp_raw + be16s(cal, c(k8472CalTOffset));
-    if (!std::isfinite(sum)) {
-      throw Error(fmt::format("SFF-8472 external calibration of Rx power AD {} gives {}", rx_raw, sum));
+    // Beyond the 16-bit range an internally calibrated module can report, the constants are
+    // garbage rather than the light being that bright.
+    if (!std::isfinite(sum) || sum > kMaxMonitor) {
+      throw Error(fmt::format("SFF-8472 external calibration of Rx power AD {} gives {}, outside 0..{}", rx_raw, sum,
+                              kMaxMonitor));
+    }
+    if (tx > kMaxMonitor) {
+      throw Error(fmt::format("SFF-8472 external calibration of Tx power AD {} gives {}, outside 0..{}", tx_raw, tx,
+                              kMaxMonitor));
     }
     // A fitted polynomial can dip below zero near darkness; light cannot.
     rx_raw = std::max(sum, 0.0);
@@ -303,8 +311,8 @@ RxPowerReading decode_cmis(const EepromImage& image, unsigned banks) {
   }
   uint8_t monitors = image.byte(kA0, kCmisPage01, 0, kCmisMonitorsAdvert);
   if (!(monitors & kCmisRxPowerAdvertised)) {
-    throw Error(fmt::format("CMIS module does not implement Rx power monitors (page 01h byte 160 = 0x{:02x})",
-                            monitors));
+    throw Error(
+        fmt::format("CMIS module does not implement Rx power monitors (page 01h byte 160 = 0x{:02x})", monitors));
   }
   bool has_los = (image.byte(kA0, kCmisPage01, 0, kCmisRxFlagsAdvert) & kCmisRxLosAdvertised) != 0;
 

@@ -33,11 +33,11 @@ double tenth_uw_to_mw(double raw);  // raw * 1e-4
 double mw_to_dbm(double mw);        // 10*log10(mw); kNoLightDbm for mw <= 0
 
 struct LanePower {
-  int lane = 0;                // 1-based media lane (CMIS: across banks, bank b lane i = 8*b + i)
-  double raw = 0;              // monitor value in 0.1 uW (after external calibration for SFF-8472)
-  double mw = 0;               // >= 0
-  double dbm = kNoLightDbm;    // kNoLightDbm when mw == 0
-  std::optional<bool> los;     // Rx loss of signal, when the module reports it (see RxPowerReading)
+  int lane = 0;              // 1-based media lane (CMIS: across banks, bank b lane i = 8*b + i)
+  double raw = 0;            // monitor value in 0.1 uW (after external calibration for SFF-8472)
+  double mw = 0;             // >= 0
+  double dbm = kNoLightDbm;  // kNoLightDbm when mw == 0
+  std::optional<bool> los;   // Rx loss of signal, when the module reports it (see RxPowerReading)
 };
 
 struct RxPowerReading {
@@ -45,8 +45,8 @@ struct RxPowerReading {
   // How the values were obtained, e.g. "SFF-8636", "SFF-8472 internal calibration",
   // "SFF-8472 external calibration", "CMIS page 11h".
   std::string format;
-  std::vector<LanePower> rx;           // one per lane, lane order
-  std::vector<LanePower> tx;           // Tx power where the decoder reads it (SFF-8636, SFF-8472)
+  std::vector<LanePower> rx;  // one per lane, lane order
+  std::vector<LanePower> tx;  // Tx power where the decoder reads it (SFF-8636, SFF-8472)
   std::optional<double> temperature_c;
   // SFF-8636 byte 3 and CMIS page 11h byte 147 are latched flags, cleared when read: los == true
   // means LOS was asserted at some time since the previous read. SFF-8472 byte 110 bit 1 is the
