@@ -145,6 +145,14 @@ TEST_CASE("SFF-8472 external calibration: Rx_PWR(4..0) polynomial, slope/offset 
 
   s.rx_cal = {0, 0, 0, std::numeric_limits<float>::quiet_NaN(), 0};
   CHECK_THROWS_WITH(decode_sff8472(s.image()), Catch::Contains("external calibration"));
+  // Beyond the 16-bit monitor range the constants are garbage, not a 600 mW signal.
+  s.rx_cal = {0, 0, 0, 100, 0};
+  s.rx_ad = 60000;
+  CHECK_THROWS_WITH(decode_sff8472(s.image()), Catch::Contains("Rx power AD 60000 gives 6000000, outside 0..65535"));
+  s.rx_cal = {0, 0, 0, 1, 0};
+  s.tx_slope = 0xFF00;
+  s.tx_ad = 60000;
+  CHECK_THROWS_WITH(decode_sff8472(s.image()), Catch::Contains("Tx power AD 60000"));
 }
 
 TEST_CASE("SFF-8472: no DDM, truncated A2h and missing calibration are errors") {
