@@ -101,8 +101,9 @@ EepromReadResult EthtoolEepromReader::read(const std::string& ifname, const Eepr
   unsigned index = 0;
   if (!interface_exists(ifname, &index)) return {std::nullopt, no_interface(ifname)};
   if (use_ioctl_) return read_module_eeprom_ioctl(ifname, r);
-  EepromReadResult res = read_netlink(ifname, r);
-  if (res.ok() || res.unavailable.find("Operation not supported") == std::string::npos) return res;
+  int err = 0;
+  EepromReadResult res = read_netlink(ifname, r, &err);
+  if (res.ok() || err != EOPNOTSUPP) return res;
   // EOPNOTSUPP is also what a kernel with the family but without MODULE_EEPROM_GET (5.6..5.12)
   // answers; the ioctl then still reaches drivers that implement get_module_eeprom.
   EepromReadResult legacy = read_module_eeprom_ioctl(ifname, r);
@@ -112,7 +113,8 @@ EepromReadResult EthtoolEepromReader::read(const std::string& ifname, const Eepr
                       res.unavailable, legacy.unavailable)};
 }
 
-EepromReadResult EthtoolEepromReader::read_netlink(const std::string& ifname, const EepromRead& r) {
+EepromReadResult EthtoolEepromReader::read_netlink(const std::string& ifname, const EepromRead& r, int* err) {
+  *err = 0;
   if (r.length == 0 || r.length > kHalfPage || (r.offset < kHalfPage && r.offset + r.length > kHalfPage)) {
     throw Error(fmt::format("{}: EEPROM read {} crosses byte 128 or is empty", ifname, to_string(r)));
   }
@@ -143,6 +145,7 @@ EepromReadResult EthtoolEepromReader::read_netlink(const std::string& ifname, co
       }
     });
   } catch (const SystemError& e) {
+    *err = e.code();
     // The kernel's refusal (no module, no driver support, page absent, no permission) is this
     // interface's outcome, reported with the kernel's own words.
     if (e.code() == ENODEV) return {std::nullopt, no_interface(ifname)};

@@ -327,7 +327,7 @@ RxPowerReading decode_cmis(const EepromImage& image, unsigned banks) {
     auto power = image.get(kA0, kCmisPage11, bank, kCmisRxPower, 2 * kCmisLanesPerBank);
     uint8_t los = has_los ? image.byte(kA0, kCmisPage11, bank, kCmisRxLosFlags) : 0;
     for (unsigned i = 0; i < kCmisLanesPerBank; ++i) {
-      LanePower rx = lane_power(static_cast<int>(b * kCmisLanesPerBank + i + 1), be16(power, 2 * i));
+      LanePower rx = lane_power(static_cast<int>(b * kCmisLanesPerBank + i + 1), be16(power, size_t{2} * i));
       if (has_los) rx.los = (los >> i & 1) != 0;
       r.rx.push_back(rx);
     }

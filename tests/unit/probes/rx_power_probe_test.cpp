@@ -125,7 +125,7 @@ TEST_CASE("rx_power probe emits dBm, mW and LOS per lane with both clocks") {
   probe.stop();
   auto samples = c.samples();
   // 4 lanes x 3 + 1 lane x 3 + 8 lanes x 3 signals per poll.
-  CHECK(samples.size() >= 2 * (12 + 3 + 24));
+  CHECK(samples.size() >= size_t{2} * (12 + 3 + 24));
 
   const Sample* s = find(samples, "qsfp0/lane1", "rx_power_dbm");
   REQUIRE(s);

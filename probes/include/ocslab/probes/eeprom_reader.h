@@ -46,7 +46,8 @@ class EthtoolEepromReader : public EepromReader {
   struct Netlink;
   std::unique_ptr<Netlink> nl_;  // null when the kernel has no ethtool genl family
   bool use_ioctl_ = false;
-  EepromReadResult read_netlink(const std::string& ifname, const EepromRead& r);
+  // err: the kernel's errno when it refused the request, else 0.
+  EepromReadResult read_netlink(const std::string& ifname, const EepromRead& r, int* err);
 };
 
 // The legacy path alone, exposed for tests and for kernels older than 5.13.
