@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <string_view>
+
 #include "ocslab/common/clock.h"
 #include "ocslab/common/error.h"
 #include "ocslab/common/log.h"
@@ -54,7 +56,18 @@ std::string RxPowerProbe::setup(Interface& itf) {
       return fmt::format("{}: CMIS module has flat memory (no page 11h lane monitors)", itf.name);
     }
     for (const auto& r : read_plan(itf.type).once) {
-      if (auto why = read_into(r); !why.empty()) return why;
+      if (auto why = read_into(r); !why.empty()) {
+        // A refused read often has a cause the bytes already read can name (an SFP without
+        // DDM has no A2h device at all); prefer that over the bare I/O error.
+        try {
+          decode_rx_power(itf.image);
+        } catch (const Error& e) {
+          if (std::string_view(e.what()).find("image too short") == std::string_view::npos) {
+            return fmt::format("{}: {}", itf.name, e.what());
+          }
+        }
+        return why;
+      }
     }
     itf.banks = itf.type == ModuleType::kCmis ? cmis_banks_supported(itf.image) : 1;
     itf.plan = read_plan(itf.type, itf.banks);

@@ -224,9 +224,11 @@ TEST_CASE("rx_power probe follows light going off and a module pulled and plugge
 
 TEST_CASE("rx_power probe is unavailable, naming each interface, when nothing is readable") {
   auto reader = std::make_shared<ReplayReader>();
-  Sfp no_ddm;
+  Sfp no_ddm;  // no DDM: nothing answers at A2h either
   no_ddm.ddm_type = 0;
-  reader->set("sfp0", no_ddm.image());
+  EepromImage a0_only;
+  load(a0_only, 0x50, 0, 0, no_ddm.a0(), 0, 256);
+  reader->set("sfp0", a0_only);
   Qsfp unknown;
   unknown.id = 0x07;
   reader->set("weird0", unknown.image());

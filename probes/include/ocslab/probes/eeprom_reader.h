@@ -35,6 +35,7 @@ class EepromReader {
 // ethtool netlink first; where the kernel lacks the ethtool family or the command, the legacy
 // ioctl (ETHTOOL_GMODULEINFO + ETHTOOL_GMODULEEEPROM), which can only reach page 00h/03h-style
 // flat offsets and bank 0.
+// Not thread-safe (one netlink socket): give each probe its own.
 class EthtoolEepromReader : public EepromReader {
  public:
   EthtoolEepromReader();
