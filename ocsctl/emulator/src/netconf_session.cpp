@@ -90,11 +90,13 @@ void NetconfSession::handle_hello(const std::string& raw) {
   }
 }
 
+// Callers record the ack in the ground truth first: once the reply is out, a client may read
+// the ground truth before this thread gets to record it.
 void NetconfSession::reply(const std::string& xml) { send(encode_frame(xml, framing_)); }
 
 void NetconfSession::fail_and_close(const std::string& message_id, const std::string& tag, const std::string& text) {
-  reply(build_error_reply(message_id, {"rpc", tag, "error", text}));
   record_ack("malformed", false);
+  reply(build_error_reply(message_id, {"rpc", tag, "error", text}));
   request_close();
 }
 
@@ -104,8 +106,8 @@ bool NetconfSession::handle(const std::string& raw) {
     msg = parse_netconf_message(raw);
   } catch (const ProtocolError& e) {
     record_command("malformed");
-    reply(build_error_reply("", {"rpc", "malformed-message", "error", e.what()}));
     record_ack("malformed", false);
+    reply(build_error_reply("", {"rpc", "malformed-message", "error", e.what()}));
     return true;
   }
   RpcRequest req;
@@ -114,29 +116,30 @@ bool NetconfSession::handle(const std::string& raw) {
   } catch (const ProtocolError& e) {
     record_command("malformed");
     std::string id = msg.root.attribute("message-id").value();
-    reply(build_error_reply(id, {"rpc", "malformed-message", "error", e.what()}));
     record_ack("malformed", false);
+    reply(build_error_reply(id, {"rpc", "malformed-message", "error", e.what()}));
     return true;
   }
   std::string op = req.operation.size() > 64 ? req.operation.substr(0, 64) : req.operation;
   record_command(op);
   try {
     if (op == "get" || op == "get-config") {
-      reply(build_data_reply(req.message_id, get(req.op, op == "get")));
+      std::string data = build_data_reply(req.message_id, get(req.op, op == "get"));
       record_ack(op, true);
+      reply(data);
       return true;
     }
     if (op == "edit-config") return edit_config(req.op, req.message_id);
     if (op == "close-session") {
-      reply(build_ok_reply(req.message_id));
       record_ack(op, true);
+      reply(build_ok_reply(req.message_id));
       request_close();
       return true;
     }
     rpc_fail("operation-not-supported", "Operation '" + op + "' is not supported", "protocol");
   } catch (const RpcFail& e) {
-    reply(build_error_reply(req.message_id, e.error));
     record_ack(op, false);
+    reply(build_error_reply(req.message_id, e.error));
   }
   return true;
 }
@@ -229,8 +232,8 @@ bool NetconfSession::edit_config(pugi::xml_node op, const std::string& message_i
     if (auto e = model_.disconnect(drop)) rpc_fail("operation-failed", e->text);
   }
   if (add.empty()) {
-    reply(build_ok_reply(message_id));
     record_ack("edit-config", true);
+    reply(build_ok_reply(message_id));
     return true;
   }
   const bool wait = model_.params().ack_after_settle;
@@ -239,8 +242,8 @@ bool NetconfSession::edit_config(pugi::xml_node op, const std::string& message_i
     if (!wait || alive.expired()) return;
     busy_ = false;
     if (!is_closed()) {
-      reply(build_ok_reply(message_id));
       record_ack("edit-config", true);
+      reply(build_ok_reply(message_id));
     }
     pump();
   };
@@ -248,8 +251,8 @@ bool NetconfSession::edit_config(pugi::xml_node op, const std::string& message_i
     rpc_fail(e->kind == ModelError::Kind::kPortInUse ? "in-use" : "invalid-value", e->text);
   }
   if (wait) return false;
-  reply(build_ok_reply(message_id));
   record_ack("edit-config", true);
+  reply(build_ok_reply(message_id));
   return true;
 }
 
