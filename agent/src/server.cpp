@@ -47,26 +47,28 @@ bool copy_all(int fd, const char* data, size_t size) {
   return true;
 }
 
-// Blocks the stop signals in every thread started afterwards and waits for one on a thread of
-// its own, calling on_stop once.
+// Blocks the stop signals in this thread and so in every thread started afterwards (the
+// agent's flusher and probe threads, which would otherwise take SIGTERM's default action and
+// end the process without finishing the spool); wait() then takes them on a thread of its own.
 class StopSignals {
  public:
-  explicit StopSignals(std::function<void()> on_stop) {
-    sigset_t set;
-    sigemptyset(&set);
-    for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, s);
-    ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
-    thread_ = std::thread([set, on_stop = std::move(on_stop)] {
+  StopSignals() {
+    sigemptyset(&set_);
+    for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&set_, s);
+    ::pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+  }
+
+  void wait(std::function<void()> on_stop) {
+    std::thread([set = set_, on_stop = std::move(on_stop)] {
       int sig = 0;
       ::sigwait(&set, &sig);
       spdlog::info("signal {}: stopping", sig);
       on_stop();
-    });
-    thread_.detach();  // the process ends while it may still be waiting
+    }).detach();  // the process ends while it may still be waiting
   }
 
  private:
-  std::thread thread_;
+  sigset_t set_;
 };
 
 }  // namespace
@@ -107,9 +109,10 @@ void run_daemon(const AgentOptions& options, const std::string& socket_path) {
     throw SystemError("bind/listen unix socket " + socket_path, e);
   }
 
+  StopSignals signals;
   Agent agent(options);
   std::atomic<bool> stop{false};
-  StopSignals signals([&] {
+  signals.wait([&] {
     stop = true;
     ::shutdown(listen_fd, SHUT_RDWR);  // wakes accept()
   });
@@ -160,8 +163,9 @@ void run_daemon(const AgentOptions& options, const std::string& socket_path) {
 
 void serve_stdio(const AgentOptions& options) {
   ::signal(SIGPIPE, SIG_IGN);
+  StopSignals signals;
   Agent agent(options);
-  StopSignals signals([&agent] { agent.shutdown_sessions(); });
+  signals.wait([&agent] { agent.shutdown_sessions(); });
   agent.serve(STDIN_FILENO, STDOUT_FILENO);
   agent.stop_probes();
 }
