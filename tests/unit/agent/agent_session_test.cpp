@@ -180,7 +180,8 @@ TEST_CASE("a session joining mid-capture gets the gap from the spool, then live,
   CHECK(f.last_seq > 0);
   late.poll_for(200ms);
   uint64_t last = starter.stop();
-  late.poll_for(100ms);
+  // The late session's last samples were queued before the stop returned; wait for them.
+  for (int i = 0; i < 100 && late.last_seq() < last; ++i) late.poll_for(50ms);
   REQUIRE(last > f.last_seq);
   CHECK(count.size() == last);
   for (uint64_t seq = 1; seq <= last; ++seq) {
