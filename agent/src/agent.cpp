@@ -330,7 +330,7 @@ json Agent::status() const {
   // running_ changes only under control_; a racing start/stop shows the state before or after.
   std::vector<std::string> running;
   {
-    std::lock_guard control(const_cast<std::mutex&>(control_));
+    std::lock_guard control(control_);
     running = running_;
   }
   j["running"] = running;

@@ -60,7 +60,7 @@ class Agent {
   std::string host_;
   const ProbeRegistry* registry_;
 
-  std::mutex control_;  // serializes start/stop (never held by probe threads)
+  mutable std::mutex control_;  // serializes start/stop (never held by probe threads)
   std::vector<std::unique_ptr<probes::Probe>> probes_;
   std::vector<std::string> running_;
 
