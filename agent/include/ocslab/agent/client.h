@@ -1,0 +1,114 @@
+// The runner's side of protocol v1: an AgentClient drives one ocslab-agent over any byte
+// stream (an SSH exec channel, a local child's pipes): hello, clock offset estimation, probe
+// start/stop, live samples through a callback, and recovery of missed samples from the spool.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "ocslab/agent/protocol.h"
+#include "ocslab/ocsctl/stream.h"
+
+namespace ocslab::agent {
+
+// The agent answered a request with an error reply; the message is the agent's.
+class AgentError : public Error {
+ public:
+  using Error::Error;
+};
+
+struct HelloInfo {
+  int version = 0;
+  std::string host;
+  long long pid = 0;
+  std::vector<std::string> probes;  // the probes this agent can start
+};
+
+// Offset of the agent's CLOCK_REALTIME from ours: agent_time = our_time + offset_ns, known to
+// within +- uncertainty_ns (half the round trip of the best exchange).
+struct ClockEstimate {
+  int64_t offset_ns = 0;
+  int64_t uncertainty_ns = 0;
+  int64_t rtt_ns = 0;
+  int exchanges = 0;
+};
+
+struct StartResult {
+  std::string capture;
+  std::string spool;
+  struct Probe {
+    std::string name;
+    bool available = false;
+    std::string method, reason;
+  };
+  std::vector<Probe> probes;
+};
+
+struct FetchResult {
+  uint64_t from_seq = 0;
+  uint64_t last_seq = 0;  // the agent's last seq when the fetch began
+  uint64_t count = 0;     // samples replayed from the spool
+};
+
+class AgentClient {
+ public:
+  using SampleCallback = std::function<void(const SeqSample&)>;
+
+  // timeout: how long each request waits for its reply.
+  explicit AgentClient(std::unique_ptr<ocs::Stream> stream,
+                       std::chrono::milliseconds timeout = std::chrono::milliseconds(10000));
+  ~AgentClient();
+
+  // Every sample that arrives (live or replayed), on the calling thread, during any call.
+  void on_sample(SampleCallback cb) { on_sample_ = std::move(cb); }
+
+  HelloInfo hello();
+  // Several clock exchanges; keeps the one with the smallest round trip (least queueing):
+  // offset = ((t2 - t1) + (t3 - t4)) / 2, uncertainty = RTT / 2.
+  ClockEstimate estimate_clock(int exchanges = 8);
+  StartResult start(const std::vector<ProbeRequest>& probes);
+  // Returns the capture's last seq: every sample up to it has been delivered when this returns
+  // (if the session was following the live stream all along).
+  uint64_t stop();
+  nlohmann::json status();
+  // Replays samples from_seq..(the agent's last) through the callback, then (follow) the live
+  // stream continues with the following ones, none twice.
+  FetchResult fetch(uint64_t from_seq, bool follow = true);
+  void bye();
+
+  // Reads and dispatches samples until the deadline; returns how many arrived.
+  size_t poll_for(std::chrono::milliseconds duration);
+  // Highest seq seen so far (0: none).
+  uint64_t last_seq() const { return last_seq_; }
+  // Drops the connection without a goodbye.
+  void close();
+  std::string describe() const { return stream_ ? stream_->describe() : "closed agent session"; }
+
+ private:
+  nlohmann::json request(Request r);
+  // Reads one message; samples go to the callback and nullopt comes back. Returns an empty
+  // json when the deadline passed.
+  nlohmann::json read_message(ocs::Deadline deadline, bool* timed_out);
+
+  std::unique_ptr<ocs::Stream> stream_;
+  std::chrono::milliseconds timeout_;
+  SampleCallback on_sample_;
+  LineReader reader_;
+  long long next_id_ = 1;
+  uint64_t last_seq_ = 0;
+};
+
+// A channel on a fresh SSH session running `command` (exec request); with ForceCommand set on
+// the server the command is what sshd forces. Throws ocs::ConnectionError naming the step.
+std::unique_ptr<ocs::Stream> ssh_exec(const ocs::SshOptions& options, const std::string& command);
+
+// Starts argv as a child process and talks to it over its stdin/stdout (a local agent, no SSH).
+// The child is killed and reaped when the stream is destroyed. Throws SystemError.
+std::unique_ptr<ocs::Stream> spawn_stream(const std::vector<std::string>& argv);
+
+}  // namespace ocslab::agent

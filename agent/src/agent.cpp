@@ -1,0 +1,475 @@
+#include "ocslab/agent/agent.h"
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+
+#include "ocslab/common/clock.h"
+#include "ocslab/common/log.h"
+
+namespace ocslab::agent {
+
+using nlohmann::json;
+
+namespace {
+
+// A client that stops reading must not grow the agent without bound: past this many queued
+// lines its session is dropped (the samples stay in the spool for a later fetch).
+constexpr size_t kMaxQueuedLines = 1 << 20;
+
+std::string local_host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
+  return buf;
+}
+
+// Writes all bytes; false when the peer is gone. send() with MSG_NOSIGNAL where out is a socket
+// so a vanished peer is an error return, not SIGPIPE; write() for pipes (the binary ignores
+// SIGPIPE when it serves).
+bool write_all(int fd, const char* data, size_t size) {
+  bool is_socket = true;
+  while (size > 0) {
+    ssize_t n = is_socket ? ::send(fd, data, size, MSG_NOSIGNAL) : ::write(fd, data, size);
+    if (n < 0 && is_socket && errno == ENOTSOCK) {
+      is_socket = false;
+      continue;
+    }
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {
+        pollfd p{fd, POLLOUT, 0};
+        ::poll(&p, 1, 100);
+        continue;
+      }
+      return false;
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+// One client connection: requests are read on the serving thread, everything sent (replies and
+// samples, in order) goes through a queue drained by a writer thread, so a probe's sink never
+// waits on the network.
+class Session {
+ public:
+  Session(int in_fd, int out_fd) : in_fd_(in_fd), out_fd_(out_fd), writer_([this] { write_loop(); }) {}
+  ~Session() {
+    {
+      std::lock_guard lock(mutex_);
+      closing_ = true;
+    }
+    cv_.notify_all();
+    writer_.join();
+  }
+
+  void send(std::string line) {
+    {
+      std::lock_guard lock(mutex_);
+      if (broken_) return;
+      if (queue_.size() >= kMaxQueuedLines) {
+        spdlog::warn("session: client is not reading ({} lines queued); dropping the session", queue_.size());
+        broken_ = true;
+        queue_.clear();
+        return;
+      }
+      queue_.push_back({std::move(line), false, {}, 0, 0});
+    }
+    cv_.notify_one();
+  }
+
+  // The reply's t3 is stamped by the writer right before the bytes go out.
+  void send_clock(const json& id, int64_t t1, int64_t t2) {
+    {
+      std::lock_guard lock(mutex_);
+      if (broken_) return;
+      queue_.push_back({{}, true, id, t1, t2});
+    }
+    cv_.notify_one();
+  }
+
+  // Called under Agent::mutex_ with each live sample.
+  void offer(uint64_t seq, const std::string& line) {
+    if (!subscribed) return;
+    if (paused) {
+      held.push_back(line);
+    } else if (seq > high_water) {
+      high_water = seq;
+      send(line);
+    }
+  }
+
+  bool broken() const {
+    std::lock_guard lock(mutex_);
+    return broken_;
+  }
+  void end() { ending = true; }
+
+  int in_fd() const { return in_fd_; }
+
+  // Guarded by Agent::mutex_.
+  bool subscribed = false;
+  bool paused = false;      // a fetch is replaying the spool: live samples wait in held
+  uint64_t high_water = 0;  // highest seq sent live
+  std::vector<std::string> held;
+  std::atomic<bool> ending{false};
+
+ private:
+  struct Item {
+    std::string line;
+    bool clock;
+    json id;
+    int64_t t1, t2;
+  };
+
+  void write_loop() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      cv_.wait(lock, [this] { return closing_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // closing and drained
+      std::deque<Item> batch;
+      batch.swap(queue_);
+      lock.unlock();
+      std::string out;
+      for (auto& item : batch) {
+        if (item.clock) {
+          // Everything queued before it goes out first, so t3 is as close to the send as it gets.
+          if (!out.empty() && !write_all(out_fd_, out.data(), out.size())) break;
+          out.clear();
+          json r = {{"type", "clock"}, {"id", item.id}, {"ok", true}, {"t1", item.t1}, {"t2", item.t2}};
+          r["t3"] = realtime_ns();
+          out = to_line(r);
+        } else {
+          out += item.line;
+        }
+      }
+      bool ok = write_all(out_fd_, out.data(), out.size());
+      lock.lock();
+      if (!ok) {
+        broken_ = true;
+        queue_.clear();
+        return;
+      }
+    }
+  }
+
+  int in_fd_, out_fd_;
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Item> queue_;
+  bool closing_ = false;
+  bool broken_ = false;
+  std::thread writer_;
+};
+
+Agent::Agent(AgentOptions options)
+    : options_(std::move(options)),
+      host_(options_.host.empty() ? local_host_name() : options_.host),
+      registry_(options_.registry ? options_.registry : &builtin_registry()) {
+  if (options_.spool_dir.empty()) throw Error("agent: no spool folder given");
+  std::error_code ec;
+  std::filesystem::create_directories(options_.spool_dir, ec);
+  if (ec) throw Error("agent: cannot create spool folder " + options_.spool_dir + ": " + ec.message());
+  flusher_ = std::thread([this] { flusher(); });
+}
+
+Agent::~Agent() {
+  shutdown_sessions();
+  stop_probes();
+  stopping_ = true;
+  flusher_.join();
+}
+
+void Agent::flusher() {
+  // The spool's time bound on a batch: without this a slow probe's samples could sit in memory.
+  while (!stopping_) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::shared_ptr<Spool> spool;
+    {
+      std::lock_guard lock(mutex_);
+      spool = spool_;
+    }
+    if (!spool) continue;
+    try {
+      spool->flush_if_due();
+    } catch (const Error& e) {
+      std::lock_guard lock(mutex_);
+      if (spool_error_.empty()) {
+        spool_error_ = e.what();
+        spdlog::error("{}", e.what());
+      }
+    }
+  }
+}
+
+void Agent::shutdown_sessions() {
+  std::lock_guard lock(mutex_);
+  for (Session* s : sessions_) s->end();
+}
+
+void Agent::on_sample(const Sample& sample) {
+  std::lock_guard lock(mutex_);
+  if (!spool_) return;
+  uint64_t seq = ++last_seq_;
+  std::string line = sample_line(seq, sample);
+  try {
+    spool_->append(seq, line);
+  } catch (const Error& e) {
+    // The live stream still gets the sample; status reports that the spool has a hole.
+    if (spool_error_.empty()) {
+      spool_error_ = e.what();
+      spdlog::error("{}", e.what());
+    }
+  }
+  for (Session* s : sessions_) s->offer(seq, line);
+}
+
+json Agent::start_probes(Session& s, const Request& r) {
+  std::lock_guard control(control_);
+  if (!probes_.empty()) {
+    std::string names;
+    for (const auto& n : running_) names += (names.empty() ? "" : ", ") + n;
+    throw ProtocolError(fmt::format("probes already running (capture {}: {}); send probes.stop first", capture_, names),
+                        r.id);
+  }
+  std::string capture = fmt::format("{:%Y%m%dT%H%M%S}-{}-{}", fmt::gmtime(std::time(nullptr)), ::getpid(), ++captures_);
+  std::string path = options_.spool_dir + "/capture-" + capture + ".jsonl";
+  auto spool = std::make_shared<Spool>(path, options_.spool);
+  {
+    std::lock_guard lock(mutex_);
+    if (spool_) {
+      try {
+        spool_->finish();
+      } catch (const Error& e) {
+        spdlog::error("{}", e.what());
+      }
+    }
+    spool_ = spool;
+    capture_ = capture;
+    last_seq_ = 0;
+    spool_error_.clear();
+    // Sequence numbers restart with the capture: only the session that started it follows it
+    // live; any other re-joins with spool.fetch.
+    for (Session* other : sessions_) {
+      other->subscribed = false;
+      other->high_water = 0;
+    }
+    s.subscribed = true;
+    s.high_water = 0;
+  }
+  json statuses = json::array();
+  running_.clear();
+  for (const auto& p : r.probes) {
+    probes::ProbeStatus st;
+    std::unique_ptr<probes::Probe> probe;
+    try {
+      probe = registry_->create(ProbeConfig::from(p, host_));
+      if (!probe) {
+        std::string known;
+        for (const auto& n : registry_->names()) known += (known.empty() ? "" : ", ") + n;
+        st.reason = fmt::format("unknown probe '{}' (this agent knows: {})", p.name, known);
+      } else {
+        st = probe->start([this](const Sample& x) { on_sample(x); });
+      }
+    } catch (const Error& e) {
+      st = {false, "", e.what()};
+    }
+    if (st.available) {
+      probes_.push_back(std::move(probe));
+      running_.push_back(p.name);
+    }
+    statuses.push_back({{"name", p.name}, {"available", st.available}, {"method", st.method}, {"reason", st.reason}});
+  }
+  json reply = ok_reply(r.type, r.id);
+  reply["capture"] = capture;
+  reply["spool"] = path;
+  reply["probes"] = std::move(statuses);
+  return reply;
+}
+
+void Agent::stop_probes() {
+  std::lock_guard control(control_);
+  // Probe threads take mutex_ in their sink, so they are joined without holding it.
+  for (auto& p : probes_) p->stop();
+  probes_.clear();
+  running_.clear();
+  std::lock_guard lock(mutex_);
+  if (spool_) {
+    try {
+      spool_->finish();
+    } catch (const Error& e) {
+      if (spool_error_.empty()) spool_error_ = e.what();
+      spdlog::error("{}", e.what());
+    }
+  }
+}
+
+json Agent::status() const {
+  json j = json::object();
+  {
+    std::lock_guard lock(mutex_);
+    j["capture"] = capture_.empty() ? json() : json(capture_);
+    j["spool"] = spool_ ? json(spool_->path()) : json();
+    j["spool_bytes"] = spool_ ? spool_->size_bytes() : 0;
+    j["samples"] = last_seq_;
+    j["last_seq"] = last_seq_;
+    j["sessions"] = sessions_.size();
+    j["spool_error"] = spool_error_.empty() ? json() : json(spool_error_);
+  }
+  // running_ changes only under control_; a racing start/stop shows the state before or after.
+  std::vector<std::string> running;
+  {
+    std::lock_guard control(control_);
+    running = running_;
+  }
+  j["running"] = running;
+  j["host"] = host_;
+  j["pid"] = ::getpid();
+  return j;
+}
+
+void Agent::fetch(Session& s, const Request& r) {
+  std::shared_ptr<Spool> spool;
+  uint64_t last = 0;
+  {
+    std::lock_guard lock(mutex_);
+    if (!spool_) throw ProtocolError("no capture yet: nothing to fetch (send probes.start first)", r.id);
+    spool = spool_;
+    last = last_seq_;
+    s.paused = true;
+    s.held.clear();
+    if (r.follow) s.subscribed = true;
+  }
+  size_t count = 0;
+  try {
+    count = spool->read(r.from_seq, last, [&](std::string_view line) {
+      std::string l(line);
+      l += '\n';
+      s.send(std::move(l));
+    });
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    s.paused = false;
+    throw;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    s.high_water = std::max(s.high_water, last);
+    // Samples that arrived during the replay all have seq > last: they follow in order.
+    for (auto& line : s.held) {
+      auto seq = sample_line_seq(line);
+      if (seq && *seq > s.high_water) {
+        s.high_water = *seq;
+        s.send(std::move(line));
+      }
+    }
+    s.held.clear();
+    s.paused = false;
+  }
+  json reply = ok_reply(r.type, r.id);
+  reply["from_seq"] = r.from_seq;
+  reply["last_seq"] = last;
+  reply["count"] = count;
+  s.send(to_line(reply));
+}
+
+void Agent::handle(Session& s, const Request& r, int64_t t2) {
+  switch (r.type) {
+    case RequestType::kHello: {
+      if (r.version != kProtocolVersion) {
+        throw ProtocolError(
+            fmt::format("unsupported protocol version {}; this agent speaks {}", r.version, kProtocolVersion), r.id);
+      }
+      json j = ok_reply(r.type, r.id);
+      j["version"] = kProtocolVersion;
+      j["host"] = host_;
+      j["pid"] = ::getpid();
+      j["probes"] = registry_->names();
+      s.send(to_line(j));
+      break;
+    }
+    case RequestType::kClock:
+      s.send_clock(r.id, r.t1, t2);
+      break;
+    case RequestType::kProbesStart:
+      s.send(to_line(start_probes(s, r)));
+      break;
+    case RequestType::kProbesStop: {
+      stop_probes();
+      json j = ok_reply(r.type, r.id);
+      std::lock_guard lock(mutex_);
+      j["last_seq"] = last_seq_;
+      j["capture"] = capture_;
+      s.send(to_line(j));
+      break;
+    }
+    case RequestType::kStatus: {
+      json j = ok_reply(r.type, r.id);
+      j.update(status());
+      s.send(to_line(j));
+      break;
+    }
+    case RequestType::kSpoolFetch:
+      fetch(s, r);
+      break;
+    case RequestType::kBye:
+      s.send(to_line(ok_reply(r.type, r.id)));
+      s.end();
+      break;
+  }
+}
+
+void Agent::serve(int in_fd, int out_fd) {
+  Session session(in_fd, out_fd);
+  {
+    std::lock_guard lock(mutex_);
+    sessions_.push_back(&session);
+  }
+  LineReader reader;
+  char buf[65536];
+  while (!session.ending && !session.broken()) {
+    pollfd p{in_fd, POLLIN, 0};
+    // A bounded wait so end() and a broken writer are noticed without a wake-up fd.
+    int rc = ::poll(&p, 1, 100);
+    if (rc < 0 && errno != EINTR) break;
+    if (rc <= 0) continue;
+    ssize_t n = ::read(in_fd, buf, sizeof(buf));
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) break;  // EOF: the client went away
+    int64_t t2 = realtime_ns();
+    reader.feed(std::string_view(buf, static_cast<size_t>(n)));
+    while (auto line = reader.next()) {
+      if (line->too_long) {
+        session.send(to_line(error_reply(nullptr, fmt::format("line longer than {} bytes, ignored", kMaxLineBytes))));
+        continue;
+      }
+      if (line->text.empty()) continue;
+      Request request;
+      try {
+        request = parse_request(line->text);
+        handle(session, request, t2);
+      } catch (const ProtocolError& e) {
+        session.send(to_line(error_reply(e.id(), e.what())));
+      } catch (const Error& e) {
+        // A failure of this request (spool unwritable, ...): reported, the session stays up.
+        session.send(to_line(error_reply(request.id, e.what())));
+      }
+      if (session.ending) break;
+    }
+  }
+  std::lock_guard lock(mutex_);
+  std::erase(sessions_, &session);
+}
+
+}  // namespace ocslab::agent

@@ -1,0 +1,332 @@
+#include "ocslab/agent/cli.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <atomic>
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "ocslab/agent/registry.h"
+#include "ocslab/agent/server.h"
+#include "ocslab/common/clock.h"
+#include "ocslab/common/csv_writer.h"
+#include "ocslab/common/log.h"
+
+namespace po = boost::program_options;
+
+namespace ocslab::agent {
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+void on_signal(int) { g_interrupted = true; }
+
+struct CommandSpec {
+  const char* name;
+  const char* usage;
+  const char* summary;
+  const char* details;
+};
+
+const std::vector<CommandSpec>& commands() {
+  static const std::vector<CommandSpec> specs = {
+      {"serve", "serve (--stdio [--no-daemon] | --socket PATH) [options]", "serve protocol v1 (JSON lines)",
+       "--stdio: one session on stdin/stdout, what the runner starts over SSH. It bridges to the\n"
+       "agent daemon on --socket (default below), starting the daemon in the background first\n"
+       "when none runs; the daemon owns the probes and the spool, so a dropped SSH session ends\n"
+       "only the bridge and a new session fetches the gap with spool.fetch.\n"
+       "--stdio --no-daemon: serve in this process; the probes stop when the session ends.\n"
+       "--socket PATH alone: run the daemon in the foreground (systemd: agent/systemd/).\n"
+       "Default socket: /run/ocslab-agent/agent.sock as root, else /tmp/ocslab-agent-UID/agent.sock;\n"
+       "default spool: /var/spool/ocslab-agent as root, else /tmp/ocslab-agent-UID/spool.\n"
+       "Protocol reference: docs/agent-protocol.md"},
+      {"capture", "capture --probes P[,P...] [--if IF] [--interval-ms N] [--duration S] [-o FILE]",
+       "capture probes on this host to a CSV file",
+       "Runs the named probes without a runner and writes every sample as a CSV row:\n"
+       "t_ns,host,source,subject,signal,value,unit (t_ns: CLOCK_REALTIME ns). Runs for\n"
+       "--duration seconds, or until Ctrl-C when 0. Progress is shown on a terminal only.\n"
+       "Probes that cannot run on this host are named with the reason; the others still run."},
+      {"probes", "probes", "list the probes this agent can start", "One name per line."},
+  };
+  return specs;
+}
+
+const CommandSpec* find_command(const std::string& name) {
+  for (const auto& c : commands()) {
+    if (name == c.name) return &c;
+  }
+  return nullptr;
+}
+
+po::options_description global_options() {
+  po::options_description d("Global options");
+  d.add_options()("host", po::value<std::string>(), "host name stamped on samples (default: gethostname)")(
+      "log-level", po::value<std::string>()->default_value("warn"),
+      "trace, debug, info, warn, error, off (logs go to stderr)")(
+      "help,h", "show help (also: ocslab-agent COMMAND --help)")("version", "print the version");
+  return d;
+}
+
+po::options_description serve_options() {
+  po::options_description d("serve options");
+  d.add_options()("stdio", "serve one session on stdin/stdout")(
+      "no-daemon", "with --stdio: serve in this process instead of bridging to the daemon")(
+      "socket", po::value<std::string>(), "the daemon's unix socket")("spool-dir", po::value<std::string>(),
+                                                                      "folder of the per-capture spool files");
+  return d;
+}
+
+po::options_description capture_options() {
+  po::options_description d("capture options");
+  d.add_options()("probes", po::value<std::string>(), "comma-separated probe names (see 'ocslab-agent probes')")(
+      "if", po::value<std::vector<std::string>>(), "interface(s) to watch; repeat or separate with commas")(
+      "interval-ms", po::value<int>()->default_value(100), "sampling interval of polling probes, ms")(
+      "duration", po::value<double>()->default_value(0), "seconds to capture (0: until Ctrl-C)")(
+      "output,o", po::value<std::string>()->default_value("-"), "CSV file ('-': stdout)");
+  return d;
+}
+
+const char* kExitCodes =
+    "Exit codes:\n"
+    "  0  success\n"
+    "  1  bad command line\n"
+    "  2  bad input: unknown probe, bad interval or duration\n"
+    "  3  none of the requested probes can run on this host (reasons printed)\n"
+    "  4  cannot serve: socket owned by another daemon, daemon not starting, spool unwritable\n";
+
+void print_help(std::ostream& out, const CommandSpec* cmd) {
+  if (!cmd) {
+    out << "ocslab-agent - per-host probe agent of ocslab\n\n"
+           "Usage: ocslab-agent COMMAND [options]\n\nCommands:\n";
+    for (const auto& c : commands()) out << fmt::format("  {:<10} {}\n", c.name, c.summary);
+    out << "\n"
+        << global_options() << "\n"
+        << kExitCodes << "\nExamples:\n"
+        << "  ocslab-agent capture --probes heartbeat,carrier --if ens1f0 --duration 30 -o t.csv\n"
+        << "  ssh lab-host ocslab-agent serve --stdio        # what the runner does\n"
+        << "  ocslab-agent serve --socket /run/ocslab-agent/agent.sock\n"
+        << "\nDocumentation: docs/agent-protocol.md\n";
+    return;
+  }
+  out << "Usage: ocslab-agent " << cmd->usage << "\n\n" << cmd->summary << ".\n" << cmd->details << "\n\n";
+  if (std::string(cmd->name) == "serve") out << serve_options() << "\n";
+  if (std::string(cmd->name) == "capture") out << capture_options() << "\n";
+  out << "Global options: see 'ocslab-agent --help'.\n\n" << kExitCodes;
+}
+
+std::string default_base() {
+  return ::getuid() == 0 ? std::string() : "/tmp/ocslab-agent-" + std::to_string(::getuid());
+}
+std::string default_socket() {
+  return ::getuid() == 0 ? "/run/ocslab-agent/agent.sock" : default_base() + "/agent.sock";
+}
+std::string default_spool() { return ::getuid() == 0 ? "/var/spool/ocslab-agent" : default_base() + "/spool"; }
+
+std::string self_exe() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) throw Error("cannot find this program's path (/proc/self/exe): " + ec.message());
+  return p.string();
+}
+
+std::vector<std::string> split_commas(const std::vector<std::string>& items) {
+  std::vector<std::string> out;
+  for (const auto& item : items) {
+    size_t i = 0;
+    while (i <= item.size()) {
+      size_t j = item.find(',', i);
+      if (j == std::string::npos) j = item.size();
+      if (j > i) out.push_back(item.substr(i, j - i));
+      i = j + 1;
+    }
+  }
+  return out;
+}
+
+int cmd_serve(const po::variables_map& vm, std::ostream& err) {
+  AgentOptions o;
+  if (vm.count("host")) o.host = vm["host"].as<std::string>();
+  o.spool_dir = vm.count("spool-dir") ? vm["spool-dir"].as<std::string>() : default_spool();
+  bool stdio = vm.count("stdio") > 0;
+  if (!stdio && !vm.count("socket")) {
+    err << "ocslab-agent serve: give --stdio or --socket PATH\nTry 'ocslab-agent serve --help'.\n";
+    return kExitUsage;
+  }
+  if (vm.count("no-daemon") && !stdio) {
+    err << "ocslab-agent serve: --no-daemon goes with --stdio\n";
+    return kExitUsage;
+  }
+  if (stdio && vm.count("no-daemon")) {
+    serve_stdio(o);
+    return kExitOk;
+  }
+  std::string socket = vm.count("socket") ? vm["socket"].as<std::string>() : default_socket();
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(socket).parent_path(), ec);
+  if (!stdio) {
+    run_daemon(o, socket);
+    return kExitOk;
+  }
+  std::vector<std::string> argv = {self_exe(),    "serve",     "--socket",    socket,
+                                   "--spool-dir", o.spool_dir, "--log-level", vm["log-level"].as<std::string>()};
+  if (!o.host.empty()) {
+    argv.push_back("--host");
+    argv.push_back(o.host);
+  }
+  bridge_stdio(socket, argv, socket + ".log", std::chrono::seconds(10));
+  return kExitOk;
+}
+
+int cmd_capture(const po::variables_map& vm, std::ostream& out, std::ostream& err) {
+  if (!vm.count("probes")) {
+    err << "ocslab-agent capture: --probes is required\nTry 'ocslab-agent capture --help'.\n";
+    return kExitUsage;
+  }
+  auto names = split_commas({vm["probes"].as<std::string>()});
+  auto ifs = vm.count("if") ? split_commas(vm["if"].as<std::vector<std::string>>()) : std::vector<std::string>{};
+  int interval = vm["interval-ms"].as<int>();
+  double duration = vm["duration"].as<double>();
+  if (names.empty()) throw ProtocolError("--probes names no probe");
+  if (interval < 1) throw ProtocolError("--interval-ms must be >= 1, got " + std::to_string(interval));
+  if (!(duration >= 0)) throw ProtocolError("--duration must be >= 0 seconds");
+  std::string host;
+  if (vm.count("host")) host = vm["host"].as<std::string>();
+  if (host.empty()) {
+    char buf[256] = {};
+    ::gethostname(buf, sizeof(buf) - 1);
+    host = buf;
+  }
+  const ProbeRegistry& registry = builtin_registry();
+  for (const auto& n : names) {
+    if (!registry.contains(n)) {
+      std::string known;
+      for (const auto& k : registry.names()) known += (known.empty() ? "" : ", ") + k;
+      err << "ocslab-agent capture: unknown probe '" << n << "' (known: " << known << ")\n";
+      return kExitInput;
+    }
+  }
+
+  std::string path = vm["output"].as<std::string>();
+  std::unique_ptr<CsvWriter> csv = path == "-" ? std::make_unique<CsvWriter>(out) : std::make_unique<CsvWriter>(path);
+  csv->header(sample_csv_columns());
+  std::mutex mutex;
+  size_t rows = 0;
+  auto sink = [&](const Sample& s) {
+    std::lock_guard lock(mutex);
+    csv->row(sample_csv_fields(s));
+    ++rows;
+  };
+
+  g_interrupted = false;
+  struct sigaction sa {
+  }, old_int{}, old_term{};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+
+  std::vector<std::unique_ptr<probes::Probe>> running;
+  for (const auto& n : names) {
+    ProbeConfig c{host, n, ifs, interval, nlohmann::json::object()};
+    auto probe = registry.create(c);
+    probes::ProbeStatus st = probe->start(sink);
+    if (st.available) {
+      running.push_back(std::move(probe));
+    } else {
+      err << "ocslab-agent capture: probe " << n << " unavailable: " << st.reason << "\n";
+    }
+  }
+  int rc = kExitOk;
+  if (running.empty()) {
+    err << "ocslab-agent capture: none of the requested probes can run on this host\n";
+    rc = kExitUnavailable;
+  } else {
+    bool progress = stderr_is_terminal();
+    auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (g_interrupted || (duration > 0 && t >= duration)) break;
+      if (progress) {
+        std::lock_guard lock(mutex);
+        std::cerr << fmt::format("\r{:8.1f} s  {} samples", t, rows) << std::flush;
+      }
+    }
+    if (progress) std::cerr << "\n";
+  }
+  for (auto& p : running) p->stop();
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  csv->flush();
+  if (path != "-" && rc == kExitOk) err << fmt::format("{} samples written to {}\n", rows, path);
+  return rc;
+}
+
+}  // namespace
+
+int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  po::options_description all;
+  all.add(global_options()).add(serve_options()).add(capture_options());
+  all.add_options()("command", po::value<std::string>())("args", po::value<std::vector<std::string>>());
+  po::positional_options_description pos;
+  pos.add("command", 1).add("args", -1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    err << "ocslab-agent: " << e.what() << "\nTry 'ocslab-agent --help'.\n";
+    return kExitUsage;
+  }
+  std::string cmd = vm.count("command") ? vm["command"].as<std::string>() : "";
+  const CommandSpec* spec = cmd.empty() ? nullptr : find_command(cmd);
+  if (cmd == "help") {
+    auto rest = vm.count("args") ? vm["args"].as<std::vector<std::string>>() : std::vector<std::string>{};
+    print_help(out, rest.empty() ? nullptr : find_command(rest[0]));
+    return kExitOk;
+  }
+  if (vm.count("help")) {
+    print_help(out, spec);
+    return kExitOk;
+  }
+  if (vm.count("version")) {
+    out << "ocslab-agent " << OCSLAB_VERSION << " (protocol " << kProtocolVersion << ")\n";
+    return kExitOk;
+  }
+  if (cmd.empty()) {
+    print_help(err, nullptr);
+    return kExitUsage;
+  }
+  if (!spec) {
+    err << "ocslab-agent: unknown command '" << cmd << "'\nTry 'ocslab-agent --help'.\n";
+    return kExitUsage;
+  }
+  if (vm.count("args")) {
+    err << "ocslab-agent " << cmd << ": unexpected argument '" << vm["args"].as<std::vector<std::string>>()[0]
+        << "'\nTry 'ocslab-agent " << cmd << " --help'.\n";
+    return kExitUsage;
+  }
+  try {
+    init_logging(vm["log-level"].as<std::string>());
+    if (cmd == "probes") {
+      for (const auto& n : builtin_registry().names()) out << n << "\n";
+      return kExitOk;
+    }
+    if (cmd == "capture") return cmd_capture(vm, out, err);
+    return cmd_serve(vm, err);
+  } catch (const ProtocolError& e) {
+    err << "ocslab-agent " << cmd << ": " << e.what() << "\n";
+    return kExitInput;
+  } catch (const std::exception& e) {
+    err << "ocslab-agent " << cmd << ": " << e.what() << "\n";
+    return cmd == "serve" ? kExitServe : kExitInput;
+  }
+}
+
+}  // namespace ocslab::agent

@@ -1,0 +1,356 @@
+#include "ocslab/agent/client.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <limits>
+#include <thread>
+
+#include "ocslab/common/clock.h"
+#include "ocslab/common/log.h"
+#include "ocslab/ocsctl/errors.h"
+#include "ocslab/ocsctl/ssh_session.h"
+
+namespace ocslab::agent {
+
+using nlohmann::json;
+
+AgentClient::AgentClient(std::unique_ptr<ocs::Stream> stream, std::chrono::milliseconds timeout)
+    : stream_(std::move(stream)), timeout_(timeout) {}
+
+AgentClient::~AgentClient() { close(); }
+
+void AgentClient::close() {
+  if (stream_) {
+    stream_->close();
+    stream_.reset();
+  }
+}
+
+json AgentClient::read_message(ocs::Deadline deadline, bool* timed_out) {
+  *timed_out = false;
+  for (;;) {
+    while (auto line = reader_.next()) {
+      if (line->too_long)
+        throw ProtocolError("agent sent a line longer than " + std::to_string(kMaxLineBytes) + " bytes");
+      if (line->text.empty()) continue;
+      json m = parse_message(line->text);
+      if (m["type"] == "sample") {
+        SeqSample s = parse_sample(m);
+        if (s.seq > last_seq_) last_seq_ = s.seq;
+        if (on_sample_) on_sample_(s);
+        continue;
+      }
+      return m;
+    }
+    if (!stream_) throw ocs::ConnectionError("agent session is closed");
+    std::string bytes = stream_->read_some(deadline);
+    if (bytes.empty()) {
+      *timed_out = true;
+      return {};
+    }
+    reader_.feed(bytes);
+  }
+}
+
+json AgentClient::request(Request r) {
+  if (!stream_) throw ocs::ConnectionError("agent session is closed");
+  r.id = next_id_++;
+  stream_->write(request_line(r));
+  auto deadline = ocs::Clock::now() + timeout_;
+  for (;;) {
+    bool timed_out = false;
+    json m = read_message(deadline, &timed_out);
+    if (timed_out) {
+      throw ocs::TimeoutError(std::string("no reply to ") + to_string(r.type) + " from " + describe() + " within " +
+                              std::to_string(timeout_.count()) + " ms");
+    }
+    if (m.value("id", json()) != r.id) {
+      if (m["type"] == "error") spdlog::warn("{}: agent error: {}", describe(), m.value("message", ""));
+      continue;  // a reply to nothing we wait for (an error about an over-long line)
+    }
+    if (m["type"] == "error") {
+      throw AgentError(std::string(to_string(r.type)) + " refused by " + describe() + ": " + m.value("message", "?"));
+    }
+    if (m["type"] != to_string(r.type)) {
+      throw ProtocolError(std::string("reply of type ") + m["type"].dump() + " to " + to_string(r.type));
+    }
+    return m;
+  }
+}
+
+HelloInfo AgentClient::hello() {
+  Request r;
+  r.type = RequestType::kHello;
+  r.version = kProtocolVersion;
+  json m = request(r);
+  try {
+    HelloInfo h;
+    h.version = m.at("version").get<int>();
+    h.host = m.at("host").get<std::string>();
+    h.pid = m.at("pid").get<long long>();
+    h.probes = m.at("probes").get<std::vector<std::string>>();
+    return h;
+  } catch (const json::exception& e) {
+    throw ProtocolError(std::string("malformed hello reply: ") + e.what() + ": " + m.dump());
+  }
+}
+
+ClockEstimate AgentClient::estimate_clock(int exchanges) {
+  ClockEstimate best;
+  best.rtt_ns = std::numeric_limits<int64_t>::max();
+  for (int i = 0; i < exchanges; ++i) {
+    Request r;
+    r.type = RequestType::kClock;
+    r.t1 = realtime_ns();
+    json m = request(r);
+    int64_t t4 = realtime_ns();
+    int64_t t1 = m.at("t1").get<int64_t>(), t2 = m.at("t2").get<int64_t>(), t3 = m.at("t3").get<int64_t>();
+    if (t1 != r.t1)
+      throw ProtocolError("clock reply echoes t1 " + std::to_string(t1) + ", sent " + std::to_string(r.t1));
+    // Round trip without the agent's own processing time.
+    int64_t rtt = (t4 - t1) - (t3 - t2);
+    if (rtt < 0) rtt = 0;
+    if (rtt < best.rtt_ns) {
+      best.rtt_ns = rtt;
+      best.offset_ns = ((t2 - t1) + (t3 - t4)) / 2;
+      best.uncertainty_ns = rtt / 2;
+    }
+    best.exchanges = i + 1;
+  }
+  return best;
+}
+
+StartResult AgentClient::start(const std::vector<ProbeRequest>& probes) {
+  Request r;
+  r.type = RequestType::kProbesStart;
+  r.probes = probes;
+  json m = request(r);
+  StartResult out;
+  out.capture = m.value("capture", "");
+  out.spool = m.value("spool", "");
+  for (const auto& p : m.value("probes", json::array())) {
+    out.probes.push_back(
+        {p.value("name", ""), p.value("available", false), p.value("method", ""), p.value("reason", "")});
+  }
+  return out;
+}
+
+uint64_t AgentClient::stop() {
+  Request r;
+  r.type = RequestType::kProbesStop;
+  return request(r).value("last_seq", uint64_t{0});
+}
+
+json AgentClient::status() {
+  Request r;
+  r.type = RequestType::kStatus;
+  return request(r);
+}
+
+FetchResult AgentClient::fetch(uint64_t from_seq, bool follow) {
+  Request r;
+  r.type = RequestType::kSpoolFetch;
+  r.from_seq = from_seq;
+  r.follow = follow;
+  json m = request(r);
+  return {m.value("from_seq", uint64_t{0}), m.value("last_seq", uint64_t{0}), m.value("count", uint64_t{0})};
+}
+
+void AgentClient::bye() {
+  Request r;
+  r.type = RequestType::kBye;
+  request(r);
+}
+
+size_t AgentClient::poll_for(std::chrono::milliseconds duration) {
+  auto deadline = ocs::Clock::now() + duration;
+  size_t count = 0;
+  auto cb = on_sample_;
+  on_sample_ = [&](const SeqSample& s) {
+    ++count;
+    if (cb) cb(s);
+  };
+  try {
+    for (;;) {
+      bool timed_out = false;
+      json m = read_message(deadline, &timed_out);
+      if (timed_out) break;
+      if (m["type"] == "error") spdlog::warn("{}: agent error: {}", describe(), m.value("message", ""));
+    }
+  } catch (...) {
+    on_sample_ = cb;
+    throw;
+  }
+  on_sample_ = cb;
+  return count;
+}
+
+namespace {
+
+class SshExecStream final : public ocs::Stream {
+ public:
+  SshExecStream(const ocs::SshOptions& o, const std::string& command)
+      : session_(std::make_unique<ocs::SshSession>(o)), what_(session_->describe() + " (" + command + ")") {
+    channel_ = ssh_channel_new(session_->get());
+    if (!channel_ || ssh_channel_open_session(channel_) != SSH_OK) fail("open channel");
+    if (ssh_channel_request_exec(channel_, command.c_str()) != SSH_OK) fail("exec '" + command + "'");
+  }
+  ~SshExecStream() override { close(); }
+
+  void write(std::string_view data) override {
+    if (!channel_) throw ocs::ConnectionError(what_ + " is closed");
+    while (!data.empty()) {
+      int n = ssh_channel_write(channel_, data.data(), static_cast<uint32_t>(data.size()));
+      if (n == SSH_ERROR)
+        throw ocs::ConnectionError("write to " + what_ + " failed: " + ssh_get_error(session_->get()));
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+  }
+
+  std::string read_some(ocs::Deadline deadline) override {
+    if (!channel_) throw ocs::ConnectionError(what_ + " is closed");
+    char buf[65536];
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - ocs::Clock::now()).count();
+      if (left < 0) left = 0;
+      int n =
+          ssh_channel_read_timeout(channel_, buf, sizeof(buf), 0, static_cast<int>(std::min<long long>(left, 1 << 30)));
+      if (n == SSH_ERROR)
+        throw ocs::ConnectionError("read from " + what_ + " failed: " + ssh_get_error(session_->get()));
+      if (n > 0) return std::string(buf, static_cast<size_t>(n));
+      if (ssh_channel_is_eof(channel_) || !ssh_channel_is_open(channel_)) {
+        throw ocs::ConnectionError("connection closed by " + what_);
+      }
+      if (ocs::Clock::now() >= deadline) return {};
+    }
+  }
+
+  void close() override {
+    if (channel_) {
+      ssh_channel_close(channel_);
+      ssh_channel_free(channel_);
+      channel_ = nullptr;
+    }
+    if (session_) session_->close();
+  }
+
+  std::string describe() const override { return what_; }
+
+ private:
+  [[noreturn]] void fail(const std::string& step) {
+    if (channel_) {
+      ssh_channel_free(channel_);
+      channel_ = nullptr;
+    }
+    session_->fail(step);
+  }
+
+  std::unique_ptr<ocs::SshSession> session_;
+  ssh_channel channel_ = nullptr;
+  std::string what_;
+};
+
+class ChildStream final : public ocs::Stream {
+ public:
+  explicit ChildStream(const std::vector<std::string>& argv) : what_("local " + argv.at(0)) {
+    int in[2], out[2];
+    if (::pipe2(in, O_CLOEXEC) != 0) throw SystemError("pipe", errno);
+    if (::pipe2(out, O_CLOEXEC) != 0) {
+      ::close(in[0]);
+      ::close(in[1]);
+      throw SystemError("pipe", errno);
+    }
+    pid_ = ::fork();
+    if (pid_ < 0) {
+      int e = errno;
+      for (int fd : {in[0], in[1], out[0], out[1]}) ::close(fd);
+      throw SystemError("fork for " + argv[0], e);
+    }
+    if (pid_ == 0) {
+      ::dup2(in[0], 0);
+      ::dup2(out[1], 1);
+      std::vector<char*> args;
+      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      ::execvp(args[0], args.data());
+      ::_exit(127);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    to_child_ = in[1];
+    from_child_ = out[0];
+  }
+  ~ChildStream() override { close(); }
+
+  void write(std::string_view data) override {
+    if (to_child_ < 0) throw ocs::ConnectionError(what_ + " is closed");
+    while (!data.empty()) {
+      ssize_t n = ::write(to_child_, data.data(), data.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw ocs::ConnectionError("write to " + what_ + " failed: " + std::strerror(errno));
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+  }
+
+  std::string read_some(ocs::Deadline deadline) override {
+    if (from_child_ < 0) throw ocs::ConnectionError(what_ + " is closed");
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - ocs::Clock::now()).count();
+      pollfd p{from_child_, POLLIN, 0};
+      int rc = ::poll(&p, 1, static_cast<int>(std::clamp<long long>(left, 0, 1 << 30)));
+      if (rc < 0 && errno == EINTR) continue;
+      if (rc < 0) throw SystemError("poll " + what_, errno);
+      if (rc == 0) return {};
+      char buf[65536];
+      ssize_t n = ::read(from_child_, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw ocs::ConnectionError("read from " + what_ + " failed: " + std::strerror(errno));
+      if (n == 0) throw ocs::ConnectionError("connection closed by " + what_);
+      return std::string(buf, static_cast<size_t>(n));
+    }
+  }
+
+  void close() override {
+    if (to_child_ >= 0) ::close(to_child_);  // EOF: the agent ends its session cleanly
+    to_child_ = -1;
+    if (from_child_ >= 0) ::close(from_child_);
+    from_child_ = -1;
+    if (pid_ > 0) {
+      // Give it a moment to stop its probes and finish its spool, then insist.
+      for (int i = 0; i < 200; ++i) {
+        if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+          pid_ = -1;
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+
+  std::string describe() const override { return what_; }
+
+ private:
+  std::string what_;
+  pid_t pid_ = -1;
+  int to_child_ = -1, from_child_ = -1;
+};
+
+}  // namespace
+
+std::unique_ptr<ocs::Stream> ssh_exec(const ocs::SshOptions& options, const std::string& command) {
+  return std::make_unique<SshExecStream>(options, command);
+}
+
+std::unique_ptr<ocs::Stream> spawn_stream(const std::vector<std::string>& argv) {
+  return std::make_unique<ChildStream>(argv);
+}
+
+}  // namespace ocslab::agent

@@ -1,0 +1,203 @@
+// The agent core in-process over socketpairs: requests and replies, garbage answered with an
+// error while the session stays up, live samples, and a second session catching up from the
+// spool with every sequence number exactly once.
+#include <catch2/catch.hpp>
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <map>
+#include <thread>
+
+#include "ocslab/agent/agent.h"
+#include "ocslab/agent/client.h"
+#include "ocslab/agent/heartbeat_probe.h"
+#include "ocslab/ocsctl/errors.h"
+#include "ocslab/testing/sshd_fixture.h"
+
+using namespace ocslab::agent;
+using namespace std::chrono_literals;
+
+namespace {
+
+// The client's end of a socketpair as a byte stream.
+class SocketStream final : public ocslab::ocs::Stream {
+ public:
+  explicit SocketStream(int fd) : fd_(fd) {}
+  ~SocketStream() override { close(); }
+  void write(std::string_view d) override {
+    while (!d.empty()) {
+      ssize_t n = ::send(fd_, d.data(), d.size(), MSG_NOSIGNAL);
+      if (n <= 0) throw ocslab::ocs::ConnectionError("socketpair write failed");
+      d.remove_prefix(static_cast<size_t>(n));
+    }
+  }
+  std::string read_some(ocslab::ocs::Deadline deadline) override {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - ocslab::ocs::Clock::now()).count();
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(std::max<long long>(left, 0))) <= 0) return {};
+    char buf[65536];
+    ssize_t n = ::read(fd_, buf, sizeof(buf));
+    if (n <= 0) throw ocslab::ocs::ConnectionError("socketpair closed");
+    return std::string(buf, static_cast<size_t>(n));
+  }
+  void close() override {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  std::string describe() const override { return "socketpair"; }
+
+ private:
+  int fd_;
+};
+
+// One session served by agent on a thread; the client end comes back as a stream.
+struct Served {
+  Served(Agent& agent) {
+    int sv[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    server_fd = sv[0];
+    client_fd = sv[1];
+    thread = std::thread([&agent, fd = server_fd] { agent.serve(fd, fd); });
+  }
+  ~Served() {
+    ::shutdown(server_fd, SHUT_RDWR);
+    thread.join();
+    ::close(server_fd);
+  }
+  std::unique_ptr<ocslab::ocs::Stream> stream() { return std::make_unique<SocketStream>(client_fd); }
+  int server_fd, client_fd;
+  std::thread thread;
+};
+
+std::string read_line(int fd) {
+  std::string line;
+  char c;
+  while (::read(fd, &c, 1) == 1 && c != '\n') line += c;
+  return line;
+}
+
+ProbeRequest heartbeat(int interval_ms) {
+  ProbeRequest p;
+  p.name = "heartbeat";
+  p.interval_ms = interval_ms;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("garbage gets an error reply and the session stays up", "[agent][session]") {
+  ocslab::testing::TempDir dir;
+  Agent agent({"h1", dir.path() + "/spool", nullptr, {}});
+  Served s(agent);
+  std::string garbage = "{\"type\":\"hello\",\"id\":1,\"version\":1\n\x01\x02\n[]\n{\"type\":\"x\",\"id\":5}\n";
+  REQUIRE(::write(s.client_fd, garbage.data(), garbage.size()) == ssize_t(garbage.size()));
+  CHECK(read_line(s.client_fd).find("not JSON") != std::string::npos);
+  CHECK(read_line(s.client_fd).find("not JSON") != std::string::npos);
+  CHECK(read_line(s.client_fd).find("must be a JSON object") != std::string::npos);
+  auto unknown = nlohmann::json::parse(read_line(s.client_fd));
+  CHECK(unknown["type"] == "error");
+  CHECK(unknown["id"] == 5);
+  CHECK(unknown["message"].get<std::string>().find("unknown request type 'x'") == 0);
+
+  AgentClient client(s.stream());
+  HelloInfo h = client.hello();
+  CHECK(h.version == 1);
+  CHECK(h.host == "h1");
+  CHECK(h.pid == ::getpid());
+  CHECK(h.probes == std::vector<std::string>{"heartbeat"});
+}
+
+TEST_CASE("unsupported version, unknown probe, double start and fetch without capture are refused",
+          "[agent][session]") {
+  ocslab::testing::TempDir dir;
+  Agent agent({"h1", dir.path() + "/spool", nullptr, {}});
+  Served s(agent);
+  std::string bad = "{\"type\":\"hello\",\"id\":1,\"version\":2}\n";
+  REQUIRE(::write(s.client_fd, bad.data(), bad.size()) == ssize_t(bad.size()));
+  CHECK(read_line(s.client_fd).find("unsupported protocol version 2; this agent speaks 1") != std::string::npos);
+
+  AgentClient client(s.stream());
+  CHECK_THROWS_WITH(client.fetch(1), Catch::Contains("no capture yet"));
+  ProbeRequest nope;
+  nope.name = "no_such_probe";
+  auto r = client.start({heartbeat(50), nope});
+  REQUIRE(r.probes.size() == 2);
+  CHECK(r.probes[0].available);
+  CHECK_FALSE(r.probes[1].available);
+  CHECK(r.probes[1].reason == "unknown probe 'no_such_probe' (this agent knows: heartbeat)");
+  CHECK_THROWS_WITH(client.start({heartbeat(50)}), Catch::Contains("probes already running"));
+  auto st = client.status();
+  CHECK(st["running"] == nlohmann::json::array({"heartbeat"}));
+  client.stop();
+  CHECK(client.status()["running"].empty());
+}
+
+TEST_CASE("live samples arrive in order, each once, and the spool holds them all", "[agent][session]") {
+  ocslab::testing::TempDir dir;
+  Agent agent({"h1", dir.path() + "/spool", nullptr, {}});
+  Served s(agent);
+  AgentClient client(s.stream());
+  std::vector<uint64_t> got;
+  client.on_sample([&](const SeqSample& x) {
+    CHECK(x.sample.source == "heartbeat");
+    CHECK(x.sample.host == "h1");
+    CHECK(x.sample.value == double(x.seq));  // one probe: its counter is the seq
+    got.push_back(x.seq);
+  });
+  client.start({heartbeat(2)});
+  client.poll_for(300ms);
+  uint64_t last = client.stop();
+  REQUIRE(last > 10);
+  REQUIRE(got.size() == last);
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == i + 1);
+  auto st = client.status();
+  CHECK(st["last_seq"] == last);
+  CHECK(st["spool_bytes"].get<uint64_t>() > 0);
+
+  // Fetching after the stop replays exactly the capture.
+  got.clear();
+  auto f = client.fetch(1, false);
+  CHECK(f.count == last);
+  CHECK(got.size() == last);
+}
+
+TEST_CASE("a session joining mid-capture gets the gap from the spool, then live, none twice", "[agent][session]") {
+  ocslab::testing::TempDir dir;
+  Agent agent({"h1", dir.path() + "/spool", nullptr, {}});
+  Served a(agent), b(agent);
+  AgentClient starter(a.stream());
+  starter.start({heartbeat(2)});
+  std::this_thread::sleep_for(200ms);
+
+  AgentClient late(b.stream());
+  std::map<uint64_t, int> count;
+  late.on_sample([&](const SeqSample& x) { ++count[x.seq]; });
+  late.hello();
+  auto f = late.fetch(1);
+  CHECK(f.count == f.last_seq);
+  CHECK(f.last_seq > 0);
+  late.poll_for(200ms);
+  uint64_t last = starter.stop();
+  // The late session's last samples were queued before the stop returned; wait for them.
+  for (int i = 0; i < 100 && late.last_seq() < last; ++i) late.poll_for(50ms);
+  REQUIRE(last > f.last_seq);
+  CHECK(count.size() == last);
+  for (uint64_t seq = 1; seq <= last; ++seq) {
+    INFO("seq " << seq);
+    CHECK(count[seq] == 1);
+  }
+}
+
+TEST_CASE("registry: a factory by name, one name once", "[agent][registry]") {
+  ProbeRegistry r;
+  r.add("heartbeat", [](const ProbeConfig& c) { return std::make_unique<HeartbeatProbe>(c.host, c.interval_ms); });
+  CHECK_THROWS_WITH(r.add("heartbeat", nullptr), Catch::Contains("registered twice"));
+  CHECK(r.create({"h", "nope", {}, 10, {}}) == nullptr);
+  auto p = r.create({"h", "heartbeat", {}, 10, {}});
+  REQUIRE(p);
+  CHECK(p->name() == "heartbeat");
+  CHECK(builtin_registry().contains("heartbeat"));
+  CHECK_THROWS_AS(HeartbeatProbe("h", 0), ocslab::Error);
+}

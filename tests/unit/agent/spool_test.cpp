@@ -1,0 +1,98 @@
+// The spool: what was appended comes back by seq range, batches reach the file, a clean
+// finish loses nothing, and a torn last line (agent killed mid-write) is not returned.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <thread>
+
+#include "ocslab/agent/protocol.h"
+#include "ocslab/agent/spool.h"
+#include "ocslab/common/error.h"
+#include "ocslab/testing/sshd_fixture.h"
+
+using namespace ocslab::agent;
+
+namespace {
+
+ocslab::Sample sample(int n) { return {1000 + n, n, "h", "heartbeat", "agent", "heartbeat", double(n), "count"}; }
+
+std::vector<uint64_t> seqs(Spool& spool, uint64_t from, uint64_t to) {
+  std::vector<uint64_t> out;
+  spool.read(from, to, [&](std::string_view line) {
+    auto s = parse_sample(parse_message(line));
+    out.push_back(s.seq);
+    CHECK(s.sample.value == double(s.seq));
+  });
+  return out;
+}
+
+size_t file_lines(const std::string& path) {
+  std::ifstream in(path);
+  size_t n = 0;
+  for (std::string l; std::getline(in, l);) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("spool returns appended samples by seq range", "[agent][spool]") {
+  ocslab::testing::TempDir dir;
+  Spool spool(dir.path() + "/s.jsonl", {64, std::chrono::milliseconds(50)});
+  for (int i = 1; i <= 1000; ++i) spool.append(i, sample_line(i, sample(i)));
+  CHECK(spool.last_seq() == 1000);
+  auto all = seqs(spool, 1, 1000);
+  REQUIRE(all.size() == 1000);
+  for (size_t i = 0; i < all.size(); ++i) CHECK(all[i] == i + 1);
+  CHECK(seqs(spool, 990, 2000) == std::vector<uint64_t>{990, 991, 992, 993, 994, 995, 996, 997, 998, 999, 1000});
+  CHECK(seqs(spool, 257, 258) == std::vector<uint64_t>{257, 258});  // across an index stride
+  CHECK(seqs(spool, 1001, 2000).empty());
+  CHECK(seqs(spool, 5, 4).empty());
+}
+
+TEST_CASE("spool writes in batches and loses nothing on finish", "[agent][spool]") {
+  ocslab::testing::TempDir dir;
+  std::string path = dir.path() + "/s.jsonl";
+  Spool spool(path, {10, std::chrono::milliseconds(10000)});
+  for (int i = 1; i <= 25; ++i) spool.append(i, sample_line(i, sample(i)));
+  CHECK(file_lines(path) == 20);  // two full batches reached the file, five wait
+  spool.flush_if_due();
+  CHECK(file_lines(path) == 20);  // not due yet
+  spool.finish();
+  CHECK(file_lines(path) == 25);
+  CHECK_THROWS_AS(spool.append(26, sample_line(26, sample(26))), ocslab::Error);
+  CHECK(seqs(spool, 1, 100).size() == 25);  // still readable after finish
+}
+
+TEST_CASE("spool flushes a batch once it is older than the interval", "[agent][spool]") {
+  ocslab::testing::TempDir dir;
+  std::string path = dir.path() + "/s.jsonl";
+  Spool spool(path, {1000, std::chrono::milliseconds(20)});
+  spool.append(1, sample_line(1, sample(1)));
+  CHECK(file_lines(path) == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  spool.flush_if_due();
+  CHECK(file_lines(path) == 1);
+}
+
+TEST_CASE("spool refuses a gap in sequence numbers", "[agent][spool]") {
+  ocslab::testing::TempDir dir;
+  Spool spool(dir.path() + "/s.jsonl");
+  spool.append(1, sample_line(1, sample(1)));
+  CHECK_THROWS_WITH(spool.append(3, sample_line(3, sample(3))), Catch::Contains("sample 3 after 1"));
+}
+
+TEST_CASE("a torn last line is not returned", "[agent][spool]") {
+  ocslab::testing::TempDir dir;
+  std::string path = dir.path() + "/s.jsonl";
+  Spool spool(path, {1, std::chrono::milliseconds(50)});
+  for (int i = 1; i <= 3; ++i) spool.append(i, sample_line(i, sample(i)));
+  {
+    std::ofstream out(path, std::ios::app);
+    out << R"({"type":"sample","seq":4,"t_ns":1)";  // what a killed writer leaves
+  }
+  CHECK(seqs(spool, 1, 10) == std::vector<uint64_t>{1, 2, 3});
+}
+
+TEST_CASE("spool names the path it cannot create", "[agent][spool]") {
+  CHECK_THROWS_WITH(Spool("/nonexistent-dir/x/s.jsonl"), Catch::Contains("/nonexistent-dir/x/s.jsonl"));
+}
