@@ -234,8 +234,14 @@ int cmd_capture(const po::variables_map& vm, std::ostream& out, std::ostream& er
   std::vector<std::unique_ptr<probes::Probe>> running;
   for (const auto& n : names) {
     ProbeConfig c{host, n, ifs, interval, nlohmann::json::object()};
-    auto probe = registry.create(c);
-    probes::ProbeStatus st = probe->start(sink);
+    std::unique_ptr<probes::Probe> probe;
+    probes::ProbeStatus st;
+    try {
+      probe = registry.create(c);
+      st = probe->start(sink);
+    } catch (const Error& e) {  // a probe's bad settings leave the others running
+      st = {false, "", e.what()};
+    }
     if (st.available) {
       running.push_back(std::move(probe));
     } else {

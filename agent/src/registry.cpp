@@ -2,6 +2,8 @@
 
 #include "ocslab/agent/heartbeat_probe.h"
 #include "ocslab/common/error.h"
+#include "ocslab/probes/rdma_probe.h"
+#include "ocslab/probes/rx_power_probe.h"
 
 namespace ocslab::agent {
 
@@ -36,7 +38,39 @@ const ProbeRegistry& builtin_registry() {
       return std::make_unique<HeartbeatProbe>(c.host, c.interval_ms,
                                               c.interfaces.empty() ? "agent" : c.interfaces.front());
     });
-    // carrier, rx_power, firmware, rdma: one r.add(...) line each when they land in probes/.
+    r.add("rx_power", [](const ProbeConfig& c) {
+      probes::RxPowerProbeConfig p;
+      p.interfaces = c.interfaces;
+      p.interval = std::chrono::milliseconds(c.interval_ms);
+      p.host = c.host;
+      return std::make_unique<probes::RxPowerProbe>(p);
+    });
+    // rdma: interfaces = [the RDMA port's netdev]; params: role (client/server), control
+    // (HOST:PORT of the QP exchange on the management network), interval_us, timeout,
+    // retry_cnt, rnr_retry, outage_factor. Bad params throw Error naming the key.
+    r.add("rdma", [](const ProbeConfig& c) {
+      probes::RdmaProbeConfig p;
+      if (c.interfaces.size() != 1) throw Error("probe rdma: give exactly one interface (the RDMA port's netdev)");
+      p.interface = c.interfaces.front();
+      p.host = c.host;
+      const auto& q = c.params;
+      try {
+        std::string role = q.value("role", "client");
+        if (role != "client" && role != "server") throw Error("probe rdma: role must be client or server, got '" + role + "'");
+        p.role = role == "server" ? probes::RdmaProbeConfig::Role::kServer : probes::RdmaProbeConfig::Role::kClient;
+        p.control = q.value("control", p.role == probes::RdmaProbeConfig::Role::kServer ? "0.0.0.0:18515" : "");
+        if (p.control.empty()) throw Error("probe rdma: a client needs params.control = SERVER:PORT");
+        p.interval = std::chrono::microseconds(q.value("interval_us", static_cast<int64_t>(c.interval_ms) * 1000));
+        p.timeout = q.value("timeout", p.timeout);
+        p.retry_cnt = q.value("retry_cnt", p.retry_cnt);
+        p.rnr_retry = q.value("rnr_retry", p.rnr_retry);
+        p.outage_factor = q.value("outage_factor", p.outage_factor);
+      } catch (const nlohmann::json::exception& e) {
+        throw Error(std::string("probe rdma: bad params: ") + e.what());
+      }
+      return std::make_unique<probes::RdmaProbe>(p);
+    });
+    // carrier, firmware: one r.add(...) line each when they land in probes/.
     return r;
   }();
   return registry;
