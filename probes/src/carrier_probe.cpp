@@ -4,6 +4,7 @@
 #include <libmnl/libmnl.h>
 #include <linux/rtnetlink.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -77,7 +78,7 @@ struct CarrierProbe::State {
     if (wake_fd >= 0) ::close(wake_fd);
   }
 
-  void receive_loop(const std::string& netns, int rcvbuf);
+  void receive_loop(const std::string& netns, int rcvbuf, int rt_priority);
   void work_loop();
   void push(Item item) {
     std::lock_guard lock(mu);
@@ -115,7 +116,15 @@ struct CarrierProbe::State {
   std::thread worker;
 };
 
-void CarrierProbe::State::receive_loop(const std::string& netns, int rcvbuf) {
+void CarrierProbe::State::receive_loop(const std::string& netns, int rcvbuf, int rt_priority) {
+  if (rt_priority > 0) {
+    sched_param p{};
+    p.sched_priority = rt_priority;
+    if (int err = ::pthread_setschedparam(::pthread_self(), SCHED_FIFO, &p); err != 0) {
+      spdlog::warn("carrier probe: cannot run the receiver at SCHED_FIFO {} ({}); timestamps may lag on a busy host",
+                   rt_priority, std::strerror(err));
+    }
+  }
   try {
     if (!netns.empty()) enter_netns(netns);
     // Bound before the initial dump, so no event between the dump and the first read is lost.
@@ -234,8 +243,8 @@ ProbeStatus CarrierProbe::start(SampleSink sink) {
     return status;
   }
   State* s = st.get();
-  s->receiver =
-      std::thread([s, ns = options_.netns, rcvbuf = options_.receive_buffer_bytes] { s->receive_loop(ns, rcvbuf); });
+  s->receiver = std::thread([s, ns = options_.netns, rcvbuf = options_.receive_buffer_bytes,
+                             prio = options_.receiver_rt_priority] { s->receive_loop(ns, rcvbuf, prio); });
   auto give_up = [&](std::string reason) {
     {
       std::lock_guard lock(s->mu);

@@ -148,7 +148,8 @@ void CarrierTracker::on_link(const LinkMessage& link, const Timestamp& at, std::
     bool parity_ok = (n % 2 == 1) == state_changed;
     uint32_t away = (n + 1) / 2, back = n / 2;  // transitions leaving / returning to was.carrier
     bool split_ok = !ups || (was.carrier ? (*downs == away && *ups == back) : (*ups == away && *downs == back));
-    if (parity_ok && split_ok) inferred = state_changed ? n - 1 : n;
+    // The last transition is the state this message shows; the ones before it nobody showed.
+    if (parity_ok && split_ok && n > 0) inferred = n - 1;
   }
   for (uint32_t i = 0; i < inferred; ++i) {
     bool value = (i % 2 == 0) ? !was.carrier : was.carrier;

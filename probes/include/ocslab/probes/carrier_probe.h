@@ -20,6 +20,12 @@ struct CarrierProbeOptions {
   // SO_RCVBUF of the event socket in bytes; 0 keeps the kernel default. Tests shrink it to
   // provoke overruns.
   int receive_buffer_bytes = 0;
+  // SCHED_FIFO priority (1..99) for the receive-only thread, 0 for normal scheduling. On a busy
+  // host a normal thread can wake milliseconds after the message arrived, and that delay goes
+  // straight into the timestamp; the thread sleeps in poll all but microseconds per event, so a
+  // real-time priority costs the host nothing. Needs CAP_SYS_NICE; without it the probe says so
+  // in the log and runs at normal priority.
+  int receiver_rt_priority = 0;
 };
 
 // Two threads: one that only waits in poll + recvmsg and stamps each message with both clocks

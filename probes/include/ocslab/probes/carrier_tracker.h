@@ -44,6 +44,11 @@ std::optional<LinkMessage> parse_link_message(const struct nlmsghdr* nlh);
 //                              message); stamped with the time of the message that revealed it,
 //                              emitted in the order the transitions happened, before that
 //                              message's own `carrier` sample
+// After the first `carrier` sample (the baseline), each `carrier` or `carrier_inferred` sample is
+// one transition, so their values alternate: a flap coalesced into one message showing "up"
+// reads carrier_inferred=0 then carrier=1, both at the message's time. (Only counters that
+// cannot describe alternating transitions - reset or foreign - break this; nothing is inferred
+// from them and the `carrier` sample may then repeat the previous value.)
 //   operstate           enum   IF_OPER_* (RFC 2863: 2 down, 5 dormant, 6 up, ...), on change
 //   carrier_changes     count  IFLA_CARRIER_CHANGES, on change
 //   carrier_up_count    count  IFLA_CARRIER_UP_COUNT, on change
