@@ -222,7 +222,7 @@ CarrierProbe::CarrierProbe(CarrierProbeOptions options) : options_(std::move(opt
 
 CarrierProbe::~CarrierProbe() { stop(); }
 
-uint64_t CarrierProbe::overruns() const { return state_ ? state_->overruns.load() : 0; }
+uint64_t CarrierProbe::overruns() const { return state_ ? state_->overruns.load() : overruns_after_stop_; }
 
 ProbeStatus CarrierProbe::start(SampleSink sink) {
   if (started_) throw Error("carrier probe: started twice");
@@ -307,6 +307,7 @@ void CarrierProbe::stop() {
     state_->cv.notify_all();
   }
   state_->worker.join();
+  overruns_after_stop_ = state_->overruns.load();
   state_.reset();
 }
 

@@ -45,7 +45,8 @@ class CarrierProbe : public Probe {
   ProbeStatus start(SampleSink sink) override;
   void stop() override;
 
-  // Event socket overruns (ENOBUFS) so far; each one was followed by a re-dump.
+  // Event socket overruns (ENOBUFS) so far, also after stop(); each one was followed by a
+  // re-dump.
   uint64_t overruns() const;
 
  private:
@@ -53,6 +54,7 @@ class CarrierProbe : public Probe {
   CarrierProbeOptions options_;
   std::unique_ptr<State> state_;
   bool started_ = false;
+  uint64_t overruns_after_stop_ = 0;
 };
 
 }  // namespace ocslab::probes
