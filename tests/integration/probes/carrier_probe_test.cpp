@@ -294,7 +294,6 @@ TEST_CASE("carrier probe records every TAP carrier transition, the coalesced fla
   steps.push_back({false, tap.set_carrier(false), true});
   std::this_thread::sleep_for(30ms);
   steps.push_back({true, tap.set_carrier(true), true});
-  const int64_t window_start = steps[steps.size() - 4].when.first.realtime_ns;
 
   size_t expected = 1 + steps.size();
   REQUIRE(got.wait([&](const auto& v) { return count_transitions(v, "ctap0") >= expected; }, 3s));
@@ -325,8 +324,9 @@ TEST_CASE("carrier probe records every TAP carrier transition, the coalesced fla
                 << " ms after the ioctl began (ioctl took " << ms(ioctl_ns) << " ms; reference listener " << ms(kernel)
                 << " ms)\n";
       CHECK(s.t_ns >= step.when.first.realtime_ns);
-      // The probe's own latency: within a millisecond of an independent real-time listener.
-      CHECK(std::llabs(delta - kernel) <= 1'000'000);
+      // The probe's own latency: at most a millisecond behind an independent real-time listener
+      // (ahead of it is fine: that listener's wakeup varies too, by up to a ms seen here).
+      CHECK(delta - kernel <= 1'000'000);
       if (kernel <= 4'000'000) {
         CHECK(delta <= 5'000'000);
       } else {
@@ -335,15 +335,21 @@ TEST_CASE("carrier probe records every TAP carrier transition, the coalesced fla
                   << " ms late (linkwatch kworker / RTNL lock waiting behind other load)\n";
       }
     } else {
+      // The window opened when linkwatch handled the down before it: that down's message.
+      const int64_t window_open = t[steps.size() - 4 + 1].t_ns;
+      int64_t kernel = nearest(reference.times(), s.t_ns);
       // The off is only ever seen through the counters; the on arrives in the same message.
       bool last = i + 1 == steps.size();
       CHECK(s.signal == (last ? "carrier" : "carrier_inferred"));
       std::cout << "flap " << (step.on ? "on " : "off") << " recorded " << ms(delta)
-                << " ms after the ioctl (coalesced by linkwatch, " << (last ? "shown" : "inferred")
-                << "), window began " << ms(s.t_ns - window_start) << " ms before it was reported\n";
+                << " ms after the ioctl (coalesced by linkwatch, " << (last ? "shown" : "inferred") << "), "
+                << ms(s.t_ns - window_open) << " ms after linkwatch's window opened\n";
       CHECK(s.t_ns >= step.when.first.realtime_ns);
-      // Held back until linkwatch's one-second window, opened by the down before, ends.
-      CHECK(s.t_ns - window_start <= 1'050'000'000);
+      CHECK(s.t_ns - kernel <= 1'000'000);
+      // Held back until linkwatch's one-second window ends (jiffies: a few ms either way), then
+      // sent by the kworker, which the other transitions show may wait behind other load.
+      CHECK(s.t_ns - window_open >= 990'000'000);
+      CHECK(s.t_ns - window_open <= 1'050'000'000);
     }
   }
   // Both flap samples are stamped with the one message that revealed them.
