@@ -30,7 +30,7 @@ namespace {
 
 // Room for the largest RTM_NEWLINK (a NIC with many VFs reports several KiB); one datagram
 // per recvmsg, so a short buffer would truncate, not split.
-constexpr size_t kReceiveBufferBytes = 64 * 1024;
+constexpr size_t kReceiveBufferBytes = size_t{64} * 1024;
 
 std::string where_text(const std::string& netns) {
   return netns.empty() ? "this process's network namespace" : "network namespace " + netns;
@@ -190,14 +190,11 @@ void CarrierProbe::State::work_loop() {
     }
     std::vector<Sample> out;
     switch (item.kind) {
-      case Kind::kMessages: {
-        int len = static_cast<int>(item.bytes.size());
-        for (auto* nlh = reinterpret_cast<const nlmsghdr*>(item.bytes.data()); mnl_nlmsg_ok(nlh, len);
-             nlh = mnl_nlmsg_next(nlh, &len)) {
+      case Kind::kMessages:
+        for (const nlmsghdr* nlh : netlink_messages(item.bytes.data(), item.bytes.size())) {
           if (auto link = parse_link_message(nlh)) tracker.on_link(*link, item.at, out);
         }
         break;
-      }
       case Kind::kDump:
         for (const auto& link : item.links) tracker.on_link(link, item.at, out);
         break;

@@ -56,6 +56,19 @@ std::optional<uint32_t> u32_attr(const Attrs& a, int type) {
 
 }  // namespace
 
+std::vector<const nlmsghdr*> netlink_messages(const char* data, size_t size) {
+  std::vector<const nlmsghdr*> out;
+  size_t off = 0;
+  while (size - off >= sizeof(nlmsghdr)) {
+    const auto* nlh = reinterpret_cast<const nlmsghdr*>(data + off);
+    size_t len = nlh->nlmsg_len;
+    if (len < sizeof(nlmsghdr) || len > size - off) break;
+    out.push_back(nlh);
+    off += std::min(static_cast<size_t>(MNL_ALIGN(len)), size - off);
+  }
+  return out;
+}
+
 std::optional<LinkMessage> parse_link_message(const nlmsghdr* nlh) {
   if (nlh->nlmsg_len < sizeof(nlmsghdr)) return std::nullopt;
   if (nlh->nlmsg_type != RTM_NEWLINK && nlh->nlmsg_type != RTM_DELLINK) return std::nullopt;

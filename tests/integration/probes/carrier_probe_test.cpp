@@ -208,15 +208,13 @@ class ReferenceListener {
       return;
     }
     ready.set_value("");
-    std::vector<char> buf(64 * 1024);
+    std::vector<char> buf(size_t{64} * 1024);
     for (;;) {
       pollfd fds[2] = {{nl->fd(), POLLIN, 0}, {wake_, POLLIN, 0}};
       if (::poll(fds, 2, -1) < 0 || fds[1].revents) return;
       ssize_t n = nl->recv(buf, -1);
       int64_t t = realtime_ns();
-      int len = static_cast<int>(n);
-      for (auto* nlh = reinterpret_cast<const nlmsghdr*>(buf.data()); mnl_nlmsg_ok(nlh, len);
-           nlh = mnl_nlmsg_next(nlh, &len)) {
+      for (const nlmsghdr* nlh : netlink_messages(buf.data(), static_cast<size_t>(n))) {
         auto link = parse_link_message(nlh);
         if (!link || link->ifname != ifname_) continue;
         std::lock_guard lock(mu_);

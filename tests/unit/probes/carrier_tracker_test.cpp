@@ -361,3 +361,27 @@ TEST_CASE("overruns are counted and reported") {
   CHECK(out[1].value == 2);
   CHECK(out[1].unit == "count");
 }
+
+TEST_CASE("netlink_messages splits a datagram and stops at a message that does not fit") {
+  LinkSpec a, b;
+  b.name = "tap1";
+  auto first = build(a);
+  auto second = build(b);
+  std::vector<char> dgram(first);
+  dgram.insert(dgram.end(), second.begin(), second.end());
+  auto msgs = netlink_messages(dgram.data(), dgram.size());
+  REQUIRE(msgs.size() == 2);
+  CHECK(parse_link_message(msgs[1])->ifname == "tap1");
+
+  // Cut inside the second message: only the first is whole.
+  CHECK(netlink_messages(dgram.data(), dgram.size() - 4).size() == 1);
+  CHECK(netlink_messages(dgram.data(), 8).empty());
+
+  // A length of 2^31 or more, which mnl_nlmsg_ok() accepts through its int cast.
+  std::vector<char> huge(first);
+  reinterpret_cast<nlmsghdr*>(huge.data())->nlmsg_len = 0x80000010u;
+  CHECK(netlink_messages(huge.data(), huge.size()).empty());
+  // A length below the header's own size would never advance.
+  reinterpret_cast<nlmsghdr*>(huge.data())->nlmsg_len = 4;
+  CHECK(netlink_messages(huge.data(), huge.size()).empty());
+}

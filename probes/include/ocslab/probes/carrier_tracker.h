@@ -6,6 +6,7 @@
 
 #include <linux/netlink.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -31,9 +32,14 @@ struct LinkMessage {
   std::optional<uint32_t> carrier_down_count;  // IFLA_CARRIER_DOWN_COUNT (Linux >= 4.16)
 };
 
+// The netlink messages in one received datagram. Unlike a loop over mnl_nlmsg_ok(), which
+// casts nlmsg_len to int and so accepts a length of 2^31 or more, it stops at any message that
+// does not fit in what is left of the datagram.
+std::vector<const struct nlmsghdr*> netlink_messages(const char* data, size_t size);
+
 // The link described by nlh when it is a well-formed RTM_NEWLINK or RTM_DELLINK carrying
 // IFLA_IFNAME; nullopt for any other message, a truncated one or malformed attributes. nlh must
-// lie in a buffer of at least nlh->nlmsg_len bytes (mnl_nlmsg_ok checked it).
+// lie in a buffer of at least nlh->nlmsg_len bytes (netlink_messages checked it).
 std::optional<LinkMessage> parse_link_message(const struct nlmsghdr* nlh);
 
 // Signals the probe emits (source "carrier", subject = interface name):
