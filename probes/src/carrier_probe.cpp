@@ -157,7 +157,13 @@ void CarrierProbe::State::receive_loop(const std::string& netns, int rcvbuf, int
       return;
     }
     if (fds[1].revents) return;
-    if (!(fds[0].revents & (POLLIN | POLLERR))) continue;
+    if (fds[0].revents & POLLNVAL) {
+      // Never expected (the socket lives as long as this loop), but looping on it at SCHED_FIFO
+      // would starve a CPU.
+      spdlog::error("carrier probe: the rtnetlink socket became invalid; no more carrier events");
+      return;
+    }
+    if (!fds[0].revents) continue;
     ssize_t n = 0;
     try {
       n = events->recv(buf, -1);
