@@ -2,6 +2,7 @@
 
 #include "ocslab/agent/heartbeat_probe.h"
 #include "ocslab/common/error.h"
+#include "ocslab/probes/carrier_probe.h"
 #include "ocslab/probes/rdma_probe.h"
 #include "ocslab/probes/rx_power_probe.h"
 
@@ -70,7 +71,20 @@ const ProbeRegistry& builtin_registry() {
       }
       return std::make_unique<probes::RdmaProbe>(p);
     });
-    // carrier, firmware: one r.add(...) line each when they land in probes/.
+    // carrier: params netns (a name under /run/netns), rt_priority (SCHED_FIFO receiver).
+    r.add("carrier", [](const ProbeConfig& c) {
+      probes::CarrierProbeOptions o;
+      o.interfaces = c.interfaces;
+      o.host = c.host;
+      try {
+        o.netns = c.params.value("netns", "");
+        o.receiver_rt_priority = c.params.value("rt_priority", 0);
+      } catch (const nlohmann::json::exception& e) {
+        throw Error(std::string("probe carrier: bad params: ") + e.what());
+      }
+      return std::make_unique<probes::CarrierProbe>(o);
+    });
+    // firmware: one r.add(...) line when it lands in probes/.
     return r;
   }();
   return registry;
