@@ -321,8 +321,14 @@ class LinkMonitor {
 // their circuits for 1 s; returns the client's samples as CSV lines "t_ns,host,source,...".
 std::vector<std::vector<std::string>> rdma_probe_across_outage(const Lab& lab, ocs::OcsDriver& driver,
                                                                const std::string& client_args) {
-  std::string tool = testing::bin_path("vlab_rdma_probe");
-  tool = tool.substr(0, tool.rfind("/bin/")) + "/tests/vlab_rdma_probe";  // a test tool, in tests/
+  // The guests see this machine's root, but not its /tmp (they mount their own): a build
+  // folder there would be invisible, so the tool goes into the lab's run folder first.
+  const char* test_bin = std::getenv("OCSLAB_TEST_BIN_DIR");
+  std::string built = test_bin && *test_bin ? std::string(test_bin) + "/vlab_rdma_probe"
+                                            : testing::bin_path("ocslab").substr(0, testing::bin_path("ocslab").rfind("/bin/")) +
+                                                  "/tests/vlab_rdma_probe";
+  std::string tool = lab.state().dir + "/vlab_rdma_probe";
+  fs::copy_file(built, tool, fs::copy_options::overwrite_existing);
   ocs::ExecResult server, client;
   std::thread srv([&] {
     ocs::SshSession s(lab.ssh("h2"));
