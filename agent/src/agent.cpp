@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "ocslab/common/clock.h"
+#include "ocslab/probes/clock_sync.h"
 #include "ocslab/common/log.h"
 
 namespace ocslab::agent {
@@ -396,6 +397,11 @@ void Agent::handle(Session& s, const Request& r, int64_t t2) {
       j["host"] = host_;
       j["pid"] = ::getpid();
       j["probes"] = registry_->names();
+      // How far this host's clock can be trusted, recorded next to the measured offsets.
+      probes::ClockSyncState cs = probes::read_clock_sync_state();
+      j["clock_sync"] = {{"readable", cs.readable},         {"synchronized", cs.synchronized},
+                         {"max_error_us", cs.max_error_us}, {"est_error_us", cs.est_error_us},
+                         {"daemons", cs.daemons},           {"text", cs.describe()}};
       s.send(to_line(j));
       break;
     }

@@ -94,6 +94,7 @@ HelloInfo AgentClient::hello() {
     h.host = m.at("host").get<std::string>();
     h.pid = m.at("pid").get<long long>();
     h.probes = m.at("probes").get<std::vector<std::string>>();
+    if (m.contains("clock_sync")) h.clock_sync = m["clock_sync"].value("text", "");
     return h;
   } catch (const json::exception& e) {
     throw ProtocolError(std::string("malformed hello reply: ") + e.what() + ": " + m.dump());

@@ -173,7 +173,10 @@ struct RdmaProbe::Impl {
     if (!cq) throw SystemError(device_name + ": ibv_create_cq", errno);
     ::fcntl(channel->fd, F_SETFL, ::fcntl(channel->fd, F_GETFL) | O_NONBLOCK);
     buffer.assign(static_cast<size_t>(kRecvSlots + 1) * cfg.message_bytes, 0);
-    mr = ibv_reg_mr(pd, buffer.data(), buffer.size(), IBV_ACCESS_LOCAL_WRITE);
+    // An int, not the enum: verbs.h's ibv_reg_mr macro ANDs it with another enum, which
+    // clang rejects under C++20 (-Wdeprecated-enum-enum-conversion).
+    const int access = IBV_ACCESS_LOCAL_WRITE;
+    mr = ibv_reg_mr(pd, buffer.data(), buffer.size(), access);
     if (!mr) throw SystemError(device_name + ": ibv_reg_mr", errno);
     if (ibv_req_notify_cq(cq, 0) != 0) throw Error(device_name + ": ibv_req_notify_cq failed");
     wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

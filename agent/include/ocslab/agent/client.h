@@ -27,6 +27,7 @@ struct HelloInfo {
   std::string host;
   long long pid = 0;
   std::vector<std::string> probes;  // the probes this agent can start
+  std::string clock_sync;           // the host's clock discipline, e.g. "synchronized (...) by chronyd"
 };
 
 // Offset of the agent's CLOCK_REALTIME from ours: agent_time = our_time + offset_ns, known to
