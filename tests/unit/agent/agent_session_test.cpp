@@ -201,3 +201,21 @@ TEST_CASE("registry: a factory by name, one name once", "[agent][registry]") {
   CHECK(builtin_registry().contains("heartbeat"));
   CHECK_THROWS_AS(HeartbeatProbe("h", 0), ocslab::Error);
 }
+
+TEST_CASE("registry: the firmware probe from a request", "[agent][registry]") {
+  const auto& r = builtin_registry();
+  REQUIRE(r.contains("firmware"));
+  auto p = r.create({"h", "firmware", {"lo"}, 1, {{"op_mod", "uplink"}}});
+  REQUIRE(p);
+  CHECK(p->name() == "firmware");
+  // Loopback has no RDMA device: unavailable with the interface named, no exception.
+  auto st = p->start([](const ocslab::Sample&) {});
+  CHECK_FALSE(st.available);
+  CHECK_THAT(st.reason, Catch::Contains("lo"));
+  p->stop();
+  CHECK(r.create({"h", "firmware", {"lo"}, 1, {{"vport", 3}}}));
+  CHECK_THROWS_WITH(r.create({"h", "firmware", {"lo"}, 1, {{"op_mod", "wan"}}}), Catch::Contains("'wan'"));
+  CHECK_THROWS_WITH(r.create({"h", "firmware", {"lo"}, 1, {{"vport", 70000}}}), Catch::Contains("70000"));
+  CHECK_THROWS_WITH(r.create({"h", "firmware", {"lo"}, 1, {{"vport", "three"}}}), Catch::Contains("bad params"));
+  CHECK_THROWS_WITH(r.create({"h", "firmware", {}, 1, {}}), Catch::Contains("exactly one interface"));
+}
