@@ -125,7 +125,9 @@ class DevxChannel : public FirmwareCommandChannel {
     // Kernels that report a firmware status as EREMOTEIO still copy the reply out: let the
     // decoder name status and syndrome instead of a bare errno.
     int err = rc > 0 ? rc : (rc < 0 ? errno : 0);
-    if (err != 0 && err != EREMOTEIO) throw SystemError("mlx5dv_devx_general_cmd on " + device_, err);
+    // A kernel that did not copy the reply leaves status 0 in it: that must not read as "down".
+    bool reply_copied = err == EREMOTEIO && out.size() > 0 && out[0] != 0;
+    if (err != 0 && !reply_copied) throw SystemError("mlx5dv_devx_general_cmd on " + device_, err);
     return out;
   }
   std::string device() const override { return device_; }
@@ -186,7 +188,8 @@ Discovery discover(const std::string& ifname) {
         d.backends.devx = std::make_shared<DevxChannel>(std::move(devx), name);
       } else {
         d.devx_reason =
-            fmt::format("DevX not permitted on {}: {} (DevX needs CAP_NET_RAW)", name, std::strerror(errno));
+            fmt::format("DevX not permitted on {}: {} (older kernels need CAP_NET_RAW; the firmware must support DevX)",
+                        name, std::strerror(errno));
       }
     }
 #else
