@@ -106,7 +106,7 @@ TEST_CASE("garbage gets an error reply and the session stays up", "[agent][sessi
   CHECK(h.version == 1);
   CHECK(h.host == "h1");
   CHECK(h.pid == ::getpid());
-  CHECK(h.probes == std::vector<std::string>{"carrier", "heartbeat", "rdma", "rx_power"});
+  CHECK(h.probes == std::vector<std::string>{"carrier", "firmware", "heartbeat", "rdma", "rx_power"});
 }
 
 TEST_CASE("unsupported version, unknown probe, double start and fetch without capture are refused",
@@ -126,7 +126,7 @@ TEST_CASE("unsupported version, unknown probe, double start and fetch without ca
   REQUIRE(r.probes.size() == 2);
   CHECK(r.probes[0].available);
   CHECK_FALSE(r.probes[1].available);
-  CHECK(r.probes[1].reason == "unknown probe 'no_such_probe' (this agent knows: carrier, heartbeat, rdma, rx_power)");
+  CHECK(r.probes[1].reason == "unknown probe 'no_such_probe' (this agent knows: carrier, firmware, heartbeat, rdma, rx_power)");
   CHECK_THROWS_WITH(client.start({heartbeat(50)}), Catch::Contains("probes already running"));
   auto st = client.status();
   CHECK(st["running"] == nlohmann::json::array({"heartbeat"}));
