@@ -3,6 +3,7 @@
 #include "ocslab/agent/heartbeat_probe.h"
 #include "ocslab/common/error.h"
 #include "ocslab/probes/carrier_probe.h"
+#include "ocslab/probes/firmware_probe.h"
 #include "ocslab/probes/rdma_probe.h"
 #include "ocslab/probes/rx_power_probe.h"
 
@@ -57,7 +58,8 @@ const ProbeRegistry& builtin_registry() {
       const auto& q = c.params;
       try {
         std::string role = q.value("role", "client");
-        if (role != "client" && role != "server") throw Error("probe rdma: role must be client or server, got '" + role + "'");
+        if (role != "client" && role != "server")
+          throw Error("probe rdma: role must be client or server, got '" + role + "'");
         p.role = role == "server" ? probes::RdmaProbeConfig::Role::kServer : probes::RdmaProbeConfig::Role::kClient;
         p.control = q.value("control", p.role == probes::RdmaProbeConfig::Role::kServer ? "0.0.0.0:18515" : "");
         if (p.control.empty()) throw Error("probe rdma: a client needs params.control = SERVER:PORT");
@@ -84,7 +86,30 @@ const ProbeRegistry& builtin_registry() {
       }
       return std::make_unique<probes::CarrierProbe>(o);
     });
-    // firmware: one r.add(...) line when it lands in probes/.
+    // firmware: interfaces = [the RDMA port's netdev], polled every interval_ms; params: vport
+    // (a number: query that vport, needs the eswitch manager) and op_mod (vnic / uplink /
+    // eswitch) of the DevX QUERY_VPORT_STATE. Bad params throw Error naming the key.
+    r.add("firmware", [](const ProbeConfig& c) {
+      if (c.interfaces.size() != 1) throw Error("probe firmware: give exactly one interface (the RDMA port's netdev)");
+      probes::FirmwareProbeConfig p;
+      p.interface = c.interfaces.front();
+      p.interval = std::chrono::milliseconds(c.interval_ms);
+      p.host = c.host;
+      try {
+        p.query.op_mod = probes::parse_vport_op_mod(c.params.value("op_mod", "vnic"));
+        if (c.params.contains("vport")) {
+          int vport = c.params.at("vport").get<int>();
+          if (vport < 0 || vport > 0xffff) throw Error("vport must be 0..65535, got " + std::to_string(vport));
+          p.query.other_vport = true;
+          p.query.vport_number = static_cast<uint16_t>(vport);
+        }
+      } catch (const nlohmann::json::exception& e) {
+        throw Error(std::string("probe firmware: bad params: ") + e.what());
+      } catch (const Error& e) {
+        throw Error(std::string("probe firmware: bad params: ") + e.what());
+      }
+      return std::make_unique<probes::FirmwareProbe>(p);
+    });
     return r;
   }();
   return registry;

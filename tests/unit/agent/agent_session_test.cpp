@@ -108,7 +108,7 @@ TEST_CASE("garbage gets an error reply and the session stays up", "[agent][sessi
   CHECK(h.pid == ::getpid());
   // This machine's clock state as adjtimex reports it (a container may run no sync daemon).
   CHECK((h.clock_sync.rfind("synchronized", 0) == 0 || h.clock_sync.rfind("unsynchronized", 0) == 0));
-  CHECK(h.probes == std::vector<std::string>{"carrier", "heartbeat", "rdma", "rx_power"});
+  CHECK(h.probes == std::vector<std::string>{"carrier", "firmware", "heartbeat", "rdma", "rx_power"});
 }
 
 TEST_CASE("unsupported version, unknown probe, double start and fetch without capture are refused",
@@ -128,7 +128,7 @@ TEST_CASE("unsupported version, unknown probe, double start and fetch without ca
   REQUIRE(r.probes.size() == 2);
   CHECK(r.probes[0].available);
   CHECK_FALSE(r.probes[1].available);
-  CHECK(r.probes[1].reason == "unknown probe 'no_such_probe' (this agent knows: carrier, heartbeat, rdma, rx_power)");
+  CHECK(r.probes[1].reason == "unknown probe 'no_such_probe' (this agent knows: carrier, firmware, heartbeat, rdma, rx_power)");
   CHECK_THROWS_WITH(client.start({heartbeat(50)}), Catch::Contains("probes already running"));
   auto st = client.status();
   CHECK(st["running"] == nlohmann::json::array({"heartbeat"}));
@@ -202,4 +202,22 @@ TEST_CASE("registry: a factory by name, one name once", "[agent][registry]") {
   CHECK(p->name() == "heartbeat");
   CHECK(builtin_registry().contains("heartbeat"));
   CHECK_THROWS_AS(HeartbeatProbe("h", 0), ocslab::Error);
+}
+
+TEST_CASE("registry: the firmware probe from a request", "[agent][registry]") {
+  const auto& r = builtin_registry();
+  REQUIRE(r.contains("firmware"));
+  auto p = r.create({"h", "firmware", {"lo"}, 1, {{"op_mod", "uplink"}}});
+  REQUIRE(p);
+  CHECK(p->name() == "firmware");
+  // Loopback has no RDMA device: unavailable with the interface named, no exception.
+  auto st = p->start([](const ocslab::Sample&) {});
+  CHECK_FALSE(st.available);
+  CHECK_THAT(st.reason, Catch::Contains("lo"));
+  p->stop();
+  CHECK(r.create({"h", "firmware", {"lo"}, 1, {{"vport", 3}}}));
+  CHECK_THROWS_WITH(r.create({"h", "firmware", {"lo"}, 1, {{"op_mod", "wan"}}}), Catch::Contains("'wan'"));
+  CHECK_THROWS_WITH(r.create({"h", "firmware", {"lo"}, 1, {{"vport", 70000}}}), Catch::Contains("70000"));
+  CHECK_THROWS_WITH(r.create({"h", "firmware", {"lo"}, 1, {{"vport", "three"}}}), Catch::Contains("bad params"));
+  CHECK_THROWS_WITH(r.create({"h", "firmware", {}, 1, {}}), Catch::Contains("exactly one interface"));
 }

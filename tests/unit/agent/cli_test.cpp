@@ -38,7 +38,7 @@ TEST_CASE("help for every command, usage errors exit 1", "[agent][cli]") {
   CHECK(err.find("give --stdio or --socket PATH") != std::string::npos);
   CHECK(run({"capture", "--duration", "1"}, &out, &err) == kExitUsage);
   CHECK(run({"probes"}, &out) == kExitOk);
-  CHECK(out == "carrier\nheartbeat\nrdma\nrx_power\n");
+  CHECK(out == "carrier\nfirmware\nheartbeat\nrdma\nrx_power\n");
 }
 
 TEST_CASE("capture writes the tidy CSV; an unknown probe is bad input", "[agent][cli]") {
@@ -60,6 +60,6 @@ TEST_CASE("capture writes the tidy CSV; an unknown probe is bad input", "[agent]
   CHECK(err.find("samples written to " + path) != std::string::npos);
 
   CHECK(run({"capture", "--probes", "heartbeat,warp_drive", "--duration", "0.1"}, nullptr, &err) == kExitInput);
-  CHECK(err.find("unknown probe 'warp_drive' (known: carrier, heartbeat, rdma, rx_power)") != std::string::npos);
+  CHECK(err.find("unknown probe 'warp_drive' (known: carrier, firmware, heartbeat, rdma, rx_power)") != std::string::npos);
   CHECK(run({"capture", "--probes", "heartbeat", "--interval-ms", "0"}, nullptr, &err) == kExitInput);
 }
