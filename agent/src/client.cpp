@@ -193,69 +193,6 @@ size_t AgentClient::poll_for(std::chrono::milliseconds duration) {
 
 namespace {
 
-class SshExecStream final : public ocs::Stream {
- public:
-  SshExecStream(const ocs::SshOptions& o, const std::string& command)
-      : session_(std::make_unique<ocs::SshSession>(o)), what_(session_->describe() + " (" + command + ")") {
-    channel_ = ssh_channel_new(session_->get());
-    if (!channel_ || ssh_channel_open_session(channel_) != SSH_OK) fail("open channel");
-    if (ssh_channel_request_exec(channel_, command.c_str()) != SSH_OK) fail("exec '" + command + "'");
-  }
-  ~SshExecStream() override { close(); }
-
-  void write(std::string_view data) override {
-    if (!channel_) throw ocs::ConnectionError(what_ + " is closed");
-    while (!data.empty()) {
-      int n = ssh_channel_write(channel_, data.data(), static_cast<uint32_t>(data.size()));
-      if (n == SSH_ERROR)
-        throw ocs::ConnectionError("write to " + what_ + " failed: " + ssh_get_error(session_->get()));
-      data.remove_prefix(static_cast<size_t>(n));
-    }
-  }
-
-  std::string read_some(ocs::Deadline deadline) override {
-    if (!channel_) throw ocs::ConnectionError(what_ + " is closed");
-    char buf[65536];
-    for (;;) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - ocs::Clock::now()).count();
-      if (left < 0) left = 0;
-      int n =
-          ssh_channel_read_timeout(channel_, buf, sizeof(buf), 0, static_cast<int>(std::min<long long>(left, 1 << 30)));
-      if (n == SSH_ERROR)
-        throw ocs::ConnectionError("read from " + what_ + " failed: " + ssh_get_error(session_->get()));
-      if (n > 0) return std::string(buf, static_cast<size_t>(n));
-      if (ssh_channel_is_eof(channel_) || !ssh_channel_is_open(channel_)) {
-        throw ocs::ConnectionError("connection closed by " + what_);
-      }
-      if (ocs::Clock::now() >= deadline) return {};
-    }
-  }
-
-  void close() override {
-    if (channel_) {
-      ssh_channel_close(channel_);
-      ssh_channel_free(channel_);
-      channel_ = nullptr;
-    }
-    if (session_) session_->close();
-  }
-
-  std::string describe() const override { return what_; }
-
- private:
-  [[noreturn]] void fail(const std::string& step) {
-    if (channel_) {
-      ssh_channel_free(channel_);
-      channel_ = nullptr;
-    }
-    session_->fail(step);
-  }
-
-  std::unique_ptr<ocs::SshSession> session_;
-  ssh_channel channel_ = nullptr;
-  std::string what_;
-};
-
 class ChildStream final : public ocs::Stream {
  public:
   explicit ChildStream(const std::vector<std::string>& argv) : what_("local " + argv.at(0)) {
@@ -347,7 +284,9 @@ class ChildStream final : public ocs::Stream {
 }  // namespace
 
 std::unique_ptr<ocs::Stream> ssh_exec(const ocs::SshOptions& options, const std::string& command) {
-  return std::make_unique<SshExecStream>(options, command);
+  ocs::SshOptions o = options;
+  o.command = command;
+  return ocs::ssh_open(o);
 }
 
 std::unique_ptr<ocs::Stream> spawn_stream(const std::vector<std::string>& argv) {

@@ -9,14 +9,20 @@ namespace ocslab::ocs {
 
 namespace {
 
-// A shell or subsystem channel on an authenticated session.
+// A shell, subsystem or command channel on an authenticated session.
 class SshStream final : public Stream {
  public:
   explicit SshStream(const SshOptions& o)
       : session_(std::make_unique<SshSession>(o)),
-        what_(session_->describe() + (o.subsystem.empty() ? " (shell)" : " (" + o.subsystem + ")")) {
+        what_(session_->describe() + (!o.command.empty()     ? " (" + o.command + ")"
+                                      : o.subsystem.empty() ? " (shell)"
+                                                            : " (" + o.subsystem + ")")) {
     channel_ = ssh_channel_new(session_->get());
     if (!channel_ || ssh_channel_open_session(channel_) != SSH_OK) fail("open channel");
+    if (!o.command.empty()) {
+      if (ssh_channel_request_exec(channel_, o.command.c_str()) != SSH_OK) fail("exec '" + o.command + "'");
+      return;
+    }
     int rc = o.subsystem.empty() ? ssh_channel_request_shell(channel_)
                                  : ssh_channel_request_subsystem(channel_, o.subsystem.c_str());
     if (rc != SSH_OK) fail(o.subsystem.empty() ? "request shell" : "request subsystem " + o.subsystem);

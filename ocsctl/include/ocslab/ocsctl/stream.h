@@ -47,11 +47,12 @@ struct SshOptions {
   std::string known_hosts_file;         // empty: ~/.ssh/known_hosts
   bool accept_unknown_host = false;     // only for throwaway labs; a *changed* key is always refused
   std::string subsystem;                // "netconf"; empty: interactive shell channel
+  std::string command;                  // run this command (exec channel) instead; wins over subsystem
   std::chrono::milliseconds connect_timeout{10000};
 };
 
 // Opens an SSH session, verifies the host key, authenticates (key, then password), opens
-// a channel and requests the subsystem or a shell. Throws ConnectionError naming
+// a channel and requests the command, the subsystem or a shell. Throws ConnectionError naming
 // user@host:port and the step that failed (host key mismatch, auth refused, ...).
 std::unique_ptr<Stream> ssh_open(const SshOptions& options);
 
