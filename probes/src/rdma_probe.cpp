@@ -112,16 +112,7 @@ struct RdmaProbe::Impl {
   }
 
   void emit(const Timestamp& t, const std::string& signal, double value, const std::string& unit) {
-    Sample s;
-    s.t_ns = t.realtime_ns;
-    s.mono_ns = t.monotonic_ns;
-    s.host = cfg.host;
-    s.source = "rdma";
-    s.subject = subject;
-    s.signal = signal;
-    s.value = value;
-    s.unit = unit;
-    sink(s);
+    sink(Sample{t.realtime_ns, t.monotonic_ns, cfg.host, "rdma", subject, signal, value, unit});
   }
 
   // Finds the RDMA device whose port carries a RoCE v2 IPv4-mapped GID on the interface.

@@ -92,16 +92,7 @@ std::string RxPowerProbe::poll(Interface& itf, std::vector<Sample>& out) {
     return fmt::format("{}: {}", itf.name, e.what());
   }
   auto emit = [&](const std::string& subject, const char* signal, double value, const char* unit) {
-    Sample s;
-    s.t_ns = ts.realtime_ns;
-    s.mono_ns = ts.monotonic_ns;
-    s.host = config_.host;
-    s.source = "rx_power";
-    s.subject = subject;
-    s.signal = signal;
-    s.value = value;
-    s.unit = unit;
-    out.push_back(std::move(s));
+    out.push_back(Sample{ts.realtime_ns, ts.monotonic_ns, config_.host, "rx_power", subject, signal, value, unit});
   };
   for (const auto& lane : reading.rx) {
     std::string subject = fmt::format("{}/lane{}", itf.name, lane.lane);
