@@ -457,6 +457,41 @@ TEST_CASE(
   CHECK(broken.back()[4] == "completion");
   CHECK(broken.back()[5] == "0");  // the last completion, after recovery, succeeded
 
+  // The agent inside a guest across a 1 s break: the carrier probe and the firmware probe's
+  // ibv_query_port fallback (on Soft-RoCE it follows carrier) both see the link go and return.
+  {
+    std::string agent = s.dir + "/ocslab-agent";  // guests do not see a build folder under /tmp
+    fs::copy_file(testing::bin_path("ocslab-agent"), agent, fs::copy_options::overwrite_existing);
+    ocs::ExecResult cap;
+    std::thread t([&] {
+      ocs::SshSession ss(lab.ssh("h1"));
+      cap = ss.exec(agent + " capture --probes carrier,firmware --if eth1 --interval-ms 1 --duration 10 -o /tmp/cap.csv" +
+                        " && cat /tmp/cap.csv",
+                    60s);
+    });
+    std::this_thread::sleep_for(4s);
+    driver->disconnect({1, 2});
+    std::this_thread::sleep_for(1s);
+    driver->connect({{1, 18}, {2, 17}});
+    t.join();
+    INFO(cap.out << cap.err);
+    REQUIRE(cap.exit_status == 0);
+    std::vector<std::string> carrier, firmware;
+    std::stringstream in(cap.out);
+    for (std::string line; std::getline(in, line);) {
+      std::vector<std::string> f;
+      std::stringstream ls(line);
+      for (std::string x; std::getline(ls, x, ',');) f.push_back(x);
+      if (f.size() < 7) continue;
+      if (f[2] == "carrier" && f[4] == "carrier") carrier.push_back(f[5]);
+      if (f[2] == "firmware" && f[4] == "link") firmware.push_back(f[5]);
+    }
+    CHECK(carrier == std::vector<std::string>{"1", "0", "1"});
+    CHECK(firmware == std::vector<std::string>{"1", "0", "1"});
+    // phys_state is emitted by the ibv_query_port fallback only: the method Soft-RoCE gets.
+    CHECK_THAT(cap.out, Contains(",firmware,rxe_eth1/eth1,phys_state,2,ib_phys_state"));
+  }
+
   std::string dir = s.dir;
   driver.reset();
   lab.down();
