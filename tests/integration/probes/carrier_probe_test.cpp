@@ -33,6 +33,7 @@
 #include "ocslab/common/netlink_socket.h"
 #include "ocslab/probes/carrier_probe.h"
 #include "ocslab/probes/carrier_tracker.h"
+#include "ocslab/testing/sample_collector.h"
 #include "ocslab/testing/sshd_fixture.h"
 
 using namespace ocslab;
@@ -109,30 +110,7 @@ class Tap {
 };
 
 // Thread-safe sink that tests can wait on.
-class Collector {
- public:
-  SampleSink sink() {
-    return [this](const Sample& s) {
-      std::lock_guard lock(mu_);
-      samples_.push_back(s);
-      cv_.notify_all();
-    };
-  }
-  std::vector<Sample> samples() const {
-    std::lock_guard lock(mu_);
-    return samples_;
-  }
-  // Waits until pred(samples) holds or timeout passes; returns whether it held.
-  bool wait(const std::function<bool(const std::vector<Sample>&)>& pred, std::chrono::milliseconds timeout) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return pred(samples_); });
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Sample> samples_;
-};
+using Collector = ocslab::testing::SampleCollector;
 
 bool is_transition(const Sample& s) { return s.signal == "carrier" || s.signal == "carrier_inferred"; }
 

@@ -3,6 +3,7 @@
 // command channel stands in for mlx5dv_devx_general_cmd), and the real device discovery
 // against an interface without an RDMA device.
 #include "ocslab/probes/firmware_probe.h"
+#include "ocslab/testing/sample_collector.h"
 
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -87,30 +88,7 @@ class ReplayPort : public PortStateReader {
   size_t calls_ = 0;
 };
 
-class Collector {
- public:
-  SampleSink sink() {
-    return [this](const Sample& s) {
-      std::lock_guard lk(mu_);
-      samples_.push_back(s);
-    };
-  }
-  std::vector<Sample> samples() {
-    std::lock_guard lk(mu_);
-    return samples_;
-  }
-  std::vector<Sample> signal(const std::string& name) {
-    std::vector<Sample> out;
-    for (const auto& s : samples()) {
-      if (s.signal == name) out.push_back(s);
-    }
-    return out;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<Sample> samples_;
-};
+using Collector = ocslab::testing::SampleCollector;
 
 // Waits (2 s at most) until pred() holds.
 template <typename Pred>

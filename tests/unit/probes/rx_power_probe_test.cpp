@@ -2,6 +2,7 @@
 // (no transceiver exists on this machine), and the real ethtool reader against interfaces
 // without a module.
 #include "ocslab/probes/rx_power_probe.h"
+#include "ocslab/testing/sample_collector.h"
 
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -55,34 +56,7 @@ class ReplayReader : public EepromReader {
   std::vector<EepromRead> reads_;
 };
 
-class Collector {
- public:
-  SampleSink sink() {
-    return [this](const Sample& s) {
-      std::lock_guard lk(mu_);
-      samples_.push_back(s);
-    };
-  }
-  std::vector<Sample> samples() {
-    std::lock_guard lk(mu_);
-    return samples_;
-  }
-  // Waits until pred holds for some sample (2 s at most).
-  template <typename Pred>
-  bool wait_for(Pred pred) {
-    for (int i = 0; i < 200; ++i) {
-      for (const auto& s : samples()) {
-        if (pred(s)) return true;
-      }
-      std::this_thread::sleep_for(10ms);
-    }
-    return false;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<Sample> samples_;
-};
+using Collector = ocslab::testing::SampleCollector;
 
 const Sample* find(const std::vector<Sample>& v, const std::string& subject, const std::string& signal) {
   for (const auto& s : v) {
