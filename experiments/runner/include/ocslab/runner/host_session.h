@@ -1,0 +1,115 @@
+// One lab host as the runner sees it during an experiment: an SSH session (libssh, host key
+// verified) running `ocslab-agent serve --stdio`, the agent's hello and clock offsets before and
+// after, its probes, and a reader thread that hands every sample to the runner. When the
+// session drops, stop() reconnects once and fetches what the live stream missed from the
+// agent's spool; when the agent itself is gone the host is reported lost and what arrived up to
+// then is kept. A SessionPool opens many hosts in parallel.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ocslab/agent/client.h"
+#include "ocslab/agent/protocol.h"
+#include "ocslab/ocsctl/stream.h"
+
+namespace ocslab::runner {
+
+struct HostTarget {
+  std::string name;       // the lab's name for the host: every sample's host is set to it
+  ocs::SshOptions ssh;    // host, port, user, identity_file, known_hosts_file; command is set here
+  std::string agent_command = "ocslab-agent serve --stdio";  // run over SSH (exec channel)
+  std::vector<agent::ProbeRequest> probes;
+  int clock_exchanges = 16;
+  std::chrono::milliseconds request_timeout{15000};
+};
+
+enum class HostState { kIdle, kConnected, kCapturing, kLost, kStopped };
+const char* to_string(HostState s);
+
+struct HostHealth {
+  HostState state = HostState::kIdle;
+  uint64_t samples = 0;        // delivered to the sink so far
+  int64_t last_sample_ns = 0;  // t_ns (host clock) of the newest sample, 0: none
+  std::string error;           // why the session was lost / the last failure, empty when healthy
+};
+
+struct HostReport {
+  std::string name;
+  agent::HelloInfo hello;
+  agent::ClockEstimate clock_before, clock_after;  // clock_after.exchanges == 0: not measured
+  agent::StartResult started;
+  uint64_t last_seq = 0;         // the capture's last seq as the agent reported at stop
+  uint64_t samples = 0;          // delivered (live + recovered), each seq once
+  uint64_t recovered = 0;        // of which replayed from the spool after a dropped session
+  bool lost = false;             // the agent could not be reached again: samples up to the loss are kept
+  std::vector<std::string> errors;  // every failure, in order, with the time it happened
+  std::chrono::milliseconds connect_time{0};  // SSH + hello + first clock estimate
+};
+
+// Called from the session's reader thread (one per host): must be thread-safe across hosts.
+// The sample's host is already the target's name; t_ns is still the host's own clock.
+using HostSampleSink = std::function<void(const std::string& host, const agent::SeqSample&)>;
+
+class HostSession {
+ public:
+  HostSession(HostTarget target, HostSampleSink sink);
+  ~HostSession();  // stops the reader, closes the session (does not stop the agent's probes)
+  HostSession(const HostSession&) = delete;
+  HostSession& operator=(const HostSession&) = delete;
+
+  const std::string& name() const { return target_.name; }
+
+  // SSH connect, hello, clock estimate (clock_before). Throws ocs::ConnectionError /
+  // agent::AgentError naming the host.
+  void connect();
+  // probes.start, then a reader thread follows the live stream. Throws when the agent refuses
+  // the request or none of the probes can run (the reasons in the message).
+  const agent::StartResult& start();
+  HostHealth health() const;
+  // probes.stop; when the session was lost, one reconnect + spool.fetch of everything after the
+  // last seq seen (samples up to the agent's end are kept either way); clock_after; bye.
+  // Never throws: failures go into the report (and lost = true when the agent is gone).
+  HostReport stop();
+  // For fault tests and Ctrl-C: drop the SSH session without a goodbye.
+  void drop();
+
+ private:
+  void reader_loop();
+  void fail(const std::string& what);
+
+  HostTarget target_;
+  HostSampleSink sink_;
+  std::unique_ptr<agent::AgentClient> client_;
+  mutable std::mutex mutex_;  // health_, report_.errors, client_ swaps
+  HostHealth health_;
+  HostReport report_;
+  std::atomic<bool> reading_{false};
+  std::thread reader_;
+};
+
+// Many hosts at once: connect() and start() fan out on one thread per host and return when all
+// are done; failures are per host (the others go on). stop_all() likewise.
+class SessionPool {
+ public:
+  explicit SessionPool(HostSampleSink sink) : sink_(std::move(sink)) {}
+  void add(HostTarget target);
+  // Returns one error string per host, empty when it succeeded.
+  std::vector<std::string> connect_all();
+  std::vector<std::string> start_all();
+  std::vector<HostReport> stop_all();
+  std::vector<HostHealth> health() const;
+  std::vector<std::unique_ptr<HostSession>>& sessions() { return sessions_; }
+
+ private:
+  HostSampleSink sink_;
+  std::vector<std::unique_ptr<HostSession>> sessions_;
+};
+
+}  // namespace ocslab::runner

@@ -1,0 +1,13 @@
+// The `ocslab` subcommands other than vlab, one file each; run_ocslab dispatches on args[0].
+// Each takes the full argument list (args[0] is its own name) and returns an ExitCode; they
+// throw UsageError / ConfigError / Error for run_ocslab to report.
+#pragma once
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace ocslab::cli {
+int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);  // analyze_cli.cpp
+int run_plot(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);     // plot_cli.cpp
+int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);      // run_cli.cpp
+}  // namespace ocslab::cli
