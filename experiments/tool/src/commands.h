@@ -6,7 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "ocslab/common/error.h"
+
 namespace ocslab::cli {
+// A bad command line: run_ocslab prints it and exits 1.
+struct UsageError : Error {
+  using Error::Error;
+};
+
 int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);  // analyze_cli.cpp
 int run_plot(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);     // plot_cli.cpp
 int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);      // run_cli.cpp

@@ -20,6 +20,7 @@
 #include "ocslab/vlab/guest_config.h"
 #include "ocslab/vlab/lab_control.h"
 #include "ocslab/vlab/lab_spec.h"
+#include "commands.h"
 
 namespace fs = std::filesystem;
 
@@ -90,10 +91,6 @@ struct Args {
     auto it = options.find(k);
     return it == options.end() ? dflt : it->second;
   }
-};
-
-struct UsageError : Error {
-  using Error::Error;
 };
 
 // Options may come anywhere before the first word that is not an option; for `ssh`, every
