@@ -38,6 +38,8 @@ Usage: ocslab COMMAND ...
 Commands:
   vlab      the virtual lab: QEMU hosts with Soft-RoCE wired through the OCS emulator
             (ocslab vlab --help)
+  analyze   per-layer reconfiguration latency of a results folder or a capture file:
+            breakdown.csv and summary (ocslab analyze --help)
 
 Global options: --help, --version, --log-level LEVEL (trace..off; logs go to stderr)
 
@@ -48,7 +50,7 @@ Exit codes:
   3    the lab could not start, a host died, or the command failed
   130  interrupted (Ctrl-C); what was started is stopped again
 
-Documentation: docs/virtual-lab.md; the switch itself: ocsctl --help
+Documentation: docs/virtual-lab.md, docs/experiments.md; the switch itself: ocsctl --help
 )";
 
 const char* kVlabHelp = R"(ocslab vlab - a photonic-rail lab of real Linux hosts on this machine
@@ -381,6 +383,7 @@ int run_ocslab(const std::vector<std::string>& args_in, std::ostream& out, std::
       return kExitOk;
     }
     if (args[0] == "vlab") return run_vlab(args, out, err);
+    if (args[0] == "analyze") return run_analyze(args, out, err);
     throw UsageError("unknown command '" + args[0] + "' (ocslab --help)");
   } catch (const UsageError& e) {
     err << "ocslab: " << e.what() << "\n";

@@ -1,0 +1,82 @@
+// Reading an experiment timeline (`timeline.csv` of a run, or an `ocslab-agent capture` file)
+// fast: the file is mapped, columns are found by header name, and only the rows the breakdown
+// reads (control and layer signals) are kept, with their strings interned to small ids.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace ocslab::analysis {
+
+// The (source, signal) pairs the breakdown reads; every other row is counted and dropped.
+enum class Kind : uint8_t {
+  kCommand,        // ocs command
+  kAck,            // ocs ack
+  kLightEmulator,  // emulator light
+  kLightOcsPower,  // ocs_power light
+  kRxPower,        // rx_power rx_power_dbm (value in dBm)
+  kLinkEmulator,   // emulator link
+  kLinkFirmware,   // firmware link
+  kCarrier,        // carrier carrier
+  kStalled,        // rdma stalled
+  kResumed,        // rdma resumed
+};
+constexpr int kKindCount = 10;
+
+// Strings interned to dense ids; id 0 is always the empty string.
+class StringTable {
+ public:
+  StringTable();
+  uint32_t intern(std::string_view s);
+  const std::string& str(uint32_t id) const { return strings_[id]; }
+  size_t size() const { return strings_.size(); }
+
+ private:
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::vector<std::string> strings_;
+  std::unordered_map<std::string, uint32_t, Hash, std::equal_to<>> ids_;
+};
+
+struct Event {
+  int64_t t_ns = 0;
+  double value = 0;
+  uint32_t host = 0;     // string id
+  uint32_t subject = 0;  // string id: the interface for layer rows, the raw subject for ocs rows
+  uint32_t run = 0;      // string id ("" without a run column)
+  int32_t iteration = -1;  // -1 without an iteration column
+  Kind kind = Kind::kCommand;
+  uint32_t line = 0;     // line of the file (1 = header)
+};
+
+struct Timeline {
+  std::string path;
+  StringTable strings;
+  std::vector<Event> events;  // kept rows, in file order
+  bool has_run = false;
+  bool has_iteration = false;
+  size_t rows = 0;  // data rows read, kept or not
+};
+
+// The interface a subject names: the part before the first '@', after its last '/'
+// (`rxe_eth1/eth1@h2` -> `eth1`).
+std::string_view interface_of(std::string_view subject);
+
+// Which breakdown input a row is, if any.
+bool classify(std::string_view source, std::string_view signal, Kind& kind);
+
+// Reads a timeline file. Throws ocslab::ConfigError ("path:line: what") for malformed input
+// (missing column, wrong field count, bad number, unterminated quote) and ocslab::Error when
+// the file cannot be opened.
+Timeline read_timeline(const std::string& path);
+
+// The same over text in memory; `name` stands for the path in messages.
+Timeline parse_timeline(std::string_view text, const std::string& name);
+
+}  // namespace ocslab::analysis

@@ -1,0 +1,316 @@
+#include "ocslab/analysis/breakdown.h"
+
+#include <fmt/format.h>
+#include <algorithm>
+#include <map>
+#include <ostream>
+#include <tuple>
+
+#include "ocslab/common/csv_writer.h"
+
+namespace ocslab::analysis {
+
+const char* status_name(Status s) {
+  switch (s) {
+    case Status::kOk:
+      return "ok";
+    case Status::kFailed:
+      return "failed";
+    case Status::kUnaffected:
+      return "unaffected";
+    case Status::kIncomplete:
+      return "incomplete";
+  }
+  return "?";
+}
+
+const std::array<const char*, kEdgeCount>& edge_columns() {
+  static const std::array<const char*, kEdgeCount> c = {
+      "issued_ns",        "acked_ns",       "light_lost_ns",   "light_back_ns",   "firmware_down_ns",
+      "firmware_up_ns",   "carrier_down_ns", "carrier_up_ns",  "rdma_stalled_ns", "rdma_resumed_ns"};
+  return c;
+}
+
+const std::array<const char*, kDurationCount>& duration_columns() {
+  static const std::array<const char*, kDurationCount> c = {"control_ms", "switching_ms", "dark_ms",
+                                                            "firmware_ms", "carrier_ms",   "kernel_ms",
+                                                            "rdma_ms",     "outage_ms",    "total_ms"};
+  return c;
+}
+
+std::optional<int64_t> BreakdownRow::duration_ns(Duration d) const {
+  auto diff = [&](Edge to, Edge from) -> std::optional<int64_t> {
+    if (!edges[to] || !edges[from]) return std::nullopt;
+    return *edges[to] - *edges[from];
+  };
+  switch (d) {
+    case kControl:
+      return diff(kAcked, kIssued);
+    case kSwitching:
+      return diff(kLightBack, kIssued);
+    case kDark:
+      return diff(kLightBack, kLightLost);
+    case kFirmware:
+      return diff(kFirmwareUp, kLightBack);
+    case kCarrier:
+      return diff(kCarrierUp, kLightBack);
+    case kKernel:
+      return diff(kCarrierUp, kFirmwareUp);
+    case kRdma:
+      return diff(kRdmaResumed, kCarrierUp);
+    case kOutage:
+      return diff(kRdmaResumed, kRdmaStalled);
+    case kTotal:
+      return edges[kRdmaResumed] ? diff(kRdmaResumed, kIssued) : diff(kCarrierUp, kIssued);
+    case kDurationCount:
+      break;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+constexpr int64_t kWindowBeforeCommandNs = 200'000'000;  // an iteration starts 200 ms before its command
+constexpr int64_t kMinGapNs = 1'000'000'000;             // edge-cut iterations: > 1 s apart
+
+enum Layer { kLight, kFirmwareLayer, kCarrierLayer, kLayerCount };
+
+struct PairState {
+  std::array<std::optional<int64_t>, kLayerCount> down, up;
+  std::optional<int64_t> stalled, resumed;
+};
+
+struct Iteration {
+  uint32_t run = 0;
+  int number = 0;
+  std::optional<int64_t> issued;
+  uint32_t mapping = 0;
+  std::optional<std::pair<int64_t, bool>> ack;  // first ack: time, success
+  std::vector<PairState> pairs;
+};
+
+struct Pair {
+  uint32_t host, iface;
+  Kind light = Kind::kRxPower;  // the preferred light source present for this pair
+  Kind firmware = Kind::kLinkFirmware;
+  bool has_light = false, has_firmware = false;
+};
+
+bool is_layer(Kind k) { return k != Kind::kCommand && k != Kind::kAck; }
+
+// Preference among sources of the same layer: ground truth first.
+int light_rank(Kind k) { return k == Kind::kLightEmulator ? 0 : k == Kind::kLightOcsPower ? 1 : 2; }
+
+}  // namespace
+
+Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options) {
+  const StringTable& S = tl.strings;
+  std::vector<Event> ev = tl.events;
+  std::stable_sort(ev.begin(), ev.end(), [](const Event& a, const Event& b) { return a.t_ns < b.t_ns; });
+
+  // Host/interface pairs and their preferred light and firmware sources.
+  std::map<std::pair<uint32_t, uint32_t>, size_t> pair_index;
+  std::vector<Pair> pairs;
+  std::vector<int> pair_of(ev.size(), -1);
+  bool any_command = false;
+  for (size_t i = 0; i < ev.size(); ++i) {
+    const Event& e = ev[i];
+    if (e.kind == Kind::kCommand) any_command = true;
+    if (!is_layer(e.kind) || S.str(e.host) == "switch") continue;
+    auto [it, added] = pair_index.emplace(std::make_pair(e.host, e.subject), pairs.size());
+    if (added) pairs.push_back({e.host, e.subject});
+    Pair& p = pairs[it->second];
+    pair_of[i] = static_cast<int>(it->second);
+    if (e.kind == Kind::kLightEmulator || e.kind == Kind::kLightOcsPower || e.kind == Kind::kRxPower) {
+      if (!p.has_light || light_rank(e.kind) < light_rank(p.light)) p.light = e.kind;
+      p.has_light = true;
+    }
+    if (e.kind == Kind::kLinkEmulator || e.kind == Kind::kLinkFirmware) {
+      if (!p.has_firmware || e.kind == Kind::kLinkEmulator) p.firmware = e.kind;
+      p.has_firmware = true;
+    }
+  }
+
+  // The layer and 0/1 state of an event from a pair's selected sources; -1 when it is not one.
+  auto layer_state = [&](size_t i, int& layer) -> int {
+    const Event& e = ev[i];
+    if (pair_of[i] < 0) return -1;
+    const Pair& p = pairs[static_cast<size_t>(pair_of[i])];
+    switch (e.kind) {
+      case Kind::kLightEmulator:
+      case Kind::kLightOcsPower:
+        if (e.kind != p.light) return -1;
+        layer = kLight;
+        return e.value != 0;
+      case Kind::kRxPower:
+        if (e.kind != p.light) return -1;
+        layer = kLight;
+        return e.value >= options.dark_dbm;
+      case Kind::kLinkEmulator:
+      case Kind::kLinkFirmware:
+        if (e.kind != p.firmware) return -1;
+        layer = kFirmwareLayer;
+        return e.value != 0;
+      case Kind::kCarrier:
+        layer = kCarrierLayer;
+        return e.value != 0;
+      default:
+        return -1;
+    }
+  };
+
+  // Which iteration each event belongs to (index into iters; iteration 0 and earlier rows
+  // included, dropped when the rows are written).
+  Breakdown out;
+  std::vector<Iteration> iters;
+  std::vector<size_t> iter_of(ev.size());
+  if (tl.has_iteration) {
+    out.iterations_from = "iteration column";
+    std::map<std::pair<std::string_view, int>, size_t> index;
+    for (size_t i = 0; i < ev.size(); ++i) {
+      auto [it, added] = index.emplace(std::make_pair(std::string_view(S.str(ev[i].run)), ev[i].iteration), iters.size());
+      if (added) iters.push_back({ev[i].run, ev[i].iteration, {}, 0, {}, {}});
+      iter_of[i] = it->second;
+    }
+  } else {
+    std::vector<int64_t> starts;
+    if (any_command) {
+      out.iterations_from = "ocs commands";
+      for (const Event& e : ev)
+        if (e.kind == Kind::kCommand) starts.push_back(e.t_ns - kWindowBeforeCommandNs);
+    } else {
+      out.iterations_from = "layer edges";
+      std::map<std::pair<size_t, int>, int> last;  // (pair, layer) -> previous state
+      for (size_t i = 0; i < ev.size(); ++i) {
+        int layer = 0;
+        int state = layer_state(i, layer);
+        if (state < 0) continue;
+        auto key = std::make_pair(static_cast<size_t>(pair_of[i]), layer);
+        auto it = last.find(key);
+        bool falling = it != last.end() && it->second == 1 && state == 0;
+        last[key] = state;
+        if (falling && (starts.empty() || ev[i].t_ns - starts.back() > kMinGapNs)) starts.push_back(ev[i].t_ns);
+      }
+    }
+    for (size_t n = 0; n <= starts.size(); ++n) iters.push_back({0, static_cast<int>(n), {}, 0, {}, {}});
+    for (size_t i = 0; i < ev.size(); ++i)
+      iter_of[i] = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), ev[i].t_ns) - starts.begin());
+  }
+  for (auto& it : iters) it.pairs.resize(pairs.size());
+
+  for (size_t i = 0; i < ev.size(); ++i) {
+    const Event& e = ev[i];
+    Iteration& it = iters[iter_of[i]];
+    if (e.kind == Kind::kCommand) {
+      if (!it.issued) {
+        it.issued = e.t_ns;
+        it.mapping = e.subject;
+        if (!tl.has_iteration) it.run = e.run;
+      }
+      continue;
+    }
+    if (e.kind == Kind::kAck) {
+      if (!it.ack) it.ack = std::make_pair(e.t_ns, e.value != 0);
+      continue;
+    }
+    if (pair_of[i] < 0) continue;
+    PairState& ps = it.pairs[static_cast<size_t>(pair_of[i])];
+    if (e.kind == Kind::kStalled) {
+      if (!ps.stalled) ps.stalled = e.t_ns;
+      continue;
+    }
+    if (e.kind == Kind::kResumed) {
+      if (ps.stalled && !ps.resumed) ps.resumed = e.t_ns;
+      continue;
+    }
+    int layer = 0;
+    int state = layer_state(i, layer);
+    if (state == 0 && !ps.down[layer]) ps.down[layer] = e.t_ns;
+    if (state == 1 && ps.down[layer] && !ps.up[layer]) ps.up[layer] = e.t_ns;
+  }
+
+  std::vector<size_t> iter_order;
+  for (size_t i = 0; i < iters.size(); ++i)
+    if (iters[i].number >= 1) iter_order.push_back(i);
+  std::sort(iter_order.begin(), iter_order.end(), [&](size_t a, size_t b) {
+    return std::make_tuple(std::string_view(S.str(iters[a].run)), iters[a].number) <
+           std::make_tuple(std::string_view(S.str(iters[b].run)), iters[b].number);
+  });
+  std::vector<size_t> pair_order(pairs.size());
+  for (size_t i = 0; i < pairs.size(); ++i) pair_order[i] = i;
+  std::sort(pair_order.begin(), pair_order.end(), [&](size_t a, size_t b) {
+    return std::make_tuple(std::string_view(S.str(pairs[a].host)), std::string_view(S.str(pairs[a].iface))) <
+           std::make_tuple(std::string_view(S.str(pairs[b].host)), std::string_view(S.str(pairs[b].iface)));
+  });
+
+  out.iterations = iter_order.size();
+  for (size_t ii : iter_order) {
+    const Iteration& it = iters[ii];
+    for (size_t pi : pair_order) {
+      const PairState& ps = it.pairs[pi];
+      BreakdownRow r;
+      r.run = S.str(it.run);
+      r.iteration = it.number;
+      r.mapping = S.str(it.mapping);
+      r.host = S.str(pairs[pi].host);
+      r.interface = S.str(pairs[pi].iface);
+      r.edges[kIssued] = it.issued;
+      if (it.ack && it.ack->second) r.edges[kAcked] = it.ack->first;
+      r.edges[kLightLost] = ps.down[kLight];
+      r.edges[kLightBack] = ps.up[kLight];
+      r.edges[kFirmwareDown] = ps.down[kFirmwareLayer];
+      r.edges[kFirmwareUp] = ps.up[kFirmwareLayer];
+      r.edges[kCarrierDown] = ps.down[kCarrierLayer];
+      r.edges[kCarrierUp] = ps.up[kCarrierLayer];
+      r.edges[kRdmaStalled] = ps.stalled;
+      r.edges[kRdmaResumed] = ps.resumed;
+      bool went_down = ps.stalled.has_value();
+      bool stayed_down = ps.stalled && !ps.resumed;
+      for (int l = 0; l < kLayerCount; ++l) {
+        went_down = went_down || ps.down[l].has_value();
+        stayed_down = stayed_down || (ps.down[l] && !ps.up[l]);
+      }
+      if (any_command && !(it.ack && it.ack->second)) {
+        r.status = Status::kFailed;
+      } else if (!went_down) {
+        r.status = Status::kUnaffected;
+      } else if (stayed_down) {
+        r.status = Status::kIncomplete;
+      } else {
+        r.status = Status::kOk;
+      }
+      out.rows.push_back(std::move(r));
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> breakdown_columns() {
+  std::vector<std::string> c = {"run", "iteration", "mapping", "host", "interface", "status"};
+  for (const char* e : edge_columns()) c.emplace_back(e);
+  for (const char* d : duration_columns()) c.emplace_back(d);
+  return c;
+}
+
+std::string format_ms(int64_t ns) {
+  uint64_t a = ns < 0 ? 0 - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);
+  return fmt::format("{}{}.{:06}", ns < 0 ? "-" : "", a / 1'000'000, a % 1'000'000);
+}
+
+void write_breakdown_csv(const Breakdown& b, std::ostream& out) {
+  CsvWriter csv(out);
+  csv.header(breakdown_columns());
+  for (const auto& r : b.rows) {
+    std::vector<std::string> f = {r.run, std::to_string(r.iteration), r.mapping, r.host, r.interface,
+                                  status_name(r.status)};
+    for (const auto& e : r.edges) f.push_back(e ? std::to_string(*e) : "");
+    for (int d = 0; d < kDurationCount; ++d) {
+      auto v = r.duration_ns(static_cast<Duration>(d));
+      f.push_back(v ? format_ms(*v) : "");
+    }
+    csv.row(f);
+  }
+  csv.flush();
+}
+
+}  // namespace ocslab::analysis

@@ -1,0 +1,97 @@
+#include "ocslab/analysis/summary.h"
+
+#include <fmt/format.h>
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+namespace ocslab::analysis {
+
+double percentile(const std::vector<double>& sorted, double p) {
+  double h = (static_cast<double>(sorted.size()) - 1) * p / 100.0;
+  auto lo = static_cast<size_t>(std::floor(h));
+  size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (h - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+}
+
+std::vector<ColumnSummary> summarize(const Breakdown& b) {
+  std::vector<ColumnSummary> out;
+  for (int d = 0; d < kDurationCount; ++d) {
+    std::vector<double> v;
+    for (const auto& r : b.rows) {
+      if (r.status != Status::kOk) continue;
+      if (auto ns = r.duration_ns(static_cast<Duration>(d))) v.push_back(static_cast<double>(*ns) / 1e6);
+    }
+    std::sort(v.begin(), v.end());
+    ColumnSummary s;
+    s.column = duration_columns()[static_cast<size_t>(d)];
+    s.count = v.size();
+    if (!v.empty()) {
+      s.min = v.front();
+      s.max = v.back();
+      s.median = percentile(v, 50);
+      s.p90 = percentile(v, 90);
+      s.p99 = percentile(v, 99);
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
+namespace {
+
+std::array<size_t, 4> status_counts(const Breakdown& b) {
+  std::array<size_t, 4> n{};
+  for (const auto& r : b.rows) ++n[static_cast<size_t>(r.status)];
+  return n;
+}
+
+}  // namespace
+
+std::string summary_text(const Breakdown& b, const std::vector<ColumnSummary>& s, const SummaryContext& c) {
+  auto n = status_counts(b);
+  std::string t = fmt::format("timeline     {} ({} rows, {} read by the breakdown)\n", c.timeline, c.timeline_rows,
+                              c.kept_rows);
+  t += fmt::format("cut by       {}\n", b.iterations_from);
+  t += fmt::format("reconfigs    {}\n", b.iterations);
+  t += fmt::format("rows         {} host/interface rows: {} ok, {} failed, {} unaffected, {} incomplete\n",
+                   b.rows.size(), n[0], n[1], n[2], n[3]);
+  t += fmt::format("\nduration (ms) over ok rows\n");
+  t += fmt::format("{:<13} {:>6} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "column", "count", "min", "median", "p90",
+                   "p99", "max");
+  for (const auto& x : s) {
+    if (x.count == 0) {
+      t += fmt::format("{:<13} {:>6} {:>12} {:>12} {:>12} {:>12} {:>12}\n", x.column, 0, "-", "-", "-", "-", "-");
+    } else {
+      t += fmt::format("{:<13} {:>6} {:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f}\n", x.column, x.count, x.min,
+                       x.median, x.p90, x.p99, x.max);
+    }
+  }
+  return t;
+}
+
+nlohmann::ordered_json summary_json(const Breakdown& b, const std::vector<ColumnSummary>& s,
+                                    const SummaryContext& c) {
+  auto n = status_counts(b);
+  nlohmann::ordered_json j;
+  j["timeline"] = c.timeline;
+  j["timeline_rows"] = c.timeline_rows;
+  j["rows_read"] = c.kept_rows;
+  j["dark_dbm"] = c.dark_dbm;
+  j["iterations_from"] = b.iterations_from;
+  j["reconfigurations"] = b.iterations;
+  j["rows"] = b.rows.size();
+  j["status"] = {{"ok", n[0]}, {"failed", n[1]}, {"unaffected", n[2]}, {"incomplete", n[3]}};
+  nlohmann::ordered_json cols = nlohmann::ordered_json::object();
+  for (const auto& x : s) {
+    nlohmann::ordered_json o;
+    o["count"] = x.count;
+    for (auto [k, v] : {std::pair{"min", x.min}, {"median", x.median}, {"p90", x.p90}, {"p99", x.p99}, {"max", x.max}})
+      o[k] = x.count ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
+    cols[x.column] = o;
+  }
+  j["durations_ms"] = cols;
+  return j;
+}
+
+}  // namespace ocslab::analysis

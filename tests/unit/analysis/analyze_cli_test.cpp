@@ -1,0 +1,122 @@
+// `ocslab analyze` in-process: the files it writes, what it prints, its errors and exit codes.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "ocslab/cli/ocslab_cli.h"
+
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+
+namespace {
+
+struct Dir {
+  std::string path;
+  Dir() {
+    char tmpl[] = "/tmp/ocslab-analyze-test-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    path = tmpl;
+  }
+  ~Dir() { fs::remove_all(path); }
+};
+
+struct Result {
+  int rc;
+  std::string out, err;
+};
+
+Result run_cli(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  int rc = ocslab::cli::run_ocslab(args, out, err);
+  return {rc, out.str(), err.str()};
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+const char* kTimeline =
+    "t_ns,host,source,subject,signal,value,unit,run,iteration\n"
+    "1000000000,switch,ocs,m1,command,1,,demo,1\n"
+    "1002000000,switch,ocs,m1,ack,1,,demo,1\n"
+    "1003000000,h1,carrier,eth1,carrier,0,bool,demo,1\n"
+    "1050000000,h1,carrier,eth1,carrier,1,bool,demo,1\n";
+
+}  // namespace
+
+TEST_CASE("ocslab analyze FOLDER writes breakdown.csv, summary.txt and summary.json and prints the summary") {
+  Dir d;
+  std::ofstream(d.path + "/timeline.csv") << kTimeline;
+  Result r = run_cli({"analyze", d.path});
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK(r.out == slurp(d.path + "/summary.txt"));
+  CHECK_THAT(r.out, Contains("1 host/interface rows: 1 ok, 0 failed"));
+  CHECK_THAT(r.out, Contains("total_ms           1       50.000       50.000       50.000       50.000       50.000"));
+  std::string csv = slurp(d.path + "/breakdown.csv");
+  CHECK_THAT(csv, Contains("\ndemo,1,m1,h1,eth1,ok,1000000000,1002000000,,,,,1003000000,1050000000,,,2.000000,,,,,,,,"
+                           "50.000000\n"));
+  auto j = nlohmann::json::parse(slurp(d.path + "/summary.json"));
+  CHECK(j["durations_ms"]["control_ms"]["median"] == 2.0);
+  CHECK(j["iterations_from"] == "iteration column");
+
+  // --json prints the JSON; -o puts the files elsewhere (created).
+  Result rj = run_cli({"analyze", d.path + "/timeline.csv", "--json", "-o", d.path + "/out/sub"});
+  REQUIRE(rj.rc == 0);
+  CHECK(nlohmann::json::parse(rj.out)["rows"] == 1);
+  CHECK(fs::exists(d.path + "/out/sub/breakdown.csv"));
+  CHECK(fs::exists(d.path + "/out/sub/summary.txt"));
+}
+
+TEST_CASE("ocslab analyze FILE writes next to the file; --dark-dbm is read") {
+  Dir d;
+  std::ofstream(d.path + "/cap.csv") << "t_ns,host,source,subject,signal,value,unit\n"
+                                        "1000000000,h1,rx_power,eth1,rx_power_dbm,-3,dBm\n"
+                                        "3000000000,h1,rx_power,eth1,rx_power_dbm,-35,dBm\n"
+                                        "3100000000,h1,rx_power,eth1,rx_power_dbm,-3,dBm\n";
+  Result r = run_cli({"analyze", d.path + "/cap.csv"});
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.out, Contains("1 ok"));
+  CHECK_THAT(slurp(d.path + "/breakdown.csv"), Contains(",1,,h1,eth1,ok,,,3000000000,3100000000,,,,,,,,,100.000000,"));
+  Result r2 = run_cli({"analyze", d.path + "/cap.csv", "--dark-dbm=-40"});
+  REQUIRE(r2.rc == 0);
+  CHECK_THAT(r2.out, Contains("reconfigs    0"));
+}
+
+TEST_CASE("ocslab analyze: help, bad options (exit 1) and bad input (exit 2)") {
+  Result h = run_cli({"analyze", "--help"});
+  CHECK(h.rc == 0);
+  CHECK_THAT(h.out, Contains("Usage: ocslab analyze FOLDER|TIMELINE.csv"));
+  CHECK_THAT(run_cli({"--help"}).out, Contains("analyze"));
+
+  Result none = run_cli({"analyze"});
+  CHECK(none.rc == 1);
+  CHECK_THAT(none.err, Contains("usage: ocslab analyze"));
+  Result bad = run_cli({"analyze", "x", "--frobnicate"});
+  CHECK(bad.rc == 1);
+  CHECK_THAT(bad.err, Contains("unknown option '--frobnicate'"));
+  Result dbm = run_cli({"analyze", "x", "--dark-dbm", "loud"});
+  CHECK(dbm.rc == 1);
+  CHECK_THAT(dbm.err, Contains("--dark-dbm needs a number of dBm, got 'loud'"));
+  CHECK(run_cli({"analyze", "x", "-o"}).rc == 1);
+
+  Dir d;
+  Result missing = run_cli({"analyze", d.path});
+  CHECK(missing.rc == 2);
+  CHECK_THAT(missing.err, Contains(d.path + "/timeline.csv: cannot open"));
+  std::ofstream(d.path + "/timeline.csv") << "t_ns,host,source,subject,signal,value,unit\n"
+                                             "1,h1,carrier,eth1,carrier,1,bool\n"
+                                             "2,h1,carrier,eth1,carrier,x,bool\n";
+  Result malformed = run_cli({"analyze", d.path});
+  CHECK(malformed.rc == 2);
+  CHECK_THAT(malformed.err, Contains(d.path + "/timeline.csv:3: bad number 'x' in column value"));
+  CHECK_FALSE(fs::exists(d.path + "/breakdown.csv"));
+}
