@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <ostream>
 #include <tuple>
@@ -26,13 +27,13 @@ const char* status_name(Status s) {
 
 const std::array<const char*, kEdgeCount>& edge_columns() {
   static const std::array<const char*, kEdgeCount> c = {
-      "issued_ns",        "acked_ns",       "light_lost_ns",   "light_back_ns",   "firmware_down_ns",
-      "firmware_up_ns",   "carrier_down_ns", "carrier_up_ns",  "rdma_stalled_ns", "rdma_resumed_ns"};
+      "issued_ns",      "acked_ns",        "light_lost_ns", "light_back_ns",   "firmware_down_ns",
+      "firmware_up_ns", "carrier_down_ns", "carrier_up_ns", "rdma_stalled_ns", "rdma_resumed_ns"};
   return c;
 }
 
 const std::array<const char*, kDurationCount>& duration_columns() {
-  static const std::array<const char*, kDurationCount> c = {"control_ms", "switching_ms", "dark_ms",
+  static const std::array<const char*, kDurationCount> c = {"control_ms",  "switching_ms", "dark_ms",
                                                             "firmware_ms", "carrier_ms",   "kernel_ms",
                                                             "rdma_ms",     "outage_ms",    "total_ms"};
   return c;
@@ -40,8 +41,9 @@ const std::array<const char*, kDurationCount>& duration_columns() {
 
 std::optional<int64_t> BreakdownRow::duration_ns(Duration d) const {
   auto diff = [&](Edge to, Edge from) -> std::optional<int64_t> {
-    if (!edges[to] || !edges[from]) return std::nullopt;
-    return *edges[to] - *edges[from];
+    int64_t r = 0;
+    if (!edges[to] || !edges[from] || __builtin_sub_overflow(*edges[to], *edges[from], &r)) return std::nullopt;
+    return r;
   };
   switch (d) {
     case kControl:
@@ -168,7 +170,8 @@ Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options)
     out.iterations_from = "iteration column";
     std::map<std::pair<std::string_view, int>, size_t> index;
     for (size_t i = 0; i < ev.size(); ++i) {
-      auto [it, added] = index.emplace(std::make_pair(std::string_view(S.str(ev[i].run)), ev[i].iteration), iters.size());
+      auto [it, added] =
+          index.emplace(std::make_pair(std::string_view(S.str(ev[i].run)), ev[i].iteration), iters.size());
       if (added) iters.push_back({ev[i].run, ev[i].iteration, {}, 0, {}, {}});
       iter_of[i] = it->second;
     }
@@ -176,8 +179,12 @@ Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options)
     std::vector<int64_t> starts;
     if (any_command) {
       out.iterations_from = "ocs commands";
-      for (const Event& e : ev)
-        if (e.kind == Kind::kCommand) starts.push_back(e.t_ns - kWindowBeforeCommandNs);
+      for (const Event& e : ev) {
+        // Saturating: a nonsensical t_ns must not overflow.
+        int64_t start = 0;
+        if (__builtin_sub_overflow(e.t_ns, kWindowBeforeCommandNs, &start)) start = std::numeric_limits<int64_t>::min();
+        if (e.kind == Kind::kCommand) starts.push_back(start);
+      }
     } else {
       out.iterations_from = "layer edges";
       std::map<std::pair<size_t, int>, int> last;  // (pair, layer) -> previous state
@@ -189,7 +196,10 @@ Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options)
         auto it = last.find(key);
         bool falling = it != last.end() && it->second == 1 && state == 0;
         last[key] = state;
-        if (falling && (starts.empty() || ev[i].t_ns - starts.back() > kMinGapNs)) starts.push_back(ev[i].t_ns);
+        // Unsigned: events are sorted, so the difference is >= 0 and fits even for extreme stamps.
+        if (falling && (starts.empty() || static_cast<uint64_t>(ev[i].t_ns) - static_cast<uint64_t>(starts.back()) >
+                                              static_cast<uint64_t>(kMinGapNs)))
+          starts.push_back(ev[i].t_ns);
       }
     }
     for (size_t n = 0; n <= starts.size(); ++n) iters.push_back({0, static_cast<int>(n), {}, 0, {}, {}});
@@ -301,8 +311,8 @@ void write_breakdown_csv(const Breakdown& b, std::ostream& out) {
   CsvWriter csv(out);
   csv.header(breakdown_columns());
   for (const auto& r : b.rows) {
-    std::vector<std::string> f = {r.run, std::to_string(r.iteration), r.mapping, r.host, r.interface,
-                                  status_name(r.status)};
+    std::vector<std::string> f = {r.run,       std::to_string(r.iteration), r.mapping, r.host,
+                                  r.interface, status_name(r.status)};
     for (const auto& e : r.edges) f.push_back(e ? std::to_string(*e) : "");
     for (int d = 0; d < kDurationCount; ++d) {
       auto v = r.duration_ns(static_cast<Duration>(d));

@@ -50,8 +50,8 @@ std::array<size_t, 4> status_counts(const Breakdown& b) {
 
 std::string summary_text(const Breakdown& b, const std::vector<ColumnSummary>& s, const SummaryContext& c) {
   auto n = status_counts(b);
-  std::string t = fmt::format("timeline     {} ({} rows, {} read by the breakdown)\n", c.timeline, c.timeline_rows,
-                              c.kept_rows);
+  std::string t =
+      fmt::format("timeline     {} ({} rows, {} read by the breakdown)\n", c.timeline, c.timeline_rows, c.kept_rows);
   t += fmt::format("cut by       {}\n", b.iterations_from);
   t += fmt::format("reconfigs    {}\n", b.iterations);
   t += fmt::format("rows         {} host/interface rows: {} ok, {} failed, {} unaffected, {} incomplete\n",
@@ -70,8 +70,7 @@ std::string summary_text(const Breakdown& b, const std::vector<ColumnSummary>& s
   return t;
 }
 
-nlohmann::ordered_json summary_json(const Breakdown& b, const std::vector<ColumnSummary>& s,
-                                    const SummaryContext& c) {
+nlohmann::ordered_json summary_json(const Breakdown& b, const std::vector<ColumnSummary>& s, const SummaryContext& c) {
   auto n = status_counts(b);
   nlohmann::ordered_json j;
   j["timeline"] = c.timeline;

@@ -73,7 +73,10 @@ constexpr size_t kReleaseEvery = size_t{64} << 20;
 class Parser {
  public:
   Parser(std::string_view text, const std::string& name, std::function<void(size_t)> consumed)
-      : begin_(text.data()), p_(text.data()), end_(text.data() + text.size()), name_(name),
+      : begin_(text.data()),
+        p_(text.data()),
+        end_(text.data() + text.size()),
+        name_(name),
         consumed_(std::move(consumed)) {}
 
   Timeline run() {
@@ -168,8 +171,8 @@ class Parser {
         quoted_record();
       }
       if (ncols_ != 0 && fields_.size() != ncols_)
-        throw ConfigError(fmt::format("{}:{}: {} field(s), the header has {}", name_, record_line_, fields_.size(),
-                                      ncols_));
+        throw ConfigError(
+            fmt::format("{}:{}: {} field(s), the header has {}", name_, record_line_, fields_.size(), ncols_));
       return true;
     }
   }
@@ -184,8 +187,7 @@ class Parser {
       if (p_ < end_ && *p_ == '"') {
         ++p_;
         for (;;) {
-          if (p_ >= end_)
-            throw ConfigError(fmt::format("{}:{}: unterminated quoted field", name_, record_line_));
+          if (p_ >= end_) throw ConfigError(fmt::format("{}:{}: unterminated quoted field", name_, record_line_));
           char c = *p_++;
           if (c == '"') {
             if (p_ < end_ && *p_ == '"') {
@@ -204,8 +206,7 @@ class Parser {
               fmt::format("{}:{}: unexpected '{}' after a closing quote", name_, line_, std::string(1, *p_)));
       } else {
         while (p_ < end_ && *p_ != ',' && *p_ != '\n') {
-          if (*p_ == '"')
-            throw ConfigError(fmt::format("{}:{}: stray quote inside an unquoted field", name_, line_));
+          if (*p_ == '"') throw ConfigError(fmt::format("{}:{}: stray quote inside an unquoted field", name_, line_));
           cur += *p_++;
         }
         if (!cur.empty() && cur.back() == '\r' && (p_ == end_ || *p_ == '\n')) cur.pop_back();

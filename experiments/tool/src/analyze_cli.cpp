@@ -5,11 +5,11 @@
 #include <fstream>
 #include <ostream>
 
+#include "commands.h"
 #include "ocslab/analysis/breakdown.h"
 #include "ocslab/analysis/summary.h"
 #include "ocslab/analysis/timeline.h"
 #include "ocslab/cli/ocslab_cli.h"
-#include "commands.h"
 
 namespace fs = std::filesystem;
 

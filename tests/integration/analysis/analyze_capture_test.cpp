@@ -58,9 +58,8 @@ TEST_CASE("ocslab analyze finds the two carrier outages of a real ocslab-agent c
   // which also lets linkwatch's one-second window pass, so the first loss is reported at once.
   const int64_t launched = ocslab::realtime_ns();
   auto capture = std::async(std::launch::async, [&] {
-    return ocslab::run_program({"ip", "netns", "exec", ns.name(), ocslab::testing::bin_path("ocslab-agent"),
-                                "capture", "--probes", "carrier", "--if", "ana0", "--duration", "9", "--host", "h1",
-                                "-o", csv});
+    return ocslab::run_program({"ip", "netns", "exec", ns.name(), ocslab::testing::bin_path("ocslab-agent"), "capture",
+                                "--probes", "carrier", "--if", "ana0", "--duration", "9", "--host", "h1", "-o", csv});
   });
   std::this_thread::sleep_for(2000ms);
   const std::vector<std::chrono::milliseconds> dark = {1000ms, 600ms};
@@ -73,12 +72,14 @@ TEST_CASE("ocslab analyze finds the two carrier outages of a real ocslab-agent c
     std::this_thread::sleep_for(1500ms);
   }
   capture.get();
-  std::cout << "capture:\n" << [&] {
-    std::ifstream f(csv);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
-  }() << "\n";
+  std::cout << "capture:\n"
+            <<
+      [&] {
+        std::ifstream f(csv);
+        std::stringstream s;
+        s << f.rdbuf();
+        return s.str();
+      }() << "\n";
 
   std::ostringstream out, err;
   int rc = ocslab::cli::run_ocslab({"analyze", csv}, out, err);

@@ -33,7 +33,6 @@ struct SummaryContext {
 };
 
 std::string summary_text(const Breakdown& b, const std::vector<ColumnSummary>& s, const SummaryContext& c);
-nlohmann::ordered_json summary_json(const Breakdown& b, const std::vector<ColumnSummary>& s,
-                                    const SummaryContext& c);
+nlohmann::ordered_json summary_json(const Breakdown& b, const std::vector<ColumnSummary>& s, const SummaryContext& c);
 
 }  // namespace ocslab::analysis

@@ -47,12 +47,12 @@ class StringTable {
 struct Event {
   int64_t t_ns = 0;
   double value = 0;
-  uint32_t host = 0;     // string id
-  uint32_t subject = 0;  // string id: the interface for layer rows, the raw subject for ocs rows
-  uint32_t run = 0;      // string id ("" without a run column)
+  uint32_t host = 0;       // string id
+  uint32_t subject = 0;    // string id: the interface for layer rows, the raw subject for ocs rows
+  uint32_t run = 0;        // string id ("" without a run column)
   int32_t iteration = -1;  // -1 without an iteration column
   Kind kind = Kind::kCommand;
-  uint32_t line = 0;     // line of the file (1 = header)
+  uint32_t line = 0;  // line of the file (1 = header)
 };
 
 struct Timeline {
