@@ -106,7 +106,7 @@ int light_rank(Kind k) { return k == Kind::kLightEmulator ? 0 : k == Kind::kLigh
 }  // namespace
 
 Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options) {
-  const StringTable& S = tl.strings;
+  const StringTable& strs = tl.strings;
   std::vector<Event> ev = tl.events;
   std::stable_sort(ev.begin(), ev.end(), [](const Event& a, const Event& b) { return a.t_ns < b.t_ns; });
 
@@ -118,7 +118,7 @@ Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options)
   for (size_t i = 0; i < ev.size(); ++i) {
     const Event& e = ev[i];
     if (e.kind == Kind::kCommand) any_command = true;
-    if (!is_layer(e.kind) || S.str(e.host) == "switch") continue;
+    if (!is_layer(e.kind) || strs.str(e.host) == "switch") continue;
     auto [it, added] = pair_index.emplace(std::make_pair(e.host, e.subject), pairs.size());
     if (added) pairs.push_back({e.host, e.subject});
     Pair& p = pairs[it->second];
@@ -171,7 +171,7 @@ Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options)
     std::map<std::pair<std::string_view, int>, size_t> index;
     for (size_t i = 0; i < ev.size(); ++i) {
       auto [it, added] =
-          index.emplace(std::make_pair(std::string_view(S.str(ev[i].run)), ev[i].iteration), iters.size());
+          index.emplace(std::make_pair(std::string_view(strs.str(ev[i].run)), ev[i].iteration), iters.size());
       if (added) iters.push_back({ev[i].run, ev[i].iteration, {}, 0, {}, {}});
       iter_of[i] = it->second;
     }
@@ -243,14 +243,14 @@ Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options)
   for (size_t i = 0; i < iters.size(); ++i)
     if (iters[i].number >= 1) iter_order.push_back(i);
   std::sort(iter_order.begin(), iter_order.end(), [&](size_t a, size_t b) {
-    return std::make_tuple(std::string_view(S.str(iters[a].run)), iters[a].number) <
-           std::make_tuple(std::string_view(S.str(iters[b].run)), iters[b].number);
+    return std::make_tuple(std::string_view(strs.str(iters[a].run)), iters[a].number) <
+           std::make_tuple(std::string_view(strs.str(iters[b].run)), iters[b].number);
   });
   std::vector<size_t> pair_order(pairs.size());
   for (size_t i = 0; i < pairs.size(); ++i) pair_order[i] = i;
   std::sort(pair_order.begin(), pair_order.end(), [&](size_t a, size_t b) {
-    return std::make_tuple(std::string_view(S.str(pairs[a].host)), std::string_view(S.str(pairs[a].iface))) <
-           std::make_tuple(std::string_view(S.str(pairs[b].host)), std::string_view(S.str(pairs[b].iface)));
+    return std::make_tuple(std::string_view(strs.str(pairs[a].host)), std::string_view(strs.str(pairs[a].iface))) <
+           std::make_tuple(std::string_view(strs.str(pairs[b].host)), std::string_view(strs.str(pairs[b].iface)));
   });
 
   out.iterations = iter_order.size();
@@ -259,11 +259,11 @@ Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options)
     for (size_t pi : pair_order) {
       const PairState& ps = it.pairs[pi];
       BreakdownRow r;
-      r.run = S.str(it.run);
+      r.run = strs.str(it.run);
       r.iteration = it.number;
-      r.mapping = S.str(it.mapping);
-      r.host = S.str(pairs[pi].host);
-      r.interface = S.str(pairs[pi].iface);
+      r.mapping = strs.str(it.mapping);
+      r.host = strs.str(pairs[pi].host);
+      r.interface = strs.str(pairs[pi].iface);
       r.edges[kIssued] = it.issued;
       if (it.ack && it.ack->second) r.edges[kAcked] = it.ack->first;
       r.edges[kLightLost] = ps.down[kLight];

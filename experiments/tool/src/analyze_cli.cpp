@@ -1,5 +1,6 @@
 // `ocslab analyze`: recompute breakdown.csv and the summary of a results folder or of any
 // timeline file (an `ocslab-agent capture` included).
+#include <fmt/format.h>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
@@ -17,7 +18,7 @@ namespace ocslab::cli {
 
 namespace {
 
-const char* kAnalyzeHelp = R"(ocslab analyze - per-layer reconfiguration latency from a timeline
+constexpr const char* kAnalyzeHelp = R"(ocslab analyze - per-layer reconfiguration latency from a timeline
 
 Usage: ocslab analyze FOLDER|TIMELINE.csv [-o DIR] [--dark-dbm DBM] [--json]
 
@@ -84,7 +85,7 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
     } else if (input.empty()) {
       input = w;
     } else {
-      throw UsageError("one FOLDER or TIMELINE.csv only, got '" + input + "' and '" + w + "'");
+      throw UsageError(fmt::format("one FOLDER or TIMELINE.csv only, got '{}' and '{}'", input, w));
     }
   }
   if (input.empty()) throw UsageError("usage: ocslab analyze FOLDER|TIMELINE.csv [-o DIR] (ocslab analyze --help)");
