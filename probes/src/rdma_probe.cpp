@@ -152,7 +152,7 @@ struct RdmaProbe::Impl {
       return fmt::format("no RDMA device with a RoCE v2 IPv4 GID on {} port {} (devices tried: {})", cfg.interface,
                          cfg.port, tried.empty() ? "none" : tried);
     }
-    subject = device_name + "/" + cfg.interface;
+    subject = device_name + "/" + cfg.interface + (cfg.label.empty() ? "" : "@" + cfg.label);
     return {};
   }
 
