@@ -36,6 +36,8 @@ const char* kTopHelp = R"(ocslab - hardware-in-the-loop testbed toolkit for opti
 Usage: ocslab COMMAND ...
 
 Commands:
+  run       a reconfiguration-latency experiment from a spec: timeline, breakdown, summary,
+            plots (ocslab run --help; docs/experiments.md)
   vlab      the virtual lab: QEMU hosts with Soft-RoCE wired through the OCS emulator
             (ocslab vlab --help)
 
@@ -381,6 +383,7 @@ int run_ocslab(const std::vector<std::string>& args_in, std::ostream& out, std::
       return kExitOk;
     }
     if (args[0] == "vlab") return run_vlab(args, out, err);
+    if (args[0] == "run") return run_run(args, out, err);
     throw UsageError("unknown command '" + args[0] + "' (ocslab --help)");
   } catch (const UsageError& e) {
     err << "ocslab: " << e.what() << "\n";
