@@ -155,7 +155,7 @@ void parse_lab(const YamlDoc& doc, const YAML::Node& lab, ExperimentSpec& spec) 
   const auto& inv = lab["inventory"];
   if (!inv.IsSequence() || inv.size() == 0) throw config_error(doc, inv, "inventory must be a non-empty list of hosts");
   for (const auto& hn : inv) {
-    only_keys(doc, hn, {"name", "ssh", "identity_file", "known_hosts", "agent", "mgmt", "nics"});
+    only_keys(doc, hn, {"name", "ssh", "identity_file", "known_hosts", "agent", "agent_socket", "mgmt", "nics"});
     HostEntry h;
     h.name = as_string(doc, require(doc, hn, "name"));
     if (!valid_name(h.name)) throw config_error(doc, hn["name"], "'" + h.name + "' is not a valid host name");
@@ -184,6 +184,7 @@ void parse_lab(const YamlDoc& doc, const YAML::Node& lab, ExperimentSpec& spec) 
     if (hn["identity_file"]) h.identity_file = resolve_path(doc.origin, as_string(doc, hn["identity_file"]));
     if (hn["known_hosts"]) h.known_hosts = resolve_path(doc.origin, as_string(doc, hn["known_hosts"]));
     if (hn["agent"]) h.agent = as_string(doc, hn["agent"]);
+    if (hn["agent_socket"]) h.agent_socket = as_string(doc, hn["agent_socket"]);
     h.mgmt = hn["mgmt"] ? as_string(doc, hn["mgmt"]) : h.ssh_host;
     const auto& nics = require(doc, hn, "nics");
     if (!nics.IsSequence() || nics.size() == 0) throw config_error(doc, nics, "nics must be a non-empty list");

@@ -256,7 +256,11 @@ RunResult run_experiment(const ExperimentSpec& spec_in, const RunOptions& opt) {
     t.ssh.known_hosts_file = h.known_hosts;
     t.agent_command = h.agent + " serve --stdio";
     // A virtual lab's guests get a daemon of this run's own (a reused lab may still run an old one).
-    if (!spec.vlab.empty()) t.agent_command += " --socket /run/ocslab-agent/" + run_id + ".sock";
+    if (!spec.vlab.empty()) {
+      t.agent_command += " --socket /run/ocslab-agent/" + run_id + ".sock";
+    } else if (!h.agent_socket.empty()) {
+      t.agent_command += " --socket " + h.agent_socket;
+    }
     t.probes = requests[h.name];
     if (t.probes.empty()) throw Error("host " + h.name + " has no probe to run (probes: in the spec)");
     ssh_of.push_back(t.ssh);

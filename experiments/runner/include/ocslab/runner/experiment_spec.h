@@ -30,6 +30,7 @@ struct HostEntry {
   std::string identity_file;  // empty: ssh-agent, then ~/.ssh defaults
   std::string known_hosts;    // empty: ~/.ssh/known_hosts
   std::string agent = "ocslab-agent";  // the agent's path on the host
+  std::string agent_socket;  // the agent daemon's socket; empty: the agent's default
   std::string mgmt;  // how other hosts reach it for out-of-band exchanges (RDMA probe); default ssh_host
   std::vector<NicEntry> nics;
   const NicEntry* nic(const std::string& n) const;
