@@ -368,7 +368,8 @@ def draw_timeline(plt, p, path):
                                 color="#c44e52" if failed else color, alpha=0.45, lw=0)
                 ax.plot([0, 0], [base, base + 0.8], color="k", lw=1.2)
                 txt = "issue" if ack is None else (f"issue \u2192 {'FAILED ' if failed else ''}ack {ack:.0f} ms")
-                ax.text(max(end, 0.0) + (x1 - x0) * 0.004, base + 0.4, txt, va="center", fontsize=8)
+                ax.text(max(end, 0.0) + (x1 - x0) * 0.004, base + 0.4, txt, va="center", fontsize=8,
+                        color="#c44e52" if failed else "black", fontweight="bold" if failed else "normal")
                 continue
             xs, ys = [x0], [base + 0.8 * lane["initial"]]
             for e in lane["edges"]:
