@@ -97,7 +97,7 @@ std::string run_program(const std::vector<std::string>& argv, const std::string&
   ProgramResult r = run_program_status(argv, cwd);
   if (r.status == 0) return std::move(r.out);
   std::string& stderr_text = r.err;
-  std::string why = r.signal != 0    ? "was killed by signal " + std::to_string(r.signal)
+  std::string why = r.signal != 0     ? "was killed by signal " + std::to_string(r.signal)
                     : r.status == 127 ? "could not be run (not installed?)"
                                       : "exited with status " + std::to_string(r.status);
   if (stderr_text.size() > 2000) stderr_text = "..." + stderr_text.substr(stderr_text.size() - 2000);
