@@ -1,5 +1,6 @@
 #include "ocslab/cli/plot.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -18,7 +19,7 @@ namespace ocslab::cli {
 
 namespace {
 
-const char* kPlotHelp = R"(ocslab plot - draw the figures of a results folder
+constexpr const char* kPlotHelp = R"(ocslab plot - draw the figures of a results folder
 
 Usage: ocslab plot FOLDER [--iteration N] [--format png|svg] [--describe] [--dark-dbm DBM]
 
@@ -156,12 +157,12 @@ int run_plot(const std::vector<std::string>& args, std::ostream& out, std::ostre
       }
       forward.push_back(name);
       forward.push_back(value);
-    } else if (w.rfind("-", 0) == 0 && w.size() > 1) {
+    } else if (w.size() > 1 && w[0] == '-') {
       throw UsageError("unknown option '" + w + "' (ocslab plot --help)");
     } else if (folder.empty()) {
       folder = w;
     } else {
-      throw UsageError("one results folder at a time, got '" + folder + "' and '" + w + "'");
+      throw UsageError(fmt::format("one results folder at a time, got '{}' and '{}'", folder, w));
     }
   }
   if (folder.empty()) throw UsageError("usage: ocslab plot FOLDER [--iteration N] [--format png|svg] [--describe]");
