@@ -30,6 +30,7 @@ COLORS = {"control": "#7f7f7f", "light": "#d62728", "firmware": "#ff7f0e", "carr
 BEFORE_NS = 200_000_000  # window starts this long before the command (the iteration's own margin)
 AFTER_NS = 500_000_000   # and ends this long after the last edge
 NS_PER_MS = 1e6
+MAX_LABELLED_EDGES = 6
 
 # Figure sizes in pixels at 100 dpi, fixed so a test can check the PNG header.
 DPI = 100
@@ -378,9 +379,13 @@ def draw_timeline(plt, p, path):
             xs.append(x1)
             ys.append(ys[-1])
             ax.step(xs, ys, where="post", color=color, lw=2.0)
-            for e in lane["edges"]:
+            # A flapping lane keeps its markers but only the first and last times are written out.
+            many = len(lane["edges"]) > MAX_LABELLED_EDGES
+            for j, e in enumerate(lane["edges"]):
                 up = e["to"] == 1
                 ax.plot([e["t_ms"]], [base + 0.8 * e["to"]], marker="^" if up else "v", color=color, ms=6)
+                if many and 0 < j < len(lane["edges"]) - 1:
+                    continue
                 ax.annotate(f"{e['t_ms']:+.0f}", (e["t_ms"], base + (0.8 if up else 0.0)),
                             xytext=(3, 3 if up else -3), textcoords="offset points", fontsize=7.5,
                             va="bottom" if up else "top", ha="left", color=color)

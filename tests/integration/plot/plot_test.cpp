@@ -193,6 +193,25 @@ TEST_CASE("ocslab plot --iteration picks another reconfiguration and carries the
   CHECK(d.at("hosts").at("h2").at("interfaces").at("eth1").at("carrier").at("initial") == 1);
 }
 
+TEST_CASE("ocslab plot reads an ocslab-agent capture's seven columns (no run, no iteration)", "[plot]") {
+  ResultsFolder f;
+  std::istringstream full(read_file(f.dir + "/timeline.csv"));
+  std::ofstream seven(f.dir + "/timeline.csv");
+  for (std::string line; std::getline(full, line);) {
+    for (int cut = 0; cut < 2; ++cut) line.erase(line.rfind(','));
+    seven << line << '\n';
+  }
+  seven.close();
+  Run r = plot({f.dir, "--describe"});
+  INFO(r.err);
+  REQUIRE(r.rc == kExitOk);
+  json d = json::parse(r.out);
+  CHECK(d.at("iteration") == 3);
+  CHECK(d.at("run") == kRun);                               // from breakdown.csv
+  CHECK(d.at("issue_t_ns").get<int64_t>() == issue_of(3));  // the third `ocs` `command`
+  CHECK(edges(d, "h1", "carrier")[1].at("t_ms") == 1525.0);
+}
+
 TEST_CASE("ocslab plot --format svg writes SVG files", "[plot]") {
   ResultsFolder f;
   Run r = plot({f.dir, "--format", "svg"});
