@@ -40,6 +40,7 @@ Commands:
             plots (ocslab run --help; docs/experiments.md)
   vlab      the virtual lab: QEMU hosts with Soft-RoCE wired through the OCS emulator
             (ocslab vlab --help)
+  plot      draw timeline.png and cdf.png of a results folder (ocslab plot --help)
 
 Global options: --help, --version, --log-level LEVEL (trace..off; logs go to stderr)
 
@@ -50,7 +51,7 @@ Exit codes:
   3    the lab could not start, a host died, or the command failed
   130  interrupted (Ctrl-C); what was started is stopped again
 
-Documentation: docs/virtual-lab.md; the switch itself: ocsctl --help
+Documentation: docs/virtual-lab.md, docs/experiments.md; the switch itself: ocsctl --help
 )";
 
 const char* kVlabHelp = R"(ocslab vlab - a photonic-rail lab of real Linux hosts on this machine
@@ -384,6 +385,7 @@ int run_ocslab(const std::vector<std::string>& args_in, std::ostream& out, std::
     }
     if (args[0] == "vlab") return run_vlab(args, out, err);
     if (args[0] == "run") return run_run(args, out, err);
+    if (args[0] == "plot") return run_plot(args, out, err);
     throw UsageError("unknown command '" + args[0] + "' (ocslab --help)");
   } catch (const UsageError& e) {
     err << "ocslab: " << e.what() << "\n";

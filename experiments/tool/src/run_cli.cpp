@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "ocslab/cli/ocslab_cli.h"
+#include "ocslab/cli/plot.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/runner.h"
 
@@ -152,7 +153,7 @@ int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   std::vector<std::string> analyze_args = {"analyze", r.folder};
   if (as_json) analyze_args.push_back("--json");
   int rc = run_analyze(analyze_args, out, err);
-  if (rc == kExitOk && plot) rc = run_plot({"plot", r.folder}, out, err);
+  if (rc == kExitOk && plot) rc = draw_plots(r.folder, err);
   for (const auto& p : r.problems) err << "ocslab run: problem: " << p << "\n";
   if (r.interrupted) return kExitInterrupted;
   return rc;
