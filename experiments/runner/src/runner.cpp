@@ -148,8 +148,10 @@ RunResult run_experiment(const ExperimentSpec& spec_in, const RunOptions& opt) {
       if (!running) {
         log("virtual lab '" + spec.vlab_name + "' is not healthy (" + lab.phase + "); restarting it");
         vlab::lab_down(dir, {});
-      } else if (lab.spec != spec.vlab && fs::weakly_canonical(lab.spec) != fs::weakly_canonical(spec.vlab)) {
-        log("reusing virtual lab '" + spec.vlab_name + "' started from " + lab.spec);
+      } else if (fs::weakly_canonical(lab.spec) != fs::weakly_canonical(spec.vlab)) {
+        // Same name, another file: its switch and NIC settings may differ from what the spec expects.
+        throw Error(fmt::format("a virtual lab named '{}' is up from {}, not {}; stop it first (ocslab vlab down {})",
+                                spec.vlab_name, lab.spec, spec.vlab, spec.vlab_name));
       }
     }
     if (!running) {
