@@ -39,7 +39,10 @@ struct RdmaProbeConfig {
 // Samples (source "rdma", subject "<device>/<interface>", or "<device>/<interface>@<label>"):
 //   completion   value = ibv_wc_status (0 success), unit "wc_status"; every completion: the
 //                client's SENDs, the server's RECVs
-//   stalled      t = the last good completion before an outage, value = 1
+//   stalled      t = the last good completion before an outage, value = 1 (emitted with the
+//                resume, or at stop when the outage is still going on); before any good
+//                completion the outage starts at the first SEND (pairing, on a server), or at
+//                the probe's start when pairing failed first (the peer's link was dark)
 //   resumed      t = the first good completion after it, value = the gap in ms, unit "ms"
 //   qp_error     value = the ibv_wc_status that put the QP in error
 //   qp_recreated value = the new QP number (both sides re-create and re-exchange)
