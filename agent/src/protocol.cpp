@@ -149,8 +149,13 @@ Request parse_request(std::string_view line) {
       for (size_t i = 0; i < p->size(); ++i) {
         r.probes.push_back(parse_probe((*p)[i], i, id));
         for (size_t k = 0; k < i; ++k) {
-          if (r.probes[k].name == r.probes[i].name) {
-            throw ProtocolError(fmt::format("probe '{}' named twice in probes.start", r.probes[i].name), id);
+          // The same probe may run several times with distinct params.label (e.g. one RDMA
+          // queue pair per peer); the label tells their samples apart.
+          if (r.probes[k].name == r.probes[i].name &&
+              r.probes[k].params.value("label", "") == r.probes[i].params.value("label", "")) {
+            throw ProtocolError(fmt::format("probe '{}' named twice in probes.start (give each a distinct 'label')",
+                                            r.probes[i].name),
+                                id);
           }
         }
       }

@@ -68,6 +68,7 @@ const ProbeRegistry& builtin_registry() {
         p.retry_cnt = q.value("retry_cnt", p.retry_cnt);
         p.rnr_retry = q.value("rnr_retry", p.rnr_retry);
         p.outage_factor = q.value("outage_factor", p.outage_factor);
+        p.label = q.value("label", "");
       } catch (const nlohmann::json::exception& e) {
         throw Error(std::string("probe rdma: bad params: ") + e.what());
       }

@@ -37,7 +37,7 @@ std::string join(const std::vector<std::string>& argv) {
 
 }  // namespace
 
-std::string run_program(const std::vector<std::string>& argv, const std::string& cwd) {
+ProgramResult run_program_status(const std::vector<std::string>& argv, const std::string& cwd) {
   if (argv.empty()) throw Error("run_program: empty command");
   int out[2], err[2];
   if (::pipe2(out, O_CLOEXEC) != 0) throw SystemError("pipe", errno);
@@ -85,11 +85,21 @@ std::string run_program(const std::vector<std::string>& argv, const std::string&
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return stdout_text;
-  std::string why = WIFEXITED(status)
-                        ? (WEXITSTATUS(status) == 127 ? "could not be run (not installed?)"
-                                                      : "exited with status " + std::to_string(WEXITSTATUS(status)))
-                        : "was killed by signal " + std::to_string(WTERMSIG(status));
+  ProgramResult r;
+  r.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + r.signal;
+  r.out = std::move(stdout_text);
+  r.err = std::move(stderr_text);
+  return r;
+}
+
+std::string run_program(const std::vector<std::string>& argv, const std::string& cwd) {
+  ProgramResult r = run_program_status(argv, cwd);
+  if (r.status == 0) return std::move(r.out);
+  std::string& stderr_text = r.err;
+  std::string why = r.signal != 0     ? "was killed by signal " + std::to_string(r.signal)
+                    : r.status == 127 ? "could not be run (not installed?)"
+                                      : "exited with status " + std::to_string(r.status);
   if (stderr_text.size() > 2000) stderr_text = "..." + stderr_text.substr(stderr_text.size() - 2000);
   throw Error("'" + join(argv) + "' " + why + (stderr_text.empty() ? "" : ":\n" + stderr_text));
 }

@@ -152,7 +152,7 @@ struct RdmaProbe::Impl {
       return fmt::format("no RDMA device with a RoCE v2 IPv4 GID on {} port {} (devices tried: {})", cfg.interface,
                          cfg.port, tried.empty() ? "none" : tried);
     }
-    subject = device_name + "/" + cfg.interface;
+    subject = device_name + "/" + cfg.interface + (cfg.label.empty() ? "" : "@" + cfg.label);
     return {};
   }
 
@@ -379,12 +379,20 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
     const int64_t interval_ns = static_cast<int64_t>(m.cfg.interval.count()) * 1000;
     const double outage_ns = m.cfg.outage_factor * static_cast<double>(interval_ns);
     std::optional<Timestamp> last_good;
+    // Before the first good completion, an outage is measured from the probe's start when
+    // pairing failed at first (peer dark or unreachable), else from the first SEND / the
+    // pairing: a queue pair whose link is dark when the probe starts reports its first traffic
+    // as a resume, like any other.
+    const Timestamp started = now();
+    std::optional<Timestamp> first_attempt;
+    bool had_setup_error = false;
     bool paired = false, outstanding = false;
     uint64_t seq = 0;
     int64_t next_send = monotonic_ns();
     auto setup_failed = [&](const std::exception& e) {
       spdlog::warn("RDMA probe {}: {} (retrying)", m.subject, e.what());
       m.emit(now(), "setup_error", 0, "");
+      had_setup_error = true;
       paired = false;
       if (m.ctl_fd >= 0) ::close(m.ctl_fd);
       m.ctl_fd = -1;
@@ -415,6 +423,7 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
           }
           paired = true;
           outstanding = false;
+          if (server && !first_attempt) first_attempt = now();
         } catch (const std::exception& e) {
           setup_failed(e);
           continue;
@@ -426,6 +435,7 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
         try {
           m.post_send(++seq);
           outstanding = true;
+          if (!first_attempt) first_attempt = now();
         } catch (const std::exception& e) {
           setup_failed(e);
           continue;
@@ -473,9 +483,11 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
         ++completions_;
         m.emit(t, "completion", wc[i].status, "wc_status");
         if (wc[i].status == IBV_WC_SUCCESS) {
-          if (last_good && static_cast<double>(t.monotonic_ns - last_good->monotonic_ns) > outage_ns) {
-            m.emit(*last_good, "stalled", 1, "");
-            m.emit(t, "resumed", static_cast<double>(t.monotonic_ns - last_good->monotonic_ns) / 1e6, "ms");
+          std::optional<Timestamp> ref = last_good;
+          if (!ref) ref = had_setup_error ? std::optional<Timestamp>(started) : first_attempt;
+          if (ref && static_cast<double>(t.monotonic_ns - ref->monotonic_ns) > outage_ns) {
+            m.emit(*ref, "stalled", 1, "");
+            m.emit(t, "resumed", static_cast<double>(t.monotonic_ns - ref->monotonic_ns) / 1e6, "ms");
           }
           last_good = t;
           if (server) {
@@ -505,6 +517,10 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
         }
         outstanding = false;
       }
+    }
+    // An outage still going on when the probe stops: its start is known, its end is not.
+    if (last_good && static_cast<double>(now().monotonic_ns - last_good->monotonic_ns) > outage_ns) {
+      m.emit(*last_good, "stalled", 1, "");
     }
   });
   return ProbeStatus{true, method, ""};

@@ -36,10 +36,13 @@ const char* kTopHelp = R"(ocslab - hardware-in-the-loop testbed toolkit for opti
 Usage: ocslab COMMAND ...
 
 Commands:
+  run       a reconfiguration-latency experiment from a spec: timeline, breakdown, summary,
+            plots (ocslab run --help; docs/experiments.md)
   vlab      the virtual lab: QEMU hosts with Soft-RoCE wired through the OCS emulator
             (ocslab vlab --help)
   analyze   per-layer reconfiguration latency of a results folder or a capture file:
             breakdown.csv and summary (ocslab analyze --help)
+  plot      draw timeline.png and cdf.png of a results folder (ocslab plot --help)
 
 Global options: --help, --version, --log-level LEVEL (trace..off; logs go to stderr)
 
@@ -383,7 +386,9 @@ int run_ocslab(const std::vector<std::string>& args_in, std::ostream& out, std::
       return kExitOk;
     }
     if (args[0] == "vlab") return run_vlab(args, out, err);
+    if (args[0] == "run") return run_run(args, out, err);
     if (args[0] == "analyze") return run_analyze(args, out, err);
+    if (args[0] == "plot") return run_plot(args, out, err);
     throw UsageError("unknown command '" + args[0] + "' (ocslab --help)");
   } catch (const UsageError& e) {
     err << "ocslab: " << e.what() << "\n";

@@ -81,7 +81,11 @@ TEST_CASE("garbage gets an error naming the problem", "[agent][protocol]") {
   CHECK(error_of(R"({"type":"probes.start","id":1,"probes":[{"name":"carrier","interfaces":"eth0"}]})") ==
         "'interfaces' in probes[0] (carrier) must be an array of strings");
   CHECK(error_of(R"({"type":"probes.start","id":1,"probes":[{"name":"a"},{"name":"a"}]})") ==
-        "probe 'a' named twice in probes.start");
+        "probe 'a' named twice in probes.start (give each a distinct 'label')");
+  CHECK(error_of(R"({"type":"probes.start","id":1,"probes":[{"name":"a","label":"x"},{"name":"a","label":"x"}]})") ==
+        "probe 'a' named twice in probes.start (give each a distinct 'label')");
+  CHECK(parse_request(R"({"type":"probes.start","id":1,"probes":[{"name":"a","label":"x"},{"name":"a","label":"y"}]})")
+            .probes.size() == 2);
   CHECK(error_of(R"({"type":"spool.fetch","id":1,"from_seq":0})").find("out of range") != std::string::npos);
   CHECK(error_of(R"({"type":"spool.fetch","id":1,"from_seq":1,"follow":1})") ==
         "'follow' in spool.fetch must be true or false");

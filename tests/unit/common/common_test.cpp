@@ -1,5 +1,6 @@
 #include <linux/rtnetlink.h>
 #include <net/if.h>
+#include <signal.h>
 
 #include <catch2/catch.hpp>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include "ocslab/common/jsonl_writer.h"
 #include "ocslab/common/log.h"
 #include "ocslab/common/netlink_socket.h"
+#include "ocslab/common/process.h"
 #include "ocslab/common/sample.h"
 
 using namespace ocslab;
@@ -89,4 +91,18 @@ TEST_CASE("netlink errors carry the kernel's reason") {
   ifm->ifi_family = AF_UNSPEC;
   ifm->ifi_index = 999999;  // no such interface
   CHECK_THROWS_WITH(nl.request(nlh, [](const nlmsghdr*) {}), Catch::Contains("refused by the kernel"));
+}
+
+TEST_CASE("run_program_status reports the exit code and both outputs instead of throwing") {
+  auto r = run_program_status({"sh", "-c", "echo out; echo err >&2; exit 3"});
+  CHECK(r.status == 3);
+  CHECK(r.signal == 0);
+  CHECK(r.out == "out\n");
+  CHECK(r.err == "err\n");
+  CHECK(run_program_status({"/nonexistent/program"}).status == 127);
+  auto killed = run_program_status({"sh", "-c", "kill -TERM $$"});
+  CHECK(killed.signal == SIGTERM);
+  CHECK(killed.status == 128 + SIGTERM);
+  CHECK_THROWS_WITH(run_program({"sh", "-c", "exit 4"}), Catch::Contains("exited with status 4"));
+  CHECK(run_program({"sh", "-c", "printf ok"}) == "ok");
 }

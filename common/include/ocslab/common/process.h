@@ -14,6 +14,19 @@ namespace ocslab {
 // start or exits non-zero.
 std::string run_program(const std::vector<std::string>& argv, const std::string& cwd = {});
 
+// A program run to completion: its exit status (128 + the signal number when a signal killed
+// it, 127 when it could not be executed) and everything it wrote.
+struct ProgramResult {
+  int status = 0;
+  int signal = 0;  // the signal that killed it, else 0
+  std::string out;
+  std::string err;
+};
+
+// As run_program, but a non-zero exit is an outcome rather than an error: for front commands
+// that forward a helper's exit code and messages. Throws SystemError when pipe or fork fails.
+ProgramResult run_program_status(const std::vector<std::string>& argv, const std::string& cwd = {});
+
 struct SpawnOptions {
   std::string log_file;         // standard output and error appended here; empty: /dev/null
   bool die_with_parent = true;  // SIGKILL the child when the spawning thread exits

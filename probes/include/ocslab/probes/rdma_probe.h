@@ -32,13 +32,17 @@ struct RdmaProbeConfig {
   uint8_t rnr_retry = 7;                     // 7 = infinite
   double outage_factor = 5;                  // a gap of more than factor x interval between completions is an outage
   uint32_t message_bytes = 64;
-  std::string host;  // Sample.host
+  std::string host;   // Sample.host
+  std::string label;  // when set, the subject ends in "@<label>" (e.g. the peer host): one probe per peer
 };
 
-// Samples (source "rdma", subject "<device>/<interface>"):
+// Samples (source "rdma", subject "<device>/<interface>", or "<device>/<interface>@<label>"):
 //   completion   value = ibv_wc_status (0 success), unit "wc_status"; every completion: the
 //                client's SENDs, the server's RECVs
-//   stalled      t = the last good completion before an outage, value = 1
+//   stalled      t = the last good completion before an outage, value = 1 (emitted with the
+//                resume, or at stop when the outage is still going on); before any good
+//                completion the outage starts at the first SEND (pairing, on a server), or at
+//                the probe's start when pairing failed first (the peer's link was dark)
 //   resumed      t = the first good completion after it, value = the gap in ms, unit "ms"
 //   qp_error     value = the ibv_wc_status that put the QP in error
 //   qp_recreated value = the new QP number (both sides re-create and re-exchange)

@@ -1,0 +1,512 @@
+#!/usr/bin/env python3
+"""Draws the two figures of an ocslab results folder (docs/experiments.md, "Reading the plots").
+
+  timeline.png  one reconfiguration, one panel per host, one 1/0 step lane per signal layer
+                (control span, light, firmware, carrier, rdma) against ms since the command
+  cdf.png       per-layer latency CDFs over the ok rows of breakdown.csv
+
+Usage: ocslab_plot.py FOLDER [--iteration N] [--format png|svg] [--describe] [--dark-dbm DBM]
+
+Only the standard library and matplotlib (Agg): the runner calls this on hosts that have
+nothing else. Exit codes: 0 ok, 1 bad command line, 2 bad or missing input (the message
+names the file), 3 matplotlib is not installed.
+"""
+
+import argparse
+import csv
+import json
+import math
+import os
+import sys
+
+EXIT_USAGE, EXIT_INPUT, EXIT_NO_MATPLOTLIB = 1, 2, 3
+
+TIMELINE_COLUMNS = ["t_ns", "host", "source", "subject", "signal", "value"]
+BREAKDOWN_COLUMNS = ["iteration", "host", "status", "total_ms"]
+CDF_COLUMNS = ["switching_ms", "firmware_ms", "carrier_ms", "rdma_ms", "total_ms"]
+LAYERS = ["light", "firmware", "carrier", "rdma"]  # below the control lane, top to bottom
+COLORS = {"control": "#7f7f7f", "light": "#d62728", "firmware": "#ff7f0e", "carrier": "#2ca02c",
+          "rdma": "#1f77b4", "total": "#000000", "switching": "#d62728"}
+BEFORE_NS = 200_000_000  # window starts this long before the command (the iteration's own margin)
+AFTER_NS = 500_000_000   # and ends this long after the last edge
+NS_PER_MS = 1e6
+MAX_LABELLED_EDGES = 6
+
+# Figure sizes in pixels at 100 dpi, fixed so a test can check the PNG header.
+DPI = 100
+TIMELINE_WIDTH_PX = 1400
+TIMELINE_BASE_PX = 110      # title + x axis
+TIMELINE_PANEL_PX = 40      # per host, besides its lanes
+TIMELINE_LANE_PX = 46
+CDF_SIZE_PX = (1000, 600)
+
+
+class InputError(Exception):
+    """A missing or malformed input file; the message names it."""
+
+
+class UsageError(Exception):
+    pass
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(message)
+
+
+def interface_of(subject):
+    """`rxe_eth1/eth1@h2` -> `eth1`, as the analysis joins subjects."""
+    s = subject.split("@", 1)[0]
+    return s.rsplit("/", 1)[-1]
+
+
+def read_csv(path, required):
+    """Rows of a CSV as dicts, with the file named in every error."""
+    if not os.path.isfile(path):
+        raise InputError(f"{path}: no such file")
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        header = reader.fieldnames or []
+        missing = [c for c in required if c not in header]
+        if missing:
+            raise InputError(f"{path}:1: missing column(s) {', '.join(missing)} "
+                             f"(header: {','.join(header) or 'empty'})")
+        rows = []
+        for row in reader:
+            row["_line"] = reader.line_num
+            rows.append(row)
+        return rows, header
+
+
+def parse_int(path, row, col):
+    v = (row.get(col) or "").strip()
+    try:
+        return int(v)
+    except ValueError:
+        try:
+            f = float(v)
+        except ValueError:
+            raise InputError(f"{path}:{row['_line']}: {col} is not a number: '{v}'") from None
+        if not math.isfinite(f):
+            raise InputError(f"{path}:{row['_line']}: {col} is not finite: '{v}'") from None
+        return int(f)
+
+
+def parse_float(path, row, col, allow_empty=False):
+    v = (row.get(col) or "").strip()
+    if v == "" and allow_empty:
+        return None
+    try:
+        return float(v)
+    except ValueError:
+        raise InputError(f"{path}:{row['_line']}: {col} is not a number: '{v}'") from None
+
+
+def median(values):
+    """Linear interpolation between order statistics, as summary.json (numpy's default)."""
+    s = sorted(values)
+    if not s:
+        return None
+    pos = (len(s) - 1) * 0.5
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+class Timeline:
+    def __init__(self, path, dark_dbm):
+        rows, header = read_csv(path, TIMELINE_COLUMNS)
+        self.path = path
+        self.has_iteration = "iteration" in header
+        self.samples = []
+        for r in rows:
+            it = None
+            if self.has_iteration and (r.get("iteration") or "").strip() != "":
+                it = parse_int(path, r, "iteration")
+            self.samples.append({
+                "t": parse_int(path, r, "t_ns"),
+                "host": r["host"], "source": r["source"], "subject": r["subject"],
+                "signal": r["signal"], "value": parse_float(path, r, "value"),
+                "run": r.get("run") or "", "iteration": it,
+            })
+        self.samples.sort(key=lambda s: s["t"])
+        self.commands = [s for s in self.samples if s["source"] == "ocs" and s["signal"] == "command"]
+        self.acks = [s for s in self.samples if s["source"] == "ocs" and s["signal"] == "ack"]
+        self.dark_dbm = dark_dbm
+
+    def lanes(self):
+        """{host: {interface: {layer: [(t_ns, level)]}}} with the documented source preferences."""
+        by_key = {}
+        for s in self.samples:
+            if s["host"] == "switch" or s["host"] == "":
+                continue
+            layer, rank, level = None, 0, None
+            src, sig, v = s["source"], s["signal"], s["value"]
+            if sig == "light" and src in ("emulator", "ocs_power"):
+                layer, rank, level = "light", (0 if src == "emulator" else 1), 1 if v >= 0.5 else 0
+            elif sig == "rx_power_dbm" and src == "rx_power":
+                layer, rank, level = "light", 2, 1 if v >= self.dark_dbm else 0
+            elif sig == "link" and src in ("emulator", "firmware"):
+                layer, rank, level = "firmware", (0 if src == "emulator" else 1), 1 if v >= 0.5 else 0
+            elif src == "carrier" and sig == "carrier":
+                layer, rank, level = "carrier", 0, 1 if v >= 0.5 else 0
+            elif src == "rdma" and sig in ("stalled", "resumed"):
+                layer, rank, level = "rdma", 0, 0 if sig == "stalled" else 1
+            if layer is None:
+                continue
+            key = (s["host"], interface_of(s["subject"]), layer)
+            by_key.setdefault(key, {}).setdefault(rank, []).append((s["t"], level, s))
+        out = {}
+        for (host, iface, layer), ranks in by_key.items():
+            best = ranks[min(ranks)]  # the preferred source only: never mix two sources in a lane
+            out.setdefault(host, {}).setdefault(iface, {})[layer] = best
+        return out
+
+
+class Breakdown:
+    def __init__(self, path):
+        rows, header = read_csv(path, BREAKDOWN_COLUMNS)
+        self.path = path
+        self.header = header
+        self.rows = rows
+        for r in rows:
+            r["_iteration"] = parse_int(path, r, "iteration")
+
+    def ok_rows(self):
+        return [r for r in self.rows if (r.get("status") or "").strip() == "ok"]
+
+    def iterations(self):
+        return sorted({r["_iteration"] for r in self.rows})
+
+    def median_iteration(self):
+        """The reconfiguration a reader should see first: the one whose total (the slowest ok
+        host of that iteration) is the median, the lower one of two; None without ok totals."""
+        totals = {}
+        for r in self.ok_rows():
+            v = parse_float(self.path, r, "total_ms", allow_empty=True)
+            if v is None:
+                continue
+            it = r["_iteration"]
+            totals[it] = max(totals.get(it, v), v)
+        if not totals:
+            return None
+        ranked = sorted(totals.items(), key=lambda kv: (kv[1], kv[0]))
+        return ranked[(len(ranked) - 1) // 2][0]
+
+
+# ---------------------------------------------------------------------------------------------
+# What to draw (computed without matplotlib, so --describe and the figure agree)
+
+
+def pick_iteration(args, tl, bd):
+    iterations = bd.iterations()
+    if args.iteration is not None:
+        if args.iteration not in iterations:
+            have = ", ".join(str(i) for i in iterations) or "none"
+            raise InputError(f"{bd.path}: iteration {args.iteration} not present (iterations: {have})")
+        return args.iteration, "--iteration"
+    med = bd.median_iteration()
+    if med is not None:
+        return med, "median total_ms of the ok rows"
+    if 1 in iterations:
+        return 1, "first (no ok row with total_ms)"
+    if iterations:
+        return iterations[0], "first (no ok row with total_ms)"
+    raise InputError(f"{bd.path}: no rows")
+
+
+def command_of(iteration, tl, bd):
+    """(issue t_ns, mapping, ack t_ns or None, ack value, next issue t_ns or None)."""
+    cmd = None
+    if tl.has_iteration:
+        cmds = [c for c in tl.commands if c["iteration"] == iteration]
+        cmd = cmds[0] if cmds else None
+    elif 1 <= iteration <= len(tl.commands):
+        cmd = tl.commands[iteration - 1]
+    rows = [r for r in bd.rows if r["_iteration"] == iteration]
+    mapping = cmd["subject"] if cmd else next((r.get("mapping") for r in rows if r.get("mapping")), "")
+    if cmd:
+        issue = cmd["t"]
+    else:
+        issued = [parse_int(bd.path, r, "issued_ns") for r in rows if (r.get("issued_ns") or "").strip()]
+        if not issued:
+            raise InputError(f"{tl.path}: no `ocs` `command` row for iteration {iteration}, "
+                             f"and {bd.path} has no issued_ns for it")
+        issue = min(issued)
+    later = [c["t"] for c in tl.commands if c["t"] > issue]
+    nxt = later[0] if later else None
+    ack = next((a for a in tl.acks if a["t"] >= issue and (nxt is None or a["t"] < nxt)), None)
+    return issue, mapping, (ack["t"] if ack else None), (ack["value"] if ack else None), nxt
+
+
+def plan(args, tl, bd):
+    iteration, why = pick_iteration(args, tl, bd)
+    issue, mapping, ack_t, ack_v, nxt = command_of(iteration, tl, bd)
+    it_start = issue - BEFORE_NS
+    it_end = nxt - BEFORE_NS if nxt is not None else None  # the iteration's own span (docs)
+    lanes = tl.lanes()
+
+    def in_iteration(t):
+        return t >= it_start and (it_end is None or t < it_end)
+
+    hosts = {}
+    last_edge = ack_t if ack_t is not None else issue
+    for host in sorted(lanes):
+        ifaces = lanes[host]
+        host_desc = {"interfaces": {}}
+        for iface in sorted(ifaces):
+            layers = {}
+            for layer in LAYERS:
+                events = ifaces[iface].get(layer)
+                if not events:
+                    continue
+                before = [lv for t, lv, _ in events if t < it_start]
+                inside = [(t, lv, s) for t, lv, s in events if in_iteration(t)]
+                if before:
+                    initial = before[-1]
+                elif inside:
+                    initial = 1 - inside[0][1]  # first thing seen is a change from the other state
+                else:
+                    initial = [lv for t, lv, _ in events][-1]
+                level, edges = initial, []
+                for t, lv, s in inside:
+                    if lv != level:
+                        edge = {"t_ms": round((t - issue) / NS_PER_MS, 3), "to": lv}
+                        if layer == "rdma" and lv == 1:
+                            edge["gap_ms"] = s["value"]
+                        edges.append(edge)
+                        level = lv
+                        last_edge = max(last_edge, t)
+                layers[layer] = {"initial": initial, "edges": edges, "source": events[0][2]["source"]}
+            if layers:
+                host_desc["interfaces"][iface] = layers
+        if host_desc["interfaces"]:
+            hosts[host] = host_desc
+    if not hosts:
+        raise InputError(f"{tl.path}: no light, firmware, carrier or rdma rows for any host")
+    run = next((s["run"] for s in tl.samples if s["run"]), "") or \
+        next((r.get("run") for r in bd.rows if r.get("run")), "") or os.path.basename(os.path.abspath(args.folder))
+    window = (it_start, last_edge + AFTER_NS)
+    return {
+        "run": run, "iteration": iteration, "chosen_by": why, "mapping": mapping,
+        "issue_t_ns": issue, "ack_ms": None if ack_t is None else round((ack_t - issue) / NS_PER_MS, 3),
+        "ack_ok": None if ack_v is None else ack_v >= 0.5,
+        "window_ms": [round((window[0] - issue) / NS_PER_MS, 3), round((window[1] - issue) / NS_PER_MS, 3)],
+        "hosts": hosts,
+    }
+
+
+def cdf_series(bd):
+    series = []
+    ok = bd.ok_rows()
+    for col in CDF_COLUMNS:
+        if col not in bd.header:
+            continue
+        vals = [v for v in (parse_float(bd.path, r, col, allow_empty=True) for r in ok) if v is not None]
+        if not vals:
+            continue
+        series.append({"column": col, "n": len(vals), "median_ms": round(median(vals), 3),
+                       "min_ms": min(vals), "max_ms": max(vals), "values": sorted(vals)})
+    positive = [v for s in series for v in s["values"] if v > 0]
+    log_x = bool(positive) and all(v > 0 for s in series for v in s["values"]) and \
+        max(positive) / min(positive) > 100.0
+    return series, log_x
+
+
+# ---------------------------------------------------------------------------------------------
+# Drawing
+
+
+def lane_list(host_desc):
+    """[(label, layer, iface, lane)] top to bottom; the interface is named only when a host has
+    several."""
+    ifaces = host_desc["interfaces"]
+    many = len(ifaces) > 1
+    out = [("control", "control", None, None)]
+    for iface in sorted(ifaces):
+        for layer in LAYERS:
+            if layer in ifaces[iface]:
+                out.append((f"{iface} {layer}" if many else layer, layer, iface, ifaces[iface][layer]))
+    return out
+
+
+def timeline_height_px(p):
+    return TIMELINE_BASE_PX + sum(TIMELINE_PANEL_PX + TIMELINE_LANE_PX * len(lane_list(h))
+                                  for h in p["hosts"].values())
+
+
+def draw_timeline(plt, p, path):
+    hosts = list(p["hosts"])
+    heights = [len(lane_list(p["hosts"][h])) for h in hosts]
+    h_px = timeline_height_px(p)
+    fig = plt.figure(figsize=(TIMELINE_WIDTH_PX / DPI, h_px / DPI), dpi=DPI)
+    gs = fig.add_gridspec(len(hosts), 1, height_ratios=[n + TIMELINE_PANEL_PX / TIMELINE_LANE_PX for n in heights],
+                          left=0.14, right=0.98, top=1 - 62 / h_px, bottom=48 / h_px, hspace=0.12)
+    x0, x1 = p["window_ms"]
+    ack = p["ack_ms"]
+    axes = []
+    for k, host in enumerate(hosts):
+        ax = fig.add_subplot(gs[k], sharex=axes[0] if axes else None)
+        axes.append(ax)
+        lanes = lane_list(p["hosts"][host])
+        n = len(lanes)
+        ax.set_facecolor("#f7f7f7" if k % 2 == 0 else "#eef3fa")
+        ticks, labels = [], []
+        for i, (label, layer, iface, lane) in enumerate(lanes):
+            base = (n - 1 - i) * 1.6
+            ticks.append(base + 0.4)
+            labels.append(label)
+            ax.axhline(base - 0.3, color="#d0d0d0", lw=0.6, zorder=0)
+            color = COLORS[layer]
+            if layer == "control":
+                end = ack if ack is not None else 0.0
+                failed = p["ack_ok"] is False
+                ax.fill_between([0.0, max(end, 0.0)], base, base + 0.8, step="pre",
+                                color="#c44e52" if failed else color, alpha=0.45, lw=0)
+                ax.plot([0, 0], [base, base + 0.8], color="k", lw=1.2)
+                txt = "issue" if ack is None else (f"issue \u2192 {'FAILED ' if failed else ''}ack {ack:.0f} ms")
+                ax.text(max(end, 0.0) + (x1 - x0) * 0.004, base + 0.4, txt, va="center", fontsize=8,
+                        color="#c44e52" if failed else "black", fontweight="bold" if failed else "normal")
+                continue
+            xs, ys = [x0], [base + 0.8 * lane["initial"]]
+            for e in lane["edges"]:
+                xs.append(e["t_ms"])
+                ys.append(base + 0.8 * e["to"])
+            xs.append(x1)
+            ys.append(ys[-1])
+            ax.step(xs, ys, where="post", color=color, lw=2.0)
+            # A flapping lane keeps its markers but only the first and last times are written out.
+            many = len(lane["edges"]) > MAX_LABELLED_EDGES
+            for j, e in enumerate(lane["edges"]):
+                up = e["to"] == 1
+                ax.plot([e["t_ms"]], [base + 0.8 * e["to"]], marker="^" if up else "v", color=color, ms=6)
+                if many and 0 < j < len(lane["edges"]) - 1:
+                    continue
+                ax.annotate(f"{e['t_ms']:+.0f}", (e["t_ms"], base + (0.8 if up else 0.0)),
+                            xytext=(3, 3 if up else -3), textcoords="offset points", fontsize=7.5,
+                            va="bottom" if up else "top", ha="left", color=color)
+            if layer == "rdma":
+                down = None
+                for e in lane["edges"]:
+                    if e["to"] == 0:
+                        down = e["t_ms"]
+                    elif down is not None:
+                        gap = e.get("gap_ms")
+                        mid = base + 0.4
+                        ax.annotate("", xy=(e["t_ms"], mid), xytext=(down, mid),
+                                    arrowprops=dict(arrowstyle="<->", color=color, lw=1.0))
+                        label = f"RDMA gap {gap:.0f} ms" if gap is not None else \
+                            f"RDMA gap {e['t_ms'] - down:.0f} ms"
+                        ax.text((down + e["t_ms"]) / 2, mid + 0.05, label, ha="center", va="bottom", fontsize=8,
+                                color=color, bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8))
+                        down = None
+        ax.axvline(0, color="k", lw=0.8, ls="--", zorder=1)
+        if ack is not None:
+            ax.axvline(ack, color=COLORS["control"], lw=0.8, ls=":", zorder=1)
+        ax.set_yticks(ticks)
+        ax.set_yticklabels(labels, fontsize=9)
+        for tick, (_, layer, _, _) in zip(ax.get_yticklabels(), lanes):
+            tick.set_color(COLORS[layer])
+        ax.set_ylim(-0.45, (n - 1) * 1.6 + 1.05)
+        ifaces = sorted(p["hosts"][host]["interfaces"])
+        ax.set_ylabel(host if len(ifaces) > 1 else f"{host}\n{ifaces[0]}", rotation=0, ha="right", va="center", fontsize=12, fontweight="bold", labelpad=58)
+        ax.tick_params(axis="y", length=0)
+        ax.grid(axis="x", color="#dddddd", lw=0.5)
+        if k < len(hosts) - 1:
+            plt.setp(ax.get_xticklabels(), visible=False)
+    axes[0].set_xlim(x0, x1)
+    axes[-1].set_xlabel("ms since the switch command was issued  (lanes: 1 = up/light/flowing, 0 = down)")
+    title = f"{p['run']}  iteration {p['iteration']}"
+    if p["mapping"]:
+        title += f"  \u2192 mapping {p['mapping']}"
+    fig.suptitle(title, fontsize=12, y=1 - 12 / h_px, va="top")
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return [TIMELINE_WIDTH_PX, h_px]
+
+
+def draw_cdf(plt, series, log_x, path, run):
+    w, h = CDF_SIZE_PX
+    fig, ax = plt.subplots(figsize=(w / DPI, h / DPI), dpi=DPI)
+    fig.subplots_adjust(left=0.08, right=0.97, top=0.92, bottom=0.1)
+    for s in series:
+        vals = s["values"]
+        n = len(vals)
+        xs = [vals[0]] + vals
+        ys = [0.0] + [(i + 1) / n for i in range(n)]
+        name = s["column"][:-3]
+        ax.step(xs, ys, where="post", lw=2.0 if name == "total" else 1.6, color=COLORS.get(name),
+                label=f"{s['column']}  (n={n}, median {s['median_ms']:.1f} ms)")
+    if log_x:
+        ax.set_xscale("log")
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("latency (ms)" + ("  [log scale]" if log_x else ""))
+    ax.set_ylabel("fraction of reconfigurations x hosts (status ok)")
+    ax.grid(True, color="#dddddd", lw=0.5, which="both")
+    if series:
+        ax.legend(loc="lower right", fontsize=9)
+    else:
+        ax.text(0.5, 0.5, "no ok rows with durations in breakdown.csv", ha="center", va="center",
+                transform=ax.transAxes)
+    ax.set_title(f"{run}: per-layer latency CDFs", fontsize=12)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return [w, h]
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main(argv):
+    ap = Parser(prog="ocslab plot", description="Draw timeline and cdf figures of an ocslab results folder.")
+    ap.add_argument("folder")
+    ap.add_argument("--iteration", type=int, default=None)
+    ap.add_argument("--format", choices=["png", "svg"], default="png")
+    ap.add_argument("--describe", action="store_true")
+    ap.add_argument("--dark-dbm", type=float, default=-30.0)
+    try:
+        args = ap.parse_args(argv)
+    except UsageError as e:
+        print(f"ocslab plot: {e} (ocslab plot --help)", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        if not os.path.isdir(args.folder):
+            raise InputError(f"{args.folder}: no such results folder")
+        bd = Breakdown(os.path.join(args.folder, "breakdown.csv"))
+        tl = Timeline(os.path.join(args.folder, "timeline.csv"), args.dark_dbm)
+        p = plan(args, tl, bd)
+        series, log_x = cdf_series(bd)
+    except InputError as e:
+        print(f"ocslab plot: {e}", file=sys.stderr)
+        return EXIT_INPUT
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"ocslab plot: matplotlib is not installed for {sys.executable}: install the Debian package "
+              "python3-matplotlib (scripts/install-deps), or choose another interpreter with "
+              "OCSLAB_PYTHON", file=sys.stderr)
+        return EXIT_NO_MATPLOTLIB
+    tl_path = os.path.join(args.folder, f"timeline.{args.format}")
+    cdf_path = os.path.join(args.folder, f"cdf.{args.format}")
+    tl_size = draw_timeline(plt, p, tl_path)
+    cdf_size = draw_cdf(plt, series, log_x, cdf_path, p["run"])
+    if args.describe:
+        for h in p["hosts"].values():
+            h["lanes"] = [label for label, _, _, _ in lane_list(h)]
+        p["timeline"] = {"file": tl_path, "size_px": tl_size}
+        p["cdf"] = {"file": cdf_path, "size_px": cdf_size, "log_x": log_x,
+                    "series": [{k: s[k] for k in ("column", "n", "median_ms", "min_ms", "max_ms")} for s in series]}
+        print(json.dumps(p, indent=2))
+    else:
+        print(f"wrote {tl_path} (iteration {p['iteration']}) and {cdf_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

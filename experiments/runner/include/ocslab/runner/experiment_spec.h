@@ -1,0 +1,105 @@
+// The experiment spec (`ocslab run SPEC.yaml`): which lab (a virtual-lab file to start or
+// reuse, or an inventory of real hosts), which switch and ports, the mappings to alternate,
+// the schedule, the probes and the output folder. Parsed and validated completely, every host,
+// NIC and port cross-checked, before any host or switch is touched; every error names
+// file:line:col. Schema: docs/experiments.md.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ocslab/common/config.h"
+#include "ocslab/ocsctl/port_set.h"
+#include "ocslab/ocsctl/types.h"
+
+namespace ocslab::runner {
+
+struct NicEntry {
+  std::string name;  // interface on the host ("eth1", "ens1f0")
+  ocs::Port tx_port = 0, rx_port = 0;
+};
+
+struct HostEntry {
+  std::string name;
+  // Real hosts only (a virtual lab's are filled in from its state when it is up):
+  std::string ssh_host;  // address or name the runner connects to
+  int ssh_port = 22;
+  std::string user = "root";
+  std::string identity_file;  // empty: ssh-agent, then ~/.ssh defaults
+  std::string known_hosts;    // empty: ~/.ssh/known_hosts
+  std::string agent = "ocslab-agent";  // the agent's path on the host
+  std::string agent_socket;  // the agent daemon's socket; empty: the agent's default
+  std::string mgmt;  // how other hosts reach it for out-of-band exchanges (RDMA probe); default ssh_host
+  std::vector<NicEntry> nics;
+  const NicEntry* nic(const std::string& n) const;
+};
+
+struct Link {
+  size_t a_host = 0, b_host = 0;  // indexes into ExperimentSpec::hosts
+  std::string a_nic, b_nic;
+};
+
+struct Mapping {
+  std::string name;
+  std::vector<Link> links;
+  std::vector<ocs::Circuit> circuits;  // a.tx -> b.rx and b.tx -> a.rx for each link, sorted
+};
+
+// One probe kind as the spec asks for it; expanded per host by the runner.
+struct ProbeSpec {
+  std::string name;                 // carrier, firmware, rx_power, heartbeat
+  std::vector<std::string> hosts;   // empty: every host
+  std::vector<std::string> interfaces;  // empty: the host's data NICs
+  int interval_ms = 1;
+  std::string params_json = "{}";   // extra agent params (probe specific), as JSON
+};
+
+struct RdmaSpec {
+  bool enabled = false;
+  int interval_ms = 10;
+  int timeout = 14;     // local ACK timeout exponent: 4.096 us x 2^timeout
+  int retry_cnt = 7;
+  int port = 18515;     // first TCP port of the QP exchanges (one per pair)
+  // Client host/nic -> server host/nic. From `pairs: mappings` every link of every mapping
+  // gives one pair (a side is the client), so traffic resumes after every reconfiguration.
+  std::vector<Link> pairs;
+};
+
+enum class Order { kAlternate, kRandom };
+
+struct ExperimentSpec {
+  std::string name;
+  std::string origin;  // the spec file
+  // lab
+  std::string vlab;        // absolute path of the virtual-lab file; empty: real hosts
+  std::string vlab_name;   // that lab's name
+  bool keep_lab = true;    // leave a virtual lab the runner started running afterwards
+  std::vector<HostEntry> hosts;  // from the vlab file or the inventory
+  // switch
+  std::string switch_url;  // empty with a virtual lab: the lab's
+  ocs::PortSet allow;      // defaults to the ports of every NIC the mappings name
+  std::string switch_identity_file, switch_known_hosts;
+  // what to do
+  std::vector<Mapping> mappings;  // at least two; the first is applied at setup
+  int reconfigurations = 10;
+  double dwell_s = 5;     // after each reconfiguration command returns
+  double warmup_s = 2;    // probes running on the first mapping before the first reconfiguration
+  double settle_s = 5;    // wait after setup when the first mapping changed circuits (links come up)
+  Order order = Order::kAlternate;
+  std::vector<ProbeSpec> probes;
+  RdmaSpec rdma;
+  uint64_t seed = 1;
+  std::string output = "results";  // a folder <output>/<name>-<YYYYmmdd-HHMMSS> is made in it
+  // The mapping of reconfiguration i (1..N), given the seed: alternate cycles through the
+  // mappings after the first; random picks any mapping other than the current one.
+  std::vector<size_t> schedule() const;
+  size_t host_index(const std::string& name) const;  // throws Error
+};
+
+// Throws ConfigError naming file:line:col.
+ExperimentSpec load_experiment_spec(const std::string& path);
+ExperimentSpec parse_experiment_spec(const YamlDoc& doc);
+
+}  // namespace ocslab::runner

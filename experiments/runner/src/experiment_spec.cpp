@@ -1,0 +1,387 @@
+#include "ocslab/runner/experiment_spec.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <regex>
+#include <set>
+
+#include "ocslab/vlab/lab_spec.h"
+
+namespace ocslab::runner {
+
+namespace fs = std::filesystem;
+
+const NicEntry* HostEntry::nic(const std::string& n) const {
+  for (const auto& x : nics) {
+    if (x.name == n) return &x;
+  }
+  return nullptr;
+}
+
+size_t ExperimentSpec::host_index(const std::string& n) const {
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    if (hosts[i].name == n) return i;
+  }
+  throw Error("unknown host '" + n + "'");
+}
+
+std::vector<size_t> ExperimentSpec::schedule() const {
+  std::vector<size_t> out;
+  size_t current = 0;
+  std::mt19937_64 rng(seed);
+  for (int i = 1; i <= reconfigurations; ++i) {
+    size_t next;
+    if (order == Order::kAlternate) {
+      next = static_cast<size_t>(i) % mappings.size();
+    } else {
+      std::uniform_int_distribution<size_t> d(0, mappings.size() - 2);
+      next = d(rng);
+      if (next >= current) ++next;
+    }
+    out.push_back(next);
+    current = next;
+  }
+  return out;
+}
+
+namespace {
+
+std::string trim(const std::string& s) {
+  auto b = s.find_first_not_of(" \t");
+  auto e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+bool valid_name(const std::string& s) {
+  static const std::regex re("^[A-Za-z0-9][A-Za-z0-9_.-]*$");
+  return !s.empty() && s.size() <= 64 && std::regex_match(s, re);
+}
+
+std::string resolve_path(const std::string& origin, const std::string& p) {
+  if (p.empty()) return p;
+  std::string x = p;
+  if (x.rfind("~/", 0) == 0) {
+    const char* home = std::getenv("HOME");
+    x = std::string(home ? home : "") + x.substr(1);
+  }
+  fs::path path(x);
+  if (path.is_relative()) path = fs::path(origin).parent_path() / path;
+  return fs::weakly_canonical(path).string();
+}
+
+std::vector<std::string> string_list(const YamlDoc& doc, const YAML::Node& n) {
+  std::vector<std::string> out;
+  if (n.IsScalar()) {
+    out.push_back(as_string(doc, n));
+    return out;
+  }
+  if (!n.IsSequence()) throw config_error(doc, n, "expected a list of names");
+  for (const auto& x : n) out.push_back(as_string(doc, x));
+  return out;
+}
+
+double positive(const YamlDoc& doc, const YAML::Node& n, double min, double max, const char* what) {
+  double v = as_double(doc, n);
+  if (!(v >= min && v <= max)) throw config_error(doc, n, fmt::format("{} must be in [{}, {}], got {}", what, min, max, v));
+  return v;
+}
+
+int int_in(const YamlDoc& doc, const YAML::Node& n, long long min, long long max, const char* what) {
+  long long v = as_int(doc, n);
+  if (v < min || v > max) throw config_error(doc, n, fmt::format("{} must be in [{}, {}], got {}", what, min, max, v));
+  return static_cast<int>(v);
+}
+
+// "HOST:NIC" of the spec's hosts.
+std::pair<size_t, std::string> parse_end(const YamlDoc& doc, const YAML::Node& node, const std::string& text,
+                                         const ExperimentSpec& spec) {
+  auto colon = text.find(':');
+  if (colon == std::string::npos) throw config_error(doc, node, "'" + text + "': expected HOST:NIC (e.g. h1:eth1)");
+  std::string host = trim(text.substr(0, colon)), nic = trim(text.substr(colon + 1));
+  for (size_t h = 0; h < spec.hosts.size(); ++h) {
+    if (spec.hosts[h].name != host) continue;
+    if (!spec.hosts[h].nic(nic)) {
+      std::string known;
+      for (const auto& n : spec.hosts[h].nics) known += (known.empty() ? "" : ", ") + n.name;
+      throw config_error(doc, node, fmt::format("host '{}' has no data NIC '{}' (it has: {})", host, nic, known));
+    }
+    return {h, nic};
+  }
+  std::string known;
+  for (const auto& x : spec.hosts) known += (known.empty() ? "" : ", ") + x.name;
+  throw config_error(doc, node, fmt::format("unknown host '{}' in '{}' (the lab has: {})", host, text, known));
+}
+
+Link parse_link(const YamlDoc& doc, const YAML::Node& node, const ExperimentSpec& spec, const std::string& arrow) {
+  std::string text = as_string(doc, node);
+  auto p = text.find(arrow);
+  if (p == std::string::npos) {
+    throw config_error(doc, node, fmt::format("'{}': expected HOST:NIC {} HOST:NIC", text, arrow));
+  }
+  auto a = parse_end(doc, node, trim(text.substr(0, p)), spec);
+  auto b = parse_end(doc, node, trim(text.substr(p + arrow.size())), spec);
+  if (a == b) throw config_error(doc, node, "'" + text + "' links a NIC to itself");
+  return Link{a.first, b.first, a.second, b.second};
+}
+
+void parse_lab(const YamlDoc& doc, const YAML::Node& lab, ExperimentSpec& spec) {
+  only_keys(doc, lab, {"vlab", "keep", "inventory"});
+  bool has_vlab = lab["vlab"].IsDefined(), has_inv = lab["inventory"].IsDefined();
+  if (has_vlab == has_inv) throw config_error(doc, lab, "lab needs exactly one of 'vlab' (a virtual-lab file) or 'inventory'");
+  if (lab["keep"]) spec.keep_lab = as_bool(doc, lab["keep"]);
+  if (has_vlab) {
+    spec.vlab = resolve_path(doc.origin, as_string(doc, lab["vlab"]));
+    vlab::LabSpec l;
+    try {
+      l = vlab::load_lab_spec(spec.vlab);
+    } catch (const ConfigError& e) {
+      throw config_error(doc, lab["vlab"], std::string("the virtual-lab file is not valid: ") + e.what());
+    }
+    spec.vlab_name = l.name;
+    for (const auto& h : l.hosts) {
+      HostEntry e;
+      e.name = h.name;
+      e.mgmt = h.name;  // the lab's management LAN resolves host names (/etc/hosts in every guest)
+      for (const auto& n : h.nics) e.nics.push_back(NicEntry{n.name, n.tx_port, n.rx_port});
+      spec.hosts.push_back(std::move(e));
+    }
+    return;
+  }
+  const auto& inv = lab["inventory"];
+  if (!inv.IsSequence() || inv.size() == 0) throw config_error(doc, inv, "inventory must be a non-empty list of hosts");
+  for (const auto& hn : inv) {
+    only_keys(doc, hn, {"name", "ssh", "identity_file", "known_hosts", "agent", "agent_socket", "mgmt", "nics"});
+    HostEntry h;
+    h.name = as_string(doc, require(doc, hn, "name"));
+    if (!valid_name(h.name)) throw config_error(doc, hn["name"], "'" + h.name + "' is not a valid host name");
+    for (const auto& o : spec.hosts) {
+      if (o.name == h.name) throw config_error(doc, hn["name"], "host '" + h.name + "' listed twice");
+    }
+    // [user@]host[:port]
+    std::string ssh = as_string(doc, require(doc, hn, "ssh"));
+    std::string rest = ssh;
+    if (auto at = rest.find('@'); at != std::string::npos) {
+      h.user = rest.substr(0, at);
+      rest = rest.substr(at + 1);
+    }
+    if (auto colon = rest.rfind(':'); colon != std::string::npos && rest.find(']') == std::string::npos) {
+      try {
+        size_t used = 0;
+        h.ssh_port = std::stoi(rest.substr(colon + 1), &used);
+        if (used != rest.size() - colon - 1 || h.ssh_port < 1 || h.ssh_port > 65535) throw std::invalid_argument("");
+      } catch (const std::exception&) {
+        throw config_error(doc, hn["ssh"], "'" + ssh + "': bad port (expected [USER@]HOST[:PORT])");
+      }
+      rest = rest.substr(0, colon);
+    }
+    if (rest.empty() || h.user.empty()) throw config_error(doc, hn["ssh"], "'" + ssh + "': expected [USER@]HOST[:PORT]");
+    h.ssh_host = rest;
+    if (hn["identity_file"]) h.identity_file = resolve_path(doc.origin, as_string(doc, hn["identity_file"]));
+    if (hn["known_hosts"]) h.known_hosts = resolve_path(doc.origin, as_string(doc, hn["known_hosts"]));
+    if (hn["agent"]) h.agent = as_string(doc, hn["agent"]);
+    if (hn["agent_socket"]) h.agent_socket = as_string(doc, hn["agent_socket"]);
+    h.mgmt = hn["mgmt"] ? as_string(doc, hn["mgmt"]) : h.ssh_host;
+    const auto& nics = require(doc, hn, "nics");
+    if (!nics.IsSequence() || nics.size() == 0) throw config_error(doc, nics, "nics must be a non-empty list");
+    for (const auto& nn : nics) {
+      only_keys(doc, nn, {"name", "tx_port", "rx_port"});
+      NicEntry n;
+      n.name = as_string(doc, require(doc, nn, "name"));
+      if (h.nic(n.name)) throw config_error(doc, nn["name"], "NIC '" + n.name + "' listed twice on " + h.name);
+      n.tx_port = static_cast<ocs::Port>(int_in(doc, require(doc, nn, "tx_port"), 1, 100000, "tx_port"));
+      n.rx_port = static_cast<ocs::Port>(int_in(doc, require(doc, nn, "rx_port"), 1, 100000, "rx_port"));
+      h.nics.push_back(n);
+    }
+    spec.hosts.push_back(std::move(h));
+  }
+}
+
+void parse_probes(const YamlDoc& doc, const YAML::Node& probes, ExperimentSpec& spec) {
+  if (!probes.IsMap()) throw config_error(doc, probes, "probes must be a map of probe name -> settings");
+  static const std::set<std::string> kKnown = {"carrier", "firmware", "rx_power", "heartbeat", "rdma"};
+  for (const auto& kv : probes) {
+    std::string name = as_string(doc, kv.first);
+    if (!kKnown.count(name)) {
+      throw config_error(doc, kv.first, "unknown probe '" + name + "' (known: carrier, firmware, heartbeat, rdma, rx_power)");
+    }
+    const YAML::Node& v = kv.second;
+    if (!v.IsNull() && !v.IsMap()) throw config_error(doc, v, "settings of probe '" + name + "' must be a map");
+    if (name == "rdma") {
+      RdmaSpec& r = spec.rdma;
+      r.enabled = true;
+      if (v.IsNull()) continue;
+      only_keys(doc, v, {"pairs", "interval_ms", "timeout", "retry_cnt", "port"});
+      if (v["interval_ms"]) r.interval_ms = int_in(doc, v["interval_ms"], 1, 60000, "interval_ms");
+      if (v["timeout"]) r.timeout = int_in(doc, v["timeout"], 1, 31, "timeout");
+      if (v["retry_cnt"]) r.retry_cnt = int_in(doc, v["retry_cnt"], 0, 7, "retry_cnt");
+      if (v["port"]) r.port = int_in(doc, v["port"], 1024, 65000, "port");
+      if (v["pairs"] && !v["pairs"].IsScalar()) {
+        if (!v["pairs"].IsSequence()) throw config_error(doc, v["pairs"], "pairs must be 'mappings' or a list");
+        for (const auto& p : v["pairs"]) r.pairs.push_back(parse_link(doc, p, spec, "->"));
+      } else if (v["pairs"] && as_string(doc, v["pairs"]) != "mappings") {
+        throw config_error(doc, v["pairs"], "pairs must be 'mappings' or a list of 'HOST:NIC -> HOST:NIC'");
+      }
+      continue;
+    }
+    ProbeSpec p;
+    p.name = name;
+    if (!v.IsNull()) {
+      only_keys(doc, v, {"hosts", "interfaces", "interval_ms", "params"});
+      if (v["hosts"]) {
+        p.hosts = string_list(doc, v["hosts"]);
+        for (const auto& h : p.hosts) {
+          bool found = false;
+          for (const auto& x : spec.hosts) found = found || x.name == h;
+          if (!found) throw config_error(doc, v["hosts"], "probe '" + name + "': unknown host '" + h + "'");
+        }
+      }
+      if (v["interfaces"]) p.interfaces = string_list(doc, v["interfaces"]);
+      if (v["interval_ms"]) p.interval_ms = int_in(doc, v["interval_ms"], 1, 3600000, "interval_ms");
+      if (v["params"]) {
+        if (!v["params"].IsMap()) throw config_error(doc, v["params"], "params must be a map");
+        nlohmann::json j = nlohmann::json::object();
+        for (const auto& q : v["params"]) {
+          std::string k = as_string(doc, q.first);
+          const auto& val = q.second;
+          std::string s = as_string(doc, val);
+          // numbers stay numbers, booleans booleans, the rest strings
+          try {
+            size_t used = 0;
+            long long i = std::stoll(s, &used);
+            if (used == s.size()) {
+              j[k] = i;
+              continue;
+            }
+            double d = std::stod(s, &used);
+            if (used == s.size()) {
+              j[k] = d;
+              continue;
+            }
+          } catch (const std::exception&) {
+          }
+          if (s == "true" || s == "false") {
+            j[k] = s == "true";
+          } else {
+            j[k] = s;
+          }
+        }
+        p.params_json = j.dump();
+      }
+    }
+    spec.probes.push_back(std::move(p));
+  }
+}
+
+}  // namespace
+
+ExperimentSpec parse_experiment_spec(const YamlDoc& doc) {
+  const auto& root = doc.root;
+  if (!root.IsMap()) throw config_error(doc, root, "an experiment spec is a map (name, lab, switch, mappings, ...)");
+  only_keys(doc, root, {"name", "lab", "switch", "mappings", "schedule", "probes", "seed", "output"});
+  ExperimentSpec spec;
+  spec.origin = doc.origin;
+  spec.name = root["name"] ? as_string(doc, root["name"]) : fs::path(doc.origin).stem().string();
+  if (!valid_name(spec.name)) throw config_error(doc, root["name"] ? root["name"] : root, "'" + spec.name + "' is not a valid experiment name (letters, digits, . _ -)");
+  parse_lab(doc, require(doc, root, "lab"), spec);
+
+  if (const auto& sw = root["switch"]) {
+    only_keys(doc, sw, {"url", "allow", "identity_file", "known_hosts"});
+    if (sw["url"]) spec.switch_url = as_string(doc, sw["url"]);
+    if (sw["allow"]) {
+      try {
+        spec.allow = ocs::PortSet::parse(as_string(doc, sw["allow"]));
+      } catch (const Error& e) {
+        throw config_error(doc, sw["allow"], e.what());
+      }
+    }
+    if (sw["identity_file"]) spec.switch_identity_file = resolve_path(doc.origin, as_string(doc, sw["identity_file"]));
+    if (sw["known_hosts"]) spec.switch_known_hosts = resolve_path(doc.origin, as_string(doc, sw["known_hosts"]));
+  }
+  if (spec.switch_url.empty() && spec.vlab.empty()) {
+    throw config_error(doc, root["switch"] ? root["switch"] : root, "switch.url is needed with an inventory of real hosts");
+  }
+
+  const auto& maps = require(doc, root, "mappings");
+  if (!maps.IsMap() || maps.size() < 2) {
+    throw config_error(doc, maps, "mappings must map at least two names to lists of links (HOST:NIC <-> HOST:NIC)");
+  }
+  ocs::PortSet used;
+  for (const auto& kv : maps) {
+    Mapping m;
+    m.name = as_string(doc, kv.first);
+    if (!valid_name(m.name)) throw config_error(doc, kv.first, "'" + m.name + "' is not a valid mapping name");
+    if (!kv.second.IsSequence() || kv.second.size() == 0) {
+      throw config_error(doc, kv.second, "mapping '" + m.name + "' must be a non-empty list of links");
+    }
+    std::set<std::pair<size_t, std::string>> nics;
+    for (const auto& ln : kv.second) {
+      Link l = parse_link(doc, ln, spec, "<->");
+      for (const auto& end : {std::make_pair(l.a_host, l.a_nic), std::make_pair(l.b_host, l.b_nic)}) {
+        if (!nics.insert(end).second) {
+          throw config_error(doc, ln, fmt::format("mapping '{}' uses {}:{} twice", m.name, spec.hosts[end.first].name, end.second));
+        }
+      }
+      const NicEntry& a = *spec.hosts[l.a_host].nic(l.a_nic);
+      const NicEntry& b = *spec.hosts[l.b_host].nic(l.b_nic);
+      m.circuits.push_back({a.tx_port, b.rx_port});
+      m.circuits.push_back({b.tx_port, a.rx_port});
+      for (auto p : {a.tx_port, a.rx_port, b.tx_port, b.rx_port}) {
+        used.insert(p);
+        if (!spec.allow.empty() && !spec.allow.contains(p)) {
+          throw config_error(doc, ln, fmt::format("link '{}' needs switch port {}, which is outside switch.allow ({})",
+                                                  as_string(doc, ln), p, spec.allow.to_string()));
+        }
+      }
+      m.links.push_back(std::move(l));
+    }
+    std::sort(m.circuits.begin(), m.circuits.end());
+    for (const auto& o : spec.mappings) {
+      if (o.circuits == m.circuits) {
+        throw config_error(doc, kv.first, "mapping '" + m.name + "' makes the same circuits as '" + o.name + "'");
+      }
+    }
+    spec.mappings.push_back(std::move(m));
+  }
+  if (spec.allow.empty()) spec.allow = used;
+
+  if (const auto& s = root["schedule"]) {
+    only_keys(doc, s, {"reconfigurations", "dwell_s", "warmup_s", "settle_s", "order"});
+    if (s["reconfigurations"]) spec.reconfigurations = int_in(doc, s["reconfigurations"], 1, 100000, "reconfigurations");
+    if (s["dwell_s"]) spec.dwell_s = positive(doc, s["dwell_s"], 0.01, 3600, "dwell_s");
+    if (s["warmup_s"]) spec.warmup_s = positive(doc, s["warmup_s"], 0, 3600, "warmup_s");
+    if (s["settle_s"]) spec.settle_s = positive(doc, s["settle_s"], 0, 3600, "settle_s");
+    if (s["order"]) {
+      std::string o = as_string(doc, s["order"]);
+      if (o == "alternate") {
+        spec.order = Order::kAlternate;
+      } else if (o == "random") {
+        spec.order = Order::kRandom;
+      } else {
+        throw config_error(doc, s["order"], "order must be alternate or random, got '" + o + "'");
+      }
+    }
+  }
+  if (const auto& p = root["probes"]) parse_probes(doc, p, spec);
+  if (spec.rdma.enabled && spec.rdma.pairs.empty()) {
+    std::set<std::tuple<size_t, std::string, size_t, std::string>> seen;
+    for (const auto& m : spec.mappings) {
+      for (const auto& l : m.links) {
+        auto key = std::make_tuple(std::min(l.a_host, l.b_host), l.a_host < l.b_host ? l.a_nic : l.b_nic,
+                                   std::max(l.a_host, l.b_host), l.a_host < l.b_host ? l.b_nic : l.a_nic);
+        if (seen.insert(key).second) spec.rdma.pairs.push_back(l);
+      }
+    }
+  }
+  if (root["seed"]) spec.seed = static_cast<uint64_t>(as_int(doc, root["seed"]));
+  if (root["output"]) spec.output = as_string(doc, root["output"]);  // relative to where ocslab runs
+  return spec;
+}
+
+ExperimentSpec load_experiment_spec(const std::string& path) { return parse_experiment_spec(load_yaml_file(path)); }
+
+}  // namespace ocslab::runner

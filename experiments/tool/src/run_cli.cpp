@@ -1,0 +1,162 @@
+// `ocslab run SPEC.yaml`: the experiment (runner/), then `ocslab analyze` and `ocslab plot`
+// over its folder, then the summary on standard output.
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <iostream>
+#include <ostream>
+
+#include "commands.h"
+#include "ocslab/cli/ocslab_cli.h"
+#include "ocslab/cli/plot.h"
+#include "ocslab/runner/experiment_spec.h"
+#include "ocslab/runner/runner.h"
+
+namespace ocslab::cli {
+
+namespace {
+
+std::atomic<bool> g_run_interrupted{false};
+void on_run_signal(int) { g_run_interrupted = true; }
+
+const char* kRunHelp = R"(ocslab run - a reconfiguration-latency experiment
+
+Usage: ocslab run SPEC.yaml [options]
+
+Starts the spec's virtual lab (or reuses it when it is up) or reaches the hosts of its
+inventory over SSH, starts ocslab-agent on every host, applies the first mapping, then
+reconfigures the switch between the spec's mappings while the probes record what every host
+sees. Writes a results folder: timeline.csv, meta.json, breakdown.csv, summary.txt,
+summary.json, timeline.png, cdf.png; prints the summary.
+
+Options:
+  -o, --output DIR        the results folder (default: <spec output>/<name>-<YYYYmmdd-HHMMSS>)
+  --reconfigurations N    override schedule.reconfigurations
+  --dwell S               override schedule.dwell_s (seconds after each reconfiguration)
+  --cache DIR             virtual-lab cache (default $OCSLAB_VLAB_CACHE or ~/.cache/ocslab/vlab)
+  --no-plot               skip timeline.png and cdf.png
+  --json                  print summary.json instead of summary.txt
+  --check                 validate the spec (and the lab file it names), print the plan, stop
+
+Ctrl-C stops the schedule, stops the probes and writes what was captured (exit 130).
+Spec schema and every output column: docs/experiments.md.
+)";
+
+}  // namespace
+
+int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::string spec_path, output, cache;
+  int reconfigs = -1;
+  double dwell = -1;
+  bool plot = true, as_json = false, check = false;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= args.size()) throw UsageError(a + " needs a value");
+      return args[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      out << kRunHelp;
+      return kExitOk;
+    } else if (a == "-o" || a == "--output") {
+      output = value();
+    } else if (a == "--cache") {
+      cache = value();
+    } else if (a == "--reconfigurations") {
+      std::string v = value();
+      try {
+        size_t used = 0;
+        reconfigs = std::stoi(v, &used);
+        if (used != v.size() || reconfigs < 1) throw std::invalid_argument(v);
+      } catch (const std::exception&) {
+        throw UsageError("--reconfigurations needs a positive number, got '" + v + "'");
+      }
+    } else if (a == "--dwell") {
+      std::string v = value();
+      try {
+        size_t used = 0;
+        dwell = std::stod(v, &used);
+        if (used != v.size() || !(dwell > 0)) throw std::invalid_argument(v);
+      } catch (const std::exception&) {
+        throw UsageError("--dwell needs a positive number of seconds, got '" + v + "'");
+      }
+    } else if (a == "--no-plot") {
+      plot = false;
+    } else if (a == "--json") {
+      as_json = true;
+    } else if (a == "--check") {
+      check = true;
+    } else if (!a.empty() && a[0] == '-') {
+      throw UsageError("unknown option '" + a + "' (ocslab run --help)");
+    } else if (spec_path.empty()) {
+      spec_path = a;
+    } else {
+      throw UsageError("one spec at a time (got '" + spec_path + "' and '" + a + "')");
+    }
+  }
+  if (spec_path.empty()) throw UsageError("usage: ocslab run SPEC.yaml (ocslab run --help)");
+
+  runner::ExperimentSpec spec = runner::load_experiment_spec(spec_path);  // ConfigError: exit 2, nothing touched
+  if (reconfigs > 0) spec.reconfigurations = reconfigs;
+  if (dwell > 0) spec.dwell_s = dwell;
+  if (check) {
+    out << fmt::format("spec {} is valid: {} host(s), {} mapping(s), {} reconfiguration(s), dwell {} s\n", spec.origin,
+                       spec.hosts.size(), spec.mappings.size(), spec.reconfigurations, spec.dwell_s);
+    auto sched = spec.schedule();
+    out << "schedule: " << spec.mappings[0].name;
+    for (auto m : sched) out << " -> " << spec.mappings[m].name;
+    out << "\nswitch ports: " << spec.allow.to_string() << "\n";
+    for (const auto& m : spec.mappings) {
+      out << m.name << ":";
+      for (const auto& c : m.circuits) out << " " << c.ingress << "-" << c.egress;
+      out << "\n";
+    }
+    return kExitOk;
+  }
+
+  runner::RunOptions o;
+  o.cache_dir = cache;
+  o.output_dir = output;
+  o.interrupted = &g_run_interrupted;
+  bool tty = isatty(STDERR_FILENO) == 1;
+  o.progress = tty ? &err : nullptr;
+  o.log = &err;
+  g_run_interrupted = false;
+  struct sigaction sa {
+  }, old_int{}, old_term{};
+  sa.sa_handler = on_run_signal;
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  auto restore = [&] {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+  };
+  auto started = std::chrono::steady_clock::now();
+  runner::RunResult r;
+  try {
+    r = runner::run_experiment(spec, o);
+  } catch (...) {
+    restore();
+    if (g_run_interrupted) {
+      err << "ocslab run: interrupted before anything was captured\n";
+      return kExitInterrupted;
+    }
+    throw;
+  }
+  restore();
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  err << fmt::format("ocslab run: {} reconfiguration(s), {} timeline rows from {} host(s) in {:.1f} s -> {}\n",
+                     r.reconfigurations.size(), r.samples, r.hosts.size(), secs, r.folder);
+  std::vector<std::string> analyze_args = {"analyze", r.folder};
+  if (as_json) analyze_args.push_back("--json");
+  int rc = run_analyze(analyze_args, out, err);
+  if (rc == kExitOk && plot) rc = draw_plots(r.folder, err);
+  for (const auto& p : r.problems) err << "ocslab run: problem: " << p << "\n";
+  if (r.interrupted) return kExitInterrupted;
+  return rc;
+}
+
+}  // namespace ocslab::cli

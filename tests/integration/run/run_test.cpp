@@ -1,0 +1,253 @@
+// The runner end to end on this machine: "hosts" are ocslab-agent daemons reached through a
+// real loopback sshd (one socket each), the switch is `ocsctl emulate` in a child process.
+// Faults: an agent killed mid-run, the switch connection dropped mid-run, a bad spec.
+#include <catch2/catch.hpp>
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "ocslab/cli/ocslab_cli.h"
+#include "ocslab/common/clock.h"
+#include "ocslab/common/process.h"
+#include "ocslab/ocsctl/credentials.h"
+#include "ocslab/runner/experiment_spec.h"
+#include "ocslab/runner/runner.h"
+#include "ocslab/testing/sshd_fixture.h"
+
+using namespace ocslab;
+namespace fs = std::filesystem;
+
+namespace {
+
+// `ocsctl emulate` on a fixed loopback port; restartable on the same port.
+class Emulator {
+ public:
+  Emulator(const std::string& dir) : dir_(dir), port_(testing::free_loopback_port()) { start(); }
+  ~Emulator() { stop(); }
+  void start() {
+    std::string ready = dir_ + "/ready.json";
+    fs::remove(ready);
+    SpawnOptions o;
+    o.log_file = dir_ + "/emulator.log";
+    pid_ = spawn_program({testing::bin_path("ocsctl"), "emulate", "--size", "8x8", "--switching-ms", "5", "--listen",
+                          "127.0.0.1:" + std::to_string(port_), "--ready-file", ready},
+                         o);
+    for (int i = 0; i < 200 && !fs::exists(ready); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    REQUIRE(fs::exists(ready));
+  }
+  void kill_now() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+  void stop() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      ::waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+  std::string url() const { return "tl1://admin@127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  std::string dir_;
+  int port_;
+  pid_t pid_ = -1;
+};
+
+// pids of the agent daemons (not the --stdio bridges) serving `socket`.
+std::vector<pid_t> daemon_pids(const std::string& socket) {
+  std::vector<pid_t> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(e.path() / "cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(f)), {});
+    for (auto& c : cmd) c = c == '\0' ? ' ' : c;
+    if (cmd.find(socket) != std::string::npos && cmd.find("--stdio") == std::string::npos &&
+        cmd.find("ocslab-agent") != std::string::npos) {
+      out.push_back(static_cast<pid_t>(std::stoi(name)));
+    }
+  }
+  return out;
+}
+
+struct Lab {
+  testing::TempDir dir;
+  testing::SshdFixture sshd{testing::SshdOptions{}};
+  Emulator emu{dir.path()};
+  std::vector<std::string> hosts = {"h1", "h2", "h3"};
+  Lab() { ::setenv(ocs::kPasswordEnv, "root", 1); }
+  ~Lab() {
+    for (const auto& h : hosts) {
+      for (pid_t p : daemon_pids(socket(h))) ::kill(p, SIGTERM);
+    }
+    ::unsetenv(ocs::kPasswordEnv);
+  }
+  std::string socket(const std::string& h) const { return dir.path() + "/" + h + ".sock"; }
+  std::string spec_text(int reconfigs, double dwell) const {
+    std::ostringstream s;
+    s << "name: faults\nlab:\n  inventory:\n";
+    int port = 1;
+    for (const auto& h : hosts) {
+      s << "    - {name: " << h << ", ssh: '" << sshd.user() << "@127.0.0.1:" << sshd.port() << "', identity_file: '"
+        << sshd.client_key() << "', known_hosts: '" << sshd.known_hosts() << "', agent: '"
+        << testing::bin_path("ocslab-agent") << "', agent_socket: '" << socket(h) << "', nics: [{name: lo, tx_port: "
+        << port << ", rx_port: " << port + 4 << "}]}\n";
+      ++port;
+    }
+    s << "switch: {url: '" << emu.url() << "'}\n"
+      << "mappings:\n  a: [h1:lo <-> h2:lo]\n  b: [h1:lo <-> h3:lo]\n"
+      << "schedule: {reconfigurations: " << reconfigs << ", dwell_s: " << dwell << ", warmup_s: 0.3}\n"
+      << "probes: {heartbeat: {interval_ms: 10}, carrier: {interval_ms: 1}}\n";
+    return s.str();
+  }
+  std::string write_spec(const std::string& text) const {
+    std::string p = dir.path() + "/spec.yaml";
+    std::ofstream(p) << text;
+    return p;
+  }
+};
+
+struct Row {
+  int64_t t_ns;
+  std::string host, source, subject, signal;
+  double value;
+  int iteration;
+};
+
+std::vector<Row> read_timeline(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  REQUIRE(line == "t_ns,host,source,subject,signal,value,unit,run,iteration");
+  std::vector<Row> rows;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    std::string x;
+    while (std::getline(ss, x, ',')) f.push_back(x);
+    if (line.back() == ',') f.push_back("");
+    REQUIRE(f.size() == 9);
+    rows.push_back({std::stoll(f[0]), f[1], f[2], f[3], f[4], std::stod(f[5]), std::stoi(f[8])});
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("an agent killed mid-run: reported, the others go on, its samples up to the kill are kept", "[run][faults]") {
+  Lab lab;
+  auto spec = runner::load_experiment_spec(lab.write_spec(lab.spec_text(6, 0.6)));
+  runner::RunOptions o;
+  o.output_dir = lab.dir.path() + "/out";
+  std::ostringstream log;
+  o.log = &log;
+  runner::RunResult r;
+  std::thread t([&] { r = runner::run_experiment(spec, o); });
+  // Once h2's daemon runs and the schedule is under way, kill it (SIGKILL: no goodbye).
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 400 && pids.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    pids = lab.socket("h2").empty() ? pids : daemon_pids(lab.socket("h2"));
+  }
+  REQUIRE(pids.size() == 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  int64_t killed_ns = realtime_ns();
+  ::kill(pids[0], SIGKILL);
+  t.join();
+
+  CHECK(r.reconfigurations.size() == 6);
+  for (const auto& rec : r.reconfigurations) CHECK(rec.ok);
+  bool reported = false;
+  for (const auto& p : r.problems) reported = reported || p.find("host h2 lost") != std::string::npos;
+  CHECK(reported);
+  CHECK_THAT(log.str(), Catch::Contains("host h2 lost"));
+  auto rows = read_timeline(o.output_dir + "/timeline.csv");
+  std::map<std::string, int64_t> last, first;
+  for (const auto& row : rows) {
+    if (row.source != "heartbeat") continue;
+    last[row.host] = std::max(last[row.host], row.t_ns);
+    if (!first.count(row.host)) first[row.host] = row.t_ns;
+  }
+  REQUIRE(last.count("h2"));
+  CHECK(last["h2"] < killed_ns + 100'000'000);   // nothing after the kill
+  CHECK(last["h2"] > killed_ns - 500'000'000);   // but everything up to it
+  CHECK(last["h1"] > killed_ns + 2'000'000'000);  // the others kept capturing to the end
+  CHECK(last["h3"] > killed_ns + 2'000'000'000);
+  auto meta = nlohmann::json::parse(std::ifstream(o.output_dir + "/meta.json"));
+  CHECK(meta["hosts"][1]["lost"] == true);
+  CHECK(meta["hosts"][0]["lost"] == false);
+  CHECK(meta["hosts"][0]["clock_before"]["uncertainty_ns"].get<int64_t>() < 50'000'000);
+}
+
+TEST_CASE("the switch connection dropped mid-run: the reconfiguration is marked failed and the run goes on",
+          "[run][faults]") {
+  Lab lab;
+  auto spec = runner::load_experiment_spec(lab.write_spec(lab.spec_text(8, 0.5)));
+  runner::RunOptions o;
+  o.output_dir = lab.dir.path() + "/out";
+  std::ostringstream log;
+  o.log = &log;
+  runner::RunResult r;
+  std::thread t([&] { r = runner::run_experiment(spec, o); });
+  for (int i = 0; i < 400 && daemon_pids(lab.socket("h3")).empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  lab.emu.kill_now();  // the switch goes away: its TCP connection drops
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  lab.emu.start();  // and comes back on the same port, with no circuits
+  t.join();
+
+  REQUIRE(r.reconfigurations.size() == 8);
+  int failed = 0;
+  for (const auto& rec : r.reconfigurations) failed += rec.ok ? 0 : 1;
+  CHECK(failed >= 1);
+  CHECK(failed <= 3);
+  CHECK(r.reconfigurations.back().ok);  // reconnected
+  bool marked = false;
+  for (const auto& p : r.problems) marked = marked || p.find("failed") != std::string::npos;
+  CHECK(marked);
+  auto rows = read_timeline(o.output_dir + "/timeline.csv");
+  int acks0 = 0, acks1 = 0, commands = 0;
+  for (const auto& row : rows) {
+    if (row.source != "ocs") continue;
+    if (row.signal == "command") ++commands;
+    if (row.signal == "ack") (row.value == 1 ? acks1 : acks0)++;
+  }
+  CHECK(commands == 8);
+  CHECK(acks0 == failed);
+  CHECK(acks1 == 8 - failed);
+  auto meta = nlohmann::json::parse(std::ifstream(o.output_dir + "/meta.json"));
+  int meta_failed = 0;
+  for (const auto& rec : meta["reconfigurations"]) meta_failed += rec["ok"].get<bool>() ? 0 : 1;
+  CHECK(meta_failed == failed);
+}
+
+TEST_CASE("a bad spec is rejected before any host or the switch is touched", "[run][faults]") {
+  Lab lab;
+  std::string text = lab.spec_text(2, 0.5);
+  text.replace(text.find("b: [h1:lo <-> h3:lo]"), 20, "b: [h1:lo <-> h4:lo]");
+  std::string spec = lab.write_spec(text);
+  std::ostringstream out, err;
+  int rc = cli::run_ocslab({"run", spec, "-o", lab.dir.path() + "/out"}, out, err);
+  CHECK(rc == cli::kExitInput);
+  CHECK_THAT(err.str(), Catch::Contains(spec + ":") && Catch::Contains("unknown host 'h4'"));
+  CHECK_FALSE(fs::exists(lab.dir.path() + "/out"));
+  for (const auto& h : lab.hosts) CHECK(daemon_pids(lab.socket(h)).empty());  // no agent was started
+  std::ostringstream o2, e2;
+  // the switch still has no circuit
+  CHECK(run_program({testing::bin_path("ocsctl"), "-s", lab.emu.url(), "--csv", "list"}) == "ingress,egress\n");
+}

@@ -1,0 +1,150 @@
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <string>
+
+#include "ocslab/runner/experiment_spec.h"
+#include "ocslab/runner/runner.h"
+
+using namespace ocslab;
+using namespace ocslab::runner;
+
+namespace {
+
+std::string source_dir() {
+  const char* s = std::getenv("OCSLAB_SOURCE_DIR");
+  return s ? s : OCSLAB_TEST_SOURCE_DIR;
+}
+
+// A spec whose lab is the repository's four-host virtual lab (the spec's origin sits in
+// experiments/specs, so the relative path resolves as it does for demo.yaml).
+ExperimentSpec parse(const std::string& text) {
+  return parse_experiment_spec(load_yaml_string(text, source_dir() + "/experiments/specs/test.yaml"));
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    parse(text);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+const char* kLab = "lab: {vlab: ../labs/four-hosts.yaml}\n";
+const char* kMaps =
+    "mappings:\n"
+    "  rail-a: [h1:eth1 <-> h2:eth1, h3:eth1 <-> h4:eth1]\n"
+    "  rail-b: [h1:eth1 <-> h3:eth1, h2:eth1 <-> h4:eth1]\n";
+
+}  // namespace
+
+TEST_CASE("the demo spec loads with the lab's hosts, ports and derived RDMA pairs", "[runner][spec]") {
+  auto s = load_experiment_spec(source_dir() + "/experiments/specs/demo.yaml");
+  CHECK(s.name == "demo");
+  CHECK(s.vlab_name == "four-hosts");
+  REQUIRE(s.hosts.size() == 4);
+  CHECK(s.hosts[0].name == "h1");
+  CHECK(s.hosts[0].nics.at(0).tx_port == 1);
+  CHECK(s.hosts[0].nics.at(0).rx_port == 17);
+  REQUIRE(s.mappings.size() == 2);
+  CHECK(s.mappings[0].name == "rail-a");
+  // h1-h2 and h3-h4: 1->18, 2->17, 3->20, 4->19, sorted
+  std::vector<ocs::Circuit> a = {{1, 18}, {2, 17}, {3, 20}, {4, 19}};
+  CHECK(s.mappings[0].circuits == a);
+  CHECK(s.allow.to_string() == "1..4,17..20");
+  CHECK(s.reconfigurations == 10);
+  CHECK(s.rdma.enabled);
+  CHECK(s.rdma.pairs.size() == 4);  // one per distinct link of either mapping
+  CHECK(s.rdma.timeout == 12);
+  REQUIRE(s.probes.size() == 2);
+  auto sched = s.schedule();
+  REQUIRE(sched.size() == 10);
+  CHECK(sched[0] == 1);
+  CHECK(sched[1] == 0);
+  CHECK(sched[9] == 0);
+}
+
+TEST_CASE("random order never repeats the current mapping and follows the seed", "[runner][spec]") {
+  auto s = parse(std::string(kLab) + kMaps +
+                 "  rail-c: [h1:eth1 <-> h4:eth1, h2:eth1 <-> h3:eth1]\n"
+                 "schedule: {reconfigurations: 50, order: random}\nseed: 7\n");
+  auto a = s.schedule();
+  size_t cur = 0;
+  for (auto m : a) {
+    CHECK(m != cur);
+    cur = m;
+  }
+  auto b = s.schedule();
+  CHECK(a == b);
+  s.seed = 8;
+  CHECK(s.schedule() != a);
+}
+
+TEST_CASE("a bad spec is refused with file:line:col before anything runs", "[runner][spec]") {
+  CHECK_THAT(error_of(std::string(kLab) + "mappings:\n  rail-a: [h1:eth1 <-> h9:eth1]\n  rail-b: [h1:eth1 <-> h3:eth1]\n"),
+             Catch::Matchers::Contains("test.yaml:3:") && Catch::Matchers::Contains("unknown host 'h9'"));
+  CHECK_THAT(error_of(std::string(kLab) + "mappings:\n  rail-a: [h1:eth7 <-> h2:eth1]\n  rail-b: [h1:eth1 <-> h3:eth1]\n"),
+             Catch::Matchers::Contains("host 'h1' has no data NIC 'eth7' (it has: eth1)"));
+  CHECK_THAT(error_of(std::string(kLab) + "mappings:\n  rail-a: [h1:eth1 <-> h2:eth1]\n"),
+             Catch::Matchers::Contains("at least two"));
+  CHECK_THAT(error_of(std::string(kLab) + "mappings:\n  rail-a: [h1:eth1 <-> h2:eth1]\n  rail-b: [h2:eth1 <-> h1:eth1]\n"),
+             Catch::Matchers::Contains("makes the same circuits as 'rail-a'"));
+  CHECK_THAT(error_of(std::string(kLab) + "mappings:\n  rail-a: [h1:eth1 <-> h2:eth1, h1:eth1 <-> h3:eth1]\n"
+                                          "  rail-b: [h1:eth1 <-> h3:eth1]\n"),
+             Catch::Matchers::Contains("uses h1:eth1 twice"));
+  CHECK_THAT(error_of(std::string(kLab) + "switch: {allow: '1..3,17..19'}\n" + kMaps),
+             Catch::Matchers::Contains("needs switch port 4, which is outside switch.allow (1..3,17..19)"));
+  CHECK_THAT(error_of(std::string(kLab) + kMaps + "probes: {carier: {}}\n"),
+             Catch::Matchers::Contains("test.yaml:5:10: unknown probe 'carier'"));
+  CHECK_THAT(error_of(std::string(kLab) + kMaps + "schedule: {dwell_s: 0}\n"),
+             Catch::Matchers::Contains("dwell_s must be in"));
+  CHECK_THAT(error_of(std::string(kLab) + kMaps + "schedule: {order: shuffled}\n"),
+             Catch::Matchers::Contains("order must be alternate or random"));
+  CHECK_THAT(error_of(std::string(kLab) + kMaps + "probes: {rdma: {pairs: [h1:eth1 -> h1:eth1]}}\n"),
+             Catch::Matchers::Contains("links a NIC to itself"));
+  CHECK_THAT(error_of("lab: {vlab: ../labs/no-such-lab.yaml}\n" + std::string(kMaps)),
+             Catch::Matchers::Contains("the virtual-lab file is not valid"));
+  CHECK_THAT(error_of(std::string(kMaps)), Catch::Matchers::Contains("'lab'"));
+  CHECK_THAT(error_of(std::string(kLab) + kMaps + "extra: 1\n"), Catch::Matchers::Contains("unknown key 'extra'"));
+}
+
+TEST_CASE("an inventory of real hosts: ssh targets, ports and the switch URL", "[runner][spec]") {
+  const char* inv =
+      "lab:\n"
+      "  inventory:\n"
+      "    - {name: gpu1, ssh: 'lab@10.0.0.11:2222', agent: /opt/ocslab/bin/ocslab-agent,\n"
+      "       nics: [{name: ens1f0, tx_port: 1, rx_port: 33}]}\n"
+      "    - {name: gpu2, ssh: 10.0.0.12, mgmt: gpu2.mgmt, nics: [{name: ens1f0, tx_port: 2, rx_port: 34}]}\n"
+      "    - {name: gpu3, ssh: 10.0.0.13, nics: [{name: ens1f0, tx_port: 3, rx_port: 35}]}\n";
+  const char* maps =
+      "mappings:\n"
+      "  a: [gpu1:ens1f0 <-> gpu2:ens1f0]\n"
+      "  b: [gpu1:ens1f0 <-> gpu3:ens1f0]\n";
+  auto s = parse(std::string(inv) + "switch: {url: 'tl1://admin@10.0.0.5:3082'}\n" + maps);
+  REQUIRE(s.hosts.size() == 3);
+  CHECK(s.hosts[0].user == "lab");
+  CHECK(s.hosts[0].ssh_host == "10.0.0.11");
+  CHECK(s.hosts[0].ssh_port == 2222);
+  CHECK(s.hosts[0].agent == "/opt/ocslab/bin/ocslab-agent");
+  CHECK(s.hosts[1].user == "root");
+  CHECK(s.hosts[1].ssh_port == 22);
+  CHECK(s.hosts[1].mgmt == "gpu2.mgmt");
+  CHECK(s.hosts[2].mgmt == "10.0.0.13");
+  CHECK(s.switch_url == "tl1://admin@10.0.0.5:3082");
+  CHECK(s.allow.to_string() == "1..3,33..35");
+  CHECK_THAT(error_of(std::string(inv) + maps), Catch::Matchers::Contains("switch.url is needed"));
+  CHECK_THAT(error_of("lab:\n  inventory:\n    - {name: x, ssh: 'h:99999', nics: [{name: e, tx_port: 1, rx_port: 2}]}\n" +
+                      std::string(maps)),
+             Catch::Matchers::Contains("bad port"));
+}
+
+TEST_CASE("samples get the iteration of the reconfiguration they follow", "[runner]") {
+  std::vector<int64_t> issued = {10'000'000'000, 20'000'000'000};
+  CHECK(iteration_of(0, issued) == 0);
+  CHECK(iteration_of(9'799'999'999, issued) == 0);
+  CHECK(iteration_of(9'800'000'000, issued) == 1);  // 200 ms before the command: the stall that leads it
+  CHECK(iteration_of(19'799'999'999, issued) == 1);
+  CHECK(iteration_of(19'800'000'000, issued) == 2);
+  CHECK(iteration_of(99'000'000'000, issued) == 2);
+}

@@ -1,0 +1,111 @@
+// Calibration of the whole measurement chain: with known emulator settings (a fixed switching
+// time, an ideal NIC whose firmware brings the link up a fixed time after light returns),
+// `ocslab run` on the virtual lab must recover both numbers from what it measured: light back
+// minus command issued within 10 ms of the switching time, carrier up (in the guest, clock
+// offset corrected) minus light back within 50 ms of the firmware delay, for every
+// reconfiguration. A second setting proves the numbers follow the settings.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ocslab/testing/sshd_fixture.h"
+
+using namespace ocslab;
+
+namespace {
+
+std::string src(const std::string& rel) {
+  const char* s = std::getenv("OCSLAB_SOURCE_DIR");
+  return std::string(s && *s ? s : ".") + "/" + rel;
+}
+
+int run_shell(const std::string& cmd, std::string& output) {
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  REQUIRE(p);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) output.append(buf, n);
+  int status = ::pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::vector<std::map<std::string, std::string>> read_csv(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in);
+  std::string line;
+  std::vector<std::string> header;
+  std::vector<std::map<std::string, std::string>> rows;
+  auto split = [](const std::string& l) {
+    std::vector<std::string> f;
+    std::string cur;
+    for (char c : l) {
+      if (c == ',') {
+        f.push_back(cur);
+        cur.clear();
+      } else {
+        cur += c;
+      }
+    }
+    f.push_back(cur);
+    return f;
+  };
+  std::getline(in, line);
+  header = split(line);
+  while (std::getline(in, line)) {
+    auto f = split(line);
+    REQUIRE(f.size() == header.size());
+    std::map<std::string, std::string> row;
+    for (size_t i = 0; i < f.size(); ++i) row[header[i]] = f[i];
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+std::string fmt_name(double s, double f) {
+  std::ostringstream o;
+  o << "calib-" << s << "-" << f;
+  return o.str();
+}
+
+void calibrate(double switching_ms, double firmware_ms) {
+  std::string name = fmt_name(switching_ms, firmware_ms);
+  testing::TempDir dir;
+  std::string out = dir.path() + "/results";
+  std::string output;
+  int rc = run_shell(testing::bin_path("ocslab") + " run " + src("tests/vlab/labs/" + name + ".spec.yaml") +
+                         " --no-plot -o " + out,
+                     output);
+  INFO(output);
+  REQUIRE(rc == 0);
+  auto rows = read_csv(out + "/breakdown.csv");
+  INFO(output);
+  REQUIRE(rows.size() == 3 * 4);  // 3 reconfigurations x 2 hosts x 2 NICs
+  for (const auto& r : rows) {
+    INFO("iteration " << r.at("iteration") << " " << r.at("host") << ":" << r.at("interface"));
+    REQUIRE(r.at("status") == "ok");
+    double sw = std::stod(r.at("switching_ms")), carrier = std::stod(r.at("carrier_ms"));
+    std::cout << name << ": iteration " << r.at("iteration") << " " << r.at("host") << ":" << r.at("interface")
+              << " switching " << sw << " ms, carrier after light " << carrier << " ms\n";
+    CHECK(std::fabs(sw - switching_ms) <= 10);
+    CHECK(std::fabs(carrier - firmware_ms) <= 50);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("calibration: the breakdown recovers a 25 ms switch and a 1.5 s firmware link-up", "[vlab][calibration]") {
+  calibrate(25, 1500);
+}
+
+TEST_CASE("calibration: the breakdown follows other settings (60 ms switch, 0.8 s link-up)", "[vlab][calibration]") {
+  calibrate(60, 800);
+}
