@@ -451,6 +451,8 @@ RunResult run_experiment(const ExperimentSpec& spec_in, const RunOptions& opt) {
   // 7. meta.json
   json meta;
   meta["run"] = run_id;
+  meta["ocslab_version"] = opt.version;
+  meta["agent_protocol"] = agent::kProtocolVersion;
   meta["started"] = iso_time(run_start_ns);
   meta["finished"] = iso_time(run_end_ns);
   meta["interrupted"] = result.interrupted;

@@ -120,6 +120,7 @@ int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   runner::RunOptions o;
   o.cache_dir = cache;
   o.output_dir = output;
+  o.version = OCSLAB_VERSION;
   o.interrupted = &g_run_interrupted;
   bool tty = isatty(STDERR_FILENO) == 1;
   o.progress = tty ? &err : nullptr;

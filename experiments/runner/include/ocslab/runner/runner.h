@@ -26,6 +26,7 @@ struct RunOptions {
   const std::atomic<bool>* interrupted = nullptr;  // Ctrl-C: stop the schedule, keep what was captured
   std::ostream* progress = nullptr;  // a terminal: a live status line; nullptr: quiet
   std::ostream* log = nullptr;       // one line per notable event (host lost, switch error); may be null
+  std::string version;               // ocslab's version, for meta.json
 };
 
 struct ReconfigRecord {
