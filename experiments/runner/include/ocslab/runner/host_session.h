@@ -33,6 +33,8 @@ struct HostTarget {
 enum class HostState { kIdle, kConnected, kCapturing, kLost, kStopped };
 const char* to_string(HostState s);
 
+// kLost here means the session is gone (dropped SSH, killed agent): stop() reconnects once and
+// finds out whether the agent is still capturing (then nothing is lost) or gone.
 struct HostHealth {
   HostState state = HostState::kIdle;
   uint64_t samples = 0;        // delivered to the sink so far
@@ -49,6 +51,8 @@ struct HostReport {
   uint64_t samples = 0;          // delivered (live + recovered), each seq once
   uint64_t recovered = 0;        // of which replayed from the spool after a dropped session
   bool lost = false;             // the agent could not be reached again: samples up to the loss are kept
+  long long pid_after = 0;       // the agent's pid at the reconnect after a dropped session (0: none);
+                                 // differs from hello.pid when the daemon died and a fresh one answered
   std::vector<std::string> errors;  // every failure, in order, with the time it happened
   std::chrono::milliseconds connect_time{0};  // SSH + hello + first clock estimate
 };
@@ -73,6 +77,8 @@ class HostSession {
   // the request or none of the probes can run (the reasons in the message).
   const agent::StartResult& start();
   HostHealth health() const;
+  // The agent's hello from connect() (pid: the daemon owning the probes); empty before.
+  agent::HelloInfo hello() const;
   // probes.stop; when the session was lost, one reconnect + spool.fetch of everything after the
   // last seq seen (samples up to the agent's end are kept either way); clock_after; bye.
   // Never throws: failures go into the report (and lost = true when the agent is gone).
@@ -83,14 +89,30 @@ class HostSession {
  private:
   void reader_loop();
   void fail(const std::string& what);
+  void set_state(HostState s);
+  HostState state() const;
+  // Hands a sample to the sink unless its seq was delivered already (live and replayed
+  // streams may overlap after a reconnect).
+  void deliver(const agent::SeqSample& s);
+  std::unique_ptr<agent::AgentClient> open_client();
+  // Ends the reader thread (drop: closes the session from inside it, as a cut link would).
+  void join_reader();
+  // After a dropped session: one reconnect, probes.stop, spool.fetch of the gap.
+  void recover();
 
   HostTarget target_;
   HostSampleSink sink_;
+  // Used by one thread at a time: the reader while it runs, else the caller (AgentClient is
+  // not thread-safe).
   std::unique_ptr<agent::AgentClient> client_;
-  mutable std::mutex mutex_;  // health_, report_.errors, client_ swaps
+  mutable std::mutex mutex_;  // health_, report_.errors
   HostHealth health_;
   HostReport report_;
+  bool started_ = false;         // probes.start succeeded: stop() must stop the probes
+  uint64_t delivered_seq_ = 0;   // highest seq handed to the sink (seqs arrive in order)
+  bool recovering_ = false;      // samples now come from the spool replay
   std::atomic<bool> reading_{false};
+  std::atomic<bool> drop_requested_{false};
   std::thread reader_;
 };
 
