@@ -20,8 +20,8 @@ constexpr auto kReadSlice = 50ms;
 
 // UTC wall time with milliseconds, so a report's errors can be lined up with the timeline.
 std::string now_stamp() {
-  auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
   std::time_t t = static_cast<std::time_t>(ms / 1000);
   return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03}Z", fmt::gmtime(t), ms % 1000);
 }
@@ -326,8 +326,7 @@ HostReport HostSession::stop() {
   }
   std::lock_guard lock(mutex_);
   if (!report_.lost && started_ && delivered_seq_ < report_.last_seq) {
-    std::string what =
-        fmt::format("samples missing: delivered up to seq {} of {}", delivered_seq_, report_.last_seq);
+    std::string what = fmt::format("samples missing: delivered up to seq {} of {}", delivered_seq_, report_.last_seq);
     spdlog::warn("{}: {}", target_.name, what);
     report_.errors.push_back(now_stamp() + " " + what);
     health_.error = what;
@@ -363,7 +362,9 @@ std::vector<std::string> fan_out(std::vector<std::unique_ptr<HostSession>>& sess
 
 }  // namespace
 
-void SessionPool::add(HostTarget target) { sessions_.push_back(std::make_unique<HostSession>(std::move(target), sink_)); }
+void SessionPool::add(HostTarget target) {
+  sessions_.push_back(std::make_unique<HostSession>(std::move(target), sink_));
+}
 
 std::vector<std::string> SessionPool::connect_all() {
   return fan_out(sessions_, [](HostSession& s, size_t) { s.connect(); });

@@ -118,8 +118,7 @@ bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds tim
 
 }  // namespace
 
-TEST_CASE("one host: connect, clock, heartbeat capture, every seq once under the lab's name",
-          "[runner][integration]") {
+TEST_CASE("one host: connect, clock, heartbeat capture, every seq once under the lab's name", "[runner][integration]") {
   Lab lab;
   SeqCounter counter;
   HostSession s(lab.target("host-a", 2, /*daemon=*/false), counter.sink());

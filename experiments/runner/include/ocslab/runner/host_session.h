@@ -22,8 +22,8 @@
 namespace ocslab::runner {
 
 struct HostTarget {
-  std::string name;       // the lab's name for the host: every sample's host is set to it
-  ocs::SshOptions ssh;    // host, port, user, identity_file, known_hosts_file; command is set here
+  std::string name;     // the lab's name for the host: every sample's host is set to it
+  ocs::SshOptions ssh;  // host, port, user, identity_file, known_hosts_file; command is set here
   std::string agent_command = "ocslab-agent serve --stdio";  // run over SSH (exec channel)
   std::vector<agent::ProbeRequest> probes;
   int clock_exchanges = 16;
@@ -47,13 +47,13 @@ struct HostReport {
   agent::HelloInfo hello;
   agent::ClockEstimate clock_before, clock_after;  // clock_after.exchanges == 0: not measured
   agent::StartResult started;
-  uint64_t last_seq = 0;         // the capture's last seq as the agent reported at stop
-  uint64_t samples = 0;          // delivered (live + recovered), each seq once
-  uint64_t recovered = 0;        // of which replayed from the spool after a dropped session
-  bool lost = false;             // the agent could not be reached again: samples up to the loss are kept
-  long long pid_after = 0;       // the agent's pid at the reconnect after a dropped session (0: none);
-                                 // differs from hello.pid when the daemon died and a fresh one answered
-  std::vector<std::string> errors;  // every failure, in order, with the time it happened
+  uint64_t last_seq = 0;                      // the capture's last seq as the agent reported at stop (0: lost)
+  uint64_t samples = 0;                       // delivered (live + recovered), each seq once
+  uint64_t recovered = 0;                     // of which replayed from the spool after a dropped session
+  bool lost = false;                          // the agent could not be reached again: samples up to the loss are kept
+  long long pid_after = 0;                    // the agent's pid at the reconnect after a dropped session (0: none);
+                                              // differs from hello.pid when the daemon died and a fresh one answered
+  std::vector<std::string> errors;            // every failure, in order, with the time it happened
   std::chrono::milliseconds connect_time{0};  // SSH + hello + first clock estimate
 };
 
@@ -105,12 +105,12 @@ class HostSession {
   // Used by one thread at a time: the reader while it runs, else the caller (AgentClient is
   // not thread-safe).
   std::unique_ptr<agent::AgentClient> client_;
-  mutable std::mutex mutex_;  // health_, report_.errors
+  mutable std::mutex mutex_;  // health_, report_ (the reader adds errors and counts)
   HostHealth health_;
   HostReport report_;
-  bool started_ = false;         // probes.start succeeded: stop() must stop the probes
-  uint64_t delivered_seq_ = 0;   // highest seq handed to the sink (seqs arrive in order)
-  bool recovering_ = false;      // samples now come from the spool replay
+  bool started_ = false;        // probes.start succeeded: stop() must stop the probes
+  uint64_t delivered_seq_ = 0;  // highest seq handed to the sink (seqs arrive in order)
+  bool recovering_ = false;     // samples now come from the spool replay
   std::atomic<bool> reading_{false};
   std::atomic<bool> drop_requested_{false};
   std::thread reader_;
