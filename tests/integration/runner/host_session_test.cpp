@@ -274,3 +274,51 @@ TEST_CASE("fan-out: 16 hosts through one sshd capture at once, every host's seqs
               (long long)std::chrono::duration_cast<std::chrono::milliseconds>(t1 - t0).count(),
               (unsigned long long)total);
 }
+
+TEST_CASE("a host that cannot be reached, or whose host key differs, fails alone", "[runner][integration]") {
+  Lab lab;
+  SeqCounter counter;
+  SessionPool pool(counter.sink());
+  pool.add(lab.target("good", 5));
+  HostTarget closed = lab.target("closed-port", 5);
+  closed.ssh.port = testing::free_loopback_port();  // nothing listens there
+  closed.ssh.connect_timeout = 2000ms;
+  pool.add(closed);
+  HostTarget impostor = lab.target("impostor", 5);
+  // known_hosts names another key for this address: a changed host key is always refused.
+  impostor.ssh.known_hosts_file = lab.dir.path() + "/wrong_known_hosts";
+  {
+    std::string other_key = testing::run_command("cat " + lab.sshd.client_key() + ".pub");
+    std::FILE* f = std::fopen(impostor.ssh.known_hosts_file.c_str(), "w");
+    REQUIRE(f);
+    std::fprintf(f, "[127.0.0.1]:%d %s", lab.sshd.port(), other_key.c_str());
+    std::fclose(f);
+  }
+  pool.add(impostor);
+
+  auto connected = pool.connect_all();
+  REQUIRE(connected.size() == 3);
+  lab.reaper.add(pool.sessions()[0]->hello().pid);
+  CHECK(connected[0] == "");
+  CHECK(connected[1].rfind("closed-port: ", 0) == 0);
+  CHECK(connected[2].rfind("impostor: ", 0) == 0);
+  CHECK(connected[2].find("host key") != std::string::npos);
+  auto started = pool.start_all();
+  CHECK(started[0] == "");
+  CHECK_FALSE(started[1].empty());
+  CHECK_FALSE(started[2].empty());
+  REQUIRE(wait_until([&] { return pool.health()[0].samples >= 20; }, 5s));
+  auto health = pool.health();
+  CHECK(health[1].state == HostState::kIdle);
+  CHECK_FALSE(health[1].error.empty());
+
+  auto reports = pool.stop_all();
+  check_complete(counter, reports[0]);
+  for (size_t i : {1, 2}) {
+    INFO(reports[i].name);
+    CHECK(reports[i].lost);
+    CHECK(reports[i].samples == 0);
+    REQUIRE_FALSE(reports[i].errors.empty());
+    for (const auto& e : reports[i].errors) CHECK(timestamped(e));
+  }
+}

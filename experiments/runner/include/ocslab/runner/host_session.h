@@ -57,7 +57,8 @@ struct HostReport {
   std::chrono::milliseconds connect_time{0};  // SSH + hello + first clock estimate
 };
 
-// Called from the session's reader thread (one per host): must be thread-safe across hosts.
+// Called from the session's reader thread (one per host), or from the thread in start()/stop()
+// (samples that come with a reply, the spool replay): must be thread-safe across hosts.
 // The sample's host is already the target's name; t_ns is still the host's own clock.
 using HostSampleSink = std::function<void(const std::string& host, const agent::SeqSample&)>;
 
