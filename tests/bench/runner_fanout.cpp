@@ -32,7 +32,7 @@ struct Row {
   double runner_cpu = 0;  // CPU the runner process used in the steady state, in cores
   double runner_us_per_sample = 0;
   double lag_ms = 0;  // at the end of the window: now - t_ns of the newest sample delivered, worst host
-  uint64_t samples = 0, expected = 0, missing = 0, lost = 0, failed = 0;
+  uint64_t samples = 0, expected = 0, missing = 0, lost = 0, failed = 0, recovered = 0, with_errors = 0;
 };
 
 // User + system CPU time of this process (the runner: sessions, readers, sink), seconds.
@@ -104,6 +104,11 @@ Row measure(const testing::SshdFixture& sshd, int hosts, double seconds, int int
     row.expected += r.last_seq;
     if (r.samples < r.last_seq) row.missing += r.last_seq - r.samples;
     if (r.lost) ++row.lost;
+    row.recovered += r.recovered;
+    if (!r.errors.empty()) {
+      ++row.with_errors;
+      std::fprintf(stderr, "  %s: %s\n", r.name.c_str(), r.errors.front().c_str());
+    }
   }
   return row;
 }
@@ -145,6 +150,10 @@ int main(int argc, char** argv) {
                 r.samples_per_s / base.samples_per_s, r.samples_per_s / r.hosts, r.runner_cpu, r.runner_us_per_sample,
                 r.lag_ms, (unsigned long long)r.samples, (unsigned long long)r.missing, (unsigned long long)r.lost);
     if (r.failed) std::printf("       (%llu hosts failed to connect or start)\n", (unsigned long long)r.failed);
+    if (r.with_errors) {
+      std::printf("       (%llu hosts reported errors; %llu samples recovered from spools)\n",
+                  (unsigned long long)r.with_errors, (unsigned long long)r.recovered);
+    }
     std::fflush(stdout);
   }
   return 0;
