@@ -22,8 +22,8 @@
 namespace ocslab::runner {
 
 struct HostTarget {
-  std::string name;       // the lab's name for the host: every sample's host is set to it
-  ocs::SshOptions ssh;    // host, port, user, identity_file, known_hosts_file; command is set here
+  std::string name;     // the lab's name for the host: every sample's host is set to it
+  ocs::SshOptions ssh;  // host, port, user, identity_file, known_hosts_file; command is set here
   std::string agent_command = "ocslab-agent serve --stdio";  // run over SSH (exec channel)
   std::vector<agent::ProbeRequest> probes;
   int clock_exchanges = 16;
@@ -33,6 +33,8 @@ struct HostTarget {
 enum class HostState { kIdle, kConnected, kCapturing, kLost, kStopped };
 const char* to_string(HostState s);
 
+// kLost here means the session is gone (dropped SSH, killed agent): stop() reconnects once and
+// finds out whether the agent is still capturing (then nothing is lost) or gone.
 struct HostHealth {
   HostState state = HostState::kIdle;
   uint64_t samples = 0;        // delivered to the sink so far
@@ -45,15 +47,18 @@ struct HostReport {
   agent::HelloInfo hello;
   agent::ClockEstimate clock_before, clock_after;  // clock_after.exchanges == 0: not measured
   agent::StartResult started;
-  uint64_t last_seq = 0;         // the capture's last seq as the agent reported at stop
-  uint64_t samples = 0;          // delivered (live + recovered), each seq once
-  uint64_t recovered = 0;        // of which replayed from the spool after a dropped session
-  bool lost = false;             // the agent could not be reached again: samples up to the loss are kept
-  std::vector<std::string> errors;  // every failure, in order, with the time it happened
+  uint64_t last_seq = 0;                      // the capture's last seq as the agent reported at stop (0: lost)
+  uint64_t samples = 0;                       // delivered (live + recovered), each seq once
+  uint64_t recovered = 0;                     // of which replayed from the spool after a dropped session
+  bool lost = false;                          // the agent could not be reached again: samples up to the loss are kept
+  long long pid_after = 0;                    // the agent's pid at the reconnect after a dropped session (0: none);
+                                              // differs from hello.pid when the daemon died and a fresh one answered
+  std::vector<std::string> errors;            // every failure, in order, with the time it happened
   std::chrono::milliseconds connect_time{0};  // SSH + hello + first clock estimate
 };
 
-// Called from the session's reader thread (one per host): must be thread-safe across hosts.
+// Called from the session's reader thread (one per host), or from the thread in start()/stop()
+// (samples that come with a reply, the spool replay): must be thread-safe across hosts.
 // The sample's host is already the target's name; t_ns is still the host's own clock.
 using HostSampleSink = std::function<void(const std::string& host, const agent::SeqSample&)>;
 
@@ -73,6 +78,8 @@ class HostSession {
   // the request or none of the probes can run (the reasons in the message).
   const agent::StartResult& start();
   HostHealth health() const;
+  // The agent's hello from connect() (pid: the daemon owning the probes); empty before.
+  agent::HelloInfo hello() const;
   // probes.stop; when the session was lost, one reconnect + spool.fetch of everything after the
   // last seq seen (samples up to the agent's end are kept either way); clock_after; bye.
   // Never throws: failures go into the report (and lost = true when the agent is gone).
@@ -83,14 +90,30 @@ class HostSession {
  private:
   void reader_loop();
   void fail(const std::string& what);
+  void set_state(HostState s);
+  HostState state() const;
+  // Hands a sample to the sink unless its seq was delivered already (live and replayed
+  // streams may overlap after a reconnect).
+  void deliver(const agent::SeqSample& s);
+  std::unique_ptr<agent::AgentClient> open_client();
+  // Ends the reader thread (drop: closes the session from inside it, as a cut link would).
+  void join_reader();
+  // After a dropped session: one reconnect, probes.stop, spool.fetch of the gap.
+  void recover();
 
   HostTarget target_;
   HostSampleSink sink_;
+  // Used by one thread at a time: the reader while it runs, else the caller (AgentClient is
+  // not thread-safe).
   std::unique_ptr<agent::AgentClient> client_;
-  mutable std::mutex mutex_;  // health_, report_.errors, client_ swaps
+  mutable std::mutex mutex_;  // health_, report_ (the reader adds errors and counts)
   HostHealth health_;
   HostReport report_;
+  bool started_ = false;        // probes.start succeeded: stop() must stop the probes
+  uint64_t delivered_seq_ = 0;  // highest seq handed to the sink (seqs arrive in order)
+  bool recovering_ = false;     // samples now come from the spool replay
   std::atomic<bool> reading_{false};
+  std::atomic<bool> drop_requested_{false};
   std::thread reader_;
 };
 
