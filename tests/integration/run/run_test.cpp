@@ -104,7 +104,7 @@ struct Lab {
       s << "    - {name: " << h << ", ssh: '" << sshd.user() << "@127.0.0.1:" << sshd.port() << "', identity_file: '"
         << sshd.client_key() << "', known_hosts: '" << sshd.known_hosts() << "', agent: '"
         << testing::bin_path("ocslab-agent") << "', agent_socket: '" << socket(h) << "', nics: [{name: lo, tx_port: "
-        << port << ", rx_port: " << port + 4 << "}]}\n";
+        << port << ", rx_port: " << port + 8 << "}]}\n";
       ++port;
     }
     s << "switch: {url: '" << emu.url() << "'}\n"
@@ -155,7 +155,14 @@ TEST_CASE("an agent killed mid-run: reported, the others go on, its samples up t
   std::ostringstream log;
   o.log = &log;
   runner::RunResult r;
-  std::thread t([&] { r = runner::run_experiment(spec, o); });
+  std::string failure;
+  std::thread t([&] {
+    try {
+      r = runner::run_experiment(spec, o);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  });
   // Once h2's daemon runs and the schedule is under way, kill it (SIGKILL: no goodbye).
   std::vector<pid_t> pids;
   for (int i = 0; i < 400 && pids.empty(); ++i) {
@@ -167,6 +174,7 @@ TEST_CASE("an agent killed mid-run: reported, the others go on, its samples up t
   int64_t killed_ns = realtime_ns();
   ::kill(pids[0], SIGKILL);
   t.join();
+  REQUIRE(failure.empty());
 
   CHECK(r.reconfigurations.size() == 6);
   for (const auto& rec : r.reconfigurations) CHECK(rec.ok);
@@ -201,7 +209,14 @@ TEST_CASE("the switch connection dropped mid-run: the reconfiguration is marked 
   std::ostringstream log;
   o.log = &log;
   runner::RunResult r;
-  std::thread t([&] { r = runner::run_experiment(spec, o); });
+  std::string failure;
+  std::thread t([&] {
+    try {
+      r = runner::run_experiment(spec, o);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  });
   for (int i = 0; i < 400 && daemon_pids(lab.socket("h3")).empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
@@ -210,6 +225,7 @@ TEST_CASE("the switch connection dropped mid-run: the reconfiguration is marked 
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
   lab.emu.start();  // and comes back on the same port, with no circuits
   t.join();
+  REQUIRE(failure.empty());
 
   REQUIRE(r.reconfigurations.size() == 8);
   int failed = 0;
