@@ -10,28 +10,35 @@
 //   5. ocslab::CsvWriter writing Samples to a file, rows/s.
 // Prints figures, asserts nothing. Needs root (network namespaces).
 //   agent_overhead [--seconds S] [--toggle-hz H] [--max-heartbeats N] [--rows N]
+//   agent_overhead --vlab LAB [--ocslab PATH] [--seconds S]   (not run by `make bench`)
+// --vlab measures the RDMA (1 kHz) and firmware (1 ms) probes inside a running virtual lab:
+// h1 runs the guest part (--guest), h2 an RDMA server; see vlab_overhead().
 //
-// Figures measured on the shared 2-core build machine (Debian 12, RelWithDebInfo, 3-10 s
-// windows, 50 changes/s; 2026-11-22, four runs at load averages from 1.5 to 28; details in
-// docs/probes.md "Overhead"): idle session 0.3-0.75 % of one core; carrier + heartbeat at 1 ms
-// 4-12 %, the same with the link flipping 6-11 % (no cost above steady within the noise),
-// every link change delivered as a carrier sample; 28-63 us of agent CPU per sample; up to
-// 32000 samples/s sustained (32 heartbeats, 89 % of a core, p99 latency 0.5 ms) when a core
-// was free, 4000/s or less when other builds held both; CsvWriter 1.8-2.75 million rows/s.
-// The RDMA and firmware probes at 1 kHz need an RDMA device, which this machine lacks: their
-// share has to be measured inside the virtual lab (Soft-RoCE), see docs/probes.md.
+// Figures measured on the shared 2-core build machine (Debian 12, RelWithDebInfo, 10 s
+// windows, 50 changes/s, load average 1.3-6.5; 2026-11-22; details in docs/probes.md
+// "Overhead"): idle session 0.2 % of one core; carrier + heartbeat at 1 ms 4.4-5.4 %, with the
+// link flipping 5.2-5.9 %, every link change delivered as a carrier sample; 24-48 us of agent
+// CPU per sample; 32000 samples/s sustained (32 heartbeats, 86 % of a core, p99 latency 1 ms),
+// 4000/s or less when other builds held both cores; CsvWriter 2.3-2.9 million rows/s.
+// --vlab (two-host lab, TCG, Soft-RoCE, one vCPU per guest): firmware probe at 1 ms 11-16 %,
+// rdma client at 1 kHz 35-57 % (about 600 completions/s: TCG cannot keep 1 kHz), both 48-49 %
+// of the guest's vCPU, against an idle session at 1.3-2.4 %. Still to be measured on a
+// ConnectX host: the firmware probe's DevX path and the rdma probe on hardware.
 #include <fcntl.h>
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -64,6 +71,12 @@ struct Settings {
   double toggle_hz = 50;  // link changes per second (half of them down, half up)
   int max_heartbeats = 64;
   long rows = 1'000'000;
+  std::string agent;               // the ocslab-agent binary; empty: next to this build's binaries
+  std::string vlab;                // --vlab LAB: measure the RDMA and firmware probes inside that lab
+  std::string ocslab;              // --ocslab PATH: the ocslab front command (vlab ssh)
+  bool guest = false;              // --guest: the part that runs inside a lab guest
+  std::string peer;                // --peer HOST:PORT: the RDMA server's QP exchange (guest mode)
+  std::string interface = "eth1";  // guest mode: the RDMA port's netdev
 };
 
 // A network namespace with a veth pair vb0 <-> vb1, both up; deleted on destruction.
@@ -193,15 +206,16 @@ double thread_cpu_seconds() {
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5))];
+  return v[std::min(v.size() - 1, static_cast<size_t>(std::lround(p * static_cast<double>(v.size() - 1))))];
 }
 
 // One local agent session; samples are counted (and their delivery latency kept) as they arrive.
 class LocalAgent {
  public:
-  explicit LocalAgent(const std::string& spool_dir) {
-    client_ = std::make_unique<agent::AgentClient>(agent::spawn_stream(
-        {testing::bin_path("ocslab-agent"), "serve", "--stdio", "--no-daemon", "--spool-dir", spool_dir}));
+  LocalAgent(const std::string& spool_dir, const std::string& binary) {
+    client_ = std::make_unique<agent::AgentClient>(
+        agent::spawn_stream({binary.empty() ? testing::bin_path("ocslab-agent") : binary, "serve", "--stdio",
+                             "--no-daemon", "--spool-dir", spool_dir}));
     client_->on_sample([this](const agent::SeqSample& s) {
       ++count_;
       ++by_signal_[s.sample.source + "/" + s.sample.signal];
@@ -261,7 +275,7 @@ void print_probes(const agent::StartResult& r) {
 
 void overhead(const Settings& s, const std::string& spool) {
   BenchNetns ns;
-  LocalAgent a(spool);
+  LocalAgent a(spool, s.agent);
   std::printf("agent pid %ld, network namespace %s (veth vb0 <-> vb1), %.0f s windows, load average %s\n\n", a.pid(),
               ns.name().c_str(), s.seconds, loadavg().c_str());
 
@@ -271,7 +285,7 @@ void overhead(const Settings& s, const std::string& spool) {
   agent::ProbeRequest heartbeat{"heartbeat", {"agent"}, 1, nlohmann::json::object()};
   auto started = a.client().start({carrier, heartbeat});
   print_probes(started);
-  a.client().poll_for(500ms);  // let the probes settle
+  a.client().poll_for(2000ms);  // let the probes settle
   Window steady = measure(a, s.seconds);
   auto steady_signals = a.by_signal();
 
@@ -292,7 +306,7 @@ void overhead(const Settings& s, const std::string& spool) {
   std::printf("\n%-46s %8s %10s %12s\n", "agent CPU (utime+stime+children)", "% core", "samples", "samples/s");
   auto row = [](const char* what, const Window& w) {
     std::printf("%-46s %8.2f %10llu %12.0f\n", what, w.cpu_pct, static_cast<unsigned long long>(w.samples),
-                w.samples / w.wall_s);
+                static_cast<double>(w.samples) / w.wall_s);
   };
   row("idle session (no probe): baseline", idle);
   row("carrier + heartbeat 1 ms, link steady", steady);
@@ -314,7 +328,7 @@ void max_rate(const Settings& s, const std::string& spool) {
       std::max(3.0, s.seconds / 3));
   std::printf("%10s %12s %12s %10s %12s %12s %12s\n", "heartbeats", "target/s", "delivered/s", "% core", "CPU/sample",
               "latency p50", "latency p99");
-  LocalAgent a(spool);
+  LocalAgent a(spool, s.agent);
   double best = 0, min_cost = 1e9;
   int best_n = 0;
   for (int n = 1; n <= s.max_heartbeats && !g_interrupted; n *= 2) {
@@ -327,7 +341,7 @@ void max_rate(const Settings& s, const std::string& spool) {
     a.client().poll_for(300ms);
     Window w = measure(a, std::max(3.0, s.seconds / 3), true);
     a.client().stop();
-    double rate = w.samples / w.wall_s;
+    double rate = static_cast<double>(w.samples) / w.wall_s;
     double p50 = percentile(a.latency_ms(), 0.5), p99 = percentile(a.latency_ms(), 0.99);
     double us_per_sample = w.samples ? w.cpu_pct / 100 * w.wall_s / static_cast<double>(w.samples) * 1e6 : 0;
     min_cost = std::min(min_cost, us_per_sample > 0 ? us_per_sample : min_cost);
@@ -374,8 +388,104 @@ void csv_rate(const Settings& s, const std::string& dir) {
   double wall = std::chrono::duration<double>(Clock::now() - t0).count();
   double mb = static_cast<double>(std::filesystem::file_size(path)) / 1e6;
   std::printf("\nCsvWriter: %ld Samples in %.3f s: %.0f rows/s, %.1f MB/s (%s); %.0f rows per CPU second\n", s.rows,
-              wall, s.rows / wall, mb / wall, path.c_str(), s.rows / cpu);
+              wall, static_cast<double>(s.rows) / wall, mb / wall, path.c_str(), static_cast<double>(s.rows) / cpu);
   std::printf("load average now: %s\n", loadavg().c_str());
+}
+
+// Inside a virtual-lab guest: the firmware probe at 1 ms and the RDMA probe at 1 kHz (client
+// of the server on --peer), alone and together, against an idle session of the same agent.
+void guest_overhead(const Settings& s, const std::string& spool) {
+  LocalAgent a(spool, s.agent);
+  std::printf("guest agent pid %ld, %.0f s windows, load average %s\n", a.pid(), s.seconds, loadavg().c_str());
+  agent::ProbeRequest firmware{"firmware", {s.interface}, 1, nlohmann::json::object()};
+  agent::ProbeRequest rdma{
+      "rdma", {s.interface}, 1, {{"role", "client"}, {"control", s.peer}, {"interval_us", 1000}, {"label", "peer"}}};
+  struct Case {
+    const char* what;
+    std::vector<agent::ProbeRequest> probes;
+  };
+  std::vector<Case> cases = {{"idle session (no probe): baseline", {}},
+                             {"firmware at 1 ms", {firmware}},
+                             {"rdma client at 1 kHz", {rdma}},
+                             {"firmware 1 ms + rdma 1 kHz", {firmware, rdma}}};
+  std::printf("%-46s %8s %10s %12s\n", "agent CPU (utime+stime+children)", "% core", "samples", "samples/s");
+  for (const auto& c : cases) {
+    if (g_interrupted) break;
+    if (!c.probes.empty()) {
+      auto r = a.client().start(c.probes);
+      print_probes(r);
+      a.client().poll_for(1000ms);  // the QP exchange and first completions
+    }
+    Window w = measure(a, s.seconds);
+    if (!c.probes.empty()) a.client().stop();
+    std::printf("%-46s %8.2f %10llu %12.0f\n", c.what, w.cpu_pct, static_cast<unsigned long long>(w.samples),
+                static_cast<double>(w.samples) / w.wall_s);
+    bool with_rdma = std::any_of(c.probes.begin(), c.probes.end(), [](const auto& p) { return p.name == "rdma"; });
+    if (with_rdma && w.samples == 0) {
+      std::printf("  (no RDMA completion: is the server on %s running? see rdma-server.log)\n", s.peer.c_str());
+    }
+  }
+}
+
+// On this machine: copies the benchmark, the agent and the RDMA test tool into the lab's
+// folder (guests do not see this machine's /tmp), starts an RDMA server on h2 and runs the
+// guest part on h1, both over `ocslab vlab ssh`.
+int vlab_overhead(const Settings& s) {
+  const char* home = std::getenv("HOME");
+  // A folder per run: a guest may keep serving a file's old contents from its 9p cache.
+  std::string dir = std::string(home ? home : "/root") + "/.cache/ocslab/vlab/labs/" + s.vlab + "/bench-" +
+                    std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  struct RemoveDir {
+    std::string path;
+    ~RemoveDir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  } remove_dir{dir};
+  std::string bin_dir = std::filesystem::path(testing::bin_path("ocslab-agent")).parent_path().string();
+  auto copy = [&](const std::string& from, const std::string& name) {
+    std::filesystem::copy_file(from, dir + "/" + name, std::filesystem::copy_options::overwrite_existing);
+  };
+  copy("/proc/self/exe", "agent_overhead");
+  copy(s.agent.empty() ? testing::bin_path("ocslab-agent") : s.agent, "ocslab-agent");
+  copy(bin_dir + "/../tests/vlab_rdma_probe", "vlab_rdma_probe");
+  std::string ocslab = s.ocslab.empty() ? testing::bin_path("ocslab") : s.ocslab;
+  int windows = 4;
+  int server_s = static_cast<int>(windows * (s.seconds + 2) + 30);
+  // The server's shell records its pid in the guest's own /tmp, so this run (and the next)
+  // ends exactly the server it started: closing the SSH session does not end a command
+  // that has no terminal.
+  const std::string pid_file = "/tmp/ocslab-bench-rdma-server.pid";
+  auto end_server = [&] {
+    run_program_status({ocslab, "vlab", "ssh", "--lab", s.vlab, "h2",
+                        "test -f " + pid_file + " && kill $(cat " + pid_file + ") 2>/dev/null; rm -f " + pid_file});
+  };
+  end_server();
+  SpawnOptions so;
+  so.log_file = dir + "/rdma-server.log";
+  pid_t server = spawn_program(
+      {ocslab, "vlab", "ssh", "--lab", s.vlab, "h2",
+       "echo $$ > " + pid_file + "; exec " + dir + "/vlab_rdma_probe --role server --if " + s.interface +
+           " --control 0.0.0.0:18515 --interval-us 1000 --duration-s " + std::to_string(server_s) + " > /dev/null"},
+      so);
+  std::this_thread::sleep_for(2s);
+  char seconds[32];
+  std::snprintf(seconds, sizeof(seconds), "%g", s.seconds);
+  auto r = run_program_status({ocslab, "vlab", "ssh", "--lab", s.vlab, "h1",
+                               dir + "/agent_overhead --guest --agent " + dir + "/ocslab-agent --peer h2:18515 --if " +
+                                   s.interface + " --seconds " + seconds});
+  end_server();
+  ::kill(server, SIGTERM);
+  int status = 0;
+  ::waitpid(server, &status, 0);
+  std::printf("inside lab %s (h1, RDMA server on h2; this machine's load average %s):\n%s", s.vlab.c_str(),
+              loadavg().c_str(), r.out.c_str());
+  std::ifstream server_log(so.log_file);
+  std::string log_text((std::istreambuf_iterator<char>(server_log)), {});
+  if (!log_text.empty()) std::printf("RDMA server (h2): %s", log_text.c_str());
+  if (r.status != 0) std::fprintf(stderr, "agent_overhead: guest part exited %d: %s\n", r.status, r.err.c_str());
+  return r.status == 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -396,8 +506,23 @@ int main(int argc, char** argv) {
       s.max_heartbeats = std::stoi(next());
     } else if (a == "--rows") {
       s.rows = std::stol(next());
+    } else if (a == "--agent") {
+      s.agent = next();
+    } else if (a == "--vlab") {
+      s.vlab = next();
+    } else if (a == "--ocslab") {
+      s.ocslab = next();
+    } else if (a == "--guest") {
+      s.guest = true;
+    } else if (a == "--peer") {
+      s.peer = next();
+    } else if (a == "--if") {
+      s.interface = next();
     } else {
-      std::fprintf(stderr, "usage: agent_overhead [--seconds S] [--toggle-hz H] [--max-heartbeats N] [--rows N]\n");
+      std::fprintf(
+          stderr,
+          "usage: agent_overhead [--seconds S] [--toggle-hz H] [--max-heartbeats N] [--rows N] [--agent PATH]\n"
+          "       agent_overhead --vlab LAB [--ocslab PATH] [--seconds S]   (RDMA + firmware probes in a lab)\n");
       return 1;
     }
   }
@@ -406,7 +531,12 @@ int main(int argc, char** argv) {
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
   try {
+    if (!s.vlab.empty()) return vlab_overhead(s);
     testing::TempDir dir;
+    if (s.guest) {
+      guest_overhead(s, dir.path());
+      return g_interrupted ? 130 : 0;
+    }
     if (::geteuid() != 0) {
       std::printf("agent CPU: skipped, network namespaces need root (run as root)\n");
     } else {
