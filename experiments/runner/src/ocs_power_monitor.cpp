@@ -75,6 +75,10 @@ void OcsPowerMonitor::start() {
   std::lock_guard lock(mutex_);
   if (thread_.joinable()) return;
   stop_ = false;
+  // A restarted monitor reports every port afresh, as on its first start.
+  state_.assign(ports_.size(), PortState{});
+  failing_ = false;
+  run_failures_ = 0;
   thread_ = std::thread([this] { run(); });
 }
 
