@@ -33,6 +33,10 @@ OcsPowerMonitor::OcsPowerMonitor(const ocs::SwitchUrl& url, ocs::DriverOptions d
     : ports_(std::move(ports)), sink_(std::move(sink)), options_(options) {
   // Validate before make_driver: a refused port must not depend on credentials being present.
   validate_ports(driver_options.allow);
+  // The caller's options are usually the command session's: its callbacks record command
+  // spans and switch events, which 50 power polls a second must not flood.
+  driver_options.on_timing = nullptr;
+  driver_options.on_event = nullptr;
   driver_ = ocs::make_driver(url, std::move(driver_options));
   init();
 }

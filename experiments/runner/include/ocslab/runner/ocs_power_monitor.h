@@ -50,7 +50,8 @@ class OcsPowerMonitor {
   using Sink = std::function<void(const Sample&)>;
 
   // Opens its own driver session to url (make_driver: the password from options or the
-  // credentials file). Nothing is sent before start(). Throws ocslab::Error when ports is
+  // credentials file); driver_options' on_timing and on_event are not used, so the command
+  // session's options can be passed as they are. Nothing is sent before start(). Throws ocslab::Error when ports is
   // empty or names a port twice, when options.allow is set and does not contain a watched port
   // (the allow-list is the lab user's share of the switch: watching another user's port is
   // refused even though reading power changes nothing), or when the interval is not positive.
