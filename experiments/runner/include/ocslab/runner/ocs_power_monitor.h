@@ -51,10 +51,11 @@ class OcsPowerMonitor {
 
   // Opens its own driver session to url (make_driver: the password from options or the
   // credentials file); driver_options' on_timing and on_event are not used, so the command
-  // session's options can be passed as they are. Nothing is sent before start(). Throws ocslab::Error when ports is
-  // empty or names a port twice, when options.allow is set and does not contain a watched port
-  // (the allow-list is the lab user's share of the switch: watching another user's port is
-  // refused even though reading power changes nothing), or when the interval is not positive.
+  // session's options can be passed as they are. Nothing is sent before start(). Throws
+  // ocslab::Error when ports is empty or names a port twice, when options.allow is set and does
+  // not contain a watched port (the allow-list is the lab user's share of the switch: watching
+  // another user's port is refused even though reading power changes nothing), or when the
+  // interval is not positive.
   OcsPowerMonitor(const ocs::SwitchUrl& url, ocs::DriverOptions driver_options, std::vector<WatchedPort> ports,
                   Sink sink, PowerMonitorOptions options = {});
   // The same over a driver the caller made (tests, or a driver type make_driver does not know).
