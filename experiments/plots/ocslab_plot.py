@@ -155,7 +155,10 @@ class Timeline:
             elif src == "carrier" and sig == "carrier":
                 layer, rank, level = "carrier", 0, 1 if v >= 0.5 else 0
             elif src == "rdma" and sig in ("stalled", "resumed"):
-                layer, rank, level = "rdma", 0, 0 if sig == "stalled" else 1
+                # One lane per queue pair: `rxe_eth1/eth1@h3` is lane "rdma @h3" (with pairs to
+                # several peers, one stalls when its circuit goes and another resumes).
+                peer = s["subject"].split("@", 1)[1] if "@" in s["subject"] else ""
+                layer, rank, level = "rdma @" + peer if peer else "rdma", 0, 0 if sig == "stalled" else 1
             if layer is None:
                 continue
             key = (s["host"], interface_of(s["subject"]), layer)
@@ -260,7 +263,7 @@ def plan(args, tl, bd):
         host_desc = {"interfaces": {}}
         for iface in sorted(ifaces):
             layers = {}
-            for layer in LAYERS:
+            for layer in layer_order(ifaces[iface]):
                 events = ifaces[iface].get(layer)
                 if not events:
                     continue
@@ -276,7 +279,7 @@ def plan(args, tl, bd):
                 for t, lv, s in inside:
                     if lv != level:
                         edge = {"t_ms": round((t - issue) / NS_PER_MS, 3), "to": lv}
-                        if layer == "rdma" and lv == 1:
+                        if base_layer(layer) == "rdma" and lv == 1:
                             edge["gap_ms"] = s["value"]
                         edges.append(edge)
                         level = lv
@@ -321,6 +324,19 @@ def cdf_series(bd):
 # Drawing
 
 
+def base_layer(layer):
+    """"rdma @h3" -> "rdma"."""
+    return layer.split(" @", 1)[0]
+
+
+def layer_order(present):
+    """The layers of one interface top to bottom: LAYERS, every RDMA pair lane in peer order."""
+    out = []
+    for layer in LAYERS:
+        out += sorted(k for k in present if base_layer(k) == layer)
+    return out
+
+
 def lane_list(host_desc):
     """[(label, layer, iface, lane)] top to bottom; the interface is named only when a host has
     several."""
@@ -328,9 +344,8 @@ def lane_list(host_desc):
     many = len(ifaces) > 1
     out = [("control", "control", None, None)]
     for iface in sorted(ifaces):
-        for layer in LAYERS:
-            if layer in ifaces[iface]:
-                out.append((f"{iface} {layer}" if many else layer, layer, iface, ifaces[iface][layer]))
+        for layer in layer_order(ifaces[iface]):
+            out.append((f"{iface} {layer}" if many else layer, layer, iface, ifaces[iface][layer]))
     return out
 
 
@@ -361,7 +376,7 @@ def draw_timeline(plt, p, path):
             ticks.append(base + 0.4)
             labels.append(label)
             ax.axhline(base - 0.3, color="#d0d0d0", lw=0.6, zorder=0)
-            color = COLORS[layer]
+            color = COLORS[base_layer(layer)]
             if layer == "control":
                 end = ack if ack is not None else 0.0
                 failed = p["ack_ok"] is False
@@ -389,7 +404,7 @@ def draw_timeline(plt, p, path):
                 ax.annotate(f"{e['t_ms']:+.0f}", (e["t_ms"], base + (0.8 if up else 0.0)),
                             xytext=(3, 3 if up else -3), textcoords="offset points", fontsize=7.5,
                             va="bottom" if up else "top", ha="left", color=color)
-            if layer == "rdma":
+            if base_layer(layer) == "rdma":
                 down = None
                 for e in lane["edges"]:
                     if e["to"] == 0:
@@ -410,7 +425,7 @@ def draw_timeline(plt, p, path):
         ax.set_yticks(ticks)
         ax.set_yticklabels(labels, fontsize=9)
         for tick, (_, layer, _, _) in zip(ax.get_yticklabels(), lanes):
-            tick.set_color(COLORS[layer])
+            tick.set_color(COLORS[base_layer(layer)])
         ax.set_ylim(-0.45, (n - 1) * 1.6 + 1.05)
         ifaces = sorted(p["hosts"][host]["interfaces"])
         ax.set_ylabel(host if len(ifaces) > 1 else f"{host}\n{ifaces[0]}", rotation=0, ha="right", va="center", fontsize=12, fontweight="bold", labelpad=58)

@@ -151,8 +151,10 @@ TEST_CASE("ocslab plot --describe reports the median reconfiguration and every e
   CHECK(d.at("window_ms").at(1) == 1700.0 + 500.0);  // last edge: h2's rdma resumed
   REQUIRE(d.at("hosts").size() == 2);
   for (const char* h : {"h1", "h2"}) {
-    CHECK(d.at("hosts").at(h).at("lanes") == json({"control", "light", "firmware", "carrier", "rdma"}));
-    for (const char* layer : {"light", "firmware", "carrier", "rdma"})
+    // One RDMA lane per queue pair, named by its peer.
+    std::string rdma_lane = std::string("rdma @") + (h == std::string("h1") ? "h2" : "h1");
+    CHECK(d.at("hosts").at(h).at("lanes") == json({"control", "light", "firmware", "carrier", rdma_lane}));
+    for (const std::string layer : {"light", "firmware", "carrier", rdma_lane.c_str()})
       CHECK(d.at("hosts").at(h).at("interfaces").at("eth1").at(layer).at("initial") == 1);
   }
   const json& carrier = edges(d, "h1", "carrier");
@@ -162,7 +164,7 @@ TEST_CASE("ocslab plot --describe reports the median reconfiguration and every e
   CHECK(edges(d, "h2", "carrier")[1].at("t_ms") == 1535.0);
   CHECK(edges(d, "h1", "light") == json::parse(R"([{"t_ms":50.0,"to":0},{"t_ms":90.0,"to":1}])"));
   CHECK(edges(d, "h1", "firmware")[1].at("t_ms") == 1100.0);
-  const json& rdma = edges(d, "h2", "rdma");
+  const json& rdma = edges(d, "h2", "rdma @h1");
   REQUIRE(rdma.size() == 2);
   CHECK(rdma[0].at("t_ms") == 50.0);
   CHECK(rdma[1].at("t_ms") == 1700.0);
@@ -188,7 +190,7 @@ TEST_CASE("ocslab plot --iteration picks another reconfiguration and carries the
   CHECK(d.at("iteration") == 2);
   CHECK(d.at("issue_t_ns").get<int64_t>() == issue_of(2));
   CHECK(edges(d, "h1", "carrier")[1].at("t_ms") == 1390.0 - 165.0);
-  CHECK(edges(d, "h1", "rdma")[1].at("t_ms") == 1390.0);
+  CHECK(edges(d, "h1", "rdma @h2")[1].at("t_ms") == 1390.0);
   // Iteration 1's rows are before the window: every lane starts up, not at the first edge's level.
   CHECK(d.at("hosts").at("h2").at("interfaces").at("eth1").at("carrier").at("initial") == 1);
 }
