@@ -88,7 +88,7 @@ void calibrate(double switching_ms, double firmware_ms) {
   REQUIRE(rc == 0);
   auto rows = read_csv(out + "/breakdown.csv");
   INFO(output);
-  REQUIRE(rows.size() == 3 * 4);  // 3 reconfigurations x 2 hosts x 2 NICs
+  REQUIRE(rows.size() == 3 * 4);  // 3 reconfigurations x 4 hosts
   for (const auto& r : rows) {
     INFO("iteration " << r.at("iteration") << " " << r.at("host") << ":" << r.at("interface"));
     REQUIRE(r.at("status") == "ok");
@@ -106,6 +106,6 @@ TEST_CASE("calibration: the breakdown recovers a 25 ms switch and a 1.5 s firmwa
   calibrate(25, 1500);
 }
 
-TEST_CASE("calibration: the breakdown follows other settings (60 ms switch, 0.8 s link-up)", "[vlab][calibration]") {
+TEST_CASE("calibration: the breakdown follows other settings (60 ms switch and 0.8 s link-up)", "[vlab][calibration]") {
   calibrate(60, 800);
 }

@@ -61,6 +61,12 @@ bool classify(std::string_view source, std::string_view signal, Kind& kind) {
     case 12:
       if (signal == "rx_power_dbm" && source == "rx_power") return kind = Kind::kRxPower, true;
       return false;
+    case 16:
+      // A flap the kernel coalesced (its down and up reported as one change, e.g. by linkwatch's
+      // 1 s rate limit): value 0, stamped with the up that follows; a carrier-down edge whose
+      // real time is at or before its stamp.
+      if (signal == "carrier_inferred") return source == "carrier" && (kind = Kind::kCarrier, true);
+      return false;
     default:
       return false;
   }

@@ -147,7 +147,7 @@ RunResult run_experiment(const ExperimentSpec& spec_in, const RunOptions& opt) {
                 std::all_of(lab.hosts.begin(), lab.hosts.end(), [](const auto& h) { return h.alive; });
       if (!running) {
         log("virtual lab '" + spec.vlab_name + "' is not healthy (" + lab.phase + "); restarting it");
-        vlab::lab_down(dir, {});
+        vlab::lab_down(dir, [](const std::string&) {});
       } else if (fs::weakly_canonical(lab.spec) != fs::weakly_canonical(spec.vlab)) {
         // Same name, another file: its switch and NIC settings may differ from what the spec expects.
         throw Error(fmt::format("a virtual lab named '{}' is up from {}, not {}; stop it first (ocslab vlab down {})",
@@ -515,7 +515,7 @@ RunResult run_experiment(const ExperimentSpec& spec_in, const RunOptions& opt) {
     }
     if (started_lab && !spec.keep_lab) {
       log("stopping the virtual lab (lab.keep: false)");
-      vlab::lab_down(lab.dir, {});
+      vlab::lab_down(lab.dir, [](const std::string&) {});
     }
   }
   return result;

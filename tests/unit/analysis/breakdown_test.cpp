@@ -363,3 +363,22 @@ TEST_CASE("the summary counts only ok rows that have a value") {
   CHECK(j["status"]["failed"] == 1);
   CHECK(j["reconfigurations"] == 4);
 }
+
+TEST_CASE("a carrier flap the kernel coalesced (carrier_inferred) is a down edge at the up's time") {
+  RunnerTimeline tl;
+  tl.row(kT0 - 5 * kS, "h1", "carrier", "eth2", "carrier", "1", 0);
+  tl.row(kT0, "switch", "ocs", "crossed", "command", "1", 1);
+  tl.row(kT0 + 2 * kMs, "h1", "emulator", "eth2", "light", "0", 1);
+  tl.row(kT0 + 5 * kMs, "switch", "ocs", "crossed", "ack", "1", 1);
+  tl.row(kT0 + 60 * kMs, "h1", "emulator", "eth2", "light", "1", 1);
+  // linkwatch held the down back; when it ran, the link was up again: one report, both edges.
+  tl.row(kT0 + 1000 * kMs, "h1", "carrier", "eth2", "carrier_inferred", "0", 1);
+  tl.row(kT0 + 1000 * kMs, "h1", "carrier", "eth2", "carrier", "1", 1);
+  Breakdown b = analyze(tl.text);
+  REQUIRE(b.rows.size() == 1);
+  const BreakdownRow& r = b.rows[0];
+  CHECK(r.status == Status::kOk);
+  CHECK(r.edges[kCarrierDown] == kT0 + 1000 * kMs);
+  CHECK(r.edges[kCarrierUp] == kT0 + 1000 * kMs);
+  CHECK(ms(r, kCarrier) == "940.000000");
+}
