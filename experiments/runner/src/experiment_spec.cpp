@@ -290,7 +290,13 @@ ExperimentSpec parse_experiment_spec(const YamlDoc& doc) {
   parse_lab(doc, require(doc, root, "lab"), spec);
 
   if (const auto& sw = root["switch"]) {
-    only_keys(doc, sw, {"url", "allow", "identity_file", "known_hosts"});
+    only_keys(doc, sw, {"url", "allow", "identity_file", "known_hosts", "power_monitor"});
+    if (const auto& pm = sw["power_monitor"]) {
+      if (!pm.IsMap()) throw config_error(doc, pm, "power_monitor must be a map {interval_ms, threshold_dbm}");
+      only_keys(doc, pm, {"interval_ms", "threshold_dbm"});
+      spec.power_monitor_ms = pm["interval_ms"] ? int_in(doc, pm["interval_ms"], 1, 60000, "interval_ms") : 20;
+      if (pm["threshold_dbm"]) spec.power_threshold_dbm = positive(doc, pm["threshold_dbm"], -100, 30, "threshold_dbm");
+    }
     if (sw["url"]) spec.switch_url = as_string(doc, sw["url"]);
     if (sw["allow"]) {
       try {

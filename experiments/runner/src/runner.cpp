@@ -19,6 +19,7 @@
 #include "ocslab/common/csv_writer.h"
 #include "ocslab/ocsctl/driver.h"
 #include "ocslab/ocsctl/ssh_session.h"
+#include "ocslab/runner/ocs_power_monitor.h"
 #include "ocslab/vlab/lab_control.h"
 #include "ocslab/vlab/lab_state.h"
 
@@ -288,7 +289,16 @@ RunResult run_experiment(const ExperimentSpec& spec_in, const RunOptions& opt) {
     rec.mapping = m.name;
     rec.issued_ns = realtime_ns();
     try {
-      auto report = driver->apply(m.circuits, ocs::ApplyMode::kReplace);
+      ocs::ApplyReport report;
+      try {
+        report = driver->apply(m.circuits, ocs::ApplyMode::kReplace);
+      } catch (const ocs::ConnectionError& e) {
+        // A session the switch dropped since the last command: apply reads the circuits before
+        // it changes anything, so one retry on a fresh connection is safe.
+        log(fmt::format("switch connection lost ({}); reconnecting", e.what()));
+        rec.issued_ns = realtime_ns();
+        report = driver->apply(m.circuits, ocs::ApplyMode::kReplace);
+      }
       rec.acked_ns = report.finished.realtime_ns;
       for (const auto& c : report.calls) {
         if (c.op != "list" && c.op != "info") {
@@ -359,6 +369,24 @@ RunResult run_experiment(const ExperimentSpec& spec_in, const RunOptions& opt) {
       }
     }
   };
+  // The switch's own power monitors, on a session of their own.
+  std::vector<Sample> monitor_samples;  // written by the monitor's thread until stop() joins it
+  std::unique_ptr<OcsPowerMonitor> monitor;  // declared after: its destructor joins first
+  if (spec.power_monitor_ms > 0) {
+    std::vector<WatchedPort> watched;
+    for (const auto& h : spec.hosts) {
+      for (const auto& n : h.nics) watched.push_back({n.rx_port, h.name, n.name});
+    }
+    PowerMonitorOptions pmo;
+    pmo.interval = std::chrono::milliseconds(spec.power_monitor_ms);
+    pmo.threshold_dbm = spec.power_threshold_dbm;
+    monitor = std::make_unique<OcsPowerMonitor>(
+        url, dopt, watched,
+        // Stamped on this machine's clock: kept apart from the host samples, which are corrected.
+        [&](const Sample& s) { monitor_samples.push_back(s); },
+        pmo);
+    monitor->start();
+  }
   // Links the first mapping made need time to come up (firmware link-up) before the warm-up.
   double settle = setup.added > 0 ? spec.settle_s : 0.0;
   int64_t warm_until = monotonic_ns() + static_cast<int64_t>((settle + spec.warmup_s) * 1e9);
@@ -388,6 +416,14 @@ RunResult run_experiment(const ExperimentSpec& spec_in, const RunOptions& opt) {
 
   // 6. Stop, recover, merge.
   int64_t clock_after_ns = realtime_ns();
+  if (monitor) {
+    monitor->stop();
+    auto st = monitor->stats();
+    if (st.failed_polls > 0) {
+      result.problems.push_back(fmt::format("switch power monitor: {} of {} polls failed (last: {})", st.failed_polls,
+                                            st.polls + st.failed_polls, st.last_error));
+    }
+  }
   result.hosts = pool.stop_all();
   check_hosts();
   for (const auto& r : result.hosts) {
@@ -419,6 +455,7 @@ RunResult run_experiment(const ExperimentSpec& spec_in, const RunOptions& opt) {
     s.t_ns -= static_cast<int64_t>(off);
   }
   all.insert(all.end(), control.begin(), control.end());
+  all.insert(all.end(), monitor_samples.begin(), monitor_samples.end());
   if (!spec.vlab.empty()) {
     try {
       auto gt = read_ground_truth(lab.ground_truth(), run_start_ns - 1'000'000'000, run_end_ns, spec.hosts);

@@ -81,6 +81,10 @@ struct ExperimentSpec {
   std::string switch_url;  // empty with a virtual lab: the lab's
   ocs::PortSet allow;      // defaults to the ports of every NIC the mappings name
   std::string switch_identity_file, switch_known_hosts;
+  // The switch's own power monitors on every host's receive port (source ocs_power), polled on
+  // a second session; 0: off.
+  int power_monitor_ms = 0;
+  double power_threshold_dbm = -25;
   // what to do
   std::vector<Mapping> mappings;  // at least two; the first is applied at setup
   int reconfigurations = 10;
