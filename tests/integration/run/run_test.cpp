@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -288,4 +289,44 @@ TEST_CASE("a bad spec is rejected before any host or the switch is touched", "[r
   std::ostringstream o2, e2;
   // the switch still has no circuit
   CHECK(run_program({testing::bin_path("ocsctl"), "-s", lab.emu.url(), "--csv", "list"}) == "ingress,egress\n");
+}
+
+TEST_CASE("Ctrl-C during the schedule stops the run and keeps what was captured", "[run][faults]") {
+  Lab lab;
+  auto spec = runner::load_experiment_spec(lab.write_spec(lab.spec_text(50, 0.5)));
+  runner::RunOptions o;
+  o.output_dir = lab.dir.path() + "/out";
+  std::atomic<bool> interrupted{false};
+  o.interrupted = &interrupted;
+  runner::RunResult r;
+  std::string failure;
+  std::thread t([&] {
+    try {
+      r = runner::run_experiment(spec, o);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  });
+  for (int i = 0; i < 1200 && lab.emu.connects() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  int64_t stopped_ns = realtime_ns();
+  interrupted = true;  // what the SIGINT handler of `ocslab run` sets
+  t.join();
+  REQUIRE(failure.empty());
+  CHECK(r.interrupted);
+  CHECK(r.reconfigurations.size() >= 2);
+  CHECK(r.reconfigurations.size() < 10);  // far from the 50 asked for
+  auto rows = read_timeline(o.output_dir + "/timeline.csv");
+  size_t heartbeats = 0;
+  int64_t last = 0;
+  for (const auto& row : rows) {
+    if (row.source == "heartbeat") {
+      ++heartbeats;
+      last = std::max(last, row.t_ns);
+    }
+  }
+  CHECK(heartbeats > 50);                    // the capture up to the interrupt is kept
+  CHECK(last > stopped_ns - 300'000'000);    // right up to it
+  auto meta = nlohmann::json::parse(std::ifstream(o.output_dir + "/meta.json"));
+  CHECK(meta["interrupted"] == true);
+  for (size_t k = 0; k < lab.hosts.size(); ++k) CHECK(meta["hosts"][k]["lost"] == false);
 }
