@@ -114,6 +114,16 @@ int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       for (const auto& c : m.circuits) out << " " << c.ingress << "-" << c.egress;
       out << "\n";
     }
+    out << "probes:";
+    for (const auto& p : spec.probes) out << " " << p.name << " (" << p.interval_ms << " ms)";
+    out << "\n";
+    if (spec.rdma.enabled) {
+      out << "rdma pairs (client -> server, every " << spec.rdma.interval_ms << " ms):";
+      for (const auto& l : spec.rdma.pairs) {
+        out << " " << spec.hosts[l.a_host].name << ":" << l.a_nic << "->" << spec.hosts[l.b_host].name << ":" << l.b_nic;
+      }
+      out << "\n";
+    }
     return kExitOk;
   }
 
