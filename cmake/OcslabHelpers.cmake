@@ -41,13 +41,13 @@ function(ocslab_executable)
 endfunction()
 
 function(ocslab_test)
-  cmake_parse_arguments(A "" "NAME;GLOB" "DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(A "" "NAME;GLOB" "DEPS;LABELS;ARGS" ${ARGN})
   file(GLOB _srcs CONFIGURE_DEPENDS ${A_GLOB}/*.cpp)
   add_executable(${A_NAME} ${_srcs})
   target_link_libraries(${A_NAME} PRIVATE ocslab_catch_main ${A_DEPS})
   set_target_properties(${A_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   _ocslab_common(${A_NAME})
-  add_test(NAME ${A_NAME} COMMAND ${A_NAME})
+  add_test(NAME ${A_NAME} COMMAND ${A_NAME} ${A_ARGS})
   set_tests_properties(${A_NAME} PROPERTIES
     LABELS "${A_LABELS}"
     ENVIRONMENT "OCSLAB_BIN_DIR=${CMAKE_BINARY_DIR}/bin;OCSLAB_TEST_BIN_DIR=${CMAKE_BINARY_DIR}/tests;OCSLAB_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
