@@ -1,7 +1,7 @@
 #include "ocslab/probes/firmware_probe.h"
 
-#include <infiniband/verbs.h>
 #include <fcntl.h>
+#include <infiniband/verbs.h>
 #include <net/if.h>
 #include <poll.h>
 #include <unistd.h>
@@ -506,9 +506,13 @@ void FirmwareProbe::run_events() {
       failing = false;
     } catch (const Error& e) {
       ++failed_events_;
+      bool again = failing;
       if (!failing) spdlog::warn("firmware: {}: {} (polling continues)", subject_, e.what());
       failing = true;
-      // A channel that fails at once must not spin: wait as long as a quiet read would.
+      // A single failure (EOVERFLOW: the kernel dropped events) is retried at once, so the
+      // events still queued are timed without delay; a channel that keeps failing must not
+      // spin, and waits as long as a quiet read would.
+      if (!again) continue;
       std::unique_lock lk(mu_);
       if (cv_.wait_for(lk, kReadWait, [this] { return stop_; })) return;
       continue;

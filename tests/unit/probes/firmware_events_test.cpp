@@ -119,7 +119,10 @@ class ScriptedEvents : public FirmwareEventChannel {
   std::optional<std::vector<uint8_t>> read(std::chrono::milliseconds timeout) override {
     std::unique_lock lk(mu_);
     ++reads_;
-    if (fail_reads_) throw Error("mlx5dv_devx_get_event on mlx5_0: Value too large (EOVERFLOW)");
+    if (fail_reads_ || fail_once_) {
+      fail_once_ = false;
+      throw Error("mlx5dv_devx_get_event on mlx5_0: Value too large (EOVERFLOW)");
+    }
     if (!cv_.wait_for(lk, timeout, [this] { return !queue_.empty(); })) return std::nullopt;
     Bytes r = queue_.front();
     queue_.pop_front();
@@ -135,6 +138,10 @@ class ScriptedEvents : public FirmwareEventChannel {
   void fail_reads() {
     std::lock_guard lk(mu_);
     fail_reads_ = true;
+  }
+  void fail_next_read() {
+    std::lock_guard lk(mu_);
+    fail_once_ = true;
   }
   std::vector<uint16_t> subscribed() {
     std::lock_guard lk(mu_);
@@ -157,6 +164,7 @@ class ScriptedEvents : public FirmwareEventChannel {
   uint8_t port_;
   std::vector<uint16_t> subscribed_;
   bool fail_reads_ = false;
+  bool fail_once_ = false;
   size_t reads_ = 0;
 };
 
@@ -252,8 +260,7 @@ TEST_CASE("DevX event record: truncated records are refused, longer ones decode"
   CHECK(e->subtype == 4);
 }
 
-TEST_CASE("firmware probe emits PORT_CHANGE events as they are read, polls stay the reference",
-          "[firmware][events]") {
+TEST_CASE("firmware probe emits PORT_CHANGE events as they are read, polls stay the reference", "[firmware][events]") {
   auto channel = std::make_shared<SettableChannel>(reply(1, 1));
   auto events = std::make_shared<ScriptedEvents>();
   FirmwareProbe probe(config(), {channel, nullptr, events});
@@ -288,8 +295,8 @@ TEST_CASE("firmware probe emits PORT_CHANGE events as they are read, polls stay 
   REQUIRE(c.wait_for([](const Sample& s) { return s.signal == "port_change" && s.value == 7; }));
   probe.stop();
 
-  CHECK(link_story(c) == std::vector<std::string>{"link=1", "port_change=1", "link=0", "link=1", "port_change=4",
-                                                   "port_change=7"});
+  CHECK(link_story(c) ==
+        std::vector<std::string>{"link=1", "port_change=1", "link=0", "link=1", "port_change=4", "port_change=7"});
   auto all = c.samples();
   for (size_t i = 1; i < all.size(); ++i) CHECK(all[i - 1].mono_ns <= all[i].mono_ns);
   // The event's link sample carries the event's own time.
@@ -309,18 +316,17 @@ TEST_CASE("firmware probe emits PORT_CHANGE events as they are read, polls stay 
   CHECK(probe.failed_events() == 0);
 }
 
-TEST_CASE("firmware probe ignores other ports, other event types and refuses short records",
-          "[firmware][events]") {
+TEST_CASE("firmware probe ignores other ports, other event types and refuses short records", "[firmware][events]") {
   auto channel = std::make_shared<SettableChannel>(reply(1, 1));
   auto events = std::make_shared<ScriptedEvents>("", 2);  // the interface is on port 2
   // Polls far apart: only the start query runs, so every link change here is an event's.
   FirmwareProbe probe(config(10s), {channel, nullptr, events});
   Collector c;
   REQUIRE(probe.start(c.sink()).available);
-  events->push(port_down(1));          // the other port of a dual-port device
-  events->push(record(0x0d, 1, 2));    // NIC_VPORT_CHANGE, not a port event
-  events->push(Bytes(40, 0));          // cut short
-  events->push(port_down(2));          // this one counts
+  events->push(port_down(1));        // the other port of a dual-port device
+  events->push(record(0x0d, 1, 2));  // NIC_VPORT_CHANGE, not a port event
+  events->push(Bytes(40, 0));        // cut short
+  events->push(port_down(2));        // this one counts
   REQUIRE(c.wait_for([](const Sample& s) { return s.signal == "port_change"; }));
   REQUIRE(eventually([&] { return events->drained(); }));
   probe.stop();
@@ -385,6 +391,21 @@ TEST_CASE("firmware probe keeps polling when event reads fail, and stops promptl
   // A failing channel backs off instead of spinning: about one read per 50 ms here.
   CHECK(events->reads() < 100);
   CHECK(c.signal("port_change").empty());
+}
+
+TEST_CASE("after one failed event read (events dropped) the next events are read at once", "[firmware][events]") {
+  auto channel = std::make_shared<SettableChannel>(reply(0, 1));
+  auto events = std::make_shared<ScriptedEvents>();
+  // Queued before the start: the first read fails (EOVERFLOW), the event behind it is read next.
+  events->fail_next_read();
+  events->push(port_active());
+  FirmwareProbe probe(config(10s), {channel, nullptr, events});
+  Collector c;
+  REQUIRE(probe.start(c.sink()).available);
+  REQUIRE(c.wait_for([](const Sample& s) { return s.signal == "link" && s.value == 1; }));
+  probe.stop();
+  CHECK(probe.failed_events() == 1);
+  CHECK(link_story(c) == std::vector<std::string>{"link=0", "port_change=4", "link=1"});
 }
 
 TEST_CASE("events are not used when DevX falls back to ibv_query_port", "[firmware][events]") {
