@@ -90,8 +90,8 @@ VportOpMod parse_vport_op_mod(const std::string& s);
 // for a smaller buffer, EOVERFLOW after the kernel dropped events) and include/linux/mlx5/device.h
 // (MLX5_EVENT_TYPE_PORT_CHANGE 0x09, MLX5_PORT_CHANGE_SUBTYPE_*, struct mlx5_eqe_port_state:
 // port number in the upper nibble of data byte 8, read as (port >> 4) & 0xf by mlx5_ib's
-// handle_port_change). PORT_CHANGE is an unaffiliated event (no object) that the kernel lets
-// any DevX context subscribe to (is_legacy_unaffiliated_event_num).
+// handle_port_change). PORT_CHANGE is an unaffiliated event (subscribed with no object) that
+// devx.c accepts as a legacy one (is_legacy_unaffiliated_event_num).
 
 constexpr uint16_t kEventTypePortChange = 0x09;
 constexpr size_t kEqeLen = 64;
