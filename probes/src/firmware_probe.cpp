@@ -1,7 +1,9 @@
 #include "ocslab/probes/firmware_probe.h"
 
+#include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <net/if.h>
+#include <poll.h>
 #include <unistd.h>
 
 #if OCSLAB_HAVE_MLX5DV
@@ -74,6 +76,51 @@ VportOpMod parse_vport_op_mod(const std::string& s) {
   throw Error("vport op_mod must be vnic, eswitch or uplink, got '" + s + "'");
 }
 
+// ---- DevX event records ----
+
+std::optional<bool> PortChangeEvent::link() const {
+  if (subtype == static_cast<uint8_t>(PortChangeSubtype::kActive)) return true;
+  if (subtype == static_cast<uint8_t>(PortChangeSubtype::kDown)) return false;
+  return std::nullopt;
+}
+
+std::optional<PortChangeEvent> decode_devx_event(std::span<const uint8_t> record) {
+  // The kernel always copies the whole EQE; a shorter record means the reader's buffer (or a
+  // replay) cut it, and the type byte alone must not be trusted as an event.
+  if (record.size() < kDevxEventRecordLen) {
+    throw FirmwareEventError(fmt::format("DevX event record is {} bytes, expected {} (8-byte cookie + 64-byte EQE)",
+                                         record.size(), kDevxEventRecordLen));
+  }
+  std::span<const uint8_t> eqe = record.subspan(kDevxEventHeaderLen, kEqeLen);
+  if (eqe[1] != kEventTypePortChange) return std::nullopt;
+  PortChangeEvent e;
+  std::memcpy(&e.cookie, record.data(), sizeof(e.cookie));  // host order: the kernel's u64
+  e.subtype = eqe[3];
+  // struct mlx5_eqe_port_state: 8 reserved bytes, then the port in the upper nibble.
+  e.port = static_cast<uint8_t>((eqe[32 + 8] >> 4) & 0x0f);
+  return e;
+}
+
+std::string to_string(PortChangeSubtype s) {
+  switch (s) {
+    case PortChangeSubtype::kDown:
+      return "down";
+    case PortChangeSubtype::kActive:
+      return "active";
+    case PortChangeSubtype::kInitialized:
+      return "initialized";
+    case PortChangeSubtype::kLid:
+      return "lid";
+    case PortChangeSubtype::kPkey:
+      return "pkey";
+    case PortChangeSubtype::kGuid:
+      return "guid";
+    case PortChangeSubtype::kClientReregister:
+      return "client_reregister";
+  }
+  return fmt::format("subtype {}", static_cast<unsigned>(s));
+}
+
 // ---- the real device ----
 
 namespace {
@@ -116,9 +163,13 @@ class IbvPortReader : public PortStateReader {
 };
 
 #if OCSLAB_HAVE_MLX5DV
+// One DevX context serves the command channel and the event channel: a subscription belongs to
+// the context's DevX uid, so the context must outlive both.
+using SharedContext = std::shared_ptr<ibv_context>;
+
 class DevxChannel : public FirmwareCommandChannel {
  public:
-  DevxChannel(ContextPtr ctx, std::string device) : ctx_(std::move(ctx)), device_(std::move(device)) {}
+  DevxChannel(SharedContext ctx, std::string device) : ctx_(std::move(ctx)), device_(std::move(device)) {}
   std::vector<uint8_t> execute(std::span<const uint8_t> in, size_t out_len) override {
     std::vector<uint8_t> out(out_len, 0);
     int rc = mlx5dv_devx_general_cmd(ctx_.get(), in.data(), in.size(), out.data(), out.size());
@@ -133,8 +184,72 @@ class DevxChannel : public FirmwareCommandChannel {
   std::string device() const override { return device_; }
 
  private:
-  ContextPtr ctx_;
+  SharedContext ctx_;
   std::string device_;
+};
+
+struct EventChannelCloser {
+  void operator()(mlx5dv_devx_event_channel* c) const {
+    if (c) mlx5dv_devx_destroy_event_channel(c);
+  }
+};
+
+class DevxEventChannel : public FirmwareEventChannel {
+ public:
+  DevxEventChannel(SharedContext ctx, std::string device, uint8_t port)
+      : ctx_(std::move(ctx)), device_(std::move(device)), port_(port) {}
+
+  void subscribe(uint16_t event_type) override {
+    errno = 0;
+    // Without OMIT_EV_DATA: the EQE (subtype, port) is what the probe needs, and every event
+    // is then queued on its own instead of being coalesced per subscription.
+    std::unique_ptr<mlx5dv_devx_event_channel, EventChannelCloser> ch(
+        mlx5dv_devx_create_event_channel(ctx_.get(), static_cast<mlx5dv_devx_create_event_channel_flags>(0)));
+    if (!ch) throw SystemError("mlx5dv_devx_create_event_channel on " + device_, errno != 0 ? errno : EOPNOTSUPP);
+    uint16_t events[] = {event_type};
+    // obj NULL: PORT_CHANGE is unaffiliated. events_sz is the byte size of the list.
+    int rc = mlx5dv_devx_subscribe_devx_event(ch.get(), nullptr, sizeof(events), events, port_);
+    if (rc != 0) {
+      throw SystemError(fmt::format("mlx5dv_devx_subscribe_devx_event 0x{:02x} on {}", event_type, device_),
+                        rc > 0 ? rc : errno);
+    }
+    // read() then never blocks past the poll() below, so stop() is not held up by a quiet port.
+    int flags = ::fcntl(ch->fd, F_GETFL);
+    if (flags < 0 || ::fcntl(ch->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+      throw SystemError("fcntl O_NONBLOCK on the DevX event channel of " + device_, errno);
+    }
+    ch_ = std::move(ch);
+  }
+
+  std::optional<std::vector<uint8_t>> read(std::chrono::milliseconds timeout) override {
+    if (!ch_) throw Error("DevX event channel of " + device_ + " read before subscribe");
+    pollfd p{ch_->fd, POLLIN, 0};
+    int n = ::poll(&p, 1, static_cast<int>(timeout.count()));
+    if (n < 0) {
+      if (errno == EINTR) return std::nullopt;
+      throw SystemError("poll on the DevX event channel of " + device_, errno);
+    }
+    if (n == 0) return std::nullopt;
+    // Room for more than one EQE: a future kernel with a larger record must not fail with EINVAL.
+    std::vector<uint8_t> buf(kDevxEventRecordLen * 2, 0);
+    auto* hdr = reinterpret_cast<mlx5dv_devx_async_event_hdr*>(buf.data());
+    ssize_t got = mlx5dv_devx_get_event(ch_.get(), hdr, buf.size());
+    if (got < 0) {
+      if (errno == EAGAIN || errno == EINTR) return std::nullopt;
+      // EOVERFLOW: the kernel dropped events (the poll still catches the state up).
+      throw SystemError("mlx5dv_devx_get_event on " + device_, errno);
+    }
+    buf.resize(static_cast<size_t>(got));
+    return buf;
+  }
+
+  uint8_t port() const override { return port_; }
+
+ private:
+  SharedContext ctx_;
+  std::string device_;
+  uint8_t port_;
+  std::unique_ptr<mlx5dv_devx_event_channel, EventChannelCloser> ch_;  // destroyed before ctx_
 };
 #endif
 
@@ -183,9 +298,10 @@ Discovery discover(const std::string& ifname) {
       mlx5dv_context_attr attr{};
       attr.flags = MLX5DV_CONTEXT_FLAGS_DEVX;
       errno = 0;
-      ContextPtr devx(mlx5dv_open_device(dev, &attr));
+      SharedContext devx(mlx5dv_open_device(dev, &attr), ContextCloser{});
       if (devx) {
-        d.backends.devx = std::make_shared<DevxChannel>(std::move(devx), name);
+        d.backends.devx = std::make_shared<DevxChannel>(devx, name);
+        d.backends.events = std::make_shared<DevxEventChannel>(devx, name, *port);
       } else {
         d.devx_reason =
             fmt::format("DevX not permitted on {}: {} (older kernels need CAP_NET_RAW; the firmware must support DevX)",
@@ -244,6 +360,22 @@ void FirmwareProbe::emit_changes(const Reading& r, bool first, std::vector<Sampl
   last_ = r;
 }
 
+void FirmwareProbe::emit_event(const PortChangeEvent& e, int64_t t_ns, int64_t mono_ns) {
+  auto sample = [&](const char* signal, double value, const char* unit) {
+    return Sample{t_ns, mono_ns, config_.host, "firmware", subject_, signal, value, unit};
+  };
+  std::lock_guard lk(emit_mu_);
+  sink_(sample("port_change", e.subtype, "mlx5_port_change"));
+  std::optional<bool> link = e.link();
+  if (!link) return;
+  // Any poll in flight now queried before this event was read: it must not undo it.
+  ++event_generation_;
+  if (*link != last_->link) {
+    last_->link = *link;
+    sink_(sample("link", *link ? 1.0 : 0.0, "bool"));
+  }
+}
+
 ProbeStatus FirmwareProbe::start(SampleSink sink) {
   {
     std::lock_guard lk(mu_);
@@ -294,6 +426,17 @@ ProbeStatus FirmwareProbe::start(SampleSink sink) {
   }
   status.available = true;
   if (!use_devx_) status.reason = devx_reason;  // why it fell back, if it did
+  // Subscribed after the first reading, so no event can precede the start samples; one that
+  // comes in between waits in the channel and is read (and timed) when the event thread runs.
+  if (use_devx_ && backends_.events) {
+    try {
+      backends_.events->subscribe(kEventTypePortChange);
+      use_events_ = true;
+      status.method = kFirmwareMethodDevxEvents;
+    } catch (const Error& e) {
+      status.reason = fmt::format("PORT_CHANGE events not available on {} (polling only): {}", subject_, e.what());
+    }
+  }
   emit_changes(*first, true, first_);
 
   sink_ = std::move(sink);
@@ -302,8 +445,13 @@ ProbeStatus FirmwareProbe::start(SampleSink sink) {
 }
 
 void FirmwareProbe::run() {
-  for (const auto& s : first_) sink_(s);
-  first_.clear();
+  {
+    std::lock_guard lk(emit_mu_);
+    for (const auto& s : first_) sink_(s);
+    first_.clear();
+  }
+  // The event thread starts only now: its samples must follow the start samples.
+  if (use_events_) events_thread_ = std::thread([this] { run_events(); });
   // A fixed grid from the start: next += interval does not drift with the time each query takes.
   auto next = std::chrono::steady_clock::now() + config_.interval;
   bool failing = false;
@@ -314,22 +462,71 @@ void FirmwareProbe::run() {
       if (cv_.wait_until(lk, next, [this] { return stop_; })) return;
     }
     out.clear();
+    uint64_t generation = 0;
+    {
+      std::lock_guard lk(emit_mu_);
+      generation = event_generation_;
+    }
     try {
       Reading r = read();
       if (failing) spdlog::info("firmware: {} readable again", subject_);
       failing = false;
+      std::lock_guard lk(emit_mu_);
+      // An event read while this query was in flight is newer than the query's answer.
+      if (event_generation_ != generation) r.link = last_->link;
       emit_changes(r, false, out);
+      for (const auto& s : out) sink_(s);
     } catch (const Error& e) {
       ++failed_polls_;
       // Once per run of failures: at 1 kHz a removed device would otherwise flood the log.
       if (!failing) spdlog::warn("firmware: {}: {}", subject_, e.what());
       failing = true;
     }
-    for (const auto& s : out) sink_(s);
     // After a stall (suspended host, slow command) skip the missed ticks instead of bursting.
     next += config_.interval;
     auto t = std::chrono::steady_clock::now();
     if (next < t) next = t + config_.interval;
+  }
+}
+
+void FirmwareProbe::run_events() {
+  // How long one read waits: bounds how late stop() is noticed, not how late an event is seen.
+  constexpr auto kReadWait = std::chrono::milliseconds(50);
+  uint8_t port = backends_.events->port();
+  bool failing = false;
+  for (;;) {
+    {
+      std::lock_guard lk(mu_);
+      if (stop_) return;
+    }
+    std::optional<std::vector<uint8_t>> record;
+    try {
+      record = backends_.events->read(kReadWait);
+      if (failing) spdlog::info("firmware: {} events readable again", subject_);
+      failing = false;
+    } catch (const Error& e) {
+      ++failed_events_;
+      bool again = failing;
+      if (!failing) spdlog::warn("firmware: {}: {} (polling continues)", subject_, e.what());
+      failing = true;
+      // A single failure (EOVERFLOW: the kernel dropped events) is retried at once, so the
+      // events still queued are timed without delay; a channel that keeps failing must not
+      // spin, and waits as long as a quiet read would.
+      if (!again) continue;
+      std::unique_lock lk(mu_);
+      if (cv_.wait_for(lk, kReadWait, [this] { return stop_; })) return;
+      continue;
+    }
+    if (!record) continue;
+    Timestamp ts = now();  // the moment the event was read: the kernel does not time EQEs
+    try {
+      std::optional<PortChangeEvent> e = decode_devx_event(*record);
+      if (!e || e->port != port) continue;
+      emit_event(*e, ts.realtime_ns, ts.monotonic_ns);
+    } catch (const FirmwareEventError& e) {
+      ++failed_events_;
+      spdlog::warn("firmware: {}: {}", subject_, e.what());
+    }
   }
 }
 
@@ -340,6 +537,8 @@ void FirmwareProbe::stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  // Written by thread_ before it waits, so visible after the join.
+  if (events_thread_.joinable()) events_thread_.join();
 }
 
 }  // namespace ocslab::probes

@@ -206,7 +206,7 @@ TEST_CASE("firmware probe over DevX emits link only on change", "[firmware]") {
   auto channel = std::make_shared<ReplayChannel>(script);
   auto cfg = config();
   cfg.query = {VportOpMod::kUplink, false, 0};
-  FirmwareProbe probe(cfg, {channel, nullptr});
+  FirmwareProbe probe(cfg, {channel, nullptr, nullptr});
   Collector c;
   ProbeStatus st = probe.start(c.sink());
   REQUIRE(st.available);
@@ -240,7 +240,7 @@ TEST_CASE("firmware probe over DevX emits link only on change", "[firmware]") {
 
 TEST_CASE("firmware probe reports an admin state change", "[firmware]") {
   auto channel = std::make_shared<ReplayChannel>(std::deque<Bytes>{reply(1, 1), reply(0, 0)});
-  FirmwareProbe probe(config(), {channel, nullptr});
+  FirmwareProbe probe(config(), {channel, nullptr, nullptr});
   Collector c;
   REQUIRE(probe.start(c.sink()).available);
   REQUIRE(eventually([&] { return c.signal("admin").size() >= 2; }));
@@ -257,7 +257,7 @@ TEST_CASE("firmware probe falls back to ibv_query_port when the firmware refuses
   auto channel = std::make_shared<ReplayChannel>(std::deque<Bytes>{reply(0, 0, 0x03, 0x00beef00)});
   // ACTIVE + LinkUp, then DOWN + Polling (the link is retraining), then up again.
   auto port = std::make_shared<ReplayPort>(std::deque<PortState>{{4, 5}, {4, 5}, {1, 2}, {1, 2}, {4, 5}});
-  FirmwareProbe probe(config(), {channel, port});
+  FirmwareProbe probe(config(), {channel, port, nullptr});
   Collector c;
   ProbeStatus st = probe.start(c.sink());
   REQUIRE(st.available);
@@ -282,7 +282,7 @@ TEST_CASE("firmware probe falls back to ibv_query_port when the firmware refuses
 TEST_CASE("firmware probe keeps polling after failed polls", "[firmware]") {
   // A short reply mid-run (device reset) is logged and counted, not a false link change.
   auto channel = std::make_shared<ReplayChannel>(std::deque<Bytes>{reply(1, 1), Bytes(4, 0), Bytes(4, 0), reply(1, 1)});
-  FirmwareProbe probe(config(), {channel, nullptr});
+  FirmwareProbe probe(config(), {channel, nullptr, nullptr});
   Collector c;
   REQUIRE(probe.start(c.sink()).available);
   REQUIRE(eventually([&] { return channel->calls() >= 6; }));
@@ -293,7 +293,7 @@ TEST_CASE("firmware probe keeps polling after failed polls", "[firmware]") {
 
 TEST_CASE("firmware probe polls on a steady schedule and stops promptly", "[firmware]") {
   auto channel = std::make_shared<ReplayChannel>(std::deque<Bytes>{reply(1, 1)});
-  FirmwareProbe probe(config(20ms), {channel, nullptr});
+  FirmwareProbe probe(config(20ms), {channel, nullptr, nullptr});
   Collector c;
   REQUIRE(probe.start(c.sink()).available);
   std::this_thread::sleep_for(210ms);
@@ -305,7 +305,7 @@ TEST_CASE("firmware probe polls on a steady schedule and stops promptly", "[firm
   CHECK(channel->calls() >= 6);
   CHECK(channel->calls() <= 13);
   // stop() wakes the wait instead of sleeping out the period.
-  FirmwareProbe slow(config(10s), {channel, nullptr});
+  FirmwareProbe slow(config(10s), {channel, nullptr, nullptr});
   REQUIRE(slow.start(c.sink()).available);
   auto t1 = std::chrono::steady_clock::now();
   slow.stop();
@@ -316,7 +316,7 @@ TEST_CASE("firmware probe polls on a steady schedule and stops promptly", "[firm
 
 TEST_CASE("firmware probe refuses a second start and a non-positive interval", "[firmware]") {
   auto channel = std::make_shared<ReplayChannel>(std::deque<Bytes>{reply(1, 1)});
-  FirmwareProbe probe(config(), {channel, nullptr});
+  FirmwareProbe probe(config(), {channel, nullptr, nullptr});
   Collector c;
   REQUIRE(probe.start(c.sink()).available);
   CHECK_THROWS_AS(probe.start(c.sink()), Error);
