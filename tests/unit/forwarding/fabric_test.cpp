@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "fabrics.h"
 #include "ocslab/forwarding/fabric.h"
 
 using namespace ocslab;
@@ -69,9 +70,7 @@ TEST_CASE("the three-host line loads with positions and normalised MACs") {
 }
 
 TEST_CASE("the ring4 example loads") {
-  const char* src = std::getenv("OCSLAB_SOURCE_DIR");
-  REQUIRE(src != nullptr);
-  Fabric f = load_fabric_file(std::string(src) + "/forwarding/examples/ring4.yaml");
+  Fabric f = load_fabric_file(fabrics::example("ring4.yaml"));
   CHECK(f.hosts.size() == 4);
   CHECK(f.circuits.size() == 4);
   CHECK(f.find_port({"h3", "p1"})->if2->mac == "02:00:00:00:03:11");

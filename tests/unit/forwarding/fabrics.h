@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <random>
@@ -17,6 +18,12 @@
 namespace fabrics {
 
 using ocslab::forwarding::Fabric;
+
+// The repository's forwarding/examples/<name>, also when the binary runs outside ctest.
+inline std::string example(const std::string& name) {
+  const char* s = std::getenv("OCSLAB_SOURCE_DIR");
+  return std::string(s ? s : OCSLAB_TEST_SOURCE_DIR) + "/forwarding/examples/" + name;
+}
 
 inline std::string host(int i) { return fmt::format("h{:02}", i); }
 

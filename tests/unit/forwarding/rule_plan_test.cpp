@@ -13,11 +13,7 @@ using namespace ocslab::forwarding;
 
 namespace {
 
-Fabric ring4() {
-  const char* src = std::getenv("OCSLAB_SOURCE_DIR");
-  REQUIRE(src != nullptr);
-  return load_fabric_file(std::string(src) + "/forwarding/examples/ring4.yaml");
-}
+Fabric ring4() { return load_fabric_file(fabrics::example("ring4.yaml")); }
 
 }  // namespace
 
