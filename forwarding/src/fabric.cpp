@@ -110,7 +110,7 @@ void validate(const Fabric& fabric) {
       if (!port_names.insert(p.name).second) fail(p.where, fmt::format("port '{}' defined twice", ref));
       if (!p.if2) fail(p.where, fmt::format("port '{}' has no if2 (the relay function needs one)", ref));
       auto add_mac = [&](const std::string& mac, const std::string& what, const Where& where) {
-        std::string owner = ref + " " + what + at(where);
+        std::string owner = fmt::format("{} {}{}", ref, what, at(where));
         auto [it, fresh] = macs.emplace(mac, owner);
         if (!fresh) fail(where, fmt::format("MAC {} of {} {} already used by {}", mac, ref, what, it->second));
       };

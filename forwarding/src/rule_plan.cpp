@@ -83,7 +83,7 @@ Plan make_plan(const Fabric& fabric, const Routes& routes) {
   }
   for (auto& [key, list] : filters) {
     std::sort(list.begin(), list.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
-    if (list.size() > size_t(kTcPrioLast - kTcPrioFirst + 1))
+    if (list.size() > static_cast<size_t>(kTcPrioLast) - kTcPrioFirst + 1)
       throw Error(fmt::format("{} {}: {} relayed destinations exceed ocslab's tc priority range {:#x}..{:#x}",
                               key.first, key.second, list.size(), kTcPrioFirst, kTcPrioLast));
     uint16_t prio = kTcPrioFirst;

@@ -57,7 +57,7 @@ struct PortRef {
   std::string host;
   std::string port;
   bool operator==(const PortRef&) const = default;
-  auto operator<=>(const PortRef&) const = default;
+  auto operator<=>(const PortRef&) const = default;  // NOLINT(modernize-use-nullptr): clang-tidy false positive
 };
 std::string to_string(const PortRef& p);  // "h1:p0"
 
