@@ -13,7 +13,7 @@ using namespace ocslab::forwarding;
 namespace {
 
 // The three-host line of the virtual lab's relay check: h1 - h2 - h3.
-const std::string kIf2 = "{name: e2v, mac: \"02:00:00:00:02:12\"}";
+constexpr const char* kIf2 = "{name: e2v, mac: \"02:00:00:00:02:12\"}";
 
 std::string line3(const std::string& h2_p1_if2 = kIf2, const std::string& h3_ip = "10.0.0.3/24",
                   const std::string& circuits =

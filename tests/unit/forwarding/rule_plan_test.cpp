@@ -27,6 +27,7 @@ TEST_CASE("ring4: h1's commands, worked out by hand") {
   // so h1 sends both to h2 (h2:p0's if2); 10.0.0.21 and 10.0.0.31 go round via h4 (h4:p1's if2).
   // Relay side: h1 relays what h4 sends it (arriving on h1:p0, eth1v) toward h2, and what h2
   // sends it (h1:p1, eth2v) toward h4; one priority per destination per if2, by address.
+  // NOLINTBEGIN(bugprone-suspicious-missing-comma): long commands are split literals
   std::vector<std::string> expected = {
       "tc qdisc add dev eth1v clsact",
       "tc qdisc add dev eth2v clsact",
@@ -51,6 +52,7 @@ TEST_CASE("ring4: h1's commands, worked out by hand") {
       "ip route replace 10.0.0.40/32 dev eth2 src 10.0.0.11 proto 79",
       "ip route replace 10.0.0.41/32 dev eth1 src 10.0.0.10 proto 79",
   };
+  // NOLINTEND(bugprone-suspicious-missing-comma)
   CHECK(commands(plan.host("h1")) == expected);
   CHECK(plan.unreachable.empty());
 }
