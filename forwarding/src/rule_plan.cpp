@@ -1,0 +1,163 @@
+#include "ocslab/forwarding/rule_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace ocslab::forwarding {
+
+const HostPlan& Plan::host(const std::string& name) const {
+  for (const auto& h : hosts)
+    if (h.host == name) return h;
+  throw Error("plan has no host '" + name + "'");
+}
+
+namespace {
+
+// The MAC the frame must carry on `hop`: the next host relays it (if2) unless that host owns
+// the destination port, which then receives it on its if1.
+std::string next_mac(const Fabric& fabric, const DestinationTree& t, const Hop& hop) {
+  const Port* to = fabric.find_port(hop.to);
+  return hop.to == t.dst ? to->if1.mac : to->if2->mac;
+}
+
+}  // namespace
+
+Plan make_plan(const Fabric& fabric, const Routes& routes) {
+  Plan plan;
+  std::map<std::string, HostPlan> by_host;
+  // (if2 device owner, device) -> filters awaiting priorities
+  std::map<std::pair<std::string, std::string>, std::vector<std::pair<uint32_t, FilterRule>>> filters;
+  for (const auto& h : fabric.hosts) {
+    HostPlan& hp = by_host[h.name];
+    hp.host = h.name;
+    for (const auto& p : h.ports)
+      if (fabric.circuit_of({h.name, p.name})) hp.qdiscs.push_back({p.if2->name});
+  }
+  // Trees are ordered by (host, port); sort each host's rules by address afterwards.
+  std::map<std::string, std::vector<std::pair<uint32_t, size_t>>> route_order;
+  for (const auto& t : routes.trees()) {
+    std::string dst = format_ipv4(t.ip);
+    for (const auto& h : fabric.hosts) {
+      if (h.name == t.dst.host) continue;
+      auto it = t.next.find(h.name);
+      if (it == t.next.end()) {
+        plan.unreachable.push_back(fmt::format("{} -> {} ({})", h.name, dst, to_string(t.dst)));
+        continue;
+      }
+      const Hop& hop = it->second;
+      const Port* out = fabric.find_port(hop.from);
+      std::string mac = next_mac(fabric, t, hop);
+      HostPlan& hp = by_host[h.name];
+      route_order[h.name].push_back({t.ip, hp.routes.size()});
+      hp.routes.push_back({dst + "/32", out->if1.name, format_ipv4(out->if1.ip.addr), kRouteProtocol});
+      hp.neighbours.push_back({dst, mac, out->if1.name});
+      // Relay side: h forwards what upstream hosts send it for this destination, on the if2
+      // of the port each of them reaches h through.
+      for (const auto& [up, up_hop] : t.next) {
+        if (up_hop.to.host != h.name) continue;
+        const Port* in = fabric.find_port(up_hop.to);
+        FilterRule f;
+        f.dev = in->if2->name;
+        f.dst = dst + "/32";
+        f.set_eth_dst = mac;
+        f.redirect_dev = out->if1.name;
+        filters[{h.name, f.dev}].push_back({t.ip, f});
+      }
+    }
+  }
+  for (auto& [host, order] : route_order) {
+    HostPlan& hp = by_host[host];
+    std::sort(order.begin(), order.end());
+    std::vector<RouteRule> r;
+    std::vector<NeighbourRule> n;
+    for (const auto& [ip, idx] : order) {
+      r.push_back(hp.routes[idx]);
+      n.push_back(hp.neighbours[idx]);
+    }
+    hp.routes = std::move(r);
+    hp.neighbours = std::move(n);
+  }
+  for (auto& [key, list] : filters) {
+    std::sort(list.begin(), list.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    if (list.size() > static_cast<size_t>(kTcPrioLast) - kTcPrioFirst + 1)
+      throw Error(fmt::format("{} {}: {} relayed destinations exceed ocslab's tc priority range {:#x}..{:#x}",
+                              key.first, key.second, list.size(), kTcPrioFirst, kTcPrioLast));
+    uint16_t prio = kTcPrioFirst;
+    for (auto& [ip, f] : list) {
+      f.prio = prio++;
+      by_host[key.first].filters.push_back(f);
+    }
+  }
+  for (const auto& h : fabric.hosts) plan.hosts.push_back(std::move(by_host[h.name]));
+  return plan;
+}
+
+std::string render(const RouteRule& r) {
+  return fmt::format("ip route replace {} dev {} src {} proto {}", r.dst, r.dev, r.src, r.protocol);
+}
+
+std::string render(const NeighbourRule& n) {
+  return fmt::format("ip neigh replace {} lladdr {} dev {} nud permanent", n.dst, n.lladdr, n.dev);
+}
+
+std::string render(const QdiscRule& q) { return fmt::format("tc qdisc add dev {} clsact", q.dev); }
+
+// `protocol ip` is required: iproute2's flower rejects dst_ip ("Illegal \"dst_ip\"") unless the
+// filter's protocol is IPv4; it is the ETH_P_IP of tcm_info in the netlink form.
+std::string render(const FilterRule& f) {
+  std::string chain = f.chain == 0 ? "" : fmt::format(" chain {}", f.chain);
+  return fmt::format(
+      "tc filter add dev {} ingress protocol ip prio {}{} flower skip_hw dst_ip {} action pedit ex munge eth dst set "
+      "{} pipe action mirred egress redirect dev {}",
+      f.dev, f.prio, chain, f.dst, f.set_eth_dst, f.redirect_dev);
+}
+
+std::vector<std::string> commands(const HostPlan& plan) {
+  std::vector<std::string> out;
+  for (const auto& q : plan.qdiscs) out.push_back(render(q));
+  for (const auto& f : plan.filters) out.push_back(render(f));
+  for (const auto& n : plan.neighbours) out.push_back(render(n));
+  for (const auto& r : plan.routes) out.push_back(render(r));
+  return out;
+}
+
+nlohmann::json to_json(const Plan& plan) {
+  nlohmann::json j;
+  j["tags"] = {{"route_protocol", kRouteProtocol},
+               {"tc_chain", kTcChain},
+               {"tc_prio_first", kTcPrioFirst},
+               {"tc_prio_last", kTcPrioLast},
+               {"action_cookie", kActionCookie}};
+  j["hosts"] = nlohmann::json::array();
+  for (const auto& h : plan.hosts) {
+    nlohmann::json jh;
+    jh["host"] = h.host;
+    jh["routes"] = nlohmann::json::array();
+    for (const auto& r : h.routes)
+      jh["routes"].push_back({{"dst", r.dst}, {"dev", r.dev}, {"src", r.src}, {"protocol", r.protocol}});
+    jh["neighbours"] = nlohmann::json::array();
+    for (const auto& n : h.neighbours)
+      jh["neighbours"].push_back({{"dst", n.dst}, {"lladdr", n.lladdr}, {"dev", n.dev}});
+    jh["qdiscs"] = nlohmann::json::array();
+    for (const auto& q : h.qdiscs) jh["qdiscs"].push_back({{"dev", q.dev}, {"kind", "clsact"}});
+    jh["filters"] = nlohmann::json::array();
+    for (const auto& f : h.filters)
+      jh["filters"].push_back({{"dev", f.dev},
+                               {"chain", f.chain},
+                               {"prio", f.prio},
+                               {"dst", f.dst},
+                               {"set_eth_dst", f.set_eth_dst},
+                               {"redirect_dev", f.redirect_dev},
+                               {"cookie", f.cookie}});
+    jh["commands"] = commands(h);
+    j["hosts"].push_back(std::move(jh));
+  }
+  j["unreachable"] = plan.unreachable;
+  return j;
+}
+
+}  // namespace ocslab::forwarding
