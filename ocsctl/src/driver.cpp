@@ -27,7 +27,7 @@ OcsDriver::~OcsDriver() = default;
 static_assert(sizeof(CallTiming) == 3 * sizeof(std::string) + 2 * sizeof(Timestamp) + alignof(CallTiming),
               "CallTiming changed: update OcsDriver::stamp_issued");
 
-void OcsDriver::stamp_issued(std::string_view command) {
+Timestamp OcsDriver::stamp_issued(std::string_view command) {
   CallTiming& t = current();
   if (t.op != op_) assign_reusing(t.op, op_);
   assign_reusing(t.command, command);
@@ -36,6 +36,7 @@ void OcsDriver::stamp_issued(std::string_view command) {
   t.ok = false;
   t.error.clear();
   pending_ = true;
+  return t.issued;
 }
 
 Timestamp OcsDriver::stamp_acked() {

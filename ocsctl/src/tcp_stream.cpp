@@ -57,11 +57,14 @@ class TcpStream final : public Stream {
     return out;
   }
 
-  size_t read_append(Deadline deadline, std::string& out) override {
+  size_t read_append(Deadline deadline, std::string& out) override { return read_append(deadline, out, Clock::now()); }
+
+  size_t read_append(Deadline deadline, std::string& out, Clock::time_point now) override {
     if (fd_ < 0) throw ConnectionError(what_ + " is closed");
     char buf[16384];
-    for (;;) {
-      auto left = std::chrono::ceil<std::chrono::microseconds>(deadline - Clock::now());
+    for (bool first = true;; first = false) {
+      // Every system call costs here: the caller's clock reading serves the first try.
+      auto left = std::chrono::ceil<std::chrono::microseconds>(deadline - (first ? now : Clock::now()));
       int flags = 0;
       if (left.count() <= 0) {
         flags = MSG_DONTWAIT;  // deadline passed: take only what is already there

@@ -123,10 +123,17 @@ const Tl1Block& Tl1Driver::exchange(std::string_view line, std::string_view show
                                     std::chrono::milliseconds timeout) {
   if (!stream_) throw ConnectionError("not connected");
   if (timeout.count() <= 0) timeout = options().reply_timeout;
-  if (timed) stamp_issued(shown);
+  // A timed request's issue stamp, read right before the write, starts the reply timeout: a
+  // clock read fewer per request (steady_clock is CLOCK_MONOTONIC, as the stamp is). A write
+  // does not wait for the peer unless the socket buffer is full, which a lockstep exchange of
+  // short requests does not reach; the timeout then includes the write, as the user sees it.
+  Clock::time_point sent{};
+  if (timed) sent = Clock::time_point(std::chrono::nanoseconds(stamp_issued(shown).monotonic_ns));
   stream_->write(line);
-  last_io_ = Clock::now();
-  const Deadline deadline = last_io_ + timeout;
+  if (!timed) sent = Clock::now();
+  last_io_ = sent;
+  const Deadline deadline = sent + timeout;
+  bool first_read = true;
   std::vector<std::string> data;  // RTRV intermediate blocks add to the final one
   for (;;) {
     while (Tl1Block* block = parser_.next_block(false)) {
@@ -167,7 +174,11 @@ const Tl1Block& Tl1Driver::exchange(std::string_view line, std::string_view show
                       code, text);
     }
     // Straight into the parser's buffer: no copy of the bytes in between.
-    size_t got = parser_.feed_from([&](std::string& buf) { return stream_->read_append(deadline, buf); });
+    size_t got = parser_.feed_from([&](std::string& buf) {
+      // The first read reuses the clock reading taken around the write; later ones read it anew.
+      return first_read ? stream_->read_append(deadline, buf, sent) : stream_->read_append(deadline, buf);
+    });
+    first_read = false;
     // Transports round their poll down to whole milliseconds: only a passed deadline counts.
     if (got == 0 && Clock::now() < deadline) continue;
     if (got == 0) {

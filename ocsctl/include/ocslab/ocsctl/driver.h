@@ -100,8 +100,9 @@ class OcsDriver {
 
   // Called by implementations around each request: right before the first byte is written
   // and right after the completion is read.
-  void stamp_issued(std::string_view command);
-  Timestamp stamp_acked();  // returns the acknowledgment time it recorded
+  // Each returns the time it recorded.
+  Timestamp stamp_issued(std::string_view command);
+  Timestamp stamp_acked();
   void emit_event(const OcsEvent& ev);
   // For background work (keep-alive) that finds the connection gone: the next call reconnects.
   // Call with call_mutex() held.

@@ -29,6 +29,13 @@ class Stream {
     out += bytes;
     return bytes.size();
   }
+  // read_append for a caller that read the steady clock (`now`) right before the call, so the
+  // stream need not read it again on a request's first read. The wait may end later than the
+  // deadline by the time that passed since `now`, never sooner.
+  virtual size_t read_append(Deadline deadline, std::string& out, Clock::time_point now) {
+    (void)now;
+    return read_append(deadline, out);
+  }
   virtual void close() = 0;
   // "tcp 127.0.0.1:3082", "ssh admin@host:22 (netconf)"; used in error messages.
   virtual std::string describe() const = 0;
