@@ -49,7 +49,8 @@ const ProbeRegistry& builtin_registry() {
     });
     // rdma: interfaces = [the RDMA port's netdev]; params: role (client/server), control
     // (HOST:PORT of the QP exchange on the management network), interval_us, timeout,
-    // retry_cnt, rnr_retry, outage_factor. Bad params throw Error naming the key.
+    // retry_cnt, rnr_retry, outage_factor, counter_period_ms (hardware counters; 0: only at
+    // stall, resume, QP error). Bad params throw Error naming the key.
     r.add("rdma", [](const ProbeConfig& c) {
       probes::RdmaProbeConfig p;
       if (c.interfaces.size() != 1) throw Error("probe rdma: give exactly one interface (the RDMA port's netdev)");
@@ -69,6 +70,9 @@ const ProbeRegistry& builtin_registry() {
         p.rnr_retry = q.value("rnr_retry", p.rnr_retry);
         p.outage_factor = q.value("outage_factor", p.outage_factor);
         p.label = q.value("label", "");
+        int64_t counter_ms = q.value("counter_period_ms", static_cast<int64_t>(p.counter_period.count()));
+        if (counter_ms < 0) throw Error("probe rdma: counter_period_ms must be >= 0");
+        p.counter_period = std::chrono::milliseconds(counter_ms);
       } catch (const nlohmann::json::exception& e) {
         throw Error(std::string("probe rdma: bad params: ") + e.what());
       }

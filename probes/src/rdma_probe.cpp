@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <optional>
@@ -23,6 +24,7 @@
 
 #include "ocslab/common/clock.h"
 #include "ocslab/common/error.h"
+#include "ocslab/probes/rdma_counters.h"
 
 namespace ocslab::probes {
 
@@ -98,6 +100,7 @@ struct RdmaProbe::Impl {
   std::string ctl_buffer;
   SampleSink sink;
   std::string subject;
+  std::unique_ptr<RdmaCounters> counters;
 
   ~Impl() {
     if (qp) ibv_destroy_qp(qp);
@@ -113,6 +116,23 @@ struct RdmaProbe::Impl {
 
   void emit(const Timestamp& t, const std::string& signal, double value, const std::string& unit) {
     sink(Sample{t.realtime_ns, t.monotonic_ns, cfg.host, "rdma", subject, signal, value, unit});
+  }
+
+  // Emits the counters that changed since the last read ("hw_base." / "pma_base." for a
+  // counter's first read); a counter that fails is logged once, the probe goes on.
+  void read_counters() {
+    if (!counters || counters->empty()) return;
+    RdmaCounters::Reading r = counters->read();
+    Timestamp t = now();
+    for (const auto& e : r.errors) spdlog::warn("RDMA probe {}: hardware counter {}", subject, e);
+    for (const auto& c : r.changes) {
+      if (c.first) {
+        auto dot = c.name.find('.');
+        emit(t, c.name.substr(0, dot) + "_base" + c.name.substr(dot), static_cast<double>(c.value), "count");
+      } else {
+        emit(t, c.name, c.delta, "count");
+      }
+    }
   }
 
   // Finds the RDMA device whose port carries a RoCE v2 IPv4-mapped GID on the interface.
@@ -367,11 +387,20 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
   } catch (const Error& e) {
     return ProbeStatus{false, "", e.what()};
   }
+  impl->counters =
+      std::make_unique<RdmaCounters>(RdmaCounters::port_dir(impl->device_name, config_.port, config_.sysfs_root));
+  for (const auto& e : impl->counters->errors()) spdlog::warn("RDMA probe {}: hardware counter {}", impl->subject, e);
+  std::string counters_text =
+      impl->counters->empty()
+          ? fmt::format("; no hardware counters in {}", impl->counters->dir())
+          : fmt::format("; {} hardware counters in {} read every {} ms and at stall, resume, QP error",
+                        impl->counters->names().size(), impl->counters->dir(), config_.counter_period.count());
   impl_ = std::move(impl);
   std::string method = fmt::format("RC {} on {} GID index {}, {} every {} us, timeout {} retry {} rnr {}",
                                    config_.role == RdmaProbeConfig::Role::kServer ? "RECV" : "SEND", impl_->device_name,
                                    impl_->gid_index, config_.message_bytes, config_.interval.count(), config_.timeout,
-                                   config_.retry_cnt, config_.rnr_retry);
+                                   config_.retry_cnt, config_.rnr_retry) +
+                       counters_text;
   stop_ = false;
   thread_ = std::thread([this] {
     Impl& m = *impl_;
@@ -389,6 +418,16 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
     bool paired = false, outstanding = false;
     uint64_t seq = 0;
     int64_t next_send = monotonic_ns();
+    const int64_t counter_ns = static_cast<int64_t>(m.cfg.counter_period.count()) * 1'000'000;
+    const bool have_counters = m.counters && !m.counters->empty();
+    int64_t next_counters = monotonic_ns() + counter_ns;
+    bool outage_noticed = false;  // counters were read when this outage was first noticed
+    m.read_counters();            // the baseline
+    // Waits are cut short for the next periodic counter read.
+    auto until_counters_ns = [&](int64_t wait_ns) {
+      if (!have_counters || counter_ns <= 0) return wait_ns;
+      return std::clamp<int64_t>(next_counters - monotonic_ns(), 0, wait_ns);
+    };
     auto setup_failed = [&](const std::exception& e) {
       spdlog::warn("RDMA probe {}: {} (retrying)", m.subject, e.what());
       m.emit(now(), "setup_error", 0, "");
@@ -398,12 +437,30 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
       m.ctl_fd = -1;
     };
     while (!stop_) {
+      if (have_counters) {
+        int64_t mono_now = monotonic_ns();
+        // An outage noticed: the counters now, before the retransmissions pile up, so that
+        // what moved during it is told apart from what moved before.
+        std::optional<Timestamp> ref = last_good;
+        if (!ref) ref = had_setup_error ? std::optional<Timestamp>(started) : first_attempt;
+        if (!outage_noticed && ref && static_cast<double>(mono_now - ref->monotonic_ns) > outage_ns) {
+          outage_noticed = true;
+          m.read_counters();
+          next_counters = monotonic_ns() + counter_ns;
+        } else if (counter_ns > 0 && mono_now >= next_counters) {
+          m.read_counters();
+          next_counters += counter_ns;
+          if (next_counters < mono_now) next_counters = mono_now + counter_ns;
+        }
+      }
       // (Re)establish the control connection and the QP pair.
       if (!paired) {
         try {
           if (server) {
             pollfd p[2] = {{m.listen_fd, POLLIN, 0}, {m.wake_fd, POLLIN, 0}};
-            if (::poll(p, 2, 500) <= 0 || !(p[0].revents & POLLIN)) continue;
+            if (::poll(p, 2, static_cast<int>(until_counters_ns(500'000'000) / 1'000'000)) <= 0 ||
+                !(p[0].revents & POLLIN))
+              continue;
             int fd = ::accept4(m.listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
             if (fd < 0) continue;
             Impl::set_timeouts(fd);
@@ -416,7 +473,7 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
           } else {
             if (!m.client_connect()) {
               pollfd p{m.wake_fd, POLLIN, 0};
-              ::poll(&p, 1, 500);
+              ::poll(&p, 1, static_cast<int>(until_counters_ns(500'000'000) / 1'000'000));
               continue;
             }
             m.client_pair();
@@ -443,7 +500,8 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
         next_send += interval_ns;
         if (next_send < mono) next_send = mono + interval_ns;
       }
-      int64_t wait_ns = (!server && !outstanding) ? std::max<int64_t>(0, next_send - monotonic_ns()) : 50'000'000;
+      int64_t wait_ns =
+          until_counters_ns((!server && !outstanding) ? std::max<int64_t>(0, next_send - monotonic_ns()) : 50'000'000);
       pollfd p[3] = {{m.channel->fd, POLLIN, 0}, {m.wake_fd, POLLIN, 0}, {server ? m.ctl_fd : -1, POLLIN, 0}};
       timespec ts{static_cast<time_t>(wait_ns / 1'000'000'000), static_cast<long>(wait_ns % 1'000'000'000)};
       if (::ppoll(p, 3, &ts, nullptr) < 0 && errno != EINTR) break;
@@ -477,7 +535,7 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
       int n = ibv_poll_cq(m.cq, 32, wc);
       if (n <= 0) continue;
       Timestamp t = now();  // right after the completions were taken
-      bool broken = false;
+      bool broken = false, resumed = false;
       for (int i = 0; i < n; ++i) {
         if ((wc[i].wr_id >> 32) != m.generation) continue;  // a QP destroyed since
         ++completions_;
@@ -488,8 +546,10 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
           if (ref && static_cast<double>(t.monotonic_ns - ref->monotonic_ns) > outage_ns) {
             m.emit(*ref, "stalled", 1, "");
             m.emit(t, "resumed", static_cast<double>(t.monotonic_ns - ref->monotonic_ns) / 1e6, "ms");
+            resumed = true;
           }
           last_good = t;
+          outage_noticed = false;
           if (server) {
             try {
               m.post_recv(static_cast<uint32_t>(wc[i].wr_id & 0xffffffff));
@@ -506,6 +566,7 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
           spdlog::info("RDMA probe {}: QP {} in error: {}", m.subject, m.qp->qp_num, ibv_wc_status_str(wc[i].status));
         }
       }
+      if (resumed || broken) m.read_counters();
       if (broken && !server) {
         // The QP is in error: a fresh pair, exchanged over the management network.
         try {
@@ -522,6 +583,7 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
     if (last_good && static_cast<double>(now().monotonic_ns - last_good->monotonic_ns) > outage_ns) {
       m.emit(*last_good, "stalled", 1, "");
     }
+    m.read_counters();
   });
   return ProbeStatus{true, method, ""};
 }

@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
   auto get = [&](const std::string& k, const std::string& d) { return a.count(k) ? a[k] : d; };
   if (!a.count("--role") || !a.count("--if") || !a.count("--control")) {
     std::cerr << "usage: vlab_rdma_probe --role server|client --if IF --control HOST:PORT [--interval-us N] "
-                 "[--timeout N] [--retry N] [--rnr N] [--duration-s S] [--host NAME]\n";
+                 "[--timeout N] [--retry N] [--rnr N] [--counter-ms N] [--duration-s S] [--host NAME]\n";
     return 1;
   }
   ocslab::probes::RdmaProbeConfig c;
@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   c.timeout = static_cast<uint8_t>(std::stoi(get("--timeout", "14")));
   c.retry_cnt = static_cast<uint8_t>(std::stoi(get("--retry", "7")));
   c.rnr_retry = static_cast<uint8_t>(std::stoi(get("--rnr", "7")));
+  c.counter_period = std::chrono::milliseconds(std::stoll(get("--counter-ms", "100")));
   c.host = get("--host", "");
   double duration = std::stod(get("--duration-s", "10"));
   signal(SIGTERM, on_signal);

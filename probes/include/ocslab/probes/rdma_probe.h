@@ -34,6 +34,10 @@ struct RdmaProbeConfig {
   uint32_t message_bytes = 64;
   std::string host;   // Sample.host
   std::string label;  // when set, the subject ends in "@<label>" (e.g. the peer host): one probe per peer
+  // The port's hardware counters (RdmaCounters): read at start, every `counter_period` (0: only
+  // at the events), when an outage is noticed, at its resume, at a QP error and at stop.
+  std::chrono::milliseconds counter_period{100};
+  std::string sysfs_root = "/sys/class/infiniband";
 };
 
 // Samples (source "rdma", subject "<device>/<interface>", or "<device>/<interface>@<label>"):
@@ -47,6 +51,10 @@ struct RdmaProbeConfig {
 //   qp_error     value = the ibv_wc_status that put the QP in error
 //   qp_recreated value = the new QP number (both sides re-create and re-exchange)
 //   setup_error  value = 0; the reason is logged (peer unreachable, ...): the probe retries
+//   hw_base.<c>  value = hardware counter hw_counters/<c> at its first read (start), unit "count"
+//   hw.<c>       value = its change since the previous read, emitted only when it changed
+//   pma_base.<c>, pma.<c>   the same for the IB PMA counters/<c>
+//   (t = right after the read; a port without counters emits none and says so in the method)
 class RdmaProbe : public Probe {
  public:
   explicit RdmaProbe(RdmaProbeConfig config);
