@@ -62,12 +62,12 @@ class Emulator {
   }
   std::string url() const { return "tl1://admin@127.0.0.1:" + std::to_string(port_); }
   std::string ground_truth() const { return dir_ + "/ground-truth.csv"; }
-  // Circuit-making commands the switch has received (its ground truth's ENT-PATCH rows).
+  // Circuit-making commands the switch has answered (its ground truth's ENT-PATCH ack rows).
   int connects() const {
     std::ifstream in(ground_truth());
     int n = 0;
     for (std::string line; std::getline(in, line);) {
-      n += line.find(",ENT-PATCH,command,") != std::string::npos ? 1 : 0;
+      n += line.find(",ENT-PATCH,ack,") != std::string::npos ? 1 : 0;
     }
     return n;
   }
@@ -243,6 +243,7 @@ TEST_CASE("the switch connection dropped mid-run: the reconfiguration is marked 
   // the same port with no circuits.
   for (int i = 0; i < 1200 && lab.emu.connects() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
   REQUIRE(lab.emu.connects() >= 2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the reply reaches the runner
   lab.emu.kill_now();
   std::this_thread::sleep_for(std::chrono::milliseconds(2000));
   lab.emu.start();
