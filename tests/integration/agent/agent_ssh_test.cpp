@@ -15,6 +15,7 @@
 #include "ocslab/agent/client.h"
 #include "ocslab/common/process.h"
 #include "ocslab/ocsctl/errors.h"
+#include "ocslab/testing/agent_lab.h"
 #include "ocslab/testing/sshd_fixture.h"
 
 using namespace ocslab::agent;
@@ -23,13 +24,7 @@ using namespace std::chrono_literals;
 namespace {
 
 ocslab::ocs::SshOptions ssh_options(const ocslab::testing::SshdFixture& sshd) {
-  ocslab::ocs::SshOptions o;
-  o.host = "127.0.0.1";
-  o.port = sshd.port();
-  o.user = sshd.user();
-  o.identity_file = sshd.client_key();
-  o.known_hosts_file = sshd.known_hosts();
-  return o;
+  return ocslab::testing::agent_ssh_options(sshd);
 }
 
 // The daemon outlives every SSH session by design; the test ends it (SIGTERM: a clean stop).
