@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "ocslab/agent/forwarding_cli.h"
 #include "ocslab/agent/registry.h"
 #include "ocslab/agent/server.h"
 #include "ocslab/common/clock.h"
@@ -54,6 +55,8 @@ const std::vector<CommandSpec>& commands() {
        "--duration seconds, or until Ctrl-C when 0. Progress is shown on a terminal only.\n"
        "Probes that cannot run on this host are named with the reason; the others still run."},
       {"probes", "probes", "list the probes this agent can start", "One name per line."},
+      {"forwarding", "forwarding (plan|diff|apply|rollback|clear) [options]",
+       "host-based RDMA forwarding rules: plan, diff, apply, roll back", "See 'ocslab-agent forwarding --help'."},
   };
   return specs;
 }
@@ -277,6 +280,9 @@ int cmd_capture(const po::variables_map& vm, std::ostream& out, std::ostream& er
 }  // namespace
 
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  // forwarding has subcommands and options of its own.
+  if (!args.empty() && args[0] == "forwarding")
+    return run_forwarding_cli(std::vector<std::string>(args.begin() + 1, args.end()), out, err);
   po::options_description all;
   all.add(global_options()).add(serve_options()).add(capture_options());
   all.add_options()("command", po::value<std::string>())("args", po::value<std::vector<std::string>>());
@@ -294,6 +300,10 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   const CommandSpec* spec = cmd.empty() ? nullptr : find_command(cmd);
   if (cmd == "help") {
     auto rest = vm.count("args") ? vm["args"].as<std::vector<std::string>>() : std::vector<std::string>{};
+    if (!rest.empty() && rest[0] == "forwarding") {
+      out << forwarding_help();
+      return kExitOk;
+    }
     print_help(out, rest.empty() ? nullptr : find_command(rest[0]));
     return kExitOk;
   }

@@ -1,0 +1,223 @@
+#include "ocslab/agent/forwarding_cli.h"
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <boost/program_options.hpp>
+#include <cstdlib>
+#include <sstream>
+
+#include "ocslab/forwarding/apply.h"
+#include "ocslab/forwarding/diff.h"
+#include "ocslab/forwarding/fabric.h"
+#include "ocslab/forwarding/routes.h"
+#include "ocslab/forwarding/rule_plan.h"
+
+namespace po = boost::program_options;
+namespace fw = ocslab::forwarding;
+
+namespace ocslab::agent {
+
+namespace {
+
+enum {
+  kOk = 0,
+  kUsage = 1,
+  kInput = 2,
+  kFailed = 5,   // refused or failed; nothing changed or the previous state was restored
+  kRestore = 6,  // failed and the restore failed too: run rollback
+};
+
+po::options_description options() {
+  po::options_description d("forwarding options");
+  d.add_options()("fabric", po::value<std::string>(), "fabric YAML file (plan, diff, apply)")(
+      "host", po::value<std::string>(), "this host's name in the fabric (default: gethostname)")(
+      "state-dir", po::value<std::string>()->default_value(fw::kDefaultStateDir),
+      "where the journal of the last operation lives")("json", "print JSON instead of text")("help,h", "show this help");
+  return d;
+}
+
+std::string counts(const fw::PlanDiff& d) {
+  auto count = [](const auto& v, fw::ChangeOp op) {
+    size_t n = 0;
+    for (const auto& c : v) n += c.op == op;
+    return n;
+  };
+  std::string s = fmt::format("routes +{} ~{} -{}, neighbours +{} ~{} -{}", count(d.routes, fw::ChangeOp::add),
+                              count(d.routes, fw::ChangeOp::replace), count(d.routes, fw::ChangeOp::remove),
+                              count(d.neighbours, fw::ChangeOp::add), count(d.neighbours, fw::ChangeOp::replace),
+                              count(d.neighbours, fw::ChangeOp::remove));
+  return s;
+}
+
+std::string default_host() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+fw::HostPlan host_plan(const po::variables_map& vm, const std::string& host, std::vector<std::string>* unreachable) {
+  fw::Fabric f = fw::load_fabric_file(vm["fabric"].as<std::string>());
+  if (!f.find_host(host))
+    throw ConfigError(fmt::format("{}: no host '{}' in the fabric (give --host)", vm["fabric"].as<std::string>(), host));
+  fw::Plan plan = fw::make_plan(f, fw::compute_routes(f));
+  if (unreachable)
+    for (const auto& u : plan.unreachable)
+      if (u.rfind(host + " -> ", 0) == 0) unreachable->push_back(u);
+  return plan.host(host);
+}
+
+void print_report(const std::string& verb, const std::string& host, const fw::ApplyReport& r, const std::string& journal,
+                  bool json, std::ostream& out) {
+  if (json) {
+    nlohmann::json j = {{"operation", verb},
+                        {"host", host},
+                        {"changes", fw::to_json(r.changes)},
+                        {"not_programmed", {{"qdiscs", r.skipped_qdiscs}, {"filters", r.skipped_filters}}},
+                        {"journal", journal}};
+    out << j.dump(2) << "\n";
+    return;
+  }
+  if (r.changes.empty())
+    out << fmt::format("{}: host {}: no changes\n", verb, host);
+  else
+    out << fmt::format("{}: host {}: {} change(s) ({})\n", verb, host, r.changes.size(), counts(r.changes));
+  for (const auto& c : fw::commands(r.changes)) out << "  " << c << "\n";
+  if (r.skipped_qdiscs || r.skipped_filters)
+    out << fmt::format(
+        "note: {} clsact qdisc(s) and {} filter(s) of the plan are not programmed: tc programming is not built "
+        "yet (docs/forwarding.md, Not yet)\n",
+        r.skipped_qdiscs, r.skipped_filters);
+}
+
+}  // namespace
+
+std::string forwarding_help() {
+  std::ostringstream s;
+  s << "Usage: ocslab-agent forwarding (plan|diff|apply|rollback|clear) [--fabric FILE] [--host NAME]\n"
+       "                               [--state-dir DIR] [--json]\n\n"
+       "Host-based RDMA forwarding rules of one fabric host (docs/forwarding.md).\n"
+       "  plan      print the host's rule plan and the equivalent ip/tc commands (no kernel access)\n"
+       "  diff      print what apply would change in this network namespace\n"
+       "  apply     install the plan: journal the previous and intended state in --state-dir, then\n"
+       "            change only the difference; on any error or SIGINT/SIGTERM the previous state\n"
+       "            is restored\n"
+       "  rollback  undo the last apply or clear recorded in the journal (also one a kill -9 cut short)\n"
+       "  clear     remove every route and neighbour ocslab owns here (nothing else)\n\n"
+       "Only routes (protocol 79) and permanent neighbours are programmed today; clsact qdiscs and\n"
+       "flower filters of the plan are printed but not installed yet.\n\n"
+    << options()
+    << "\nExit codes:\n"
+       "  0  success (also: nothing to change)\n"
+       "  1  bad command line\n"
+       "  2  bad input: fabric file, unknown host, unreadable journal\n"
+       "  5  refused or failed (a foreign rule in the way, the kernel refused, interrupted): the\n"
+       "     previous state is in place\n"
+       "  6  failed and restoring the previous state failed too: run 'forwarding rollback'\n\n"
+       "Examples:\n"
+       "  ocslab-agent forwarding plan --fabric ring4.yaml --host h1\n"
+       "  ip netns exec h1 ocslab-agent forwarding apply --fabric ring4.yaml --host h1\n"
+       "  ocslab-agent forwarding rollback\n";
+  return s.str();
+}
+
+int run_forwarding_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  po::options_description all = options();
+  all.add_options()("sub", po::value<std::string>())("rest", po::value<std::vector<std::string>>());
+  po::positional_options_description pos;
+  pos.add("sub", 1).add("rest", -1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    err << "ocslab-agent forwarding: " << e.what() << "\nTry 'ocslab-agent forwarding --help'.\n";
+    return kUsage;
+  }
+  if (vm.count("help")) {
+    out << forwarding_help();
+    return kOk;
+  }
+  std::string sub = vm.count("sub") ? vm["sub"].as<std::string>() : "";
+  if (sub != "plan" && sub != "diff" && sub != "apply" && sub != "rollback" && sub != "clear") {
+    err << (sub.empty() ? std::string("ocslab-agent forwarding: give a subcommand")
+                        : "ocslab-agent forwarding: unknown subcommand '" + sub + "'")
+        << "\nTry 'ocslab-agent forwarding --help'.\n";
+    return kUsage;
+  }
+  if (vm.count("rest")) {
+    err << "ocslab-agent forwarding " << sub << ": unexpected argument '" << vm["rest"].as<std::vector<std::string>>()[0]
+        << "'\n";
+    return kUsage;
+  }
+  if ((sub == "plan" || sub == "diff" || sub == "apply") && !vm.count("fabric")) {
+    err << "ocslab-agent forwarding " << sub << ": --fabric FILE is required\n";
+    return kUsage;
+  }
+  bool json = vm.count("json") > 0;
+  fw::ApplyOptions o;
+  o.state_dir = vm["state-dir"].as<std::string>();
+  if (const char* p = std::getenv(fw::kPauseEnv)) o.pause_after = std::strtoull(p, nullptr, 10);
+  fw::Forwarder fwd(o);
+  std::string host = vm.count("host") ? vm["host"].as<std::string>() : "";
+  try {
+    if (sub == "plan") {
+      if (host.empty()) host = default_host();
+      std::vector<std::string> unreachable;
+      fw::HostPlan p = host_plan(vm, host, &unreachable);
+      if (json) {
+        nlohmann::json j = fw::to_json(p);
+        j["commands"] = fw::commands(p);
+        j["unreachable"] = unreachable;
+        j["tags"] = {{"route_protocol", fw::kRouteProtocol},
+                     {"tc_chain", fw::kTcChain},
+                     {"tc_prio_first", fw::kTcPrioFirst},
+                     {"tc_prio_last", fw::kTcPrioLast},
+                     {"action_cookie", fw::kActionCookie}};
+        out << j.dump(2) << "\n";
+      } else {
+        out << fmt::format("host {}: {} routes, {} permanent neighbours, {} clsact qdiscs, {} filters\n", host,
+                           p.routes.size(), p.neighbours.size(), p.qdiscs.size(), p.filters.size());
+        out << fmt::format("tags: route protocol {}, tc chain {} prio {:#x}..{:#x}, action cookie {}\n",
+                           fw::kRouteProtocol, fw::kTcChain, fw::kTcPrioFirst, fw::kTcPrioLast, fw::kActionCookie);
+        for (const auto& u : unreachable) out << "unreachable (not programmed): " << u << "\n";
+        out << "commands, in apply order:\n";
+        for (const auto& c : fw::commands(p)) out << "  " << c << "\n";
+      }
+      return kOk;
+    }
+    if (sub == "diff" || sub == "apply") {
+      if (host.empty()) host = default_host();
+      fw::HostPlan p = host_plan(vm, host, nullptr);
+      fw::ApplyReport r = sub == "diff" ? fwd.diff(p) : fwd.apply(p);
+      print_report(sub, host, r, fwd.journal_path(), json, out);
+      return kOk;
+    }
+    if (sub == "rollback") {
+      auto j = fwd.journal();
+      fw::ApplyReport r = fwd.rollback();
+      print_report(sub, j ? j->host : host, r, fwd.journal_path(), json, out);
+      return kOk;
+    }
+    // clear
+    if (host.empty()) {
+      auto j = fwd.journal();
+      host = j ? j->host : default_host();
+    }
+    fw::ApplyReport r = fwd.clear(host);
+    print_report(sub, host, r, fwd.journal_path(), json, out);
+    return kOk;
+  } catch (const ConfigError& e) {
+    err << "ocslab-agent forwarding " << sub << ": " << e.what() << "\n";
+    return kInput;
+  } catch (const fw::RestoreFailed& e) {
+    err << "ocslab-agent forwarding " << sub << ": " << e.what() << "\n";
+    return kRestore;
+  } catch (const std::exception& e) {
+    err << "ocslab-agent forwarding " << sub << ": " << e.what() << "\n";
+    return kFailed;
+  }
+}
+
+}  // namespace ocslab::agent

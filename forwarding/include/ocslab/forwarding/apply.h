@@ -1,0 +1,85 @@
+// Transactional programming of one host's ocslab-owned forwarding state: read what ocslab owns,
+// journal the previous and the intended state on disk before touching the kernel, apply the
+// diff, and restore the previous state on any error or SIGINT/SIGTERM. `rollback` undoes the
+// last operation from the journal (also after a kill -9 mid-apply); `clear` removes only ours.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "ocslab/forwarding/diff.h"
+#include "ocslab/forwarding/rule_plan.h"
+
+namespace ocslab::forwarding {
+
+inline constexpr const char* kDefaultStateDir = "/var/lib/ocslab/forwarding";
+// Test hook (docs/forwarding.md): after this many kernel changes of an apply or clear (not of
+// a restore or rollback), print "test hook: paused after N changes" to stderr and wait until
+// SIGINT/SIGTERM arrives (or a kill -9). Lets tests interrupt an apply at a known point.
+inline constexpr const char* kPauseEnv = "OCSLAB_FORWARDING_TEST_PAUSE_AFTER";
+
+struct ApplyOptions {
+  std::string state_dir = kDefaultStateDir;
+  size_t chunk = 256;  // kernel changes per pipelined batch (and between interrupt checks)
+  size_t pause_after = 0;  // the test hook; 0: off. The CLI reads it from kPauseEnv.
+};
+
+// The on-disk record (state_dir/journal.json) of the last operation.
+struct Journal {
+  std::string operation;  // apply, clear, rollback
+  std::string status;     // applying, applied, rolling-back, rolled-back
+  std::string host;
+  std::string time;  // UTC, ISO 8601
+  HostPlan before;   // ocslab's state before the operation
+  HostPlan target;   // the state the operation installs
+};
+
+struct ApplyReport {
+  PlanDiff changes;  // made (apply, rollback, clear) or to make (diff)
+  // Parts of the plan not programmed: tc is not built yet (docs/forwarding.md "Not yet").
+  size_t skipped_qdiscs = 0;
+  size_t skipped_filters = 0;
+};
+
+// An apply that failed or was interrupted and whose previous state was restored.
+class ApplyFailed : public Error {
+ public:
+  using Error::Error;
+};
+// An apply that failed and whose restore failed too: the journal keeps the previous state.
+class RestoreFailed : public Error {
+ public:
+  using Error::Error;
+};
+
+// What this engine programs today: routes and neighbours (qdiscs and filters removed).
+HostPlan programmable(const HostPlan& plan);
+
+class Forwarder {
+ public:
+  explicit Forwarder(ApplyOptions options = {});
+
+  // The ocslab-owned routes and permanent neighbours installed now (see docs: ownership).
+  HostPlan installed(const std::string& host);
+  ApplyReport diff(const HostPlan& desired);
+  // Throws ApplyFailed (previous state restored; message: the cause, e.g. the kernel's
+  // extack) or RestoreFailed; Error when a previous operation was interrupted (rollback first)
+  // or a foreign route / permanent neighbour holds a key the plan needs.
+  ApplyReport apply(const HostPlan& desired);
+  ApplyReport clear(const std::string& host);
+  ApplyReport rollback();
+
+  std::optional<Journal> journal() const;
+  std::string journal_path() const;
+
+ private:
+  ApplyReport transact(const HostPlan& target, const std::string& operation, const std::optional<Journal>& prev);
+  ApplyOptions opt_;
+};
+
+nlohmann::json to_json(const Journal& j);
+Journal journal_from_json(const nlohmann::json& j);
+
+}  // namespace ocslab::forwarding

@@ -1,0 +1,412 @@
+#include "ocslab/forwarding/apply.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "ocslab/forwarding/route_netlink.h"
+
+namespace fs = std::filesystem;
+
+namespace ocslab::forwarding {
+
+namespace {
+
+volatile std::sig_atomic_t g_signal = 0;
+void on_signal(int s) { g_signal = s; }
+
+// SIGINT/SIGTERM only set a flag while an operation runs: the engine stops between batches
+// and restores; a second signal does not cut the restore short.
+class SignalGuard {
+ public:
+  SignalGuard() {
+    g_signal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~SignalGuard() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  SignalGuard(const SignalGuard&) = delete;
+  SignalGuard& operator=(const SignalGuard&) = delete;
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
+
+class Interrupted : public Error {
+ public:
+  using Error::Error;
+};
+
+void check_signal() {
+  if (int s = g_signal) throw Interrupted(fmt::format("interrupted by {}", s == SIGINT ? "SIGINT" : "SIGTERM"));
+}
+
+// One operation at a time per state directory.
+class DirLock {
+ public:
+  explicit DirLock(const std::string& dir) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw SystemError("cannot create the forwarding state directory " + dir, ec.value());
+    std::string path = dir + "/lock";
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd_ < 0) throw SystemError("cannot open " + path, errno);
+    if (::flock(fd_, LOCK_EX | LOCK_NB) < 0) {
+      int e = errno;
+      ::close(fd_);
+      if (e == EWOULDBLOCK) throw Error("another ocslab forwarding operation holds " + path);
+      throw SystemError("cannot lock " + path, e);
+    }
+  }
+  ~DirLock() { ::close(fd_); }
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+std::string now_utc() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+void fsync_path(const std::string& path, int flags) {
+  int fd = ::open(path.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) throw SystemError("cannot open " + path + " to sync it", errno);
+  int rc = ::fsync(fd);
+  int e = errno;
+  ::close(fd);
+  if (rc < 0) throw SystemError("fsync " + path, e);
+}
+
+// Written to a temporary file, synced, renamed over the journal and the directory synced: a
+// crash leaves either the old or the new journal, never a torn one.
+void write_journal(const std::string& dir, const Journal& j) {
+  std::string path = dir + "/journal.json";
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << to_json(j).dump(1) << "\n";
+    f.flush();
+    if (!f) throw Error("cannot write " + tmp);
+  }
+  fsync_path(tmp, O_RDONLY);
+  if (::rename(tmp.c_str(), path.c_str()) < 0) throw SystemError("rename " + tmp + " -> " + path, errno);
+  fsync_path(dir, O_RDONLY | O_DIRECTORY);
+}
+
+void remove_journal(const std::string& dir) {
+  std::string path = dir + "/journal.json";
+  if (::unlink(path.c_str()) < 0 && errno != ENOENT) throw SystemError("cannot remove " + path, errno);
+  fsync_path(dir, O_RDONLY | O_DIRECTORY);
+}
+
+using NeighKey = std::pair<std::string, std::string>;  // (dst, dev)
+
+void add_keys(const HostPlan& p, std::set<NeighKey>& keys) {
+  for (const auto& n : p.neighbours) keys.insert({n.dst, n.dev});
+}
+
+struct KernelState {
+  HostPlan owned;
+  std::vector<KernelRoute> routes;          // the whole main table
+  std::vector<KernelNeighbour> neighbours;  // every IPv4 entry
+};
+
+// Owned routes: main table, protocol kRouteProtocol. Owned neighbours: permanent IPv4 entries
+// whose (dst, dev) is the destination and device of an owned /32 route, or is named in the
+// journal (`extra`), which covers a neighbour added just before a kill -9 stopped its route.
+KernelState read_kernel(RouteNetlink& nl, const std::string& host, std::set<NeighKey> extra) {
+  KernelState s;
+  s.owned.host = host;
+  s.routes = nl.list_routes();
+  s.neighbours = nl.list_neighbours();
+  for (const auto& r : s.routes) {
+    if (r.rule.protocol != kRouteProtocol) continue;
+    s.owned.routes.push_back(r.rule);
+    if (r.prefix_len == 32) extra.insert({r.rule.dst.substr(0, r.rule.dst.find('/')), r.rule.dev});
+  }
+  for (const auto& n : s.neighbours)
+    if (n.permanent() && extra.count({n.rule.dst, n.rule.dev})) s.owned.neighbours.push_back(n.rule);
+  return s;
+}
+
+// Runs kernel changes in pipelined chunks, checking for signals between chunks.
+class Executor {
+ public:
+  Executor(RouteNetlink& nl, size_t chunk, size_t pause_after, bool interruptible)
+      : nl_(nl), chunk_(chunk == 0 ? 1 : chunk), pause_after_(pause_after), interruptible_(interruptible) {}
+
+  template <class Request>
+  void run(const std::vector<Request>& requests) {
+    size_t i = 0;
+    while (i < requests.size()) {
+      size_t n = std::min(chunk_, requests.size() - i);
+      if (pause_after_ > done_) n = std::min(n, pause_after_ - done_);
+      nl_.apply(std::vector<Request>(requests.begin() + static_cast<long>(i), requests.begin() + static_cast<long>(i + n)));
+      i += n;
+      done_ += n;
+      if (pause_after_ && done_ == pause_after_) pause();
+      if (interruptible_) check_signal();
+    }
+  }
+  size_t done() const { return done_; }
+
+ private:
+  void pause() {
+    std::fprintf(stderr, "ocslab forwarding: test hook: paused after %zu changes\n", done_);
+    std::fflush(stderr);
+    auto until = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+    while (!g_signal && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  RouteNetlink& nl_;
+  size_t chunk_;
+  size_t pause_after_;
+  bool interruptible_;
+  size_t done_ = 0;
+};
+
+// --- one step per kind, in apply order -------------------------------------------------------
+
+void tc_step(const PlanDiff& d, const char* phase) {
+  // qdiscs and filters reach the kernel through TcNetlink (libmnl), not built into this
+  // engine yet; programmable() keeps them out of every target, so this never has work.
+  if (!d.qdiscs.empty() || !d.filters.empty())
+    throw Error(fmt::format("tc {}: {} qdisc and {} filter changes, but tc programming is not built yet", phase,
+                            d.qdiscs.size(), d.filters.size()));
+}
+
+void neighbour_step(Executor& ex, const PlanDiff& d, bool removals, const std::set<NeighKey>& present) {
+  std::vector<NeighbourRequest> q;
+  for (const auto& c : d.neighbours) {
+    if ((c.op == ChangeOp::remove) != removals) continue;
+    ChangeOp op = c.op;
+    // A non-permanent (learned) entry for the key is a cache entry: overwrite it.
+    if (op == ChangeOp::add && present.count({c.rule.dst, c.rule.dev})) op = ChangeOp::replace;
+    q.push_back({op, c.rule});
+  }
+  ex.run(q);
+}
+
+void route_step(Executor& ex, const PlanDiff& d, bool removals) {
+  std::vector<RouteRequest> q;
+  for (const auto& c : d.routes)
+    if ((c.op == ChangeOp::remove) == removals) q.push_back({c.op, c.rule});
+  ex.run(q);
+}
+
+void execute(Executor& ex, const PlanDiff& d, const KernelState& k) {
+  std::set<NeighKey> present;
+  for (const auto& n : k.neighbours) present.insert({n.rule.dst, n.rule.dev});
+  tc_step(d, "add");
+  neighbour_step(ex, d, false, present);
+  route_step(ex, d, false);
+  route_step(ex, d, true);
+  neighbour_step(ex, d, true, present);
+  tc_step(d, "remove");
+}
+
+// Keys the plan needs that someone else holds: refused before anything is changed.
+void check_foreign(const PlanDiff& d, const KernelState& k) {
+  for (const auto& c : d.routes) {
+    if (c.op != ChangeOp::add) continue;
+    for (const auto& r : k.routes)
+      if (r.rule.dst == c.rule.dst && r.rule.protocol != kRouteProtocol && r.priority == 0)
+        throw Error(fmt::format("{}: the main table already has {} dev {} proto {}, which is not ocslab's",
+                                render(c.rule), r.rule.dst, r.rule.dev, r.rule.protocol));
+  }
+  for (const auto& c : d.neighbours) {
+    if (c.op != ChangeOp::add) continue;
+    for (const auto& n : k.neighbours)
+      if (n.permanent() && n.rule.dst == c.rule.dst && n.rule.dev == c.rule.dev)
+        throw Error(fmt::format("{}: a permanent neighbour {} lladdr {} dev {} exists and is not ocslab's",
+                                render(c.rule), n.rule.dst, n.rule.lladdr, n.rule.dev));
+  }
+}
+
+}  // namespace
+
+HostPlan programmable(const HostPlan& plan) {
+  HostPlan p = plan;
+  p.qdiscs.clear();
+  p.filters.clear();
+  return p;
+}
+
+Forwarder::Forwarder(ApplyOptions options) : opt_(std::move(options)) {}
+
+std::string Forwarder::journal_path() const { return opt_.state_dir + "/journal.json"; }
+
+std::optional<Journal> Forwarder::journal() const {
+  std::ifstream f(journal_path());
+  if (!f) return std::nullopt;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  try {
+    return journal_from_json(nlohmann::json::parse(ss.str()));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: not a forwarding journal: {}", journal_path(), e.what()));
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", journal_path(), e.what()));
+  }
+}
+
+HostPlan Forwarder::installed(const std::string& host) {
+  std::set<NeighKey> keys;
+  if (auto j = journal()) {
+    add_keys(j->before, keys);
+    add_keys(j->target, keys);
+  }
+  RouteNetlink nl;
+  return read_kernel(nl, host, keys).owned;
+}
+
+ApplyReport Forwarder::diff(const HostPlan& desired) {
+  ApplyReport r;
+  r.skipped_qdiscs = desired.qdiscs.size();
+  r.skipped_filters = desired.filters.size();
+  r.changes = forwarding::diff(programmable(desired), installed(desired.host));
+  return r;
+}
+
+ApplyReport Forwarder::apply(const HostPlan& desired) {
+  DirLock lock(opt_.state_dir);
+  auto prev = journal();
+  if (prev && (prev->status == "applying" || prev->status == "rolling-back"))
+    throw Error(fmt::format("the last {} ({}, host {}) did not finish (journal {} says '{}'): run "
+                            "'ocslab-agent forwarding rollback' first",
+                            prev->operation, prev->time, prev->host, journal_path(), prev->status));
+  ApplyReport r = transact(programmable(desired), "apply", prev);
+  r.skipped_qdiscs = desired.qdiscs.size();
+  r.skipped_filters = desired.filters.size();
+  return r;
+}
+
+ApplyReport Forwarder::clear(const std::string& host) {
+  DirLock lock(opt_.state_dir);
+  HostPlan empty;
+  empty.host = host;
+  return transact(empty, "clear", journal());
+}
+
+ApplyReport Forwarder::rollback() {
+  DirLock lock(opt_.state_dir);
+  auto j = journal();
+  if (!j) throw Error("nothing to roll back: no journal at " + journal_path());
+  if (j->status == "rolled-back")
+    throw Error(fmt::format("nothing to roll back: the last operation was a rollback ({}); apply a plan instead",
+                            j->time));
+  HostPlan target = j->status == "rolling-back" ? j->target : j->before;
+  return transact(target, "rollback", j);
+}
+
+ApplyReport Forwarder::transact(const HostPlan& target, const std::string& operation,
+                                const std::optional<Journal>& prev) {
+  SignalGuard signals;
+  std::set<NeighKey> keys;
+  if (prev) {
+    add_keys(prev->before, keys);
+    add_keys(prev->target, keys);
+  }
+  RouteNetlink nl;
+  KernelState k = read_kernel(nl, target.host, keys);
+  ApplyReport report;
+  report.changes = forwarding::diff(target, k.owned);
+  if (report.changes.empty() && operation != "rollback") return report;  // nothing to do, journal unchanged
+  bool rolling_back = operation == "rollback";
+  if (!rolling_back) check_foreign(report.changes, k);
+
+  Journal j;
+  j.operation = operation;
+  j.status = rolling_back ? "rolling-back" : "applying";
+  j.host = target.host;
+  j.time = now_utc();
+  j.before = k.owned;
+  j.target = target;
+  write_journal(opt_.state_dir, j);  // before the first kernel change
+
+  Executor ex(nl, opt_.chunk, rolling_back ? 0 : opt_.pause_after, true);
+  try {
+    check_signal();
+    execute(ex, report.changes, k);
+  } catch (const std::exception& e) {
+    std::string cause = e.what();
+    if (rolling_back)
+      throw RestoreFailed(fmt::format("rollback stopped after {} of {} changes: {}; the journal still says "
+                                      "'rolling-back': run rollback again",
+                                      ex.done(), report.changes.size(), cause));
+    try {
+      std::set<NeighKey> all = keys;
+      add_keys(j.before, all);
+      add_keys(j.target, all);
+      KernelState now = read_kernel(nl, target.host, all);
+      PlanDiff back = forwarding::diff(j.before, now.owned);
+      Executor restore(nl, opt_.chunk, 0, false);
+      execute(restore, back, now);
+      if (prev)
+        write_journal(opt_.state_dir, *prev);  // the last completed operation is still the last
+      else
+        remove_journal(opt_.state_dir);
+    } catch (const std::exception& e2) {
+      throw RestoreFailed(fmt::format("{} failed: {}; restoring the previous state failed too: {}; the journal {} "
+                                      "keeps it: run 'ocslab-agent forwarding rollback'",
+                                      operation, cause, e2.what(), journal_path()));
+    }
+    throw ApplyFailed(fmt::format("{} failed after {} of {} changes: {}; the previous state was restored", operation,
+                                  ex.done(), report.changes.size(), cause));
+  }
+  j.status = rolling_back ? "rolled-back" : "applied";
+  j.time = now_utc();
+  write_journal(opt_.state_dir, j);
+  return report;
+}
+
+nlohmann::json to_json(const Journal& j) {
+  return {{"version", 1},         {"operation", j.operation},     {"status", j.status},        {"host", j.host},
+          {"time", j.time},       {"before", to_json(j.before)}, {"target", to_json(j.target)}};
+}
+
+Journal journal_from_json(const nlohmann::json& j) {
+  Journal out;
+  auto str = [&](const char* k) {
+    if (!j.is_object() || !j.contains(k) || !j[k].is_string()) throw Error(fmt::format("journal: missing field '{}'", k));
+    return j[k].get<std::string>();
+  };
+  out.operation = str("operation");
+  out.status = str("status");
+  out.host = str("host");
+  out.time = str("time");
+  if (!j.contains("before") || !j.contains("target")) throw Error("journal: missing 'before' or 'target'");
+  out.before = host_plan_from_json(j["before"]);
+  out.target = host_plan_from_json(j["target"]);
+  return out;
+}
+
+}  // namespace ocslab::forwarding
