@@ -1,0 +1,420 @@
+// `ocslab-agent forwarding` against this machine's kernel: a network namespace plays one fabric
+// host (its if1 devices are veths to a peer namespace). Routes and permanent neighbours are
+// applied, diffed, re-applied, changed, rolled back and cleared; a kill -9 and a SIGTERM in
+// the middle of a big apply; a kernel refusal. Routes and neighbours the test adds itself
+// (other protocols, not ocslab's) are checked unchanged before and after every step.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ocslab/forwarding/rule_plan.h"
+
+using namespace ocslab::forwarding;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int rc = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Runs a shell command; stdout and stderr apart.
+Result sh(const std::string& cmd) {
+  static int n = 0;
+  std::string base = fmt::format("/tmp/fwdnl-it-{}-{}", ::getpid(), n++);
+  int status = std::system((cmd + " >" + base + ".out 2>" + base + ".err").c_str());
+  Result r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(base + ".out"), slurp(base + ".err")};
+  fs::remove(base + ".out");
+  fs::remove(base + ".err");
+  return r;
+}
+
+std::string must(const std::string& cmd) {
+  Result r = sh(cmd);
+  if (r.rc != 0) FAIL("command failed (" << r.rc << "): " << cmd << "\n" << r.out << r.err);
+  return r.out;
+}
+
+std::string agent_path() {
+  const char* d = std::getenv("OCSLAB_BIN_DIR");
+  REQUIRE(d);
+  return std::string(d) + "/ocslab-agent";
+}
+
+// A host namespace whose if1 devices are veths to a peer namespace, plus a state directory.
+class Lab {
+ public:
+  // devs: (name, address/prefix)
+  explicit Lab(const std::vector<std::pair<std::string, std::string>>& devs) {
+    static int count = 0;
+    ns = fmt::format("fwdnl-{}-{}", ::getpid(), count);
+    peer = ns + "p";
+    state = fmt::format("/tmp/fwdnl-state-{}-{}", ::getpid(), count++);
+    fs::remove_all(state);
+    must("ip netns add " + ns);
+    must("ip netns add " + peer);
+    std::ofstream host_batch(state + ".host"), peer_batch(state + ".peer");
+    int i = 0;
+    for (const auto& [dev, addr] : devs) {
+      std::string p = fmt::format("x{}", i++);
+      host_batch << "link add " << dev << " type veth peer name " << p << " netns " << peer << "\n"
+                 << "addr add " << addr << " dev " << dev << "\n"
+                 << "link set " << dev << " up\n";
+      peer_batch << "link set " << p << " up\n";
+    }
+    host_batch.close();
+    peer_batch.close();
+    must("ip -n " + ns + " -batch " + state + ".host");
+    must("ip -n " + peer + " -batch " + state + ".peer");
+    fs::remove(state + ".host");
+    fs::remove(state + ".peer");
+    must("ip netns exec " + ns + " sysctl -qw net.ipv6.conf.all.disable_ipv6=1");
+  }
+  ~Lab() {
+    sh("ip netns del " + ns);
+    sh("ip netns del " + peer);
+    fs::remove_all(state);
+    std::string prefix = fs::path(state).filename().string() + "-";  // the test's fabric variants
+    for (const auto& f : fs::directory_iterator(fs::path(state).parent_path()))
+      if (f.path().filename().string().rfind(prefix, 0) == 0) fs::remove(f.path());
+  }
+  Lab(const Lab&) = delete;
+  Lab& operator=(const Lab&) = delete;
+
+  std::string agent_cmd(const std::string& args) const {
+    return "ip netns exec " + ns + " " + agent_path() + " forwarding " + args + " --state-dir " + state;
+  }
+  Result agent(const std::string& args) const { return sh(agent_cmd(args)); }
+  nlohmann::json ipj(const std::string& args) const {
+    std::string out = must("ip -j -n " + ns + " " + args);
+    return out.empty() ? nlohmann::json::array() : nlohmann::json::parse(out);
+  }
+
+  // What ocslab owns as seen by iproute2: proto 79 routes, and permanent neighbours except
+  // the foreign ones the test made.
+  std::set<std::string> owned_routes() const {
+    std::set<std::string> s;
+    for (const auto& r : ipj("route show table main proto 79"))
+      s.insert(fmt::format("{}/32 dev {} src {}", r.at("dst").get<std::string>(), r.at("dev").get<std::string>(),
+                           r.value("prefsrc", "")));
+    return s;
+  }
+  std::set<std::string> owned_neighbours() const {
+    std::set<std::string> s;
+    for (const auto& n : ipj("neigh show nud permanent")) {
+      std::string dst = n.at("dst");
+      if (foreign_neigh.count(dst)) continue;
+      s.insert(fmt::format("{} dev {} lladdr {}", dst, n.at("dev").get<std::string>(), n.value("lladdr", "")));
+    }
+    return s;
+  }
+  // Everything not ocslab's: the main table's other routes and the test's own neighbours.
+  std::string foreign() const {
+    nlohmann::json routes = nlohmann::json::array(), neigh = nlohmann::json::array();
+    for (const auto& r : ipj("route show table main"))
+      if (r.value("protocol", "") != "79") routes.push_back(r);
+    for (const auto& n : ipj("neigh show nud all"))
+      if (foreign_neigh.count(n.at("dst"))) neigh.push_back(n);
+    return routes.dump() + "\n" + neigh.dump();
+  }
+  // Adds the foreign routes and neighbours: another protocol, not permanent, or permanent for
+  // addresses no plan uses.
+  void add_foreign(const std::string& dev_a, const std::string& dev_b) {
+    must(fmt::format("ip -n {} route add 192.168.77.0/24 dev {} proto static", ns, dev_a));
+    must(fmt::format("ip -n {} route add 10.250.0.1/32 dev {}", ns, dev_b));
+    must(fmt::format("ip -n {} neigh add 192.0.2.98 lladdr 02:ee:00:00:00:98 dev {} nud permanent", ns, dev_a));
+    must(fmt::format("ip -n {} neigh add 192.0.2.97 lladdr 02:ee:00:00:00:97 dev {} nud noarp", ns, dev_b));
+    foreign_neigh = {"192.0.2.98", "192.0.2.97"};
+    REQUIRE(foreign().find("192.168.77.0/24") != std::string::npos);
+    REQUIRE(foreign().find("02:ee:00:00:00:97") != std::string::npos);
+  }
+
+  std::string ns, peer, state;
+  std::set<std::string> foreign_neigh;
+};
+
+struct Expected {
+  std::set<std::string> routes, neighbours;
+};
+
+Expected expected(const std::string& fabric_file, const std::string& host) {
+  Fabric f = load_fabric_file(fabric_file);
+  HostPlan p = make_plan(f, compute_routes(f)).host(host);
+  Expected e;
+  for (const auto& r : p.routes) e.routes.insert(fmt::format("{} dev {} src {}", r.dst, r.dev, r.src));
+  for (const auto& n : p.neighbours) e.neighbours.insert(fmt::format("{} dev {} lladdr {}", n.dst, n.dev, n.lladdr));
+  return e;
+}
+
+std::string source_file(const std::string& rel) {
+  const char* s = std::getenv("OCSLAB_SOURCE_DIR");
+  REQUIRE(s);
+  return std::string(s) + "/" + rel;
+}
+
+std::string write_file(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t i = s.find(from); i != std::string::npos; i = s.find(from, i + to.size())) s.replace(i, from.size(), to);
+  return s;
+}
+
+// A complete graph of n hosts: host i's port p<j> faces host j's p<i>. h01 has n-1 if1s
+// (e02..), so it gets a /32 route and a neighbour for all (n-1)^2 other addresses: every
+// other host's address is a destination, reached directly or through its owner's neighbour.
+// Host i != 1 has addresses 10.<i+shift>.<j>.1; h01's own stay put.
+std::string complete_fabric(int n, int shift) {
+  std::string y = "hosts:\n";
+  for (int i = 1; i <= n; ++i) {
+    y += fmt::format("  - name: h{:02}\n    ports:\n", i);
+    for (int j = 1; j <= n; ++j) {
+      if (j == i) continue;
+      int a = i == 1 ? 1 : i + shift;
+      y += fmt::format(
+          "      - name: p{:02}\n        if1: {{name: e{:02}, ip: 10.{}.{}.1/24, mac: \"02:01:{:02x}:{:02x}:00:00\"}}\n"
+          "        if2: {{name: e{:02}v, mac: \"02:02:{:02x}:{:02x}:{:02x}:00\"}}\n",
+          j, j, a, j, i, j, j, i, j, shift);
+    }
+  }
+  y += "circuits:\n";
+  for (int i = 1; i <= n; ++i)
+    for (int j = i + 1; j <= n; ++j) y += fmt::format("  - \"h{:02}:p{:02} <-> h{:02}:p{:02}\"\n", i, j, j, i);
+  return y;
+}
+
+// Starts the agent in the background with the pause test hook; returns its pid once it has
+// paused (ip netns exec execs the agent in place, so the pid is the agent's).
+pid_t start_paused(const Lab& lab, const std::string& args, size_t pause_after, const std::string& err_file) {
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::setenv("OCSLAB_FORWARDING_TEST_PAUSE_AFTER", std::to_string(pause_after).c_str(), 1);
+    int fd = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 1);
+    ::dup2(fd, 2);
+    std::string cmd = lab.agent_cmd(args);
+    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  std::string marker = fmt::format("test hook: paused after {} changes", pause_after);
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(180);
+  while (slurp(err_file).find(marker) == std::string::npos) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) FAIL("agent ended before pausing:\n" << slurp(err_file));
+    if (std::chrono::steady_clock::now() > until) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      FAIL("agent did not pause within 180 s:\n" << slurp(err_file));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHECK(slurp(fmt::format("/proc/{}/comm", pid)).rfind("ocslab-agent", 0) == 0);
+  return pid;
+}
+
+}  // namespace
+
+TEST_CASE("forwarding: apply, diff, re-apply, change, rollback, clear on ring4's h1; foreign state untouched") {
+  Lab lab({{"eth1", "10.0.0.10/24"}, {"eth2", "10.0.0.11/24"}});
+  lab.add_foreign("eth1", "eth2");
+  const std::string foreign = lab.foreign();
+  std::string ring4 = source_file("forwarding/examples/ring4.yaml");
+  std::string ring4b = write_file(lab.state + "-ring4b.yaml",
+                                  replace_all(slurp(ring4), "02:00:00:00:02:10", "02:00:00:00:02:1a"));
+  Expected e4 = expected(ring4, "h1"), e4b = expected(ring4b, "h1");
+  REQUIRE(e4.routes.size() == 6);
+  REQUIRE(e4.neighbours.size() == 6);
+  REQUIRE(e4.neighbours != e4b.neighbours);
+
+  // A foreign route where the plan needs one: refused before anything changes.
+  must("ip -n " + lab.ns + " route add 10.0.0.20/32 dev eth1 proto static");
+  Result r = lab.agent("apply --fabric " + ring4 + " --host h1");
+  CHECK(r.rc == 5);
+  CHECK_THAT(r.err, Catch::Contains("10.0.0.20/32 dev eth1 proto 4, which is not ocslab's"));
+  CHECK(lab.owned_routes().empty());
+  CHECK(lab.owned_neighbours().empty());
+  must("ip -n " + lab.ns + " route del 10.0.0.20/32 dev eth1 proto static");
+  CHECK(lab.foreign() == foreign);
+
+  r = lab.agent("apply --fabric " + ring4 + " --host h1");
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.out, Catch::Contains("apply: host h1: 12 change(s) (routes +6 ~0 -0, neighbours +6 ~0 -0)"));
+  CHECK(lab.owned_routes() == e4.routes);
+  CHECK(lab.owned_neighbours() == e4.neighbours);
+  CHECK(lab.foreign() == foreign);
+
+  r = lab.agent("diff --json --fabric " + ring4 + " --host h1");
+  REQUIRE(r.rc == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["changes"]["changes"] == 0);
+  CHECK(j["not_programmed"]["filters"] == 4);
+  std::string journal = slurp(lab.state + "/journal.json");
+  r = lab.agent("apply --fabric " + ring4 + " --host h1");
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.out, Catch::Contains("apply: host h1: no changes"));
+  CHECK(slurp(lab.state + "/journal.json") == journal);  // nothing changed, not even the journal
+  CHECK(lab.owned_routes() == e4.routes);
+  CHECK(lab.foreign() == foreign);
+
+  // h2:p0's if2 MAC changes: exactly the two neighbours sent through it change.
+  r = lab.agent("diff --json --fabric " + ring4b + " --host h1");
+  REQUIRE(r.rc == 0);
+  j = nlohmann::json::parse(r.out);
+  CHECK(j["changes"]["changes"] == 2);
+  r = lab.agent("apply --json --fabric " + ring4b + " --host h1");
+  REQUIRE(r.rc == 0);
+  j = nlohmann::json::parse(r.out);
+  CHECK(j["changes"]["routes"].empty());
+  REQUIRE(j["changes"]["neighbours"].size() == 2);
+  for (const auto& c : j["changes"]["neighbours"]) {
+    CHECK(c["op"] == "replace");
+    CHECK(c["rule"]["lladdr"] == "02:00:00:00:02:1a");
+    CHECK(c["old"]["lladdr"] == "02:00:00:00:02:10");
+  }
+  CHECK(lab.owned_routes() == e4b.routes);
+  CHECK(lab.owned_neighbours() == e4b.neighbours);
+  CHECK(lab.foreign() == foreign);
+
+  r = lab.agent("rollback");
+  REQUIRE(r.rc == 0);
+  CHECK(lab.owned_routes() == e4.routes);
+  CHECK(lab.owned_neighbours() == e4.neighbours);
+  CHECK(lab.foreign() == foreign);
+  r = lab.agent("rollback");
+  CHECK(r.rc == 5);
+  CHECK_THAT(r.err, Catch::Contains("nothing to roll back"));
+
+  r = lab.agent("clear");
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.out, Catch::Contains("routes +0 ~0 -6, neighbours +0 ~0 -6"));
+  CHECK(lab.owned_routes().empty());
+  CHECK(lab.owned_neighbours().empty());
+  CHECK(lab.foreign() == foreign);
+  r = lab.agent("rollback");  // undoes the clear
+  REQUIRE(r.rc == 0);
+  CHECK(lab.owned_routes() == e4.routes);
+  CHECK(lab.owned_neighbours() == e4.neighbours);
+  CHECK(lab.foreign() == foreign);
+}
+
+TEST_CASE("forwarding: a kernel refusal rolls back and shows the kernel's message") {
+  Lab lab({{"eth1", "10.0.0.10/24"}, {"eth2", "10.0.0.11/24"}});
+  lab.add_foreign("eth1", "eth1");
+  std::string ring4 = source_file("forwarding/examples/ring4.yaml");
+  std::string ring4b = write_file(lab.state + "-ring4b.yaml",
+                                  replace_all(slurp(ring4), "02:00:00:00:02:10", "02:00:00:00:02:1a"));
+  REQUIRE(lab.agent("apply --fabric " + ring4 + " --host h1").rc == 0);
+  // eth2 goes down: the kernel drops what went through it; routes through it are refused now.
+  must("ip -n " + lab.ns + " link set eth2 down");
+  auto routes = lab.owned_routes();
+  auto neighbours = lab.owned_neighbours();
+  const std::string foreign = lab.foreign();
+  CHECK(routes.size() == 3);
+  Result r = lab.agent("apply --fabric " + ring4b + " --host h1");
+  CHECK(r.rc == 5);
+  CHECK_THAT(r.err, Catch::Contains("kernel refused 'ip route replace 10.0.0.20/32 dev eth2 src 10.0.0.11 proto 79'"));
+  CHECK_THAT(r.err, Catch::Contains("(kernel: Device for nexthop is not up)"));
+  CHECK_THAT(r.err, Catch::Contains("the previous state was restored"));
+  CHECK(lab.owned_routes() == routes);
+  CHECK(lab.owned_neighbours() == neighbours);
+  CHECK(lab.foreign() == foreign);
+
+  // A device the namespace does not have: named, nothing changed.
+  std::string bad = write_file(lab.state + "-bad.yaml", replace_all(slurp(ring4b), "{name: eth1,", "{name: nosuch1,"));
+  r = lab.agent("apply --fabric " + bad + " --host h1");
+  CHECK(r.rc == 5);
+  CHECK_THAT(r.err, Catch::Contains("no network device 'nosuch1' in this namespace"));
+  CHECK(lab.owned_routes() == routes);
+  CHECK(lab.owned_neighbours() == neighbours);
+  CHECK(lab.foreign() == foreign);
+}
+
+TEST_CASE("forwarding: kill -9 and SIGTERM in the middle of a big apply") {
+  const int n = 48;  // h01 gets 47 * 47 = 2209 routes and as many neighbours
+  std::vector<std::pair<std::string, std::string>> devs;
+  for (int j = 2; j <= n; ++j) devs.push_back({fmt::format("e{:02}", j), fmt::format("10.1.{}.1/24", j)});
+  Lab lab(devs);
+  lab.add_foreign("e02", "e03");
+  const std::string foreign = lab.foreign();
+  std::string a = write_file(lab.state + "-a.yaml", complete_fabric(n, 0));
+  std::string b = write_file(lab.state + "-b.yaml", complete_fabric(n, 100));
+  Expected ea = expected(a, "h01");
+  REQUIRE(ea.routes.size() == 2209);
+  Result r = lab.agent("apply --fabric " + a + " --host h01");
+  REQUIRE(r.rc == 0);
+  CHECK(lab.owned_routes() == ea.routes);
+  CHECK(lab.owned_neighbours() == ea.neighbours);
+  CHECK(lab.foreign() == foreign);
+
+  SECTION("kill -9 after 3000 of 8836 changes, then rollback") {
+    std::string err = lab.state + "-kill.err";
+    pid_t pid = start_paused(lab, "apply --fabric " + b + " --host h01", 3000, err);
+    REQUIRE(::kill(pid, SIGKILL) == 0);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
+    // Half-applied: b's 2209 neighbours and 791 of its routes are in, a's all still there.
+    CHECK(lab.owned_routes().size() == 2209 + 791);
+    // Apply refuses to build on a half-finished one.
+    r = lab.agent("apply --fabric " + a + " --host h01");
+    CHECK(r.rc == 5);
+    CHECK_THAT(r.err, Catch::Contains("did not finish"));
+    r = lab.agent("rollback");
+    REQUIRE(r.rc == 0);
+    CHECK_THAT(r.out, Catch::Contains("routes +0 ~0 -791, neighbours +0 ~0 -2209"));
+    CHECK(lab.owned_routes() == ea.routes);
+    CHECK(lab.owned_neighbours() == ea.neighbours);
+    CHECK(lab.foreign() == foreign);
+    fs::remove(err);
+  }
+  SECTION("SIGTERM after 1000 changes restores, and the earlier apply can still be rolled back") {
+    std::string err = lab.state + "-term.err";
+    pid_t pid = start_paused(lab, "apply --fabric " + b + " --host h01", 1000, err);
+    REQUIRE(::kill(pid, SIGTERM) == 0);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 5);
+    CHECK_THAT(slurp(err), Catch::Contains("interrupted by SIGTERM; the previous state was restored"));
+    CHECK(lab.owned_routes() == ea.routes);
+    CHECK(lab.owned_neighbours() == ea.neighbours);
+    CHECK(lab.foreign() == foreign);
+    r = lab.agent("rollback");  // the last completed operation is a's apply: back to nothing
+    REQUIRE(r.rc == 0);
+    CHECK(lab.owned_routes().empty());
+    CHECK(lab.owned_neighbours().empty());
+    CHECK(lab.foreign() == foreign);
+    fs::remove(err);
+  }
+  fs::remove(a);
+  fs::remove(b);
+}
