@@ -34,7 +34,8 @@ po::options_description options() {
   d.add_options()("fabric", po::value<std::string>(), "fabric YAML file (plan, diff, apply)")(
       "host", po::value<std::string>(), "this host's name in the fabric (default: gethostname)")(
       "state-dir", po::value<std::string>()->default_value(fw::kDefaultStateDir),
-      "where the journal of the last operation lives")("json", "print JSON instead of text")("help,h", "show this help");
+      "where the journal of the last operation lives")("json", "print JSON instead of text")("help,h",
+                                                                                             "show this help");
   return d;
 }
 
@@ -60,7 +61,8 @@ std::string default_host() {
 fw::HostPlan host_plan(const po::variables_map& vm, const std::string& host, std::vector<std::string>* unreachable) {
   fw::Fabric f = fw::load_fabric_file(vm["fabric"].as<std::string>());
   if (!f.find_host(host))
-    throw ConfigError(fmt::format("{}: no host '{}' in the fabric (give --host)", vm["fabric"].as<std::string>(), host));
+    throw ConfigError(
+        fmt::format("{}: no host '{}' in the fabric (give --host)", vm["fabric"].as<std::string>(), host));
   fw::Plan plan = fw::make_plan(f, fw::compute_routes(f));
   if (unreachable)
     for (const auto& u : plan.unreachable)
@@ -68,8 +70,8 @@ fw::HostPlan host_plan(const po::variables_map& vm, const std::string& host, std
   return plan.host(host);
 }
 
-void print_report(const std::string& verb, const std::string& host, const fw::ApplyReport& r, const std::string& journal,
-                  bool json, std::ostream& out) {
+void print_report(const std::string& verb, const std::string& host, const fw::ApplyReport& r,
+                  const std::string& journal, bool json, std::ostream& out) {
   if (json) {
     nlohmann::json j = {{"operation", verb},
                         {"host", host},
@@ -147,8 +149,8 @@ int run_forwarding_cli(const std::vector<std::string>& args, std::ostream& out, 
     return kUsage;
   }
   if (vm.count("rest")) {
-    err << "ocslab-agent forwarding " << sub << ": unexpected argument '" << vm["rest"].as<std::vector<std::string>>()[0]
-        << "'\n";
+    err << "ocslab-agent forwarding " << sub << ": unexpected argument '"
+        << vm["rest"].as<std::vector<std::string>>()[0] << "'\n";
     return kUsage;
   }
   if ((sub == "plan" || sub == "diff" || sub == "apply") && !vm.count("fabric")) {

@@ -169,7 +169,8 @@ class Executor {
     while (i < requests.size()) {
       size_t n = std::min(chunk_, requests.size() - i);
       if (pause_after_ > done_) n = std::min(n, pause_after_ - done_);
-      nl_.apply(std::vector<Request>(requests.begin() + static_cast<long>(i), requests.begin() + static_cast<long>(i + n)));
+      nl_.apply(
+          std::vector<Request>(requests.begin() + static_cast<long>(i), requests.begin() + static_cast<long>(i + n)));
       i += n;
       done_ += n;
       if (pause_after_ && done_ == pause_after_) pause();
@@ -300,9 +301,10 @@ ApplyReport Forwarder::apply(const HostPlan& desired) {
   DirLock lock(opt_.state_dir);
   auto prev = journal();
   if (prev && (prev->status == "applying" || prev->status == "rolling-back"))
-    throw Error(fmt::format("the last {} ({}, host {}) did not finish (journal {} says '{}'): run "
-                            "'ocslab-agent forwarding rollback' first",
-                            prev->operation, prev->time, prev->host, journal_path(), prev->status));
+    throw Error(
+        fmt::format("the last {} ({}, host {}) did not finish (journal {} says '{}'): run "
+                    "'ocslab-agent forwarding rollback' first",
+                    prev->operation, prev->time, prev->host, journal_path(), prev->status));
   ApplyReport r = transact(programmable(desired), "apply", prev);
   r.skipped_qdiscs = desired.qdiscs.size();
   r.skipped_filters = desired.filters.size();
@@ -321,8 +323,8 @@ ApplyReport Forwarder::rollback() {
   auto j = journal();
   if (!j) throw Error("nothing to roll back: no journal at " + journal_path());
   if (j->status == "rolled-back")
-    throw Error(fmt::format("nothing to roll back: the last operation was a rollback ({}); apply a plan instead",
-                            j->time));
+    throw Error(
+        fmt::format("nothing to roll back: the last operation was a rollback ({}); apply a plan instead", j->time));
   HostPlan target = j->status == "rolling-back" ? j->target : j->before;
   return transact(target, "rollback", j);
 }
@@ -359,9 +361,10 @@ ApplyReport Forwarder::transact(const HostPlan& target, const std::string& opera
   } catch (const std::exception& e) {
     std::string cause = e.what();
     if (rolling_back)
-      throw RestoreFailed(fmt::format("rollback stopped after {} of {} changes: {}; the journal still says "
-                                      "'rolling-back': run rollback again",
-                                      ex.done(), report.changes.size(), cause));
+      throw RestoreFailed(
+          fmt::format("rollback stopped after {} of {} changes: {}; the journal still says "
+                      "'rolling-back': run rollback again",
+                      ex.done(), report.changes.size(), cause));
     try {
       std::set<NeighKey> all = keys;
       add_keys(j.before, all);
@@ -375,9 +378,10 @@ ApplyReport Forwarder::transact(const HostPlan& target, const std::string& opera
       else
         remove_journal(opt_.state_dir);
     } catch (const std::exception& e2) {
-      throw RestoreFailed(fmt::format("{} failed: {}; restoring the previous state failed too: {}; the journal {} "
-                                      "keeps it: run 'ocslab-agent forwarding rollback'",
-                                      operation, cause, e2.what(), journal_path()));
+      throw RestoreFailed(
+          fmt::format("{} failed: {}; restoring the previous state failed too: {}; the journal {} "
+                      "keeps it: run 'ocslab-agent forwarding rollback'",
+                      operation, cause, e2.what(), journal_path()));
     }
     throw ApplyFailed(fmt::format("{} failed after {} of {} changes: {}; the previous state was restored", operation,
                                   ex.done(), report.changes.size(), cause));
@@ -389,14 +393,15 @@ ApplyReport Forwarder::transact(const HostPlan& target, const std::string& opera
 }
 
 nlohmann::json to_json(const Journal& j) {
-  return {{"version", 1},         {"operation", j.operation},     {"status", j.status},        {"host", j.host},
-          {"time", j.time},       {"before", to_json(j.before)}, {"target", to_json(j.target)}};
+  return {{"version", 1},   {"operation", j.operation},    {"status", j.status},         {"host", j.host},
+          {"time", j.time}, {"before", to_json(j.before)}, {"target", to_json(j.target)}};
 }
 
 Journal journal_from_json(const nlohmann::json& j) {
   Journal out;
   auto str = [&](const char* k) {
-    if (!j.is_object() || !j.contains(k) || !j[k].is_string()) throw Error(fmt::format("journal: missing field '{}'", k));
+    if (!j.is_object() || !j.contains(k) || !j[k].is_string())
+      throw Error(fmt::format("journal: missing field '{}'", k));
     return j[k].get<std::string>();
   };
   out.operation = str("operation");

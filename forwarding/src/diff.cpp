@@ -27,8 +27,8 @@ bool same(const NeighbourRule& a, const NeighbourRule& b) {
 }
 bool same(const QdiscRule& a, const QdiscRule& b) { return a.dev == b.dev; }
 bool same(const FilterRule& a, const FilterRule& b) {
-  return a.dev == b.dev && a.chain == b.chain && a.prio == b.prio && a.dst == b.dst &&
-         a.set_eth_dst == b.set_eth_dst && a.redirect_dev == b.redirect_dev && a.cookie == b.cookie;
+  return a.dev == b.dev && a.chain == b.chain && a.prio == b.prio && a.dst == b.dst && a.set_eth_dst == b.set_eth_dst &&
+         a.redirect_dev == b.redirect_dev && a.cookie == b.cookie;
 }
 
 template <class Rule>
@@ -186,7 +186,8 @@ HostPlan host_plan_from_json(const nlohmann::json& j) {
   for (const auto& n : field<nlohmann::json>(j, "neighbours", w))
     h.neighbours.push_back({field<std::string>(n, "dst", "neighbour"), field<std::string>(n, "lladdr", "neighbour"),
                             field<std::string>(n, "dev", "neighbour")});
-  for (const auto& q : field<nlohmann::json>(j, "qdiscs", w)) h.qdiscs.push_back({field<std::string>(q, "dev", "qdisc")});
+  for (const auto& q : field<nlohmann::json>(j, "qdiscs", w))
+    h.qdiscs.push_back({field<std::string>(q, "dev", "qdisc")});
   for (const auto& f : field<nlohmann::json>(j, "filters", w)) {
     FilterRule r;
     r.dev = field<std::string>(f, "dev", "filter");

@@ -7,8 +7,8 @@
 #include <netlink/netlink.h>
 #include <netlink/route/link.h>
 #include <netlink/route/neighbour.h>
-#include <netlink/route/route.h>
 #include <netlink/route/nexthop.h>
+#include <netlink/route/route.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -337,15 +337,16 @@ void RouteNetlink::send_and_ack(std::vector<Pending>& batch) {
       std::memcpy(out.data() + at, h, h->nlmsg_len);
     }
     ssize_t sent = ::send(fd, out.data(), out.size(), 0);
-    if (sent < 0) throw SystemError(fmt::format("netlink send of {} requests (first: {})", last - first, batch[first].rule), errno);
+    if (sent < 0)
+      throw SystemError(fmt::format("netlink send of {} requests (first: {})", last - first, batch[first].rule), errno);
     size_t waiting = last - first;
     while (waiting > 0) {
       pollfd p{fd, POLLIN, 0};
       int pr = ::poll(&p, 1, 10000);
       if (pr < 0 && errno == EINTR) continue;
       if (pr <= 0)
-        throw Error(fmt::format("no netlink ack within 10 s for {} of {} requests (first: {})", waiting,
-                                last - first, batch[first].rule));
+        throw Error(fmt::format("no netlink ack within 10 s for {} of {} requests (first: {})", waiting, last - first,
+                                batch[first].rule));
       ssize_t got = ::recv(fd, in.data(), in.size(), 0);
       if (got < 0) {
         if (errno == EINTR) continue;

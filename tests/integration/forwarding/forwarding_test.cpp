@@ -248,8 +248,8 @@ TEST_CASE("forwarding: apply, diff, re-apply, change, rollback, clear on ring4's
   lab.add_foreign("eth1", "eth2");
   const std::string foreign = lab.foreign();
   std::string ring4 = source_file("forwarding/examples/ring4.yaml");
-  std::string ring4b = write_file(lab.state + "-ring4b.yaml",
-                                  replace_all(slurp(ring4), "02:00:00:00:02:10", "02:00:00:00:02:1a"));
+  std::string ring4b =
+      write_file(lab.state + "-ring4b.yaml", replace_all(slurp(ring4), "02:00:00:00:02:10", "02:00:00:00:02:1a"));
   Expected e4 = expected(ring4, "h1"), e4b = expected(ring4b, "h1");
   REQUIRE(e4.routes.size() == 6);
   REQUIRE(e4.neighbours.size() == 6);
@@ -330,8 +330,8 @@ TEST_CASE("forwarding: a kernel refusal rolls back and shows the kernel's messag
   Lab lab({{"eth1", "10.0.0.10/24"}, {"eth2", "10.0.0.11/24"}});
   lab.add_foreign("eth1", "eth1");
   std::string ring4 = source_file("forwarding/examples/ring4.yaml");
-  std::string ring4b = write_file(lab.state + "-ring4b.yaml",
-                                  replace_all(slurp(ring4), "02:00:00:00:02:10", "02:00:00:00:02:1a"));
+  std::string ring4b =
+      write_file(lab.state + "-ring4b.yaml", replace_all(slurp(ring4), "02:00:00:00:02:10", "02:00:00:00:02:1a"));
   REQUIRE(lab.agent("apply --fabric " + ring4 + " --host h1").rc == 0);
   // eth2 goes down: the kernel drops what went through it; routes through it are refused now.
   must("ip -n " + lab.ns + " link set eth2 down");

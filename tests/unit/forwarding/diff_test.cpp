@@ -40,11 +40,11 @@ TEST_CASE("diff: a plan against itself is empty, against nothing is all adds") {
 TEST_CASE("diff: only changed rules, as replace, keyed per kind") {
   HostPlan installed = ring4_h1();
   HostPlan desired = installed;
-  desired.routes[0].src = "10.0.0.99";            // same dst: replace
+  desired.routes[0].src = "10.0.0.99";                 // same dst: replace
   desired.neighbours[1].lladdr = "02:00:00:00:09:09";  // same (dst, dev): replace
-  desired.neighbours[2].dev = "eth9";             // another key: add the new, remove the old
-  desired.filters[0].redirect_dev = "eth9";       // same (dev, chain, prio): replace
-  desired.qdiscs.pop_back();                      // remove
+  desired.neighbours[2].dev = "eth9";                  // another key: add the new, remove the old
+  desired.filters[0].redirect_dev = "eth9";            // same (dev, chain, prio): replace
+  desired.qdiscs.pop_back();                           // remove
   PlanDiff d = diff(desired, installed);
   REQUIRE(d.routes.size() == 1);
   CHECK(d.routes[0].op == ChangeOp::replace);
@@ -71,8 +71,8 @@ TEST_CASE("diff: only changed rules, as replace, keyed per kind") {
   auto cmds = commands(d);
   std::vector<std::string> kinds;
   for (const auto& c : cmds) kinds.push_back(c.substr(0, c.find(' ', c.find(' ') + 1)));
-  std::vector<std::string> expected = {"tc filter", "tc filter", "ip neigh", "ip neigh", "ip route",
-                                       "ip neigh",  "tc qdisc"};
+  std::vector<std::string> expected = {"tc filter", "tc filter", "ip neigh", "ip neigh",
+                                       "ip route",  "ip neigh",  "tc qdisc"};
   CHECK(kinds == expected);
   CHECK(cmds[0].rfind("tc filter del dev eth1v ingress protocol ip prio 20224", 0) == 0);
   CHECK(cmds[2].find("lladdr 02:00:00:00:09:09") != std::string::npos);  // key order: by address

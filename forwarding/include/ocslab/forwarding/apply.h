@@ -22,7 +22,7 @@ inline constexpr const char* kPauseEnv = "OCSLAB_FORWARDING_TEST_PAUSE_AFTER";
 
 struct ApplyOptions {
   std::string state_dir = kDefaultStateDir;
-  size_t chunk = 256;  // kernel changes per pipelined batch (and between interrupt checks)
+  size_t chunk = 256;      // kernel changes per pipelined batch (and between interrupt checks)
   size_t pause_after = 0;  // the test hook; 0: off. The CLI reads it from kPauseEnv.
 };
 
