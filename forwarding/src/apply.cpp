@@ -273,9 +273,9 @@ std::optional<Journal> Forwarder::journal() const {
   try {
     return journal_from_json(nlohmann::json::parse(ss.str()));
   } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: not a forwarding journal: {}", journal_path(), e.what()));
+    throw ConfigError(fmt::format("{}: not a forwarding journal: {}", journal_path(), e.what()));
   } catch (const Error& e) {
-    throw Error(fmt::format("{}: {}", journal_path(), e.what()));
+    throw ConfigError(fmt::format("{}: {}", journal_path(), e.what()));
   }
 }
 
