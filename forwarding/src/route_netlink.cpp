@@ -96,7 +96,10 @@ std::string extack_of(const nlmsghdr* h) {
   if (!(h->nlmsg_flags & NLM_F_ACK_TLVS)) return "";
   const auto* e = static_cast<const nlmsgerr*>(NLMSG_DATA(h));
   size_t off = NLMSG_HDRLEN + sizeof(nlmsgerr);
-  if (!(h->nlmsg_flags & NLM_F_CAPPED)) off += e->msg.nlmsg_len - NLMSG_HDRLEN;
+  if (!(h->nlmsg_flags & NLM_F_CAPPED)) {
+    if (e->msg.nlmsg_len < NLMSG_HDRLEN) return "";
+    off += e->msg.nlmsg_len - NLMSG_HDRLEN;
+  }
   const char* base = reinterpret_cast<const char*>(h);
   while (off + NLA_HDRLEN <= h->nlmsg_len) {
     const auto* a = reinterpret_cast<const nlattr*>(base + off);
@@ -352,9 +355,13 @@ void RouteNetlink::send_and_ack(std::vector<Pending>& batch) {
         if (errno == EINTR) continue;
         throw SystemError(fmt::format("netlink receive of acks (first request: {})", batch[first].rule), errno);
       }
-      int len = static_cast<int>(got);
-      for (auto* h = reinterpret_cast<nlmsghdr*>(in.data()); NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
-        if (h->nlmsg_type != NLMSG_ERROR) continue;
+      // Walk the datagram's messages by hand: NLMSG_OK mixes signed and unsigned lengths.
+      size_t len = static_cast<size_t>(got);
+      for (size_t off = 0; off + sizeof(nlmsghdr) <= len;) {
+        auto* h = reinterpret_cast<nlmsghdr*>(in.data() + off);
+        if (h->nlmsg_len < sizeof(nlmsghdr) || off + h->nlmsg_len > len) break;
+        off += NLMSG_ALIGN(h->nlmsg_len);
+        if (h->nlmsg_type != NLMSG_ERROR || h->nlmsg_len < NLMSG_LENGTH(sizeof(nlmsgerr))) continue;
         auto it = by_seq.find(h->nlmsg_seq);
         if (it == by_seq.end() || batch[it->second].acked) continue;
         Pending& p = batch[it->second];
