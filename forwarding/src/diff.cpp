@@ -4,6 +4,7 @@
 
 #include <map>
 #include <tuple>
+#include <type_traits>
 
 namespace ocslab::forwarding {
 
@@ -80,7 +81,6 @@ void add_commands(const std::vector<Change<Rule>>& changes, bool removals, std::
 
 template <class Rule>
 nlohmann::json change_json(const Change<Rule>& c) {
-  HostPlan one;
   nlohmann::json j = {{"op", to_string(c.op)}};
   auto rule_json = [](const Rule& r) {
     HostPlan p;
