@@ -16,9 +16,9 @@ struct Result {
   std::string out;
 };
 
-Result run(const std::string& args) {
+Result run(const std::string& args, const std::string& program = "ocslab-collbench-verbs", const std::string& env = "") {
   const char* bin = std::getenv("OCSLAB_BIN_DIR");
-  std::string cmd = std::string(bin ? bin : "build/bin") + "/ocslab-collbench-verbs " + args + " 2>&1";
+  std::string cmd = env + " " + std::string(bin ? bin : "build/bin") + "/" + program + " " + args + " 2>&1";
   Result r;
   FILE* p = ::popen(cmd.c_str(), "r");
   REQUIRE(p);
@@ -69,3 +69,38 @@ TEST_CASE("ocslab-collbench-verbs: help and bad input", "[workloads]") {
   CHECK(r.rc == 2);
   CHECK_THAT(r.out, Contains("unrecognised option '--bogus'"));
 }
+
+#ifdef OCSLAB_HAVE_NCCL
+TEST_CASE("ocslab-collbench-nccl: help, bad input, and no GPU on this machine", "[workloads]") {
+  const std::string nccl = "ocslab-collbench-nccl";
+  Result h = run("--help", nccl);
+  CHECK(h.rc == 0);
+  CHECK_THAT(h.out, Contains("usage: ocslab-collbench-nccl") && Contains("--gpu") && Contains("mpirun -np 8"));
+
+  Result r = run("--rank 0", nccl);
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("missing --schedule FILE"));
+
+  r = run("-s " + sched("dp-pp-4.yaml") + " --rank 0 --nranks 8 --rendezvous x:1", nccl);
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("dp-pp-4.yaml: the schedule has 4 ranks, this job 8"));
+
+  // The launcher's environment names rank and world size.
+  r = run("-s " + sched("dp-pp-4.yaml") + " --rendezvous x:1 --host gpu7", nccl,
+          "OMPI_COMM_WORLD_RANK=5 OMPI_COMM_WORLD_SIZE=4");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("--rank 5 is outside 0..3"));
+
+  // This machine has the CUDA toolkit but no GPU: refused before the rendezvous (which would
+  // otherwise wait for the other ranks).
+  r = run("-s " + sched("dp-pp-4.yaml") + " --rank 1 --nranks 4 --rendezvous 127.0.0.1:1 --host gpu7 --timeout-s 600",
+          nccl);
+  INFO(r.out);
+  if (r.out.find("no CUDA device visible") == std::string::npos) {
+    WARN("a GPU is visible here; the no-GPU refusal was not exercised");
+  } else {
+    CHECK(r.rc == 2);
+    CHECK_THAT(r.out, Contains("rank 1 on gpu7: no CUDA device visible"));
+  }
+}
+#endif
