@@ -188,8 +188,8 @@ void write_outputs(const std::string& folder, int rank, const std::vector<OpReco
 }
 
 std::string rendezvous_tag(const Schedule& s, const std::string& backend_name) {
-  return fmt::format("{} {} ranks={} ops={} steps={} warmup={}", backend_name, s.name, s.ranks, s.step.size(), s.steps,
-                     s.warmup);
+  return fmt::format("{} {} ranks={} ops={} steps={} warmup={} digest={:016x}", backend_name, s.name, s.ranks,
+                     s.step.size(), s.steps, s.warmup, s.digest());
 }
 
 int run_and_report(const Schedule& s, const CommonOptions& o, const std::string& backend_name, Backend& backend,

@@ -43,8 +43,10 @@ double busbw_gbps(OpType type, int n, uint64_t bytes, double seconds) {
 uint64_t buffer_floats(const Op& op) { return op.bytes / sizeof(float); }
 
 float fill_value(int rank, uint64_t seq, uint64_t j) {
-  // < 251: a sum over 65536 ranks stays below 2^24, where float32 is exact.
-  uint64_t v = (static_cast<uint64_t>(rank) * 131u + seq * 31u + j * 7u) % 251u;
+  // 1..250: never 0, so a sum over two or more members always differs from any one member's
+  // input (an op that skipped the reduction cannot pass), and a sum over 65536 ranks stays
+  // below 2^24, where float32 is exact.
+  uint64_t v = 1 + (static_cast<uint64_t>(rank) * 131u + seq * 31u + j * 7u) % 250u;
   return static_cast<float>(v);
 }
 

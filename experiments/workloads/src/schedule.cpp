@@ -217,6 +217,28 @@ uint64_t Schedule::max_buffer_bytes() const {
   return m;
 }
 
+uint64_t Schedule::digest() const {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](std::string_view v) {
+    for (unsigned char c : v) h = (h ^ c) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull;  // separator, so "ab","c" differs from "a","bc"
+  };
+  mix(std::to_string(ranks));
+  for (const auto& g : groups) {
+    mix(g.name);
+    mix(g.kind);
+    for (int r : g.ranks) mix(std::to_string(r));
+  }
+  for (const auto& op : step) {
+    mix(std::to_string(op.group));
+    mix(op_name(op.type));
+    mix(std::to_string(op.bytes));
+    mix(std::to_string(op.src));
+    mix(std::to_string(op.dst));
+  }
+  return h;
+}
+
 uint64_t parse_bytes(std::string_view text) {
   uint64_t v = 0;
   const char* b = text.data();

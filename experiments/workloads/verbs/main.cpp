@@ -42,6 +42,8 @@ int main(int argc, char** argv) {
       ("ib-port", po::value<int>()->default_value(1), "port of the RDMA device")
       ("qp-timeout", po::value<int>()->default_value(14), "RC local ACK timeout exponent: 4.096 us x 2^N (0..31)")
       ("qp-retry", po::value<int>()->default_value(7), "RC retry count (0..7)")
+      ("max-msg", po::value<std::string>(), "split transfers into SENDs of at most this size (e.g. 64KiB; default: the "
+                                            "device's limit, at most 1GiB)")
       ("help,h", "this help");
   po::variables_map vm;
   try {
@@ -86,6 +88,10 @@ int main(int argc, char** argv) {
     vo.timeout = static_cast<uint8_t>(t);
     vo.retry_cnt = static_cast<uint8_t>(r);
     vo.op_timeout = o.timeout;
+    if (vm.count("max-msg")) {
+      vo.max_msg_bytes = parse_bytes(vm["max-msg"].as<std::string>());
+      if (vo.max_msg_bytes < 4) throw Error("--max-msg must be at least 4 bytes");
+    }
 
     Rendezvous rv(o.rank, o.nranks, o.rendezvous.empty() ? "localhost:1" : o.rendezvous, rendezvous_tag(s, "verbs"),
                   o.timeout);

@@ -62,6 +62,7 @@ struct VerbsBackend::Device {
   int gid_index = -1;
   ibv_gid gid{};
   ibv_mtu mtu = IBV_MTU_1024;
+  uint64_t max_msg_floats = 1;  // largest SEND, in floats
 
   ~Device() {
     if (scratch_mr) ibv_dereg_mr(scratch_mr);
@@ -138,6 +139,9 @@ VerbsBackend::Device& VerbsBackend::device_for(const std::string& iface) {
                             ibv_port_state_str(pa.state)));
   }
   d->mtu = pa.active_mtu;
+  uint64_t limit = std::min<uint64_t>(pa.max_msg_sz, 1u << 30);
+  if (o_.max_msg_bytes > 0) limit = std::min<uint64_t>(limit, o_.max_msg_bytes);
+  d->max_msg_floats = std::max<uint64_t>(limit / sizeof(float), 1);
   d->pd = ibv_alloc_pd(d->ctx);
   if (!d->pd) throw SystemError(d->name + ": ibv_alloc_pd", errno);
   d->cq = ibv_create_cq(d->ctx, 256, nullptr, nullptr, 0);
@@ -283,8 +287,9 @@ VerbsBackend::~VerbsBackend() {
 std::string VerbsBackend::describe() const {
   std::string s;
   for (const auto& d : devices_) {
-    s += fmt::format("{}{} ({}, GID index {}, {}, MTU {})", s.empty() ? "" : "; ", d->name, d->iface, d->gid_index,
-                     gid_text(d->gid), 128 << static_cast<int>(d->mtu));
+    s += fmt::format("{}{} ({}, GID index {}, {}, MTU {}, messages up to {} B)", s.empty() ? "" : "; ", d->name,
+                     d->iface, d->gid_index, gid_text(d->gid), 128 << static_cast<int>(d->mtu),
+                     d->max_msg_floats * sizeof(float));
   }
   return fmt::format("{}{}{} queue pair(s)", s, s.empty() ? "" : ", ", conns_.size());
 }
@@ -301,6 +306,23 @@ VerbsBackend::Conn& VerbsBackend::conn(int peer, const std::string& iface, const
 
 void VerbsBackend::exchange(const Op& op, Conn* to, const float* send_from, uint64_t send_count, Conn* from,
                             float* recv_to, uint64_t recv_count) {
+  // Messages above the device's limit (Soft-RoCE: 8 MiB) go as segments; the peer splits its
+  // side of the same transfer identically, so segment k meets segment k.
+  Device* dev = to ? to->dev : from->dev;
+  uint64_t seg = dev->max_msg_floats;
+  uint64_t nsend = to ? std::max<uint64_t>(1, (send_count + seg - 1) / seg) : 0;
+  uint64_t nrecv = from ? std::max<uint64_t>(1, (recv_count + seg - 1) / seg) : 0;
+  for (uint64_t k = 0; k < std::max(nsend, nrecv); ++k) {
+    bool s = k < nsend, r = k < nrecv;
+    uint64_t sc = s ? std::min(seg, send_count - std::min(send_count, k * seg)) : 0;
+    uint64_t rc = r ? std::min(seg, recv_count - std::min(recv_count, k * seg)) : 0;
+    post_and_wait(op, s ? to : nullptr, s ? send_from + k * seg : nullptr, sc, r ? from : nullptr,
+                  r ? recv_to + k * seg : nullptr, rc);
+  }
+}
+
+void VerbsBackend::post_and_wait(const Op& op, Conn* to, const float* send_from, uint64_t send_count, Conn* from,
+                                 float* recv_to, uint64_t recv_count) {
   auto sge_of = [&](const float* p, uint64_t count, Device& d) {
     bool in_scratch = p >= scratch_.data() && p < scratch_.data() + scratch_.size();
     ibv_sge sge{};

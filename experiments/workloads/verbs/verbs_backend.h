@@ -24,6 +24,7 @@ struct VerbsOptions {
   uint8_t timeout = 14;  // local ACK timeout 4.096 us * 2^timeout
   uint8_t retry_cnt = 7;
   std::chrono::milliseconds op_timeout{120000};  // no completion for this long: the op fails
+  uint64_t max_msg_bytes = 0;  // > 0: split messages above this (default: the port's max_msg_sz, at most 1 GiB)
 };
 
 class VerbsBackend : public Backend {
@@ -46,9 +47,13 @@ class VerbsBackend : public Backend {
   Conn& conn(int peer, const std::string& iface, const Op& op);
   const std::string& iface_of(const Group& g) const;
   // One ring step: recv `recv_count` floats into recv_to from left while sending
-  // `send_count` floats at send_from to right; waits for both.
+  // `send_count` floats at send_from to right, in segments of at most the device's message
+  // size; waits for both.
   void exchange(const Op& op, Conn* to, const float* send_from, uint64_t send_count, Conn* from, float* recv_to,
                 uint64_t recv_count);
+  // One message each way (either may be absent), both completions awaited.
+  void post_and_wait(const Op& op, Conn* to, const float* send_from, uint64_t send_count, Conn* from, float* recv_to,
+                     uint64_t recv_count);
   void ring_reduce_scatter(const Op& op, float* buf, uint64_t total, int n, int me, Conn& left, Conn& right);
   void ring_all_gather(const Op& op, float* buf, uint64_t total, int n, int me, Conn& left, Conn& right);
   std::string op_where(const Op& op) const;

@@ -126,3 +126,16 @@ TEST_CASE("schedule errors name the file, line, group and rank", "[workloads]") 
   CHECK_THAT(error_of("ranks: [\n"), Contains("s.yaml:2:1: YAML syntax error"));
   CHECK_THROWS_WITH(load_schedule("/nonexistent/s.yaml"), Contains("/nonexistent/s.yaml: cannot open"));
 }
+
+TEST_CASE("the schedule digest changes with any group member or op, not with layout", "[workloads]") {
+  const std::string a = std::string(kHead) + "  - {group: dp, op: allreduce, bytes: 1024}\n";
+  const std::string flow = "name: t\nranks: 4\ngroups:\n- name: dp\n  kind: dp\n  ranks: [0, 1, 2, 3]\n- name: pp\n"
+                           "  kind: pp\n  ranks: [0, 2]\nstep:\n- {group: dp, op: allreduce, bytes: 1KiB}\n";
+  uint64_t d = parse_schedule(a, "a").digest();
+  CHECK(parse_schedule(flow, "b").digest() == d);
+  std::string other_rank = a;
+  other_rank.replace(other_rank.find("[0, 2]"), 6, "[0, 3]");
+  CHECK(parse_schedule(other_rank, "c").digest() != d);
+  CHECK(parse_schedule(std::string(kHead) + "  - {group: dp, op: allreduce, bytes: 2048}\n", "d").digest() != d);
+  CHECK(parse_schedule(std::string(kHead) + "  - {group: pp, op: allreduce, bytes: 1024}\n", "e").digest() != d);
+}

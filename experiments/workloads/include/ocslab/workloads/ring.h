@@ -40,7 +40,8 @@ double busbw_gbps(OpType type, int n, uint64_t bytes, double seconds);
 uint64_t buffer_floats(const Op& op);
 
 // The value rank puts at element j of its contribution to the op with sequence number seq
-// (a small integer, so sums over any group are exact in float32).
+// (an integer in 1..250, so sums over any group are exact in float32 and exceed every single
+// member's value).
 float fill_value(int rank, uint64_t seq, uint64_t j);
 constexpr float kUnwritten = -1.0f;  // fill of positions a rank expects to receive
 

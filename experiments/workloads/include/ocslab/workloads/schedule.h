@@ -49,6 +49,9 @@ struct Schedule {
   bool involves(const Op& op, int rank) const;
   // Largest per-rank buffer any op needs, in bytes.
   uint64_t max_buffer_bytes() const;
+  // FNV-1a over groups (name, kind, ranks) and ops (group, type, bytes, src, dst), not steps or
+  // layout: ranks compare it at the rendezvous so one started with a different schedule is refused.
+  uint64_t digest() const;
 };
 
 // Throws ocslab::ConfigError "origin:line:col: ..." for any malformed or inconsistent input.
