@@ -31,8 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if ((op.type == OpType::kAllGather || op.type == OpType::kReduceScatter) && op.bytes % (4 * n) != 0) {
         __builtin_trap();
       }
-      if (op.type == OpType::kSendRecv &&
-          (g.index_of(op.src) < 0 || g.index_of(op.dst) < 0 || op.src == op.dst)) {
+      if (op.type == OpType::kSendRecv && (g.index_of(op.src) < 0 || g.index_of(op.dst) < 0 || op.src == op.dst)) {
         __builtin_trap();
       }
       // The ring split of every op covers its buffer.

@@ -132,8 +132,8 @@ TEST_CASE("verbs workload: 4 ranks on 2 Soft-RoCE guests run the DP/PP schedule 
   }
   std::cout << "4 ranks finished in " << seconds << " s; rank 0's table:\n" << results[0].out;
   for (int r = 0; r < 4; ++r) std::cout << "rank " << r << ": " << results[static_cast<size_t>(r)].err;
-  CHECK_THAT(results[0].out, Contains("# ocslab-collbench-verbs: schedule 'dp-pp-4'") &&
-                                 Contains("# Out of bounds values : 0 OK"));
+  CHECK_THAT(results[0].out,
+             Contains("# ocslab-collbench-verbs: schedule 'dp-pp-4'") && Contains("# Out of bounds values : 0 OK"));
   CHECK(results[1].out.empty());  // only rank 0 prints the table
   // --max-msg: the 32-64 KiB transfers went as several 16 KiB SENDs (segments matched in order).
   for (int r = 0; r < 4; ++r) CHECK_THAT(results[static_cast<size_t>(r)].err, Contains("messages up to 16384 B"));

@@ -15,7 +15,8 @@ using namespace ocslab::workloads;
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: ocslab-collbench-nccl --schedule FILE [--rank R] (--ranks H0,H1,... | --rendezvous HOST:PORT) [options]
+constexpr const char* kUsage =
+    R"(usage: ocslab-collbench-nccl --schedule FILE [--rank R] (--ranks H0,H1,... | --rendezvous HOST:PORT) [options]
 
 Runs every collective of the schedule's step with NCCL (ncclAllReduce / AllGather /
 ReduceScatter in place, ncclSend/ncclRecv, float32 sum) on a buffer in GPU memory, one process
@@ -39,9 +40,9 @@ Exit status: 0 all results exact; 1 some result wrong; 2 bad input or a CUDA/NCC
 int main(int argc, char** argv) {
   po::options_description desc("options");
   add_common_options(desc);
-  desc.add_options()
-      ("gpu", po::value<int>(), "CUDA device of this rank (default: the launcher's local rank, else rank modulo the GPU count)")
-      ("help,h", "this help");
+  desc.add_options()("gpu", po::value<int>(),
+                     "CUDA device of this rank (default: the launcher's local rank, else rank modulo the GPU count)")(
+      "help,h", "this help");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -76,8 +77,8 @@ int main(int argc, char** argv) {
     int gpu = vm.count("gpu") ? vm["gpu"].as<int>() : launcher_local_rank();
     if (gpu < 0) gpu = o.rank % count;
     if (gpu >= count) {
-      throw Error(fmt::format("rank {} on {}: GPU {} does not exist ({} visible; one rank per GPU)", o.rank, o.host, gpu,
-                              count));
+      throw Error(fmt::format("rank {} on {}: GPU {} does not exist ({} visible; one rank per GPU)", o.rank, o.host,
+                              gpu, count));
     }
     Rendezvous rv(o.rank, o.nranks, o.rendezvous.empty() ? "localhost:1" : o.rendezvous, rendezvous_tag(s, "nccl"),
                   o.timeout);

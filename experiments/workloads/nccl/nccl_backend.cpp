@@ -13,7 +13,8 @@ namespace ocslab::workloads {
 namespace {
 
 void cuda_check(cudaError_t e, const std::string& what) {
-  if (e != cudaSuccess) throw Error(fmt::format("{}: CUDA error {}: {}", what, cudaGetErrorName(e), cudaGetErrorString(e)));
+  if (e != cudaSuccess)
+    throw Error(fmt::format("{}: CUDA error {}: {}", what, cudaGetErrorName(e), cudaGetErrorString(e)));
 }
 
 void nccl_check(ncclResult_t r, const std::string& what, ncclComm_t comm = nullptr) {
@@ -30,9 +31,10 @@ NcclBackend::NcclBackend(const Schedule& s, int rank, int device, Rendezvous& rv
   int count = 0;
   cuda_check(cudaGetDeviceCount(&count), fmt::format("rank {}: cudaGetDeviceCount", rank));
   if (device < 0 || device >= count) {
-    throw Error(fmt::format("rank {}: GPU {} does not exist ({} GPU(s) visible; one rank per GPU: --gpu or the "
-                            "launcher's local rank)",
-                            rank, device, count));
+    throw Error(
+        fmt::format("rank {}: GPU {} does not exist ({} GPU(s) visible; one rank per GPU: --gpu or the "
+                    "launcher's local rank)",
+                    rank, device, count));
   }
   cuda_check(cudaSetDevice(device), fmt::format("rank {}: cudaSetDevice({})", rank, device));
   cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");

@@ -41,20 +41,21 @@ std::string hostname() {
 }  // namespace
 
 void add_common_options(po::options_description& d) {
-  d.add_options()
-      ("schedule,s", po::value<std::string>(), "schedule file (YAML, docs/workloads.md); required")
-      ("rank,r", po::value<int>(), "this process's rank (default: OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID)")
-      ("nranks,n", po::value<int>(), "world size (default: the launcher's, else the schedule's ranks)")
-      ("rendezvous", po::value<std::string>(), "HOST:PORT where rank 0 listens for the bootstrap (default: OCSLAB_RENDEZVOUS)")
-      ("ranks", po::value<std::string>(), "comma-separated host of each rank (rank 0 first); implies --nranks and "
-                                          "--rendezvous RANK0HOST:PORT")
-      ("port", po::value<int>()->default_value(18600), "rendezvous port with --ranks")
-      ("host", po::value<std::string>(), "host name written in the records (default: hostname)")
-      ("output,o", po::value<std::string>(), "folder for ops-rank<R>.csv and timeline-rank<R>.csv")
-      ("timeout-s", po::value<double>()->default_value(120), "longest wait for a peer (bootstrap, one op, the final gather)")
-      ("steps", po::value<int>(), "measured steps (default: the schedule's)")
-      ("warmup", po::value<int>(), "warm-up steps (default: the schedule's)")
-      ("no-verify", "do not check results (the data is still filled)");
+  d.add_options()("schedule,s", po::value<std::string>(), "schedule file (YAML, docs/workloads.md); required")(
+      "rank,r", po::value<int>(), "this process's rank (default: OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID)")(
+      "nranks,n", po::value<int>(), "world size (default: the launcher's, else the schedule's ranks)")(
+      "rendezvous", po::value<std::string>(),
+      "HOST:PORT where rank 0 listens for the bootstrap (default: OCSLAB_RENDEZVOUS)")(
+      "ranks", po::value<std::string>(),
+      "comma-separated host of each rank (rank 0 first); implies --nranks and "
+      "--rendezvous RANK0HOST:PORT")("port", po::value<int>()->default_value(18600), "rendezvous port with --ranks")(
+      "host", po::value<std::string>(), "host name written in the records (default: hostname)")(
+      "output,o", po::value<std::string>(), "folder for ops-rank<R>.csv and timeline-rank<R>.csv")(
+      "timeout-s", po::value<double>()->default_value(120),
+      "longest wait for a peer (bootstrap, one op, the final gather)")(
+      "steps", po::value<int>(), "measured steps (default: the schedule's)")("warmup", po::value<int>(),
+                                                                             "warm-up steps (default: the schedule's)")(
+      "no-verify", "do not check results (the data is still filled)");
 }
 
 CommonOptions common_options(const po::variables_map& vm) {
@@ -63,7 +64,8 @@ CommonOptions common_options(const po::variables_map& vm) {
   o.schedule_path = vm["schedule"].as<std::string>();
   o.rank = vm.count("rank") ? vm["rank"].as<int>() : env_int({"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"});
   if (o.rank < 0) throw Error("missing --rank (and no launcher environment names it)");
-  o.nranks = vm.count("nranks") ? vm["nranks"].as<int>() : env_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"});
+  o.nranks =
+      vm.count("nranks") ? vm["nranks"].as<int>() : env_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"});
   if (vm.count("ranks")) {
     std::vector<std::string> hosts;
     std::string list = vm["ranks"].as<std::string>();

@@ -58,7 +58,8 @@ T number(const std::string& field, const std::string& where, const char* column)
 int64_t us_to_ns(const std::string& field, const std::string& where, const char* column) {
   auto dot = field.find('.');
   std::string whole = field.substr(0, dot), frac = dot == std::string::npos ? "" : field.substr(dot + 1);
-  if (frac.size() > 3) throw ConfigError(fmt::format("{}: column {}: more than ns precision in '{}'", where, column, field));
+  if (frac.size() > 3)
+    throw ConfigError(fmt::format("{}: column {}: more than ns precision in '{}'", where, column, field));
   frac.resize(3, '0');
   bool neg = !whole.empty() && whole[0] == '-';
   int64_t w = number<int64_t>(neg ? whole.substr(1) : whole, where, column);
@@ -82,10 +83,26 @@ OpType type_of(const std::string& name, const std::string& where) {
 }  // namespace
 
 const std::vector<std::string>& op_csv_columns() {
-  static const std::vector<std::string> c = {
-      "rank",      "host",    "step",     "warmup",     "op_index",   "seq",        "group",
-      "kind",      "op",      "ranks",    "bytes",      "start_ns",   "end_ns",     "time_us",
-      "algbw_GBps", "busbw_GBps", "reconfig_wait_us", "wait_start_ns", "wrong", "verified"};
+  static const std::vector<std::string> c = {"rank",
+                                             "host",
+                                             "step",
+                                             "warmup",
+                                             "op_index",
+                                             "seq",
+                                             "group",
+                                             "kind",
+                                             "op",
+                                             "ranks",
+                                             "bytes",
+                                             "start_ns",
+                                             "end_ns",
+                                             "time_us",
+                                             "algbw_GBps",
+                                             "busbw_GBps",
+                                             "reconfig_wait_us",
+                                             "wait_start_ns",
+                                             "wrong",
+                                             "verified"};
   return c;
 }
 
@@ -120,8 +137,8 @@ std::vector<OpRecord> parse_op_csv(const std::string& text, const std::string& o
   if (!std::getline(in, line)) return out;
   auto header = split_csv(line);
   if (header != op_csv_columns()) {
-    throw ConfigError(origin + ":1: not an ops CSV header (want " + fmt::format("{}", fmt::join(op_csv_columns(), ",")) +
-                      ")");
+    throw ConfigError(origin + ":1: not an ops CSV header (want " +
+                      fmt::format("{}", fmt::join(op_csv_columns(), ",")) + ")");
   }
   int lineno = 1;
   while (std::getline(in, line)) {
@@ -232,8 +249,9 @@ std::vector<TableRow> summarize(const std::vector<OpRecord>& all) {
 
 void print_table(std::ostream& out, const Schedule& s, const std::string& backend, const std::vector<TableRow>& rows,
                  const std::vector<OpRecord>& all) {
-  out << fmt::format("# ocslab-collbench-{}: schedule '{}' ({}), {} rank(s), {} op(s) per step, {} step(s) + {} warm-up\n",
-                     backend, s.name, s.origin, s.ranks, s.step.size(), s.steps, s.warmup);
+  out << fmt::format(
+      "# ocslab-collbench-{}: schedule '{}' ({}), {} rank(s), {} op(s) per step, {} step(s) + {} warm-up\n", backend,
+      s.name, s.origin, s.ranks, s.step.size(), s.steps, s.warmup);
   out << "#  time: mean over measured steps of the slowest rank's duration; wait: time in the phase hooks\n";
   out << "#\n";
   out << fmt::format("# {:>3} {:>10} {:>5} {:>14} {:>5} {:>12} {:>11} {:>5} {:>6} {:>10} {:>8} {:>8} {:>10} {:>8}\n",
@@ -246,10 +264,11 @@ void print_table(std::ostream& out, const Schedule& s, const std::string& backen
   uint64_t wrong = 0;
   for (const auto& r : rows) {
     bool data = r.type != OpType::kBarrier;
-    out << fmt::format("  {:>3} {:>10} {:>5} {:>14} {:>5} {:>12} {:>11} {:>5} {:>6} {:>10.1f} {:>8.3f} {:>8.3f} {:>10.1f} {:>8}\n",
-                       r.index, r.group, r.kind, op_name(r.type), r.group_size, r.bytes, r.bytes / 4,
-                       data ? "float" : "none", r.type == OpType::kAllReduce || r.type == OpType::kReduceScatter ? "sum" : "none",
-                       r.time_us, r.algbw, r.busbw, r.wait_us, r.wrong);
+    out << fmt::format(
+        "  {:>3} {:>10} {:>5} {:>14} {:>5} {:>12} {:>11} {:>5} {:>6} {:>10.1f} {:>8.3f} {:>8.3f} {:>10.1f} {:>8}\n",
+        r.index, r.group, r.kind, op_name(r.type), r.group_size, r.bytes, r.bytes / 4, data ? "float" : "none",
+        r.type == OpType::kAllReduce || r.type == OpType::kReduceScatter ? "sum" : "none", r.time_us, r.algbw, r.busbw,
+        r.wait_us, r.wrong);
     if (data && r.steps > 0) {
       bus_sum += r.busbw;
       ++bus_n;

@@ -78,7 +78,8 @@ std::string recv_frame(int fd, Clock::time_point deadline, const std::string& wh
   uint32_t len = 0;
   read_all(fd, &len, sizeof(len), deadline, who);
   len = ntohl(len);
-  if (len > kMaxFrame) throw Error(fmt::format("rendezvous: {} sent a frame of {} bytes (not an ocslab rank?)", who, len));
+  if (len > kMaxFrame)
+    throw Error(fmt::format("rendezvous: {} sent a frame of {} bytes (not an ocslab rank?)", who, len));
   std::string s(len, '\0');
   read_all(fd, s.data(), len, deadline, who);
   return s;
@@ -161,9 +162,9 @@ Rendezvous::Rendezvous(int rank, int nranks, const std::string& address, const s
     peers_.assign(static_cast<size_t>(nranks), -1);
     try {
       for (int joined = 1; joined < nranks;) {
-        wait_fd(listen_fd_, POLLIN, deadline,
-                fmt::format("{} more rank(s) to join on port {} ({} of {} joined)", nranks - joined, port, joined,
-                            nranks));
+        wait_fd(
+            listen_fd_, POLLIN, deadline,
+            fmt::format("{} more rank(s) to join on port {} ({} of {} joined)", nranks - joined, port, joined, nranks));
         sockaddr_storage from{};
         socklen_t len = sizeof(from);
         int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC);
@@ -195,7 +196,8 @@ Rendezvous::Rendezvous(int rank, int nranks, const std::string& address, const s
         if (std::sscanf(msg.c_str(), "ocslab-collbench 1 rank=%d nranks=%d tag=%511[^\n]", &r, &n, their_tag) != 3) {
           reply = "error: not an ocslab-collbench hello: '" + msg.substr(0, 80) + "'";
         } else if (n != nranks) {
-          reply = fmt::format("error: rank {} from {} says the world has {} ranks, rank 0 has {}", r, peer_ip, n, nranks);
+          reply =
+              fmt::format("error: rank {} from {} says the world has {} ranks, rank 0 has {}", r, peer_ip, n, nranks);
         } else if (r < 1 || r >= nranks) {
           reply = fmt::format("error: rank {} from {} is outside 1..{}", r, peer_ip, nranks - 1);
         } else if (peers_[static_cast<size_t>(r)] >= 0) {
@@ -290,7 +292,8 @@ std::vector<std::string> Rendezvous::all_gather(const std::string& blob) {
       packed.append(reinterpret_cast<const char*>(&len), sizeof(len));
       packed += b;
     }
-    for (int r = 1; r < nranks_; ++r) send_frame(peers_[static_cast<size_t>(r)], packed, deadline, fmt::format("rank {}", r));
+    for (int r = 1; r < nranks_; ++r)
+      send_frame(peers_[static_cast<size_t>(r)], packed, deadline, fmt::format("rank {}", r));
     return all;
   }
   std::string who = "rank 0 at " + address_;

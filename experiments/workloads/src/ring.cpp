@@ -23,11 +23,15 @@ double bus_factor(OpType type, int n) {
   if (n < 1) return 0;
   double dn = n;
   switch (type) {
-    case OpType::kAllReduce: return 2.0 * (dn - 1) / dn;
+    case OpType::kAllReduce:
+      return 2.0 * (dn - 1) / dn;
     case OpType::kAllGather:
-    case OpType::kReduceScatter: return (dn - 1) / dn;
-    case OpType::kSendRecv: return 1.0;
-    case OpType::kBarrier: return 0.0;
+    case OpType::kReduceScatter:
+      return (dn - 1) / dn;
+    case OpType::kSendRecv:
+      return 1.0;
+    case OpType::kBarrier:
+      return 0.0;
   }
   return 0;
 }
@@ -69,7 +73,8 @@ void fill_input(const Schedule& s, const Op& op, int rank, uint64_t seq, float* 
     case OpType::kSendRecv:
       for (uint64_t j = 0; j < total; ++j) buf[j] = rank == op.src ? fill_value(rank, seq, j) : kUnwritten;
       break;
-    case OpType::kBarrier: break;
+    case OpType::kBarrier:
+      break;
   }
 }
 
@@ -103,7 +108,8 @@ uint64_t count_wrong(const Schedule& s, const Op& op, int rank, uint64_t seq, co
         for (uint64_t j = 0; j < total; ++j) wrong += buf[j] != fill_value(op.src, seq, j);
       }
       break;
-    case OpType::kBarrier: break;
+    case OpType::kBarrier:
+      break;
   }
   return wrong;
 }

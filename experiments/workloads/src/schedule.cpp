@@ -33,8 +33,8 @@ std::string known_kinds() {
 
 OpType parse_type(const YamlDoc& doc, const YAML::Node& n) {
   std::string t = as_string(doc, n);
-  for (OpType o : {OpType::kAllReduce, OpType::kAllGather, OpType::kReduceScatter, OpType::kSendRecv,
-                   OpType::kBarrier}) {
+  for (OpType o :
+       {OpType::kAllReduce, OpType::kAllGather, OpType::kReduceScatter, OpType::kSendRecv, OpType::kBarrier}) {
     if (t == op_name(o)) return o;
   }
   throw config_error(doc, n, "unknown op '" + t + "' (known: allreduce, allgather, reducescatter, sendrecv, barrier)");
@@ -43,8 +43,8 @@ OpType parse_type(const YamlDoc& doc, const YAML::Node& n) {
 int parse_rank(const YamlDoc& doc, const YAML::Node& n, const Schedule& s, const std::string& what) {
   long long r = as_int(doc, n);
   if (r < 0 || r >= s.ranks) {
-    throw config_error(doc, n, fmt::format("{}: rank {} is outside the world of {} rank(s) (0..{})", what, r, s.ranks,
-                                           s.ranks - 1));
+    throw config_error(
+        doc, n, fmt::format("{}: rank {} is outside the world of {} rank(s) (0..{})", what, r, s.ranks, s.ranks - 1));
   }
   return static_cast<int>(r);
 }
@@ -66,8 +66,8 @@ Group parse_group(const YamlDoc& doc, const YAML::Node& n, const Schedule& s) {
   if (g.name.empty()) throw config_error(doc, n["name"], "empty group name");
   g.kind = as_string(doc, require(doc, n, "kind"));
   if (std::find(std::begin(kKinds), std::end(kKinds), g.kind) == std::end(kKinds)) {
-    throw config_error(doc, n["kind"], "group '" + g.name + "': unknown kind '" + g.kind + "' (known: " +
-                                           known_kinds() + ")");
+    throw config_error(doc, n["kind"],
+                       "group '" + g.name + "': unknown kind '" + g.kind + "' (known: " + known_kinds() + ")");
   }
   YAML::Node ranks = require(doc, n, "ranks");
   if (!ranks.IsSequence() || ranks.size() == 0) {
@@ -110,13 +110,15 @@ Op parse_op(const YamlDoc& doc, const YAML::Node& n, const Schedule& s) {
     YAML::Node bn = require(doc, n, "bytes");
     op.bytes = bytes_of(doc, bn, what);
     if (op.bytes == 0 || op.bytes > kMaxBytes) {
-      throw config_error(doc, bn, fmt::format("{}: bytes must be between 4 and {} (got {})", what, kMaxBytes, op.bytes));
+      throw config_error(doc, bn,
+                         fmt::format("{}: bytes must be between 4 and {} (got {})", what, kMaxBytes, op.bytes));
     }
     uint64_t unit = sizeof(float);
     if (op.type == OpType::kAllGather || op.type == OpType::kReduceScatter) unit *= size;
     if (op.bytes % unit != 0) {
-      throw config_error(doc, bn, fmt::format("{}: bytes {} is not a multiple of {} (4-byte floats{})", what, op.bytes,
-                                              unit, unit > 4 ? fmt::format(" x {} ranks", size) : ""));
+      throw config_error(doc, bn,
+                         fmt::format("{}: bytes {} is not a multiple of {} (4-byte floats{})", what, op.bytes, unit,
+                                     unit > 4 ? fmt::format(" x {} ranks", size) : ""));
     }
   }
 
@@ -133,11 +135,13 @@ Op parse_op(const YamlDoc& doc, const YAML::Node& n, const Schedule& s) {
       if (g.index_of(op.dst) < 0) {
         throw config_error(doc, n["dst"], fmt::format("{}: dst rank {} is not a member of the group", what, op.dst));
       }
-      if (op.src == op.dst) throw config_error(doc, n["dst"], fmt::format("{}: src and dst are both rank {}", what, op.src));
+      if (op.src == op.dst)
+        throw config_error(doc, n["dst"], fmt::format("{}: src and dst are both rank {}", what, op.src));
     } else {
       if (size != 2) {
-        throw config_error(doc, n, fmt::format("{}: the group has {} ranks: say which sends (src) and which receives (dst)",
-                                               what, size));
+        throw config_error(
+            doc, n,
+            fmt::format("{}: the group has {} ranks: say which sends (src) and which receives (dst)", what, size));
       }
       op.src = g.ranks[0];
       op.dst = g.ranks[1];
@@ -177,13 +181,15 @@ Schedule parse(const YamlDoc& doc) {
     Group g = parse_group(doc, gn, s);
     auto [it, fresh] = lines.emplace(g.name, g.line);
     if (!fresh) {
-      throw config_error(doc, gn["name"], fmt::format("group '{}' defined twice (also at line {})", g.name, it->second));
+      throw config_error(doc, gn["name"],
+                         fmt::format("group '{}' defined twice (also at line {})", g.name, it->second));
     }
     s.groups.push_back(std::move(g));
   }
 
   YAML::Node step = require(doc, root, "step");
-  if (!step.IsSequence() || step.size() == 0) throw config_error(doc, step, "step must be a non-empty list of collectives");
+  if (!step.IsSequence() || step.size() == 0)
+    throw config_error(doc, step, "step must be a non-empty list of collectives");
   for (const auto& on : step) s.step.push_back(parse_op(doc, on, s));
   return s;
 }
@@ -192,11 +198,16 @@ Schedule parse(const YamlDoc& doc) {
 
 std::string_view op_name(OpType t) {
   switch (t) {
-    case OpType::kAllReduce: return "allreduce";
-    case OpType::kAllGather: return "allgather";
-    case OpType::kReduceScatter: return "reducescatter";
-    case OpType::kSendRecv: return "sendrecv";
-    case OpType::kBarrier: return "barrier";
+    case OpType::kAllReduce:
+      return "allreduce";
+    case OpType::kAllGather:
+      return "allgather";
+    case OpType::kReduceScatter:
+      return "reducescatter";
+    case OpType::kSendRecv:
+      return "sendrecv";
+    case OpType::kBarrier:
+      return "barrier";
   }
   return "?";
 }

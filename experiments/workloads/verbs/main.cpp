@@ -14,7 +14,8 @@ using namespace ocslab::workloads;
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: ocslab-collbench-verbs --schedule FILE --rank R (--ranks H0,H1,... | --rendezvous HOST:PORT) --if IFACE [options]
+constexpr const char* kUsage =
+    R"(usage: ocslab-collbench-verbs --schedule FILE --rank R (--ranks H0,H1,... | --rendezvous HOST:PORT) --if IFACE [options]
 
 Runs every collective of the schedule's step (ring allreduce / allgather / reducescatter,
 send/recv, barrier; float32 sum) over ibverbs RC queue pairs on the RoCE device of IFACE,
@@ -35,16 +36,16 @@ Exit status: 0 all results exact; 1 some result wrong; 2 bad input or a transpor
 int main(int argc, char** argv) {
   po::options_description desc("options");
   add_common_options(desc);
-  desc.add_options()
-      ("if", po::value<std::string>(), "network interface of the RoCE port (selects the RDMA device and its RoCE v2 GID)")
-      ("group-if", po::value<std::vector<std::string>>()->composing(),
-       "GROUP=IFACE: run that group's ops on another interface (repeatable; same on every rank)")
-      ("ib-port", po::value<int>()->default_value(1), "port of the RDMA device")
-      ("qp-timeout", po::value<int>()->default_value(14), "RC local ACK timeout exponent: 4.096 us x 2^N (0..31)")
-      ("qp-retry", po::value<int>()->default_value(7), "RC retry count (0..7)")
-      ("max-msg", po::value<std::string>(), "split transfers into SENDs of at most this size (e.g. 64KiB; default: the "
-                                            "device's limit, at most 1GiB)")
-      ("help,h", "this help");
+  desc.add_options()("if", po::value<std::string>(),
+                     "network interface of the RoCE port (selects the RDMA device and its RoCE v2 GID)")(
+      "group-if", po::value<std::vector<std::string>>()->composing(),
+      "GROUP=IFACE: run that group's ops on another interface (repeatable; same on every rank)")(
+      "ib-port", po::value<int>()->default_value(1), "port of the RDMA device")(
+      "qp-timeout", po::value<int>()->default_value(14), "RC local ACK timeout exponent: 4.096 us x 2^N (0..31)")(
+      "qp-retry", po::value<int>()->default_value(7), "RC retry count (0..7)")(
+      "max-msg", po::value<std::string>(),
+      "split transfers into SENDs of at most this size (e.g. 64KiB; default: the "
+      "device's limit, at most 1GiB)")("help,h", "this help");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);

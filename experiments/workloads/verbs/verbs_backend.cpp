@@ -126,9 +126,10 @@ VerbsBackend::Device& VerbsBackend::device_for(const std::string& iface) {
   }
   ibv_free_device_list(list);
   if (!d->ctx) {
-    throw Error(fmt::format("no RDMA device with a RoCE v2 IPv4 GID on {} port {} (devices: {}); is the interface up "
-                            "with an IPv4 address?",
-                            iface, o_.port, tried));
+    throw Error(
+        fmt::format("no RDMA device with a RoCE v2 IPv4 GID on {} port {} (devices: {}); is the interface up "
+                    "with an IPv4 address?",
+                    iface, o_.port, tried));
   }
   ibv_port_attr pa{};
   if (ibv_query_port(d->ctx, static_cast<uint8_t>(o_.port), &pa) != 0) {
@@ -232,9 +233,10 @@ VerbsBackend::VerbsBackend(const Schedule& s, int rank, const VerbsOptions& o, R
       if (to != rank) continue;
       auto it = conns_.find({from, iface});
       if (it == conns_.end()) {
-        throw Error(fmt::format("rank {} wants a queue pair with rank {} on {} that this rank does not expect (same "
-                                "schedule and --group-if on every rank?)",
-                                from, rank, iface));
+        throw Error(
+            fmt::format("rank {} wants a queue pair with rank {} on {} that this rank does not expect (same "
+                        "schedule and --group-if on every rank?)",
+                        from, rank, iface));
       }
       Conn& c = *it->second;
       ibv_qp_attr a{};
@@ -428,13 +430,18 @@ void VerbsBackend::run(const Op& op) {
       ring_reduce_scatter(op, buf, total, n, me, left, right);
       ring_all_gather(op, buf, total, n, me, left, right);
       break;
-    case OpType::kReduceScatter: ring_reduce_scatter(op, buf, total, n, me, left, right); break;
-    case OpType::kAllGather: ring_all_gather(op, buf, total, n, me, left, right); break;
+    case OpType::kReduceScatter:
+      ring_reduce_scatter(op, buf, total, n, me, left, right);
+      break;
+    case OpType::kAllGather:
+      ring_all_gather(op, buf, total, n, me, left, right);
+      break;
     case OpType::kBarrier:
       // A ring all-gather of one float per member: nobody leaves before everyone arrived.
       ring_all_gather(op, buf, static_cast<uint64_t>(n), n, me, left, right);
       break;
-    case OpType::kSendRecv: break;
+    case OpType::kSendRecv:
+      break;
   }
 }
 

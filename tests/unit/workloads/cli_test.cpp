@@ -16,7 +16,8 @@ struct Result {
   std::string out;
 };
 
-Result run(const std::string& args, const std::string& program = "ocslab-collbench-verbs", const std::string& env = "") {
+Result run(const std::string& args, const std::string& program = "ocslab-collbench-verbs",
+           const std::string& env = "") {
   const char* bin = std::getenv("OCSLAB_BIN_DIR");
   std::string cmd = env + " " + std::string(bin ? bin : "build/bin") + "/" + program + " " + args + " 2>&1";
   Result r;

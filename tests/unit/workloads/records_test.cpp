@@ -39,10 +39,10 @@ TEST_CASE("ops CSV rows carry nccl-tests bandwidths and read back exactly", "[wo
   OpRecord r = rec(3, 2, 0, 1'000'123, 250'000);
   auto f = op_csv_fields(r);
   REQUIRE(f.size() == op_csv_columns().size());
-  CHECK(f[13] == "1000.123");                        // time_us
-  CHECK(std::stod(f[14]) == Approx(0.999877));      // algbw: 1e6 B / 1.000123 ms
-  CHECK(std::stod(f[15]) == Approx(0.999877));      // busbw: allreduce of 2 ranks, factor 1
-  CHECK(f[16] == "250.000");                         // reconfig_wait_us
+  CHECK(f[13] == "1000.123");                   // time_us
+  CHECK(std::stod(f[14]) == Approx(0.999877));  // algbw: 1e6 B / 1.000123 ms
+  CHECK(std::stod(f[15]) == Approx(0.999877));  // busbw: allreduce of 2 ranks, factor 1
+  CHECK(f[16] == "250.000");                    // reconfig_wait_us
   std::string text = encode_records({r, rec(1, 1, 1, 999)});
   auto back = decode_records(text);
   REQUIRE(back.size() == 2);

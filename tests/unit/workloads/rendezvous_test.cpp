@@ -44,13 +44,15 @@ TEST_CASE("rendezvous refuses a rank with another world size or schedule, and ti
   std::string addr = "127.0.0.1:" + std::to_string(port);
   SECTION("world size") {
     auto root = std::async(std::launch::async, [&] { Rendezvous rv(0, 2, addr, "tag", 10s); });
-    CHECK_THROWS_WITH(Rendezvous(1, 3, addr, "tag", 10s),
-                      Contains("refused rank 1: error: rank 1 from 127.0.0.1 says the world has 3 ranks, rank 0 has 2"));
+    CHECK_THROWS_WITH(
+        Rendezvous(1, 3, addr, "tag", 10s),
+        Contains("refused rank 1: error: rank 1 from 127.0.0.1 says the world has 3 ranks, rank 0 has 2"));
     CHECK_THROWS_WITH(root.get(), Contains("rank 1 from 127.0.0.1 says the world has 3 ranks"));
   }
   SECTION("schedule") {
     auto root = std::async(std::launch::async, [&] { Rendezvous rv(0, 2, addr, "verbs a", 10s); });
-    CHECK_THROWS_WITH(Rendezvous(1, 2, addr, "verbs b", 10s), Contains("rank 1 from 127.0.0.1 runs 'verbs b', rank 0 runs 'verbs a'"));
+    CHECK_THROWS_WITH(Rendezvous(1, 2, addr, "verbs b", 10s),
+                      Contains("rank 1 from 127.0.0.1 runs 'verbs b', rank 0 runs 'verbs a'"));
     CHECK_THROWS(root.get());
   }
   SECTION("nobody at the address") {

@@ -43,8 +43,9 @@ void simulate(std::vector<std::vector<float>>& bufs, bool reduce_scatter, bool a
       for (int i = 0; i < n; ++i) {
         RingStep st = phase == 0 ? reduce_scatter_step(n, i, s) : all_gather_step(n, i, s);
         Chunk c = ring_chunk(total, n, st.send);
-        sent[static_cast<size_t>(i)].assign(bufs[static_cast<size_t>(i)].begin() + static_cast<long>(c.offset),
-                                            bufs[static_cast<size_t>(i)].begin() + static_cast<long>(c.offset + c.count));
+        sent[static_cast<size_t>(i)].assign(
+            bufs[static_cast<size_t>(i)].begin() + static_cast<long>(c.offset),
+            bufs[static_cast<size_t>(i)].begin() + static_cast<long>(c.offset + c.count));
       }
       for (int i = 0; i < n; ++i) {
         RingStep st = phase == 0 ? reduce_scatter_step(n, i, s) : all_gather_step(n, i, s);
@@ -95,7 +96,8 @@ TEST_CASE("ring allreduce, allgather and reducescatter give the exact expected d
         const Group& g = s.groups[0];
         uint64_t seq = 17;
         std::vector<std::vector<float>> bufs(static_cast<size_t>(n), std::vector<float>(floats));
-        for (int i = 0; i < n; ++i) fill_input(s, op, g.ranks[static_cast<size_t>(i)], seq, bufs[static_cast<size_t>(i)].data());
+        for (int i = 0; i < n; ++i)
+          fill_input(s, op, g.ranks[static_cast<size_t>(i)], seq, bufs[static_cast<size_t>(i)].data());
         INFO("n " << n << " floats " << floats << " " << op_name(type));
         // Before the collective, a member's buffer is not the result (except trivially, n = 1).
         if (n > 1) CHECK(count_wrong(s, op, g.ranks[0], seq, bufs[0].data()) > 0);
@@ -115,9 +117,12 @@ TEST_CASE("ring allreduce, allgather and reducescatter give the exact expected d
   for (uint64_t floats : {2ull, 1025ull}) {
     Schedule s = world(4, OpType::kAllReduce, floats * 4);
     std::vector<std::vector<float>> bufs(4, std::vector<float>(floats));
-    for (int i = 0; i < 4; ++i) fill_input(s, s.step[0], s.groups[0].ranks[static_cast<size_t>(i)], 3, bufs[static_cast<size_t>(i)].data());
+    for (int i = 0; i < 4; ++i)
+      fill_input(s, s.step[0], s.groups[0].ranks[static_cast<size_t>(i)], 3, bufs[static_cast<size_t>(i)].data());
     simulate(bufs, true, true);
-    for (int i = 0; i < 4; ++i) CHECK(count_wrong(s, s.step[0], s.groups[0].ranks[static_cast<size_t>(i)], 3, bufs[static_cast<size_t>(i)].data()) == 0);
+    for (int i = 0; i < 4; ++i)
+      CHECK(count_wrong(s, s.step[0], s.groups[0].ranks[static_cast<size_t>(i)], 3,
+                        bufs[static_cast<size_t>(i)].data()) == 0);
   }
 }
 
@@ -144,7 +149,7 @@ TEST_CASE("fill values stay exact when summed over the largest world", "[workloa
     }
   }
   CHECK(max <= 250);
-  CHECK(min >= 1);  // never 0: an unreduced input never equals a sum over two or more members
+  CHECK(min >= 1);                    // never 0: an unreduced input never equals a sum over two or more members
   CHECK(250.0 * 65536 < 16777216.0);  // 2^24: every partial sum is an exactly representable integer
   CHECK(fill_value(0, 0, 0) != fill_value(1, 0, 0));
   CHECK(fill_value(0, 0, 0) != fill_value(0, 1, 0));
@@ -153,8 +158,8 @@ TEST_CASE("fill values stay exact when summed over the largest world", "[workloa
 TEST_CASE("algbw and busbw follow nccl-tests' definitions", "[workloads]") {
   // 1 GB in 1 s on 8 ranks.
   CHECK(algbw_gbps(1'000'000'000, 1.0) == Approx(1.0));
-  CHECK(busbw_gbps(OpType::kAllReduce, 8, 1'000'000'000, 1.0) == Approx(1.75));      // 2 * 7 / 8
-  CHECK(busbw_gbps(OpType::kAllGather, 8, 1'000'000'000, 1.0) == Approx(0.875));     // 7 / 8
+  CHECK(busbw_gbps(OpType::kAllReduce, 8, 1'000'000'000, 1.0) == Approx(1.75));   // 2 * 7 / 8
+  CHECK(busbw_gbps(OpType::kAllGather, 8, 1'000'000'000, 1.0) == Approx(0.875));  // 7 / 8
   CHECK(busbw_gbps(OpType::kReduceScatter, 8, 1'000'000'000, 1.0) == Approx(0.875));
   CHECK(busbw_gbps(OpType::kSendRecv, 2, 1'000'000'000, 1.0) == Approx(1.0));
   CHECK(busbw_gbps(OpType::kBarrier, 8, 0, 1.0) == 0);

@@ -86,10 +86,12 @@ TEST_CASE("byte counts take binary suffixes", "[workloads]") {
 TEST_CASE("schedule errors name the file, line, group and rank", "[workloads]") {
   CHECK_THAT(error_of(std::string(kHead) + "  - {group: tp, op: allreduce, bytes: 1024}\n"),
              Contains("s.yaml:7:13: unknown group 'tp' (groups: dp, pp)"));
-  CHECK_THAT(error_of("ranks: 2\ngroups:\n  - {name: dp, kind: dp, ranks: [0, 2]}\nstep:\n  - {group: dp, op: barrier}\n"),
-             Contains("s.yaml:3:37: group 'dp': rank 2 is outside the world of 2 rank(s) (0..1)"));
-  CHECK_THAT(error_of("ranks: 2\ngroups:\n  - {name: dp, kind: dp, ranks: [1, 1]}\nstep:\n  - {group: dp, op: barrier}\n"),
-             Contains("s.yaml:3:37: group 'dp': rank 1 listed twice"));
+  CHECK_THAT(
+      error_of("ranks: 2\ngroups:\n  - {name: dp, kind: dp, ranks: [0, 2]}\nstep:\n  - {group: dp, op: barrier}\n"),
+      Contains("s.yaml:3:37: group 'dp': rank 2 is outside the world of 2 rank(s) (0..1)"));
+  CHECK_THAT(
+      error_of("ranks: 2\ngroups:\n  - {name: dp, kind: dp, ranks: [1, 1]}\nstep:\n  - {group: dp, op: barrier}\n"),
+      Contains("s.yaml:3:37: group 'dp': rank 1 listed twice"));
   CHECK_THAT(error_of("ranks: 2\ngroups:\n  - {name: dp, kind: dp, ranks: [0]}\n  - {name: dp, kind: pp, ranks: [1]}\n"
                       "step:\n  - {group: dp, op: barrier}\n"),
              Contains("s.yaml:4:12: group 'dp' defined twice (also at line 3)"));
@@ -97,13 +99,15 @@ TEST_CASE("schedule errors name the file, line, group and rank", "[workloads]") 
              Contains("s.yaml:3:21: group 'x': unknown kind 'zz' (known: dp, pp, tp, cp, ep, sp, world)"));
   CHECK_THAT(error_of(std::string(kHead) + "  - {group: dp, op: alltoall, bytes: 1024}\n"),
              Contains("s.yaml:7:21: unknown op 'alltoall'"));
-  CHECK_THAT(error_of(std::string(kHead) + "  - {group: dp, op: allgather, bytes: 1000}\n"),
-             Contains("s.yaml:7:39: allgather on group 'dp': bytes 1000 is not a multiple of 16 (4-byte floats x 4 ranks)"));
+  CHECK_THAT(
+      error_of(std::string(kHead) + "  - {group: dp, op: allgather, bytes: 1000}\n"),
+      Contains("s.yaml:7:39: allgather on group 'dp': bytes 1000 is not a multiple of 16 (4-byte floats x 4 ranks)"));
   CHECK_THAT(error_of(std::string(kHead) + "  - {group: dp, op: allreduce, bytes: 6}\n"),
              Contains("allreduce on group 'dp': bytes 6 is not a multiple of 4"));
   CHECK_THAT(error_of(std::string(kHead) + "  - {group: dp, op: allreduce, bytes: 4XB}\n"),
              Contains("s.yaml:7:39: allreduce on group 'dp': bad byte count '4XB'"));
-  CHECK_THAT(error_of(std::string(kHead) + "  - {group: dp, op: allreduce}\n"), Contains("s.yaml:7:5: missing key 'bytes'"));
+  CHECK_THAT(error_of(std::string(kHead) + "  - {group: dp, op: allreduce}\n"),
+             Contains("s.yaml:7:5: missing key 'bytes'"));
   CHECK_THAT(error_of(std::string(kHead) + "  - {group: pp, op: sendrecv, bytes: 64, src: 0, dst: 1}\n"),
              Contains("s.yaml:7:55: sendrecv on group 'pp': dst rank 1 is not a member of the group"));
   CHECK_THAT(error_of(std::string(kHead) + "  - {group: dp, op: sendrecv, bytes: 64}\n"),
@@ -129,8 +133,9 @@ TEST_CASE("schedule errors name the file, line, group and rank", "[workloads]") 
 
 TEST_CASE("the schedule digest changes with any group member or op, not with layout", "[workloads]") {
   const std::string a = std::string(kHead) + "  - {group: dp, op: allreduce, bytes: 1024}\n";
-  const std::string flow = "name: t\nranks: 4\ngroups:\n- name: dp\n  kind: dp\n  ranks: [0, 1, 2, 3]\n- name: pp\n"
-                           "  kind: pp\n  ranks: [0, 2]\nstep:\n- {group: dp, op: allreduce, bytes: 1KiB}\n";
+  const std::string flow =
+      "name: t\nranks: 4\ngroups:\n- name: dp\n  kind: dp\n  ranks: [0, 1, 2, 3]\n- name: pp\n"
+      "  kind: pp\n  ranks: [0, 2]\nstep:\n- {group: dp, op: allreduce, bytes: 1KiB}\n";
   uint64_t d = parse_schedule(a, "a").digest();
   CHECK(parse_schedule(flow, "b").digest() == d);
   std::string other_rank = a;

@@ -72,10 +72,11 @@ struct SlowHooks : PhaseHooks {
   std::vector<std::string>* log;
   explicit SlowHooks(std::vector<std::string>* l) : log(l) {}
   void pre_communication(const OpDesc& d) override {
-    log->push_back("pre " + std::string(d.group) + " " + std::string(d.kind) + " " + std::string(op_name(d.type)) + " " +
-                   std::to_string(d.bytes) + " step " + std::to_string(d.step) + " index " + std::to_string(d.index) +
-                   " seq " + std::to_string(d.seq) + " rank " + std::to_string(d.rank) + " members " +
-                   std::to_string(d.ranks->size()) + " " + std::to_string(d.src) + "->" + std::to_string(d.dst));
+    log->push_back("pre " + std::string(d.group) + " " + std::string(d.kind) + " " + std::string(op_name(d.type)) +
+                   " " + std::to_string(d.bytes) + " step " + std::to_string(d.step) + " index " +
+                   std::to_string(d.index) + " seq " + std::to_string(d.seq) + " rank " + std::to_string(d.rank) +
+                   " members " + std::to_string(d.ranks->size()) + " " + std::to_string(d.src) + "->" +
+                   std::to_string(d.dst));
     if (d.kind == "pp") std::this_thread::sleep_for(30ms);  // "the fabric is being reconfigured"
   }
   void post_communication(const OpDesc& d) override { log->push_back("post " + std::to_string(d.seq)); }
@@ -108,8 +109,8 @@ TEST_CASE("the step loop runs a rank's ops between its hooks and records hook ti
     CHECK(r.start_ns >= r.wait_start_ns);
     CHECK(r.end_ns >= r.start_ns);
     if (r.kind == "pp") {
-      CHECK(r.wait_ns >= 30'000'000);           // the hook's 30 ms, not the op's
-      CHECK(r.duration_ns < 30'000'000);        // the wait is not in the op's time
+      CHECK(r.wait_ns >= 30'000'000);     // the hook's 30 ms, not the op's
+      CHECK(r.duration_ns < 30'000'000);  // the wait is not in the op's time
       CHECK(r.start_ns - r.wait_start_ns >= 30'000'000);
     } else {
       CHECK(r.wait_ns < 30'000'000);
@@ -158,7 +159,8 @@ TEST_CASE("write_outputs writes the rank's ops and timeline files", "[workloads]
   RecordingBackend backend(s, 1, &log);
   PhaseHooks none;
   auto records = run_steps(s, 1, "h9", backend, none, true);
-  std::string dir = std::filesystem::temp_directory_path().string() + "/ocslab-workloads-test-" + std::to_string(::getpid());
+  std::string dir =
+      std::filesystem::temp_directory_path().string() + "/ocslab-workloads-test-" + std::to_string(::getpid());
   write_outputs(dir + "/out", 1, records);
   std::ifstream ops(dir + "/out/ops-rank1.csv"), tl(dir + "/out/timeline-rank1.csv");
   std::stringstream a, b;

@@ -16,11 +16,11 @@ struct OpDesc {
   std::string_view group;  // group name from the schedule
   std::string_view kind;   // the group's parallelism kind: dp, pp, tp, ...
   OpType type = OpType::kAllReduce;
-  uint64_t bytes = 0;  // nccl-tests size (see Op::bytes)
-  int step = 0;        // 0-based, warm-up steps included
-  int index = 0;       // position of the op in the step (0-based, across all groups)
-  uint64_t seq = 0;    // step * ops per step + index: unique per op for the whole run
-  int rank = 0;        // the calling rank (global)
+  uint64_t bytes = 0;                       // nccl-tests size (see Op::bytes)
+  int step = 0;                             // 0-based, warm-up steps included
+  int index = 0;                            // position of the op in the step (0-based, across all groups)
+  uint64_t seq = 0;                         // step * ops per step + index: unique per op for the whole run
+  int rank = 0;                             // the calling rank (global)
   const std::vector<int>* ranks = nullptr;  // the group's members (global ranks)
   int src = -1, dst = -1;                   // sendrecv only
 };

@@ -24,13 +24,13 @@ struct OpRecord {
   OpType type = OpType::kAllReduce;
   int group_size = 0;
   uint64_t bytes = 0;
-  int64_t start_ns = 0;     // CLOCK_REALTIME when the collective started (after the pre hook)
-  int64_t end_ns = 0;       // CLOCK_REALTIME when it completed on this rank (before the post hook)
-  int64_t duration_ns = 0;  // the same span on CLOCK_MONOTONIC
-  int64_t wait_ns = 0;      // time inside pre_communication + post_communication
+  int64_t start_ns = 0;       // CLOCK_REALTIME when the collective started (after the pre hook)
+  int64_t end_ns = 0;         // CLOCK_REALTIME when it completed on this rank (before the post hook)
+  int64_t duration_ns = 0;    // the same span on CLOCK_MONOTONIC
+  int64_t wait_ns = 0;        // time inside pre_communication + post_communication
   int64_t wait_start_ns = 0;  // CLOCK_REALTIME when pre_communication was entered
-  uint64_t wrong = 0;       // result elements that differ from the exact expected value
-  bool verified = false;    // false with --no-verify
+  uint64_t wrong = 0;         // result elements that differ from the exact expected value
+  bool verified = false;      // false with --no-verify
 };
 
 // Columns of ops-rank<R>.csv, in order (docs/workloads.md).

@@ -38,8 +38,8 @@ struct Op {
 struct Schedule {
   std::string origin;  // file path (or label) for messages
   std::string name;
-  int ranks = 0;  // world size; every group member is in [0, ranks)
-  int steps = 1;  // measured steps
+  int ranks = 0;   // world size; every group member is in [0, ranks)
+  int steps = 1;   // measured steps
   int warmup = 0;  // steps run first and marked as warm-up
   std::vector<Group> groups;
   std::vector<Op> step;
