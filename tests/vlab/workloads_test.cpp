@@ -172,8 +172,13 @@ TEST_CASE("verbs workload: 4 ranks on 2 Soft-RoCE guests run the DP/PP schedule 
       ++per_group[row.group];
       if (r % 2 == 0 && op.type == workloads::OpType::kSendRecv && op.src == r) payload_h1 += op.bytes;
     }
-    // Timeline rows: op_start, op_end and busbw per op (no reconfig_wait without a shim).
-    int starts = 0, ends = 0, busbw = 0;
+    std::map<std::string, int> want_per_group;
+    for (const auto& op : s.step) {
+      if (s.involves(op, r)) want_per_group[s.group_of(op).name] += s.steps + s.warmup;
+    }
+    CHECK(per_group == want_per_group);
+    // Timeline rows: op_start, op_end, busbw and reconfig_wait (tiny without a shim) per op.
+    int starts = 0, ends = 0, busbw = 0, waits = 0;
     std::stringstream in(tl.out);
     std::string line;
     std::getline(in, line);
@@ -182,10 +187,12 @@ TEST_CASE("verbs workload: 4 ranks on 2 Soft-RoCE guests run the DP/PP schedule 
       starts += line.find(",collbench,") != std::string::npos && line.find(",op_start,") != std::string::npos;
       ends += line.find(",op_end,") != std::string::npos;
       busbw += line.find(",busbw,") != std::string::npos;
+      waits += line.find(",reconfig_wait,") != std::string::npos;
     }
     CHECK(starts == static_cast<int>(rows.size()));
     CHECK(ends == static_cast<int>(rows.size()));
     CHECK(busbw == static_cast<int>(rows.size()));
+    CHECK(waits == static_cast<int>(rows.size()));
   }
   // At least every byte h1's ranks sent by sendrecv went out as RoCE packets (MTU <= 4096).
   CHECK(h1_sent >= static_cast<long>(payload_h1 / 4096));

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "ocslab/analysis/timeline.h"
 #include "ocslab/common/error.h"
 #include "ocslab/workloads/collbench.h"
 #include "ocslab/workloads/ring.h"
@@ -171,5 +172,13 @@ TEST_CASE("write_outputs writes the rank's ops and timeline files", "[workloads]
   CHECK(back[4].duration_ns == records[4].duration_ns);
   CHECK_THAT(b.str(), Contains("t_ns,host,source,subject,signal,value,unit\n") &&
                           Contains(",h9,collbench,r1/pp/sendrecv#1,op_start,32,B\n"));
+  // `ocslab analyze`'s reader takes the file as a timeline: every row read, none of them a
+  // reconfiguration-breakdown input.
+  auto t = analysis::read_timeline(dir + "/out/timeline-rank1.csv");
+  // op_start, op_end, busbw and reconfig_wait: even no-op hooks take the time of two calls and
+  // the clock reads around them, so every op has a (tiny) wait.
+  for (const auto& r : records) CHECK(r.wait_ns > 0);
+  CHECK(t.rows == records.size() * 4);
+  CHECK(t.events.empty());
   std::filesystem::remove_all(dir);
 }

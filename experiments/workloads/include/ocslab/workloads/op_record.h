@@ -41,7 +41,8 @@ std::vector<std::string> op_csv_fields(const OpRecord& r);
 std::vector<OpRecord> parse_op_csv(const std::string& text, const std::string& origin);
 
 // The Samples of one op for the timeline: op_start (value = bytes, B), op_end (value = time,
-// ms), busbw (GB/s) and, when a hook waited, reconfig_wait (ms, stamped when the wait began).
+// ms), busbw (GB/s) and, when wait_ns > 0 (always, in a measured run: even no-op hooks take
+// the clock reads around them), reconfig_wait (ms, stamped when the wait began).
 // source = "collbench", subject = "r<rank>/<group>/<op>#<index>".
 std::vector<Sample> op_samples(const OpRecord& r);
 
