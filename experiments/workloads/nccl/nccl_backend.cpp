@@ -28,6 +28,17 @@ void nccl_check(ncclResult_t r, const std::string& what, ncclComm_t comm = nullp
 
 NcclBackend::NcclBackend(const Schedule& s, int rank, int device, Rendezvous& rv)
     : s_(s), rank_(rank), device_(device) {
+  try {
+    setup(rv);
+  } catch (...) {
+    release();  // the destructor does not run for a constructor that throws
+    throw;
+  }
+}
+
+void NcclBackend::setup(Rendezvous& rv) {
+  const Schedule& s = s_;
+  int rank = rank_, device = device_;
   int count = 0;
   cuda_check(cudaGetDeviceCount(&count), fmt::format("rank {}: cudaGetDeviceCount", rank));
   if (device < 0 || device >= count) {
@@ -82,10 +93,15 @@ NcclBackend::NcclBackend(const Schedule& s, int rank, int device, Rendezvous& rv
   nccl_check(ncclGroupEnd(), fmt::format("rank {}: creating the NCCL communicators", rank));
 }
 
-NcclBackend::~NcclBackend() {
+NcclBackend::~NcclBackend() { release(); }
+
+void NcclBackend::release() {
   for (auto& [g, comm] : comms_) ncclCommDestroy(comm);
+  comms_.clear();
   if (dev_) cudaFree(dev_);
+  dev_ = nullptr;
   if (stream_) cudaStreamDestroy(stream_);
+  stream_ = nullptr;
 }
 
 std::string NcclBackend::describe() const {

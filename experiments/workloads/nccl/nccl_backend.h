@@ -31,6 +31,8 @@ class NcclBackend : public Backend {
 
  private:
   std::string op_where(const Op& op) const;
+  void setup(Rendezvous& rv);
+  void release();
   const Schedule& s_;
   int rank_;
   int device_;
