@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <net/if.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -376,7 +377,14 @@ void VerbsBackend::post_and_wait(const Op& op, Conn* to, const float* send_from,
       }
       --pending;
     }
-    if (got == 0 && (++polls & 0x3ff) == 0 && std::chrono::steady_clock::now() > deadline) {
+    if (got > 0) {
+      polls = 0;
+      continue;
+    }
+    // Busy-poll first (lowest latency); after ~1000 empty polls let a rank sharing this core
+    // (several ranks per host) run.
+    if (++polls > 1024) ::sched_yield();
+    if ((polls & 0x3ff) == 0 && std::chrono::steady_clock::now() > deadline) {
       throw Error(fmt::format("{}: no completion within {} ms (peers: send to {}, receive from {})", op_where(op),
                               o_.op_timeout.count(), to ? std::to_string(to->peer) : "-",
                               from ? std::to_string(from->peer) : "-"));
