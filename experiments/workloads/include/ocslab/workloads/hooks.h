@@ -1,0 +1,40 @@
+// Where a phase-driven reconfiguration shim plugs into the workloads: called around every
+// collective a rank takes part in, with what the op is. The time spent inside the hooks is
+// recorded as the operation's "reconfiguration wait" (docs/workloads.md, docs/phase-control.md).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "ocslab/workloads/schedule.h"
+
+namespace ocslab::workloads {
+
+// One collective as a shim sees it.
+struct OpDesc {
+  std::string_view group;  // group name from the schedule
+  std::string_view kind;   // the group's parallelism kind: dp, pp, tp, ...
+  OpType type = OpType::kAllReduce;
+  uint64_t bytes = 0;                       // nccl-tests size (see Op::bytes)
+  int step = 0;                             // 0-based, warm-up steps included
+  int index = 0;                            // position of the op in the step (0-based, across all groups)
+  uint64_t seq = 0;                         // step * ops per step + index: unique per op for the whole run
+  int rank = 0;                             // the calling rank (global)
+  const std::vector<int>* ranks = nullptr;  // the group's members (global ranks)
+  int src = -1, dst = -1;                   // sendrecv only
+};
+
+// Default: no reconfiguration (both hooks return at once). A shim overrides them; a hook that
+// cannot make the fabric ready throws (the workload stops with the message) rather than
+// returning and letting the collective run on a topology under reconfiguration.
+class PhaseHooks {
+ public:
+  virtual ~PhaseHooks() = default;
+  // Before the rank starts the op: block until the fabric serves this op's group.
+  virtual void pre_communication(const OpDesc&) {}
+  // After the rank's part of the op completed.
+  virtual void post_communication(const OpDesc&) {}
+};
+
+}  // namespace ocslab::workloads

@@ -1,0 +1,55 @@
+// The arithmetic both workloads share and tests check on any machine: how a buffer splits into
+// ring chunks, which chunk each ring step moves, bandwidth as nccl-tests defines it, and the
+// deterministic data every rank fills and every result is verified against.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ocslab/workloads/schedule.h"
+
+namespace ocslab::workloads {
+
+// Elements [offset, offset + count) of a buffer of `total` elements split into n near-equal
+// chunks (the first total % n chunks are one element longer).
+struct Chunk {
+  uint64_t offset = 0;
+  uint64_t count = 0;
+};
+Chunk ring_chunk(uint64_t total, int n, int i);
+
+// Chunk indices of one ring step for the member at position i of an n-member ring, which sends
+// to i + 1 and receives from i - 1. Reduce-scatter steps s = 0..n-2 leave the fully reduced
+// chunk i at member i; all-gather steps s = 0..n-2 then spread every member's chunk.
+struct RingStep {
+  int send = 0;
+  int recv = 0;
+};
+RingStep reduce_scatter_step(int n, int i, int s);
+RingStep all_gather_step(int n, int i, int s);
+
+// nccl-tests' definitions (doc/PERFORMANCE.md there): algbw = bytes / time; busbw = algbw x
+// 2(n-1)/n for allreduce, (n-1)/n for allgather and reducescatter, 1 for sendrecv; 0 for a
+// barrier (it moves no payload). GB/s = 1e9 bytes per second.
+double bus_factor(OpType type, int n);
+double algbw_gbps(uint64_t bytes, double seconds);
+double busbw_gbps(OpType type, int n, uint64_t bytes, double seconds);
+
+// Per-rank buffer size, in floats, that op needs (allgather: the gathered output; reducescatter:
+// the input; the result lands in place at the member's chunk, as NCCL's in-place variants).
+uint64_t buffer_floats(const Op& op);
+
+// The value rank puts at element j of its contribution to the op with sequence number seq
+// (an integer in 1..250, so sums over any group are exact in float32 and exceed every single
+// member's value).
+float fill_value(int rank, uint64_t seq, uint64_t j);
+constexpr float kUnwritten = -1.0f;  // fill of positions a rank expects to receive
+
+// Writes rank's input for op into buf (buffer_floats(op) elements; positions it must receive
+// are kUnwritten). Ranks not involved in op must not call it.
+void fill_input(const Schedule& s, const Op& op, int rank, uint64_t seq, float* buf);
+// Number of elements of rank's result that differ from the exact expected values (0 for a
+// barrier and for a sendrecv's sender).
+uint64_t count_wrong(const Schedule& s, const Op& op, int rank, uint64_t seq, const float* buf);
+
+}  // namespace ocslab::workloads

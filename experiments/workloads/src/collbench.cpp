@@ -1,0 +1,220 @@
+#include "ocslab/workloads/collbench.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <ostream>
+
+#include "ocslab/common/clock.h"
+#include "ocslab/common/csv_writer.h"
+#include "ocslab/common/error.h"
+
+namespace po = boost::program_options;
+
+namespace ocslab::workloads {
+
+namespace {
+
+int env_int(std::initializer_list<const char*> names) {
+  for (const char* n : names) {
+    const char* v = std::getenv(n);
+    if (v && *v) {
+      try {
+        return std::stoi(v);
+      } catch (const std::exception&) {
+        throw Error(fmt::format("environment variable {}='{}' is not a number", n, v));
+      }
+    }
+  }
+  return -1;
+}
+
+std::string hostname() {
+  char buf[256] = {0};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
+  return buf;
+}
+
+}  // namespace
+
+void add_common_options(po::options_description& d) {
+  d.add_options()("schedule,s", po::value<std::string>(), "schedule file (YAML, docs/workloads.md); required")(
+      "rank,r", po::value<int>(), "this process's rank (default: OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID)")(
+      "nranks,n", po::value<int>(), "world size (default: the launcher's, else the schedule's ranks)")(
+      "rendezvous", po::value<std::string>(),
+      "HOST:PORT where rank 0 listens for the bootstrap (default: OCSLAB_RENDEZVOUS)")(
+      "ranks", po::value<std::string>(),
+      "comma-separated host of each rank (rank 0 first); implies --nranks and "
+      "--rendezvous RANK0HOST:PORT")("port", po::value<int>()->default_value(18600), "rendezvous port with --ranks")(
+      "host", po::value<std::string>(), "host name written in the records (default: hostname)")(
+      "output,o", po::value<std::string>(), "folder for ops-rank<R>.csv and timeline-rank<R>.csv")(
+      "timeout-s", po::value<double>()->default_value(120),
+      "longest wait for a peer (bootstrap, one op, the final gather)")(
+      "steps", po::value<int>(), "measured steps (default: the schedule's)")("warmup", po::value<int>(),
+                                                                             "warm-up steps (default: the schedule's)")(
+      "no-verify", "do not check results (the data is still filled)");
+}
+
+CommonOptions common_options(const po::variables_map& vm) {
+  CommonOptions o;
+  if (!vm.count("schedule")) throw Error("missing --schedule FILE");
+  o.schedule_path = vm["schedule"].as<std::string>();
+  o.rank = vm.count("rank") ? vm["rank"].as<int>() : env_int({"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"});
+  if (o.rank < 0) throw Error("missing --rank (and no launcher environment names it)");
+  o.nranks =
+      vm.count("nranks") ? vm["nranks"].as<int>() : env_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"});
+  if (vm.count("ranks")) {
+    std::vector<std::string> hosts;
+    std::string list = vm["ranks"].as<std::string>();
+    size_t start = 0;
+    for (;;) {
+      size_t comma = list.find(',', start);
+      std::string h = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (h.empty()) throw Error("--ranks '" + list + "': empty host name");
+      hosts.push_back(h);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    int n = static_cast<int>(hosts.size());
+    if (o.nranks >= 0 && o.nranks != n) {
+      throw Error(fmt::format("--ranks lists {} host(s) but the world size is {}", n, o.nranks));
+    }
+    o.nranks = n;
+    o.rendezvous = fmt::format("{}:{}", hosts[0], vm["port"].as<int>());
+    if (o.rank < n && !vm.count("host")) o.host = hosts[static_cast<size_t>(o.rank)];
+  }
+  if (vm.count("rendezvous")) o.rendezvous = vm["rendezvous"].as<std::string>();
+  if (o.rendezvous.empty()) {
+    const char* e = std::getenv("OCSLAB_RENDEZVOUS");
+    if (e && *e) o.rendezvous = e;
+  }
+  if (vm.count("host")) o.host = vm["host"].as<std::string>();
+  if (o.host.empty()) o.host = hostname();
+  if (vm.count("output")) o.output = vm["output"].as<std::string>();
+  double t = vm["timeout-s"].as<double>();
+  if (!(t > 0)) throw Error("--timeout-s must be positive");
+  o.timeout = std::chrono::milliseconds(static_cast<int64_t>(t * 1000));
+  o.verify = !vm.count("no-verify");
+  if (vm.count("steps")) o.steps = vm["steps"].as<int>();
+  if (vm.count("warmup")) o.warmup = vm["warmup"].as<int>();
+  return o;
+}
+
+int launcher_local_rank() {
+  return env_int({"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", "LOCAL_RANK"});
+}
+
+std::vector<OpRecord> run_steps(const Schedule& s, int rank, const std::string& host, Backend& backend,
+                                PhaseHooks& hooks, bool verify) {
+  std::vector<OpRecord> records;
+  int total = s.warmup + s.steps;
+  uint64_t per_step = s.step.size();
+  for (int step = 0; step < total; ++step) {
+    for (size_t i = 0; i < s.step.size(); ++i) {
+      const Op& op = s.step[i];
+      if (!s.involves(op, rank)) continue;
+      const Group& g = s.group_of(op);
+      uint64_t seq = static_cast<uint64_t>(step) * per_step + i;
+      backend.prepare(op, seq);
+
+      OpDesc d;
+      d.group = g.name;
+      d.kind = g.kind;
+      d.type = op.type;
+      d.bytes = op.bytes;
+      d.step = step;
+      d.index = static_cast<int>(i);
+      d.seq = seq;
+      d.rank = rank;
+      d.ranks = &g.ranks;
+      d.src = op.src;
+      d.dst = op.dst;
+
+      OpRecord r;
+      r.rank = rank;
+      r.host = host;
+      r.step = step;
+      r.warmup = step < s.warmup;
+      r.index = static_cast<int>(i);
+      r.seq = seq;
+      r.group = g.name;
+      r.kind = g.kind;
+      r.type = op.type;
+      r.group_size = static_cast<int>(g.ranks.size());
+      r.bytes = op.bytes;
+
+      Timestamp w0 = now();
+      hooks.pre_communication(d);
+      Timestamp t0 = now();
+      backend.run(op);
+      Timestamp t1 = now();
+      hooks.post_communication(d);
+      Timestamp w1 = now();
+
+      r.wait_start_ns = w0.realtime_ns;
+      r.start_ns = t0.realtime_ns;
+      r.end_ns = t1.realtime_ns;
+      r.duration_ns = t1.monotonic_ns - t0.monotonic_ns;
+      r.wait_ns = (t0.monotonic_ns - w0.monotonic_ns) + (w1.monotonic_ns - t1.monotonic_ns);
+      if (verify) {
+        r.wrong = backend.verify(op, seq);
+        r.verified = true;
+      }
+      if (r.wrong > 0) {
+        std::cerr << fmt::format("rank {}: {} on group '{}' ({}:{}), step {}: {} of {} result element(s) wrong\n", rank,
+                                 op_name(op.type), g.name, s.origin, op.line, step, r.wrong, op.bytes / 4);
+      }
+      records.push_back(r);
+    }
+  }
+  return records;
+}
+
+void write_outputs(const std::string& folder, int rank, const std::vector<OpRecord>& records) {
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  if (ec) throw Error("cannot create the output folder " + folder + ": " + ec.message());
+  {
+    CsvWriter w(fmt::format("{}/ops-rank{}.csv", folder, rank));
+    w.header(op_csv_columns());
+    for (const auto& r : records) w.row(op_csv_fields(r));
+  }
+  CsvWriter w(fmt::format("{}/timeline-rank{}.csv", folder, rank));
+  w.header(sample_csv_columns());
+  for (const auto& r : records) {
+    for (const auto& smp : op_samples(r)) w.row(sample_csv_fields(smp));
+  }
+}
+
+std::string rendezvous_tag(const Schedule& s, const std::string& backend_name) {
+  return fmt::format("{} {} ranks={} ops={} steps={} warmup={} digest={:016x}", backend_name, s.name, s.ranks,
+                     s.step.size(), s.steps, s.warmup, s.digest());
+}
+
+int run_and_report(const Schedule& s, const CommonOptions& o, const std::string& backend_name, Backend& backend,
+                   PhaseHooks& hooks, Rendezvous& rv) {
+  // A transport failure throws out of here: the peers then see this rank's rendezvous
+  // connection close and stop with a message naming it. Wrong data is recorded and reported.
+  std::vector<OpRecord> records = run_steps(s, o.rank, o.host, backend, hooks, o.verify);
+  if (!o.output.empty()) write_outputs(o.output, o.rank, records);
+  uint64_t my_wrong = 0;
+  for (const auto& r : records) my_wrong += r.wrong;
+  auto all_blobs = rv.all_gather(encode_records(records));
+  if (o.rank != 0) return my_wrong == 0 ? 0 : 1;
+
+  std::vector<OpRecord> all;
+  for (const auto& blob : all_blobs) {
+    auto recs = decode_records(blob);
+    all.insert(all.end(), recs.begin(), recs.end());
+  }
+  print_table(std::cout, s, backend_name, summarize(all), all);
+  std::cout.flush();
+  uint64_t wrong = 0;
+  for (const auto& r : all) wrong += r.wrong;
+  return wrong == 0 ? 0 : 1;
+}
+
+}  // namespace ocslab::workloads

@@ -1,0 +1,316 @@
+#include "ocslab/workloads/rendezvous.h"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string_view>
+#include <thread>
+
+#include "ocslab/common/error.h"
+
+namespace ocslab::workloads {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint32_t kMaxFrame = 256u << 20;
+
+int remaining_ms(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return left < 0 ? 0 : static_cast<int>(left);
+}
+
+// Waits for fd to become readable/writable before deadline; throws naming `who`.
+void wait_fd(int fd, short events, Clock::time_point deadline, const std::string& who) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    int r = ::poll(&p, 1, remaining_ms(deadline));
+    if (r > 0) return;
+    if (r == 0) throw Error("rendezvous: timed out waiting for " + who);
+    if (errno != EINTR) throw SystemError("rendezvous: poll for " + who, errno);
+  }
+}
+
+void write_all(int fd, const void* data, size_t n, Clock::time_point deadline, const std::string& who) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    wait_fd(fd, POLLOUT, deadline, who);
+    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      throw SystemError("rendezvous: send to " + who, errno);
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+void read_all(int fd, void* data, size_t n, Clock::time_point deadline, const std::string& who) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    wait_fd(fd, POLLIN, deadline, who);
+    ssize_t r = ::recv(fd, p, n, 0);
+    if (r == 0) throw Error("rendezvous: " + who + " closed the connection (did it fail? see its output)");
+    if (r < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      throw SystemError("rendezvous: receive from " + who, errno);
+    }
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+}
+
+void send_frame(int fd, const std::string& s, Clock::time_point deadline, const std::string& who) {
+  uint32_t len = htonl(static_cast<uint32_t>(s.size()));
+  write_all(fd, &len, sizeof(len), deadline, who);
+  write_all(fd, s.data(), s.size(), deadline, who);
+}
+
+std::string recv_frame(int fd, Clock::time_point deadline, const std::string& who) {
+  uint32_t len = 0;
+  read_all(fd, &len, sizeof(len), deadline, who);
+  len = ntohl(len);
+  if (len > kMaxFrame)
+    throw Error(fmt::format("rendezvous: {} sent a frame of {} bytes (not an ocslab rank?)", who, len));
+  std::string s(len, '\0');
+  read_all(fd, s.data(), len, deadline, who);
+  return s;
+}
+
+addrinfo* resolve(const std::string& host, int port, bool passive) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  if (passive) hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  std::string p = std::to_string(port);
+  int rc = ::getaddrinfo(passive ? nullptr : host.c_str(), p.c_str(), &hints, &res);
+  if (rc != 0) throw Error(fmt::format("rendezvous: cannot resolve {}:{}: {}", host, port, gai_strerror(rc)));
+  return res;
+}
+
+void set_nodelay(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+}  // namespace
+
+std::pair<std::string, int> split_host_port(const std::string& address) {
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+    throw Error("bad rendezvous address '" + address + "' (want HOST:PORT)");
+  }
+  std::string host = address.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  int port = 0;
+  try {
+    size_t used = 0;
+    port = std::stoi(address.substr(colon + 1), &used);
+    if (used != address.size() - colon - 1) port = -1;
+  } catch (const std::exception&) {
+    port = -1;
+  }
+  if (port < 1 || port > 65535) throw Error("bad port in rendezvous address '" + address + "'");
+  return {host, port};
+}
+
+Rendezvous::Rendezvous(int rank, int nranks, const std::string& address, const std::string& tag,
+                       std::chrono::milliseconds timeout)
+    : rank_(rank), nranks_(nranks), address_(address), timeout_(timeout) {
+  if (nranks < 1 || rank < 0 || rank >= nranks) throw Error(fmt::format("rank {} outside 0..{}", rank, nranks - 1));
+  auto [host, port] = split_host_port(address);
+  auto deadline = Clock::now() + timeout;
+  std::string hello = fmt::format("ocslab-collbench 1 rank={} nranks={} tag={}", rank, nranks, tag);
+  if (nranks == 1) return;
+
+  if (rank == 0) {
+    addrinfo* res = resolve(host, port, true);
+    // Prefer IPv6 any (also accepts IPv4 on Linux by default), else whatever came first.
+    addrinfo* pick = res;
+    for (addrinfo* a = res; a; a = a->ai_next) {
+      if (a->ai_family == AF_INET6) pick = a;
+    }
+    listen_fd_ = ::socket(pick->ai_family, pick->ai_socktype | SOCK_CLOEXEC, 0);
+    if (listen_fd_ < 0) {
+      ::freeaddrinfo(res);
+      throw SystemError("rendezvous: socket", errno);
+    }
+    int one = 1;
+    ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (pick->ai_family == AF_INET6) {
+      int zero = 0;
+      ::setsockopt(listen_fd_, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+    }
+    int rc = ::bind(listen_fd_, pick->ai_addr, pick->ai_addrlen);
+    int err = errno;
+    ::freeaddrinfo(res);
+    if (rc != 0) {
+      ::close(listen_fd_);
+      listen_fd_ = -1;
+      throw SystemError(fmt::format("rendezvous: rank 0 cannot listen on port {}", port), err);
+    }
+    ::listen(listen_fd_, nranks);
+    peers_.assign(static_cast<size_t>(nranks), -1);
+    try {
+      for (int joined = 1; joined < nranks;) {
+        wait_fd(
+            listen_fd_, POLLIN, deadline,
+            fmt::format("{} more rank(s) to join on port {} ({} of {} joined)", nranks - joined, port, joined, nranks));
+        sockaddr_storage from{};
+        socklen_t len = sizeof(from);
+        int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC);
+        if (fd < 0) {
+          if (errno == EINTR || errno == ECONNABORTED) continue;
+          throw SystemError("rendezvous: accept", errno);
+        }
+        set_nodelay(fd);
+        char ip[INET6_ADDRSTRLEN] = "?";
+        if (from.ss_family == AF_INET) {
+          ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&from)->sin_addr, ip, sizeof(ip));
+        } else if (from.ss_family == AF_INET6) {
+          ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&from)->sin6_addr, ip, sizeof(ip));
+        }
+        std::string_view shown = ip;
+        if (shown.rfind("::ffff:", 0) == 0) shown.remove_prefix(7);  // an IPv4 peer on the dual-stack socket
+        std::string peer_ip(shown);
+        std::string who = fmt::format("a rank connecting from {}", peer_ip);
+        std::string msg;
+        try {
+          msg = recv_frame(fd, deadline, who);
+        } catch (const Error&) {
+          ::close(fd);
+          throw;
+        }
+        int r = -1, n = -1;
+        char their_tag[512] = {0};
+        std::string reply;
+        if (std::sscanf(msg.c_str(), "ocslab-collbench 1 rank=%d nranks=%d tag=%511[^\n]", &r, &n, their_tag) != 3) {
+          reply = "error: not an ocslab-collbench hello: '" + msg.substr(0, 80) + "'";
+        } else if (n != nranks) {
+          reply =
+              fmt::format("error: rank {} from {} says the world has {} ranks, rank 0 has {}", r, peer_ip, n, nranks);
+        } else if (r < 1 || r >= nranks) {
+          reply = fmt::format("error: rank {} from {} is outside 1..{}", r, peer_ip, nranks - 1);
+        } else if (peers_[static_cast<size_t>(r)] >= 0) {
+          reply = fmt::format("error: rank {} joined twice (again from {})", r, peer_ip);
+        } else if (tag != their_tag) {
+          reply = fmt::format("error: rank {} from {} runs '{}', rank 0 runs '{}'", r, peer_ip, their_tag, tag);
+        }
+        if (!reply.empty()) {
+          try {
+            send_frame(fd, reply, deadline, who);
+          } catch (const Error&) {
+          }
+          ::close(fd);
+          throw Error("rendezvous: " + reply.substr(7));
+        }
+        send_frame(fd, "ok", deadline, who);
+        peers_[static_cast<size_t>(r)] = fd;
+        ++joined;
+      }
+    } catch (...) {
+      for (int fd : peers_) {
+        if (fd >= 0) ::close(fd);
+      }
+      ::close(listen_fd_);
+      throw;
+    }
+    return;
+  }
+
+  // Other ranks: connect, retrying while rank 0 is not listening yet.
+  std::string who = "rank 0 at " + address;
+  int fd = -1;
+  std::string last_error;
+  while (fd < 0) {
+    addrinfo* res = nullptr;
+    try {
+      res = resolve(host, port, false);
+    } catch (const Error& e) {
+      last_error = e.what();
+    }
+    for (addrinfo* a = res; a && fd < 0; a = a->ai_next) {
+      int s = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, 0);
+      if (s < 0) continue;
+      if (::connect(s, a->ai_addr, a->ai_addrlen) == 0) {
+        fd = s;
+      } else {
+        last_error = std::strerror(errno);
+        ::close(s);
+      }
+    }
+    if (res) ::freeaddrinfo(res);
+    if (fd >= 0) break;
+    if (Clock::now() >= deadline) {
+      throw Error(fmt::format("rendezvous: rank {} could not reach {} within {} ms: {}", rank, who, timeout.count(),
+                              last_error));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  set_nodelay(fd);
+  peers_.push_back(fd);
+  send_frame(fd, hello, deadline, who);
+  std::string reply = recv_frame(fd, deadline, who);
+  if (reply != "ok") {
+    ::close(fd);
+    peers_.clear();
+    throw Error("rendezvous: " + who + " refused rank " + std::to_string(rank) + ": " + reply);
+  }
+}
+
+Rendezvous::~Rendezvous() {
+  for (int fd : peers_) {
+    if (fd >= 0) ::close(fd);
+  }
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+}
+
+std::vector<std::string> Rendezvous::all_gather(const std::string& blob) {
+  std::vector<std::string> all(static_cast<size_t>(nranks_));
+  if (nranks_ == 1) {
+    all[0] = blob;
+    return all;
+  }
+  auto deadline = Clock::now() + timeout_;
+  if (rank_ == 0) {
+    all[0] = blob;
+    for (int r = 1; r < nranks_; ++r) {
+      all[static_cast<size_t>(r)] = recv_frame(peers_[static_cast<size_t>(r)], deadline, fmt::format("rank {}", r));
+    }
+    std::string packed;
+    for (const auto& b : all) {
+      uint32_t len = htonl(static_cast<uint32_t>(b.size()));
+      packed.append(reinterpret_cast<const char*>(&len), sizeof(len));
+      packed += b;
+    }
+    for (int r = 1; r < nranks_; ++r)
+      send_frame(peers_[static_cast<size_t>(r)], packed, deadline, fmt::format("rank {}", r));
+    return all;
+  }
+  std::string who = "rank 0 at " + address_;
+  send_frame(peers_[0], blob, deadline, who);
+  std::string packed = recv_frame(peers_[0], deadline, who);
+  size_t pos = 0;
+  for (auto& b : all) {
+    uint32_t len = 0;
+    if (pos + sizeof(len) > packed.size()) throw Error("rendezvous: short all-gather reply from " + who);
+    std::memcpy(&len, packed.data() + pos, sizeof(len));
+    len = ntohl(len);
+    pos += sizeof(len);
+    if (pos + len > packed.size()) throw Error("rendezvous: short all-gather reply from " + who);
+    b = packed.substr(pos, len);
+    pos += len;
+  }
+  return all;
+}
+
+}  // namespace ocslab::workloads

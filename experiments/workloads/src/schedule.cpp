@@ -1,0 +1,295 @@
+#include "ocslab/workloads/schedule.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "ocslab/common/config.h"
+#include "ocslab/common/error.h"
+
+namespace ocslab::workloads {
+
+namespace {
+
+constexpr const char* kKinds[] = {"dp", "pp", "tp", "cp", "ep", "sp", "world"};
+// Large enough for any real schedule, small enough that a typo cannot make a rank allocate
+// terabytes or a world of millions.
+constexpr long long kMaxRanks = 65536;
+constexpr uint64_t kMaxBytes = 1ull << 34;  // 16 GiB per operation
+constexpr long long kMaxSteps = 1'000'000;
+
+int line_of(const YAML::Node& n) { return n.IsDefined() ? n.Mark().line + 1 : 0; }
+
+std::string known_kinds() {
+  std::string s;
+  for (const char* k : kKinds) s += (s.empty() ? "" : ", ") + std::string(k);
+  return s;
+}
+
+OpType parse_type(const YamlDoc& doc, const YAML::Node& n) {
+  std::string t = as_string(doc, n);
+  for (OpType o :
+       {OpType::kAllReduce, OpType::kAllGather, OpType::kReduceScatter, OpType::kSendRecv, OpType::kBarrier}) {
+    if (t == op_name(o)) return o;
+  }
+  throw config_error(doc, n, "unknown op '" + t + "' (known: allreduce, allgather, reducescatter, sendrecv, barrier)");
+}
+
+int parse_rank(const YamlDoc& doc, const YAML::Node& n, const Schedule& s, const std::string& what) {
+  long long r = as_int(doc, n);
+  if (r < 0 || r >= s.ranks) {
+    throw config_error(
+        doc, n, fmt::format("{}: rank {} is outside the world of {} rank(s) (0..{})", what, r, s.ranks, s.ranks - 1));
+  }
+  return static_cast<int>(r);
+}
+
+uint64_t bytes_of(const YamlDoc& doc, const YAML::Node& n, const std::string& what) {
+  std::string text = as_string(doc, n);
+  try {
+    return parse_bytes(text);
+  } catch (const Error& e) {
+    throw config_error(doc, n, what + ": " + e.what());
+  }
+}
+
+Group parse_group(const YamlDoc& doc, const YAML::Node& n, const Schedule& s) {
+  only_keys(doc, n, {"name", "kind", "ranks"});
+  Group g;
+  g.line = line_of(n);
+  g.name = as_string(doc, require(doc, n, "name"));
+  if (g.name.empty()) throw config_error(doc, n["name"], "empty group name");
+  g.kind = as_string(doc, require(doc, n, "kind"));
+  if (std::find(std::begin(kKinds), std::end(kKinds), g.kind) == std::end(kKinds)) {
+    throw config_error(doc, n["kind"],
+                       "group '" + g.name + "': unknown kind '" + g.kind + "' (known: " + known_kinds() + ")");
+  }
+  YAML::Node ranks = require(doc, n, "ranks");
+  if (!ranks.IsSequence() || ranks.size() == 0) {
+    throw config_error(doc, ranks, "group '" + g.name + "': ranks must be a non-empty list of ranks");
+  }
+  std::set<int> seen;
+  for (const auto& r : ranks) {
+    int rank = parse_rank(doc, r, s, "group '" + g.name + "'");
+    if (!seen.insert(rank).second) {
+      throw config_error(doc, r, fmt::format("group '{}': rank {} listed twice", g.name, rank));
+    }
+    g.ranks.push_back(rank);
+  }
+  return g;
+}
+
+Op parse_op(const YamlDoc& doc, const YAML::Node& n, const Schedule& s) {
+  only_keys(doc, n, {"group", "op", "bytes", "src", "dst"});
+  Op op;
+  op.line = line_of(n);
+  YAML::Node gn = require(doc, n, "group");
+  std::string gname = as_string(doc, gn);
+  auto it = std::find_if(s.groups.begin(), s.groups.end(), [&](const Group& g) { return g.name == gname; });
+  if (it == s.groups.end()) {
+    std::string names;
+    for (const auto& g : s.groups) names += (names.empty() ? "" : ", ") + g.name;
+    throw config_error(doc, gn, "unknown group '" + gname + "' (groups: " + names + ")");
+  }
+  op.group = static_cast<size_t>(it - s.groups.begin());
+  const Group& g = *it;
+  op.type = parse_type(doc, require(doc, n, "op"));
+  std::string what = fmt::format("{} on group '{}'", op_name(op.type), g.name);
+  size_t size = g.ranks.size();
+
+  if (op.type == OpType::kBarrier) {
+    if (n["bytes"].IsDefined() && bytes_of(doc, n["bytes"], what) != 0) {
+      throw config_error(doc, n["bytes"], what + ": a barrier moves no data (leave bytes out)");
+    }
+  } else {
+    YAML::Node bn = require(doc, n, "bytes");
+    op.bytes = bytes_of(doc, bn, what);
+    if (op.bytes == 0 || op.bytes > kMaxBytes) {
+      throw config_error(doc, bn,
+                         fmt::format("{}: bytes must be between 4 and {} (got {})", what, kMaxBytes, op.bytes));
+    }
+    uint64_t unit = sizeof(float);
+    if (op.type == OpType::kAllGather || op.type == OpType::kReduceScatter) unit *= size;
+    if (op.bytes % unit != 0) {
+      throw config_error(doc, bn,
+                         fmt::format("{}: bytes {} is not a multiple of {} (4-byte floats{})", what, op.bytes, unit,
+                                     unit > 4 ? fmt::format(" x {} ranks", size) : ""));
+    }
+  }
+
+  if (op.type == OpType::kSendRecv) {
+    if (n["src"].IsDefined() != n["dst"].IsDefined()) {
+      throw config_error(doc, n, what + ": give both src and dst, or neither (a 2-rank group's first sends)");
+    }
+    if (n["src"].IsDefined()) {
+      op.src = parse_rank(doc, n["src"], s, what);
+      op.dst = parse_rank(doc, n["dst"], s, what);
+      if (g.index_of(op.src) < 0) {
+        throw config_error(doc, n["src"], fmt::format("{}: src rank {} is not a member of the group", what, op.src));
+      }
+      if (g.index_of(op.dst) < 0) {
+        throw config_error(doc, n["dst"], fmt::format("{}: dst rank {} is not a member of the group", what, op.dst));
+      }
+      if (op.src == op.dst)
+        throw config_error(doc, n["dst"], fmt::format("{}: src and dst are both rank {}", what, op.src));
+    } else {
+      if (size != 2) {
+        throw config_error(
+            doc, n,
+            fmt::format("{}: the group has {} ranks: say which sends (src) and which receives (dst)", what, size));
+      }
+      op.src = g.ranks[0];
+      op.dst = g.ranks[1];
+    }
+  } else if (n["src"].IsDefined() || n["dst"].IsDefined()) {
+    throw config_error(doc, n["src"].IsDefined() ? n["src"] : n["dst"], what + ": src/dst are for sendrecv only");
+  }
+  return op;
+}
+
+Schedule parse(const YamlDoc& doc) {
+  const YAML::Node& root = doc.root;
+  if (!root.IsMap()) throw config_error(doc, root, "a schedule is a mapping (name, ranks, steps, groups, step)");
+  only_keys(doc, root, {"name", "ranks", "steps", "warmup", "groups", "step"});
+  Schedule s;
+  s.origin = doc.origin;
+  s.name = root["name"].IsDefined() ? as_string(doc, root["name"]) : "schedule";
+  YAML::Node rn = require(doc, root, "ranks");
+  long long ranks = as_int(doc, rn);
+  if (ranks < 1 || ranks > kMaxRanks) throw config_error(doc, rn, fmt::format("ranks must be 1..{}", kMaxRanks));
+  s.ranks = static_cast<int>(ranks);
+  if (root["steps"].IsDefined()) {
+    long long v = as_int(doc, root["steps"]);
+    if (v < 1 || v > kMaxSteps) throw config_error(doc, root["steps"], fmt::format("steps must be 1..{}", kMaxSteps));
+    s.steps = static_cast<int>(v);
+  }
+  if (root["warmup"].IsDefined()) {
+    long long v = as_int(doc, root["warmup"]);
+    if (v < 0 || v > kMaxSteps) throw config_error(doc, root["warmup"], fmt::format("warmup must be 0..{}", kMaxSteps));
+    s.warmup = static_cast<int>(v);
+  }
+
+  YAML::Node groups = require(doc, root, "groups");
+  if (!groups.IsSequence() || groups.size() == 0) throw config_error(doc, groups, "groups must be a non-empty list");
+  std::map<std::string, int> lines;
+  for (const auto& gn : groups) {
+    Group g = parse_group(doc, gn, s);
+    auto [it, fresh] = lines.emplace(g.name, g.line);
+    if (!fresh) {
+      throw config_error(doc, gn["name"],
+                         fmt::format("group '{}' defined twice (also at line {})", g.name, it->second));
+    }
+    s.groups.push_back(std::move(g));
+  }
+
+  YAML::Node step = require(doc, root, "step");
+  if (!step.IsSequence() || step.size() == 0)
+    throw config_error(doc, step, "step must be a non-empty list of collectives");
+  for (const auto& on : step) s.step.push_back(parse_op(doc, on, s));
+  return s;
+}
+
+}  // namespace
+
+std::string_view op_name(OpType t) {
+  switch (t) {
+    case OpType::kAllReduce:
+      return "allreduce";
+    case OpType::kAllGather:
+      return "allgather";
+    case OpType::kReduceScatter:
+      return "reducescatter";
+    case OpType::kSendRecv:
+      return "sendrecv";
+    case OpType::kBarrier:
+      return "barrier";
+  }
+  return "?";
+}
+
+int Group::index_of(int rank) const {
+  auto it = std::find(ranks.begin(), ranks.end(), rank);
+  return it == ranks.end() ? -1 : static_cast<int>(it - ranks.begin());
+}
+
+bool Schedule::involves(const Op& op, int rank) const {
+  if (op.type == OpType::kSendRecv) return rank == op.src || rank == op.dst;
+  return group_of(op).index_of(rank) >= 0;
+}
+
+uint64_t Schedule::max_buffer_bytes() const {
+  uint64_t m = 0;
+  for (const auto& op : step) m = std::max(m, op.bytes);
+  return m;
+}
+
+uint64_t Schedule::digest() const {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](std::string_view v) {
+    for (unsigned char c : v) h = (h ^ c) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull;  // separator, so "ab","c" differs from "a","bc"
+  };
+  mix(std::to_string(ranks));
+  for (const auto& g : groups) {
+    mix(g.name);
+    mix(g.kind);
+    for (int r : g.ranks) mix(std::to_string(r));
+  }
+  for (const auto& op : step) {
+    mix(std::to_string(op.group));
+    mix(op_name(op.type));
+    mix(std::to_string(op.bytes));
+    mix(std::to_string(op.src));
+    mix(std::to_string(op.dst));
+  }
+  return h;
+}
+
+uint64_t parse_bytes(std::string_view text) {
+  uint64_t v = 0;
+  const char* b = text.data();
+  const char* e = b + text.size();
+  auto [p, ec] = std::from_chars(b, e, v);
+  if (ec != std::errc() || p == b) throw Error("bad byte count '" + std::string(text) + "' (e.g. 4096, 64KiB, 4MiB)");
+  std::string_view suffix(p, static_cast<size_t>(e - p));
+  uint64_t mult = 1;
+  if (suffix.empty() || suffix == "B") {
+    mult = 1;
+  } else if (suffix == "K" || suffix == "KiB") {
+    mult = 1ull << 10;
+  } else if (suffix == "M" || suffix == "MiB") {
+    mult = 1ull << 20;
+  } else if (suffix == "G" || suffix == "GiB") {
+    mult = 1ull << 30;
+  } else {
+    throw Error("bad byte count '" + std::string(text) + "': unknown suffix '" + std::string(suffix) +
+                "' (B, K/KiB, M/MiB, G/GiB)");
+  }
+  if (v > (~0ull) / mult) throw Error("byte count '" + std::string(text) + "' is too large");
+  return v * mult;
+}
+
+Schedule parse_schedule(const std::string& text, const std::string& origin) {
+  YamlDoc doc = load_yaml_string(text, origin);
+  try {
+    return parse(doc);
+  } catch (const YAML::Exception& e) {
+    // A conversion yaml-cpp refused that the checks above did not anticipate.
+    throw ConfigError(fmt::format("{}:{}:{}: {}", origin, e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+}
+
+Schedule load_schedule(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(path + ": cannot open the schedule file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_schedule(ss.str(), path);
+}
+
+}  // namespace ocslab::workloads

@@ -1,0 +1,49 @@
+// Schedule files come from users: any bytes must give a consistent schedule or an
+// ocslab::Error, never a crash, a hang or a schedule the workloads could not run.
+#include <cstddef>
+#include <cstdint>
+#include <set>
+#include <string>
+
+#include "ocslab/common/error.h"
+#include "ocslab/workloads/ring.h"
+#include "ocslab/workloads/schedule.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string text(reinterpret_cast<const char*>(data), size);
+  try {
+    auto s = ocslab::workloads::parse_schedule(text, "fuzz.yaml");
+    if (s.ranks < 1 || s.groups.empty() || s.step.empty() || s.steps < 1 || s.warmup < 0) __builtin_trap();
+    std::set<std::string> names;
+    for (const auto& g : s.groups) {
+      if (!names.insert(g.name).second || g.ranks.empty()) __builtin_trap();
+      std::set<int> members;
+      for (int r : g.ranks) {
+        if (r < 0 || r >= s.ranks || !members.insert(r).second) __builtin_trap();
+      }
+    }
+    for (const auto& op : s.step) {
+      if (op.group >= s.groups.size()) __builtin_trap();
+      const auto& g = s.group_of(op);
+      uint64_t n = g.ranks.size();
+      using ocslab::workloads::OpType;
+      if (op.type == OpType::kBarrier ? op.bytes != 0 : op.bytes == 0 || op.bytes % 4 != 0) __builtin_trap();
+      if ((op.type == OpType::kAllGather || op.type == OpType::kReduceScatter) && op.bytes % (4 * n) != 0) {
+        __builtin_trap();
+      }
+      if (op.type == OpType::kSendRecv && (g.index_of(op.src) < 0 || g.index_of(op.dst) < 0 || op.src == op.dst)) {
+        __builtin_trap();
+      }
+      // The ring split of every op covers its buffer.
+      uint64_t total = ocslab::workloads::buffer_floats(op), next = 0;
+      for (uint64_t i = 0; i < n; ++i) {
+        auto c = ocslab::workloads::ring_chunk(total, static_cast<int>(n), static_cast<int>(i));
+        if (c.offset != next) __builtin_trap();
+        next += c.count;
+      }
+      if (next != total) __builtin_trap();
+    }
+  } catch (const ocslab::Error&) {
+  }
+  return 0;
+}

@@ -1,0 +1,107 @@
+// The workload binaries' command lines on this machine (no RDMA device here): help, and bad
+// input refused with a message naming it before anything is set up.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+using Catch::Matchers::Contains;
+
+namespace {
+
+struct Result {
+  int rc = -1;
+  std::string out;
+};
+
+Result run(const std::string& args, const std::string& program = "ocslab-collbench-verbs",
+           const std::string& env = "") {
+  const char* bin = std::getenv("OCSLAB_BIN_DIR");
+  std::string cmd = env + " " + std::string(bin ? bin : "build/bin") + "/" + program + " " + args + " 2>&1";
+  Result r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  int st = ::pclose(p);
+  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string sched(const std::string& name) {
+  return std::string(OCSLAB_TEST_SOURCE_DIR) + "/experiments/workloads/schedules/" + name;
+}
+
+}  // namespace
+
+TEST_CASE("ocslab-collbench-verbs: help and bad input", "[workloads]") {
+  Result h = run("--help");
+  CHECK(h.rc == 0);
+  CHECK_THAT(h.out, Contains("usage: ocslab-collbench-verbs") && Contains("--group-if") && Contains("--rendezvous"));
+
+  Result r = run("--rank 0 --if lo");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("missing --schedule FILE"));
+
+  r = run("-s /nonexistent.yaml --rank 0 --if lo");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("/nonexistent.yaml: cannot open the schedule file"));
+
+  r = run("-s " + sched("dp-pp-4.yaml") + " --rank 0 --ranks a,b --if lo");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("dp-pp-4.yaml: the schedule has 4 ranks, this job 2"));
+
+  r = run("-s " + sched("dp-pp-4.yaml") + " --rank 4 --nranks 4 --rendezvous x:1 --if lo");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("--rank 4 is outside 0..3"));
+
+  r = run("-s " + sched("dp-pp-4.yaml") + " --rank 1 --nranks 4 --rendezvous x:1");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("missing --if IFACE"));
+
+  r = run("-s " + sched("dp-pp-4.yaml") + " --rank 1 --ranks a,b,c,d --if eth1 --group-if nosuch=eth2 --timeout-s 0.2");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("could not reach rank 0 at a:18600"));
+
+  r = run("-s " + sched("dp-pp-4.yaml") + " --rank 0 --nranks 4 --rendezvous 127.0.0.1:1 --if lo --bogus");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("unrecognised option '--bogus'"));
+}
+
+#ifdef OCSLAB_HAVE_NCCL
+TEST_CASE("ocslab-collbench-nccl: help, bad input, and no GPU on this machine", "[workloads]") {
+  const std::string nccl = "ocslab-collbench-nccl";
+  Result h = run("--help", nccl);
+  CHECK(h.rc == 0);
+  CHECK_THAT(h.out, Contains("usage: ocslab-collbench-nccl") && Contains("--gpu") && Contains("mpirun -np 8"));
+
+  Result r = run("--rank 0", nccl);
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("missing --schedule FILE"));
+
+  r = run("-s " + sched("dp-pp-4.yaml") + " --rank 0 --nranks 8 --rendezvous x:1", nccl);
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("dp-pp-4.yaml: the schedule has 4 ranks, this job 8"));
+
+  // The launcher's environment names rank and world size.
+  r = run("-s " + sched("dp-pp-4.yaml") + " --rendezvous x:1 --host gpu7", nccl,
+          "OMPI_COMM_WORLD_RANK=5 OMPI_COMM_WORLD_SIZE=4");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("--rank 5 is outside 0..3"));
+
+  // This machine has the CUDA toolkit but no GPU: refused before the rendezvous (which would
+  // otherwise wait for the other ranks).
+  r = run("-s " + sched("dp-pp-4.yaml") + " --rank 1 --nranks 4 --rendezvous 127.0.0.1:1 --host gpu7 --timeout-s 600",
+          nccl);
+  INFO(r.out);
+  if (r.out.find("no CUDA device visible") == std::string::npos) {
+    WARN("a GPU is visible here; the no-GPU refusal was not exercised");
+  } else {
+    CHECK(r.rc == 2);
+    CHECK_THAT(r.out, Contains("rank 1 on gpu7: no CUDA device visible"));
+  }
+}
+#endif
