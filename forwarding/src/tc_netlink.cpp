@@ -328,9 +328,12 @@ void TcNetlink::add_filters(const std::vector<FilterRule>& rules) {
   }
   size_t refused = 0;
   for (const auto& o : out) refused += o.err != 0;
-  throw KernelError(fmt::format("tc: kernel refused {} ({} of {} rules refused, the others removed again): {}{}",
-                                describe(rules[bad]), refused, rules.size(), kernel_text(out[bad].err, out[bad].extack),
-                                undo_note),
+  std::string batch = rules.size() == 1 ? ""
+                      : n == 0         ? fmt::format(" ({} of {} rules refused)", refused, rules.size())
+                                       : fmt::format(" ({} of {} rules refused, the {} accepted removed again)", refused,
+                                                     rules.size(), n);
+  throw KernelError(fmt::format("tc: kernel refused {}{}: {}{}", describe(rules[bad]), batch,
+                                kernel_text(out[bad].err, out[bad].extack), undo_note),
                     out[bad].err, out[bad].extack);
 }
 

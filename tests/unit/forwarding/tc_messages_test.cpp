@@ -10,6 +10,7 @@
 #include <linux/tc_act/tc_pedit.h>
 
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <string>
@@ -286,4 +287,49 @@ TEST_CASE("malformed input: bad rule fields name the rule, truncated messages th
   uint16_t huge = 0xfff0;
   std::memcpy(bad.data() + opts, &huge, 2);
   CHECK_THROWS_WITH(tc::decode_filter(bad.data(), bad.size()), Catch::Contains("malformed netlink attribute"));
+}
+
+namespace {
+std::vector<char> corpus(const std::string& name) {
+  std::string path = std::string(OCSLAB_TEST_SOURCE_DIR) + "/tests/fuzz/corpus/forwarding_tc_dump/" + name;
+  FILE* f = std::fopen(path.c_str(), "rb");
+  REQUIRE(f);
+  std::vector<char> out(1 << 16);
+  out.resize(std::fread(out.data(), 1, out.size(), f));
+  std::fclose(f);
+  return out;
+}
+}  // namespace
+
+// Bytes the guest kernel (Debian 6.1) sent for `TcNetlink::raw_filter_dump` (ingress chain 0):
+// the decoder must read the kernel's own form, including the per-priority headers, the
+// statistics and attributes the request never carried.
+TEST_CASE("real dump bytes from the guest kernel decode into the installed rules") {
+  auto d = corpus("guest-6.1-three-ocslab-counted.bin");
+  auto all = tc::decode_filter_dump(d.data(), d.size());
+  REQUIRE(all.size() == 3);
+  for (const auto& f : all) {
+    INFO(f.prio << ": " << f.problem);
+    CHECK(f.problem == "");
+    CHECK(f.tagged());
+    CHECK(f.handle == 1);
+  }
+  CHECK(all[0].prio == 0x4f00);
+  CHECK(all[0].dst == "10.0.0.0/8");
+  CHECK(all[0].set_eth_dst == "02:00:00:00:00:01");
+  CHECK(all[0].packets == 0);
+  CHECK(all[1].prio == 0x4f01);  // installed with the tc command (and the cookie)
+  CHECK(all[1].dst == "192.168.77.9/32");
+  CHECK(all[1].set_eth_dst == "02:11:22:33:44:55");
+  CHECK(all[1].packets == 3);  // three pings went through it
+  CHECK(all[1].bytes == 3 * 84);  // at ingress the count starts after the Ethernet header: 84-byte IP packets
+  CHECK(all[2].prio == 0x4f02);
+  CHECK(all[2].set_eth_dst == "02:00:00:00:00:02");
+  CHECK(all[1].redirect_ifindex != all[2].redirect_ifindex);
+
+  auto mixed = corpus("guest-6.1-ocslab-tc-and-foreign.bin");
+  auto m = tc::decode_filter_dump(mixed.data(), mixed.size());
+  int foreign = 0;
+  for (const auto& f : m) foreign += !f.tagged();
+  CHECK(foreign == 2);  // prio 100 (outside the range) and prio 20230 (no cookie)
 }
