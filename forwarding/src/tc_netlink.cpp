@@ -15,8 +15,13 @@
 #include <set>
 
 #include "ocslab/common/error.h"
+#include "rtnl_util.h"
 
 namespace ocslab::forwarding {
+
+using rtnl::extack_of;
+using rtnl::for_each_attr;
+using rtnl::kernel_text;
 
 namespace {
 
@@ -25,45 +30,9 @@ namespace {
 constexpr size_t kChunkBytes = 32 * 1024;
 constexpr int kReplyTimeoutMs = 30000;
 
-std::string extack_of(const struct nlmsghdr* nlh) {
-  if (!(nlh->nlmsg_flags & NLM_F_ACK_TLVS)) return {};
-  const auto* err = static_cast<const struct nlmsgerr*>(mnl_nlmsg_get_payload(nlh));
-  size_t off = sizeof(*err);
-  if (!(nlh->nlmsg_flags & NLM_F_CAPPED)) off += err->msg.nlmsg_len - sizeof(struct nlmsghdr);
-  const char* p = static_cast<const char*>(mnl_nlmsg_get_payload(nlh)) + off;
-  const char* end = reinterpret_cast<const char*>(nlh) + nlh->nlmsg_len;
-  while (p + sizeof(struct nlattr) <= end) {
-    struct nlattr a;
-    std::memcpy(&a, p, sizeof(a));
-    if (a.nla_len < sizeof(a) || p + a.nla_len > end) break;
-    if ((a.nla_type & NLA_TYPE_MASK) == NLMSGERR_ATTR_MSG && a.nla_len > sizeof(a)) {
-      return std::string(p + sizeof(a), strnlen(p + sizeof(a), a.nla_len - sizeof(a)));
-    }
-    p += MNL_ALIGN(a.nla_len);
-  }
-  return {};
-}
-
-// mnl_attr_for_each relies on C's void* conversions; the same walk for C++.
-template <typename Fn>
-void for_each_attr(const struct nlmsghdr* nlh, size_t header, Fn fn) {
-  const char* p = static_cast<const char*>(mnl_nlmsg_get_payload(nlh)) + MNL_ALIGN(header);
-  const char* end = reinterpret_cast<const char*>(nlh) + nlh->nlmsg_len;
-  while (p + sizeof(struct nlattr) <= end) {
-    const auto* a = reinterpret_cast<const struct nlattr*>(p);
-    if (a->nla_len < sizeof(struct nlattr) || p + a->nla_len > end) break;
-    fn(a);
-    p += MNL_ALIGN(a->nla_len);
-  }
-}
-
 std::string describe(const FilterRule& r) {
   return fmt::format("filter dev {} prio {} dst {} -> eth dst {} redirect {}", r.dev, r.prio, r.dst, r.set_eth_dst,
                      r.redirect_dev);
-}
-
-std::string kernel_text(int err, const std::string& extack) {
-  return std::string(std::strerror(err)) + (extack.empty() ? "" : " (kernel: " + extack + ")");
 }
 
 }  // namespace
