@@ -32,11 +32,16 @@ std::vector<MacvlanSpec> if2_macvlans(const Fabric& fabric, const std::string& h
 
 const char* to_string(LinkChange c) {
   switch (c) {
-    case LinkChange::unchanged: return "unchanged";
-    case LinkChange::created: return "created";
-    case LinkChange::updated: return "updated";
-    case LinkChange::deleted: return "deleted";
-    case LinkChange::absent: return "absent";
+    case LinkChange::unchanged:
+      return "unchanged";
+    case LinkChange::created:
+      return "created";
+    case LinkChange::updated:
+      return "updated";
+    case LinkChange::deleted:
+      return "deleted";
+    case LinkChange::absent:
+      return "absent";
   }
   return "?";
 }
@@ -96,8 +101,9 @@ void read_link(const struct nlmsghdr* nlh, void* ctx) {
           const auto* in = reinterpret_cast<const struct nlattr*>(p);
           if (in->nla_len < sizeof(struct nlattr) || p + in->nla_len > end) break;
           if (mnl_attr_get_type(in) == IFLA_INFO_KIND) {
-            s.kind = std::string(static_cast<const char*>(mnl_attr_get_payload(in)),
-                                 strnlen(static_cast<const char*>(mnl_attr_get_payload(in)), mnl_attr_get_payload_len(in)));
+            s.kind =
+                std::string(static_cast<const char*>(mnl_attr_get_payload(in)),
+                            strnlen(static_cast<const char*>(mnl_attr_get_payload(in)), mnl_attr_get_payload_len(in)));
           } else if (mnl_attr_get_type(in) == IFLA_INFO_DATA) {
             const char* q = static_cast<const char*>(mnl_attr_get_payload(in));
             const char* qend = q + mnl_attr_get_payload_len(in);
@@ -145,8 +151,8 @@ LinkState If2Links::check_ours(const MacvlanSpec& spec, const LinkState& s, int 
       over = fmt::format("parent ifindex {}", s.parent);
     }
     throw Error(fmt::format("if2 {}: refusing to {} the existing interface '{}': it is {} ({}), not a macvlan of {}",
-                            spec.name, doing, spec.name, s.kind.empty() ? "a device without a link kind" : "a " + s.kind,
-                            over, spec.parent));
+                            spec.name, doing, spec.name,
+                            s.kind.empty() ? "a device without a link kind" : "a " + s.kind, over, spec.parent));
   }
   return s;
 }

@@ -35,7 +35,9 @@ class MessageBuilder {
     nlh_->nlmsg_flags = static_cast<uint16_t>(NLM_F_REQUEST | flags);
     nlh_->nlmsg_seq = seq;
   }
-  struct nlmsghdr* nlh() { return nlh_; }
+  struct nlmsghdr* nlh() {
+    return nlh_;
+  }
   template <typename T>
   T* extra() {
     return static_cast<T*>(mnl_nlmsg_put_extra_header(nlh_, sizeof(T)));
@@ -73,7 +75,8 @@ std::vector<uint8_t> hex_bytes(const std::string& hex, const std::string& what) 
     throw Error(fmt::format("{}: cookie '{}' must be 1..{} bytes of hex", what, hex, TC_COOKIE_MAX_SIZE));
   }
   std::vector<uint8_t> out;
-  for (size_t i = 0; i < hex.size(); i += 2) out.push_back(static_cast<uint8_t>(nibble(hex[i]) << 4 | nibble(hex[i + 1])));
+  for (size_t i = 0; i < hex.size(); i += 2)
+    out.push_back(static_cast<uint8_t>(nibble(hex[i]) << 4 | nibble(hex[i + 1])));
   return out;
 }
 
@@ -186,8 +189,7 @@ void put_new_filter(std::vector<char>& out, uint32_t seq, const FilterRule& rule
   b.finish();
 }
 
-void put_del_filter(std::vector<char>& out, uint32_t seq, int ifindex, uint32_t chain, uint16_t prio,
-                    uint32_t handle) {
+void put_del_filter(std::vector<char>& out, uint32_t seq, int ifindex, uint32_t chain, uint16_t prio, uint32_t handle) {
   MessageBuilder b(out, RTM_DELTFILTER, NLM_F_ACK, seq);
   put_tcmsg(b, ifindex, handle, kIngressParent, filter_info(prio));
   b.put_strz(TCA_KIND, "flower");
@@ -195,7 +197,8 @@ void put_del_filter(std::vector<char>& out, uint32_t seq, int ifindex, uint32_t 
   b.finish();
 }
 
-void put_get_filters(std::vector<char>& out, uint32_t seq, int ifindex, uint32_t parent, std::optional<uint32_t> chain) {
+void put_get_filters(std::vector<char>& out, uint32_t seq, int ifindex, uint32_t parent,
+                     std::optional<uint32_t> chain) {
   MessageBuilder b(out, RTM_GETTFILTER, NLM_F_DUMP, seq);
   put_tcmsg(b, ifindex, 0, parent, 0);
   if (chain) b.put_u32(TCA_CHAIN, *chain);
@@ -319,15 +322,16 @@ void decode_pedit(DecodedFilter& f, const std::map<uint16_t, Span>& o) {
     ++n;
   }
   if (n != 2) return add_problem(f, fmt::format("pedit has {} extended keys, not 2", n));
-  f.set_eth_dst = fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", mac[0], mac[1], mac[2], mac[3], mac[4],
-                              mac[5]);
+  f.set_eth_dst =
+      fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]);
 }
 
 void decode_mirred(DecodedFilter& f, const std::map<uint16_t, Span>& o) {
   auto parms = o.find(TCA_MIRRED_PARMS);
   if (parms == o.end()) return add_problem(f, "mirred without parameters");
   auto m = get<struct tc_mirred>(parms->second, "TCA_MIRRED_PARMS");
-  if (m.eaction != TCA_EGRESS_REDIR) return add_problem(f, fmt::format("mirred action {} is not egress redirect", m.eaction));
+  if (m.eaction != TCA_EGRESS_REDIR)
+    return add_problem(f, fmt::format("mirred action {} is not egress redirect", m.eaction));
   if (m.action != TC_ACT_STOLEN) add_problem(f, fmt::format("mirred control {} is not stolen", m.action));
   f.redirect_ifindex = static_cast<int>(m.ifindex);
 }
@@ -356,7 +360,10 @@ void decode_actions(DecodedFilter& f, Span s) {
     } else if (i == 2 && kind == "mirred") {
       decode_mirred(f, opts);
     } else {
-      add_problem(f, fmt::format("action {} is '{}', not {}", i, kind, i == 1 ? "pedit" : i == 2 ? "mirred" : "absent"));
+      add_problem(f, fmt::format("action {} is '{}', not {}", i, kind,
+                                 i == 1   ? "pedit"
+                                 : i == 2 ? "mirred"
+                                          : "absent"));
     }
   }
   if (f.actions.size() < 2) add_problem(f, fmt::format("{} action(s), not pedit + mirred", f.actions.size()));
@@ -368,7 +375,8 @@ void decode_flower(DecodedFilter& f, Span s) {
   for (auto& [type, v] : t) {
     switch (type) {
       case TCA_FLOWER_KEY_ETH_TYPE:
-        if (ntohs(get<uint16_t>(v, "TCA_FLOWER_KEY_ETH_TYPE")) != ETH_P_IP) add_problem(f, "flower eth_type is not IPv4");
+        if (ntohs(get<uint16_t>(v, "TCA_FLOWER_KEY_ETH_TYPE")) != ETH_P_IP)
+          add_problem(f, "flower eth_type is not IPv4");
         break;
       case TCA_FLOWER_KEY_IPV4_DST:
         dst = get<uint32_t>(v, "TCA_FLOWER_KEY_IPV4_DST");
@@ -449,7 +457,8 @@ std::vector<DecodedFilter> decode_filter_dump(const void* data, size_t len) {
     struct nlmsghdr h;
     std::memcpy(&h, p + off, sizeof(h));
     if (h.nlmsg_len < sizeof(h) || h.nlmsg_len > len - off) {
-      throw Error(fmt::format("netlink message length {} at offset {} leaves the {} bytes read", h.nlmsg_len, off, len));
+      throw Error(
+          fmt::format("netlink message length {} at offset {} leaves the {} bytes read", h.nlmsg_len, off, len));
     }
     if (h.nlmsg_type == NLMSG_DONE) return out;
     if (auto f = decode_filter(p + off, h.nlmsg_len)) out.push_back(std::move(*f));

@@ -102,7 +102,6 @@ std::vector<char> TcNetlink::dump(std::vector<char> request) {
 std::vector<TcNetlink::Outcome> TcNetlink::transact(const std::vector<char>& messages, uint32_t first_seq,
                                                     size_t count) {
   std::vector<Outcome> outcome(count);
-  std::vector<bool> answered(count, false);
   std::vector<char> buf(64 * 1024);
   size_t off = 0;
   while (off < messages.size()) {
@@ -130,7 +129,6 @@ std::vector<TcNetlink::Outcome> TcNetlink::transact(const std::vector<char>& mes
         size_t i = nlh->nlmsg_seq - first_seq;
         outcome[i].err = -e->error;
         if (e->error) outcome[i].extack = extack_of(nlh);
-        answered[i] = true;
         waiting.erase(nlh->nlmsg_seq);
       }
     }
@@ -142,8 +140,8 @@ std::vector<TcNetlink::Outcome> TcNetlink::transact(const std::vector<char>& mes
 void TcNetlink::single(std::vector<char> request, const std::string& what) {
   uint32_t seq = reinterpret_cast<struct nlmsghdr*>(request.data())->nlmsg_seq;
   auto out = transact(request, seq, 1);
-  if (out[0].err) throw KernelError("tc: " + what + ": " + kernel_text(out[0].err, out[0].extack), out[0].err,
-                                    out[0].extack);
+  if (out[0].err)
+    throw KernelError("tc: " + what + ": " + kernel_text(out[0].err, out[0].extack), out[0].err, out[0].extack);
 }
 
 bool TcNetlink::has_clsact(const std::string& dev) {
@@ -232,7 +230,8 @@ std::vector<InstalledFilter> TcNetlink::list_owned(const std::string& dev) {
       if (n != names.end()) {
         i.rule.redirect_dev = n->second;
       } else {
-        f.problem += (f.problem.empty() ? "" : "; ") + fmt::format("redirect ifindex {} has no device", f.redirect_ifindex);
+        f.problem +=
+            (f.problem.empty() ? "" : "; ") + fmt::format("redirect ifindex {} has no device", f.redirect_ifindex);
       }
     }
     i.packets = f.packets;
@@ -259,10 +258,10 @@ void TcNetlink::add_filters(const std::vector<FilterRule>& rules) {
   for (size_t i = 0; i < rules.size(); ++i) {
     const auto& r = rules[i];
     if (r.chain != kTcChain || r.prio < kTcPrioFirst || r.prio > kTcPrioLast || r.cookie != kActionCookie) {
-      throw Error(fmt::format("tc: {}: chain {} prio {} cookie '{}' is outside ocslab's tag (chain {}, prio {}..{}, "
-                              "cookie {}); such a filter could never be found again",
-                              describe(r), r.chain, r.prio, r.cookie, kTcChain, kTcPrioFirst, kTcPrioLast,
-                              kActionCookie));
+      throw Error(
+          fmt::format("tc: {}: chain {} prio {} cookie '{}' is outside ocslab's tag (chain {}, prio {}..{}, "
+                      "cookie {}); such a filter could never be found again",
+                      describe(r), r.chain, r.prio, r.cookie, kTcChain, kTcPrioFirst, kTcPrioLast, kActionCookie));
     }
     uint32_t seq = sock_.next_seq();
     if (i == 0) first = seq;
@@ -297,10 +296,10 @@ void TcNetlink::add_filters(const std::vector<FilterRule>& rules) {
   }
   size_t refused = 0;
   for (const auto& o : out) refused += o.err != 0;
-  std::string batch = rules.size() == 1 ? ""
-                      : n == 0         ? fmt::format(" ({} of {} rules refused)", refused, rules.size())
-                                       : fmt::format(" ({} of {} rules refused, the {} accepted removed again)", refused,
-                                                     rules.size(), n);
+  std::string batch =
+      rules.size() == 1 ? ""
+      : n == 0          ? fmt::format(" ({} of {} rules refused)", refused, rules.size())
+               : fmt::format(" ({} of {} rules refused, the {} accepted removed again)", refused, rules.size(), n);
   throw KernelError(fmt::format("tc: kernel refused {}{}: {}{}", describe(rules[bad]), batch,
                                 kernel_text(out[bad].err, out[bad].extack), undo_note),
                     out[bad].err, out[bad].extack);
@@ -325,9 +324,10 @@ void TcNetlink::delete_filters(const std::vector<FilterRule>& rules) {
     for (const auto& f : installed[r.dev]) {
       if (f.chain != r.chain || f.prio != r.prio) continue;
       if (!f.tagged()) {
-        throw Error(fmt::format("tc: refusing to delete {}: prio {} on {} holds a {} filter (handle 0x{:x}) that is not "
-                                "ocslab's",
-                                describe(r), r.prio, r.dev, f.kind, f.handle));
+        throw Error(
+            fmt::format("tc: refusing to delete {}: prio {} on {} holds a {} filter (handle 0x{:x}) that is not "
+                        "ocslab's",
+                        describe(r), r.prio, r.dev, f.kind, f.handle));
       }
       found = &f;
     }

@@ -155,8 +155,8 @@ int guest(int n) {
                            batch_s, batch_s / n * 1e6, ok_batch);
   std::cout << fmt::format("  one tc process per filter          {:9.3f} s  {:8.1f} us/filter  ({} installed)\n",
                            per_rule_s, per_rule_s / n * 1e6, ok_per_rule);
-  std::cout << fmt::format("  ocslab vs per-filter processes: {:.1f}x faster (goal >= 50x: {})\n", per_rule_s / ocslab_s,
-                           per_rule_s / ocslab_s >= 50 ? "met" : "MISSED");
+  std::cout << fmt::format("  ocslab vs per-filter processes: {:.1f}x faster (goal >= 50x: {})\n",
+                           per_rule_s / ocslab_s, per_rule_s / ocslab_s >= 50 ? "met" : "MISSED");
   std::cout << fmt::format("  ocslab vs tc -batch:            {:.2f}x faster (goal > 1x: {})\n", batch_s / ocslab_s,
                            batch_s > ocslab_s ? "met" : "MISSED");
   std::cout << fmt::format("  also: list_owned of {} filters {:.3f} s, delete_filters of {} {:.3f} s\n", listed.size(),
@@ -170,7 +170,8 @@ int guest(int n) {
 int host(int n, const std::string& lab_file) {
   std::string ocslab = testing::bin_path("ocslab");
   std::string name = vlab::load_lab_spec(lab_file).name;
-  if (fs::exists(vlab::labs_dir(vlab::default_cache_dir()) + "/" + name)) run_program_status({ocslab, "vlab", "down", name});
+  if (fs::exists(vlab::labs_dir(vlab::default_cache_dir()) + "/" + name))
+    run_program_status({ocslab, "vlab", "down", name});
   auto up = run_program_status({ocslab, "vlab", "up", lab_file, "--timeout", "400"});
   if (up.status != 0) {
     std::cerr << "forwarding_tc_install: vlab up failed:\n" << up.out << up.err;

@@ -4,6 +4,7 @@
 // vlab_forwarding_tc tool, run in the guest); `tc -j filter show` must read both back the
 // same, list_owned() must decode both into the rule, a frame must be rewritten and redirected
 // and counted, refusals must carry the kernel's extack, and foreign filters stay untouched.
+#include <unistd.h>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
@@ -12,7 +13,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <unistd.h>
 
 #include "ocslab/common/process.h"
 #include "ocslab/forwarding/rule_plan.h"
@@ -111,9 +111,10 @@ std::vector<json> lines(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("tc programming in a guest: ocslab's filter reads back like tc's, counts, refuses with extack, spares "
-          "foreign filters",
-          "[vlab][forwarding]") {
+TEST_CASE(
+    "tc programming in a guest: ocslab's filter reads back like tc's, counts, refuses with extack, spares "
+    "foreign filters",
+    "[vlab][forwarding]") {
   OneGuest lab("tests/vlab/labs/fwdtc-tc.yaml");
   // A folder per run: a guest may keep serving an old file from its 9p cache.
   std::string dir = lab.state().dir + "/tc-" + std::to_string(::getpid());
@@ -126,9 +127,10 @@ TEST_CASE("tc programming in a guest: ocslab's filter reads back like tc's, coun
 
   // tx0 -> if2x: frames sent on tx0 arrive on the relay's if2x ingress. out0 -> out1: the
   // redirect target, whose peer sees what the relay sent.
-  lab.run("ip link add tx0 type veth peer name if2x && ip link add out0 type veth peer name out1 && "
-          "for d in tx0 if2x out0 out1; do ip link set $d up; done && ip addr add 192.168.77.1/24 dev tx0 && "
-          "ip neigh replace 192.168.77.9 lladdr $(cat /sys/class/net/if2x/address) dev tx0 nud permanent");
+  lab.run(
+      "ip link add tx0 type veth peer name if2x && ip link add out0 type veth peer name out1 && "
+      "for d in tx0 if2x out0 out1; do ip link set $d up; done && ip addr add 192.168.77.1/24 dev tx0 && "
+      "ip neigh replace 192.168.77.9 lladdr $(cat /sys/class/net/if2x/address) dev tx0 nud permanent");
 
   // clsact through ocslab.
   CHECK(lab.run(tool + " clsact-has if2x") == "no\n");
@@ -202,7 +204,8 @@ TEST_CASE("tc programming in a guest: ocslab's filter reads back like tc's, coun
   std::string capture =
       "/usr/bin/python3 -c \"import socket; s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, "
       "socket.htons(0x0800)); s.bind(('out1', 0)); s.settimeout(20); print(s.recv(2000)[:6].hex(), flush=True)\"";
-  std::string out = lab.run("(" + capture + " > /tmp/cap.txt &) ; sleep 1.5; ping -c 3 -i 0.3 -W 1 192.168.77.9 >/dev/null; "
+  std::string out = lab.run("(" + capture +
+                            " > /tmp/cap.txt &) ; sleep 1.5; ping -c 3 -i 0.3 -W 1 192.168.77.9 >/dev/null; "
                             "sleep 0.5; cat /tmp/cap.txt");
   CHECK(out == "021122334455\n");
   listed = lines(lab.run(tool + " list if2x"));
@@ -213,15 +216,17 @@ TEST_CASE("tc programming in a guest: ocslab's filter reads back like tc's, coun
   CHECK_THAT(lab.run("tc -s filter show dev if2x ingress prio 20224"), Contains("Sent 252 bytes 3 pkt"));
 
   // Foreign filters: one outside ocslab's range, one inside it without the cookie.
-  lab.run("tc filter add dev if2x ingress prio 100 protocol ip flower dst_ip 192.168.1.1 action drop && "
-          "tc filter add dev if2x ingress prio 20230 protocol ip flower dst_ip 192.168.1.2 action drop");
+  lab.run(
+      "tc filter add dev if2x ingress prio 100 protocol ip flower dst_ip 192.168.1.1 action drop && "
+      "tc filter add dev if2x ingress prio 20230 protocol ip flower dst_ip 192.168.1.2 action drop");
   auto before = filters_by_pref(lab.run("tc -j filter show dev if2x ingress"));
   CHECK(lines(lab.run(tool + " list if2x")).size() == 2);  // never listed
 
   // Kernel refusals, with extack. A batch whose second rule clashes with the filter at prio
   // 20225 (handle 1 exists, NLM_F_EXCL): refused as a whole, the first rule removed again.
-  auto r = lab.exec(tool + " add if2x 20229 192.168.77.10/32 02:11:22:33:44:56 out0 "
-                           "if2x 20225 192.168.77.11/32 02:11:22:33:44:57 out0");
+  auto r = lab.exec(tool +
+                    " add if2x 20229 192.168.77.10/32 02:11:22:33:44:56 out0 "
+                    "if2x 20225 192.168.77.11/32 02:11:22:33:44:57 out0");
   INFO(r.err);
   CHECK(r.exit_status == 3);
   CHECK_THAT(r.err, Contains("errno=17") && Contains("extack='Filter already exists'") &&

@@ -93,8 +93,8 @@ TEST_CASE("flower + pedit + mirred filter: every attribute as tc encodes it") {
   CHECK(t.tcm_parent == 0xFFFFFFF2u);  // clsact ingress (ffff:fff2)
   CHECK(t.tcm_info == ((0x4f01u << 16) | htons(0x0800)));
 
-  auto top = walk(reinterpret_cast<const uint8_t*>(buf.data()) + sizeof(h) + sizeof(t),
-                  buf.size() - sizeof(h) - sizeof(t));
+  auto top =
+      walk(reinterpret_cast<const uint8_t*>(buf.data()) + sizeof(h) + sizeof(t), buf.size() - sizeof(h) - sizeof(t));
   REQUIRE(top.size() == 3);
   CHECK(top[0].type == TCA_KIND);
   CHECK(str(top[0]) == std::string("flower", 7));  // with its NUL, as tc sends it
@@ -201,7 +201,8 @@ TEST_CASE("delete, dump and clsact requests") {
   CHECK(h.nlmsg_flags == (NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL));
   CHECK(t.tcm_parent == 0xFFFFFFF1u);  // TC_H_CLSACT
   CHECK(t.tcm_handle == 0xFFFF0000u);  // ffff:
-  auto top = walk(reinterpret_cast<const uint8_t*>(buf.data()) + sizeof(h) + sizeof(t), h.nlmsg_len - sizeof(h) - sizeof(t));
+  auto top =
+      walk(reinterpret_cast<const uint8_t*>(buf.data()) + sizeof(h) + sizeof(t), h.nlmsg_len - sizeof(h) - sizeof(t));
   CHECK(str(find(top, TCA_KIND)) == std::string("clsact", 7));
 
   buf.clear();
@@ -214,13 +215,16 @@ TEST_CASE("delete, dump and clsact requests") {
 TEST_CASE("the decoder reads the encoder's message back into the rule") {
   std::vector<char> buf;
   tc::put_new_filter(buf, 1, example_rule(), 5, 7);
-  tc::put_new_filter(buf, 2, [] {
-    FilterRule r = example_rule();
-    r.prio = 0x4f02;
-    r.dst = "10.0.0.41/32";
-    r.set_eth_dst = "02:00:00:00:04:11";
-    return r;
-  }(), 5, 8);
+  tc::put_new_filter(
+      buf, 2,
+      [] {
+        FilterRule r = example_rule();
+        r.prio = 0x4f02;
+        r.dst = "10.0.0.41/32";
+        r.set_eth_dst = "02:00:00:00:04:11";
+        return r;
+      }(),
+      5, 8);
   auto all = tc::decode_filter_dump(buf.data(), buf.size());
   REQUIRE(all.size() == 2);
   const auto& f = all[0];
@@ -251,7 +255,7 @@ TEST_CASE("the tag: another cookie or a priority outside the range is not ocslab
   tc::put_new_filter(buf, 1, r, 5, 7);
   auto d = tc::decode_filter(buf.data(), buf.size());
   REQUIRE(d);
-  CHECK(d->problem == "");  // same shape,
+  CHECK(d->problem == "");   // same shape,
   CHECK_FALSE(d->tagged());  // not ours
   buf.clear();
   r = example_rule();
@@ -321,7 +325,7 @@ TEST_CASE("real dump bytes from the guest kernel decode into the installed rules
   CHECK(all[1].prio == 0x4f01);  // installed with the tc command (and the cookie)
   CHECK(all[1].dst == "192.168.77.9/32");
   CHECK(all[1].set_eth_dst == "02:11:22:33:44:55");
-  CHECK(all[1].packets == 3);  // three pings went through it
+  CHECK(all[1].packets == 3);     // three pings went through it
   CHECK(all[1].bytes == 3 * 84);  // at ingress the count starts after the Ethernet header: 84-byte IP packets
   CHECK(all[2].prio == 0x4f02);
   CHECK(all[2].set_eth_dst == "02:00:00:00:00:02");

@@ -28,11 +28,11 @@ const char* to_string(LinkChange c);
 
 struct LinkState {
   int index = 0;
-  std::string kind;       // IFLA_INFO_KIND: "macvlan", "veth", "" for a plain device
-  int parent = 0;         // IFLA_LINK, 0 when none
+  std::string kind;  // IFLA_INFO_KIND: "macvlan", "veth", "" for a plain device
+  int parent = 0;    // IFLA_LINK, 0 when none
   uint32_t macvlan_mode = 0;
-  std::string mac;        // lower case
-  bool up = false;        // IFF_UP
+  std::string mac;  // lower case
+  bool up = false;  // IFF_UP
 };
 
 class If2Links {

@@ -25,11 +25,9 @@ inline constexpr uint32_t kFilterHandle = 1;
 // socket that will send them. Throws Error naming the rule when a field is malformed
 // (prefix, MAC, cookie hex, prio outside 16 bits).
 void put_new_filter(std::vector<char>& out, uint32_t seq, const FilterRule& rule, int ifindex, int redirect_ifindex);
-void put_del_filter(std::vector<char>& out, uint32_t seq, int ifindex, uint32_t chain, uint16_t prio,
-                    uint32_t handle);
+void put_del_filter(std::vector<char>& out, uint32_t seq, int ifindex, uint32_t chain, uint16_t prio, uint32_t handle);
 // A dump of one clsact hook's filters; chain limits it to one chain (all chains otherwise).
-void put_get_filters(std::vector<char>& out, uint32_t seq, int ifindex, uint32_t parent,
-                     std::optional<uint32_t> chain);
+void put_get_filters(std::vector<char>& out, uint32_t seq, int ifindex, uint32_t parent, std::optional<uint32_t> chain);
 void put_new_clsact(std::vector<char>& out, uint32_t seq, int ifindex);
 void put_del_clsact(std::vector<char>& out, uint32_t seq, int ifindex);
 void put_get_qdiscs(std::vector<char>& out, uint32_t seq);
@@ -56,13 +54,13 @@ struct DecodedFilter {
   uint32_t handle = 0;
   uint32_t chain = 0;
   uint16_t prio = 0;
-  uint16_t protocol = 0;  // host byte order, 0x0800 for IPv4
-  std::string kind;       // "flower", "u32", ...
+  uint16_t protocol = 0;             // host byte order, 0x0800 for IPv4
+  std::string kind;                  // "flower", "u32", ...
   std::vector<std::string> actions;  // action kinds in order
   std::vector<std::string> cookies;  // per action, lower-case hex, "" when none
   bool skip_hw = false;
-  std::string dst;          // "10.0.0.3/32" when the flower matches an IPv4 destination
-  std::string set_eth_dst;  // from the pedit keys, when they are exactly eth_dst_keys(MAC)
+  std::string dst;           // "10.0.0.3/32" when the flower matches an IPv4 destination
+  std::string set_eth_dst;   // from the pedit keys, when they are exactly eth_dst_keys(MAC)
   int redirect_ifindex = 0;  // mirred egress redirect target
   uint64_t packets = 0;      // the first action's software counters: frames that matched
   uint64_t bytes = 0;

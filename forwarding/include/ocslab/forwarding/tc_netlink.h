@@ -18,7 +18,7 @@
 namespace ocslab::forwarding {
 
 struct InstalledFilter {
-  FilterRule rule;  // decoded back: dev, chain, prio, dst, set_eth_dst, redirect_dev, cookie
+  FilterRule rule;       // decoded back: dev, chain, prio, dst, set_eth_dst, redirect_dev, cookie
   uint64_t packets = 0;  // frames that matched (the pedit action's software counter)
   uint64_t bytes = 0;
   uint32_t handle = 0;

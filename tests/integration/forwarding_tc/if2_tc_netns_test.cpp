@@ -62,7 +62,9 @@ class Netns {
   std::string name_;
 };
 
-json link_json(const Netns& ns, const std::string& dev) { return json::parse(ns.ip("-d -j link show dev " + dev)).at(0); }
+json link_json(const Netns& ns, const std::string& dev) {
+  return json::parse(ns.ip("-d -j link show dev " + dev)).at(0);
+}
 
 }  // namespace
 
@@ -94,8 +96,9 @@ TEST_CASE("if2 macvlan: created to spec, idempotent, repaired, never touching a 
 
   // The same name over another parent, or another kind of device: refused, left alone.
   MacvlanSpec other{"eth1v", "eth2", "02:00:00:00:01:10"};
-  CHECK_THROWS_WITH(ns.in([&] { return If2Links().ensure_macvlan(other); }),
-                    Contains("refusing to reconfigure the existing interface 'eth1v'") && Contains("not a macvlan of eth2"));
+  CHECK_THROWS_WITH(
+      ns.in([&] { return If2Links().ensure_macvlan(other); }),
+      Contains("refusing to reconfigure the existing interface 'eth1v'") && Contains("not a macvlan of eth2"));
   CHECK_THROWS_WITH(ns.in([&] { return If2Links().delete_macvlan(other); }), Contains("refusing to delete"));
   CHECK(link_json(ns, "eth1v")["link"] == "eth1");
   MacvlanSpec veth{"eth2peer", "eth2", "02:00:00:00:02:10"};
@@ -105,9 +108,13 @@ TEST_CASE("if2 macvlan: created to spec, idempotent, repaired, never touching a 
   CHECK(link_json(ns, "eth2peer")["address"] == mac_before);
 
   // Bad input names the if2.
-  CHECK_THROWS_WITH(ns.in([&] { return If2Links().ensure_macvlan({"eth3v", "eth3", "02:00:00:00:03:10"}); }),
+  CHECK_THROWS_WITH(ns.in([&] {
+    return If2Links().ensure_macvlan({"eth3v", "eth3", "02:00:00:00:03:10"});
+  }),
                     Contains("if2 eth3v: parent device 'eth3' does not exist"));
-  CHECK_THROWS_WITH(ns.in([&] { return If2Links().ensure_macvlan({"eth2v", "eth2", "02:00:00"}); }),
+  CHECK_THROWS_WITH(ns.in([&] {
+    return If2Links().ensure_macvlan({"eth2v", "eth2", "02:00:00"});
+  }),
                     Contains("if2 eth2v: '02:00:00' is not a MAC address"));
 
   CHECK(ns.in([&] { return If2Links().delete_macvlan(spec); }) == LinkChange::deleted);
@@ -159,12 +166,14 @@ TEST_CASE("clsact on this kernel: add, has, foreign filters block its removal, f
 
   // A foreign filter in ocslab's prio range (u32 + mirred: this kernel has no flower and no gact): never listed,
   // and the clsact is not removed from under it.
-  ns.tc("filter add dev eth1v ingress prio 20224 protocol ip u32 match ip dst 10.0.0.1/32 action mirred egress redirect dev tx0");
+  ns.tc(
+      "filter add dev eth1v ingress prio 20224 protocol ip u32 match ip dst 10.0.0.1/32 action mirred egress redirect "
+      "dev tx0");
   CHECK(ns.in([] { return TcNetlink().list_owned("eth1v").size(); }) == 0);
   CHECK_THROWS_WITH(ns.in([] {
-                      TcNetlink().delete_clsact("eth1v");
-                      return 0;
-                    }),
+    TcNetlink().delete_clsact("eth1v");
+    return 0;
+  }),
                     Contains("refusing to delete the clsact of eth1v") && Contains("prio 20224") && Contains("(u32)"));
   CHECK_THAT(ns.tc("filter show dev eth1v ingress"), Contains("u32"));
 
@@ -190,16 +199,16 @@ TEST_CASE("clsact on this kernel: add, has, foreign filters block its removal, f
   // Bad rules are refused before anything is sent.
   r.prio = 100;
   CHECK_THROWS_WITH(ns.in([&] {
-                      TcNetlink().add_filters({r});
-                      return 0;
-                    }),
+    TcNetlink().add_filters({r});
+    return 0;
+  }),
                     Contains("outside ocslab's tag"));
   r.prio = 20300;
   r.redirect_dev = "nope0";
   CHECK_THROWS_WITH(ns.in([&] {
-                      TcNetlink().add_filters({r});
-                      return 0;
-                    }),
+    TcNetlink().add_filters({r});
+    return 0;
+  }),
                     Contains("no network device 'nope0'"));
 
   ns.tc("filter del dev eth1v ingress prio 20224");
