@@ -1,8 +1,9 @@
-// A netlink request the kernel refused: its errno and the extended-ack text (extack) the
-// kernel gave, so callers can show the kernel's own reason next to the rule it concerned.
+// A request the kernel refused over netlink: the errno it answered and its extended ack
+// message (extack), so callers can show the kernel's own reason next to the offending rule.
 #pragma once
 
 #include <string>
+#include <utility>
 
 #include "ocslab/common/error.h"
 
@@ -10,10 +11,14 @@ namespace ocslab::forwarding {
 
 class KernelError : public Error {
  public:
-  KernelError(const std::string& what, int err, std::string extack)
-      : Error(what), err(err), extack(std::move(extack)) {}
-  int err;             // positive errno
-  std::string extack;  // kernel's message; empty when it gave none
+  KernelError(std::string what, int err, std::string extack)
+      : Error(std::move(what)), err_(err), extack_(std::move(extack)) {}
+  int err() const { return err_; }
+  const std::string& extack() const { return extack_; }
+
+ private:
+  int err_;
+  std::string extack_;
 };
 
 }  // namespace ocslab::forwarding
