@@ -133,7 +133,7 @@ std::string guest_sshd_config(const LabState& lab, const HostState& h) {
 Port 22
 ListenAddress 0.0.0.0
 HostKey {dir}/ssh_host_ed25519_key
-AuthorizedKeysFile {dir}/authorized_keys
+AuthorizedKeysFile {dir}/authorized_keys .ssh/authorized_keys
 PermitRootLogin prohibit-password
 PasswordAuthentication no
 KbdInteractiveAuthentication no
