@@ -10,6 +10,7 @@ The lab is always torn down. Usage: ansible_test.py BUILD_DIR SOURCE_DIR
 """
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -50,9 +51,10 @@ def playbook(name, *extra, check_mode=False):
 
 
 def task_results(out, task_name):
+    # The JSON callback names a role's task "ROLE : NAME".
     for play in out["plays"]:
         for t in play["tasks"]:
-            if t["task"]["name"] == task_name:
+            if t["task"]["name"] == task_name or t["task"]["name"].endswith(" : " + task_name):
                 yield t["hosts"]
 
 
@@ -63,6 +65,8 @@ def ssh(host_port, command, user="root", stdin=None):
                           input=stdin, capture_output=True, text=True, timeout=120)
 
 
+# SIGTERM (CTest's timeout, a user) unwinds through the finally below, which stops the lab.
+signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
 subprocess.run([ocslab, "vlab", "down", lab], capture_output=True)
 try:
     up = subprocess.run([ocslab, "vlab", "up", lab_file, "--json"], capture_output=True, text=True, timeout=400)
