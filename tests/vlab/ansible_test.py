@@ -47,6 +47,11 @@ def playbook(name, *extra, check_mode=False):
         raise
     print(f"{name}{' --check' if check_mode else ''}: rc {p.returncode} in {time.time() - t0:.0f} s, recap "
           + json.dumps(out["stats"]), flush=True)
+    for play in out["plays"]:  # say which task failed, and why
+        for t in play["tasks"]:
+            for h, r in t["hosts"].items():
+                if r.get("failed") or r.get("unreachable"):
+                    print(f"  {h}: {t['task']['name']}: {str(r.get('msg', ''))[:400]} {str(r.get('stderr', ''))[:300]}")
     return p.returncode, out
 
 
