@@ -16,7 +16,11 @@ std::vector<std::string> qemu_argv(const LabState& lab, const HostState& h) {
       "-accel", "tcg", "-cpu", "max", "-smp", std::to_string(h.cpus), "-m", std::to_string(h.memory_mb), "-nodefaults",
       "-no-user-config", "-display", "none", "-no-reboot", "-kernel", lab.vmlinuz, "-initrd", lab.initramfs, "-append",
       fmt::format(
-          "console=ttyS0 quiet panic=-1 ocslab.modules={} ocslab.inittab={}/inittab ocslab.busybox=/usr/bin/busybox",
+          // clocksource=hpet: under TCG on a busy machine the guest calibrates its TSC wrongly at
+          // boot (a clock running about twice too slow was measured, beyond what chrony can
+          // correct); the HPET follows QEMU's virtual clock, which tracks real time.
+          "console=ttyS0 quiet panic=-1 clocksource=hpet ocslab.modules={} ocslab.inittab={}/inittab "
+          "ocslab.busybox=/usr/bin/busybox",
           lab.modules_dir, dir),
       // This machine's root, read-only; the guest puts a tmpfs overlay on top.
       "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap", "-chardev",
@@ -133,7 +137,7 @@ std::string guest_sshd_config(const LabState& lab, const HostState& h) {
 Port 22
 ListenAddress 0.0.0.0
 HostKey {dir}/ssh_host_ed25519_key
-AuthorizedKeysFile {dir}/authorized_keys
+AuthorizedKeysFile {dir}/authorized_keys .ssh/authorized_keys
 PermitRootLogin prohibit-password
 PasswordAuthentication no
 KbdInteractiveAuthentication no

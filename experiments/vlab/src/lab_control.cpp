@@ -229,8 +229,12 @@ std::string ansible_inventory(const LabState& s) {
       "    ansible_ssh_common_args: \"-o UserKnownHostsFile={} -o GlobalKnownHostsFile=/dev/null -o "
       "StrictHostKeyChecking=yes\"\n"
       "    ocslab_switch_url: \"{}\"\n"
+      // What ansible/ needs to know about these hosts: virtio-net data NICs (no firmware, no
+      // ethtool speed), Soft-RoCE instead of RDMA NICs, busybox init instead of systemd.
+      "    ocslab_nic_kind: virtio\n"
+      "    ocslab_vlab: {}\n"
       "  hosts:\n",
-      s.name, s.client_key(), s.known_hosts(), s.switch_url());
+      s.name, s.client_key(), s.known_hosts(), s.switch_url(), s.name);
   for (const auto& h : s.hosts) {
     out += fmt::format("    {}:\n      ansible_host: 127.0.0.1\n      ansible_port: {}\n      ocslab_nics:\n", h.name,
                        h.ssh_port);

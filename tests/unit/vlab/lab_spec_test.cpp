@@ -2,6 +2,7 @@
 
 #include "ocslab/vlab/cpio.h"
 #include "ocslab/vlab/guest_config.h"
+#include "ocslab/vlab/lab_control.h"
 #include "ocslab/vlab/lab_spec.h"
 
 using namespace ocslab;
@@ -161,6 +162,14 @@ TEST_CASE("the QEMU command line wires each data NIC to its emulator port and QM
   std::string check = ready_check_command(h);
   CHECK_THAT(check, Contains("rxe_eth1/ports/1/state") && Contains("ACTIVE"));
   CHECK_THAT(check, Contains("[ -e /sys/class/infiniband/rxe_eth2/ports/1/state ]"));
+
+  // ansible/ reads the NIC kind from the inventory, and the runner user's own keys must work.
+  s.hosts.push_back(h);
+  std::string inv = ansible_inventory(s);
+  CHECK_THAT(inv, Contains("    ocslab_nic_kind: virtio\n") && Contains("    ocslab_vlab: lab1\n"));
+  CHECK_THAT(inv, Contains("{name: eth1, mac: \"52:54:00:6c:02:01\", ip: 10.1.0.2/24, rdma_device: \"rxe_eth1\""));
+  CHECK_THAT(guest_sshd_config(s, h),
+             Contains("AuthorizedKeysFile /var/lib/x/labs/lab1/hosts/h2/authorized_keys .ssh/authorized_keys"));
 }
 
 TEST_CASE("cpio newc archive: headers, names padded to 4 bytes, trailer") {
