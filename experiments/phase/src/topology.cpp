@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 
 namespace ocslab::phase {
@@ -191,6 +192,19 @@ std::vector<int> SubMappingTable::affected_stages(const TopoId& a, const TopoId&
     if (a.digit(s) != b.digit(s) || compose_stages(a, {s}) != compose_stages(b, {s})) out.push_back(s);
   }
   return out;
+}
+
+std::vector<int> SubMappingTable::touched_stages(const TopoId& a, const TopoId& b) const {
+  auto ea = compose(a);
+  auto eb = compose(b);
+  std::vector<RankEdge> diff;
+  std::set_symmetric_difference(ea.begin(), ea.end(), eb.begin(), eb.end(), std::back_inserter(diff));
+  std::set<int> stages;
+  for (const auto& e : diff) {
+    stages.insert(layout_.stage_of(e.src));
+    stages.insert(layout_.stage_of(e.dst));
+  }
+  return {stages.begin(), stages.end()};
 }
 
 std::vector<RankEdge> SubMappingTable::giant_ring() const {

@@ -114,6 +114,9 @@ class SubMappingTable {
   // Stages whose outgoing edges differ between a and b: the changed stages plus, when a
   // PP digit changed, the preceding PP stage whose ring successor moved.
   std::vector<int> affected_stages(const TopoId& a, const TopoId& b) const;
+  // Stages owning either end of an edge that differs between a and b: every stage whose
+  // transmit or receive ports a move from a to b disturbs (what the controller locks).
+  std::vector<int> touched_stages(const TopoId& a, const TopoId& b) const;
   // One ring over every rank of the job in rank order: the static fallback topology.
   std::vector<RankEdge> giant_ring() const;
 
