@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../integration/phase/phase_lab.h"
+#include "ocslab/common/log.h"
 #include "ocslab/phase/controller.h"
 #include "ocslab/phase/orchestrator.h"
 #include "ocslab/phase/shim.h"

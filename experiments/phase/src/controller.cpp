@@ -441,6 +441,10 @@ void Controller::Impl::request(const std::shared_ptr<Session>& s, const Message&
     return reject(s, fmt::format("rank {}: not a member of group {}", r, m.group), false, m.group, m.seq);
   }
   int digit = g.digit;
+  if (m.digit && g.digit < 0) {
+    return reject(s, fmt::format("rank {} group {}: a management group never reconfigures (digit {} given)", r, m.group, *m.digit),
+                  false, m.group, m.seq);
+  }
   if (m.digit) {
     if (*m.digit > static_cast<int>(opt.layout.dims.size())) {
       return reject(s,
@@ -477,7 +481,7 @@ void Controller::Impl::request(const std::shared_ptr<Session>& s, const Message&
   if (b.ready.size() < g.ranks.size()) return;
   Pending p{m.group, m.seq, b.digit, std::move(b.ready)};
   barriers.erase(key);
-  if (g.digit < 0 && !m.digit) {
+  if (g.digit < 0) {
     ack_all(p, false);  // management: every rank asked, nothing to change
     return;
   }
@@ -494,7 +498,9 @@ void Controller::Impl::done_msg(const std::shared_ptr<Session>& s, const Message
   }
   ops.erase(it);
   const auto& g = groups.at(m.group);
-  for (int st : g.stages) --inflight[static_cast<size_t>(st)];
+  if (g.digit >= 0) {
+    for (int st : g.stages) --inflight[static_cast<size_t>(st)];
+  }
   auto e = event(Kind::kDone);
   e.rank = s->rank;
   e.group = m.group;
@@ -512,11 +518,9 @@ void Controller::Impl::ack_all(const Pending& p, bool reconfigured) {
   for (int r : g.ranks) {
     auto it = sessions.find(r);
     if (it == sessions.end()) continue;  // lost meanwhile: reported already
-    if (g.digit >= 0 || reconfigured) {
-      rank_ops[r].insert({p.group, p.seq});
+    rank_ops[r].insert({p.group, p.seq});  // management ops too, so their done is accepted
+    if (g.digit >= 0) {
       for (int st : g.stages) ++inflight[static_cast<size_t>(st)];
-    } else {
-      rank_ops[r].insert({p.group, p.seq});  // management ops are tracked too, for done
     }
     Message a;
     a.type = MsgType::kAck;
@@ -799,7 +803,9 @@ void Controller::Impl::on_closed(Session& s, const std::string& reason) {
   const int r = s.rank;
   // Its in-flight ops cannot be running any more: release their stages.
   for (const auto& [g, seq] : rank_ops[r]) {
-    for (int st : groups.at(g).stages) --inflight[static_cast<size_t>(st)];
+    const auto& grp = groups.at(g);
+    if (grp.digit < 0) continue;
+    for (int st : grp.stages) --inflight[static_cast<size_t>(st)];
   }
   rank_ops.erase(r);
   if (s.bye) {

@@ -77,7 +77,32 @@ ReconfigReport Orchestrator::diff(const Job& j, const std::map<ocs::Port, ocs::P
   return r;
 }
 
+void Orchestrator::resync(Job& j) {
+  // After a failed command our record of the job's ports is stale: read the switch back so a
+  // retry diffs against what is really there. If even that fails the record is emptied and
+  // the next attempt's commands will say what is wrong.
+  std::set<ocs::Port> ingress;
+  for (const auto& s : j.slots) ingress.insert(s.ingress);
+  j.circuits.clear();
+  try {
+    for (const auto& c : driver_->list()) {
+      if (ingress.count(c.ingress)) j.circuits[c.ingress] = c.egress;
+    }
+  } catch (const std::exception& e) {
+    spdlog::warn("rail {}: job {}: cannot read the switch back after a failure: {}", rail_, j.layout.job, e.what());
+  }
+}
+
 void Orchestrator::execute(Job& j, ReconfigReport& r, const std::map<ocs::Port, ocs::Port>& target) {
+  try {
+    execute_unchecked(j, r, target);
+  } catch (...) {
+    resync(j);
+    throw;
+  }
+}
+
+void Orchestrator::execute_unchecked(Job& j, ReconfigReport& r, const std::map<ocs::Port, ocs::Port>& target) {
   auto t0 = now();
   r.started = t0;
   r.calls.clear();
@@ -89,15 +114,7 @@ void Orchestrator::execute(Job& j, ReconfigReport& r, const std::map<ocs::Port, 
     if (!r.removed.empty()) {
       std::vector<ocs::Port> ingress;
       for (const auto& c : r.removed) ingress.push_back(c.ingress);
-      // Our own record of the job's circuits goes stale if the switch fails half way: drop it
-      // first, so a retry re-reads rather than trusting it.
-      try {
-        driver_->disconnect(ingress);
-      } catch (...) {
-        record();
-        for (auto p : ingress) j.circuits.erase(p);
-        throw;
-      }
+      driver_->disconnect(ingress);
       record();
       for (auto p : ingress) j.circuits.erase(p);
     }

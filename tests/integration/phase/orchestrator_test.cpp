@@ -159,3 +159,21 @@ TEST_CASE("a failed port moves its rank to a spare slot, or the job is reported 
                     Catch::Contains("port 4 failed under job j rank 3; no healthy spare slot remains"));
   CHECK_THROWS_WITH(orch.mask_port(99), Catch::Contains("port 99 is not one of the rail's slot ports"));
 }
+
+TEST_CASE("a refused reprogramming is reported and read back, so a retry converges", "[phase][orchestrator]") {
+  Lab lab;
+  Orchestrator orch("rail0", lab.slots(1, 4), lab.driver());
+  JobLayout j{"j", 2, {{"dp", 2}}};
+  orch.add_job(j, TopoId::parse("10", j));  // stage 1 alone in PP: ranks 2, 3 dark
+  CHECK(lab.circuits().size() == 2);
+  // Someone outside ocslab's allow-list discipline patches into rank 2's free receive port.
+  auto other = lab.driver();
+  other->connect({{10, 67}});
+  CHECK_THROWS_AS(orch.set_topology("j", TopoId::parse("11", j)), ocslab::ocs::DenyError);
+  CHECK(orch.topology("j")->str() == "10");  // not pretending it got there
+  other->disconnect({10});
+  auto r = orch.set_topology("j", TopoId::parse("11", j));
+  CHECK(r.added == std::vector<Circuit>{{3, 68}, {4, 67}});
+  CHECK(sorted(lab.circuits()) == sorted(orch.circuits_of("j")));
+  CHECK(orch.topology("j")->str() == "11");
+}

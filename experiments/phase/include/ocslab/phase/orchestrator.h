@@ -102,6 +102,8 @@ class Orchestrator {
   ReconfigReport diff(const Job& j, const std::map<ocs::Port, ocs::Port>& target) const;
   // Sends the diff through the driver and records it in j.
   void execute(Job& j, ReconfigReport& r, const std::map<ocs::Port, ocs::Port>& target);
+  void execute_unchecked(Job& j, ReconfigReport& r, const std::map<ocs::Port, ocs::Port>& target);
+  void resync(Job& j);
   std::map<ocs::Port, ocs::Port> target_of(const Job& j, const std::vector<RankEdge>& edges) const;
   bool slot_free(const Slot& s) const;
   bool slot_masked(const Slot& s) const;
