@@ -133,6 +133,11 @@ Shim::~Shim() { close(); }
 
 void Shim::close() {
   if (fd_ < 0) return;
+  if (topo_.empty()) {  // never welcomed: a bye would only be refused as "before hello"
+    ::close(fd_);
+    fd_ = -1;
+    return;
+  }
   Message b;
   b.type = MsgType::kBye;
   auto line = encode(b) + "\n";
