@@ -16,7 +16,7 @@
 
 #include "ocslab/cli/ocslab_cli.h"
 #include "ocslab/phase/shim.h"
-#include "phase_lab.h"
+#include "../phase/phase_lab.h"
 
 using namespace phase_test;
 using namespace ocslab::phase;
