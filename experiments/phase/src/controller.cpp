@@ -182,6 +182,9 @@ struct Session : std::enable_shared_from_this<Session> {
   }
   void read() {
     asio::async_read_until(sock, buf, '\n', [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+      // A read that completed just before we closed the session (controller stopping) still
+      // runs its handler: its lines belong to a session that no longer exists.
+      if (self->closed) return;
       if (ec) {
         self->close(ec == asio::error::not_found ? fmt::format("line longer than {} bytes", kMaxLine) : ec.message());
         return;
