@@ -34,11 +34,11 @@ double pct(std::vector<double> v, double p) {
 }
 
 struct Result {
-  std::vector<double> pre_ms;         // every pre hook, every rank
-  std::vector<double> last_ms;        // per op: the last rank's request -> its ACK (controller view)
-  std::vector<double> dispatch_ms;    // last request -> rail work starts
-  std::vector<double> rail_ms;        // reconfig_start -> reconfig_end (orchestrator + libocs)
-  std::vector<double> fanout_ms;      // reconfig_end -> last ACK sent
+  std::vector<double> pre_ms;       // every pre hook, every rank
+  std::vector<double> last_ms;      // per op: the last rank's request -> its ACK (controller view)
+  std::vector<double> dispatch_ms;  // last request -> rail work starts
+  std::vector<double> rail_ms;      // reconfig_start -> reconfig_end (orchestrator + libocs)
+  std::vector<double> fanout_ms;    // reconfig_end -> last ACK sent
 };
 
 Result run(int n, int rounds, bool reconfigure) {
@@ -146,32 +146,36 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   std::printf("phase controller benchmark: loopback TCP, OCS emulator over TL1, switch time 0 ms, one rail\n");
   std::printf("topo_write round trip = one shim pre hook (request -> barrier of all ranks -> ACK), ms\n\n");
-  std::printf("%6s %7s %-13s %9s %9s %13s %13s\n", "ranks", "ops", "case", "pre p50", "pre p99", "last-rank p50", "last-rank p99");
+  std::printf("%6s %7s %-13s %9s %9s %13s %13s\n", "ranks", "ops", "case", "pre p50", "pre p99", "last-rank p50",
+              "last-rank p99");
   struct Row {
     int n, rounds;
   };
-  std::vector<Row> rows{{8, static_cast<int>(200 * scale)}, {64, static_cast<int>(60 * scale)}, {512, static_cast<int>(12 * scale)}};
+  std::vector<Row> rows{
+      {8, static_cast<int>(200 * scale)}, {64, static_cast<int>(60 * scale)}, {512, static_cast<int>(12 * scale)}};
   std::vector<std::pair<int, Result>> reconf;
   for (auto [n, rounds] : rows) {
     rounds = std::max(rounds, 4);
     for (bool rc : {false, true}) {
       auto r = run(n, rounds, rc);
-      std::printf("%6d %7d %-13s %9.3f %9.3f %13.3f %13.3f\n", n, rounds, rc ? "reconfigure" : "same topology", pct(r.pre_ms, 0.5),
-                  pct(r.pre_ms, 0.99), pct(r.last_ms, 0.5), pct(r.last_ms, 0.99));
+      std::printf("%6d %7d %-13s %9.3f %9.3f %13.3f %13.3f\n", n, rounds, rc ? "reconfigure" : "same topology",
+                  pct(r.pre_ms, 0.5), pct(r.pre_ms, 0.99), pct(r.last_ms, 0.5), pct(r.last_ms, 0.99));
       if (rc) reconf.emplace_back(n, std::move(r));
     }
   }
   std::printf("\ncontrol-plane overhead per reconfiguration (p50, ms); baseline = the same circuit changes\n");
   std::printf("made by calling libocs (OcsDriver disconnect + connect) directly, in this run\n\n");
-  std::printf("%6s %9s %9s %9s %9s %11s %12s %9s\n", "ranks", "circuits", "libocs", "rail", "dispatch", "ACK fanout", "last-rank", "overhead");
+  std::printf("%6s %9s %9s %9s %9s %11s %12s %9s\n", "ranks", "circuits", "libocs", "rail", "dispatch", "ACK fanout",
+              "last-rank", "overhead");
   for (auto& [n, r] : reconf) {
     auto direct = direct_libocs(n, 40);
     double base = pct(direct, 0.5);
     double last = pct(r.last_ms, 0.5);
-    std::printf("%6d %9d %9.3f %9.3f %9.3f %11.3f %12.3f %8.2fx\n", n, n, base, pct(r.rail_ms, 0.5), pct(r.dispatch_ms, 0.5),
-                pct(r.fanout_ms, 0.5), last, base > 0 ? last / base : 0.0);
+    std::printf("%6d %9d %9.3f %9.3f %9.3f %11.3f %12.3f %8.2fx\n", n, n, base, pct(r.rail_ms, 0.5),
+                pct(r.dispatch_ms, 0.5), pct(r.fanout_ms, 0.5), last, base > 0 ? last / base : 0.0);
   }
-  std::printf("\nrail = orchestrator on its worker strand (diff + libocs); dispatch = last request -> rail work starts;\n");
+  std::printf(
+      "\nrail = orchestrator on its worker strand (diff + libocs); dispatch = last request -> rail work starts;\n");
   std::printf("ACK fanout = rail confirmed -> last ACK written; overhead = last-rank / libocs (1.00x = no overhead)\n");
   return 0;
 }

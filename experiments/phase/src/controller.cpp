@@ -31,17 +31,28 @@ using Kind = ControllerEvent::Kind;
 
 std::string_view to_string(ControllerEvent::Kind k) {
   switch (k) {
-    case Kind::kRequest: return "request";
-    case Kind::kAck: return "ack";
-    case Kind::kDone: return "done";
-    case Kind::kReconfigStart: return "reconfig_start";
-    case Kind::kReconfigEnd: return "reconfig_end";
-    case Kind::kTimeout: return "timeout";
-    case Kind::kRetry: return "retry";
-    case Kind::kFallback: return "fallback";
-    case Kind::kRingReady: return "ring_ready";
-    case Kind::kDisconnect: return "disconnect";
-    case Kind::kRejected: return "rejected";
+    case Kind::kRequest:
+      return "request";
+    case Kind::kAck:
+      return "ack";
+    case Kind::kDone:
+      return "done";
+    case Kind::kReconfigStart:
+      return "reconfig_start";
+    case Kind::kReconfigEnd:
+      return "reconfig_end";
+    case Kind::kTimeout:
+      return "timeout";
+    case Kind::kRetry:
+      return "retry";
+    case Kind::kFallback:
+      return "fallback";
+    case Kind::kRingReady:
+      return "ring_ready";
+    case Kind::kDisconnect:
+      return "disconnect";
+    case Kind::kRejected:
+      return "rejected";
   }
   return "?";
 }
@@ -90,8 +101,8 @@ struct Controller::Impl {
   struct Reconfig {
     uint64_t id = 0;
     Pending p;
-    std::vector<int> stages;       // locked until every rail confirmed
-    std::vector<uint64_t> need;    // per rail: intended version that must be confirmed (0: none)
+    std::vector<int> stages;     // locked until every rail confirmed
+    std::vector<uint64_t> need;  // per rail: intended version that must be confirmed (0: none)
     std::vector<bool> done;
     std::vector<int> attempts;
     std::vector<std::unique_ptr<asio::steady_timer>> timers;
@@ -156,8 +167,8 @@ struct Controller::Impl {
   std::map<int, std::multiset<std::pair<std::string, int64_t>>> rank_ops;
   std::map<uint64_t, Reconfig> active;
   uint64_t next_id = 0;
-  std::vector<TopoId> current;                // per rail, confirmed
-  std::vector<uint64_t> confirmed;            // per rail
+  std::vector<TopoId> current;      // per rail, confirmed
+  std::vector<uint64_t> confirmed;  // per rail
   Fallback fallback = Fallback::kNo;
   size_t rings_pending = 0;
 
@@ -189,7 +200,8 @@ struct Session : std::enable_shared_from_this<Session> {
         self->close(ec == asio::error::not_found ? fmt::format("line longer than {} bytes", kMaxLine) : ec.message());
         return;
       }
-      std::string line(asio::buffers_begin(self->buf.data()), asio::buffers_begin(self->buf.data()) + static_cast<long>(n) - 1);
+      std::string line(asio::buffers_begin(self->buf.data()),
+                       asio::buffers_begin(self->buf.data()) + static_cast<long>(n) - 1);
       self->buf.consume(n);
       if (!line.empty() && line.back() == '\r') line.pop_back();
       self->ctl.on_line(self, line);
@@ -202,18 +214,19 @@ struct Session : std::enable_shared_from_this<Session> {
     if (outq.size() == 1) write();
   }
   void write() {
-    asio::async_write(sock, asio::buffer(outq.front()), [self = shared_from_this()](boost::system::error_code ec, size_t) {
-      if (ec) {
-        self->close(ec.message());
-        return;
-      }
-      self->outq.pop_front();
-      if (!self->outq.empty()) {
-        self->write();
-      } else if (self->close_after_write) {
-        self->close("closed by the controller");
-      }
-    });
+    asio::async_write(sock, asio::buffer(outq.front()),
+                      [self = shared_from_this()](boost::system::error_code ec, size_t) {
+                        if (ec) {
+                          self->close(ec.message());
+                          return;
+                        }
+                        self->outq.pop_front();
+                        if (!self->outq.empty()) {
+                          self->write();
+                        } else if (self->close_after_write) {
+                          self->close("closed by the controller");
+                        }
+                      });
   }
   void close(const std::string& reason) {
     if (closed) return;
@@ -256,7 +269,9 @@ void Controller::Impl::start() {
   if (!ec) acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
   if (!ec) acceptor.bind(ep, ec);
   if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) throw Error(fmt::format("controller {}: cannot listen on {}:{}: {}", L.job, opt.listen_host, opt.listen_port, ec.message()));
+  if (ec)
+    throw Error(fmt::format("controller {}: cannot listen on {}:{}: {}", L.job, opt.listen_host, opt.listen_port,
+                            ec.message()));
   bound_port = acceptor.local_endpoint().port();
   work.emplace(io.get_executor());
   accept();
@@ -304,8 +319,8 @@ void Controller::Impl::accept() {
   });
 }
 
-void Controller::Impl::reject(const std::shared_ptr<Session>& s, const std::string& text, bool close, const std::string& group,
-                              int64_t seq) {
+void Controller::Impl::reject(const std::shared_ptr<Session>& s, const std::string& text, bool close,
+                              const std::string& group, int64_t seq) {
   auto e = event(Kind::kRejected);
   e.rank = s->rank;
   e.group = group;
@@ -339,15 +354,24 @@ void Controller::Impl::on_line(const std::shared_ptr<Session>& s, const std::str
     return;
   }
   switch (m.type) {
-    case MsgType::kHello: hello(s, m); break;
-    case MsgType::kRegister: do_register(s, m); break;
-    case MsgType::kRequest: request(s, m); break;
-    case MsgType::kDone: done_msg(s, m); break;
+    case MsgType::kHello:
+      hello(s, m);
+      break;
+    case MsgType::kRegister:
+      do_register(s, m);
+      break;
+    case MsgType::kRequest:
+      request(s, m);
+      break;
+    case MsgType::kDone:
+      done_msg(s, m);
+      break;
     case MsgType::kBye:
       s->bye = true;
       s->close("bye");
       break;
-    default: reject(s, fmt::format("rank {}: '{}' is a controller message", s->rank, to_string(m.type)), true);
+    default:
+      reject(s, fmt::format("rank {}: '{}' is a controller message", s->rank, to_string(m.type)), true);
   }
 }
 
@@ -355,15 +379,17 @@ void Controller::Impl::hello(const std::shared_ptr<Session>& s, const Message& m
   const auto& L = opt.layout;
   if (s->rank >= 0) return reject(s, fmt::format("rank {}: second hello", s->rank), true);
   if (m.job != L.job) {
-    return reject(s, fmt::format("rank {}: hello for job '{}' but this controller runs job '{}'", m.rank, m.job, L.job), true);
+    return reject(s, fmt::format("rank {}: hello for job '{}' but this controller runs job '{}'", m.rank, m.job, L.job),
+                  true);
   }
   if (m.world != L.ranks()) {
     return reject(s,
-                  fmt::format("rank {}: joined with world size {} but job {} has {} ranks (pp={}, {} per stage)", m.rank,
-                              m.world, L.job, L.ranks(), L.pp, L.ranks_per_stage()),
+                  fmt::format("rank {}: joined with world size {} but job {} has {} ranks (pp={}, {} per stage)",
+                              m.rank, m.world, L.job, L.ranks(), L.pp, L.ranks_per_stage()),
                   true);
   }
-  if (m.rank >= L.ranks()) return reject(s, fmt::format("rank {}: job {} has ranks 0..{}", m.rank, L.job, L.ranks() - 1), true);
+  if (m.rank >= L.ranks())
+    return reject(s, fmt::format("rank {}: job {} has ranks 0..{}", m.rank, L.job, L.ranks() - 1), true);
   if (sessions.count(m.rank)) return reject(s, fmt::format("rank {}: already connected", m.rank), true);
   s->rank = m.rank;
   sessions[m.rank] = s;
@@ -395,34 +421,41 @@ void Controller::Impl::do_register(const std::shared_ptr<Session>& s, const Mess
   g.ranks = m.ranks;
   std::sort(g.ranks.begin(), g.ranks.end());
   if (g.ranks.empty() || std::adjacent_find(g.ranks.begin(), g.ranks.end()) != g.ranks.end()) {
-    return reject(s, fmt::format("rank {} group {}: ranks [{}] must be a non-empty list without repeats", r, m.group, join(m.ranks)),
-                  false, m.group);
+    return reject(
+        s,
+        fmt::format("rank {} group {}: ranks [{}] must be a non-empty list without repeats", r, m.group, join(m.ranks)),
+        false, m.group);
   }
   if (g.ranks.back() >= L.ranks()) {
-    return reject(s, fmt::format("rank {} group {}: rank {} is outside job {} (0..{})", r, m.group, g.ranks.back(), L.job, L.ranks() - 1),
+    return reject(s,
+                  fmt::format("rank {} group {}: rank {} is outside job {} (0..{})", r, m.group, g.ranks.back(), L.job,
+                              L.ranks() - 1),
                   false, m.group);
   }
   if (!std::binary_search(g.ranks.begin(), g.ranks.end(), r)) {
-    return reject(s, fmt::format("rank {} registers group {} without being in it ([{}])", r, m.group, join(g.ranks)), false, m.group);
+    return reject(s, fmt::format("rank {} registers group {} without being in it ([{}])", r, m.group, join(g.ranks)),
+                  false, m.group);
   }
   // A disagreement with what another rank registered is the more useful message: check it first.
   auto it = groups.find(m.group);
   if (it != groups.end()) {
     const auto& old = it->second;
     if (old.ranks.size() != g.ranks.size() || old.ranks != g.ranks || old.dim != g.dim) {
-      return reject(s,
-                    fmt::format("rank {} group {}: says size {} ({}, ranks [{}]) but rank {} registered size {} ({}, ranks [{}])", r,
-                                m.group, g.ranks.size(), g.dim, join(g.ranks), old.registered_by, old.ranks.size(), old.dim,
-                                join(old.ranks)),
-                    false, m.group);
+      return reject(
+          s,
+          fmt::format("rank {} group {}: says size {} ({}, ranks [{}]) but rank {} registered size {} ({}, ranks [{}])",
+                      r, m.group, g.ranks.size(), g.dim, join(g.ranks), old.registered_by, old.ranks.size(), old.dim,
+                      join(old.ranks)),
+          false, m.group);
     }
   }
   std::set<int> st;
   for (int x : g.ranks) st.insert(L.stage_of(x));
   g.stages.assign(st.begin(), st.end());
   if (g.digit > 0 && g.stages.size() > 1) {
-    return reject(s, fmt::format("rank {} group {}: a {} group lives in one pipeline stage, these ranks span stages {}", r, m.group,
-                                 m.dim, join(g.stages)),
+    return reject(s,
+                  fmt::format("rank {} group {}: a {} group lives in one pipeline stage, these ranks span stages {}", r,
+                              m.group, m.dim, join(g.stages)),
                   false, m.group);
   }
   if (it == groups.end()) {
@@ -438,28 +471,32 @@ void Controller::Impl::do_register(const std::shared_ptr<Session>& s, const Mess
 void Controller::Impl::request(const std::shared_ptr<Session>& s, const Message& m) {
   const int r = s->rank;
   auto git = groups.find(m.group);
-  if (git == groups.end()) return reject(s, fmt::format("rank {}: unknown group '{}'", r, m.group), false, m.group, m.seq);
+  if (git == groups.end())
+    return reject(s, fmt::format("rank {}: unknown group '{}'", r, m.group), false, m.group, m.seq);
   const auto& g = git->second;
   if (!std::binary_search(g.ranks.begin(), g.ranks.end(), r)) {
     return reject(s, fmt::format("rank {}: not a member of group {}", r, m.group), false, m.group, m.seq);
   }
   int digit = g.digit;
   if (m.digit && g.digit < 0) {
-    return reject(s, fmt::format("rank {} group {}: a management group never reconfigures (digit {} given)", r, m.group, *m.digit),
-                  false, m.group, m.seq);
+    return reject(
+        s,
+        fmt::format("rank {} group {}: a management group never reconfigures (digit {} given)", r, m.group, *m.digit),
+        false, m.group, m.seq);
   }
   if (m.digit) {
     if (*m.digit > static_cast<int>(opt.layout.dims.size())) {
       return reject(s,
-                    fmt::format("rank {} group {}: topo digit {} names a dimension job {} lacks ({})", r, m.group, *m.digit,
-                                opt.layout.job, opt.layout.describe_digits()),
+                    fmt::format("rank {} group {}: topo digit {} names a dimension job {} lacks ({})", r, m.group,
+                                *m.digit, opt.layout.job, opt.layout.describe_digits()),
                     false, m.group, m.seq);
     }
     digit = *m.digit;
   }
   for (int x : g.ranks) {
     if (lost.count(x)) {
-      return reject(s, fmt::format("rank {} group {}: rank {} of the group is disconnected", r, m.group, x), false, m.group, m.seq);
+      return reject(s, fmt::format("rank {} group {}: rank {} of the group is disconnected", r, m.group, x), false,
+                    m.group, m.seq);
     }
   }
   auto e = event(Kind::kRequest);
@@ -475,11 +512,13 @@ void Controller::Impl::request(const std::shared_ptr<Session>& s, const Message&
     b.digit = digit;
     b.op = m.op;
   } else if (b.digit != digit) {
-    return reject(s, fmt::format("rank {} group {} seq {}: asks for digit {} but the group's other ranks asked for {}", r, m.group,
-                                 m.seq, digit, b.digit),
+    return reject(s,
+                  fmt::format("rank {} group {} seq {}: asks for digit {} but the group's other ranks asked for {}", r,
+                              m.group, m.seq, digit, b.digit),
                   false, m.group, m.seq);
   }
-  if (b.ready.count(r)) return reject(s, fmt::format("rank {} group {}: seq {} requested twice", r, m.group, m.seq), false, m.group, m.seq);
+  if (b.ready.count(r))
+    return reject(s, fmt::format("rank {} group {}: seq {} requested twice", r, m.group, m.seq), false, m.group, m.seq);
   b.ready[r] = monotonic_ns();
   if (b.ready.size() < g.ranks.size()) return;
   Pending p{m.group, m.seq, b.digit, std::move(b.ready)};
@@ -496,8 +535,8 @@ void Controller::Impl::done_msg(const std::shared_ptr<Session>& s, const Message
   auto& ops = rank_ops[s->rank];
   auto it = ops.find({m.group, m.seq});
   if (it == ops.end()) {
-    return reject(s, fmt::format("rank {} group {}: done for seq {} that was never ACKed", s->rank, m.group, m.seq), false, m.group,
-                  m.seq);
+    return reject(s, fmt::format("rank {} group {}: done for seq {} that was never ACKed", s->rank, m.group, m.seq),
+                  false, m.group, m.seq);
   }
   ops.erase(it);
   const auto& g = groups.at(m.group);
@@ -520,7 +559,7 @@ void Controller::Impl::ack_all(const Pending& p, bool reconfigured) {
   int64_t t = monotonic_ns();
   for (int r : g.ranks) {
     auto it = sessions.find(r);
-    if (it == sessions.end()) continue;  // lost meanwhile: reported already
+    if (it == sessions.end()) continue;    // lost meanwhile: reported already
     rank_ops[r].insert({p.group, p.seq});  // management ops too, so their done is accepted
     if (g.digit >= 0) {
       for (int st : g.stages) ++inflight[static_cast<size_t>(st)];
@@ -578,7 +617,8 @@ void Controller::Impl::pump() {
       continue;
     }
     bool hold = false;
-    for (int st : touched) hold = hold || busy[static_cast<size_t>(st)] || inflight[static_cast<size_t>(st)] > 0 || blocked.count(st);
+    for (int st : touched)
+      hold = hold || busy[static_cast<size_t>(st)] || inflight[static_cast<size_t>(st)] > 0 || blocked.count(st);
     if (hold) {  // G2: an op is in flight on a stage this change disturbs
       blocked.insert(g.stages.begin(), g.stages.end());
       blocked.insert(touched.begin(), touched.end());
@@ -701,8 +741,8 @@ void Controller::Impl::on_timeout(uint64_t id, size_t k, int attempt) {
   e.value = attempt;
   record(e);
   retry_or_fallback(it->second, k,
-                    fmt::format("rail {} did not confirm {} within {} ms (attempt {})", opt.rails[k]->rail(), intended[k].str(),
-                                opt.ack_timeout.count(), attempt));
+                    fmt::format("rail {} did not confirm {} within {} ms (attempt {})", opt.rails[k]->rail(),
+                                intended[k].str(), opt.ack_timeout.count(), attempt));
 }
 
 void Controller::Impl::retry_or_fallback(Reconfig& r, size_t k, const std::string& why) {
@@ -763,7 +803,8 @@ void Controller::Impl::apply_ring() {
         e.detail = err;
         record(e);
         if (!err.empty()) {
-          auto text = fmt::format("rail {}: giant ring failed: {}; the fabric state is unknown", opt.rails[k]->rail(), err);
+          auto text =
+              fmt::format("rail {}: giant ring failed: {}; the fabric state is unknown", opt.rails[k]->rail(), err);
           problem(text);
           Message m;
           m.type = MsgType::kFallback;

@@ -22,7 +22,8 @@ ControllerConfig parse_controller_config(const YamlDoc& doc) {
     for (const auto& d : dims) {
       if (!d.IsMap()) throw config_error(doc, d, "a dimension is {name: NAME, size: N}");
       only_keys(doc, d, {"name", "size"});
-      c.layout.dims.push_back({as_string(doc, require(doc, d, "name")), static_cast<int>(as_int(doc, require(doc, d, "size")))});
+      c.layout.dims.push_back(
+          {as_string(doc, require(doc, d, "name")), static_cast<int>(as_int(doc, require(doc, d, "size")))});
     }
   }
   try {
@@ -42,7 +43,8 @@ ControllerConfig parse_controller_config(const YamlDoc& doc) {
   if (auto l = root["listen"]) {
     auto text = as_string(doc, l);
     auto colon = text.rfind(':');
-    if (colon == std::string::npos || colon == 0) throw config_error(doc, l, fmt::format("listen '{}' is not HOST:PORT", text));
+    if (colon == std::string::npos || colon == 0)
+      throw config_error(doc, l, fmt::format("listen '{}' is not HOST:PORT", text));
     c.listen_host = text.substr(0, colon);
     try {
       size_t pos = 0;
@@ -70,7 +72,8 @@ ControllerConfig parse_controller_config(const YamlDoc& doc) {
     only_keys(doc, r, {"name", "switch", "allow", "slots"});
     RailConfig rc;
     rc.name = as_string(doc, require(doc, r, "name"));
-    if (!names.insert(rc.name).second) throw config_error(doc, r["name"], fmt::format("rail '{}' appears twice", rc.name));
+    if (!names.insert(rc.name).second)
+      throw config_error(doc, r["name"], fmt::format("rail '{}' appears twice", rc.name));
     auto sw = require(doc, r, "switch");
     rc.url = as_string(doc, sw);
     try {
@@ -100,22 +103,28 @@ ControllerConfig parse_controller_config(const YamlDoc& doc) {
         throw config_error(doc, s, e.what());
       }
       for (int p : {c2.ingress, c2.egress}) {
-        if (!ports.insert(p).second) throw config_error(doc, s, fmt::format("port {} is in two slots of rail {}", p, rc.name));
+        if (!ports.insert(p).second)
+          throw config_error(doc, s, fmt::format("port {} is in two slots of rail {}", p, rc.name));
         if (rc.allow && !rc.allow->contains(p)) {
-          throw config_error(doc, s, fmt::format("port {} of rail {} is outside its allow-list {}", p, rc.name, rc.allow->to_string()));
+          throw config_error(
+              doc, s,
+              fmt::format("port {} of rail {} is outside its allow-list {}", p, rc.name, rc.allow->to_string()));
         }
       }
       rc.slots.push_back({c2.ingress, c2.egress});
     }
     if (static_cast<int>(rc.slots.size()) < c.layout.ranks()) {
-      throw config_error(doc, slots, fmt::format("rail {} has {} slots but job {} has {} ranks", rc.name, rc.slots.size(),
-                                                 c.layout.job, c.layout.ranks()));
+      throw config_error(doc, slots,
+                         fmt::format("rail {} has {} slots but job {} has {} ranks", rc.name, rc.slots.size(),
+                                     c.layout.job, c.layout.ranks()));
     }
     c.rails.push_back(std::move(rc));
   }
   return c;
 }
 
-ControllerConfig load_controller_config(const std::string& path) { return parse_controller_config(load_yaml_file(path)); }
+ControllerConfig load_controller_config(const std::string& path) {
+  return parse_controller_config(load_yaml_file(path));
+}
 
 }  // namespace ocslab::phase

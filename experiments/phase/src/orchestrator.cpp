@@ -22,7 +22,8 @@ Orchestrator::Orchestrator(std::string rail, std::vector<Slot> slots, std::uniqu
   if (const auto& allow = driver_->options().allow) {
     for (auto p : all) {
       if (!allow->contains(p)) {
-        throw InfeasibleError(fmt::format("rail {}: slot port {} is outside the switch allow-list {}", rail_, p, allow->to_string()));
+        throw InfeasibleError(
+            fmt::format("rail {}: slot port {} is outside the switch allow-list {}", rail_, p, allow->to_string()));
       }
     }
   }
@@ -128,7 +129,8 @@ void Orchestrator::execute_unchecked(Job& j, ReconfigReport& r, const std::map<o
   r.total_ms = elapsed_ms(t0, r.finished);
 }
 
-ReconfigReport Orchestrator::add_job(const JobLayout& layout, const TopoId& initial, std::optional<std::vector<Slot>> slots) {
+ReconfigReport Orchestrator::add_job(const JobLayout& layout, const TopoId& initial,
+                                     std::optional<std::vector<Slot>> slots) {
   std::lock_guard lock(mutex_);
   auto t0 = now();
   layout.validate();
@@ -140,14 +142,17 @@ ReconfigReport Orchestrator::add_job(const JobLayout& layout, const TopoId& init
   const size_t need = static_cast<size_t>(layout.ranks());
   if (slots) {
     if (slots->size() != need) {
-      throw InfeasibleError(fmt::format("rail {}: job {} has {} ranks but {} slots were given", rail_, layout.job, need, slots->size()));
+      throw InfeasibleError(
+          fmt::format("rail {}: job {} has {} ranks but {} slots were given", rail_, layout.job, need, slots->size()));
     }
     for (const auto& s : *slots) {
       if (std::find(slots_.begin(), slots_.end(), s) == slots_.end()) {
-        throw InfeasibleError(fmt::format("rail {}: job {}: slot {}/{} is not one of the rail's", rail_, layout.job, s.ingress, s.egress));
+        throw InfeasibleError(fmt::format("rail {}: job {}: slot {}/{} is not one of the rail's", rail_, layout.job,
+                                          s.ingress, s.egress));
       }
       if (!slot_free(s) || slot_masked(s)) {
-        throw InfeasibleError(fmt::format("rail {}: job {}: slot {}/{} is taken or masked", rail_, layout.job, s.ingress, s.egress));
+        throw InfeasibleError(
+            fmt::format("rail {}: job {}: slot {}/{} is taken or masked", rail_, layout.job, s.ingress, s.egress));
       }
     }
     j.slots = *slots;
@@ -157,8 +162,8 @@ ReconfigReport Orchestrator::add_job(const JobLayout& layout, const TopoId& init
       if (slot_free(s) && !slot_masked(s)) j.slots.push_back(s);
     }
     if (j.slots.size() < need) {
-      throw InfeasibleError(fmt::format("rail {}: job {} needs {} slots, {} free healthy slots remain", rail_, layout.job, need,
-                                        j.slots.size()));
+      throw InfeasibleError(fmt::format("rail {}: job {} needs {} slots, {} free healthy slots remain", rail_,
+                                        layout.job, need, j.slots.size()));
     }
   }
   // Learn what is already wired on the job's ports, so the first diff is honest.
@@ -171,8 +176,8 @@ ReconfigReport Orchestrator::add_job(const JobLayout& layout, const TopoId& init
     if (ingress.count(c.ingress) && egress.count(c.egress)) {
       j.circuits[c.ingress] = c.egress;
     } else if (ingress.count(c.ingress) || egress.count(c.egress)) {
-      throw InfeasibleError(fmt::format("rail {}: job {}: circuit {} links one of its ports to a port it does not own", rail_,
-                                        layout.job, ocs::to_string(c)));
+      throw InfeasibleError(fmt::format("rail {}: job {}: circuit {} links one of its ports to a port it does not own",
+                                        rail_, layout.job, ocs::to_string(c)));
     }
   }
   auto target = target_of(j, j.table->compose(initial));
@@ -234,8 +239,8 @@ ReconfigReport Orchestrator::set_topology(const std::string& job, const TopoId& 
   r.plan_ms = elapsed_ms(t0, now());
   execute(j, r, target);
   j.topo = topo;
-  spdlog::debug("rail {}: job {} {} -> {}: {} removed, {} added in {:.3f} ms", rail_, job, r.from, r.to, r.removed.size(),
-                r.added.size(), r.total_ms);
+  spdlog::debug("rail {}: job {} {} -> {}: {} removed, {} added in {:.3f} ms", rail_, job, r.from, r.to,
+                r.removed.size(), r.added.size(), r.total_ms);
   return r;
 }
 
@@ -258,7 +263,8 @@ MaskReport Orchestrator::mask_port(ocs::Port port) {
   std::lock_guard lock(mutex_);
   MaskReport m;
   m.port = port;
-  auto it = std::find_if(slots_.begin(), slots_.end(), [&](const Slot& s) { return s.ingress == port || s.egress == port; });
+  auto it =
+      std::find_if(slots_.begin(), slots_.end(), [&](const Slot& s) { return s.ingress == port || s.egress == port; });
   if (it == slots_.end()) throw Error(fmt::format("rail {}: port {} is not one of the rail's slot ports", rail_, port));
   masked_.insert(port);
   Slot failed = *it;
@@ -276,8 +282,9 @@ MaskReport Orchestrator::mask_port(ocs::Port port) {
       }
     }
     if (!spare) {
-      throw InfeasibleError(fmt::format("rail {}: port {} failed under job {} rank {}; no healthy spare slot remains ({} masked)",
-                                        rail_, port, name, m.rank, masked_.size()));
+      throw InfeasibleError(
+          fmt::format("rail {}: port {} failed under job {} rank {}; no healthy spare slot remains ({} masked)", rail_,
+                      port, name, m.rank, masked_.size()));
     }
     m.to = spare;
     *pos = *spare;

@@ -13,10 +13,17 @@ struct TypeName {
   std::string_view name;
 };
 constexpr TypeName kTypes[] = {
-    {MsgType::kHello, "hello"},         {MsgType::kRegister, "register"}, {MsgType::kRequest, "request"},
-    {MsgType::kDone, "done"},           {MsgType::kBye, "bye"},           {MsgType::kWelcome, "welcome"},
-    {MsgType::kRegistered, "registered"}, {MsgType::kAck, "ack"},         {MsgType::kFallback, "fallback"},
-    {MsgType::kPeerLost, "peer_lost"},  {MsgType::kError, "error"},
+    {MsgType::kHello, "hello"},
+    {MsgType::kRegister, "register"},
+    {MsgType::kRequest, "request"},
+    {MsgType::kDone, "done"},
+    {MsgType::kBye, "bye"},
+    {MsgType::kWelcome, "welcome"},
+    {MsgType::kRegistered, "registered"},
+    {MsgType::kAck, "ack"},
+    {MsgType::kFallback, "fallback"},
+    {MsgType::kPeerLost, "peer_lost"},
+    {MsgType::kError, "error"},
 };
 
 using json = nlohmann::json;
@@ -50,7 +57,8 @@ class Reader {
     }
     if (!v->is_number_integer()) fail(key, "must be an integer");
     auto x = v->get<int64_t>();
-    if (x < lo || x > hi) throw ProtocolError(fmt::format("{}: field '{}' = {} is outside {}..{}", where_, key, x, lo, hi));
+    if (x < lo || x > hi)
+      throw ProtocolError(fmt::format("{}: field '{}' = {} is outside {}..{}", where_, key, x, lo, hi));
     return x;
   }
   bool boolean(const char* key) const {
@@ -137,14 +145,17 @@ std::string encode(const Message& m) {
       j["group"] = m.group;
       j["seq"] = m.seq;
       break;
-    case MsgType::kBye: break;
+    case MsgType::kBye:
+      break;
     case MsgType::kWelcome:
       j["job"] = m.job;
       j["rank"] = m.rank;
       j["topo"] = m.topo;
       j["fallback"] = m.fallback;
       break;
-    case MsgType::kRegistered: j["group"] = m.group; break;
+    case MsgType::kRegistered:
+      j["group"] = m.group;
+      break;
     case MsgType::kAck:
       j["group"] = m.group;
       j["seq"] = m.seq;
@@ -153,7 +164,9 @@ std::string encode(const Message& m) {
       j["fallback"] = m.fallback;
       j["wait_us"] = m.wait_us;
       break;
-    case MsgType::kFallback: j["reason"] = m.reason; break;
+    case MsgType::kFallback:
+      j["reason"] = m.reason;
+      break;
     case MsgType::kPeerLost:
       j["rank"] = m.rank;
       j["groups"] = m.groups;
@@ -169,7 +182,8 @@ std::string encode(const Message& m) {
 }
 
 Message decode(std::string_view line, std::string_view where) {
-  if (line.size() > kMaxLine) throw ProtocolError(fmt::format("{}: line of {} bytes exceeds {}", where, line.size(), kMaxLine));
+  if (line.size() > kMaxLine)
+    throw ProtocolError(fmt::format("{}: line of {} bytes exceeds {}", where, line.size(), kMaxLine));
   json j = json::parse(line, nullptr, false);
   if (j.is_discarded() || !j.is_object()) throw ProtocolError(fmt::format("{}: not a JSON object", where));
   Reader r(j, where);
@@ -209,14 +223,17 @@ Message decode(std::string_view line, std::string_view where) {
       m.group = r.str("group");
       m.seq = r.integer("seq", 0, kMaxSeq);
       break;
-    case MsgType::kBye: break;
+    case MsgType::kBye:
+      break;
     case MsgType::kWelcome:
       m.job = r.str("job");
       m.rank = static_cast<int>(r.integer("rank", 0, 1 << 20));
       m.topo = r.string_map("topo");
       m.fallback = r.boolean("fallback");
       break;
-    case MsgType::kRegistered: m.group = r.str("group"); break;
+    case MsgType::kRegistered:
+      m.group = r.str("group");
+      break;
     case MsgType::kAck:
       m.group = r.str("group");
       m.seq = r.integer("seq", 0, kMaxSeq);
@@ -225,7 +242,9 @@ Message decode(std::string_view line, std::string_view where) {
       m.fallback = r.boolean("fallback");
       m.wait_us = r.integer("wait_us", 0, kMaxSeq, false, 0);
       break;
-    case MsgType::kFallback: m.reason = r.str("reason"); break;
+    case MsgType::kFallback:
+      m.reason = r.str("reason");
+      break;
     case MsgType::kPeerLost:
       m.rank = static_cast<int>(r.integer("rank", 0, 1 << 20));
       m.groups = r.strings("groups");

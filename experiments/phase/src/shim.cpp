@@ -37,7 +37,8 @@ PhaseTable PhaseTable::load(const std::string& path) {
     if (line.empty() || line[0] == '#') continue;
     if (lineno == 1 || line.rfind("index,", 0) == 0) {
       if (line != "index,group,type,bytes") {
-        throw ConfigError(fmt::format("{}:{}:1: header must be 'index,group,type,bytes', got '{}'", path, lineno, line));
+        throw ConfigError(
+            fmt::format("{}:{}:1: header must be 'index,group,type,bytes', got '{}'", path, lineno, line));
       }
       continue;
     }
@@ -45,7 +46,9 @@ PhaseTable PhaseTable::load(const std::string& path) {
     std::stringstream ss(line);
     std::string cell;
     while (std::getline(ss, cell, ',')) f.push_back(cell);
-    if (f.size() != 4) throw ConfigError(fmt::format("{}:{}:1: expected 4 fields (index,group,type,bytes), got {}", path, lineno, f.size()));
+    if (f.size() != 4)
+      throw ConfigError(
+          fmt::format("{}:{}:1: expected 4 fields (index,group,type,bytes), got {}", path, lineno, f.size()));
     PhaseEntry e;
     try {
       size_t pos = 0;
@@ -54,13 +57,15 @@ PhaseTable PhaseTable::load(const std::string& path) {
       e.bytes = std::stoull(f[3], &pos);
       if (pos != f[3].size() || f[3][0] == '-') throw std::invalid_argument("bytes");
     } catch (const std::exception&) {
-      throw ConfigError(fmt::format("{}:{}:1: index and bytes must be non-negative integers in '{}'", path, lineno, line));
+      throw ConfigError(
+          fmt::format("{}:{}:1: index and bytes must be non-negative integers in '{}'", path, lineno, line));
     }
     e.group = f[1];
     e.type = f[2];
     if (e.group.empty()) throw ConfigError(fmt::format("{}:{}:1: empty group", path, lineno));
     if (e.index != static_cast<int>(t.ops.size())) {
-      throw ConfigError(fmt::format("{}:{}:1: op index {} out of order (expected {})", path, lineno, e.index, t.ops.size()));
+      throw ConfigError(
+          fmt::format("{}:{}:1: op index {} out of order (expected {})", path, lineno, e.index, t.ops.size()));
     }
     t.ops.push_back(std::move(e));
   }
@@ -184,7 +189,8 @@ bool Shim::read_one(Clock::time_point deadline) {
     ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      lose_controller(n == 0 ? "connection closed by the controller" : fmt::format("receive failed: {}", std::strerror(errno)));
+      lose_controller(n == 0 ? "connection closed by the controller"
+                             : fmt::format("receive failed: {}", std::strerror(errno)));
       return true;
     }
     inbuf_.append(buf, static_cast<size_t>(n));
@@ -201,8 +207,12 @@ void Shim::handle(const std::string& line) {
     return;
   }
   switch (m.type) {
-    case MsgType::kWelcome: topo_ = m.topo; break;
-    case MsgType::kRegistered: registered_ = m.group; break;
+    case MsgType::kWelcome:
+      topo_ = m.topo;
+      break;
+    case MsgType::kRegistered:
+      registered_ = m.group;
+      break;
     case MsgType::kAck: {
       Ack a{m.reconfigured, m.fallback, m.topo};
       topo_ = m.topo;
@@ -233,7 +243,8 @@ void Shim::handle(const std::string& line) {
       }
       reports_.push_back("controller error: " + m.message);
       break;
-    default: lose_controller(fmt::format("controller sent a shim message '{}'", to_string(m.type)));
+    default:
+      lose_controller(fmt::format("controller sent a shim message '{}'", to_string(m.type)));
   }
 }
 
@@ -244,7 +255,8 @@ void Shim::lose_controller(const std::string& why) {
   fallback_ = true;
   fallback_reason_ = "controller lost: " + why;
   reports_.push_back(fallback_reason_);
-  spdlog::warn("rank {}: {}; ops continue on the fabric as it is, without reconfiguration", options_.rank, fallback_reason_);
+  spdlog::warn("rank {}: {}; ops continue on the fabric as it is, without reconfiguration", options_.rank,
+               fallback_reason_);
 }
 
 void Shim::sample(const std::string& subject, const std::string& signal, double value, const std::string& unit) {
@@ -269,7 +281,9 @@ void Shim::write_csv(const std::string& path) const {
 }
 
 void Shim::add_group(const std::string& name, const std::string& dim, const std::vector<int>& ranks) {
-  if (fd_ < 0) throw PhaseError(fmt::format("rank {} group {}: not connected to the controller ({})", options_.rank, name, fallback_reason_));
+  if (fd_ < 0)
+    throw PhaseError(
+        fmt::format("rank {} group {}: not connected to the controller ({})", options_.rank, name, fallback_reason_));
   Message m;
   m.type = MsgType::kRegister;
   m.group = name;
@@ -283,7 +297,9 @@ void Shim::add_group(const std::string& name, const std::string& dim, const std:
     if (!read_one(deadline)) break;
   }
   if (register_error_) throw PhaseError(*register_error_);
-  if (registered_ != name) throw PhaseError(fmt::format("rank {} group {}: registration not confirmed ({})", options_.rank, name, fallback_reason_));
+  if (registered_ != name)
+    throw PhaseError(
+        fmt::format("rank {} group {}: registration not confirmed ({})", options_.rank, name, fallback_reason_));
   dims_[name] = dim;
 }
 
@@ -291,11 +307,13 @@ void Shim::note_op(const OpDescriptor& op) {
   if (table_ready_) return;
   if (op.index == 0 && !profiled_.empty() && !profiled_.back().empty()) {
     if (static_cast<int>(profiled_.size()) >= options_.profile_steps) {
-      bool same = std::all_of(profiled_.begin(), profiled_.end(), [&](const auto& s) { return s == profiled_.front(); });
+      bool same =
+          std::all_of(profiled_.begin(), profiled_.end(), [&](const auto& s) { return s == profiled_.front(); });
       if (same) {
         table_.ops = profiled_.back();
         table_ready_ = true;
-        sample(fmt::format("rank{}", options_.rank), "phase_table_ready", static_cast<double>(table_.ops.size()), "ops");
+        sample(fmt::format("rank{}", options_.rank), "phase_table_ready", static_cast<double>(table_.ops.size()),
+               "ops");
         return;
       }
       reports_.push_back(fmt::format("rank {}: the op sequence differs across the first {} steps; staying on demand",
@@ -323,8 +341,8 @@ Decision Shim::pre_communication(const OpDescriptor& op) {
   Decision d;
   auto dim = dims_.find(op.group);
   if (dim == dims_.end()) {
-    throw PhaseError(fmt::format("rank {}: op {} ({}) uses group '{}' that this rank never added", options_.rank, op.index,
-                                 op.type, op.group));
+    throw PhaseError(fmt::format("rank {}: op {} ({}) uses group '{}' that this rank never added", options_.rank,
+                                 op.index, op.type, op.group));
   }
   note_op(op);
   const int64_t seq = ++seq_[op.group];
@@ -379,8 +397,8 @@ Decision Shim::pre_communication(const OpDescriptor& op) {
 void Shim::post_communication(const OpDescriptor& op) {
   auto dim = dims_.find(op.group);
   if (dim == dims_.end()) {
-    throw PhaseError(fmt::format("rank {}: op {} ({}) uses group '{}' that this rank never added", options_.rank, op.index,
-                                 op.type, op.group));
+    throw PhaseError(fmt::format("rank {}: op {} ({}) uses group '{}' that this rank never added", options_.rank,
+                                 op.index, op.type, op.group));
   }
   const int64_t seq = seq_[op.group];
   sample(fmt::format("rank{} {}#{}", options_.rank, op.group, seq), "op_end", static_cast<double>(op.bytes), "bytes");

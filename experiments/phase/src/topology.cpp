@@ -12,17 +12,20 @@ void JobLayout::validate() const {
   if (job.empty()) throw TopologyError("job layout: the job has no name");
   if (pp < 1 || pp > 1024) throw TopologyError(fmt::format("job {}: pp = {} (must be 1..1024)", job, pp));
   if (dims.size() > 9) {
-    throw TopologyError(fmt::format("job {}: {} symmetric dimensions; a topo_id digit holds at most 9", job, dims.size()));
+    throw TopologyError(
+        fmt::format("job {}: {} symmetric dimensions; a topo_id digit holds at most 9", job, dims.size()));
   }
   std::set<std::string> names{"pp"};
   for (const auto& d : dims) {
     if (d.name.empty()) throw TopologyError(fmt::format("job {}: a dimension has no name", job));
-    if (!names.insert(d.name).second) throw TopologyError(fmt::format("job {}: dimension '{}' appears twice", job, d.name));
+    if (!names.insert(d.name).second)
+      throw TopologyError(fmt::format("job {}: dimension '{}' appears twice", job, d.name));
     if (d.size < 1 || d.size > 4096) {
       throw TopologyError(fmt::format("job {}: dimension {} has size {} (must be 1..4096)", job, d.name, d.size));
     }
   }
-  if (static_cast<long long>(pp) * ranks_per_stage() > 1 << 20) throw TopologyError(fmt::format("job {}: too many ranks", job));
+  if (static_cast<long long>(pp) * ranks_per_stage() > 1 << 20)
+    throw TopologyError(fmt::format("job {}: too many ranks", job));
 }
 
 int JobLayout::ranks_per_stage() const {
@@ -77,7 +80,8 @@ TopoId TopoId::parse(std::string_view text, const JobLayout& layout) {
   for (size_t i = 0; i < text.size(); ++i) {
     char c = text[i];
     if (c < '0' || c > '9') {
-      throw TopologyError(fmt::format("job {}: topo_id '{}': character {} ('{}') is not a digit", layout.job, text, i + 1, c));
+      throw TopologyError(
+          fmt::format("job {}: topo_id '{}': character {} ('{}') is not a digit", layout.job, text, i + 1, c));
     }
     digits.push_back(static_cast<uint8_t>(c - '0'));
   }
@@ -219,8 +223,10 @@ std::vector<ocs::Circuit> to_circuits(const std::vector<RankEdge>& edges, const 
   std::vector<ocs::Circuit> out;
   out.reserve(edges.size());
   for (const auto& e : edges) {
-    if (e.src < 0 || e.dst < 0 || static_cast<size_t>(e.src) >= slots.size() || static_cast<size_t>(e.dst) >= slots.size()) {
-      throw TopologyError(fmt::format("edge {}->{} names a rank without a slot ({} slots)", e.src, e.dst, slots.size()));
+    if (e.src < 0 || e.dst < 0 || static_cast<size_t>(e.src) >= slots.size() ||
+        static_cast<size_t>(e.dst) >= slots.size()) {
+      throw TopologyError(
+          fmt::format("edge {}->{} names a rank without a slot ({} slots)", e.src, e.dst, slots.size()));
     }
     out.push_back({slots[static_cast<size_t>(e.src)].ingress, slots[static_cast<size_t>(e.dst)].egress});
   }

@@ -87,17 +87,17 @@ int run_controller(const std::vector<std::string>& args, std::ostream& out, std:
   auto cfg = phase::load_controller_config(config_path);
   phase::SubMappingTable table(cfg.layout);
   if (check) {
-    out << fmt::format("job {}: pp={} ranks={} ({}), initial topo_id {}, {} sub-mappings / {} entries\n", cfg.layout.job,
-                       cfg.layout.pp, cfg.layout.ranks(), cfg.layout.describe_digits(), cfg.initial.str(), table.count(),
-                       table.stored_entries());
+    out << fmt::format("job {}: pp={} ranks={} ({}), initial topo_id {}, {} sub-mappings / {} entries\n",
+                       cfg.layout.job, cfg.layout.pp, cfg.layout.ranks(), cfg.layout.describe_digits(),
+                       cfg.initial.str(), table.count(), table.stored_entries());
     for (const auto& r : cfg.rails) {
       out << fmt::format("rail {}: {} slots on {}{}\n", r.name, r.slots.size(), r.url,
                          r.allow ? " (allow " + r.allow->to_string() + ")" : std::string());
       auto circuits = phase::to_circuits(table.compose(cfg.initial), r.slots);
       for (const auto& c : circuits) out << "  " << ocs::to_string(c) << "\n";
     }
-    out << fmt::format("listen {}:{}, ack timeout {} ms, {} retries\n", cfg.listen_host, cfg.listen_port, cfg.ack_timeout_ms,
-                       cfg.max_retries);
+    out << fmt::format("listen {}:{}, ack timeout {} ms, {} retries\n", cfg.listen_host, cfg.listen_port,
+                       cfg.ack_timeout_ms, cfg.max_retries);
     return kExitOk;
   }
   phase::ControllerOptions co;
@@ -109,16 +109,18 @@ int run_controller(const std::vector<std::string>& args, std::ostream& out, std:
   for (const auto& r : cfg.rails) {
     ocs::DriverOptions o;
     o.allow = r.allow;
-    auto orch = std::make_shared<phase::Orchestrator>(r.name, r.slots, ocs::make_driver(ocs::SwitchUrl::parse(r.url), o));
-    auto rep = orch->add_job(cfg.layout, cfg.initial, std::vector<phase::Slot>(r.slots.begin(), r.slots.begin() + cfg.layout.ranks()));
-    err << fmt::format("ocslab controller: rail {}: job {} wired as {} ({} circuits made, {} removed, {:.1f} ms)\n", r.name,
-                       cfg.layout.job, cfg.initial.str(), rep.added.size(), rep.removed.size(), rep.total_ms);
+    auto orch =
+        std::make_shared<phase::Orchestrator>(r.name, r.slots, ocs::make_driver(ocs::SwitchUrl::parse(r.url), o));
+    auto rep = orch->add_job(cfg.layout, cfg.initial,
+                             std::vector<phase::Slot>(r.slots.begin(), r.slots.begin() + cfg.layout.ranks()));
+    err << fmt::format("ocslab controller: rail {}: job {} wired as {} ({} circuits made, {} removed, {:.1f} ms)\n",
+                       r.name, cfg.layout.job, cfg.initial.str(), rep.added.size(), rep.removed.size(), rep.total_ms);
     co.rails.push_back(std::move(orch));
   }
   phase::Controller ctl(co);
   ctl.start();
-  out << fmt::format("{{\"listen\":\"{}:{}\",\"job\":\"{}\",\"rails\":{}}}\n", cfg.listen_host, ctl.port(), cfg.layout.job,
-                     cfg.rails.size())
+  out << fmt::format("{{\"listen\":\"{}:{}\",\"job\":\"{}\",\"rails\":{}}}\n", cfg.listen_host, ctl.port(),
+                     cfg.layout.job, cfg.rails.size())
       << std::flush;
   g_controller_interrupted = false;
   struct sigaction sa {
@@ -128,7 +130,8 @@ int run_controller(const std::vector<std::string>& args, std::ostream& out, std:
   sigaction(SIGTERM, &sa, &old_term);
   auto start = std::chrono::steady_clock::now();
   while (!g_controller_interrupted) {
-    if (duration > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= duration) break;
+    if (duration > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= duration)
+      break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   sigaction(SIGINT, &old_int, nullptr);
@@ -140,8 +143,8 @@ int run_controller(const std::vector<std::string>& args, std::ostream& out, std:
     for (const auto& e : ctl.events()) {
       std::string st;
       for (int s : e.stages) st += (st.empty() ? "" : " ") + std::to_string(s);
-      w.row({std::to_string(e.mono_ns), std::to_string(e.real_ns), std::string(phase::to_string(e.kind)), std::to_string(e.rank),
-             e.rail, e.group, std::to_string(e.seq), st, fmt::format("{}", e.value), e.detail});
+      w.row({std::to_string(e.mono_ns), std::to_string(e.real_ns), std::string(phase::to_string(e.kind)),
+             std::to_string(e.rank), e.rail, e.group, std::to_string(e.seq), st, fmt::format("{}", e.value), e.detail});
     }
     w.flush();
   }

@@ -64,7 +64,8 @@ std::vector<GroupDef> groups_of(const JobLayout& L, int rank) {
 std::vector<std::shared_ptr<Orchestrator>> two_rails(Lab& lab, const JobLayout& L, const TopoId& initial) {
   std::vector<std::shared_ptr<Orchestrator>> rails;
   for (int k = 0; k < 2; ++k) {
-    auto o = std::make_shared<Orchestrator>("rail" + std::to_string(k), lab.slots(1 + k * L.ranks(), L.ranks()), lab.driver());
+    auto o = std::make_shared<Orchestrator>("rail" + std::to_string(k), lab.slots(1 + k * L.ranks(), L.ranks()),
+                                            lab.driver());
     o->add_job(L, initial);
     rails.push_back(o);
   }
@@ -88,8 +89,8 @@ void check_no_overlap(const std::vector<Span>& ops, const std::vector<Span>& swi
       ++checked;
       bool overlap = op.begin < sw.end && sw.begin < op.end;
       if (overlap) {
-        FAIL(fmt::format("{} violated: {} [{}, {}] overlaps {} [{}, {}]", guarantee, op.what, op.begin, op.end, sw.what, sw.begin,
-                         sw.end));
+        FAIL(fmt::format("{} violated: {} [{}, {}] overlaps {} [{}, {}]", guarantee, op.what, op.begin, op.end, sw.what,
+                         sw.begin, sw.end));
       }
     }
   }
@@ -185,8 +186,8 @@ std::vector<Span> shim_op_spans(const JobLayout& L, const RunResult& res) {
 
 // Ground-truth switching spans: switch_start .. switch_end per ingress, plus removals as
 // instants, mapped to the stages of the ranks on both ends.
-std::vector<Span> truth_switch_spans(const Lab& lab, const JobLayout& L, const std::vector<std::shared_ptr<Orchestrator>>& rails,
-                                     size_t from) {
+std::vector<Span> truth_switch_spans(const Lab& lab, const JobLayout& L,
+                                     const std::vector<std::shared_ptr<Orchestrator>>& rails, size_t from) {
   std::map<int, int> rank_of_port;
   for (const auto& o : rails) {
     auto slots = o->slots_of(L.job);
@@ -291,7 +292,8 @@ TEST_CASE("G1 and G2 hold under randomized interleavings, on demand and provisio
   check_no_overlap(cops, creconf, "G1/G2 (controller ACK..done vs reconfig spans)");
 }
 
-TEST_CASE("a rail that does not confirm in time is retried, then the job falls back to a giant ring", "[phase][controller]") {
+TEST_CASE("a rail that does not confirm in time is retried, then the job falls back to a giant ring",
+          "[phase][controller]") {
   Lab lab(phase_switch(700));  // every circuit move takes 0.7 s; COMPLD waits for it
   JobLayout L{"slow", 1, {{"dp", 2}, {"cp", 2}}};
   auto o = std::make_shared<Orchestrator>("rail0", lab.slots(1, 4), lab.driver());
@@ -358,7 +360,8 @@ TEST_CASE("a rail that does not confirm in time is retried, then the job falls b
   // The switch ends as one ring over the four ranks: 1->2->3->4->1 through the slots.
   auto slots = o->slots_of("slow");
   std::vector<ocslab::ocs::Circuit> ring;
-  for (int r = 0; r < 4; ++r) ring.push_back({slots[static_cast<size_t>(r)].ingress, slots[static_cast<size_t>((r + 1) % 4)].egress});
+  for (int r = 0; r < 4; ++r)
+    ring.push_back({slots[static_cast<size_t>(r)].ingress, slots[static_cast<size_t>((r + 1) % 4)].egress});
   std::sort(ring.begin(), ring.end());
   auto wired = lab.circuits();
   std::sort(wired.begin(), wired.end());
@@ -464,7 +467,8 @@ TEST_CASE("a rank that disconnects is reported to the controller and to its peer
   for (const auto& x : r0.reports()) told = told || x.find("rank 2 disconnected") != std::string::npos;
   CHECK(told);
   // Later requests on a group with a lost rank are refused at once, naming both.
-  CHECK_THROWS_WITH(r0.pre_communication({"cp0", "allgather", 8, 1}), Catch::Contains("rank 2 of the group is disconnected"));
+  CHECK_THROWS_WITH(r0.pre_communication({"cp0", "allgather", 8, 1}),
+                    Catch::Contains("rank 2 of the group is disconnected"));
 }
 
 TEST_CASE("bad input is rejected naming the rank and the group", "[phase][controller]") {
@@ -494,9 +498,12 @@ TEST_CASE("bad input is rejected naming the rank and the group", "[phase][contro
   r0.add_group("dp0", "dp", {0, 1});
   CHECK_THROWS_WITH(r1.add_group("dp0", "dp", {0, 1, 2}),
                     Catch::Contains("rank 1 group dp0: says size 3") && Catch::Contains("rank 0 registered size 2"));
-  CHECK_THROWS_WITH(r0.add_group("tp0", "tp", {0, 1}), Catch::Contains("rank 0 group tp0: job j: no dimension 'tp' (it has 0=pp, 1=dp)"));
-  CHECK_THROWS_WITH(r0.add_group("dpx", "dp", {0, 2}), Catch::Contains("rank 0 group dpx: a dp group lives in one pipeline stage"));
-  CHECK_THROWS_WITH(r0.pre_communication({"nope", "allreduce", 8, 0}), Catch::Contains("rank 0: op 0 (allreduce) uses group 'nope'"));
+  CHECK_THROWS_WITH(r0.add_group("tp0", "tp", {0, 1}),
+                    Catch::Contains("rank 0 group tp0: job j: no dimension 'tp' (it has 0=pp, 1=dp)"));
+  CHECK_THROWS_WITH(r0.add_group("dpx", "dp", {0, 2}),
+                    Catch::Contains("rank 0 group dpx: a dp group lives in one pipeline stage"));
+  CHECK_THROWS_WITH(r0.pre_communication({"nope", "allreduce", 8, 0}),
+                    Catch::Contains("rank 0: op 0 (allreduce) uses group 'nope'"));
 
   RawRank raw(ctl.port());
   raw.send(hello("j", 3, 4));
@@ -528,7 +535,8 @@ TEST_CASE("bad input is rejected naming the rank and the group", "[phase][contro
   CHECK_THAT(e.message, Catch::Contains("rank 3: field 'seq' must be an integer"));
 }
 
-TEST_CASE("a controller that goes away mid-job is reported by every shim, which then falls back", "[phase][controller]") {
+TEST_CASE("a controller that goes away mid-job is reported by every shim, which then falls back",
+          "[phase][controller]") {
   Lab lab;
   JobLayout L{"j", 1, {{"dp", 2}}};
   auto o = std::make_shared<Orchestrator>("rail0", lab.slots(1, 2), lab.driver());

@@ -78,7 +78,8 @@ TEST_CASE("orchestrator wires a job and reprograms only the changed stages' port
   CHECK_FALSE(r.changed());
   CHECK(r.calls.empty());
   CHECK(lab.ports_touched(mark).empty());
-  CHECK_THROWS_WITH(orch.set_topology("fig8", TopoId({0, 3, 0})), Catch::Contains("digit 3 at stage 1 names a dimension the job lacks"));
+  CHECK_THROWS_WITH(orch.set_topology("fig8", TopoId({0, 3, 0})),
+                    Catch::Contains("digit 3 at stage 1 names a dimension the job lacks"));
 }
 
 TEST_CASE("two jobs on one switch never touch each other's ports", "[phase][orchestrator]") {

@@ -14,9 +14,9 @@
 #include <sstream>
 #include <thread>
 
+#include "../phase/phase_lab.h"
 #include "ocslab/cli/ocslab_cli.h"
 #include "ocslab/phase/shim.h"
-#include "../phase/phase_lab.h"
 
 using namespace phase_test;
 using namespace ocslab::phase;
@@ -36,7 +36,8 @@ int free_port() {
 }
 
 std::string write_config(const std::string& path, const Lab& lab, int port, int pp = 1, int dp = 2) {
-  std::ofstream(path) << "job: cli\npp: " << pp << "\ndims: [{name: dp, size: " << dp << "}]\nlisten: 127.0.0.1:" << port
+  std::ofstream(path) << "job: cli\npp: " << pp << "\ndims: [{name: dp, size: " << dp
+                      << "}]\nlisten: 127.0.0.1:" << port
                       << "\nack_timeout_ms: 5000\nrails:\n  - name: rail0\n    switch: " << lab.url()
                       << "\n    allow: 1..3,65..67\n    slots: [1-65, 2-66, 3-67]\n";
   return path;
@@ -49,10 +50,12 @@ TEST_CASE("ocslab controller --check prints the plan; bad files exit 2 naming th
   auto cfg = write_config("/tmp/ocslab-phase-cli-check-" + std::to_string(::getpid()) + ".yaml", lab, 0);
   std::ostringstream out, err;
   CHECK(ocslab::cli::run_ocslab({"controller", cfg, "--check"}, out, err) == ocslab::cli::kExitOk);
-  CHECK_THAT(out.str(), Catch::Contains("job cli: pp=1 ranks=2 (0=pp, 1=dp), initial topo_id 1, 2 sub-mappings / 4 entries") &&
-                            Catch::Contains("rail rail0: 3 slots") && Catch::Contains("  1-66\n  2-65\n"));
+  CHECK_THAT(out.str(),
+             Catch::Contains("job cli: pp=1 ranks=2 (0=pp, 1=dp), initial topo_id 1, 2 sub-mappings / 4 entries") &&
+                 Catch::Contains("rail rail0: 3 slots") && Catch::Contains("  1-66\n  2-65\n"));
   CHECK(lab.circuits().empty());  // --check touches nothing
-  std::ofstream(cfg) << "job: cli\npp: 1\nrails: [{name: r, switch: 'tl1://admin@127.0.0.1:1', slots: [1-65], bogus: 1}]\n";
+  std::ofstream(cfg)
+      << "job: cli\npp: 1\nrails: [{name: r, switch: 'tl1://admin@127.0.0.1:1', slots: [1-65], bogus: 1}]\n";
   std::ostringstream out2, err2;
   CHECK(ocslab::cli::run_ocslab({"controller", cfg}, out2, err2) == ocslab::cli::kExitInput);
   CHECK_THAT(err2.str(), Catch::Contains(cfg + ":3:") && Catch::Contains("unknown key 'bogus'"));
@@ -70,7 +73,9 @@ TEST_CASE("ocslab controller serves shims and rewires the switch", "[phase][cli]
   auto events = "/tmp/ocslab-phase-cli-events-" + std::to_string(::getpid()) + ".csv";
   std::ostringstream out, err;
   int rc = -1;
-  std::thread cli([&] { rc = ocslab::cli::run_ocslab({"controller", cfg, "--duration", "4", "--events", events}, out, err); });
+  std::thread cli([&] {
+    rc = ocslab::cli::run_ocslab({"controller", cfg, "--duration", "4", "--events", events}, out, err);
+  });
   // Wait until the job is wired (2 circuits) and the controller listens.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   std::vector<std::unique_ptr<Shim>> shims;
@@ -106,7 +111,8 @@ TEST_CASE("ocslab controller serves shims and rewires the switch", "[phase][cli]
   cli.join();
   CHECK(rc == ocslab::cli::kExitOk);
   INFO(err.str());
-  CHECK_THAT(out.str(), Catch::Contains(fmt::format("{{\"listen\":\"127.0.0.1:{}\",\"job\":\"cli\",\"rails\":1}}", port)));
+  CHECK_THAT(out.str(),
+             Catch::Contains(fmt::format("{{\"listen\":\"127.0.0.1:{}\",\"job\":\"cli\",\"rails\":1}}", port)));
   CHECK(d[0].reconfigured);
   CHECK(d[1].topo.at("rail0") == "00");
   auto wired = lab.circuits();
@@ -114,7 +120,8 @@ TEST_CASE("ocslab controller serves shims and rewires the switch", "[phase][cli]
   CHECK(wired == std::vector<ocslab::ocs::Circuit>{{1, 66}, {2, 65}});
   std::ifstream ev(events);
   std::string all((std::istreambuf_iterator<char>(ev)), std::istreambuf_iterator<char>());
-  CHECK_THAT(all, Catch::Contains("reconfig_end") && Catch::Contains("mono_ns,t_ns,kind,rank,rail,group,seq,stages,value,detail"));
+  CHECK_THAT(all, Catch::Contains("reconfig_end") &&
+                      Catch::Contains("mono_ns,t_ns,kind,rank,rail,group,seq,stages,value,detail"));
   std::remove(cfg.c_str());
   std::remove(events.c_str());
 }

@@ -42,8 +42,8 @@ TEST_CASE("every message type round-trips through one JSON line", "[phase][proto
   CHECK_FALSE(da.fallback);
   CHECK(da.wait_us == 1500);
 
-  for (auto t : {MsgType::kHello, MsgType::kRegister, MsgType::kDone, MsgType::kBye, MsgType::kWelcome, MsgType::kRegistered,
-                 MsgType::kFallback, MsgType::kPeerLost, MsgType::kError}) {
+  for (auto t : {MsgType::kHello, MsgType::kRegister, MsgType::kDone, MsgType::kBye, MsgType::kWelcome,
+                 MsgType::kRegistered, MsgType::kFallback, MsgType::kPeerLost, MsgType::kError}) {
     Message x;
     x.type = t;
     x.job = "j";
@@ -71,7 +71,8 @@ TEST_CASE("malformed messages are refused naming the field", "[phase][protocol]"
                     Catch::Contains("field 'digit' = 10 is outside 0..9"));
   CHECK_THROWS_WITH(decode(R"({"v":1,"type":"register","group":"g","dim":"dp","ranks":[0,"x"]})"),
                     Catch::Contains("field 'ranks' must be a list of integers"));
-  CHECK_THROWS_WITH(decode(R"({"v":1,"type":"request","group":"","seq":1})"), Catch::Contains("field 'group' must not be empty"));
+  CHECK_THROWS_WITH(decode(R"({"v":1,"type":"request","group":"","seq":1})"),
+                    Catch::Contains("field 'group' must not be empty"));
   CHECK_THROWS_WITH(decode(std::string(kMaxLine + 1, ' ')), Catch::Contains("exceeds"));
 }
 
@@ -81,9 +82,7 @@ TEST_CASE("phase tables load from CSV and refuse bad rows with file:line", "[pha
   t.ops = {{0, "pp0", "send", 1024}, {1, "dp0s0", "allreduce", 1 << 20}, {2, "world", "barrier", 0}};
   t.save(path);
   CHECK(PhaseTable::load(path).ops == t.ops);
-  auto write = [&](const std::string& text) {
-    std::ofstream(path) << text;
-  };
+  auto write = [&](const std::string& text) { std::ofstream(path) << text; };
   write("index,group,type,bytes\n0,dp0,allreduce,12\n2,dp0,allreduce,12\n");
   CHECK_THROWS_WITH(PhaseTable::load(path), Catch::Contains(path + ":3:1: op index 2 out of order (expected 1)"));
   write("index,group,type,bytes\n0,dp0,allreduce,-5\n");

@@ -33,7 +33,8 @@ TEST_CASE("layout numbers ranks stage-major with dims[0] fastest", "[phase][topo
   CHECK(l.digit_of("pp") == 0);
   CHECK(l.digit_of("cp") == 2);
   CHECK_THROWS_WITH(l.digit_of("tp"), Catch::Contains("job fig8: no dimension 'tp'") && Catch::Contains("1=dp, 2=cp"));
-  CHECK_THROWS_WITH((JobLayout{"j", 2, {{"dp", 2}, {"dp", 2}}}.validate()), Catch::Contains("dimension 'dp' appears twice"));
+  CHECK_THROWS_WITH((JobLayout{"j", 2, {{"dp", 2}, {"dp", 2}}}.validate()),
+                    Catch::Contains("dimension 'dp' appears twice"));
   CHECK_THROWS_WITH((JobLayout{"j", 0, {}}.validate()), Catch::Contains("job j: pp = 0"));
 }
 

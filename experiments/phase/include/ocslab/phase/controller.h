@@ -27,7 +27,7 @@ struct ControllerOptions {
   // The job must already be placed on every rail (Orchestrator::add_job).
   std::vector<std::shared_ptr<Orchestrator>> rails;
   std::chrono::milliseconds ack_timeout{10000};  // per rail and attempt
-  int max_retries = 2;  // attempts after the first before falling back to the giant ring
+  int max_retries = 2;                           // attempts after the first before falling back to the giant ring
 };
 
 // One thing the controller did or saw, for timelines and for the G1/G2 checkers.
@@ -40,10 +40,10 @@ struct ControllerEvent {
     kReconfigEnd,    // rail confirmed
     kTimeout,        // rail did not confirm within ack_timeout
     kRetry,
-    kFallback,       // giving up: giant ring
-    kRingReady,      // the giant ring is wired on a rail (or failed, see detail)
-    kDisconnect,     // a rank's connection ended without bye
-    kRejected,       // bad input (detail names rank and group)
+    kFallback,    // giving up: giant ring
+    kRingReady,   // the giant ring is wired on a rail (or failed, see detail)
+    kDisconnect,  // a rank's connection ended without bye
+    kRejected,    // bad input (detail names rank and group)
   };
   Kind kind = Kind::kRequest;
   int64_t mono_ns = 0;

@@ -92,8 +92,8 @@ class Orchestrator {
   struct Job {
     JobLayout layout;
     std::unique_ptr<SubMappingTable> table;
-    std::vector<Slot> slots;  // by rank
-    std::optional<TopoId> topo;  // empty while in the giant-ring fallback
+    std::vector<Slot> slots;                  // by rank
+    std::optional<TopoId> topo;               // empty while in the giant-ring fallback
     std::map<ocs::Port, ocs::Port> circuits;  // ingress -> egress, on this job's ports only
   };
   Job& job_ref(const std::string& job);

@@ -57,8 +57,8 @@ struct Message {
   bool reconfigured = false;
   bool fallback = false;
   int64_t wait_us = 0;
-  std::string reason;   // kFallback, kPeerLost
-  std::string message;  // kError
+  std::string reason;               // kFallback, kPeerLost
+  std::string message;              // kError
   std::vector<std::string> groups;  // kPeerLost
 };
 

@@ -38,7 +38,7 @@ struct OpDescriptor {
   std::string group;  // a group registered with add_group
   std::string type;   // allreduce, allgather, reduce_scatter, send, recv, broadcast, ...
   uint64_t bytes = 0;
-  int index = 0;      // position of the op within one training step (0 starts a step)
+  int index = 0;  // position of the op within one training step (0 starts a step)
 };
 
 // One op of the step's schedule, as profiled or loaded.
