@@ -43,6 +43,8 @@ Commands:
   analyze   per-layer reconfiguration latency of a results folder or a capture file:
             breakdown.csv and summary (ocslab analyze --help)
   plot      draw timeline.png and cdf.png of a results folder (ocslab plot --help)
+  controller  the phase controller of one job: orchestrates its rails for the shims of its
+            ranks (ocslab controller --help; docs/phase-control.md)
 
 Global options: --help, --version, --log-level LEVEL (trace..off; logs go to stderr)
 
@@ -389,6 +391,7 @@ int run_ocslab(const std::vector<std::string>& args_in, std::ostream& out, std::
     if (args[0] == "run") return run_run(args, out, err);
     if (args[0] == "analyze") return run_analyze(args, out, err);
     if (args[0] == "plot") return run_plot(args, out, err);
+    if (args[0] == "controller") return run_controller(args, out, err);
     throw UsageError("unknown command '" + args[0] + "' (ocslab --help)");
   } catch (const UsageError& e) {
     err << "ocslab: " << e.what() << "\n";

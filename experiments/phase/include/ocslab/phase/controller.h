@@ -1,0 +1,87 @@
+// The per-job controller: a Boost.Asio TCP server (one event loop, no thread per connection)
+// that the ranks' shims talk to. It keeps the job's group registry, counts ready ranks per
+// (group, op sequence number), and only once every rank of a group asked does it change the
+// fabric: the rails' orchestrators run on worker threads (one strand per rail, so a slow
+// switch never blocks the loop), and every rank is ACKed after every rail confirmed.
+// Per-stage locking enforces G1 (no op starts on a stage under reconfiguration) and G2 (no
+// reconfiguration of a stage while an op is in flight on it). A rail that does not confirm
+// in time is retried; after repeated failures the job falls back to a static giant ring and
+// every shim is told so.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ocslab/phase/orchestrator.h"
+#include "ocslab/phase/topology.h"
+
+namespace ocslab::phase {
+
+struct ControllerOptions {
+  std::string listen_host = "127.0.0.1";
+  int listen_port = 0;  // 0: any free port (see Controller::port())
+  JobLayout layout;
+  // The job must already be placed on every rail (Orchestrator::add_job).
+  std::vector<std::shared_ptr<Orchestrator>> rails;
+  std::chrono::milliseconds ack_timeout{10000};  // per rail and attempt
+  int max_retries = 2;                           // attempts after the first before falling back to the giant ring
+};
+
+// One thing the controller did or saw, for timelines and for the G1/G2 checkers.
+struct ControllerEvent {
+  enum class Kind {
+    kRequest,        // rank asked for (group, seq)
+    kAck,            // rank ACKed: its op on `stages` may start (G1 starts here)
+    kDone,           // rank finished (group, seq)
+    kReconfigStart,  // rail starts reprogramming `stages` (attempt number in `value`)
+    kReconfigEnd,    // rail confirmed
+    kTimeout,        // rail did not confirm within ack_timeout
+    kRetry,
+    kFallback,    // giving up: giant ring
+    kRingReady,   // the giant ring is wired on a rail (or failed, see detail)
+    kDisconnect,  // a rank's connection ended without bye
+    kRejected,    // bad input (detail names rank and group)
+  };
+  Kind kind = Kind::kRequest;
+  int64_t mono_ns = 0;
+  int64_t real_ns = 0;
+  int rank = -1;
+  std::string rail;
+  std::string group;
+  int64_t seq = -1;
+  std::vector<int> stages;
+  double value = 0;
+  std::string detail;
+};
+std::string_view to_string(ControllerEvent::Kind k);
+
+class Controller {
+ public:
+  explicit Controller(ControllerOptions options);
+  ~Controller();
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  // Binds and starts the event loop and the rail workers. Throws ocslab::Error naming the
+  // address when it cannot listen.
+  void start();
+  // Closes every connection and the listener; waits for rail work in progress. Idempotent.
+  void stop();
+  int port() const;
+
+  // Thread-safe snapshots.
+  std::vector<ControllerEvent> events() const;
+  std::vector<std::string> problems() const;  // disconnects, rejections, fallbacks, in words
+  bool in_fallback() const;
+  size_t connected_ranks() const;
+
+  struct Impl;  // opaque; public only so the source file's session type can name it
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ocslab::phase

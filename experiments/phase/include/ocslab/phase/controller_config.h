@@ -1,0 +1,50 @@
+// The standalone controller's file (`ocslab controller CONFIG.yaml`): the job's layout and
+// starting topo_id, where to listen, the ACK timeout policy, and each rail's switch URL,
+// allow-list and slots. Every error names file:line:col.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ocslab/common/config.h"
+#include "ocslab/ocsctl/port_set.h"
+#include "ocslab/phase/controller.h"
+#include "ocslab/phase/topology.h"
+
+namespace ocslab::phase {
+
+//   job: gpt-3d
+//   pp: 2
+//   dims: [{name: dp, size: 2}, {name: cp, size: 2}]
+//   initial: "11"                 # optional; default every stage on the first dimension
+//   listen: 127.0.0.1:7100        # optional; port 0 = any free port
+//   ack_timeout_ms: 2000          # optional (10000)
+//   max_retries: 2                # optional (2)
+//   rails:
+//     - name: rail0
+//       switch: tl1://admin@10.0.0.5:3082
+//       allow: 1..8,65..72        # optional driver allow-list
+//       slots: [1-65, 2-66, ...]  # one INGRESS-EGRESS per rank, in rank order
+struct RailConfig {
+  std::string name;
+  std::string url;
+  std::optional<ocs::PortSet> allow;
+  std::vector<Slot> slots;
+};
+
+struct ControllerConfig {
+  std::string origin;
+  JobLayout layout;
+  TopoId initial;
+  std::string listen_host = "127.0.0.1";
+  int listen_port = 0;
+  int ack_timeout_ms = 10000;
+  int max_retries = 2;
+  std::vector<RailConfig> rails;
+};
+
+ControllerConfig parse_controller_config(const YamlDoc& doc);
+ControllerConfig load_controller_config(const std::string& path);
+
+}  // namespace ocslab::phase

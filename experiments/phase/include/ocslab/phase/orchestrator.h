@@ -1,0 +1,119 @@
+// The per-rail orchestrator: owns one OCS driver and the slots (port pairs) of the rail, places
+// jobs on disjoint slots, and turns a job's new topo_id into the minimal circuit changes for
+// the stages whose sub-mappings changed, applied through libocs on those ports only. Failed
+// ports are masked: the rank on them moves to a spare slot, or the job is reported infeasible.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ocslab/common/clock.h"
+#include "ocslab/ocsctl/driver.h"
+#include "ocslab/phase/topology.h"
+
+namespace ocslab::phase {
+
+// The rail cannot host what was asked (too few healthy slots, a slot outside the switch's
+// allow-list).
+class InfeasibleError : public Error {
+ public:
+  using Error::Error;
+};
+
+// What one reprogramming did and how long each part took.
+struct ReconfigReport {
+  std::string rail;
+  std::string job;
+  std::string from;  // topo_id before ("" for a fresh placement)
+  std::string to;
+  std::vector<int> stages;  // stages whose outgoing circuits changed
+  std::vector<ocs::Circuit> removed;
+  std::vector<ocs::Circuit> added;
+  std::vector<ocs::Port> ports_touched;  // every port a command named, sorted
+  std::vector<ocs::CallTiming> calls;    // the driver's protocol calls, in order
+  Timestamp started;
+  Timestamp finished;
+  double plan_ms = 0;   // diffing and validation before the first command
+  double total_ms = 0;  // started -> finished (monotonic)
+  bool changed() const { return !removed.empty() || !added.empty(); }
+};
+
+struct MaskReport {
+  ocs::Port port = 0;
+  std::string job;  // empty: the port was on a free slot
+  int rank = -1;
+  std::optional<Slot> from;
+  std::optional<Slot> to;
+  std::optional<ReconfigReport> reapplied;
+};
+
+class Orchestrator {
+ public:
+  // slots: the rail's port pairs in placement order (one per NIC fibred to this switch).
+  // The driver is the only way this orchestrator touches the switch; its allow-list, when
+  // set, must contain every slot port (checked here, before anything is sent).
+  Orchestrator(std::string rail, std::vector<Slot> slots, std::unique_ptr<ocs::OcsDriver> driver);
+
+  const std::string& rail() const { return rail_; }
+
+  // Places the job on the first free healthy slots (or on `slots` when given), reads what the
+  // switch has on those ports, and wires `initial`. Throws InfeasibleError / TopologyError.
+  ReconfigReport add_job(const JobLayout& layout, const TopoId& initial, std::optional<std::vector<Slot>> slots = {});
+  // Removes the job's circuits and frees its slots.
+  ReconfigReport remove_job(const std::string& job);
+
+  // Moves the job to `topo`: only the stages whose outgoing edges change are reprogrammed.
+  ReconfigReport set_topology(const std::string& job, const TopoId& topo);
+  // Wires the job as one ring over all its ranks (the static fallback when the control
+  // plane cannot keep up); set_topology afterwards leaves the fallback.
+  ReconfigReport set_giant_ring(const std::string& job);
+  // What set_topology would change, without touching the switch.
+  ReconfigReport plan(const std::string& job, const TopoId& topo) const;
+
+  // Marks a port failed. A job rank on it moves to a free healthy slot and the job's current
+  // topology is re-applied there; without a spare the job is reported infeasible
+  // (InfeasibleError naming job, rank, port) and keeps running on what it has.
+  MaskReport mask_port(ocs::Port port);
+  std::set<ocs::Port> masked() const;
+
+  // Snapshot accessors (thread-safe).
+  std::optional<TopoId> topology(const std::string& job) const;
+  std::vector<Slot> slots_of(const std::string& job) const;
+  std::vector<ocs::Circuit> circuits_of(const std::string& job) const;
+  std::vector<std::string> jobs() const;
+  size_t free_slots() const;
+
+ private:
+  struct Job {
+    JobLayout layout;
+    std::unique_ptr<SubMappingTable> table;
+    std::vector<Slot> slots;                  // by rank
+    std::optional<TopoId> topo;               // empty while in the giant-ring fallback
+    std::map<ocs::Port, ocs::Port> circuits;  // ingress -> egress, on this job's ports only
+  };
+  Job& job_ref(const std::string& job);
+  const Job& job_ref(const std::string& job) const;
+  // Pure: the circuits to remove/add to move j to `target` (ingress -> egress on j's ports).
+  ReconfigReport diff(const Job& j, const std::map<ocs::Port, ocs::Port>& target) const;
+  // Sends the diff through the driver and records it in j.
+  void execute(Job& j, ReconfigReport& r, const std::map<ocs::Port, ocs::Port>& target);
+  void execute_unchecked(Job& j, ReconfigReport& r, const std::map<ocs::Port, ocs::Port>& target);
+  void resync(Job& j);
+  std::map<ocs::Port, ocs::Port> target_of(const Job& j, const std::vector<RankEdge>& edges) const;
+  bool slot_free(const Slot& s) const;
+  bool slot_masked(const Slot& s) const;
+
+  std::string rail_;
+  std::vector<Slot> slots_;
+  std::unique_ptr<ocs::OcsDriver> driver_;
+  mutable std::mutex mutex_;  // one reprogramming at a time on a rail; guards everything below
+  std::map<std::string, Job> jobs_;
+  std::set<ocs::Port> masked_;
+};
+
+}  // namespace ocslab::phase

@@ -1,0 +1,71 @@
+// The shim <-> controller wire protocol, version 1: one compact JSON object per line over TCP
+// ('\n'-terminated, at most kMaxLine bytes), every message carrying "v" and "type". Parsing
+// validates each field's presence and type and names the offending field; the message
+// sequence is documented in docs/phase-control.md.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ocslab/common/error.h"
+
+namespace ocslab::phase {
+
+inline constexpr int kProtocolVersion = 1;
+inline constexpr size_t kMaxLine = 64 * 1024;
+
+class ProtocolError : public Error {
+ public:
+  using Error::Error;
+};
+
+enum class MsgType {
+  // shim -> controller
+  kHello,     // job, rank, world
+  kRegister,  // group, dim ("pp", a symmetric dimension name, or "mgmt"), ranks
+  kRequest,   // group, seq, op, provision, [digit]: topo_write for the seq-th op of group
+  kDone,      // group, seq: the op finished (its circuits may change again)
+  kBye,       // clean close
+  // controller -> shim
+  kWelcome,     // job, rank, topo (rail -> topo_id), fallback
+  kRegistered,  // group
+  kAck,         // group, seq, topo, reconfigured, fallback, wait_us
+  kFallback,    // reason: the controller gave up reconfiguring; fabric is (being) set to a giant ring
+  kPeerLost,    // rank, groups, reason
+  kError,       // message, [group, seq]
+};
+
+std::string_view to_string(MsgType t);
+
+struct Message {
+  MsgType type = MsgType::kError;
+  std::string job;
+  int rank = -1;
+  int world = 0;
+  std::string group;
+  std::string dim;
+  std::vector<int> ranks;
+  int64_t seq = -1;
+  int64_t op = -1;
+  bool provision = false;
+  std::optional<int> digit;
+  std::map<std::string, std::string> topo;  // rail -> topo_id
+  bool reconfigured = false;
+  bool fallback = false;
+  int64_t wait_us = 0;
+  std::string reason;               // kFallback, kPeerLost
+  std::string message;              // kError
+  std::vector<std::string> groups;  // kPeerLost
+};
+
+// One line, without the trailing '\n'.
+std::string encode(const Message& m);
+// Throws ProtocolError naming the field ("line 3: field 'seq' must be an integer") for any
+// malformed, unknown-type or wrong-version input. `where` prefixes the message.
+Message decode(std::string_view line, std::string_view where = "message");
+
+}  // namespace ocslab::phase

@@ -1,0 +1,153 @@
+// The per-rank shim a workload links: it sits between the workload and its collective
+// library and calls the job's controller before and after every communication operation, so
+// the rails are wired for each op's parallelism phase (Opus-style). On-demand mode asks for
+// an op's topology when the op starts; provisioning mode asks for the next op's topology as
+// soon as the current op ends, hiding the switch time behind compute. Management ops pass
+// without any reconfiguration. Every decision and every wait is recorded as a Sample.
+//
+// Usage (one Shim per rank, see docs/phase-control.md):
+//   Shim shim({.port = p, .job = "j", .rank = r, .world = n});
+//   shim.add_group("dp0", "dp", {0, 1});
+//   auto d = shim.pre_communication({"dp0", "allreduce", bytes, index});
+//   ... the collective ...
+//   shim.post_communication({"dp0", "allreduce", bytes, index});
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ocslab/common/error.h"
+#include "ocslab/common/sample.h"
+
+namespace ocslab::phase {
+
+// A failure the workload must not continue from silently: the controller refused the shim's
+// input (unknown group, wrong group size...) or a peer of the group disconnected.
+class PhaseError : public Error {
+ public:
+  using Error::Error;
+};
+
+// What the workload tells the shim about one communication operation.
+struct OpDescriptor {
+  std::string group;  // a group registered with add_group
+  std::string type;   // allreduce, allgather, reduce_scatter, send, recv, broadcast, ...
+  uint64_t bytes = 0;
+  int index = 0;  // position of the op within one training step (0 starts a step)
+};
+
+// One op of the step's schedule, as profiled or loaded.
+struct PhaseEntry {
+  int index = 0;
+  std::string group;
+  std::string type;
+  uint64_t bytes = 0;
+  bool operator==(const PhaseEntry&) const = default;
+};
+
+// The step's op sequence. File format: CSV with header "index,group,type,bytes", one row per
+// op in step order; load errors name file:line.
+struct PhaseTable {
+  std::vector<PhaseEntry> ops;
+  static PhaseTable load(const std::string& path);
+  void save(const std::string& path) const;
+  bool empty() const { return ops.empty(); }
+};
+
+enum class ShimMode { kOnDemand, kProvisioning };
+
+struct ShimOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;
+  std::string job;
+  int rank = 0;
+  int world = 1;
+  ShimMode mode = ShimMode::kOnDemand;
+  // Provisioning needs the step's op sequence: from this file when set, otherwise profiled
+  // over the first profile_steps steps (run on demand meanwhile).
+  std::string phase_table;
+  int profile_steps = 1;
+  std::string sample_host = "localhost";  // the Sample's host column
+  // How long a hook waits for the controller before reporting it lost and falling back.
+  std::chrono::milliseconds ack_wait{60000};
+  std::chrono::milliseconds connect_timeout{5000};
+};
+
+// What pre_communication decided.
+struct Decision {
+  bool passed = false;        // management op: no controller involved
+  bool reconfigured = false;  // the fabric changed for this op
+  bool fallback = false;      // controller gave up or is gone: the fabric is a static giant ring or unknown
+  bool provisioned = false;   // the request was sent ahead by the previous op's post hook
+  double wait_ms = 0;         // time the hook blocked
+  std::map<std::string, std::string> topo;  // rail -> topo_id the op runs on
+};
+
+class Shim {
+ public:
+  // Connects and says hello. Throws PhaseError with the controller's message when refused
+  // (wrong job, world size, duplicate rank) and ocslab::Error when it cannot connect.
+  explicit Shim(ShimOptions options);
+  ~Shim();
+  Shim(const Shim&) = delete;
+  Shim& operator=(const Shim&) = delete;
+
+  // dim: "pp", one of the job's symmetric dimension names, or "mgmt" (never reconfigures).
+  // Throws PhaseError when the controller refuses (size disagreement, unknown dimension).
+  void add_group(const std::string& name, const std::string& dim, const std::vector<int>& ranks);
+
+  Decision pre_communication(const OpDescriptor& op);
+  void post_communication(const OpDescriptor& op);
+  // Clean goodbye (also done by the destructor).
+  void close();
+
+  bool in_fallback() const { return fallback_; }
+  const std::string& fallback_reason() const { return fallback_reason_; }
+  // Every report the shim received or raised (fallback, peer lost, controller lost), in words.
+  const std::vector<std::string>& reports() const { return reports_; }
+  const std::vector<Sample>& samples() const { return samples_; }
+  void write_csv(const std::string& path) const;
+  const PhaseTable& phase_table() const { return table_; }
+  bool provisioning_active() const { return options_.mode == ShimMode::kProvisioning && table_ready_; }
+
+ private:
+  void send_line(const std::string& line);
+  // Reads one controller message (blocking up to the deadline); false on timeout.
+  bool read_one(std::chrono::steady_clock::time_point deadline);
+  void handle(const std::string& line);
+  void lose_controller(const std::string& why);
+  void sample(const std::string& subject, const std::string& signal, double value, const std::string& unit);
+  void note_op(const OpDescriptor& op);
+  void send_request(const std::string& group, int64_t seq, int64_t op, bool provision);
+
+  ShimOptions options_;
+  int fd_ = -1;
+  std::string inbuf_;
+  std::map<std::string, std::string> dims_;  // group -> dim
+  std::map<std::string, int64_t> seq_;       // group -> seq of the last op started
+  std::set<std::pair<std::string, int64_t>> requested_;
+  struct Ack {
+    bool reconfigured = false;
+    bool fallback = false;
+    std::map<std::string, std::string> topo;
+  };
+  std::map<std::pair<std::string, int64_t>, Ack> acks_;
+  std::map<std::pair<std::string, int64_t>, std::string> errors_;
+  std::optional<std::string> registered_, register_error_;
+  std::set<int> lost_peers_;
+  bool fallback_ = false;
+  std::string fallback_reason_;
+  std::vector<std::string> reports_;
+  std::vector<Sample> samples_;
+  PhaseTable table_;
+  bool table_ready_ = false;
+  std::vector<std::vector<PhaseEntry>> profiled_;  // steps seen while profiling
+  std::map<std::string, std::string> topo_;        // last known rail -> topo_id
+};
+
+}  // namespace ocslab::phase

@@ -1,0 +1,130 @@
+#include "ocslab/phase/controller_config.h"
+
+#include <fmt/format.h>
+
+#include <set>
+
+#include "ocslab/ocsctl/switch_url.h"
+
+namespace ocslab::phase {
+
+ControllerConfig parse_controller_config(const YamlDoc& doc) {
+  const auto& root = doc.root;
+  if (!root.IsMap()) throw config_error(doc, root, "a controller file is a mapping (job, pp, dims, rails, ...)");
+  only_keys(doc, root, {"job", "pp", "dims", "initial", "listen", "ack_timeout_ms", "max_retries", "rails"});
+  ControllerConfig c;
+  c.origin = doc.origin;
+  c.layout.job = as_string(doc, require(doc, root, "job"));
+  auto pp = require(doc, root, "pp");
+  c.layout.pp = static_cast<int>(as_int(doc, pp));
+  if (auto dims = root["dims"]) {
+    if (!dims.IsSequence()) throw config_error(doc, dims, "dims is a list of {name, size}");
+    for (const auto& d : dims) {
+      if (!d.IsMap()) throw config_error(doc, d, "a dimension is {name: NAME, size: N}");
+      only_keys(doc, d, {"name", "size"});
+      c.layout.dims.push_back(
+          {as_string(doc, require(doc, d, "name")), static_cast<int>(as_int(doc, require(doc, d, "size")))});
+    }
+  }
+  try {
+    c.layout.validate();
+  } catch (const TopologyError& e) {
+    throw config_error(doc, pp, e.what());
+  }
+  if (auto init = root["initial"]) {
+    try {
+      c.initial = TopoId::parse(as_string(doc, init), c.layout);
+    } catch (const TopologyError& e) {
+      throw config_error(doc, init, e.what());
+    }
+  } else {
+    c.initial = TopoId::uniform(c.layout, c.layout.dims.empty() ? 0 : 1);
+  }
+  if (auto l = root["listen"]) {
+    auto text = as_string(doc, l);
+    auto colon = text.rfind(':');
+    if (colon == std::string::npos || colon == 0)
+      throw config_error(doc, l, fmt::format("listen '{}' is not HOST:PORT", text));
+    c.listen_host = text.substr(0, colon);
+    try {
+      size_t pos = 0;
+      c.listen_port = std::stoi(text.substr(colon + 1), &pos);
+      if (pos != text.size() - colon - 1 || c.listen_port < 0 || c.listen_port > 65535) throw std::out_of_range("port");
+    } catch (const std::exception&) {
+      throw config_error(doc, l, fmt::format("listen '{}': port must be 0..65535", text));
+    }
+  }
+  if (auto t = root["ack_timeout_ms"]) {
+    auto v = as_int(doc, t);
+    if (v < 1 || v > 3'600'000) throw config_error(doc, t, "ack_timeout_ms must be 1..3600000");
+    c.ack_timeout_ms = static_cast<int>(v);
+  }
+  if (auto m = root["max_retries"]) {
+    auto v = as_int(doc, m);
+    if (v < 0 || v > 100) throw config_error(doc, m, "max_retries must be 0..100");
+    c.max_retries = static_cast<int>(v);
+  }
+  auto rails = require(doc, root, "rails");
+  if (!rails.IsSequence() || rails.size() == 0) throw config_error(doc, rails, "rails is a non-empty list");
+  std::set<std::string> names;
+  for (const auto& r : rails) {
+    if (!r.IsMap()) throw config_error(doc, r, "a rail is {name, switch, slots, [allow]}");
+    only_keys(doc, r, {"name", "switch", "allow", "slots"});
+    RailConfig rc;
+    rc.name = as_string(doc, require(doc, r, "name"));
+    if (!names.insert(rc.name).second)
+      throw config_error(doc, r["name"], fmt::format("rail '{}' appears twice", rc.name));
+    auto sw = require(doc, r, "switch");
+    rc.url = as_string(doc, sw);
+    try {
+      (void)ocs::SwitchUrl::parse(rc.url);
+    } catch (const Error& e) {
+      throw config_error(doc, sw, e.what());
+    }
+    if (auto a = r["allow"]) {
+      try {
+        rc.allow = ocs::PortSet::parse(as_string(doc, a));
+      } catch (const ConfigError&) {
+        throw;
+      } catch (const Error& e) {
+        throw config_error(doc, a, e.what());
+      }
+    }
+    auto slots = require(doc, r, "slots");
+    if (!slots.IsSequence()) throw config_error(doc, slots, "slots is a list of INGRESS-EGRESS, one per rank");
+    std::set<int> ports;
+    for (const auto& s : slots) {
+      ocs::Circuit c2;
+      try {
+        c2 = ocs::parse_circuit(as_string(doc, s));
+      } catch (const ConfigError&) {
+        throw;
+      } catch (const Error& e) {
+        throw config_error(doc, s, e.what());
+      }
+      for (int p : {c2.ingress, c2.egress}) {
+        if (!ports.insert(p).second)
+          throw config_error(doc, s, fmt::format("port {} is in two slots of rail {}", p, rc.name));
+        if (rc.allow && !rc.allow->contains(p)) {
+          throw config_error(
+              doc, s,
+              fmt::format("port {} of rail {} is outside its allow-list {}", p, rc.name, rc.allow->to_string()));
+        }
+      }
+      rc.slots.push_back({c2.ingress, c2.egress});
+    }
+    if (static_cast<int>(rc.slots.size()) < c.layout.ranks()) {
+      throw config_error(doc, slots,
+                         fmt::format("rail {} has {} slots but job {} has {} ranks", rc.name, rc.slots.size(),
+                                     c.layout.job, c.layout.ranks()));
+    }
+    c.rails.push_back(std::move(rc));
+  }
+  return c;
+}
+
+ControllerConfig load_controller_config(const std::string& path) {
+  return parse_controller_config(load_yaml_file(path));
+}
+
+}  // namespace ocslab::phase

@@ -1,0 +1,340 @@
+#include "ocslab/phase/orchestrator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "ocslab/common/log.h"
+
+namespace ocslab::phase {
+
+Orchestrator::Orchestrator(std::string rail, std::vector<Slot> slots, std::unique_ptr<ocs::OcsDriver> driver)
+    : rail_(std::move(rail)), slots_(std::move(slots)), driver_(std::move(driver)) {
+  if (!driver_) throw Error(fmt::format("rail {}: an orchestrator needs a switch driver", rail_));
+  std::set<ocs::Port> seen;
+  for (const auto& s : slots_) {
+    for (auto p : {s.ingress, s.egress}) {
+      if (!seen.insert(p).second) throw InfeasibleError(fmt::format("rail {}: port {} appears in two slots", rail_, p));
+    }
+  }
+  // Refuse a rail whose slots reach outside the driver's allow-list before anything is sent.
+  std::vector<ocs::Port> all(seen.begin(), seen.end());
+  if (const auto& allow = driver_->options().allow) {
+    for (auto p : all) {
+      if (!allow->contains(p)) {
+        throw InfeasibleError(
+            fmt::format("rail {}: slot port {} is outside the switch allow-list {}", rail_, p, allow->to_string()));
+      }
+    }
+  }
+}
+
+Orchestrator::Job& Orchestrator::job_ref(const std::string& job) {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) throw Error(fmt::format("rail {}: no job '{}'", rail_, job));
+  return it->second;
+}
+const Orchestrator::Job& Orchestrator::job_ref(const std::string& job) const {
+  return const_cast<Orchestrator*>(this)->job_ref(job);
+}
+
+bool Orchestrator::slot_masked(const Slot& s) const { return masked_.count(s.ingress) || masked_.count(s.egress); }
+
+bool Orchestrator::slot_free(const Slot& s) const {
+  for (const auto& [name, j] : jobs_) {
+    if (std::find(j.slots.begin(), j.slots.end(), s) != j.slots.end()) return false;
+  }
+  return true;
+}
+
+std::map<ocs::Port, ocs::Port> Orchestrator::target_of(const Job& j, const std::vector<RankEdge>& edges) const {
+  std::map<ocs::Port, ocs::Port> target;
+  for (const auto& c : to_circuits(edges, j.slots)) target[c.ingress] = c.egress;
+  return target;
+}
+
+ReconfigReport Orchestrator::diff(const Job& j, const std::map<ocs::Port, ocs::Port>& target) const {
+  ReconfigReport r;
+  r.rail = rail_;
+  r.job = j.layout.job;
+  std::set<ocs::Port> touched;
+  for (const auto& [in, out] : j.circuits) {
+    auto it = target.find(in);
+    if (it == target.end() || it->second != out) {
+      r.removed.push_back({in, out});
+      touched.insert(in);
+      touched.insert(out);
+    }
+  }
+  for (const auto& [in, out] : target) {
+    auto it = j.circuits.find(in);
+    if (it == j.circuits.end() || it->second != out) {
+      r.added.push_back({in, out});
+      touched.insert(in);
+      touched.insert(out);
+    }
+  }
+  r.ports_touched.assign(touched.begin(), touched.end());
+  return r;
+}
+
+void Orchestrator::resync(Job& j) {
+  // After a failed command our record of the job's ports is stale: read the switch back so a
+  // retry diffs against what is really there. If even that fails the record is emptied and
+  // the next attempt's commands will say what is wrong.
+  std::set<ocs::Port> ingress;
+  for (const auto& s : j.slots) ingress.insert(s.ingress);
+  j.circuits.clear();
+  try {
+    for (const auto& c : driver_->list()) {
+      if (ingress.count(c.ingress)) j.circuits[c.ingress] = c.egress;
+    }
+  } catch (const std::exception& e) {
+    spdlog::warn("rail {}: job {}: cannot read the switch back after a failure: {}", rail_, j.layout.job, e.what());
+  }
+}
+
+void Orchestrator::execute(Job& j, ReconfigReport& r, const std::map<ocs::Port, ocs::Port>& target) {
+  try {
+    execute_unchecked(j, r, target);
+  } catch (...) {
+    resync(j);
+    throw;
+  }
+}
+
+void Orchestrator::execute_unchecked(Job& j, ReconfigReport& r, const std::map<ocs::Port, ocs::Port>& target) {
+  auto t0 = now();
+  r.started = t0;
+  r.calls.clear();
+  if (r.changed()) {
+    driver_->check_circuits(r.added);  // allow-list and switch size, before anything is sent
+    auto record = [&] {
+      if (auto t = driver_->last_timing()) r.calls.push_back(*t);
+    };
+    if (!r.removed.empty()) {
+      std::vector<ocs::Port> ingress;
+      for (const auto& c : r.removed) ingress.push_back(c.ingress);
+      driver_->disconnect(ingress);
+      record();
+      for (auto p : ingress) j.circuits.erase(p);
+    }
+    if (!r.added.empty()) {
+      driver_->connect(r.added);
+      record();
+    }
+  }
+  j.circuits = target;
+  r.finished = now();
+  r.total_ms = elapsed_ms(t0, r.finished);
+}
+
+ReconfigReport Orchestrator::add_job(const JobLayout& layout, const TopoId& initial,
+                                     std::optional<std::vector<Slot>> slots) {
+  std::lock_guard lock(mutex_);
+  auto t0 = now();
+  layout.validate();
+  initial.validate(layout);
+  if (jobs_.count(layout.job)) throw Error(fmt::format("rail {}: job '{}' is already placed", rail_, layout.job));
+  Job j;
+  j.layout = layout;
+  j.table = std::make_unique<SubMappingTable>(layout);
+  const size_t need = static_cast<size_t>(layout.ranks());
+  if (slots) {
+    if (slots->size() != need) {
+      throw InfeasibleError(
+          fmt::format("rail {}: job {} has {} ranks but {} slots were given", rail_, layout.job, need, slots->size()));
+    }
+    for (const auto& s : *slots) {
+      if (std::find(slots_.begin(), slots_.end(), s) == slots_.end()) {
+        throw InfeasibleError(fmt::format("rail {}: job {}: slot {}/{} is not one of the rail's", rail_, layout.job,
+                                          s.ingress, s.egress));
+      }
+      if (!slot_free(s) || slot_masked(s)) {
+        throw InfeasibleError(
+            fmt::format("rail {}: job {}: slot {}/{} is taken or masked", rail_, layout.job, s.ingress, s.egress));
+      }
+    }
+    j.slots = *slots;
+  } else {
+    for (const auto& s : slots_) {
+      if (j.slots.size() == need) break;
+      if (slot_free(s) && !slot_masked(s)) j.slots.push_back(s);
+    }
+    if (j.slots.size() < need) {
+      throw InfeasibleError(fmt::format("rail {}: job {} needs {} slots, {} free healthy slots remain", rail_,
+                                        layout.job, need, j.slots.size()));
+    }
+  }
+  // Learn what is already wired on the job's ports, so the first diff is honest.
+  std::set<ocs::Port> ingress, egress;
+  for (const auto& s : j.slots) {
+    ingress.insert(s.ingress);
+    egress.insert(s.egress);
+  }
+  for (const auto& c : driver_->list()) {
+    if (ingress.count(c.ingress) && egress.count(c.egress)) {
+      j.circuits[c.ingress] = c.egress;
+    } else if (ingress.count(c.ingress) || egress.count(c.egress)) {
+      throw InfeasibleError(fmt::format("rail {}: job {}: circuit {} links one of its ports to a port it does not own",
+                                        rail_, layout.job, ocs::to_string(c)));
+    }
+  }
+  auto target = target_of(j, j.table->compose(initial));
+  auto r = diff(j, target);
+  r.to = initial.str();
+  for (int s = 0; s < layout.pp; ++s) r.stages.push_back(s);
+  r.plan_ms = elapsed_ms(t0, now());
+  auto& placed = jobs_[layout.job] = std::move(j);
+  execute(placed, r, target);
+  placed.topo = initial;
+  return r;
+}
+
+ReconfigReport Orchestrator::remove_job(const std::string& job) {
+  std::lock_guard lock(mutex_);
+  auto& j = job_ref(job);
+  auto r = diff(j, {});
+  r.from = j.topo ? j.topo->str() : "ring";
+  execute(j, r, {});
+  jobs_.erase(job);
+  return r;
+}
+
+ReconfigReport Orchestrator::plan(const std::string& job, const TopoId& topo) const {
+  std::lock_guard lock(mutex_);
+  const auto& j = job_ref(job);
+  topo.validate(j.layout);
+  auto r = diff(j, target_of(j, j.table->compose(topo)));
+  r.from = j.topo ? j.topo->str() : "ring";
+  r.to = topo.str();
+  if (j.topo) r.stages = j.table->affected_stages(*j.topo, topo);
+  return r;
+}
+
+ReconfigReport Orchestrator::set_topology(const std::string& job, const TopoId& topo) {
+  std::lock_guard lock(mutex_);
+  auto t0 = now();
+  auto& j = job_ref(job);
+  topo.validate(j.layout);
+  std::map<ocs::Port, ocs::Port> target;
+  std::vector<int> stages;
+  if (j.topo) {
+    // Only the affected stages' sub-mappings are recomposed; the others keep their circuits.
+    stages = j.table->affected_stages(*j.topo, topo);
+    target = j.circuits;
+    for (int s : stages) {
+      int rps = j.layout.ranks_per_stage();
+      for (int l = 0; l < rps; ++l) target.erase(j.slots[static_cast<size_t>(s * rps + l)].ingress);
+    }
+    for (const auto& [in, out] : target_of(j, j.table->compose_stages(topo, stages))) target[in] = out;
+  } else {
+    for (int s = 0; s < j.layout.pp; ++s) stages.push_back(s);
+    target = target_of(j, j.table->compose(topo));
+  }
+  auto r = diff(j, target);
+  r.from = j.topo ? j.topo->str() : "ring";
+  r.to = topo.str();
+  r.stages = stages;
+  r.plan_ms = elapsed_ms(t0, now());
+  execute(j, r, target);
+  j.topo = topo;
+  spdlog::debug("rail {}: job {} {} -> {}: {} removed, {} added in {:.3f} ms", rail_, job, r.from, r.to,
+                r.removed.size(), r.added.size(), r.total_ms);
+  return r;
+}
+
+ReconfigReport Orchestrator::set_giant_ring(const std::string& job) {
+  std::lock_guard lock(mutex_);
+  auto t0 = now();
+  auto& j = job_ref(job);
+  auto target = target_of(j, j.table->giant_ring());
+  auto r = diff(j, target);
+  r.from = j.topo ? j.topo->str() : "ring";
+  r.to = "ring";
+  for (int s = 0; s < j.layout.pp; ++s) r.stages.push_back(s);
+  r.plan_ms = elapsed_ms(t0, now());
+  execute(j, r, target);
+  j.topo.reset();
+  return r;
+}
+
+MaskReport Orchestrator::mask_port(ocs::Port port) {
+  std::lock_guard lock(mutex_);
+  MaskReport m;
+  m.port = port;
+  auto it =
+      std::find_if(slots_.begin(), slots_.end(), [&](const Slot& s) { return s.ingress == port || s.egress == port; });
+  if (it == slots_.end()) throw Error(fmt::format("rail {}: port {} is not one of the rail's slot ports", rail_, port));
+  masked_.insert(port);
+  Slot failed = *it;
+  for (auto& [name, j] : jobs_) {
+    auto pos = std::find(j.slots.begin(), j.slots.end(), failed);
+    if (pos == j.slots.end()) continue;
+    m.job = name;
+    m.rank = static_cast<int>(pos - j.slots.begin());
+    m.from = failed;
+    std::optional<Slot> spare;
+    for (const auto& s : slots_) {
+      if (slot_free(s) && !slot_masked(s)) {
+        spare = s;
+        break;
+      }
+    }
+    if (!spare) {
+      throw InfeasibleError(
+          fmt::format("rail {}: port {} failed under job {} rank {}; no healthy spare slot remains ({} masked)", rail_,
+                      port, name, m.rank, masked_.size()));
+    }
+    m.to = spare;
+    *pos = *spare;
+    // Circuits on the failed slot's ports go; the rank's edges are re-made on the spare.
+    auto edges = j.topo ? j.table->compose(*j.topo) : j.table->giant_ring();
+    auto target = target_of(j, edges);
+    auto r = diff(j, target);
+    r.from = j.topo ? j.topo->str() : "ring";
+    r.to = r.from;
+    execute(j, r, target);
+    m.reapplied = std::move(r);
+    break;
+  }
+  return m;
+}
+
+std::set<ocs::Port> Orchestrator::masked() const {
+  std::lock_guard lock(mutex_);
+  return masked_;
+}
+
+std::optional<TopoId> Orchestrator::topology(const std::string& job) const {
+  std::lock_guard lock(mutex_);
+  return job_ref(job).topo;
+}
+
+std::vector<Slot> Orchestrator::slots_of(const std::string& job) const {
+  std::lock_guard lock(mutex_);
+  return job_ref(job).slots;
+}
+
+std::vector<ocs::Circuit> Orchestrator::circuits_of(const std::string& job) const {
+  std::lock_guard lock(mutex_);
+  std::vector<ocs::Circuit> out;
+  for (const auto& [in, e] : job_ref(job).circuits) out.push_back({in, e});
+  return out;
+}
+
+std::vector<std::string> Orchestrator::jobs() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> out;
+  for (const auto& [n, j] : jobs_) out.push_back(n);
+  return out;
+}
+
+size_t Orchestrator::free_slots() const {
+  std::lock_guard lock(mutex_);
+  size_t n = 0;
+  for (const auto& s : slots_) n += slot_free(s) && !slot_masked(s);
+  return n;
+}
+
+}  // namespace ocslab::phase

@@ -1,0 +1,262 @@
+#include "ocslab/phase/protocol.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+namespace ocslab::phase {
+
+namespace {
+
+struct TypeName {
+  MsgType type;
+  std::string_view name;
+};
+constexpr TypeName kTypes[] = {
+    {MsgType::kHello, "hello"},
+    {MsgType::kRegister, "register"},
+    {MsgType::kRequest, "request"},
+    {MsgType::kDone, "done"},
+    {MsgType::kBye, "bye"},
+    {MsgType::kWelcome, "welcome"},
+    {MsgType::kRegistered, "registered"},
+    {MsgType::kAck, "ack"},
+    {MsgType::kFallback, "fallback"},
+    {MsgType::kPeerLost, "peer_lost"},
+    {MsgType::kError, "error"},
+};
+
+using json = nlohmann::json;
+
+class Reader {
+ public:
+  Reader(const json& j, std::string_view where) : j_(j), where_(where) {}
+  const json* find(const char* key) const {
+    auto it = j_.find(key);
+    return it == j_.end() ? nullptr : &*it;
+  }
+  [[noreturn]] void fail(const char* key, const char* what) const {
+    throw ProtocolError(fmt::format("{}: field '{}' {}", where_, key, what));
+  }
+  std::string str(const char* key, bool required = true) const {
+    auto v = find(key);
+    if (!v) {
+      if (required) fail(key, "is missing");
+      return {};
+    }
+    if (!v->is_string()) fail(key, "must be a string");
+    auto s = v->get<std::string>();
+    if (required && s.empty()) fail(key, "must not be empty");
+    return s;
+  }
+  int64_t integer(const char* key, int64_t lo, int64_t hi, bool required = true, int64_t dflt = -1) const {
+    auto v = find(key);
+    if (!v) {
+      if (required) fail(key, "is missing");
+      return dflt;
+    }
+    if (!v->is_number_integer()) fail(key, "must be an integer");
+    auto x = v->get<int64_t>();
+    if (x < lo || x > hi)
+      throw ProtocolError(fmt::format("{}: field '{}' = {} is outside {}..{}", where_, key, x, lo, hi));
+    return x;
+  }
+  bool boolean(const char* key) const {
+    auto v = find(key);
+    if (!v) return false;
+    if (!v->is_boolean()) fail(key, "must be true or false");
+    return v->get<bool>();
+  }
+  std::vector<int> ints(const char* key) const {
+    auto v = find(key);
+    if (!v) fail(key, "is missing");
+    if (!v->is_array()) fail(key, "must be a list of integers");
+    std::vector<int> out;
+    for (const auto& x : *v) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > (1 << 20)) {
+        fail(key, "must be a list of integers 0..1048576");
+      }
+      out.push_back(x.get<int>());
+    }
+    return out;
+  }
+  std::vector<std::string> strings(const char* key) const {
+    std::vector<std::string> out;
+    auto v = find(key);
+    if (!v) return out;
+    if (!v->is_array()) fail(key, "must be a list of strings");
+    for (const auto& x : *v) {
+      if (!x.is_string()) fail(key, "must be a list of strings");
+      out.push_back(x.get<std::string>());
+    }
+    return out;
+  }
+  std::map<std::string, std::string> string_map(const char* key) const {
+    std::map<std::string, std::string> out;
+    auto v = find(key);
+    if (!v) return out;
+    if (!v->is_object()) fail(key, "must be an object of strings");
+    for (const auto& [k, x] : v->items()) {
+      if (!x.is_string()) fail(key, "must be an object of strings");
+      out[k] = x.get<std::string>();
+    }
+    return out;
+  }
+
+ private:
+  const json& j_;
+  std::string_view where_;
+};
+
+constexpr int64_t kMaxSeq = int64_t{1} << 53;
+
+}  // namespace
+
+std::string_view to_string(MsgType t) {
+  for (const auto& x : kTypes) {
+    if (x.type == t) return x.name;
+  }
+  return "?";
+}
+
+std::string encode(const Message& m) {
+  json j;
+  j["v"] = kProtocolVersion;
+  j["type"] = std::string(to_string(m.type));
+  switch (m.type) {
+    case MsgType::kHello:
+      j["job"] = m.job;
+      j["rank"] = m.rank;
+      j["world"] = m.world;
+      break;
+    case MsgType::kRegister:
+      j["group"] = m.group;
+      j["dim"] = m.dim;
+      j["ranks"] = m.ranks;
+      break;
+    case MsgType::kRequest:
+      j["group"] = m.group;
+      j["seq"] = m.seq;
+      j["op"] = m.op;
+      j["provision"] = m.provision;
+      if (m.digit) j["digit"] = *m.digit;
+      break;
+    case MsgType::kDone:
+      j["group"] = m.group;
+      j["seq"] = m.seq;
+      break;
+    case MsgType::kBye:
+      break;
+    case MsgType::kWelcome:
+      j["job"] = m.job;
+      j["rank"] = m.rank;
+      j["topo"] = m.topo;
+      j["fallback"] = m.fallback;
+      break;
+    case MsgType::kRegistered:
+      j["group"] = m.group;
+      break;
+    case MsgType::kAck:
+      j["group"] = m.group;
+      j["seq"] = m.seq;
+      j["topo"] = m.topo;
+      j["reconfigured"] = m.reconfigured;
+      j["fallback"] = m.fallback;
+      j["wait_us"] = m.wait_us;
+      break;
+    case MsgType::kFallback:
+      j["reason"] = m.reason;
+      break;
+    case MsgType::kPeerLost:
+      j["rank"] = m.rank;
+      j["groups"] = m.groups;
+      j["reason"] = m.reason;
+      break;
+    case MsgType::kError:
+      j["message"] = m.message;
+      if (!m.group.empty()) j["group"] = m.group;
+      if (m.seq >= 0) j["seq"] = m.seq;
+      break;
+  }
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+Message decode(std::string_view line, std::string_view where) {
+  if (line.size() > kMaxLine)
+    throw ProtocolError(fmt::format("{}: line of {} bytes exceeds {}", where, line.size(), kMaxLine));
+  json j = json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throw ProtocolError(fmt::format("{}: not a JSON object", where));
+  Reader r(j, where);
+  auto v = r.integer("v", 0, 1 << 30);
+  if (v != kProtocolVersion) {
+    throw ProtocolError(fmt::format("{}: protocol version {} (this side speaks {})", where, v, kProtocolVersion));
+  }
+  auto type = r.str("type");
+  Message m;
+  bool known = false;
+  for (const auto& x : kTypes) {
+    if (x.name == type) {
+      m.type = x.type;
+      known = true;
+    }
+  }
+  if (!known) throw ProtocolError(fmt::format("{}: unknown message type '{}'", where, type));
+  switch (m.type) {
+    case MsgType::kHello:
+      m.job = r.str("job");
+      m.rank = static_cast<int>(r.integer("rank", 0, 1 << 20));
+      m.world = static_cast<int>(r.integer("world", 1, 1 << 20));
+      break;
+    case MsgType::kRegister:
+      m.group = r.str("group");
+      m.dim = r.str("dim");
+      m.ranks = r.ints("ranks");
+      break;
+    case MsgType::kRequest:
+      m.group = r.str("group");
+      m.seq = r.integer("seq", 0, kMaxSeq);
+      m.op = r.integer("op", -1, kMaxSeq, false, -1);
+      m.provision = r.boolean("provision");
+      if (r.find("digit")) m.digit = static_cast<int>(r.integer("digit", 0, 9));
+      break;
+    case MsgType::kDone:
+      m.group = r.str("group");
+      m.seq = r.integer("seq", 0, kMaxSeq);
+      break;
+    case MsgType::kBye:
+      break;
+    case MsgType::kWelcome:
+      m.job = r.str("job");
+      m.rank = static_cast<int>(r.integer("rank", 0, 1 << 20));
+      m.topo = r.string_map("topo");
+      m.fallback = r.boolean("fallback");
+      break;
+    case MsgType::kRegistered:
+      m.group = r.str("group");
+      break;
+    case MsgType::kAck:
+      m.group = r.str("group");
+      m.seq = r.integer("seq", 0, kMaxSeq);
+      m.topo = r.string_map("topo");
+      m.reconfigured = r.boolean("reconfigured");
+      m.fallback = r.boolean("fallback");
+      m.wait_us = r.integer("wait_us", 0, kMaxSeq, false, 0);
+      break;
+    case MsgType::kFallback:
+      m.reason = r.str("reason");
+      break;
+    case MsgType::kPeerLost:
+      m.rank = static_cast<int>(r.integer("rank", 0, 1 << 20));
+      m.groups = r.strings("groups");
+      m.reason = r.str("reason", false);
+      break;
+    case MsgType::kError:
+      m.message = r.str("message");
+      m.group = r.str("group", false);
+      m.seq = r.integer("seq", 0, kMaxSeq, false, -1);
+      break;
+  }
+  return m;
+}
+
+}  // namespace ocslab::phase

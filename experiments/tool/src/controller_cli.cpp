@@ -1,0 +1,156 @@
+// `ocslab controller`: the phase controller of one job as a standalone process, with one
+// orchestrator per rail driving that rail's switch. Runs until SIGINT/SIGTERM (or
+// --duration), then writes the controller's events and prints its problems.
+#include <signal.h>
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <ostream>
+#include <thread>
+
+#include "commands.h"
+#include "ocslab/cli/ocslab_cli.h"
+#include "ocslab/common/csv_writer.h"
+#include "ocslab/ocsctl/driver.h"
+#include "ocslab/phase/controller.h"
+#include "ocslab/phase/controller_config.h"
+
+namespace ocslab::cli {
+
+namespace {
+
+std::atomic<bool> g_controller_interrupted{false};
+void on_controller_signal(int) { g_controller_interrupted = true; }
+
+constexpr const char* kControllerHelp = R"(ocslab controller - the phase controller of one job (Opus-style)
+
+Usage: ocslab controller CONFIG.yaml [--check] [--events FILE.csv] [--duration SECONDS]
+
+Places the job on every rail's switch (one orchestrator per rail, only the configured slots
+and allow-list are touched), wires the initial topo_id, then serves the job's shims over
+TCP (protocol v1, JSON lines) until SIGINT/SIGTERM or --duration. The first stdout line is
+  {"listen":"HOST:PORT","job":"NAME","rails":N}
+so a launcher can read the bound port (listen port 0 = any free port).
+
+Options:
+  --check             validate CONFIG, print the plan (rails, slots, sub-mappings), exit
+  --events FILE.csv   write every controller event (request, ack, done, reconfig_start/end,
+                      timeout, retry, fallback, ring_ready, disconnect, rejected) at exit
+  --duration SECONDS  stop after this long
+  -h, --help          this text
+
+Switch passwords come from $OCSLAB_OCS_PASSWORD or the credentials file (docs/ocsctl.md).
+Exit codes: 0 done, 1 bad command line, 2 bad CONFIG (file:line:col), 3 a switch or the
+listener failed, 130 interrupted.
+Format and protocol: docs/phase-control.md
+)";
+
+}  // namespace
+
+int run_controller(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::string config_path, events_path;
+  bool check = false;
+  double duration = 0;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const auto& w = args[i];
+    auto need = [&]() -> std::string {
+      if (i + 1 >= args.size()) throw UsageError(w + " needs a value (ocslab controller --help)");
+      return args[++i];
+    };
+    if (w == "-h" || w == "--help") {
+      out << kControllerHelp;
+      return kExitOk;
+    } else if (w == "--check") {
+      check = true;
+    } else if (w == "--events") {
+      events_path = need();
+    } else if (w == "--duration") {
+      auto v = need();
+      try {
+        size_t pos = 0;
+        duration = std::stod(v, &pos);
+        if (pos != v.size() || duration <= 0) throw std::invalid_argument(v);
+      } catch (const std::exception&) {
+        throw UsageError("--duration needs a positive number of seconds, got '" + v + "'");
+      }
+    } else if (!w.empty() && w[0] == '-') {
+      throw UsageError("unknown option '" + w + "' (ocslab controller --help)");
+    } else if (config_path.empty()) {
+      config_path = w;
+    } else {
+      throw UsageError("one CONFIG.yaml only (ocslab controller --help)");
+    }
+  }
+  if (config_path.empty()) throw UsageError("usage: ocslab controller CONFIG.yaml (ocslab controller --help)");
+  auto cfg = phase::load_controller_config(config_path);
+  phase::SubMappingTable table(cfg.layout);
+  if (check) {
+    out << fmt::format("job {}: pp={} ranks={} ({}), initial topo_id {}, {} sub-mappings / {} entries\n",
+                       cfg.layout.job, cfg.layout.pp, cfg.layout.ranks(), cfg.layout.describe_digits(),
+                       cfg.initial.str(), table.count(), table.stored_entries());
+    for (const auto& r : cfg.rails) {
+      out << fmt::format("rail {}: {} slots on {}{}\n", r.name, r.slots.size(), r.url,
+                         r.allow ? " (allow " + r.allow->to_string() + ")" : std::string());
+      auto circuits = phase::to_circuits(table.compose(cfg.initial), r.slots);
+      for (const auto& c : circuits) out << "  " << ocs::to_string(c) << "\n";
+    }
+    out << fmt::format("listen {}:{}, ack timeout {} ms, {} retries\n", cfg.listen_host, cfg.listen_port,
+                       cfg.ack_timeout_ms, cfg.max_retries);
+    return kExitOk;
+  }
+  phase::ControllerOptions co;
+  co.layout = cfg.layout;
+  co.listen_host = cfg.listen_host;
+  co.listen_port = cfg.listen_port;
+  co.ack_timeout = std::chrono::milliseconds(cfg.ack_timeout_ms);
+  co.max_retries = cfg.max_retries;
+  for (const auto& r : cfg.rails) {
+    ocs::DriverOptions o;
+    o.allow = r.allow;
+    auto orch =
+        std::make_shared<phase::Orchestrator>(r.name, r.slots, ocs::make_driver(ocs::SwitchUrl::parse(r.url), o));
+    auto rep = orch->add_job(cfg.layout, cfg.initial,
+                             std::vector<phase::Slot>(r.slots.begin(), r.slots.begin() + cfg.layout.ranks()));
+    err << fmt::format("ocslab controller: rail {}: job {} wired as {} ({} circuits made, {} removed, {:.1f} ms)\n",
+                       r.name, cfg.layout.job, cfg.initial.str(), rep.added.size(), rep.removed.size(), rep.total_ms);
+    co.rails.push_back(std::move(orch));
+  }
+  phase::Controller ctl(co);
+  ctl.start();
+  out << fmt::format("{{\"listen\":\"{}:{}\",\"job\":\"{}\",\"rails\":{}}}\n", cfg.listen_host, ctl.port(),
+                     cfg.layout.job, cfg.rails.size())
+      << std::flush;
+  g_controller_interrupted = false;
+  struct sigaction sa {
+  }, old_int{}, old_term{};
+  sa.sa_handler = on_controller_signal;
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  auto start = std::chrono::steady_clock::now();
+  while (!g_controller_interrupted) {
+    if (duration > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= duration)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  ctl.stop();
+  if (!events_path.empty()) {
+    CsvWriter w(events_path);
+    w.header({"mono_ns", "t_ns", "kind", "rank", "rail", "group", "seq", "stages", "value", "detail"});
+    for (const auto& e : ctl.events()) {
+      std::string st;
+      for (int s : e.stages) st += (st.empty() ? "" : " ") + std::to_string(s);
+      w.row({std::to_string(e.mono_ns), std::to_string(e.real_ns), std::string(phase::to_string(e.kind)),
+             std::to_string(e.rank), e.rail, e.group, std::to_string(e.seq), st, fmt::format("{}", e.value), e.detail});
+    }
+    w.flush();
+  }
+  for (const auto& p : ctl.problems()) err << "ocslab controller: problem: " << p << "\n";
+  if (g_controller_interrupted) return kExitInterrupted;
+  return ctl.in_fallback() ? kExitFailed : kExitOk;
+}
+
+}  // namespace ocslab::cli

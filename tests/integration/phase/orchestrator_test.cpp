@@ -1,0 +1,180 @@
+// The per-rail orchestrator against the project's OCS emulator over real TCP (TL1): only the
+// ports of changed sub-mappings are touched (checked in the emulator's ground truth), jobs
+// sharing a switch never touch each other's ports, the allow-list holds, failed ports are
+// masked by moving the rank to a spare slot or reported infeasible.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "ocslab/ocsctl/errors.h"
+#include "ocslab/phase/orchestrator.h"
+#include "phase_lab.h"
+
+using namespace phase_test;
+using namespace ocslab::phase;
+using ocslab::ocs::Circuit;
+
+namespace {
+
+JobLayout fig8(const std::string& name = "fig8") { return JobLayout{name, 3, {{"dp", 2}, {"cp", 2}}}; }
+
+std::set<int> ports_of(const std::vector<Slot>& slots, const std::vector<int>& ranks) {
+  std::set<int> out;
+  for (int r : ranks) {
+    out.insert(slots[static_cast<size_t>(r)].ingress);
+    out.insert(slots[static_cast<size_t>(r)].egress);
+  }
+  return out;
+}
+
+std::vector<Circuit> sorted(std::vector<Circuit> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("orchestrator wires a job and reprograms only the changed stages' ports", "[phase][orchestrator]") {
+  Lab lab;
+  Orchestrator orch("rail0", lab.slots(1, 16), lab.driver());
+  auto layout = fig8();
+  auto placed = orch.add_job(layout, TopoId::parse("111", layout));
+  CHECK(placed.added.size() == 12);
+  auto slots = orch.slots_of("fig8");
+  CHECK(sorted(lab.circuits()) == sorted(orch.circuits_of("fig8")));
+
+  // Symmetric shift on stage 1: only ranks 4..7's ports move.
+  size_t mark = lab.mark();
+  auto r = orch.set_topology("fig8", TopoId::parse("121", layout));
+  CHECK(r.stages == std::vector<int>{1});
+  CHECK(r.removed.size() == 4);
+  CHECK(r.added.size() == 4);
+  CHECK(r.total_ms > 0);
+  CHECK_FALSE(r.calls.empty());
+  auto touched = lab.ports_touched(mark);
+  CHECK_FALSE(touched.empty());
+  auto stage1 = ports_of(slots, {4, 5, 6, 7});
+  for (int p : touched) CHECK(stage1.count(p) == 1);
+  CHECK(std::set<int>(r.ports_touched.begin(), r.ports_touched.end()) == stage1);
+  CHECK(sorted(lab.circuits()) == sorted(orch.circuits_of("fig8")));
+
+  // Asymmetric shift: stages 1 and 2 into PP; stage 0's ports stay untouched.
+  mark = lab.mark();
+  r = orch.set_topology("fig8", TopoId::parse("100", layout));
+  CHECK(r.stages == std::vector<int>{1, 2});
+  auto stage0 = ports_of(slots, {0, 1, 2, 3});
+  for (int p : lab.ports_touched(mark)) CHECK(stage0.count(p) == 0);
+  // Stage 0 joins: stage 2's successor moves although its digit does not; stage 1 stays.
+  mark = lab.mark();
+  r = orch.set_topology("fig8", TopoId::parse("000", layout));
+  CHECK(r.stages == std::vector<int>{0, 2});
+  auto stage1_in = std::set<int>{slots[4].ingress, slots[5].ingress, slots[6].ingress, slots[7].ingress};
+  for (int p : lab.ports_touched(mark)) CHECK(stage1_in.count(p) == 0);
+  CHECK(sorted(lab.circuits()) == sorted(orch.circuits_of("fig8")));
+
+  // Same topology again: nothing is sent.
+  mark = lab.mark();
+  r = orch.set_topology("fig8", TopoId::parse("000", layout));
+  CHECK_FALSE(r.changed());
+  CHECK(r.calls.empty());
+  CHECK(lab.ports_touched(mark).empty());
+  CHECK_THROWS_WITH(orch.set_topology("fig8", TopoId({0, 3, 0})),
+                    Catch::Contains("digit 3 at stage 1 names a dimension the job lacks"));
+}
+
+TEST_CASE("two jobs on one switch never touch each other's ports", "[phase][orchestrator]") {
+  Lab lab;
+  Orchestrator orch("rail0", lab.slots(1, 20), lab.driver());
+  auto a = fig8("a");
+  JobLayout b{"b", 2, {{"dp", 3}}};
+  orch.add_job(a, TopoId::parse("111", a));
+  orch.add_job(b, TopoId::parse("11", b));
+  auto bslots = orch.slots_of("b");
+  auto aslots = orch.slots_of("a");
+  std::set<int> bports = ports_of(bslots, {0, 1, 2, 3, 4, 5});
+  std::set<int> aports = ports_of(aslots, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
+  for (int p : aports) CHECK(bports.count(p) == 0);
+  auto b_before = sorted(orch.circuits_of("b"));
+
+  size_t mark = lab.mark();
+  for (auto t : {"121", "100", "000", "222", "012", "111"}) orch.set_topology("a", TopoId::parse(t, a));
+  for (int p : lab.ports_touched(mark)) CHECK(bports.count(p) == 0);
+  mark = lab.mark();
+  for (auto t : {"00", "10", "11"}) orch.set_topology("b", TopoId::parse(t, b));
+  for (int p : lab.ports_touched(mark)) CHECK(aports.count(p) == 0);
+  CHECK(sorted(orch.circuits_of("b")) == b_before);
+  // The switch holds exactly the union of both jobs' circuits.
+  auto both = orch.circuits_of("a");
+  for (auto c : orch.circuits_of("b")) both.push_back(c);
+  CHECK(sorted(lab.circuits()) == sorted(both));
+  // Not enough slots left for a third job: infeasible, nothing sent.
+  mark = lab.mark();
+  CHECK_THROWS_AS(orch.add_job(JobLayout{"c", 1, {{"dp", 4}}}, TopoId({1})), InfeasibleError);
+  CHECK(lab.ports_touched(mark).empty());
+  orch.remove_job("a");
+  CHECK(sorted(lab.circuits()) == b_before);
+}
+
+TEST_CASE("orchestrator respects the switch allow-list", "[phase][orchestrator]") {
+  Lab lab;
+  auto allow = ocslab::ocs::PortSet::parse("1..4,65..68");
+  CHECK_THROWS_WITH(Orchestrator("rail0", lab.slots(1, 6), lab.driver(allow)),
+                    Catch::Contains("rail rail0: slot port 5 is outside the switch allow-list 1..4,65..68"));
+  Orchestrator ok("rail0", lab.slots(1, 4), lab.driver(allow));
+  ok.add_job(JobLayout{"j", 2, {{"dp", 2}}}, TopoId({1, 1}));
+  CHECK(lab.circuits().size() == 4);
+}
+
+TEST_CASE("a failed port moves its rank to a spare slot, or the job is reported infeasible", "[phase][orchestrator]") {
+  Lab lab;
+  Orchestrator orch("rail0", lab.slots(1, 6), lab.driver());  // 4 ranks + 2 spares
+  JobLayout j{"j", 2, {{"dp", 2}}};
+  orch.add_job(j, TopoId::parse("11", j));
+  auto before = orch.slots_of("j");
+  size_t mark = lab.mark();
+  auto m = orch.mask_port(before[1].egress);
+  CHECK(m.job == "j");
+  CHECK(m.rank == 1);
+  REQUIRE(m.to);
+  CHECK(*m.to == Slot{5, 69});
+  auto after = orch.slots_of("j");
+  CHECK(after[1] == Slot{5, 69});
+  // Only rank 1's DP partner (rank 0) and rank 1's old/new ports are touched.
+  auto allowed = ports_of(before, {0, 1});
+  allowed.insert(5);
+  allowed.insert(69);
+  for (int p : lab.ports_touched(mark)) CHECK(allowed.count(p) == 1);
+  for (auto c : lab.circuits()) {
+    CHECK(c.ingress != before[1].ingress);
+    CHECK(c.egress != before[1].egress);
+  }
+  auto now_wired = sorted(lab.circuits());
+  CHECK(now_wired == sorted(orch.circuits_of("j")));
+  CHECK(std::find(now_wired.begin(), now_wired.end(), Circuit{1, 69}) != now_wired.end());
+
+  // A masked free slot is never used for placement.
+  orch.mask_port(6);
+  CHECK(orch.free_slots() == 0);
+  // No spare left: infeasible, named.
+  CHECK_THROWS_WITH(orch.mask_port(after[3].ingress),
+                    Catch::Contains("port 4 failed under job j rank 3; no healthy spare slot remains"));
+  CHECK_THROWS_WITH(orch.mask_port(99), Catch::Contains("port 99 is not one of the rail's slot ports"));
+}
+
+TEST_CASE("a refused reprogramming is reported and read back, so a retry converges", "[phase][orchestrator]") {
+  Lab lab;
+  Orchestrator orch("rail0", lab.slots(1, 4), lab.driver());
+  JobLayout j{"j", 2, {{"dp", 2}}};
+  orch.add_job(j, TopoId::parse("10", j));  // stage 1 alone in PP: ranks 2, 3 dark
+  CHECK(lab.circuits().size() == 2);
+  // Someone outside ocslab's allow-list discipline patches into rank 2's free receive port.
+  auto other = lab.driver();
+  other->connect({{10, 67}});
+  CHECK_THROWS_AS(orch.set_topology("j", TopoId::parse("11", j)), ocslab::ocs::DenyError);
+  CHECK(orch.topology("j")->str() == "10");  // not pretending it got there
+  other->disconnect({10});
+  auto r = orch.set_topology("j", TopoId::parse("11", j));
+  CHECK(r.added == std::vector<Circuit>{{3, 68}, {4, 67}});
+  CHECK(sorted(lab.circuits()) == sorted(orch.circuits_of("j")));
+  CHECK(orch.topology("j")->str() == "11");
+}

@@ -1,0 +1,103 @@
+// Test rig for the phase-control tests: the project's OCS emulator (switch model + TL1
+// control plane) on a real io_context thread, listening on loopback, plus helpers to build
+// TL1 drivers for orchestrators and to read the emulator's ground truth per port.
+#pragma once
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ocslab/emulator/control_plane.h"
+#include "ocslab/ocsctl/driver.h"
+#include "ocslab/phase/topology.h"
+
+namespace phase_test {
+
+using namespace ocslab;
+using namespace std::chrono_literals;
+
+inline emu::SwitchParams phase_switch(double switching_ms, int ports = 64) {
+  emu::SwitchParams p;
+  p.name = "EMU-PHASE";
+  p.ingress_ports = ports;
+  p.egress_ports = ports;
+  p.switching = emu::Distribution::fixed(switching_ms);
+  p.ack_after_settle = true;  // COMPLD only once the mirrors settled: a slow switch is a slow ACK
+  return p;
+}
+
+struct Lab {
+  explicit Lab(emu::SwitchParams params = phase_switch(1))
+      : model(io, std::move(params), truth), cp(io, model, truth, tl1_only()) {
+    cp.start();
+    loop = std::thread([this] { io.run(); });
+  }
+  ~Lab() {
+    cp.stop();
+    work.reset();
+    io.stop();
+    loop.join();
+  }
+  static emu::ControlPlaneConfig tl1_only() {
+    emu::ControlPlaneConfig c;
+    c.tl1 = emu::ListenAddress{"127.0.0.1", 0};
+    return c;
+  }
+  std::string url() const { return "tl1://admin@127.0.0.1:" + std::to_string(*cp.ports().tl1); }
+  std::unique_ptr<ocs::OcsDriver> driver(std::optional<ocs::PortSet> allow = {},
+                                         std::chrono::milliseconds reply_timeout = 5000ms) const {
+    ocs::DriverOptions o;
+    o.password = "root";
+    o.reply_timeout = reply_timeout;
+    o.connect_timeout = 5000ms;
+    o.allow = std::move(allow);
+    return ocs::make_driver(ocs::SwitchUrl::parse(url()), std::move(o));
+  }
+  // n slots: ingress first..first+n-1, egress half+first.. (an N x N switch: egress = N + port).
+  std::vector<phase::Slot> slots(int first, int n) const {
+    std::vector<phase::Slot> out;
+    for (int i = 0; i < n; ++i) out.push_back({first + i, model.params().ingress_ports + first + i});
+    return out;
+  }
+  std::vector<ocs::Circuit> circuits() {
+    std::packaged_task<std::vector<ocs::Circuit>()> task([this] { return model.circuits(); });
+    auto fut = task.get_future();
+    boost::asio::post(io, [&task] { task(); });
+    return fut.get();
+  }
+  // Every port the switch moved a mirror for or removed a circuit on since sample index `from`
+  // (ground truth subjects "IN-OUT" for switch_start, "IN" for circuit_removed).
+  std::set<int> ports_touched(size_t from = 0) const {
+    std::set<int> out;
+    auto all = truth.samples();
+    for (size_t i = from; i < all.size(); ++i) {
+      const auto& s = all[i];
+      if (s.source != "switch") continue;
+      if (s.signal == "switch_start") {
+        auto dash = s.subject.find('-');
+        out.insert(std::stoi(s.subject.substr(0, dash)));
+        out.insert(std::stoi(s.subject.substr(dash + 1)));
+      } else if (s.signal == "circuit_removed") {
+        out.insert(std::stoi(s.subject));
+      }
+    }
+    return out;
+  }
+  size_t mark() const { return truth.samples().size(); }
+
+  boost::asio::io_context io;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work{io.get_executor()};
+  emu::GroundTruth truth{"EMU-PHASE"};
+  emu::SwitchModel model;
+  emu::ControlPlane cp;
+  std::thread loop;
+};
+
+}  // namespace phase_test

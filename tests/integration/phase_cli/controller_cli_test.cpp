@@ -1,0 +1,127 @@
+// `ocslab controller` in-process against the OCS emulator: --check prints the plan, a bad file
+// exits 2 naming file:line:col, and a real run serves two shims, rewires the switch for them
+// and writes its events.
+#include <catch2/catch.hpp>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "../phase/phase_lab.h"
+#include "ocslab/cli/ocslab_cli.h"
+#include "ocslab/phase/shim.h"
+
+using namespace phase_test;
+using namespace ocslab::phase;
+
+namespace {
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::string write_config(const std::string& path, const Lab& lab, int port, int pp = 1, int dp = 2) {
+  std::ofstream(path) << "job: cli\npp: " << pp << "\ndims: [{name: dp, size: " << dp
+                      << "}]\nlisten: 127.0.0.1:" << port
+                      << "\nack_timeout_ms: 5000\nrails:\n  - name: rail0\n    switch: " << lab.url()
+                      << "\n    allow: 1..3,65..67\n    slots: [1-65, 2-66, 3-67]\n";
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("ocslab controller --check prints the plan; bad files exit 2 naming the line", "[phase][cli]") {
+  Lab lab;
+  auto cfg = write_config("/tmp/ocslab-phase-cli-check-" + std::to_string(::getpid()) + ".yaml", lab, 0);
+  std::ostringstream out, err;
+  CHECK(ocslab::cli::run_ocslab({"controller", cfg, "--check"}, out, err) == ocslab::cli::kExitOk);
+  CHECK_THAT(out.str(),
+             Catch::Contains("job cli: pp=1 ranks=2 (0=pp, 1=dp), initial topo_id 1, 2 sub-mappings / 4 entries") &&
+                 Catch::Contains("rail rail0: 3 slots") && Catch::Contains("  1-66\n  2-65\n"));
+  CHECK(lab.circuits().empty());  // --check touches nothing
+  std::ofstream(cfg)
+      << "job: cli\npp: 1\nrails: [{name: r, switch: 'tl1://admin@127.0.0.1:1', slots: [1-65], bogus: 1}]\n";
+  std::ostringstream out2, err2;
+  CHECK(ocslab::cli::run_ocslab({"controller", cfg}, out2, err2) == ocslab::cli::kExitInput);
+  CHECK_THAT(err2.str(), Catch::Contains(cfg + ":3:") && Catch::Contains("unknown key 'bogus'"));
+  std::ostringstream out3, err3;
+  CHECK(ocslab::cli::run_ocslab({"controller", cfg, "--duration", "x"}, out3, err3) == ocslab::cli::kExitUsage);
+  std::remove(cfg.c_str());
+}
+
+TEST_CASE("ocslab controller serves shims and rewires the switch", "[phase][cli]") {
+  Lab lab;
+  ::setenv("OCSLAB_OCS_PASSWORD", "root", 1);
+  int port = free_port();
+  // Two stages of one rank each: DP groups of one have no circuits; the PP op pairs the stages.
+  auto cfg = write_config("/tmp/ocslab-phase-cli-run-" + std::to_string(::getpid()) + ".yaml", lab, port, 2, 1);
+  auto events = "/tmp/ocslab-phase-cli-events-" + std::to_string(::getpid()) + ".csv";
+  std::ostringstream out, err;
+  int rc = -1;
+  std::thread cli([&] {
+    rc = ocslab::cli::run_ocslab({"controller", cfg, "--duration", "4", "--events", events}, out, err);
+  });
+  // Wait until the job is wired (2 circuits) and the controller listens.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::vector<std::unique_ptr<Shim>> shims;
+  while (shims.empty() && std::chrono::steady_clock::now() < deadline) {
+    try {
+      ShimOptions so;
+      so.port = port;
+      so.job = "cli";
+      so.world = 2;
+      so.rank = 0;
+      auto s0 = std::make_unique<Shim>(so);
+      so.rank = 1;
+      auto s1 = std::make_unique<Shim>(so);
+      shims.push_back(std::move(s0));
+      shims.push_back(std::move(s1));
+    } catch (const std::exception&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  REQUIRE(shims.size() == 2);
+  std::vector<Decision> d(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      auto& s = *shims[static_cast<size_t>(r)];
+      s.add_group("pp", "pp", {0, 1});
+      d[static_cast<size_t>(r)] = s.pre_communication({"pp", "send", 64, 0});  // "11" -> "00"
+      s.post_communication({"pp", "send", 64, 0});
+    });
+  }
+  for (auto& t : ranks) t.join();
+  shims.clear();
+  cli.join();
+  CHECK(rc == ocslab::cli::kExitOk);
+  INFO(err.str());
+  CHECK_THAT(out.str(),
+             Catch::Contains(fmt::format("{{\"listen\":\"127.0.0.1:{}\",\"job\":\"cli\",\"rails\":1}}", port)));
+  CHECK(d[0].reconfigured);
+  CHECK(d[1].topo.at("rail0") == "00");
+  auto wired = lab.circuits();
+  std::sort(wired.begin(), wired.end());
+  CHECK(wired == std::vector<ocslab::ocs::Circuit>{{1, 66}, {2, 65}});
+  std::ifstream ev(events);
+  std::string all((std::istreambuf_iterator<char>(ev)), std::istreambuf_iterator<char>());
+  CHECK_THAT(all, Catch::Contains("reconfig_end") &&
+                      Catch::Contains("mono_ns,t_ns,kind,rank,rail,group,seq,stages,value,detail"));
+  std::remove(cfg.c_str());
+  std::remove(events.c_str());
+}
