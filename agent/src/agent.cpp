@@ -97,7 +97,7 @@ class Session {
   // per sample were most of what the agent cost; a sample's timestamps are taken by its
   // probe, so the delay moves only when the client sees it. Replies are never held back.
   void send_sample(std::string_view line) {
-    bool first;
+    bool first, wake;
     {
       std::lock_guard lock(mutex_);
       if (broken_) return;
@@ -115,8 +115,10 @@ class Session {
       }
       queue_.back().line += line;
       queued_bytes_ += line.size();
+      // A batch that reaches kFlushBytes goes out without waiting for its deadline.
+      wake = first || (queued_bytes_ >= kFlushBytes && queued_bytes_ - line.size() < kFlushBytes);
     }
-    if (first) cv_.notify_one();
+    if (wake) cv_.notify_one();
   }
 
   // The reply's t3 is stamped by the writer right before the bytes go out.
