@@ -35,14 +35,18 @@ void HeartbeatProbe::run(probes::SampleSink sink) {
   // Ticks are scheduled from the start time, not from the previous tick, so a late tick does not
   // shift every later one: the rate stays exact over a long capture.
   auto start = std::chrono::steady_clock::now();
+  // One Sample for every tick: its strings are set once, not copied per tick.
+  Sample sample{0, 0, host_, "heartbeat", subject_, "heartbeat", 0, "count"};
   std::unique_lock lock(mutex_);
   for (long long n = 1;; ++n) {
     auto due = start + std::chrono::milliseconds(static_cast<long long>(interval_ms_) * n);
     if (wake_.wait_until(lock, due, [this] { return stopping_; })) return;
     lock.unlock();
     Timestamp ts = now();
-    sink(Sample{ts.realtime_ns, ts.monotonic_ns, host_, "heartbeat", subject_, "heartbeat", static_cast<double>(n),
-                "count"});
+    sample.t_ns = ts.realtime_ns;
+    sample.mono_ns = ts.monotonic_ns;
+    sample.value = static_cast<double>(n);
+    sink(sample);
     lock.lock();
   }
 }

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
+#include <iterator>
 #include <cmath>
 #include <limits>
 
@@ -85,8 +87,27 @@ ProbeRequest parse_probe(const json& p, size_t index, const json& id) {
 }
 
 // Writes a JSON string literal (quotes and escapes) for s.
+// A JSON string exactly as nlohmann::json's dump writes it (ensure_ascii off, invalid UTF-8
+// replaced). Printable ASCII without '"' or '\\', which is what probes name things with, is
+// copied as it is; anything else goes through the library. Every sample has five strings, and
+// building a json value per string was most of the agent's formatting cost.
 void append_string(std::string& out, const std::string& s) {
-  out += json(s).dump(-1, ' ', false, json::error_handler_t::replace);
+  const bool plain = std::all_of(s.begin(), s.end(), [](char c) {
+    auto u = static_cast<unsigned char>(c);
+    return u >= 0x20 && u < 0x80 && c != '"' && c != '\\';
+  });
+  if (!plain) {
+    out += json(s).dump(-1, ' ', false, json::error_handler_t::replace);
+    return;
+  }
+  out += '"';
+  out += s;
+  out += '"';
+}
+
+void append_integer(std::string& out, auto v) {
+  char buf[24];
+  out.append(buf, std::to_chars(buf, buf + sizeof(buf), v).ptr);
 }
 
 }  // namespace
@@ -215,8 +236,18 @@ std::string request_line(const Request& r) {
 
 std::string sample_line(uint64_t seq, const Sample& s) {
   std::string out;
-  out.reserve(160 + s.host.size() + s.source.size() + s.subject.size() + s.signal.size() + s.unit.size());
-  out += fmt::format("{{\"type\":\"sample\",\"seq\":{},\"t_ns\":{},\"mono_ns\":{},\"host\":", seq, s.t_ns, s.mono_ns);
+  append_sample_line(out, seq, s);
+  return out;
+}
+
+void append_sample_line(std::string& out, uint64_t seq, const Sample& s) {
+  out += "{\"type\":\"sample\",\"seq\":";
+  append_integer(out, seq);
+  out += ",\"t_ns\":";
+  append_integer(out, s.t_ns);
+  out += ",\"mono_ns\":";
+  append_integer(out, s.mono_ns);
+  out += ",\"host\":";
   append_string(out, s.host);
   out += ",\"source\":";
   append_string(out, s.source);
@@ -226,11 +257,14 @@ std::string sample_line(uint64_t seq, const Sample& s) {
   append_string(out, s.signal);
   out += ",\"value\":";
   // fmt's shortest round-trip form is valid JSON for finite values; JSON has no NaN.
-  out += std::isfinite(s.value) ? fmt::format("{}", s.value) : "null";
+  if (std::isfinite(s.value)) {
+    fmt::format_to(std::back_inserter(out), "{}", s.value);
+  } else {
+    out += "null";
+  }
   out += ",\"unit\":";
   append_string(out, s.unit);
   out += "}\n";
-  return out;
 }
 
 std::optional<uint64_t> sample_line_seq(std::string_view line) {

@@ -68,9 +68,7 @@ std::optional<CallTiming> OcsDriver::last_timing() const {
   return timings_[current_ ^ 1];
 }
 
-void OcsDriver::set_op(std::string_view op) {
-  if (op_ != op) assign_reusing(op_, op);
-}
+void OcsDriver::set_op(std::string_view op) { op_ = op; }
 
 // Runs one public operation: serialises it, (re)connects, decorates errors with the switch
 // and the command in flight, and drops the connection when its state is no longer known.

@@ -9,6 +9,7 @@
 #include <cctype>
 #include <charconv>
 #include <climits>
+#include <cstring>
 
 #include "ocslab/ocsctl/errors.h"
 #include "string_reuse.h"
@@ -161,30 +162,37 @@ std::string unquote(std::string_view s) {
   return out;
 }
 
-void append_number(std::string& out, int v) {
-  char buf[16];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
-  out.append(buf, end);
-}
-
-// Appends n ports (port_at(0..n-1)) as parse_tl1_port_list reads them back: items joined by
-// '&', ascending runs of three or more as "a&&b".
+// Writes n ports (port_at(0..n-1)) at out as parse_tl1_port_list reads them back: items
+// joined by '&', ascending runs of three or more as "a&&b". Straight into a buffer with room
+// for max_tl1_port_list_size(n) bytes, not through std::string appends (every patch request
+// is built this way). Returns the end of the text.
 template <class PortAt>
-void append_port_runs(std::string& out, size_t n, PortAt port_at) {
+char* write_port_runs(char* out, size_t n, PortAt port_at) {
+  auto number = [&](Port v) { out = std::to_chars(out, out + 11, v).ptr; };  // 11: "-2147483648"
   size_t i = 0;
   while (i < n) {
     size_t j = i;
-    while (j + 1 < n && port_at(j + 1) == port_at(j) + 1) ++j;
-    if (i > 0) out += '&';
-    append_number(out, port_at(i));
+    while (j + 1 < n && static_cast<long long>(port_at(j + 1)) == static_cast<long long>(port_at(j)) + 1) ++j;
+    if (i > 0) *out++ = '&';
+    number(port_at(i));
     if (j - i >= 2) {
-      out += "&&";
-      append_number(out, port_at(j));
+      *out++ = '&';
+      *out++ = '&';
+      number(port_at(j));
       i = j + 1;
     } else {
       ++i;
     }
   }
+  return out;
+}
+
+// Appends what write(char*) writes in at most max bytes.
+template <class Write>
+void append_written(std::string& out, size_t max, Write write) {
+  const size_t at = out.size();
+  out.resize(at + max);
+  out.resize(static_cast<size_t>(write(out.data() + at) - out.data()));
 }
 
 // The sid of a header line: every word before date and time, joined by single spaces, then
@@ -262,9 +270,18 @@ void Tl1ReplyParser::feed(std::string_view bytes) {
   buf_.append(bytes);
 }
 
+void Tl1ReplyParser::skip_idle_filler() {
+  while (pos_ < buf_.size() && (buf_[pos_] == '\r' || buf_[pos_] == '\n' || buf_[pos_] == '<' || buf_[pos_] == '>')) ++pos_;
+}
+
 void Tl1ReplyParser::prepare_feed() {
-  // A block handed out no longer needs its lines; one in progress keeps them in buf_.
-  if (state_ == State::kIdle) lines_.clear();
+  // A block handed out no longer needs its lines; one in progress keeps them in buf_. The
+  // line end and prompt after the last ';' carry nothing: skipped now, the buffer is empty
+  // again and the next reply lands at its front, in the same warm cache lines.
+  if (state_ == State::kIdle) {
+    lines_.clear();
+    skip_idle_filler();
+  }
   // Everything consumed (the usual case between replies): start over at the front, so the
   // buffer stays small and warm in cache.
   if (pos_ == buf_.size() && lines_.empty()) {
@@ -289,6 +306,7 @@ void Tl1ReplyParser::reset() {
   block_bytes_ = 0;
   lines_.clear();
   text_built_ = false;
+  template_valid_ = false;
 }
 
 std::optional<std::string_view> Tl1ReplyParser::take_line() {
@@ -327,6 +345,7 @@ void Tl1ReplyParser::begin_block(bool header) {
   block_bytes_ = 0;
   lines_.clear();
   text_built_ = false;
+  template_valid_ = false;  // sid, date and time may change now
 }
 
 void Tl1ReplyParser::add_raw(std::string_view line) {
@@ -414,60 +433,156 @@ void Tl1ReplyParser::body_line(std::string_view raw) {
 // A header in the shape switches send, "SID YY-MM-DD HH:MM:SS" with a one-word SID or none,
 // recognised from its fixed-width end without splitting the line into words (every reply
 // starts with one). It yields what the general path in header_line would; anything else
-// (false) is left to that path.
-bool Tl1ReplyParser::plain_header(std::string_view raw, std::string_view line) {
+// (false) is left to that path. `line` is trimmed. Pointer arithmetic, not string_view
+// calls: GCC leaves substr() out of line, and this runs on every reply.
+bool Tl1ReplyParser::match_plain_header(std::string_view line, PlainHeader& out) {
   const size_t n = line.size();
-  if (n < 17 || !is_space(line[n - 9]) || !is_tl1_time(line.substr(n - 8))) return false;
-  size_t date_end = n - 9;
-  while (date_end > 0 && is_space(line[date_end - 1])) --date_end;
-  size_t date_begin = date_end;
-  while (date_begin > 0 && !is_space(line[date_begin - 1])) --date_begin;
-  const std::string_view date = line.substr(date_begin, date_end - date_begin);
-  if (!is_tl1_date(date)) return false;
-  size_t sid_end = date_begin;  // line is trimmed: the SID starts at 0
-  while (sid_end > 0 && is_space(line[sid_end - 1])) --sid_end;
-  const std::string_view sid = line.substr(0, sid_end);
-  for (char c : sid) {
-    if (byte_class(c) != ByteClass::kWord) return false;  // several words, or a control byte
+  if (n < 17) return false;
+  const char* const b = line.data();
+  const char* const time = b + n - 8;
+  if (!is_space(time[-1]) || !(two_digits(time) && time[2] == ':' && two_digits(time + 3) && time[5] == ':' &&
+                               two_digits(time + 6))) {
+    return false;
   }
-  begin_block(true);
-  add_raw(raw);
-  unquote_word_into(sid, block_.sid);
-  assign_if_changed(block_.date, date);
-  assign_reusing(block_.time, line.substr(n - 8));
-  state_ = State::kHeader;
+  const char* date_end = time - 1;
+  while (date_end > b && is_space(date_end[-1])) --date_end;
+  const char* date = date_end;
+  while (date > b && !is_space(date[-1])) --date;
+  const std::string_view date_text(date, static_cast<size_t>(date_end - date));
+  if (!is_tl1_date(date_text)) return false;
+  const char* sid_end = date;  // line is trimmed: the SID starts at b
+  while (sid_end > b && is_space(sid_end[-1])) --sid_end;
+  for (const char* c = b; c != sid_end; ++c) {
+    if (byte_class(*c) != ByteClass::kWord) return false;  // several words, or a control byte
+  }
+  out.sid = std::string_view(b, static_cast<size_t>(sid_end - b));
+  out.date = date_text;
+  out.time = std::string_view(time, 8);
   return true;
 }
 
 // The response line after a header, "M <ctag> <status>" with blanks between (the general path
 // in header_line gives the same fields). False: any other shape, left to that path.
-bool Tl1ReplyParser::plain_response(std::string_view raw, std::string_view line) {
+bool Tl1ReplyParser::match_plain_response(std::string_view line, PlainResponse& out) {
   const size_t n = line.size();
   if (n < 5 || line[0] != 'M' || !is_space(line[1])) return false;
+  const char* p = line.data() + 2;
+  const char* const e = line.data() + n;
   std::string_view words[2];
-  size_t i = 2;
   for (auto& word : words) {
-    while (i < n && is_space(line[i])) ++i;
-    const size_t start = i;
-    while (i < n && byte_class(line[i]) == ByteClass::kWord) ++i;
-    if (i == start) return false;
-    word = line.substr(start, i - start);
+    while (p != e && is_space(*p)) ++p;
+    const char* start = p;
+    while (p != e && byte_class(*p) == ByteClass::kWord) ++p;
+    if (p == start) return false;
+    word = std::string_view(start, static_cast<size_t>(p - start));
   }
-  if (i != n) return false;  // a fourth word or a control byte (line is trimmed)
+  if (p != e) return false;  // a fourth word or a control byte (line is trimmed)
+  out.ctag = words[0];
+  out.status = words[1];
+  return true;
+}
+
+void Tl1ReplyParser::plain_header(std::string_view raw, const PlainHeader& h) {
+  begin_block(true);
+  add_raw(raw);
+  unquote_word_into(h.sid, block_.sid);
+  assign_if_changed(block_.date, h.date);
+  assign_reusing(block_.time, h.time);
+  state_ = State::kHeader;
+}
+
+void Tl1ReplyParser::plain_response(std::string_view raw, const PlainResponse& r) {
   add_raw(raw);
   block_.kind = Tl1Block::Kind::kResponse;
-  assign_if_changed(block_.code, line.substr(0, 1));
-  unquote_word_into(words[0], block_.tag);
-  upper_into(words[1], block_.status);
+  assign_if_changed(block_.code, "M");
+  unquote_word_into(r.ctag, block_.tag);
+  upper_into(r.status, block_.status);
   state_ = State::kBody;
-  return true;
+}
+
+// The reply a switch sends to almost every request, a plain header line, a plain response
+// line and the terminator, parsed in one pass when all of it is in the buffer: no line-by-line
+// state machine, and the same matchers and field setters as that path, so the block is the
+// one it would give. nullptr (nothing consumed): any other shape, or not all received yet.
+Tl1Block* Tl1ReplyParser::simple_block() {
+  if (Tl1Block* block = repeated_block()) return block;
+  const char* const begin = buf_.data() + pos_;
+  const char* const end = buf_.data() + buf_.size();
+  const auto* nl1 = static_cast<const char*>(std::memchr(begin, '\n', static_cast<size_t>(end - begin)));
+  if (!nl1) return nullptr;
+  const auto* nl2 = static_cast<const char*>(std::memchr(nl1 + 1, '\n', static_cast<size_t>(end - nl1 - 1)));
+  if (!nl2) return nullptr;
+  const char* semi = nl2 + 1;
+  while (semi != end && is_space(*semi)) ++semi;
+  if (semi == end || *semi != ';') return nullptr;
+  // The lines as take_line() gives them (one CR before the LF dropped), then trimmed.
+  auto raw_line = [](const char* from, const char* nl) {
+    return std::string_view(from, static_cast<size_t>(nl - from - (nl != from && nl[-1] == '\r')));
+  };
+  const std::string_view raw1 = raw_line(begin, nl1), raw2 = raw_line(nl1 + 1, nl2);
+  PlainHeader h;
+  PlainResponse r;
+  if (!match_plain_header(trim(raw1), h) || !match_plain_response(trim(raw2), r)) return nullptr;
+  plain_header(raw1, h);
+  plain_response(raw2, r);
+  const auto at = static_cast<size_t>(semi - buf_.data());
+  add_raw(at, 1);
+  Template& t = template_;
+  assign_reusing(t.bytes, std::string_view(begin, static_cast<size_t>(semi + 1 - begin)));
+  t.ctag_at = static_cast<size_t>(r.ctag.data() - begin);
+  t.ctag_size = r.ctag.size();
+  t.header_size = raw1.size();
+  t.response_at = static_cast<size_t>(raw2.data() - begin);
+  t.response_size = raw2.size();
+  t.semicolon_at = static_cast<size_t>(semi - begin);
+  template_valid_ = true;
+  pos_ = at + 1;
+  scanned_ = std::max(scanned_, pos_);
+  state_ = State::kIdle;
+  block_bytes_ = 0;  // handed out: no longer pending
+  return &block_;
+}
+
+// The template's bytes with another ctag (a run of word bytes, as match_plain_response reads
+// one) in the same place: simple_block() would parse that to block_ as it stands but for the
+// tag, with lines at the same offsets, those after the ctag moved by its change in length.
+Tl1Block* Tl1ReplyParser::repeated_block() {
+  if (!template_valid_) return nullptr;
+  const Template& t = template_;
+  const std::string_view rest = std::string_view(buf_).substr(pos_);
+  if (rest.size() < t.ctag_at || std::memcmp(rest.data(), t.bytes.data(), t.ctag_at) != 0) return nullptr;
+  size_t ctag_end = t.ctag_at;
+  while (ctag_end < rest.size() && byte_class(rest[ctag_end]) == ByteClass::kWord) ++ctag_end;
+  const size_t after = t.ctag_at + t.ctag_size;  // the template's bytes after its ctag...
+  const size_t tail = t.bytes.size() - after;
+  if (ctag_end == t.ctag_at || rest.size() - ctag_end < tail ||
+      std::memcmp(rest.data() + ctag_end, t.bytes.data() + after, tail) != 0) {
+    return nullptr;
+  }
+  // ...are at ctag_end in rest: an offset x >= after in the template is x - after + ctag_end here.
+  const size_t response_end = t.response_at + t.response_size - after + ctag_end;
+  const size_t semicolon = pos_ + t.semicolon_at - after + ctag_end;
+  begin_block(true);  // clears what a block without a body leaves empty; sid, date, time stay
+  add_raw(pos_, t.header_size);
+  add_raw(pos_ + t.response_at, response_end - t.response_at);
+  add_raw(semicolon, 1);
+  unquote_word_into(rest.substr(t.ctag_at, ctag_end - t.ctag_at), block_.tag);
+  template_valid_ = true;  // code and status are still the template's too
+  pos_ = semicolon + 1;
+  scanned_ = std::max(scanned_, pos_);
+  block_bytes_ = 0;  // handed out: no longer pending
+  return &block_;
 }
 
 // A line outside a block body: an acknowledgment, a header (sid date time) or the response /
 // autonomous line that opens the body. `line` is `raw` trimmed, not empty.
 void Tl1ReplyParser::header_line(std::string_view raw, std::string_view line) {
-  if (state_ == State::kIdle && plain_header(raw, line)) return;
-  if (state_ == State::kHeader && plain_response(raw, line)) return;
+  if (state_ == State::kIdle) {
+    PlainHeader h;
+    if (match_plain_header(line, h)) return plain_header(raw, h);
+  } else if (PlainResponse r; match_plain_response(line, r)) {  // kHeader
+    return plain_response(raw, r);
+  }
   LineWords w;
   if (!split_words(line, w)) bad_line("unexpected bytes from TL1 switch", raw);
   if (state_ == State::kIdle && is_ack(w)) return;
@@ -502,7 +617,10 @@ void Tl1ReplyParser::header_line(std::string_view raw, std::string_view line) {
 }
 
 std::optional<Tl1Block> Tl1ReplyParser::next() {
-  if (Tl1Block* block = next_block()) return std::move(*block);
+  if (Tl1Block* block = next_block()) {
+    template_valid_ = false;  // the fields are moved out
+    return std::move(*block);
+  }
   return std::nullopt;
 }
 
@@ -510,7 +628,11 @@ Tl1Block* Tl1ReplyParser::next_block(bool with_text) {
   for (;;) {
     if (state_ == State::kIdle) {
       // Prompts and line ends between blocks carry nothing.
-      while (pos_ < buf_.size() && (buf_[pos_] == '\r' || buf_[pos_] == '\n' || buf_[pos_] == '<' || buf_[pos_] == '>')) ++pos_;
+      skip_idle_filler();
+      if (Tl1Block* block = simple_block()) {
+        if (with_text) block_text();
+        return block;
+      }
     } else if (state_ == State::kBody) {
       // ';' ends a block even without a line end after it (a prompt may follow directly).
       size_t i = pos_;
@@ -639,8 +761,12 @@ std::vector<Port> parse_tl1_port_list(std::string_view text, int port_count) {
   return out;
 }
 
+char* write_tl1_port_list(char* out, const std::vector<Port>& ports) {
+  return write_port_runs(out, ports.size(), [&](size_t k) { return ports[k]; });
+}
+
 void append_tl1_port_list(std::string& out, const std::vector<Port>& ports) {
-  append_port_runs(out, ports.size(), [&](size_t k) { return ports[k]; });
+  append_written(out, max_tl1_port_list_size(ports.size()), [&](char* p) { return write_tl1_port_list(p, ports); });
 }
 
 std::string format_tl1_port_list(const std::vector<Port>& ports) {
@@ -670,10 +796,15 @@ std::vector<Circuit> parse_tl1_patch_aid(std::string_view aid, int port_count) {
   return out;
 }
 
+char* write_tl1_patch_aid(char* out, const std::vector<Circuit>& circuits) {
+  out = write_port_runs(out, circuits.size(), [&](size_t k) { return circuits[k].ingress; });
+  *out++ = ',';
+  return write_port_runs(out, circuits.size(), [&](size_t k) { return circuits[k].egress; });
+}
+
 void append_tl1_patch_aid(std::string& out, const std::vector<Circuit>& circuits) {
-  append_port_runs(out, circuits.size(), [&](size_t k) { return circuits[k].ingress; });
-  out += ',';
-  append_port_runs(out, circuits.size(), [&](size_t k) { return circuits[k].egress; });
+  append_written(out, max_tl1_patch_aid_size(circuits.size()),
+                 [&](char* p) { return write_tl1_patch_aid(p, circuits); });
 }
 
 std::string format_tl1_patch_aid(const std::vector<Circuit>& circuits) {

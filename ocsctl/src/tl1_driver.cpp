@@ -135,8 +135,10 @@ const Tl1Block& Tl1Driver::exchange(std::string_view line, std::string_view show
   const Deadline deadline = sent + timeout;
   bool first_read = true;
   std::vector<std::string> data;  // RTRV intermediate blocks add to the final one
-  for (;;) {
-    while (Tl1Block* block = parser_.next_block(false)) {
+  // Bytes left from before the request (an autonomous message) are parsed first; usually there
+  // are none, and the loop starts with the read.
+  for (bool parse = parser_.has_input();; parse = true) {
+    while (Tl1Block* block = parse ? parser_.next_block(false) : nullptr) {
       if (block->kind == Tl1Block::Kind::kAutonomous) {
         emit_event(OcsEvent{now(), parser_.block_text()});
         continue;
@@ -187,23 +189,33 @@ const Tl1Block& Tl1Driver::exchange(std::string_view line, std::string_view show
   }
 }
 
-const Tl1Block& Tl1Driver::request(std::string_view head, std::string_view tail) {
-  assign_reusing(command_, head);
-  return send_command(tail);
+char* Tl1Driver::line_buffer(size_t size) {
+  if (size > line_capacity_) {
+    line_capacity_ = std::max(size, 2 * line_capacity_);
+    line_ = std::make_unique_for_overwrite<char[]>(line_capacity_);
+  }
+  return line_.get();
 }
 
-const Tl1Block& Tl1Driver::send_command(std::string_view tail) {
+namespace {
+char* put(char* out, std::string_view s) { return std::copy(s.begin(), s.end(), out); }
+}  // namespace
+
+const Tl1Block& Tl1Driver::request(std::string_view head, std::string_view tail) {
+  char* line = line_buffer(head.size() + kAfterHead + tail.size());
+  return send_line(put(line, head), tail);
+}
+
+const Tl1Block& Tl1Driver::send_line(char* at, std::string_view tail) {
   // The ctag goes straight into the request, which ends with the line end it is written with.
-  const size_t ctag_at = command_.size();
-  char buf[24];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), ctag_++);
-  command_.append(buf, end);
-  const size_t ctag_end = command_.size();
-  command_ += tail;
-  const size_t shown = command_.size();
-  command_ += "\r\n";
-  const std::string_view line = command_;
-  return transact(line, line.substr(0, shown), line.substr(ctag_at, ctag_end - ctag_at));
+  char* const begin = line_.get();
+  char* const ctag = at;
+  at = std::to_chars(at, at + kMaxCtag, ctag_++).ptr;
+  const std::string_view ctag_text(ctag, static_cast<size_t>(at - ctag));
+  at = put(at, tail);
+  const std::string_view shown(begin, static_cast<size_t>(at - begin));
+  at = put(at, "\r\n");
+  return transact(std::string_view(begin, static_cast<size_t>(at - begin)), shown, ctag_text);
 }
 
 SwitchInfo Tl1Driver::do_info() {
@@ -315,16 +327,23 @@ std::vector<std::string> Tl1Driver::render_commands(const MappingDiff& diff) con
   return out;
 }
 
+// Patch requests are written straight into the line buffer: no string appends per request.
 void Tl1Driver::do_connect(const std::vector<Circuit>& circuits) {
-  command_.clear();
-  append_ent_patch_head(command_, circuits, sorted_circuits_);
-  send_command(":;");
+  const std::vector<Circuit>& sorted_circuits = sorted(circuits, sorted_circuits_);
+  constexpr std::string_view head = "ENT-PATCH::", tail = ":;";
+  char* p = line_buffer(head.size() + max_tl1_patch_aid_size(sorted_circuits.size()) + 1 + kAfterHead + tail.size());
+  p = write_tl1_patch_aid(put(p, head), sorted_circuits);
+  *p++ = ':';
+  send_line(p, tail);
 }
 
 void Tl1Driver::do_disconnect(const std::vector<Port>& ports) {
-  command_.clear();
-  append_dlt_patch_head(command_, ports, sorted_ports_);
-  send_command(":;");
+  const std::vector<Port>& sorted_ports = sorted_unique(ports, sorted_ports_);
+  constexpr std::string_view head = "DLT-PATCH::", tail = ":;";
+  char* p = line_buffer(head.size() + max_tl1_port_list_size(sorted_ports.size()) + 1 + kAfterHead + tail.size());
+  p = write_tl1_port_list(put(p, head), sorted_ports);
+  *p++ = ':';
+  send_line(p, tail);
 }
 
 std::vector<PortPower> Tl1Driver::do_power(const std::vector<Port>& ports) {

@@ -20,6 +20,10 @@
 // link flipping 5.2-5.9 %, every link change delivered as a carrier sample; 24-48 us of agent
 // CPU per sample; 32000 samples/s sustained (32 heartbeats, 86 % of a core, p99 latency 1 ms),
 // 4000/s or less when other builds held both cores; CsvWriter 2.3-2.9 million rows/s.
+// After batched stream writes and the reused sample buffer (2026-11-23, load 6.5-11, four
+// runs alternated with four of the build before, which read 6.2-8.7 % steady): carrier +
+// heartbeat at 1 ms 3.3-4.0 %, flipping 4.3-5.3 %; 24-36 us per sample at 1000/s, 12-17 us
+// at best; delivery latency p50 5 ms, p99 10-12 ms (docs/probes.md "Overhead").
 // --vlab (two-host lab, TCG, Soft-RoCE, one vCPU per guest): firmware probe at 1 ms 11-16 %,
 // rdma client at 1 kHz 35-57 % (about 600 completions/s: TCG cannot keep 1 kHz), both 48-49 %
 // of the guest's vCPU, against an idle session at 1.3-2.4 %. Still to be measured on a

@@ -1,6 +1,8 @@
 // libFuzzer target for the TL1 codec. The reply parser gets the input fed whole and in
 // input-chosen splits: both must yield the same blocks (or both throw), since a switch's
-// bytes arrive in arbitrary TCP/SSH segments. The command and port-list parsers see the same
+// bytes arrive in arbitrary TCP/SSH segments. Each is also read with next_block() as the
+// driver does (the block stays in the parser, which may reuse it for a repeated reply), and
+// must give the same blocks as next(). The command and port-list parsers see the same
 // bytes. ocslab::Error is the documented way to reject input; anything else must crash.
 #include <cstddef>
 #include <cstdint>
@@ -27,7 +29,7 @@ bool same(const Tl1Block& a, const Tl1Block& b) {
          a.comment == b.comment && a.text == b.text;
 }
 
-Outcome run(std::string_view input, const std::vector<size_t>& cuts) {
+Outcome run(std::string_view input, const std::vector<size_t>& cuts, bool in_place) {
   Outcome out;
   Tl1ReplyParser p;
   try {
@@ -37,7 +39,11 @@ Outcome run(std::string_view input, const std::vector<size_t>& cuts) {
       n = std::min(n, input.size() - at);
       p.feed(input.substr(at, n));
       at += n;
-      while (auto b = p.next()) out.blocks.push_back(std::move(*b));
+      if (in_place) {
+        while (Tl1Block* b = p.next_block()) out.blocks.push_back(*b);
+      } else {
+        while (auto b = p.next()) out.blocks.push_back(std::move(*b));
+      }
     }
   } catch (const ocslab::Error&) {
     out.failed = true;
@@ -59,12 +65,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   std::string_view input(reinterpret_cast<const char*>(data + 1), size - 1);
 
-  Outcome whole = run(input, {});
-  Outcome split = run(input, cuts);
-  if (whole.failed != split.failed || whole.blocks.size() != split.blocks.size()) __builtin_trap();
+  Outcome whole = run(input, {}, false);
+  Outcome split = run(input, cuts, false);
+  Outcome whole_in_place = run(input, {}, true);
+  Outcome split_in_place = run(input, cuts, true);
+  for (const Outcome* o : {&split, &whole_in_place, &split_in_place}) {
+    if (whole.failed != o->failed || whole.blocks.size() != o->blocks.size()) __builtin_trap();
+  }
   for (size_t i = 0; i < whole.blocks.size(); ++i) {
     const auto& b = whole.blocks[i];
-    if (!same(b, split.blocks[i])) __builtin_trap();
+    if (!same(b, split.blocks[i]) || !same(b, whole_in_place.blocks[i]) || !same(b, split_in_place.blocks[i])) {
+      __builtin_trap();
+    }
     if (b.tag.empty() || b.status.empty()) __builtin_trap();
     if (b.kind == Tl1Block::Kind::kResponse && b.code != "M") __builtin_trap();
   }

@@ -1,6 +1,7 @@
 // Protocol v1 parser and serializer: every request type, the errors garbage gets, samples
 // round-tripping through their wire form, and line splitting.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <cmath>
 #include <limits>
@@ -138,6 +139,35 @@ TEST_CASE("requests round-trip through request_line", "[agent][protocol]") {
   auto fb = parse_request(std::string_view(fl).substr(0, fl.size() - 1));
   CHECK(fb.from_seq == 1234);
   CHECK_FALSE(fb.follow);
+}
+
+TEST_CASE("sample lines are byte for byte what nlohmann::json writes for the same fields", "[agent][protocol]") {
+  // sample_line copies plain strings itself and formats numbers with to_chars and fmt; the
+  // reference is the library's dump of each field, in the same order.
+  auto reference = [](uint64_t seq, const ocslab::Sample& s) {
+    auto str = [](const std::string& v) { return json(v).dump(-1, ' ', false, json::error_handler_t::replace); };
+    return "{\"type\":\"sample\",\"seq\":" + std::to_string(seq) + ",\"t_ns\":" + std::to_string(s.t_ns) +
+           ",\"mono_ns\":" + std::to_string(s.mono_ns) + ",\"host\":" + str(s.host) + ",\"source\":" + str(s.source) +
+           ",\"subject\":" + str(s.subject) + ",\"signal\":" + str(s.signal) +
+           ",\"value\":" + (std::isfinite(s.value) ? fmt::format("{}", s.value) : "null") + ",\"unit\":" + str(s.unit) +
+           "}\n";
+  };
+  const std::string odd[] = {"",       "lab-host-01",  "quote \" in",   "back\\slash", "tab\there",  "nl\n",
+                             "\x01\x1f", "del\x7f",      "caf\xc3\xa9",    "bad\xff\xfe",  "/slash/", "ens1f0.100"};
+  const double values[] = {0, -0.0, 1, 1000, 0.1, -3.25, 1e300, 5e-324, 123456789.125,
+                           std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()};
+  uint64_t seq = 1;
+  for (const auto& text : odd) {
+    for (double v : values) {
+      ocslab::Sample s{-5, 9223372036854775807, text, "carrier", text, "signal", v, text};
+      INFO("field \"" << text << "\" value " << v);
+      CHECK(sample_line(seq, s) == reference(seq, s));
+      std::string appended = "x";
+      append_sample_line(appended, seq, s);
+      CHECK(appended == "x" + reference(seq, s));
+      seq = seq * 7 + 1;
+    }
+  }
 }
 
 TEST_CASE("samples round-trip, with seq readable from the line's prefix", "[agent][protocol]") {

@@ -39,6 +39,36 @@ std::vector<Tl1Block> parse_bytewise(const std::string& bytes) {
   return out;
 }
 
+// next_block() as the driver uses it: the block stays in the parser, which may reuse its
+// fields for the next one (next() moves them out and so never sees that reuse).
+std::vector<Tl1Block> parse_in_place(const std::string& bytes, size_t chunk) {
+  Tl1ReplyParser p;
+  std::vector<Tl1Block> out;
+  for (size_t at = 0; at < bytes.size(); at += chunk) {
+    p.feed(std::string_view(bytes).substr(at, chunk));
+    while (Tl1Block* b = p.next_block()) out.push_back(*b);
+  }
+  return out;
+}
+
+void check_same(const std::vector<Tl1Block>& a, const std::vector<Tl1Block>& b) {
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO("block " << i << ": " << a[i].text);
+    CHECK(a[i].kind == b[i].kind);
+    CHECK(a[i].sid == b[i].sid);
+    CHECK(a[i].date == b[i].date);
+    CHECK(a[i].time == b[i].time);
+    CHECK(a[i].code == b[i].code);
+    CHECK(a[i].tag == b[i].tag);
+    CHECK(a[i].status == b[i].status);
+    CHECK(a[i].data == b[i].data);
+    CHECK(a[i].error_code == b[i].error_code);
+    CHECK(a[i].comment == b[i].comment);
+    CHECK(a[i].text == b[i].text);
+  }
+}
+
 const std::string kList =
     "   OCS-1 24-05-01 12:00:01\n"
     "M  7 COMPLD\n"
@@ -131,6 +161,50 @@ TEST_CASE("TL1 autonomous messages between responses keep their own identity") {
   REQUIRE(crit.size() == 2);
   CHECK(crit[0].code == "**");
   CHECK(crit[1].code == "*");
+}
+
+TEST_CASE("a stream of plain replies parses in one pass exactly as line by line") {
+  // The one-pass path (a plain header, a plain response line and ';' all received) and its
+  // reuse of the previous reply (the same bytes with another ctag) against the line-by-line
+  // state machine, which a byte at a time always takes. Every change below must show.
+  const std::string bytes =
+      "   OCS 24-05-01 12:00:01\r\nM  1 COMPLD\r\n;\r\n<"
+      "   OCS 24-05-01 12:00:01\r\nM  22 COMPLD\r\n;\r\n<"      // longer ctag
+      "   OCS 24-05-01 12:00:01\r\nM  3 COMPLD\r\n;\r\n<"       // shorter again
+      "   \"OCS 1\" 24-05-01 12:00:01\r\nM  4 COMPLD\r\n;\r\n"   // a SID of two words
+      "   OCS 24-05-01 12:00:01\r\nM  \"q5\" COMPLD\r\n;\r\n"   // quoted ctag, unquoted
+      "   OCS 24-05-01 12:00:01\r\nM  6 COMPLD\r\n;\r\n"
+      "   OCS 24-05-01 12:00:02\r\nM  7 COMPLD\r\n;\r\n"         // the clock ticked
+      "   OCS 24-05-01 12:00:02\nM  8 COMPLD\n;\n"                 // bare LF
+      "   OCS 24-05-01 12:00:02\nM  9 compld\n;\n"                 // lower case status
+      "   OCS 24-05-01 12:00:02\nM  10 DENY\n   IIAC\n   /* no */\n;\n"
+      "   OCS 24-05-01 12:00:02\nM  11 DENY\n;\n"                  // a DENY without a body
+      "   OCS 24-05-01 12:00:02\nM  12 DENY\n;\n"
+      "   OCS 24-05-01 12:00:02\nM  13 COMPLD\n   \"1,33\"\n;\n"  // data: line by line
+      "   OCS 24-05-01 12:00:02\n*C 14 REPT ALM EQPT\n;\n"         // autonomous
+      "   OCS 24-05-01 12:00:02\nM  15 COMPLD\n;\n"
+      "   OCS 24-05-01 12:00:02\nM  16 COMPLD\n  ;\n"              // blanks before ';'
+      "   OCS 24-05-01 12:00:02\nM  17 COMPLD\n;"                   // ';' with nothing after
+      "\tOCS\t24-05-01  12:00:02 \nM\t18   COMPLD \r\r\n;\n"     // other blanks
+      "\tOCS\t24-05-01  12:00:02 \nM\t19   COMPLD \r\r\n;\n"
+      "   OCS 24-05-01 12:00:02\n\nM  20 COMPLD\n;\n"              // a blank line between
+      "   OCS 24-05-01 12:00:02\nM  21 COMPLD\n;\n";
+  const auto expected = parse_bytewise(bytes);
+  REQUIRE(expected.size() == 21);
+  CHECK(expected[3].sid == "OCS 1");
+  CHECK(expected[5].sid == "OCS");
+  CHECK(expected[4].tag == "q5");
+  CHECK(expected[8].status == "COMPLD");
+  CHECK(expected[9].error_code == "IIAC");
+  CHECK(expected[12].data == std::vector<std::string>{"1,33"});
+  CHECK(expected[13].kind == Tl1Block::Kind::kAutonomous);
+  CHECK(expected[17].tag == "18");
+  CHECK(expected[17].text == "\tOCS\t24-05-01  12:00:02 \nM\t18   COMPLD \r\n;");
+  check_same(parse_all(bytes), expected);
+  for (size_t chunk : {bytes.size(), size_t{1}, size_t{7}, size_t{40}, size_t{64}}) {
+    INFO("fed in chunks of " << chunk);
+    check_same(parse_in_place(bytes, chunk), expected);
+  }
 }
 
 TEST_CASE("TL1 acknowledgments are skipped") {
@@ -255,6 +329,11 @@ TEST_CASE("TL1 port lists parse, expand ranges and print compactly") {
   CHECK(format_tl1_port_list({11, 4, 10}) == "11&4&10");
   CHECK(format_tl1_port_list({5, 6, 7, 3, 4}) == "5&&7&3&4");
   CHECK(format_tl1_port_list({}).empty());
+  // The longest numbers fit the room the writers reserve.
+  CHECK(format_tl1_port_list({2147483646, 2147483647}) == "2147483646&2147483647");
+  CHECK(format_tl1_port_list({-2147483647 - 1, 2147483647, -2147483647 - 1}) ==
+        "-2147483648&2147483647&-2147483648");
+  CHECK(format_tl1_patch_aid({{-2147483647 - 1, 2147483647}}) == "-2147483648,2147483647");
   for (std::vector<Port> ports : {std::vector<Port>{1, 2, 3}, {7}, {3, 1, 2, 40, 41, 42, 43, 9}, {1, 3, 5, 6}}) {
     CHECK(parse_tl1_port_list(format_tl1_port_list(ports), 64) == ports);
   }

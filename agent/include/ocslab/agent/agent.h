@@ -68,6 +68,7 @@ class Agent {
   std::shared_ptr<Spool> spool_;
   std::string capture_;
   uint64_t last_seq_ = 0;
+  std::string line_;  // the sample line being built (under mutex_), reused
   uint64_t captures_ = 0;
   std::vector<Session*> sessions_;
   std::string spool_error_;  // first spool failure of this capture, reported by status

@@ -71,6 +71,8 @@ struct SeqSample {
 // {"type":"sample","seq":N,...} with seq first so the spool can be scanned without parsing
 // whole lines. A value that is not finite is written as null.
 std::string sample_line(uint64_t seq, const Sample& s);
+// The same line appended to out, for a caller that reuses one buffer per sample.
+void append_sample_line(std::string& out, uint64_t seq, const Sample& s);
 // Reads a sample message (client side, spool). Throws ProtocolError.
 SeqSample parse_sample(const nlohmann::json& j);
 // The seq of a line written by sample_line, read from its fixed prefix; nullopt otherwise.

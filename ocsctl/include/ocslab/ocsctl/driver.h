@@ -107,7 +107,8 @@ class OcsDriver {
   // For background work (keep-alive) that finds the connection gone: the next call reconnects.
   // Call with call_mutex() held.
   void mark_lost();
-  // Names the protocol step in progress (list, disconnect, connect) for timing records.
+  // Names the protocol step in progress (list, disconnect, connect) for timing records. op is
+  // kept as a view, not copied (this runs on every call): pass a string literal.
   void set_op(std::string_view op);
 
   // Held during every call, and by a keep-alive thread between calls.
@@ -128,7 +129,7 @@ class OcsDriver {
   bool open_ = false;
   std::optional<SwitchInfo> info_;
   std::recursive_mutex mutex_;
-  std::string op_;  // what set_op() named, for the records of the requests that follow
+  std::string_view op_;  // what set_op() named (a literal), for the records of the requests that follow
   // The request in progress and the last one finished, in turn: finishing a request hands its
   // record over without a copy, and the strings of both keep their capacity.
   CallTiming timings_[2];

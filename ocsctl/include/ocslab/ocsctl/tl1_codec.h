@@ -50,7 +50,8 @@ class Tl1ReplyParser {
   std::optional<Tl1Block> next();
   // next() without the copy, for the driver's per-request path: the block lives in the parser
   // (its strings keep their capacity from block to block) and stays valid until the next call
-  // to next(), next_block() or reset(). The caller may move fields out of it. nullptr: no
+  // to next(), next_block() or reset(). The caller may move `data` out of it; the other
+  // fields must stay as they are (the next block may reuse them). nullptr: no
   // complete block yet. Tl1Block::text is a copy of the whole block that a request rarely
   // needs: with_text = false leaves it empty, and block_text() builds it when asked.
   Tl1Block* next_block(bool with_text = true);
@@ -60,6 +61,12 @@ class Tl1ReplyParser {
   void reset();
   // Bytes received but not yet part of a returned block (for diagnostics).
   size_t pending() const { return buf_.size() - pos_ + block_bytes_; }
+  // Whether next_block() has anything to look at: received bytes other than the line ends and
+  // prompts between blocks (which it skips).
+  bool has_input() {
+    if (state_ == State::kIdle) skip_idle_filler();
+    return pos_ < buf_.size();
+  }
 
  private:
   enum class State { kIdle, kHeader, kBody, kComment };
@@ -70,8 +77,21 @@ class Tl1ReplyParser {
   void add_raw(std::string_view line);
   void add_raw(size_t at, size_t size);
   void header_line(std::string_view raw, std::string_view line);
-  bool plain_header(std::string_view raw, std::string_view line);
-  bool plain_response(std::string_view raw, std::string_view line);
+  // The usual header "SID YY-MM-DD HH:MM:SS" and response line "M CTAG STATUS", matched from
+  // their fixed shapes (views into the trimmed line) before the general word-splitting path.
+  struct PlainHeader {
+    std::string_view sid, date, time;
+  };
+  struct PlainResponse {
+    std::string_view ctag, status;
+  };
+  static bool match_plain_header(std::string_view line, PlainHeader& out);
+  static bool match_plain_response(std::string_view line, PlainResponse& out);
+  void plain_header(std::string_view raw, const PlainHeader& h);
+  void plain_response(std::string_view raw, const PlainResponse& r);
+  Tl1Block* simple_block();
+  Tl1Block* repeated_block();
+  void skip_idle_filler();
   void body_line(std::string_view line);
 
   std::string buf_;
@@ -84,6 +104,19 @@ class Tl1ReplyParser {
   // Tl1Block::text: kept while the block is parsed or just returned, shifted with buf_.
   std::vector<std::pair<size_t, size_t>> lines_;
   bool text_built_ = false;
+  // The bytes of the last block simple_block() parsed, from its header line to its ';', while
+  // block_'s fields are still the ones it set (begin_block(), next() and reset() drop it). A
+  // reply that repeats those bytes with another ctag, as a switch answers a stream of patch
+  // requests, is that block with that ctag: repeated_block() then reads only the ctag.
+  struct Template {
+    std::string bytes;
+    size_t ctag_at = 0, ctag_size = 0;  // the ctag word in bytes
+    size_t header_size = 0;             // the header line as take_line() gives it (no CR)
+    size_t response_at = 0;             // where the response line starts
+    size_t response_size = 0;           // with this ctag, no CR
+    size_t semicolon_at = 0;
+  } template_;
+  bool template_valid_ = false;
 };
 
 // A request as a switch receives it: VERB-MOD[-MOD]:[TID]:[AID]:CTAG:[GB]:[KEY=value,...];
@@ -107,13 +140,20 @@ Tl1Command parse_tl1_command(std::string_view text);
 std::vector<Port> parse_tl1_port_list(std::string_view text, int port_count);
 // Inverse of parse_tl1_port_list: ascending runs of three or more become "a&&b".
 std::string format_tl1_port_list(const std::vector<Port>& ports);
-// The same text appended to out (the driver builds requests in one reused buffer).
+// The same text appended to out.
 void append_tl1_port_list(std::string& out, const std::vector<Port>& ports);
+// The same text written at out, which has room for max_tl1_port_list_size(ports.size())
+// bytes (the driver builds requests in one reused buffer); returns the end of the text.
+// Every port takes at most 11 characters ("-2147483648") and 2 separators.
+constexpr size_t max_tl1_port_list_size(size_t ports) { return ports * 13; }
+char* write_tl1_port_list(char* out, const std::vector<Port>& ports);
 
 // Patch AID "<ingress-list>,<egress-list>": the lists pair in order and must be equally long.
 std::vector<Circuit> parse_tl1_patch_aid(std::string_view aid, int port_count);
 std::string format_tl1_patch_aid(const std::vector<Circuit>& circuits);
 void append_tl1_patch_aid(std::string& out, const std::vector<Circuit>& circuits);
+constexpr size_t max_tl1_patch_aid_size(size_t circuits) { return 2 * max_tl1_port_list_size(circuits) + 1; }
+char* write_tl1_patch_aid(char* out, const std::vector<Circuit>& circuits);
 
 // A response or report data line's payload as a TL1 quoted string: "text" with '"' and '\\'
 // escaped by a backslash (what parse of a response block undoes). Server side.

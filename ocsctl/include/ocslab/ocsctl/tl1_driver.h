@@ -43,9 +43,15 @@ class Tl1Driver final : public OcsDriver {
   const Tl1Block& exchange(std::string_view line, std::string_view shown, std::string_view ctag, bool timed,
                            std::chrono::milliseconds timeout);
   const Tl1Block& request(std::string_view verb_and_fields_before_ctag, std::string_view after_ctag);
-  // Sends command_ (the text before the ctag, already built there) + ctag + after_ctag.
-  // The response's text is built only on demand (parser_.block_text()).
-  const Tl1Block& send_command(std::string_view after_ctag);
+  // Sends the request in line_: the text before the ctag written there up to `at`, then the
+  // ctag, after_ctag and the line end, for which the caller left kAfterHead +
+  // after_ctag.size() bytes of room. The response's text is built only on demand
+  // (parser_.block_text()).
+  const Tl1Block& send_line(char* at, std::string_view after_ctag);
+  // line_ with room for `size` bytes; what it held is not kept.
+  char* line_buffer(size_t size);
+  static constexpr size_t kMaxCtag = 20;  // digits of ctag_
+  static constexpr size_t kAfterHead = kMaxCtag + 2;  // ctag and "\r\n"
   std::string next_ctag() { return std::to_string(ctag_++); }
   std::string user() const;
   void close_stream();
@@ -55,7 +61,8 @@ class Tl1Driver final : public OcsDriver {
   std::unique_ptr<Stream> stream_;
   Tl1ReplyParser parser_;
   // Reused across round trips, so that a steady stream of requests allocates nothing.
-  std::string command_;                   // the request being built, then written
+  std::unique_ptr<char[]> line_;          // the request being built, then written
+  size_t line_capacity_ = 0;
   std::vector<Circuit> sorted_circuits_;  // request ports in ascending order
   std::vector<Port> sorted_ports_;
   unsigned long ctag_ = 1;
