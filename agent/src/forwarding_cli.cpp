@@ -6,11 +6,13 @@
 
 #include <boost/program_options.hpp>
 #include <cstdlib>
+#include <set>
 #include <sstream>
 
 #include "ocslab/forwarding/apply.h"
 #include "ocslab/forwarding/diff.h"
 #include "ocslab/forwarding/fabric.h"
+#include "ocslab/forwarding/if2_link.h"
 #include "ocslab/forwarding/routes.h"
 #include "ocslab/forwarding/rule_plan.h"
 
@@ -34,7 +36,11 @@ po::options_description options() {
   d.add_options()("fabric", po::value<std::string>(), "fabric YAML file (plan, diff, apply)")(
       "host", po::value<std::string>(), "this host's name in the fabric (default: gethostname)")(
       "state-dir", po::value<std::string>()->default_value(fw::kDefaultStateDir),
-      "where the journal of the last operation lives")("json", "print JSON instead of text")("help,h",
+      "where the journal of the last operation lives")(
+      "if2-macvlan", "create each port's if2 as a macvlan (mode private) over its if1 (virtual lab, NICs without "
+      "NPAR/SR-IOV); ocslab owns and removes only macvlans it created")(
+      "no-relay", "program only routes and neighbours: leave out the plan's clsacts and filters (a kernel "
+      "without flower; ocslab's earlier relay state is removed)")("json", "print JSON instead of text")("help,h",
                                                                                              "show this help");
   return d;
 }
@@ -49,6 +55,12 @@ std::string counts(const fw::PlanDiff& d) {
                               count(d.routes, fw::ChangeOp::replace), count(d.routes, fw::ChangeOp::remove),
                               count(d.neighbours, fw::ChangeOp::add), count(d.neighbours, fw::ChangeOp::replace),
                               count(d.neighbours, fw::ChangeOp::remove));
+  if (!d.links.empty() || !d.qdiscs.empty() || !d.filters.empty())
+    s += fmt::format(", macvlans +{} ~{} -{}, qdiscs +{} -{}, filters +{} ~{} -{}", count(d.links, fw::ChangeOp::add),
+                     count(d.links, fw::ChangeOp::replace), count(d.links, fw::ChangeOp::remove),
+                     count(d.qdiscs, fw::ChangeOp::add), count(d.qdiscs, fw::ChangeOp::remove),
+                     count(d.filters, fw::ChangeOp::add), count(d.filters, fw::ChangeOp::replace),
+                     count(d.filters, fw::ChangeOp::remove));
   return s;
 }
 
@@ -67,7 +79,15 @@ fw::HostPlan host_plan(const po::variables_map& vm, const std::string& host, std
   if (unreachable)
     for (const auto& u : plan.unreachable)
       if (u.rfind(host + " -> ", 0) == 0) unreachable->push_back(u);
-  return plan.host(host);
+  fw::HostPlan p = plan.host(host);
+  if (vm.count("if2-macvlan")) {
+    // Only the if2s that get a clsact (ports in a circuit) are needed.
+    std::set<std::string> relay_devs;
+    for (const auto& q : p.qdiscs) relay_devs.insert(q.dev);
+    for (const auto& m : fw::if2_macvlans(f, host))
+      if (relay_devs.count(m.name)) p.links.push_back({m.name, m.parent, m.mac});
+  }
+  return p;
 }
 
 void print_report(const std::string& verb, const std::string& host, const fw::ApplyReport& r,
@@ -88,8 +108,7 @@ void print_report(const std::string& verb, const std::string& host, const fw::Ap
   for (const auto& c : fw::commands(r.changes)) out << "  " << c << "\n";
   if (r.skipped_qdiscs || r.skipped_filters)
     out << fmt::format(
-        "note: {} clsact qdisc(s) and {} filter(s) of the plan are not programmed: tc programming is not built "
-        "yet (docs/forwarding.md, Not yet)\n",
+        "note: {} clsact qdisc(s) and {} filter(s) of the plan are not programmed (--no-relay)\n",
         r.skipped_qdiscs, r.skipped_filters);
 }
 
@@ -106,9 +125,11 @@ std::string forwarding_help() {
        "            change only the difference; on any error or SIGINT/SIGTERM the previous state\n"
        "            is restored\n"
        "  rollback  undo the last apply or clear recorded in the journal (also one a kill -9 cut short)\n"
-       "  clear     remove every route and neighbour ocslab owns here (nothing else)\n\n"
-       "Only routes (protocol 79) and permanent neighbours are programmed today; clsact qdiscs and\n"
-       "flower filters of the plan are printed but not installed yet.\n\n"
+       "  clear     remove every route, neighbour, filter, clsact and macvlan ocslab owns here\n"
+       "            (nothing else)\n\n"
+       "Apply order: if2 macvlans (--if2-macvlan), clsact qdiscs, flower filters (the relay side),\n"
+       "then neighbours and routes; removals in reverse. A host whose plan has no filters never\n"
+       "touches tc.\n\n"
     << options()
     << "\nExit codes:\n"
        "  0  success (also: nothing to change)\n"
@@ -160,6 +181,7 @@ int run_forwarding_cli(const std::vector<std::string>& args, std::ostream& out, 
   bool json = vm.count("json") > 0;
   fw::ApplyOptions o;
   o.state_dir = vm["state-dir"].as<std::string>();
+  o.relay = vm.count("no-relay") == 0;
   if (const char* p = std::getenv(fw::kPauseEnv)) o.pause_after = std::strtoull(p, nullptr, 10);
   fw::Forwarder fwd(o);
   std::string host = vm.count("host") ? vm["host"].as<std::string>() : "";

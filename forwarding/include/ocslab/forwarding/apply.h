@@ -24,6 +24,10 @@ struct ApplyOptions {
   std::string state_dir = kDefaultStateDir;
   size_t chunk = 256;      // kernel changes per pipelined batch (and between interrupt checks)
   size_t pause_after = 0;  // the test hook; 0: off. The CLI reads it from kPauseEnv.
+  // false: program only the source side (routes, neighbours); the plan's macvlans, clsacts and
+  // filters are left out (and ocslab's earlier ones removed). A plan without filters (a host
+  // that relays nothing) never touches tc either way.
+  bool relay = true;
 };
 
 // The on-disk record (state_dir/journal.json) of the last operation.
@@ -38,7 +42,7 @@ struct Journal {
 
 struct ApplyReport {
   PlanDiff changes;  // made (apply, rollback, clear) or to make (diff)
-  // Parts of the plan not programmed: tc is not built yet (docs/forwarding.md "Not yet").
+  // Parts of the plan not programmed because ApplyOptions::relay is false.
   size_t skipped_qdiscs = 0;
   size_t skipped_filters = 0;
 };
@@ -54,15 +58,19 @@ class RestoreFailed : public Error {
   using Error::Error;
 };
 
-// What this engine programs today: routes and neighbours (qdiscs and filters removed).
-HostPlan programmable(const HostPlan& plan);
+// What the engine programs of a plan: everything, except that without `relay`, or when the
+// plan has no filters, the macvlans, clsacts and filters are left out.
+HostPlan programmable(const HostPlan& plan, bool relay = true);
 
 class Forwarder {
  public:
   explicit Forwarder(ApplyOptions options = {});
 
-  // The ocslab-owned routes and permanent neighbours installed now (see docs: ownership).
+  // The ocslab-owned state installed now (see docs: ownership): routes, permanent neighbours,
+  // macvlans and clsacts ocslab created (journal), tagged filters on those and on the devices
+  // of `desired`'s filters.
   HostPlan installed(const std::string& host);
+  HostPlan installed(const std::string& host, const HostPlan& desired);
   ApplyReport diff(const HostPlan& desired);
   // Throws ApplyFailed (previous state restored; message: the cause, e.g. the kernel's
   // extack) or RestoreFailed; Error when a previous operation was interrupted (rollback first)
