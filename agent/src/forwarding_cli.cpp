@@ -29,6 +29,7 @@ enum {
   kInput = 2,
   kFailed = 5,   // refused or failed; nothing changed or the previous state was restored
   kRestore = 6,  // failed and the restore failed too: run rollback
+  kDrift = 3,    // verify: the installed state differs from the plan
 };
 
 po::options_description options() {
@@ -116,7 +117,7 @@ void print_report(const std::string& verb, const std::string& host, const fw::Ap
 
 std::string forwarding_help() {
   std::ostringstream s;
-  s << "Usage: ocslab-agent forwarding (plan|diff|apply|rollback|clear) [--fabric FILE] [--host NAME]\n"
+  s << "Usage: ocslab-agent forwarding (plan|diff|apply|verify|rollback|clear) [--fabric FILE] [--host NAME]\n"
        "                               [--state-dir DIR] [--json]\n\n"
        "Host-based RDMA forwarding rules of one fabric host (docs/forwarding.md).\n"
        "  plan      print the host's rule plan and the equivalent ip/tc commands (no kernel access)\n"
@@ -125,6 +126,8 @@ std::string forwarding_help() {
        "            change only the difference; on any error or SIGINT/SIGTERM the previous state\n"
        "            is restored\n"
        "  rollback  undo the last apply or clear recorded in the journal (also one a kill -9 cut short)\n"
+       "  verify    compare what is installed with the plan (read-only) and show every relay\n"
+       "            filter's hit counter; exit 3 when they differ\n"
        "  clear     remove every route, neighbour, filter, clsact and macvlan ocslab owns here\n"
        "            (nothing else)\n\n"
        "Apply order: if2 macvlans (--if2-macvlan), clsact qdiscs, flower filters (the relay side),\n"
@@ -135,6 +138,7 @@ std::string forwarding_help() {
        "  0  success (also: nothing to change)\n"
        "  1  bad command line\n"
        "  2  bad input: fabric file, unknown host, unreadable journal\n"
+       "  3  verify: the installed state differs from the plan\n"
        "  5  refused or failed (a foreign rule in the way, the kernel refused, interrupted): the\n"
        "     previous state is in place\n"
        "  6  failed and restoring the previous state failed too: run 'forwarding rollback'\n\n"
@@ -163,7 +167,7 @@ int run_forwarding_cli(const std::vector<std::string>& args, std::ostream& out, 
     return kOk;
   }
   std::string sub = vm.count("sub") ? vm["sub"].as<std::string>() : "";
-  if (sub != "plan" && sub != "diff" && sub != "apply" && sub != "rollback" && sub != "clear") {
+  if (sub != "plan" && sub != "diff" && sub != "apply" && sub != "rollback" && sub != "clear" && sub != "verify") {
     err << (sub.empty() ? std::string("ocslab-agent forwarding: give a subcommand")
                         : "ocslab-agent forwarding: unknown subcommand '" + sub + "'")
         << "\nTry 'ocslab-agent forwarding --help'.\n";
@@ -174,7 +178,7 @@ int run_forwarding_cli(const std::vector<std::string>& args, std::ostream& out, 
         << vm["rest"].as<std::vector<std::string>>()[0] << "'\n";
     return kUsage;
   }
-  if ((sub == "plan" || sub == "diff" || sub == "apply") && !vm.count("fabric")) {
+  if ((sub == "plan" || sub == "diff" || sub == "apply" || sub == "verify") && !vm.count("fabric")) {
     err << "ocslab-agent forwarding " << sub << ": --fabric FILE is required\n";
     return kUsage;
   }
@@ -217,6 +221,45 @@ int run_forwarding_cli(const std::vector<std::string>& args, std::ostream& out, 
       fw::ApplyReport r = sub == "diff" ? fwd.diff(p) : fwd.apply(p);
       print_report(sub, host, r, fwd.journal_path(), json, out);
       return kOk;
+    }
+    if (sub == "verify") {
+      // Read-only: the diff apply would make, plus every ocslab filter's hit counter.
+      if (host.empty()) host = default_host();
+      fw::HostPlan p = host_plan(vm, host, nullptr);
+      fw::ApplyReport r = fwd.diff(p);
+      auto filters = fw::owned_filters(fw::programmable(p, o.relay));
+      bool in_sync = r.changes.empty();
+      if (json) {
+        nlohmann::json fj = nlohmann::json::array();
+        for (const auto& f : filters)
+          fj.push_back({{"dev", f.rule.dev},
+                        {"prio", f.rule.prio},
+                        {"dst", f.rule.dst},
+                        {"set_eth_dst", f.rule.set_eth_dst},
+                        {"redirect_dev", f.rule.redirect_dev},
+                        {"packets", f.packets},
+                        {"bytes", f.bytes},
+                        {"problem", f.problem}});
+        out << nlohmann::json{{"operation", "verify"},
+                              {"host", host},
+                              {"in_sync", in_sync},
+                              {"diff", fw::to_json(r.changes)},
+                              {"filters", fj}}
+                   .dump(2)
+            << "\n";
+      } else {
+        if (in_sync)
+          out << fmt::format("verify: host {}: in sync with the plan\n", host);
+        else
+          out << fmt::format("verify: host {}: {} difference(s) ({}); apply would run:\n", host, r.changes.size(),
+                             counts(r.changes));
+        for (const auto& c : fw::commands(r.changes)) out << "  " << c << "\n";
+        for (const auto& f : filters)
+          out << fmt::format("  filter {} prio {} dst {} -> {}: {} packets, {} bytes{}\n", f.rule.dev, f.rule.prio,
+                             f.rule.dst, f.rule.redirect_dev, f.packets, f.bytes,
+                             f.problem.empty() ? "" : " (" + f.problem + ")");
+      }
+      return in_sync ? kOk : kDrift;
     }
     if (sub == "rollback") {
       auto j = fwd.journal();

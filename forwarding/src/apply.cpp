@@ -519,6 +519,20 @@ ApplyReport Forwarder::transact(const HostPlan& target, const std::string& opera
   return report;
 }
 
+std::vector<InstalledFilter> owned_filters(const HostPlan& plan) {
+  std::vector<InstalledFilter> out;
+  if (plan.filters.empty()) return out;
+  TcNetlink tc;
+  auto index = tc.link_indexes();
+  std::set<std::string> devs;
+  for (const auto& f : plan.filters) devs.insert(f.dev);
+  for (const auto& dev : devs) {
+    if (!index.count(dev) || !tc.has_clsact(dev)) continue;
+    for (auto& f : tc.list_owned(dev)) out.push_back(std::move(f));
+  }
+  return out;
+}
+
 nlohmann::json to_json(const Journal& j) {
   return {{"version", 1},   {"operation", j.operation},    {"status", j.status},         {"host", j.host},
           {"time", j.time}, {"before", to_json(j.before)}, {"target", to_json(j.target)}};

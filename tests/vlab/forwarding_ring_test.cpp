@@ -165,6 +165,14 @@ TEST_CASE("forwarding over the OCS: RDMA through a relay on ring4, then re-wired
   long long h2_after = counter(lab, "h2", "eth1v", "10.0.0.30");
   std::cout << "ring A: h2's filter for 10.0.0.30 counted " << h2_after - h2_before << " packets\n";
   CHECK(h2_after - h2_before >= 200);
+  // verify on the relay: in sync, and its counter for 10.0.0.30 as JSON.
+  auto v = json::parse(lab.run("h2", dir + "/ocslab-agent forwarding verify --json --fabric " + dir +
+                                         "/ring-a.yaml --host h2 --state-dir /var/lib/fwdint-ring"));
+  CHECK(v["in_sync"] == true);
+  long long verified = -1;
+  for (const auto& f : v["filters"])
+    if (f["dev"] == "eth1v" && f["dst"] == "10.0.0.30/32") verified = f["packets"].get<long long>();
+  CHECK(verified >= h2_after);
 
   // Re-wire the OCS to ring B. Unchanged: h4:eth2 <-> h1:eth1 (8 -> 17, 1 -> 24).
   ocs::DriverOptions o;

@@ -415,6 +415,35 @@ TEST_CASE("forwarding: relay side on a kernel without flower fails with the kern
   CHECK(lab.foreign() == foreign);
 }
 
+TEST_CASE("forwarding: verify reports drift read-only, with exit 3") {
+  Lab lab({{"eth1", "10.0.0.10/24"}, {"eth2", "10.0.0.11/24"}});
+  std::string ring4 = source_file("forwarding/examples/ring4.yaml");
+  REQUIRE(lab.agent("apply --fabric " + ring4 + " --host h1 --no-relay").rc == 0);
+  Result r = lab.agent("verify --fabric " + ring4 + " --host h1 --no-relay");
+  CHECK(r.rc == 0);
+  CHECK_THAT(r.out, Catch::Contains("verify: host h1: in sync with the plan"));
+  const std::string journal = slurp(lab.state + "/journal.json");
+  // Someone deletes one of ocslab's routes: verify names the fix and changes nothing.
+  must("ip -n " + lab.ns + " route del 10.0.0.20/32 dev eth2 proto 79");
+  auto routes = lab.owned_routes();
+  r = lab.agent("verify --fabric " + ring4 + " --host h1 --no-relay");
+  CHECK(r.rc == 3);
+  CHECK_THAT(r.out, Catch::Contains("verify: host h1: 1 difference(s) (routes +1 ~0 -0"));
+  CHECK_THAT(r.out, Catch::Contains("ip route replace 10.0.0.20/32 dev eth2 src 10.0.0.11 proto 79"));
+  r = lab.agent("verify --json --fabric " + ring4 + " --host h1 --no-relay");
+  CHECK(r.rc == 3);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["in_sync"] == false);
+  CHECK(j["diff"]["changes"] == 1);
+  CHECK(j["filters"].empty());  // --no-relay: no filters looked at
+  CHECK(lab.owned_routes() == routes);
+  CHECK(slurp(lab.state + "/journal.json") == journal);
+  // Without --no-relay the plan's relay side is missing too (this kernel has none of it).
+  r = lab.agent("verify --fabric " + ring4 + " --host h1");
+  CHECK(r.rc == 3);
+  CHECK_THAT(r.out, Catch::Contains("qdiscs +2 -0, filters +4 ~0 -0"));
+}
+
 TEST_CASE("forwarding: kill -9 and SIGTERM in the middle of a big apply") {
   const int n = 48;  // h01 gets 47 * 47 = 2209 routes and as many neighbours
   std::vector<std::pair<std::string, std::string>> devs;

@@ -8,9 +8,11 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ocslab/forwarding/diff.h"
 #include "ocslab/forwarding/rule_plan.h"
+#include "ocslab/forwarding/tc_netlink.h"
 
 namespace ocslab::forwarding {
 
@@ -86,6 +88,10 @@ class Forwarder {
   ApplyReport transact(const HostPlan& target, const std::string& operation, const std::optional<Journal>& prev);
   ApplyOptions opt_;
 };
+
+// ocslab's installed filters (with their hit counters) on the devices of `plan`'s filters that
+// exist and hold a clsact; none (and no tc socket) when the plan has no filters.
+std::vector<InstalledFilter> owned_filters(const HostPlan& plan);
 
 nlohmann::json to_json(const Journal& j);
 Journal journal_from_json(const nlohmann::json& j);
