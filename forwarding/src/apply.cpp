@@ -237,7 +237,9 @@ class Executor {
   }
   // One change made outside RouteNetlink (tc, links): counted like the others.
   void count(size_t n) {
+    size_t before = done_;
     done_ += n;
+    if (pause_after_ && before < pause_after_ && done_ >= pause_after_) pause();
     if (interruptible_) check_signal();
   }
   size_t done() const { return done_; }

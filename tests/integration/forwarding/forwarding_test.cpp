@@ -415,6 +415,37 @@ TEST_CASE("forwarding: relay side on a kernel without flower fails with the kern
   CHECK(lab.foreign() == foreign);
 }
 
+// SIGTERM on the relay side: after the two macvlans and one clsact, the apply stops and takes
+// them away again itself (exit 5); no flower needed, the filters are never reached.
+TEST_CASE("forwarding: SIGTERM after the first relay objects restores, macvlans and clsact included") {
+  Lab lab({{"eth1", "10.0.0.10/24"}, {"eth2", "10.0.0.11/24"}});
+  std::string ring4 = source_file("forwarding/examples/ring4.yaml");
+  auto links = [&] {
+    std::set<std::string> names;
+    for (const auto& l : lab.ipj("link show")) names.insert(l["ifname"].get<std::string>());
+    return names;
+  };
+  const auto before = links();
+  std::string err = lab.state + "-sigterm.err";
+  pid_t pid = start_paused(lab, "apply --fabric " + ring4 + " --host h1 --if2-macvlan", 3, err);
+  auto during = links();
+  CHECK(during.count("eth1v") == 1);
+  CHECK(during.count("eth2v") == 1);
+  CHECK_THAT(must("tc -n " + lab.ns + " qdisc show dev eth1v"), Catch::Contains("clsact"));
+  REQUIRE(fs::exists(lab.state + "/journal.json"));
+  CHECK_THAT(slurp(lab.state + "/journal.json"), Catch::Contains("\"applying\""));
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 5);
+  CHECK_THAT(slurp(err), Catch::Contains("interrupted by SIGTERM"));
+  CHECK_THAT(slurp(err), Catch::Contains("after 3 of 20 changes"));
+  CHECK(links() == before);
+  CHECK(lab.owned_routes().empty());
+  CHECK(!fs::exists(lab.state + "/journal.json"));
+}
+
 TEST_CASE("forwarding: verify reports drift read-only, with exit 3") {
   Lab lab({{"eth1", "10.0.0.10/24"}, {"eth2", "10.0.0.11/24"}});
   std::string ring4 = source_file("forwarding/examples/ring4.yaml");
