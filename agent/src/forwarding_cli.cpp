@@ -38,11 +38,13 @@ po::options_description options() {
       "host", po::value<std::string>(), "this host's name in the fabric (default: gethostname)")(
       "state-dir", po::value<std::string>()->default_value(fw::kDefaultStateDir),
       "where the journal of the last operation lives")(
-      "if2-macvlan", "create each port's if2 as a macvlan (mode private) over its if1 (virtual lab, NICs without "
+      "if2-macvlan",
+      "create each port's if2 as a macvlan (mode private) over its if1 (virtual lab, NICs without "
       "NPAR/SR-IOV); ocslab owns and removes only macvlans it created")(
-      "no-relay", "program only routes and neighbours: leave out the plan's clsacts and filters (a kernel "
-      "without flower; ocslab's earlier relay state is removed)")("json", "print JSON instead of text")("help,h",
-                                                                                             "show this help");
+      "no-relay",
+      "program only routes and neighbours: leave out the plan's clsacts and filters (a kernel "
+      "without flower; ocslab's earlier relay state is removed)")("json", "print JSON instead of text")(
+      "help,h", "show this help");
   return d;
 }
 
@@ -108,9 +110,8 @@ void print_report(const std::string& verb, const std::string& host, const fw::Ap
     out << fmt::format("{}: host {}: {} change(s) ({})\n", verb, host, r.changes.size(), counts(r.changes));
   for (const auto& c : fw::commands(r.changes)) out << "  " << c << "\n";
   if (r.skipped_qdiscs || r.skipped_filters)
-    out << fmt::format(
-        "note: {} clsact qdisc(s) and {} filter(s) of the plan are not programmed (--no-relay)\n",
-        r.skipped_qdiscs, r.skipped_filters);
+    out << fmt::format("note: {} clsact qdisc(s) and {} filter(s) of the plan are not programmed (--no-relay)\n",
+                       r.skipped_qdiscs, r.skipped_filters);
 }
 
 }  // namespace

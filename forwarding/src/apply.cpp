@@ -345,8 +345,9 @@ void execute(Sockets& s, Executor& ex, const PlanDiff& d, const KernelState& k) 
 void check_foreign(const PlanDiff& d, const KernelState& k) {
   for (const auto& c : d.links)
     if (c.op == ChangeOp::add && k.devices.count(c.rule.name))
-      throw Error(fmt::format("{}: an interface {} exists and is not ocslab's (ocslab only manages macvlans it created)",
-                              render(c.rule), c.rule.name));
+      throw Error(
+          fmt::format("{}: an interface {} exists and is not ocslab's (ocslab only manages macvlans it created)",
+                      render(c.rule), c.rule.name));
   for (const auto& c : d.qdiscs)
     if (c.op == ChangeOp::add && k.clsact_devs.count(c.rule.dev))
       throw Error(fmt::format("{}: {} already has a clsact qdisc that is not ocslab's", render(c.rule), c.rule.dev));

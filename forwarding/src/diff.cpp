@@ -28,9 +28,7 @@ bool same(const RouteRule& a, const RouteRule& b) {
 bool same(const NeighbourRule& a, const NeighbourRule& b) {
   return a.dst == b.dst && a.dev == b.dev && a.lladdr == b.lladdr;
 }
-bool same(const LinkRule& a, const LinkRule& b) {
-  return a.name == b.name && a.parent == b.parent && a.mac == b.mac;
-}
+bool same(const LinkRule& a, const LinkRule& b) { return a.name == b.name && a.parent == b.parent && a.mac == b.mac; }
 bool same(const QdiscRule& a, const QdiscRule& b) { return a.dev == b.dev; }
 bool same(const FilterRule& a, const FilterRule& b) {
   return a.dev == b.dev && a.chain == b.chain && a.prio == b.prio && a.dst == b.dst && a.set_eth_dst == b.set_eth_dst &&

@@ -51,8 +51,7 @@ class RingLab {
     auto t0 = std::chrono::steady_clock::now();
     auto r = vlab_cli({"vlab", "up", src(file), "--timeout", "400"});
     std::cout << r.out << r.err;
-    std::cout << "lab up in " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
-              << " s\n";
+    std::cout << "lab up in " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s\n";
     REQUIRE(r.status == 0);
     for (const auto& l : vlab::list_labs(vlab::default_cache_dir()))
       if (l.name == name_) state_ = l;
@@ -148,8 +147,8 @@ TEST_CASE("forwarding over the OCS: RDMA through a relay on ring4, then re-wired
   const std::vector<std::string> hosts = {"h1", "h2", "h3", "h4"};
   auto apply_all = [&](const std::string& fabric) {
     for (const auto& h : hosts) {
-      std::string out = lab.run(h, dir + "/ocslab-agent forwarding apply --fabric " + dir + "/" + fabric +
-                                       " --host " + h + " --state-dir /var/lib/fwdint-ring");
+      std::string out = lab.run(h, dir + "/ocslab-agent forwarding apply --fabric " + dir + "/" + fabric + " --host " +
+                                       h + " --state-dir /var/lib/fwdint-ring");
       INFO(h << ": " << out);
       CHECK_THAT(out, Contains("apply: host " + h));
     }
@@ -182,8 +181,9 @@ TEST_CASE("forwarding over the OCS: RDMA through a relay on ring4, then re-wired
   driver->connect({{2, 21}, {5, 18}, {6, 19}, {3, 22}, {4, 23}, {7, 20}});
   apply_all("ring-b.yaml");
   for (const auto& h : hosts)  // links come back up after the re-wiring
-    lab.run(h, "for i in $(seq 100); do [ $(cat /sys/class/net/eth1/carrier) = 1 ] && "
-               "[ $(cat /sys/class/net/eth2/carrier) = 1 ] && exit 0; sleep 0.2; done; exit 1");
+    lab.run(h,
+            "for i in $(seq 100); do [ $(cat /sys/class/net/eth1/carrier) = 1 ] && "
+            "[ $(cat /sys/class/net/eth2/carrier) = 1 ] && exit 0; sleep 0.2; done; exit 1");
 
   // h1 -> 10.0.0.20 (h2:p0) now goes h1:p1 -> h3:p0, relayed by h3's eth1v filter, out of
   // h3:p1 to h2:p0; h2's replies go back through h3 too. h2 relays nothing any more.
@@ -198,7 +198,8 @@ TEST_CASE("forwarding over the OCS: RDMA through a relay on ring4, then re-wired
   CHECK(h3_after - h3_before >= 200);
   CHECK(relayed(lab, "h2") == h2_total_before);
 
-  for (const auto& h : hosts) lab.run(h, dir + "/ocslab-agent forwarding clear --host " + h + " --state-dir /var/lib/fwdint-ring");
+  for (const auto& h : hosts)
+    lab.run(h, dir + "/ocslab-agent forwarding clear --host " + h + " --state-dir /var/lib/fwdint-ring");
   fs::remove_all(dir);
   std::cout << "forwarding ring test: " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
             << " s\n";

@@ -379,7 +379,8 @@ TEST_CASE("forwarding: relay side on a kernel without flower fails with the kern
   Result r = lab.agent("diff --fabric " + ring4 + " --host h1 --if2-macvlan");
   REQUIRE(r.rc == 0);
   CHECK_THAT(r.out, Catch::Contains("macvlans +2 ~0 -0, qdiscs +2 -0, filters +4 ~0 -0"));
-  CHECK_THAT(r.out, Catch::Contains("ip link add link eth1 name eth1v address 02:00:00:00:01:10 type macvlan mode private"));
+  CHECK_THAT(r.out,
+             Catch::Contains("ip link add link eth1 name eth1v address 02:00:00:00:01:10 type macvlan mode private"));
 
   r = lab.agent("apply --fabric " + ring4 + " --host h1 --if2-macvlan");
   CHECK(r.rc == 5);

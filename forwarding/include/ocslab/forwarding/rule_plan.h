@@ -64,7 +64,7 @@ struct LinkRule {
 
 struct HostPlan {
   std::string host;
-  std::vector<LinkRule> links;  // created first, removed last
+  std::vector<LinkRule> links;    // created first, removed last
   std::vector<RouteRule> routes;  // ordered by destination address
   std::vector<NeighbourRule> neighbours;
   std::vector<QdiscRule> qdiscs;
