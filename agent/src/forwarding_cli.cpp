@@ -6,11 +6,13 @@
 
 #include <boost/program_options.hpp>
 #include <cstdlib>
+#include <set>
 #include <sstream>
 
 #include "ocslab/forwarding/apply.h"
 #include "ocslab/forwarding/diff.h"
 #include "ocslab/forwarding/fabric.h"
+#include "ocslab/forwarding/if2_link.h"
 #include "ocslab/forwarding/routes.h"
 #include "ocslab/forwarding/rule_plan.h"
 
@@ -27,6 +29,7 @@ enum {
   kInput = 2,
   kFailed = 5,   // refused or failed; nothing changed or the previous state was restored
   kRestore = 6,  // failed and the restore failed too: run rollback
+  kDrift = 3,    // verify: the installed state differs from the plan
 };
 
 po::options_description options() {
@@ -34,8 +37,14 @@ po::options_description options() {
   d.add_options()("fabric", po::value<std::string>(), "fabric YAML file (plan, diff, apply)")(
       "host", po::value<std::string>(), "this host's name in the fabric (default: gethostname)")(
       "state-dir", po::value<std::string>()->default_value(fw::kDefaultStateDir),
-      "where the journal of the last operation lives")("json", "print JSON instead of text")("help,h",
-                                                                                             "show this help");
+      "where the journal of the last operation lives")(
+      "if2-macvlan",
+      "create each port's if2 as a macvlan (mode private) over its if1 (virtual lab, NICs without "
+      "NPAR/SR-IOV); ocslab owns and removes only macvlans it created")(
+      "no-relay",
+      "program only routes and neighbours: leave out the plan's clsacts and filters (a kernel "
+      "without flower; ocslab's earlier relay state is removed)")("json", "print JSON instead of text")(
+      "help,h", "show this help");
   return d;
 }
 
@@ -49,6 +58,12 @@ std::string counts(const fw::PlanDiff& d) {
                               count(d.routes, fw::ChangeOp::replace), count(d.routes, fw::ChangeOp::remove),
                               count(d.neighbours, fw::ChangeOp::add), count(d.neighbours, fw::ChangeOp::replace),
                               count(d.neighbours, fw::ChangeOp::remove));
+  if (!d.links.empty() || !d.qdiscs.empty() || !d.filters.empty())
+    s += fmt::format(", macvlans +{} ~{} -{}, qdiscs +{} -{}, filters +{} ~{} -{}", count(d.links, fw::ChangeOp::add),
+                     count(d.links, fw::ChangeOp::replace), count(d.links, fw::ChangeOp::remove),
+                     count(d.qdiscs, fw::ChangeOp::add), count(d.qdiscs, fw::ChangeOp::remove),
+                     count(d.filters, fw::ChangeOp::add), count(d.filters, fw::ChangeOp::replace),
+                     count(d.filters, fw::ChangeOp::remove));
   return s;
 }
 
@@ -67,7 +82,15 @@ fw::HostPlan host_plan(const po::variables_map& vm, const std::string& host, std
   if (unreachable)
     for (const auto& u : plan.unreachable)
       if (u.rfind(host + " -> ", 0) == 0) unreachable->push_back(u);
-  return plan.host(host);
+  fw::HostPlan p = plan.host(host);
+  if (vm.count("if2-macvlan")) {
+    // Only the if2s that get a clsact (ports in a circuit) are needed.
+    std::set<std::string> relay_devs;
+    for (const auto& q : p.qdiscs) relay_devs.insert(q.dev);
+    for (const auto& m : fw::if2_macvlans(f, host))
+      if (relay_devs.count(m.name)) p.links.push_back({m.name, m.parent, m.mac});
+  }
+  return p;
 }
 
 void print_report(const std::string& verb, const std::string& host, const fw::ApplyReport& r,
@@ -87,17 +110,15 @@ void print_report(const std::string& verb, const std::string& host, const fw::Ap
     out << fmt::format("{}: host {}: {} change(s) ({})\n", verb, host, r.changes.size(), counts(r.changes));
   for (const auto& c : fw::commands(r.changes)) out << "  " << c << "\n";
   if (r.skipped_qdiscs || r.skipped_filters)
-    out << fmt::format(
-        "note: {} clsact qdisc(s) and {} filter(s) of the plan are not programmed: tc programming is not built "
-        "yet (docs/forwarding.md, Not yet)\n",
-        r.skipped_qdiscs, r.skipped_filters);
+    out << fmt::format("note: {} clsact qdisc(s) and {} filter(s) of the plan are not programmed (--no-relay)\n",
+                       r.skipped_qdiscs, r.skipped_filters);
 }
 
 }  // namespace
 
 std::string forwarding_help() {
   std::ostringstream s;
-  s << "Usage: ocslab-agent forwarding (plan|diff|apply|rollback|clear) [--fabric FILE] [--host NAME]\n"
+  s << "Usage: ocslab-agent forwarding (plan|diff|apply|verify|rollback|clear) [--fabric FILE] [--host NAME]\n"
        "                               [--state-dir DIR] [--json]\n\n"
        "Host-based RDMA forwarding rules of one fabric host (docs/forwarding.md).\n"
        "  plan      print the host's rule plan and the equivalent ip/tc commands (no kernel access)\n"
@@ -106,14 +127,19 @@ std::string forwarding_help() {
        "            change only the difference; on any error or SIGINT/SIGTERM the previous state\n"
        "            is restored\n"
        "  rollback  undo the last apply or clear recorded in the journal (also one a kill -9 cut short)\n"
-       "  clear     remove every route and neighbour ocslab owns here (nothing else)\n\n"
-       "Only routes (protocol 79) and permanent neighbours are programmed today; clsact qdiscs and\n"
-       "flower filters of the plan are printed but not installed yet.\n\n"
+       "  verify    compare what is installed with the plan (read-only) and show every relay\n"
+       "            filter's hit counter; exit 3 when they differ\n"
+       "  clear     remove every route, neighbour, filter, clsact and macvlan ocslab owns here\n"
+       "            (nothing else)\n\n"
+       "Apply order: if2 macvlans (--if2-macvlan), clsact qdiscs, flower filters (the relay side),\n"
+       "then neighbours and routes; removals in reverse. A host whose plan has no filters never\n"
+       "touches tc.\n\n"
     << options()
     << "\nExit codes:\n"
        "  0  success (also: nothing to change)\n"
        "  1  bad command line\n"
        "  2  bad input: fabric file, unknown host, unreadable journal\n"
+       "  3  verify: the installed state differs from the plan\n"
        "  5  refused or failed (a foreign rule in the way, the kernel refused, interrupted): the\n"
        "     previous state is in place\n"
        "  6  failed and restoring the previous state failed too: run 'forwarding rollback'\n\n"
@@ -142,7 +168,7 @@ int run_forwarding_cli(const std::vector<std::string>& args, std::ostream& out, 
     return kOk;
   }
   std::string sub = vm.count("sub") ? vm["sub"].as<std::string>() : "";
-  if (sub != "plan" && sub != "diff" && sub != "apply" && sub != "rollback" && sub != "clear") {
+  if (sub != "plan" && sub != "diff" && sub != "apply" && sub != "rollback" && sub != "clear" && sub != "verify") {
     err << (sub.empty() ? std::string("ocslab-agent forwarding: give a subcommand")
                         : "ocslab-agent forwarding: unknown subcommand '" + sub + "'")
         << "\nTry 'ocslab-agent forwarding --help'.\n";
@@ -153,13 +179,14 @@ int run_forwarding_cli(const std::vector<std::string>& args, std::ostream& out, 
         << vm["rest"].as<std::vector<std::string>>()[0] << "'\n";
     return kUsage;
   }
-  if ((sub == "plan" || sub == "diff" || sub == "apply") && !vm.count("fabric")) {
+  if ((sub == "plan" || sub == "diff" || sub == "apply" || sub == "verify") && !vm.count("fabric")) {
     err << "ocslab-agent forwarding " << sub << ": --fabric FILE is required\n";
     return kUsage;
   }
   bool json = vm.count("json") > 0;
   fw::ApplyOptions o;
   o.state_dir = vm["state-dir"].as<std::string>();
+  o.relay = vm.count("no-relay") == 0;
   if (const char* p = std::getenv(fw::kPauseEnv)) o.pause_after = std::strtoull(p, nullptr, 10);
   fw::Forwarder fwd(o);
   std::string host = vm.count("host") ? vm["host"].as<std::string>() : "";
@@ -195,6 +222,45 @@ int run_forwarding_cli(const std::vector<std::string>& args, std::ostream& out, 
       fw::ApplyReport r = sub == "diff" ? fwd.diff(p) : fwd.apply(p);
       print_report(sub, host, r, fwd.journal_path(), json, out);
       return kOk;
+    }
+    if (sub == "verify") {
+      // Read-only: the diff apply would make, plus every ocslab filter's hit counter.
+      if (host.empty()) host = default_host();
+      fw::HostPlan p = host_plan(vm, host, nullptr);
+      fw::ApplyReport r = fwd.diff(p);
+      auto filters = fw::owned_filters(fw::programmable(p, o.relay));
+      bool in_sync = r.changes.empty();
+      if (json) {
+        nlohmann::json fj = nlohmann::json::array();
+        for (const auto& f : filters)
+          fj.push_back({{"dev", f.rule.dev},
+                        {"prio", f.rule.prio},
+                        {"dst", f.rule.dst},
+                        {"set_eth_dst", f.rule.set_eth_dst},
+                        {"redirect_dev", f.rule.redirect_dev},
+                        {"packets", f.packets},
+                        {"bytes", f.bytes},
+                        {"problem", f.problem}});
+        out << nlohmann::json{{"operation", "verify"},
+                              {"host", host},
+                              {"in_sync", in_sync},
+                              {"diff", fw::to_json(r.changes)},
+                              {"filters", fj}}
+                   .dump(2)
+            << "\n";
+      } else {
+        if (in_sync)
+          out << fmt::format("verify: host {}: in sync with the plan\n", host);
+        else
+          out << fmt::format("verify: host {}: {} difference(s) ({}); apply would run:\n", host, r.changes.size(),
+                             counts(r.changes));
+        for (const auto& c : fw::commands(r.changes)) out << "  " << c << "\n";
+        for (const auto& f : filters)
+          out << fmt::format("  filter {} prio {} dst {} -> {}: {} packets, {} bytes{}\n", f.rule.dev, f.rule.prio,
+                             f.rule.dst, f.rule.redirect_dev, f.packets, f.bytes,
+                             f.problem.empty() ? "" : " (" + f.problem + ")");
+      }
+      return in_sync ? kOk : kDrift;
     }
     if (sub == "rollback") {
       auto j = fwd.journal();

@@ -14,11 +14,15 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
 
+#include "ocslab/forwarding/if2_link.h"
 #include "ocslab/forwarding/route_netlink.h"
+#include "ocslab/forwarding/tc_netlink.h"
 
 namespace fs = std::filesystem;
 
@@ -129,32 +133,86 @@ void remove_journal(const std::string& dir) {
 
 using NeighKey = std::pair<std::string, std::string>;  // (dst, dev)
 
-void add_keys(const HostPlan& p, std::set<NeighKey>& keys) {
-  for (const auto& n : p.neighbours) keys.insert({n.dst, n.dev});
-}
+// What the journal names: neighbour keys, macvlans and clsact devices ocslab made, and the
+// devices its filters were on. Only these (and the plan's own filter devices) are looked at.
+struct Known {
+  std::set<NeighKey> neighbours;
+  std::map<std::string, LinkRule> links;  // by name
+  std::set<std::string> qdisc_devs;
+  std::set<std::string> filter_devs;
+  void add(const HostPlan& p) {
+    for (const auto& n : p.neighbours) neighbours.insert({n.dst, n.dev});
+    for (const auto& l : p.links) links.emplace(l.name, l);
+    for (const auto& q : p.qdiscs) qdisc_devs.insert(q.dev);
+    for (const auto& f : p.filters) filter_devs.insert(f.dev);
+  }
+};
 
 struct KernelState {
   HostPlan owned;
   std::vector<KernelRoute> routes;          // the whole main table
   std::vector<KernelNeighbour> neighbours;  // every IPv4 entry
+  std::set<std::string> clsact_devs;        // looked-at devices that hold a clsact (any owner)
+  std::set<std::string> devices;            // every link of the namespace
+};
+
+// The relay side's sockets, opened only when a plan or the journal has relay state: a host that
+// relays nothing never touches tc (kernels without flower keep working for source-only hosts).
+struct Sockets {
+  RouteNetlink nl;
+  std::optional<TcNetlink> tc_;
+  std::optional<If2Links> links_;
+  TcNetlink& tc() {
+    if (!tc_) tc_.emplace();
+    return *tc_;
+  }
+  If2Links& links() {
+    if (!links_) links_.emplace();
+    return *links_;
+  }
 };
 
 // Owned routes: main table, protocol kRouteProtocol. Owned neighbours: permanent IPv4 entries
 // whose (dst, dev) is the destination and device of an owned /32 route, or is named in the
-// journal (`extra`), which covers a neighbour added just before a kill -9 stopped its route.
-KernelState read_kernel(RouteNetlink& nl, const std::string& host, std::set<NeighKey> extra) {
-  KernelState s;
-  s.owned.host = host;
-  s.routes = nl.list_routes();
-  s.neighbours = nl.list_neighbours();
-  for (const auto& r : s.routes) {
+// journal, which covers a neighbour added just before a kill -9 stopped its route. Owned
+// macvlans and clsacts: named in the journal (ocslab created them) and still there (a macvlan
+// of the same parent). Owned filters: list_owned (the tag) on the clsact devices looked at.
+KernelState read_kernel(Sockets& s, const std::string& host, const Known& known, const HostPlan& desired) {
+  KernelState k;
+  k.owned.host = host;
+  k.routes = s.nl.list_routes();
+  k.neighbours = s.nl.list_neighbours();
+  std::set<NeighKey> extra = known.neighbours;
+  for (const auto& r : k.routes) {
     if (r.rule.protocol != kRouteProtocol) continue;
-    s.owned.routes.push_back(r.rule);
+    k.owned.routes.push_back(r.rule);
     if (r.prefix_len == 32) extra.insert({r.rule.dst.substr(0, r.rule.dst.find('/')), r.rule.dev});
   }
-  for (const auto& n : s.neighbours)
-    if (n.permanent() && extra.count({n.rule.dst, n.rule.dev})) s.owned.neighbours.push_back(n.rule);
-  return s;
+  for (const auto& n : k.neighbours)
+    if (n.permanent() && extra.count({n.rule.dst, n.rule.dev})) k.owned.neighbours.push_back(n.rule);
+
+  bool relay = !known.links.empty() || !known.qdisc_devs.empty() || !known.filter_devs.empty() ||
+               !desired.links.empty() || !desired.qdiscs.empty() || !desired.filters.empty();
+  if (!relay) return k;
+  std::map<std::string, int> index = s.tc().link_indexes();
+  for (const auto& [name, i] : index) k.devices.insert(name);
+  for (const auto& [name, l] : known.links) {
+    auto st = s.links().get(name);
+    auto parent = index.find(l.parent);
+    if (st && st->kind == "macvlan" && parent != index.end() && st->parent == parent->second)
+      k.owned.links.push_back({name, l.parent, st->mac});
+  }
+  std::set<std::string> look = known.qdisc_devs;
+  look.insert(known.filter_devs.begin(), known.filter_devs.end());
+  for (const auto& q : desired.qdiscs) look.insert(q.dev);
+  for (const auto& f : desired.filters) look.insert(f.dev);
+  for (const auto& dev : look) {
+    if (!index.count(dev) || !s.tc().has_clsact(dev)) continue;
+    k.clsact_devs.insert(dev);
+    if (known.qdisc_devs.count(dev)) k.owned.qdiscs.push_back({dev});
+    for (auto& f : s.tc().list_owned(dev)) k.owned.filters.push_back(std::move(f.rule));
+  }
+  return k;
 }
 
 // Runs kernel changes in pipelined chunks, checking for signals between chunks.
@@ -177,6 +235,13 @@ class Executor {
       if (interruptible_) check_signal();
     }
   }
+  // One change made outside RouteNetlink (tc, links): counted like the others.
+  void count(size_t n) {
+    size_t before = done_;
+    done_ += n;
+    if (pause_after_ && before < pause_after_ && done_ >= pause_after_) pause();
+    if (interruptible_) check_signal();
+  }
   size_t done() const { return done_; }
 
  private:
@@ -196,12 +261,45 @@ class Executor {
 
 // --- one step per kind, in apply order -------------------------------------------------------
 
-void tc_step(const PlanDiff& d, const char* phase) {
-  // qdiscs and filters reach the kernel through TcNetlink (libmnl), not built into this
-  // engine yet; programmable() keeps them out of every target, so this never has work.
-  if (!d.qdiscs.empty() || !d.filters.empty())
-    throw Error(fmt::format("tc {}: {} qdisc and {} filter changes, but tc programming is not built yet", phase,
-                            d.qdiscs.size(), d.filters.size()));
+void link_step(Sockets& s, Executor& ex, const PlanDiff& d, bool removals) {
+  for (const auto& c : d.links) {
+    if ((c.op == ChangeOp::remove) != removals) continue;
+    MacvlanSpec spec{c.rule.name, c.rule.parent, c.rule.mac};
+    if (removals)
+      s.links().delete_macvlan(spec);
+    else
+      s.links().ensure_macvlan(spec);
+    ex.count(1);
+  }
+}
+
+void qdisc_step(Sockets& s, Executor& ex, const PlanDiff& d, bool removals) {
+  for (const auto& c : d.qdiscs) {
+    if ((c.op == ChangeOp::remove) != removals) continue;
+    if (removals)
+      s.tc().delete_clsact(c.rule.dev);
+    else
+      s.tc().add_clsact(c.rule.dev);
+    ex.count(1);
+  }
+}
+
+// Adds and replaces: a changed filter is deleted and added again (tc cannot change a flower
+// filter's actions in place). Each TcNetlink call is all-or-nothing.
+void filter_step(Sockets& s, Executor& ex, const PlanDiff& d, bool removals, const std::set<std::string>& devices) {
+  std::vector<FilterRule> del, add;
+  for (const auto& c : d.filters) {
+    if (removals) {
+      // A filter on a device that is gone went with it (nothing to delete).
+      if (c.op == ChangeOp::remove && devices.count(c.rule.dev)) del.push_back(c.rule);
+      continue;
+    }
+    if (c.op == ChangeOp::replace) del.push_back(c.old);
+    if (c.op != ChangeOp::remove) add.push_back(c.rule);
+  }
+  if (!del.empty()) s.tc().delete_filters(del);
+  if (!add.empty()) s.tc().add_filters(add);
+  ex.count(removals ? del.size() : add.size());
 }
 
 void neighbour_step(Executor& ex, const PlanDiff& d, bool removals, const std::set<NeighKey>& present) {
@@ -223,19 +321,36 @@ void route_step(Executor& ex, const PlanDiff& d, bool removals) {
   ex.run(q);
 }
 
-void execute(Executor& ex, const PlanDiff& d, const KernelState& k) {
+// Relays before sources: if2 macvlans, clsact, filters, then neighbours and routes; removals
+// in the reverse order (a route goes before its neighbour, filters before their clsact, a
+// clsact before its macvlan).
+void execute(Sockets& s, Executor& ex, const PlanDiff& d, const KernelState& k) {
   std::set<NeighKey> present;
   for (const auto& n : k.neighbours) present.insert({n.rule.dst, n.rule.dev});
-  tc_step(d, "add");
+  std::set<std::string> devices = k.devices;
+  for (const auto& c : d.links) devices.insert(c.rule.name);
+  link_step(s, ex, d, false);
+  qdisc_step(s, ex, d, false);
+  filter_step(s, ex, d, false, devices);
   neighbour_step(ex, d, false, present);
   route_step(ex, d, false);
   route_step(ex, d, true);
   neighbour_step(ex, d, true, present);
-  tc_step(d, "remove");
+  filter_step(s, ex, d, true, devices);
+  qdisc_step(s, ex, d, true);
+  link_step(s, ex, d, true);
 }
 
 // Keys the plan needs that someone else holds: refused before anything is changed.
 void check_foreign(const PlanDiff& d, const KernelState& k) {
+  for (const auto& c : d.links)
+    if (c.op == ChangeOp::add && k.devices.count(c.rule.name))
+      throw Error(
+          fmt::format("{}: an interface {} exists and is not ocslab's (ocslab only manages macvlans it created)",
+                      render(c.rule), c.rule.name));
+  for (const auto& c : d.qdiscs)
+    if (c.op == ChangeOp::add && k.clsact_devs.count(c.rule.dev))
+      throw Error(fmt::format("{}: {} already has a clsact qdisc that is not ocslab's", render(c.rule), c.rule.dev));
   for (const auto& c : d.routes) {
     if (c.op != ChangeOp::add) continue;
     for (const auto& r : k.routes)
@@ -254,10 +369,14 @@ void check_foreign(const PlanDiff& d, const KernelState& k) {
 
 }  // namespace
 
-HostPlan programmable(const HostPlan& plan) {
+HostPlan programmable(const HostPlan& plan, bool relay) {
   HostPlan p = plan;
-  p.qdiscs.clear();
-  p.filters.clear();
+  // A host that relays nothing needs no clsact and no if2: tc stays untouched.
+  if (!relay || p.filters.empty()) {
+    p.links.clear();
+    p.qdiscs.clear();
+    p.filters.clear();
+  }
   return p;
 }
 
@@ -279,21 +398,30 @@ std::optional<Journal> Forwarder::journal() const {
   }
 }
 
-HostPlan Forwarder::installed(const std::string& host) {
-  std::set<NeighKey> keys;
+HostPlan Forwarder::installed(const std::string& host, const HostPlan& desired) {
+  Known known;
   if (auto j = journal()) {
-    add_keys(j->before, keys);
-    add_keys(j->target, keys);
+    known.add(j->before);
+    known.add(j->target);
   }
-  RouteNetlink nl;
-  return read_kernel(nl, host, keys).owned;
+  Sockets s;
+  return read_kernel(s, host, known, desired).owned;
+}
+
+HostPlan Forwarder::installed(const std::string& host) {
+  HostPlan none;
+  none.host = host;
+  return installed(host, none);
 }
 
 ApplyReport Forwarder::diff(const HostPlan& desired) {
   ApplyReport r;
-  r.skipped_qdiscs = desired.qdiscs.size();
-  r.skipped_filters = desired.filters.size();
-  r.changes = forwarding::diff(programmable(desired), installed(desired.host));
+  if (!opt_.relay) {
+    r.skipped_qdiscs = desired.qdiscs.size();
+    r.skipped_filters = desired.filters.size();
+  }
+  HostPlan target = programmable(desired, opt_.relay);
+  r.changes = forwarding::diff(target, installed(desired.host, target));
   return r;
 }
 
@@ -305,9 +433,11 @@ ApplyReport Forwarder::apply(const HostPlan& desired) {
         fmt::format("the last {} ({}, host {}) did not finish (journal {} says '{}'): run "
                     "'ocslab-agent forwarding rollback' first",
                     prev->operation, prev->time, prev->host, journal_path(), prev->status));
-  ApplyReport r = transact(programmable(desired), "apply", prev);
-  r.skipped_qdiscs = desired.qdiscs.size();
-  r.skipped_filters = desired.filters.size();
+  ApplyReport r = transact(programmable(desired, opt_.relay), "apply", prev);
+  if (!opt_.relay) {
+    r.skipped_qdiscs = desired.qdiscs.size();
+    r.skipped_filters = desired.filters.size();
+  }
   return r;
 }
 
@@ -332,13 +462,13 @@ ApplyReport Forwarder::rollback() {
 ApplyReport Forwarder::transact(const HostPlan& target, const std::string& operation,
                                 const std::optional<Journal>& prev) {
   SignalGuard signals;
-  std::set<NeighKey> keys;
+  Known known;
   if (prev) {
-    add_keys(prev->before, keys);
-    add_keys(prev->target, keys);
+    known.add(prev->before);
+    known.add(prev->target);
   }
-  RouteNetlink nl;
-  KernelState k = read_kernel(nl, target.host, keys);
+  Sockets s;
+  KernelState k = read_kernel(s, target.host, known, target);
   ApplyReport report;
   report.changes = forwarding::diff(target, k.owned);
   if (report.changes.empty() && operation != "rollback") return report;  // nothing to do, journal unchanged
@@ -354,10 +484,10 @@ ApplyReport Forwarder::transact(const HostPlan& target, const std::string& opera
   j.target = target;
   write_journal(opt_.state_dir, j);  // before the first kernel change
 
-  Executor ex(nl, opt_.chunk, rolling_back ? 0 : opt_.pause_after, true);
+  Executor ex(s.nl, opt_.chunk, rolling_back ? 0 : opt_.pause_after, true);
   try {
     check_signal();
-    execute(ex, report.changes, k);
+    execute(s, ex, report.changes, k);
   } catch (const std::exception& e) {
     std::string cause = e.what();
     if (rolling_back)
@@ -366,13 +496,13 @@ ApplyReport Forwarder::transact(const HostPlan& target, const std::string& opera
                       "'rolling-back': run rollback again",
                       ex.done(), report.changes.size(), cause));
     try {
-      std::set<NeighKey> all = keys;
-      add_keys(j.before, all);
-      add_keys(j.target, all);
-      KernelState now = read_kernel(nl, target.host, all);
+      Known all = known;
+      all.add(j.before);
+      all.add(j.target);
+      KernelState now = read_kernel(s, target.host, all, j.before);
       PlanDiff back = forwarding::diff(j.before, now.owned);
-      Executor restore(nl, opt_.chunk, 0, false);
-      execute(restore, back, now);
+      Executor restore(s.nl, opt_.chunk, 0, false);
+      execute(s, restore, back, now);
       if (prev)
         write_journal(opt_.state_dir, *prev);  // the last completed operation is still the last
       else
@@ -390,6 +520,20 @@ ApplyReport Forwarder::transact(const HostPlan& target, const std::string& opera
   j.time = now_utc();
   write_journal(opt_.state_dir, j);
   return report;
+}
+
+std::vector<InstalledFilter> owned_filters(const HostPlan& plan) {
+  std::vector<InstalledFilter> out;
+  if (plan.filters.empty()) return out;
+  TcNetlink tc;
+  auto index = tc.link_indexes();
+  std::set<std::string> devs;
+  for (const auto& f : plan.filters) devs.insert(f.dev);
+  for (const auto& dev : devs) {
+    if (!index.count(dev) || !tc.has_clsact(dev)) continue;
+    for (auto& f : tc.list_owned(dev)) out.push_back(std::move(f));
+  }
+  return out;
 }
 
 nlohmann::json to_json(const Journal& j) {

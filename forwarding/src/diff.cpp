@@ -12,11 +12,13 @@ namespace {
 
 auto key(const RouteRule& r) { return r.dst; }
 auto key(const NeighbourRule& n) { return std::make_tuple(n.dst, n.dev); }
+auto key(const LinkRule& l) { return l.name; }
 auto key(const QdiscRule& q) { return q.dev; }
 auto key(const FilterRule& f) { return std::make_tuple(f.dev, f.chain, f.prio); }
 
 std::string key_text(const RouteRule& r) { return "route " + r.dst; }
 std::string key_text(const NeighbourRule& n) { return fmt::format("neighbour {} dev {}", n.dst, n.dev); }
+std::string key_text(const LinkRule& l) { return "macvlan " + l.name; }
 std::string key_text(const QdiscRule& q) { return "clsact qdisc on " + q.dev; }
 std::string key_text(const FilterRule& f) { return fmt::format("filter {} chain {} prio {}", f.dev, f.chain, f.prio); }
 
@@ -26,6 +28,7 @@ bool same(const RouteRule& a, const RouteRule& b) {
 bool same(const NeighbourRule& a, const NeighbourRule& b) {
   return a.dst == b.dst && a.dev == b.dev && a.lladdr == b.lladdr;
 }
+bool same(const LinkRule& a, const LinkRule& b) { return a.name == b.name && a.parent == b.parent && a.mac == b.mac; }
 bool same(const QdiscRule& a, const QdiscRule& b) { return a.dev == b.dev; }
 bool same(const FilterRule& a, const FilterRule& b) {
   return a.dev == b.dev && a.chain == b.chain && a.prio == b.prio && a.dst == b.dst && a.set_eth_dst == b.set_eth_dst &&
@@ -57,6 +60,7 @@ std::vector<Change<Rule>> diff_kind(const std::vector<Rule>& desired, const std:
   return out;
 }
 
+std::string render_delete(const LinkRule& l) { return fmt::format("ip link del {}", l.name); }
 std::string render_delete(const QdiscRule& q) { return fmt::format("tc qdisc del dev {} clsact", q.dev); }
 std::string render_delete(const FilterRule& f) {
   return fmt::format("tc filter del dev {} ingress protocol ip prio {}{}", f.dev, f.prio,
@@ -90,6 +94,9 @@ nlohmann::json change_json(const Change<Rule>& c) {
     } else if constexpr (std::is_same_v<Rule, NeighbourRule>) {
       p.neighbours = {r};
       return to_json(p)["neighbours"][0];
+    } else if constexpr (std::is_same_v<Rule, LinkRule>) {
+      p.links = {r};
+      return to_json(p)["links"][0];
     } else if constexpr (std::is_same_v<Rule, QdiscRule>) {
       p.qdiscs = {r};
       return to_json(p)["qdiscs"][0];
@@ -118,6 +125,7 @@ T field(const nlohmann::json& j, const char* name, const char* what) {
 
 PlanDiff diff(const HostPlan& desired, const HostPlan& installed) {
   PlanDiff d;
+  d.links = diff_kind(desired.links, installed.links);
   d.routes = diff_kind(desired.routes, installed.routes);
   d.neighbours = diff_kind(desired.neighbours, installed.neighbours);
   d.qdiscs = diff_kind(desired.qdiscs, installed.qdiscs);
@@ -127,6 +135,7 @@ PlanDiff diff(const HostPlan& desired, const HostPlan& installed) {
 
 std::vector<std::string> commands(const PlanDiff& d) {
   std::vector<std::string> out;
+  add_commands(d.links, false, out);
   add_commands(d.qdiscs, false, out);
   add_commands(d.filters, false, out);
   add_commands(d.neighbours, false, out);
@@ -135,6 +144,7 @@ std::vector<std::string> commands(const PlanDiff& d) {
   add_commands(d.neighbours, true, out);
   add_commands(d.filters, true, out);
   add_commands(d.qdiscs, true, out);
+  add_commands(d.links, true, out);
   return out;
 }
 
@@ -145,6 +155,7 @@ nlohmann::json to_json(const PlanDiff& d) {
     for (const auto& c : changes) a.push_back(change_json(c));
     return a;
   };
+  j["links"] = list(d.links);
   j["routes"] = list(d.routes);
   j["neighbours"] = list(d.neighbours);
   j["qdiscs"] = list(d.qdiscs);
@@ -157,6 +168,11 @@ nlohmann::json to_json(const PlanDiff& d) {
 nlohmann::json to_json(const HostPlan& h) {
   nlohmann::json jh;
   jh["host"] = h.host;
+  if (!h.links.empty()) {  // only when the agent manages macvlans: plan JSON stays as it was otherwise
+    jh["links"] = nlohmann::json::array();
+    for (const auto& l : h.links)
+      jh["links"].push_back({{"name", l.name}, {"parent", l.parent}, {"mac", l.mac}, {"kind", "macvlan"}});
+  }
   jh["routes"] = nlohmann::json::array();
   for (const auto& r : h.routes)
     jh["routes"].push_back({{"dst", r.dst}, {"dev", r.dev}, {"src", r.src}, {"protocol", r.protocol}});
@@ -180,6 +196,10 @@ HostPlan host_plan_from_json(const nlohmann::json& j) {
   const char* w = "host plan";
   HostPlan h;
   h.host = field<std::string>(j, "host", w);
+  if (j.contains("links"))
+    for (const auto& l : field<nlohmann::json>(j, "links", w))
+      h.links.push_back({field<std::string>(l, "name", "link"), field<std::string>(l, "parent", "link"),
+                         field<std::string>(l, "mac", "link")});
   for (const auto& r : field<nlohmann::json>(j, "routes", w))
     h.routes.push_back({field<std::string>(r, "dst", "route"), field<std::string>(r, "dev", "route"),
                         field<std::string>(r, "src", "route"), field<int>(r, "protocol", "route")});

@@ -104,6 +104,10 @@ std::string render(const NeighbourRule& n) {
   return fmt::format("ip neigh replace {} lladdr {} dev {} nud permanent", n.dst, n.lladdr, n.dev);
 }
 
+std::string render(const LinkRule& l) {
+  return fmt::format("ip link add link {} name {} address {} type macvlan mode private", l.parent, l.name, l.mac);
+}
+
 std::string render(const QdiscRule& q) { return fmt::format("tc qdisc add dev {} clsact", q.dev); }
 
 // `protocol ip` is required: iproute2's flower rejects dst_ip ("Illegal \"dst_ip\"") unless the
@@ -118,6 +122,7 @@ std::string render(const FilterRule& f) {
 
 std::vector<std::string> commands(const HostPlan& plan) {
   std::vector<std::string> out;
+  for (const auto& l : plan.links) out.push_back(render(l));
   for (const auto& q : plan.qdiscs) out.push_back(render(q));
   for (const auto& f : plan.filters) out.push_back(render(f));
   for (const auto& n : plan.neighbours) out.push_back(render(n));

@@ -257,7 +257,7 @@ TEST_CASE("forwarding: apply, diff, re-apply, change, rollback, clear on ring4's
 
   // A foreign route where the plan needs one: refused before anything changes.
   must("ip -n " + lab.ns + " route add 10.0.0.20/32 dev eth1 proto static");
-  Result r = lab.agent("apply --fabric " + ring4 + " --host h1");
+  Result r = lab.agent("apply --fabric " + ring4 + " --host h1 --no-relay");
   CHECK(r.rc == 5);
   CHECK_THAT(r.err, Catch::Contains("10.0.0.20/32 dev eth1 proto 4, which is not ocslab's"));
   CHECK(lab.owned_routes().empty());
@@ -265,20 +265,20 @@ TEST_CASE("forwarding: apply, diff, re-apply, change, rollback, clear on ring4's
   must("ip -n " + lab.ns + " route del 10.0.0.20/32 dev eth1 proto static");
   CHECK(lab.foreign() == foreign);
 
-  r = lab.agent("apply --fabric " + ring4 + " --host h1");
+  r = lab.agent("apply --fabric " + ring4 + " --host h1 --no-relay");
   REQUIRE(r.rc == 0);
   CHECK_THAT(r.out, Catch::Contains("apply: host h1: 12 change(s) (routes +6 ~0 -0, neighbours +6 ~0 -0)"));
   CHECK(lab.owned_routes() == e4.routes);
   CHECK(lab.owned_neighbours() == e4.neighbours);
   CHECK(lab.foreign() == foreign);
 
-  r = lab.agent("diff --json --fabric " + ring4 + " --host h1");
+  r = lab.agent("diff --json --fabric " + ring4 + " --host h1 --no-relay");
   REQUIRE(r.rc == 0);
   auto j = nlohmann::json::parse(r.out);
   CHECK(j["changes"]["changes"] == 0);
   CHECK(j["not_programmed"]["filters"] == 4);
   std::string journal = slurp(lab.state + "/journal.json");
-  r = lab.agent("apply --fabric " + ring4 + " --host h1");
+  r = lab.agent("apply --fabric " + ring4 + " --host h1 --no-relay");
   REQUIRE(r.rc == 0);
   CHECK_THAT(r.out, Catch::Contains("apply: host h1: no changes"));
   CHECK(slurp(lab.state + "/journal.json") == journal);  // nothing changed, not even the journal
@@ -286,11 +286,11 @@ TEST_CASE("forwarding: apply, diff, re-apply, change, rollback, clear on ring4's
   CHECK(lab.foreign() == foreign);
 
   // h2:p0's if2 MAC changes: exactly the two neighbours sent through it change.
-  r = lab.agent("diff --json --fabric " + ring4b + " --host h1");
+  r = lab.agent("diff --json --fabric " + ring4b + " --host h1 --no-relay");
   REQUIRE(r.rc == 0);
   j = nlohmann::json::parse(r.out);
   CHECK(j["changes"]["changes"] == 2);
-  r = lab.agent("apply --json --fabric " + ring4b + " --host h1");
+  r = lab.agent("apply --json --fabric " + ring4b + " --host h1 --no-relay");
   REQUIRE(r.rc == 0);
   j = nlohmann::json::parse(r.out);
   CHECK(j["changes"]["routes"].empty());
@@ -332,14 +332,14 @@ TEST_CASE("forwarding: a kernel refusal rolls back and shows the kernel's messag
   std::string ring4 = source_file("forwarding/examples/ring4.yaml");
   std::string ring4b =
       write_file(lab.state + "-ring4b.yaml", replace_all(slurp(ring4), "02:00:00:00:02:10", "02:00:00:00:02:1a"));
-  REQUIRE(lab.agent("apply --fabric " + ring4 + " --host h1").rc == 0);
+  REQUIRE(lab.agent("apply --fabric " + ring4 + " --host h1 --no-relay").rc == 0);
   // eth2 goes down: the kernel drops what went through it; routes through it are refused now.
   must("ip -n " + lab.ns + " link set eth2 down");
   auto routes = lab.owned_routes();
   auto neighbours = lab.owned_neighbours();
   const std::string foreign = lab.foreign();
   CHECK(routes.size() == 3);
-  Result r = lab.agent("apply --fabric " + ring4b + " --host h1");
+  Result r = lab.agent("apply --fabric " + ring4b + " --host h1 --no-relay");
   CHECK(r.rc == 5);
   CHECK_THAT(r.err, Catch::Contains("kernel refused 'ip route replace 10.0.0.20/32 dev eth2 src 10.0.0.11 proto 79'"));
   CHECK_THAT(r.err, Catch::Contains("(kernel: Device for nexthop is not up)"));
@@ -350,12 +350,130 @@ TEST_CASE("forwarding: a kernel refusal rolls back and shows the kernel's messag
 
   // A device the namespace does not have: named, nothing changed.
   std::string bad = write_file(lab.state + "-bad.yaml", replace_all(slurp(ring4b), "{name: eth1,", "{name: nosuch1,"));
-  r = lab.agent("apply --fabric " + bad + " --host h1");
+  r = lab.agent("apply --fabric " + bad + " --host h1 --no-relay");
   CHECK(r.rc == 5);
   CHECK_THAT(r.err, Catch::Contains("no network device 'nosuch1' in this namespace"));
   CHECK(lab.owned_routes() == routes);
   CHECK(lab.owned_neighbours() == neighbours);
   CHECK(lab.foreign() == foreign);
+}
+
+// This machine's kernel has clsact but no flower: a relay host's apply creates its if2
+// macvlans and clsacts, the kernel refuses the first flower filter, and everything ocslab made
+// is taken away again. A macvlan of that name that ocslab did not create is never touched.
+TEST_CASE("forwarding: relay side on a kernel without flower fails with the kernel's message and rolls back") {
+  Lab lab({{"eth1", "10.0.0.10/24"}, {"eth2", "10.0.0.11/24"}});
+  lab.add_foreign("eth1", "eth1");
+  const std::string foreign = lab.foreign();
+  std::string ring4 = source_file("forwarding/examples/ring4.yaml");
+  auto links = [&] {
+    std::set<std::string> names;
+    for (const auto& l : lab.ipj("link show")) names.insert(l["ifname"].get<std::string>());
+    return names;
+  };
+  auto qdiscs = [&](const std::string& dev) { return must("tc -n " + lab.ns + " qdisc show dev " + dev); };
+  const auto links_before = links();
+  REQUIRE(links_before.count("eth1") == 1);
+  REQUIRE(links_before.count("eth1v") == 0);
+
+  Result r = lab.agent("diff --fabric " + ring4 + " --host h1 --if2-macvlan");
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.out, Catch::Contains("macvlans +2 ~0 -0, qdiscs +2 -0, filters +4 ~0 -0"));
+  CHECK_THAT(r.out,
+             Catch::Contains("ip link add link eth1 name eth1v address 02:00:00:00:01:10 type macvlan mode private"));
+
+  r = lab.agent("apply --fabric " + ring4 + " --host h1 --if2-macvlan");
+  CHECK(r.rc == 5);
+  CHECK_THAT(r.err, Catch::Contains("TC classifier not found"));
+  CHECK_THAT(r.err, Catch::Contains("after 4 of 20 changes"));  // 2 macvlans + 2 clsacts made, then the filters
+  CHECK_THAT(r.err, Catch::Contains("the previous state was restored"));
+  CHECK(links() == links_before);  // the macvlans ocslab created are gone again
+  CHECK(lab.owned_routes().empty());
+  CHECK(lab.owned_neighbours().empty());
+  CHECK(lab.foreign() == foreign);
+  CHECK(!fs::exists(lab.state + "/journal.json"));  // no earlier operation: no journal
+
+  // Someone else's macvlan named like an if2: refused before any change, left as it was.
+  must("ip -n " + lab.ns + " link add link eth1 name eth1v address 02:aa:00:00:00:01 type macvlan mode bridge");
+  must("tc -n " + lab.ns + " qdisc add dev eth1v clsact");
+  const std::string theirs = must("ip -n " + lab.ns + " -d link show eth1v");
+  r = lab.agent("apply --fabric " + ring4 + " --host h1 --if2-macvlan");
+  CHECK(r.rc == 5);
+  CHECK_THAT(r.err, Catch::Contains("an interface eth1v exists and is not ocslab's"));
+  CHECK(must("ip -n " + lab.ns + " -d link show eth1v") == theirs);
+  CHECK_THAT(qdiscs("eth1v"), Catch::Contains("clsact"));
+  CHECK(links().count("eth2v") == 0);
+  // Without --if2-macvlan the plan wants a clsact on eth1v, which is someone else's: refused.
+  r = lab.agent("apply --fabric " + ring4 + " --host h1");
+  CHECK(r.rc == 5);
+  CHECK_THAT(r.err, Catch::Contains("eth1v already has a clsact qdisc that is not ocslab's"));
+  CHECK_THAT(qdiscs("eth1v"), Catch::Contains("clsact"));
+  // clear removes only what ocslab owns: nothing here.
+  r = lab.agent("clear --host h1");
+  CHECK(r.rc == 0);
+  CHECK(must("ip -n " + lab.ns + " -d link show eth1v") == theirs);
+  CHECK_THAT(qdiscs("eth1v"), Catch::Contains("clsact"));
+  CHECK(lab.foreign() == foreign);
+}
+
+// SIGTERM on the relay side: after the two macvlans and one clsact, the apply stops and takes
+// them away again itself (exit 5); no flower needed, the filters are never reached.
+TEST_CASE("forwarding: SIGTERM after the first relay objects restores, macvlans and clsact included") {
+  Lab lab({{"eth1", "10.0.0.10/24"}, {"eth2", "10.0.0.11/24"}});
+  std::string ring4 = source_file("forwarding/examples/ring4.yaml");
+  auto links = [&] {
+    std::set<std::string> names;
+    for (const auto& l : lab.ipj("link show")) names.insert(l["ifname"].get<std::string>());
+    return names;
+  };
+  const auto before = links();
+  std::string err = lab.state + "-sigterm.err";
+  pid_t pid = start_paused(lab, "apply --fabric " + ring4 + " --host h1 --if2-macvlan", 3, err);
+  auto during = links();
+  CHECK(during.count("eth1v") == 1);
+  CHECK(during.count("eth2v") == 1);
+  CHECK_THAT(must("tc -n " + lab.ns + " qdisc show dev eth1v"), Catch::Contains("clsact"));
+  REQUIRE(fs::exists(lab.state + "/journal.json"));
+  CHECK_THAT(slurp(lab.state + "/journal.json"), Catch::Contains("\"applying\""));
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 5);
+  CHECK_THAT(slurp(err), Catch::Contains("interrupted by SIGTERM"));
+  CHECK_THAT(slurp(err), Catch::Contains("after 3 of 20 changes"));
+  CHECK(links() == before);
+  CHECK(lab.owned_routes().empty());
+  CHECK(!fs::exists(lab.state + "/journal.json"));
+}
+
+TEST_CASE("forwarding: verify reports drift read-only, with exit 3") {
+  Lab lab({{"eth1", "10.0.0.10/24"}, {"eth2", "10.0.0.11/24"}});
+  std::string ring4 = source_file("forwarding/examples/ring4.yaml");
+  REQUIRE(lab.agent("apply --fabric " + ring4 + " --host h1 --no-relay").rc == 0);
+  Result r = lab.agent("verify --fabric " + ring4 + " --host h1 --no-relay");
+  CHECK(r.rc == 0);
+  CHECK_THAT(r.out, Catch::Contains("verify: host h1: in sync with the plan"));
+  const std::string journal = slurp(lab.state + "/journal.json");
+  // Someone deletes one of ocslab's routes: verify names the fix and changes nothing.
+  must("ip -n " + lab.ns + " route del 10.0.0.20/32 dev eth2 proto 79");
+  auto routes = lab.owned_routes();
+  r = lab.agent("verify --fabric " + ring4 + " --host h1 --no-relay");
+  CHECK(r.rc == 3);
+  CHECK_THAT(r.out, Catch::Contains("verify: host h1: 1 difference(s) (routes +1 ~0 -0"));
+  CHECK_THAT(r.out, Catch::Contains("ip route replace 10.0.0.20/32 dev eth2 src 10.0.0.11 proto 79"));
+  r = lab.agent("verify --json --fabric " + ring4 + " --host h1 --no-relay");
+  CHECK(r.rc == 3);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["in_sync"] == false);
+  CHECK(j["diff"]["changes"] == 1);
+  CHECK(j["filters"].empty());  // --no-relay: no filters looked at
+  CHECK(lab.owned_routes() == routes);
+  CHECK(slurp(lab.state + "/journal.json") == journal);
+  // Without --no-relay the plan's relay side is missing too (this kernel has none of it).
+  r = lab.agent("verify --fabric " + ring4 + " --host h1");
+  CHECK(r.rc == 3);
+  CHECK_THAT(r.out, Catch::Contains("qdiscs +2 -0, filters +4 ~0 -0"));
 }
 
 TEST_CASE("forwarding: kill -9 and SIGTERM in the middle of a big apply") {
@@ -369,7 +487,7 @@ TEST_CASE("forwarding: kill -9 and SIGTERM in the middle of a big apply") {
   std::string b = write_file(lab.state + "-b.yaml", complete_fabric(n, 100));
   Expected ea = expected(a, "h01");
   REQUIRE(ea.routes.size() == 2209);
-  Result r = lab.agent("apply --fabric " + a + " --host h01");
+  Result r = lab.agent("apply --fabric " + a + " --host h01 --no-relay");
   REQUIRE(r.rc == 0);
   CHECK(lab.owned_routes() == ea.routes);
   CHECK(lab.owned_neighbours() == ea.neighbours);
@@ -377,7 +495,7 @@ TEST_CASE("forwarding: kill -9 and SIGTERM in the middle of a big apply") {
 
   SECTION("kill -9 after 3000 of 8836 changes, then rollback") {
     std::string err = lab.state + "-kill.err";
-    pid_t pid = start_paused(lab, "apply --fabric " + b + " --host h01", 3000, err);
+    pid_t pid = start_paused(lab, "apply --fabric " + b + " --host h01 --no-relay", 3000, err);
     REQUIRE(::kill(pid, SIGKILL) == 0);
     int status = 0;
     ::waitpid(pid, &status, 0);
@@ -385,7 +503,7 @@ TEST_CASE("forwarding: kill -9 and SIGTERM in the middle of a big apply") {
     // Half-applied: b's 2209 neighbours and 791 of its routes are in, a's all still there.
     CHECK(lab.owned_routes().size() == 2209 + 791);
     // Apply refuses to build on a half-finished one.
-    r = lab.agent("apply --fabric " + a + " --host h01");
+    r = lab.agent("apply --fabric " + a + " --host h01 --no-relay");
     CHECK(r.rc == 5);
     CHECK_THAT(r.err, Catch::Contains("did not finish"));
     r = lab.agent("rollback");
@@ -398,7 +516,7 @@ TEST_CASE("forwarding: kill -9 and SIGTERM in the middle of a big apply") {
   }
   SECTION("SIGTERM after 1000 changes restores, and the earlier apply can still be rolled back") {
     std::string err = lab.state + "-term.err";
-    pid_t pid = start_paused(lab, "apply --fabric " + b + " --host h01", 1000, err);
+    pid_t pid = start_paused(lab, "apply --fabric " + b + " --host h01 --no-relay", 1000, err);
     REQUIRE(::kill(pid, SIGTERM) == 0);
     int status = 0;
     ::waitpid(pid, &status, 0);

@@ -98,3 +98,37 @@ TEST_CASE("host plan JSON round trip, and bad JSON named") {
   j["routes"][0].erase("dev");
   CHECK_THROWS_WITH(host_plan_from_json(j), Catch::Contains("route: missing field 'dev'"));
 }
+
+TEST_CASE("diff: if2 macvlans by name, created first and removed last, in the journal JSON") {
+  HostPlan p = ring4_h1();
+  p.links = {{"eth1v", "eth1", "02:00:00:00:01:10"}, {"eth2v", "eth2", "02:00:00:00:01:11"}};
+  HostPlan none;
+  auto add = commands(diff(p, none));
+  REQUIRE(add.size() == 2 + p.qdiscs.size() + p.filters.size() + p.neighbours.size() + p.routes.size());
+  CHECK(add[0] == "ip link add link eth1 name eth1v address 02:00:00:00:01:10 type macvlan mode private");
+  CHECK(add[2] == "tc qdisc add dev eth1v clsact");  // relays before sources: links, then clsacts
+  auto del = commands(diff(none, p));
+  CHECK(del[del.size() - 2] == "ip link del eth1v");
+  CHECK(del.back() == "ip link del eth2v");
+  CHECK(del[del.size() - 3].rfind("tc qdisc del dev ", 0) == 0);
+
+  // A changed MAC is a replace of that one link; a changed filter a delete + add.
+  HostPlan q = p;
+  q.links[1].mac = "02:00:00:00:01:1f";
+  q.filters[0].set_eth_dst = "02:00:00:00:09:09";
+  PlanDiff d = diff(q, p);
+  REQUIRE(d.links.size() == 1);
+  CHECK(d.links[0].op == ChangeOp::replace);
+  CHECK(d.links[0].old.mac == "02:00:00:00:01:11");
+  REQUIRE(d.filters.size() == 1);
+  auto c = commands(d);
+  REQUIRE(c.size() == 3);
+  CHECK(c[1].rfind("tc filter del dev " + p.filters[0].dev, 0) == 0);
+  CHECK(c[2].find("set 02:00:00:00:09:09") != std::string::npos);
+
+  HostPlan back = host_plan_from_json(nlohmann::json::parse(to_json(p).dump()));
+  CHECK(diff(p, back).empty());
+  REQUIRE(back.links.size() == 2);
+  CHECK(back.links[0].parent == "eth1");
+  CHECK_FALSE(to_json(ring4_h1()).contains("links"));  // plans without macvlans look as before
+}

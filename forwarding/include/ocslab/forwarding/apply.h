@@ -8,9 +8,11 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ocslab/forwarding/diff.h"
 #include "ocslab/forwarding/rule_plan.h"
+#include "ocslab/forwarding/tc_netlink.h"
 
 namespace ocslab::forwarding {
 
@@ -24,6 +26,10 @@ struct ApplyOptions {
   std::string state_dir = kDefaultStateDir;
   size_t chunk = 256;      // kernel changes per pipelined batch (and between interrupt checks)
   size_t pause_after = 0;  // the test hook; 0: off. The CLI reads it from kPauseEnv.
+  // false: program only the source side (routes, neighbours); the plan's macvlans, clsacts and
+  // filters are left out (and ocslab's earlier ones removed). A plan without filters (a host
+  // that relays nothing) never touches tc either way.
+  bool relay = true;
 };
 
 // The on-disk record (state_dir/journal.json) of the last operation.
@@ -38,7 +44,7 @@ struct Journal {
 
 struct ApplyReport {
   PlanDiff changes;  // made (apply, rollback, clear) or to make (diff)
-  // Parts of the plan not programmed: tc is not built yet (docs/forwarding.md "Not yet").
+  // Parts of the plan not programmed because ApplyOptions::relay is false.
   size_t skipped_qdiscs = 0;
   size_t skipped_filters = 0;
 };
@@ -54,15 +60,19 @@ class RestoreFailed : public Error {
   using Error::Error;
 };
 
-// What this engine programs today: routes and neighbours (qdiscs and filters removed).
-HostPlan programmable(const HostPlan& plan);
+// What the engine programs of a plan: everything, except that without `relay`, or when the
+// plan has no filters, the macvlans, clsacts and filters are left out.
+HostPlan programmable(const HostPlan& plan, bool relay = true);
 
 class Forwarder {
  public:
   explicit Forwarder(ApplyOptions options = {});
 
-  // The ocslab-owned routes and permanent neighbours installed now (see docs: ownership).
+  // The ocslab-owned state installed now (see docs: ownership): routes, permanent neighbours,
+  // macvlans and clsacts ocslab created (journal), tagged filters on those and on the devices
+  // of `desired`'s filters.
   HostPlan installed(const std::string& host);
+  HostPlan installed(const std::string& host, const HostPlan& desired);
   ApplyReport diff(const HostPlan& desired);
   // Throws ApplyFailed (previous state restored; message: the cause, e.g. the kernel's
   // extack) or RestoreFailed; Error when a previous operation was interrupted (rollback first)
@@ -78,6 +88,10 @@ class Forwarder {
   ApplyReport transact(const HostPlan& target, const std::string& operation, const std::optional<Journal>& prev);
   ApplyOptions opt_;
 };
+
+// ocslab's installed filters (with their hit counters) on the devices of `plan`'s filters that
+// exist and hold a clsact; none (and no tc socket) when the plan has no filters.
+std::vector<InstalledFilter> owned_filters(const HostPlan& plan);
 
 nlohmann::json to_json(const Journal& j);
 Journal journal_from_json(const nlohmann::json& j);

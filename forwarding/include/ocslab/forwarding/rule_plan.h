@@ -53,8 +53,18 @@ struct FilterRule {
   std::string cookie = kActionCookie;
 };
 
+// An if2 that ocslab creates as a macvlan (mode private) over the port's if1, where the NIC
+// has no second function (virtual lab). Not part of make_plan: the agent adds them when asked
+// (--if2-macvlan); a macvlan is ocslab's only when ocslab created it (journal).
+struct LinkRule {
+  std::string name;    // the if2, e.g. "eth1v"
+  std::string parent;  // the port's if1
+  std::string mac;     // lower case
+};
+
 struct HostPlan {
   std::string host;
+  std::vector<LinkRule> links;    // created first, removed last
   std::vector<RouteRule> routes;  // ordered by destination address
   std::vector<NeighbourRule> neighbours;
   std::vector<QdiscRule> qdiscs;
@@ -74,9 +84,10 @@ Plan make_plan(const Fabric& fabric, const Routes& routes);
 
 std::string render(const RouteRule& r);      // ip route replace D/32 dev X src S proto 79
 std::string render(const NeighbourRule& n);  // ip neigh replace D lladdr M dev X nud permanent
+std::string render(const LinkRule& l);       // ip link add link P name X address M type macvlan mode private
 std::string render(const QdiscRule& q);      // tc qdisc add dev X clsact
 std::string render(const FilterRule& f);     // tc filter add dev X ingress protocol ip prio P flower ...
-// All commands of one host in apply order: qdiscs, filters, neighbours, routes (a relay is
+// All commands of one host in apply order: if2 macvlans, qdiscs, filters, neighbours, routes (a relay is
 // ready before any source sends through it; a neighbour exists before its route is used).
 std::vector<std::string> commands(const HostPlan& plan);
 
