@@ -97,7 +97,12 @@ int main(int argc, char** argv) {
         phase ? std::make_unique<ShimHooks>(s, o.rank, *phase) : std::make_unique<PhaseHooks>();
     NcclBackend backend(s, o.rank, gpu, rv);
     std::cerr << fmt::format("rank {} on {}: {}\n", o.rank, o.host, backend.describe());
-    return run_and_report(s, o, "nccl", backend, *hooks, rv);
+    int rc = run_and_report(s, o, "nccl", backend, *hooks, rv);
+    // The shim's own record (requests, ACK waits, provisioning, fallbacks) next to the rows.
+    if (auto* sh = dynamic_cast<ShimHooks*>(hooks.get()); sh && !o.output.empty()) {
+      sh->shim().write_csv(fmt::format("{}/shim-rank{}.csv", o.output, o.rank));
+    }
+    return rc;
   } catch (const Error& e) {
     std::cerr << "ocslab-collbench-nccl: " << e.what() << "\n";
     return 2;

@@ -111,7 +111,12 @@ int main(int argc, char** argv) {
         phase ? std::make_unique<ShimHooks>(s, o.rank, *phase) : std::make_unique<PhaseHooks>();
     VerbsBackend backend(s, o.rank, vo, rv);
     std::cerr << fmt::format("rank {} on {}: {}\n", o.rank, o.host, backend.describe());
-    return run_and_report(s, o, "verbs", backend, *hooks, rv);
+    int rc = run_and_report(s, o, "verbs", backend, *hooks, rv);
+    // The shim's own record (requests, ACK waits, provisioning, fallbacks) next to the rows.
+    if (auto* sh = dynamic_cast<ShimHooks*>(hooks.get()); sh && !o.output.empty()) {
+      sh->shim().write_csv(fmt::format("{}/shim-rank{}.csv", o.output, o.rank));
+    }
+    return rc;
   } catch (const Error& e) {
     std::cerr << "ocslab-collbench-verbs: " << e.what() << "\n";
     return 2;
