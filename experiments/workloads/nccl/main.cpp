@@ -101,6 +101,9 @@ int main(int argc, char** argv) {
     // The shim's own record (requests, ACK waits, provisioning, fallbacks) next to the rows.
     if (auto* sh = dynamic_cast<ShimHooks*>(hooks.get()); sh && !o.output.empty()) {
       sh->shim().write_csv(fmt::format("{}/shim-rank{}.csv", o.output, o.rank));
+      if (sh->shim().provisioning_active()) {
+        sh->shim().phase_table().save(fmt::format("{}/phase-table-rank{}.csv", o.output, o.rank));
+      }
     }
     return rc;
   } catch (const Error& e) {

@@ -144,6 +144,11 @@ std::optional<phase::ShimOptions> phase_options(const po::variables_map& vm, int
   }
   if (vm.count("phase-table")) {
     o.phase_table = vm["phase-table"].as<std::string>();
+    // Tables are per rank (each rank's own op sequence): "{rank}" picks this rank's file, e.g.
+    // the phase-table-rank{rank}.csv files an earlier run wrote into its --output folder.
+    for (auto at = o.phase_table.find("{rank}"); at != std::string::npos; at = o.phase_table.find("{rank}")) {
+      o.phase_table.replace(at, 6, std::to_string(rank));
+    }
     if (!std::filesystem::is_regular_file(o.phase_table)) {
       throw Error("--phase-table '" + o.phase_table + "': no such file");
     }

@@ -104,7 +104,10 @@ struct Run {
 
 JobLayout dp_pp_layout() { return JobLayout{"dppp", 2, {{"dp", 2}}}; }
 
-Run run_job(const Schedule& s, ocslab::phase::ShimMode mode) {
+// table_dir: when set, provisioning ranks load "<dir>/phase-table-rank{rank}.csv" through
+// the programs' flag parsing (phase_options) instead of profiling; profiling runs save theirs.
+Run run_job(const Schedule& s, ocslab::phase::ShimMode mode, const std::string& table_dir = "",
+            bool load_tables = false) {
   Lab lab(phase_switch(kSwitchMs));
   JobLayout L = dp_pp_layout();
   auto rail = std::make_shared<Orchestrator>("rail0", lab.slots(1, L.ranks()), lab.driver());
@@ -130,9 +133,23 @@ Run run_job(const Schedule& s, ocslab::phase::ShimMode mode) {
         o.mode = mode;
         o.profile_steps = 1;
         o.ack_wait = std::chrono::milliseconds(20000);
+        if (load_tables) {
+          namespace po = boost::program_options;
+          po::options_description desc;
+          add_phase_options(desc);
+          std::vector<std::string> args = {
+              "--controller",  fmt::format("127.0.0.1:{}", ctl.port()),  "--job", L.job, "--phase-mode", "provisioning",
+              "--phase-table", table_dir + "/phase-table-rank{rank}.csv"};
+          po::variables_map vm;
+          po::store(po::command_line_parser(args).options(desc).run(), vm);
+          o = *phase_options(vm, r, s.ranks, "localhost", std::chrono::milliseconds(20000));
+        }
         ShimHooks hooks(s, r, o);
         InMemoryBackend backend(s, r);
         auto recs = run_steps(s, r, "localhost", backend, hooks, true);
+        if (!table_dir.empty() && !load_tables && hooks.shim().provisioning_active()) {
+          hooks.shim().phase_table().save(fmt::format("{}/phase-table-rank{}.csv", table_dir, r));
+        }
         std::lock_guard lock(mu);
         out.records[static_cast<size_t>(r)] = std::move(recs);
       } catch (const std::exception& e) {
@@ -250,11 +267,28 @@ TEST_CASE("ShimHooks drive the step loop through the controller; provisioning hi
     auto run = run_job(s, ocslab::phase::ShimMode::kOnDemand);
     on_demand = check_run(s, run, ocslab::phase::ShimMode::kOnDemand);
   }
+  const std::string tables = fmt::format("/tmp/shimwl-tables-{}", ::getpid());
+  std::filesystem::create_directories(tables);
   {
     INFO("provisioning");
-    auto run = run_job(s, ocslab::phase::ShimMode::kProvisioning);
+    auto run = run_job(s, ocslab::phase::ShimMode::kProvisioning, tables);
     provisioning = check_run(s, run, ocslab::phase::ShimMode::kProvisioning);
   }
+  {
+    // The profiled tables, loaded back per rank through --phase-table "...{rank}...":
+    // provisioning from the very first op, warm-up step included.
+    INFO("provisioning from saved phase tables");
+    for (int r = 0; r < s.ranks; ++r)
+      REQUIRE(std::filesystem::exists(fmt::format("{}/phase-table-rank{}.csv", tables, r)));
+    auto run = run_job(s, ocslab::phase::ShimMode::kProvisioning, tables, true);
+    check_run(s, run, ocslab::phase::ShimMode::kProvisioning);
+    size_t warmup_provisioned = 0;
+    for (const auto& recs : run.records) {
+      for (const auto& rec : recs) warmup_provisioned += (rec.warmup && rec.provisioned) ? 1 : 0;
+    }
+    CHECK(warmup_provisioned > 0);
+  }
+  std::filesystem::remove_all(tables);
   std::cout << fmt::format(
       "phase workload {} ({} ranks, {} measured steps, switching {} ms, compute {} ms per op):\n"
       "  on-demand:    total reconfig_wait {:8.1f} ms over all ranks, {} reconfigurations (ground truth)\n"

@@ -52,7 +52,7 @@ class ShimHooks : public PhaseHooks {
 };
 
 // --controller HOST:PORT, --job NAME, --phase-mode on-demand|provisioning,
-// --profile-steps K, --phase-table FILE.
+// --profile-steps K, --phase-table FILE ("{rank}" in FILE is replaced by the rank).
 void add_phase_options(boost::program_options::options_description& desc);
 // The shim's options from those flags; nullopt without --controller (then none of the others
 // may be given). Throws ocslab::Error naming the flag and its bad value.
