@@ -418,9 +418,16 @@ void Shim::post_communication(const OpDescriptor& op) {
     sample(fmt::format("rank{} {}#{}", options_.rank, op.group, seq), "table_mismatch", op.index, "index");
     return;
   }
-  const auto& next = ++pos == ops.end() ? ops.front() : *pos;
-  auto nd = dims_.find(next.group);
-  if (nd == dims_.end() || nd->second == "mgmt") return;
+  // The next op that needs the fabric, past management ops (they run without a topology, so
+  // the switch can move behind them too), wrapping into the next step.
+  const PhaseEntry* found = nullptr;
+  for (size_t k = 0; k < ops.size() && !found; ++k) {
+    if (++pos == ops.end()) pos = ops.begin();
+    auto d = dims_.find(pos->group);
+    if (d != dims_.end() && d->second != "mgmt") found = &*pos;
+  }
+  if (!found) return;
+  const auto& next = *found;
   const int64_t next_seq = seq_[next.group] + 1;
   if (!requested_.count({next.group, next_seq})) send_request(next.group, next_seq, next.index, true);
 }

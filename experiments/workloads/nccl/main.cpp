@@ -4,10 +4,12 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <memory>
 
 #include "nccl_backend.h"
 #include "ocslab/common/error.h"
 #include "ocslab/workloads/collbench.h"
+#include "ocslab/workloads/shim_hooks.h"
 
 namespace po = boost::program_options;
 using namespace ocslab;
@@ -31,6 +33,10 @@ Rank and world size come from --rank/--nranks or from mpirun (OMPI_COMM_WORLD_*)
 Example (one node, 8 GPUs, Open MPI):
   mpirun -np 8 ocslab-collbench-nccl -s 3d-dp-pp-tp.yaml --rendezvous $(hostname):18600 -o out
 
+With --controller HOST:PORT --job NAME the phase shim asks the job's phase controller
+(`ocslab controller`) to wire the fabric for each op's group before it runs
+(--phase-mode on-demand) or ahead of it (--phase-mode provisioning); see docs/workloads.md.
+
 Exit status: 0 all results exact; 1 some result wrong; 2 bad input or a CUDA/NCCL failure.
 
 )";
@@ -40,6 +46,7 @@ Exit status: 0 all results exact; 1 some result wrong; 2 bad input or a CUDA/NCC
 int main(int argc, char** argv) {
   po::options_description desc("options");
   add_common_options(desc);
+  add_phase_options(desc);
   desc.add_options()("gpu", po::value<int>(),
                      "CUDA device of this rank (default: the launcher's local rank, else rank modulo the GPU count)")(
       "help,h", "this help");
@@ -67,6 +74,8 @@ int main(int argc, char** argv) {
     }
     if (o.rank >= o.nranks) throw Error(fmt::format("--rank {} is outside 0..{}", o.rank, o.nranks - 1));
     if (o.rendezvous.empty() && o.nranks > 1) throw Error("missing --ranks or --rendezvous HOST:PORT");
+    // Flag errors before anything starts; the shim joins after the rendezvous (every rank is up).
+    auto phase = phase_options(vm, o.rank, o.nranks, o.host, o.timeout);
     // Before the rendezvous: a rank without its GPU fails at once instead of holding the others.
     int count = 0;
     cudaError_t ce = cudaGetDeviceCount(&count);
@@ -82,10 +91,21 @@ int main(int argc, char** argv) {
     }
     Rendezvous rv(o.rank, o.nranks, o.rendezvous.empty() ? "localhost:1" : o.rendezvous, rendezvous_tag(s, "nccl"),
                   o.timeout);
+    // Without --controller the fabric is never reconfigured (no-op hooks). A refused join
+    // (group size disagreement, unknown dimension) throws PhaseError naming rank and group: exit 2.
+    std::unique_ptr<PhaseHooks> hooks =
+        phase ? std::make_unique<ShimHooks>(s, o.rank, *phase) : std::make_unique<PhaseHooks>();
     NcclBackend backend(s, o.rank, gpu, rv);
     std::cerr << fmt::format("rank {} on {}: {}\n", o.rank, o.host, backend.describe());
-    PhaseHooks no_reconfiguration;
-    return run_and_report(s, o, "nccl", backend, no_reconfiguration, rv);
+    int rc = run_and_report(s, o, "nccl", backend, *hooks, rv);
+    // The shim's own record (requests, ACK waits, provisioning, fallbacks) next to the rows.
+    if (auto* sh = dynamic_cast<ShimHooks*>(hooks.get()); sh && !o.output.empty()) {
+      sh->shim().write_csv(fmt::format("{}/shim-rank{}.csv", o.output, o.rank));
+      if (sh->shim().provisioning_active()) {
+        sh->shim().phase_table().save(fmt::format("{}/phase-table-rank{}.csv", o.output, o.rank));
+      }
+    }
+    return rc;
   } catch (const Error& e) {
     std::cerr << "ocslab-collbench-nccl: " << e.what() << "\n";
     return 2;

@@ -153,6 +153,12 @@ std::vector<OpRecord> run_steps(const Schedule& s, int rank, const std::string& 
       Timestamp t1 = now();
       hooks.post_communication(d);
       Timestamp w1 = now();
+      HookOutcome oc = hooks.outcome(d);
+      r.phase = oc.phase;
+      r.reconfigured = oc.reconfigured;
+      r.provisioned = oc.provisioned;
+      r.fallback = oc.fallback;
+      r.topo = oc.topo;
 
       r.wait_start_ns = w0.realtime_ns;
       r.start_ns = t0.realtime_ns;

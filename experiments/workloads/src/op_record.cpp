@@ -102,7 +102,12 @@ const std::vector<std::string>& op_csv_columns() {
                                              "reconfig_wait_us",
                                              "wait_start_ns",
                                              "wrong",
-                                             "verified"};
+                                             "verified",
+                                             "phase",
+                                             "reconfigured",
+                                             "provisioned",
+                                             "fallback",
+                                             "topo"};
   return c;
 }
 
@@ -127,7 +132,12 @@ std::vector<std::string> op_csv_fields(const OpRecord& r) {
           us(r.wait_ns),
           std::to_string(r.wait_start_ns),
           std::to_string(r.wrong),
-          r.verified ? "1" : "0"};
+          r.verified ? "1" : "0",
+          r.phase,
+          r.reconfigured ? "1" : "0",
+          r.provisioned ? "1" : "0",
+          r.fallback ? "1" : "0",
+          r.topo};
 }
 
 std::vector<OpRecord> parse_op_csv(const std::string& text, const std::string& origin) {
@@ -168,6 +178,11 @@ std::vector<OpRecord> parse_op_csv(const std::string& text, const std::string& o
     r.wait_start_ns = number<int64_t>(f[17], where, "wait_start_ns");
     r.wrong = number<uint64_t>(f[18], where, "wrong");
     r.verified = f[19] == "1";
+    r.phase = f[20];
+    r.reconfigured = f[21] == "1";
+    r.provisioned = f[22] == "1";
+    r.fallback = f[23] == "1";
+    r.topo = f[24];
     out.push_back(std::move(r));
   }
   return out;
@@ -189,6 +204,11 @@ std::vector<Sample> op_samples(const OpRecord& r) {
     out.push_back(std::move(s));
   };
   if (r.wait_ns > 0) add(r.wait_start_ns, "reconfig_wait", static_cast<double>(r.wait_ns) / 1e6, "ms");
+  if (r.phase != "none") {
+    add(r.wait_start_ns, "reconfigured", r.reconfigured ? 1 : 0, "bool");
+    add(r.wait_start_ns, "provisioned", r.provisioned ? 1 : 0, "bool");
+    add(r.wait_start_ns, "fallback", r.fallback ? 1 : 0, "bool");
+  }
   add(r.start_ns, "op_start", static_cast<double>(r.bytes), "B");
   add(r.end_ns, "op_end", static_cast<double>(r.duration_ns) / 1e6, "ms");
   add(r.end_ns, "busbw", busbw_gbps(r.type, r.group_size, r.bytes, sec), "GB/s");

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <memory>
 
 #include "ocslab/common/error.h"
 #include "ocslab/workloads/collbench.h"
+#include "ocslab/workloads/shim_hooks.h"
 #include "verbs_backend.h"
 
 namespace po = boost::program_options;
@@ -27,6 +29,10 @@ Example (two hosts, rank 0 on h1):
   h1$ ocslab-collbench-verbs -s dp-pp.yaml --ranks h1,h2 --rank 0 --if eth1 -o out
   h2$ ocslab-collbench-verbs -s dp-pp.yaml --ranks h1,h2 --rank 1 --if eth1 -o out
 
+With --controller HOST:PORT --job NAME the phase shim asks the job's phase controller
+(`ocslab controller`) to wire the fabric for each op's group before it runs
+(--phase-mode on-demand) or ahead of it (--phase-mode provisioning); see docs/workloads.md.
+
 Exit status: 0 all results exact; 1 some result wrong; 2 bad input or a transport failure.
 
 )";
@@ -36,6 +42,7 @@ Exit status: 0 all results exact; 1 some result wrong; 2 bad input or a transpor
 int main(int argc, char** argv) {
   po::options_description desc("options");
   add_common_options(desc);
+  add_phase_options(desc);
   desc.add_options()("if", po::value<std::string>(),
                      "network interface of the RoCE port (selects the RDMA device and its RoCE v2 GID)")(
       "group-if", po::value<std::vector<std::string>>()->composing(),
@@ -70,6 +77,8 @@ int main(int argc, char** argv) {
     }
     if (o.rank >= o.nranks) throw Error(fmt::format("--rank {} is outside 0..{}", o.rank, o.nranks - 1));
     if (o.rendezvous.empty() && o.nranks > 1) throw Error("missing --ranks or --rendezvous HOST:PORT");
+    // Flag errors before anything starts; the shim joins after the rendezvous (every rank is up).
+    auto phase = phase_options(vm, o.rank, o.nranks, o.host, o.timeout);
     if (!vm.count("if")) throw Error("missing --if IFACE (the network interface of the RoCE port)");
     VerbsOptions vo;
     vo.interface = vm["if"].as<std::string>();
@@ -96,10 +105,21 @@ int main(int argc, char** argv) {
 
     Rendezvous rv(o.rank, o.nranks, o.rendezvous.empty() ? "localhost:1" : o.rendezvous, rendezvous_tag(s, "verbs"),
                   o.timeout);
+    // Without --controller the fabric is never reconfigured (no-op hooks). A refused join
+    // (group size disagreement, unknown dimension) throws PhaseError naming rank and group: exit 2.
+    std::unique_ptr<PhaseHooks> hooks =
+        phase ? std::make_unique<ShimHooks>(s, o.rank, *phase) : std::make_unique<PhaseHooks>();
     VerbsBackend backend(s, o.rank, vo, rv);
     std::cerr << fmt::format("rank {} on {}: {}\n", o.rank, o.host, backend.describe());
-    PhaseHooks no_reconfiguration;
-    return run_and_report(s, o, "verbs", backend, no_reconfiguration, rv);
+    int rc = run_and_report(s, o, "verbs", backend, *hooks, rv);
+    // The shim's own record (requests, ACK waits, provisioning, fallbacks) next to the rows.
+    if (auto* sh = dynamic_cast<ShimHooks*>(hooks.get()); sh && !o.output.empty()) {
+      sh->shim().write_csv(fmt::format("{}/shim-rank{}.csv", o.output, o.rank));
+      if (sh->shim().provisioning_active()) {
+        sh->shim().phase_table().save(fmt::format("{}/phase-table-rank{}.csv", o.output, o.rank));
+      }
+    }
+    return rc;
   } catch (const Error& e) {
     std::cerr << "ocslab-collbench-verbs: " << e.what() << "\n";
     return 2;

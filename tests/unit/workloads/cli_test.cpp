@@ -40,7 +40,8 @@ std::string sched(const std::string& name) {
 TEST_CASE("ocslab-collbench-verbs: help and bad input", "[workloads]") {
   Result h = run("--help");
   CHECK(h.rc == 0);
-  CHECK_THAT(h.out, Contains("usage: ocslab-collbench-verbs") && Contains("--group-if") && Contains("--rendezvous"));
+  CHECK_THAT(h.out, Contains("usage: ocslab-collbench-verbs") && Contains("--group-if") && Contains("--rendezvous") &&
+                        Contains("--controller") && Contains("--phase-mode"));
 
   Result r = run("--rank 0 --if lo");
   CHECK(r.rc == 2);
@@ -66,6 +67,36 @@ TEST_CASE("ocslab-collbench-verbs: help and bad input", "[workloads]") {
   CHECK(r.rc == 2);
   CHECK_THAT(r.out, Contains("could not reach rank 0 at a:18600"));
 
+  // Phase-control flags: bad values are named before anything starts.
+  const std::string base = "-s " + sched("dp-pp-4.yaml") + " --rank 1 --nranks 4 --rendezvous 127.0.0.1:1 --if lo ";
+  r = run(base + "--controller 127.0.0.1:7100 --job j --phase-mode fast");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("--phase-mode 'fast': want on-demand or provisioning"));
+  r = run(base + "--controller 127.0.0.1:0 --job j");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("--controller '127.0.0.1:0': port '0' is not 1..65535"));
+  r = run(base + "--controller nohostport --job j");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("--controller 'nohostport': want HOST:PORT"));
+  r = run(base + "--controller 127.0.0.1:7100");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("--controller needs --job NAME"));
+  r = run(base + "--job j");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("--job needs --controller HOST:PORT"));
+  r = run(base + "--controller 127.0.0.1:7100 --job j --phase-mode provisioning --profile-steps 0");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("--profile-steps 0: want at least 1"));
+  r = run(base + "--controller 127.0.0.1:7100 --job j --phase-mode provisioning --phase-table /nonexistent.csv");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("--phase-table '/nonexistent.csv': no such file"));
+  r = run(base + "--controller 127.0.0.1:7100 --job j --profile-steps 2");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("--profile-steps only applies with --phase-mode provisioning"));
+  r = run(base + "--controller 127.0.0.1:7100 --job j --phase-mode provisioning --profile-steps 2 --phase-table x");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("--profile-steps and --phase-table exclude each other"));
+
   r = run("-s " + sched("dp-pp-4.yaml") + " --rank 0 --nranks 4 --rendezvous 127.0.0.1:1 --if lo --bogus");
   CHECK(r.rc == 2);
   CHECK_THAT(r.out, Contains("unrecognised option '--bogus'"));
@@ -85,6 +116,16 @@ TEST_CASE("ocslab-collbench-nccl: help, bad input, and no GPU on this machine", 
   r = run("-s " + sched("dp-pp-4.yaml") + " --rank 0 --nranks 8 --rendezvous x:1", nccl);
   CHECK(r.rc == 2);
   CHECK_THAT(r.out, Contains("dp-pp-4.yaml: the schedule has 4 ranks, this job 8"));
+
+  r = run("-s " + sched("dp-pp-4.yaml") + " --rank 0 --nranks 4 --rendezvous x:1 --job j", nccl);
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("--job needs --controller HOST:PORT"));
+  r = run("-s " + sched("dp-pp-4.yaml") +
+              " --rank 0 --nranks 4 --rendezvous x:1 --controller h:1 --job j "
+              "--phase-mode sometimes",
+          nccl);
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("--phase-mode 'sometimes': want on-demand or provisioning"));
 
   // The launcher's environment names rank and world size.
   r = run("-s " + sched("dp-pp-4.yaml") + " --rendezvous x:1 --host gpu7", nccl,

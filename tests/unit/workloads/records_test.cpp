@@ -43,7 +43,13 @@ TEST_CASE("ops CSV rows carry nccl-tests bandwidths and read back exactly", "[wo
   CHECK(std::stod(f[14]) == Approx(0.999877));  // algbw: 1e6 B / 1.000123 ms
   CHECK(std::stod(f[15]) == Approx(0.999877));  // busbw: allreduce of 2 ranks, factor 1
   CHECK(f[16] == "250.000");                    // reconfig_wait_us
-  std::string text = encode_records({r, rec(1, 1, 1, 999)});
+  CHECK(f[20] == "none");                       // phase: no shim
+  OpRecord shimmed = rec(1, 1, 1, 999);
+  shimmed.phase = "reconfigured";
+  shimmed.reconfigured = true;
+  shimmed.provisioned = true;
+  shimmed.topo = "rail0=10;rail1=10";
+  std::string text = encode_records({r, shimmed});
   auto back = decode_records(text);
   REQUIRE(back.size() == 2);
   CHECK(back[0].duration_ns == 1'000'123);
@@ -52,9 +58,15 @@ TEST_CASE("ops CSV rows carry nccl-tests bandwidths and read back exactly", "[wo
   CHECK(back[0].host == "h2");
   CHECK(back[1].type == OpType::kSendRecv);
   CHECK(back[1].duration_ns == 999);
+  CHECK(back[0].phase == "none");
+  CHECK(back[1].phase == "reconfigured");
+  CHECK(back[1].reconfigured);
+  CHECK(back[1].provisioned);
+  CHECK_FALSE(back[1].fallback);
+  CHECK(back[1].topo == "rail0=10;rail1=10");
   CHECK_THROWS_WITH(parse_op_csv("rank,host\n1,h\n", "x.csv"), Contains("x.csv:1: not an ops CSV header"));
   std::string bad = text.substr(0, text.find('\n') + 1) + "1,h1,2\n";
-  CHECK_THROWS_WITH(parse_op_csv(bad, "x.csv"), Contains("x.csv:2: 3 fields, the header has 20"));
+  CHECK_THROWS_WITH(parse_op_csv(bad, "x.csv"), Contains("x.csv:2: 3 fields, the header has 25"));
 }
 
 TEST_CASE("timeline samples of an op are tidy Samples the runner can merge", "[workloads]") {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -25,6 +26,19 @@ struct OpDesc {
   int src = -1, dst = -1;                   // sendrecv only
 };
 
+// What the hooks decided for one op, copied into the op's record (ops CSV columns phase,
+// reconfigured, provisioned, fallback, topo; docs/workloads.md).
+struct HookOutcome {
+  // One word: "none" (no shim), "pass" (management op, no controller involved), "ready" (the
+  // fabric already served the op), "reconfigured" (the fabric changed for it), "fallback"
+  // (the controller gave up or is gone: static giant ring or unknown fabric).
+  std::string phase = "none";
+  bool reconfigured = false;
+  bool provisioned = false;  // requested ahead by the previous op's post hook
+  bool fallback = false;
+  std::string topo;  // "rail=topo_id;..." the op ran on, empty when unknown
+};
+
 // Default: no reconfiguration (both hooks return at once). A shim overrides them; a hook that
 // cannot make the fabric ready throws (the workload stops with the message) rather than
 // returning and letting the collective run on a topology under reconfiguration.
@@ -35,6 +49,8 @@ class PhaseHooks {
   virtual void pre_communication(const OpDesc&) {}
   // After the rank's part of the op completed.
   virtual void post_communication(const OpDesc&) {}
+  // Called after post_communication: what was decided for the op.
+  virtual HookOutcome outcome(const OpDesc&) { return {}; }
 };
 
 }  // namespace ocslab::workloads

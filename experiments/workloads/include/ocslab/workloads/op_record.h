@@ -31,6 +31,10 @@ struct OpRecord {
   int64_t wait_start_ns = 0;  // CLOCK_REALTIME when pre_communication was entered
   uint64_t wrong = 0;         // result elements that differ from the exact expected value
   bool verified = false;      // false with --no-verify
+  // The phase hooks' decision (HookOutcome): "none" without a controller.
+  std::string phase = "none";
+  bool reconfigured = false, provisioned = false, fallback = false;
+  std::string topo;
 };
 
 // Columns of ops-rank<R>.csv, in order (docs/workloads.md).
@@ -41,7 +45,8 @@ std::vector<std::string> op_csv_fields(const OpRecord& r);
 std::vector<OpRecord> parse_op_csv(const std::string& text, const std::string& origin);
 
 // The Samples of one op for the timeline: op_start (value = bytes, B), op_end (value = time,
-// ms), busbw (GB/s) and, when wait_ns > 0 (always, in a measured run: even no-op hooks take
+// ms), busbw (GB/s), with a shim (phase != "none") reconfigured / provisioned / fallback
+// (0 or 1, stamped when the wait began) and, when wait_ns > 0 (always, in a measured run: even no-op hooks take
 // the clock reads around them), reconfig_wait (ms, stamped when the wait began).
 // source = "collbench", subject = "r<rank>/<group>/<op>#<index>".
 std::vector<Sample> op_samples(const OpRecord& r);

@@ -1,0 +1,409 @@
+// The workloads' step loop driven through ShimHooks against the real phase control plane:
+// one thread per rank with its own Shim (loopback TCP), a real Controller and Orchestrator,
+// and the project's OCS emulator as the switch (TL1, switching time > 0). The collectives run
+// on in-memory buffers (no RDMA here; the verbs data path is the virtual-lab test's), computed
+// from every member's deterministic input, so results are verified as in the real programs.
+#include <catch2/catch.hpp>
+
+#include <fmt/format.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "../phase/phase_lab.h"
+#include "ocslab/phase/controller.h"
+#include "ocslab/phase/orchestrator.h"
+#include "ocslab/workloads/collbench.h"
+#include "ocslab/workloads/ring.h"
+#include "ocslab/workloads/shim_hooks.h"
+
+using namespace phase_test;
+using namespace ocslab::workloads;
+using namespace ocslab::phase;
+using Catch::Matchers::Contains;
+
+namespace {
+
+constexpr double kSwitchMs = 25;
+constexpr auto kCompute = std::chrono::milliseconds(40);  // compute before each collective
+
+std::string source_dir() {
+  const char* d = std::getenv("OCSLAB_SOURCE_DIR");
+  return d && *d ? d : OCSLAB_TEST_SOURCE_DIR;
+}
+
+// What a correct transport delivers, computed from every member's input (fill_input is
+// deterministic): the transport-free executor for the step loop.
+struct InMemoryBackend : Backend {
+  const Schedule& s;
+  int rank;
+  std::vector<float> buf;
+  uint64_t seq = 0;
+  InMemoryBackend(const Schedule& sched, int r) : s(sched), rank(r) {}
+  std::vector<float> input_of(const Op& op, int member) const {
+    std::vector<float> v(buffer_floats(op));
+    fill_input(s, op, member, seq, v.data());
+    return v;
+  }
+  void prepare(const Op& op, uint64_t sq) override {
+    std::this_thread::sleep_for(kCompute);  // the forward/backward work before this collective
+    seq = sq;
+    buf = input_of(op, rank);
+  }
+  void run(const Op& op) override {
+    const Group& g = s.group_of(op);
+    const uint64_t n = buffer_floats(op);
+    const int size = static_cast<int>(g.ranks.size());
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the transfer
+    switch (op.type) {
+      case OpType::kAllReduce:
+      case OpType::kReduceScatter: {
+        Chunk c = op.type == OpType::kAllReduce ? Chunk{0, n} : ring_chunk(n, size, g.index_of(rank));
+        std::vector<float> sum(n, 0.0f);
+        for (int m : g.ranks) {
+          auto in = input_of(op, m);
+          for (uint64_t j = c.offset; j < c.offset + c.count; ++j) sum[j] += in[j];
+        }
+        for (uint64_t j = c.offset; j < c.offset + c.count; ++j) buf[j] = sum[j];
+        break;
+      }
+      case OpType::kAllGather:
+        for (int k = 0; k < size; ++k) {
+          auto in = input_of(op, g.ranks[static_cast<size_t>(k)]);
+          Chunk c = ring_chunk(n, size, k);
+          std::copy(in.begin() + static_cast<int64_t>(c.offset), in.begin() + static_cast<int64_t>(c.offset + c.count),
+                    buf.begin() + static_cast<int64_t>(c.offset));
+        }
+        break;
+      case OpType::kSendRecv:
+        if (rank == op.dst) buf = input_of(op, op.src);
+        break;
+      case OpType::kBarrier:
+        break;
+    }
+  }
+  uint64_t verify(const Op& op, uint64_t sq) override { return count_wrong(s, op, rank, sq, buf.data()); }
+};
+
+struct Run {
+  std::vector<std::vector<OpRecord>> records;  // per rank
+  std::vector<std::string> errors;
+  std::vector<ocslab::Sample> truth;
+  std::vector<std::string> problems;
+};
+
+JobLayout dp_pp_layout() { return JobLayout{"dppp", 2, {{"dp", 2}}}; }
+
+// table_dir: when set, provisioning ranks load "<dir>/phase-table-rank{rank}.csv" through
+// the programs' flag parsing (phase_options) instead of profiling; profiling runs save theirs.
+Run run_job(const Schedule& s, ocslab::phase::ShimMode mode, const std::string& table_dir = "",
+            bool load_tables = false) {
+  Lab lab(phase_switch(kSwitchMs));
+  JobLayout L = dp_pp_layout();
+  auto rail = std::make_shared<Orchestrator>("rail0", lab.slots(1, L.ranks()), lab.driver());
+  rail->add_job(L, TopoId::uniform(L, 1));  // every stage starts on its DP rings
+  ControllerOptions co;
+  co.layout = L;
+  co.rails = {rail};
+  Controller ctl(co);
+  ctl.start();
+  const size_t mark = lab.mark();
+
+  Run out;
+  out.records.resize(static_cast<size_t>(s.ranks));
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < s.ranks; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        ocslab::phase::ShimOptions o;
+        o.port = ctl.port();
+        o.job = L.job;
+        o.world = s.ranks;
+        o.mode = mode;
+        o.profile_steps = 1;
+        o.ack_wait = std::chrono::milliseconds(20000);
+        if (load_tables) {
+          namespace po = boost::program_options;
+          po::options_description desc;
+          add_phase_options(desc);
+          std::vector<std::string> args = {
+              "--controller",  fmt::format("127.0.0.1:{}", ctl.port()),  "--job", L.job, "--phase-mode", "provisioning",
+              "--phase-table", table_dir + "/phase-table-rank{rank}.csv"};
+          po::variables_map vm;
+          po::store(po::command_line_parser(args).options(desc).run(), vm);
+          o = *phase_options(vm, r, s.ranks, "localhost", std::chrono::milliseconds(20000));
+        }
+        ShimHooks hooks(s, r, o);
+        InMemoryBackend backend(s, r);
+        auto recs = run_steps(s, r, "localhost", backend, hooks, true);
+        if (!table_dir.empty() && !load_tables && hooks.shim().provisioning_active()) {
+          hooks.shim().phase_table().save(fmt::format("{}/phase-table-rank{}.csv", table_dir, r));
+        }
+        std::lock_guard lock(mu);
+        out.records[static_cast<size_t>(r)] = std::move(recs);
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mu);
+        out.errors.push_back(fmt::format("rank {}: {}", r, e.what()));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  ctl.stop();
+  auto all = lab.truth.samples();
+  out.truth.assign(all.begin() + static_cast<int64_t>(mark), all.end());
+  out.problems = ctl.problems();
+  return out;
+}
+
+// Ground truth: the emulator's switch_start events, grouped into reconfigurations. One
+// reconfiguration's circuits start together; the next cannot start before the previous one
+// settled (ACK after settle, one rail strand), so a gap over half the switching time splits.
+std::vector<int64_t> truth_reconfigurations(const std::vector<ocslab::Sample>& truth) {
+  std::vector<int64_t> starts;
+  for (const auto& smp : truth) {
+    if (smp.source == "switch" && smp.signal == "switch_start") starts.push_back(smp.t_ns);
+  }
+  std::sort(starts.begin(), starts.end());
+  std::vector<int64_t> clusters;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    if (i == 0 || starts[i] - starts[i - 1] > static_cast<int64_t>(kSwitchMs * 1e6 / 2)) clusters.push_back(starts[i]);
+  }
+  return clusters;
+}
+
+struct Figures {
+  double wait_ms = 0;  // total hook time over the measured steps, all ranks
+  int reconfigurations = 0;
+};
+
+Figures check_run(const Schedule& s, const Run& run, ocslab::phase::ShimMode mode) {
+  INFO(fmt::format("errors: {}", fmt::join(run.errors, " | ")));
+  REQUIRE(run.errors.empty());
+  CHECK(run.problems.empty());
+  const int total_steps = s.warmup + s.steps;
+  // Every op the rank takes part in, data exact, decision recorded, never a fallback.
+  std::vector<const OpRecord*> all;
+  for (int r = 0; r < s.ranks; ++r) {
+    const auto& recs = run.records[static_cast<size_t>(r)];
+    size_t expect = 0;
+    for (const auto& op : s.step) expect += s.involves(op, r) ? 1 : 0;
+    CHECK(recs.size() == expect * static_cast<size_t>(total_steps));
+    for (const auto& rec : recs) {
+      all.push_back(&rec);
+      INFO("rank " << r << " step " << rec.step << " op " << rec.index << " " << rec.group);
+      CHECK(rec.verified);
+      CHECK(rec.wrong == 0);
+      CHECK_FALSE(rec.fallback);
+      if (rec.kind == "world") {
+        CHECK(rec.phase == "pass");
+      } else {
+        CHECK((rec.phase == "reconfigured" || rec.phase == "ready"));
+        CHECK(rec.topo.rfind("rail0=", 0) == 0);
+      }
+    }
+  }
+  // Each ground-truth reconfiguration serves the next op that reports "reconfigured": match it
+  // to that op's step, and count per step. On demand nothing is left over; provisioning may
+  // have prepared one more step's PP phase after the last op.
+  auto clusters = truth_reconfigurations(run.truth);
+  std::map<int, int> per_step;
+  int unmatched = 0;
+  for (int64_t t : clusters) {
+    const OpRecord* next = nullptr;
+    for (const auto* rec : all) {
+      if (rec->reconfigured && rec->start_ns > t && (!next || rec->start_ns < next->start_ns)) next = rec;
+    }
+    if (next) {
+      ++per_step[next->step];
+    } else {
+      ++unmatched;
+    }
+  }
+  for (int step = 0; step < total_steps; ++step) {
+    INFO("step " << step);
+    CHECK(per_step[step] == 3);  // "00" for the pipeline sends, then "10" and "11" for the allreduces
+    // The shims agree: three distinct groups were served by a fabric change in this step.
+    std::set<std::string> groups;
+    for (const auto* rec : all) {
+      if (rec->step == step && rec->reconfigured) groups.insert(rec->group);
+    }
+    CHECK(groups.size() == 3);
+    CHECK(groups.count("dp-s0") == 1);
+    CHECK(groups.count("dp-s1") == 1);
+  }
+  CHECK(unmatched <= (mode == ocslab::phase::ShimMode::kProvisioning ? 1 : 0));
+  Figures f;
+  f.reconfigurations = static_cast<int>(clusters.size());
+  for (const auto* rec : all) {
+    if (!rec->warmup) f.wait_ms += static_cast<double>(rec->wait_ns) / 1e6;
+  }
+  if (mode == ocslab::phase::ShimMode::kProvisioning) {
+    size_t provisioned = 0;
+    for (const auto* rec : all) provisioned += (!rec->warmup && rec->provisioned) ? 1 : 0;
+    CHECK(provisioned > 0);
+  }
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("ShimHooks drive the step loop through the controller; provisioning hides the switch time",
+          "[phase][workloads]") {
+  Schedule s = load_schedule(source_dir() + "/experiments/workloads/schedules/dp-pp-4-phase.yaml");
+  Figures on_demand, provisioning;
+  {
+    INFO("on demand");
+    auto run = run_job(s, ocslab::phase::ShimMode::kOnDemand);
+    on_demand = check_run(s, run, ocslab::phase::ShimMode::kOnDemand);
+  }
+  const std::string tables = fmt::format("/tmp/shimwl-tables-{}", ::getpid());
+  std::filesystem::create_directories(tables);
+  {
+    INFO("provisioning");
+    auto run = run_job(s, ocslab::phase::ShimMode::kProvisioning, tables);
+    provisioning = check_run(s, run, ocslab::phase::ShimMode::kProvisioning);
+  }
+  {
+    // The profiled tables, loaded back per rank through --phase-table "...{rank}...":
+    // provisioning from the very first op, warm-up step included.
+    INFO("provisioning from saved phase tables");
+    for (int r = 0; r < s.ranks; ++r)
+      REQUIRE(std::filesystem::exists(fmt::format("{}/phase-table-rank{}.csv", tables, r)));
+    auto run = run_job(s, ocslab::phase::ShimMode::kProvisioning, tables, true);
+    check_run(s, run, ocslab::phase::ShimMode::kProvisioning);
+    size_t warmup_provisioned = 0;
+    for (const auto& recs : run.records) {
+      for (const auto& rec : recs) warmup_provisioned += (rec.warmup && rec.provisioned) ? 1 : 0;
+    }
+    CHECK(warmup_provisioned > 0);
+  }
+  std::filesystem::remove_all(tables);
+  std::cout << fmt::format(
+      "phase workload {} ({} ranks, {} measured steps, switching {} ms, compute {} ms per op):\n"
+      "  on-demand:    total reconfig_wait {:8.1f} ms over all ranks, {} reconfigurations (ground truth)\n"
+      "  provisioning: total reconfig_wait {:8.1f} ms over all ranks, {} reconfigurations (ground truth)\n"
+      "  provisioning / on-demand wait: {:.2f}\n",
+      s.name, s.ranks, s.steps, kSwitchMs, kCompute.count(), on_demand.wait_ms, on_demand.reconfigurations,
+      provisioning.wait_ms, provisioning.reconfigurations, provisioning.wait_ms / on_demand.wait_ms);
+  CHECK(provisioning.wait_ms < on_demand.wait_ms);
+}
+
+TEST_CASE("a join the controller refuses names the rank and the group", "[phase][workloads]") {
+  // dp-pp-4 numbers its stages {0, 3} / {1, 2}: under the controller's stage-major layout its
+  // DP group [0, 3] spans two pipeline stages, which the controller refuses.
+  Schedule s = load_schedule(source_dir() + "/experiments/workloads/schedules/dp-pp-4.yaml");
+  Lab lab(phase_switch(1));
+  JobLayout L = dp_pp_layout();
+  auto rail = std::make_shared<Orchestrator>("rail0", lab.slots(1, L.ranks()), lab.driver());
+  rail->add_job(L, TopoId::uniform(L, 1));
+  ControllerOptions co;
+  co.layout = L;
+  co.rails = {rail};
+  Controller ctl(co);
+  ctl.start();
+  ocslab::phase::ShimOptions o;
+  o.port = ctl.port();
+  o.job = L.job;
+  o.world = 4;
+  CHECK_THROWS_WITH(ShimHooks(s, 0, o), Contains("rank 0 group dp-s0") && Contains("span stages 0,1"));
+}
+
+TEST_CASE("a rank whose group size disagrees with another rank's is refused, naming both", "[phase][workloads]") {
+  // Rank 1 runs a schedule where dp-s0 is just itself; rank 0 then joins with dp-s0 = [0, 1].
+  Schedule lone = parse_schedule(R"(name: lone
+ranks: 4
+groups:
+  - {name: dp-s0, kind: dp, ranks: [1]}
+step:
+  - {group: dp-s0, op: allreduce, bytes: 64}
+)",
+                                 "lone.yaml");
+  Schedule s = load_schedule(source_dir() + "/experiments/workloads/schedules/dp-pp-4-phase.yaml");
+  Lab lab(phase_switch(1));
+  JobLayout L = dp_pp_layout();
+  auto rail = std::make_shared<Orchestrator>("rail0", lab.slots(1, L.ranks()), lab.driver());
+  rail->add_job(L, TopoId::uniform(L, 1));
+  ControllerOptions co;
+  co.layout = L;
+  co.rails = {rail};
+  Controller ctl(co);
+  ctl.start();
+  ShimOptions o;
+  o.port = ctl.port();
+  o.job = L.job;
+  o.world = 4;
+  ShimHooks first(lone, 1, o);
+  CHECK_THROWS_WITH(ShimHooks(s, 0, o),
+                    Contains("rank 0 group dp-s0: says size 2") && Contains("but rank 1 registered size 1"));
+}
+
+// The program's path: flags -> rendezvous -> ShimHooks; a refused join exits 2 with the
+// controller's message (a one-rank job, so the rendezvous needs no peers and no RDMA device is
+// reached: the join is refused before the transport is set up).
+TEST_CASE("ocslab-collbench-verbs exits 2 when the controller refuses its join", "[phase][workloads]") {
+  std::string dir = fmt::format("/tmp/shimwl-join-{}", ::getpid());
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream f(dir + "/one.yaml");
+    f << "name: one\nranks: 1\ngroups:\n  - {name: t0, kind: tp, ranks: [0]}\nstep:\n"
+         "  - {group: t0, op: allreduce, bytes: 64}\n";
+  }
+  Lab lab(phase_switch(1));
+  JobLayout L{"solo", 1, {{"dp", 1}}};
+  auto rail = std::make_shared<Orchestrator>("rail0", lab.slots(1, 1), lab.driver());
+  rail->add_job(L, TopoId::uniform(L, 1));
+  ControllerOptions co;
+  co.layout = L;
+  co.rails = {rail};
+  Controller ctl(co);
+  ctl.start();
+  const char* bin = std::getenv("OCSLAB_BIN_DIR");
+  std::string cmd = fmt::format(
+      "{}/ocslab-collbench-verbs -s {}/one.yaml --rank 0 --nranks 1 --if lo "
+      "--controller 127.0.0.1:{} --job solo 2>&1",
+      bin ? bin : "build/bin", dir, ctl.port());
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  int st = ::pclose(p);
+  std::filesystem::remove_all(dir);
+  INFO(out);
+  REQUIRE(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 2);
+  CHECK_THAT(out, Contains("ocslab-collbench-verbs: rank 0 group t0") && Contains("tp"));
+}
+
+TEST_CASE("schedule groups map onto shim dimensions and sendrecv pair groups", "[phase][workloads]") {
+  Schedule s = parse_schedule(R"(name: m
+ranks: 3
+groups:
+  - {name: p, kind: pp, ranks: [0, 1, 2]}
+  - {name: d, kind: dp, ranks: [0, 1]}
+  - {name: w, kind: world, ranks: [0, 1, 2]}
+step:
+  - {group: p, op: sendrecv, bytes: 8, src: 2, dst: 1}
+  - {group: d, op: sendrecv, bytes: 8}
+  - {group: w, op: barrier}
+)",
+                              "m.yaml");
+  CHECK(shim_dim(s.groups[0]) == "pp");
+  CHECK(shim_dim(s.groups[1]) == "dp");
+  CHECK(shim_dim(s.groups[2]) == "mgmt");
+  CHECK(shim_group(s, s.step[0]) == "p:1-2");  // a pair of a 3-rank pipeline: its own group
+  CHECK(shim_group(s, s.step[1]) == "d");      // two ranks: the group itself
+  CHECK(shim_group(s, s.step[2]) == "w");
+}
