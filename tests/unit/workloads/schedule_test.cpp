@@ -68,6 +68,14 @@ TEST_CASE("the shipped example schedules parse into what they say", "[workloads]
   CHECK_FALSE(v.involves(v.step[0], 2));
   CHECK(v.involves(v.step[4], 3));
   CHECK_FALSE(v.involves(v.step[4], 1));
+
+  // The one-GPU smoke schedule: one rank, the largest buffer is the 1 GiB allreduce.
+  Schedule one = load_schedule(src("experiments/workloads/schedules/one-gpu.yaml"));
+  CHECK(one.ranks == 1);
+  REQUIRE(one.groups.size() == 1);
+  CHECK(one.step.size() == 7);
+  CHECK(one.max_buffer_bytes() == 1u << 30);
+  CHECK(one.step.back().type == OpType::kBarrier);
 }
 
 TEST_CASE("byte counts take binary suffixes", "[workloads]") {
