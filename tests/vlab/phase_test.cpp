@@ -354,6 +354,7 @@ TEST_CASE("phase control in the virtual lab: 4 guests, DP/PP schedule, the contr
     ControllerProcess ctl(cfg_path, events, dir + "/controller-" + mode + ".log", st.switch_password);
     std::vector<ocs::ExecResult> results(4);
     std::vector<std::thread> ranks;
+    ranks.reserve(4);
     auto t0 = std::chrono::steady_clock::now();
     for (int r = 0; r < 4; ++r) {
       ranks.emplace_back([&, r] {
