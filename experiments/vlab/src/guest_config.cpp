@@ -19,7 +19,10 @@ std::vector<std::string> qemu_argv(const LabState& lab, const HostState& h) {
           // clocksource=hpet: under TCG on a busy machine the guest calibrates its TSC wrongly at
           // boot (a clock running about twice too slow was measured, beyond what chrony can
           // correct); the HPET follows QEMU's virtual clock, which tracks real time.
-          "console=ttyS0 quiet panic=-1 clocksource=hpet ocslab.modules={} ocslab.inittab={}/inittab "
+          // no_timer_check: the kernel's check that the IO-APIC delivers timer interrupts
+          // within a few ticks fails when the emulating thread is descheduled at that moment
+          // ("IO-APIC + timer doesn't work!", a panic seen booting 4 guests on 2 busy cores).
+          "console=ttyS0 quiet panic=-1 clocksource=hpet no_timer_check ocslab.modules={} ocslab.inittab={}/inittab "
           "ocslab.busybox=/usr/bin/busybox",
           lab.modules_dir, dir),
       // This machine's root, read-only; the guest puts a tmpfs overlay on top.
