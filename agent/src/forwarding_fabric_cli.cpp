@@ -34,8 +34,8 @@ po::options_description options() {
       "the switch ports that are this lab's, e.g. 1..8,17..24: circuits with an end outside are not read, and every "
       "wired port must be inside")("credentials", po::value<std::string>(),
                                    "--from-switch: credentials file (mode 0600), as ocsctl; $OCSLAB_OCS_PASSWORD "
-                                   "takes precedence")(
-      "identity,i", po::value<std::string>(), "--from-switch over SSH: private key")(
+                                   "takes precedence")("identity,i", po::value<std::string>(),
+                                                       "--from-switch over SSH: private key")(
       "known-hosts", po::value<std::string>(), "--from-switch over SSH: known_hosts file")(
       "accept-unknown-host", "--from-switch over SSH: accept a host key not in known_hosts")(
       "timeout-ms", po::value<int>()->default_value(10000), "--from-switch: deadline for connecting and each reply")(
@@ -65,8 +65,7 @@ std::vector<fw::OcsCircuit> from_switch(const po::variables_map& vm, const std::
   if (vm.count("identity")) o.identity_file = vm["identity"].as<std::string>();
   if (vm.count("known-hosts")) o.known_hosts_file = vm["known-hosts"].as<std::string>();
   o.accept_unknown_host = vm.count("accept-unknown-host") > 0;
-  std::string cred =
-      vm.count("credentials") ? vm["credentials"].as<std::string>() : ocs::default_credentials_path();
+  std::string cred = vm.count("credentials") ? vm["credentials"].as<std::string>() : ocs::default_credentials_path();
   o.password = ocs::resolve_password(url, cred);
   auto driver = ocs::make_driver(url, std::move(o));
   std::vector<fw::OcsCircuit> out;
@@ -141,8 +140,7 @@ int run_forwarding_fabric_cli(const std::vector<std::string>& args, std::ostream
     return kOk;
   }
   if (!vm.count("wiring") || vm.count("mapping") + vm.count("from-switch") != 1) {
-    err << me << ": give --wiring FILE and one of --mapping FILE and --from-switch URL\nTry '" << me
-        << " --help'.\n";
+    err << me << ": give --wiring FILE and one of --mapping FILE and --from-switch URL\nTry '" << me << " --help'.\n";
     return kUsage;
   }
   try {
@@ -154,8 +152,8 @@ int run_forwarding_fabric_cli(const std::vector<std::string>& args, std::ostream
       for (const auto& c : wiring.cables)
         for (auto [port, role] : {std::pair{c.tx, "tx"}, std::pair{c.rx, "rx"}})
           if (!allow->contains(port))
-            throw ConfigError(fmt::format("{}: {} {} {} is outside the allow-list ({})", c.where,
-                                          fw::to_string(c.port), role, port, allow->to_string()));
+            throw ConfigError(fmt::format("{}: {} {} {} is outside the allow-list ({})", c.where, fw::to_string(c.port),
+                                          role, port, allow->to_string()));
     }
     // Bad local input is reported before the switch is contacted.
     std::string source;
@@ -175,11 +173,12 @@ int run_forwarding_fabric_cli(const std::vector<std::string>& args, std::ostream
       err << fmt::format("note: {} circuit(s) with an end outside --allow not read: {}\n", outside.size(),
                          list(outside));
     if (!d.ignored.empty())
-      err << fmt::format("note: {} circuit(s) between ports the wiring does not name ignored: {}\n",
-                         d.ignored.size(), list(d.ignored));
-    std::string yaml = fw::to_yaml(d.fabric, fmt::format("Derived by ocslab-agent forwarding fabric from the wiring {}\n"
-                                                         "and the circuits of {}.",
-                                                         wiring_path, source));
+      err << fmt::format("note: {} circuit(s) between ports the wiring does not name ignored: {}\n", d.ignored.size(),
+                         list(d.ignored));
+    std::string yaml =
+        fw::to_yaml(d.fabric, fmt::format("Derived by ocslab-agent forwarding fabric from the wiring {}\n"
+                                          "and the circuits of {}.",
+                                          wiring_path, source));
     if (vm.count("output")) {
       std::string path = vm["output"].as<std::string>();
       write_file(path, yaml);

@@ -1,9 +1,10 @@
 // Writing a fabric back as YAML, for fabrics derived from a wiring and the OCS's circuits
-// (wiring.h). yaml-cpp's emitter does the quoting, so any name the loader accepted reads back.
+// (wiring.h). yaml-cpp's emitter does the quoting, so names the loader accepted read back.
 #include <yaml-cpp/yaml.h>
 
 #include <sstream>
 
+#include "ocslab/common/error.h"
 #include "ocslab/forwarding/fabric.h"
 
 namespace ocslab::forwarding {
@@ -35,6 +36,7 @@ std::string to_yaml(const Fabric& fabric, const std::string& comment) {
   e << YAML::Key << "circuits" << YAML::Value << YAML::BeginSeq;
   for (const auto& c : fabric.circuits) e << YAML::DoubleQuoted << to_string(c.a) + " <-> " + to_string(c.b);
   e << YAML::EndSeq << YAML::EndMap;
+  if (!e.good()) throw Error("cannot write the fabric as YAML: " + e.GetLastError());
 
   std::ostringstream out;
   std::istringstream lines(comment);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <map>
 #include <set>
 
@@ -40,8 +41,26 @@ std::string circuit_name(const OcsCircuit& c) { return fmt::format("circuit {}-{
 
 }  // namespace
 
+namespace {
+
+// Derived circuits are written as "host:port <-> host:port": names must read back.
+void check_circuit_name(const Where& where, const std::string& what, const std::string& name) {
+  bool bad = name.find(':') != std::string::npos || name.find("<->") != std::string::npos;
+  for (char ch : name) bad = bad || std::isspace(static_cast<unsigned char>(ch));
+  if (bad)
+    fail(where, fmt::format("{} name '{}' cannot be written in a circuit 'host:port <-> host:port' (no ':', "
+                            "'<->' or white space)",
+                            what, name));
+}
+
+}  // namespace
+
 void validate_wiring(const Wiring& wiring) {
   validate_hosts(wiring.hosts);
+  for (const auto& h : wiring.hosts) {
+    check_circuit_name(h.where, "host", h.name);
+    for (const auto& p : h.ports) check_circuit_name(p.where, "port", p.name);
+  }
   std::map<PortRef, const Cable*> cabled;
   std::map<OcsPort, std::pair<const Cable*, const char*>> ocs_ports;  // port -> cable, "tx"/"rx"
   for (const auto& c : wiring.cables) {
@@ -51,16 +70,17 @@ void validate_wiring(const Wiring& wiring) {
     if (!h) fail(c.where, fmt::format("cable for unknown host '{}'", c.port.host));
     bool has_port = false;
     for (const auto& p : h->ports) has_port = has_port || p.name == c.port.port;
-    if (!has_port) fail(c.where, fmt::format("cable for unknown port: host '{}' has no port '{}'", h->name, c.port.port));
+    if (!has_port)
+      fail(c.where, fmt::format("cable for unknown port: host '{}' has no port '{}'", h->name, c.port.port));
     auto [it, fresh] = cabled.emplace(c.port, &c);
     if (!fresh) fail(c.where, fmt::format("port {} is cabled twice{}", to_string(c.port), at(it->second->where)));
     for (auto [port, role] : {std::pair{c.tx, "tx"}, std::pair{c.rx, "rx"}}) {
       if (port < 1) fail(c.where, fmt::format("{} {}: OCS ports are numbered from 1", to_string(c.port), role));
       auto [o, free] = ocs_ports.emplace(port, std::pair{&c, role});
       if (!free)
-        fail(c.where, fmt::format("OCS port {} is wired twice: {} of {} and {} of {}{}", port, o->second.second,
-                                  to_string(o->second.first->port), role, to_string(c.port),
-                                  at(o->second.first->where)));
+        fail(c.where,
+             fmt::format("OCS port {} is wired twice: {} of {} and {} of {}{}", port, o->second.second,
+                         to_string(o->second.first->port), role, to_string(c.port), at(o->second.first->where)));
     }
   }
 }
@@ -106,7 +126,8 @@ DerivedFabric derive_fabric(const Wiring& wiring, const std::vector<OcsCircuit>&
   // Each switch port carries at most one circuit: the reverse direction is found by ingress.
   std::map<OcsPort, const OcsCircuit*> by_ingress, by_egress;
   for (const auto& c : circuits) {
-    for (auto [map, port, role] : {std::tuple{&by_ingress, c.ingress, "ingress"}, std::tuple{&by_egress, c.egress, "egress"}}) {
+    for (auto [map, port, role] :
+         {std::tuple{&by_ingress, c.ingress, "ingress"}, std::tuple{&by_egress, c.egress, "egress"}}) {
       auto [it, fresh] = map->emplace(port, &c);
       if (!fresh)
         fail(c.where, fmt::format("{}: {} {} is also in circuit {}-{}{}", circuit_name(c), role, port,
@@ -141,17 +162,18 @@ DerivedFabric derive_fabric(const Wiring& wiring, const std::vector<OcsCircuit>&
     if (!from) continue;  // ignored above
     const Cable* to = wiring.by_rx(c.egress);
     auto back = sends_to.find(to->port);
-    std::string carries = fmt::format("{} carries {} -> {}", circuit_name(c), to_string(from->port), to_string(to->port));
+    std::string carries =
+        fmt::format("{} carries {} -> {}", circuit_name(c), to_string(from->port), to_string(to->port));
     if (back == sends_to.end())
       fail(c.where, fmt::format("{}, but {}'s tx (ingress {}) is in no circuit: forwarding needs both directions "
                                 "(add circuit {}-{})",
                                 carries, to_string(to->port), to->tx, to->tx, from->rx));
     if (back->second.first != from->port)
-      fail(c.where, fmt::format("{}, but {}'s tx goes to {} by circuit {}-{}{}, not back to {}: forwarding needs both "
-                                "directions on one pair of ports",
-                                carries, to_string(to->port), to_string(back->second.first),
-                                back->second.second->ingress, back->second.second->egress,
-                                at(back->second.second->where), to_string(from->port)));
+      fail(c.where,
+           fmt::format("{}, but {}'s tx goes to {} by circuit {}-{}{}, not back to {}: forwarding needs both "
+                       "directions on one pair of ports",
+                       carries, to_string(to->port), to_string(back->second.first), back->second.second->ingress,
+                       back->second.second->egress, at(back->second.second->where), to_string(from->port)));
   }
   // One circuit per link, in the wiring's host and port order: a derived file reads like a
   // hand-written one and does not change when the switch lists its circuits in another order.

@@ -93,7 +93,8 @@ void ocsctl(const std::string& url, std::vector<std::string> args) {
 
 }  // namespace
 
-TEST_CASE("forwarding fabric --from-switch: the emulator's circuits give the mapping's fabric", "[forwarding][fabric]") {
+TEST_CASE("forwarding fabric --from-switch: the emulator's circuits give the mapping's fabric",
+          "[forwarding][fabric]") {
   ::unsetenv(ocs::kPasswordEnv);
   testing::TempDir dir;
   Emulator emu(dir.path());
@@ -126,7 +127,8 @@ TEST_CASE("forwarding fabric --from-switch: the emulator's circuits give the map
     INFO(a.err);
     CHECK(a.status == 0);
     CHECK(a.err == "note: 1 circuit(s) with an end outside --allow not read: 12-30\n");
-    auto narrow = agent({"--wiring", wiring, "--from-switch", emu.tl1, "--credentials", creds, "--allow", "1..7,17..24"});
+    auto narrow =
+        agent({"--wiring", wiring, "--from-switch", emu.tl1, "--credentials", creds, "--allow", "1..7,17..24"});
     CHECK(narrow.status == 2);
     CHECK_THAT(narrow.err, Contains("vlab-ring4.wiring.yaml:47:5: h4:p1 tx 8 is outside the allow-list (1..7,17..24)"));
   }
@@ -161,8 +163,9 @@ TEST_CASE("forwarding fabric --from-switch: the emulator's circuits give the map
     CHECK(r.status == 2);
     CHECK_THAT(r.err, Contains(creds));
     PasswordEnv pw;
-    auto gone = agent({"--wiring", wiring, "--from-switch",
-                       "tl1://admin@127.0.0.1:" + std::to_string(testing::free_loopback_port()), "--timeout-ms", "1000"});
+    auto gone =
+        agent({"--wiring", wiring, "--from-switch",
+               "tl1://admin@127.0.0.1:" + std::to_string(testing::free_loopback_port()), "--timeout-ms", "1000"});
     CHECK(gone.status == 4);
     CHECK(gone.out.empty());
   }

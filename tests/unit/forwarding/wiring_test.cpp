@@ -1,8 +1,8 @@
 // Deriving the fabric from a wiring file and the OCS's circuits: the virtual lab's ring4 (the
 // shipped example files) and a 3x3 torus give the expected circuits and plan exactly like the
 // hand-written fabrics; every inconsistent wiring or circuit set is refused naming the entry.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <random>
 #include <set>
 #include <string>
@@ -200,11 +200,19 @@ TEST_CASE("wiring files: every inconsistent entry is refused naming file:line an
   CHECK(wiring_error(wiring3("  - {host: h2, port: p7, tx: 1, rx: 9}\n")) ==
         "w.yaml:21:5: cable for unknown port: host 'h2' has no port 'p7'");
   // MACs and IPs used twice, as in fabric files.
-  CHECK(wiring_error(wiring3(
-            "  - {host: h1, port: p0, tx: 1, rx: 9}\n", "10.0.0.2/24")) ==
+  CHECK(wiring_error(wiring3("  - {host: h1, port: p0, tx: 1, rx: 9}\n", "10.0.0.2/24")) ==
         "w.yaml:18:14: IP 10.0.0.2 of h3:p0 if1 already used by h2:p0 if1 (w.yaml:10:14)");
   CHECK(wiring_error(wiring3("  - {host: h1, port: p0, tx: 1, rx: 9}\n", "10.0.0.3/24", "02:00:00:00:02:12")) ==
         "w.yaml:19:14: MAC 02:00:00:00:02:12 of h3:p0 if2 already used by h2:p1 if2 (w.yaml:14:14)");
+  // Names a derived circuit "host:port <-> host:port" could not carry.
+  std::string colon = wiring3();
+  colon.replace(colon.find("- name: h3"), 10, "- name: \"h:3\"");
+  CHECK(wiring_error(colon) ==
+        "w.yaml:15:5: host name 'h:3' cannot be written in a circuit 'host:port <-> host:port' (no ':', '<->' or "
+        "white space)");
+  std::string space = wiring3();
+  space.replace(space.find("- name: p1"), 10, "- name: \"p 1\"");
+  CHECK_THAT(wiring_error(space), Catch::StartsWith("w.yaml:12:9: port name 'p 1' cannot be written"));
   // Malformed entries point at the value.
   CHECK(wiring_error(wiring3("  - {host: h1, port: p0, tx: 0, rx: 9}\n")) ==
         "w.yaml:21:30: 'tx' must be an OCS port number >= 1");

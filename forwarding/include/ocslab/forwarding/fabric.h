@@ -92,7 +92,8 @@ Fabric load_fabric_file(const std::string& path);
 Fabric load_fabric_string(const std::string& text, const std::string& origin);
 
 // The fabric as a fabric file that load_fabric_string reads back into the same hosts, ports
-// and circuits. `comment` (may span lines) goes first, each line behind "# ".
+// and circuits. `comment` (may span lines) goes first, each line behind "# ". Throws Error when
+// yaml-cpp cannot emit a value.
 std::string to_yaml(const Fabric& fabric, const std::string& comment = {});
 
 }  // namespace ocslab::forwarding

@@ -34,7 +34,8 @@ struct Wiring {
 
 // Throws ConfigError naming the entry (file:line:col when known): everything validate_hosts()
 // rejects, a cable for an unknown host or port, a host port cabled twice, an OCS port used by
-// two cables (or as tx and rx), a port number below 1.
+// two cables (or as tx and rx), a port number below 1, a host or port name that a circuit
+// "host:port <-> host:port" cannot carry (':', '<->', white space).
 void validate_wiring(const Wiring& wiring);
 
 // YAML loading (format in docs/forwarding.md, "Deriving the fabric"); the result is validated.
@@ -50,8 +51,8 @@ struct OcsCircuit {
 };
 
 struct DerivedFabric {
-  Fabric fabric;                     // validated; circuits in the wiring's host and port order
-  std::vector<OcsCircuit> ignored;   // circuits with neither end in the wiring (other users')
+  Fabric fabric;                    // validated; circuits in the wiring's host and port order
+  std::vector<OcsCircuit> ignored;  // circuits with neither end in the wiring (other users')
 };
 
 // The fabric the circuits make over the wiring: circuit a.tx -> b.rx together with
