@@ -56,7 +56,9 @@ std::vector<fw::OcsCircuit> in_scope(const std::vector<fw::OcsCircuit>& all, con
   return kept;
 }
 
-std::vector<fw::OcsCircuit> from_switch(const po::variables_map& vm, const std::string& url_text) {
+// Also checks the wiring against the switch's port layout, read at connect time.
+std::vector<fw::OcsCircuit> from_switch(const po::variables_map& vm, const std::string& url_text,
+                                        const fw::Wiring& wiring) {
   ocs::SwitchUrl url = ocs::SwitchUrl::parse(url_text);
   ocs::DriverOptions o;
   o.reply_timeout = std::chrono::milliseconds(vm["timeout-ms"].as<int>());
@@ -70,6 +72,8 @@ std::vector<fw::OcsCircuit> from_switch(const po::variables_map& vm, const std::
   auto driver = ocs::make_driver(url, std::move(o));
   std::vector<fw::OcsCircuit> out;
   std::string where = "switch " + driver->name();
+  ocs::SwitchInfo info = driver->info();
+  fw::check_wiring_ports(wiring, info.ingress_ports, info.egress_ports, where);
   for (const auto& c : driver->list()) out.push_back({c.ingress, c.egress, where});
   driver->close();
   return out;
@@ -163,7 +167,7 @@ int run_forwarding_fabric_cli(const std::vector<std::string>& args, std::ostream
       for (const auto& e : ocs::load_mapping_entries(source))
         circuits.push_back({e.circuit.ingress, e.circuit.egress, e.where});
     } else {
-      circuits = from_switch(vm, vm["from-switch"].as<std::string>());
+      circuits = from_switch(vm, vm["from-switch"].as<std::string>(), wiring);
       source = "switch " + ocs::SwitchUrl::parse(vm["from-switch"].as<std::string>()).to_string();
     }
     std::vector<fw::OcsCircuit> outside;

@@ -85,6 +85,17 @@ void validate_wiring(const Wiring& wiring) {
   }
 }
 
+void check_wiring_ports(const Wiring& wiring, int ingress, int egress, const std::string& switch_name) {
+  for (const auto& c : wiring.cables) {
+    std::string layout = fmt::format("{} is {}x{}: ingress 1..{}, egress {}..{}", switch_name, ingress, egress, ingress,
+                                     ingress + 1, ingress + egress);
+    if (c.tx < 1 || c.tx > ingress)
+      fail(c.where, fmt::format("{} tx {} is not an ingress port ({})", to_string(c.port), c.tx, layout));
+    if (c.rx <= ingress || c.rx > ingress + egress)
+      fail(c.where, fmt::format("{} rx {} is not an egress port ({})", to_string(c.port), c.rx, layout));
+  }
+}
+
 namespace {
 
 Wiring parse(const YamlDoc& doc) {

@@ -157,6 +157,19 @@ TEST_CASE("forwarding fabric --from-switch: the emulator's circuits give the map
     CHECK_FALSE(std::ifstream(out + ".tmp").good());
   }
 
+  SECTION("a wiring that does not fit the switch's 16x16 layout is refused naming the cable") {
+    std::string bad = slurp(wiring);
+    bad.replace(bad.find("tx: 8, rx: 24"), 13, "tx: 8, rx: 40");
+    std::ofstream(dir.path() + "/bad.wiring.yaml") << bad;
+    PasswordEnv pw;
+    auto r = agent({"--wiring", dir.path() + "/bad.wiring.yaml", "--from-switch", emu.tl1});
+    CHECK(r.status == 2);
+    CHECK(r.err == "ocslab-agent forwarding fabric: " + dir.path() +
+                       "/bad.wiring.yaml:47:5: h4:p1 rx 40 is not an "
+                       "egress port (switch " +
+                       emu.tl1 + " is 16x16: ingress 1..16, egress 17..32)\n");
+  }
+
   SECTION("credentials as ocsctl: a group-readable file and a switch nobody answers at are refused") {
     ::chmod(creds.c_str(), 0644);
     auto r = agent({"--wiring", wiring, "--from-switch", emu.tl1, "--credentials", creds});

@@ -224,6 +224,19 @@ TEST_CASE("wiring files: every inconsistent entry is refused naming file:line an
   CHECK_THAT(wiring_error(wiring3() + "circuits: []\n"), Catch::Contains("unknown key 'circuits'"));
 }
 
+TEST_CASE("wiring against a switch's layout: tx on an ingress, rx on an egress") {
+  Wiring w = load_wiring_string(wiring3(), "w.yaml");
+  check_wiring_ports(w, 8, 8, "switch sw");  // 1..8 ingress, 9..16 egress
+  CHECK_THROWS_WITH(check_wiring_ports(w, 2, 12, "switch sw"),
+                    "w.yaml:23:5: h2:p1 tx 3 is not an ingress port (switch sw is 2x12: ingress 1..2, egress 3..14)");
+  CHECK_THROWS_WITH(check_wiring_ports(w, 10, 8, "switch sw"),
+                    "w.yaml:21:5: h1:p0 rx 9 is not an egress port (switch sw is 10x8: ingress 1..10, egress 11..18)");
+  CHECK_THROWS_WITH(check_wiring_ports(w, 3, 8, "switch sw"),
+                    "w.yaml:24:5: h3:p0 tx 4 is not an ingress port (switch sw is 3x8: ingress 1..3, egress 4..11)");
+  CHECK_THROWS_WITH(check_wiring_ports(w, 8, 3, "switch sw"),
+                    "w.yaml:24:5: h3:p0 rx 12 is not an egress port (switch sw is 8x3: ingress 1..8, egress 9..11)");
+}
+
 TEST_CASE("deriving: circuits that do not make bidirectional links between wired ports are refused") {
   auto c = line3();
   DerivedFabric d = derive_fabric(load_wiring_string(wiring3(), "w.yaml"), c);

@@ -38,6 +38,11 @@ struct Wiring {
 // "host:port <-> host:port" cannot carry (':', '<->', white space).
 void validate_wiring(const Wiring& wiring);
 
+// Against a switch of `ingress` x `egress` ports (Polatis numbering: ingress 1..N, egress
+// N+1..N+M): every tx must be an ingress and every rx an egress. Throws ConfigError naming the
+// cable and `switch_name` otherwise (a transmitter cabled to an egress carries no light).
+void check_wiring_ports(const Wiring& wiring, int ingress, int egress, const std::string& switch_name);
+
 // YAML loading (format in docs/forwarding.md, "Deriving the fabric"); the result is validated.
 Wiring load_wiring_file(const std::string& path);
 Wiring load_wiring_string(const std::string& text, const std::string& origin);
