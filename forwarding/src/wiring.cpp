@@ -148,6 +148,15 @@ DerivedFabric derive_fabric(const Wiring& wiring, const std::vector<OcsCircuit>&
   // Every circuit that touches the wiring must connect two wired ports of different hosts.
   std::map<PortRef, std::pair<PortRef, const OcsCircuit*>> sends_to;  // port -> (port it reaches, circuit)
   for (const auto& c : circuits) {
+    // A port wired the other way round (a mapping written egress-ingress) is not "unwired".
+    if (const Cable* rx = wiring.by_rx(c.ingress))
+      fail(c.where, fmt::format("{}: ingress {} is wired as the rx of {}{}: light enters the switch at a tx port "
+                                "and leaves at an rx port",
+                                circuit_name(c), c.ingress, to_string(rx->port), at(rx->where)));
+    if (const Cable* tx = wiring.by_tx(c.egress))
+      fail(c.where, fmt::format("{}: egress {} is wired as the tx of {}{}: light enters the switch at a tx port "
+                                "and leaves at an rx port",
+                                circuit_name(c), c.egress, to_string(tx->port), at(tx->where)));
     const Cable* from = wiring.by_tx(c.ingress);
     const Cable* to = wiring.by_rx(c.egress);
     if (!from && !to) {

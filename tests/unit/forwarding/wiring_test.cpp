@@ -253,6 +253,16 @@ TEST_CASE("deriving: circuits that do not make bidirectional links between wired
   CHECK(derive_error(from_unwired) ==
         "m.yaml:4:5: circuit 8-12: ingress 8 is not in the wiring, but egress 12 is the rx of h3:p0 (w.yaml:24:5): "
         "forwarding needs circuits between wired ports");
+  // A circuit written the wrong way round (egress-ingress) touches wired ports: not ignored.
+  auto reversed = c;
+  reversed[1] = {9, 2, "m.yaml:3:5"};
+  CHECK(derive_error(reversed) ==
+        "m.yaml:3:5: circuit 9-2: ingress 9 is wired as the rx of h1:p0 (w.yaml:21:5): light enters the switch at a "
+        "tx port and leaves at an rx port");
+  reversed[1] = {7, 2, "m.yaml:3:5"};
+  CHECK(derive_error(reversed) ==
+        "m.yaml:3:5: circuit 7-2: egress 2 is wired as the tx of h2:p0 (w.yaml:22:5): light enters the switch at a "
+        "tx port and leaves at an rx port");
   // One direction only.
   auto one_way = c;
   one_way.pop_back();  // 4-11 (h3 -> h2) missing

@@ -62,11 +62,10 @@ struct DerivedFabric {
 
 // The fabric the circuits make over the wiring: circuit a.tx -> b.rx together with
 // b.tx -> a.rx is the link a <-> b. Forwarding needs both directions, so a circuit with one
-// end wired and the other not, a circuit whose reverse direction is missing or leads
-// elsewhere, a circuit between two ports of one host, and an ingress or egress used twice are
-// errors (ConfigError naming the circuit's `where`, the ports and their cables), as is a
-// resulting fabric that validate() refuses (a host left unreachable). Circuits that touch no
-// wired port are returned in `ignored`.
+// end wired and the other not, a circuit using a wired tx as egress or a wired rx as ingress, a circuit whose reverse
+// direction is missing or leads elsewhere, a circuit between two ports of one host, and an ingress or egress used twice
+// are errors (ConfigError naming the circuit's `where`, the ports and their cables), as is a resulting fabric that
+// validate() refuses (a host left unreachable). Circuits that touch no wired port are returned in `ignored`.
 DerivedFabric derive_fabric(const Wiring& wiring, const std::vector<OcsCircuit>& circuits);
 
 }  // namespace ocslab::forwarding
