@@ -55,7 +55,7 @@ const std::vector<CommandSpec>& commands() {
        "--duration seconds, or until Ctrl-C when 0. Progress is shown on a terminal only.\n"
        "Probes that cannot run on this host are named with the reason; the others still run."},
       {"probes", "probes", "list the probes this agent can start", "One name per line."},
-      {"forwarding", "forwarding (plan|diff|apply|rollback|clear) [options]",
+      {"forwarding", "forwarding (plan|diff|apply|rollback|clear|fabric) [options]",
        "host-based RDMA forwarding rules: plan, diff, apply, roll back", "See 'ocslab-agent forwarding --help'."},
   };
   return specs;

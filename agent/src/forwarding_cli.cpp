@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "ocslab/agent/forwarding_fabric_cli.h"
 #include "ocslab/forwarding/apply.h"
 #include "ocslab/forwarding/diff.h"
 #include "ocslab/forwarding/fabric.h"
@@ -119,7 +120,8 @@ void print_report(const std::string& verb, const std::string& host, const fw::Ap
 std::string forwarding_help() {
   std::ostringstream s;
   s << "Usage: ocslab-agent forwarding (plan|diff|apply|verify|rollback|clear) [--fabric FILE] [--host NAME]\n"
-       "                               [--state-dir DIR] [--json]\n\n"
+       "                               [--state-dir DIR] [--json]\n"
+       "       ocslab-agent forwarding fabric --wiring FILE (--mapping FILE | --from-switch URL) [-o FILE]\n\n"
        "Host-based RDMA forwarding rules of one fabric host (docs/forwarding.md).\n"
        "  plan      print the host's rule plan and the equivalent ip/tc commands (no kernel access)\n"
        "  diff      print what apply would change in this network namespace\n"
@@ -130,7 +132,9 @@ std::string forwarding_help() {
        "  verify    compare what is installed with the plan (read-only) and show every relay\n"
        "            filter's hit counter; exit 3 when they differ\n"
        "  clear     remove every route, neighbour, filter, clsact and macvlan ocslab owns here\n"
-       "            (nothing else)\n\n"
+       "            (nothing else)\n"
+       "  fabric    derive the fabric file from a wiring file and the OCS's circuits (a mapping\n"
+       "            file or the live switch); see 'ocslab-agent forwarding fabric --help'\n\n"
        "Apply order: if2 macvlans (--if2-macvlan), clsact qdiscs, flower filters (the relay side),\n"
        "then neighbours and routes; removals in reverse. A host whose plan has no filters never\n"
        "touches tc.\n\n"
@@ -151,6 +155,9 @@ std::string forwarding_help() {
 }
 
 int run_forwarding_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  // fabric reads files or a switch, not the kernel: options of its own.
+  if (!args.empty() && args[0] == "fabric")
+    return run_forwarding_fabric_cli(std::vector<std::string>(args.begin() + 1, args.end()), out, err);
   po::options_description all = options();
   all.add_options()("sub", po::value<std::string>())("rest", po::value<std::vector<std::string>>());
   po::positional_options_description pos;

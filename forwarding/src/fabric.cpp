@@ -7,6 +7,7 @@
 #include <queue>
 #include <set>
 
+#include "fabric_yaml.h"
 #include "ocslab/common/config.h"
 
 namespace ocslab::forwarding {
@@ -94,12 +95,12 @@ std::string at(const Where& where) { return where.empty() ? "" : " (" + where + 
 
 }  // namespace
 
-void validate(const Fabric& fabric) {
-  if (fabric.hosts.empty()) fail("", "fabric has no hosts");
+void validate_hosts(const std::vector<Host>& hosts) {
+  if (hosts.empty()) fail("", "fabric has no hosts");
   std::map<std::string, const Host*> host_names;
   std::map<std::string, std::string> macs;  // mac -> "h:p ifN" + where
   std::map<uint32_t, std::string> ips;      // address -> owner
-  for (const auto& h : fabric.hosts) {
+  for (const auto& h : hosts) {
     if (h.name.empty()) fail(h.where, "host without a name");
     if (!host_names.emplace(h.name, &h).second)
       fail(h.where, fmt::format("host '{}' defined twice{}", h.name, at(host_names[h.name]->where)));
@@ -122,6 +123,10 @@ void validate(const Fabric& fabric) {
              fmt::format("IP {} of {} if1 already used by {}", format_ipv4(p.if1.ip.addr), ref, it->second));
     }
   }
+}
+
+void validate(const Fabric& fabric) {
+  validate_hosts(fabric.hosts);
   std::map<PortRef, const Circuit*> used;
   for (const auto& c : fabric.circuits) {
     for (const PortRef* end : {&c.a, &c.b}) {
@@ -160,7 +165,7 @@ void validate(const Fabric& fabric) {
            fmt::format("host '{}' is unreachable from '{}' over the circuits", h.name, fabric.hosts.front().name));
 }
 
-namespace {
+namespace detail {
 
 Where where_of(const YamlDoc& doc, const YAML::Node& n) {
   if (!n.IsDefined() || n.Mark().is_null()) return doc.origin;
@@ -188,9 +193,8 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
-Fabric parse(const YamlDoc& doc) {
-  Fabric f;
-  only_keys(doc, doc.root, {"hosts", "circuits"});
+std::vector<Host> parse_hosts(const YamlDoc& doc) {
+  std::vector<Host> out;
   const YAML::Node hosts = require(doc, doc.root, "hosts");
   if (!hosts.IsSequence()) throw config_error(doc, hosts, "'hosts' must be a list");
   for (const auto& hn : hosts) {
@@ -227,8 +231,23 @@ Fabric parse(const YamlDoc& doc) {
       }
       h.ports.push_back(std::move(p));
     }
-    f.hosts.push_back(std::move(h));
+    out.push_back(std::move(h));
   }
+  return out;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::port_ref_of;
+using detail::trim;
+using detail::where_of;
+
+Fabric parse(const YamlDoc& doc) {
+  Fabric f;
+  only_keys(doc, doc.root, {"hosts", "circuits"});
+  f.hosts = detail::parse_hosts(doc);
   if (const YAML::Node cs = doc.root["circuits"]; cs.IsDefined() && !cs.IsNull()) {
     if (!cs.IsSequence()) throw config_error(doc, cs, "'circuits' must be a list of 'h1:p0 <-> h2:p1'");
     for (const auto& cn : cs) {

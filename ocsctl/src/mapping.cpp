@@ -32,7 +32,7 @@ Circuit circuit_from_node(const YamlDoc& doc, const YAML::Node& node) {
   throw config_error(doc, node, "expected a circuit as 'INGRESS-EGRESS' or {ingress: N, egress: M}");
 }
 
-std::vector<Circuit> parse_mapping_doc(const YamlDoc& doc) {
+std::vector<MappingEntry> parse_mapping_doc(const YamlDoc& doc) {
   if (!doc.root.IsMap()) throw config_error(doc, doc.root, "expected a mapping with key 'circuits'");
   for (const auto& kv : doc.root) {
     if (kv.first.Scalar() != "circuits") {
@@ -40,7 +40,7 @@ std::vector<Circuit> parse_mapping_doc(const YamlDoc& doc) {
     }
   }
   YAML::Node list = doc.root["circuits"];
-  std::vector<Circuit> out;
+  std::vector<MappingEntry> out;
   if (!list.IsDefined() || list.IsNull()) return out;  // empty mapping: clear
   if (!list.IsSequence()) throw config_error(doc, list, "'circuits' must be a list");
   std::map<Port, YAML::Mark> ingress_seen, egress_seen;
@@ -56,18 +56,30 @@ std::vector<Circuit> parse_mapping_doc(const YamlDoc& doc) {
     dup(ingress_seen, c.ingress, "ingress");
     dup(egress_seen, c.egress, "egress");
     if (c.ingress == c.egress) throw config_error(doc, node, "circuit connects port " + std::to_string(c.ingress) + " to itself");
-    out.push_back(c);
+    out.push_back({c, doc.origin + ":" + std::to_string(node.Mark().line + 1) + ":" +
+                          std::to_string(node.Mark().column + 1)});
   }
+  return out;
+}
+
+std::vector<Circuit> circuits_of(const std::vector<MappingEntry>& entries) {
+  std::vector<Circuit> out;
+  out.reserve(entries.size());
+  for (const auto& e : entries) out.push_back(e.circuit);
   return out;
 }
 
 }  // namespace
 
 std::vector<Circuit> parse_mapping_yaml(const std::string& text, const std::string& origin) {
-  return parse_mapping_doc(load_yaml_string(text, origin));
+  return circuits_of(parse_mapping_doc(load_yaml_string(text, origin)));
 }
 
 std::vector<Circuit> load_mapping_file(const std::string& path) {
+  return circuits_of(parse_mapping_doc(load_yaml_file(path)));
+}
+
+std::vector<MappingEntry> load_mapping_entries(const std::string& path) {
   return parse_mapping_doc(load_yaml_file(path));
 }
 

@@ -83,9 +83,17 @@ struct Fabric {
 // unknown host or port, a circuit from a port to itself, a port in two circuits, and any host
 // that cannot be reached from the first host over the circuits.
 void validate(const Fabric& fabric);
+// The host part of validate() alone (names, if2 present, MACs and IPs unique), for host lists
+// that have no circuits yet (a wiring file, wiring.h).
+void validate_hosts(const std::vector<Host>& hosts);
 
 // YAML loading (format in docs/forwarding.md); the result is validated.
 Fabric load_fabric_file(const std::string& path);
 Fabric load_fabric_string(const std::string& text, const std::string& origin);
+
+// The fabric as a fabric file that load_fabric_string reads back into the same hosts, ports
+// and circuits. `comment` (may span lines) goes first, each line behind "# ". Throws Error when
+// yaml-cpp cannot emit a value.
+std::string to_yaml(const Fabric& fabric, const std::string& comment = {});
 
 }  // namespace ocslab::forwarding

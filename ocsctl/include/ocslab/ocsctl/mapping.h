@@ -19,6 +19,14 @@ namespace ocslab::ocs {
 std::vector<Circuit> load_mapping_file(const std::string& path);
 std::vector<Circuit> parse_mapping_yaml(const std::string& text, const std::string& origin);
 
+// The same file's circuits with where each is written ("file:line:col"), for tools that report
+// problems with single circuits (ocslab-agent forwarding fabric). Same checks and errors.
+struct MappingEntry {
+  Circuit circuit;
+  std::string where;
+};
+std::vector<MappingEntry> load_mapping_entries(const std::string& path);
+
 // Throws ocslab::Error when an ingress or an egress appears in two circuits.
 void check_mapping(const std::vector<Circuit>& circuits);
 
