@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -225,10 +226,10 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
 
   if (const auto& l = wl["launcher"]) {
     std::string name;
-    YAML::Node name_node = l;
+    // (YAML::Node assignment would write into the node it refers to: pick the node instead.)
+    const YAML::Node name_node = l.IsMap() ? require(doc, l, "name") : l;
     if (l.IsMap()) {
       only_keys(doc, l, {"name", "program", "args"});
-      name_node = require(doc, l, "name");
       name = as_string(doc, name_node);
       if (l["program"]) pw.launcher_program = as_string(doc, l["program"]);
       if (l["args"]) pw.launcher_args = strings(doc, l["args"], "launcher.args");
@@ -350,9 +351,11 @@ std::vector<std::string> launcher_argv(const PhaseWorkloadSpec& spec, const std:
                                        const RankLaunch& l) {
   if (spec.launcher == Launcher::kSsh) throw Error("launcher_argv: the ssh launcher starts one command per rank");
   std::vector<std::pair<std::string, int>> blocks;  // host (as the launcher reaches it), ranks on it
+  size_t last = SIZE_MAX;
   for (const auto& r : spec.ranks) {
     const std::string& h = hosts.at(r.host).ssh_host.empty() ? hosts.at(r.host).name : hosts.at(r.host).ssh_host;
-    if (blocks.empty() || blocks.back().first != h) blocks.push_back({h, 0});
+    if (blocks.empty() || last != r.host) blocks.push_back({h, 0});
+    last = r.host;
     ++blocks.back().second;
   }
   const int n = spec.schedule.ranks;
