@@ -211,7 +211,7 @@ int main(int argc, char** argv) {
     po::store(po::parse_command_line(argc, argv, desc), vm);
     po::notify(vm);
   } catch (const po::error& e) {
-    std::cerr << "collbench-tcp: " << e.what() << "\n" << desc;
+    std::cerr << "collbench-tcp: " << e.what() << "\n\n" << desc;
     return 2;
   }
   if (vm.count("help")) {

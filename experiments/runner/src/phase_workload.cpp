@@ -273,6 +273,20 @@ void write_events(const std::string& path, const std::vector<phase::ControllerEv
   w.flush();
 }
 
+// The line of a failed rank's output that says why: its program's own "<name>: ..." message
+// (the usage text may follow it), else the last line.
+std::string why_it_failed(const std::string& text, const std::string& program) {
+  const std::string prefix = fs::path(program).filename().string() + ":";
+  std::istringstream in(text);
+  std::string line, last, own;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    last = line;
+    if (line.rfind(prefix, 0) == 0) own = line;
+  }
+  return own.empty() ? last : own;
+}
+
 const char* kRankFiles[] = {"ops-rank{}.csv", "timeline-rank{}.csv", "shim-rank{}.csv", "phase-table-rank{}.csv"};
 
 }  // namespace
@@ -365,9 +379,7 @@ void run_phase_workload(const ExperimentSpec& spec, const RunOptions& opt, const
             auto res = s.exec(cmd, wait_limit);
             text += res.out + res.err + fmt::format("# exit status {}\n", res.exit_status);
             if (res.exit_status != 0) {
-              std::string last = res.err.empty() ? res.out : res.err;
-              while (!last.empty() && last.back() == '\n') last.pop_back();
-              if (auto nl = last.rfind('\n'); nl != std::string::npos) last = last.substr(nl + 1);
+              std::string last = why_it_failed(res.err.empty() ? res.out : res.err, l.program);
               std::lock_guard lock(mu);
               mode_problems.push_back(fmt::format("{}: rank {} on {} exited with status {}: {}", mode, r, h.name,
                                                   res.exit_status, last));

@@ -94,10 +94,10 @@ int report_phase_run(const runner::RunResult& r, std::chrono::steady_clock::time
                      secs, r.folder);
   runner::print_step_table(out, r.steps);
   int rc = kExitOk;
-  if (plot) rc = draw_plots(r.folder, err);
+  if (plot && !r.steps.empty()) rc = draw_plots(r.folder, err);
   for (const auto& p : r.problems) err << "ocslab run: problem: " << p << "\n";
   if (r.interrupted) return kExitInterrupted;
-  if (rc == kExitOk && !r.problems.empty()) rc = kExitFailed;
+  if (!r.problems.empty()) rc = kExitFailed;  // a rank failed, rows missing, controller fallback
   return rc;
 }
 
