@@ -528,6 +528,8 @@ def draw_phase(plt, modes, run, path):
                                               "reconfigurations": by_step[s]["reconfigurations"],
                                               "warmup": by_step[s]["warmup"]}
                                              for s, x in zip(steps, xs) if s in by_step]})
+    tops = [s["step_ms"] for b in bars for s in b["steps"]] or [1.0]
+    ax.set_ylim(0, max(max(tops), 1e-3) * 1.3)  # room for the legend above the bars
     ax.set_xticks(steps)
     warm = {r["step"] for v in modes.values() for r in v if r["warmup"]}
     ax.set_xticklabels([f"{s}{' (warm-up)' if s in warm else ''}" for s in steps])

@@ -65,8 +65,9 @@ void print_phase_plan(const runner::ExperimentSpec& spec, std::ostream& out) {
   }
   runner::RankLaunch l;
   l.program = pw.program;
-  l.schedule = pw.launcher == runner::Launcher::kSsh ? "<run folder>/schedule.yaml" : pw.schedule_path;
-  l.output_dir = "<run folder>";
+  const bool ssh = pw.launcher == runner::Launcher::kSsh;
+  l.output_dir = ssh ? "/tmp/ocslab-phase-<run>-<mode>" : pw.shared_dir.empty() ? "<results>/<mode>" : pw.shared_dir + "/<run>/<mode>";
+  l.schedule = ssh || !pw.shared_dir.empty() ? l.output_dir + "/schedule.yaml" : "<results>/schedule.yaml";
   l.controller = pw.controller_host + ":<port>";
   l.job = pw.layout.job;
   const auto& h0 = spec.hosts[pw.ranks.front().host];
