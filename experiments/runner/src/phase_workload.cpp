@@ -287,6 +287,36 @@ std::string why_it_failed(const std::string& text, const std::string& program) {
   return own.empty() ? last : own;
 }
 
+// A host's clock minus the runner's, from `date +%s%N` over SSH: the reading is taken to be
+// at the middle of the round trip; the shortest of a few round trips is kept.
+struct ClockOffset {
+  int64_t offset_ns = 0;
+  int64_t uncertainty_ns = -1;  // half the round trip; -1: not measured
+  std::string error;
+};
+
+ClockOffset measure_offset(const ocs::SshOptions& ssh) {
+  ClockOffset best;
+  try {
+    ocs::SshSession s(ssh);
+    for (int i = 0; i < 5; ++i) {
+      int64_t t0 = realtime_ns();
+      auto r = s.exec("date +%s%N", std::chrono::seconds(10));
+      int64_t t1 = realtime_ns();
+      int64_t remote = std::stoll(r.out);
+      int64_t half = (t1 - t0) / 2;
+      if (best.uncertainty_ns < 0 || half < best.uncertainty_ns) {
+        best.uncertainty_ns = half;
+        best.offset_ns = remote - (t0 + half);
+      }
+    }
+  } catch (const std::exception& e) {
+    best.error = e.what();
+    best.uncertainty_ns = -1;
+  }
+  return best;
+}
+
 const char* kRankFiles[] = {"ops-rank{}.csv", "timeline-rank{}.csv", "shim-rank{}.csv", "phase-table-rank{}.csv"};
 
 }  // namespace
@@ -320,6 +350,12 @@ void run_phase_workload(const ExperimentSpec& spec, const RunOptions& opt, const
   std::set<size_t> used_hosts;
   for (const auto& r : pw.ranks) used_hosts.insert(r.host);
 
+  // Rank samples carry their host's clock: measured once per host, subtracted in the timelines
+  // (the step figures only ever subtract times of one rank and do not need it).
+  std::map<std::string, ClockOffset> offsets;
+  if (pw.launcher == Launcher::kSsh) {
+    for (size_t h : used_hosts) offsets[spec.hosts[h].name] = measure_offset(ssh_of(spec.hosts[h]));
+  }
   json meta_modes = json::array();
   size_t timeline_rows = 0;
   for (const auto& mode : pw.modes) {
@@ -489,6 +525,10 @@ void run_phase_workload(const ExperimentSpec& spec, const RunOptions& opt, const
     auto figures = step_figures(pw.schedule, mode, rows, events);
     result.steps.insert(result.steps.end(), figures.begin(), figures.end());
 
+    for (auto& smp : samples) {
+      auto it = offsets.find(smp.host);
+      if (it != offsets.end() && it->second.uncertainty_ns >= 0) smp.t_ns -= it->second.offset_ns;
+    }
     // The controller's side joins the ranks' samples in the mode's timeline (runner clock).
     for (const auto& e : events) {
       std::string subject = e.group.empty() ? e.rail : e.group + "#" + std::to_string(e.seq);
@@ -502,8 +542,10 @@ void run_phase_workload(const ExperimentSpec& spec, const RunOptions& opt, const
     // iteration = the step: it starts at the earliest pre hook of its first op on any rank.
     std::map<int, int64_t> step_start;
     for (const auto& r : rows) {
+      int64_t t = r.wait_start_ns;
+      if (auto it = offsets.find(r.host); it != offsets.end() && it->second.uncertainty_ns >= 0) t -= it->second.offset_ns;
       auto it = step_start.find(r.step);
-      if (it == step_start.end() || r.wait_start_ns < it->second) step_start[r.step] = r.wait_start_ns;
+      if (it == step_start.end() || t < it->second) step_start[r.step] = t;
     }
     std::vector<int64_t> starts;
     for (const auto& [st, t] : step_start) starts.push_back(t);
@@ -571,7 +613,12 @@ void run_phase_workload(const ExperimentSpec& spec, const RunOptions& opt, const
                    {"allow", spec.allow.to_string()}};
   meta["modes"] = meta_modes;
   meta["problems"] = result.problems;
-  meta["clocks"] = "rank rows and shim samples carry their host's clock (not offset-corrected); the controller's, the runner's";
+  meta["clock_offsets"] = json::object();
+  for (const auto& [h, o] : offsets) {
+    meta["clock_offsets"][h] = o.uncertainty_ns < 0 ? json{{"error", o.error}}
+                                                    : json{{"offset_ns", o.offset_ns}, {"uncertainty_ns", o.uncertainty_ns}};
+  }
+  meta["clocks"] = "timeline.csv: rank samples corrected by clock_offsets (ssh launcher); ops-rank and shim-rank files: the host's own clock";
   write_file(folder + "/meta.json", meta.dump(2) + "\n");
 }
 
