@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -280,7 +282,7 @@ std::string why_it_failed(const std::string& text, const std::string& program) {
   std::istringstream in(text);
   std::string line, last, own;
   while (std::getline(in, line)) {
-    if (line.empty()) continue;
+    if (line.empty() || line.rfind("ocslab-rank-pid ", 0) == 0) continue;
     last = line;
     if (line.rfind(prefix, 0) == 0) own = line;
   }
@@ -405,20 +407,33 @@ void run_phase_workload(const ExperimentSpec& spec, const RunOptions& opt, const
       log(fmt::format("{}: starting {} rank(s) over SSH, controller {}", mode, n, l.controller));
       std::vector<std::thread> threads;
       std::mutex mu;
+      // Each rank's pid on its host (its first output line), so Ctrl-C can end exactly it.
+      std::vector<long long> pids(static_cast<size_t>(n), 0);
+      std::atomic<int> running{n};
       for (int r = 0; r < n; ++r) {
         threads.emplace_back([&, r] {
           const HostEntry& h = spec.hosts[pw.ranks[static_cast<size_t>(r)].host];
           std::string cmd = shell_join(rank_argv(pw, spec.hosts, r, l));
           std::string text = "$ " + cmd + "\n";
+          std::string head;
           try {
             ocs::SshSession s(ssh_of(h));
-            auto res = s.exec(cmd, wait_limit);
+            auto res = s.exec("echo ocslab-rank-pid $$; exec " + cmd, wait_limit, {}, [&](std::string_view chunk) {
+              if (head.find('\n') != std::string::npos) return;
+              head.append(chunk);
+              auto nl = head.find('\n');
+              if (nl == std::string::npos || head.rfind("ocslab-rank-pid ", 0) != 0) return;
+              std::lock_guard lock(mu);
+              pids[static_cast<size_t>(r)] = std::atoll(head.substr(16, nl - 16).c_str());
+            });
             text += res.out + res.err + fmt::format("# exit status {}\n", res.exit_status);
             if (res.exit_status != 0) {
               std::string last = why_it_failed(res.err.empty() ? res.out : res.err, l.program);
               std::lock_guard lock(mu);
-              mode_problems.push_back(fmt::format("{}: rank {} on {} exited with status {}: {}", mode, r, h.name,
-                                                  res.exit_status, last));
+              mode_problems.push_back(fmt::format("{}: rank {} on {} {}: {}", mode, r, h.name,
+                                                  res.exit_status < 0 ? std::string("was killed by a signal")
+                                                                      : fmt::format("exited with status {}", res.exit_status),
+                                                  last.empty() ? "(no output)" : last));
             }
           } catch (const std::exception& e) {
             text += std::string("# ") + e.what() + "\n";
@@ -426,7 +441,32 @@ void run_phase_workload(const ExperimentSpec& spec, const RunOptions& opt, const
             mode_problems.push_back(fmt::format("{}: rank {} on {}: {}", mode, r, h.name, e.what()));
           }
           write_file(fmt::format("{}/rank{}.log", dir, r), text);
+          --running;
         });
+      }
+      // Ctrl-C: SIGTERM to every rank by its pid, over a session of its own; the rows the ranks
+      // wrote before are still fetched.
+      while (running > 0) {
+        if (interrupted()) {
+          for (int r = 0; r < n; ++r) {
+            long long pid = 0;
+            {
+              std::lock_guard lock(mu);
+              pid = pids[static_cast<size_t>(r)];
+            }
+            if (pid <= 0) continue;
+            try {
+              ocs::SshSession s(ssh_of(spec.hosts[pw.ranks[static_cast<size_t>(r)].host]));
+              s.exec(fmt::format("kill -TERM {} 2>/dev/null; true", pid), std::chrono::seconds(10));
+            } catch (const std::exception& e) {
+              spdlog::warn("could not stop rank {}: {}", r, e.what());
+            }
+          }
+          std::lock_guard lock(mu);
+          mode_problems.push_back(mode + ": interrupted: the ranks were stopped");
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
       for (auto& t : threads) t.join();
       // Every rank's files back over SSH, then the remote folder goes.

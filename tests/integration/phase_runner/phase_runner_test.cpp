@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -20,6 +21,8 @@
 #include "ocslab/cli/ocslab_cli.h"
 #include "ocslab/common/process.h"
 #include "ocslab/ocsctl/credentials.h"
+#include "ocslab/runner/experiment_spec.h"
+#include "ocslab/runner/runner.h"
 #include "ocslab/testing/sshd_fixture.h"
 #include "ocslab/workloads/schedule.h"
 
@@ -265,4 +268,49 @@ TEST_CASE("phase-workload: a rank that fails is reported with its message", "[ph
   CHECK(rc == cli::kExitFailed);
   CHECK_THAT(err.str(), Contains("on-demand: rank 2 on h3 exited with status 2") && Contains("no-such-flag"));
   CHECK_THAT(err.str(), Contains("rank 0 wrote no rows"));
+}
+
+TEST_CASE("phase-workload: Ctrl-C stops the ranks over SSH and keeps the folder", "[phase-runner]") {
+  Lab lab;
+  auto spec = runner::load_experiment_spec(lab.spec(4));
+  runner::RunOptions o;
+  o.output_dir = lab.dir.path() + "/results";
+  std::atomic<bool> interrupted{false};
+  o.interrupted = &interrupted;
+  runner::RunResult r;
+  std::string failure;
+  auto t0 = std::chrono::steady_clock::now();
+  std::thread t([&] {
+    try {
+      r = runner::run_experiment(spec, o);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  });
+  // Once the switch was wired for the job and the ranks run (rows are minutes away: 7 steps of
+  // 9 x 120 ms compute), interrupt as the SIGINT handler of `ocslab run` does.
+  for (int i = 0; i < 400 && lab.emu.connects() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  interrupted = true;
+  t.join();
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE(failure.empty());
+  CHECK(r.interrupted);
+  CHECK(secs < 40);  // far less than the ranks' 60 s timeout plus the runner's margin
+  bool reported = false;
+  for (const auto& p : r.problems) reported = reported || p.find("on-demand: interrupted") != std::string::npos;
+  CHECK(reported);
+  CHECK(fs::exists(o.output_dir + "/on-demand/rank0.log"));
+  CHECK_FALSE(fs::exists(o.output_dir + "/provisioning"));  // the next mode did not start
+  // No rank of this run is left: none has the run's remote folder on its command line.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  int left = 0;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(e.path() / "cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(f)), {});
+    if (cmd.find("/tmp/ocslab-phase-results-on-demand") != std::string::npos) ++left;
+  }
+  CHECK(left == 0);
 }
