@@ -16,7 +16,8 @@ namespace {
 
 std::string origin() {
   static const std::string dir = [] {
-    std::string d = std::filesystem::temp_directory_path().string() + "/runner-phase-spec-fuzz-" + std::to_string(::getpid());
+    std::string d =
+        std::filesystem::temp_directory_path().string() + "/runner-phase-spec-fuzz-" + std::to_string(::getpid());
     std::filesystem::create_directories(d);
     std::ofstream(d + "/sched.yaml") << "ranks: 4\nsteps: 1\ngroups:\n"
                                         "  - {name: pp0, kind: pp, ranks: [0, 2]}\n"

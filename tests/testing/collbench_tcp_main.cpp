@@ -42,7 +42,8 @@ void recv_all(int fd, void* p, size_t n, int peer) {
   char* c = static_cast<char*>(p);
   while (n > 0) {
     ssize_t k = ::recv(fd, c, n, 0);
-    if (k <= 0) throw Error(fmt::format("receive from rank {}: {}", peer, k == 0 ? "connection closed" : std::strerror(errno)));
+    if (k <= 0)
+      throw Error(fmt::format("receive from rank {}: {}", peer, k == 0 ? "connection closed" : std::strerror(errno)));
     c += k;
     n -= static_cast<size_t>(k);
   }
@@ -88,7 +89,8 @@ class TcpBackend : public Backend {
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       int32_t who = -1;
       recv_all(fd, &who, sizeof who, -1);
-      if (who < 0 || who >= rank || fds_[static_cast<size_t>(who)] >= 0) throw Error(fmt::format("rank {}: unexpected peer {}", rank, who));
+      if (who < 0 || who >= rank || fds_[static_cast<size_t>(who)] >= 0)
+        throw Error(fmt::format("rank {}: unexpected peer {}", rank, who));
       fds_[static_cast<size_t>(who)] = fd;
     }
     ::close(lfd);
@@ -142,8 +144,8 @@ class TcpBackend : public Backend {
           uint64_t hdr[2] = {0, 0};
           recv_all(fds_[static_cast<size_t>(p)], hdr, sizeof hdr, p);
           if (hdr[0] != seq_ || hdr[1] != buf_.size()) {
-            throw Error(fmt::format("rank {}: rank {} sent op seq {} ({} floats), expected seq {} ({})", rank_, p, hdr[0],
-                                    hdr[1], seq_, buf_.size()));
+            throw Error(fmt::format("rank {}: rank {} sent op seq {} ({} floats), expected seq {} ({})", rank_, p,
+                                    hdr[0], hdr[1], seq_, buf_.size()));
           }
           auto& v = in[static_cast<size_t>(p)];
           v.resize(buf_.size());
@@ -174,7 +176,8 @@ class TcpBackend : public Backend {
         for (int k = 0; k < size; ++k) {
           Chunk c = ring_chunk(n, size, k);
           const auto& src = in[static_cast<size_t>(g.ranks[static_cast<size_t>(k)])];
-          std::copy(src.begin() + static_cast<int64_t>(c.offset), src.begin() + static_cast<int64_t>(c.offset + c.count),
+          std::copy(src.begin() + static_cast<int64_t>(c.offset),
+                    src.begin() + static_cast<int64_t>(c.offset + c.count),
                     buf_.begin() + static_cast<int64_t>(c.offset));
         }
         break;
@@ -203,7 +206,8 @@ int main(int argc, char** argv) {
   po::options_description desc("options");
   add_common_options(desc);
   add_phase_options(desc);
-  desc.add_options()("bind", po::value<std::string>()->default_value("127.0.0.1"), "IPv4 address the data listener binds")(
+  desc.add_options()("bind", po::value<std::string>()->default_value("127.0.0.1"),
+                     "IPv4 address the data listener binds")(
       "compute-ms", po::value<int>()->default_value(0), "sleep this long before each collective (modelled compute)")(
       "help,h", "this help");
   po::variables_map vm;
@@ -227,7 +231,8 @@ int main(int argc, char** argv) {
     if (o.nranks != s.ranks) throw Error(fmt::format("the schedule has {} ranks, this job {}", s.ranks, o.nranks));
     if (o.rank < 0 || o.rank >= o.nranks) throw Error(fmt::format("--rank {} is outside 0..{}", o.rank, o.nranks - 1));
     auto phase = phase_options(vm, o.rank, o.nranks, o.host, o.timeout);
-    Rendezvous rv(o.rank, o.nranks, o.rendezvous.empty() ? "localhost:1" : o.rendezvous, rendezvous_tag(s, "tcp"), o.timeout);
+    Rendezvous rv(o.rank, o.nranks, o.rendezvous.empty() ? "localhost:1" : o.rendezvous, rendezvous_tag(s, "tcp"),
+                  o.timeout);
     std::unique_ptr<PhaseHooks> hooks =
         phase ? std::make_unique<ShimHooks>(s, o.rank, *phase) : std::make_unique<PhaseHooks>();
     TcpBackend backend(s, o.rank, rv, vm["bind"].as<std::string>(), vm["compute-ms"].as<int>());

@@ -11,8 +11,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -94,7 +94,8 @@ std::vector<StepFigures> step_figures(const workloads::Schedule& s, const std::s
         return r->end_ns + post;
       };
       int64_t begin = v.front()->wait_start_ns;
-      if (auto prev = steps.find(st - 1); prev != steps.end() && !prev->second.empty()) begin = end_of(prev->second.back());
+      if (auto prev = steps.find(st - 1); prev != steps.end() && !prev->second.empty())
+        begin = end_of(prev->second.back());
       double step_ms = static_cast<double>(end_of(v.back()) - begin) / 1e6;
       f.max_wait_ms = std::max(f.max_wait_ms, wait);
       if (step_ms > f.step_ms) {
@@ -114,9 +115,18 @@ std::vector<StepFigures> step_figures(const workloads::Schedule& s, const std::s
 }
 
 const std::vector<std::string>& step_csv_columns() {
-  static const std::vector<std::string> c = {"mode",    "step",        "warmup",           "rank",
-                                             "step_ms", "compute_ms",  "comm_ms",          "wait_ms",
-                                             "max_wait_ms", "reconfigurations", "reconfigured_ops", "rows"};
+  static const std::vector<std::string> c = {"mode",
+                                             "step",
+                                             "warmup",
+                                             "rank",
+                                             "step_ms",
+                                             "compute_ms",
+                                             "comm_ms",
+                                             "wait_ms",
+                                             "max_wait_ms",
+                                             "reconfigurations",
+                                             "reconfigured_ops",
+                                             "rows"};
   return c;
 }
 
@@ -370,7 +380,8 @@ void run_phase_workload(const ExperimentSpec& spec, const RunOptions& opt, const
     dopt.identity_file = spec.switch_identity_file;
     dopt.known_hosts_file = spec.switch_known_hosts;
     if (!switch_password.empty()) dopt.password = switch_password;
-    auto rail = std::make_shared<phase::Orchestrator>(pw.rail, slots, ocs::make_driver(ocs::SwitchUrl::parse(switch_url), dopt));
+    auto rail = std::make_shared<phase::Orchestrator>(pw.rail, slots,
+                                                      ocs::make_driver(ocs::SwitchUrl::parse(switch_url), dopt));
     auto placed = rail->add_job(pw.layout, pw.initial, slots);
     log(fmt::format("{}: job {} wired as {} on rail {} ({} circuit(s) made, {} removed)", mode, pw.layout.job,
                     pw.initial.str(), pw.rail, placed.added.size(), placed.removed.size()));
@@ -402,7 +413,8 @@ void run_phase_workload(const ExperimentSpec& spec, const RunOptions& opt, const
         ocs::SshSession s(ssh_of(spec.hosts[h]));
         auto r = s.exec(fmt::format("mkdir -p {0} && cat > {0}/schedule.yaml", remote), std::chrono::seconds(30),
                         schedule_text);
-        if (r.exit_status != 0) throw Error(fmt::format("{}: cannot write {}/schedule.yaml: {}", spec.hosts[h].name, remote, r.err));
+        if (r.exit_status != 0)
+          throw Error(fmt::format("{}: cannot write {}/schedule.yaml: {}", spec.hosts[h].name, remote, r.err));
       }
       log(fmt::format("{}: starting {} rank(s) over SSH, controller {}", mode, n, l.controller));
       std::vector<std::thread> threads;
@@ -431,8 +443,9 @@ void run_phase_workload(const ExperimentSpec& spec, const RunOptions& opt, const
               std::string last = why_it_failed(res.err.empty() ? res.out : res.err, l.program);
               std::lock_guard lock(mu);
               mode_problems.push_back(fmt::format("{}: rank {} on {} {}: {}", mode, r, h.name,
-                                                  res.exit_status < 0 ? std::string("was killed by a signal")
-                                                                      : fmt::format("exited with status {}", res.exit_status),
+                                                  res.exit_status < 0
+                                                      ? std::string("was killed by a signal")
+                                                      : fmt::format("exited with status {}", res.exit_status),
                                                   last.empty() ? "(no output)" : last));
             }
           } catch (const std::exception& e) {
@@ -515,22 +528,24 @@ void run_phase_workload(const ExperimentSpec& spec, const RunOptions& opt, const
         } else if (std::chrono::steady_clock::now() > deadline || interrupted()) {
           ::kill(pid, SIGTERM);
           ::waitpid(pid, &status, 0);
-          mode_problems.push_back(fmt::format("{}: {} stopped ({})", mode, argv[0], interrupted() ? "interrupted" : "timed out"));
+          mode_problems.push_back(
+              fmt::format("{}: {} stopped ({})", mode, argv[0], interrupted() ? "interrupted" : "timed out"));
           done = true;
         } else {
           std::this_thread::sleep_for(std::chrono::milliseconds(50));
         }
       }
       if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
-        mode_problems.push_back(fmt::format("{}: {} exited with status {} (see {}/launcher.log)", mode, argv[0],
-                                            WEXITSTATUS(status), dir));
+        mode_problems.push_back(
+            fmt::format("{}: {} exited with status {} (see {}/launcher.log)", mode, argv[0], WEXITSTATUS(status), dir));
       }
       if (!pw.shared_dir.empty()) {
         for (int r = 0; r < n; ++r) {
           for (const char* pattern : kRankFiles) {
             std::string name = fmt::format(fmt::runtime(pattern), r);
             std::error_code ec;
-            if (fs::exists(shared + "/" + name)) fs::copy_file(shared + "/" + name, dir + "/" + name, fs::copy_options::overwrite_existing, ec);
+            if (fs::exists(shared + "/" + name))
+              fs::copy_file(shared + "/" + name, dir + "/" + name, fs::copy_options::overwrite_existing, ec);
           }
         }
       }
@@ -572,7 +587,8 @@ void run_phase_workload(const ExperimentSpec& spec, const RunOptions& opt, const
     // The controller's side joins the ranks' samples in the mode's timeline (runner clock).
     for (const auto& e : events) {
       std::string subject = e.group.empty() ? e.rail : e.group + "#" + std::to_string(e.seq);
-      if (e.kind == phase::ControllerEvent::Kind::kReconfigStart || e.kind == phase::ControllerEvent::Kind::kReconfigEnd) {
+      if (e.kind == phase::ControllerEvent::Kind::kReconfigStart ||
+          e.kind == phase::ControllerEvent::Kind::kReconfigEnd) {
         subject = e.rail + " " + subject;
       }
       samples.push_back(Sample{e.real_ns, 0, e.rank >= 0 ? fmt::format("rank{}", e.rank) : "controller", "controller",
@@ -583,7 +599,8 @@ void run_phase_workload(const ExperimentSpec& spec, const RunOptions& opt, const
     std::map<int, int64_t> step_start;
     for (const auto& r : rows) {
       int64_t t = r.wait_start_ns;
-      if (auto it = offsets.find(r.host); it != offsets.end() && it->second.uncertainty_ns >= 0) t -= it->second.offset_ns;
+      if (auto it = offsets.find(r.host); it != offsets.end() && it->second.uncertainty_ns >= 0)
+        t -= it->second.offset_ns;
       auto it = step_start.find(r.step);
       if (it == step_start.end() || t < it->second) step_start[r.step] = t;
     }
@@ -648,17 +665,20 @@ void run_phase_workload(const ExperimentSpec& spec, const RunOptions& opt, const
                                          {"nic", pw.ranks[r].nic},
                                          {"slot", fmt::format("{}-{}", slots[r].ingress, slots[r].egress)}});
   }
-  meta["phase"] = {{"job", pw.layout.job},      {"pp", pw.layout.pp},     {"digits", pw.layout.describe_digits()},
-                   {"initial", pw.initial.str()}, {"rail", pw.rail},      {"switch", switch_url},
+  meta["phase"] = {{"job", pw.layout.job},           {"pp", pw.layout.pp}, {"digits", pw.layout.describe_digits()},
+                   {"initial", pw.initial.str()},    {"rail", pw.rail},    {"switch", switch_url},
                    {"allow", spec.allow.to_string()}};
   meta["modes"] = meta_modes;
   meta["problems"] = result.problems;
   meta["clock_offsets"] = json::object();
   for (const auto& [h, o] : offsets) {
-    meta["clock_offsets"][h] = o.uncertainty_ns < 0 ? json{{"error", o.error}}
-                                                    : json{{"offset_ns", o.offset_ns}, {"uncertainty_ns", o.uncertainty_ns}};
+    meta["clock_offsets"][h] = o.uncertainty_ns < 0
+                                   ? json{{"error", o.error}}
+                                   : json{{"offset_ns", o.offset_ns}, {"uncertainty_ns", o.uncertainty_ns}};
   }
-  meta["clocks"] = "timeline.csv: rank samples corrected by clock_offsets (ssh launcher); ops-rank and shim-rank files: the host's own clock";
+  meta["clocks"] =
+      "timeline.csv: rank samples corrected by clock_offsets (ssh launcher); ops-rank and shim-rank files: the host's "
+      "own clock";
   write_file(folder + "/meta.json", meta.dump(2) + "\n");
 }
 

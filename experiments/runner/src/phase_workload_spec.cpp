@@ -70,8 +70,9 @@ void parse_placement(const YamlDoc& doc, const YAML::Node& wl, const ExperimentS
   if (const auto& pl = wl["placement"]) {
     if (!pl.IsSequence()) throw config_error(doc, pl, "placement must be a list of HOST or HOST:NIC, one per rank");
     if (static_cast<int>(pl.size()) != n) {
-      throw config_error(doc, pl, fmt::format("placement lists {} rank(s) but schedule {} has {} ranks", pl.size(),
-                                              pw.schedule.origin, n));
+      throw config_error(
+          doc, pl,
+          fmt::format("placement lists {} rank(s) but schedule {} has {} ranks", pl.size(), pw.schedule.origin, n));
     }
     for (const auto& e : pl) {
       std::string text = as_string(doc, e);
@@ -88,7 +89,8 @@ void parse_placement(const YamlDoc& doc, const YAML::Node& wl, const ExperimentS
       if (!found) {
         std::string known;
         for (const auto& x : spec.hosts) known += (known.empty() ? "" : ", ") + x.name;
-        throw config_error(doc, e, fmt::format("rank {}: unknown host '{}' (the lab has: {})", pw.ranks.size(), host, known));
+        throw config_error(doc, e,
+                           fmt::format("rank {}: unknown host '{}' (the lab has: {})", pw.ranks.size(), host, known));
       }
       const HostEntry& he = spec.hosts[rp.host];
       if (colon == std::string::npos) {
@@ -99,15 +101,17 @@ void parse_placement(const YamlDoc& doc, const YAML::Node& wl, const ExperimentS
         if (!he.nic(rp.nic)) {
           std::string known;
           for (const auto& x : he.nics) known += (known.empty() ? "" : ", ") + x.name;
-          throw config_error(doc, e, fmt::format("rank {}: host '{}' has no data NIC '{}' (it has: {})", pw.ranks.size(),
-                                                 host, rp.nic, known));
+          throw config_error(doc, e,
+                             fmt::format("rank {}: host '{}' has no data NIC '{}' (it has: {})", pw.ranks.size(), host,
+                                         rp.nic, known));
         }
       }
       for (size_t k = 0; k < pw.ranks.size(); ++k) {
         if (pw.ranks[k].host == rp.host && pw.ranks[k].nic == rp.nic) {
-          throw config_error(doc, e, fmt::format("ranks {} and {} both on {}:{}: every rank needs a NIC (a slot on the "
-                                                 "rail) of its own",
-                                                 k, pw.ranks.size(), host, rp.nic));
+          throw config_error(doc, e,
+                             fmt::format("ranks {} and {} both on {}:{}: every rank needs a NIC (a slot on the "
+                                         "rail) of its own",
+                                         k, pw.ranks.size(), host, rp.nic));
         }
       }
       pw.ranks.push_back(rp);
@@ -115,9 +119,10 @@ void parse_placement(const YamlDoc& doc, const YAML::Node& wl, const ExperimentS
     return;
   }
   if (static_cast<int>(spec.hosts.size()) < n) {
-    throw config_error(doc, wl, fmt::format("the lab has {} host(s) but schedule {} has {} ranks: list one HOST:NIC per "
-                                            "rank in workload.placement",
-                                            spec.hosts.size(), pw.schedule.origin, n));
+    throw config_error(doc, wl,
+                       fmt::format("the lab has {} host(s) but schedule {} has {} ranks: list one HOST:NIC per "
+                                   "rank in workload.placement",
+                                   spec.hosts.size(), pw.schedule.origin, n));
   }
   for (int r = 0; r < n; ++r) {
     const HostEntry& he = spec.hosts[static_cast<size_t>(r)];
@@ -135,22 +140,25 @@ void check_groups(const YamlDoc& doc, const YAML::Node& where, const PhaseWorklo
     if (dim != "pp") {
       bool known = std::any_of(L.dims.begin(), L.dims.end(), [&](const auto& d) { return d.name == dim; });
       if (!known) {
-        throw config_error(doc, where, fmt::format("{}:{}: group '{}' has kind '{}', which job {} has no dimension for ({})",
-                                                   pw.schedule.origin, g.line, g.name, g.kind, L.job, L.describe_digits()));
+        throw config_error(doc, where,
+                           fmt::format("{}:{}: group '{}' has kind '{}', which job {} has no dimension for ({})",
+                                       pw.schedule.origin, g.line, g.name, g.kind, L.job, L.describe_digits()));
       }
       std::set<int> stages;
       for (int r : g.ranks) stages.insert(L.stage_of(r));
       if (stages.size() > 1) {
-        throw config_error(doc, where, fmt::format("{}:{}: group '{}' ({}) spans pipeline stages {}..{}; ranks are numbered "
-                                                   "stage-major ({} per stage)",
-                                                   pw.schedule.origin, g.line, g.name, g.kind, *stages.begin(),
-                                                   *stages.rbegin(), L.ranks_per_stage()));
+        throw config_error(doc, where,
+                           fmt::format("{}:{}: group '{}' ({}) spans pipeline stages {}..{}; ranks are numbered "
+                                       "stage-major ({} per stage)",
+                                       pw.schedule.origin, g.line, g.name, g.kind, *stages.begin(), *stages.rbegin(),
+                                       L.ranks_per_stage()));
       }
     }
   }
 }
 
-void check_launcher(const YamlDoc& doc, const YAML::Node& where, const ExperimentSpec& spec, const PhaseWorkloadSpec& pw) {
+void check_launcher(const YamlDoc& doc, const YAML::Node& where, const ExperimentSpec& spec,
+                    const PhaseWorkloadSpec& pw) {
   if (pw.launcher == Launcher::kSsh) return;
   // One command line: hosts in blocks (rank order = placement order), one --if for all.
   std::vector<size_t> order;
@@ -158,9 +166,10 @@ void check_launcher(const YamlDoc& doc, const YAML::Node& where, const Experimen
   for (const auto& r : pw.ranks) {
     if (order.empty() || order.back() != r.host) {
       if (count.count(r.host)) {
-        throw config_error(doc, where, fmt::format("{} places ranks host by host: host '{}' must hold consecutive ranks in "
-                                                   "workload.placement",
-                                                   to_string(pw.launcher), spec.hosts[r.host].name));
+        throw config_error(doc, where,
+                           fmt::format("{} places ranks host by host: host '{}' must hold consecutive ranks in "
+                                       "workload.placement",
+                                       to_string(pw.launcher), spec.hosts[r.host].name));
       }
       order.push_back(r.host);
     }
@@ -170,17 +179,19 @@ void check_launcher(const YamlDoc& doc, const YAML::Node& where, const Experimen
     int per = count[order.front()];
     for (auto h : order) {
       if (count[h] != per) {
-        throw config_error(doc, where, fmt::format("srun --ntasks-per-node needs the same number of ranks on every host "
-                                                   "({} has {}, {} has {})",
-                                                   spec.hosts[order.front()].name, per, spec.hosts[h].name, count[h]));
+        throw config_error(doc, where,
+                           fmt::format("srun --ntasks-per-node needs the same number of ranks on every host "
+                                       "({} has {}, {} has {})",
+                                       spec.hosts[order.front()].name, per, spec.hosts[h].name, count[h]));
       }
     }
   }
   if (pw.pass_if) {
     for (const auto& r : pw.ranks) {
       if (r.nic != pw.ranks.front().nic) {
-        throw config_error(doc, where, fmt::format("{} gives every rank the same --if: ranks use NICs {} and {}",
-                                                   to_string(pw.launcher), pw.ranks.front().nic, r.nic));
+        throw config_error(doc, where,
+                           fmt::format("{} gives every rank the same --if: ranks use NICs {} and {}",
+                                       to_string(pw.launcher), pw.ranks.front().nic, r.nic));
       }
     }
   }
@@ -192,9 +203,11 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
   PhaseWorkloadSpec pw;
   const auto& root = doc.root;
   const auto& wl = require(doc, root, "workload");
-  if (!wl.IsMap()) throw config_error(doc, wl, "workload must be a map (program, schedule, modes, placement, launcher, ...)");
-  only_keys(doc, wl, {"program", "schedule", "modes", "placement", "launcher", "args", "port", "profile_steps", "timeout_s",
-                      "pass_if", "shared_dir"});
+  if (!wl.IsMap())
+    throw config_error(doc, wl, "workload must be a map (program, schedule, modes, placement, launcher, ...)");
+  only_keys(doc, wl,
+            {"program", "schedule", "modes", "placement", "launcher", "args", "port", "profile_steps", "timeout_s",
+             "pass_if", "shared_dir"});
   if (wl["program"]) pw.program = as_string(doc, wl["program"]);
   if (pw.program.empty()) throw config_error(doc, wl["program"], "program must not be empty");
   pw.pass_if = fs::path(pw.program).filename().string() == "ocslab-collbench-verbs";
@@ -215,7 +228,8 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
     if (m != "on-demand" && m != "provisioning") {
       throw config_error(doc, wl["modes"], fmt::format("unknown phase mode '{}' (known: on-demand, provisioning)", m));
     }
-    if (std::find(pw.modes.begin(), pw.modes.begin() + static_cast<long>(i), m) != pw.modes.begin() + static_cast<long>(i)) {
+    if (std::find(pw.modes.begin(), pw.modes.begin() + static_cast<long>(i), m) !=
+        pw.modes.begin() + static_cast<long>(i)) {
       throw config_error(doc, wl["modes"], fmt::format("phase mode '{}' listed twice", m));
     }
   }
@@ -239,7 +253,8 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
     if (name == "ssh") {
       pw.launcher = Launcher::kSsh;
       if (l.IsMap() && (l["program"] || l["args"])) {
-        throw config_error(doc, l, "the ssh launcher takes no program or args (the runner's SSH sessions start the ranks)");
+        throw config_error(doc, l,
+                           "the ssh launcher takes no program or args (the runner's SSH sessions start the ranks)");
       }
     } else if (name == "mpirun") {
       pw.launcher = Launcher::kMpirun;
@@ -252,7 +267,8 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
   }
   if (wl["shared_dir"]) {
     if (pw.launcher == Launcher::kSsh) {
-      throw config_error(doc, wl["shared_dir"], "shared_dir is for the mpirun and srun launchers (ssh fetches each rank's files)");
+      throw config_error(doc, wl["shared_dir"],
+                         "shared_dir is for the mpirun and srun launchers (ssh fetches each rank's files)");
     }
     pw.shared_dir = as_string(doc, wl["shared_dir"]);
   }
@@ -268,7 +284,8 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
     for (const auto& d : dims) {
       if (!d.IsMap()) throw config_error(doc, d, "a dimension is {name: NAME, size: N}");
       only_keys(doc, d, {"name", "size"});
-      pw.layout.dims.push_back({as_string(doc, require(doc, d, "name")), int_in(doc, require(doc, d, "size"), 1, 1 << 20, "size")});
+      pw.layout.dims.push_back(
+          {as_string(doc, require(doc, d, "name")), int_in(doc, require(doc, d, "size"), 1, 1 << 20, "size")});
     }
   }
   try {
@@ -277,9 +294,10 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
     throw config_error(doc, pp, e.what());
   }
   if (pw.layout.ranks() != pw.schedule.ranks) {
-    throw config_error(doc, pp, fmt::format("job {} has {} ranks (pp {} x {} per stage) but schedule {} has {}", pw.layout.job,
-                                            pw.layout.ranks(), pw.layout.pp, pw.layout.ranks_per_stage(),
-                                            pw.schedule.origin, pw.schedule.ranks));
+    throw config_error(doc, pp,
+                       fmt::format("job {} has {} ranks (pp {} x {} per stage) but schedule {} has {}", pw.layout.job,
+                                   pw.layout.ranks(), pw.layout.pp, pw.layout.ranks_per_stage(), pw.schedule.origin,
+                                   pw.schedule.ranks));
   }
   if (const auto& init = ph["initial"]) {
     try {
@@ -294,12 +312,14 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
   if (const auto& l = ph["listen"]) {
     std::string text = as_string(doc, l);
     auto colon = text.rfind(':');
-    if (colon == std::string::npos || colon == 0) throw config_error(doc, l, fmt::format("listen '{}' is not HOST:PORT", text));
+    if (colon == std::string::npos || colon == 0)
+      throw config_error(doc, l, fmt::format("listen '{}' is not HOST:PORT", text));
     pw.listen_host = text.substr(0, colon);
     try {
       size_t used = 0;
       pw.listen_port = std::stoi(text.substr(colon + 1), &used);
-      if (used != text.size() - colon - 1 || pw.listen_port < 0 || pw.listen_port > 65535) throw std::out_of_range("port");
+      if (used != text.size() - colon - 1 || pw.listen_port < 0 || pw.listen_port > 65535)
+        throw std::out_of_range("port");
     } catch (const std::exception&) {
       throw config_error(doc, l, fmt::format("listen '{}': port must be 0..65535", text));
     }
@@ -318,8 +338,9 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
     bool all_local = pw.launcher == Launcher::kSsh;
     for (const auto& r : pw.ranks) all_local = all_local && loopback(spec.hosts[r.host].ssh_host);
     if (!all_local) {
-      throw config_error(doc, ph, "phase.controller (the address the ranks reach the runner's machine at) is needed when "
-                                  "the ranks run on other machines");
+      throw config_error(doc, ph,
+                         "phase.controller (the address the ranks reach the runner's machine at) is needed when "
+                         "the ranks run on other machines");
     }
     pw.controller_host = "127.0.0.1";
   }
@@ -329,10 +350,25 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
 std::vector<std::string> rank_argv(const PhaseWorkloadSpec& spec, const std::vector<HostEntry>& hosts, int rank,
                                    const RankLaunch& l) {
   const RankPlacement& p = spec.ranks.at(static_cast<size_t>(rank));
-  std::vector<std::string> a = {l.program,  "--schedule", l.schedule,   "--rank",       std::to_string(rank),
-                                "--nranks", std::to_string(spec.schedule.ranks), "--rendezvous", l.rendezvous,
-                                "--host",   hosts.at(p.host).name,      "--output",     l.output_dir,
-                                "--controller", l.controller, "--job", l.job, "--phase-mode", l.mode};
+  std::vector<std::string> a = {l.program,
+                                "--schedule",
+                                l.schedule,
+                                "--rank",
+                                std::to_string(rank),
+                                "--nranks",
+                                std::to_string(spec.schedule.ranks),
+                                "--rendezvous",
+                                l.rendezvous,
+                                "--host",
+                                hosts.at(p.host).name,
+                                "--output",
+                                l.output_dir,
+                                "--controller",
+                                l.controller,
+                                "--job",
+                                l.job,
+                                "--phase-mode",
+                                l.mode};
   if (l.mode == "provisioning") {
     a.push_back("--profile-steps");
     a.push_back(std::to_string(spec.profile_steps));
@@ -374,9 +410,9 @@ std::vector<std::string> launcher_argv(const PhaseWorkloadSpec& spec, const std:
   a.insert(a.end(), spec.launcher_args.begin(), spec.launcher_args.end());
   // The program takes rank and world size from the launcher's environment (OMPI_COMM_WORLD_RANK,
   // SLURM_PROCID), and its host label from the machine's hostname.
-  std::vector<std::string> w = {l.program,     "--schedule",   l.schedule, "--nranks", std::to_string(n),
-                                "--rendezvous", l.rendezvous, "--output",   l.output_dir, "--controller", l.controller,
-                                "--job",        l.job,        "--phase-mode", l.mode};
+  std::vector<std::string> w = {l.program,      "--schedule", l.schedule, "--nranks",     std::to_string(n),
+                                "--rendezvous", l.rendezvous, "--output", l.output_dir,   "--controller",
+                                l.controller,   "--job",      l.job,      "--phase-mode", l.mode};
   if (l.mode == "provisioning") {
     w.push_back("--profile-steps");
     w.push_back(std::to_string(spec.profile_steps));
@@ -396,8 +432,9 @@ std::string shell_join(const std::vector<std::string>& argv) {
   std::string out;
   for (const auto& w : argv) {
     if (!out.empty()) out += ' ';
-    bool plain = !w.empty() && w.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-./:=,@+%") ==
-                                    std::string::npos;
+    bool plain =
+        !w.empty() && w.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-./:=,@+%") ==
+                          std::string::npos;
     if (plain) {
       out += w;
       continue;

@@ -2,10 +2,10 @@
 // a real loopback sshd (the runner's SSH path), the ranks are the collective workload over TCP
 // (no RDMA device here), the controller and orchestrator run inside the runner against the
 // project's OCS emulator (`ocsctl emulate`, TL1, 100 ms switching). Both phase modes.
-#include <catch2/catch.hpp>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -47,9 +47,10 @@ class Emulator {
     std::string ready = dir_ + "/ready.json";
     SpawnOptions o;
     o.log_file = dir_ + "/emulator.log";
-    pid_ = spawn_program({testing::bin_path("ocsctl"), "emulate", "--size", "8x8", "--switching-ms", "100", "--listen",
-                          "127.0.0.1:" + std::to_string(port_), "--ready-file", ready, "--ground-truth", ground_truth()},
-                         o);
+    pid_ =
+        spawn_program({testing::bin_path("ocsctl"), "emulate", "--size", "8x8", "--switching-ms", "100", "--listen",
+                       "127.0.0.1:" + std::to_string(port_), "--ready-file", ready, "--ground-truth", ground_truth()},
+                      o);
     for (int i = 0; i < 200 && !fs::exists(ready); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
     REQUIRE(fs::exists(ready));
   }
@@ -94,7 +95,8 @@ struct Lab {
       << "  port: " << testing::free_loopback_port() << "\n"
       << "  args: [--compute-ms, 120, --steps, " << kSteps << "]\n"
       << "  timeout_s: 60\n"
-      << extra_workload << "phase: {job: dppp, pp: 2, dims: [{name: dp, size: 2}], initial: '11', listen: '127.0.0.1:0', "
+      << extra_workload
+      << "phase: {job: dppp, pp: 2, dims: [{name: dp, size: 2}], initial: '11', listen: '127.0.0.1:0', "
       << "ack_timeout_ms: 5000}\n";
     std::string p = dir.path() + "/spec.yaml";
     std::ofstream(p) << s.str();

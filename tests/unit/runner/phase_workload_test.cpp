@@ -2,13 +2,13 @@
 // error (file:line), the launchers' command lines, and the per-step figures from rows + events.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
 #include <algorithm>
 #include <cstdlib>
-#include <sstream>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
-#include <unistd.h>
 
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/phase_workload.h"
@@ -49,9 +49,10 @@ const std::string kWorkload = "workload: {schedule: ../workloads/schedules/dp-pp
 std::string inventory(int n) {
   std::string s = "lab:\n  inventory:\n";
   for (int i = 1; i <= n; ++i) {
-    s += "    - {name: h" + std::to_string(i) + ", ssh: 'root@127.0.0.1:2222', nics: [{name: lo, tx_port: " +
-         std::to_string(i) + ", rx_port: " + std::to_string(8 + i) + "}, {name: lo2, tx_port: " +
-         std::to_string(16 + i) + ", rx_port: " + std::to_string(24 + i) + "}]}\n";
+    s += "    - {name: h" + std::to_string(i) +
+         ", ssh: 'root@127.0.0.1:2222', nics: [{name: lo, tx_port: " + std::to_string(i) +
+         ", rx_port: " + std::to_string(8 + i) + "}, {name: lo2, tx_port: " + std::to_string(16 + i) +
+         ", rx_port: " + std::to_string(24 + i) + "}]}\n";
   }
   return s + "switch: {url: 'tl1://admin@127.0.0.1:3082'}\n";
 }
@@ -66,7 +67,8 @@ TEST_CASE("a phase-workload spec: defaults from the lab, the schedule and the jo
   CHECK(pw.program == "ocslab-collbench-verbs");
   CHECK(pw.pass_if);
   CHECK(pw.schedule.ranks == 4);
-  CHECK(pw.schedule_path == source_dir() + "/experiments/workloads/schedules/dp-pp-4-phase.yaml");
+  CHECK(pw.schedule_path ==
+        std::filesystem::weakly_canonical(source_dir() + "/experiments/workloads/schedules/dp-pp-4-phase.yaml").string());
   CHECK(pw.modes == std::vector<std::string>{"on-demand", "provisioning"});
   CHECK(pw.launcher == Launcher::kSsh);
   REQUIRE(pw.ranks.size() == 4);
@@ -121,7 +123,8 @@ TEST_CASE("phase-workload specs are refused before anything is touched, naming f
     std::ofstream(dir + "/bad.yaml") << "ranks: 2\ngroups:\n  - {name: dp0, kind: dp, ranks: [0, 1]}\n"
                                         "step:\n  - {group: dp0, op: allreduce, bytes: 1KiB}\n"
                                         "  - {group: dp9, op: allreduce, bytes: 1KiB}\n";
-    auto e = error_of(kHead + "workload: {schedule: " + dir + "/bad.yaml}\nphase: {pp: 1, dims: [{name: dp, size: 2}]}\n");
+    auto e =
+        error_of(kHead + "workload: {schedule: " + dir + "/bad.yaml}\nphase: {pp: 1, dims: [{name: dp, size: 2}]}\n");
     std::filesystem::remove_all(dir);
     CHECK_THAT(e, Contains(spec + ":4:") && Contains(dir + "/bad.yaml:6") && Contains("dp9"));
   }
@@ -133,10 +136,12 @@ TEST_CASE("phase-workload specs are refused before anything is touched, naming f
     CHECK_THAT(e, Contains(spec + ":4:") && Contains("placement lists 3 rank(s)"));
   }
   SECTION("a bad launcher") {
-    auto e = error_of(kHead + "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, launcher: pbs}\n" + kPhase);
+    auto e =
+        error_of(kHead + "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, launcher: pbs}\n" + kPhase);
     CHECK_THAT(e, Contains(spec + ":4:") && Contains("unknown launcher 'pbs' (known: ssh, mpirun, srun)"));
-    e = error_of(kHead + "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, launcher: {name: ssh, args: [-v]}}\n" +
-                 kPhase);
+    e = error_of(
+        kHead + "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, launcher: {name: ssh, args: [-v]}}\n" +
+        kPhase);
     CHECK_THAT(e, Contains("the ssh launcher takes no program or args"));
   }
   SECTION("launcher placement constraints") {
@@ -153,13 +158,16 @@ TEST_CASE("phase-workload specs are refused before anything is touched, naming f
     CHECK_THAT(e, Contains("same --if: ranks use NICs lo and lo2"));
   }
   SECTION("placement errors") {
-    auto e = error_of(kHead + "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, placement: [h1, h2, h3, h9]}\n" +
+    auto e = error_of(kHead +
+                      "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, placement: [h1, h2, h3, h9]}\n" +
                       kPhase);
     CHECK_THAT(e, Contains("rank 3: unknown host 'h9'"));
-    e = error_of(kHead + "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, placement: [h1, h2, h3, h3:eth2]}\n" +
+    e = error_of(kHead +
+                 "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, placement: [h1, h2, h3, h3:eth2]}\n" +
                  kPhase);
     CHECK_THAT(e, Contains("host 'h3' has no data NIC 'eth2' (it has: eth1)"));
-    e = error_of(kHead + "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, placement: [h1, h2, h3, h3:eth1]}\n" +
+    e = error_of(kHead +
+                 "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, placement: [h1, h2, h3, h3:eth1]}\n" +
                  kPhase);
     CHECK_THAT(e, Contains("ranks 2 and 3 both on h3:eth1"));
   }
@@ -174,12 +182,14 @@ TEST_CASE("phase-workload specs are refused before anything is touched, naming f
     CHECK_THAT(e, Contains(spec + ":5:"));
   }
   SECTION("modes, keys and types") {
-    CHECK_THAT(error_of(kHead + "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, modes: [fast]}\n" + kPhase),
-               Contains("unknown phase mode 'fast'"));
-    CHECK_THAT(error_of(kHead +
-                        "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, modes: [on-demand, on-demand]}\n" +
-                        kPhase),
-               Contains("listed twice"));
+    CHECK_THAT(
+        error_of(kHead + "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, modes: [fast]}\n" + kPhase),
+        Contains("unknown phase mode 'fast'"));
+    CHECK_THAT(
+        error_of(kHead +
+                 "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, modes: [on-demand, on-demand]}\n" +
+                 kPhase),
+        Contains("listed twice"));
     CHECK_THAT(error_of(kHead + kWorkload + kPhase + "mappings: {a: [h1:eth1 <-> h2:eth1]}\n"),
                Contains(spec + ":6:") && Contains("'mappings' is not part of a phase-workload spec"));
     CHECK_THAT(error_of("name: x\nlab: {vlab: ../labs/four-hosts.yaml}\n" + kWorkload),
@@ -187,10 +197,11 @@ TEST_CASE("phase-workload specs are refused before anything is touched, naming f
     CHECK_THAT(error_of("type: bench\n"), Contains(spec + ":1:") && Contains("unknown experiment type 'bench'"));
     CHECK_THAT(error_of(kHead + kWorkload), Contains("phase"));
     CHECK_THAT(error_of(kHead + "workload: {schedule: nope.yaml}\n" + kPhase), Contains("the schedule is not valid"));
-    CHECK_THAT(error_of("type: phase-workload\n" + inventory(4) +
-                        "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, placement: [h1, h2, h3, h4]}\n" +
-                        kPhase + "\n"),
-               Contains("accepted"));  // loopback inventory: the controller is reached at 127.0.0.1
+    CHECK_THAT(
+        error_of("type: phase-workload\n" + inventory(4) +
+                 "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, placement: [h1, h2, h3, h4]}\n" +
+                 kPhase + "\n"),
+        Contains("accepted"));  // loopback inventory: the controller is reached at 127.0.0.1
   }
 }
 
@@ -204,13 +215,40 @@ TEST_CASE("launcher command lines", "[runner][phase-workload]") {
                  "phase: {pp: 2, dims: [{name: dp, size: 2}], controller: 10.0.0.1}\n");
   auto pw = *s.phase_workload;
   pw.pass_if = true;
-  RankLaunch l{"/opt/bin/ocslab-collbench-verbs", "/tmp/x/schedule.yaml", "/tmp/x", "10.0.0.1:7100", "dppp",
-               "provisioning", "127.0.0.1:18600"};
+  RankLaunch l{"/opt/bin/ocslab-collbench-verbs",
+               "/tmp/x/schedule.yaml",
+               "/tmp/x",
+               "10.0.0.1:7100",
+               "dppp",
+               "provisioning",
+               "127.0.0.1:18600"};
   std::vector<std::string> want = {"/opt/bin/ocslab-collbench-verbs",
-                                   "--schedule", "/tmp/x/schedule.yaml", "--rank", "2", "--nranks", "4",
-                                   "--rendezvous", "127.0.0.1:18600", "--host", "h2", "--output", "/tmp/x",
-                                   "--controller", "10.0.0.1:7100", "--job", "dppp", "--phase-mode", "provisioning",
-                                   "--profile-steps", "1", "--if", "lo", "--timeout-s", "90", "--max-msg", "16KiB"};
+                                   "--schedule",
+                                   "/tmp/x/schedule.yaml",
+                                   "--rank",
+                                   "2",
+                                   "--nranks",
+                                   "4",
+                                   "--rendezvous",
+                                   "127.0.0.1:18600",
+                                   "--host",
+                                   "h2",
+                                   "--output",
+                                   "/tmp/x",
+                                   "--controller",
+                                   "10.0.0.1:7100",
+                                   "--job",
+                                   "dppp",
+                                   "--phase-mode",
+                                   "provisioning",
+                                   "--profile-steps",
+                                   "1",
+                                   "--if",
+                                   "lo",
+                                   "--timeout-s",
+                                   "90",
+                                   "--max-msg",
+                                   "16KiB"};
   CHECK(rank_argv(pw, s.hosts, 2, l) == want);
   l.mode = "on-demand";
   auto od = rank_argv(pw, s.hosts, 1, l);
@@ -250,7 +288,8 @@ TEST_CASE("launcher command lines", "[runner][phase-workload]") {
   CHECK(shell_join({"a b", "it's", "", "x=1,y"}) == "'a b' 'it'\\''s' '' x=1,y");
 }
 
-TEST_CASE("per-step figures: the slowest rank's split and reconfigurations mapped to steps", "[runner][phase-workload]") {
+TEST_CASE("per-step figures: the slowest rank's split and reconfigurations mapped to steps",
+          "[runner][phase-workload]") {
   auto s = parse(kHead + kWorkload + kPhase);
   const auto& sched = s.phase_workload->schedule;
   // Two ranks of dp-s0 (ops 4 allreduce) in two steps, in ms on a common clock.
@@ -268,13 +307,13 @@ TEST_CASE("per-step figures: the slowest rank's split and reconfigurations mappe
     r.reconfigured = rec;
     return r;
   };
-  std::vector<workloads::OpRecord> rows = {
-      // rank 0: step 0 = op0 (wait 5 pre + 1 post) then op4; step 1 = op0, op4
-      row(0, 0, 0, 100, 105, 110, 6, true), row(0, 0, 4, 130, 140, 150, 10, true),
-      row(0, 1, 0, 200, 201, 210, 1, false), row(0, 1, 4, 220, 221, 230, 1, false),
-      // rank 1: shorter step 1
-      row(1, 0, 1, 100, 101, 111, 1, false), row(1, 0, 5, 140, 141, 151, 1, false),
-      row(1, 1, 1, 190, 191, 195, 1, false), row(1, 1, 5, 200, 201, 205, 1, false)};
+  std::vector<workloads::OpRecord> rows = {// rank 0: step 0 = op0 (wait 5 pre + 1 post) then op4; step 1 = op0, op4
+                                           row(0, 0, 0, 100, 105, 110, 6, true), row(0, 0, 4, 130, 140, 150, 10, true),
+                                           row(0, 1, 0, 200, 201, 210, 1, false), row(0, 1, 4, 220, 221, 230, 1, false),
+                                           // rank 1: shorter step 1
+                                           row(1, 0, 1, 100, 101, 111, 1, false), row(1, 0, 5, 140, 141, 151, 1, false),
+                                           row(1, 1, 1, 190, 191, 195, 1, false),
+                                           row(1, 1, 5, 200, 201, 205, 1, false)};
   using K = phase::ControllerEvent::Kind;
   auto ev = [](K k, const std::string& g, int64_t seq, double attempt) {
     phase::ControllerEvent e;
@@ -285,10 +324,10 @@ TEST_CASE("per-step figures: the slowest rank's split and reconfigurations mappe
     return e;
   };
   // pp0 has 2 ops per step: seq 1, 2 -> step 0; 3 -> step 1. dp-s0 one per step: seq 2 -> step 1.
-  std::vector<phase::ControllerEvent> events = {ev(K::kReconfigStart, "pp0", 1, 1), ev(K::kReconfigStart, "pp0", 1, 2),
-                                                ev(K::kReconfigEnd, "pp0", 1, 0),   ev(K::kReconfigStart, "dp-s0", 1, 1),
-                                                ev(K::kReconfigStart, "pp0", 3, 1), ev(K::kReconfigStart, "dp-s0", 2, 1),
-                                                ev(K::kReconfigStart, "nope", 1, 1)};
+  std::vector<phase::ControllerEvent> events = {
+      ev(K::kReconfigStart, "pp0", 1, 1),   ev(K::kReconfigStart, "pp0", 1, 2), ev(K::kReconfigEnd, "pp0", 1, 0),
+      ev(K::kReconfigStart, "dp-s0", 1, 1), ev(K::kReconfigStart, "pp0", 3, 1), ev(K::kReconfigStart, "dp-s0", 2, 1),
+      ev(K::kReconfigStart, "nope", 1, 1)};
   auto f = step_figures(sched, "on-demand", rows, events);
   REQUIRE(f.size() == 2);
   CHECK(f[0].warmup);
@@ -317,6 +356,7 @@ TEST_CASE("per-step figures: the slowest rank's split and reconfigurations mappe
   for (auto& x : g) x.mode = "provisioning", x.wait_ms /= 2;
   f.insert(f.end(), g.begin(), g.end());
   print_step_table(table, f);
-  CHECK_THAT(table.str(), Contains("# on-demand     step 80.00 ms, fabric wait 2.00 ms, 2.00 reconfigurations per step (1 steps)"));
+  CHECK_THAT(table.str(),
+             Contains("# on-demand     step 80.00 ms, fabric wait 2.00 ms, 2.00 reconfigurations per step (1 steps)"));
   CHECK_THAT(table.str(), Contains("provisioning vs on-demand: fabric wait x0.50 (-1.00 ms per step)"));
 }

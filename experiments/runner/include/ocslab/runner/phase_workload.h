@@ -76,12 +76,12 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
 // What one rank (or one launcher command) is told, independent of how it is started.
 struct RankLaunch {
   std::string program;
-  std::string schedule;     // the schedule's path as the ranks see it
-  std::string output_dir;   // as the ranks see it
-  std::string controller;   // HOST:PORT
+  std::string schedule;    // the schedule's path as the ranks see it
+  std::string output_dir;  // as the ranks see it
+  std::string controller;  // HOST:PORT
   std::string job;
   std::string mode;
-  std::string rendezvous;   // HOST:PORT of rank 0
+  std::string rendezvous;  // HOST:PORT of rank 0
 };
 
 // The argv of rank r under the ssh launcher: program, schedule, --rank/--nranks/--rendezvous,
@@ -100,13 +100,13 @@ struct StepFigures {
   std::string mode;
   int step = 0;
   bool warmup = false;
-  int rank = 0;            // the slowest rank, whose split is reported
-  double step_ms = 0;      // that rank: end of its previous step's last op (post hook included)
-                           // -> end of this step's last op; step 0 starts at its first pre hook
-  double compute_ms = 0;   // step_ms - comm_ms - wait_ms: everything outside the ops and the hooks
-  double comm_ms = 0;      // sum of its ops' durations
-  double wait_ms = 0;      // sum of its time in the phase hooks (fabric wait)
-  double max_wait_ms = 0;  // the largest per-rank wait of the step
+  int rank = 0;              // the slowest rank, whose split is reported
+  double step_ms = 0;        // that rank: end of its previous step's last op (post hook included)
+                             // -> end of this step's last op; step 0 starts at its first pre hook
+  double compute_ms = 0;     // step_ms - comm_ms - wait_ms: everything outside the ops and the hooks
+  double comm_ms = 0;        // sum of its ops' durations
+  double wait_ms = 0;        // sum of its time in the phase hooks (fabric wait)
+  double max_wait_ms = 0;    // the largest per-rank wait of the step
   int reconfigurations = 0;  // distinct (group, seq) the controller reprogrammed the rails for
   int reconfigured_ops = 0;  // ops of the step whose rows say the fabric changed for them
   int rows = 0;              // op rows of every rank
