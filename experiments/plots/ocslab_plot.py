@@ -4,6 +4,8 @@
   timeline.png  one reconfiguration, one panel per host, one 1/0 step lane per signal layer
                 (control span, light, firmware, carrier, rdma) against ms since the command
   cdf.png       per-layer latency CDFs over the ok rows of breakdown.csv
+  phase.png     (a phase-workload folder: phase-steps.csv) per step, the step time split into
+                compute, communication and fabric wait, one bar per phase mode (Opus Fig. 9(d))
 
 Usage: ocslab_plot.py FOLDER [--iteration N] [--format png|svg] [--describe] [--dark-dbm DBM]
 
@@ -476,6 +478,98 @@ def draw_cdf(plt, series, log_x, path, run):
 # ---------------------------------------------------------------------------------------------
 
 
+PHASE_COLUMNS = ["mode", "step", "warmup", "step_ms", "compute_ms", "comm_ms", "wait_ms", "reconfigurations"]
+PHASE_PARTS = [("compute_ms", "compute", "#7f7f7f"), ("comm_ms", "communication", "#1f77b4"),
+               ("wait_ms", "fabric wait", "#d62728")]
+PHASE_HATCH = {"on-demand": "", "provisioning": "//"}
+PHASE_SIZE_PX = (1100, 550)
+
+
+def phase_steps(folder):
+    """phase-steps.csv of a phase-workload run: {mode: [row, ...]} in step order."""
+    path = os.path.join(folder, "phase-steps.csv")
+    rows, _ = read_csv(path, PHASE_COLUMNS)
+    modes = {}
+    for row in rows:
+        r = {"step": parse_int(path, row, "step"), "warmup": parse_int(path, row, "warmup") == 1,
+             "reconfigurations": parse_int(path, row, "reconfigurations")}
+        for col in ("step_ms", "compute_ms", "comm_ms", "wait_ms"):
+            r[col] = parse_float(path, row, col)
+        modes.setdefault(row["mode"], []).append(r)
+    if not modes:
+        raise InputError(f"{path}: no steps")
+    for v in modes.values():
+        v.sort(key=lambda r: r["step"])
+    return modes
+
+
+def draw_phase(plt, modes, run, path):
+    """Figure 9(d) of the Opus paper in shape: per step, the step time of the slowest rank split
+    into compute, communication and fabric wait, one bar per phase mode side by side."""
+    names = list(modes)
+    steps = sorted({r["step"] for v in modes.values() for r in v})
+    width = 0.8 / len(names)
+    fig, ax = plt.subplots(figsize=(PHASE_SIZE_PX[0] / DPI, PHASE_SIZE_PX[1] / DPI), dpi=DPI)
+    bars = []
+    for k, mode in enumerate(names):
+        by_step = {r["step"]: r for r in modes[mode]}
+        xs = [s - 0.4 + width * (k + 0.5) for s in steps]
+        bottom = [0.0] * len(steps)
+        for col, label, color in PHASE_PARTS:
+            vals = [by_step[s][col] if s in by_step else 0.0 for s in steps]
+            ax.bar(xs, vals, width * 0.95, bottom=bottom, color=color, edgecolor="black", linewidth=0.5,
+                   hatch=PHASE_HATCH.get(mode, "xx"), label=f"{label} ({mode})")
+            bottom = [b + v for b, v in zip(bottom, vals)]
+        for x, s, top in zip(xs, steps, bottom):
+            if s in by_step:
+                ax.annotate(f"{by_step[s]['reconfigurations']}r", (x, top), ha="center", va="bottom", fontsize=7)
+        bars.append({"mode": mode, "steps": [{"step": s, "x": x, **{c: by_step[s][c] for c, _, _ in PHASE_PARTS},
+                                              "step_ms": by_step[s]["step_ms"],
+                                              "reconfigurations": by_step[s]["reconfigurations"],
+                                              "warmup": by_step[s]["warmup"]}
+                                             for s, x in zip(steps, xs) if s in by_step]})
+    tops = [s["step_ms"] for b in bars for s in b["steps"]] or [1.0]
+    ax.set_ylim(0, max(max(tops), 1e-3) * 1.3)  # room for the legend above the bars
+    ax.set_xticks(steps)
+    warm = {r["step"] for v in modes.values() for r in v if r["warmup"]}
+    ax.set_xticklabels([f"{s}{' (warm-up)' if s in warm else ''}" for s in steps])
+    ax.set_xlabel("training step")
+    ax.set_ylabel("step time of the slowest rank (ms)")
+    ax.set_title(f"{run}: step time split, " + " vs ".join(names) + " (Nr = reconfigurations)")
+    ax.legend(fontsize=8, ncol=len(names), loc="upper right")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return bars
+
+
+def phase_main(args):
+    """`ocslab plot` on a phase-workload results folder (it has phase-steps.csv)."""
+    try:
+        modes = phase_steps(args.folder)
+    except InputError as e:
+        print(f"ocslab plot: {e}", file=sys.stderr)
+        return EXIT_INPUT
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"ocslab plot: matplotlib is not installed for {sys.executable}: install the Debian package "
+              "python3-matplotlib (scripts/install-deps), or choose another interpreter with "
+              "OCSLAB_PYTHON", file=sys.stderr)
+        return EXIT_NO_MATPLOTLIB
+    path = os.path.join(args.folder, f"phase.{args.format}")
+    run = os.path.basename(os.path.normpath(args.folder))
+    bars = draw_phase(plt, modes, run, path)
+    if args.describe:
+        print(json.dumps({"run": run, "phase": {"file": path, "size_px": list(PHASE_SIZE_PX), "modes": bars}}, indent=2))
+    else:
+        print(f"wrote {path}")
+    return 0
+
+
 def main(argv):
     ap = Parser(prog="ocslab plot", description="Draw timeline and cdf figures of an ocslab results folder.")
     ap.add_argument("folder")
@@ -488,6 +582,9 @@ def main(argv):
     except UsageError as e:
         print(f"ocslab plot: {e} (ocslab plot --help)", file=sys.stderr)
         return EXIT_USAGE
+    if os.path.isfile(os.path.join(args.folder, "phase-steps.csv")) and \
+            not os.path.isfile(os.path.join(args.folder, "breakdown.csv")):
+        return phase_main(args)
     try:
         if not os.path.isdir(args.folder):
             raise InputError(f"{args.folder}: no such results folder")

@@ -10,6 +10,7 @@
 #include <regex>
 #include <set>
 
+#include "ocslab/runner/phase_workload.h"
 #include "ocslab/vlab/lab_spec.h"
 
 namespace ocslab::runner {
@@ -282,9 +283,25 @@ void parse_probes(const YamlDoc& doc, const YAML::Node& probes, ExperimentSpec& 
 ExperimentSpec parse_experiment_spec(const YamlDoc& doc) {
   const auto& root = doc.root;
   if (!root.IsMap()) throw config_error(doc, root, "an experiment spec is a map (name, lab, switch, mappings, ...)");
-  only_keys(doc, root, {"name", "lab", "switch", "mappings", "schedule", "probes", "seed", "output"});
+  only_keys(doc, root, {"type", "name", "lab", "switch", "mappings", "schedule", "probes", "seed", "output", "workload", "phase"});
   ExperimentSpec spec;
   spec.origin = doc.origin;
+  if (root["type"]) {
+    spec.type = as_string(doc, root["type"]);
+    if (spec.type != kReconfigLatency && spec.type != kPhaseWorkload) {
+      throw config_error(doc, root["type"], fmt::format("unknown experiment type '{}' (known: {}, {})", spec.type,
+                                                        kReconfigLatency, kPhaseWorkload));
+    }
+  }
+  const bool phase_type = spec.type == kPhaseWorkload;
+  for (const char* k : {"workload", "phase"}) {
+    if (root[k] && !phase_type) throw config_error(doc, root[k], fmt::format("'{}' needs type: {}", k, kPhaseWorkload));
+  }
+  for (const char* k : {"mappings", "schedule", "probes"}) {
+    if (root[k] && phase_type) {
+      throw config_error(doc, root[k], fmt::format("'{}' is not part of a {} spec (the schedule is workload.schedule)", k, kPhaseWorkload));
+    }
+  }
   spec.name = root["name"] ? as_string(doc, root["name"]) : fs::path(doc.origin).stem().string();
   if (!valid_name(spec.name)) throw config_error(doc, root["name"] ? root["name"] : root, "'" + spec.name + "' is not a valid experiment name (letters, digits, . _ -)");
   parse_lab(doc, require(doc, root, "lab"), spec);
@@ -310,6 +327,28 @@ ExperimentSpec parse_experiment_spec(const YamlDoc& doc) {
   }
   if (spec.switch_url.empty() && spec.vlab.empty()) {
     throw config_error(doc, root["switch"] ? root["switch"] : root, "switch.url is needed with an inventory of real hosts");
+  }
+  if (phase_type) {
+    // The experiment-type dispatch: everything else of this type lives in phase_workload_spec.cpp.
+    auto pw = std::make_shared<PhaseWorkloadSpec>(parse_phase_workload(doc, spec));
+    for (const auto& slot : pw->slots(spec.hosts)) {
+      for (auto p : {slot.ingress, slot.egress}) {
+        if (spec.allow.empty()) continue;
+        if (!spec.allow.contains(p)) {
+          throw config_error(doc, root["switch"]["allow"], fmt::format("switch port {} of a rank's slot is outside switch.allow ({})", p, spec.allow.to_string()));
+        }
+      }
+    }
+    if (spec.allow.empty()) {
+      for (const auto& slot : pw->slots(spec.hosts)) {
+        spec.allow.insert(slot.ingress);
+        spec.allow.insert(slot.egress);
+      }
+    }
+    spec.phase_workload = std::move(pw);
+    if (root["seed"]) spec.seed = static_cast<uint64_t>(as_int(doc, root["seed"]));
+    if (root["output"]) spec.output = as_string(doc, root["output"]);
+    return spec;
   }
 
   const auto& maps = require(doc, root, "mappings");

@@ -187,6 +187,12 @@ RunResult run_experiment(const ExperimentSpec& spec_in, const RunOptions& opt) {
   if (!opt.output_dir.empty()) result.run_id = run_id = fs::path(opt.output_dir).filename().string();
   fs::create_directories(result.folder);
   log("results in " + result.folder);
+  if (spec.type == kPhaseWorkload) {  // experiment-type dispatch: phase_workload.cpp
+    run_phase_workload(spec, opt, spec.switch_url.empty() ? lab.switch_url() : spec.switch_url,
+                       spec.switch_url.empty() ? lab.switch_password : "", spec.vlab.empty() ? "" : lab.dir + "/bin", result);
+    if (started_lab && !spec.keep_lab) vlab::lab_down(lab.dir, [](const std::string&) {});
+    return result;
+  }
 
   // 2. The switch.
   ocs::DriverOptions dopt;

@@ -29,6 +29,8 @@ Writes into FOLDER (from its timeline.csv and breakdown.csv):
                 rdma with its gap), x = ms since the command was issued, every edge marked
   cdf.png       per-layer latency CDFs (switching, firmware, carrier, rdma, total) over the
                 breakdown rows with status ok; log x when they span more than two decades
+  phase.png     a phase-workload folder (phase-steps.csv, no breakdown.csv): per step, the step
+                time split into compute, communication and fabric wait, one bar per phase mode
 
 Options:
   --iteration N     the reconfiguration to draw (default: the one whose total_ms is the median

@@ -41,9 +41,66 @@ Options:
   --json                  print summary.json instead of summary.txt
   --check                 validate the spec (and the lab file it names), print the plan, stop
 
+With `type: phase-workload` the spec runs a collective workload under the embedded phase
+controller once per phase mode and writes phase-steps.csv, phase-summary.txt, phase.png and per
+mode the ranks' rows, shim samples, controller events and timeline.csv; prints the per-step
+table (docs/experiments.md, "Phase-workload experiments").
+
 Ctrl-C stops the schedule, stops the probes and writes what was captured (exit 130).
 Spec schema and every output column: docs/experiments.md.
 )";
+
+// `--check` of a phase-workload spec: placement, slots, the controller and each mode's command.
+void print_phase_plan(const runner::ExperimentSpec& spec, std::ostream& out) {
+  const auto& pw = *spec.phase_workload;
+  out << fmt::format("spec {} is valid: phase-workload, {} rank(s) of {} ({}), modes:", spec.origin, pw.schedule.ranks,
+                     pw.program, pw.schedule_path);
+  for (const auto& m : pw.modes) out << " " << m;
+  out << fmt::format("\njob {}: pp={} ({}), initial topo_id {}, rail {}, switch ports {}\n", pw.layout.job, pw.layout.pp,
+                     pw.layout.describe_digits(), pw.initial.str(), pw.rail, spec.allow.to_string());
+  auto slots = pw.slots(spec.hosts);
+  for (size_t r = 0; r < pw.ranks.size(); ++r) {
+    out << fmt::format("rank {}: {}:{} slot {}-{}\n", r, spec.hosts[pw.ranks[r].host].name, pw.ranks[r].nic,
+                       slots[r].ingress, slots[r].egress);
+  }
+  runner::RankLaunch l;
+  l.program = pw.program;
+  const bool ssh = pw.launcher == runner::Launcher::kSsh;
+  l.output_dir = ssh ? "/tmp/ocslab-phase-<run>-<mode>" : pw.shared_dir.empty() ? "<results>/<mode>" : pw.shared_dir + "/<run>/<mode>";
+  l.schedule = ssh || !pw.shared_dir.empty() ? l.output_dir + "/schedule.yaml" : "<results>/schedule.yaml";
+  l.controller = pw.controller_host + ":<port>";
+  l.job = pw.layout.job;
+  const auto& h0 = spec.hosts[pw.ranks.front().host];
+  l.rendezvous = fmt::format("{}:{}", h0.mgmt.empty() ? h0.ssh_host : h0.mgmt, pw.rendezvous_port);
+  for (const auto& m : pw.modes) {
+    l.mode = m;
+    out << fmt::format("{} ({}):\n", m, runner::to_string(pw.launcher));
+    if (pw.launcher == runner::Launcher::kSsh) {
+      for (int r = 0; r < pw.schedule.ranks; ++r) {
+        out << "  " << spec.hosts[pw.ranks[static_cast<size_t>(r)].host].name << "$ "
+            << runner::shell_join(runner::rank_argv(pw, spec.hosts, r, l)) << "\n";
+      }
+    } else {
+      out << "  $ " << runner::shell_join(runner::launcher_argv(pw, spec.hosts, l)) << "\n";
+    }
+  }
+}
+
+int report_phase_run(const runner::RunResult& r, std::chrono::steady_clock::time_point started, bool plot,
+                     std::ostream& out, std::ostream& err) {
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  size_t rows = 0;
+  for (const auto& f : r.steps) rows += static_cast<size_t>(f.rows);
+  err << fmt::format("ocslab run: phase-workload, {} op row(s), {} timeline rows in {:.1f} s -> {}\n", rows, r.samples,
+                     secs, r.folder);
+  runner::print_step_table(out, r.steps);
+  int rc = kExitOk;
+  if (plot && !r.steps.empty()) rc = draw_plots(r.folder, err);
+  for (const auto& p : r.problems) err << "ocslab run: problem: " << p << "\n";
+  if (r.interrupted) return kExitInterrupted;
+  if (!r.problems.empty()) rc = kExitFailed;  // a rank failed, rows missing, controller fallback
+  return rc;
+}
 
 }  // namespace
 
@@ -102,6 +159,10 @@ int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   runner::ExperimentSpec spec = runner::load_experiment_spec(spec_path);  // ConfigError: exit 2, nothing touched
   if (reconfigs > 0) spec.reconfigurations = reconfigs;
   if (dwell > 0) spec.dwell_s = dwell;
+  if (check && spec.type == runner::kPhaseWorkload) {
+    print_phase_plan(spec, out);
+    return kExitOk;
+  }
   if (check) {
     out << fmt::format("spec {} is valid: {} host(s), {} mapping(s), {} reconfiguration(s), dwell {} s\n", spec.origin,
                        spec.hosts.size(), spec.mappings.size(), spec.reconfigurations, spec.dwell_s);
@@ -158,6 +219,7 @@ int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     throw;
   }
   restore();
+  if (spec.type == runner::kPhaseWorkload) return report_phase_run(r, started, plot, out, err);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   err << fmt::format("ocslab run: {} reconfiguration(s), {} timeline rows from {} host(s) in {:.1f} s -> {}\n",
                      r.reconfigurations.size(), r.samples, r.hosts.size(), secs, r.folder);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -69,7 +70,14 @@ struct RdmaSpec {
 
 enum class Order { kAlternate, kRandom };
 
+struct PhaseWorkloadSpec;  // phase_workload.h
+
+inline constexpr const char* kReconfigLatency = "reconfig-latency";
+inline constexpr const char* kPhaseWorkload = "phase-workload";
+
 struct ExperimentSpec {
+  std::string type = kReconfigLatency;  // or kPhaseWorkload: then phase_workload is set, no mappings
+  std::shared_ptr<const PhaseWorkloadSpec> phase_workload;
   std::string name;
   std::string origin;  // the spec file
   // lab

@@ -15,6 +15,7 @@
 #include "ocslab/common/sample.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/host_session.h"
+#include "ocslab/runner/phase_workload.h"
 
 namespace ocslab::runner {
 
@@ -46,6 +47,7 @@ struct RunResult {
   std::vector<HostReport> hosts;
   size_t samples = 0;  // rows in timeline.csv
   std::vector<std::string> problems;  // hosts lost, failed reconfigurations: also in meta.json
+  std::vector<StepFigures> steps;     // phase-workload: per mode and step
 };
 
 // Samples within [from_ns, to_ns] of a virtual lab's ground-truth file, renamed to the runner's

@@ -1,0 +1,132 @@
+// The runner's `phase-workload` experiment type: a collective workload (ocslab-collbench-verbs
+// or -nccl) run under the Opus-style phase controller that the runner embeds, once per phase
+// mode (on-demand, provisioning), with the ranks launched over SSH (one per placement entry) or
+// through one mpirun / srun command line. Produces per-step figures (step time, compute,
+// communication, fabric wait, reconfigurations) per mode, the merged timelines and the
+// Figure 9(d)-like plot's input. Spec schema: docs/experiments.md, "Phase-workload experiments".
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "ocslab/common/config.h"
+#include "ocslab/phase/controller.h"
+#include "ocslab/phase/topology.h"
+#include "ocslab/workloads/op_record.h"
+#include "ocslab/workloads/schedule.h"
+
+namespace ocslab::runner {
+
+struct ExperimentSpec;
+struct RunOptions;
+struct RunResult;
+struct HostEntry;
+
+enum class Launcher { kSsh, kMpirun, kSrun };
+const char* to_string(Launcher l);
+
+// One rank: the host it runs on and its NIC, whose switch ports are the rank's slot on the rail.
+struct RankPlacement {
+  size_t host = 0;  // index into ExperimentSpec::hosts
+  std::string nic;
+};
+
+struct PhaseWorkloadSpec {
+  // workload
+  std::string program = "ocslab-collbench-verbs";  // a name (this build's binary is used in a
+                                                   // virtual lab; PATH on real hosts) or a path
+  std::string schedule_path;                       // absolute, on the runner's machine
+  workloads::Schedule schedule;
+  std::vector<std::string> modes;  // "on-demand", "provisioning", in run order
+  std::vector<RankPlacement> ranks;
+  std::vector<std::string> args;  // extra arguments for every rank, after the runner's own
+  int rendezvous_port = 18600;
+  int profile_steps = 1;
+  int timeout_s = 300;  // the ranks' --timeout-s; the runner waits for them this long plus a margin
+  bool pass_if = true;  // add --if <rank's NIC> (on for ocslab-collbench-verbs)
+  Launcher launcher = Launcher::kSsh;
+  std::string launcher_program;            // mpirun / srun (or a path)
+  std::vector<std::string> launcher_args;  // extra arguments for mpirun / srun
+  // Folder every rank writes into, seen by the ranks: for ssh a per-run folder on each host
+  // that the runner fetches and removes; for mpirun / srun a shared folder (default: the results
+  // folder itself, which must then be on a file system the nodes share).
+  std::string shared_dir;
+  // phase control
+  phase::JobLayout layout;
+  phase::TopoId initial;
+  std::string rail = "rail0";
+  std::string listen_host = "0.0.0.0";
+  int listen_port = 0;
+  std::string controller_host;  // how the ranks reach the runner's controller
+  int ack_timeout_ms = 10000;
+  int max_retries = 2;
+
+  // The rail's slots in rank order (each rank's NIC: tx_port -> ingress, rx_port -> egress).
+  std::vector<phase::Slot> slots(const std::vector<HostEntry>& hosts) const;
+};
+
+// Parses the `workload:` and `phase:` sections of a spec whose `type` is phase-workload; the
+// lab and switch are already in spec. Validates everything (schedule file and groups against
+// the job layout, placement against the hosts, launcher constraints) and throws ConfigError
+// naming file:line:col.
+PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec& spec);
+
+// What one rank (or one launcher command) is told, independent of how it is started.
+struct RankLaunch {
+  std::string program;
+  std::string schedule;    // the schedule's path as the ranks see it
+  std::string output_dir;  // as the ranks see it
+  std::string controller;  // HOST:PORT
+  std::string job;
+  std::string mode;
+  std::string rendezvous;  // HOST:PORT of rank 0
+};
+
+// The argv of rank r under the ssh launcher: program, schedule, --rank/--nranks/--rendezvous,
+// --host, --output, the controller flags, --if when pass_if, --timeout-s, then spec.args.
+std::vector<std::string> rank_argv(const PhaseWorkloadSpec& spec, const std::vector<HostEntry>& hosts, int rank,
+                                   const RankLaunch& l);
+// The one command line of the mpirun / srun launchers (rank and world size come from the
+// launcher's environment; hosts in placement order, block distribution).
+std::vector<std::string> launcher_argv(const PhaseWorkloadSpec& spec, const std::vector<HostEntry>& hosts,
+                                       const RankLaunch& l);
+// argv joined for a POSIX shell (each word single-quoted when it needs it).
+std::string shell_join(const std::vector<std::string>& argv);
+
+// One step of one mode, from the ranks' rows and the controller's events.
+struct StepFigures {
+  std::string mode;
+  int step = 0;
+  bool warmup = false;
+  int rank = 0;              // the slowest rank, whose split is reported
+  double step_ms = 0;        // that rank: end of its previous step's last op (post hook included)
+                             // -> end of this step's last op; step 0 starts at its first pre hook
+  double compute_ms = 0;     // step_ms - comm_ms - wait_ms: everything outside the ops and the hooks
+  double comm_ms = 0;        // sum of its ops' durations
+  double wait_ms = 0;        // sum of its time in the phase hooks (fabric wait)
+  double max_wait_ms = 0;    // the largest per-rank wait of the step
+  int reconfigurations = 0;  // distinct (group, seq) the controller reprogrammed the rails for
+  int reconfigured_ops = 0;  // ops of the step whose rows say the fabric changed for them
+  int rows = 0;              // op rows of every rank
+};
+
+// Per-step figures of one mode. events: the controller's; reconfigurations are mapped to the
+// step of the op they served through the shim group sequence numbers.
+std::vector<StepFigures> step_figures(const workloads::Schedule& s, const std::string& mode,
+                                      const std::vector<workloads::OpRecord>& rows,
+                                      const std::vector<phase::ControllerEvent>& events);
+
+const std::vector<std::string>& step_csv_columns();
+std::vector<std::string> step_csv_fields(const StepFigures& f);
+// The printed table: one row per step and mode, then per mode the means over measured steps and
+// the provisioning / on-demand ratio when both ran.
+void print_step_table(std::ostream& out, const std::vector<StepFigures>& figures);
+
+// Runs the experiment after the lab is up (hosts' SSH details filled in) and the results folder
+// exists: result.folder / run_id are set by the caller. switch_url / password: the switch.
+void run_phase_workload(const ExperimentSpec& spec, const RunOptions& options, const std::string& switch_url,
+                        const std::string& switch_password, const std::string& lab_bin_dir, RunResult& result);
+
+}  // namespace ocslab::runner

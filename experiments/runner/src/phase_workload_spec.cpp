@@ -1,0 +1,455 @@
+// The `workload:` and `phase:` sections of a phase-workload spec, and the command lines the
+// runner starts the ranks with (ssh: one per rank; mpirun / srun: one for the job).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "ocslab/runner/experiment_spec.h"
+#include "ocslab/runner/phase_workload.h"
+#include "ocslab/workloads/shim_hooks.h"
+
+namespace ocslab::runner {
+
+namespace fs = std::filesystem;
+
+const char* to_string(Launcher l) {
+  switch (l) {
+    case Launcher::kSsh:
+      return "ssh";
+    case Launcher::kMpirun:
+      return "mpirun";
+    case Launcher::kSrun:
+      return "srun";
+  }
+  return "?";
+}
+
+std::vector<phase::Slot> PhaseWorkloadSpec::slots(const std::vector<HostEntry>& hosts) const {
+  std::vector<phase::Slot> out;
+  for (const auto& r : ranks) {
+    const NicEntry* n = hosts.at(r.host).nic(r.nic);
+    if (!n) throw Error(fmt::format("host {} has no NIC {}", hosts.at(r.host).name, r.nic));
+    out.push_back({n->tx_port, n->rx_port});
+  }
+  return out;
+}
+
+namespace {
+
+std::string resolve(const std::string& origin, const std::string& p) {
+  fs::path path(p);
+  if (path.is_relative()) path = fs::path(origin).parent_path() / path;
+  return fs::weakly_canonical(path).string();
+}
+
+std::vector<std::string> strings(const YamlDoc& doc, const YAML::Node& n, const char* what) {
+  std::vector<std::string> out;
+  if (n.IsScalar()) {
+    out.push_back(as_string(doc, n));
+    return out;
+  }
+  if (!n.IsSequence()) throw config_error(doc, n, fmt::format("{} must be a list", what));
+  for (const auto& x : n) out.push_back(as_string(doc, x));
+  return out;
+}
+
+int int_in(const YamlDoc& doc, const YAML::Node& n, long long lo, long long hi, const char* what) {
+  long long v = as_int(doc, n);
+  if (v < lo || v > hi) throw config_error(doc, n, fmt::format("{} must be in [{}, {}], got {}", what, lo, hi, v));
+  return static_cast<int>(v);
+}
+
+bool loopback(const std::string& h) { return h == "127.0.0.1" || h == "localhost" || h == "::1"; }
+
+void parse_placement(const YamlDoc& doc, const YAML::Node& wl, const ExperimentSpec& spec, PhaseWorkloadSpec& pw) {
+  const int n = pw.schedule.ranks;
+  if (const auto& pl = wl["placement"]) {
+    if (!pl.IsSequence()) throw config_error(doc, pl, "placement must be a list of HOST or HOST:NIC, one per rank");
+    if (static_cast<int>(pl.size()) != n) {
+      throw config_error(
+          doc, pl,
+          fmt::format("placement lists {} rank(s) but schedule {} has {} ranks", pl.size(), pw.schedule.origin, n));
+    }
+    for (const auto& e : pl) {
+      std::string text = as_string(doc, e);
+      auto colon = text.find(':');
+      std::string host = text.substr(0, colon);
+      RankPlacement rp;
+      bool found = false;
+      for (size_t h = 0; h < spec.hosts.size(); ++h) {
+        if (spec.hosts[h].name == host) {
+          rp.host = h;
+          found = true;
+        }
+      }
+      if (!found) {
+        std::string known;
+        for (const auto& x : spec.hosts) known += (known.empty() ? "" : ", ") + x.name;
+        throw config_error(doc, e,
+                           fmt::format("rank {}: unknown host '{}' (the lab has: {})", pw.ranks.size(), host, known));
+      }
+      const HostEntry& he = spec.hosts[rp.host];
+      if (colon == std::string::npos) {
+        if (he.nics.empty()) throw config_error(doc, e, fmt::format("host '{}' has no data NIC", host));
+        rp.nic = he.nics.front().name;
+      } else {
+        rp.nic = text.substr(colon + 1);
+        if (!he.nic(rp.nic)) {
+          std::string known;
+          for (const auto& x : he.nics) known += (known.empty() ? "" : ", ") + x.name;
+          throw config_error(doc, e,
+                             fmt::format("rank {}: host '{}' has no data NIC '{}' (it has: {})", pw.ranks.size(), host,
+                                         rp.nic, known));
+        }
+      }
+      for (size_t k = 0; k < pw.ranks.size(); ++k) {
+        if (pw.ranks[k].host == rp.host && pw.ranks[k].nic == rp.nic) {
+          throw config_error(doc, e,
+                             fmt::format("ranks {} and {} both on {}:{}: every rank needs a NIC (a slot on the "
+                                         "rail) of its own",
+                                         k, pw.ranks.size(), host, rp.nic));
+        }
+      }
+      pw.ranks.push_back(rp);
+    }
+    return;
+  }
+  if (static_cast<int>(spec.hosts.size()) < n) {
+    throw config_error(doc, wl,
+                       fmt::format("the lab has {} host(s) but schedule {} has {} ranks: list one HOST:NIC per "
+                                   "rank in workload.placement",
+                                   spec.hosts.size(), pw.schedule.origin, n));
+  }
+  for (int r = 0; r < n; ++r) {
+    const HostEntry& he = spec.hosts[static_cast<size_t>(r)];
+    if (he.nics.empty()) throw config_error(doc, wl, fmt::format("host '{}' has no data NIC", he.name));
+    pw.ranks.push_back({static_cast<size_t>(r), he.nics.front().name});
+  }
+}
+
+// Every schedule group must be something the job's controller can serve.
+void check_groups(const YamlDoc& doc, const YAML::Node& where, const PhaseWorkloadSpec& pw) {
+  const auto& L = pw.layout;
+  for (const auto& g : pw.schedule.groups) {
+    std::string dim = workloads::shim_dim(g);
+    if (dim == "mgmt") continue;
+    if (dim != "pp") {
+      bool known = std::any_of(L.dims.begin(), L.dims.end(), [&](const auto& d) { return d.name == dim; });
+      if (!known) {
+        throw config_error(doc, where,
+                           fmt::format("{}:{}: group '{}' has kind '{}', which job {} has no dimension for ({})",
+                                       pw.schedule.origin, g.line, g.name, g.kind, L.job, L.describe_digits()));
+      }
+      std::set<int> stages;
+      for (int r : g.ranks) stages.insert(L.stage_of(r));
+      if (stages.size() > 1) {
+        throw config_error(doc, where,
+                           fmt::format("{}:{}: group '{}' ({}) spans pipeline stages {}..{}; ranks are numbered "
+                                       "stage-major ({} per stage)",
+                                       pw.schedule.origin, g.line, g.name, g.kind, *stages.begin(), *stages.rbegin(),
+                                       L.ranks_per_stage()));
+      }
+    }
+  }
+}
+
+void check_launcher(const YamlDoc& doc, const YAML::Node& where, const ExperimentSpec& spec,
+                    const PhaseWorkloadSpec& pw) {
+  if (pw.launcher == Launcher::kSsh) return;
+  // One command line: hosts in blocks (rank order = placement order), one --if for all.
+  std::vector<size_t> order;
+  std::map<size_t, int> count;
+  for (const auto& r : pw.ranks) {
+    if (order.empty() || order.back() != r.host) {
+      if (count.count(r.host)) {
+        throw config_error(doc, where,
+                           fmt::format("{} places ranks host by host: host '{}' must hold consecutive ranks in "
+                                       "workload.placement",
+                                       to_string(pw.launcher), spec.hosts[r.host].name));
+      }
+      order.push_back(r.host);
+    }
+    ++count[r.host];
+  }
+  if (pw.launcher == Launcher::kSrun) {
+    int per = count[order.front()];
+    for (auto h : order) {
+      if (count[h] != per) {
+        throw config_error(doc, where,
+                           fmt::format("srun --ntasks-per-node needs the same number of ranks on every host "
+                                       "({} has {}, {} has {})",
+                                       spec.hosts[order.front()].name, per, spec.hosts[h].name, count[h]));
+      }
+    }
+  }
+  if (pw.pass_if) {
+    for (const auto& r : pw.ranks) {
+      if (r.nic != pw.ranks.front().nic) {
+        throw config_error(doc, where,
+                           fmt::format("{} gives every rank the same --if: ranks use NICs {} and {}",
+                                       to_string(pw.launcher), pw.ranks.front().nic, r.nic));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec& spec) {
+  PhaseWorkloadSpec pw;
+  const auto& root = doc.root;
+  const auto& wl = require(doc, root, "workload");
+  if (!wl.IsMap())
+    throw config_error(doc, wl, "workload must be a map (program, schedule, modes, placement, launcher, ...)");
+  only_keys(doc, wl,
+            {"program", "schedule", "modes", "placement", "launcher", "args", "port", "profile_steps", "timeout_s",
+             "pass_if", "shared_dir"});
+  if (wl["program"]) pw.program = as_string(doc, wl["program"]);
+  if (pw.program.empty()) throw config_error(doc, wl["program"], "program must not be empty");
+  pw.pass_if = fs::path(pw.program).filename().string() == "ocslab-collbench-verbs";
+  if (wl["pass_if"]) pw.pass_if = as_bool(doc, wl["pass_if"]);
+
+  const auto& sched = require(doc, wl, "schedule");
+  pw.schedule_path = resolve(doc.origin, as_string(doc, sched));
+  try {
+    pw.schedule = workloads::load_schedule(pw.schedule_path);
+  } catch (const Error& e) {
+    throw config_error(doc, sched, std::string("the schedule is not valid: ") + e.what());
+  }
+
+  pw.modes = wl["modes"] ? strings(doc, wl["modes"], "modes") : std::vector<std::string>{"on-demand", "provisioning"};
+  if (pw.modes.empty()) throw config_error(doc, wl["modes"], "modes must name at least one of on-demand, provisioning");
+  for (size_t i = 0; i < pw.modes.size(); ++i) {
+    const auto& m = pw.modes[i];
+    if (m != "on-demand" && m != "provisioning") {
+      throw config_error(doc, wl["modes"], fmt::format("unknown phase mode '{}' (known: on-demand, provisioning)", m));
+    }
+    if (std::find(pw.modes.begin(), pw.modes.begin() + static_cast<long>(i), m) !=
+        pw.modes.begin() + static_cast<long>(i)) {
+      throw config_error(doc, wl["modes"], fmt::format("phase mode '{}' listed twice", m));
+    }
+  }
+  if (wl["args"]) pw.args = strings(doc, wl["args"], "args");
+  if (wl["port"]) pw.rendezvous_port = int_in(doc, wl["port"], 1, 65535, "port");
+  if (wl["profile_steps"]) pw.profile_steps = int_in(doc, wl["profile_steps"], 1, 1000, "profile_steps");
+  if (wl["timeout_s"]) pw.timeout_s = int_in(doc, wl["timeout_s"], 1, 86400, "timeout_s");
+
+  if (const auto& l = wl["launcher"]) {
+    std::string name;
+    // (YAML::Node assignment would write into the node it refers to: pick the node instead.)
+    const YAML::Node name_node = l.IsMap() ? require(doc, l, "name") : l;
+    if (l.IsMap()) {
+      only_keys(doc, l, {"name", "program", "args"});
+      name = as_string(doc, name_node);
+      if (l["program"]) pw.launcher_program = as_string(doc, l["program"]);
+      if (l["args"]) pw.launcher_args = strings(doc, l["args"], "launcher.args");
+    } else {
+      name = as_string(doc, l);
+    }
+    if (name == "ssh") {
+      pw.launcher = Launcher::kSsh;
+      if (l.IsMap() && (l["program"] || l["args"])) {
+        throw config_error(doc, l,
+                           "the ssh launcher takes no program or args (the runner's SSH sessions start the ranks)");
+      }
+    } else if (name == "mpirun") {
+      pw.launcher = Launcher::kMpirun;
+    } else if (name == "srun") {
+      pw.launcher = Launcher::kSrun;
+    } else {
+      throw config_error(doc, name_node, fmt::format("unknown launcher '{}' (known: ssh, mpirun, srun)", name));
+    }
+    if (pw.launcher_program.empty() && pw.launcher != Launcher::kSsh) pw.launcher_program = name;
+  }
+  if (wl["shared_dir"]) {
+    if (pw.launcher == Launcher::kSsh) {
+      throw config_error(doc, wl["shared_dir"],
+                         "shared_dir is for the mpirun and srun launchers (ssh fetches each rank's files)");
+    }
+    pw.shared_dir = as_string(doc, wl["shared_dir"]);
+  }
+
+  const auto& ph = require(doc, root, "phase");
+  if (!ph.IsMap()) throw config_error(doc, ph, "phase must be a map (job, pp, dims, initial, ...)");
+  only_keys(doc, ph, {"job", "pp", "dims", "initial", "rail", "listen", "controller", "ack_timeout_ms", "max_retries"});
+  pw.layout.job = ph["job"] ? as_string(doc, ph["job"]) : spec.name;
+  const auto& pp = require(doc, ph, "pp");
+  pw.layout.pp = int_in(doc, pp, 1, 1000, "pp");
+  if (const auto& dims = ph["dims"]) {
+    if (!dims.IsSequence()) throw config_error(doc, dims, "dims is a list of {name, size}");
+    for (const auto& d : dims) {
+      if (!d.IsMap()) throw config_error(doc, d, "a dimension is {name: NAME, size: N}");
+      only_keys(doc, d, {"name", "size"});
+      pw.layout.dims.push_back(
+          {as_string(doc, require(doc, d, "name")), int_in(doc, require(doc, d, "size"), 1, 1 << 20, "size")});
+    }
+  }
+  try {
+    pw.layout.validate();
+  } catch (const phase::TopologyError& e) {
+    throw config_error(doc, pp, e.what());
+  }
+  if (pw.layout.ranks() != pw.schedule.ranks) {
+    throw config_error(doc, pp,
+                       fmt::format("job {} has {} ranks (pp {} x {} per stage) but schedule {} has {}", pw.layout.job,
+                                   pw.layout.ranks(), pw.layout.pp, pw.layout.ranks_per_stage(), pw.schedule.origin,
+                                   pw.schedule.ranks));
+  }
+  if (const auto& init = ph["initial"]) {
+    try {
+      pw.initial = phase::TopoId::parse(as_string(doc, init), pw.layout);
+    } catch (const phase::TopologyError& e) {
+      throw config_error(doc, init, e.what());
+    }
+  } else {
+    pw.initial = phase::TopoId::uniform(pw.layout, pw.layout.dims.empty() ? 0 : 1);
+  }
+  if (ph["rail"]) pw.rail = as_string(doc, ph["rail"]);
+  if (const auto& l = ph["listen"]) {
+    std::string text = as_string(doc, l);
+    auto colon = text.rfind(':');
+    if (colon == std::string::npos || colon == 0)
+      throw config_error(doc, l, fmt::format("listen '{}' is not HOST:PORT", text));
+    pw.listen_host = text.substr(0, colon);
+    try {
+      size_t used = 0;
+      pw.listen_port = std::stoi(text.substr(colon + 1), &used);
+      if (used != text.size() - colon - 1 || pw.listen_port < 0 || pw.listen_port > 65535)
+        throw std::out_of_range("port");
+    } catch (const std::exception&) {
+      throw config_error(doc, l, fmt::format("listen '{}': port must be 0..65535", text));
+    }
+  }
+  if (ph["ack_timeout_ms"]) pw.ack_timeout_ms = int_in(doc, ph["ack_timeout_ms"], 1, 3'600'000, "ack_timeout_ms");
+  if (ph["max_retries"]) pw.max_retries = int_in(doc, ph["max_retries"], 0, 100, "max_retries");
+  check_groups(doc, sched, pw);
+  parse_placement(doc, wl, spec, pw);
+  check_launcher(doc, wl["launcher"] ? wl["launcher"] : wl, spec, pw);
+
+  if (ph["controller"]) {
+    pw.controller_host = as_string(doc, ph["controller"]);
+  } else if (!spec.vlab.empty()) {
+    pw.controller_host = "10.0.2.2";  // QEMU user networking: the guests' way to the runner's machine
+  } else {
+    bool all_local = pw.launcher == Launcher::kSsh;
+    for (const auto& r : pw.ranks) all_local = all_local && loopback(spec.hosts[r.host].ssh_host);
+    if (!all_local) {
+      throw config_error(doc, ph,
+                         "phase.controller (the address the ranks reach the runner's machine at) is needed when "
+                         "the ranks run on other machines");
+    }
+    pw.controller_host = "127.0.0.1";
+  }
+  return pw;
+}
+
+std::vector<std::string> rank_argv(const PhaseWorkloadSpec& spec, const std::vector<HostEntry>& hosts, int rank,
+                                   const RankLaunch& l) {
+  const RankPlacement& p = spec.ranks.at(static_cast<size_t>(rank));
+  std::vector<std::string> a = {l.program,
+                                "--schedule",
+                                l.schedule,
+                                "--rank",
+                                std::to_string(rank),
+                                "--nranks",
+                                std::to_string(spec.schedule.ranks),
+                                "--rendezvous",
+                                l.rendezvous,
+                                "--host",
+                                hosts.at(p.host).name,
+                                "--output",
+                                l.output_dir,
+                                "--controller",
+                                l.controller,
+                                "--job",
+                                l.job,
+                                "--phase-mode",
+                                l.mode};
+  if (l.mode == "provisioning") {
+    a.push_back("--profile-steps");
+    a.push_back(std::to_string(spec.profile_steps));
+  }
+  if (spec.pass_if) {
+    a.push_back("--if");
+    a.push_back(p.nic);
+  }
+  a.push_back("--timeout-s");
+  a.push_back(std::to_string(spec.timeout_s));
+  a.insert(a.end(), spec.args.begin(), spec.args.end());
+  return a;
+}
+
+std::vector<std::string> launcher_argv(const PhaseWorkloadSpec& spec, const std::vector<HostEntry>& hosts,
+                                       const RankLaunch& l) {
+  if (spec.launcher == Launcher::kSsh) throw Error("launcher_argv: the ssh launcher starts one command per rank");
+  std::vector<std::pair<std::string, int>> blocks;  // host (as the launcher reaches it), ranks on it
+  size_t last = SIZE_MAX;
+  for (const auto& r : spec.ranks) {
+    const std::string& h = hosts.at(r.host).ssh_host.empty() ? hosts.at(r.host).name : hosts.at(r.host).ssh_host;
+    if (blocks.empty() || last != r.host) blocks.push_back({h, 0});
+    last = r.host;
+    ++blocks.back().second;
+  }
+  const int n = spec.schedule.ranks;
+  std::vector<std::string> a = {spec.launcher_program};
+  if (spec.launcher == Launcher::kMpirun) {
+    std::string hl;
+    for (const auto& [h, k] : blocks) hl += (hl.empty() ? "" : ",") + fmt::format("{}:{}", h, k);
+    a.insert(a.end(), {"-np", std::to_string(n), "-H", hl, "--map-by", "slot"});
+  } else {
+    std::string nl;
+    for (const auto& [h, k] : blocks) nl += (nl.empty() ? "" : ",") + h;
+    a.insert(a.end(), {"--nodes=" + std::to_string(blocks.size()), "--ntasks=" + std::to_string(n),
+                       "--ntasks-per-node=" + std::to_string(blocks.front().second), "--nodelist=" + nl,
+                       "--distribution=block"});
+  }
+  a.insert(a.end(), spec.launcher_args.begin(), spec.launcher_args.end());
+  // The program takes rank and world size from the launcher's environment (OMPI_COMM_WORLD_RANK,
+  // SLURM_PROCID), and its host label from the machine's hostname.
+  std::vector<std::string> w = {l.program,      "--schedule", l.schedule, "--nranks",     std::to_string(n),
+                                "--rendezvous", l.rendezvous, "--output", l.output_dir,   "--controller",
+                                l.controller,   "--job",      l.job,      "--phase-mode", l.mode};
+  if (l.mode == "provisioning") {
+    w.push_back("--profile-steps");
+    w.push_back(std::to_string(spec.profile_steps));
+  }
+  if (spec.pass_if) {
+    w.push_back("--if");
+    w.push_back(spec.ranks.front().nic);
+  }
+  w.push_back("--timeout-s");
+  w.push_back(std::to_string(spec.timeout_s));
+  w.insert(w.end(), spec.args.begin(), spec.args.end());
+  a.insert(a.end(), w.begin(), w.end());
+  return a;
+}
+
+std::string shell_join(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& w : argv) {
+    if (!out.empty()) out += ' ';
+    bool plain =
+        !w.empty() && w.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-./:=,@+%") ==
+                          std::string::npos;
+    if (plain) {
+      out += w;
+      continue;
+    }
+    out += '\'';
+    for (char c : w) {
+      if (c == '\'') {
+        out += "'\\''";
+      } else {
+        out += c;
+      }
+    }
+    out += '\'';
+  }
+  return out;
+}
+
+}  // namespace ocslab::runner

@@ -1,0 +1,56 @@
+// Phase-workload specs are user input: any text must give a spec whose placement, slots and
+// command lines are consistent, or an ocslab::Error; never crash. The spec's origin is a folder
+// holding a valid schedule (sched.yaml, the DP=2 x PP=2 shape) so inputs get past the file.
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "ocslab/runner/experiment_spec.h"
+#include "ocslab/runner/phase_workload.h"
+
+namespace {
+
+std::string origin() {
+  static const std::string dir = [] {
+    std::string d =
+        std::filesystem::temp_directory_path().string() + "/runner-phase-spec-fuzz-" + std::to_string(::getpid());
+    std::filesystem::create_directories(d);
+    std::ofstream(d + "/sched.yaml") << "ranks: 4\nsteps: 1\ngroups:\n"
+                                        "  - {name: pp0, kind: pp, ranks: [0, 2]}\n"
+                                        "  - {name: dp-s0, kind: dp, ranks: [0, 1]}\n"
+                                        "  - {name: dp-s1, kind: dp, ranks: [2, 3]}\n"
+                                        "  - {name: world, kind: world, ranks: [0, 1, 2, 3]}\n"
+                                        "step:\n  - {group: pp0, op: sendrecv, bytes: 4KiB}\n"
+                                        "  - {group: dp-s0, op: allreduce, bytes: 4KiB}\n"
+                                        "  - {group: world, op: barrier}\n";
+    return d + "/spec.yaml";
+  }();
+  return dir;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string text(reinterpret_cast<const char*>(data), size);
+  using namespace ocslab::runner;
+  try {
+    auto s = parse_experiment_spec(ocslab::load_yaml_string(text, origin()));
+    if (!s.phase_workload) return 0;
+    const auto& pw = *s.phase_workload;
+    auto slots = pw.slots(s.hosts);
+    if (static_cast<int>(slots.size()) != pw.schedule.ranks) __builtin_trap();
+    for (const auto& sl : slots) {
+      if (!s.allow.contains(sl.ingress) || !s.allow.contains(sl.egress)) __builtin_trap();
+    }
+    RankLaunch l{pw.program, "s.yaml", "out", "127.0.0.1:1", pw.layout.job, pw.modes.front(), "127.0.0.1:2"};
+    for (int r = 0; r < pw.schedule.ranks; ++r) (void)shell_join(rank_argv(pw, s.hosts, r, l));
+    if (pw.launcher != Launcher::kSsh) (void)launcher_argv(pw, s.hosts, l);
+  } catch (const ocslab::Error&) {
+  } catch (const YAML::Exception&) {
+  }
+  return 0;
+}

@@ -1,0 +1,318 @@
+// `ocslab run` of a phase-workload spec end to end on this machine: four "hosts" reached through
+// a real loopback sshd (the runner's SSH path), the ranks are the collective workload over TCP
+// (no RDMA device here), the controller and orchestrator run inside the runner against the
+// project's OCS emulator (`ocsctl emulate`, TL1, 100 ms switching). Both phase modes.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "ocslab/cli/ocslab_cli.h"
+#include "ocslab/common/process.h"
+#include "ocslab/ocsctl/credentials.h"
+#include "ocslab/runner/experiment_spec.h"
+#include "ocslab/runner/runner.h"
+#include "ocslab/testing/sshd_fixture.h"
+#include "ocslab/workloads/schedule.h"
+
+using namespace ocslab;
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// Measured steps (the schedule's warm-up step is profiled): enough that the one transition step
+// of provisioning (its first op still asked for on demand) does not dominate the comparison.
+constexpr int kSteps = 6;
+
+std::string source_dir() {
+  const char* d = std::getenv("OCSLAB_SOURCE_DIR");
+  return d && *d ? d : OCSLAB_TEST_SOURCE_DIR;
+}
+
+class Emulator {
+ public:
+  explicit Emulator(const std::string& dir) : dir_(dir), port_(testing::free_loopback_port()) {
+    std::string ready = dir_ + "/ready.json";
+    SpawnOptions o;
+    o.log_file = dir_ + "/emulator.log";
+    pid_ =
+        spawn_program({testing::bin_path("ocsctl"), "emulate", "--size", "8x8", "--switching-ms", "100", "--listen",
+                       "127.0.0.1:" + std::to_string(port_), "--ready-file", ready, "--ground-truth", ground_truth()},
+                      o);
+    for (int i = 0; i < 200 && !fs::exists(ready); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    REQUIRE(fs::exists(ready));
+  }
+  ~Emulator() {
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  std::string url() const { return "tl1://admin@127.0.0.1:" + std::to_string(port_); }
+  std::string ground_truth() const { return dir_ + "/ground-truth.csv"; }
+  // Circuit-making commands the switch answered.
+  int connects() const {
+    std::ifstream in(ground_truth());
+    int n = 0;
+    for (std::string line; std::getline(in, line);) n += line.find(",ENT-PATCH,ack,") != std::string::npos ? 1 : 0;
+    return n;
+  }
+
+ private:
+  std::string dir_;
+  int port_;
+  pid_t pid_ = -1;
+};
+
+struct Lab {
+  testing::TempDir dir;
+  testing::SshdFixture sshd{testing::SshdOptions{}};
+  Emulator emu{dir.path()};
+  Lab() { ::setenv(ocs::kPasswordEnv, "root", 1); }
+  ~Lab() { ::unsetenv(ocs::kPasswordEnv); }
+  std::string spec(int hosts, const std::string& extra_workload = "") const {
+    std::ostringstream s;
+    s << "type: phase-workload\nname: phases\nlab:\n  inventory:\n";
+    for (int i = 1; i <= hosts; ++i) {
+      s << "    - {name: h" << i << ", ssh: '" << sshd.user() << "@127.0.0.1:" << sshd.port() << "', identity_file: '"
+        << sshd.client_key() << "', known_hosts: '" << sshd.known_hosts() << "', nics: [{name: lo, tx_port: " << i
+        << ", rx_port: " << 8 + i << "}]}\n";
+    }
+    s << "switch: {url: '" << emu.url() << "'}\n"
+      << "workload:\n"
+      << "  program: " << testing::bin_path("collbench-tcp") << "\n"
+      << "  schedule: " << source_dir() << "/experiments/workloads/schedules/dp-pp-4-phase.yaml\n"
+      << "  port: " << testing::free_loopback_port() << "\n"
+      << "  args: [--compute-ms, 120, --steps, " << kSteps << "]\n"
+      << "  timeout_s: 60\n"
+      << extra_workload
+      << "phase: {job: dppp, pp: 2, dims: [{name: dp, size: 2}], initial: '11', listen: '127.0.0.1:0', "
+      << "ack_timeout_ms: 5000}\n";
+    std::string p = dir.path() + "/spec.yaml";
+    std::ofstream(p) << s.str();
+    return p;
+  }
+};
+
+std::vector<std::map<std::string, std::string>> read_csv(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in);
+  std::string line;
+  std::getline(in, line);
+  std::vector<std::string> cols;
+  std::stringstream hs(line);
+  for (std::string c; std::getline(hs, c, ',');) cols.push_back(c);
+  std::vector<std::map<std::string, std::string>> rows;
+  while (std::getline(in, line)) {
+    std::map<std::string, std::string> r;
+    std::stringstream ss(line);
+    size_t k = 0;
+    for (std::string f; std::getline(ss, f, ',') && k < cols.size(); ++k) r[cols[k]] = f;
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("phase-workload on loopback: 4 ranks over SSH, both modes, against the emulator", "[phase-runner]") {
+  Lab lab;
+  std::string out_dir = lab.dir.path() + "/results";
+  std::ostringstream out, err;
+  int rc = cli::run_ocslab({"run", lab.spec(4), "-o", out_dir}, out, err);
+  std::cout << out.str() << std::flush;  // the per-step table (the figures this test reports)
+  INFO(err.str());
+  REQUIRE(rc == 0);
+  CHECK_THAT(err.str(), Contains("phase-workload"));
+
+  auto sched = workloads::load_schedule(source_dir() + "/experiments/workloads/schedules/dp-pp-4-phase.yaml");
+  int rows_per_step = 0;
+  for (const auto& op : sched.step) {
+    for (int r = 0; r < sched.ranks; ++r) rows_per_step += sched.involves(op, r) ? 1 : 0;
+  }
+  const int steps = sched.warmup + kSteps;
+
+  auto figures = read_csv(out_dir + "/phase-steps.csv");
+  REQUIRE(figures.size() == static_cast<size_t>(2 * steps));
+  std::map<std::string, double> wait, step_ms;
+  for (const auto& f : figures) {
+    INFO(f.at("mode") << " step " << f.at("step"));
+    // The schedule implies three rewirings per step: "00" for the pipeline sends, "10" and "11"
+    // for the two stages' allreduces (the world ops pass without a topology).
+    CHECK(f.at("reconfigurations") == "3");
+    CHECK(f.at("reconfigured_ops") == "3");
+    CHECK(std::stoi(f.at("rows")) == rows_per_step);
+    CHECK(std::stod(f.at("step_ms")) > 0);
+    CHECK(std::stod(f.at("compute_ms")) >= 0);
+    if (f.at("warmup") == "0") {
+      wait[f.at("mode")] += std::stod(f.at("wait_ms"));
+      step_ms[f.at("mode")] += std::stod(f.at("step_ms"));
+    }
+  }
+  std::cout << "fabric wait over the measured steps: on-demand " << wait["on-demand"] << " ms, provisioning "
+            << wait["provisioning"] << " ms; step time " << step_ms["on-demand"] << " vs " << step_ms["provisioning"]
+            << " ms\n";
+  CHECK(wait["provisioning"] < wait["on-demand"]);
+  CHECK_THAT(out.str(), Contains("provisioning vs on-demand: fabric wait x"));
+  // The switch really moved: the initial wiring (twice) plus 3 reconfigurations per step and mode.
+  CHECK(lab.emu.connects() >= 2 + 2 * 3 * steps);
+
+  for (const std::string mode : {"on-demand", "provisioning"}) {
+    INFO(mode);
+    std::string d = out_dir + "/" + mode;
+    int rows = 0, wrong = 0;
+    for (int r = 0; r < sched.ranks; ++r) {
+      auto ops = read_csv(d + "/ops-rank" + std::to_string(r) + ".csv");
+      rows += static_cast<int>(ops.size());
+      for (const auto& o : ops) {
+        wrong += std::stoi(o.at("wrong"));
+        CHECK(o.at("verified") == "1");
+        CHECK(o.at("fallback") == "0");
+      }
+      CHECK(fs::exists(d + "/shim-rank" + std::to_string(r) + ".csv"));
+      CHECK(fs::exists(d + "/rank" + std::to_string(r) + ".log"));
+    }
+    CHECK(rows == rows_per_step * steps);
+    CHECK(wrong == 0);
+    auto tl = read_csv(d + "/timeline.csv");
+    std::map<std::string, int> sources;
+    for (const auto& row : tl) ++sources[row.at("source")];
+    CHECK(sources["collbench"] > 0);
+    CHECK(sources["shim"] > 0);
+    CHECK(sources["controller"] > 0);
+    std::map<std::string, int> iterations;  // the step of each sample
+    for (const auto& row : tl) {
+      if (row.at("source") == "collbench") ++iterations[row.at("iteration")];
+    }
+    CHECK(iterations.size() == static_cast<size_t>(steps));
+    CHECK(iterations.count(std::to_string(steps - 1)) == 1);
+    auto events = read_csv(d + "/controller-events.csv");
+    int starts = 0;
+    for (const auto& e : events) starts += e.at("kind") == "reconfig_start" ? 1 : 0;
+    CHECK(starts >= 3 * steps);
+    CHECK_FALSE(fs::exists("/tmp/ocslab-phase-results-" + mode));  // the ranks' folders were removed
+  }
+  // provisioning ran with provisions in the rows after the profiled warm-up step
+  int provisioned = 0;
+  for (int r = 0; r < sched.ranks; ++r) {
+    for (const auto& o : read_csv(out_dir + "/provisioning/ops-rank" + std::to_string(r) + ".csv")) {
+      provisioned += o.at("provisioned") == "1" ? 1 : 0;
+    }
+  }
+  CHECK(provisioned > 0);
+
+  // The figure: phase.png, two bars per step through `ocslab plot --describe`.
+  REQUIRE(fs::exists(out_dir + "/phase.png"));
+  std::ifstream png(out_dir + "/phase.png", std::ios::binary);
+  char magic[8] = {};
+  png.read(magic, 8);
+  CHECK(std::string(magic + 1, 3) == "PNG");
+  std::ostringstream pout, perr;
+  REQUIRE(cli::run_ocslab({"plot", out_dir, "--describe"}, pout, perr) == 0);
+  auto d = nlohmann::json::parse(pout.str());
+  REQUIRE(d["phase"]["modes"].size() == 2);
+  CHECK(d["phase"]["modes"][0]["mode"] == "on-demand");
+  CHECK(d["phase"]["modes"][1]["steps"].size() == static_cast<size_t>(steps));
+  auto meta = nlohmann::json::parse(std::ifstream(out_dir + "/meta.json"));
+  CHECK(meta["type"] == "phase-workload");
+  CHECK(meta["modes"].size() == 2);
+  CHECK(meta["workload"]["ranks"][3]["slot"] == "4-12");
+  // Same machine: every "host" clock agrees with the runner's within the measurement.
+  for (const std::string h : {"h1", "h2", "h3", "h4"}) {
+    INFO(h << ": " << meta["clock_offsets"][h].dump());
+    REQUIRE(meta["clock_offsets"][h].contains("uncertainty_ns"));
+    CHECK(std::abs(meta["clock_offsets"][h]["offset_ns"].get<int64_t>()) <=
+          meta["clock_offsets"][h]["uncertainty_ns"].get<int64_t>() + 1'000'000);
+  }
+}
+
+TEST_CASE("phase-workload: a spec with fewer hosts than ranks is refused before anything runs", "[phase-runner]") {
+  Lab lab;
+  std::string spec = lab.spec(3);
+  std::ostringstream out, err;
+  int rc = cli::run_ocslab({"run", spec, "-o", lab.dir.path() + "/results"}, out, err);
+  CHECK(rc == cli::kExitInput);
+  CHECK_THAT(err.str(), Contains(spec + ":") && Contains("the lab has 3 host(s)"));
+  CHECK_FALSE(fs::exists(lab.dir.path() + "/results"));
+  CHECK(lab.emu.connects() == 0);  // the switch was not touched
+  // --check prints the plan, the command of every rank included
+  std::ostringstream o2, e2;
+  REQUIRE(cli::run_ocslab({"run", lab.spec(4), "--check"}, o2, e2) == 0);
+  CHECK_THAT(o2.str(), Contains("rank 3: h4:lo slot 4-12") && Contains("--phase-mode provisioning --profile-steps 1"));
+  CHECK(lab.emu.connects() == 0);
+}
+
+TEST_CASE("phase-workload: a rank that fails is reported with its message", "[phase-runner]") {
+  Lab lab;
+  // Rank programs refuse an unknown flag: every rank exits 2 before the rendezvous.
+  std::string spec = lab.spec(4, "  modes: on-demand\n");
+  {
+    std::ifstream in(spec);
+    std::stringstream s;
+    s << in.rdbuf();
+    std::string text = s.str();
+    text.replace(text.find("--compute-ms, 120"), 17, "--no-such-flag, 1");
+    std::ofstream(spec) << text;
+  }
+  std::ostringstream out, err;
+  int rc = cli::run_ocslab({"run", spec, "-o", lab.dir.path() + "/results"}, out, err);
+  INFO(err.str());
+  CHECK(rc == cli::kExitFailed);
+  CHECK_THAT(err.str(), Contains("on-demand: rank 2 on h3 exited with status 2") && Contains("no-such-flag"));
+  CHECK_THAT(err.str(), Contains("rank 0 wrote no rows"));
+}
+
+TEST_CASE("phase-workload: Ctrl-C stops the ranks over SSH and keeps the folder", "[phase-runner]") {
+  Lab lab;
+  auto spec = runner::load_experiment_spec(lab.spec(4));
+  runner::RunOptions o;
+  o.output_dir = lab.dir.path() + "/results";
+  std::atomic<bool> interrupted{false};
+  o.interrupted = &interrupted;
+  runner::RunResult r;
+  std::string failure;
+  auto t0 = std::chrono::steady_clock::now();
+  std::thread t([&] {
+    try {
+      r = runner::run_experiment(spec, o);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  });
+  // Once the switch was wired for the job and the ranks run (rows are minutes away: 7 steps of
+  // 9 x 120 ms compute), interrupt as the SIGINT handler of `ocslab run` does.
+  for (int i = 0; i < 400 && lab.emu.connects() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  interrupted = true;
+  t.join();
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE(failure.empty());
+  CHECK(r.interrupted);
+  CHECK(secs < 40);  // far less than the ranks' 60 s timeout plus the runner's margin
+  bool reported = false;
+  for (const auto& p : r.problems) reported = reported || p.find("on-demand: interrupted") != std::string::npos;
+  CHECK(reported);
+  CHECK(fs::exists(o.output_dir + "/on-demand/rank0.log"));
+  CHECK_FALSE(fs::exists(o.output_dir + "/provisioning"));  // the next mode did not start
+  // No rank of this run is left: none has the run's remote folder on its command line.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  int left = 0;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(e.path() / "cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(f)), {});
+    if (cmd.find("/tmp/ocslab-phase-results-on-demand") != std::string::npos) ++left;
+  }
+  CHECK(left == 0);
+}

@@ -1,0 +1,362 @@
+// The phase-workload experiment type without running it: spec parsing and every validation
+// error (file:line), the launchers' command lines, and the per-step figures from rows + events.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "ocslab/runner/experiment_spec.h"
+#include "ocslab/runner/phase_workload.h"
+
+using namespace ocslab;
+using namespace ocslab::runner;
+using Catch::Matchers::Contains;
+
+namespace {
+
+std::string source_dir() {
+  const char* s = std::getenv("OCSLAB_SOURCE_DIR");
+  return s ? s : OCSLAB_TEST_SOURCE_DIR;
+}
+
+// Origin in experiments/specs so relative paths resolve as for the shipped examples.
+ExperimentSpec parse(const std::string& text) {
+  return parse_experiment_spec(load_yaml_string(text, source_dir() + "/experiments/specs/test.yaml"));
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    parse(text);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+const std::string kHead =
+    "type: phase-workload\n"
+    "name: pw\n"
+    "lab: {vlab: ../labs/four-hosts.yaml}\n";
+const std::string kPhase = "phase: {job: dppp, pp: 2, dims: [{name: dp, size: 2}], initial: '11'}\n";
+const std::string kWorkload = "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml}\n";
+
+// n hosts h1..hn over loopback SSH, NIC lo with ports i / 8+i.
+std::string inventory(int n) {
+  std::string s = "lab:\n  inventory:\n";
+  for (int i = 1; i <= n; ++i) {
+    s += "    - {name: h" + std::to_string(i) +
+         ", ssh: 'root@127.0.0.1:2222', nics: [{name: lo, tx_port: " + std::to_string(i) +
+         ", rx_port: " + std::to_string(8 + i) + "}, {name: lo2, tx_port: " + std::to_string(16 + i) +
+         ", rx_port: " + std::to_string(24 + i) + "}]}\n";
+  }
+  return s + "switch: {url: 'tl1://admin@127.0.0.1:3082'}\n";
+}
+
+}  // namespace
+
+TEST_CASE("a phase-workload spec: defaults from the lab, the schedule and the job", "[runner][phase-workload]") {
+  auto s = parse(kHead + kWorkload + kPhase);
+  CHECK(s.type == kPhaseWorkload);
+  REQUIRE(s.phase_workload);
+  const auto& pw = *s.phase_workload;
+  CHECK(pw.program == "ocslab-collbench-verbs");
+  CHECK(pw.pass_if);
+  CHECK(pw.schedule.ranks == 4);
+  CHECK(pw.schedule_path ==
+        std::filesystem::weakly_canonical(source_dir() + "/experiments/workloads/schedules/dp-pp-4-phase.yaml").string());
+  CHECK(pw.modes == std::vector<std::string>{"on-demand", "provisioning"});
+  CHECK(pw.launcher == Launcher::kSsh);
+  REQUIRE(pw.ranks.size() == 4);
+  CHECK(pw.ranks[2].host == 2);
+  CHECK(pw.ranks[2].nic == "eth1");
+  auto slots = pw.slots(s.hosts);
+  CHECK(slots[0] == phase::Slot{1, 17});
+  CHECK(slots[3] == phase::Slot{4, 20});
+  CHECK(s.allow.to_string() == "1..4,17..20");
+  CHECK(pw.layout.job == "dppp");
+  CHECK(pw.initial.str() == "11");
+  CHECK(pw.controller_host == "10.0.2.2");  // a virtual lab's guests reach the runner there
+  CHECK(pw.rendezvous_port == 18600);
+}
+
+TEST_CASE("the shipped example spec is valid", "[runner][phase-workload]") {
+  auto s = load_experiment_spec(source_dir() + "/experiments/specs/dp-pp-phases.yaml");
+  REQUIRE(s.phase_workload);
+  CHECK(s.phase_workload->schedule.name == "dp-pp-4-phase");
+  CHECK(s.phase_workload->modes.size() == 2);
+}
+
+TEST_CASE("phase-workload settings: placement, launcher, modes, args", "[runner][phase-workload]") {
+  auto s = parse("type: phase-workload\n" + inventory(2) +
+                 "workload:\n"
+                 "  program: /opt/ocslab/bin/ocslab-collbench-nccl\n"
+                 "  schedule: ../workloads/schedules/dp-pp-4-phase.yaml\n"
+                 "  modes: provisioning\n"
+                 "  placement: [h1:lo, h1:lo2, h2:lo, h2:lo2]\n"
+                 "  launcher: {name: mpirun, program: /usr/bin/mpirun, args: [-x, NCCL_DEBUG=INFO]}\n"
+                 "  args: [--gpu-direct]\n"
+                 "  port: 19000\n"
+                 "phase: {pp: 2, dims: [{name: dp, size: 2}], controller: 10.0.0.1, listen: '0.0.0.0:7100'}\n");
+  const auto& pw = *s.phase_workload;
+  CHECK_FALSE(pw.pass_if);  // only the verbs program takes --if
+  CHECK(pw.modes == std::vector<std::string>{"provisioning"});
+  CHECK(pw.launcher == Launcher::kMpirun);
+  CHECK(pw.launcher_program == "/usr/bin/mpirun");
+  CHECK(pw.layout.job == "test");  // default: the spec's name (the file stem)
+  CHECK(pw.initial.str() == "11");
+  CHECK(pw.listen_port == 7100);
+  auto slots = pw.slots(s.hosts);
+  CHECK(slots[1] == phase::Slot{17, 25});
+  CHECK(slots[2] == phase::Slot{2, 10});
+}
+
+TEST_CASE("phase-workload specs are refused before anything is touched, naming file:line", "[runner][phase-workload]") {
+  const std::string spec = source_dir() + "/experiments/specs/test.yaml";
+  SECTION("an unknown schedule group names the schedule's line") {
+    std::string dir = "/tmp/phaserunner-unit-" + std::to_string(::getpid());
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/bad.yaml") << "ranks: 2\ngroups:\n  - {name: dp0, kind: dp, ranks: [0, 1]}\n"
+                                        "step:\n  - {group: dp0, op: allreduce, bytes: 1KiB}\n"
+                                        "  - {group: dp9, op: allreduce, bytes: 1KiB}\n";
+    auto e =
+        error_of(kHead + "workload: {schedule: " + dir + "/bad.yaml}\nphase: {pp: 1, dims: [{name: dp, size: 2}]}\n");
+    std::filesystem::remove_all(dir);
+    CHECK_THAT(e, Contains(spec + ":4:") && Contains(dir + "/bad.yaml:6") && Contains("dp9"));
+  }
+  SECTION("fewer hosts than ranks") {
+    auto e = error_of("type: phase-workload\n" + inventory(3) + kWorkload + kPhase);
+    CHECK_THAT(e, Contains(spec + ":") && Contains("the lab has 3 host(s)") && Contains("has 4 ranks"));
+    e = error_of(kHead + "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, placement: [h1, h2, h3]}\n" +
+                 kPhase);
+    CHECK_THAT(e, Contains(spec + ":4:") && Contains("placement lists 3 rank(s)"));
+  }
+  SECTION("a bad launcher") {
+    auto e =
+        error_of(kHead + "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, launcher: pbs}\n" + kPhase);
+    CHECK_THAT(e, Contains(spec + ":4:") && Contains("unknown launcher 'pbs' (known: ssh, mpirun, srun)"));
+    e = error_of(
+        kHead + "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, launcher: {name: ssh, args: [-v]}}\n" +
+        kPhase);
+    CHECK_THAT(e, Contains("the ssh launcher takes no program or args"));
+  }
+  SECTION("launcher placement constraints") {
+    std::string w = "workload:\n  schedule: ../workloads/schedules/dp-pp-4-phase.yaml\n";
+    auto e = error_of("type: phase-workload\n" + inventory(2) + w + "  placement: [h1:lo, h2:lo, h1:lo2, h2:lo2]\n" +
+                      "  launcher: mpirun\n" + kPhase.substr(0, kPhase.size() - 2) + ", controller: 10.0.0.1}\n");
+    CHECK_THAT(e, Contains("host 'h1' must hold consecutive ranks"));
+    e = error_of("type: phase-workload\n" + inventory(3) + w + "  placement: [h1:lo, h1:lo2, h2:lo, h3:lo]\n" +
+                 "  launcher: srun\n" + "  program: ocslab-collbench-nccl\n" + kPhase.substr(0, kPhase.size() - 2) +
+                 ", controller: 10.0.0.1}\n");
+    CHECK_THAT(e, Contains("same number of ranks on every host"));
+    e = error_of("type: phase-workload\n" + inventory(2) + w + "  placement: [h1:lo, h1:lo2, h2:lo, h2:lo2]\n" +
+                 "  launcher: mpirun\n" + kPhase.substr(0, kPhase.size() - 2) + ", controller: 10.0.0.1}\n");
+    CHECK_THAT(e, Contains("same --if: ranks use NICs lo and lo2"));
+  }
+  SECTION("placement errors") {
+    auto e = error_of(kHead +
+                      "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, placement: [h1, h2, h3, h9]}\n" +
+                      kPhase);
+    CHECK_THAT(e, Contains("rank 3: unknown host 'h9'"));
+    e = error_of(kHead +
+                 "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, placement: [h1, h2, h3, h3:eth2]}\n" +
+                 kPhase);
+    CHECK_THAT(e, Contains("host 'h3' has no data NIC 'eth2' (it has: eth1)"));
+    e = error_of(kHead +
+                 "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, placement: [h1, h2, h3, h3:eth1]}\n" +
+                 kPhase);
+    CHECK_THAT(e, Contains("ranks 2 and 3 both on h3:eth1"));
+  }
+  SECTION("the job and the schedule disagree") {
+    auto e = error_of(kHead + kWorkload + "phase: {pp: 2, dims: [{name: dp, size: 4}]}\n");
+    CHECK_THAT(e, Contains(spec + ":5:") && Contains("job pw has 8 ranks") && Contains("has 4"));
+    e = error_of(kHead + kWorkload + "phase: {pp: 2, dims: [{name: tp, size: 2}]}\n");
+    CHECK_THAT(e, Contains("group 'dp-s0' has kind 'dp', which job pw has no dimension for"));
+    e = error_of(kHead + kWorkload + "phase: {pp: 1, dims: [{name: dp, size: 4}]}\n");
+    CHECK_THAT(e, Contains("accepted"));  // pp groups are the controller's business; dp groups fit in one stage
+    e = error_of(kHead + kWorkload + "phase: {pp: 2, dims: [{name: dp, size: 2}], initial: '13'}\n");
+    CHECK_THAT(e, Contains(spec + ":5:"));
+  }
+  SECTION("modes, keys and types") {
+    CHECK_THAT(
+        error_of(kHead + "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, modes: [fast]}\n" + kPhase),
+        Contains("unknown phase mode 'fast'"));
+    CHECK_THAT(
+        error_of(kHead +
+                 "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, modes: [on-demand, on-demand]}\n" +
+                 kPhase),
+        Contains("listed twice"));
+    CHECK_THAT(error_of(kHead + kWorkload + kPhase + "mappings: {a: [h1:eth1 <-> h2:eth1]}\n"),
+               Contains(spec + ":6:") && Contains("'mappings' is not part of a phase-workload spec"));
+    CHECK_THAT(error_of("name: x\nlab: {vlab: ../labs/four-hosts.yaml}\n" + kWorkload),
+               Contains(spec + ":3:") && Contains("'workload' needs type: phase-workload"));
+    CHECK_THAT(error_of("type: bench\n"), Contains(spec + ":1:") && Contains("unknown experiment type 'bench'"));
+    CHECK_THAT(error_of(kHead + kWorkload), Contains("phase"));
+    CHECK_THAT(error_of(kHead + "workload: {schedule: nope.yaml}\n" + kPhase), Contains("the schedule is not valid"));
+    CHECK_THAT(
+        error_of("type: phase-workload\n" + inventory(4) +
+                 "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, placement: [h1, h2, h3, h4]}\n" +
+                 kPhase + "\n"),
+        Contains("accepted"));  // loopback inventory: the controller is reached at 127.0.0.1
+  }
+}
+
+TEST_CASE("launcher command lines", "[runner][phase-workload]") {
+  auto s = parse("type: phase-workload\n" + inventory(2) +
+                 "workload:\n"
+                 "  schedule: ../workloads/schedules/dp-pp-4-phase.yaml\n"
+                 "  placement: [h1:lo, h1:lo2, h2:lo, h2:lo2]\n"
+                 "  args: [--max-msg, 16KiB]\n"
+                 "  timeout_s: 90\n"
+                 "phase: {pp: 2, dims: [{name: dp, size: 2}], controller: 10.0.0.1}\n");
+  auto pw = *s.phase_workload;
+  pw.pass_if = true;
+  RankLaunch l{"/opt/bin/ocslab-collbench-verbs",
+               "/tmp/x/schedule.yaml",
+               "/tmp/x",
+               "10.0.0.1:7100",
+               "dppp",
+               "provisioning",
+               "127.0.0.1:18600"};
+  std::vector<std::string> want = {"/opt/bin/ocslab-collbench-verbs",
+                                   "--schedule",
+                                   "/tmp/x/schedule.yaml",
+                                   "--rank",
+                                   "2",
+                                   "--nranks",
+                                   "4",
+                                   "--rendezvous",
+                                   "127.0.0.1:18600",
+                                   "--host",
+                                   "h2",
+                                   "--output",
+                                   "/tmp/x",
+                                   "--controller",
+                                   "10.0.0.1:7100",
+                                   "--job",
+                                   "dppp",
+                                   "--phase-mode",
+                                   "provisioning",
+                                   "--profile-steps",
+                                   "1",
+                                   "--if",
+                                   "lo",
+                                   "--timeout-s",
+                                   "90",
+                                   "--max-msg",
+                                   "16KiB"};
+  CHECK(rank_argv(pw, s.hosts, 2, l) == want);
+  l.mode = "on-demand";
+  auto od = rank_argv(pw, s.hosts, 1, l);
+  CHECK(std::find(od.begin(), od.end(), "--profile-steps") == od.end());
+  CHECK(od[10] == "h1");
+  CHECK(od[od.size() - 5] == "lo2");
+  CHECK_THROWS_AS(launcher_argv(pw, s.hosts, l), Error);  // ssh: one command per rank
+
+  SECTION("mpirun: hosts in blocks, rank and size from the launcher") {
+    pw.launcher = Launcher::kMpirun;
+    pw.launcher_program = "mpirun";
+    pw.launcher_args = {"-x", "NCCL_DEBUG=INFO"};
+    pw.pass_if = false;
+    l.program = "ocslab-collbench-nccl";
+    auto a = launcher_argv(pw, s.hosts, l);
+    CHECK(shell_join(a) ==
+          "mpirun -np 4 -H 127.0.0.1:2,127.0.0.1:2 --map-by slot -x NCCL_DEBUG=INFO ocslab-collbench-nccl "
+          "--schedule /tmp/x/schedule.yaml --nranks 4 --rendezvous 127.0.0.1:18600 --output /tmp/x --controller "
+          "10.0.0.1:7100 --job dppp --phase-mode on-demand --timeout-s 90 --max-msg 16KiB");
+  }
+  SECTION("srun: nodes, tasks per node, block distribution") {
+    s.hosts[0].ssh_host = "gpu1";
+    s.hosts[1].ssh_host = "gpu2";
+    pw.launcher = Launcher::kSrun;
+    pw.launcher_program = "srun";
+    pw.launcher_args = {"--gpus-per-task=1"};
+    pw.pass_if = false;
+    l.program = "ocslab-collbench-nccl";
+    l.mode = "provisioning";
+    auto a = launcher_argv(pw, s.hosts, l);
+    CHECK(shell_join(a) ==
+          "srun --nodes=2 --ntasks=4 --ntasks-per-node=2 --nodelist=gpu1,gpu2 --distribution=block --gpus-per-task=1 "
+          "ocslab-collbench-nccl --schedule /tmp/x/schedule.yaml --nranks 4 --rendezvous 127.0.0.1:18600 --output "
+          "/tmp/x --controller 10.0.0.1:7100 --job dppp --phase-mode provisioning --profile-steps 1 --timeout-s 90 "
+          "--max-msg 16KiB");
+  }
+  CHECK(shell_join({"a b", "it's", "", "x=1,y"}) == "'a b' 'it'\\''s' '' x=1,y");
+}
+
+TEST_CASE("per-step figures: the slowest rank's split and reconfigurations mapped to steps",
+          "[runner][phase-workload]") {
+  auto s = parse(kHead + kWorkload + kPhase);
+  const auto& sched = s.phase_workload->schedule;
+  // Two ranks of dp-s0 (ops 4 allreduce) in two steps, in ms on a common clock.
+  auto row = [](int rank, int step, int index, double wait_start, double start, double end, double wait_ms, bool rec) {
+    workloads::OpRecord r;
+    r.rank = rank;
+    r.step = step;
+    r.warmup = step == 0;
+    r.index = index;
+    r.wait_start_ns = static_cast<int64_t>(wait_start * 1e6);
+    r.start_ns = static_cast<int64_t>(start * 1e6);
+    r.end_ns = static_cast<int64_t>(end * 1e6);
+    r.duration_ns = r.end_ns - r.start_ns;
+    r.wait_ns = static_cast<int64_t>(wait_ms * 1e6);
+    r.reconfigured = rec;
+    return r;
+  };
+  std::vector<workloads::OpRecord> rows = {// rank 0: step 0 = op0 (wait 5 pre + 1 post) then op4; step 1 = op0, op4
+                                           row(0, 0, 0, 100, 105, 110, 6, true), row(0, 0, 4, 130, 140, 150, 10, true),
+                                           row(0, 1, 0, 200, 201, 210, 1, false), row(0, 1, 4, 220, 221, 230, 1, false),
+                                           // rank 1: shorter step 1
+                                           row(1, 0, 1, 100, 101, 111, 1, false), row(1, 0, 5, 140, 141, 151, 1, false),
+                                           row(1, 1, 1, 190, 191, 195, 1, false),
+                                           row(1, 1, 5, 200, 201, 205, 1, false)};
+  using K = phase::ControllerEvent::Kind;
+  auto ev = [](K k, const std::string& g, int64_t seq, double attempt) {
+    phase::ControllerEvent e;
+    e.kind = k;
+    e.group = g;
+    e.seq = seq;
+    e.value = attempt;
+    return e;
+  };
+  // pp0 has 2 ops per step: seq 1, 2 -> step 0; 3 -> step 1. dp-s0 one per step: seq 2 -> step 1.
+  std::vector<phase::ControllerEvent> events = {
+      ev(K::kReconfigStart, "pp0", 1, 1),   ev(K::kReconfigStart, "pp0", 1, 2), ev(K::kReconfigEnd, "pp0", 1, 0),
+      ev(K::kReconfigStart, "dp-s0", 1, 1), ev(K::kReconfigStart, "pp0", 3, 1), ev(K::kReconfigStart, "dp-s0", 2, 1),
+      ev(K::kReconfigStart, "nope", 1, 1)};
+  auto f = step_figures(sched, "on-demand", rows, events);
+  REQUIRE(f.size() == 2);
+  CHECK(f[0].warmup);
+  CHECK(f[0].rows == 4);
+  CHECK(f[0].reconfigurations == 2);  // pp0#1 (its retry not counted again), dp-s0#1
+  CHECK(f[0].reconfigured_ops == 2);
+  // step 0: rank 0 from 100 to 150 + post (10 - 10 pre = 0) = 50 ms; rank 1 100 -> 151 + 0 = 51
+  CHECK(f[0].rank == 1);
+  CHECK(f[0].step_ms == Approx(51));
+  CHECK(f[0].comm_ms == Approx(20));
+  CHECK(f[0].wait_ms == Approx(2));
+  CHECK(f[0].compute_ms == Approx(29));
+  CHECK(f[0].max_wait_ms == Approx(16));
+  // step 1: rank 0 from 150 to 230 = 80 ms (comm 18, wait 2, compute 60); rank 1: 151 -> 205 = 54
+  CHECK(f[1].rank == 0);
+  CHECK(f[1].step_ms == Approx(80));
+  CHECK(f[1].comm_ms == Approx(18));
+  CHECK(f[1].wait_ms == Approx(2));
+  CHECK(f[1].compute_ms == Approx(60));
+  CHECK(f[1].reconfigurations == 2);  // pp0#3, dp-s0#2
+  auto fields = step_csv_fields(f[1]);
+  REQUIRE(fields.size() == step_csv_columns().size());
+  CHECK(fields[4] == "80.000");
+  std::ostringstream table;
+  auto g = f;
+  for (auto& x : g) x.mode = "provisioning", x.wait_ms /= 2;
+  f.insert(f.end(), g.begin(), g.end());
+  print_step_table(table, f);
+  CHECK_THAT(table.str(),
+             Contains("# on-demand     step 80.00 ms, fabric wait 2.00 ms, 2.00 reconfigurations per step (1 steps)"));
+  CHECK_THAT(table.str(), Contains("provisioning vs on-demand: fabric wait x0.50 (-1.00 ms per step)"));
+}
