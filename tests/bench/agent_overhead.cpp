@@ -31,9 +31,9 @@
 // The p99 delays of the batched build were the session writer thread waiting 20-110 ms for a
 // CPU after its 10 ms timer (fixed: a probe thread writes a due batch itself); what remains at
 // load 8-10 is the whole agent kept off the CPU (tick gaps 80-400 ms), for either build.
-// --vlab (two-host lab, TCG, Soft-RoCE, one vCPU per guest, 2026-11-23, two runs): carrier +
-// firmware 1 ms + rdma 1 kHz 55-60 % of the guest's vCPU in the agent, 43-57 % for the same
-// probes without it, idle session 1.8-2.8 %; firmware alone 14-19 %, rdma alone 45-47 % (only
+// --vlab (two-host lab, TCG, Soft-RoCE, one vCPU per guest, 2026-11-23, four runs): carrier +
+// firmware 1 ms + rdma 1 kHz 46-60 % of the guest's vCPU in the agent, 43-57 % for the same
+// probes without it, idle session 1.8-2.8 %; firmware alone 14-19 %, rdma alone 40-47 % (only
 // 120-330 completions/s: TCG cannot keep 1 kHz). Still to be measured on a ConnectX host: the
 // firmware probe's DevX path and the rdma probe on hardware.
 #include <fcntl.h>
