@@ -6,13 +6,17 @@
 //      (always deleted) + the heartbeat probe at 1 ms, link steady;
 //   3. toggling: the same while the veth peer's link is flipped at --toggle-hz changes/s;
 //   4. the highest sample rate the agent sustains into its spool + stream: 1, 2, 4, ...
-//      heartbeat probes at 1 ms, samples/s counted at the client, with their delivery latency;
+//      heartbeat probes at 1 ms, samples/s counted at the client, with their delivery latency,
+//      the longest gap between two ticks of one heartbeat (the agent kept off the CPU) and the
+//      machine's idle CPU (--rate-only: only this part; tests/bench/agent_rate_compare.sh runs
+//      it alternately for two builds of the agent);
 //   5. ocslab::CsvWriter writing Samples to a file, rows/s.
 // Prints figures, asserts nothing. Needs root (network namespaces).
-//   agent_overhead [--seconds S] [--toggle-hz H] [--max-heartbeats N] [--rows N]
+//   agent_overhead [--seconds S] [--toggle-hz H] [--max-heartbeats N] [--rows N] [--rate-only]
 //   agent_overhead --vlab LAB [--ocslab PATH] [--seconds S]   (not run by `make bench`)
-// --vlab measures the RDMA (1 kHz) and firmware (1 ms) probes inside a running virtual lab:
-// h1 runs the guest part (--guest), h2 an RDMA server; see vlab_overhead().
+// --vlab measures carrier + firmware (1 ms) + RDMA (1 kHz) inside a running virtual lab, in the
+// agent and in the probe library without it: h1 runs the guest part (--guest), h2 an RDMA
+// server; see vlab_overhead(). tests/bench/agent_overhead_vlab.sh boots a lab for it.
 //
 // Figures measured on the shared 2-core build machine (Debian 12, RelWithDebInfo, 10 s
 // windows, 50 changes/s, load average 1.3-6.5; 2026-11-22; details in docs/probes.md
@@ -24,10 +28,14 @@
 // runs alternated with four of the build before, which read 6.2-8.7 % steady): carrier +
 // heartbeat at 1 ms 3.3-4.0 %, flipping 4.3-5.3 %; 24-36 us per sample at 1000/s, 12-17 us
 // at best; delivery latency p50 5 ms, p99 10-12 ms (docs/probes.md "Overhead").
-// --vlab (two-host lab, TCG, Soft-RoCE, one vCPU per guest): firmware probe at 1 ms 11-16 %,
-// rdma client at 1 kHz 35-57 % (about 600 completions/s: TCG cannot keep 1 kHz), both 48-49 %
-// of the guest's vCPU, against an idle session at 1.3-2.4 %. Still to be measured on a
-// ConnectX host: the firmware probe's DevX path and the rdma probe on hardware.
+// The p99 delays of the batched build were the session writer thread waiting 20-110 ms for a
+// CPU after its 10 ms timer (fixed: a probe thread writes a due batch itself); what remains at
+// load 8-10 is the whole agent kept off the CPU (tick gaps 80-400 ms), for either build.
+// --vlab (two-host lab, TCG, Soft-RoCE, one vCPU per guest, 2026-11-23, four runs): carrier +
+// firmware 1 ms + rdma 1 kHz 46-60 % of the guest's vCPU in the agent, 43-57 % for the same
+// probes without it, idle session 1.8-2.8 %; firmware alone 14-19 %, rdma alone 40-47 % (only
+// 120-330 completions/s: TCG cannot keep 1 kHz). Still to be measured on a ConnectX host: the
+// firmware probe's DevX path and the rdma probe on hardware.
 #include <fcntl.h>
 #include <net/if.h>
 #include <sched.h>
@@ -54,6 +62,7 @@
 #include <vector>
 
 #include "ocslab/agent/client.h"
+#include "ocslab/agent/registry.h"
 #include "ocslab/common/clock.h"
 #include "ocslab/common/csv_writer.h"
 #include "ocslab/common/error.h"
@@ -81,6 +90,7 @@ struct Settings {
   bool guest = false;              // --guest: the part that runs inside a lab guest
   std::string peer;                // --peer HOST:PORT: the RDMA server's QP exchange (guest mode)
   std::string interface = "eth1";  // guest mode: the RDMA port's netdev
+  bool rate_only = false;          // --rate-only: only the sustained-rate part (no root needed)
 };
 
 // A network namespace with a veth pair vb0 <-> vb1, both up; deleted on destruction.
@@ -201,6 +211,20 @@ std::string loadavg() {
   return a + " " + b + " " + c + " (" + std::to_string(std::thread::hardware_concurrency()) + " CPUs)";
 }
 
+// The machine's idle and total CPU time (all CPUs, clock ticks) from /proc/stat: a window with
+// no idle time at all is one where every runnable thread, the agent's too, queued for a CPU.
+std::pair<double, double> machine_idle_total() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  in >> cpu;
+  double v = 0, idle = 0, total = 0;
+  for (int i = 0; i < 8 && in >> v; ++i) {
+    total += v;
+    if (i == 3 || i == 4) idle += v;  // idle, iowait
+  }
+  return {idle, total};
+}
+
 double thread_cpu_seconds() {
   timespec ts{};
   ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -223,7 +247,15 @@ class LocalAgent {
     client_->on_sample([this](const agent::SeqSample& s) {
       ++count_;
       ++by_signal_[s.sample.source + "/" + s.sample.signal];
-      if (keep_latency_) latency_ms_.push_back(static_cast<double>(realtime_ns() - s.sample.t_ns) / 1e6);
+      if (keep_latency_) {
+        latency_ms_.push_back(static_cast<double>(realtime_ns() - s.sample.t_ns) / 1e6);
+        // A heartbeat's ticks are 1 ms apart unless its thread was kept off the CPU: the
+        // largest gap tells a starved agent from a slow delivery path.
+        auto& last = last_tick_ns_[s.sample.subject];
+        if (last != 0)
+          max_tick_gap_ms_ = std::max(max_tick_gap_ms_, static_cast<double>(s.sample.mono_ns - last) / 1e6);
+        last = s.sample.mono_ns;
+      }
     });
     pid_ = client_->hello().pid;  // --no-daemon: the process that owns the probes
   }
@@ -233,11 +265,14 @@ class LocalAgent {
     count_ = 0;
     by_signal_.clear();
     latency_ms_.clear();
+    last_tick_ns_.clear();
+    max_tick_gap_ms_ = 0;
     keep_latency_ = keep_latency;
   }
   uint64_t count() const { return count_; }
   const std::map<std::string, uint64_t>& by_signal() const { return by_signal_; }
   const std::vector<double>& latency_ms() const { return latency_ms_; }
+  double max_tick_gap_ms() const { return max_tick_gap_ms_; }
 
  private:
   std::unique_ptr<agent::AgentClient> client_;
@@ -245,6 +280,8 @@ class LocalAgent {
   uint64_t count_ = 0;
   std::map<std::string, uint64_t> by_signal_;
   std::vector<double> latency_ms_;
+  std::map<std::string, int64_t> last_tick_ns_;
+  double max_tick_gap_ms_ = 0;
   bool keep_latency_ = false;
 };
 
@@ -330,8 +367,8 @@ void max_rate(const Settings& s, const std::string& spool) {
   std::printf(
       "\nsustained sample rate (heartbeat probes at 1 ms, spool + stream, counted at the client, %.0f s each)\n",
       std::max(3.0, s.seconds / 3));
-  std::printf("%10s %12s %12s %10s %12s %12s %12s\n", "heartbeats", "target/s", "delivered/s", "% core", "CPU/sample",
-              "latency p50", "latency p99");
+  std::printf("%10s %12s %12s %10s %12s %12s %12s %13s %9s\n", "heartbeats", "target/s", "delivered/s", "% core",
+              "CPU/sample", "latency p50", "latency p99", "max tick gap", "idle CPU");
   LocalAgent a(spool, s.agent);
   double best = 0, min_cost = 1e9;
   int best_n = 0;
@@ -343,14 +380,17 @@ void max_rate(const Settings& s, const std::string& spool) {
     }
     a.client().start(probes);
     a.client().poll_for(300ms);
+    auto [idle0, total0] = machine_idle_total();
     Window w = measure(a, std::max(3.0, s.seconds / 3), true);
+    auto [idle1, total1] = machine_idle_total();
     a.client().stop();
+    double idle_pct = total1 > total0 ? 100 * (idle1 - idle0) / (total1 - total0) : 0;
     double rate = static_cast<double>(w.samples) / w.wall_s;
     double p50 = percentile(a.latency_ms(), 0.5), p99 = percentile(a.latency_ms(), 0.99);
     double us_per_sample = w.samples ? w.cpu_pct / 100 * w.wall_s / static_cast<double>(w.samples) * 1e6 : 0;
     min_cost = std::min(min_cost, us_per_sample > 0 ? us_per_sample : min_cost);
-    std::printf("%10d %12d %12.0f %10.2f %9.2f us %9.3f ms %9.3f ms\n", n, n * 1000, rate, w.cpu_pct, us_per_sample,
-                p50, p99);
+    std::printf("%10d %12d %12.0f %10.2f %9.2f us %9.3f ms %9.3f ms %10.1f ms %8.1f%%\n", n, n * 1000, rate, w.cpu_pct,
+                us_per_sample, p50, p99, a.max_tick_gap_ms(), idle_pct);
     // Keeping up: at least 95 % of the target delivered with the p99 latency under 50 ms.
     bool keeps_up = rate >= 0.95 * n * 1000 && p99 < 50;
     if (keeps_up && rate > best) {
@@ -361,6 +401,9 @@ void max_rate(const Settings& s, const std::string& spool) {
   }
   std::printf("highest sustained: %.0f samples/s (%d heartbeats at 1 ms, >= 95 %% delivered, p99 < 50 ms)\n", best,
               best_n);
+  std::printf(
+      "(max tick gap: the longest a heartbeat thread went without a tick, i.e. the agent kept off the CPU; idle "
+      "CPU: the machine's, over the window)\n");
   if (min_cost < 1e9) {
     std::printf("agent CPU per sample: %.2f us at best, i.e. about %.0f samples/s for one full core\n", min_cost,
                 1e6 / min_cost);
@@ -396,34 +439,83 @@ void csv_rate(const Settings& s, const std::string& dir) {
   std::printf("load average now: %s\n", loadavg().c_str());
 }
 
-// Inside a virtual-lab guest: the firmware probe at 1 ms and the RDMA probe at 1 kHz (client
-// of the server on --peer), alone and together, against an idle session of the same agent.
+// Inside a virtual-lab guest: the probe set (carrier + firmware at 1 ms + the RDMA probe
+// at 1 kHz, client of the server on --peer) and its parts, in the agent, against two baselines
+// measured the same way in the same guest: an idle agent session, and the same probes run by
+// the probe library in this process without the agent (samples counted and dropped), so the
+// difference is what the agent itself adds (sequence numbers, JSON lines, spool, stream).
 void guest_overhead(const Settings& s, const std::string& spool) {
   LocalAgent a(spool, s.agent);
   std::printf("guest agent pid %ld, %.0f s windows, load average %s\n", a.pid(), s.seconds, loadavg().c_str());
+  agent::ProbeRequest carrier{"carrier", {s.interface}, 1000, nlohmann::json::object()};
   agent::ProbeRequest firmware{"firmware", {s.interface}, 1, nlohmann::json::object()};
   agent::ProbeRequest rdma{
       "rdma", {s.interface}, 1, {{"role", "client"}, {"control", s.peer}, {"interval_us", 1000}, {"label", "peer"}}};
   struct Case {
     const char* what;
     std::vector<agent::ProbeRequest> probes;
+    bool in_agent;
   };
-  std::vector<Case> cases = {{"idle session (no probe): baseline", {}},
-                             {"firmware at 1 ms", {firmware}},
-                             {"rdma client at 1 kHz", {rdma}},
-                             {"firmware 1 ms + rdma 1 kHz", {firmware, rdma}}};
-  std::printf("%-46s %8s %10s %12s\n", "agent CPU (utime+stime+children)", "% core", "samples", "samples/s");
+  std::vector<Case> cases = {{"idle agent session (no probe): baseline", {}, true},
+                             {"library only, no agent: rdma 1 kHz", {rdma}, false},
+                             {"library only, no agent: carrier+fw 1ms+rdma 1kHz", {carrier, firmware, rdma}, false},
+                             {"agent: firmware at 1 ms", {firmware}, true},
+                             {"agent: rdma client at 1 kHz", {rdma}, true},
+                             {"agent: carrier + firmware 1 ms + rdma 1 kHz", {carrier, firmware, rdma}, true}};
+  // The guest's own idle CPU over each window (/proc/stat) next to the process's: a cross-check
+  // of the per-process figure, which TCG's emulated timer can skew.
+  std::printf("%-50s %8s %10s %12s %10s\n", "CPU (utime+stime+children) of", "% core", "samples", "samples/s",
+              "guest idle");
   for (const auto& c : cases) {
     if (g_interrupted) break;
-    if (!c.probes.empty()) {
-      auto r = a.client().start(c.probes);
+    Window w;
+    double idle_pct = 0;
+    std::map<std::string, uint64_t> signals;
+    if (c.in_agent) {
+      if (!c.probes.empty()) {
+        print_probes(a.client().start(c.probes));
+        a.client().poll_for(2000ms);  // the QP exchange, first completions, settling
+      }
+      auto [idle0, total0] = machine_idle_total();
+      w = measure(a, s.seconds);
+      auto [idle1, total1] = machine_idle_total();
+      idle_pct = total1 > total0 ? 100 * (idle1 - idle0) / (total1 - total0) : 0;
+      signals = a.by_signal();
+      if (!c.probes.empty()) a.client().stop();
+    } else {
+      // The same probes from the same registry, in this process; its only other thread (the
+      // main one) sleeps through the window, the idle agent emits nothing.
+      std::atomic<uint64_t> count{0};
+      std::vector<std::unique_ptr<probes::Probe>> running;
+      agent::StartResult r;
+      for (const auto& p : c.probes) {
+        auto probe = agent::builtin_registry().create(agent::ProbeConfig::from(p, "bench"));
+        auto st = probe->start([&count](const Sample&) { count.fetch_add(1, std::memory_order_relaxed); });
+        r.probes.push_back({p.name, st.available, st.method, st.reason});
+        if (st.available) running.push_back(std::move(probe));
+      }
       print_probes(r);
-      a.client().poll_for(1000ms);  // the QP exchange and first completions
+      std::this_thread::sleep_for(2s);
+      uint64_t n0 = count;
+      auto t0 = Clock::now();
+      double c0 = cpu_seconds(::getpid());
+      auto [idle0, total0] = machine_idle_total();
+      std::this_thread::sleep_for(std::chrono::duration<double>(s.seconds));
+      auto [idle1, total1] = machine_idle_total();
+      double c1 = cpu_seconds(::getpid());
+      idle_pct = total1 > total0 ? 100 * (idle1 - idle0) / (total1 - total0) : 0;
+      w.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
+      w.cpu_pct = 100.0 * (c1 - c0) / w.wall_s;
+      w.samples = count - n0;
+      for (auto& p : running) p->stop();
     }
-    Window w = measure(a, s.seconds);
-    if (!c.probes.empty()) a.client().stop();
-    std::printf("%-46s %8.2f %10llu %12.0f\n", c.what, w.cpu_pct, static_cast<unsigned long long>(w.samples),
-                static_cast<double>(w.samples) / w.wall_s);
+    std::printf("%-50s %8.2f %10llu %12.0f %9.1f%%\n", c.what, w.cpu_pct, static_cast<unsigned long long>(w.samples),
+                static_cast<double>(w.samples) / w.wall_s, idle_pct);
+    if (!signals.empty()) {
+      std::printf("   ");
+      for (const auto& [k, v] : signals) std::printf(" %s %llu", k.c_str(), static_cast<unsigned long long>(v));
+      std::printf("\n");
+    }
     bool with_rdma = std::any_of(c.probes.begin(), c.probes.end(), [](const auto& p) { return p.name == "rdma"; });
     if (with_rdma && w.samples == 0) {
       std::printf("  (no RDMA completion: is the server on %s running? see rdma-server.log)\n", s.peer.c_str());
@@ -455,7 +547,7 @@ int vlab_overhead(const Settings& s) {
   copy(s.agent.empty() ? testing::bin_path("ocslab-agent") : s.agent, "ocslab-agent");
   copy(bin_dir + "/../tests/vlab_rdma_probe", "vlab_rdma_probe");
   std::string ocslab = s.ocslab.empty() ? testing::bin_path("ocslab") : s.ocslab;
-  int windows = 4;
+  int windows = 6;
   int server_s = static_cast<int>(windows * (s.seconds + 2) + 30);
   // The server's shell records its pid in the guest's own /tmp, so this run (and the next)
   // ends exactly the server it started: closing the SSH session does not end a command
@@ -522,10 +614,13 @@ int main(int argc, char** argv) {
       s.peer = next();
     } else if (a == "--if") {
       s.interface = next();
+    } else if (a == "--rate-only") {
+      s.rate_only = true;
     } else {
       std::fprintf(
           stderr,
           "usage: agent_overhead [--seconds S] [--toggle-hz H] [--max-heartbeats N] [--rows N] [--agent PATH]\n"
+          "                      [--rate-only]\n"
           "       agent_overhead --vlab LAB [--ocslab PATH] [--seconds S]   (RDMA + firmware probes in a lab)\n");
       return 1;
     }
@@ -539,6 +634,10 @@ int main(int argc, char** argv) {
     testing::TempDir dir;
     if (s.guest) {
       guest_overhead(s, dir.path());
+      return g_interrupted ? 130 : 0;
+    }
+    if (s.rate_only) {
+      max_rate(s, dir.path());
       return g_interrupted ? 130 : 0;
     }
     if (::geteuid() != 0) {

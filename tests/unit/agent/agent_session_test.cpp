@@ -3,6 +3,7 @@
 // spool with every sequence number exactly once.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -50,6 +51,38 @@ class SocketStream final : public ocslab::ocs::Stream {
 
  private:
   int fd_;
+};
+
+// The client's ends of two pipes (or one socket twice) as a byte stream.
+class FdStream final : public ocslab::ocs::Stream {
+ public:
+  FdStream(int in_fd, int out_fd) : in_(in_fd), out_(out_fd) {}
+  ~FdStream() override { close(); }
+  void write(std::string_view d) override {
+    while (!d.empty()) {
+      ssize_t n = ::write(out_, d.data(), d.size());
+      if (n <= 0) throw ocslab::ocs::ConnectionError("write failed");
+      d.remove_prefix(static_cast<size_t>(n));
+    }
+  }
+  std::string read_some(ocslab::ocs::Deadline deadline) override {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - ocslab::ocs::Clock::now()).count();
+    pollfd p{in_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(std::max<long long>(left, 0))) <= 0) return {};
+    char buf[65536];
+    ssize_t n = ::read(in_, buf, sizeof(buf));
+    if (n <= 0) throw ocslab::ocs::ConnectionError("closed");
+    return std::string(buf, static_cast<size_t>(n));
+  }
+  void close() override {
+    if (in_ >= 0 && in_ != out_) ::close(in_);
+    if (out_ >= 0) ::close(out_);
+    in_ = out_ = -1;
+  }
+  std::string describe() const override { return "fd stream"; }
+
+ private:
+  int in_, out_;
 };
 
 // One session served by agent on a thread; the client end comes back as a stream.
@@ -128,7 +161,8 @@ TEST_CASE("unsupported version, unknown probe, double start and fetch without ca
   REQUIRE(r.probes.size() == 2);
   CHECK(r.probes[0].available);
   CHECK_FALSE(r.probes[1].available);
-  CHECK(r.probes[1].reason == "unknown probe 'no_such_probe' (this agent knows: carrier, firmware, heartbeat, rdma, rx_power)");
+  CHECK(r.probes[1].reason ==
+        "unknown probe 'no_such_probe' (this agent knows: carrier, firmware, heartbeat, rdma, rx_power)");
   CHECK_THROWS_WITH(client.start({heartbeat(50)}), Catch::Contains("probes already running"));
   auto st = client.status();
   CHECK(st["running"] == nlohmann::json::array({"heartbeat"}));
@@ -163,6 +197,59 @@ TEST_CASE("live samples arrive in order, each once, and the spool holds them all
   auto f = client.fetch(1, false);
   CHECK(f.count == last);
   CHECK(got.size() == last);
+}
+
+// Samples from many probe threads, while the client does not read for a while (the pipe or
+// socket fills: probe threads' non-blocking writes of due batches come back short or EAGAIN and
+// the writer thread finishes them) and while replies are interleaved: every seq once, in order.
+TEST_CASE("a full pipe or socket loses, repeats and reorders no sample", "[agent][session]") {
+  ocslab::testing::TempDir dir;
+  Agent agent({"h1", dir.path() + "/spool", nullptr, {}});
+  int to_agent[2], from_agent[2];
+  bool pipes = GENERATE(false, true);
+  INFO((pipes ? "pipes" : "socketpair"));
+  if (pipes) {
+    REQUIRE(::pipe2(to_agent, O_CLOEXEC) == 0);
+    REQUIRE(::pipe2(from_agent, O_CLOEXEC) == 0);
+  } else {
+    int sv[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    to_agent[0] = from_agent[1] = sv[0];
+    to_agent[1] = from_agent[0] = sv[1];
+  }
+  std::thread server([&] { agent.serve(to_agent[0], from_agent[1]); });
+  {
+    AgentClient client(std::make_unique<FdStream>(from_agent[0], to_agent[1]));
+    std::vector<uint64_t> got;
+    client.on_sample([&](const SeqSample& x) { got.push_back(x.seq); });
+    std::vector<ProbeRequest> probes;
+    for (int i = 0; i < 8; ++i) {
+      ProbeRequest p = heartbeat(1);
+      p.params = {{"label", "hb" + std::to_string(i)}};
+      probes.push_back(p);
+    }
+    client.start(probes);
+    for (int round = 0; round < 3; ++round) {
+      std::this_thread::sleep_for(300ms);  // not reading: about 2400 samples, 400 KB, queue up
+      client.status();                     // a reply behind them
+      client.poll_for(100ms);
+    }
+    uint64_t last = client.stop();
+    for (int i = 0; i < 100 && client.last_seq() < last; ++i) client.poll_for(50ms);
+    REQUIRE(last > 5000);
+    REQUIRE(got.size() == last);
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (got[i] != i + 1) FAIL("sample " << i << " has seq " << got[i]);
+    }
+  }
+  // The client's stream closed its fds: EOF ends the session.
+  server.join();
+  if (pipes) {
+    ::close(to_agent[0]);
+    ::close(from_agent[1]);
+  } else {
+    ::close(to_agent[0]);
+  }
 }
 
 TEST_CASE("a session joining mid-capture gets the gap from the spool, then live, none twice", "[agent][session]") {
