@@ -31,17 +31,17 @@ Timestamp OcsDriver::stamp_issued(std::string_view command) {
   CallTiming& t = current();
   if (t.op != op_) assign_reusing(t.op, op_);
   assign_reusing(t.command, command);
-  t.issued = now();
   t.acked = {};
   t.ok = false;
   t.error.clear();
   pending_ = true;
+  t.issued = clock_.now();  // last: nothing but the caller's write after it
   return t.issued;
 }
 
 Timestamp OcsDriver::stamp_acked() {
   CallTiming& t = current();
-  t.acked = now();
+  t.acked = clock_.now();
   t.ok = true;
   pending_ = false;
   record();
@@ -134,6 +134,7 @@ void OcsDriver::drop() {
 
 void OcsDriver::ensure_open() {
   if (open_) return;
+  clock_.invalidate();
   set_op("open");
   do_open();
   open_ = true;

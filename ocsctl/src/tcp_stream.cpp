@@ -98,7 +98,9 @@ class TcpStream final : public Stream {
 
   // Long waits are rounded down to whole seconds so that the next call's deadline (usually
   // "now + the same reply timeout") is not shorter and needs no new setsockopt.
-  void set_rcv_timeout(std::chrono::microseconds left) {
+  // Out of line: it runs once per connection and reply timeout, not per request, and its
+  // code need not sit between the lines every request runs.
+  [[gnu::noinline, gnu::cold]] void set_rcv_timeout(std::chrono::microseconds left) {
     using namespace std::chrono;
     microseconds t = left > seconds(2) ? duration_cast<microseconds>(floor<seconds>(left)) : left;
     timeval tv{static_cast<time_t>(t.count() / 1000000), static_cast<suseconds_t>(t.count() % 1000000)};

@@ -169,6 +169,11 @@ std::string unquote(std::string_view s) {
 template <class PortAt>
 char* write_port_runs(char* out, size_t n, PortAt port_at) {
   auto number = [&](Port v) { out = std::to_chars(out, out + 11, v).ptr; };  // 11: "-2147483648"
+  // One port, as most requests (connect or disconnect one circuit) name: no run search.
+  if (n == 1) {
+    number(port_at(0));
+    return out;
+  }
   size_t i = 0;
   while (i < n) {
     size_t j = i;
@@ -563,9 +568,11 @@ Tl1Block* Tl1ReplyParser::repeated_block() {
   const size_t response_end = t.response_at + t.response_size - after + ctag_end;
   const size_t semicolon = pos_ + t.semicolon_at - after + ctag_end;
   begin_block(true);  // clears what a block without a body leaves empty; sid, date, time stay
-  add_raw(pos_, t.header_size);
-  add_raw(pos_ + t.response_at, response_end - t.response_at);
-  add_raw(semicolon, 1);
+  // The block's three lines for block_text(), as add_raw() records them; the template's size
+  // is far below kMaxPending, so its check is not needed here.
+  lines_.emplace_back(pos_, t.header_size);
+  lines_.emplace_back(pos_ + t.response_at, response_end - t.response_at);
+  lines_.emplace_back(semicolon, 1);
   unquote_word_into(rest.substr(t.ctag_at, ctag_end - t.ctag_at), block_.tag);
   template_valid_ = true;  // code and status are still the template's too
   pos_ = semicolon + 1;

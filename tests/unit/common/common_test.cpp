@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <sstream>
+#include <thread>
 
 #include "ocslab/common/clock.h"
 #include "ocslab/common/config.h"
@@ -55,6 +56,39 @@ TEST_CASE("timestamps advance on both clocks") {
   CHECK(b.monotonic_ns >= a.monotonic_ns);
   CHECK(a.realtime_ns > 1'600'000'000'000'000'000LL);
   CHECK(elapsed_ms(a, b) >= 0.0);
+}
+
+TEST_CASE("a paired clock's stamps agree with reading both clocks") {
+  PairedClock clock(std::chrono::milliseconds(5));
+  for (int i = 0; i < 200; ++i) {
+    Timestamp before = now();
+    Timestamp t = clock.now();
+    Timestamp after = now();
+    // One monotonic read: the same clock as now()'s, between the two direct reads.
+    CHECK(t.monotonic_ns >= before.monotonic_ns);
+    CHECK(t.monotonic_ns <= after.monotonic_ns);
+    // The derived wall time is within the reads' own cost (a loaded machine may preempt one
+    // read pair: allow 5 ms, still far below any clock step this would hide).
+    CHECK(t.realtime_ns >= before.realtime_ns - 5'000'000);
+    CHECK(t.realtime_ns <= after.realtime_ns + 5'000'000);
+    CHECK(t.realtime_ns - t.monotonic_ns == clock.offset_ns());
+  }
+}
+
+TEST_CASE("a paired clock measures its offset again after the refresh interval") {
+  PairedClock clock(std::chrono::milliseconds(1));
+  clock.now();
+  CHECK(clock.calibrations() == 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  clock.now();
+  CHECK(clock.calibrations() == 2);
+  // Within the interval the offset is reused: one clock read per stamp.
+  PairedClock slow(std::chrono::hours(1));
+  for (int i = 0; i < 100; ++i) slow.now();
+  CHECK(slow.calibrations() == 1);
+  slow.invalidate();
+  slow.now();
+  CHECK(slow.calibrations() == 2);
 }
 
 TEST_CASE("sample rows follow the tidy column order") {

@@ -129,6 +129,9 @@ class OcsDriver {
   bool open_ = false;
   std::optional<SwitchInfo> info_;
   std::recursive_mutex mutex_;
+  // The timing records' clock: one clock read per stamp (both clocks' readings), the wall
+  // clock's offset measured again on every connect and every 20 ms of use.
+  PairedClock clock_;
   std::string_view op_;  // what set_op() named (a literal), for the records of the requests that follow
   // The request in progress and the last one finished, in turn: finishing a request hands its
   // record over without a copy, and the strings of both keep their capacity.
