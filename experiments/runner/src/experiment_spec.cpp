@@ -282,7 +282,7 @@ void parse_probes(const YamlDoc& doc, const YAML::Node& probes, ExperimentSpec& 
 ExperimentSpec parse_experiment_spec(const YamlDoc& doc) {
   const auto& root = doc.root;
   if (!root.IsMap()) throw config_error(doc, root, "an experiment spec is a map (name, lab, switch, mappings, ...)");
-  only_keys(doc, root, {"name", "lab", "switch", "mappings", "schedule", "probes", "seed", "output"});
+  only_keys(doc, root, {"name", "lab", "switch", "mappings", "schedule", "probes", "seed", "output", "forwarding"});
   ExperimentSpec spec;
   spec.origin = doc.origin;
   spec.name = root["name"] ? as_string(doc, root["name"]) : fs::path(doc.origin).stem().string();
@@ -382,6 +382,10 @@ ExperimentSpec parse_experiment_spec(const YamlDoc& doc) {
         if (seen.insert(key).second) spec.rdma.pairs.push_back(l);
       }
     }
+  }
+  if (const auto& f = root["forwarding"]) {
+    spec.forwarding = parse_forwarding_spec(doc, f, spec);
+    for (const auto& m : spec.mappings) fabric_for(spec, m);  // every mapping's fabric must be valid
   }
   if (root["seed"]) spec.seed = static_cast<uint64_t>(as_int(doc, root["seed"]));
   if (root["output"]) spec.output = as_string(doc, root["output"]);  // relative to where ocslab runs
