@@ -39,6 +39,18 @@ std::string last_line(const std::string& s) {
   return p == std::string::npos ? t : t.substr(p + 1);
 }
 
+// What a failed agent command said: its standard error (or output), the last lines only, for
+// a message that names the cause without flooding the log.
+std::string failure_text(const std::string& err, const std::string& out, int status) {
+  std::string t = err.empty() ? out : err;
+  while (!t.empty() && (t.back() == '\n' || t.back() == '\r')) t.pop_back();
+  size_t pos = t.size();
+  for (int lines = 0; lines < 12 && pos != std::string::npos && pos > 0; ++lines) pos = t.rfind('\n', pos - 1);
+  if (pos != std::string::npos && pos > 0) t = "..." + t.substr(pos);
+  if (t.empty()) t = fmt::format("exit status {}", status);
+  return t;
+}
+
 }  // namespace
 
 bool VerifyMatrix::all_reachable() const {
@@ -255,8 +267,7 @@ std::vector<ForwardingApplyRecord> LabForwarding::apply(const Mapping& mapping, 
         r.error = std::string("unreadable answer: ") + e.what() + ": " + last_line(x.out);
       }
     } else {
-      r.error = last_line(x.err.empty() ? x.out : x.err);
-      if (r.error.empty()) r.error = fmt::format("exit status {}", x.status);
+      r.error = failure_text(x.err, x.out, x.status);
     }
   });
   std::string failed;
@@ -270,7 +281,7 @@ std::vector<ForwardingApplyRecord> LabForwarding::apply(const Mapping& mapping, 
   fan_out(hosts_.size(), [&](size_t i) {
     if (!recs[i].ok || recs[i].changes == 0) return;
     Exec x = run(i, "rollback --state-dir " + spec_.forwarding.state_dir);
-    if (x.status != 0) rb_err[i] = last_line(x.err.empty() ? x.out : x.err);
+    if (x.status != 0) rb_err[i] = failure_text(x.err, x.out, x.status);
   });
   std::string rb;
   for (size_t i = 0; i < hosts_.size(); ++i)
@@ -283,7 +294,7 @@ std::vector<std::string> LabForwarding::clear() {
   std::vector<std::string> errors(hosts_.size());
   fan_out(hosts_.size(), [&](size_t i) {
     Exec x = run(i, "clear --host " + hosts_[i].name + " --state-dir " + spec_.forwarding.state_dir);
-    if (x.status != 0) errors[i] = last_line(x.err.empty() ? x.out : x.err);
+    if (x.status != 0) errors[i] = failure_text(x.err, x.out, x.status);
   });
   dirty_ = false;
   for (size_t i = 0; i < hosts_.size(); ++i)
