@@ -113,7 +113,7 @@ TEST_CASE("the runner applies forwarding per mapping, verifies the matrix, re-ap
   for (const auto& l : vlab::list_labs(vlab::default_cache_dir()))
     if (l.name == name) lab = l;
   REQUIRE_FALSE(lab.dir.empty());
-  for (const char* h : {"h1", "h2", "h3", "h4"}) {
+  auto guest = [&](const std::string& h, const std::string& cmd) {
     ocs::SshOptions o;
     o.host = "127.0.0.1";
     o.port = lab.host(h).ssh_port;
@@ -121,15 +121,43 @@ TEST_CASE("the runner applies forwarding per mapping, verifies the matrix, re-ap
     o.identity_file = lab.client_key();
     o.known_hosts_file = lab.known_hosts();
     ocs::SshSession s(o);
-    auto x = s.exec(
-        "ip route show proto 79; ip neigh show nud permanent | grep '^10\\.0\\.0\\.'; "
-        "ip -br link show type macvlan; tc qdisc show | grep clsact; "
-        "grep -q '\"clear\"' /var/lib/fwdrun-ring/journal.json && echo cleared",
-        60s);
-    INFO(h << ":\n" << x.out << x.err);
-    // Nothing of ocslab's is left; the last operation in the journal is the clear.
-    CHECK(x.out == "cleared\n");
-  }
+    return s.exec(cmd, 60s);
+  };
+  auto no_state = [&] {
+    for (const char* h : {"h1", "h2", "h3", "h4"}) {
+      auto x = guest(h,
+                     "ip route show proto 79; ip neigh show nud permanent | grep '^10\\.0\\.0\\.'; "
+                     "ip -br link show type macvlan; tc qdisc show | grep clsact; "
+                     "grep -q '\"clear\"' /var/lib/fwdrun-ring/journal.json && echo cleared");
+      INFO(h << ":\n" << x.out << x.err);
+      // Nothing of ocslab's is left; the last operation in the journal is the clear.
+      CHECK(x.out == "cleared\n");
+    }
+  };
+  no_state();
+
+  // By hand (`ocslab forwarding`), transactional across the lab: an interface named like h3's
+  // if2 that is not ocslab's makes h3 refuse; the hosts that applied are rolled back.
+  REQUIRE(guest("h3", "ip link add eth1v type dummy").exit_status == 0);
+  auto f = ocslab_cli({"forwarding", "apply", spec, "--mapping", "ring-a"});
+  std::cout << f.out << f.err;
+  CHECK(f.status == 3);
+  CHECK_THAT(f.err, Contains("failed on:\n  h3: ") && Contains("eth1v exists and is not ocslab's") &&
+                        Contains("the other hosts were rolled back"));
+  for (const char* h : {"h1", "h2", "h4"}) CHECK(guest(h, "ip route show proto 79").out.empty());
+  REQUIRE(guest("h3", "ip link del eth1v").exit_status == 0);
+  // Then apply, verify and clear ring B by hand.
+  f = ocslab_cli({"forwarding", "apply", spec, "--mapping", "ring-b"});
+  INFO(f.out << f.err);
+  REQUIRE(f.status == 0);
+  f = ocslab_cli({"forwarding", "verify", spec, "--mapping", "ring-b", "-o", out + "/by-hand"});
+  std::cout << f.out << f.err;
+  CHECK(f.status == 0);
+  CHECK_THAT(f.out, Contains("12 of 12 pairs reachable, 12 over the planned path; hosts out of sync with the plan: none"));
+  CHECK(fs::exists(out + "/by-hand/forwarding-verify-0-ring-b.csv"));
+  f = ocslab_cli({"forwarding", "clear", spec});
+  CHECK(f.status == 0);
+  no_state();
   fs::remove_all(out);
   std::cout << "forwarding runner test: run " << run_s << " s, whole test "
             << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s\n";

@@ -141,7 +141,13 @@ int run_forwarding(const std::vector<std::string>& args, std::ostream& out, std:
     auto rep = driver->apply(m->circuits, ocs::ApplyMode::kReplace);
     out << fmt::format("switch on mapping '{}' ({} circuit(s) made, {} removed)\n", m->name, rep.diff.add.size(),
                        rep.diff.remove.size());
-    auto recs = fwd.apply(*m, 0);  // ForwardingFailed: exit 3, the others rolled back
+    std::vector<runner::ForwardingApplyRecord> recs;
+    try {
+      recs = fwd.apply(*m, 0);
+    } catch (const runner::ForwardingFailed&) {
+      fwd.keep();  // the others were rolled back to what they had: no clear on top (exit 3)
+      throw;
+    }
     fwd.keep();
     for (const auto& r : recs)
       out << fmt::format("  {}: {} change(s) in {:.0f} ms\n", r.host, r.changes, (r.finished_ns - r.started_ns) / 1e6);
