@@ -49,8 +49,13 @@ int forwarding_ping(const std::string& iface, const std::string& listen, const s
   probe.stop();
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::lock_guard lock(m);
-  out << nlohmann::json{{"role", listen.empty() ? "client" : "server"}, {"if", iface}, {"ok", ok}, {"errors", bad},
-                        {"setup_errors", setup_errors}, {"elapsed_ms", ms}, {"reached", done}}
+  out << nlohmann::json{{"role", listen.empty() ? "client" : "server"},
+                        {"if", iface},
+                        {"ok", ok},
+                        {"errors", bad},
+                        {"setup_errors", setup_errors},
+                        {"elapsed_ms", ms},
+                        {"reached", done}}
              .dump()
       << "\n";
   return done ? 0 : 4;

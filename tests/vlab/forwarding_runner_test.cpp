@@ -153,7 +153,8 @@ TEST_CASE("the runner applies forwarding per mapping, verifies the matrix, re-ap
   f = ocslab_cli({"forwarding", "verify", spec, "--mapping", "ring-b", "-o", out + "/by-hand"});
   std::cout << f.out << f.err;
   CHECK(f.status == 0);
-  CHECK_THAT(f.out, Contains("12 of 12 pairs reachable, 12 over the planned path; hosts out of sync with the plan: none"));
+  CHECK_THAT(f.out,
+             Contains("12 of 12 pairs reachable, 12 over the planned path; hosts out of sync with the plan: none"));
   CHECK(fs::exists(out + "/by-hand/forwarding-verify-0-ring-b.csv"));
   f = ocslab_cli({"forwarding", "clear", spec});
   CHECK(f.status == 0);

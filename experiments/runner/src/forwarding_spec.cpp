@@ -33,8 +33,10 @@ If2Mode parse_mode(const YamlDoc& doc, const YAML::Node& n) {
   std::string s = as_string(doc, n);
   if (s == "macvlan") return If2Mode::kMacvlan;
   if (s == "device") return If2Mode::kDevice;
-  throw config_error(doc, n, "if2 must be macvlan (ocslab makes it over the NIC) or device (an existing NPAR "
-                             "partition / VF named per NIC), got '" + s + "'");
+  throw config_error(doc, n,
+                     "if2 must be macvlan (ocslab makes it over the NIC) or device (an existing NPAR "
+                     "partition / VF named per NIC), got '" +
+                         s + "'");
 }
 
 }  // namespace
@@ -73,7 +75,8 @@ ForwardingSpec parse_forwarding_spec(const YamlDoc& doc, const YAML::Node& node,
   } else {
     for (size_t h = 0; h < spec.hosts.size(); ++h)
       for (const auto& n : spec.hosts[h].nics)
-        if (linked[h].count(n.name)) f.hosts[h].nics.push_back(ForwardingNic{n.name, "", "", "", n.name + "v", "", f.where});
+        if (linked[h].count(n.name))
+          f.hosts[h].nics.push_back(ForwardingNic{n.name, "", "", "", n.name + "v", "", f.where});
   }
 
   if (node["if2"]) {
@@ -115,8 +118,8 @@ ForwardingSpec parse_forwarding_spec(const YamlDoc& doc, const YAML::Node& node,
     else if (s == "false")
       f.verify = VerifyWhen::kNever;
     else
-      throw config_error(doc, v, "verify must be true (after the first apply), every (after every apply) or false, got '" +
-                                     s + "'");
+      throw config_error(
+          doc, v, "verify must be true (after the first apply), every (after every apply) or false, got '" + s + "'");
   }
   if (node["relay"]) f.relay = as_bool(doc, node["relay"]);
   if (node["state_dir"]) {
@@ -162,7 +165,8 @@ ForwardingSpec parse_forwarding_spec(const YamlDoc& doc, const YAML::Node& node,
         if (!nics.IsMap()) throw config_error(doc, nics, "nics must map NIC names to {ip, mac, rdma, if2, if2_mac}");
         for (const auto& nk : nics) {
           std::string nic = as_string(doc, nk.first);
-          if (!spec.hosts[h].nic(nic)) throw config_error(doc, nk.first, "host '" + name + "' has no data NIC '" + nic + "'");
+          if (!spec.hosts[h].nic(nic))
+            throw config_error(doc, nk.first, "host '" + name + "' has no data NIC '" + nic + "'");
           ForwardingNic* x = nullptr;
           for (auto& n : f.hosts[h].nics)
             if (n.nic == nic) x = &n;
@@ -178,7 +182,8 @@ ForwardingSpec parse_forwarding_spec(const YamlDoc& doc, const YAML::Node& node,
           only_keys(doc, v, {"ip", "mac", "rdma", "if2", "if2_mac"});
           if (v["ip"]) {
             x->ip = as_string(doc, v["ip"]);
-            if (!fw::parse_ipv4_prefix(x->ip)) throw config_error(doc, v["ip"], "'" + x->ip + "' is not an IPv4 address/prefix");
+            if (!fw::parse_ipv4_prefix(x->ip))
+              throw config_error(doc, v["ip"], "'" + x->ip + "' is not an IPv4 address/prefix");
           }
           for (auto [key, dst] : {std::pair<const char*, std::string*>{"mac", &x->mac}, {"if2_mac", &x->if2_mac}}) {
             if (!v[key]) continue;
@@ -198,15 +203,19 @@ ForwardingSpec parse_forwarding_spec(const YamlDoc& doc, const YAML::Node& node,
     for (const auto& n : f.hosts[h].nics) {
       if (!linked[h].count(n.nic)) continue;
       std::string what;
-      if (n.ip.empty()) what = "ip";
-      else if (n.mac.empty()) what = "mac";
-      else if (n.if2.empty()) what = "if2";
-      else if (n.if2_mac.empty()) what = "if2_mac";
+      if (n.ip.empty())
+        what = "ip";
+      else if (n.mac.empty())
+        what = "mac";
+      else if (n.if2.empty())
+        what = "if2";
+      else if (n.if2_mac.empty())
+        what = "if2_mac";
       if (!what.empty())
-        throw ConfigError(fmt::format("{}: forwarding: {}:{} is linked by a mapping but has no {} (give it under "
-                                      "forwarding.hosts.{}.nics.{})",
-                                      n.where.empty() ? f.where : n.where, spec.hosts[h].name, n.nic, what,
-                                      spec.hosts[h].name, n.nic));
+        throw ConfigError(fmt::format(
+            "{}: forwarding: {}:{} is linked by a mapping but has no {} (give it under "
+            "forwarding.hosts.{}.nics.{})",
+            n.where.empty() ? f.where : n.where, spec.hosts[h].name, n.nic, what, spec.hosts[h].name, n.nic));
     }
   return f;
 }
@@ -237,7 +246,8 @@ fw::Fabric fabric_for(const ExperimentSpec& spec, const Mapping& mapping) {
     fabric.hosts.push_back(std::move(host));
   }
   for (const auto& l : mapping.links) {
-    fabric.circuits.push_back(fw::Circuit{{spec.hosts[l.a_host].name, l.a_nic}, {spec.hosts[l.b_host].name, l.b_nic},
+    fabric.circuits.push_back(fw::Circuit{{spec.hosts[l.a_host].name, l.a_nic},
+                                          {spec.hosts[l.b_host].name, l.b_nic},
                                           fmt::format("mapping '{}'", mapping.name)});
   }
   try {

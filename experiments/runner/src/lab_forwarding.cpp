@@ -85,7 +85,8 @@ std::vector<std::string> relays_from_counters(const std::vector<FilterCount>& be
   return out;
 }
 
-PairResult plan_pair(const fw::Fabric& fabric, const fw::Routes& routes, const std::string& src, const std::string& dst) {
+PairResult plan_pair(const fw::Fabric& fabric, const fw::Routes& routes, const std::string& src,
+                     const std::string& dst) {
   PairResult p;
   p.src = src;
   p.dst = dst;
@@ -139,8 +140,8 @@ std::string format_matrix(const VerifyMatrix& m) {
     cell[{p.src, p.dst}] = c;
   }
   for (const auto& h : m.hosts) width = std::max(width, h.size());
-  std::string out = fmt::format("forwarding verify: mapping {} (rows: source, columns: destination; hops, relays)\n",
-                                m.mapping);
+  std::string out =
+      fmt::format("forwarding verify: mapping {} (rows: source, columns: destination; hops, relays)\n", m.mapping);
   out += fmt::format("{:<{}}", "", width + 2);
   for (const auto& h : m.hosts) out += fmt::format("{:<{}}", h, width + 2);
   out += "\n";
@@ -148,7 +149,8 @@ std::string format_matrix(const VerifyMatrix& m) {
     out += fmt::format("{:<{}}", s, width + 2);
     for (const auto& d : m.hosts) {
       auto it = cell.find({s, d});
-      out += fmt::format("{:<{}}", s == d ? std::string("-") : (it == cell.end() ? std::string("?") : it->second), width + 2);
+      out += fmt::format("{:<{}}", s == d ? std::string("-") : (it == cell.end() ? std::string("?") : it->second),
+                         width + 2);
     }
     out += "\n";
   }
@@ -286,8 +288,8 @@ std::vector<ForwardingApplyRecord> LabForwarding::apply(const Mapping& mapping, 
   std::string rb;
   for (size_t i = 0; i < hosts_.size(); ++i)
     if (!rb_err[i].empty()) rb += fmt::format("\n  rollback on {} failed too: {}", hosts_[i].name, rb_err[i]);
-  throw ForwardingFailed(fmt::format("forwarding apply of mapping '{}' failed on:{}\nthe other hosts were rolled back{}",
-                                     mapping.name, failed, rb));
+  throw ForwardingFailed(fmt::format(
+      "forwarding apply of mapping '{}' failed on:{}\nthe other hosts were rolled back{}", mapping.name, failed, rb));
 }
 
 std::vector<std::string> LabForwarding::clear() {
@@ -371,8 +373,8 @@ VerifyMatrix LabForwarding::verify(const Mapping& mapping) {
       auto after = read_counters(plans, nullptr);
       if (p.reachable) {
         // Each good SEND crossed every relay on the way at least once.
-        p.relays = relays_from_counters(counters, after, p.dst_ip, static_cast<uint64_t>(f.ping_count),
-                                        p.expected_relays);
+        p.relays =
+            relays_from_counters(counters, after, p.dst_ip, static_cast<uint64_t>(f.ping_count), p.expected_relays);
         p.hops = 1 + static_cast<int>(p.relays.size());
       }
       counters = std::move(after);
@@ -392,7 +394,8 @@ std::vector<Sample> LabForwarding::samples() const {
   return out;
 }
 
-std::vector<ForwardingHostAccess> forwarding_access(const ExperimentSpec& spec, const std::vector<ocs::SshOptions>& ssh) {
+std::vector<ForwardingHostAccess> forwarding_access(const ExperimentSpec& spec,
+                                                    const std::vector<ocs::SshOptions>& ssh) {
   std::vector<ForwardingHostAccess> out;
   for (size_t i = 0; i < spec.hosts.size(); ++i)
     out.push_back({spec.hosts[i].name, ssh.at(i), spec.hosts[i].agent,

@@ -106,7 +106,8 @@ int run_forwarding(const std::vector<std::string>& args, std::ostream& out, std:
     }
   }
   if (sub != "apply" && sub != "verify" && sub != "clear")
-    throw UsageError("usage: ocslab forwarding (apply|verify|clear) SPEC.yaml [--mapping NAME] (ocslab forwarding --help)");
+    throw UsageError(
+        "usage: ocslab forwarding (apply|verify|clear) SPEC.yaml [--mapping NAME] (ocslab forwarding --help)");
   if (spec_path.empty()) throw UsageError("ocslab forwarding " + sub + ": give the experiment spec");
   runner::ExperimentSpec spec = runner::load_experiment_spec(spec_path);
   if (!spec.forwarding.enabled) throw ConfigError(spec.origin + ": the spec has no forwarding section");

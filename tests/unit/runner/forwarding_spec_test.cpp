@@ -66,10 +66,12 @@ TEST_CASE("the forwarding section: lab defaults, options, per-NIC values", "[run
   CHECK(n.if2 == "eth2v");
   CHECK(n.if2_mac == "02:00:00:00:02:11");
 
-  auto o = parse(std::string(kHead) + "forwarding:\n  if2: device\n  verify: true\n  relay: false\n"
-                 "  routes: {balance: true, traffic: ring, ring: [h1, h3, h2, h4]}\n"
-                 "  ping: {count: 5, timeout_s: 3, port: 19000}\n" + kMacs +
-                 "    h3: {if2: macvlan, nics: {eth1: {if2: p1v, rdma: mlx5_0, if2_mac: '02:00:00:00:03:10'}}}\n");
+  auto o =
+      parse(std::string(kHead) +
+            "forwarding:\n  if2: device\n  verify: true\n  relay: false\n"
+            "  routes: {balance: true, traffic: ring, ring: [h1, h3, h2, h4]}\n"
+            "  ping: {count: 5, timeout_s: 3, port: 19000}\n" +
+            kMacs + "    h3: {if2: macvlan, nics: {eth1: {if2: p1v, rdma: mlx5_0, if2_mac: '02:00:00:00:03:10'}}}\n");
   CHECK(o.forwarding.verify == VerifyWhen::kFirst);
   CHECK_FALSE(o.forwarding.relay);
   CHECK(o.forwarding.balance);
@@ -108,7 +110,8 @@ TEST_CASE("the forwarding section rejects bad input naming the entry", "[runner]
   CHECK_THAT(error_of(base + bad), Contains("is not a MAC address"));
 }
 
-TEST_CASE("the fabric of a mapping: the spec's hosts and NICs, the mapping's links as circuits", "[runner][forwarding]") {
+TEST_CASE("the fabric of a mapping: the spec's hosts and NICs, the mapping's links as circuits",
+          "[runner][forwarding]") {
   auto s = load_experiment_spec(source_dir() + "/tests/vlab/labs/fwdrun-ring.spec.yaml");
   auto a = fabric_for(s, s.mappings[0]);
   REQUIRE(a.hosts.size() == 4);

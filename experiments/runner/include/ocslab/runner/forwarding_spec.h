@@ -38,8 +38,8 @@ struct ForwardingHost {
 
 struct ForwardingSpec {
   bool enabled = false;
-  std::vector<ForwardingHost> hosts;  // parallel to ExperimentSpec::hosts
-  bool balance = false;               // load balancing over equal-cost paths
+  std::vector<ForwardingHost> hosts;   // parallel to ExperimentSpec::hosts
+  bool balance = false;                // load balancing over equal-cost paths
   std::string traffic = "all-to-all";  // all-to-all | ring (with `ring` below as the order)
   std::vector<std::string> ring;       // ring order (default: the spec's host order)
   bool relay = true;                   // false: routes and neighbours only (--no-relay)

@@ -154,7 +154,8 @@ std::unique_ptr<LabForwarding> forwarding_start(const ExperimentSpec& spec, cons
 // writes another matrix. Throws ForwardingFailed (the other hosts rolled back).
 void forwarding_reconfigured(LabForwarding& fwd, const Mapping& mapping, int iteration, const std::string& folder);
 // The host access of a spec (agent path and management address from its hosts).
-std::vector<ForwardingHostAccess> forwarding_access(const ExperimentSpec& spec, const std::vector<ocs::SshOptions>& ssh);
+std::vector<ForwardingHostAccess> forwarding_access(const ExperimentSpec& spec,
+                                                    const std::vector<ocs::SshOptions>& ssh);
 // verify-<iteration>-<mapping>.{txt,csv,json} in folder (iteration 0: the first mapping).
 void write_matrix_files(const VerifyMatrix& m, const std::string& folder, int iteration);
 
