@@ -55,8 +55,9 @@ const std::vector<CommandSpec>& commands() {
        "--duration seconds, or until Ctrl-C when 0. Progress is shown on a terminal only.\n"
        "Probes that cannot run on this host are named with the reason; the others still run."},
       {"probes", "probes", "list the probes this agent can start", "One name per line."},
-      {"forwarding", "forwarding (plan|diff|apply|rollback|clear|fabric) [options]",
-       "host-based RDMA forwarding rules: plan, diff, apply, roll back", "See 'ocslab-agent forwarding --help'."},
+      {"forwarding", "forwarding (plan|diff|apply|verify|rollback|clear|fabric|ping) [options]",
+       "host-based RDMA forwarding rules: plan, diff, apply, verify, roll back; derive the fabric; an RC ping",
+       "See 'ocslab-agent forwarding --help'."},
   };
   return specs;
 }

@@ -6,6 +6,8 @@
 
 #include <boost/program_options.hpp>
 #include <cstdlib>
+#include <fstream>
+#include <iostream>
 #include <set>
 #include <sstream>
 
@@ -36,6 +38,9 @@ enum {
 po::options_description options() {
   po::options_description d("forwarding options");
   d.add_options()("fabric", po::value<std::string>(), "fabric YAML file (plan, diff, apply)")(
+      "plan", po::value<std::string>(),
+      "instead of --fabric (diff, apply, verify): this host's plan as JSON (the fields of 'plan --json', "
+      "links included), '-' for standard input; what the runner sends")(
       "host", po::value<std::string>(), "this host's name in the fabric (default: gethostname)")(
       "state-dir", po::value<std::string>()->default_value(fw::kDefaultStateDir),
       "where the journal of the last operation lives")(
@@ -46,6 +51,11 @@ po::options_description options() {
       "program only routes and neighbours: leave out the plan's clsacts and filters (a kernel "
       "without flower; ocslab's earlier relay state is removed)")("json", "print JSON instead of text")(
       "help,h", "show this help");
+  d.add_options()("if", po::value<std::string>(), "ping: the RDMA port's netdev (if1)")(
+      "listen", po::value<std::string>(), "ping: serve at ADDR:PORT (the QP exchange, management network)")(
+      "connect", po::value<std::string>(), "ping: the server's HOST:PORT")(
+      "count", po::value<int>()->default_value(20), "ping: good completions to wait for")(
+      "timeout-s", po::value<double>()->default_value(20), "ping: give up after this many seconds");
   return d;
 }
 
@@ -74,7 +84,31 @@ std::string default_host() {
   return buf;
 }
 
+// --plan FILE|-: a host plan as JSON, made elsewhere (the runner computes every host's plan from
+// the experiment spec and sends each its own).
+fw::HostPlan plan_from_option(const std::string& path) {
+  std::stringstream ss;
+  if (path == "-") {
+    ss << std::cin.rdbuf();
+  } else {
+    std::ifstream f(path);
+    if (!f) throw ConfigError(path + ": cannot read the plan");
+    ss << f.rdbuf();
+  }
+  try {
+    return fw::host_plan_from_json(nlohmann::json::parse(ss.str()));
+  } catch (const std::exception& e) {
+    throw ConfigError(fmt::format("{}: not a host plan: {}", path == "-" ? "standard input" : path, e.what()));
+  }
+}
+
 fw::HostPlan host_plan(const po::variables_map& vm, const std::string& host, std::vector<std::string>* unreachable) {
+  if (vm.count("plan")) {
+    fw::HostPlan p = plan_from_option(vm["plan"].as<std::string>());
+    if (!host.empty() && host != p.host)
+      throw ConfigError(fmt::format("the plan is host '{}', not --host '{}'", p.host, host));
+    return p;
+  }
   fw::Fabric f = fw::load_fabric_file(vm["fabric"].as<std::string>());
   if (!f.find_host(host))
     throw ConfigError(
@@ -119,8 +153,9 @@ void print_report(const std::string& verb, const std::string& host, const fw::Ap
 
 std::string forwarding_help() {
   std::ostringstream s;
-  s << "Usage: ocslab-agent forwarding (plan|diff|apply|verify|rollback|clear) [--fabric FILE] [--host NAME]\n"
-       "                               [--state-dir DIR] [--json]\n"
+  s << "Usage: ocslab-agent forwarding (plan|diff|apply|verify|rollback|clear) [--fabric FILE | --plan FILE]\n"
+       "                               [--host NAME] [--state-dir DIR] [--json]\n"
+       "       ocslab-agent forwarding ping --if IF (--listen ADDR:PORT | --connect HOST:PORT) [--count N]\n"
        "       ocslab-agent forwarding fabric --wiring FILE (--mapping FILE | --from-switch URL) [-o FILE]\n\n"
        "Host-based RDMA forwarding rules of one fabric host (docs/forwarding.md).\n"
        "  plan      print the host's rule plan and the equivalent ip/tc commands (no kernel access)\n"
@@ -131,6 +166,9 @@ std::string forwarding_help() {
        "  rollback  undo the last apply or clear recorded in the journal (also one a kill -9 cut short)\n"
        "  verify    compare what is installed with the plan (read-only) and show every relay\n"
        "            filter's hit counter; exit 3 when they differ\n"
+       "  ping      one RC queue pair (the probes library's RDMA probe) from --if to a server started\n"
+       "            with --listen; prints JSON {ok, errors, elapsed_ms}; exit 0 when --count good\n"
+       "            completions arrived, 4 when not within --timeout-s\n"
        "  clear     remove every route, neighbour, filter, clsact and macvlan ocslab owns here\n"
        "            (nothing else)\n"
        "  fabric    derive the fabric file from a wiring file and the OCS's circuits (a mapping\n"
@@ -175,6 +213,15 @@ int run_forwarding_cli(const std::vector<std::string>& args, std::ostream& out, 
     return kOk;
   }
   std::string sub = vm.count("sub") ? vm["sub"].as<std::string>() : "";
+  if (sub == "ping") {
+    if (!vm.count("if") || vm.count("listen") == vm.count("connect")) {
+      err << "ocslab-agent forwarding ping: give --if IF and one of --listen ADDR:PORT / --connect HOST:PORT\n";
+      return kUsage;
+    }
+    return forwarding_ping(vm["if"].as<std::string>(), vm.count("listen") ? vm["listen"].as<std::string>() : "",
+                           vm.count("connect") ? vm["connect"].as<std::string>() : "", vm["count"].as<int>(),
+                           vm["timeout-s"].as<double>(), out, err);
+  }
   if (sub != "plan" && sub != "diff" && sub != "apply" && sub != "rollback" && sub != "clear" && sub != "verify") {
     err << (sub.empty() ? std::string("ocslab-agent forwarding: give a subcommand")
                         : "ocslab-agent forwarding: unknown subcommand '" + sub + "'")
@@ -186,8 +233,12 @@ int run_forwarding_cli(const std::vector<std::string>& args, std::ostream& out, 
         << vm["rest"].as<std::vector<std::string>>()[0] << "'\n";
     return kUsage;
   }
-  if ((sub == "plan" || sub == "diff" || sub == "apply" || sub == "verify") && !vm.count("fabric")) {
-    err << "ocslab-agent forwarding " << sub << ": --fabric FILE is required\n";
+  if (sub == "plan" && !vm.count("fabric")) {
+    err << "ocslab-agent forwarding plan: --fabric FILE is required\n";
+    return kUsage;
+  }
+  if ((sub == "diff" || sub == "apply" || sub == "verify") && vm.count("fabric") == vm.count("plan")) {
+    err << "ocslab-agent forwarding " << sub << ": give one of --fabric FILE or --plan FILE\n";
     return kUsage;
   }
   bool json = vm.count("json") > 0;
@@ -224,16 +275,18 @@ int run_forwarding_cli(const std::vector<std::string>& args, std::ostream& out, 
       return kOk;
     }
     if (sub == "diff" || sub == "apply") {
-      if (host.empty()) host = default_host();
+      if (host.empty() && !vm.count("plan")) host = default_host();
       fw::HostPlan p = host_plan(vm, host, nullptr);
+      host = p.host;
       fw::ApplyReport r = sub == "diff" ? fwd.diff(p) : fwd.apply(p);
       print_report(sub, host, r, fwd.journal_path(), json, out);
       return kOk;
     }
     if (sub == "verify") {
       // Read-only: the diff apply would make, plus every ocslab filter's hit counter.
-      if (host.empty()) host = default_host();
+      if (host.empty() && !vm.count("plan")) host = default_host();
       fw::HostPlan p = host_plan(vm, host, nullptr);
+      host = p.host;
       fw::ApplyReport r = fwd.diff(p);
       auto filters = fw::owned_filters(fw::programmable(p, o.relay));
       bool in_sync = r.changes.empty();

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "ocslab/common/error.h"
@@ -102,6 +103,19 @@ std::vector<char> TcNetlink::dump(std::vector<char> request) {
 std::vector<TcNetlink::Outcome> TcNetlink::transact(const std::vector<char>& messages, uint32_t first_seq,
                                                     size_t count) {
   std::vector<Outcome> outcome(count);
+  // Each ack is matched to its message by sequence number. The numbers need not be contiguous
+  // from first_seq: a caller may dump (taking a number of the same socket) between building two
+  // messages, as delete_filters does per device.
+  std::map<uint32_t, size_t> index_of;
+  for (size_t off = 0; off < messages.size();) {
+    struct nlmsghdr h;
+    std::memcpy(&h, messages.data() + off, sizeof(h));
+    index_of.emplace(h.nlmsg_seq, index_of.size());
+    off += MNL_ALIGN(h.nlmsg_len);
+  }
+  if (index_of.size() != count || (count && !index_of.count(first_seq)))
+    throw Error(fmt::format("tc: internal error: {} messages with distinct sequence numbers, {} expected",
+                            index_of.size(), count));
   std::vector<char> buf(64 * 1024);
   size_t off = 0;
   while (off < messages.size()) {
@@ -126,7 +140,7 @@ std::vector<TcNetlink::Outcome> TcNetlink::transact(const std::vector<char>& mes
            nlh = mnl_nlmsg_next(nlh, &len)) {
         if (nlh->nlmsg_type != NLMSG_ERROR || !waiting.count(nlh->nlmsg_seq)) continue;
         const auto* e = static_cast<const struct nlmsgerr*>(mnl_nlmsg_get_payload(nlh));
-        size_t i = nlh->nlmsg_seq - first_seq;
+        size_t i = index_of.at(nlh->nlmsg_seq);  // waiting holds only this call's numbers
         outcome[i].err = -e->error;
         if (e->error) outcome[i].extack = extack_of(nlh);
         waiting.erase(nlh->nlmsg_seq);

@@ -283,7 +283,7 @@ void parse_probes(const YamlDoc& doc, const YAML::Node& probes, ExperimentSpec& 
 ExperimentSpec parse_experiment_spec(const YamlDoc& doc) {
   const auto& root = doc.root;
   if (!root.IsMap()) throw config_error(doc, root, "an experiment spec is a map (name, lab, switch, mappings, ...)");
-  only_keys(doc, root, {"type", "name", "lab", "switch", "mappings", "schedule", "probes", "seed", "output", "workload", "phase"});
+  only_keys(doc, root, {"type", "name", "lab", "switch", "mappings", "schedule", "probes", "seed", "output", "workload", "phase", "forwarding"});
   ExperimentSpec spec;
   spec.origin = doc.origin;
   if (root["type"]) {
@@ -421,6 +421,10 @@ ExperimentSpec parse_experiment_spec(const YamlDoc& doc) {
         if (seen.insert(key).second) spec.rdma.pairs.push_back(l);
       }
     }
+  }
+  if (const auto& f = root["forwarding"]) {
+    spec.forwarding = parse_forwarding_spec(doc, f, spec);
+    for (const auto& m : spec.mappings) fabric_for(spec, m);  // every mapping's fabric must be valid
   }
   if (root["seed"]) spec.seed = static_cast<uint64_t>(as_int(doc, root["seed"]));
   if (root["output"]) spec.output = as_string(doc, root["output"]);  // relative to where ocslab runs

@@ -19,6 +19,7 @@
 #include "ocslab/common/csv_writer.h"
 #include "ocslab/ocsctl/driver.h"
 #include "ocslab/ocsctl/ssh_session.h"
+#include "ocslab/runner/lab_forwarding.h"
 #include "ocslab/runner/ocs_power_monitor.h"
 #include "ocslab/vlab/lab_control.h"
 #include "ocslab/vlab/lab_state.h"
@@ -327,6 +328,9 @@ RunResult run_experiment(const ExperimentSpec& spec_in, const RunOptions& opt) {
   auto setup = apply(spec.mappings[0], "setup", 0);
   if (!setup.ok) throw Error("cannot apply the first mapping '" + spec.mappings[0].name + "': " + setup.error);
   log(fmt::format("mapping '{}' applied ({} circuit(s) made, {} removed)", setup.mapping, setup.added, setup.removed));
+  // Host-based forwarding for the first mapping on every host before the agents start; cleared
+  // at the end, and by its destructor when the run is cut short (lab_forwarding.h).
+  auto fwd = forwarding_start(spec, ssh_of, result.folder, log);
 
   auto errors = pool.connect_all();
   std::string failed;
@@ -410,6 +414,15 @@ RunResult run_experiment(const ExperimentSpec& spec_in, const RunOptions& opt) {
       log(msg);
     }
     result.reconfigurations.push_back(rec);
+    if (fwd && rec.ok) {
+      try {
+        forwarding_reconfigured(*fwd, m, i, result.folder);
+      } catch (const std::exception& e) {
+        result.problems.push_back(std::string(e.what()) + " (the run stops)");
+        log(e.what());
+        break;
+      }
+    }
     int64_t until = monotonic_ns() + static_cast<int64_t>(spec.dwell_s * 1e9);
     go = wait_until(until, opt.interrupted, [&] {
       check_hosts();
@@ -431,6 +444,10 @@ RunResult run_experiment(const ExperimentSpec& spec_in, const RunOptions& opt) {
     }
   }
   result.hosts = pool.stop_all();
+  if (fwd) {
+    for (const auto& e : fwd->clear())
+      if (!e.empty()) result.problems.push_back("forwarding clear failed: " + e);
+  }
   check_hosts();
   for (const auto& r : result.hosts) {
     if (r.lost && !reported_lost[r.name]) result.problems.push_back("host " + r.name + " lost");
@@ -461,6 +478,10 @@ RunResult run_experiment(const ExperimentSpec& spec_in, const RunOptions& opt) {
     s.t_ns -= static_cast<int64_t>(off);
   }
   all.insert(all.end(), control.begin(), control.end());
+  if (fwd) {
+    auto rows = fwd->samples();
+    all.insert(all.end(), rows.begin(), rows.end());
+  }
   all.insert(all.end(), monitor_samples.begin(), monitor_samples.end());
   if (!spec.vlab.empty()) {
     try {

@@ -17,5 +17,6 @@ struct UsageError : Error {
 int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);  // analyze_cli.cpp
 int run_plot(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);     // plot_cli.cpp
 int run_controller(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);  // controller_cli.cpp
+int run_forwarding(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);  // forwarding_cli.cpp
 int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);      // run_cli.cpp
 }  // namespace ocslab::cli

@@ -38,6 +38,8 @@ Usage: ocslab COMMAND ...
 Commands:
   run       a reconfiguration-latency experiment from a spec: timeline, breakdown, summary,
             plots (ocslab run --help; docs/experiments.md)
+  forwarding  apply / verify (RDMA reachability and hop matrix) / clear a spec's host-based
+            forwarding on its lab (ocslab forwarding --help; docs/forwarding.md)
   vlab      the virtual lab: QEMU hosts with Soft-RoCE wired through the OCS emulator
             (ocslab vlab --help)
   analyze   per-layer reconfiguration latency of a results folder or a capture file:
@@ -389,6 +391,7 @@ int run_ocslab(const std::vector<std::string>& args_in, std::ostream& out, std::
     }
     if (args[0] == "vlab") return run_vlab(args, out, err);
     if (args[0] == "run") return run_run(args, out, err);
+    if (args[0] == "forwarding") return run_forwarding(args, out, err);
     if (args[0] == "analyze") return run_analyze(args, out, err);
     if (args[0] == "plot") return run_plot(args, out, err);
     if (args[0] == "controller") return run_controller(args, out, err);

@@ -14,6 +14,7 @@
 #include "ocslab/common/config.h"
 #include "ocslab/ocsctl/port_set.h"
 #include "ocslab/ocsctl/types.h"
+#include "ocslab/runner/forwarding_spec.h"
 
 namespace ocslab::runner {
 
@@ -102,6 +103,7 @@ struct ExperimentSpec {
   Order order = Order::kAlternate;
   std::vector<ProbeSpec> probes;
   RdmaSpec rdma;
+  ForwardingSpec forwarding;  // host-based forwarding per mapping (forwarding_spec.h); off unless given
   uint64_t seed = 1;
   std::string output = "results";  // a folder <output>/<name>-<YYYYmmdd-HHMMSS> is made in it
   // The mapping of reconfiguration i (1..N), given the seed: alternate cycles through the

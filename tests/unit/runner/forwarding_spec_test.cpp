@@ -1,0 +1,214 @@
+// The spec's forwarding section, the fabric built from a mapping, and the verify matrix's
+// assembly from relay counter deltas (runner/forwarding_spec.h, runner/lab_forwarding.h).
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <string>
+
+#include "ocslab/forwarding/routes.h"
+#include "ocslab/runner/experiment_spec.h"
+#include "ocslab/runner/lab_forwarding.h"
+
+using namespace ocslab;
+using namespace ocslab::runner;
+using Catch::Matchers::Contains;
+
+namespace {
+
+std::string source_dir() {
+  const char* s = std::getenv("OCSLAB_SOURCE_DIR");
+  return s ? s : OCSLAB_TEST_SOURCE_DIR;
+}
+
+ExperimentSpec parse(const std::string& text) {
+  return parse_experiment_spec(load_yaml_string(text, source_dir() + "/tests/vlab/labs/test.spec.yaml"));
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    parse(text);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+// The runner-forwarding test's lab: ring4's addresses, no if2 in the lab.
+const char* kHead =
+    "lab: {vlab: fwdrun-ring.yaml}\n"
+    "mappings:\n"
+    "  ring-a: [h1:eth2 <-> h2:eth1, h2:eth2 <-> h3:eth1, h3:eth2 <-> h4:eth1, h4:eth2 <-> h1:eth1]\n"
+    "  ring-b: [h1:eth2 <-> h3:eth1, h3:eth2 <-> h2:eth1, h2:eth2 <-> h4:eth1, h4:eth2 <-> h1:eth1]\n";
+const char* kMacs =
+    "  hosts:\n"
+    "    h1: {nics: {eth1: {if2_mac: '02:00:00:00:01:10'}, eth2: {if2_mac: '02:00:00:00:01:11'}}}\n"
+    "    h2: {nics: {eth1: {if2_mac: '02:00:00:00:02:10'}, eth2: {if2_mac: '02:00:00:00:02:11'}}}\n"
+    "    h3: {nics: {eth1: {if2_mac: '02:00:00:00:03:10'}, eth2: {if2_mac: '02:00:00:00:03:11'}}}\n"
+    "    h4: {nics: {eth1: {if2_mac: '02:00:00:00:04:10'}, eth2: {if2_mac: '02:00:00:00:04:11'}}}\n";
+
+}  // namespace
+
+TEST_CASE("the forwarding section: lab defaults, options, per-NIC values", "[runner][forwarding]") {
+  auto s = load_experiment_spec(source_dir() + "/tests/vlab/labs/fwdrun-ring.spec.yaml");
+  const auto& f = s.forwarding;
+  REQUIRE(f.enabled);
+  CHECK(f.verify == VerifyWhen::kEvery);
+  CHECK(f.state_dir == "/var/lib/fwdrun-ring");
+  CHECK(f.ping_count == 20);
+  REQUIRE(f.hosts.size() == 4);
+  CHECK(f.hosts[1].if2 == If2Mode::kMacvlan);
+  REQUIRE(f.hosts[1].nics.size() == 2);
+  const auto& n = f.hosts[1].nics[1];  // h2:eth2, from the lab file and the section
+  CHECK(n.nic == "eth2");
+  CHECK(n.ip == "10.0.0.21/24");
+  CHECK(n.mac == "02:00:00:00:02:01");
+  CHECK(n.rdma == "rxe_eth2");
+  CHECK(n.if2 == "eth2v");
+  CHECK(n.if2_mac == "02:00:00:00:02:11");
+
+  auto o =
+      parse(std::string(kHead) +
+            "forwarding:\n  if2: device\n  verify: true\n  relay: false\n"
+            "  routes: {balance: true, traffic: ring, ring: [h1, h3, h2, h4]}\n"
+            "  ping: {count: 5, timeout_s: 3, port: 19000}\n" +
+            kMacs + "    h3: {if2: macvlan, nics: {eth1: {if2: p1v, rdma: mlx5_0, if2_mac: '02:00:00:00:03:10'}}}\n");
+  CHECK(o.forwarding.verify == VerifyWhen::kFirst);
+  CHECK_FALSE(o.forwarding.relay);
+  CHECK(o.forwarding.balance);
+  CHECK(o.forwarding.ring == std::vector<std::string>{"h1", "h3", "h2", "h4"});
+  CHECK(o.forwarding.ping_count == 5);
+  CHECK(o.forwarding.ping_port == 19000);
+  CHECK(o.forwarding.hosts[0].if2 == If2Mode::kDevice);
+  CHECK(o.forwarding.hosts[2].if2 == If2Mode::kMacvlan);
+  CHECK(o.forwarding.hosts[2].nics[0].if2 == "p1v");
+  CHECK(o.forwarding.hosts[2].nics[0].rdma == "mlx5_0");
+  // Without the section, forwarding is off.
+  CHECK_FALSE(parse(kHead).forwarding.enabled);
+}
+
+TEST_CASE("the forwarding section rejects bad input naming the entry", "[runner][forwarding]") {
+  std::string base = std::string(kHead) + "forwarding:\n";
+  // No if2 MAC anywhere for a NIC a mapping links.
+  CHECK_THAT(error_of(base + "  if2: macvlan\n"), Contains("h1:eth1 is linked by a mapping but has no if2_mac"));
+  CHECK_THAT(error_of(base + kMacs + "    h9: {}\n"), Contains("test.spec.yaml:11:5: unknown host 'h9'"));
+  CHECK_THAT(error_of(base + kMacs + "    h1: {nics: {eth7: {}}}\n"), Contains("host 'h1' has no data NIC 'eth7'"));
+  CHECK_THAT(error_of(base + "  if2: npar\n" + kMacs), Contains("if2 must be macvlan"));
+  CHECK_THAT(error_of(base + "  verify: sometimes\n" + kMacs), Contains("verify must be true"));
+  CHECK_THAT(error_of(base + "  routes: {traffic: hotspot}\n" + kMacs), Contains("traffic must be all-to-all or ring"));
+  CHECK_THAT(error_of(base + "  routes: {ring: [h1, h2]}\n" + kMacs), Contains("ring must list all 4 hosts"));
+  CHECK_THAT(error_of(base + "  state_dir: relative\n" + kMacs), Contains("state_dir must be an absolute path"));
+  CHECK_THAT(error_of(base + "  colour: red\n" + kMacs), Contains("unknown key 'colour'"));
+  CHECK_THAT(error_of(base + kMacs + "    h1b: {nics: {eth1: {mac: 'zz'}}}\n"), Contains("unknown host 'h1b'"));
+  // h2:eth1's if2 MAC equal to h1:eth1's: the fabric of every mapping is validated at parse time.
+  std::string dup = kMacs;
+  dup.replace(dup.find("02:00:00:00:02:10"), 17, "02:00:00:00:01:10");
+  CHECK_THAT(error_of(base + dup), Contains("forwarding over mapping 'ring-a'"));
+  CHECK_THAT(error_of(base + dup), Contains("02:00:00:00:01:10"));
+  // A malformed MAC names its position.
+  std::string bad = kMacs;
+  bad.replace(bad.find("02:00:00:00:03:11"), 17, "02:00:00:00:03:1g");
+  CHECK_THAT(error_of(base + bad), Contains("is not a MAC address"));
+}
+
+TEST_CASE("the fabric of a mapping: the spec's hosts and NICs, the mapping's links as circuits",
+          "[runner][forwarding]") {
+  auto s = load_experiment_spec(source_dir() + "/tests/vlab/labs/fwdrun-ring.spec.yaml");
+  auto a = fabric_for(s, s.mappings[0]);
+  REQUIRE(a.hosts.size() == 4);
+  REQUIRE(a.hosts[0].ports.size() == 2);
+  CHECK(a.hosts[0].ports[0].if1.name == "eth1");
+  CHECK(a.hosts[0].ports[0].if2->name == "eth1v");
+  CHECK(a.hosts[0].ports[0].if2->mac == "02:00:00:00:01:10");
+  REQUIRE(a.circuits.size() == 4);
+  CHECK(to_string(a.circuits[0].a) == "h1:eth2");
+  CHECK(to_string(a.circuits[0].b) == "h2:eth1");
+
+  // Ring A: h1 -> h3 goes through h2 and uses h3:eth1 (10.0.0.30); ring B: h1 and h2 are
+  // opposite, h3 relays, 10.0.0.20 from h1's eth2.
+  auto ra = forwarding::compute_routes(a, route_options(s, a));
+  auto p = plan_pair(a, ra, "h1", "h3");
+  CHECK(p.dst_ip == "10.0.0.30/32");
+  CHECK(p.src_if == "eth2");
+  CHECK(p.dst_if == "eth1");
+  CHECK(p.expected_hops == 2);
+  CHECK(p.expected_relays == std::vector<std::string>{"h2"});
+  CHECK(plan_pair(a, ra, "h1", "h2").expected_hops == 1);
+  auto b = fabric_for(s, s.mappings[1]);
+  auto rb = forwarding::compute_routes(b, route_options(s, b));
+  auto q = plan_pair(b, rb, "h1", "h2");
+  CHECK(q.dst_ip == "10.0.0.20/32");
+  CHECK(q.src_if == "eth2");
+  CHECK(q.expected_relays == std::vector<std::string>{"h3"});
+  CHECK(plan_pair(b, rb, "h1", "h3").expected_hops == 1);
+
+  // Every host's plan; the if2 macvlans (if2: macvlan) only where a clsact is planned.
+  auto plans = lab_plans(s, s.mappings[0]);
+  REQUIRE(plans.size() == 4);
+  CHECK(plans[0].host == "h1");
+  CHECK(plans[0].routes.size() == 6);
+  CHECK(plans[0].links.size() == 2);
+  CHECK(plans[0].links[0].parent == "eth1");
+  CHECK(plans[0].links[0].mac == "02:00:00:00:01:10");
+}
+
+TEST_CASE("hops from relay counter deltas", "[runner][forwarding]") {
+  std::vector<FilterCount> before = {{"h2", "eth1v", "10.0.0.30/32", 100},
+                                     {"h2", "eth2v", "10.0.0.11/32", 50},
+                                     {"h3", "eth1v", "10.0.0.30/32", 7},
+                                     {"h4", "eth1v", "10.0.0.10/32", 0}};
+  // The ping's 20 SENDs went through h2; its replies (to 10.0.0.11) moved another filter; h3's
+  // filter for the same address moved by less than the ping (background), h4's is new.
+  std::vector<FilterCount> after = {{"h2", "eth1v", "10.0.0.30/32", 121},
+                                    {"h2", "eth2v", "10.0.0.11/32", 71},
+                                    {"h3", "eth1v", "10.0.0.30/32", 9},
+                                    {"h4", "eth1v", "10.0.0.10/32", 30}};
+  CHECK(relays_from_counters(before, after, "10.0.0.30/32", 20, {"h2"}) == std::vector<std::string>{"h2"});
+  CHECK(relays_from_counters(before, after, "10.0.0.30/32", 2, {"h2"}) == std::vector<std::string>{"h2", "h3"});
+  // A counter absent before counts from 0; one that went down (filter re-created) from 0 too.
+  CHECK(relays_from_counters({}, after, "10.0.0.10/32", 20, {}) == std::vector<std::string>{"h4"});
+  std::vector<FilterCount> reset = {{"h2", "eth1v", "10.0.0.30/32", 25}};
+  CHECK(relays_from_counters(before, reset, "10.0.0.30/32", 20, {}) == std::vector<std::string>{"h2"});
+  CHECK(relays_from_counters(before, before, "10.0.0.30/32", 20, {"h2"}).empty());
+  // Path order first, then the unexpected ones by name.
+  std::vector<FilterCount> b2 = {{"h4", "x", "d", 0}, {"h3", "x", "d", 0}, {"h1", "x", "d", 0}};
+  std::vector<FilterCount> a2 = {{"h4", "x", "d", 5}, {"h3", "x", "d", 5}, {"h1", "x", "d", 5}};
+  CHECK(relays_from_counters(b2, a2, "d", 5, {"h4", "h3"}) == std::vector<std::string>{"h4", "h3", "h1"});
+}
+
+TEST_CASE("the matrix: table, CSV columns, JSON and the planned-path check", "[runner][forwarding]") {
+  VerifyMatrix m;
+  m.mapping = "ring-a";
+  m.hosts = {"h1", "h2", "h3"};
+  m.in_sync = {{"h1", true}, {"h2", true}, {"h3", false}};
+  PairResult direct;
+  direct.src = "h1";
+  direct.dst = "h2";
+  direct.expected_hops = direct.hops = 1;
+  direct.reachable = true;
+  PairResult relayed = direct;
+  relayed.dst = "h3";
+  relayed.expected_hops = relayed.hops = 2;
+  relayed.expected_relays = relayed.relays = {"h2"};
+  PairResult failed = direct;
+  failed.src = "h3";
+  failed.dst = "h1";
+  failed.reachable = false;
+  failed.hops = 0;
+  m.pairs = {direct, relayed};
+  CHECK(m.all_reachable());
+  CHECK(m.hops_as_planned());
+  auto t = format_matrix(m);
+  CHECK_THAT(t, Contains("2 via h2"));
+  CHECK_THAT(t, Contains("out of sync with the plan: h3"));
+  m.pairs[1].relays = {"h3"};  // another relay than planned
+  CHECK_FALSE(m.hops_as_planned());
+  CHECK_THAT(format_matrix(m), Contains("2 via h3 !"));
+  m.pairs.push_back(failed);
+  CHECK_FALSE(m.all_reachable());
+  CHECK_THAT(format_matrix(m), Contains("FAIL"));
+  CHECK_THAT(format_matrix(m), Contains("2 of 3 pairs reachable, 1 over the planned path"));
+  auto j = to_json(m);
+  CHECK(j["pairs"].size() == 3);
+  CHECK(j["all_reachable"] == false);
+  CHECK(j["pairs"][1]["relays"][0] == "h3");
+}

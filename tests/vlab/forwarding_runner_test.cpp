@@ -1,0 +1,165 @@
+// The runner's host-based forwarding end to end (runner/lab_forwarding.h): `ocslab run` on four
+// guests wired as ring4 with a `forwarding:` section applies every host's plan (if2 macvlans
+// made by ocslab), writes the verify matrix (an RC ping per ordered pair through the agent's
+// `forwarding ping`, hops from the relays' filter counters), reconfigures the OCS to another
+// ring, re-applies and verifies again, and clears every host at the end.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "ocslab/common/process.h"
+#include "ocslab/ocsctl/ssh_session.h"
+#include "ocslab/testing/sshd_fixture.h"
+#include "ocslab/vlab/lab_spec.h"
+#include "ocslab/vlab/lab_state.h"
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using namespace ocslab;
+using Catch::Matchers::Contains;
+using nlohmann::json;
+
+namespace {
+
+std::string src(const std::string& rel) {
+  const char* s = std::getenv("OCSLAB_SOURCE_DIR");
+  return std::string(s && *s ? s : ".") + "/" + rel;
+}
+
+ProgramResult ocslab_cli(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {testing::bin_path("ocslab")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_program_status(argv);
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Takes the lab down however the test ends (the runner leaves it up: lab.keep defaults to true).
+struct LabDown {
+  std::string name;
+  ~LabDown() { ocslab_cli({"vlab", "down", name}); }
+};
+
+const json& pair(const json& m, const std::string& s, const std::string& d) {
+  for (const auto& p : m["pairs"])
+    if (p["src"] == s && p["dst"] == d) return p;
+  FAIL("no pair " << s << " -> " << d);
+  throw;
+}
+
+}  // namespace
+
+TEST_CASE("the runner applies forwarding per mapping, verifies the matrix, re-applies and clears",
+          "[vlab][forwarding-runner]") {
+  auto t0 = std::chrono::steady_clock::now();
+  std::string spec = src("tests/vlab/labs/fwdrun-ring.spec.yaml");
+  std::string name = vlab::load_lab_spec(src("tests/vlab/labs/fwdrun-ring.yaml")).name;
+  if (fs::exists(vlab::labs_dir(vlab::default_cache_dir()) + "/" + name)) ocslab_cli({"vlab", "down", name});
+  LabDown down{name};
+  std::string out = (fs::temp_directory_path() / ("fwdrun-" + std::to_string(::getpid()))).string();
+  fs::remove_all(out);
+  auto r = ocslab_cli({"run", spec, "-o", out, "--no-plot"});
+  std::cout << r.out << r.err;
+  REQUIRE(r.status == 0);
+  double run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  // Ring A (the lab's links): every pair reachable; h1 <-> h3 and h2 <-> h4 opposite, two hops
+  // through the planned relay, whose filter counted the ping.
+  REQUIRE(fs::exists(out + "/forwarding-verify-0-ring-a.csv"));
+  std::cout << slurp(out + "/forwarding-verify-0-ring-a.txt") << slurp(out + "/forwarding-verify-1-ring-b.txt");
+  json a = json::parse(slurp(out + "/forwarding-verify-0-ring-a.json"));
+  CHECK(a["pairs"].size() == 12);
+  CHECK(a["all_reachable"] == true);
+  CHECK(a["hops_as_planned"] == true);
+  for (const auto& [h, ok] : a["in_sync"].items()) CHECK(ok == true);
+  CHECK(pair(a, "h1", "h3")["hops"] == 2);
+  CHECK(pair(a, "h1", "h3")["relays"] == json::array({"h2"}));
+  // h1's two addresses are both two hops from h3: the lowest port name (eth1, 10.0.0.10) wins,
+  // entered over its own circuit from h4.
+  CHECK(pair(a, "h3", "h1")["dst_ip"] == "10.0.0.10/32");
+  CHECK(pair(a, "h3", "h1")["relays"] == json::array({"h4"}));
+  CHECK(pair(a, "h1", "h2")["hops"] == 1);
+  CHECK(pair(a, "h2", "h4")["hops"] == 2);
+
+  // Ring B after the reconfiguration (h1 - h3 - h2 - h4 - h1): h1 <-> h2 are opposite now and
+  // go through h3; h1 <-> h3 are direct.
+  json b = json::parse(slurp(out + "/forwarding-verify-1-ring-b.json"));
+  CHECK(b["all_reachable"] == true);
+  CHECK(b["hops_as_planned"] == true);
+  CHECK(pair(b, "h1", "h2")["hops"] == 2);
+  CHECK(pair(b, "h1", "h2")["relays"] == json::array({"h3"}));
+  CHECK(pair(b, "h1", "h3")["hops"] == 1);
+  CHECK(pair(b, "h3", "h4")["hops"] == 2);
+
+  // The apply times are timeline rows: one per host and mapping.
+  std::string timeline = slurp(out + "/timeline.csv");
+  for (const char* h : {"h1", "h2", "h3", "h4"}) {
+    CHECK_THAT(timeline, Contains(std::string(h) + ",forwarding,ring-a,apply_ms"));
+    CHECK_THAT(timeline, Contains(std::string(h) + ",forwarding,ring-b,apply_ms"));
+  }
+
+  // clear at the end: no ocslab route, permanent neighbour, macvlan or clsact is left.
+  vlab::LabState lab;
+  for (const auto& l : vlab::list_labs(vlab::default_cache_dir()))
+    if (l.name == name) lab = l;
+  REQUIRE_FALSE(lab.dir.empty());
+  auto guest = [&](const std::string& h, const std::string& cmd) {
+    ocs::SshOptions o;
+    o.host = "127.0.0.1";
+    o.port = lab.host(h).ssh_port;
+    o.user = "root";
+    o.identity_file = lab.client_key();
+    o.known_hosts_file = lab.known_hosts();
+    ocs::SshSession s(o);
+    return s.exec(cmd, 60s);
+  };
+  auto no_state = [&] {
+    for (const char* h : {"h1", "h2", "h3", "h4"}) {
+      auto x = guest(h,
+                     "ip route show proto 79; ip neigh show nud permanent | grep '^10\\.0\\.0\\.'; "
+                     "ip -br link show type macvlan; tc qdisc show | grep clsact; "
+                     "grep -q '\"clear\"' /var/lib/fwdrun-ring/journal.json && echo cleared");
+      INFO(h << ":\n" << x.out << x.err);
+      // Nothing of ocslab's is left; the last operation in the journal is the clear.
+      CHECK(x.out == "cleared\n");
+    }
+  };
+  no_state();
+
+  // By hand (`ocslab forwarding`), transactional across the lab: an interface named like h3's
+  // if2 that is not ocslab's makes h3 refuse; the hosts that applied are rolled back.
+  REQUIRE(guest("h3", "ip link add eth1v type dummy").exit_status == 0);
+  auto f = ocslab_cli({"forwarding", "apply", spec, "--mapping", "ring-a"});
+  std::cout << f.out << f.err;
+  CHECK(f.status == 3);
+  CHECK_THAT(f.err, Contains("failed on:\n  h3: ") && Contains("eth1v exists and is not ocslab's") &&
+                        Contains("the other hosts were rolled back"));
+  for (const char* h : {"h1", "h2", "h4"}) CHECK(guest(h, "ip route show proto 79").out.empty());
+  REQUIRE(guest("h3", "ip link del eth1v").exit_status == 0);
+  // Then apply, verify and clear ring B by hand.
+  f = ocslab_cli({"forwarding", "apply", spec, "--mapping", "ring-b"});
+  INFO(f.out << f.err);
+  REQUIRE(f.status == 0);
+  f = ocslab_cli({"forwarding", "verify", spec, "--mapping", "ring-b", "-o", out + "/by-hand"});
+  std::cout << f.out << f.err;
+  CHECK(f.status == 0);
+  CHECK_THAT(f.out,
+             Contains("12 of 12 pairs reachable, 12 over the planned path; hosts out of sync with the plan: none"));
+  CHECK(fs::exists(out + "/by-hand/forwarding-verify-0-ring-b.csv"));
+  f = ocslab_cli({"forwarding", "clear", spec});
+  CHECK(f.status == 0);
+  no_state();
+  fs::remove_all(out);
+  std::cout << "forwarding runner test: run " << run_s << " s, whole test "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s\n";
+}
