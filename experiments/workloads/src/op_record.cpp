@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "ocslab/common/csv_reader.h"
 #include "ocslab/common/csv_writer.h"
 #include "ocslab/common/error.h"
 #include "ocslab/workloads/ring.h"
@@ -15,34 +16,6 @@
 namespace ocslab::workloads {
 
 namespace {
-
-std::vector<std::string> split_csv(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cur;
-  bool quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        cur += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        cur += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      out.push_back(std::move(cur));
-      cur.clear();
-    } else if (c != '\r') {
-      cur += c;
-    }
-  }
-  out.push_back(std::move(cur));
-  return out;
-}
 
 template <typename T>
 T number(const std::string& field, const std::string& where, const char* column) {
@@ -145,7 +118,7 @@ std::vector<OpRecord> parse_op_csv(const std::string& text, const std::string& o
   std::string line;
   std::vector<OpRecord> out;
   if (!std::getline(in, line)) return out;
-  auto header = split_csv(line);
+  auto header = split_csv_line(line);
   if (header != op_csv_columns()) {
     throw ConfigError(origin + ":1: not an ops CSV header (want " +
                       fmt::format("{}", fmt::join(op_csv_columns(), ",")) + ")");
@@ -155,7 +128,7 @@ std::vector<OpRecord> parse_op_csv(const std::string& text, const std::string& o
     ++lineno;
     if (line.empty()) continue;
     std::string where = fmt::format("{}:{}", origin, lineno);
-    auto f = split_csv(line);
+    auto f = split_csv_line(line);
     if (f.size() != header.size()) {
       throw ConfigError(fmt::format("{}: {} fields, the header has {}", where, f.size(), header.size()));
     }
