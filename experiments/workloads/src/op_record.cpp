@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <map>
 #include <sstream>
 
@@ -35,9 +36,13 @@ int64_t us_to_ns(const std::string& field, const std::string& where, const char*
     throw ConfigError(fmt::format("{}: column {}: more than ns precision in '{}'", where, column, field));
   frac.resize(3, '0');
   bool neg = !whole.empty() && whole[0] == '-';
-  int64_t w = number<int64_t>(neg ? whole.substr(1) : whole, where, column);
-  int64_t f = number<int64_t>(frac, where, column);
-  int64_t v = w * 1000 + f;
+  // Unsigned parts: a second sign ("--5", "1.-5") is a bad number, and the range check keeps
+  // w * 1000 + f (and its negation) inside int64_t.
+  uint64_t w = number<uint64_t>(neg ? whole.substr(1) : whole, where, column);
+  uint64_t f = number<uint64_t>(frac, where, column);
+  if (w > (static_cast<uint64_t>(INT64_MAX) - f) / 1000)
+    throw ConfigError(fmt::format("{}: column {}: '{}' is out of range", where, column, field));
+  auto v = static_cast<int64_t>(w * 1000 + f);
   return neg ? -v : v;
 }
 
