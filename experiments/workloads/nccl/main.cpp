@@ -60,11 +60,8 @@ int run_nccl(const po::variables_map& vm, const Job& job) {
     throw Error(
         fmt::format("rank {} on {}: GPU {} does not exist ({} visible; one rank per GPU)", o.rank, o.host, gpu, count));
   }
-  return run_job(job, "nccl", [&](Rendezvous& rv) {
-    auto backend = std::make_unique<NcclBackend>(job.schedule, o.rank, gpu, rv);
-    std::cerr << fmt::format("rank {} on {}: {}\n", o.rank, o.host, backend->describe());
-    return backend;
-  });
+  return run_job(job, "nccl",
+                 [&](Rendezvous& rv) { return std::make_unique<NcclBackend>(job.schedule, o.rank, gpu, rv); });
 }
 
 }  // namespace

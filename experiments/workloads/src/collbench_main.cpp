@@ -72,6 +72,7 @@ int run_job(const Job& job, const std::string& backend_name,
   std::unique_ptr<PhaseHooks> hooks =
       job.phase ? std::make_unique<ShimHooks>(s, o.rank, *job.phase) : std::make_unique<PhaseHooks>();
   std::unique_ptr<Backend> backend = make_backend(rv);
+  std::cerr << fmt::format("rank {} on {}: {}\n", o.rank, o.host, backend->describe());
   int rc = run_and_report(s, o, backend_name, *backend, *hooks, rv);
   // The shim's own record (requests, ACK waits, provisioning, fallbacks) next to the rows.
   if (auto* sh = dynamic_cast<ShimHooks*>(hooks.get()); sh && !o.output.empty()) {

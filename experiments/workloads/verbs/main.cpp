@@ -74,11 +74,8 @@ int run_verbs(const po::variables_map& vm, const Job& job) {
     vo.max_msg_bytes = parse_bytes(vm["max-msg"].as<std::string>());
     if (vo.max_msg_bytes < 4) throw Error("--max-msg must be at least 4 bytes");
   }
-  return run_job(job, "verbs", [&](Rendezvous& rv) {
-    auto backend = std::make_unique<VerbsBackend>(job.schedule, o.rank, vo, rv);
-    std::cerr << fmt::format("rank {} on {}: {}\n", o.rank, o.host, backend->describe());
-    return backend;
-  });
+  return run_job(job, "verbs",
+                 [&](Rendezvous& rv) { return std::make_unique<VerbsBackend>(job.schedule, o.rank, vo, rv); });
 }
 
 }  // namespace

@@ -39,11 +39,11 @@ struct CollbenchProgram {
 // An ocslab::Error from any of it prints as "NAME: message" and exits 2.
 int collbench_main(int argc, char** argv, const CollbenchProgram& program);
 
-// The run after the transport's options are checked: the rendezvous with rank 0, the phase hooks
-// (ShimHooks with --controller, whose join comes after the rendezvous so every rank is up; else
-// no-op hooks), the transport from make_backend (it may exchange over the rendezvous),
-// run_and_report, and with --output the shim's own record next to the rows. Returns
-// run_and_report's exit status.
+// The run after the transport's options are checked: the rendezvous with rank 0, the phase
+// hooks (ShimHooks with --controller, whose join comes after the rendezvous so every rank is up;
+// else no-op hooks), the transport from make_backend (it may exchange over the rendezvous; its
+// describe() goes to stderr), run_and_report, and with --output the shim's own record next to
+// the rows. Returns run_and_report's exit status.
 int run_job(const Job& job, const std::string& backend_name,
             const std::function<std::unique_ptr<Backend>(Rendezvous&)>& make_backend);
 
