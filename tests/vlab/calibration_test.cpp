@@ -4,12 +4,8 @@
 // minus command issued within 10 ms of the switching time, carrier up (in the guest, clock
 // offset corrected) minus light back within 50 ms of the firmware delay, for every
 // reconfiguration. A second setting proves the numbers follow the settings.
-#include <sys/wait.h>
-
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -17,26 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "lab_fixture.h"
+#include "ocslab/common/csv_reader.h"
 #include "ocslab/testing/sshd_fixture.h"
 
-using namespace ocslab;
+using namespace vlab_test;
 
 namespace {
-
-std::string src(const std::string& rel) {
-  const char* s = std::getenv("OCSLAB_SOURCE_DIR");
-  return std::string(s && *s ? s : ".") + "/" + rel;
-}
-
-int run_shell(const std::string& cmd, std::string& output) {
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) output.append(buf, n);
-  int status = ::pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 std::vector<std::map<std::string, std::string>> read_csv(const std::string& path) {
   std::ifstream in(path);
@@ -44,24 +27,10 @@ std::vector<std::map<std::string, std::string>> read_csv(const std::string& path
   std::string line;
   std::vector<std::string> header;
   std::vector<std::map<std::string, std::string>> rows;
-  auto split = [](const std::string& l) {
-    std::vector<std::string> f;
-    std::string cur;
-    for (char c : l) {
-      if (c == ',') {
-        f.push_back(cur);
-        cur.clear();
-      } else {
-        cur += c;
-      }
-    }
-    f.push_back(cur);
-    return f;
-  };
   std::getline(in, line);
-  header = split(line);
+  header = split_csv_line(line);
   while (std::getline(in, line)) {
-    auto f = split(line);
+    auto f = split_csv_line(line);
     REQUIRE(f.size() == header.size());
     std::map<std::string, std::string> row;
     for (size_t i = 0; i < f.size(); ++i) row[header[i]] = f[i];
@@ -80,12 +49,10 @@ void calibrate(double switching_ms, double firmware_ms) {
   std::string name = fmt_name(switching_ms, firmware_ms);
   testing::TempDir dir;
   std::string out = dir.path() + "/results";
-  std::string output;
-  int rc = run_shell(testing::bin_path("ocslab") + " run " + src("tests/vlab/labs/" + name + ".spec.yaml") +
-                         " --no-plot -o " + out,
-                     output);
+  ProgramResult r = ocslab_cli({"run", source_path("tests/vlab/labs/" + name + ".spec.yaml"), "--no-plot", "-o", out});
+  std::string output = r.out + r.err;
   INFO(output);
-  REQUIRE(rc == 0);
+  REQUIRE(r.status == 0);
   auto rows = read_csv(out + "/breakdown.csv");
   INFO(output);
   REQUIRE(rows.size() == 3 * 4);  // 3 reconfigurations x 4 hosts

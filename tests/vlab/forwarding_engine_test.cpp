@@ -5,90 +5,27 @@
 // rollback and clear must take exactly ocslab's objects away again.
 #include <unistd.h>
 #include <catch2/catch.hpp>
-#include <chrono>
-#include <filesystem>
 #include <fstream>
-#include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 
-#include "ocslab/common/process.h"
+#include "lab_fixture.h"
 #include "ocslab/forwarding/diff.h"
 #include "ocslab/forwarding/fabric.h"
 #include "ocslab/forwarding/routes.h"
-#include "ocslab/ocsctl/ssh_session.h"
 #include "ocslab/testing/sshd_fixture.h"
-#include "ocslab/vlab/lab_spec.h"
-#include "ocslab/vlab/lab_state.h"
 
-namespace fs = std::filesystem;
-using namespace std::chrono_literals;
-using namespace ocslab;
+using namespace vlab_test;
 using Catch::Matchers::Contains;
 using nlohmann::json;
 
 namespace {
 
-std::string src(const std::string& rel) {
-  const char* s = std::getenv("OCSLAB_SOURCE_DIR");
-  return std::string(s && *s ? s : ".") + "/" + rel;
-}
-
-ProgramResult vlab_cli(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {testing::bin_path("ocslab")};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_program_status(argv);
-}
-
-// One guest, up for the test's lifetime and down however it ends.
-class Guest {
- public:
-  explicit Guest(const std::string& file) {
-    name_ = vlab::load_lab_spec(src(file)).name;
-    if (fs::exists(vlab::labs_dir(vlab::default_cache_dir()) + "/" + name_)) vlab_cli({"vlab", "down", name_});
-    auto r = vlab_cli({"vlab", "up", src(file), "--timeout", "400"});
-    std::cout << r.out << r.err;
-    REQUIRE(r.status == 0);
-    for (const auto& l : vlab::list_labs(vlab::default_cache_dir()))
-      if (l.name == name_) state_ = l;
-    REQUIRE_FALSE(state_.dir.empty());
-  }
-  ~Guest() { vlab_cli({"vlab", "down", name_}); }
-  const vlab::LabState& state() const { return state_; }
-  ocs::ExecResult exec(const std::string& cmd) const {
-    ocs::SshOptions o;
-    o.host = "127.0.0.1";
-    o.port = state_.host("h1").ssh_port;
-    o.user = "root";
-    o.identity_file = state_.client_key();
-    o.known_hosts_file = state_.known_hosts();
-    ocs::SshSession s(o);
-    return s.exec(cmd, 180s);
-  }
-  std::string run(const std::string& cmd) const {
-    auto r = exec(cmd);
-    INFO("h1$ " << cmd << "\n" << r.out << r.err);
-    REQUIRE(r.exit_status == 0);
-    return r.out;
-  }
-
- private:
-  std::string name_;
-  vlab::LabState state_;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 // ocslab's filters on one if2 (tc's own view), by pref: {dst_ip, to_dev, cookie}.
-std::map<int, std::string> tc_filters(const Guest& g, const std::string& dev) {
+std::map<int, std::string> tc_filters(const Lab& g, const std::string& dev) {
   std::map<int, std::string> out;
-  for (auto& e : json::parse(g.run("ip netns exec fwh1 tc -j filter show dev " + dev + " ingress"))) {
+  for (auto& e : json::parse(g.run("h1", "ip netns exec fwh1 tc -j filter show dev " + dev + " ingress"))) {
     if (!e.contains("options")) continue;
     const auto& o = e["options"];
     out[e["pref"].get<int>()] = o["keys"]["dst_ip"].get<std::string>() + " -> " +
@@ -102,12 +39,12 @@ std::map<int, std::string> tc_filters(const Guest& g, const std::string& dev) {
 
 TEST_CASE("forwarding engine in a guest: relay side applied, read back, replaced, rolled back, cleared",
           "[vlab][forwarding-engine]") {
-  Guest g("tests/vlab/labs/fwdint-engine.yaml");
+  Lab g("tests/vlab/labs/fwdint-engine.yaml");
   // A folder per run (outside the guest's /tmp): a guest may keep serving an old file from its 9p cache.
   std::string dir = g.state().dir + "/fwd-" + std::to_string(::getpid());
   fs::create_directories(dir);
   fs::copy_file(testing::bin_path("ocslab-agent"), dir + "/ocslab-agent");
-  std::string ring4 = slurp(src("forwarding/examples/ring4.yaml"));
+  std::string ring4 = read_file(source_path("forwarding/examples/ring4.yaml"));
   std::ofstream(dir + "/ring4.yaml") << ring4;
   // h2:p0's if1 MAC changes: the filter h1 uses to relay toward 10.0.0.20 must be replaced.
   std::string b = ring4;
@@ -125,18 +62,18 @@ TEST_CASE("forwarding engine in a guest: relay side applied, read back, replaced
 
   const std::string agent = "ip netns exec fwh1 " + dir + "/ocslab-agent forwarding ";
   const std::string opts = " --host h1 --if2-macvlan --state-dir /var/lib/fwdint-state";
-  g.run(
-      "ip netns add fwh1 && ip netns add fwp && "
-      "ip -n fwh1 link add eth1 type veth peer name x1 netns fwp && "
-      "ip -n fwh1 link add eth2 type veth peer name x2 netns fwp && "
-      "ip -n fwh1 addr add 10.0.0.10/24 dev eth1 && ip -n fwh1 addr add 10.0.0.11/24 dev eth2 && "
-      "ip -n fwh1 link set eth1 up && ip -n fwh1 link set eth2 up && ip -n fwp link set x1 up && "
-      "ip -n fwp link set x2 up && rm -rf /var/lib/fwdint-state");
+  g.run("h1",
+        "ip netns add fwh1 && ip netns add fwp && "
+        "ip -n fwh1 link add eth1 type veth peer name x1 netns fwp && "
+        "ip -n fwh1 link add eth2 type veth peer name x2 netns fwp && "
+        "ip -n fwh1 addr add 10.0.0.10/24 dev eth1 && ip -n fwh1 addr add 10.0.0.11/24 dev eth2 && "
+        "ip -n fwh1 link set eth1 up && ip -n fwh1 link set eth2 up && ip -n fwp link set x1 up && "
+        "ip -n fwp link set x2 up && rm -rf /var/lib/fwdint-state");
 
-  std::string out = g.run(agent + "apply --fabric " + dir + "/ring4.yaml" + opts);
+  std::string out = g.run("h1", agent + "apply --fabric " + dir + "/ring4.yaml" + opts);
   CHECK_THAT(out, Contains("apply: host h1: 20 change(s)"));
   CHECK_THAT(out, Contains("macvlans +2 ~0 -0, qdiscs +2 -0, filters +4 ~0 -0"));
-  auto link = json::parse(g.run("ip -n fwh1 -d -j link show eth1v"))[0];
+  auto link = json::parse(g.run("h1", "ip -n fwh1 -d -j link show eth1v"))[0];
   CHECK(link["linkinfo"]["info_kind"] == "macvlan");
   CHECK(link["linkinfo"]["info_data"]["mode"] == "private");
   CHECK(link["address"] == "02:00:00:00:01:10");
@@ -148,28 +85,29 @@ TEST_CASE("forwarding engine in a guest: relay side applied, read back, replaced
   CHECK(tc_filters(g, "eth2v") == want["eth2v"]);
 
   // Read back through list_owned etc.: nothing to do.
-  CHECK_THAT(g.run(agent + "diff --fabric " + dir + "/ring4.yaml" + opts), Contains("diff: host h1: no changes"));
-  CHECK_THAT(g.run(agent + "apply --fabric " + dir + "/ring4.yaml" + opts), Contains("apply: host h1: no changes"));
+  CHECK_THAT(g.run("h1", agent + "diff --fabric " + dir + "/ring4.yaml" + opts), Contains("diff: host h1: no changes"));
+  CHECK_THAT(g.run("h1", agent + "apply --fabric " + dir + "/ring4.yaml" + opts),
+             Contains("apply: host h1: no changes"));
 
   // A changed filter: delete + add, nothing else of the relay side.
-  out = g.run(agent + "apply --fabric " + dir + "/ring4b.yaml" + opts);
+  out = g.run("h1", agent + "apply --fabric " + dir + "/ring4b.yaml" + opts);
   CHECK_THAT(out, Contains("macvlans +0 ~0 -0, qdiscs +0 -0, filters +0 ~1 -0"));
   CHECK_THAT(out, Contains("set 02:00:00:00:02:0a"));
-  CHECK_THAT(g.run(agent + "diff --fabric " + dir + "/ring4b.yaml" + opts), Contains("no changes"));
-  CHECK_THAT(g.run(agent + "diff --fabric " + dir + "/ring4.yaml" + opts), Contains("filters +0 ~1 -0"));
+  CHECK_THAT(g.run("h1", agent + "diff --fabric " + dir + "/ring4b.yaml" + opts), Contains("no changes"));
+  CHECK_THAT(g.run("h1", agent + "diff --fabric " + dir + "/ring4.yaml" + opts), Contains("filters +0 ~1 -0"));
 
   // rollback: ring4's filter again.
-  CHECK(g.exec(agent + "rollback --state-dir /var/lib/fwdint-state").exit_status == 0);
-  CHECK_THAT(g.run(agent + "diff --fabric " + dir + "/ring4.yaml" + opts), Contains("no changes"));
+  CHECK(g.exec("h1", agent + "rollback --state-dir /var/lib/fwdint-state").exit_status == 0);
+  CHECK_THAT(g.run("h1", agent + "diff --fabric " + dir + "/ring4.yaml" + opts), Contains("no changes"));
 
   // clear: every route, neighbour, filter, clsact and macvlan ocslab made is gone.
-  out = g.run(agent + "clear --host h1 --state-dir /var/lib/fwdint-state");
+  out = g.run("h1", agent + "clear --host h1 --state-dir /var/lib/fwdint-state");
   CHECK_THAT(out, Contains("macvlans +0 ~0 -2, qdiscs +0 -2, filters +0 ~0 -4"));
-  CHECK(g.exec("ip -n fwh1 link show eth1v").exit_status != 0);
-  CHECK(g.exec("ip -n fwh1 link show eth2v").exit_status != 0);
-  CHECK(g.run("ip -n fwh1 route show proto 79").empty());
-  CHECK(g.run("ip -n fwh1 link show eth1").find("eth1") != std::string::npos);  // if1 untouched
+  CHECK(g.exec("h1", "ip -n fwh1 link show eth1v").exit_status != 0);
+  CHECK(g.exec("h1", "ip -n fwh1 link show eth2v").exit_status != 0);
+  CHECK(g.run("h1", "ip -n fwh1 route show proto 79").empty());
+  CHECK(g.run("h1", "ip -n fwh1 link show eth1").find("eth1") != std::string::npos);  // if1 untouched
 
-  g.exec("ip netns del fwh1; ip netns del fwp");
+  g.exec("h1", "ip netns del fwh1; ip netns del fwp");
   fs::remove_all(dir);
 }

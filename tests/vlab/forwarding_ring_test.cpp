@@ -8,88 +8,25 @@
 #include <unistd.h>
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <thread>
 
-#include "ocslab/common/process.h"
+#include "lab_fixture.h"
 #include "ocslab/ocsctl/driver.h"
-#include "ocslab/ocsctl/ssh_session.h"
 #include "ocslab/ocsctl/switch_url.h"
 #include "ocslab/testing/sshd_fixture.h"
-#include "ocslab/vlab/lab_spec.h"
-#include "ocslab/vlab/lab_state.h"
 
-namespace fs = std::filesystem;
-using namespace std::chrono_literals;
-using namespace ocslab;
+using namespace vlab_test;
 using Catch::Matchers::Contains;
 using nlohmann::json;
 
 namespace {
 
-std::string src(const std::string& rel) {
-  const char* s = std::getenv("OCSLAB_SOURCE_DIR");
-  return std::string(s && *s ? s : ".") + "/" + rel;
-}
-
-ProgramResult vlab_cli(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {testing::bin_path("ocslab")};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_program_status(argv);
-}
-
-class RingLab {
- public:
-  explicit RingLab(const std::string& file) {
-    name_ = vlab::load_lab_spec(src(file)).name;
-    if (fs::exists(vlab::labs_dir(vlab::default_cache_dir()) + "/" + name_)) vlab_cli({"vlab", "down", name_});
-    auto t0 = std::chrono::steady_clock::now();
-    auto r = vlab_cli({"vlab", "up", src(file), "--timeout", "400"});
-    std::cout << r.out << r.err;
-    std::cout << "lab up in " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s\n";
-    REQUIRE(r.status == 0);
-    for (const auto& l : vlab::list_labs(vlab::default_cache_dir()))
-      if (l.name == name_) state_ = l;
-    REQUIRE_FALSE(state_.dir.empty());
-  }
-  ~RingLab() { vlab_cli({"vlab", "down", name_}); }
-  const vlab::LabState& state() const { return state_; }
-  ocs::ExecResult exec(const std::string& host, const std::string& cmd) const {
-    ocs::SshOptions o;
-    o.host = "127.0.0.1";
-    o.port = state_.host(host).ssh_port;
-    o.user = "root";
-    o.identity_file = state_.client_key();
-    o.known_hosts_file = state_.known_hosts();
-    ocs::SshSession s(o);
-    return s.exec(cmd, 180s);
-  }
-  std::string run(const std::string& host, const std::string& cmd) const {
-    auto r = exec(host, cmd);
-    INFO(host << "$ " << cmd << "\n" << r.out << r.err);
-    REQUIRE(r.exit_status == 0);
-    return r.out;
-  }
-
- private:
-  std::string name_;
-  vlab::LabState state_;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 // Packets counted by ocslab's filter for `dst` on `dev` of `host` (-1: no such filter).
-long long counter(const RingLab& lab, const std::string& host, const std::string& dev, const std::string& dst) {
+long long counter(const Lab& lab, const std::string& host, const std::string& dev, const std::string& dst) {
   for (auto& e : json::parse(lab.run(host, "tc -s -j filter show dev " + dev + " ingress"))) {
     if (!e.contains("options") || e["options"]["keys"].value("dst_ip", "") != dst) continue;
     return e["options"]["actions"][0]["stats"]["packets"].get<long long>();
@@ -98,7 +35,7 @@ long long counter(const RingLab& lab, const std::string& host, const std::string
 }
 
 // Every ocslab filter's packets on a host's two if2s, summed.
-long long relayed(const RingLab& lab, const std::string& host) {
+long long relayed(const Lab& lab, const std::string& host) {
   long long sum = 0;
   for (const char* dev : {"eth1v", "eth2v"})
     for (auto& e : json::parse(lab.run(host, std::string("tc -s -j filter show dev ") + dev + " ingress")))
@@ -108,7 +45,7 @@ long long relayed(const RingLab& lab, const std::string& host) {
 
 // An RC send/receive ping-pong of n iterations over rdma_cm from `client` (its device `cdev`)
 // to `server`'s address `addr` (its device `sdev`).
-void rdma_ping_pong(const RingLab& lab, const std::string& server, const std::string& sdev, const std::string& client,
+void rdma_ping_pong(const Lab& lab, const std::string& server, const std::string& sdev, const std::string& client,
                     const std::string& cdev, const std::string& addr, int n) {
   ocs::ExecResult srv;
   std::thread t([&] { srv = lab.exec(server, "timeout 120 ib_send_lat -R -d " + sdev + " -n " + std::to_string(n)); });
@@ -131,13 +68,13 @@ void rdma_ping_pong(const RingLab& lab, const std::string& server, const std::st
 TEST_CASE("forwarding over the OCS: RDMA through a relay on ring4, then re-wired to another ring",
           "[vlab][forwarding-ring]") {
   auto t0 = std::chrono::steady_clock::now();
-  RingLab lab("tests/vlab/labs/fwdint-ring.yaml");
+  Lab lab("tests/vlab/labs/fwdint-ring.yaml");
   const auto& s = lab.state();
   // Guests mount their own /tmp: the agent and the fabrics go into the lab's folder.
   std::string dir = s.dir + "/fwd-" + std::to_string(::getpid());
   fs::create_directories(dir);
   fs::copy_file(testing::bin_path("ocslab-agent"), dir + "/ocslab-agent");
-  std::string a = slurp(src("forwarding/examples/ring4.yaml"));
+  std::string a = read_file(source_path("forwarding/examples/ring4.yaml"));
   std::ofstream(dir + "/ring-a.yaml") << a;
   // Ring B: h1 - h3 - h2 - h4 - h1. h1 and h2 are opposite now; h3 relays between them.
   std::string b = a.substr(0, a.find("circuits:")) +

@@ -6,78 +6,18 @@
 // and counted, refusals must carry the kernel's extack, and foreign filters stay untouched.
 #include <unistd.h>
 #include <catch2/catch.hpp>
-#include <chrono>
-#include <cstdio>
-#include <filesystem>
-#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "ocslab/common/process.h"
+#include "lab_fixture.h"
 #include "ocslab/forwarding/rule_plan.h"
-#include "ocslab/ocsctl/ssh_session.h"
-#include "ocslab/testing/sshd_fixture.h"
-#include "ocslab/vlab/lab_spec.h"
-#include "ocslab/vlab/lab_state.h"
 
-namespace fs = std::filesystem;
-using namespace std::chrono_literals;
-using namespace ocslab;
+using namespace vlab_test;
 using Catch::Matchers::Contains;
 using nlohmann::json;
 
 namespace {
-
-std::string src_path(const std::string& rel) {
-  const char* s = std::getenv("OCSLAB_SOURCE_DIR");
-  return std::string(s && *s ? s : ".") + "/" + rel;
-}
-
-ProgramResult ocslab_cli(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {testing::bin_path("ocslab")};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_program_status(argv);
-}
-
-// One guest, up for the test's lifetime and down however it ends.
-class OneGuest {
- public:
-  explicit OneGuest(const std::string& file) {
-    name_ = vlab::load_lab_spec(src_path(file)).name;
-    if (fs::exists(vlab::labs_dir(vlab::default_cache_dir()) + "/" + name_)) ocslab_cli({"vlab", "down", name_});
-    auto r = ocslab_cli({"vlab", "up", src_path(file), "--timeout", "400"});
-    std::cout << r.out << r.err;
-    REQUIRE(r.status == 0);
-    for (const auto& l : vlab::list_labs(vlab::default_cache_dir())) {
-      if (l.name == name_) state_ = l;
-    }
-    REQUIRE_FALSE(state_.dir.empty());
-  }
-  ~OneGuest() { ocslab_cli({"vlab", "down", name_}); }
-  const vlab::LabState& state() const { return state_; }
-
-  ocs::ExecResult exec(const std::string& cmd) const {
-    ocs::SshOptions o;
-    o.host = "127.0.0.1";
-    o.port = state_.host("h1").ssh_port;
-    o.user = "root";
-    o.identity_file = state_.client_key();
-    o.known_hosts_file = state_.known_hosts();
-    ocs::SshSession s(o);
-    return s.exec(cmd, 120s);
-  }
-  std::string run(const std::string& cmd) const {
-    auto r = exec(cmd);
-    INFO("h1$ " << cmd << "\n" << r.out << r.err);
-    REQUIRE(r.exit_status == 0);
-    return r.out;
-  }
-
- private:
-  std::string name_;
-  vlab::LabState state_;
-};
 
 // The filter entries (not the per-priority headers) of `tc -j filter show`, by pref.
 std::map<int, json> filters_by_pref(const std::string& text) {
@@ -115,28 +55,26 @@ TEST_CASE(
     "tc programming in a guest: ocslab's filter reads back like tc's, counts, refuses with extack, spares "
     "foreign filters",
     "[vlab][forwarding]") {
-  OneGuest lab("tests/vlab/labs/fwdtc-tc.yaml");
+  Lab lab("tests/vlab/labs/fwdtc-tc.yaml", 120s);
   // A folder per run: a guest may keep serving an old file from its 9p cache.
   std::string dir = lab.state().dir + "/tc-" + std::to_string(::getpid());
   fs::create_directories(dir);
-  std::string built = testing::bin_path("ocslab");
-  built = built.substr(0, built.rfind("/bin/")) + "/tests/vlab_forwarding_tc";
-  if (const char* t = std::getenv("OCSLAB_TEST_BIN_DIR")) built = std::string(t) + "/vlab_forwarding_tc";
-  fs::copy_file(built, dir + "/vlab_forwarding_tc", fs::copy_options::overwrite_existing);
+  fs::copy_file(test_tool_path("vlab_forwarding_tc"), dir + "/vlab_forwarding_tc",
+                fs::copy_options::overwrite_existing);
   const std::string tool = dir + "/vlab_forwarding_tc";
 
   // tx0 -> if2x: frames sent on tx0 arrive on the relay's if2x ingress. out0 -> out1: the
   // redirect target, whose peer sees what the relay sent.
-  lab.run(
-      "ip link add tx0 type veth peer name if2x && ip link add out0 type veth peer name out1 && "
-      "for d in tx0 if2x out0 out1; do ip link set $d up; done && ip addr add 192.168.77.1/24 dev tx0 && "
-      "ip neigh replace 192.168.77.9 lladdr $(cat /sys/class/net/if2x/address) dev tx0 nud permanent");
+  lab.run("h1",
+          "ip link add tx0 type veth peer name if2x && ip link add out0 type veth peer name out1 && "
+          "for d in tx0 if2x out0 out1; do ip link set $d up; done && ip addr add 192.168.77.1/24 dev tx0 && "
+          "ip neigh replace 192.168.77.9 lladdr $(cat /sys/class/net/if2x/address) dev tx0 nud permanent");
 
   // clsact through ocslab.
-  CHECK(lab.run(tool + " clsact-has if2x") == "no\n");
-  lab.run(tool + " clsact-add if2x");
-  CHECK(lab.run(tool + " clsact-has if2x") == "yes\n");
-  CHECK_THAT(lab.run("tc qdisc show dev if2x"), Contains("qdisc clsact ffff: parent ffff:fff1"));
+  CHECK(lab.run("h1", tool + " clsact-has if2x") == "no\n");
+  lab.run("h1", tool + " clsact-add if2x");
+  CHECK(lab.run("h1", tool + " clsact-has if2x") == "yes\n");
+  CHECK_THAT(lab.run("h1", "tc qdisc show dev if2x"), Contains("qdisc clsact ffff: parent ffff:fff1"));
 
   forwarding::FilterRule rule;
   rule.dev = "if2x";
@@ -147,15 +85,15 @@ TEST_CASE(
   // The same rule twice: through ocslab at the first ocslab prio (so it matches first), and
   // with the plan's own tc command, plus the cookie, at the next.
   rule.prio = forwarding::kTcPrioFirst;
-  lab.run(tool + " add if2x 20224 192.168.77.9/32 02:11:22:33:44:55 out0");
+  lab.run("h1", tool + " add if2x 20224 192.168.77.9/32 02:11:22:33:44:55 out0");
   forwarding::FilterRule by_tc = rule;
   by_tc.prio = forwarding::kTcPrioFirst + 1;
   std::string cmd = forwarding::render(by_tc);
   const std::string ck = std::string(" cookie ") + forwarding::kActionCookie;
   cmd.replace(cmd.find(" pipe action mirred"), 19, " pipe" + ck + " action mirred");
-  lab.run(cmd + ck);
+  lab.run("h1", cmd + ck);
 
-  auto shown = filters_by_pref(lab.run("tc -j filter show dev if2x ingress"));
+  auto shown = filters_by_pref(lab.run("h1", "tc -j filter show dev if2x ingress"));
   REQUIRE(shown.count(20224));
   REQUIRE(shown.count(20225));
   INFO("ocslab: " << shown[20224].dump(1) << "\ntc: " << shown[20225].dump(1));
@@ -184,7 +122,7 @@ TEST_CASE(
   CHECK(mirred["cookie"] == forwarding::kActionCookie);
 
   // list_owned() decodes both back into the rule.
-  auto listed = lines(lab.run(tool + " list if2x"));
+  auto listed = lines(lab.run("h1", tool + " list if2x"));
   REQUIRE(listed.size() == 2);
   for (size_t i = 0; i < 2; ++i) {
     INFO(listed[i].dump());
@@ -204,61 +142,61 @@ TEST_CASE(
   std::string capture =
       "/usr/bin/python3 -c \"import socket; s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, "
       "socket.htons(0x0800)); s.bind(('out1', 0)); s.settimeout(20); print(s.recv(2000)[:6].hex(), flush=True)\"";
-  std::string out = lab.run("(" + capture +
-                            " > /tmp/cap.txt &) ; sleep 1.5; ping -c 3 -i 0.3 -W 1 192.168.77.9 >/dev/null; "
-                            "sleep 0.5; cat /tmp/cap.txt");
+  std::string out = lab.run("h1", "(" + capture +
+                                      " > /tmp/cap.txt &) ; sleep 1.5; ping -c 3 -i 0.3 -W 1 192.168.77.9 >/dev/null; "
+                                      "sleep 0.5; cat /tmp/cap.txt");
   CHECK(out == "021122334455\n");
-  listed = lines(lab.run(tool + " list if2x"));
+  listed = lines(lab.run("h1", tool + " list if2x"));
   REQUIRE(listed.size() == 2);
   CHECK(listed[0]["packets"] == 3);
   CHECK(listed[0]["bytes"] == 3 * 84);  // IP packets: ingress counts start after the Ethernet header
   CHECK(listed[1]["packets"] == 0);
-  CHECK_THAT(lab.run("tc -s filter show dev if2x ingress prio 20224"), Contains("Sent 252 bytes 3 pkt"));
+  CHECK_THAT(lab.run("h1", "tc -s filter show dev if2x ingress prio 20224"), Contains("Sent 252 bytes 3 pkt"));
 
   // Foreign filters: one outside ocslab's range, one inside it without the cookie.
-  lab.run(
-      "tc filter add dev if2x ingress prio 100 protocol ip flower dst_ip 192.168.1.1 action drop && "
-      "tc filter add dev if2x ingress prio 20230 protocol ip flower dst_ip 192.168.1.2 action drop");
-  auto before = filters_by_pref(lab.run("tc -j filter show dev if2x ingress"));
-  CHECK(lines(lab.run(tool + " list if2x")).size() == 2);  // never listed
+  lab.run("h1",
+          "tc filter add dev if2x ingress prio 100 protocol ip flower dst_ip 192.168.1.1 action drop && "
+          "tc filter add dev if2x ingress prio 20230 protocol ip flower dst_ip 192.168.1.2 action drop");
+  auto before = filters_by_pref(lab.run("h1", "tc -j filter show dev if2x ingress"));
+  CHECK(lines(lab.run("h1", tool + " list if2x")).size() == 2);  // never listed
 
   // Kernel refusals, with extack. A batch whose second rule clashes with the filter at prio
   // 20225 (handle 1 exists, NLM_F_EXCL): refused as a whole, the first rule removed again.
-  auto r = lab.exec(tool +
-                    " add if2x 20229 192.168.77.10/32 02:11:22:33:44:56 out0 "
-                    "if2x 20225 192.168.77.11/32 02:11:22:33:44:57 out0");
+  auto r = lab.exec("h1", tool +
+                              " add if2x 20229 192.168.77.10/32 02:11:22:33:44:56 out0 "
+                              "if2x 20225 192.168.77.11/32 02:11:22:33:44:57 out0");
   INFO(r.err);
   CHECK(r.exit_status == 3);
   CHECK_THAT(r.err, Contains("errno=17") && Contains("extack='Filter already exists'") &&
                         Contains("filter dev if2x prio 20225 dst 192.168.77.11/32") && Contains("removed again"));
-  CHECK(lines(lab.run(tool + " list if2x")).size() == 2);
+  CHECK(lines(lab.run("h1", tool + " list if2x")).size() == 2);
   // No clsact on the device.
-  r = lab.exec(tool + " add out1 20224 192.168.77.10/32 02:11:22:33:44:56 out0");
+  r = lab.exec("h1", tool + " add out1 20224 192.168.77.10/32 02:11:22:33:44:56 out0");
   INFO(r.err);
   CHECK(r.exit_status == 3);
   CHECK_THAT(r.err, Contains("errno=22") && Contains("extack='Parent Qdisc"));
 
   // Deleting: a prio holding a foreign filter is refused, ocslab's own goes, the rest stays.
-  r = lab.exec(tool + " del if2x 20230 192.168.1.2/32 02:00:00:00:00:01 out0");
+  r = lab.exec("h1", tool + " del if2x 20230 192.168.1.2/32 02:00:00:00:00:01 out0");
   CHECK(r.exit_status == 2);
   CHECK_THAT(r.err, Contains("not ocslab's"));
-  r = lab.exec(tool + " clsact-del if2x");
+  r = lab.exec("h1", tool + " clsact-del if2x");
   CHECK(r.exit_status == 2);
   CHECK_THAT(r.err, Contains("2 filter(s) that are not ocslab's") && Contains("prio 100") && Contains("prio 20230"));
-  lab.run(tool + " del if2x 20224 192.168.77.9/32 02:11:22:33:44:55 out0");
-  auto after = filters_by_pref(lab.run("tc -j filter show dev if2x ingress"));
+  lab.run("h1", tool + " del if2x 20224 192.168.77.9/32 02:11:22:33:44:55 out0");
+  auto after = filters_by_pref(lab.run("h1", "tc -j filter show dev if2x ingress"));
   CHECK_FALSE(after.count(20224));
   for (int pref : {100, 20225, 20230}) {
     REQUIRE(after.count(pref));
     CHECK(after[pref] == before[pref]);
   }
-  listed = lines(lab.run(tool + " list if2x"));
+  listed = lines(lab.run("h1", tool + " list if2x"));
   REQUIRE(listed.size() == 1);
   CHECK(listed[0]["prio"] == 20225);
 
   // Once only ocslab's filters are left, the clsact goes (and they with it).
-  lab.run("tc filter del dev if2x ingress prio 100 && tc filter del dev if2x ingress prio 20230");
-  lab.run(tool + " clsact-del if2x");
-  CHECK(lab.run(tool + " clsact-has if2x") == "no\n");
+  lab.run("h1", "tc filter del dev if2x ingress prio 100 && tc filter del dev if2x ingress prio 20230");
+  lab.run("h1", tool + " clsact-del if2x");
+  CHECK(lab.run("h1", tool + " clsact-has if2x") == "no\n");
   fs::remove_all(dir);
 }

@@ -25,9 +25,9 @@
 #include <string>
 #include <thread>
 
+#include "lab_fixture.h"
 #include "ocslab/common/process.h"
 #include "ocslab/ocsctl/driver.h"
-#include "ocslab/ocsctl/ssh_session.h"
 #include "ocslab/ocsctl/switch_url.h"
 #include "ocslab/phase/controller_config.h"
 #include "ocslab/phase/topology.h"
@@ -38,9 +38,7 @@
 #include "ocslab/workloads/schedule.h"
 #include "ocslab/workloads/shim_hooks.h"
 
-namespace fs = std::filesystem;
-using namespace std::chrono_literals;
-using namespace ocslab;
+using namespace vlab_test;
 using Catch::Matchers::Contains;
 
 namespace {
@@ -51,70 +49,12 @@ constexpr const char* kHostFromGuest = "10.0.2.2";
 constexpr const char* kJob = "phasevlab";
 constexpr int kRendezvousPort = 18670;
 
-std::string src(const std::string& rel) {
-  const char* s = std::getenv("OCSLAB_SOURCE_DIR");
-  return std::string(s && *s ? s : ".") + "/" + rel;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 std::vector<std::string> split(const std::string& line, char sep = ',') {
   std::vector<std::string> f;
   std::stringstream ss(line);
   for (std::string x; std::getline(ss, x, sep);) f.push_back(x);
   return f;
 }
-
-ProgramResult vlab_cli(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {testing::bin_path("ocslab")};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_program_status(argv);
-}
-
-// Up in the constructor, down in the destructor however the test ends.
-class PhaseLab {
- public:
-  explicit PhaseLab(const std::string& file) {
-    name_ = vlab::load_lab_spec(src(file)).name;
-    if (fs::exists(vlab::labs_dir(vlab::default_cache_dir()) + "/" + name_)) vlab_cli({"vlab", "down", name_});
-    auto t0 = std::chrono::steady_clock::now();
-    auto r = vlab_cli({"vlab", "up", src(file), "--timeout", "400"});
-    std::cout << r.out << r.err;
-    std::cout << "lab up in " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s\n";
-    REQUIRE(r.status == 0);
-    for (const auto& l : vlab::list_labs(vlab::default_cache_dir()))
-      if (l.name == name_) state_ = l;
-    REQUIRE_FALSE(state_.dir.empty());
-  }
-  ~PhaseLab() { vlab_cli({"vlab", "down", name_}); }
-  const vlab::LabState& state() const { return state_; }
-  ocs::ExecResult exec(const std::string& host, const std::string& cmd,
-                       std::chrono::milliseconds timeout = 120s) const {
-    ocs::SshOptions o;
-    o.host = "127.0.0.1";
-    o.port = state_.host(host).ssh_port;
-    o.user = "root";
-    o.identity_file = state_.client_key();
-    o.known_hosts_file = state_.known_hosts();
-    ocs::SshSession s(o);
-    return s.exec(cmd, timeout);
-  }
-  std::string run(const std::string& host, const std::string& cmd) const {
-    auto r = exec(host, cmd);
-    INFO(host << "$ " << cmd << "\n" << r.out << r.err);
-    REQUIRE(r.exit_status == 0);
-    return r.out;
-  }
-
- private:
-  std::string name_;
-  vlab::LabState state_;
-};
 
 // `ocslab controller` as a child process: started with the switch password in its
 // environment, its bound port read from its first stdout line; SIGTERM (it then writes its
@@ -129,7 +69,7 @@ class ControllerProcess {
     pid_ = spawn_program({testing::bin_path("ocslab"), "controller", config, "--events", events}, so);
     auto deadline = std::chrono::steady_clock::now() + 30s;
     while (port_ == 0) {
-      std::string text = slurp(log);
+      std::string text = read_file(log);
       auto at = text.find("{\"listen\":\"127.0.0.1:");
       if (at != std::string::npos && text.find('"', at + 21) != std::string::npos) {
         port_ = std::stoi(text.substr(at + 21));
@@ -269,7 +209,7 @@ Expected expected_reconfigurations(const workloads::Schedule& s, const phase::Co
   return e;
 }
 
-long rxe_sent(const PhaseLab& lab, const std::string& host, const std::string& dev) {
+long rxe_sent(const Lab& lab, const std::string& host, const std::string& dev) {
   return std::stol(lab.run(host, "cat /sys/class/infiniband/" + dev + "/ports/1/hw_counters/sent_pkts"));
 }
 
@@ -286,10 +226,10 @@ TEST_CASE("phase control in the virtual lab: 4 guests, DP/PP schedule, the contr
           "[vlab][phase]") {
   auto t_all = std::chrono::steady_clock::now();
   const std::string lab_file = "tests/vlab/labs/phasevlab-four.yaml";
-  const double switching_ms = vlab::load_lab_spec(src(lab_file)).emulator.sw.switching.mean_ms();
-  PhaseLab lab(lab_file);
+  const double switching_ms = vlab::load_lab_spec(source_path(lab_file)).emulator.sw.switching.mean_ms();
+  Lab lab(lab_file, 120s);
   const auto& st = lab.state();
-  workloads::Schedule s = workloads::load_schedule(src("experiments/workloads/schedules/dp-pp-4-phase.yaml"));
+  workloads::Schedule s = workloads::load_schedule(source_path("experiments/workloads/schedules/dp-pp-4-phase.yaml"));
   REQUIRE(s.ranks == 4);
   REQUIRE(st.hosts.size() == 4);
 
@@ -320,7 +260,8 @@ TEST_CASE("phase control in the virtual lab: 4 guests, DP/PP schedule, the contr
   // Guests mount their own /tmp: binary and schedule go into the lab's folder.
   const std::string bin = dir + "/ocslab-collbench-verbs", sched = dir + "/dp-pp-4-phase.yaml";
   fs::copy_file(testing::bin_path("ocslab-collbench-verbs"), bin, fs::copy_options::overwrite_existing);
-  fs::copy_file(src("experiments/workloads/schedules/dp-pp-4-phase.yaml"), sched, fs::copy_options::overwrite_existing);
+  fs::copy_file(source_path("experiments/workloads/schedules/dp-pp-4-phase.yaml"), sched,
+                fs::copy_options::overwrite_existing);
   // The world group rides the management LAN (its own Soft-RoCE device), the pipeline and DP
   // groups the data NICs. The data NICs' neighbours are pinned: a circuit change drops the
   // carrier, which flushes learned neighbours, and a lost ARP would cost a 1 s retry.
@@ -374,7 +315,7 @@ TEST_CASE("phase control in the virtual lab: 4 guests, DP/PP schedule, the contr
     for (auto& t : ranks) t.join();
     res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     CHECK(ctl.stop() == 130);  // stopped by SIGTERM, not in fallback, listener fine
-    std::string ctl_log = slurp(dir + "/controller-" + mode + ".log");
+    std::string ctl_log = read_file(dir + "/controller-" + mode + ".log");
     INFO("controller:\n" << ctl_log);
     CHECK_THAT(ctl_log, !Contains("problem:"));
     for (int r = 0; r < 4; ++r) {

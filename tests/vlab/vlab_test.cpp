@@ -8,8 +8,6 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -17,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "lab_fixture.h"
 #include "ocslab/common/process.h"
 #include "ocslab/ocsctl/driver.h"
 #include "ocslab/ocsctl/ssh_session.h"
@@ -26,35 +25,10 @@
 #include "ocslab/vlab/lab_spec.h"
 #include "ocslab/vlab/lab_state.h"
 
-namespace fs = std::filesystem;
-using namespace std::chrono_literals;
-using namespace ocslab;
+using namespace vlab_test;
 using Catch::Matchers::Contains;
 
 namespace {
-
-struct CliResult {
-  int rc = -1;
-  std::string output;  // stdout and stderr
-};
-
-CliResult ocslab_cli(const std::string& args) {
-  std::string cmd = testing::bin_path("ocslab") + " " + args + " 2>&1";
-  CliResult r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-  int status = ::pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-std::string source(const std::string& rel) {
-  const char* s = std::getenv("OCSLAB_SOURCE_DIR");
-  return std::string(s && *s ? s : ".") + "/" + rel;
-}
 
 // Every process whose command line names the lab's folder (QEMU, the supervisor).
 std::vector<std::string> processes_of(const std::string& dir) {
@@ -84,82 +58,33 @@ void require_nothing_left(const std::string& dir) {
   CHECK_FALSE(fs::exists(dir));
 }
 
-// Brings a lab up with the real binary and takes it down again however the test ends.
-class Lab {
- public:
-  explicit Lab(const std::string& file) {
-    // A lab left behind by an aborted earlier run of this test would block `up`.
-    std::string name = vlab::load_lab_spec(source(file)).name;
-    if (fs::exists(vlab::labs_dir(vlab::default_cache_dir()) + "/" + name)) ocslab_cli("vlab down " + name);
-    CliResult r = ocslab_cli("vlab up " + source(file) + " --timeout 400");
-    std::cout << r.output;
-    REQUIRE(r.rc == 0);
-    REQUIRE_THAT(r.output, Contains("host(s) ready in"));
-    for (const auto& l : vlab::list_labs(vlab::default_cache_dir())) {
-      if (r.output.find("lab " + l.name + ":") != std::string::npos) state_ = l;
-    }
-    REQUIRE_FALSE(state_.dir.empty());
+// ib_send_lat between two hosts over their eth1 Soft-RoCE devices (GID index 1 is the
+// RoCE v2 GID of the data address). Returns the client's output.
+std::string rdma_ping_pong(const Lab& lab, const std::string& server, const std::string& client, int iterations) {
+  std::string server_ip = lab.state().host(server).nics.at(0).ip;
+  server_ip = server_ip.substr(0, server_ip.find('/'));
+  std::string args = "-d rxe_eth1 -x 1 -n " + std::to_string(iterations);
+  ocs::ExecResult srv;
+  std::thread t([&] {
+    ocs::SshSession s(lab.ssh(server));
+    srv = s.exec("timeout 90 ib_send_lat " + args, 100s);
+  });
+  std::this_thread::sleep_for(2s);
+  ocs::SshSession c(lab.ssh(client));
+  ocs::ExecResult cli;
+  for (int attempt = 0; attempt < 5; ++attempt) {  // the server may still be starting
+    cli = c.exec("timeout 90 ib_send_lat " + args + " " + server_ip, 100s);
+    if (cli.exit_status == 0) break;
+    std::this_thread::sleep_for(1s);
   }
-  ~Lab() {
-    if (up_) ocslab_cli("vlab down " + state_.name);
-  }
-  const vlab::LabState& state() const { return state_; }
-  void down() {
-    CliResult r = ocslab_cli("vlab down " + state_.name);
-    INFO(r.output);
-    CHECK(r.rc == 0);
-    up_ = false;
-  }
-
-  ocs::SshOptions ssh(const std::string& host) const {
-    ocs::SshOptions o;
-    o.host = "127.0.0.1";
-    o.port = state_.host(host).ssh_port;
-    o.user = "root";
-    o.identity_file = state_.client_key();
-    o.known_hosts_file = state_.known_hosts();
-    return o;
-  }
-  std::string run(const std::string& host, const std::string& cmd, std::chrono::milliseconds timeout = 60s) const {
-    ocs::SshSession s(ssh(host));
-    auto r = s.exec(cmd, timeout);
-    INFO(host << "$ " << cmd << "\n" << r.out << r.err);
-    REQUIRE(r.exit_status == 0);
-    return r.out;
-  }
-
-  // ib_send_lat between two hosts over their eth1 Soft-RoCE devices (GID index 1 is the
-  // RoCE v2 GID of the data address). Returns the client's output.
-  std::string rdma_ping_pong(const std::string& server, const std::string& client, int iterations) const {
-    std::string server_ip = state_.host(server).nics.at(0).ip;
-    server_ip = server_ip.substr(0, server_ip.find('/'));
-    std::string args = "-d rxe_eth1 -x 1 -n " + std::to_string(iterations);
-    ocs::ExecResult srv;
-    std::thread t([&] {
-      ocs::SshSession s(ssh(server));
-      srv = s.exec("timeout 90 ib_send_lat " + args, 100s);
-    });
-    std::this_thread::sleep_for(2s);
-    ocs::SshSession c(ssh(client));
-    ocs::ExecResult cli;
-    for (int attempt = 0; attempt < 5; ++attempt) {  // the server may still be starting
-      cli = c.exec("timeout 90 ib_send_lat " + args + " " + server_ip, 100s);
-      if (cli.exit_status == 0) break;
-      std::this_thread::sleep_for(1s);
-    }
-    t.join();
-    std::cout << client << " -> " << server << ":\n" << cli.out;
-    INFO(cli.out << cli.err << "\nserver: " << srv.out << srv.err);
-    CHECK(cli.exit_status == 0);
-    CHECK(srv.exit_status == 0);
-    CHECK_THAT(cli.out, Contains("#bytes") && Contains(" 2       " + std::to_string(iterations)));
-    return cli.out;
-  }
-
- private:
-  vlab::LabState state_;
-  bool up_ = true;
-};
+  t.join();
+  std::cout << client << " -> " << server << ":\n" << cli.out;
+  INFO(cli.out << cli.err << "\nserver: " << srv.out << srv.err);
+  CHECK(cli.exit_status == 0);
+  CHECK(srv.exit_status == 0);
+  CHECK_THAT(cli.out, Contains("#bytes") && Contains(" 2       " + std::to_string(iterations)));
+  return cli.out;
+}
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -198,10 +123,10 @@ int64_t last_truth(const std::string& csv, const std::string& subject, const std
 }  // namespace
 
 TEST_CASE("a bad lab file is refused before any VM starts", "[vlab]") {
-  CliResult r = ocslab_cli("vlab up " + source("tests/vlab/labs/bad-port-twice.yaml"));
-  INFO(r.output);
-  CHECK(r.rc == 2);
-  CHECK_THAT(r.output, Contains("bad-port-twice.yaml:8:") && Contains("port 1 used twice (also at line 6)"));
+  ProgramResult r = ocslab_cli({"vlab", "up", source_path("tests/vlab/labs/bad-port-twice.yaml")});
+  INFO(r.out << r.err);
+  CHECK(r.status == 2);
+  CHECK_THAT(r.out + r.err, Contains("bad-port-twice.yaml:8:") && Contains("port 1 used twice (also at line 6)"));
   std::string dir = vlab::labs_dir(vlab::default_cache_dir()) + "/vlab-test-bad";
   CHECK_FALSE(fs::exists(dir));
   CHECK(processes_of(dir).empty());
@@ -209,9 +134,9 @@ TEST_CASE("a bad lab file is refused before any VM starts", "[vlab]") {
 
 TEST_CASE("Ctrl-C during up stops everything it started", "[vlab]") {
   std::string dir = vlab::labs_dir(vlab::default_cache_dir()) + "/two-hosts";
-  if (fs::exists(dir)) ocslab_cli("vlab down two-hosts");
+  if (fs::exists(dir)) ocslab_cli({"vlab", "down", "two-hosts"});
   pid_t pid =
-      ocslab::spawn_program({testing::bin_path("ocslab"), "vlab", "up", source("experiments/labs/two-hosts.yaml")},
+      ocslab::spawn_program({testing::bin_path("ocslab"), "vlab", "up", source_path("experiments/labs/two-hosts.yaml")},
                             {.log_file = "", .die_with_parent = true, .cwd = ""});
   // Interrupt once the supervisor has started the hosts.
   bool running = false;
@@ -233,17 +158,17 @@ TEST_CASE("Ctrl-C during up stops everything it started", "[vlab]") {
 
 TEST_CASE("two hosts: up, RDMA ping-pong through the emulated switch, a dead VM is noticed, down leaves nothing",
           "[vlab]") {
-  Lab lab("experiments/labs/two-hosts.yaml");
+  Lab lab("experiments/labs/two-hosts.yaml", 60s);
   std::string dir = lab.state().dir;
-  lab.rdma_ping_pong("h2", "h1", 200);
+  rdma_ping_pong(lab, "h2", "h1", 200);
 
   // A VM that dies is reported by status (and `down` still cleans up after it).
   ::kill(lab.state().host("h2").pid, SIGKILL);
   std::this_thread::sleep_for(1s);
-  CliResult st = ocslab_cli("vlab status two-hosts");
-  INFO(st.output);
-  CHECK(st.rc == 3);
-  CHECK_THAT(st.output, Contains("h2 is DEAD"));
+  ProgramResult st = ocslab_cli({"vlab", "status", "two-hosts"});
+  INFO(st.out << st.err);
+  CHECK(st.status == 3);
+  CHECK_THAT(st.out + st.err, Contains("h2 is DEAD"));
 
   lab.down();
   require_nothing_left(dir);
@@ -339,13 +264,8 @@ std::vector<std::vector<std::string>> rdma_probe_across_outage(
     std::vector<std::vector<std::string>>* server_rows = nullptr) {
   // The guests see this machine's root, but not its /tmp (they mount their own): a build
   // folder there would be invisible, so the tool goes into the lab's run folder first.
-  const char* test_bin = std::getenv("OCSLAB_TEST_BIN_DIR");
-  std::string built = test_bin && *test_bin
-                          ? std::string(test_bin) + "/vlab_rdma_probe"
-                          : testing::bin_path("ocslab").substr(0, testing::bin_path("ocslab").rfind("/bin/")) +
-                                "/tests/vlab_rdma_probe";
   std::string tool = lab.state().dir + "/vlab_rdma_probe";
-  fs::copy_file(built, tool, fs::copy_options::overwrite_existing);
+  fs::copy_file(test_tool_path("vlab_rdma_probe"), tool, fs::copy_options::overwrite_existing);
   ocs::ExecResult server, client;
   std::thread srv([&] {
     ocs::SshSession s(lab.ssh("h2"));
@@ -388,9 +308,9 @@ TEST_CASE(
     "four hosts: a reconfiguration through TL1 takes carrier and Soft-RoCE down in the guests and back after "
     "the firmware delay",
     "[vlab]") {
-  Lab lab("tests/vlab/labs/four-hosts-fw1500.yaml");
+  Lab lab("tests/vlab/labs/four-hosts-fw1500.yaml", 60s);
   const auto& s = lab.state();
-  lab.rdma_ping_pong("h2", "h1", 50);
+  rdma_ping_pong(lab, "h2", "h1", 50);
 
   ocs::DriverOptions o;
   o.password = s.switch_password;
@@ -441,7 +361,7 @@ TEST_CASE(
   CHECK(fw_ms > 1495);
   CHECK(fw_ms < 1520);
 
-  lab.rdma_ping_pong("h2", "h1", 50);
+  rdma_ping_pong(lab, "h2", "h1", 50);
 
   // The RDMA probe across a 1 s break of the circuit (plus the 1.5 s firmware delay). Retry
   // settings that cover it (ACK timeout 4.096 us * 2^18 = 1.07 s, retry 7): one outage, no
@@ -526,7 +446,7 @@ double sum_signal(const std::vector<std::vector<std::string>>& rows, const std::
 
 TEST_CASE("two hosts: the RDMA probe reports the Soft-RoCE counters that move during a circuit break",
           "[vlab][rdma_counters]") {
-  Lab lab("tests/vlab/labs/hwc-rdma-counters.yaml");
+  Lab lab("tests/vlab/labs/hwc-rdma-counters.yaml", 60s);
   const auto& s = lab.state();
   std::cout << "h1 hw_counters:\n"
             << lab.run("h1",

@@ -5,86 +5,23 @@
 // (--max-msg) so the segmenting that large messages need on Soft-RoCE (8 MiB limit) is run too.
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <iostream>
 #include <map>
 #include <sstream>
 #include <thread>
 
-#include "ocslab/ocsctl/ssh_session.h"
+#include "lab_fixture.h"
 #include "ocslab/testing/sshd_fixture.h"
-#include "ocslab/vlab/lab_spec.h"
-#include "ocslab/vlab/lab_state.h"
 #include "ocslab/workloads/op_record.h"
 #include "ocslab/workloads/ring.h"
 #include "ocslab/workloads/schedule.h"
 
-namespace fs = std::filesystem;
-using namespace std::chrono_literals;
-using namespace ocslab;
+using namespace vlab_test;
 using Catch::Matchers::Contains;
 
 namespace {
 
-std::string src_path(const std::string& rel) {
-  const char* s = std::getenv("OCSLAB_SOURCE_DIR");
-  return std::string(s && *s ? s : ".") + "/" + rel;
-}
-
-std::pair<int, std::string> cli(const std::string& args) {
-  std::string cmd = testing::bin_path("ocslab") + " " + args + " 2>&1";
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-// Up in the constructor, down in the destructor however the test ends.
-class WorkloadLab {
- public:
-  explicit WorkloadLab(const std::string& file) {
-    name_ = vlab::load_lab_spec(src_path(file)).name;
-    if (fs::exists(vlab::labs_dir(vlab::default_cache_dir()) + "/" + name_)) cli("vlab down " + name_);
-    auto [rc, out] = cli("vlab up " + src_path(file) + " --timeout 400");
-    std::cout << out;
-    up_ = rc == 0;
-    REQUIRE(rc == 0);
-    for (const auto& l : vlab::list_labs(vlab::default_cache_dir())) {
-      if (l.name == name_) state_ = l;
-    }
-    REQUIRE_FALSE(state_.dir.empty());
-  }
-  ~WorkloadLab() {
-    if (up_) cli("vlab down " + name_);
-  }
-  const vlab::LabState& state() const { return state_; }
-  ocs::SshOptions ssh(const std::string& host) const {
-    ocs::SshOptions o;
-    o.host = "127.0.0.1";
-    o.port = state_.host(host).ssh_port;
-    o.user = "root";
-    o.identity_file = state_.client_key();
-    o.known_hosts_file = state_.known_hosts();
-    return o;
-  }
-  ocs::ExecResult exec(const std::string& host, const std::string& cmd, std::chrono::milliseconds timeout = 60s) const {
-    ocs::SshSession s(ssh(host));
-    return s.exec(cmd, timeout);
-  }
-
- private:
-  std::string name_;
-  vlab::LabState state_;
-  bool up_ = false;
-};
-
-long sent_pkts(const WorkloadLab& lab, const std::string& host) {
+long sent_pkts(const Lab& lab, const std::string& host) {
   auto r = lab.exec(host, "cat /sys/class/infiniband/rxe_eth1/ports/1/hw_counters/sent_pkts");
   REQUIRE(r.exit_status == 0);
   return std::stol(r.out);
@@ -94,14 +31,15 @@ long sent_pkts(const WorkloadLab& lab, const std::string& host) {
 
 TEST_CASE("verbs workload: 4 ranks on 2 Soft-RoCE guests run the DP/PP schedule with every result verified",
           "[vlab][workloads]") {
-  WorkloadLab lab("tests/vlab/labs/workloads-two-hosts.yaml");
+  Lab lab("tests/vlab/labs/workloads-two-hosts.yaml", 60s);
   // Guests see this machine's root but mount their own /tmp: binary and schedule go into the
   // lab's folder first.
   const std::string dir = lab.state().dir;
   const std::string bin = dir + "/ocslab-collbench-verbs", sched = dir + "/dp-pp-4.yaml";
   fs::copy_file(testing::bin_path("ocslab-collbench-verbs"), bin, fs::copy_options::overwrite_existing);
-  fs::copy_file(src_path("experiments/workloads/schedules/dp-pp-4.yaml"), sched, fs::copy_options::overwrite_existing);
-  workloads::Schedule s = workloads::load_schedule(src_path("experiments/workloads/schedules/dp-pp-4.yaml"));
+  fs::copy_file(source_path("experiments/workloads/schedules/dp-pp-4.yaml"), sched,
+                fs::copy_options::overwrite_existing);
+  workloads::Schedule s = workloads::load_schedule(source_path("experiments/workloads/schedules/dp-pp-4.yaml"));
   REQUIRE(s.ranks == 4);
 
   long h1_before = sent_pkts(lab, "h1"), h2_before = sent_pkts(lab, "h2");

@@ -4,42 +4,10 @@
 #include <fstream>
 #include <map>
 
+#include "ocslab/common/csv_reader.h"
 #include "ocslab/runner/runner.h"
 
 namespace ocslab::runner {
-
-namespace {
-
-// Splits one CSV line (RFC 4180 quoting) into fields.
-std::vector<std::string> split_csv(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cur;
-  bool quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        cur += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        cur += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      out.push_back(std::move(cur));
-      cur.clear();
-    } else if (c != '\r') {
-      cur += c;
-    }
-  }
-  out.push_back(std::move(cur));
-  return out;
-}
-
-}  // namespace
 
 int iteration_of(int64_t t_ns, const std::vector<int64_t>& issued_ns, int64_t guard_ns) {
   // issued_ns ascending; the number of issue times with issued - guard <= t.
@@ -59,7 +27,7 @@ std::vector<Sample> read_ground_truth(const std::string& path, int64_t from_ns, 
   std::string line;
   std::vector<Sample> out;
   if (!std::getline(in, line)) return out;
-  auto header = split_csv(line);
+  auto header = split_csv_line(line);
   auto col = [&](const char* name) -> size_t {
     auto it = std::find(header.begin(), header.end(), name);
     if (it == header.end()) throw Error(fmt::format("{}: no column '{}' in the header", path, name));
@@ -71,7 +39,7 @@ std::vector<Sample> read_ground_truth(const std::string& path, int64_t from_ns, 
   while (std::getline(in, line)) {
     ++lineno;
     if (line.empty()) continue;
-    auto f = split_csv(line);
+    auto f = split_csv_line(line);
     if (f.size() < header.size()) continue;  // a row being written right now
     Sample s;
     try {

@@ -27,7 +27,7 @@ class NcclBackend : public Backend {
   uint64_t verify(const Op& op, uint64_t seq) override;
 
   // "GPU 0 (NVIDIA H100 80GB HBM3, bus 0000:18:00.0), NCCL 2.28.3, 3 communicator(s)".
-  std::string describe() const;
+  std::string describe() const override;
 
  private:
   std::string op_where(const Op& op) const;

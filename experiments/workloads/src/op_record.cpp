@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <map>
 #include <sstream>
 
+#include "ocslab/common/csv_reader.h"
 #include "ocslab/common/csv_writer.h"
 #include "ocslab/common/error.h"
 #include "ocslab/workloads/ring.h"
@@ -15,34 +17,6 @@
 namespace ocslab::workloads {
 
 namespace {
-
-std::vector<std::string> split_csv(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cur;
-  bool quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        cur += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        cur += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      out.push_back(std::move(cur));
-      cur.clear();
-    } else if (c != '\r') {
-      cur += c;
-    }
-  }
-  out.push_back(std::move(cur));
-  return out;
-}
 
 template <typename T>
 T number(const std::string& field, const std::string& where, const char* column) {
@@ -62,9 +36,13 @@ int64_t us_to_ns(const std::string& field, const std::string& where, const char*
     throw ConfigError(fmt::format("{}: column {}: more than ns precision in '{}'", where, column, field));
   frac.resize(3, '0');
   bool neg = !whole.empty() && whole[0] == '-';
-  int64_t w = number<int64_t>(neg ? whole.substr(1) : whole, where, column);
-  int64_t f = number<int64_t>(frac, where, column);
-  int64_t v = w * 1000 + f;
+  // Unsigned parts: a second sign ("--5", "1.-5") is a bad number, and the range check keeps
+  // w * 1000 + f (and its negation) inside int64_t.
+  uint64_t w = number<uint64_t>(neg ? whole.substr(1) : whole, where, column);
+  uint64_t f = number<uint64_t>(frac, where, column);
+  if (w > (static_cast<uint64_t>(INT64_MAX) - f) / 1000)
+    throw ConfigError(fmt::format("{}: column {}: '{}' is out of range", where, column, field));
+  auto v = static_cast<int64_t>(w * 1000 + f);
   return neg ? -v : v;
 }
 
@@ -145,7 +123,7 @@ std::vector<OpRecord> parse_op_csv(const std::string& text, const std::string& o
   std::string line;
   std::vector<OpRecord> out;
   if (!std::getline(in, line)) return out;
-  auto header = split_csv(line);
+  auto header = split_csv_line(line);
   if (header != op_csv_columns()) {
     throw ConfigError(origin + ":1: not an ops CSV header (want " +
                       fmt::format("{}", fmt::join(op_csv_columns(), ",")) + ")");
@@ -155,7 +133,7 @@ std::vector<OpRecord> parse_op_csv(const std::string& text, const std::string& o
     ++lineno;
     if (line.empty()) continue;
     std::string where = fmt::format("{}:{}", origin, lineno);
-    auto f = split_csv(line);
+    auto f = split_csv_line(line);
     if (f.size() != header.size()) {
       throw ConfigError(fmt::format("{}: {} fields, the header has {}", where, f.size(), header.size()));
     }

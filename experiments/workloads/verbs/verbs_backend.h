@@ -38,7 +38,7 @@ class VerbsBackend : public Backend {
   uint64_t verify(const Op& op, uint64_t seq) override;
 
   // "rxe_eth1 (eth1, GID index 1, 10.30.0.1), 2 queue pair(s)" for the log.
-  std::string describe() const;
+  std::string describe() const override;
 
  private:
   struct Device;

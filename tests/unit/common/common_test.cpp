@@ -8,6 +8,7 @@
 
 #include "ocslab/common/clock.h"
 #include "ocslab/common/config.h"
+#include "ocslab/common/csv_reader.h"
 #include "ocslab/common/csv_writer.h"
 #include "ocslab/common/jsonl_writer.h"
 #include "ocslab/common/log.h"
@@ -24,6 +25,22 @@ TEST_CASE("csv writer quotes only fields that need it") {
   w.row({"plain", "with,comma", "say \"hi\"\nnext"});
   CHECK(out.str() == "a,b,c\nplain,\"with,comma\",\"say \"\"hi\"\"\nnext\"\n");
   CHECK_THROWS_WITH(w.row({"only one"}), Catch::Contains("1 fields, header has 3"));
+}
+
+TEST_CASE("csv line splitter reads back what the writer quotes") {
+  using V = std::vector<std::string>;
+  CHECK(split_csv_line("a,b,c") == V{"a", "b", "c"});
+  CHECK(split_csv_line("") == V{""});
+  CHECK(split_csv_line("a,,") == V{"a", "", ""});  // empty last fields are kept (the unit column)
+  CHECK(split_csv_line("plain,\"with,comma\",\"say \"\"hi\"\"\"") == V{"plain", "with,comma", "say \"hi\""});
+  CHECK(split_csv_line("a,b\r") == V{"a", "b"});        // a CRLF file
+  CHECK(split_csv_line("\"a\r\",b") == V{"a\r", "b"});  // but kept inside quotes
+  CHECK(split_csv_line("1,\"open") == V{"1", "open"});  // a row still being written
+  // Every field the writer escapes (no line breaks: callers split lines first) comes back.
+  V fields = {"", "x", ",", "\"", "\"\"", "a,\"b\",c", " spaced "};
+  std::string line;
+  for (size_t i = 0; i < fields.size(); ++i) line += (i ? "," : "") + CsvWriter::escape(fields[i]);
+  CHECK(split_csv_line(line) == fields);
 }
 
 TEST_CASE("json lines writer writes one object per line") {

@@ -67,6 +67,20 @@ TEST_CASE("ops CSV rows carry nccl-tests bandwidths and read back exactly", "[wo
   CHECK_THROWS_WITH(parse_op_csv("rank,host\n1,h\n", "x.csv"), Contains("x.csv:1: not an ops CSV header"));
   std::string bad = text.substr(0, text.find('\n') + 1) + "1,h1,2\n";
   CHECK_THROWS_WITH(parse_op_csv(bad, "x.csv"), Contains("x.csv:2: 3 fields, the header has 25"));
+  // time_us with a second sign, or too large for int64 nanoseconds: refused, naming the value.
+  auto with_time_us = [&](const std::string& value) {
+    auto fields = op_csv_fields(r);
+    fields[13] = value;
+    std::string line;
+    for (const auto& x : fields) line += (line.empty() ? "" : ",") + x;
+    return text.substr(0, text.find('\n') + 1) + line + "\n";
+  };
+  CHECK(parse_op_csv(with_time_us("-1.500"), "x.csv").at(0).duration_ns == -1500);
+  CHECK(parse_op_csv(with_time_us("9223372036854775.807"), "x.csv").at(0).duration_ns == INT64_MAX);
+  CHECK_THROWS_WITH(parse_op_csv(with_time_us("--1.500"), "x.csv"), Contains("x.csv:2: column time_us: bad number"));
+  CHECK_THROWS_WITH(parse_op_csv(with_time_us("1.-50"), "x.csv"), Contains("x.csv:2: column time_us: bad number"));
+  CHECK_THROWS_WITH(parse_op_csv(with_time_us("9223372036854775.808"), "x.csv"),
+                    Contains("x.csv:2: column time_us: '9223372036854775.808' is out of range"));
 }
 
 TEST_CASE("timeline samples of an op are tidy Samples the runner can merge", "[workloads]") {

@@ -29,6 +29,8 @@ class Backend {
   virtual void run(const Op& op) = 0;
   // count_wrong over this rank's result.
   virtual uint64_t verify(const Op& op, uint64_t seq) = 0;
+  // The device and setup in one line for the log ("rxe_eth1 (eth1, ...), 2 queue pair(s)").
+  virtual std::string describe() const { return {}; }
 };
 
 struct CommonOptions {

@@ -1,0 +1,50 @@
+// The main() both collbench programs share: the command line (common and phase options, help,
+// errors), the job checked against its schedule, and the run around the transport (rendezvous,
+// phase hooks, report, the shim's files). A program adds its transport's options and Backend.
+#pragma once
+
+#include <boost/program_options.hpp>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "ocslab/phase/shim.h"
+#include "ocslab/workloads/collbench.h"
+#include "ocslab/workloads/rendezvous.h"
+#include "ocslab/workloads/schedule.h"
+
+namespace ocslab::workloads {
+
+// This rank's job from the shared flags, checked against the schedule: the world size is the
+// schedule's, the rank inside it, and a rendezvous given when there is more than one rank.
+struct Job {
+  CommonOptions options;
+  Schedule schedule;                        // --steps and --warmup applied
+  std::optional<phase::ShimOptions> phase;  // nullopt without --controller
+};
+
+struct CollbenchProgram {
+  std::string name;  // "ocslab-collbench-verbs": begins every error message
+  std::string usage;
+  // The transport's own options, listed after the shared ones and before --help.
+  std::function<void(boost::program_options::options_description&)> add_options;
+  // Checks the transport's options and runs the job (run_job); returns the exit status.
+  std::function<int(const boost::program_options::variables_map&, const Job&)> run;
+};
+
+// Parses argv: --help prints the usage and the options (exit 0), a malformed command line the
+// same to stderr after the parser's message (exit 2). Then reads the Job and calls program.run.
+// An ocslab::Error from any of it prints as "NAME: message" and exits 2.
+int collbench_main(int argc, char** argv, const CollbenchProgram& program);
+
+// The run after the transport's options are checked: the rendezvous with rank 0, the phase
+// hooks (ShimHooks with --controller, whose join comes after the rendezvous so every rank is up;
+// else no-op hooks), the transport from make_backend (it may exchange over the rendezvous; its
+// describe() goes to stderr), run_and_report, and with --output the shim's own record next to
+// the rows. Returns run_and_report's exit status.
+int run_job(const Job& job, const std::string& backend_name,
+            const std::function<std::unique_ptr<Backend>(Rendezvous&)>& make_backend);
+
+}  // namespace ocslab::workloads
