@@ -207,7 +207,7 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
     throw config_error(doc, wl, "workload must be a map (program, schedule, modes, placement, launcher, ...)");
   only_keys(doc, wl,
             {"program", "schedule", "modes", "placement", "launcher", "args", "port", "profile_steps", "timeout_s",
-             "pass_if", "shared_dir"});
+             "pass_if", "shared_dir", "group_if", "pin_neighbours", "rxe"});
   if (wl["program"]) pw.program = as_string(doc, wl["program"]);
   if (pw.program.empty()) throw config_error(doc, wl["program"], "program must not be empty");
   pw.pass_if = fs::path(pw.program).filename().string() == "ocslab-collbench-verbs";
@@ -271,6 +271,38 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
                          "shared_dir is for the mpirun and srun launchers (ssh fetches each rank's files)");
     }
     pw.shared_dir = as_string(doc, wl["shared_dir"]);
+  }
+
+  if (const auto& gi = wl["group_if"]) {
+    if (!gi.IsMap()) throw config_error(doc, gi, "group_if is a map GROUP: NIC (e.g. {world: lan0})");
+    for (const auto& kv : gi) {
+      std::string g = as_string(doc, kv.first), nic = as_string(doc, kv.second);
+      bool known = std::any_of(pw.schedule.groups.begin(), pw.schedule.groups.end(),
+                               [&](const auto& x) { return x.name == g; });
+      if (!known) {
+        std::string names;
+        for (const auto& x : pw.schedule.groups) names += (names.empty() ? "" : ", ") + x.name;
+        throw config_error(doc, kv.first,
+                           fmt::format("group_if: schedule {} has no group '{}' (it has: {})", pw.schedule.origin, g,
+                                       names));
+      }
+      if (nic.empty() || nic.find_first_of(" \t/'\"=") != std::string::npos)
+        throw config_error(doc, kv.second, fmt::format("group_if: '{}' is not an interface name", nic));
+      pw.group_if.emplace_back(g, nic);
+    }
+  }
+  if (wl["pin_neighbours"]) pw.pin_neighbours = as_bool(doc, wl["pin_neighbours"]);
+  if (wl["rxe"]) {
+    pw.rxe = strings(doc, wl["rxe"], "rxe");
+    for (const auto& nic : pw.rxe) {
+      if (nic.empty() || nic.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.") !=
+                             std::string::npos)
+        throw config_error(doc, wl["rxe"], fmt::format("rxe: '{}' is not an interface name", nic));
+    }
+  }
+  if ((pw.pin_neighbours || !pw.rxe.empty()) && pw.launcher != Launcher::kSsh) {
+    throw config_error(doc, wl["pin_neighbours"] ? wl["pin_neighbours"] : wl["rxe"],
+                       "pin_neighbours and rxe prepare the hosts over the runner's SSH sessions: ssh launcher only");
   }
 
   const auto& ph = require(doc, root, "phase");
@@ -377,6 +409,10 @@ std::vector<std::string> rank_argv(const PhaseWorkloadSpec& spec, const std::vec
     a.push_back("--if");
     a.push_back(p.nic);
   }
+  for (const auto& [g, nic] : spec.group_if) {
+    a.push_back("--group-if");
+    a.push_back(g + "=" + nic);
+  }
   a.push_back("--timeout-s");
   a.push_back(std::to_string(spec.timeout_s));
   a.insert(a.end(), spec.args.begin(), spec.args.end());
@@ -420,6 +456,10 @@ std::vector<std::string> launcher_argv(const PhaseWorkloadSpec& spec, const std:
   if (spec.pass_if) {
     w.push_back("--if");
     w.push_back(spec.ranks.front().nic);
+  }
+  for (const auto& [g, nic] : spec.group_if) {
+    w.push_back("--group-if");
+    w.push_back(g + "=" + nic);
   }
   w.push_back("--timeout-s");
   w.push_back(std::to_string(spec.timeout_s));

@@ -360,3 +360,50 @@ TEST_CASE("per-step figures: the slowest rank's split and reconfigurations mappe
              Contains("# on-demand     step 80.00 ms, fabric wait 2.00 ms, 2.00 reconfigurations per step (1 steps)"));
   CHECK_THAT(table.str(), Contains("provisioning vs on-demand: fabric wait x0.50 (-1.00 ms per step)"));
 }
+
+TEST_CASE("lab preparation options: group_if, rxe, pin_neighbours", "[runner][phase-workload]") {
+  SECTION("the shipped virtual-lab spec sets them, and --group-if reaches every rank's command") {
+    auto s = load_experiment_spec(source_dir() + "/experiments/specs/dp-pp-phases-vlab.yaml");
+    REQUIRE(s.phase_workload);
+    const auto& pw = *s.phase_workload;
+    CHECK(pw.pin_neighbours);
+    CHECK(pw.rxe == std::vector<std::string>{"lan0"});
+    REQUIRE(pw.group_if.size() == 1);
+    CHECK(pw.group_if[0] == std::pair<std::string, std::string>{"world", "lan0"});
+    RankLaunch l{"/lab/bin/ocslab-collbench-verbs", "/tmp/x/schedule.yaml", "/tmp/x", "10.0.2.2:7100", "dppp",
+                 "on-demand", "h1:18600"};
+    auto argv = rank_argv(pw, s.hosts, 1, l);
+    auto at = std::find(argv.begin(), argv.end(), "--group-if");
+    REQUIRE(at != argv.end());
+    REQUIRE(at + 1 != argv.end());
+    CHECK(*(at + 1) == "world=lan0");
+    CHECK(std::find(argv.begin(), argv.end(), "eth1") != argv.end());  // --if stays the data NIC
+  }
+  SECTION("defaults: nothing prepared, no --group-if") {
+    auto s = parse(kHead + kWorkload + kPhase);
+    CHECK_FALSE(s.phase_workload->pin_neighbours);
+    CHECK(s.phase_workload->rxe.empty());
+    CHECK(s.phase_workload->group_if.empty());
+  }
+  SECTION("a group the schedule lacks is named with the groups it has") {
+    auto e = error_of(kHead + "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, group_if: {wrld: lan0}}\n" +
+                      kPhase);
+    CHECK_THAT(e, Contains("test.yaml:4:"));
+    CHECK_THAT(e, Contains("no group 'wrld'"));
+    CHECK_THAT(e, Contains("world"));
+  }
+  SECTION("bad interface names and non-ssh launchers are refused") {
+    CHECK_THAT(error_of(kHead +
+                        "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, group_if: {world: 'a b'}}\n" +
+                        kPhase),
+               Contains("'a b' is not an interface name"));
+    CHECK_THAT(error_of(kHead + "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, rxe: ['x;rm']}\n" +
+                        kPhase),
+               Contains("rxe: 'x;rm' is not an interface name"));
+    CHECK_THAT(error_of("type: phase-workload\n" + inventory(4) +
+                        "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, launcher: srun, "
+                        "pin_neighbours: true}\n"
+                        "phase: {pp: 2, dims: [{name: dp, size: 2}], controller: 10.0.0.1}\n"),
+               Contains("ssh launcher only"));
+  }
+}

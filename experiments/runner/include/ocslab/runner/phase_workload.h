@@ -53,6 +53,15 @@ struct PhaseWorkloadSpec {
   // that the runner fetches and removes; for mpirun / srun a shared folder (default: the results
   // folder itself, which must then be on a file system the nodes share).
   std::string shared_dir;
+  // Per-group interface overrides, passed as --group-if GROUP=NIC (e.g. world=lan0: the
+  // management group over the hosts' LAN NIC instead of the rank's data NIC).
+  std::vector<std::pair<std::string, std::string>> group_if;
+  // Host preparation before the ranks start (ssh launcher; undone after the run):
+  // permanent neighbour entries for every other rank's data NIC on each rank's data NIC (a
+  // circuit change drops the carrier, which flushes learned entries, and a lost ARP costs a
+  // 1 s retry), and a Soft-RoCE device on each named NIC of every rank's host that has none.
+  bool pin_neighbours = false;
+  std::vector<std::string> rxe;
   // phase control
   phase::JobLayout layout;
   phase::TopoId initial;
