@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "lab_fixture.h"
 #include "ocslab/common/process.h"
 #include "ocslab/ocsctl/ssh_session.h"
 #include "ocslab/testing/sshd_fixture.h"
@@ -21,28 +22,13 @@
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using namespace ocslab;
+using vlab_test::ocslab_cli;
+using vlab_test::read_file;
+using vlab_test::source_path;
 using Catch::Matchers::Contains;
 using nlohmann::json;
 
 namespace {
-
-std::string src(const std::string& rel) {
-  const char* s = std::getenv("OCSLAB_SOURCE_DIR");
-  return std::string(s && *s ? s : ".") + "/" + rel;
-}
-
-ProgramResult ocslab_cli(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {testing::bin_path("ocslab")};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_program_status(argv);
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 // Takes the lab down however the test ends (the runner leaves it up: lab.keep defaults to true).
 struct LabDown {
@@ -62,8 +48,8 @@ const json& pair(const json& m, const std::string& s, const std::string& d) {
 TEST_CASE("the runner applies forwarding per mapping, verifies the matrix, re-applies and clears",
           "[vlab][forwarding-runner]") {
   auto t0 = std::chrono::steady_clock::now();
-  std::string spec = src("tests/vlab/labs/fwdrun-ring.spec.yaml");
-  std::string name = vlab::load_lab_spec(src("tests/vlab/labs/fwdrun-ring.yaml")).name;
+  std::string spec = source_path("tests/vlab/labs/fwdrun-ring.spec.yaml");
+  std::string name = vlab::load_lab_spec(source_path("tests/vlab/labs/fwdrun-ring.yaml")).name;
   if (fs::exists(vlab::labs_dir(vlab::default_cache_dir()) + "/" + name)) ocslab_cli({"vlab", "down", name});
   LabDown down{name};
   std::string out = (fs::temp_directory_path() / ("fwdrun-" + std::to_string(::getpid()))).string();
@@ -76,8 +62,8 @@ TEST_CASE("the runner applies forwarding per mapping, verifies the matrix, re-ap
   // Ring A (the lab's links): every pair reachable; h1 <-> h3 and h2 <-> h4 opposite, two hops
   // through the planned relay, whose filter counted the ping.
   REQUIRE(fs::exists(out + "/forwarding-verify-0-ring-a.csv"));
-  std::cout << slurp(out + "/forwarding-verify-0-ring-a.txt") << slurp(out + "/forwarding-verify-1-ring-b.txt");
-  json a = json::parse(slurp(out + "/forwarding-verify-0-ring-a.json"));
+  std::cout << read_file(out + "/forwarding-verify-0-ring-a.txt") << read_file(out + "/forwarding-verify-1-ring-b.txt");
+  json a = json::parse(read_file(out + "/forwarding-verify-0-ring-a.json"));
   CHECK(a["pairs"].size() == 12);
   CHECK(a["all_reachable"] == true);
   CHECK(a["hops_as_planned"] == true);
@@ -93,7 +79,7 @@ TEST_CASE("the runner applies forwarding per mapping, verifies the matrix, re-ap
 
   // Ring B after the reconfiguration (h1 - h3 - h2 - h4 - h1): h1 <-> h2 are opposite now and
   // go through h3; h1 <-> h3 are direct.
-  json b = json::parse(slurp(out + "/forwarding-verify-1-ring-b.json"));
+  json b = json::parse(read_file(out + "/forwarding-verify-1-ring-b.json"));
   CHECK(b["all_reachable"] == true);
   CHECK(b["hops_as_planned"] == true);
   CHECK(pair(b, "h1", "h2")["hops"] == 2);
@@ -102,7 +88,7 @@ TEST_CASE("the runner applies forwarding per mapping, verifies the matrix, re-ap
   CHECK(pair(b, "h3", "h4")["hops"] == 2);
 
   // The apply times are timeline rows: one per host and mapping.
-  std::string timeline = slurp(out + "/timeline.csv");
+  std::string timeline = read_file(out + "/timeline.csv");
   for (const char* h : {"h1", "h2", "h3", "h4"}) {
     CHECK_THAT(timeline, Contains(std::string(h) + ",forwarding,ring-a,apply_ms"));
     CHECK_THAT(timeline, Contains(std::string(h) + ",forwarding,ring-b,apply_ms"));

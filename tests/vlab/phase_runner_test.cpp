@@ -19,29 +19,17 @@
 #include <sstream>
 #include <string>
 
+#include "lab_fixture.h"
 #include "ocslab/common/process.h"
 #include "ocslab/testing/sshd_fixture.h"
 #include "ocslab/workloads/op_record.h"
 
 namespace fs = std::filesystem;
 using namespace ocslab;
+using vlab_test::ocslab_cli;
+using vlab_test::read_file;
+using vlab_test::source_path;
 using Catch::Matchers::Contains;
-
-namespace {
-
-std::string src(const std::string& rel) {
-  const char* s = std::getenv("OCSLAB_SOURCE_DIR");
-  return std::string(s && *s ? s : ".") + "/" + rel;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-}  // namespace
 
 TEST_CASE("ocslab run of the virtual-lab phase-workload spec", "[vlab][phase-runner]") {
   auto t0 = std::chrono::steady_clock::now();
@@ -52,18 +40,17 @@ TEST_CASE("ocslab run of the virtual-lab phase-workload spec", "[vlab][phase-run
   struct Cleanup {
     std::string dir;
     ~Cleanup() {
-      run_program_status({testing::bin_path("ocslab"), "vlab", "down", "phase-four"});
+      ocslab_cli({"vlab", "down", "phase-four"});
       fs::remove_all(dir);
     }
   } cleanup{out};
-  auto r = run_program_status(
-      {testing::bin_path("ocslab"), "run", src("experiments/specs/dp-pp-phases-vlab.yaml"), "-o", out, "--no-plot"});
+  auto r = ocslab_cli({"run", source_path("experiments/specs/dp-pp-phases-vlab.yaml"), "-o", out, "--no-plot"});
   std::cout << r.out << r.err;
   INFO(r.out << r.err);
   REQUIRE(r.status == 0);
   CHECK_THAT(r.out + r.err, Contains("Soft-RoCE device rxe_lan0 added on lan0"));
   CHECK_THAT(r.out + r.err, Contains("pinned the neighbours of 4 data NIC(s)"));
-  CHECK_THAT(slurp(out + "/meta.json"), Contains("\"problems\": []"));
+  CHECK_THAT(read_file(out + "/meta.json"), Contains("\"problems\": []"));
 
   // phase-steps.csv: both modes, 1 warm-up + 3 steps each; the schedule rewires the rail three
   // times per step (pipeline sends "00", stage 0's and stage 1's allreduces "10", "11").
@@ -91,7 +78,7 @@ TEST_CASE("ocslab run of the virtual-lab phase-workload spec", "[vlab][phase-run
     int provisioned = 0;
     for (int rank = 0; rank < 4; ++rank) {
       const std::string path = fmt::format("{}/{}/ops-rank{}.csv", out, mode, rank);
-      auto rows = workloads::parse_op_csv(slurp(path), path);
+      auto rows = workloads::parse_op_csv(read_file(path), path);
       REQUIRE_FALSE(rows.empty());
       for (const auto& row : rows) {
         INFO(mode << " rank " << rank << " step " << row.step << " op " << row.index);

@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "ocslab/common/clock.h"
+#include "ocslab/common/csv_reader.h"
 #include "ocslab/common/csv_writer.h"
 #include "ocslab/common/process.h"
 #include "ocslab/ocsctl/driver.h"
@@ -191,35 +192,6 @@ void print_step_table(std::ostream& out, const std::vector<StepFigures>& figures
 
 namespace {
 
-// RFC 4180 fields of one line (no embedded line breaks in what the workloads write).
-std::vector<std::string> split_csv(const std::string& line) {
-  std::vector<std::string> f;
-  std::string cur;
-  bool q = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    char c = line[i];
-    if (q) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        cur += '"';
-        ++i;
-      } else if (c == '"') {
-        q = false;
-      } else {
-        cur += c;
-      }
-    } else if (c == '"') {
-      q = true;
-    } else if (c == ',') {
-      f.push_back(cur);
-      cur.clear();
-    } else if (c != '\r') {
-      cur += c;
-    }
-  }
-  f.push_back(cur);
-  return f;
-}
-
 // The tidy Sample rows of a rank's timeline-rank<R>.csv or shim-rank<R>.csv.
 std::vector<Sample> read_samples(const std::string& path, std::vector<std::string>& problems) {
   std::vector<Sample> out;
@@ -231,7 +203,7 @@ std::vector<Sample> read_samples(const std::string& path, std::vector<std::strin
   while (std::getline(in, line)) {
     ++n;
     if (line.empty()) continue;
-    auto f = split_csv(line);
+    auto f = split_csv_line(line);
     if (f.size() < 7) {
       problems.push_back(fmt::format("{}:{}: {} field(s), want 7", path, n, f.size()));
       continue;
