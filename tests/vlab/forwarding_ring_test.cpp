@@ -49,9 +49,14 @@ void rdma_ping_pong(const Lab& lab, const std::string& server, const std::string
                     const std::string& cdev, const std::string& addr, int n) {
   ocs::ExecResult srv;
   std::thread t([&] { srv = lab.exec(server, "timeout 120 ib_send_lat -R -d " + sdev + " -n " + std::to_string(n)); });
-  std::this_thread::sleep_for(3s);
+  // The server listens only once its process is up and has opened the device: under load
+  // (CI's 2 cores) that took longer than a fixed 3 s, and a connect before it is rejected
+  // ("Unexpected CM event ... 8", RDMA_CM_EVENT_REJECTED). Wait for the process, then retry.
+  for (int i = 0; i < 60 && lab.exec(server, "pgrep -x ib_send_lat").exit_status != 0; ++i)
+    std::this_thread::sleep_for(500ms);
+  std::this_thread::sleep_for(2s);
   ocs::ExecResult cli;
-  for (int attempt = 0; attempt < 5; ++attempt) {  // the server may still be starting
+  for (int attempt = 0; attempt < 10; ++attempt) {  // the server may still be opening its device
     cli = lab.exec(client, "timeout 120 ib_send_lat -R -d " + cdev + " -n " + std::to_string(n) + " " + addr);
     if (cli.exit_status == 0) break;
     std::this_thread::sleep_for(2s);
