@@ -58,8 +58,7 @@ NicLinkParams NicLinkParams::preset(const std::string& name) {
 NicLinkModel::NicLinkModel(boost::asio::io_context& io, std::string nic_name, NicLinkParams params,
                            std::unique_ptr<LinkDriver> driver, GroundTruth& truth, std::function<void(bool)> on_link,
                            uint64_t seed)
-    : io_(io),
-      name_(std::move(nic_name)),
+    : name_(std::move(nic_name)),
       params_(std::move(params)),
       driver_(std::move(driver)),
       truth_(truth),

@@ -99,7 +99,7 @@ struct TcpListener::Conn : std::enable_shared_from_this<Conn> {
 
 TcpListener::TcpListener(asio::io_context& io, const ListenAddress& where, std::string protocol, SessionFactory make,
                          SessionCounter open)
-    : io_(io), acceptor_(io), protocol_(std::move(protocol)), make_(std::move(make)), open_(std::move(open)) {
+    : acceptor_(io), protocol_(std::move(protocol)), make_(std::move(make)), open_(std::move(open)) {
   port_ = open_listener(acceptor_, where, protocol_);
 }
 

@@ -27,7 +27,6 @@ class TcpListener : public std::enable_shared_from_this<TcpListener> {
   struct Conn;
   void accept();
 
-  boost::asio::io_context& io_;
   boost::asio::ip::tcp::acceptor acceptor_;
   std::string protocol_;
   SessionFactory make_;

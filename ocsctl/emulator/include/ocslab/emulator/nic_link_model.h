@@ -57,7 +57,6 @@ class NicLinkModel {
   void apply(bool up);
   void schedule(double delay_ms, bool up);
 
-  boost::asio::io_context& io_;
   std::string name_;
   NicLinkParams params_;
   std::unique_ptr<LinkDriver> driver_;
