@@ -162,7 +162,7 @@ VerbsBackend::Device& VerbsBackend::device_for(const std::string& iface) {
 VerbsBackend::VerbsBackend(const Schedule& s, int rank, const VerbsOptions& o, Rendezvous& rv)
     : s_(s), rank_(rank), o_(o) {
   for (const auto& [g, iface] : o_.group_iface) {
-    if (std::none_of(s.groups.begin(), s.groups.end(), [&](const Group& x) { return x.name == g; })) {
+    if (std::none_of(s.groups.begin(), s.groups.end(), [&name = g](const Group& x) { return x.name == name; })) {
       throw Error("--group-if " + g + "=" + iface + ": the schedule has no group '" + g + "'");
     }
   }
