@@ -3,13 +3,24 @@
 // with the same peer in the same run; and the speed-up of one batched ENT-PATCH for 32
 // circuits over 32 single commands.
 //   ocs_driver_overhead [--rounds N] [--repeats R] [--only libocs|raw] [--no-batch]
+//                       [--policy batch|other|both]
 // With no arguments it runs the comparison and the batching figure and prints the ratio.
 // --only runs one side's rounds alone (no comparison), so that `strace -c -f`, `perf` or
-// callgrind see that side only; docs/testing.md "Driver overhead" shows how.
+// callgrind see that side only; docs/driver-overhead.md shows how.
+//
+// The client and the peer's threads share one CPU, and by default all of them run under
+// SCHED_BATCH: a thread woken by a reply or a request then waits for the running one to block,
+// as it would if the switch were another machine. Under the default policy (SCHED_OTHER) the
+// peer woken by a request may instead preempt the client in the middle of its send, and
+// whether it does flips with small differences in the threads' CPU accounting: the same raw
+// client then measures 27.5 or 29 us per round from run to run on a 2-vCPU VM. --policy other
+// (or both) shows those figures, with the preemptions per round that explain them.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -79,8 +90,33 @@ std::string load_average() {
 }
 
 [[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr, "ocs_driver_overhead: %s\nusage: ocs_driver_overhead [--rounds N] [--repeats R] [--only libocs|raw] [--no-batch]\n", why);
+  std::fprintf(stderr,
+               "ocs_driver_overhead: %s\nusage: ocs_driver_overhead [--rounds N] [--repeats R] [--only libocs|raw] "
+               "[--no-batch] [--policy batch|other|both]\n",
+               why);
   std::exit(2);
+}
+
+// Puts every thread of the process (the client and the peer's threads) under one policy.
+// Returns false if the kernel refused it for any of them.
+bool set_policy_all_threads(int policy) {
+  DIR* d = ::opendir("/proc/self/task");
+  if (!d) return false;
+  bool ok = true;
+  sched_param p{};
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    ok = ::sched_setscheduler(std::atoi(e->d_name), policy, &p) == 0 && ok;
+  }
+  ::closedir(d);
+  return ok;
+}
+
+// Involuntary context switches of the calling thread so far: the client being preempted.
+long preemptions() {
+  rusage u{};
+  ::getrusage(RUSAGE_THREAD, &u);
+  return u.ru_nivcsw;
 }
 
 int positive(const char* flag, const char* text) {
@@ -94,7 +130,7 @@ int positive(const char* flag, const char* text) {
 
 int main(int argc, char** argv) {
   int rounds = 2000, repeats = 15;
-  std::string only;
+  std::string only, policy = "batch";
   bool batch = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -106,9 +142,13 @@ int main(int argc, char** argv) {
     if (a == "--rounds") rounds = positive("--rounds", argv[++i]);
     else if (a == "--repeats") repeats = positive("--repeats", argv[++i]);
     else if (a == "--only") only = argv[++i];
+    else if (a == "--policy") policy = argv[++i];
     else usage(("unknown option " + a).c_str());
   }
   if (!only.empty() && only != "libocs" && only != "raw") usage(("--only: want libocs or raw, got \"" + only + "\"").c_str());
+  if (policy != "batch" && policy != "other" && policy != "both") {
+    usage(("--policy: want batch, other or both, got \"" + policy + "\"").c_str());
+  }
   std::printf("machine: %ld CPUs online, load average %s at start\n", sysconf(_SC_NPROCESSORS_ONLN),
               load_average().c_str());
   // All threads (client, and the peer's thread per connection) share one CPU. Otherwise the
@@ -127,6 +167,7 @@ int main(int argc, char** argv) {
   auto driver = ocs::make_driver(url, opts);
   driver->open();
   RawTl1Client raw(peer.port());
+  RawTl1Client control(peer.port());  // a second raw client: the comparison's control
 
   // One reconfiguration round trip = make a circuit, then delete it (two commands). The raw
   // client sends the bytes libocs sends (a request line ends in CR LF) and gets the same
@@ -139,12 +180,20 @@ int main(int argc, char** argv) {
     driver->disconnect({1});
     return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
   };
-  auto raw_round = [&] {
+  auto raw_round_on = [&](RawTl1Client& client) {
     auto t0 = Clock::now();
-    raw.exchange("ENT-PATCH::1,33:" + std::to_string(++ctag) + ":;\r\n");
-    raw.exchange("DLT-PATCH::1:" + std::to_string(++ctag) + ":;\r\n");
+    client.exchange("ENT-PATCH::1,33:" + std::to_string(++ctag) + ":;\r\n");
+    client.exchange("DLT-PATCH::1:" + std::to_string(++ctag) + ":;\r\n");
     return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
   };
+  auto raw_round = [&] { return raw_round_on(raw); };
+  auto control_round = [&] { return raw_round_on(control); };
+
+  const bool batch_ok = set_policy_all_threads(policy == "other" ? SCHED_OTHER : SCHED_BATCH);
+  if (policy != "other") {
+    std::printf("scheduling: SCHED_BATCH for every thread%s\n",
+                batch_ok ? " (a woken thread waits until the running one blocks)" : ": REFUSED, figures are SCHED_OTHER's");
+  }
   for (int i = 0; i < rounds / 10; ++i) {  // warm-up (with --only, that side's path alone)
     if (only != "raw") libocs_round();
     if (only != "libocs") raw_round();
@@ -157,36 +206,88 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  // libocs and raw rounds alternate one by one (in both orders), so both see the same machine
-  // noise (other processes, frequency changes). Each repeat compares the medians of its
-  // per-round times; the repeats' ratios show how much that comparison moves with the noise.
-  std::vector<double> lib, base, ratios;
-  for (int r = 0; r < repeats; ++r) {
-    std::vector<double> l1, b1;
-    for (int i = 0; i < rounds; ++i) {
-      if (i % 2 == 0) {
-        l1.push_back(libocs_round());
-        b1.push_back(raw_round());
-      } else {
-        b1.push_back(raw_round());
-        l1.push_back(libocs_round());
+  // libocs, raw and control rounds alternate one by one (in two orders), so all see the same
+  // machine noise (other processes, frequency changes). Each repeat compares the medians of
+  // its per-round times; the repeats' ratios show how much that comparison moves with the
+  // noise. The control is a second raw client: control/raw shows what the method itself
+  // reads as a difference between two identical clients.
+  struct Comparison {
+    double lib = 0, base = 0, ctl = 0, ratio = 0, control_ratio = 0;
+    std::vector<double> ratios;
+    double lib_preempt = 0, base_preempt = 0;  // involuntary switches of the client per round
+  };
+  auto compare = [&] {
+    Comparison c;
+    std::vector<double> lib, base, ctl, control_ratios;
+    long lib_pre = 0, base_pre = 0;
+    auto timed = [](auto& round, std::vector<double>& out, long& pre) {
+      long p0 = preemptions();
+      out.push_back(round());
+      pre += preemptions() - p0;
+    };
+    long ignored = 0;
+    for (int r = 0; r < repeats; ++r) {
+      std::vector<double> l1, b1, c1;
+      for (int i = 0; i < rounds; ++i) {
+        if (i % 2 == 0) {
+          timed(libocs_round, l1, lib_pre);
+          timed(raw_round, b1, base_pre);
+          timed(control_round, c1, ignored);
+        } else {
+          timed(control_round, c1, ignored);
+          timed(raw_round, b1, base_pre);
+          timed(libocs_round, l1, lib_pre);
+        }
       }
+      double lm = median(l1), bm = median(b1), cm = median(c1);
+      lib.push_back(lm);
+      base.push_back(bm);
+      ctl.push_back(cm);
+      c.ratios.push_back(lm / bm);
+      control_ratios.push_back(cm / bm);
     }
-    double lm = median(l1), bm = median(b1);
-    lib.push_back(lm);
-    base.push_back(bm);
-    ratios.push_back(lm / bm);
+    c.lib = median(lib);
+    c.base = median(base);
+    c.ctl = median(ctl);
+    c.ratio = median(c.ratios);
+    c.control_ratio = median(control_ratios);
+    c.lib_preempt = static_cast<double>(lib_pre) / (rounds * repeats);
+    c.base_preempt = static_cast<double>(base_pre) / (rounds * repeats);
+    return c;
+  };
+  auto report = [&](const Comparison& c) {
+    std::printf("  raw socket client : %8.1f us (median of the repeats' medians)\n", c.base);
+    std::printf("  libocs Tl1Driver  : %8.1f us\n", c.lib);
+    std::printf("  control (2nd raw) : %8.1f us\n", c.ctl);
+    std::printf("  client preempted per round: libocs %.2f, raw %.2f\n", c.lib_preempt, c.base_preempt);
+    std::printf("  per-repeat libocs/raw: min %.3f, quartiles %.3f %.3f %.3f, max %.3f\n",
+                *std::min_element(c.ratios.begin(), c.ratios.end()), quantile(c.ratios, 0.25), c.ratio,
+                quantile(c.ratios, 0.75), *std::max_element(c.ratios.begin(), c.ratios.end()));
+    std::printf("  control / raw     : %8.3f  (two identical clients: what the method reads as no difference)\n",
+                c.control_ratio);
+  };
+
+  double ratio = 0;
+  if (policy != "other") {
+    Comparison c = compare();
+    ratio = c.ratio;
+    std::printf("reconfiguration round trip (ENT-PATCH + DLT-PATCH), SCHED_BATCH, %d interleaved rounds x %d repeats:\n",
+                rounds, repeats);
+    report(c);
+    std::printf("  libocs / raw      : %8.3f  (median of the repeats; overhead %+.1f%%, %+.2f us per round; goal <= +5%%)\n",
+                c.ratio, (c.ratio - 1) * 100, c.lib - c.base);
   }
-  double l = median(lib), b = median(base), ratio = median(ratios);
-  std::printf("reconfiguration round trip (ENT-PATCH + DLT-PATCH), %d interleaved rounds x %d repeats:\n", rounds,
-              repeats);
-  std::printf("  raw socket client : %8.1f us (median of the repeats' medians)\n", b);
-  std::printf("  libocs Tl1Driver  : %8.1f us\n", l);
-  std::printf("  per-repeat libocs/raw: min %.3f, quartiles %.3f %.3f %.3f, max %.3f\n",
-              *std::min_element(ratios.begin(), ratios.end()), quantile(ratios, 0.25), ratio,
-              quantile(ratios, 0.75), *std::max_element(ratios.begin(), ratios.end()));
-  std::printf("  libocs / raw      : %8.3f  (median of the repeats; overhead %+.1f%%, %+.2f us per round; goal <= +5%%)\n",
-              ratio, (ratio - 1) * 100, l - b);
+  if (policy != "batch") {
+    set_policy_all_threads(SCHED_OTHER);
+    Comparison c = compare();
+    if (policy == "other") ratio = c.ratio;
+    std::printf("the same under SCHED_OTHER (the woken peer may preempt the client; %s):\n",
+                policy == "other" ? "the ratio below is this one" : "for reference, not the goal's figure");
+    report(c);
+    std::printf("  libocs / raw      : %8.3f  (overhead %+.1f%%, %+.2f us per round)\n", c.ratio, (c.ratio - 1) * 100,
+                c.lib - c.base);
+    if (policy == "both") set_policy_all_threads(batch_ok ? SCHED_BATCH : SCHED_OTHER);
+  }
 
   if (batch) {
     // 32 circuits: one batched ENT-PATCH vs 32 single ENT-PATCH commands, through libocs.
@@ -222,6 +323,6 @@ int main(int argc, char** argv) {
     std::printf("  speed-up of batching  : %8.1fx\n", st / bt);
   }
   std::printf("load average at end: %s\n", load_average().c_str());
-  std::printf("ratio libocs/raw: %.3f\n", ratio);
+  std::printf("ratio libocs/raw: %.3f%s\n", ratio, policy == "other" ? " (SCHED_OTHER)" : "");
   return 0;
 }
