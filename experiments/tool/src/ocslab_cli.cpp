@@ -8,12 +8,14 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "ocslab/common/error.h"
 #include "ocslab/common/log.h"
@@ -74,6 +76,8 @@ Usage:
         the labs that are up, their hosts, and any host or supervisor that died.
   ocslab vlab ssh HOST [--lab NAME] [COMMAND...]
         an SSH session (or one command) on a host, with the lab's key and known_hosts.
+        --lab and --cache may also follow HOST; the command starts at the first other word
+        (or after --) and goes to the host as it is, --log-level included.
   ocslab vlab console HOST [--lab NAME]
         the host's serial console (a root shell); Ctrl-] leaves.
   ocslab vlab supervise DIR
@@ -102,18 +106,14 @@ struct Args {
   }
 };
 
-// Options may come anywhere before the first word that is not an option; for `ssh`, every
-// word after HOST belongs to the remote command.
-Args parse(const std::vector<std::string>& words, size_t first, size_t stop_after_positional) {
+// Options may come anywhere among the positional words; after `--` every word is positional.
+// `vlab ssh` passes only the words before its remote command (vlab_ssh_remote_start).
+Args parse(const std::vector<std::string>& words, size_t first) {
   static const std::map<std::string, bool> kKnown = {{"--cache", true}, {"--timeout", true}, {"--lab", true},
                                                      {"--json", false}, {"--help", false},   {"-h", false}};
   Args a;
   for (size_t i = first; i < words.size(); ++i) {
     const std::string& w = words[i];
-    if (a.positional.size() >= stop_after_positional) {
-      a.positional.push_back(w);
-      continue;
-    }
     if (w == "--") {
       for (++i; i < words.size(); ++i) a.positional.push_back(words[i]);
       break;
@@ -260,8 +260,8 @@ int cmd_status(const Args& a, std::ostream& out, std::ostream&) {
   return healthy ? kExitOk : kExitFailed;
 }
 
-int cmd_ssh(const Args& a, std::ostream&, std::ostream&) {
-  if (a.positional.empty()) throw UsageError("usage: ocslab vlab ssh HOST [COMMAND...]");
+int cmd_ssh(const Args& a, const std::vector<std::string>& remote) {
+  if (a.positional.size() != 1) throw UsageError("usage: ocslab vlab ssh HOST [--lab NAME] [COMMAND...]");
   vlab::LabState s = vlab::LabState::load(lab_dir_for(a, ""));
   const auto& h = s.host(a.positional[0]);
   std::vector<std::string> argv = {"ssh",
@@ -278,7 +278,7 @@ int cmd_ssh(const Args& a, std::ostream&, std::ostream&) {
                                    "-p",
                                    std::to_string(h.ssh_port),
                                    "root@127.0.0.1"};
-  for (size_t i = 1; i < a.positional.size(); ++i) argv.push_back(a.positional[i]);
+  argv.insert(argv.end(), remote.begin(), remote.end());
   std::vector<char*> c;
   for (auto& s2 : argv) c.push_back(s2.data());
   c.push_back(nullptr);
@@ -347,7 +347,9 @@ int run_vlab(const std::vector<std::string>& args, std::ostream& out, std::ostre
     return args.size() < 2 ? kExitUsage : kExitOk;
   }
   const std::string& sub = args[1];
-  Args a = parse(args, 2, sub == "ssh" ? 1 : SIZE_MAX);
+  // ssh: only the words before the remote command are ocslab's.
+  auto remote = args.begin() + static_cast<std::ptrdiff_t>(sub == "ssh" ? vlab_ssh_remote_start(args) : args.size());
+  Args a = parse(std::vector<std::string>(args.begin(), remote), 2);
   if (a.has("--help")) {
     out << kVlabHelp;
     return kExitOk;
@@ -355,7 +357,7 @@ int run_vlab(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (sub == "up") return cmd_up(a, out, err);
   if (sub == "down") return cmd_down(a, out, err);
   if (sub == "status") return cmd_status(a, out, err);
-  if (sub == "ssh") return cmd_ssh(a, out, err);
+  if (sub == "ssh") return cmd_ssh(a, std::vector<std::string>(remote, args.end()));
   if (sub == "console") return cmd_console(a, out, err);
   if (sub == "supervise") {
     if (a.positional.size() != 1) throw UsageError("usage: ocslab vlab supervise DIR");
@@ -366,11 +368,49 @@ int run_vlab(const std::vector<std::string>& args, std::ostream& out, std::ostre
 
 }  // namespace
 
+size_t vlab_ssh_remote_start(const std::vector<std::string>& args) {
+  static const std::set<std::string> kValued = {"--cache", "--timeout", "--lab", "--log-level"};
+  static const std::set<std::string> kAfterHost = {"--lab", "--cache", "--log-level", "--help", "-h"};
+  auto name_of = [](const std::string& w) { return w.substr(0, w.find('=')); };
+  auto step = [&](const std::string& w) -> size_t {
+    return kValued.count(name_of(w)) && w.find('=') == std::string::npos ? 2 : 1;
+  };
+  // The command words `vlab ssh`; the global --log-level may come before or between them.
+  size_t i = 0;
+  std::vector<std::string> command;
+  while (i < args.size() && command.size() < 2) {
+    if (name_of(args[i]) == "--log-level") {
+      i += step(args[i]);
+    } else {
+      command.push_back(args[i++]);
+    }
+  }
+  if (command != std::vector<std::string>{"vlab", "ssh"}) return args.size();
+  bool host_seen = false;
+  while (i < args.size()) {
+    const std::string& w = args[i];
+    if (w == "--") return std::min(args.size(), i + (host_seen ? 1 : 2));  // `-- HOST COMMAND...`
+    bool option = w.size() > 1 && w[0] == '-';
+    if (!host_seen && !option) {
+      host_seen = true;
+      ++i;
+      continue;
+    }
+    if (host_seen && !kAfterHost.count(name_of(w))) return i;
+    i += step(w);  // before HOST every option is ocslab's: parse() rejects the unknown ones
+  }
+  return args.size();
+}
+
 int run_ocslab(const std::vector<std::string>& args_in, std::ostream& out, std::ostream& err) {
+  // --log-level is global and may come anywhere, except inside the remote command of `vlab ssh`.
+  const size_t remote = vlab_ssh_remote_start(args_in);
   std::vector<std::string> args;
   std::string level = "warn";
   for (size_t i = 0; i < args_in.size(); ++i) {
-    if (args_in[i] == "--log-level" && i + 1 < args_in.size()) {
+    if (i >= remote) {
+      args.push_back(args_in[i]);
+    } else if (args_in[i] == "--log-level" && i + 1 < args_in.size()) {
       level = args_in[++i];
     } else if (args_in[i].rfind("--log-level=", 0) == 0) {
       level = args_in[i].substr(12);

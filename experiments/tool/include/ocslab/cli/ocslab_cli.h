@@ -2,6 +2,7 @@
 // one-line wrapper. Today: `ocslab vlab ...` (the virtual lab). Exit codes in `ocslab --help`.
 #pragma once
 
+#include <cstddef>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -17,5 +18,12 @@ enum ExitCode : int {
 };
 
 int run_ocslab(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+// `ocslab vlab ssh HOST [--lab NAME] [COMMAND...]`: the index in args (as run_ocslab gets them)
+// where the remote command starts; args.size() when there is none or args are not `vlab ssh`.
+// Options before HOST, and ssh's own options right after it (--lab, --cache, --log-level,
+// --help), are ocslab's; the first other word, or the word after `--`, starts the remote
+// command, which goes to ssh untouched (its own --lab or --log-level included).
+size_t vlab_ssh_remote_start(const std::vector<std::string>& args);
 
 }  // namespace ocslab::cli
