@@ -329,6 +329,20 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
         << "'\nTry 'ocslab-agent " << cmd << " --help'.\n";
     return kExitUsage;
   }
+  // Options are parsed as one set; reject one that belongs to another command instead of
+  // silently ignoring it (capture --socket, serve --duration).
+  const auto serve = serve_options(), capture = capture_options();  // must outlive the loop
+  for (const auto* owned : {&serve, &capture}) {
+    if ((owned == &serve && cmd == "serve") || (owned == &capture && cmd == "capture")) continue;
+    for (const auto& opt : owned->options()) {
+      const std::string& name = opt->long_name();
+      if (vm.count(name) && !vm[name].defaulted()) {
+        err << "ocslab-agent: option --" << name << " does not apply to '" << cmd << "'\nTry 'ocslab-agent " << cmd
+            << " --help'.\n";
+        return kExitUsage;
+      }
+    }
+  }
   try {
     init_logging(vm["log-level"].as<std::string>());
     if (cmd == "probes") {

@@ -41,6 +41,36 @@ TEST_CASE("help for every command, usage errors exit 1", "[agent][cli]") {
   CHECK(out == "carrier\nfirmware\nheartbeat\nrdma\nrx_power\n");
 }
 
+TEST_CASE("an option of another command is refused, not ignored", "[agent][cli]") {
+  std::string out, err;
+  // Each of these would otherwise run (a capture, the probe list) with the option dropped.
+  CHECK(run({"capture", "--probes", "heartbeat", "--duration", "0.1", "--socket", "/tmp/x.sock"}, &out, &err) ==
+        kExitUsage);
+  CHECK(err.find("option --socket does not apply to 'capture'") != std::string::npos);
+  CHECK(out.empty());
+  CHECK(run({"capture", "--probes", "heartbeat", "--duration", "0.1", "--spool-dir", "/tmp"}, &out, &err) ==
+        kExitUsage);
+  CHECK(err.find("option --spool-dir does not apply to 'capture'") != std::string::npos);
+  CHECK(run({"capture", "--probes", "heartbeat", "--duration", "0.1", "--stdio"}, &out, &err) == kExitUsage);
+  CHECK(err.find("option --stdio does not apply to 'capture'") != std::string::npos);
+  CHECK(run({"probes", "--interval-ms", "50"}, &out, &err) == kExitUsage);
+  CHECK(err.find("option --interval-ms does not apply to 'probes'") != std::string::npos);
+  CHECK(out.empty());
+  CHECK(run({"probes", "--socket", "/tmp/x.sock"}, &out, &err) == kExitUsage);
+  CHECK(err.find("option --socket does not apply to 'probes'") != std::string::npos);
+  // serve: named before anything else about serve is checked or started.
+  CHECK(run({"serve", "--duration", "5"}, &out, &err) == kExitUsage);
+  CHECK(err.find("option --duration does not apply to 'serve'") != std::string::npos);
+  CHECK(run({"serve", "--socket", "/tmp/x.sock", "--no-daemon", "--probes", "heartbeat"}, &out, &err) == kExitUsage);
+  CHECK(err.find("option --probes does not apply to 'serve'") != std::string::npos);
+  CHECK(run({"serve", "--socket", "/tmp/x.sock", "--no-daemon", "-o", "t.csv"}, &out, &err) == kExitUsage);
+  CHECK(err.find("option --output does not apply to 'serve'") != std::string::npos);
+  // The command's own options and the global ones still pass.
+  CHECK(run({"probes", "--log-level", "error", "--host", "h1"}, &out, &err) == kExitOk);
+  CHECK(out.find("heartbeat\n") != std::string::npos);
+  CHECK(run({"capture", "--probes", "heartbeat", "--duration", "0.1", "--interval-ms", "100"}, &out, &err) == kExitOk);
+}
+
 TEST_CASE("capture writes the tidy CSV; an unknown probe is bad input", "[agent][cli]") {
   ocslab::testing::TempDir dir;
   std::string path = dir.path() + "/t.csv", err;
