@@ -69,6 +69,39 @@ TEST_CASE("ocsctl help covers every command and the exit codes", "[cli]") {
   CHECK_THAT(e3.str(), Catch::Contains("unknown command 'frobnicate'"));
 }
 
+TEST_CASE("docs/ocsctl.md shows every command as its help does and names every global option", "[cli][docs]") {
+  std::ifstream f(std::string(OCSLAB_TEST_SOURCE_DIR) + "/docs/ocsctl.md");
+  REQUIRE(f);
+  std::stringstream doc;
+  doc << f.rdbuf();
+  // The usage line of each command (optional, defaulted options in brackets) is its row.
+  for (const char* c : {"info", "list", "connect", "disconnect", "apply", "clear", "power", "watch-power", "bench"}) {
+    std::ostringstream out, err;
+    REQUIRE(run_ocsctl({c, "--help"}, out, err) == kExitOk);
+    const std::string prefix = "Usage: ocsctl -s URL [options] ";
+    std::string usage = out.str().substr(prefix.size());
+    usage = usage.substr(0, usage.find('\n'));
+    CHECK_THAT(doc.str(), Catch::Contains("| `" + usage + "` |"));
+  }
+  // Every long option of the global section of `ocsctl --help`.
+  std::ostringstream out, err;
+  REQUIRE(run_ocsctl({"--help"}, out, err) == kExitOk);
+  std::string help = out.str();
+  auto begin = help.find("Global options:"), end = help.find("Command options:");
+  REQUIRE(begin != std::string::npos);
+  REQUIRE(end != std::string::npos);
+  std::istringstream global(help.substr(begin, end - begin));
+  int options = 0;
+  for (std::string line; std::getline(global, line);) {
+    auto dash = line.find("--");
+    if (dash == std::string::npos || line.find_first_not_of(' ') != line.find('-')) continue;  // a description line
+    std::string name = line.substr(dash, line.find_first_of(" ]", dash) - dash);
+    ++options;
+    CHECK_THAT(doc.str(), Catch::Contains("`" + name) || Catch::Contains(", " + name));
+  }
+  CHECK(options >= 13);
+}
+
 TEST_CASE("ocsctl drives a TL1 switch: connect, list, power, disconnect", "[cli]") {
   CliFixture f;
   auto r = f.run({"connect", "1-17", "2-18"});
