@@ -2,7 +2,10 @@
 // writing the tidy CSV.
 #include <catch2/catch.hpp>
 
+#include <cctype>
+#include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "ocslab/agent/cli.h"
@@ -69,6 +72,51 @@ TEST_CASE("an option of another command is refused, not ignored", "[agent][cli]"
   CHECK(run({"probes", "--log-level", "error", "--host", "h1"}, &out, &err) == kExitOk);
   CHECK(out.find("heartbeat\n") != std::string::npos);
   CHECK(run({"capture", "--probes", "heartbeat", "--duration", "0.1", "--interval-ms", "100"}, &out, &err) == kExitOk);
+}
+
+TEST_CASE("forwarding --help lists every exit code the forwarding commands return", "[agent][cli]") {
+  std::string help, out, err;
+  REQUIRE(run({"forwarding", "--help"}, &help) == 0);
+  // The list: "  N  text" lines, continued by deeper-indented ones, up to a blank line.
+  std::map<int, std::string> listed;
+  std::istringstream in(help.substr(help.find("\nExit codes:\n") + 13));
+  int last = -1;
+  for (std::string line; std::getline(in, line) && !line.empty();) {
+    if (line.size() > 3 && line.compare(0, 2, "  ") == 0 && std::isdigit(static_cast<unsigned char>(line[2])))
+      last = line[2] - '0';
+    REQUIRE(last >= 0);
+    listed[last] += line + "\n";
+  }
+  std::vector<int> codes;
+  for (const auto& [code, text] : listed) codes.push_back(code);
+  CHECK(codes == std::vector<int>{0, 1, 2, 3, 4, 5, 6});
+
+  // What the commands return here, each listed with its cause.
+  CHECK(run({"forwarding"}, &out, &err) == 1);
+  CHECK(run({"forwarding", "plan", "--fabric", "/nonexistent/clifix.yaml", "--host", "h1"}, &out, &err) == 2);
+  CHECK_THAT(listed[2], Catch::Contains("fabric file"));
+  // lo has no RDMA device: the probe cannot run.
+  CHECK(run({"forwarding", "ping", "--if", "lo", "--connect", "127.0.0.1:1", "--timeout-s", "1"}, &out, &err) == 5);
+  CHECK_THAT(listed[5], Catch::Contains("ping: the RDMA probe cannot run"));
+  CHECK_THAT(listed[4], Catch::Contains("ping: fewer than --count good completions within --timeout-s"));
+  // fabric --from-switch with no switch listening.
+  ocslab::testing::TempDir dir;
+  std::ofstream(dir.path() + "/w.yaml") << "hosts:\n"
+                                           "  - name: h1\n"
+                                           "    ports:\n"
+                                           "      - name: p0\n"
+                                           "        if1: {name: eth1, ip: 10.0.0.10/24, mac: \"02:00:00:00:01:00\"}\n"
+                                           "        if2: {name: eth1v, mac: \"02:00:00:00:01:10\"}\n"
+                                           "cables:\n"
+                                           "  - {host: h1, port: p0, tx: 1, rx: 17}\n";
+  ::setenv("OCSLAB_OCS_PASSWORD", "root", 1);
+  int rc = run({"forwarding", "fabric", "--wiring", dir.path() + "/w.yaml", "--from-switch",
+                "tl1://admin@127.0.0.1:" + std::to_string(ocslab::testing::free_loopback_port())},
+               &out, &err);
+  ::unsetenv("OCSLAB_OCS_PASSWORD");
+  INFO(err);
+  CHECK(rc == 4);
+  CHECK_THAT(listed[4], Catch::Contains("fabric: the switch") && Catch::Contains("cannot be reached"));
 }
 
 TEST_CASE("capture writes the tidy CSV; an unknown probe is bad input", "[agent][cli]") {
