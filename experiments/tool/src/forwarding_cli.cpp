@@ -13,9 +13,9 @@
 #include "commands.h"
 #include "ocslab/cli/ocslab_cli.h"
 #include "ocslab/ocsctl/driver.h"
-#include "ocslab/ocsctl/switch_url.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/lab_forwarding.h"
+#include "ocslab/runner/runner.h"
 #include "ocslab/vlab/lab_control.h"
 #include "ocslab/vlab/lab_state.h"
 
@@ -127,16 +127,8 @@ int run_forwarding(const std::vector<std::string>& args, std::ostream& out, std:
     return failed ? kExitFailed : kExitOk;
   }
   if (sub == "apply") {
-    ocs::DriverOptions dopt;
-    dopt.allow = spec.allow;
-    dopt.identity_file = spec.switch_identity_file;
-    dopt.known_hosts_file = spec.switch_known_hosts;
-    std::string url = spec.switch_url;
-    if (url.empty()) {
-      url = lab.switch_url();
-      dopt.password = lab.switch_password;
-    }
-    auto driver = ocs::make_driver(ocs::SwitchUrl::parse(url), dopt);
+    runner::SwitchAccess sw = runner::switch_access(spec, lab);
+    auto driver = ocs::make_driver(sw.url, sw.options);
     auto rep = driver->apply(m->circuits, ocs::ApplyMode::kReplace);
     out << fmt::format("switch on mapping '{}' ({} circuit(s) made, {} removed)\n", m->name, rep.diff.add.size(),
                        rep.diff.remove.size());
