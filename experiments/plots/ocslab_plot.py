@@ -544,13 +544,10 @@ def draw_phase(plt, modes, run, path):
     return bars
 
 
-def phase_main(args):
-    """`ocslab plot` on a phase-workload results folder (it has phase-steps.csv)."""
-    try:
-        modes = phase_steps(args.folder)
-    except InputError as e:
-        print(f"ocslab plot: {e}", file=sys.stderr)
-        return EXIT_INPUT
+def import_pyplot():
+    """matplotlib.pyplot on the Agg backend (files only, no display), or None after telling the
+    user how to install matplotlib (the caller exits 3). Both callers read their inputs first, so
+    a bad folder is reported as such also where matplotlib is missing."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -559,6 +556,19 @@ def phase_main(args):
         print(f"ocslab plot: matplotlib is not installed for {sys.executable}: install the Debian package "
               "python3-matplotlib (scripts/install-deps), or choose another interpreter with "
               "OCSLAB_PYTHON", file=sys.stderr)
+        return None
+    return plt
+
+
+def phase_main(args):
+    """`ocslab plot` on a phase-workload results folder (it has phase-steps.csv)."""
+    try:
+        modes = phase_steps(args.folder)
+    except InputError as e:
+        print(f"ocslab plot: {e}", file=sys.stderr)
+        return EXIT_INPUT
+    plt = import_pyplot()
+    if plt is None:
         return EXIT_NO_MATPLOTLIB
     path = os.path.join(args.folder, f"phase.{args.format}")
     run = os.path.basename(os.path.normpath(args.folder))
@@ -595,14 +605,8 @@ def main(argv):
     except InputError as e:
         print(f"ocslab plot: {e}", file=sys.stderr)
         return EXIT_INPUT
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print(f"ocslab plot: matplotlib is not installed for {sys.executable}: install the Debian package "
-              "python3-matplotlib (scripts/install-deps), or choose another interpreter with "
-              "OCSLAB_PYTHON", file=sys.stderr)
+    plt = import_pyplot()
+    if plt is None:
         return EXIT_NO_MATPLOTLIB
     tl_path = os.path.join(args.folder, f"timeline.{args.format}")
     cdf_path = os.path.join(args.folder, f"cdf.{args.format}")

@@ -127,6 +127,19 @@ HostFacts query_facts(const ocs::SshOptions& ssh, const HostEntry& h) {
 
 }  // namespace
 
+SwitchAccess switch_access(const ExperimentSpec& spec, const vlab::LabState& lab) {
+  ocs::DriverOptions dopt;
+  dopt.allow = spec.allow;
+  dopt.identity_file = spec.switch_identity_file;
+  dopt.known_hosts_file = spec.switch_known_hosts;
+  std::string url_text = spec.switch_url;
+  if (url_text.empty()) {
+    url_text = lab.switch_url();
+    dopt.password = lab.switch_password;
+  }
+  return {ocs::SwitchUrl::parse(url_text), dopt};
+}
+
 RunResult run_experiment(const ExperimentSpec& spec_in, const RunOptions& opt) {
   ExperimentSpec spec = spec_in;
   RunResult result;
@@ -196,16 +209,9 @@ RunResult run_experiment(const ExperimentSpec& spec_in, const RunOptions& opt) {
   }
 
   // 2. The switch.
-  ocs::DriverOptions dopt;
-  dopt.allow = spec.allow;
-  dopt.identity_file = spec.switch_identity_file;
-  dopt.known_hosts_file = spec.switch_known_hosts;
-  std::string url_text = spec.switch_url;
-  if (url_text.empty()) {
-    url_text = lab.switch_url();
-    dopt.password = lab.switch_password;
-  }
-  auto url = ocs::SwitchUrl::parse(url_text);
+  const SwitchAccess sw = switch_access(spec, lab);
+  const ocs::SwitchUrl& url = sw.url;
+  const ocs::DriverOptions& dopt = sw.options;  // also the power monitor's
   auto driver = ocs::make_driver(url, dopt);
   ocs::SwitchInfo info = driver->info();
   log(fmt::format("switch {} {} {} ({}x{})", url.to_string(), info.vendor, info.model, info.ingress_ports,

@@ -9,12 +9,13 @@
 #include <fstream>
 #include <ostream>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "ocslab/cli/ocslab_cli.h"
 #include "ocslab/ocsctl/driver.h"
-#include "ocslab/ocsctl/switch_url.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/lab_forwarding.h"
+#include "ocslab/runner/runner.h"
 #include "ocslab/vlab/lab_control.h"
 #include "ocslab/vlab/lab_state.h"
 
@@ -80,31 +81,28 @@ std::vector<ocs::SshOptions> host_ssh(runner::ExperimentSpec& spec, const std::s
 
 int run_forwarding(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::string sub, spec_path, mapping, output, cache;
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= args.size()) throw UsageError(a + " needs a value");
-      return args[++i];
-    };
-    if (a == "--help" || a == "-h") {
-      out << kForwardingHelp;
-      return kExitOk;
-    } else if (a == "--mapping") {
+  auto option = [&](const std::string& a, const OptionValue& value) {
+    if (a == "--mapping") {
       mapping = value();
     } else if (a == "-o" || a == "--output") {
       output = value();
     } else if (a == "--cache") {
       cache = value();
-    } else if (!a.empty() && a[0] == '-') {
-      throw UsageError("unknown option '" + a + "' (ocslab forwarding --help)");
-    } else if (sub.empty()) {
+    } else {
+      return false;
+    }
+    return true;
+  };
+  auto positional = [&](const std::string& a) {
+    if (sub.empty()) {
       sub = a;
     } else if (spec_path.empty()) {
       spec_path = a;
     } else {
       throw UsageError("unexpected argument '" + a + "' (ocslab forwarding --help)");
     }
-  }
+  };
+  if (!parse_args(args, "forwarding", kForwardingHelp, out, option, positional)) return kExitOk;
   if (sub != "apply" && sub != "verify" && sub != "clear")
     throw UsageError(
         "usage: ocslab forwarding (apply|verify|clear) SPEC.yaml [--mapping NAME] (ocslab forwarding --help)");
@@ -129,16 +127,8 @@ int run_forwarding(const std::vector<std::string>& args, std::ostream& out, std:
     return failed ? kExitFailed : kExitOk;
   }
   if (sub == "apply") {
-    ocs::DriverOptions dopt;
-    dopt.allow = spec.allow;
-    dopt.identity_file = spec.switch_identity_file;
-    dopt.known_hosts_file = spec.switch_known_hosts;
-    std::string url = spec.switch_url;
-    if (url.empty()) {
-      url = lab.switch_url();
-      dopt.password = lab.switch_password;
-    }
-    auto driver = ocs::make_driver(ocs::SwitchUrl::parse(url), dopt);
+    runner::SwitchAccess sw = runner::switch_access(spec, lab);
+    auto driver = ocs::make_driver(sw.url, sw.options);
     auto rep = driver->apply(m->circuits, ocs::ApplyMode::kReplace);
     out << fmt::format("switch on mapping '{}' ({} circuit(s) made, {} removed)\n", m->name, rep.diff.add.size(),
                        rep.diff.remove.size());

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <ostream>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "ocslab/cli/ocslab_cli.h"
 #include "ocslab/cli/plot.h"
@@ -109,16 +110,8 @@ int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   int reconfigs = -1;
   double dwell = -1;
   bool plot = true, as_json = false, check = false;
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= args.size()) throw UsageError(a + " needs a value");
-      return args[++i];
-    };
-    if (a == "--help" || a == "-h") {
-      out << kRunHelp;
-      return kExitOk;
-    } else if (a == "-o" || a == "--output") {
+  auto option = [&](const std::string& a, const OptionValue& value) {
+    if (a == "-o" || a == "--output") {
       output = value();
     } else if (a == "--cache") {
       cache = value();
@@ -146,14 +139,16 @@ int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       as_json = true;
     } else if (a == "--check") {
       check = true;
-    } else if (!a.empty() && a[0] == '-') {
-      throw UsageError("unknown option '" + a + "' (ocslab run --help)");
-    } else if (spec_path.empty()) {
-      spec_path = a;
     } else {
-      throw UsageError("one spec at a time (got '" + spec_path + "' and '" + a + "')");
+      return false;
     }
-  }
+    return true;
+  };
+  auto positional = [&](const std::string& a) {
+    if (!spec_path.empty()) throw UsageError("one spec at a time (got '" + spec_path + "' and '" + a + "')");
+    spec_path = a;
+  };
+  if (!parse_args(args, "run", kRunHelp, out, option, positional)) return kExitOk;
   if (spec_path.empty()) throw UsageError("usage: ocslab run SPEC.yaml (ocslab run --help)");
 
   runner::ExperimentSpec spec = runner::load_experiment_spec(spec_path);  // ConfigError: exit 2, nothing touched

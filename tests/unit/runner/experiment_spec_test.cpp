@@ -1,35 +1,18 @@
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
 #include <string>
 
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/runner.h"
+#include "spec_test_support.h"
 
 using namespace ocslab;
 using namespace ocslab::runner;
+using spec_test::error_of;
+using spec_test::parse;
+using spec_test::source_dir;
 
 namespace {
-
-std::string source_dir() {
-  const char* s = std::getenv("OCSLAB_SOURCE_DIR");
-  return s ? s : OCSLAB_TEST_SOURCE_DIR;
-}
-
-// A spec whose lab is the repository's four-host virtual lab (the spec's origin sits in
-// experiments/specs, so the relative path resolves as it does for demo.yaml).
-ExperimentSpec parse(const std::string& text) {
-  return parse_experiment_spec(load_yaml_string(text, source_dir() + "/experiments/specs/test.yaml"));
-}
-
-std::string error_of(const std::string& text) {
-  try {
-    parse(text);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "accepted";
-}
 
 const char* kLab = "lab: {vlab: ../labs/four-hosts.yaml}\n";
 const char* kMaps =

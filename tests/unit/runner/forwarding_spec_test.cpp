@@ -2,36 +2,24 @@
 // assembly from relay counter deltas (runner/forwarding_spec.h, runner/lab_forwarding.h).
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
 #include <string>
 
 #include "ocslab/forwarding/routes.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/lab_forwarding.h"
+#include "spec_test_support.h"
 
 using namespace ocslab;
 using namespace ocslab::runner;
 using Catch::Matchers::Contains;
+using spec_test::error_of;
+using spec_test::parse;
+using spec_test::source_dir;
 
 namespace {
 
-std::string source_dir() {
-  const char* s = std::getenv("OCSLAB_SOURCE_DIR");
-  return s ? s : OCSLAB_TEST_SOURCE_DIR;
-}
-
-ExperimentSpec parse(const std::string& text) {
-  return parse_experiment_spec(load_yaml_string(text, source_dir() + "/tests/vlab/labs/test.spec.yaml"));
-}
-
-std::string error_of(const std::string& text) {
-  try {
-    parse(text);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "accepted";
-}
+// Next to the runner-forwarding test's spec, so `fwdrun-ring.yaml` resolves to its lab file.
+constexpr const char* kOrigin = "/tests/vlab/labs/test.spec.yaml";
 
 // The runner-forwarding test's lab: ring4's addresses, no if2 in the lab.
 const char* kHead =
@@ -66,12 +54,13 @@ TEST_CASE("the forwarding section: lab defaults, options, per-NIC values", "[run
   CHECK(n.if2 == "eth2v");
   CHECK(n.if2_mac == "02:00:00:00:02:11");
 
-  auto o =
-      parse(std::string(kHead) +
-            "forwarding:\n  if2: device\n  verify: true\n  relay: false\n"
-            "  routes: {balance: true, traffic: ring, ring: [h1, h3, h2, h4]}\n"
-            "  ping: {count: 5, timeout_s: 3, port: 19000}\n" +
-            kMacs + "    h3: {if2: macvlan, nics: {eth1: {if2: p1v, rdma: mlx5_0, if2_mac: '02:00:00:00:03:10'}}}\n");
+  auto o = parse(std::string(kHead) +
+                     "forwarding:\n  if2: device\n  verify: true\n  relay: false\n"
+                     "  routes: {balance: true, traffic: ring, ring: [h1, h3, h2, h4]}\n"
+                     "  ping: {count: 5, timeout_s: 3, port: 19000}\n" +
+                     kMacs +
+                     "    h3: {if2: macvlan, nics: {eth1: {if2: p1v, rdma: mlx5_0, if2_mac: '02:00:00:00:03:10'}}}\n",
+                 kOrigin);
   CHECK(o.forwarding.verify == VerifyWhen::kFirst);
   CHECK_FALSE(o.forwarding.relay);
   CHECK(o.forwarding.balance);
@@ -83,31 +72,36 @@ TEST_CASE("the forwarding section: lab defaults, options, per-NIC values", "[run
   CHECK(o.forwarding.hosts[2].nics[0].if2 == "p1v");
   CHECK(o.forwarding.hosts[2].nics[0].rdma == "mlx5_0");
   // Without the section, forwarding is off.
-  CHECK_FALSE(parse(kHead).forwarding.enabled);
+  CHECK_FALSE(parse(kHead, kOrigin).forwarding.enabled);
 }
 
 TEST_CASE("the forwarding section rejects bad input naming the entry", "[runner][forwarding]") {
   std::string base = std::string(kHead) + "forwarding:\n";
   // No if2 MAC anywhere for a NIC a mapping links.
-  CHECK_THAT(error_of(base + "  if2: macvlan\n"), Contains("h1:eth1 is linked by a mapping but has no if2_mac"));
-  CHECK_THAT(error_of(base + kMacs + "    h9: {}\n"), Contains("test.spec.yaml:11:5: unknown host 'h9'"));
-  CHECK_THAT(error_of(base + kMacs + "    h1: {nics: {eth7: {}}}\n"), Contains("host 'h1' has no data NIC 'eth7'"));
-  CHECK_THAT(error_of(base + "  if2: npar\n" + kMacs), Contains("if2 must be macvlan"));
-  CHECK_THAT(error_of(base + "  verify: sometimes\n" + kMacs), Contains("verify must be true"));
-  CHECK_THAT(error_of(base + "  routes: {traffic: hotspot}\n" + kMacs), Contains("traffic must be all-to-all or ring"));
-  CHECK_THAT(error_of(base + "  routes: {ring: [h1, h2]}\n" + kMacs), Contains("ring must list all 4 hosts"));
-  CHECK_THAT(error_of(base + "  state_dir: relative\n" + kMacs), Contains("state_dir must be an absolute path"));
-  CHECK_THAT(error_of(base + "  colour: red\n" + kMacs), Contains("unknown key 'colour'"));
-  CHECK_THAT(error_of(base + kMacs + "    h1b: {nics: {eth1: {mac: 'zz'}}}\n"), Contains("unknown host 'h1b'"));
+  CHECK_THAT(error_of(base + "  if2: macvlan\n", kOrigin),
+             Contains("h1:eth1 is linked by a mapping but has no if2_mac"));
+  CHECK_THAT(error_of(base + kMacs + "    h9: {}\n", kOrigin), Contains("test.spec.yaml:11:5: unknown host 'h9'"));
+  CHECK_THAT(error_of(base + kMacs + "    h1: {nics: {eth7: {}}}\n", kOrigin),
+             Contains("host 'h1' has no data NIC 'eth7'"));
+  CHECK_THAT(error_of(base + "  if2: npar\n" + kMacs, kOrigin), Contains("if2 must be macvlan"));
+  CHECK_THAT(error_of(base + "  verify: sometimes\n" + kMacs, kOrigin), Contains("verify must be true"));
+  CHECK_THAT(error_of(base + "  routes: {traffic: hotspot}\n" + kMacs, kOrigin),
+             Contains("traffic must be all-to-all or ring"));
+  CHECK_THAT(error_of(base + "  routes: {ring: [h1, h2]}\n" + kMacs, kOrigin), Contains("ring must list all 4 hosts"));
+  CHECK_THAT(error_of(base + "  state_dir: relative\n" + kMacs, kOrigin),
+             Contains("state_dir must be an absolute path"));
+  CHECK_THAT(error_of(base + "  colour: red\n" + kMacs, kOrigin), Contains("unknown key 'colour'"));
+  CHECK_THAT(error_of(base + kMacs + "    h1b: {nics: {eth1: {mac: 'zz'}}}\n", kOrigin),
+             Contains("unknown host 'h1b'"));
   // h2:eth1's if2 MAC equal to h1:eth1's: the fabric of every mapping is validated at parse time.
   std::string dup = kMacs;
   dup.replace(dup.find("02:00:00:00:02:10"), 17, "02:00:00:00:01:10");
-  CHECK_THAT(error_of(base + dup), Contains("forwarding over mapping 'ring-a'"));
-  CHECK_THAT(error_of(base + dup), Contains("02:00:00:00:01:10"));
+  CHECK_THAT(error_of(base + dup, kOrigin), Contains("forwarding over mapping 'ring-a'"));
+  CHECK_THAT(error_of(base + dup, kOrigin), Contains("02:00:00:00:01:10"));
   // A malformed MAC names its position.
   std::string bad = kMacs;
   bad.replace(bad.find("02:00:00:00:03:11"), 17, "02:00:00:00:03:1g");
-  CHECK_THAT(error_of(base + bad), Contains("is not a MAC address"));
+  CHECK_THAT(error_of(base + bad, kOrigin), Contains("is not a MAC address"));
 }
 
 TEST_CASE("the fabric of a mapping: the spec's hosts and NICs, the mapping's links as circuits",

@@ -4,7 +4,6 @@
 
 #include <unistd.h>
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -12,31 +11,16 @@
 
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/phase_workload.h"
+#include "spec_test_support.h"
 
 using namespace ocslab;
 using namespace ocslab::runner;
 using Catch::Matchers::Contains;
+using spec_test::error_of;
+using spec_test::parse;
+using spec_test::source_dir;
 
 namespace {
-
-std::string source_dir() {
-  const char* s = std::getenv("OCSLAB_SOURCE_DIR");
-  return s ? s : OCSLAB_TEST_SOURCE_DIR;
-}
-
-// Origin in experiments/specs so relative paths resolve as for the shipped examples.
-ExperimentSpec parse(const std::string& text) {
-  return parse_experiment_spec(load_yaml_string(text, source_dir() + "/experiments/specs/test.yaml"));
-}
-
-std::string error_of(const std::string& text) {
-  try {
-    parse(text);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "accepted";
-}
 
 const std::string kHead =
     "type: phase-workload\n"

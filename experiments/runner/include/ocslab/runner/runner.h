@@ -13,9 +13,14 @@
 #include <vector>
 
 #include "ocslab/common/sample.h"
+#include "ocslab/ocsctl/driver.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/host_session.h"
 #include "ocslab/runner/phase_workload.h"
+
+namespace ocslab::vlab {
+struct LabState;
+}
 
 namespace ocslab::runner {
 
@@ -59,6 +64,15 @@ std::vector<Sample> read_ground_truth(const std::string& path, int64_t from_ns, 
 // The iteration of a sample at t: 0 before the first reconfiguration's issue time minus the
 // guard, i when t is in [issued_i - guard, issued_{i+1} - guard).
 int iteration_of(int64_t t_ns, const std::vector<int64_t>& issued_ns, int64_t guard_ns = 200'000'000);
+
+// The switch a spec drives: its `switch:` URL with the spec's SSH files, or else the virtual
+// lab's emulator with the lab's password; the spec's port allow-list either way. Shared by the
+// runner and `ocslab forwarding apply`. Throws Error naming the URL when it is malformed.
+struct SwitchAccess {
+  ocs::SwitchUrl url;
+  ocs::DriverOptions options;
+};
+SwitchAccess switch_access(const ExperimentSpec& spec, const vlab::LabState& lab);
 
 // Runs the experiment. Throws ConfigError / Error before anything was captured (bad lab, no
 // switch, a host unreachable at start); after that, failures are recorded in the result and
