@@ -78,10 +78,23 @@ class Emulator {
   pid_t pid_ = -1;
 };
 
-// pids of the agent daemons (not the --stdio bridges) serving `socket`.
+// Joins the runner's thread when a REQUIRE fails before the test joins it itself: the run
+// ends on its own (its schedule is bounded), and a joinable std::thread destroyed during the
+// unwinding would abort the whole test binary and leave its sshd and agents running.
+struct JoinOnExit {
+  std::thread& t;
+  ~JoinOnExit() {
+    if (t.joinable()) t.join();
+  }
+};
+
+// pids of the agent daemons (not the --stdio bridges) serving `socket`. Processes come and go
+// while /proc is read: an entry that vanishes is skipped, not an error.
 std::vector<pid_t> daemon_pids(const std::string& socket) {
   std::vector<pid_t> out;
-  for (const auto& e : fs::directory_iterator("/proc")) {
+  std::error_code ec;
+  for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::directory_entry& e = *it;
     std::string name = e.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     std::ifstream f(e.path() / "cmdline");
@@ -175,9 +188,10 @@ TEST_CASE("an agent killed mid-run: reported, the others go on, its samples up t
       failure = e.what();
     }
   });
+  JoinOnExit join_runner{t};
   // Once h2's daemon runs and the schedule is under way, kill it (SIGKILL: no goodbye).
   std::vector<pid_t> pids;
-  for (int i = 0; i < 400 && pids.empty(); ++i) {
+  for (int i = 0; i < 2400 && pids.empty(); ++i) {  // SSH set-up of three hosts is slow on a loaded machine
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
     pids = lab.socket("h2").empty() ? pids : daemon_pids(lab.socket("h2"));
   }
@@ -238,6 +252,7 @@ TEST_CASE("the switch connection dropped mid-run: the reconfiguration is marked 
       failure = e.what();
     }
   });
+  JoinOnExit join_runner{t};
   // Once the first reconfiguration reached the switch (the setup made circuits once before it),
   // the switch goes away for 2 s (about 4 dwells): its TCP connection drops, and comes back on
   // the same port with no circuits.
@@ -308,6 +323,7 @@ TEST_CASE("Ctrl-C during the schedule stops the run and keeps what was captured"
       failure = e.what();
     }
   });
+  JoinOnExit join_runner{t};
   for (int i = 0; i < 1200 && lab.emu.connects() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
   int64_t stopped_ns = realtime_ns();
   interrupted = true;  // what the SIGINT handler of `ocslab run` sets
