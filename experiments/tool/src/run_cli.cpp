@@ -47,7 +47,10 @@ controller once per phase mode and writes phase-steps.csv, phase-summary.txt, ph
 mode the ranks' rows, shim samples, controller events and timeline.csv; prints the per-step
 table (docs/experiments.md, "Phase-workload experiments").
 
-Ctrl-C stops the schedule, stops the probes and writes what was captured (exit 130).
+Exit codes: 0 the run was clean; 2 a bad spec (nothing touched); 3 the run had problems (a
+failed reconfiguration, a lost host, failed switch polls, a rank that failed: each is printed as
+"problem:" and kept in meta.json, and the results folder is still written) or could not start;
+130 Ctrl-C, which stops the schedule, stops the probes and writes what was captured.
 Spec schema and every output column: docs/experiments.md.
 )";
 
@@ -224,6 +227,9 @@ int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (rc == kExitOk && plot) rc = draw_plots(r.folder, err);
   for (const auto& p : r.problems) err << "ocslab run: problem: " << p << "\n";
   if (r.interrupted) return kExitInterrupted;
+  // A failed reconfiguration, a lost host, failed switch polls: the results are written, but a
+  // script must not take them for a clean run.
+  if (rc == kExitOk && !r.problems.empty()) rc = kExitFailed;
   return rc;
 }
 
