@@ -158,7 +158,7 @@ const char* kExitCodes =
     "Exit codes:\n"
     "  0  success\n"
     "  1  bad command line\n"
-    "  2  bad input: port, URL, mapping file, allow-list, credentials\n"
+    "  2  bad input: port, URL, mapping file, allow-list, credentials; an output file cannot be written\n"
     "  3  the switch refused a command (its message is printed)\n"
     "  4  cannot connect, connection lost, no reply in time, or garbage from the switch\n"
     "  5  a reconfiguration failed part-way (what was made/removed is printed)\n";
@@ -625,7 +625,7 @@ int Cli::cmd_bench() {
     if (progress) err_ << fmt::format("\rtoggle {}/{}", i + 1, toggles) << std::flush;
   }
   if (progress) err_ << "\n";
-  csv.flush();
+  csv.close();  // the calls reach the file here, or the command fails naming it
   auto stats = [](const std::vector<double>& v) {
     return json{{"n", v.size()}, {"min_ms", percentile(v, 0)}, {"median_ms", percentile(v, 0.5)},
                 {"p99_ms", percentile(v, 0.99)}, {"max_ms", percentile(v, 1)}};

@@ -179,6 +179,15 @@ TEST_CASE("ocsctl bench alternates two mappings and writes every call", "[cli]")
   CHECK(rows == 18);     // plus one read of the current circuits per toggle
 }
 
+TEST_CASE("ocsctl bench to a full disk fails naming the file", "[cli]") {
+  CliFixture f;
+  // /dev/full answers every write with ENOSPC; 6 toggles' rows sit in the buffer until the end.
+  auto r = f.run({"bench", "--pairs", "1-17,2-18", "--pairs", "1-18,2-17", "--toggles", "6", "-o", "/dev/full"});
+  CHECK(r.rc == kExitInput);
+  CHECK_THAT(r.err, Catch::Contains("cannot write CSV output '/dev/full'"));
+  CHECK_THAT(r.out, !Catch::Contains("calls written to"));
+}
+
 TEST_CASE("ocsctl watch-power writes CSV samples", "[cli]") {
   CliFixture f;
   REQUIRE(f.sw.connect({{1, 17}}, false).empty());

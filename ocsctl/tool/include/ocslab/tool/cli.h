@@ -11,7 +11,7 @@ namespace ocslab::ocs {
 enum ExitCode : int {
   kExitOk = 0,
   kExitUsage = 1,       // bad command line
-  kExitInput = 2,       // bad input: port, URL, mapping file, allow-list, credentials
+  kExitInput = 2,       // bad input: port, URL, mapping file, allow-list, credentials; unwritable output
   kExitDenied = 3,      // the switch refused a command
   kExitConnection = 4,  // cannot connect, connection lost, timeout, garbage from the switch
   kExitPartial = 5,     // a reconfiguration failed part-way (what was done is printed)
