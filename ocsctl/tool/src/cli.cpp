@@ -117,7 +117,7 @@ po::options_description global_options() {
       ("allow", po::value<std::string>(), "allow-list: the only ports this command may change, e.g. 1..16,33..48; any other port is refused before anything is sent")
       ("timeout-ms", po::value<int>()->default_value(10000), "deadline for each reply from the switch")
       ("connect-timeout-ms", po::value<int>()->default_value(10000), "deadline for connecting and logging in")
-      ("credentials", po::value<std::string>(), "credentials file (mode 0600): lines '<host>[:<port>] <user> <password>'; default $OCSLAB_OCS_CREDENTIALS or ~/.config/ocslab/credentials. $OCSLAB_OCS_PASSWORD takes precedence")
+      ("credentials", po::value<std::string>(), "credentials file (mode 0600): lines '<host>[:<port>] <user> <password>' (IPv6 host in brackets; '#' comments only at a line's start or after the password); default $OCSLAB_OCS_CREDENTIALS or ~/.config/ocslab/credentials. $OCSLAB_OCS_PASSWORD takes precedence")
       ("identity,i", po::value<std::string>(), "SSH private key (tl1+ssh, netconf); default: ssh-agent, then ~/.ssh keys")
       ("known-hosts", po::value<std::string>(), "SSH known_hosts file; default ~/.ssh/known_hosts")
       ("accept-unknown-host", "SSH: accept a host key not in known_hosts (a changed key is always refused)")
