@@ -101,7 +101,7 @@ const char* kExitCodes =
     "Exit codes:\n"
     "  0  success\n"
     "  1  bad command line\n"
-    "  2  bad input: unknown probe, bad interval or duration\n"
+    "  2  bad input: unknown probe, bad interval or duration; the output file cannot be written\n"
     "  3  none of the requested probes can run on this host (reasons printed)\n"
     "  4  cannot serve: socket owned by another daemon, daemon not starting, spool unwritable\n";
 
@@ -222,10 +222,20 @@ int cmd_capture(const po::variables_map& vm, std::ostream& out, std::ostream& er
   csv->header(sample_csv_columns());
   std::mutex mutex;
   size_t rows = 0;
+  // The probes call the sink from their own threads, where an exception cannot go: the first
+  // write failure (full disk) is kept and ends the capture from the loop below.
+  std::string write_error;
+  std::atomic<bool> write_failed{false};
   auto sink = [&](const Sample& s) {
     std::lock_guard lock(mutex);
-    csv->row(sample_csv_fields(s));
-    ++rows;
+    if (write_failed) return;
+    try {
+      csv->row(sample_csv_fields(s));
+      ++rows;
+    } catch (const Error& e) {
+      write_error = e.what();
+      write_failed = true;
+    }
   };
 
   g_interrupted = false;
@@ -262,7 +272,7 @@ int cmd_capture(const po::variables_map& vm, std::ostream& out, std::ostream& er
     for (;;) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (g_interrupted || (duration > 0 && t >= duration)) break;
+      if (g_interrupted || write_failed || (duration > 0 && t >= duration)) break;
       if (progress) {
         std::lock_guard lock(mutex);
         std::cerr << fmt::format("\r{:8.1f} s  {} samples", t, rows) << std::flush;
@@ -273,7 +283,8 @@ int cmd_capture(const po::variables_map& vm, std::ostream& out, std::ostream& er
   for (auto& p : running) p->stop();
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
-  csv->flush();
+  if (write_failed) throw Error(write_error);
+  csv->close();  // the last rows reach the file here, or the capture fails naming it
   if (path != "-" && rc == kExitOk) err << fmt::format("{} samples written to {}\n", rows, path);
   return rc;
 }

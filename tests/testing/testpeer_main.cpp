@@ -3,7 +3,7 @@
 //   ocs-testpeer --proto tl1|scpi|netconf [--listen PORT] [--state FILE] [--size NxM]
 //                [--prompt] [--bare-lf] [--autonomous] [--split] [--netconf-base10]
 //                [--netconf-revision YYYY-MM-DD] [--drop-on TEXT] [--never-reply-to TEXT]
-//                [--garbage-on TEXT] [--deny-on TEXT] [--delay-ms N] [--replace-patched]
+//                [--garbage-on TEXT] [--deny-on TEXT] [--faults-after N] [--delay-ms N] [--replace-patched]
 #include <signal.h>
 #include <unistd.h>
 
@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
     else if (a == "--never-reply-to") q.never_reply_to = value();
     else if (a == "--garbage-on") q.garbage_on = value();
     else if (a == "--deny-on") q.deny_on = value();
+    else if (a == "--faults-after") q.faults_after = std::stoi(value());
     else if (a == "--delay-ms") q.reply_delay_ms = std::stoi(value());
     else if (a == "--replace-patched") q.replace_patched = true;
     else {

@@ -502,7 +502,10 @@ RunResult run_experiment(const ExperimentSpec& spec_in, const RunOptions& opt) {
   std::vector<int64_t> issued;
   for (const auto& r : result.reconfigurations) issued.push_back(r.issued_ns);
   std::sort(issued.begin(), issued.end());
-  {
+  // timeline.csv is the only copy of the merged, clock-corrected samples: a write that fails
+  // (full disk) fails the run, once the guests below are left as they were found.
+  std::string write_error;
+  try {
     CsvWriter w(result.folder + "/timeline.csv");
     auto cols = sample_csv_columns();
     cols.push_back("run");
@@ -514,7 +517,11 @@ RunResult run_experiment(const ExperimentSpec& spec_in, const RunOptions& opt) {
       f.push_back(std::to_string(iteration_of(s.t_ns, issued)));
       w.row(f);
     }
-    w.flush();
+    w.close();
+  } catch (const Error& e) {
+    write_error = e.what();
+    result.problems.push_back(write_error);
+    log(write_error);
   }
   result.samples = all.size();
 
@@ -569,7 +576,8 @@ RunResult run_experiment(const ExperimentSpec& spec_in, const RunOptions& opt) {
   {
     std::ofstream out(result.folder + "/meta.json");
     out << meta.dump(2) << "\n";
-    if (!out) throw Error("cannot write " + result.folder + "/meta.json");
+    out.close();  // the buffered tail reaches the file (or fails) here, not in the destructor
+    if (!out && write_error.empty()) write_error = "cannot write " + result.folder + "/meta.json";
   }
 
   // 8. Leave the guests as we found them: this run's agents end; a lab we started stops unless kept.
@@ -588,6 +596,7 @@ RunResult run_experiment(const ExperimentSpec& spec_in, const RunOptions& opt) {
       vlab::lab_down(lab.dir, [](const std::string&) {});
     }
   }
+  if (!write_error.empty()) throw Error(write_error);
   return result;
 }
 

@@ -11,6 +11,7 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "ocslab/common/csv_writer.h"
@@ -87,7 +88,11 @@ const std::vector<CommandSpec>& commands() {
       {"bench", "bench --pairs A-B,... [--pairs A-B,...] [--toggles N] [-o FILE]", "time repeated reconfigurations",
        "Alternates the switch between two mappings (the second --pairs, or no circuits on\n"
        "those ports when given once) --toggles times. Prints min/median/p99/max of the whole\n"
-       "reconfiguration span and of each protocol call, and writes every call to a CSV file.",
+       "reconfiguration span and of each protocol call, and writes every call to a CSV file.\n"
+       "Each toggle's calls are flushed to the file when it ends. Ctrl-C stops after the toggle\n"
+       "in progress (exit 130); a toggle that fails stops the bench: its calls (the failed one\n"
+       "with ok 0) are written, the statistics of the completed toggles printed, and the exit\n"
+       "code is the failure's (3, 4 or 5).",
        {"pairs", "toggles", "output"}},
       {"emulate", "emulate [LAB.yaml] [--preset P] [--listen ADDR] [--scpi ADDR] ...", "run the OCS emulator",
        "Serves TL1 (TCP and SSH), NETCONF (SSH) and SCPI on one emulated switch with a\n"
@@ -117,7 +122,7 @@ po::options_description global_options() {
       ("allow", po::value<std::string>(), "allow-list: the only ports this command may change, e.g. 1..16,33..48; any other port is refused before anything is sent")
       ("timeout-ms", po::value<int>()->default_value(10000), "deadline for each reply from the switch")
       ("connect-timeout-ms", po::value<int>()->default_value(10000), "deadline for connecting and logging in")
-      ("credentials", po::value<std::string>(), "credentials file (mode 0600): lines '<host>[:<port>] <user> <password>'; default $OCSLAB_OCS_CREDENTIALS or ~/.config/ocslab/credentials. $OCSLAB_OCS_PASSWORD takes precedence")
+      ("credentials", po::value<std::string>(), "credentials file (mode 0600): lines '<host>[:<port>] <user> <password>' (IPv6 host in brackets; '#' comments only at a line's start or after the password); default $OCSLAB_OCS_CREDENTIALS or ~/.config/ocslab/credentials. $OCSLAB_OCS_PASSWORD takes precedence")
       ("identity,i", po::value<std::string>(), "SSH private key (tl1+ssh, netconf); default: ssh-agent, then ~/.ssh keys")
       ("known-hosts", po::value<std::string>(), "SSH known_hosts file; default ~/.ssh/known_hosts")
       ("accept-unknown-host", "SSH: accept a host key not in known_hosts (a changed key is always refused)")
@@ -158,10 +163,11 @@ const char* kExitCodes =
     "Exit codes:\n"
     "  0  success\n"
     "  1  bad command line\n"
-    "  2  bad input: port, URL, mapping file, allow-list, credentials\n"
+    "  2  bad input: port, URL, mapping file, allow-list, credentials; an output file cannot be written\n"
     "  3  the switch refused a command (its message is printed)\n"
     "  4  cannot connect, connection lost, no reply in time, or garbage from the switch\n"
-    "  5  a reconfiguration failed part-way (what was made/removed is printed)\n";
+    "  5  a reconfiguration failed part-way (what was made/removed is printed)\n"
+    "  130  bench interrupted by Ctrl-C (the toggles done are written and summarised)\n";
 
 void print_help(std::ostream& out, const CommandSpec* cmd) {
   if (!cmd) {
@@ -238,6 +244,27 @@ std::vector<Circuit> parse_pairs(const std::string& text) {
   return out;
 }
 
+// The exit code of a failure, as docs/ocsctl.md's table maps them.
+int exit_code_of(const Error& e) {
+  if (dynamic_cast<const ApplyError*>(&e)) return kExitPartial;
+  if (dynamic_cast<const DenyError*>(&e)) return kExitDenied;
+  if (dynamic_cast<const PortError*>(&e)) return kExitInput;
+  if (dynamic_cast<const OcsError*>(&e)) return kExitConnection;
+  return kExitInput;
+}
+
+// A failure for --json: the message, and for a partial reconfiguration what it left behind.
+json error_json(const Error& e) {
+  json j = {{"error", e.what()}};
+  if (const auto* a = dynamic_cast<const ApplyError*>(&e)) {
+    j["state_known"] = a->state_known();
+    j["made"] = circuits_json(a->made());
+    j["not_made"] = circuits_json(a->not_made());
+    j["removed"] = circuits_json(a->removed());
+  }
+  return j;
+}
+
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());
@@ -271,6 +298,13 @@ class Cli {
   std::ostream& err_;
   po::variables_map vm_;
   Format format_ = Format::kTable;
+  // bench: every call of the toggle in progress, failed ones included (a throwing apply()
+  // returns no ApplyReport): the first toggle_call_count_ of toggle_calls_. The records are
+  // assigned over, not appended, so their strings keep their capacity: no allocation between
+  // the timed calls. Declared before driver_ so they outlive it.
+  std::vector<CallTiming> toggle_calls_;
+  size_t toggle_call_count_ = 0;
+  bool collect_calls_ = false;
   std::unique_ptr<OcsDriver> driver_;
   std::optional<PortSet> allow_override_;  // bench: confine changes to the benchmarked ports
 };
@@ -290,6 +324,11 @@ OcsDriver& Cli::driver() {
   if (vm_.count("identity")) o.identity_file = vm_["identity"].as<std::string>();
   if (vm_.count("known-hosts")) o.known_hosts_file = vm_["known-hosts"].as<std::string>();
   o.accept_unknown_host = vm_.count("accept-unknown-host") > 0;
+  o.on_timing = [this](const CallTiming& t) {
+    if (!collect_calls_) return;
+    if (toggle_call_count_ == toggle_calls_.size()) toggle_calls_.emplace_back();
+    toggle_calls_[toggle_call_count_++] = t;
+  };
   std::string cred = vm_.count("credentials") ? vm_["credentials"].as<std::string>() : default_credentials_path();
   o.password = resolve_password(url, cred);
   driver_ = make_driver(url, std::move(o));
@@ -357,27 +396,12 @@ int Cli::run(const std::vector<std::string>& args) {
   auto rest = vm_.count("args") ? vm_["args"].as<std::vector<std::string>>() : std::vector<std::string>{};
   try {
     return dispatch(cmd, rest);
-  } catch (const ApplyError& e) {
-    err_ << "ocsctl: error: " << e.what() << "\n";
-    if (format_ == Format::kJson) {
-      out_ << json{{"error", e.what()}, {"state_known", e.state_known()}, {"made", circuits_json(e.made())},
-                   {"not_made", circuits_json(e.not_made())}, {"removed", circuits_json(e.removed())}}
-                  .dump(2)
-           << "\n";
-    }
-    return kExitPartial;
-  } catch (const DenyError& e) {
-    err_ << "ocsctl: error: " << e.what() << "\n";
-    return kExitDenied;
-  } catch (const PortError& e) {
-    err_ << "ocsctl: error: " << e.what() << "\n";
-    return kExitInput;
-  } catch (const OcsError& e) {
-    err_ << "ocsctl: error: " << e.what() << "\n";
-    return kExitConnection;
   } catch (const Error& e) {
     err_ << "ocsctl: error: " << e.what() << "\n";
-    return kExitInput;
+    if (const auto* a = dynamic_cast<const ApplyError*>(&e); a && format_ == Format::kJson) {
+      out_ << error_json(e).dump(2) << "\n";
+    }
+    return exit_code_of(e);
   }
 }
 
@@ -606,10 +630,39 @@ int Cli::cmd_bench() {
   csv.header({"toggle", "target", "op", "command", "issued_ns", "acked_ns", "latency_ms", "ok"});
   std::vector<double> spans;
   std::map<std::string, std::vector<double>> per_op;
+  auto write_calls = [&](int toggle, const std::vector<CallTiming>& calls) {
+    for (const auto& t : calls) {
+      csv.row({std::to_string(toggle), toggle % 2 == 0 ? "A" : "B", t.op, t.command,
+               std::to_string(t.issued.realtime_ns), std::to_string(t.acked.realtime_ns),
+               fmt::format("{:.6f}", t.latency_ms()), t.ok ? "1" : "0"});
+    }
+  };
   bool progress = stderr_is_terminal() && format_ == Format::kTable;
+  // Ctrl-C ends the bench between toggles: the toggles done so far are written and reported.
+  InterruptGuard guard;
   d.apply(b, ApplyMode::kReplace);  // start from B so every timed toggle is a real change
-  for (int i = 0; i < toggles; ++i) {
-    ApplyReport r = d.apply(i % 2 == 0 ? a : b, ApplyMode::kReplace);
+  int done = 0;
+  // A failed toggle ends the bench; its error is reported after the statistics of the others.
+  std::optional<std::string> failure;
+  int failure_code = kExitOk;
+  json failure_json;
+  for (int i = 0; i < toggles && !g_interrupted; ++i) {
+    ApplyReport r;
+    toggle_call_count_ = 0;
+    collect_calls_ = true;
+    try {
+      r = d.apply(i % 2 == 0 ? a : b, ApplyMode::kReplace);
+    } catch (const OcsError& e) {
+      collect_calls_ = false;
+      // What this toggle did before it failed (the failed call has ok 0) is data too.
+      toggle_calls_.resize(toggle_call_count_);
+      write_calls(i, toggle_calls_);
+      failure = e.what();
+      failure_code = exit_code_of(e);
+      failure_json = error_json(e);
+      break;
+    }
+    collect_calls_ = false;
     // The span of a reconfiguration runs from the first change request to the last ack;
     // the read of the current circuits before it is not part of it.
     std::vector<const CallTiming*> changes;
@@ -617,15 +670,15 @@ int Cli::cmd_bench() {
       if (t.op != "list") changes.push_back(&t);
     }
     if (!changes.empty()) spans.push_back(elapsed_ms(changes.front()->issued, changes.back()->acked));
-    for (const auto& t : r.calls) {
-      per_op[t.op].push_back(t.latency_ms());
-      csv.row({std::to_string(i), i % 2 == 0 ? "A" : "B", t.op, t.command, std::to_string(t.issued.realtime_ns),
-               std::to_string(t.acked.realtime_ns), fmt::format("{:.6f}", t.latency_ms()), t.ok ? "1" : "0"});
-    }
+    for (const auto& t : r.calls) per_op[t.op].push_back(t.latency_ms());
+    write_calls(i, r.calls);
+    csv.flush();  // a toggle's rows are on disk before the next one starts
+    ++done;
     if (progress) err_ << fmt::format("\rtoggle {}/{}", i + 1, toggles) << std::flush;
   }
   if (progress) err_ << "\n";
-  csv.flush();
+  csv.close();  // the calls reach the file here, or the command fails naming it
+  bool interrupted = !failure && done < toggles;
   auto stats = [](const std::vector<double>& v) {
     return json{{"n", v.size()}, {"min_ms", percentile(v, 0)}, {"median_ms", percentile(v, 0.5)},
                 {"p99_ms", percentile(v, 0.99)}, {"max_ms", percentile(v, 1)}};
@@ -633,17 +686,35 @@ int Cli::cmd_bench() {
   if (format_ == Format::kJson) {
     json ops;
     for (const auto& [op, v] : per_op) ops[op] = stats(v);
-    out_ << json{{"switch", d.name()}, {"toggles", toggles}, {"reconfiguration", stats(spans)}, {"calls", ops}, {"csv", path}}.dump(2) << "\n";
-    return kExitOk;
+    json j = {{"switch", d.name()},
+              {"toggles", toggles},
+              {"completed", done},
+              {"interrupted", interrupted},
+              {"reconfiguration", stats(spans)},
+              {"calls", ops},
+              {"csv", path}};
+    if (failure) j.update(failure_json);
+    out_ << j.dump(2) << "\n";
+  } else {
+    auto line = [&](const std::string& what, const std::vector<double>& v) {
+      out_ << fmt::format("{:<16} {:>5} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f}\n", what, v.size(), percentile(v, 0),
+                          percentile(v, 0.5), percentile(v, 0.99), percentile(v, 1));
+    };
+    out_ << fmt::format("{:<16} {:>5} {:>10} {:>10} {:>10} {:>10}\n", "latency (ms)", "n", "min", "median", "p99",
+                        "max");
+    line("reconfiguration", spans);
+    for (const auto& [op, v] : per_op) line("  " + op, v);
+    out_ << "calls written to " << path << "\n";
   }
-  auto line = [&](const std::string& what, const std::vector<double>& v) {
-    out_ << fmt::format("{:<16} {:>5} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f}\n", what, v.size(), percentile(v, 0),
-                        percentile(v, 0.5), percentile(v, 0.99), percentile(v, 1));
-  };
-  out_ << fmt::format("{:<16} {:>5} {:>10} {:>10} {:>10} {:>10}\n", "latency (ms)", "n", "min", "median", "p99", "max");
-  line("reconfiguration", spans);
-  for (const auto& [op, v] : per_op) line("  " + op, v);
-  out_ << "calls written to " << path << "\n";
+  if (failure) {
+    err_ << fmt::format("ocsctl: error: bench stopped at toggle {} of {} ({} completed): {}\n", done + 1, toggles, done,
+                        *failure);
+    return failure_code;
+  }
+  if (interrupted) {
+    err_ << fmt::format("ocsctl: bench interrupted after {} of {} toggles\n", done, toggles);
+    return kExitInterrupted;
+  }
   return kExitOk;
 }
 

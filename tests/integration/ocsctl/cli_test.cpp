@@ -6,10 +6,13 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "ocslab/common/csv_reader.h"
 #include "ocslab/tool/cli.h"
 #include "ocslab/ocsctl/credentials.h"
 #include "ocslab/testing/peers.h"
@@ -30,10 +33,13 @@ struct Run {
 
 struct CliFixture {
   PeerSwitch sw{16, 16};
-  TcpPeer peer{PeerProtocol::kTl1, sw};
-  std::string url = "tl1://admin@127.0.0.1:" + std::to_string(peer.port());
+  TcpPeer peer;
+  std::string url;
 
-  CliFixture() { ::setenv(kPasswordEnv, "root", 1); }
+  explicit CliFixture(testing::PeerQuirks quirks = {})
+      : peer(PeerProtocol::kTl1, sw, quirks), url("tl1://admin@127.0.0.1:" + std::to_string(peer.port())) {
+    ::setenv(kPasswordEnv, "root", 1);
+  }
   ~CliFixture() { ::unsetenv(kPasswordEnv); }
 
   Run run(std::vector<std::string> args) {
@@ -210,6 +216,137 @@ TEST_CASE("ocsctl bench alternates two mappings and writes every call", "[cli]")
   }
   CHECK(changes == 12);  // each toggle: one batched delete + one batched make
   CHECK(rows == 18);     // plus one read of the current circuits per toggle
+}
+
+TEST_CASE("ocsctl bench to a full disk fails naming the file", "[cli]") {
+  CliFixture f;
+  // /dev/full answers every write with ENOSPC; 6 toggles' rows sit in the buffer until the end.
+  auto r = f.run({"bench", "--pairs", "1-17,2-18", "--pairs", "1-18,2-17", "--toggles", "6", "-o", "/dev/full"});
+  CHECK(r.rc == kExitInput);
+  CHECK_THAT(r.err, Catch::Contains("cannot write CSV output '/dev/full'"));
+  CHECK_THAT(r.out, !Catch::Contains("calls written to"));
+}
+
+namespace {
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+}  // namespace
+
+TEST_CASE("ocsctl bench: a toggle that fails keeps the earlier toggles' rows and statistics", "[cli][bench]") {
+  // The switch works for the start and three toggles (4 ENT-PATCH), then fails toggle 4's.
+  testing::PeerQuirks q;
+  q.faults_after = 4;
+  bool drop = GENERATE(false, true);
+  (drop ? q.drop_on : q.deny_on) = "ENT-PATCH";
+  CAPTURE(drop);
+  CliFixture f(q);
+  testing::TempDir dir;
+  std::string csv = dir.path() + "/bench.csv";
+  auto r = f.run({"bench", "--pairs", "1-17,2-18", "--pairs", "1-18,2-17", "--toggles", "10", "-o", csv});
+  CHECK(r.rc == kExitPartial);  // a reconfiguration failed part-way, as the exit-code table says
+  CHECK_THAT(r.out, Catch::Contains("reconfiguration      3"));
+  CHECK_THAT(r.out, Catch::Contains("calls written to " + csv));
+  CHECK_THAT(r.err, Catch::Contains("bench stopped at toggle 4 of 10 (3 completed)"));
+  CHECK_THAT(r.err, Catch::Contains(drop ? "connection closed" : "Command refused by the switch"));
+  auto lines = read_lines(csv);
+  REQUIRE(lines.size() > 10);
+  CHECK(lines[0] == "toggle,target,op,command,issued_ns,acked_ns,latency_ms,ok");
+  std::map<std::string, int> per_toggle;
+  for (size_t i = 1; i < lines.size(); ++i) ++per_toggle[lines[i].substr(0, lines[i].find(','))];
+  CHECK(per_toggle["0"] == 3);  // list, disconnect, connect
+  CHECK(per_toggle["1"] == 3);
+  CHECK(per_toggle["2"] == 3);
+  CHECK(per_toggle.size() == 4);
+  // The failed toggle's calls: the disconnect that worked, the connect that failed (ok 0).
+  bool disconnect_ok = false, connect_failed = false;
+  for (const auto& l : lines) {
+    auto row = split_csv_line(l);  // toggle,target,op,command,issued_ns,acked_ns,latency_ms,ok
+    REQUIRE(row.size() == 8);
+    if (row[0] != "3") continue;
+    if (row[2] == "disconnect" && row[3].rfind("DLT-PATCH", 0) == 0 && row[7] == "1") disconnect_ok = true;
+    if (row[2] == "connect" && row[3].rfind("ENT-PATCH", 0) == 0 && row[7] == "0") connect_failed = true;
+  }
+  CHECK(disconnect_ok);
+  CHECK(connect_failed);
+}
+
+TEST_CASE("ocsctl bench --json: one document with the completed toggles and the failure", "[cli][bench]") {
+  testing::PeerQuirks q;
+  q.faults_after = 3;
+  q.deny_on = "ENT-PATCH";
+  CliFixture f(q);
+  testing::TempDir dir;
+  auto r = f.run({"--json", "bench", "--pairs", "1-17,2-18", "--pairs", "1-18,2-17", "--toggles", "5", "-o",
+                  dir.path() + "/b.csv"});
+  CHECK(r.rc == kExitPartial);
+  auto j = nlohmann::json::parse(r.out);  // a single document: throws on two
+  CHECK(j["completed"] == 2);
+  CHECK(j["reconfiguration"]["n"] == 2);
+  CHECK(j["interrupted"] == false);
+  CHECK_THAT(j["error"].get<std::string>(), Catch::Contains("Command refused"));
+  CHECK(j["state_known"] == true);
+}
+
+TEST_CASE("ocsctl bench: Ctrl-C stops between toggles with every row written, exit 130", "[cli][bench]") {
+  testing::PeerQuirks q;
+  q.reply_delay_ms = 1;  // about 3 ms a toggle: it is still running when the signal comes
+  CliFixture f(q);
+  testing::TempDir dir;
+  std::string csv = dir.path() + "/bench.csv", out = dir.path() + "/out.txt", err = dir.path() + "/err.txt";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::string bin = testing::bin_path("ocsctl");
+    int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(o, 1);
+    ::dup2(e, 2);
+    ::execl(bin.c_str(), bin.c_str(), "-s", f.url.c_str(), "bench", "--pairs", "1-17,2-18", "--pairs", "1-18,2-17",
+            "--toggles", "1000000", "-o", csv.c_str(), nullptr);
+    ::_exit(127);
+  }
+  REQUIRE(pid > 0);
+  struct Reaper {  // a failed REQUIRE must not leave a million-toggle bench running
+    pid_t& pid;
+    ~Reaper() {
+      if (pid > 0) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+      }
+    }
+  } reaper{pid};
+  // Rows reach the file toggle by toggle: wait for a few toggles' worth, then interrupt.
+  for (int i = 0; i < 200 && read_lines(csv).size() < 31; ++i) ::usleep(25000);
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  pid = -1;
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == kExitInterrupted);
+  std::string text = slurp(csv);
+  REQUIRE_FALSE(text.empty());
+  CHECK(text.back() == '\n');  // no half-written row
+  auto lines = read_lines(csv);
+  REQUIRE(lines.size() > 30);
+  size_t rows = lines.size() - 1;
+  CHECK(rows % 3 == 0);  // whole toggles only
+  size_t toggles = rows / 3;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    CHECK(split_csv_line(lines[i]).size() == 8);
+    CHECK(lines[i].rfind(std::to_string((i - 1) / 3) + ",", 0) == 0);  // toggles 0, 1, ... in order
+  }
+  CHECK_THAT(slurp(out), Catch::Contains(fmt::format("reconfiguration  {:>5}", toggles)));
+  CHECK_THAT(slurp(err), Catch::Contains(fmt::format("bench interrupted after {} of 1000000 toggles", toggles)));
 }
 
 TEST_CASE("ocsctl watch-power writes CSV samples", "[cli]") {

@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -338,4 +340,22 @@ TEST_CASE("Ctrl-C during the schedule stops the run and keeps what was captured"
   auto meta = nlohmann::json::parse(std::ifstream(o.output_dir + "/meta.json"));
   CHECK(meta["interrupted"] == true);
   for (size_t k = 0; k < lab.hosts.size(); ++k) CHECK(meta["hosts"][k]["lost"] == false);
+}
+
+TEST_CASE("a full disk under timeline.csv fails `ocslab run` naming the file", "[run][faults]") {
+  Lab lab;
+  std::string spec = lab.write_spec(lab.spec_text(1, 0.3));
+  std::string out_dir = lab.dir.path() + "/out";
+  fs::create_directories(out_dir);
+  // /dev/full answers every write with ENOSPC: the disk filling up as the timeline is written.
+  fs::create_symlink("/dev/full", out_dir + "/timeline.csv");
+  std::ostringstream out, err;
+  int rc = cli::run_ocslab({"run", spec, "-o", out_dir}, out, err);
+  CHECK(rc == cli::kExitFailed);
+  CHECK_THAT(err.str(), Catch::Contains("cannot write CSV output '" + out_dir + "/timeline.csv'") &&
+                            Catch::Contains(std::strerror(ENOSPC)));
+  CHECK_THAT(err.str(), !Catch::Contains("timeline rows from"));  // no success summary
+  // meta.json (on the real disk) records the failure for whoever looks at the folder.
+  auto meta = nlohmann::json::parse(std::ifstream(out_dir + "/meta.json"));
+  CHECK_THAT(meta["problems"].dump(), Catch::Contains("timeline.csv"));
 }

@@ -80,10 +80,16 @@ class Tl1Session {
     return !needle.empty() && text.find(needle) != std::string::npos;
   }
 
+  // A fault quirk matches, past the first faults_after matching commands (a session that
+  // works for a while, then fails).
+  bool fault(const std::string& text, const std::string& needle, int& seen) {
+    return contains(text, needle) && ++seen > q_.faults_after;
+  }
+
   // Returns false when the session must end.
   bool handle(const std::string& text) {
     sw_.record(text);
-    if (contains(text, q_.drop_on)) return false;
+    if (fault(text, q_.drop_on, drops_seen_)) return false;
     if (contains(text, q_.never_reply_to)) return true;
     std::string ctag = "0";
     if (q_.reply_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(q_.reply_delay_ms));
@@ -92,7 +98,7 @@ class Tl1Session {
     try {
       ocs::Tl1Command cmd = ocs::parse_tl1_command(text);
       ctag = cmd.ctag;
-      if (contains(text, q_.deny_on)) {
+      if (fault(text, q_.deny_on, denies_seen_)) {
         r = deny("SRCN", "Command refused by the switch");
       } else {
         r = execute(cmd);
@@ -210,6 +216,8 @@ class Tl1Session {
   PeerQuirks q_;
   std::string eol_;
   bool logged_in_;
+  int drops_seen_ = 0;   // commands that matched drop_on so far
+  int denies_seen_ = 0;  // commands that matched deny_on so far
   int atag_ = 0;
 };
 

@@ -3,7 +3,10 @@
 #include <catch2/catch.hpp>
 
 #include <cctype>
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -140,4 +143,20 @@ TEST_CASE("capture writes the tidy CSV; an unknown probe is bad input", "[agent]
   CHECK(run({"capture", "--probes", "heartbeat,warp_drive", "--duration", "0.1"}, nullptr, &err) == kExitInput);
   CHECK(err.find("unknown probe 'warp_drive' (known: carrier, firmware, heartbeat, rdma, rx_power)") != std::string::npos);
   CHECK(run({"capture", "--probes", "heartbeat", "--interval-ms", "0"}, nullptr, &err) == kExitInput);
+}
+
+TEST_CASE("capture to a full disk fails naming the file instead of reporting samples written", "[agent][cli]") {
+  // /dev/full answers every write with ENOSPC; the rows of a short capture sit in the stream's
+  // buffer until the final flush, which must fail the command.
+  std::string err;
+  CHECK(run({"capture", "--probes", "heartbeat", "--interval-ms", "20", "--duration", "0.2", "-o", "/dev/full"},
+            nullptr, &err) == kExitInput);
+  CHECK_THAT(err, Catch::Contains("ocslab-agent capture: cannot write CSV output '/dev/full'"));
+  CHECK_THAT(err, !Catch::Contains("samples written"));
+  // A capture long enough to spill the buffer mid-run stops at the first failed row.
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK(run({"capture", "--probes", "heartbeat", "--interval-ms", "1", "--duration", "30", "-o", "/dev/full"}, nullptr,
+            &err) == kExitInput);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
+  CHECK_THAT(err, Catch::Contains("'/dev/full'") && Catch::Contains(std::strerror(ENOSPC)));
 }

@@ -1,8 +1,13 @@
 #include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -27,6 +32,51 @@ TEST_CASE("csv writer quotes only fields that need it") {
   CHECK_THROWS_WITH(w.row({"only one"}), Catch::Contains("1 fields, header has 3"));
 }
 
+TEST_CASE("csv writer on a full disk throws naming the file, on the row that spills and on flush", "[csv]") {
+  // /dev/full answers every write(2) with ENOSPC: the disk-full case without filling a disk.
+  {
+    CsvWriter w("/dev/full");
+    w.header({"t_ns", "value"});  // fits in the stream's buffer: nothing written yet
+    CHECK_THROWS_WITH(w.flush(), Catch::Contains("'/dev/full'") && Catch::Contains(std::strerror(ENOSPC)));
+  }
+  {
+    CsvWriter w("/dev/full");
+    w.header({"t_ns", "value"});
+    CHECK_THROWS_WITH(w.close(), Catch::Contains("'/dev/full'"));
+  }
+  {
+    // Rows past the buffer: the one that makes it spill fails, long before the end.
+    CsvWriter w("/dev/full");
+    w.header({"t_ns", "value"});
+    int written = 0;
+    try {
+      for (; written < 1'000'000; ++written) w.row({std::to_string(1'700'000'000'000'000'000LL + written), "1.0"});
+    } catch (const Error& e) {
+      CHECK_THAT(e.what(), Catch::Contains("'/dev/full'"));
+    }
+    CHECK(written < 10'000);
+  }
+  // A stream that failed (a closed pipe on stdout) is named as standard output.
+  std::ostringstream out;
+  CsvWriter w(out);
+  w.header({"a"});
+  out.setstate(std::ios::badbit);
+  CHECK_THROWS_WITH(w.row({"x"}), Catch::Contains("standard output"));
+  CHECK_THROWS_WITH(w.flush(), Catch::Contains("standard output"));
+  // A good file closes without complaint and keeps every row.
+  std::string path = "/tmp/ocslab-csv-writer-" + std::to_string(::getpid()) + ".csv";
+  {
+    CsvWriter ok(path);
+    ok.header({"a"});
+    ok.row({"1"});
+    ok.close();
+  }
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  CHECK(text == "a\n1\n");
+  std::remove(path.c_str());
+}
+
 TEST_CASE("csv line splitter reads back what the writer quotes") {
   using V = std::vector<std::string>;
   CHECK(split_csv_line("a,b,c") == V{"a", "b", "c"});
@@ -49,6 +99,15 @@ TEST_CASE("json lines writer writes one object per line") {
   w.write({{"port", 5}, {"dbm", -3.5}});
   w.write({{"ok", true}});
   CHECK(out.str() == "{\"dbm\":-3.5,\"port\":5}\n{\"ok\":true}\n");
+}
+
+TEST_CASE("json lines writer on a full disk throws naming the file", "[jsonl]") {
+  JsonLinesWriter w(std::string("/dev/full"));
+  CHECK_THROWS_WITH(w.write({{"ok", true}}), Catch::Contains("'/dev/full'") && Catch::Contains(std::strerror(ENOSPC)));
+  std::ostringstream out;
+  JsonLinesWriter s(out);
+  out.setstate(std::ios::badbit);
+  CHECK_THROWS_WITH(s.write({{"ok", true}}), Catch::Contains("standard output"));
 }
 
 TEST_CASE("yaml errors carry file, line and column") {

@@ -74,6 +74,51 @@ TEST_CASE("credentials come from a private file, never a world-readable one") {
   ::unsetenv(kPasswordEnv);
 }
 
+TEST_CASE("credentials: a '#' inside a password is part of it; comments start a line or follow the fields") {
+  testing::TempDir dir;
+  std::string path = dir.path() + "/credentials";
+  std::ofstream(path) << "  # indented comment\n"
+                         "sw1 admin pa#ss\n"
+                         "sw2 admin #secret # the switch in rack 2\n"
+                         "sw3 admin x#\n";
+  ::chmod(path.c_str(), 0600);
+  CHECK(lookup_password(SwitchUrl::parse("tl1://admin@sw1"), path) == "pa#ss");
+  CHECK(lookup_password(SwitchUrl::parse("tl1://admin@sw2"), path) == "#secret");
+  CHECK(lookup_password(SwitchUrl::parse("tl1://admin@sw3"), path) == "x#");
+  // A fourth field that is not a comment is an error naming the line, never echoing the password.
+  CHECK_THROWS_WITH(parse_credentials_line("sw1 admin s3cr3t w0rd", "f:7"),
+                    Catch::StartsWith("f:7: expected") && !Catch::Contains("s3cr3t") && !Catch::Contains("w0rd"));
+  CHECK_FALSE(parse_credentials_line("   ", "f:1"));
+  CHECK_FALSE(parse_credentials_line("#sw1 admin pw", "f:1"));
+}
+
+TEST_CASE("credentials: IPv6 hosts in brackets, with or without a port; malformed hosts name file:line") {
+  testing::TempDir dir;
+  std::string path = dir.path() + "/credentials";
+  std::ofstream(path) << "[::1]:3083 admin six\n[fe80::1] admin any-port\n";
+  ::chmod(path.c_str(), 0600);
+  CHECK(lookup_password(SwitchUrl::parse("tl1://admin@[::1]:3083"), path) == "six");
+  CHECK_FALSE(lookup_password(SwitchUrl::parse("tl1://admin@[::1]:3082"), path));
+  CHECK(lookup_password(SwitchUrl::parse("netconf://admin@[fe80::1]"), path) == "any-port");
+  auto e = parse_credentials_line("[2001:db8::5]:830 ops pw", "f:1");
+  REQUIRE(e);
+  CHECK(e->host == "2001:db8::5");
+  CHECK(e->port == 830);
+  CHECK(e->user == "ops");
+  CHECK(e->password == "pw");
+  // Before brackets, '::1' split at its last ':' into host ':' and port 1.
+  std::ofstream(path) << "sw1 admin ok\n::1 admin pw\n";
+  CHECK_THROWS_WITH(lookup_password(SwitchUrl::parse("tl1://admin@[::1]:1"), path),
+                    Catch::StartsWith(path + ":2: IPv6 host '::1' must be in brackets"));
+  CHECK_THROWS_WITH(parse_credentials_line("[::1 admin pw", "f:3"), Catch::StartsWith("f:3: unterminated '['"));
+  CHECK_THROWS_WITH(parse_credentials_line("[::1]3082 admin pw", "f:4"), Catch::StartsWith("f:4: expected ':<port>'"));
+  CHECK_THROWS_WITH(parse_credentials_line("[]:3082 admin pw", "f:5"), Catch::StartsWith("f:5: empty host"));
+  CHECK_THROWS_WITH(parse_credentials_line("sw1:30x admin pw", "f:6"), Catch::StartsWith("f:6: bad port in 'sw1:30x'"));
+  CHECK_THROWS_WITH(parse_credentials_line("sw1:70000 admin pw", "f:7"), Catch::Contains("bad port"));
+  CHECK_THROWS_WITH(parse_credentials_line("sw1: admin pw", "f:8"), Catch::Contains("bad port"));
+  CHECK_THROWS_WITH(parse_credentials_line(":3082 admin pw", "f:9"), Catch::StartsWith("f:9: empty host"));
+}
+
 TEST_CASE("mapping files are validated with line numbers") {
   auto m = parse_mapping_yaml("circuits:\n  - 1-33\n  - {ingress: 2, egress: 34}\n", "m.yaml");
   CHECK(m == std::vector<Circuit>{{1, 33}, {2, 34}});

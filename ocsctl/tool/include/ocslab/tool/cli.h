@@ -10,11 +10,12 @@ namespace ocslab::ocs {
 
 enum ExitCode : int {
   kExitOk = 0,
-  kExitUsage = 1,       // bad command line
-  kExitInput = 2,       // bad input: port, URL, mapping file, allow-list, credentials
-  kExitDenied = 3,      // the switch refused a command
-  kExitConnection = 4,  // cannot connect, connection lost, timeout, garbage from the switch
-  kExitPartial = 5,     // a reconfiguration failed part-way (what was done is printed)
+  kExitUsage = 1,          // bad command line
+  kExitInput = 2,          // bad input: port, URL, mapping file, allow-list, credentials; unwritable output
+  kExitDenied = 3,         // the switch refused a command
+  kExitConnection = 4,     // cannot connect, connection lost, timeout, garbage from the switch
+  kExitPartial = 5,        // a reconfiguration failed part-way (what was done is printed)
+  kExitInterrupted = 130,  // bench stopped by Ctrl-C/SIGTERM (what was done is written and printed)
 };
 
 int run_ocsctl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

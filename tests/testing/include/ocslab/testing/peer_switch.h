@@ -25,6 +25,7 @@ struct PeerQuirks {
   std::string never_reply_to;       // swallow commands containing this text (no reply)
   std::string garbage_on;           // answer commands containing this text with junk bytes
   std::string deny_on;              // answer commands containing this text with a refusal
+  int faults_after = 0;             // TL1: drop_on/deny_on spare the first N matching commands of a session
   bool netconf_base11 = true;       // NETCONF: advertise base:1.1 (chunked framing)
   std::string netconf_revision = "2018-01-09";  // optical-switch revision (< 2017-08-04: "pairs")
   bool replace_patched = false;     // entering a patch on a patched port replaces instead of denying
