@@ -90,6 +90,18 @@ TEST_CASE("lab file errors name file:line:col and the culprit") {
   CHECK_THAT(error_of(variant("10.1.0.2/24", "10.1.0.1/24")), Contains("address 10.1.0.1 used twice"));
   CHECK_THAT(error_of(variant("10.1.0.2/24", "10.1.0.300/24")), Contains("not an IPv4 address"));
   CHECK_THAT(error_of(variant("10.1.0.2/24", "10.1.0.2")), Contains("not an IPv4 address with a prefix"));
+  // The address goes verbatim into the guest's `ip addr add`: iproute2 reads "/024" as octal
+  // (a /20), and a blank splits the prefix off (caught by vlab_lab_spec_fuzz's properties).
+  CHECK_THAT(error_of(variant("10.1.0.2/24", "10.1.0.2/024")),
+             StartsWith("lab.yaml:12:") && Contains("'10.1.0.2/024' is not an IPv4 address with a prefix"));
+  CHECK_THAT(error_of(variant("10.1.0.2/24", "\"10.1.0.2/ 24\"")), Contains("not an IPv4 address with a prefix"));
+  CHECK_THAT(error_of(variant("10.1.0.2/24", "10.1.0.2/+24")), Contains("not an IPv4 address with a prefix"));
+  CHECK_THAT(error_of(variant("10.1.0.2/24", "10.1.0.2/33")), Contains("not an IPv4 address with a prefix"));
+  // A port is range-checked as written, not after narrowing to int (4294967297 would be port 1).
+  CHECK_THAT(error_of(variant("tx_port: 1,", "tx_port: 4294967297,")),
+             StartsWith("lab.yaml:9:") && Contains("tx_port 4294967297 is not an ingress port"));
+  CHECK_THAT(error_of(variant("rx_port: 9}", "rx_port: 4294967305}")),
+             Contains("rx_port 4294967305 is not an egress port"));
   CHECK_THAT(error_of(variant("\"52:54:00:AA:00:01\"", "\"53:54:00:aa:00:01\"")), Contains("multicast"));
   CHECK_THAT(error_of(variant("\"52:54:00:AA:00:01\"", "nonsense")), Contains("not a MAC address"));
   CHECK_THAT(error_of(variant("tx_port: 1,", "tx_port: 9,")), Contains("tx_port 9 is not an ingress port"));
