@@ -86,7 +86,7 @@ TEST_CASE("the switch size is exactly NxM and NIC delays are real delays", "[emu
     return s.replace(at, from.size(), to);
   };
   for (const char* bad : {"2147483647x1", "1x2147483647", "99999999999x1", "8x8x8", "8x8 ports", "8x", "x8", "-8x8",
-                          "8x-8", "50000x50001", "0x8"}) {
+                          "8x-8", "50000x50001", "0x8", "9223372036854775807x1", "1x9223372036854775807"}) {
     INFO(bad);
     CHECK_THROWS_WITH(parse(with("size: 8x8", std::string("size: ") + bad)),
                       Catch::StartsWith("lab.yaml:4:9: size must be NxM"));
