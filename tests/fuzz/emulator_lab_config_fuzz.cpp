@@ -53,8 +53,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check_delay(cfg.sw.switching, rng);
 
   std::set<int> listen_ports;
-  for (const auto* a : {&cfg.control.tl1, &cfg.control.tl1_ssh, &cfg.control.netconf, &cfg.control.scpi,
-                        &cfg.control.events}) {
+  for (const auto* a :
+       {&cfg.control.tl1, &cfg.control.tl1_ssh, &cfg.control.netconf, &cfg.control.scpi, &cfg.control.events}) {
     if (!*a) continue;
     if ((*a)->host.empty() || (*a)->port < 0 || (*a)->port > 65535) __builtin_trap();
     if ((*a)->port != 0 && !listen_ports.insert((*a)->port).second) __builtin_trap();

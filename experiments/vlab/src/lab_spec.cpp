@@ -45,8 +45,9 @@ std::string parse_cidr(const YamlDoc& doc, const YAML::Node& n) {
   if (slash == std::string::npos || inet_pton(AF_INET, text.substr(0, slash).c_str(), &a) != 1 || prefix < 1 ||
       prefix > 32) {
     throw config_error(doc, n,
-                       "'" + text + "' is not an IPv4 address with a prefix (e.g. 10.10.0.1/24; prefix 1..32 in "
-                       "decimal without sign, blank or leading zero)");
+                       "'" + text +
+                           "' is not an IPv4 address with a prefix (e.g. 10.10.0.1/24; prefix 1..32 in "
+                           "decimal without sign, blank or leading zero)");
   }
   return text;
 }

@@ -46,13 +46,16 @@ double delay_ms_from_yaml(const YamlDoc& doc, const YAML::Node& n) {
   try {
     v = n.as<double>();
   } catch (const YAML::Exception&) {
-    throw config_error(doc, n, "expected a number of milliseconds, got '" + (n.IsScalar() ? n.Scalar() : std::string("a structure")) + "'");
+    throw config_error(
+        doc, n,
+        "expected a number of milliseconds, got '" + (n.IsScalar() ? n.Scalar() : std::string("a structure")) + "'");
   }
   // NaN passes every comparison and .inf or 1e300 overflows the int64 nanoseconds a timer
   // is set with (undefined behaviour), so both are refused here rather than at the draw.
   if (std::isnan(v) || std::isinf(v)) throw config_error(doc, n, "a delay must be a finite number of milliseconds");
   if (v < 0) throw config_error(doc, n, "a delay cannot be negative");
-  if (v > kMaxDelayMs) throw config_error(doc, n, fmt::format("a delay of {} ms is over the limit of {} ms", v, kMaxDelayMs));
+  if (v > kMaxDelayMs)
+    throw config_error(doc, n, fmt::format("a delay of {} ms is over the limit of {} ms", v, kMaxDelayMs));
   return v;
 }
 

@@ -101,7 +101,8 @@ EmulatorConfig parse_emulator_config(const YamlDoc& doc) {
     if (x == std::string::npos || !number(std::string_view(size).substr(0, x), n) ||
         !number(std::string_view(size).substr(x + 1), m) || n < 1 || m < 1 || n > 100000 || m > 100000 ||
         n + m > 100000) {
-      throw config_error(doc, sw["size"], "size must be NxM with N + M at most 100000 (e.g. 32x32), got '" + size + "'");
+      throw config_error(doc, sw["size"],
+                         "size must be NxM with N + M at most 100000 (e.g. 32x32), got '" + size + "'");
     }
     cfg.sw.ingress_ports = static_cast<int>(n);
     cfg.sw.egress_ports = static_cast<int>(m);

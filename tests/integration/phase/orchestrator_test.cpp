@@ -91,9 +91,8 @@ TEST_CASE("orchestrator wires a job and reprograms only the changed stages' port
   for (int p : touched) CHECK(stage0.count(p) == 0);
   CHECK(touched == ports_of(slots, {4, 5, 6, 7, 8, 9, 10, 11}));
   // Stages 1 and 2 form a two-stage PP ring (4+l <-> 8+l); stage 0 keeps its DP rings.
-  CHECK(sorted(lab.circuits()) == concat({kFig8Stage0Dp,
-                                          {{5, 73}, {6, 74}, {7, 75}, {8, 76}},
-                                          {{9, 69}, {10, 70}, {11, 71}, {12, 72}}}));
+  CHECK(sorted(lab.circuits()) ==
+        concat({kFig8Stage0Dp, {{5, 73}, {6, 74}, {7, 75}, {8, 76}}, {{9, 69}, {10, 70}, {11, 71}, {12, 72}}}));
   // Stage 0 joins: stage 2's successor moves although its digit does not; stage 1 stays.
   mark = lab.mark();
   r = orch.set_topology("fig8", TopoId::parse("000", layout));

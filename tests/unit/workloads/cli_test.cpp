@@ -44,7 +44,8 @@ bool nvidia_gpu_present() {
   }
   if (!nodes) return false;
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  if (visible && (std::string(visible).empty() || std::string(visible) == "-1" || std::string(visible) == "NoDevFiles")) {
+  if (visible &&
+      (std::string(visible).empty() || std::string(visible) == "-1" || std::string(visible) == "NoDevFiles")) {
     return false;
   }
   return true;
