@@ -97,7 +97,7 @@ LabSpec parse_lab_spec(const YamlDoc& doc) {
 
   const YAML::Node hosts = require(doc, root, "hosts");
   if (!hosts.IsSequence() || hosts.size() == 0) throw config_error(doc, hosts, "'hosts' must be a non-empty list");
-  std::map<std::string, YAML::Node> host_names, macs, ips;
+  std::map<std::string, YAML::Node> host_names, macs, ips, emulator_names;
   std::map<ocs::Port, YAML::Node> tx_used, rx_used;
   auto once = [&](std::map<std::string, YAML::Node>& seen, const std::string& key, const YAML::Node& n,
                   const std::string& what) {
@@ -151,6 +151,14 @@ LabSpec parse_lab_spec(const YamlDoc& doc) {
                                "' must be lower-case letters and digits, at most 14, not eth0 (management) or lo");
       }
       once(nic_names, nic.name, n["name"], host.name + ": NIC name");
+      // The emulator knows each NIC as "<host>-<nic>", and both may contain '-': h-x's y and
+      // h's x-y would be one NIC to it (its own lab file refuses duplicate names).
+      if (auto [it, fresh] = emulator_names.emplace(host.name + "-" + nic.name, n["name"]); !fresh) {
+        throw config_error(doc, n["name"],
+                           fmt::format("{}:{} has the emulator NIC name {}-{} of the NIC at line {}; rename a host "
+                                       "or NIC",
+                                       host.name, nic.name, host.name, nic.name, it->second.Mark().line + 1));
+      }
       size_t hi = lab.hosts.size() + 1, ni = host.nics.size() + 1;
       nic.mac = n["mac"] ? parse_mac(doc, n["mac"]) : fmt::format("52:54:00:6c:{:02x}:{:02x}", hi, ni);
       once(macs, nic.mac, n["mac"] ? n["mac"] : n, "MAC");
