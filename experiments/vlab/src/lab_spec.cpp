@@ -28,23 +28,26 @@ std::string parse_mac(const YamlDoc& doc, const YAML::Node& n) {
   return m;
 }
 
+// The text goes verbatim into the guest's `ip addr add`, so the prefix must be plain decimal:
+// no blank (the shell splits it off), no sign, and no leading zero (iproute2 reads "/024" as
+// octal, a /20).
 std::string parse_cidr(const YamlDoc& doc, const YAML::Node& n) {
   std::string text = as_string(doc, n);
   auto slash = text.find('/');
   in_addr a{};
   int prefix = -1;
   if (slash != std::string::npos) {
-    try {
-      size_t used = 0;
-      prefix = std::stoi(text.substr(slash + 1), &used);
-      if (used != text.size() - slash - 1) prefix = -1;
-    } catch (const std::exception&) {
-      prefix = -1;
+    std::string p = text.substr(slash + 1);
+    if (!p.empty() && p.size() <= 2 && p[0] != '0' && p.find_first_not_of("0123456789") == std::string::npos) {
+      prefix = std::stoi(p);
     }
   }
   if (slash == std::string::npos || inet_pton(AF_INET, text.substr(0, slash).c_str(), &a) != 1 || prefix < 1 ||
       prefix > 32) {
-    throw config_error(doc, n, "'" + text + "' is not an IPv4 address with a prefix (e.g. 10.10.0.1/24)");
+    throw config_error(doc, n,
+                       "'" + text +
+                           "' is not an IPv4 address with a prefix (e.g. 10.10.0.1/24; prefix 1..32 in "
+                           "decimal without sign, blank or leading zero)");
   }
   return text;
 }
@@ -94,7 +97,7 @@ LabSpec parse_lab_spec(const YamlDoc& doc) {
 
   const YAML::Node hosts = require(doc, root, "hosts");
   if (!hosts.IsSequence() || hosts.size() == 0) throw config_error(doc, hosts, "'hosts' must be a non-empty list");
-  std::map<std::string, YAML::Node> host_names, macs, ips;
+  std::map<std::string, YAML::Node> host_names, macs, ips, emulator_names;
   std::map<ocs::Port, YAML::Node> tx_used, rx_used;
   auto once = [&](std::map<std::string, YAML::Node>& seen, const std::string& key, const YAML::Node& n,
                   const std::string& what) {
@@ -148,23 +151,32 @@ LabSpec parse_lab_spec(const YamlDoc& doc) {
                                "' must be lower-case letters and digits, at most 14, not eth0 (management) or lo");
       }
       once(nic_names, nic.name, n["name"], host.name + ": NIC name");
+      // The emulator knows each NIC as "<host>-<nic>", and both may contain '-': h-x's y and
+      // h's x-y would be one NIC to it (its own lab file refuses duplicate names).
+      if (auto [it, fresh] = emulator_names.emplace(host.name + "-" + nic.name, n["name"]); !fresh) {
+        throw config_error(doc, n["name"],
+                           fmt::format("{}:{} has the emulator NIC name {}-{} of the NIC at line {}; rename a host "
+                                       "or NIC",
+                                       host.name, nic.name, host.name, nic.name, it->second.Mark().line + 1));
+      }
       size_t hi = lab.hosts.size() + 1, ni = host.nics.size() + 1;
       nic.mac = n["mac"] ? parse_mac(doc, n["mac"]) : fmt::format("52:54:00:6c:{:02x}:{:02x}", hi, ni);
       once(macs, nic.mac, n["mac"] ? n["mac"] : n, "MAC");
       nic.ip = parse_cidr(doc, require(doc, n, "ip"));
       once(ips, nic.address(), n["ip"], "address");
-      nic.tx_port = static_cast<ocs::Port>(as_int(doc, require(doc, n, "tx_port")));
-      nic.rx_port = static_cast<ocs::Port>(as_int(doc, require(doc, n, "rx_port")));
-      if (nic.tx_port < 1 || nic.tx_port > sw.ingress_ports) {
-        throw config_error(
-            doc, n["tx_port"],
-            fmt::format("{}:{}: tx_port {} is not an ingress port {}", host.name, nic.name, nic.tx_port, layout));
+      // Range-checked as written, before narrowing to a port: 4294967297 is not port 1.
+      const long long tx = as_int(doc, require(doc, n, "tx_port"));
+      const long long rx = as_int(doc, require(doc, n, "rx_port"));
+      if (tx < 1 || tx > sw.ingress_ports) {
+        throw config_error(doc, n["tx_port"],
+                           fmt::format("{}:{}: tx_port {} is not an ingress port {}", host.name, nic.name, tx, layout));
       }
-      if (nic.rx_port <= sw.ingress_ports || nic.rx_port > sw.ingress_ports + sw.egress_ports) {
-        throw config_error(
-            doc, n["rx_port"],
-            fmt::format("{}:{}: rx_port {} is not an egress port {}", host.name, nic.name, nic.rx_port, layout));
+      if (rx <= sw.ingress_ports || rx > static_cast<long long>(sw.ingress_ports) + sw.egress_ports) {
+        throw config_error(doc, n["rx_port"],
+                           fmt::format("{}:{}: rx_port {} is not an egress port {}", host.name, nic.name, rx, layout));
       }
+      nic.tx_port = static_cast<ocs::Port>(tx);
+      nic.rx_port = static_cast<ocs::Port>(rx);
       port_once(tx_used, nic.tx_port, n["tx_port"]);
       port_once(rx_used, nic.rx_port, n["rx_port"]);
       if (n["rdma"]) nic.rdma = as_bool(doc, n["rdma"]);

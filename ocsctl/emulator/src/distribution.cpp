@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace ocslab::emu {
 
@@ -40,31 +41,36 @@ std::string Distribution::to_string() const {
   return "?";
 }
 
-namespace {
-double non_negative(const YamlDoc& doc, const YAML::Node& n) {
+double delay_ms_from_yaml(const YamlDoc& doc, const YAML::Node& n) {
   double v = 0;
   try {
     v = n.as<double>();
   } catch (const YAML::Exception&) {
-    throw config_error(doc, n, "expected a number of milliseconds, got '" + (n.IsScalar() ? n.Scalar() : std::string("a structure")) + "'");
+    throw config_error(
+        doc, n,
+        "expected a number of milliseconds, got '" + (n.IsScalar() ? n.Scalar() : std::string("a structure")) + "'");
   }
+  // NaN passes every comparison and .inf or 1e300 overflows the int64 nanoseconds a timer
+  // is set with (undefined behaviour), so both are refused here rather than at the draw.
+  if (std::isnan(v) || std::isinf(v)) throw config_error(doc, n, "a delay must be a finite number of milliseconds");
   if (v < 0) throw config_error(doc, n, "a delay cannot be negative");
+  if (v > kMaxDelayMs)
+    throw config_error(doc, n, fmt::format("a delay of {} ms is over the limit of {} ms", v, kMaxDelayMs));
   return v;
 }
-}  // namespace
 
 Distribution Distribution::from_yaml(const YamlDoc& doc, const YAML::Node& node) {
-  if (node.IsScalar()) return fixed(non_negative(doc, node));
+  if (node.IsScalar()) return fixed(delay_ms_from_yaml(doc, node));
   if (!node.IsMap() || node.size() != 1) {
     throw config_error(doc, node, "expected milliseconds or one of {fixed: MS}, {uniform: [LO, HI]}, {normal: {mean, sd, floor}}");
   }
   auto kv = *node.begin();
   std::string kind = kv.first.Scalar();
   const YAML::Node& v = kv.second;
-  if (kind == "fixed") return fixed(non_negative(doc, v));
+  if (kind == "fixed") return fixed(delay_ms_from_yaml(doc, v));
   if (kind == "uniform") {
     if (!v.IsSequence() || v.size() != 2) throw config_error(doc, v, "uniform needs [LO, HI]");
-    double lo = non_negative(doc, v[0]), hi = non_negative(doc, v[1]);
+    double lo = delay_ms_from_yaml(doc, v[0]), hi = delay_ms_from_yaml(doc, v[1]);
     if (hi < lo) throw config_error(doc, v, "uniform: HI is below LO");
     return uniform(lo, hi);
   }
@@ -74,9 +80,9 @@ Distribution Distribution::from_yaml(const YamlDoc& doc, const YAML::Node& node)
       std::string k = f.first.Scalar();
       if (k != "mean" && k != "sd" && k != "floor") throw config_error(doc, f.first, "unknown key '" + k + "' (mean, sd, floor)");
     }
-    double mean = non_negative(doc, require(doc, v, "mean"));
-    double sd = v["sd"] ? non_negative(doc, v["sd"]) : 0;
-    double fl = v["floor"] ? non_negative(doc, v["floor"]) : 0;
+    double mean = delay_ms_from_yaml(doc, require(doc, v, "mean"));
+    double sd = v["sd"] ? delay_ms_from_yaml(doc, v["sd"]) : 0;
+    double fl = v["floor"] ? delay_ms_from_yaml(doc, v["floor"]) : 0;
     return normal(mean, sd, fl);
   }
   throw config_error(doc, kv.first, "unknown distribution '" + kind + "' (fixed, uniform, normal)");

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <map>
 #include <set>
+#include <string_view>
 
 namespace ocslab::emu {
 
@@ -60,9 +61,11 @@ NicLinkParams parse_nic_link(const YamlDoc& doc, const YAML::Node& n, std::strin
       throw config_error(doc, n["preset"], e.what());
     }
   }
-  if (n["los_ms"]) p.los_ms = as_double(doc, n["los_ms"]);
+  // Delays like the distributions' (finite, non-negative, bounded): the NIC model sets its
+  // timers with them.
+  if (n["los_ms"]) p.los_ms = delay_ms_from_yaml(doc, n["los_ms"]);
   if (n["firmware_up_ms"]) p.firmware_up = Distribution::from_yaml(doc, n["firmware_up_ms"]);
-  if (n["rapid_window_ms"]) p.rapid_window_ms = as_double(doc, n["rapid_window_ms"]);
+  if (n["rapid_window_ms"]) p.rapid_window_ms = delay_ms_from_yaml(doc, n["rapid_window_ms"]);
   if (n["rapid_extra_ms"]) p.rapid_extra = Distribution::from_yaml(doc, n["rapid_extra_ms"]);
   return p;
 }
@@ -86,15 +89,23 @@ EmulatorConfig parse_emulator_config(const YamlDoc& doc) {
   }
   if (sw["name"]) cfg.sw.name = as_string(doc, sw["name"]);
   if (sw["size"]) {
+    // Exactly "NxM": sscanf("%d%c%d") took trailing text, and its n + m overflowed int for
+    // sizes like 2147483647x1 (undefined behaviour).
     std::string size = as_string(doc, sw["size"]);
-    int n = 0, m = 0;
-    char x = 0;
-    if (std::sscanf(size.c_str(), "%d%c%d", &n, &x, &m) != 3 || (x != 'x' && x != 'X') || n < 1 || m < 1 ||
+    auto x = size.find_first_of("xX");
+    auto number = [](std::string_view t, long long& v) {
+      auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+      return ec == std::errc() && p == t.data() + t.size();
+    };
+    long long n = 0, m = 0;
+    if (x == std::string::npos || !number(std::string_view(size).substr(0, x), n) ||
+        !number(std::string_view(size).substr(x + 1), m) || n < 1 || m < 1 || n > 100000 || m > 100000 ||
         n + m > 100000) {
-      throw config_error(doc, sw["size"], "size must be NxM (e.g. 32x32), got '" + size + "'");
+      throw config_error(doc, sw["size"],
+                         "size must be NxM with N + M at most 100000 (e.g. 32x32), got '" + size + "'");
     }
-    cfg.sw.ingress_ports = n;
-    cfg.sw.egress_ports = m;
+    cfg.sw.ingress_ports = static_cast<int>(n);
+    cfg.sw.egress_ports = static_cast<int>(m);
   }
   if (sw["switching_ms"]) cfg.sw.switching = Distribution::from_yaml(doc, sw["switching_ms"]);
   if (sw["ack"]) {

@@ -32,6 +32,20 @@ std::vector<Circuit> sorted(std::vector<Circuit> v) {
   return v;
 }
 
+// fig8 on slots(1, 16): rank r sits on slot {r + 1, 65 + r}, so the edge src -> dst is the
+// circuit {src + 1, 65 + dst}. Written out by hand from the topology rules (digit 1: DP rings
+// local 0<->1, 2<->3; digit 2: CP rings 0<->2, 1<->3; digit 0: same local index in the next
+// stage also in PP, cyclically), independently of the orchestrator's own composition.
+const std::vector<Circuit> kFig8Stage0Dp = {{1, 66}, {2, 65}, {3, 68}, {4, 67}};
+const std::vector<Circuit> kFig8Stage1Dp = {{5, 70}, {6, 69}, {7, 72}, {8, 71}};
+const std::vector<Circuit> kFig8Stage2Dp = {{9, 74}, {10, 73}, {11, 76}, {12, 75}};
+
+std::vector<Circuit> concat(std::initializer_list<std::vector<Circuit>> parts) {
+  std::vector<Circuit> out;
+  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return sorted(out);
+}
+
 }  // namespace
 
 TEST_CASE("orchestrator wires a job and reprograms only the changed stages' ports", "[phase][orchestrator]") {
@@ -41,7 +55,12 @@ TEST_CASE("orchestrator wires a job and reprograms only the changed stages' port
   auto placed = orch.add_job(layout, TopoId::parse("111", layout));
   CHECK(placed.added.size() == 12);
   auto slots = orch.slots_of("fig8");
-  CHECK(sorted(lab.circuits()) == sorted(orch.circuits_of("fig8")));
+  REQUIRE(slots.size() == 12);
+  CHECK(slots[0] == Slot{1, 65});
+  CHECK(slots[11] == Slot{12, 76});
+  const auto wired_111 = concat({kFig8Stage0Dp, kFig8Stage1Dp, kFig8Stage2Dp});
+  CHECK(sorted(lab.circuits()) == wired_111);
+  CHECK(sorted(orch.circuits_of("fig8")) == wired_111);
 
   // Symmetric shift on stage 1: only ranks 4..7's ports move.
   size_t mark = lab.mark();
@@ -55,22 +74,42 @@ TEST_CASE("orchestrator wires a job and reprograms only the changed stages' port
   CHECK_FALSE(touched.empty());
   auto stage1 = ports_of(slots, {4, 5, 6, 7});
   for (int p : touched) CHECK(stage1.count(p) == 1);
+  CHECK(touched == stage1);  // every stage-1 port carries a new circuit
   CHECK(std::set<int>(r.ports_touched.begin(), r.ports_touched.end()) == stage1);
-  CHECK(sorted(lab.circuits()) == sorted(orch.circuits_of("fig8")));
+  // Stage 1 in CP rings (4<->6, 5<->7); stages 0 and 2 as before.
+  const auto wired_121 = concat({kFig8Stage0Dp, {{5, 71}, {6, 72}, {7, 69}, {8, 70}}, kFig8Stage2Dp});
+  CHECK(sorted(lab.circuits()) == wired_121);
+  CHECK(sorted(orch.circuits_of("fig8")) == wired_121);
 
   // Asymmetric shift: stages 1 and 2 into PP; stage 0's ports stay untouched.
   mark = lab.mark();
   r = orch.set_topology("fig8", TopoId::parse("100", layout));
   CHECK(r.stages == std::vector<int>{1, 2});
   auto stage0 = ports_of(slots, {0, 1, 2, 3});
-  for (int p : lab.ports_touched(mark)) CHECK(stage0.count(p) == 0);
+  touched = lab.ports_touched(mark);
+  REQUIRE_FALSE(touched.empty());
+  for (int p : touched) CHECK(stage0.count(p) == 0);
+  CHECK(touched == ports_of(slots, {4, 5, 6, 7, 8, 9, 10, 11}));
+  // Stages 1 and 2 form a two-stage PP ring (4+l <-> 8+l); stage 0 keeps its DP rings.
+  CHECK(sorted(lab.circuits()) ==
+        concat({kFig8Stage0Dp, {{5, 73}, {6, 74}, {7, 75}, {8, 76}}, {{9, 69}, {10, 70}, {11, 71}, {12, 72}}}));
   // Stage 0 joins: stage 2's successor moves although its digit does not; stage 1 stays.
   mark = lab.mark();
   r = orch.set_topology("fig8", TopoId::parse("000", layout));
   CHECK(r.stages == std::vector<int>{0, 2});
   auto stage1_in = std::set<int>{slots[4].ingress, slots[5].ingress, slots[6].ingress, slots[7].ingress};
-  for (int p : lab.ports_touched(mark)) CHECK(stage1_in.count(p) == 0);
-  CHECK(sorted(lab.circuits()) == sorted(orch.circuits_of("fig8")));
+  touched = lab.ports_touched(mark);
+  REQUIRE_FALSE(touched.empty());
+  for (int p : touched) CHECK(stage1_in.count(p) == 0);
+  // Stage 0's and stage 2's transmit ports, and the receive ports of their new successors
+  // (stage 1's for stage 0, stage 0's for stage 2).
+  CHECK(touched == std::set<int>{1, 2, 3, 4, 9, 10, 11, 12, 65, 66, 67, 68, 69, 70, 71, 72});
+  // One PP ring over all three stages: l -> 4+l -> 8+l -> l.
+  const auto wired_000 = concat({{{1, 69}, {2, 70}, {3, 71}, {4, 72}},
+                                 {{5, 73}, {6, 74}, {7, 75}, {8, 76}},
+                                 {{9, 65}, {10, 66}, {11, 67}, {12, 68}}});
+  CHECK(sorted(lab.circuits()) == wired_000);
+  CHECK(sorted(orch.circuits_of("fig8")) == wired_000);
 
   // Same topology again: nothing is sent.
   mark = lab.mark();
@@ -95,24 +134,35 @@ TEST_CASE("two jobs on one switch never touch each other's ports", "[phase][orch
   std::set<int> aports = ports_of(aslots, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
   for (int p : aports) CHECK(bports.count(p) == 0);
   auto b_before = sorted(orch.circuits_of("b"));
+  // b follows a: slots 12..17 = ports {13..18, 77..82}; DP rings of 3 per stage (0->1->2->0).
+  const auto b_11 = sorted({{13, 78}, {14, 79}, {15, 77}, {16, 81}, {17, 82}, {18, 80}});
+  CHECK(b_before == b_11);
 
   size_t mark = lab.mark();
   for (auto t : {"121", "100", "000", "222", "012", "111"}) orch.set_topology("a", TopoId::parse(t, a));
-  for (int p : lab.ports_touched(mark)) CHECK(bports.count(p) == 0);
+  auto touched = lab.ports_touched(mark);
+  REQUIRE_FALSE(touched.empty());
+  for (int p : touched) CHECK(bports.count(p) == 0);
+  CHECK(touched == aports);  // "222" alone rewires every port of a
   mark = lab.mark();
   for (auto t : {"00", "10", "11"}) orch.set_topology("b", TopoId::parse(t, b));
-  for (int p : lab.ports_touched(mark)) CHECK(aports.count(p) == 0);
-  CHECK(sorted(orch.circuits_of("b")) == b_before);
-  // The switch holds exactly the union of both jobs' circuits.
-  auto both = orch.circuits_of("a");
-  for (auto c : orch.circuits_of("b")) both.push_back(c);
-  CHECK(sorted(lab.circuits()) == sorted(both));
+  touched = lab.ports_touched(mark);
+  REQUIRE_FALSE(touched.empty());
+  for (int p : touched) CHECK(aports.count(p) == 0);
+  CHECK(touched == bports);  // "00" rewires every port of b
+  CHECK(sorted(orch.circuits_of("b")) == b_11);
+  // The switch holds exactly both jobs' circuits: a back at "111", b at "11".
+  auto both = concat({kFig8Stage0Dp, kFig8Stage1Dp, kFig8Stage2Dp, b_11});
+  CHECK(sorted(lab.circuits()) == both);
+  auto both_orch = orch.circuits_of("a");
+  for (auto c : orch.circuits_of("b")) both_orch.push_back(c);
+  CHECK(sorted(both_orch) == both);
   // Not enough slots left for a third job: infeasible, nothing sent.
   mark = lab.mark();
   CHECK_THROWS_AS(orch.add_job(JobLayout{"c", 1, {{"dp", 4}}}, TopoId({1})), InfeasibleError);
   CHECK(lab.ports_touched(mark).empty());
   orch.remove_job("a");
-  CHECK(sorted(lab.circuits()) == b_before);
+  CHECK(sorted(lab.circuits()) == b_11);
 }
 
 TEST_CASE("orchestrator respects the switch allow-list", "[phase][orchestrator]") {
@@ -143,12 +193,18 @@ TEST_CASE("a failed port moves its rank to a spare slot, or the job is reported 
   auto allowed = ports_of(before, {0, 1});
   allowed.insert(5);
   allowed.insert(69);
-  for (int p : lab.ports_touched(mark)) CHECK(allowed.count(p) == 1);
+  auto touched = lab.ports_touched(mark);
+  REQUIRE_FALSE(touched.empty());
+  for (int p : touched) CHECK(allowed.count(p) == 1);
+  // Removed 1->66 and 2->65 (recorded by ingress), added 1->69 and 5->65.
+  CHECK(touched == std::set<int>{1, 2, 5, 65, 69});
   for (auto c : lab.circuits()) {
     CHECK(c.ingress != before[1].ingress);
     CHECK(c.egress != before[1].egress);
   }
   auto now_wired = sorted(lab.circuits());
+  // Rank 1 now on slot {5, 69}: DP rings 0<->1 and 2<->3.
+  CHECK(now_wired == sorted({{1, 69}, {5, 65}, {3, 68}, {4, 67}}));
   CHECK(now_wired == sorted(orch.circuits_of("j")));
   CHECK(std::find(now_wired.begin(), now_wired.end(), Circuit{1, 69}) != now_wired.end());
 
@@ -175,6 +231,7 @@ TEST_CASE("a refused reprogramming is reported and read back, so a retry converg
   other->disconnect({10});
   auto r = orch.set_topology("j", TopoId::parse("11", j));
   CHECK(r.added == std::vector<Circuit>{{3, 68}, {4, 67}});
+  CHECK(sorted(lab.circuits()) == sorted({{1, 66}, {2, 65}, {3, 68}, {4, 67}}));
   CHECK(sorted(lab.circuits()) == sorted(orch.circuits_of("j")));
   CHECK(orch.topology("j")->str() == "11");
 }

@@ -115,3 +115,20 @@ TEST_CASE("bad distributions are reported with file, line and column") {
   CHECK_THROWS_WITH(parse("delay: {fixed: 1, uniform: [1, 2]}\n"),
                     Catch::StartsWith("lab.yaml:1:8: expected milliseconds"));
 }
+
+TEST_CASE("delays that no timer can hold are refused, not drawn", "[emulator]") {
+  // NaN passed the negative check, and .inf or 1e300 overflowed the int64 nanoseconds of a
+  // draw (undefined behaviour); caught by emulator_lab_config_fuzz's properties.
+  CHECK_THROWS_WITH(parse("delay: .nan\n"), Catch::StartsWith("lab.yaml:1:8: a delay must be a finite number"));
+  CHECK_THROWS_WITH(parse("delay: .inf\n"), Catch::StartsWith("lab.yaml:1:8: a delay must be a finite number"));
+  CHECK_THROWS_WITH(parse("delay:\n  uniform: [1, .inf]\n"),
+                    Catch::StartsWith("lab.yaml:2:16: a delay must be a finite"));
+  CHECK_THROWS_WITH(parse("delay: 1e300\n"), Catch::StartsWith("lab.yaml:1:8: a delay of 1e+300 ms is over the limit"));
+  CHECK_THROWS_WITH(parse("delay:\n  normal: {mean: 5, sd: 1e12}\n"),
+                    Catch::Contains("over the limit of 1000000000 ms"));
+  // The limit itself is a valid delay, and its draws stay in range.
+  std::mt19937_64 rng(1);
+  CHECK(parse("delay: 1e9\n").sample(rng) == std::chrono::milliseconds(1000000000));
+  auto n = parse("delay: {normal: {mean: 1e9, sd: 1e9}}\n");
+  for (int i = 0; i < 100; ++i) CHECK(n.sample(rng).count() >= 0);
+}

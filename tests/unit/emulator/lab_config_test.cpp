@@ -74,3 +74,34 @@ TEST_CASE("lab file errors name the line before anything starts", "[emulator]") 
   CHECK_THROWS_WITH(parse(with("tap: {name: ocs-h1, netns: h1}", "tap: {name: ocs-h1-very-long-name}")), Catch::Contains("at most 15 characters"));
   CHECK_THROWS_WITH(parse(with("    rx_port: 9\n", "    rx_port: 9\n    colour: red\n")), Catch::Contains("unknown key 'colour'"));
 }
+
+TEST_CASE("the switch size is exactly NxM and NIC delays are real delays", "[emulator]") {
+  // Caught by emulator_lab_config_fuzz's properties: sscanf took trailing text and its
+  // N + M overflowed int (undefined behaviour); los_ms and rapid_window_ms took negative,
+  // NaN and infinite values the NIC model then set timers with.
+  auto with = [](const std::string& from, const std::string& to) {
+    std::string s = kGood;
+    auto at = s.find(from);
+    REQUIRE(at != std::string::npos);
+    return s.replace(at, from.size(), to);
+  };
+  for (const char* bad : {"2147483647x1", "1x2147483647", "99999999999x1", "8x8x8", "8x8 ports", "8x", "x8", "-8x8",
+                          "8x-8", "50000x50001", "0x8", "9223372036854775807x1", "1x9223372036854775807"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(parse(with("size: 8x8", std::string("size: ") + bad)),
+                      Catch::StartsWith("lab.yaml:4:9: size must be NxM"));
+  }
+  CHECK(parse(with("size: 8x8", "size: 8X8")).sw.egress_ports == 8);
+  auto big = parse("switch: {size: 50000x50000}\n").sw;
+  CHECK(big.ingress_ports == 50000);
+  CHECK(big.egress_ports == 50000);
+
+  CHECK_THROWS_WITH(parse(with("model: ideal", "model: {los_ms: -1}")),
+                    Catch::StartsWith("lab.yaml:17:21: a delay cannot be negative"));
+  CHECK_THROWS_WITH(parse(with("model: ideal", "model: {los_ms: .nan}")), Catch::Contains("finite number"));
+  CHECK_THROWS_WITH(parse(with("model: ideal", "model: {rapid_window_ms: .inf}")), Catch::Contains("finite number"));
+  CHECK_THROWS_WITH(parse(with("model: ideal", "model: {rapid_window_ms: -5}")), Catch::Contains("cannot be negative"));
+  auto ok = parse(with("model: ideal", "model: {preset: ideal, los_ms: 2, rapid_window_ms: 500}"));
+  CHECK(ok.nics[1].link.los_ms == 2);
+  CHECK(ok.nics[1].link.rapid_window_ms == 500);
+}

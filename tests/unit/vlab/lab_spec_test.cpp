@@ -90,6 +90,18 @@ TEST_CASE("lab file errors name file:line:col and the culprit") {
   CHECK_THAT(error_of(variant("10.1.0.2/24", "10.1.0.1/24")), Contains("address 10.1.0.1 used twice"));
   CHECK_THAT(error_of(variant("10.1.0.2/24", "10.1.0.300/24")), Contains("not an IPv4 address"));
   CHECK_THAT(error_of(variant("10.1.0.2/24", "10.1.0.2")), Contains("not an IPv4 address with a prefix"));
+  // The address goes verbatim into the guest's `ip addr add`: iproute2 reads "/024" as octal
+  // (a /20), and a blank splits the prefix off (caught by vlab_lab_spec_fuzz's properties).
+  CHECK_THAT(error_of(variant("10.1.0.2/24", "10.1.0.2/024")),
+             StartsWith("lab.yaml:12:") && Contains("'10.1.0.2/024' is not an IPv4 address with a prefix"));
+  CHECK_THAT(error_of(variant("10.1.0.2/24", "\"10.1.0.2/ 24\"")), Contains("not an IPv4 address with a prefix"));
+  CHECK_THAT(error_of(variant("10.1.0.2/24", "10.1.0.2/+24")), Contains("not an IPv4 address with a prefix"));
+  CHECK_THAT(error_of(variant("10.1.0.2/24", "10.1.0.2/33")), Contains("not an IPv4 address with a prefix"));
+  // A port is range-checked as written, not after narrowing to int (4294967297 would be port 1).
+  CHECK_THAT(error_of(variant("tx_port: 1,", "tx_port: 4294967297,")),
+             StartsWith("lab.yaml:9:") && Contains("tx_port 4294967297 is not an ingress port"));
+  CHECK_THAT(error_of(variant("rx_port: 9}", "rx_port: 4294967305}")),
+             Contains("rx_port 4294967305 is not an egress port"));
   CHECK_THAT(error_of(variant("\"52:54:00:AA:00:01\"", "\"53:54:00:aa:00:01\"")), Contains("multicast"));
   CHECK_THAT(error_of(variant("\"52:54:00:AA:00:01\"", "nonsense")), Contains("not a MAC address"));
   CHECK_THAT(error_of(variant("tx_port: 1,", "tx_port: 9,")), Contains("tx_port 9 is not an ingress port"));
@@ -97,6 +109,13 @@ TEST_CASE("lab file errors name file:line:col and the culprit") {
   CHECK_THAT(error_of(variant("name: h2", "name: h1")),
              StartsWith("lab.yaml:10:") && Contains("host name h1 used twice"));
   CHECK_THAT(error_of(variant("name: eth2", "name: eth1")), Contains("NIC name eth1 used twice"));
+  // "<host>-<nic>" names the NIC to the emulator: h2's x-eth1 and a host h2-x's eth1 would be
+  // one NIC there (caught by vlab_lab_spec_fuzz's properties).
+  CHECK_THAT(error_of("switch: {size: 8x8}\nhosts:\n"
+                      "  - name: h2-x\n    nics: [{name: eth1, ip: 10.9.0.1/24, tx_port: 1, rx_port: 9}]\n"
+                      "  - name: h2\n    nics: [{name: x-eth1, ip: 10.9.0.2/24, tx_port: 2, rx_port: 10}]\n"),
+             StartsWith("lab.yaml:6:") &&
+                 Contains("h2:x-eth1 has the emulator NIC name h2-x-eth1 of the NIC at line 4; rename a host or NIC"));
   CHECK_THAT(error_of(variant("name: eth2", "name: eth0")), Contains("eth0 (management)"));
   CHECK_THAT(error_of(variant("memory_mb: 384", "memory_mb: 64")), Contains("memory_mb must be"));
   CHECK_THAT(error_of(variant("memory_mb: 384", "colour: blue")), Contains("unknown key 'colour'"));

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 using Catch::Matchers::Contains;
@@ -30,6 +31,26 @@ Result run(const std::string& args, const std::string& program = "ocslab-collben
   r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
 }
+
+#ifdef OCSLAB_HAVE_NCCL
+// An NVIDIA GPU usable by processes here: the driver's device nodes exist and
+// CUDA_VISIBLE_DEVICES does not hide every device.
+bool nvidia_gpu_present() {
+  std::error_code ec;
+  bool nodes = std::filesystem::exists("/dev/nvidiactl", ec) || std::filesystem::exists("/dev/nvidia0", ec);
+  if (!nodes) {
+    std::filesystem::directory_iterator it("/proc/driver/nvidia/gpus", ec);
+    nodes = !ec && it != std::filesystem::directory_iterator();
+  }
+  if (!nodes) return false;
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (visible &&
+      (std::string(visible).empty() || std::string(visible) == "-1" || std::string(visible) == "NoDevFiles")) {
+    return false;
+  }
+  return true;
+}
+#endif
 
 std::string sched(const std::string& name) {
   return std::string(OCSLAB_TEST_SOURCE_DIR) + "/experiments/workloads/schedules/" + name;
@@ -133,16 +154,25 @@ TEST_CASE("ocslab-collbench-nccl: help, bad input, and no GPU on this machine", 
   CHECK(r.rc == 2);
   CHECK_THAT(r.out, Contains("--rank 5 is outside 0..3"));
 
-  // This machine has the CUDA toolkit but no GPU: refused before the rendezvous (which would
-  // otherwise wait for the other ranks).
-  r = run("-s " + sched("dp-pp-4.yaml") + " --rank 1 --nranks 4 --rendezvous 127.0.0.1:1 --host gpu7 --timeout-s 600",
-          nccl);
-  INFO(r.out);
-  if (r.out.find("no CUDA device visible") == std::string::npos) {
-    WARN("a GPU is visible here; the no-GPU refusal was not exercised");
-  } else {
+  // Whether a GPU is here is decided from the driver's device nodes, not from the binary under
+  // test, so a crash or a wrong message cannot pass as "a GPU is visible".
+  if (!nvidia_gpu_present()) {
+    // The CUDA toolkit but no GPU: refused before the rendezvous (which would otherwise wait
+    // up to --timeout-s for the other ranks).
+    r = run("-s " + sched("dp-pp-4.yaml") + " --rank 1 --nranks 4 --rendezvous 127.0.0.1:1 --host gpu7 --timeout-s 600",
+            nccl);
+    INFO(r.out);
     CHECK(r.rc == 2);
     CHECK_THAT(r.out, Contains("rank 1 on gpu7: no CUDA device visible"));
+  } else {
+    // A GPU: the device check passes and the rank goes on to the rendezvous, where nobody
+    // listens on port 1; it gives up after the short --timeout-s and names rank 0's address.
+    r = run("-s " + sched("dp-pp-4.yaml") + " --rank 1 --nranks 4 --rendezvous 127.0.0.1:1 --host gpu7 --timeout-s 2",
+            nccl);
+    INFO(r.out);
+    CHECK(r.rc == 2);
+    CHECK_THAT(r.out, !Contains("no CUDA device visible"));
+    CHECK_THAT(r.out, Contains("rendezvous: rank 1 could not reach rank 0 at 127.0.0.1:1 within 2000 ms"));
   }
 }
 #endif

@@ -32,4 +32,12 @@ struct Distribution {
   static Distribution from_yaml(const YamlDoc& doc, const YAML::Node& node);
 };
 
+// The longest delay a lab file may give (about 11.6 days): far beyond any switch or NIC, and
+// far inside the nanosecond timers' int64 range, so no draw or sum of draws overflows one.
+inline constexpr double kMaxDelayMs = 1e9;
+
+// One delay in milliseconds from YAML: a finite number in 0..kMaxDelayMs (NaN, .inf and
+// negative values are refused). Errors name file:line:col.
+double delay_ms_from_yaml(const YamlDoc& doc, const YAML::Node& node);
+
 }  // namespace ocslab::emu
