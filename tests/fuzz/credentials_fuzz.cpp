@@ -121,7 +121,12 @@ void check(const ocs::SwitchUrl& url, const std::string& text, const std::vector
     if (lineno < 1 || lineno > lines.size() || pos >= m.size() || m[pos] != ':') __builtin_trap();
     // Never echo the line beyond its first word: it holds a password.
     const std::string rest = m.substr(pos);
-    const std::string form = "expected '<host>[:<port>] <user> <password>'";
+    // The parser's own wording (credentials.cpp's messages): a word of the line that also
+    // occurs there proves nothing.
+    const std::string form =
+        "expected '<host>[:<port>] <user> <password>' (got field(s); a password cannot contain blanks) "
+        "empty host in bad port in (1..65535) unterminated '[' in host expected ':<port>' after ']' in "
+        "IPv6 host must be in brackets: [";
     auto words = words_of(lines[lineno - 1]);
     for (size_t i = 1; i < words.size(); ++i) {
       const std::string& w = words[i];
