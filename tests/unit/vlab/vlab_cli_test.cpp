@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "ocslab/cli/ocslab_cli.h"
+#include "ocslab/testing/sshd_fixture.h"
 #include "ocslab/vlab/lab_state.h"
 
 namespace fs = std::filesystem;
@@ -19,13 +20,8 @@ using ocslab::cli::vlab_ssh_remote_start;
 namespace {
 
 struct Cache {
-  std::string path;
-  Cache() {
-    char tmpl[] = "/tmp/clifix-vlab-cli-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~Cache() { fs::remove_all(path); }
+  ocslab::testing::TempDir dir;  // removed with the cache
+  const std::string& path = dir.path();
   // A lab as `up` records it; its processes are long gone, which ssh's lookup does not check.
   void add_lab(const std::string& name, const std::string& host) const {
     ocslab::vlab::LabState s;
