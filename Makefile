@@ -1,16 +1,19 @@
 # The README's two commands are `make demo` and `make check`; both install what they need.
-# Other targets: build, test, sanitize (ASan+UBSan unit+integration tests; the virtual-lab
-# end-to-end tests, which boot QEMU guests, run once, in `make check`), fuzz-smoke /
-# fuzz (libFuzzer targets for FUZZ_SECONDS each), bench, format.
+# Other targets: build, test, instrumented (one clang build with ASan + UBSan + libFuzzer
+# coverage, only what the sanitizer tests and fuzz targets need), sanitize (the unit and
+# integration tests on it; the virtual-lab tests, which boot QEMU guests, run once, in `make
+# check`), fuzz-smoke / fuzz (every libFuzzer target for FUZZ_SECONDS, FUZZ_JOBS at a time),
+# bench, format. docs/testing.md says which build and which stage runs what.
 
 BUILD        ?= build
-ASAN_BUILD   ?= build-asan
-FUZZ_BUILD   ?= build-fuzz
+INSTR_BUILD  ?= build-instr
 FUZZ_SECONDS ?= 10
+FUZZ_JOBS    ?= 2
+CTEST_JOBS   ?= 2
 LAUNCHER     := $(shell command -v ccache >/dev/null 2>&1 && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 CMAKE_GEN    := -G Ninja $(LAUNCHER)
 
-.PHONY: all deps build test check demo sanitize fuzz-build fuzz fuzz-smoke bench format clean
+.PHONY: all deps build test check demo instrumented sanitize fuzz fuzz-smoke bench format clean
 
 all: build
 
@@ -23,8 +26,14 @@ $(BUILD)/build.ninja: | deps
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD)
 
+# Tests that share no state run CTEST_JOBS at a time; the virtual-lab tests run alone (RUN_SERIAL:
+# they share the lab cache and their timing checks want the CPU). Ends with the ten slowest tests
+# and the Catch2 totals (scripts/test-summary).
 test: build
-	ctest --test-dir $(BUILD) --output-on-failure --timeout 600
+	ctest --test-dir $(BUILD) --output-on-failure --timeout 600 -j$(CTEST_JOBS) \
+	  --test-output-size-passed 4096 --test-output-truncation head \
+	  --output-junit $(CURDIR)/$(BUILD)/ctest-junit.xml; rc=$$?; \
+	  scripts/test-summary $(BUILD)/ctest-junit.xml; exit $$rc
 
 check: test
 
@@ -34,24 +43,30 @@ demo: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) --target ocslab ocslab-agent
 	$(BUILD)/bin/ocslab run experiments/specs/demo.yaml
 
-sanitize: deps
-	cmake -S . -B $(ASAN_BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DOCSLAB_SANITIZE=ON
-	cmake --build $(ASAN_BUILD)
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --test-dir $(ASAN_BUILD) --output-on-failure --timeout 900 --label-exclude vlab
+# One instrumented build for the sanitizer tests and the fuzz targets (cmake/OcslabHelpers.cmake):
+# clang, -O1 with line tables (what ASan's reports need), no benchmarks, no NCCL, no vlab tools.
+$(INSTR_BUILD)/build.ninja: | deps
+	cmake -S . -B $(INSTR_BUILD) $(CMAKE_GEN) -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	  -DCMAKE_BUILD_TYPE=Instrumented -DCMAKE_CXX_FLAGS_INSTRUMENTED="-O1 -gline-tables-only" \
+	  -DCMAKE_C_FLAGS_INSTRUMENTED="-O1 -gline-tables-only" -DOCSLAB_SANITIZE=ON -DOCSLAB_FUZZ=ON -DOCSLAB_NCCL=OFF
 
-fuzz-build: deps
-	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOCSLAB_FUZZ=ON
-	cmake --build $(FUZZ_BUILD) --target fuzzers
+instrumented: deps $(INSTR_BUILD)/build.ninja
+	cmake --build $(INSTR_BUILD) --target instrumented
+
+sanitize: instrumented
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir $(INSTR_BUILD) --output-on-failure --timeout 900 -j$(CTEST_JOBS) -L 'unit|integration' \
+	  --test-output-size-passed 4096 --test-output-truncation head \
+	  --output-junit $(CURDIR)/$(INSTR_BUILD)/ctest-junit.xml; rc=$$?; \
+	  scripts/test-summary $(INSTR_BUILD)/ctest-junit.xml; exit $$rc
 
 # Both run every fuzz target on a scratch copy of its seed corpus (the repository is never
-# written): fuzz-smoke for FUZZ_SECONDS each (CI), fuzz for the full 60 s each.
-fuzz-smoke: fuzz-build
-	scripts/run-fuzzers $(FUZZ_BUILD)/fuzz tests/fuzz/corpus $(FUZZ_SECONDS)
+# written), FUZZ_JOBS targets at a time: fuzz-smoke for FUZZ_SECONDS each (CI), fuzz for 60 s each.
+fuzz-smoke: instrumented
+	scripts/run-fuzzers $(INSTR_BUILD)/fuzz tests/fuzz/corpus $(FUZZ_SECONDS) $(FUZZ_JOBS)
 
-fuzz: fuzz-build
-	scripts/run-fuzzers $(FUZZ_BUILD)/fuzz tests/fuzz/corpus 60
+fuzz: instrumented
+	scripts/run-fuzzers $(INSTR_BUILD)/fuzz tests/fuzz/corpus 60 $(FUZZ_JOBS)
 
 bench: build
 	scripts/run-benchmarks $(BUILD)/bench
@@ -60,4 +75,4 @@ format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(INSTR_BUILD)

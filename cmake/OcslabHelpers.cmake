@@ -12,14 +12,18 @@ endif()
 
 function(_ocslab_common target)
   target_compile_options(${target} PRIVATE ${OCSLAB_WARNINGS})
-  if(OCSLAB_SANITIZE)
+  # One instrumented build serves both the sanitizer tests and the fuzz targets (CI builds the
+  # tree twice, not three times): every object carries ASan + UBSan, and with OCSLAB_FUZZ also
+  # libFuzzer's coverage instrumentation (fuzzer-no-link). Only the fuzz targets link libFuzzer
+  # itself (ocslab_fuzzer); the test binaries link the sanitizer runtimes, which define the
+  # coverage callbacks as no-ops.
+  if(OCSLAB_SANITIZE OR OCSLAB_FUZZ)
     target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer
                                              -fno-sanitize-recover=undefined)
     target_link_options(${target} PRIVATE -fsanitize=address,undefined)
   endif()
   if(OCSLAB_FUZZ)
-    target_compile_options(${target} PRIVATE -fsanitize=fuzzer-no-link,address,undefined)
-    target_link_options(${target} PRIVATE -fsanitize=address,undefined)
+    target_compile_options(${target} PRIVATE -fsanitize=fuzzer-no-link)
   endif()
 endfunction()
 
@@ -38,10 +42,20 @@ function(ocslab_executable)
   target_link_libraries(${A_NAME} PRIVATE ${A_DEPS})
   set_target_properties(${A_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
   _ocslab_common(${A_NAME})
+  # The tests run these (bin_path()), so the instrumented build makes them all.
+  set_property(GLOBAL APPEND PROPERTY OCSLAB_INSTRUMENTED_TESTS ${A_NAME})
 endfunction()
 
+# Every ctest entry carries one label: unit (the default here), integration, vlab or lint.
+# Entries not labelled vlab are what the instrumented build runs (target `instrumented`).
 function(ocslab_test)
   cmake_parse_arguments(A "" "NAME;GLOB" "DEPS;LABELS;ARGS" ${ARGN})
+  if(NOT A_LABELS)
+    set(A_LABELS unit)
+  endif()
+  if(NOT "vlab" IN_LIST A_LABELS)
+    set_property(GLOBAL APPEND PROPERTY OCSLAB_INSTRUMENTED_TESTS ${A_NAME})
+  endif()
   file(GLOB _srcs CONFIGURE_DEPENDS ${A_GLOB}/*.cpp)
   add_executable(${A_NAME} ${_srcs})
   target_link_libraries(${A_NAME} PRIVATE ocslab_catch_main ${A_DEPS})
