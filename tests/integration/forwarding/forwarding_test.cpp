@@ -24,6 +24,8 @@
 #include <vector>
 
 #include "ocslab/forwarding/rule_plan.h"
+#include "ocslab/testing/kernel_state.h"
+#include "ocslab/testing/wait.h"
 
 using namespace ocslab::forwarding;
 namespace fs = std::filesystem;
@@ -133,14 +135,15 @@ class Lab {
     }
     return s;
   }
-  // Everything not ocslab's: the main table's other routes and the test's own neighbours.
+  // Everything not ocslab's: the main table's other routes and the test's own neighbours, each
+  // list sorted (the kernel's dump order changes as its tables grow, see kernel_state.h).
   std::string foreign() const {
     nlohmann::json routes = nlohmann::json::array(), neigh = nlohmann::json::array();
     for (const auto& r : ipj("route show table main"))
       if (r.value("protocol", "") != "79") routes.push_back(r);
     for (const auto& n : ipj("neigh show nud all"))
       if (foreign_neigh.count(n.at("dst"))) neigh.push_back(n);
-    return routes.dump() + "\n" + neigh.dump();
+    return ocslab::testing::sorted_entries(routes).dump() + "\n" + ocslab::testing::sorted_entries(neigh).dump();
   }
   // Adds the foreign routes and neighbours: another protocol, not permanent, or permanent for
   // addresses no plan uses.
@@ -231,16 +234,19 @@ pid_t start_paused(const Lab& lab, const std::string& args, size_t pause_after, 
     ::_exit(127);
   }
   std::string marker = fmt::format("test hook: paused after {} changes", pause_after);
-  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(180);
-  while (slurp(err_file).find(marker) == std::string::npos) {
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) FAIL("agent ended before pausing:\n" << slurp(err_file));
-    if (std::chrono::steady_clock::now() > until) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-      FAIL("agent did not pause within 180 s:\n" << slurp(err_file));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  bool ended = false;
+  bool paused = ocslab::testing::poll_until(
+      [&] {
+        if (slurp(err_file).find(marker) != std::string::npos) return true;
+        ended = ended || ::waitpid(pid, nullptr, WNOHANG) == pid;
+        return ended;
+      },
+      std::chrono::seconds(180), std::chrono::milliseconds(20));
+  if (ended) FAIL("agent ended before pausing:\n" << slurp(err_file));
+  if (!paused) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    FAIL("agent did not pause within 180 s:\n" << slurp(err_file));
   }
   CHECK(slurp(fmt::format("/proc/{}/comm", pid)).rfind("ocslab-agent", 0) == 0);
   return pid;
