@@ -565,8 +565,8 @@ int vlab_overhead(const Settings& s) {
        "echo $$ > " + pid_file + "; exec " + dir + "/vlab_rdma_probe --role server --if " + s.interface +
            " --control 0.0.0.0:18515 --interval-us 1000 --duration-s " + std::to_string(server_s) + " > /dev/null"},
       so);
-  std::this_thread::sleep_for(
-      2s);  // kept: the guest server listens before the client starts (nothing to wait on over vlab ssh)
+  // kept: the guest server listens before the client starts (nothing to wait on over vlab ssh)
+  std::this_thread::sleep_for(2s);
   char seconds[32];
   std::snprintf(seconds, sizeof(seconds), "%g", s.seconds);
   auto r = run_program_status({ocslab, "vlab", "ssh", "--lab", s.vlab, "h1",
