@@ -155,7 +155,7 @@ class LinkToggler {
     bool up = true;
     while (!stop_ && !g_interrupted) {
       next += period;
-      std::this_thread::sleep_until(next);
+      std::this_thread::sleep_until(next);  // kept: paces the baseline poller at its period
       if (::ioctl(fd, SIOCGIFFLAGS, &ifr) != 0) {
         error_ = std::string("SIOCGIFFLAGS vb1: ") + std::strerror(errno);
         break;
@@ -495,12 +495,12 @@ void guest_overhead(const Settings& s, const std::string& spool) {
         if (st.available) running.push_back(std::move(probe));
       }
       print_probes(r);
-      std::this_thread::sleep_for(2s);
+      std::this_thread::sleep_for(2s);  // kept: warm-up before the measured window
       uint64_t n0 = count;
       auto t0 = Clock::now();
       double c0 = cpu_seconds(::getpid());
       auto [idle0, total0] = machine_idle_total();
-      std::this_thread::sleep_for(std::chrono::duration<double>(s.seconds));
+      std::this_thread::sleep_for(std::chrono::duration<double>(s.seconds));  // kept: the measured window
       auto [idle1, total1] = machine_idle_total();
       double c1 = cpu_seconds(::getpid());
       idle_pct = total1 > total0 ? 100 * (idle1 - idle0) / (total1 - total0) : 0;
@@ -565,6 +565,7 @@ int vlab_overhead(const Settings& s) {
        "echo $$ > " + pid_file + "; exec " + dir + "/vlab_rdma_probe --role server --if " + s.interface +
            " --control 0.0.0.0:18515 --interval-us 1000 --duration-s " + std::to_string(server_s) + " > /dev/null"},
       so);
+  // kept: the guest server listens before the client starts (nothing to wait on over vlab ssh)
   std::this_thread::sleep_for(2s);
   char seconds[32];
   std::snprintf(seconds, sizeof(seconds), "%g", s.seconds);

@@ -82,11 +82,11 @@ Row measure(const testing::SshdFixture& sshd, int hosts, double seconds, int int
   }
   // Throughput over the steady state: samples delivered between two marks, not counting the
   // start-up (the hosts did not all start at the same instant).
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // kept: warm-up before the measured window
   uint64_t n0 = delivered.load();
   double c0 = cpu_seconds();
   auto m0 = Clock::now();
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));  // kept: the measured window
   uint64_t n1 = delivered.load();
   double c1 = cpu_seconds();
   auto m1 = Clock::now();

@@ -102,7 +102,7 @@ class TcpBackend : public Backend {
   }
 
   void prepare(const Op& op, uint64_t seq) override {
-    if (compute_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(compute_ms_));
+    if (compute_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(compute_ms_));  // kept: models compute
     seq_ = seq;
     buf_.assign(buffer_floats(op), 0.0f);
     fill_input(s_, op, rank_, seq, buf_.data());

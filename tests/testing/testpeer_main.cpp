@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
     TcpPeer peer(p, sw, q);
     std::printf("%d\n", peer.port());
     std::fflush(stdout);
-    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));  // kept: serve until killed
   }
   switch (p) {
     case PeerProtocol::kTl1: serve_tl1_session(0, 1, sw, q); break;

@@ -138,6 +138,7 @@ try:
     pid = ssh(port["h1"], "cat /run/ocslab-agent/agent.pid").stdout.strip()
     script = ('{"type":"hello","id":1,"version":1}\n'
               '{"type":"probes.start","id":2,"probes":[{"name":"carrier","interfaces":["eth1"],"interval_ms":10}]}\n')
+    # sleep 3 / sleep 1 kept: 3 s of capture, then 1 s for the replies before stdin closes.
     cmd = ("(cat; sleep 3; echo '{\"type\":\"probes.stop\",\"id\":3}'; echo '{\"type\":\"bye\",\"id\":4}'; sleep 1) | "
            "sudo -n /usr/local/bin/ocslab-agent serve --stdio --socket /run/ocslab-agent/agent.sock")
     r = ssh(port["h1"], cmd, user="ocslab", stdin=script)

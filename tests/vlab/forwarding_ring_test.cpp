@@ -53,13 +53,13 @@ void rdma_ping_pong(const Lab& lab, const std::string& server, const std::string
   // (CI's 2 cores) that took longer than a fixed 3 s, and a connect before it is rejected
   // ("Unexpected CM event ... 8", RDMA_CM_EVENT_REJECTED). Wait for the process, then retry.
   for (int i = 0; i < 60 && lab.exec(server, "pgrep -x ib_send_lat").exit_status != 0; ++i)
-    std::this_thread::sleep_for(500ms);
-  std::this_thread::sleep_for(2s);
+    std::this_thread::sleep_for(500ms);  // poll interval of this bounded wait
+  std::this_thread::sleep_for(2s);       // kept: the server listens a moment after its process appears
   ocs::ExecResult cli;
   for (int attempt = 0; attempt < 10; ++attempt) {  // the server may still be opening its device
     cli = lab.exec(client, "timeout 120 ib_send_lat -R -d " + cdev + " -n " + std::to_string(n) + " " + addr);
     if (cli.exit_status == 0) break;
-    std::this_thread::sleep_for(2s);
+    std::this_thread::sleep_for(2s);  // kept: retry pause after a refused connect
   }
   t.join();
   INFO(client << " client:\n" << cli.out << cli.err << "\n" << server << " server:\n" << srv.out << srv.err);
@@ -123,6 +123,7 @@ TEST_CASE("forwarding over the OCS: RDMA through a relay on ring4, then re-wired
   driver->connect({{2, 21}, {5, 18}, {6, 19}, {3, 22}, {4, 23}, {7, 20}});
   apply_all("ring-b.yaml");
   for (const auto& h : hosts)  // links come back up after the re-wiring
+    // sleep 0.2: the poll interval of this bounded (20 s) wait for carrier
     lab.run(h,
             "for i in $(seq 100); do [ $(cat /sys/class/net/eth1/carrier) = 1 ] && "
             "[ $(cat /sys/class/net/eth2/carrier) = 1 ] && exit 0; sleep 0.2; done; exit 1");

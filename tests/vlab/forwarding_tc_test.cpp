@@ -142,6 +142,7 @@ TEST_CASE(
   std::string capture =
       "/usr/bin/python3 -c \"import socket; s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, "
       "socket.htons(0x0800)); s.bind(('out1', 0)); s.settimeout(20); print(s.recv(2000)[:6].hex(), flush=True)\"";
+  // Sleeps kept: 1.5 s for the capture to bind, 0.5 s for the last reply to land.
   std::string out = lab.run("h1", "(" + capture +
                                       " > /tmp/cap.txt &) ; sleep 1.5; ping -c 3 -i 0.3 -W 1 192.168.77.9 >/dev/null; "
                                       "sleep 0.5; cat /tmp/cap.txt");

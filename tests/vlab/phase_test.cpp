@@ -78,7 +78,7 @@ class ControllerProcess {
       INFO("controller log:\n" << text);
       REQUIRE(process_alive(pid_));
       REQUIRE(std::chrono::steady_clock::now() < deadline);
-      std::this_thread::sleep_for(50ms);
+      std::this_thread::sleep_for(50ms);  // poll interval of this bounded wait
     }
   }
   ~ControllerProcess() { stop(); }

@@ -51,7 +51,7 @@ void require_nothing_left(const std::string& dir) {
   for (int i = 0; i < 50; ++i) {
     left = processes_of(dir);
     if (left.empty()) break;
-    std::this_thread::sleep_for(100ms);
+    std::this_thread::sleep_for(100ms);  // poll interval of this bounded wait
   }
   INFO("still running: " << (left.empty() ? "" : left.front()));
   CHECK(left.empty());
@@ -69,13 +69,13 @@ std::string rdma_ping_pong(const Lab& lab, const std::string& server, const std:
     ocs::SshSession s(lab.ssh(server));
     srv = s.exec("timeout 90 ib_send_lat " + args, 100s);
   });
-  std::this_thread::sleep_for(2s);
+  std::this_thread::sleep_for(2s);  // kept: the server listens before the client starts
   ocs::SshSession c(lab.ssh(client));
   ocs::ExecResult cli;
   for (int attempt = 0; attempt < 5; ++attempt) {  // the server may still be starting
     cli = c.exec("timeout 90 ib_send_lat " + args + " " + server_ip, 100s);
     if (cli.exit_status == 0) break;
-    std::this_thread::sleep_for(1s);
+    std::this_thread::sleep_for(1s);  // kept: retry pause after a refused connect
   }
   t.join();
   std::cout << client << " -> " << server << ":\n" << cli.out;
@@ -98,7 +98,7 @@ double wait_for(const Lab& lab, const std::string& host, const std::string& cmd,
   while (std::chrono::steady_clock::now() - from < limit) {
     auto r = s.exec(cmd, 10s);
     if (r.out.find(want) != std::string::npos) return seconds_since(from);
-    std::this_thread::sleep_for(20ms);
+    std::this_thread::sleep_for(20ms);  // poll interval of this bounded wait
   }
   return -1;
 }
@@ -141,7 +141,7 @@ TEST_CASE("Ctrl-C during up stops everything it started", "[vlab]") {
   // Interrupt once the supervisor has started the hosts.
   bool running = false;
   for (int i = 0; i < 600 && !running; ++i) {
-    std::this_thread::sleep_for(100ms);
+    std::this_thread::sleep_for(100ms);  // poll interval of this bounded wait
     try {
       running = vlab::LabState::load(dir).phase == "running";
     } catch (const Error&) {
@@ -164,7 +164,7 @@ TEST_CASE("two hosts: up, RDMA ping-pong through the emulated switch, a dead VM 
 
   // A VM that dies is reported by status (and `down` still cleans up after it).
   ::kill(lab.state().host("h2").pid, SIGKILL);
-  std::this_thread::sleep_for(1s);
+  std::this_thread::sleep_for(1s);  // kept: QEMU is reaped and status notices
   ProgramResult st = ocslab_cli({"vlab", "status", "two-hosts"});
   INFO(st.out << st.err);
   CHECK(st.status == 3);
@@ -184,6 +184,7 @@ class LinkMonitor {
       try {
         ocs::SshSession s(ssh_);
         // The alias change is a link event of its own: once it shows, the monitor is listening.
+        // sleep 2 kept: the monitor starts before the alias event (the guest offers nothing to wait on).
         s.exec("timeout 120 ip -ts monitor link dev " + dev + " & sleep 2; ip link set dev " + dev +
                    " alias ocslab-monitor-started; wait",
                130s, {}, [this](std::string_view chunk) {
@@ -222,7 +223,7 @@ class LinkMonitor {
           if (t >= from && line.find(what) != std::string::npos) return std::chrono::duration<double>(t - from).count();
         }
       }
-      std::this_thread::sleep_for(5ms);
+      std::this_thread::sleep_for(5ms);  // poll interval of this bounded wait
     }
     return -1;
   }
@@ -271,14 +272,14 @@ std::vector<std::vector<std::string>> rdma_probe_across_outage(
     ocs::SshSession s(lab.ssh("h2"));
     server = s.exec(tool + " --role server --if eth1 --control 0.0.0.0:18515 --duration-s 16 --host h2", 60s);
   });
-  std::this_thread::sleep_for(2s);
+  std::this_thread::sleep_for(2s);  // kept: the server listens before the client starts
   std::thread cli([&] {
     ocs::SshSession s(lab.ssh("h1"));
     client = s.exec(tool + " --role client --if eth1 --control h2:18515 --duration-s 12 --host h1 " + client_args, 60s);
   });
-  std::this_thread::sleep_for(4s);
+  std::this_thread::sleep_for(4s);  // kept: traffic flows before the circuit change
   driver.disconnect({1, 2});
-  std::this_thread::sleep_for(1s);
+  std::this_thread::sleep_for(1s);  // kept: the dark time is what is measured
   driver.connect({{1, 18}, {2, 17}});
   cli.join();
   srv.join();
@@ -405,9 +406,9 @@ TEST_CASE(
                       " && cat /tmp/cap.csv",
                   60s);
     });
-    std::this_thread::sleep_for(4s);
+    std::this_thread::sleep_for(4s);  // kept: traffic flows before the circuit change
     driver->disconnect({1, 2});
-    std::this_thread::sleep_for(1s);
+    std::this_thread::sleep_for(1s);  // kept: the dark time is what is measured
     driver->connect({{1, 18}, {2, 17}});
     t.join();
     INFO(cap.out << cap.err);

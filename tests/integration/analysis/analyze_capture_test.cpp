@@ -61,15 +61,15 @@ TEST_CASE("ocslab analyze finds the two carrier outages of a real ocslab-agent c
     return ocslab::run_program({"ip", "netns", "exec", ns.name(), ocslab::testing::bin_path("ocslab-agent"), "capture",
                                 "--probes", "carrier", "--if", "ana0", "--duration", "9", "--host", "h1", "-o", csv});
   });
-  std::this_thread::sleep_for(2000ms);
+  std::this_thread::sleep_for(2000ms);  // kept: see above, the start cannot be observed
   const std::vector<std::chrono::milliseconds> dark = {1000ms, 600ms};
   std::vector<int64_t> down_at;
   for (auto d : dark) {
     down_at.push_back(ocslab::realtime_ns());
     ns.ip("link set dev anb0 down");
-    std::this_thread::sleep_for(d);
+    std::this_thread::sleep_for(d);  // kept: the dark time is what the analysis must measure
     ns.ip("link set dev anb0 up");
-    std::this_thread::sleep_for(1500ms);
+    std::this_thread::sleep_for(1500ms);  // kept: light between losses, past linkwatch's 1 s window
   }
   capture.get();
   std::cout << "capture:\n"

@@ -259,7 +259,7 @@ TEST_CASE("carrier follows the light through the NIC link model, with the firmwa
   CHECK_FALSE(model->link_up());
 
   // Let linkwatch's one-second pacing run out, so the up event below is not paced by it.
-  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // kept: kernel pacing, not an event
   int64_t lit = on_loop([&] {
     dp.set_path(dp.nics()[1].tx_port, dp.nics()[0].rx_port);
     model->on_light(true);
@@ -283,7 +283,7 @@ TEST_CASE("carrier follows the light through the NIC link model, with the firmwa
   int64_t dark2 = on_loop([&] { model->on_light(false); });
   REQUIRE(watcher.wait_for(false, dark2, 3000));
   int64_t relit = on_loop([&] { model->on_light(true); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // kept: the short flap is the point
   on_loop([&] { model->on_light(false); });
   CHECK_FALSE(watcher.wait_for(true, relit, 600));
   CHECK_FALSE(model->link_up());

@@ -28,6 +28,7 @@
 #include "ocslab/common/clock.h"
 #include "ocslab/common/netlink_socket.h"
 #include "ocslab/testing/sshd_fixture.h"
+#include "ocslab/testing/wait.h"
 
 namespace ocslab::emu::test {
 
@@ -112,10 +113,7 @@ int UdpSocket::drain(int quiet_ms) const {
 
 CarrierWatcher::CarrierWatcher(const std::string& netns, const std::string& ifname) : ifname_(ifname) {
   thread_ = std::thread([this, netns] { run(netns); });
-  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (ready_.load() == 0 && std::chrono::steady_clock::now() < end) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  testing::poll_until([this] { return ready_.load() != 0; }, std::chrono::seconds(5), std::chrono::milliseconds(1));
   if (ready_.load() != 1) {
     stop_ = true;
     thread_.join();
@@ -181,17 +179,18 @@ std::vector<CarrierEvent> CarrierWatcher::events() const {
 }
 
 std::optional<CarrierEvent> CarrierWatcher::wait_for(bool up, int64_t since_mono_ns, int timeout_ms) const {
-  int64_t end = monotonic_ns() + int64_t{timeout_ms} * 1'000'000;
-  for (;;) {
-    {
-      std::lock_guard lock(mutex_);
-      for (const auto& e : events_) {
-        if (e.mono_ns >= since_mono_ns && e.lower_up == up) return e;
-      }
-    }
-    if (monotonic_ns() > end) return std::nullopt;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  std::optional<CarrierEvent> found;
+  testing::poll_until(
+      [&] {
+        std::lock_guard lock(mutex_);
+        for (const auto& e : events_) {
+          if (e.mono_ns >= since_mono_ns && e.lower_up == up) found = e;
+          if (found) return true;
+        }
+        return false;
+      },
+      std::chrono::milliseconds(timeout_ms), std::chrono::milliseconds(1));
+  return found;
 }
 
 QemuProcess::QemuProcess(const std::vector<std::string>& args, std::string log_path) : log_path_(std::move(log_path)) {
@@ -246,7 +245,7 @@ void QemuProcess::wait_for_socket(const std::string& path, int timeout_ms) const
     ::close(fd);
     // This probe held QEMU's single QMP slot; QEMU accepts the next client once it sees it close.
     if (ready) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // retry interval of this bounded wait
   }
   throw std::runtime_error("QEMU's QMP socket " + path + " did not appear");
 }

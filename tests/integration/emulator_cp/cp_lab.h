@@ -23,6 +23,7 @@
 #include "ocslab/emulator/control_plane.h"
 #include "ocslab/ocsctl/driver.h"
 #include "ocslab/testing/sshd_fixture.h"
+#include "ocslab/testing/wait.h"
 
 namespace cp_test {
 
@@ -109,8 +110,7 @@ struct Lab {
 
   // Polls until open_sessions() == n or the timeout passes; returns the last count.
   size_t wait_sessions(size_t n, std::chrono::milliseconds timeout = 5000ms) const {
-    auto end = std::chrono::steady_clock::now() + timeout;
-    while (cp.open_sessions() != n && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(10ms);
+    testing::poll_until([&] { return cp.open_sessions() == n; }, timeout);
     return cp.open_sessions();
   }
 

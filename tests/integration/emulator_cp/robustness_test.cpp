@@ -243,7 +243,7 @@ TEST_CASE("clients vanishing mid-command, also while the mirrors settle, are cle
     c.send("ACT-USER::admin:1::root;");
     c.read_until("M  1 COMPLD");
     c.send("ENT-PATCH::" + std::to_string(5 + i) + "," + std::to_string(21 + i) + ":2:;RTRV-PATCH:::3:;");
-    std::this_thread::sleep_for(20ms);
+    std::this_thread::sleep_for(20ms);  // kept: paces the abort into the settle (mirrors still moving)
     c.abort();
   }
   // Half a command, then gone.
@@ -256,7 +256,7 @@ TEST_CASE("clients vanishing mid-command, also while the mirrors settle, are cle
   {
     auto s = ssh_channel(lab, *ports.tl1_ssh, "");
     s->write("ENT-PATCH::10,26:4:;\r\n");
-    std::this_thread::sleep_for(20ms);
+    std::this_thread::sleep_for(20ms);  // kept: paces the close into the settle
     s->close();
   }
   {
@@ -266,14 +266,22 @@ TEST_CASE("clients vanishing mid-command, also while the mirrors settle, are cle
     s->write(ocs::encode_frame(ocs::build_hello({ocs::kNetconfBase10, ocs::kNetconfBase11}), ocs::Framing::kEndOfMessage));
     s->write(ocs::encode_frame(ocs::build_rpc(1, ocs::build_edit_config(ocs::build_cross_connects({{11, 27}}, {}, "pair"))),
                                ocs::Framing::kChunked));
-    std::this_thread::sleep_for(20ms);
+    std::this_thread::sleep_for(20ms);  // kept: paces the close into the settle
     s->close();
   }
   CHECK(lab.wait_sessions(4) == 4);
-  std::this_thread::sleep_for(200ms);  // every abandoned patch has settled by now
   // The abandoned commands were still carried out (all or nothing), and nobody hangs.
-  auto circuits = lab.call([&] { return lab.model.circuits(); });
-  for (Circuit c : std::vector<Circuit>{{5, 21}, {6, 22}, {7, 23}, {8, 24}, {9, 25}, {10, 26}, {11, 27}}) {
+  const std::vector<Circuit> abandoned{{5, 21}, {6, 22}, {7, 23}, {8, 24}, {9, 25}, {10, 26}, {11, 27}};
+  std::vector<Circuit> circuits;
+  testing::poll_until(
+      [&] {  // until every abandoned patch has settled
+        circuits = lab.call([&] { return lab.model.circuits(); });
+        for (Circuit c : abandoned)
+          if (std::count(circuits.begin(), circuits.end(), c) == 0) return false;
+        return true;
+      },
+      5000ms);
+  for (Circuit c : abandoned) {
     INFO(ocs::to_string(c));
     CHECK(std::count(circuits.begin(), circuits.end(), c) == 1);
   }

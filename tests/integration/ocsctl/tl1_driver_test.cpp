@@ -16,6 +16,7 @@
 #include "ocslab/ocsctl/tl1_driver.h"
 #include "ocslab/testing/peers.h"
 #include "ocslab/testing/sshd_fixture.h"
+#include "ocslab/testing/wait.h"
 
 using namespace ocslab;
 using namespace ocslab::ocs;
@@ -477,7 +478,7 @@ TEST_CASE("TL1 keep-alive sends RTRV-HDR when idle and recovers a lost connectio
   d.open();
   sw.clear_history();
   size_t timings_before = rec.timing_copy().size();
-  std::this_thread::sleep_for(450ms);
+  std::this_thread::sleep_for(450ms);  // kept: a fixed window in which the keep-alive rate is counted
   auto hdrs = count_with(sw.history(), "RTRV-HDR:::");
   CHECK(hdrs >= 2);
   CHECK(hdrs <= 5);
@@ -486,7 +487,7 @@ TEST_CASE("TL1 keep-alive sends RTRV-HDR when idle and recovers a lost connectio
 
   // The switch drops the session: the keep-alive notices and the next call reconnects.
   peer.server().drop_connections();
-  for (int i = 0; i < 100 && d.is_open(); ++i) std::this_thread::sleep_for(10ms);
+  poll_until([&] { return !d.is_open(); }, 1000ms);
   CHECK_FALSE(d.is_open());
   d.connect({{1, 33}});
   CHECK(sw.circuits() == std::vector<Circuit>{{1, 33}});
@@ -503,7 +504,7 @@ TEST_CASE("TL1 keep-alive stays quiet while the connection is busy") {
   sw.clear_history();
   for (int i = 0; i < 20; ++i) {
     d.list();
-    std::this_thread::sleep_for(20ms);
+    std::this_thread::sleep_for(20ms);  // kept: paces the calls, 400 ms of traffic spanning two keep-alive periods
   }
   CHECK(count_with(sw.history(), "RTRV-HDR") == 0);
   CHECK(count_with(sw.history(), "RTRV-PATCH") == 20);

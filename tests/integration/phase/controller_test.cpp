@@ -136,9 +136,9 @@ RunResult run_ranks(const JobLayout& L, int port, ShimMode mode, int steps, uint
           for (const auto& op : step) {
             auto d = shim.pre_communication(op);
             res.decisions[static_cast<size_t>(r)].push_back(d);
-            std::this_thread::sleep_for(std::chrono::microseconds(us(rng)));  // the collective
+            std::this_thread::sleep_for(std::chrono::microseconds(us(rng)));  // kept: models the collective
             shim.post_communication(op);
-            std::this_thread::sleep_for(std::chrono::microseconds(us(rng)));  // compute
+            std::this_thread::sleep_for(std::chrono::microseconds(us(rng)));  // kept: models compute
           }
         }
         res.samples[static_cast<size_t>(r)] = shim.samples();
@@ -453,6 +453,7 @@ TEST_CASE("a rank that disconnects is reported to the controller and to its peer
   CHECK(r2.read().type == MsgType::kRegistered);
   // Rank 0 waits in the barrier of cp0 op 1; rank 2 vanishes instead of asking.
   std::thread killer([&] {
+    // kept: rank 0 blocks inside pre_communication below, which the test cannot observe from here
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     r2.vanish();
   });

@@ -92,7 +92,7 @@ TEST_CASE("ocslab controller serves shims and rewires the switch", "[phase][cli]
       shims.push_back(std::move(s0));
       shims.push_back(std::move(s1));
     } catch (const std::exception&) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // retry interval of this bounded wait
     }
   }
   REQUIRE(shims.size() == 2);

@@ -24,6 +24,7 @@
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/runner.h"
 #include "ocslab/testing/sshd_fixture.h"
+#include "ocslab/testing/wait.h"
 #include "ocslab/workloads/schedule.h"
 
 using namespace ocslab;
@@ -51,7 +52,7 @@ class Emulator {
         spawn_program({testing::bin_path("ocsctl"), "emulate", "--size", "8x8", "--switching-ms", "100", "--listen",
                        "127.0.0.1:" + std::to_string(port_), "--ready-file", ready, "--ground-truth", ground_truth()},
                       o);
-    for (int i = 0; i < 200 && !fs::exists(ready); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    testing::poll_until([&] { return fs::exists(ready); }, std::chrono::seconds(5), std::chrono::milliseconds(25));
     REQUIRE(fs::exists(ready));
   }
   ~Emulator() {
@@ -291,8 +292,8 @@ TEST_CASE("phase-workload: Ctrl-C stops the ranks over SSH and keeps the folder"
   });
   // Once the switch was wired for the job and the ranks run (rows are minutes away: 7 steps of
   // 9 x 120 ms compute), interrupt as the SIGINT handler of `ocslab run` does.
-  for (int i = 0; i < 400 && lab.emu.connects() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  testing::poll_until([&] { return lab.emu.connects() >= 2; }, std::chrono::seconds(10), std::chrono::milliseconds(25));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // kept: the ranks run a while before the interrupt
   interrupted = true;
   t.join();
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -305,14 +306,19 @@ TEST_CASE("phase-workload: Ctrl-C stops the ranks over SSH and keeps the folder"
   CHECK(fs::exists(o.output_dir + "/on-demand/rank0.log"));
   CHECK_FALSE(fs::exists(o.output_dir + "/provisioning"));  // the next mode did not start
   // No rank of this run is left: none has the run's remote folder on its command line.
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  int left = 0;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    std::string name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream f(e.path() / "cmdline");
-    std::string cmd((std::istreambuf_iterator<char>(f)), {});
-    if (cmd.find("/tmp/ocslab-phase-results-on-demand") != std::string::npos) ++left;
-  }
-  CHECK(left == 0);
+  // Ranks take a moment to exit after the runner returns: wait (bounded) until none is left.
+  auto ranks_left = [] {
+    int left = 0;
+    std::error_code ec;  // processes come and go while /proc is read
+    for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+      std::string name = it->path().filename().string();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream f(it->path() / "cmdline");
+      std::string cmd((std::istreambuf_iterator<char>(f)), {});
+      if (cmd.find("/tmp/ocslab-phase-results-on-demand") != std::string::npos) ++left;
+    }
+    return left;
+  };
+  testing::poll_until([&] { return ranks_left() == 0; }, std::chrono::seconds(5), std::chrono::milliseconds(25));
+  CHECK(ranks_left() == 0);
 }

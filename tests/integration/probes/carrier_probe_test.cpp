@@ -249,26 +249,26 @@ TEST_CASE("carrier probe records every TAP carrier transition, the coalesced fla
   }
   // Linkwatch runs non-urgent events (a carrier loss on a TAP) at most once a second; waiting
   // out that window makes the first down below go out at once.
-  std::this_thread::sleep_for(1100ms);
+  std::this_thread::sleep_for(1100ms);  // kept: kernel pacing, not an observable event
 
   std::vector<Step> steps;
   // Slow transitions, each more than a second after the previous linkwatch run.
   for (int i = 0; i < 2; ++i) {
     steps.push_back({false, tap.set_carrier(false), false});
-    std::this_thread::sleep_for(1100ms);
+    std::this_thread::sleep_for(1100ms);  // kept: past linkwatch's one-second window
     steps.push_back({true, tap.set_carrier(true), false});
-    std::this_thread::sleep_for(1100ms);
+    std::this_thread::sleep_for(1100ms);  // kept: past linkwatch's one-second window
   }
   // A down that starts a linkwatch window (reported at once), the up that follows (urgent: the
   // qdisc is deactivated, so reported at once too), then an off-on flap inside that window:
   // the off is held back until the window ends, the on is no longer urgent (the qdisc never
   // went down), and the kernel sends one message showing "up" with both counters advanced.
   steps.push_back({false, tap.set_carrier(false), false});
-  std::this_thread::sleep_for(150ms);
+  std::this_thread::sleep_for(150ms);  // kept: fast transitions inside linkwatch's window are the point
   steps.push_back({true, tap.set_carrier(true), false});
-  std::this_thread::sleep_for(150ms);
+  std::this_thread::sleep_for(150ms);  // kept: as above
   steps.push_back({false, tap.set_carrier(false), true});
-  std::this_thread::sleep_for(30ms);
+  std::this_thread::sleep_for(30ms);  // kept: as above
   steps.push_back({true, tap.set_carrier(true), true});
 
   size_t expected = 1 + steps.size();
@@ -463,9 +463,9 @@ TEST_CASE("carrier probe: after socket overruns the counters account for every t
   REQUIRE(probe.overruns() > 0);
 
   // Settle on a known final state (up) and let the probe catch up.
-  std::this_thread::sleep_for(300ms);
+  std::this_thread::sleep_for(300ms);  // kept: the bursts' backlog drains before the final toggle
   toggle_admin(ns, "cvb", 2);  // down, up
-  std::this_thread::sleep_for(1500ms);
+  std::this_thread::sleep_for(1500ms);  // kept: past linkwatch's window, so the final up has been sent
   probe.stop();
 
   auto all = got.samples();

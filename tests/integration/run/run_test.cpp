@@ -25,6 +25,7 @@
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/runner.h"
 #include "ocslab/testing/sshd_fixture.h"
+#include "ocslab/testing/wait.h"
 
 using namespace ocslab;
 namespace fs = std::filesystem;
@@ -45,7 +46,7 @@ class Emulator {
                           "127.0.0.1:" + std::to_string(port_), "--ready-file", ready, "--ground-truth",
                           ground_truth()},
                          o);
-    for (int i = 0; i < 200 && !fs::exists(ready); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    testing::poll_until([&] { return fs::exists(ready); }, std::chrono::seconds(5), std::chrono::milliseconds(25));
     REQUIRE(fs::exists(ready));
   }
   void kill_now() {
@@ -193,12 +194,14 @@ TEST_CASE("an agent killed mid-run: reported, the others go on, its samples up t
   JoinOnExit join_runner{t};
   // Once h2's daemon runs and the schedule is under way, kill it (SIGKILL: no goodbye).
   std::vector<pid_t> pids;
-  for (int i = 0; i < 2400 && pids.empty(); ++i) {  // SSH set-up of three hosts is slow on a loaded machine
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    pids = lab.socket("h2").empty() ? pids : daemon_pids(lab.socket("h2"));
-  }
+  testing::poll_until(  // SSH set-up of three hosts is slow on a loaded machine
+      [&] {
+        pids = lab.socket("h2").empty() ? pids : daemon_pids(lab.socket("h2"));
+        return !pids.empty();
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(25));
   REQUIRE(pids.size() == 1);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // kept: the kill must land mid-schedule
   int64_t killed_ns = realtime_ns();
   ::kill(pids[0], SIGKILL);
   t.join();
@@ -250,11 +253,12 @@ TEST_CASE("the switch connection dropped mid-run: the reconfiguration is marked 
   // Once the first reconfiguration reached the switch (the setup made circuits once before it),
   // the switch goes away for 2 s (about 4 dwells): its TCP connection drops, and comes back on
   // the same port with no circuits.
-  for (int i = 0; i < 1200 && lab.emu.connects() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  testing::poll_until([&] { return lab.emu.connects() >= 2; }, std::chrono::seconds(30), std::chrono::milliseconds(25));
   REQUIRE(lab.emu.connects() >= 2);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the reply reaches the runner
+  // kept: the reply reaches the runner (nothing the test can observe from outside the runner)
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
   lab.emu.kill_now();
-  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));  // kept: the outage itself (about 4 dwells)
   lab.emu.start();
   t.join();
   INFO(err.str());
@@ -318,7 +322,7 @@ TEST_CASE("Ctrl-C during the schedule stops the run and keeps what was captured"
     }
   });
   JoinOnExit join_runner{t};
-  for (int i = 0; i < 1200 && lab.emu.connects() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  testing::poll_until([&] { return lab.emu.connects() >= 3; }, std::chrono::seconds(30), std::chrono::milliseconds(25));
   int64_t stopped_ns = realtime_ns();
   interrupted = true;  // what the SIGINT handler of `ocslab run` sets
   t.join();

@@ -16,6 +16,7 @@
 #include "ocslab/runner/host_session.h"
 #include "ocslab/testing/agent_lab.h"
 #include "ocslab/testing/sshd_fixture.h"
+#include "ocslab/testing/wait.h"
 
 using namespace ocslab;
 using namespace ocslab::runner;
@@ -107,15 +108,6 @@ bool timestamped(const std::string& e) {
   return e.size() > 25 && e[4] == '-' && e[10] == 'T' && e[19] == '.' && e[23] == 'Z' && e[24] == ' ';
 }
 
-bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  auto end = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return pred();
-}
-
 }  // namespace
 
 TEST_CASE("one host: connect, clock, heartbeat capture, every seq once under the lab's name", "[runner][integration]") {
@@ -130,7 +122,7 @@ TEST_CASE("one host: connect, clock, heartbeat capture, every seq once under the
   CHECK(started.probes[0].available);
   CHECK_FALSE(started.spool.empty());
   CHECK(s.health().state == HostState::kCapturing);
-  REQUIRE(wait_until([&] { return s.health().samples >= 100; }, 5s));
+  REQUIRE(testing::poll_until([&] { return s.health().samples >= 100; }, 5s));
   CHECK(s.health().error.empty());
   CHECK(s.health().last_sample_ns > 0);
   HostReport r = s.stop();
@@ -165,14 +157,14 @@ TEST_CASE("a dropped session: stop() reconnects once and takes the gap from the 
   s.connect();
   lab.reaper.add(s.hello().pid);
   s.start();
-  REQUIRE(wait_until([&] { return s.health().samples >= 40; }, 5s));
+  REQUIRE(testing::poll_until([&] { return s.health().samples >= 40; }, 5s));
   s.drop();
   HostHealth h = s.health();
   CHECK(h.state == HostState::kLost);
   CHECK_FALSE(h.error.empty());
   uint64_t before = h.samples;
   // The daemon goes on capturing while no session follows it (about 100 samples).
-  std::this_thread::sleep_for(500ms);
+  std::this_thread::sleep_for(500ms);  // kept: time must pass to show no sample reaches the dropped session
   CHECK(s.health().samples == before);
   HostReport r = s.stop();
   std::printf("dropped session: %llu live before the drop, %llu recovered from the spool, last seq %llu\n",
@@ -203,16 +195,16 @@ TEST_CASE("an agent killed mid-run: its host is lost with what it sent, the othe
   for (auto& s : sessions) lab.reaper.add(s->hello().pid);
   auto started = pool.start_all();
   for (const auto& e : started) CHECK(e == "");
-  REQUIRE(wait_until([&] { return pool.health()[0].samples >= 40; }, 5s));
+  REQUIRE(testing::poll_until([&] { return pool.health()[0].samples >= 40; }, 5s));
 
   long long victim_pid = sessions[0]->hello().pid;
   REQUIRE(victim_pid > 0);
   REQUIRE(::kill(static_cast<pid_t>(victim_pid), SIGKILL) == 0);
-  REQUIRE(wait_until([&] { return pool.health()[0].state == HostState::kLost; }, 5s));
+  REQUIRE(testing::poll_until([&] { return pool.health()[0].state == HostState::kLost; }, 5s));
   HostHealth lost = pool.health()[0];
   CHECK_FALSE(lost.error.empty());
   CHECK(pool.health()[1].state == HostState::kCapturing);
-  std::this_thread::sleep_for(300ms);
+  std::this_thread::sleep_for(300ms);  // kept: the killed host's gap and the survivor's capture go on a while
 
   auto reports = pool.stop_all();
   REQUIRE(reports.size() == 2);
@@ -252,7 +244,7 @@ TEST_CASE("fan-out: 16 hosts through one sshd capture at once, every host's seqs
   auto started = pool.start_all();
   for (const auto& e : started) CHECK(e == "");
   auto t1 = std::chrono::steady_clock::now();
-  std::this_thread::sleep_for(1000ms);
+  std::this_thread::sleep_for(1000ms);  // kept: a fixed capture window, the rates below are measured over it
   for (const auto& h : pool.health()) {
     CHECK(h.state == HostState::kCapturing);
     CHECK(h.samples > 0);
@@ -307,7 +299,7 @@ TEST_CASE("a host that cannot be reached, or whose host key differs, fails alone
   CHECK(started[0] == "");
   CHECK_FALSE(started[1].empty());
   CHECK_FALSE(started[2].empty());
-  REQUIRE(wait_until([&] { return pool.health()[0].samples >= 20; }, 5s));
+  REQUIRE(testing::poll_until([&] { return pool.health()[0].samples >= 20; }, 5s));
   auto health = pool.health();
   CHECK(health[1].state == HostState::kIdle);
   CHECK_FALSE(health[1].error.empty());

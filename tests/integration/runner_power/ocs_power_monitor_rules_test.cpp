@@ -12,6 +12,7 @@
 
 #include "ocslab/ocsctl/errors.h"
 #include "ocslab/runner/ocs_power_monitor.h"
+#include "ocslab/testing/wait.h"
 
 using namespace ocslab;
 using namespace ocslab::runner;
@@ -97,7 +98,7 @@ Run run_script(std::vector<Step> script) {
       o);
   mon.start();
   // Every step taken, then the last one repeated a few times (it must add nothing).
-  for (int i = 0; i < 2000 && d->polls() < steps + 5; ++i) std::this_thread::sleep_for(2ms);
+  ocslab::testing::poll_until([&] { return d->polls() >= steps + 5; }, 4000ms, 2ms);
   mon.stop();
   REQUIRE(d->polls() >= steps + 5);
   r.stats = mon.stats();

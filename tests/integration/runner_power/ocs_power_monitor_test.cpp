@@ -17,6 +17,7 @@
 #include "ocslab/emulator/emulator.h"
 #include "ocslab/ocsctl/driver.h"
 #include "ocslab/testing/sshd_fixture.h"
+#include "ocslab/testing/wait.h"
 
 using namespace ocslab;
 using namespace ocslab::runner;
@@ -67,14 +68,17 @@ struct Collected {
   // The first sample of subject/signal with this value at or after since_mono, waiting for it.
   std::optional<Sample> wait_for(const std::string& subject, const std::string& signal, double value,
                                  int64_t since_mono, std::chrono::milliseconds timeout) {
-    auto until = std::chrono::steady_clock::now() + timeout;
-    do {
-      for (const auto& s : matching(subject, signal, since_mono)) {
-        if (s.value == value) return s;
-      }
-      std::this_thread::sleep_for(5ms);
-    } while (std::chrono::steady_clock::now() < until);
-    return std::nullopt;
+    std::optional<Sample> found;
+    ocslab::testing::poll_until(
+        [&] {
+          for (const auto& s : matching(subject, signal, since_mono)) {
+            if (s.value == value) found = s;
+            if (found) return true;
+          }
+          return false;
+        },
+        timeout, 5ms);
+    return found;
   }
 };
 
@@ -130,7 +134,7 @@ TEST_CASE("ocs_power monitor: light follows the emulator's ground truth within t
   CHECK(lit->mono_ns - gt_on->mono_ns <= kTwoPollsNs + kSlackNs);
   CHECK(lit->mono_ns - issued.monotonic_ns <= kSwitchingMs * 1'000'000LL + kTwoPollsNs + kSlackNs);
   CHECK(lit->t_ns > 0);
-  std::this_thread::sleep_for(100ms);
+  std::this_thread::sleep_for(100ms);  // kept: a quiet spell, to show a steady reading is not repeated
   auto power = got.matching("eth1", "power_dbm", issued.monotonic_ns);
   REQUIRE(!power.empty());
   CHECK(power.back().value == Approx(-1.5));  // 0 dBm source minus the 1.5 dB insertion loss
@@ -192,7 +196,7 @@ TEST_CASE("ocs_power monitor: the switch killed mid-monitor, samples resume when
 
   emu.reset();  // every session dropped, nothing listens
   Timestamp killed = now();
-  std::this_thread::sleep_for(300ms);
+  ocslab::testing::poll_until([&] { return mon.stats().failed_polls >= 3; }, 5000ms);
   auto down = mon.stats();
   CHECK(mon.running());
   CHECK(down.failed_polls >= 3);

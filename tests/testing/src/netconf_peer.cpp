@@ -96,14 +96,15 @@ class NetconfSession {
   }
 
   bool send(const std::string& xml) {
-    if (q_.reply_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(q_.reply_delay_ms));
+    if (q_.reply_delay_ms > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(q_.reply_delay_ms));  // kept: the reply_delay_ms quirk
     if (!q_.split_writes) return write_all(out_, encode_frame(xml, framing_));
     // Several small chunks, written a few bytes at a time: exercises client reassembly.
     std::string framed = encode_frame(xml, framing_, 97);
     size_t step = std::max<size_t>(7, framed.size() / 64);
     for (size_t off = 0; off < framed.size(); off += step) {
       if (!write_all(out_, framed.substr(off, step))) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // kept: the split_writes quirk paces its pieces
     }
     return true;
   }

@@ -97,14 +97,15 @@ class ScpiSession {
   }
 
   void send(const std::string& data) {
-    if (q_.reply_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(q_.reply_delay_ms));
+    if (q_.reply_delay_ms > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(q_.reply_delay_ms));  // kept: the reply_delay_ms quirk
     if (!q_.split_writes) {
       write_all(out_, data);
       return;
     }
     for (size_t i = 0; i < data.size(); i += 3) {
       if (!write_all(out_, data.substr(i, 3))) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));  // kept: the split_writes quirk paces its pieces
     }
   }
 

@@ -111,7 +111,7 @@ SshdFixture::SshdFixture(const SshdOptions& options) {
       }
       int status = 0;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) break;  // died (port taken?): retry
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // retry interval of this bounded wait for the port
     }
     ::kill(pid_, SIGTERM);
     ::waitpid(pid_, nullptr, 0);

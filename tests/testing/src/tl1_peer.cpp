@@ -92,7 +92,8 @@ class Tl1Session {
     if (fault(text, q_.drop_on, drops_seen_)) return false;
     if (contains(text, q_.never_reply_to)) return true;
     std::string ctag = "0";
-    if (q_.reply_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(q_.reply_delay_ms));
+    if (q_.reply_delay_ms > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(q_.reply_delay_ms));  // kept: the reply_delay_ms quirk
     if (contains(text, q_.garbage_on)) return send("\x02\x7f#@! garbage 0xDEADBEEF" + eol_);
     Reply r;
     try {
@@ -206,7 +207,7 @@ class Tl1Session {
     if (!q_.split_writes) return write_all(out_, data);
     for (size_t i = 0; i < data.size(); i += 3) {
       if (!write_all(out_, data.substr(i, 3))) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // kept: the split_writes quirk paces its pieces
     }
     return true;
   }

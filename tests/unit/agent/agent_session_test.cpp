@@ -258,7 +258,7 @@ TEST_CASE("a session joining mid-capture gets the gap from the spool, then live,
   Served a(agent), b(agent);
   AgentClient starter(a.stream());
   starter.start({heartbeat(2)});
-  std::this_thread::sleep_for(200ms);
+  std::this_thread::sleep_for(200ms);  // kept: the spool fills before the late session joins
 
   AgentClient late(b.stream());
   std::map<uint64_t, int> count;

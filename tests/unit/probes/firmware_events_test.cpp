@@ -13,6 +13,7 @@
 
 #include "ocslab/probes/firmware_probe.h"
 #include "ocslab/testing/sample_collector.h"
+#include "ocslab/testing/wait.h"
 
 using namespace ocslab;
 using namespace ocslab::probes;
@@ -180,11 +181,7 @@ FirmwareProbeConfig config(std::chrono::microseconds interval = 1000us) {
 
 template <typename Pred>
 bool eventually(Pred pred) {
-  for (int i = 0; i < 200; ++i) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return pred();
+  return ocslab::testing::poll_until(pred, 2000ms);
 }
 
 // "link=1", "port_change=4", ... in emission order, admin left out.
@@ -369,7 +366,7 @@ TEST_CASE("firmware probe polls on when the PORT_CHANGE subscription fails", "[f
   channel->set(reply(0, 1));
   REQUIRE(c.wait_for([](const Sample& s) { return s.signal == "link" && s.value == 0; }));
   events->push(port_active());  // never read: the channel is not subscribed
-  std::this_thread::sleep_for(50ms);
+  std::this_thread::sleep_for(50ms);  // kept: time for a read that must not happen
   probe.stop();
   CHECK(events->reads() == 0);
   CHECK(link_story(c) == std::vector<std::string>{"link=1", "link=0"});

@@ -95,7 +95,7 @@ TEST_CASE("rx_power probe emits dBm, mW and LOS per lane with both clocks") {
   CHECK(st.method == "replay (qsfp0 SFF-8636; sfp0 SFF-8472; dd0 CMIS)");
   // Several polls: the first (taken in start) plus at least two from the thread.
   REQUIRE(c.wait_for([](const Sample&) { return true; }));
-  std::this_thread::sleep_for(60ms);
+  c.wait([](const std::vector<Sample>& v) { return v.size() >= size_t{3} * (12 + 3 + 24); }, 2s);
   probe.stop();
   auto samples = c.samples();
   // 4 lanes x 3 + 1 lane x 3 + 8 lanes x 3 signals per poll.
@@ -138,7 +138,7 @@ TEST_CASE("rx_power probe emits dBm, mW and LOS per lane with both clocks") {
   }
   // Nothing is emitted after stop() returned.
   size_t n = c.samples().size();
-  std::this_thread::sleep_for(30ms);
+  std::this_thread::sleep_for(30ms);  // kept: time for a sample that must not come
   CHECK(c.samples().size() == n);
   probe.stop();  // idempotent
 }
@@ -149,7 +149,7 @@ TEST_CASE("rx_power probe reads only the planned bytes, static ones once") {
   RxPowerProbe probe({{"sfp0"}, 5ms, "h"}, reader);
   Collector c;
   REQUIRE(probe.start(c.sink()).available);
-  std::this_thread::sleep_for(50ms);
+  std::this_thread::sleep_for(50ms);  // kept: a run of polls whose reads are counted below
   probe.stop();
   ReadPlan plan = read_plan(ModuleType::kSff8472);
   size_t identify = 0, once = 0, polls = 0;
@@ -217,7 +217,7 @@ TEST_CASE("rx_power probe is unavailable, naming each interface, when nothing is
   CHECK_THAT(st.reason, Catch::Contains("sfp0: SFP has no digital diagnostics"));
   CHECK_THAT(st.reason, Catch::Contains("weird0: unknown identifier 0x07"));
   CHECK_THAT(st.reason, Catch::Contains("flat0: CMIS module has flat memory"));
-  std::this_thread::sleep_for(20ms);
+  std::this_thread::sleep_for(20ms);  // kept: time for a poll that must not happen
   probe.stop();
   CHECK(c.samples().empty());
   CHECK_THROWS_AS(probe.start(c.sink()), ocslab::Error);

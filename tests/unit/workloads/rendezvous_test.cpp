@@ -31,7 +31,7 @@ TEST_CASE("ranks all-gather their blobs through rank 0 whatever order they start
       REQUIRE(second[3].size() == 3000);
       return first;
     }));
-    std::this_thread::sleep_for(50ms);
+    std::this_thread::sleep_for(50ms);  // kept: staggers the starts so rank 0 really comes last
   }
   for (auto& f : ranks) {
     auto all = f.get();

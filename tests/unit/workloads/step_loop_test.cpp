@@ -53,7 +53,7 @@ struct RecordingBackend : Backend {
   }
   void run(const Op& op) override {
     log->push_back(std::string("run ") + std::string(op_name(op.type)));
-    std::this_thread::sleep_for(2ms);
+    std::this_thread::sleep_for(2ms);  // kept: models the collective's transfer time
     if (corrupt) return;
     uint64_t n = buffer_floats(op);
     for (uint64_t j = 0; j < n; ++j) {

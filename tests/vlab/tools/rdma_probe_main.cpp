@@ -56,7 +56,8 @@ int main(int argc, char** argv) {
   }
   std::cerr << "rdma probe: " << status.method << "\n";
   auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(duration);
-  while (!g_stop && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  while (!g_stop && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // kept: runs for the requested duration
   probe.stop();
   ocslab::CsvWriter csv(std::cout);
   csv.header(ocslab::sample_csv_columns());

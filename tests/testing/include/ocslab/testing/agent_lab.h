@@ -16,6 +16,7 @@
 #include "ocslab/common/process.h"
 #include "ocslab/ocsctl/stream.h"
 #include "ocslab/testing/sshd_fixture.h"
+#include "ocslab/testing/wait.h"
 
 namespace ocslab::testing {
 
@@ -58,7 +59,7 @@ class DaemonReaper {
     }
     for (pid_t p : pids) ::kill(p, SIGTERM);
     for (pid_t p : pids) {
-      for (int i = 0; i < 300 && process_alive(p); ++i) std::this_thread::sleep_for(10ms);
+      poll_until([&] { return !process_alive(p); }, 3000ms);
       if (process_alive(p)) ::kill(p, SIGKILL);
     }
   }
