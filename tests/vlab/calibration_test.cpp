@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -45,8 +46,12 @@ std::string fmt_name(double s, double f) {
   return o.str();
 }
 
-void calibrate(double switching_ms, double firmware_ms) {
+// shared_lab: the shared lab the spec names (up and reset before the run), or nullptr when the
+// runner boots the spec's lab itself.
+void calibrate(double switching_ms, double firmware_ms, const char* shared_lab) {
   std::string name = fmt_name(switching_ms, firmware_ms);
+  std::optional<Lab> shared;
+  if (shared_lab) shared.emplace(shared_lab, 60s, Sharing::kShared);
   testing::TempDir dir;
   std::string out = dir.path() + "/results";
   ProgramResult r = ocslab_cli({"run", source_path("tests/vlab/labs/" + name + ".spec.yaml"), "--no-plot", "-o", out});
@@ -70,9 +75,9 @@ void calibrate(double switching_ms, double firmware_ms) {
 }  // namespace
 
 TEST_CASE("calibration: the breakdown recovers a 25 ms switch and a 1.5 s firmware link-up", "[vlab][calibration]") {
-  calibrate(25, 1500);
+  calibrate(25, 1500, kSharedFour);  // the shared four-host lab has exactly these settings
 }
 
 TEST_CASE("calibration: the breakdown follows other settings (60 ms switch and 0.8 s link-up)", "[vlab][calibration]") {
-  calibrate(60, 800);
+  calibrate(60, 800, nullptr);  // a lab of its own, booted and stopped by the runner
 }

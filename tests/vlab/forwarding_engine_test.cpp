@@ -39,7 +39,7 @@ std::map<int, std::string> tc_filters(const Lab& g, const std::string& dev) {
 
 TEST_CASE("forwarding engine in a guest: relay side applied, read back, replaced, rolled back, cleared",
           "[vlab][forwarding-engine]") {
-  Lab g("tests/vlab/labs/fwdint-engine.yaml");
+  Lab g(kSharedFour, 180s, Sharing::kShared);  // h1's kernel; the test's own namespaces and veths
   // A folder per run (outside the guest's /tmp): a guest may keep serving an old file from its 9p cache.
   std::string dir = g.state().dir + "/fwd-" + std::to_string(::getpid());
   fs::create_directories(dir);

@@ -1,11 +1,14 @@
 // Host-based forwarding end to end over the emulated OCS: four guests wired as ring4
-// (forwarding/examples/ring4.yaml: same names, MACs and addresses; each if2 a macvlan the lab
-// makes). `ocslab-agent forwarding apply` runs on every guest; an RDMA RC ping-pong
-// (ib_send_lat over Soft-RoCE, rdma_cm) between two hosts without a direct circuit must go
+// (forwarding/examples/ring4.yaml: same names, MACs and addresses; each if2 a macvlan the test
+// makes as a lab file's `if2: true` would, on the shared ring lab). `ocslab-agent forwarding
+// apply` runs on every guest; an RDMA RC ping-pong (ib_send_lat over Soft-RoCE, rdma_cm)
+// between two hosts without a direct circuit must go
 // through the relay, whose flower filter counts it. Then the OCS is re-wired to another ring,
 // the plan for the new circuits applied, and the traffic must take the new relay (its counter
 // moves, the old relay's do not).
+#include <fmt/format.h>
 #include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <fstream>
@@ -73,8 +76,21 @@ void rdma_ping_pong(const Lab& lab, const std::string& server, const std::string
 TEST_CASE("forwarding over the OCS: RDMA through a relay on ring4, then re-wired to another ring",
           "[vlab][forwarding-ring]") {
   auto t0 = std::chrono::steady_clock::now();
-  Lab lab("tests/vlab/labs/fwdint-ring.yaml");
+  Lab lab(kSharedRing, 180s, Sharing::kShared);  // shared with vlab_forwarding_runner
   const auto& s = lab.state();
+  // Each port's if2: a private-mode macvlan with ring4's if2 MAC (02:00:00:00:0H:1P), made as the
+  // lab makes them for `if2: true` (the shared lab has none: the runner test makes its own).
+  for (int h = 1; h <= 4; ++h) {
+    std::string cmd;
+    for (int p = 0; p < 2; ++p) {
+      std::string nic = "eth" + std::to_string(p + 1);
+      cmd += fmt::format(
+          "{}ip link add link {} name {}v address 02:00:00:00:0{}:1{} type macvlan mode private && "
+          "ip link set {}v up",
+          cmd.empty() ? "" : " && ", nic, nic, h, p, nic);
+    }
+    lab.run("h" + std::to_string(h), cmd);
+  }
   // Guests mount their own /tmp: the agent and the fabrics go into the lab's folder.
   std::string dir = s.dir + "/fwd-" + std::to_string(::getpid());
   fs::create_directories(dir);

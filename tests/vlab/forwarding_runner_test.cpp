@@ -22,19 +22,16 @@
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using namespace ocslab;
-using vlab_test::ocslab_cli;
-using vlab_test::read_file;
-using vlab_test::source_path;
 using Catch::Matchers::Contains;
 using nlohmann::json;
+using vlab_test::kSharedRing;
+using vlab_test::Lab;
+using vlab_test::ocslab_cli;
+using vlab_test::read_file;
+using vlab_test::Sharing;
+using vlab_test::source_path;
 
 namespace {
-
-// Takes the lab down however the test ends (the runner leaves it up: lab.keep defaults to true).
-struct LabDown {
-  std::string name;
-  ~LabDown() { ocslab_cli({"vlab", "down", name}); }
-};
 
 const json& pair(const json& m, const std::string& s, const std::string& d) {
   for (const auto& p : m["pairs"])
@@ -49,9 +46,10 @@ TEST_CASE("the runner applies forwarding per mapping, verifies the matrix, re-ap
           "[vlab][forwarding-runner]") {
   auto t0 = std::chrono::steady_clock::now();
   std::string spec = source_path("tests/vlab/labs/fwdrun-ring.spec.yaml");
-  std::string name = vlab::load_lab_spec(source_path("tests/vlab/labs/fwdrun-ring.yaml")).name;
-  if (fs::exists(vlab::labs_dir(vlab::default_cache_dir()) + "/" + name)) ocslab_cli({"vlab", "down", name});
-  LabDown down{name};
+  // The shared ring lab, reset: the spec names its file, so the runner uses it as it is (lab.keep
+  // defaults to true) and the next case gets it back reset.
+  Lab shared(kSharedRing, 180s, Sharing::kShared);
+  const std::string name = shared.state().name;
   std::string out = (fs::temp_directory_path() / ("fwdrun-" + std::to_string(::getpid()))).string();
   fs::remove_all(out);
   auto r = ocslab_cli({"run", spec, "-o", out, "--no-plot"});

@@ -55,7 +55,7 @@ TEST_CASE(
     "tc programming in a guest: ocslab's filter reads back like tc's, counts, refuses with extack, spares "
     "foreign filters",
     "[vlab][forwarding]") {
-  Lab lab("tests/vlab/labs/fwdtc-tc.yaml", 120s);
+  Lab lab(kSharedFour, 120s, Sharing::kShared);  // h1's kernel; the test's own veths
   // A folder per run: a guest may keep serving an old file from its 9p cache.
   std::string dir = lab.state().dir + "/tc-" + std::to_string(::getpid());
   fs::create_directories(dir);

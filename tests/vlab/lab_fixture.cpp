@@ -1,15 +1,198 @@
 #include "lab_fixture.h"
 
+#include <signal.h>
+
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
+#include <thread>
 
+#include "ocslab/ocsctl/driver.h"
+#include "ocslab/ocsctl/switch_url.h"
 #include "ocslab/testing/sshd_fixture.h"
+#include "ocslab/vlab/lab_control.h"
 #include "ocslab/vlab/lab_spec.h"
 
 namespace vlab_test {
+
+namespace {
+
+// A guest's state, one sorted line per fact, tagged by kind. What it leaves out on purpose:
+// routes of the local table (they follow the addresses), kernel IPv6 routes, neighbours that
+// are not permanent (learnt again by ARP), kernel threads, sshd's per-connection processes
+// (they end with their client) and the session running the script.
+const char* const kSnapshotScript = R"SH(
+export LC_ALL=C PATH=/usr/sbin:/usr/bin:/sbin:/bin
+# The net sysctls a case may change, as `sysctl` prints them ("key = value"), read from /proc/sys
+# directly: a fraction of what `sysctl -a` costs under TCG.
+net_sysctls() {
+  (cd /proc/sys && grep -r . net/ipv4/ip_forward net/ipv4/conf net/ipv6/conf/*/forwarding \
+    net/ipv6/conf/*/disable_ipv6 2>/dev/null) | sed 's|/|.|g; s|:| = |'
+}
+me=$(ps -o sess= -p $$ | tr -d ' ')
+{
+ip -br link show | awk '{print "L", $1, $2, $3, $4}'
+ip -br addr show | awk '{for (i = 3; i <= NF; i++) print "A", $1, $i}'
+ip -4 route show table all | grep -v ' table local' | sed 's/^/R4 /'
+ip -6 route show table all | grep -v -e ' table local' -e 'proto kernel' | sed 's/^/R6 /'
+ip rule show | sed 's/^/U4 /'
+ip -6 rule show | sed 's/^/U6 /'
+ip neigh show nud permanent | sed 's/^/N4 /'
+ip -6 neigh show nud permanent | sed 's/^/N6 /'
+tc qdisc show | sed 's/^/Q /'
+ip netns list | sed 's/^/NS /'
+rdma link show 2>/dev/null | sed 's/^/RD /'
+net_sysctls | sed 's/^/S /'
+ps -eo sess=,ppid=,pid=,args= |
+  awk -v me="$me" '$1 != me && $2 != 2 && $3 != 2 {$1 = $2 = $3 = ""; sub(/^ +/, ""); if ($0 !~ /^sshd: /) print "P " $0}'
+for d in /tmp /run /var/lib /var/spool; do ls -A "$d" | sed "s|^|F $d/|"; done
+} | sed 's/[[:space:]]*$//' | sort
+)SH";
+
+// Puts a guest back to the baseline in /dev/shm/ocslab-test-baseline (the snapshot's lines, written
+// by a here-document in front of this script): whatever is not in it goes
+// (processes, namespaces, links, qdiscs, addresses, routes, rules, neighbours, Soft-RoCE links,
+// files), what the baseline has and is missing comes back (addresses, links up, Soft-RoCE links,
+// sysctl values). Idempotent; the snapshot afterwards is the check.
+const char* const kResetScript = R"SH(
+export LC_ALL=C PATH=/usr/sbin:/usr/bin:/sbin:/bin
+# The net sysctls a case may change, as `sysctl` prints them ("key = value"), read from /proc/sys
+# directly: a fraction of what `sysctl -a` costs under TCG.
+net_sysctls() {
+  (cd /proc/sys && grep -r . net/ipv4/ip_forward net/ipv4/conf net/ipv6/conf/*/forwarding \
+    net/ipv6/conf/*/disable_ipv6 2>/dev/null) | sed 's|/|.|g; s|:| = |'
+}
+B=/dev/shm/ocslab-test-baseline
+have() { grep -qxF -- "$1" "$B"; }
+me=$(ps -o sess= -p $$ | tr -d ' ')
+for round in 1 2 3; do
+  ps -eo sess=,ppid=,pid=,args= |
+    awk -v me="$me" '$1 != me && $2 != 2 && $3 != 2 && $3 != 1 {pid = $3; $1 = $2 = $3 = ""; sub(/^ +/, "");
+                                                                 if ($0 !~ /^sshd: /) print pid " " $0}' |
+    while read -r pid args; do have "P $args" || kill -9 "$pid" 2>/dev/null; done
+done
+ip -all netns delete 2>/dev/null
+# `ip netns add` leaves /run/netns a mount point of its own: unmount it so it can go below.
+have "F /run/netns" || umount /run/netns 2>/dev/null
+base_links=$(awk '$1 == "L" {sub(/@.*/, "", $2); print $2}' "$B")
+for l in $(ip -br link show | awk '{sub(/@.*/, "", $1); print $1}'); do
+  echo "$base_links" | grep -qxF "$l" || ip link del "$l" 2>/dev/null
+done
+for l in $base_links; do
+  [ "$l" = eth0 ] && continue
+  tc qdisc del dev "$l" clsact 2>/dev/null
+  tc qdisc del dev "$l" ingress 2>/dev/null
+  awk -v l="$l" '$1 == "L" {n = $2; sub(/@.*/, "", n); if (n == l && $5 ~ /[<,]UP[,>]/) print}' "$B" | grep -q . &&
+    ip link set "$l" up
+  for a in $(ip -br addr show dev "$l" | awk '{for (i = 3; i <= NF; i++) print $i}'); do
+    grep -qE "^A $l(@[^ ]*)? $a\$" "$B" || ip addr del "$a" dev "$l" 2>/dev/null
+  done
+  for a in $(awk -v l="$l" '$1 == "A" {n = $2; sub(/@.*/, "", n); if (n == l && $3 !~ /:/) print $3}' "$B"); do
+    ip -br addr show dev "$l" | grep -qw -- "$a" || ip addr add "$a" dev "$l" 2>/dev/null
+  done
+done
+# Routes: `read` drops the trailing blank `ip` prints, as the snapshot does. The management
+# NIC's (eth0: how this very session reaches the guest) are the lab's and never touched.
+ip -4 route show table all | grep -v -e ' table local' -e ' dev eth0' |
+  while read -r r; do have "R4 $r" || ip route del $r 2>/dev/null; done
+ip -6 route show table all | grep -v -e ' table local' -e 'proto kernel' -e ' dev eth0' |
+  while read -r r; do have "R6 $r" || ip -6 route del $r 2>/dev/null; done
+ip rule show | while read -r r; do have "U4 $r" || ip rule del pref "${r%%:*}" 2>/dev/null; done
+ip -6 rule show | while read -r r; do have "U6 $r" || ip -6 rule del pref "${r%%:*}" 2>/dev/null; done
+ip neigh show nud permanent | while read -r n; do have "N4 $n" || ip neigh del ${n%% lladdr*} 2>/dev/null; done
+ip -6 neigh show nud permanent | while read -r n; do have "N6 $n" || ip -6 neigh del ${n%% lladdr*} 2>/dev/null; done
+ip neigh flush all 2>/dev/null
+net_sysctls |
+  awk 'NR == FNR {if ($1 == "S") {k = $2; $1 = $2 = $3 = ""; sub(/^ +/, ""); want[k] = $0}; next}
+       {k = $1; $1 = $2 = ""; sub(/^ +/, ""); if ((k in want) && want[k] != $0) print k "=" want[k]}' "$B" - |
+  while read -r kv; do sysctl -qw "$kv"; done
+for r in $(rdma link show 2>/dev/null | awk '{sub(/\/.*/, "", $2); print $2}'); do
+  awk '$1 == "RD" {sub(/\/.*/, "", $3); print $3}' "$B" | grep -qxF "$r" || rdma link delete "$r" 2>/dev/null
+done
+awk '$1 == "RD" {d = $3; sub(/\/.*/, "", d); for (i = 4; i < NF; i++) if ($i == "netdev") print d, $(i + 1)}' "$B" |
+  while read -r dev net; do rdma link show "$dev/1" >/dev/null 2>&1 || rdma link add "$dev" type rxe netdev "$net"; done
+for d in /tmp /run /var/lib /var/spool; do
+  ls -A "$d" | while read -r f; do have "F $d/$f" || rm -rf "${d:?}/$f"; done
+done
+rm -f "$B"
+)SH";
+
+// Lines only in want ("-") and only in got ("+"), for a message.
+std::string diff_lines(const std::string& want, const std::string& got) {
+  auto lines = [](const std::string& t) {
+    std::multiset<std::string> out;
+    std::stringstream in(t);
+    for (std::string l; std::getline(in, l);) {
+      if (!l.empty()) out.insert(l);
+    }
+    return out;
+  };
+  auto w = lines(want), g = lines(got);
+  std::string d;
+  for (const auto& l : w) {
+    if (w.count(l) > g.count(l)) d += "  - " + l + "\n";
+  }
+  for (const auto& l : g) {
+    if (g.count(l) > w.count(l)) d += "  + " + l + "\n";
+  }
+  return d;
+}
+
+std::string baseline_file(const vlab::LabState& s, const std::string& host) {
+  return s.dir + "/test-baseline/" + host + ".txt";
+}
+
+// fn(host) on every host at once; exceptions come back as "host: what".
+std::vector<std::string> on_every_host(const vlab::LabState& s,
+                                       const std::function<std::string(const std::string&)>& fn) {
+  std::vector<std::string> out(s.hosts.size());
+  std::vector<std::thread> th;
+  for (size_t i = 0; i < s.hosts.size(); ++i) {
+    th.emplace_back([&, i] {
+      try {
+        out[i] = fn(s.hosts[i].name);
+      } catch (const std::exception& e) {
+        out[i] = "error: " + s.hosts[i].name + ": " + e.what();
+      }
+    });
+  }
+  for (auto& t : th) t.join();
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> processes_of(const std::string& dir) {
+  std::vector<std::string> found;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::string pid = e.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (auto& c : cmd) {
+      if (c == '\0') c = ' ';
+    }
+    if (cmd.find(dir) != std::string::npos) found.push_back(pid + ": " + cmd.substr(0, 120));
+  }
+  return found;
+}
+
+void require_nothing_left(const std::string& dir) {
+  std::vector<std::string> left;
+  for (int i = 0; i < 50; ++i) {
+    left = processes_of(dir);
+    if (left.empty()) break;
+    // `vlab down` has returned: what is left is exiting; 5 s in 100 ms polls.
+    std::this_thread::sleep_for(100ms);
+  }
+  INFO("still running: " << (left.empty() ? "" : left.front()));
+  CHECK(left.empty());
+  CHECK_FALSE(fs::exists(dir));
+}
 
 std::string source_path(const std::string& rel) {
   const char* s = std::getenv("OCSLAB_SOURCE_DIR");
@@ -35,9 +218,53 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
-Lab::Lab(const std::string& lab_file, std::chrono::milliseconds command_timeout) : command_timeout_(command_timeout) {
-  name_ = vlab::load_lab_spec(source_path(lab_file)).name;
-  // A lab left behind by an aborted earlier run would block `up`.
+Lab::Lab(const std::string& lab_file, std::chrono::milliseconds command_timeout, Sharing sharing)
+    : command_timeout_(command_timeout), sharing_(sharing) {
+  vlab::LabSpec spec = vlab::load_lab_spec(source_path(lab_file));
+  name_ = spec.name;
+  initial_circuits_ = spec.initial_circuits();
+  std::sort(initial_circuits_.begin(), initial_circuits_.end());
+  if (sharing_ == Sharing::kShared && healthy_running(lab_file)) {
+    auto t0 = std::chrono::steady_clock::now();
+    std::string left = reset();
+    double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (left.empty()) {
+      std::cout << "shared lab " << name_ << ": reset and checked clean in " << took << " s\n";
+      up_ = true;
+      return;
+    }
+    // A case left something the reset could not undo: the next case gets a freshly booted lab.
+    std::cout << "shared lab " << name_ << " is not clean after " << took << " s of reset; rebooting it:\n" << left;
+  }
+  boot(lab_file);
+  if (sharing_ == Sharing::kShared) take_baseline();
+}
+
+bool Lab::healthy_running(const std::string& lab_file) {
+  for (const auto& l : vlab::list_labs(vlab::default_cache_dir())) {
+    if (l.name != name_) continue;
+    vlab::LabState s = vlab::lab_status(l.dir);
+    bool alive = s.phase == "running" && s.supervisor_pid > 0 && ::kill(s.supervisor_pid, 0) == 0 &&
+                 std::all_of(s.hosts.begin(), s.hosts.end(), [](const auto& h) { return h.alive; });
+    std::error_code ec;
+    bool same_file = fs::weakly_canonical(s.spec, ec) == fs::weakly_canonical(source_path(lab_file), ec);
+    bool baselined = std::all_of(s.hosts.begin(), s.hosts.end(),
+                                 [&](const auto& h) { return fs::exists(baseline_file(s, h.name)); });
+    if (alive && same_file && baselined) {
+      state_ = s;
+      return true;
+    }
+    std::cout << "shared lab " << name_ << " is up but "
+              << (!alive       ? "not healthy"
+                  : !same_file ? "from another file"
+                               : "has no baseline")
+              << "; booting it again\n";
+  }
+  return false;
+}
+
+void Lab::boot(const std::string& lab_file) {
+  // A lab left behind by an aborted earlier run (or a shared one that is not clean) would block `up`.
   if (fs::exists(vlab::labs_dir(vlab::default_cache_dir()) + "/" + name_)) ocslab_cli({"vlab", "down", name_});
   auto t0 = std::chrono::steady_clock::now();
   ProgramResult r = ocslab_cli({"vlab", "up", source_path(lab_file), "--timeout", "400"});
@@ -46,14 +273,80 @@ Lab::Lab(const std::string& lab_file, std::chrono::milliseconds command_timeout)
   REQUIRE(r.status == 0);
   up_ = true;
   REQUIRE_THAT(r.out + r.err, Catch::Matchers::Contains("host(s) ready in"));
+  state_ = {};
   for (const auto& l : vlab::list_labs(vlab::default_cache_dir())) {
     if (l.name == name_) state_ = l;
   }
   REQUIRE_FALSE(state_.dir.empty());
 }
 
+void Lab::take_baseline() {
+  // Two snapshots in a row must agree: a guest still settling (a link coming up, a process of
+  // its start-up still running) would make a baseline no reset could meet.
+  fs::create_directories(state_.dir + "/test-baseline");
+  auto errors = on_every_host(state_, [&](const std::string& host) -> std::string {
+    std::string a = snapshot(host), b;
+    for (int i = 0; i < 20; ++i) {
+      b = snapshot(host);
+      if (a == b) break;
+      a = b;
+    }
+    if (a != b) return host + ": the guest does not settle:\n" + diff_lines(a, b);
+    std::ofstream(baseline_file(state_, host)) << a;
+    return "";
+  });
+  for (const auto& e : errors) {
+    INFO(e);
+    REQUIRE(e.empty());
+  }
+}
+
+std::string Lab::reset() {
+  // The switch first: links that come back need the firmware delay, which the guest work hides.
+  ocs::DriverOptions o;
+  o.password = state_.switch_password;
+  auto driver = ocs::make_driver(ocs::SwitchUrl::parse(state_.switch_url()), o);
+  driver->apply(initial_circuits_, ocs::ApplyMode::kReplace);
+  auto circuits = driver->list();
+  std::sort(circuits.begin(), circuits.end());
+  std::string left;
+  if (circuits != initial_circuits_) left += "  switch: the lab file's circuits could not be restored\n";
+  auto results = on_every_host(state_, [&](const std::string& host) -> std::string {
+    std::string base = baseline(host);
+    ocs::SshSession s(ssh(host));
+    // A guest the last case did not touch costs one snapshot.
+    if (s.exec(kSnapshotScript, command_timeout_).out == base) return "";
+    // The baseline travels in the command (a here-document), not on stdin, which the session
+    // does not close.
+    ocs::ExecResult r = s.exec("cat > /dev/shm/ocslab-test-baseline <<'OCSLAB_BASELINE_END'\n" + base +
+                                   "OCSLAB_BASELINE_END\n" + kResetScript,
+                               command_timeout_);
+    if (r.exit_status != 0)
+      return "  " + host + ": reset script exited " + std::to_string(r.exit_status) + ": " + r.err + "\n";
+    // Links, Soft-RoCE ports and killed processes take a moment: poll the snapshot (up to 60 s,
+    // the firmware delay of the slowest NIC model included).
+    std::string diff;
+    auto deadline = std::chrono::steady_clock::now() + 60s;
+    do {
+      diff = diff_lines(base, s.exec(kSnapshotScript, command_timeout_).out);
+      if (diff.empty()) return "";
+    } while (std::chrono::steady_clock::now() < deadline);
+    return "  " + host + " differs from its baseline:\n" + diff;
+  });
+  for (const auto& r : results) left += r;
+  return left;
+}
+
+std::string Lab::snapshot(const std::string& host) const {
+  ocs::ExecResult r = exec(host, kSnapshotScript);
+  if (r.exit_status != 0) throw std::runtime_error(host + ": snapshot failed: " + r.err);
+  return r.out;
+}
+
+std::string Lab::baseline(const std::string& host) const { return read_file(baseline_file(state_, host)); }
+
 Lab::~Lab() {
-  if (up_) ocslab_cli({"vlab", "down", name_});
+  if (up_ && sharing_ == Sharing::kOwn) ocslab_cli({"vlab", "down", name_});
 }
 
 void Lab::down() {

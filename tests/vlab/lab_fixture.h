@@ -16,7 +16,21 @@
 // Give the lab in the YAML a name no other test uses: a leftover lab of that name (from an
 // aborted run) is taken down first. Guest commands wait 180 s unless the Lab or the call says
 // otherwise. A test tool must be in tests/CMakeLists.txt's add_dependencies(vlab_e2e ...), and
-// a new tag gets its ctest entry there (add_test(... COMMAND vlab_e2e "[mine]")).
+// a new tag gets its ctest entry there (OCSLAB_VLAB_CASES).
+//
+// Sharing a booted lab (docs/testing.md "Shared labs"): a case that needs no lab of its own
+// (it does not test booting, teardown, Ctrl-C or a dying VM) takes one of the shared labs,
+//
+//   Lab lab(kSharedFour, 60s, Sharing::kShared);
+//
+// which boots it when none of that name is up and otherwise hands over the running one reset to
+// its state just after boot: the lab file's circuits on the switch, every guest's processes,
+// links, addresses, routes, rules, permanent neighbours, qdiscs, namespaces, Soft-RoCE links,
+// net sysctls and files under /tmp, /run, /var/lib and /var/spool as they were in the baseline
+// taken after boot (so whatever a case started or configured, ocslab-agent probes, spools and
+// forwarding state included, is gone), checked against that baseline before the case starts. A
+// lab that does not come back clean is rebooted, so a failed case never hands its mess on. The
+// shared lab stays up after the case (ctest's vlab_lab_<name>_down entry takes it down at the end).
 #pragma once
 
 #include <chrono>
@@ -26,6 +40,7 @@
 
 #include "ocslab/common/process.h"
 #include "ocslab/ocsctl/ssh_session.h"
+#include "ocslab/ocsctl/types.h"
 #include "ocslab/vlab/lab_state.h"
 
 namespace vlab_test {
@@ -47,20 +62,50 @@ ProgramResult ocslab_cli(const std::vector<std::string>& args);
 // The whole file; empty when it cannot be read.
 std::string read_file(const std::string& path);
 
+// The labs several cases share (the ctest fixtures of tests/CMakeLists.txt's OCSLAB_VLAB_SHARED).
+inline constexpr const char* kSharedFour = "tests/vlab/labs/four-hosts-fw1500.yaml";  // 4 x 1 NIC, 25 ms, fw 1.5 s
+inline constexpr const char* kSharedRing = "tests/vlab/labs/fwdrun-ring.yaml";        // ring4: 4 x 2 NICs
+inline constexpr const char* kSharedPhase = "experiments/labs/phase-four.yaml";       // 4 x 1 NIC, liquid crystal
+
+enum class Sharing {
+  kOwn,     // booted for this case and taken down when it ends
+  kShared,  // the running lab of that file, reset and checked (booted when none is up); left up
+};
+
+// Every process whose command line names the lab's folder (QEMU, the supervisor), "pid: cmd".
+std::vector<std::string> processes_of(const std::string& lab_dir);
+
+// No process of the lab's folder (QEMU, the supervisor) left and the folder gone: what `vlab
+// down` must leave.
+void require_nothing_left(const std::string& lab_dir);
+
 class Lab {
  public:
-  // `ocslab vlab up lab_file --timeout 400` (after `vlab down` of a lab of the same name left
-  // behind), printing its output and how long it took; REQUIREs that it came up (exit 0,
+  // kOwn: `ocslab vlab up lab_file --timeout 400` (after `vlab down` of a lab of the same name
+  // left behind), printing its output and how long it took; REQUIREs that it came up (exit 0,
   // "host(s) ready in" printed, the lab listed).
+  // kShared: as above when no healthy lab of that name and file is up; otherwise the running
+  // one, reset to its baseline and REQUIREd clean (rebooted once when it is not).
   // command_timeout: how long exec/run wait for a guest command unless told otherwise.
-  explicit Lab(const std::string& lab_file, std::chrono::milliseconds command_timeout = 180s);
-  ~Lab();  // `vlab down`, unless down() did it
+  explicit Lab(const std::string& lab_file, std::chrono::milliseconds command_timeout = 180s,
+               Sharing sharing = Sharing::kOwn);
+  ~Lab();  // kOwn: `vlab down`, unless down() did it; kShared: nothing (the lab stays up)
   Lab(const Lab&) = delete;
   Lab& operator=(const Lab&) = delete;
 
   const vlab::LabState& state() const { return state_; }
-  // `vlab down` now; CHECKs that it succeeded.
+  bool shared() const { return sharing_ == Sharing::kShared; }
+  // `vlab down` now; CHECKs that it succeeded. A shared lab is taken down for every case after
+  // this one too (the next one boots it again).
   void down();
+
+  // A guest's state as the reset compares it (sorted lines: links, addresses, routes, rules,
+  // permanent neighbours, qdiscs, namespaces, Soft-RoCE links, sysctls, processes, files), and
+  // the baseline taken right after the shared lab booted (empty for a lab of its own).
+  std::string snapshot(const std::string& host) const;
+  std::string baseline(const std::string& host) const;
+  // The lab file's circuits, as the switch had them after boot.
+  const std::vector<ocs::Circuit>& initial_circuits() const { return initial_circuits_; }
 
   // Root on a guest over the lab's SSH forward (for SshSessions a test keeps open itself).
   ocs::SshOptions ssh(const std::string& host) const;
@@ -72,9 +117,17 @@ class Lab {
                   std::chrono::milliseconds timeout = std::chrono::milliseconds::zero()) const;
 
  private:
+  void boot(const std::string& lab_file);
+  void take_baseline();
+  // Reset to the baseline; returns what still differs after waiting for it (empty: clean).
+  std::string reset();
+  bool healthy_running(const std::string& lab_file);
+
   std::string name_;
   vlab::LabState state_;
   std::chrono::milliseconds command_timeout_;
+  Sharing sharing_;
+  std::vector<ocs::Circuit> initial_circuits_;
   bool up_ = false;
 };
 

@@ -26,23 +26,24 @@
 
 namespace fs = std::filesystem;
 using namespace ocslab;
+using Catch::Matchers::Contains;
+using vlab_test::kSharedPhase;
+using vlab_test::Lab;
 using vlab_test::ocslab_cli;
 using vlab_test::read_file;
+using vlab_test::Sharing;
 using vlab_test::source_path;
-using Catch::Matchers::Contains;
 
 TEST_CASE("ocslab run of the virtual-lab phase-workload spec", "[vlab][phase-runner]") {
   auto t0 = std::chrono::steady_clock::now();
   const std::string out = fs::temp_directory_path().string() + "/ocslab-phase-runner-" + std::to_string(::getpid());
   fs::remove_all(out);
-  // The runner boots the lab and takes it down after the run (the spec's lab.keep: false); down
-  // again here in case the run died with it up.
+  // The spec's lab is the shared phase lab (vlab_phase uses it too): it is up and reset here, and
+  // the runner runs on it as it is (a lab it did not start it leaves up, lab.keep or not).
+  Lab lab(kSharedPhase, std::chrono::seconds(120), Sharing::kShared);
   struct Cleanup {
     std::string dir;
-    ~Cleanup() {
-      ocslab_cli({"vlab", "down", "phase-four"});
-      fs::remove_all(dir);
-    }
+    ~Cleanup() { fs::remove_all(dir); }
   } cleanup{out};
   auto r = ocslab_cli({"run", source_path("experiments/specs/dp-pp-phases-vlab.yaml"), "-o", out, "--no-plot"});
   std::cout << r.out << r.err;

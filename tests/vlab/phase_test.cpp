@@ -225,9 +225,9 @@ struct ModeResult {
 TEST_CASE("phase control in the virtual lab: 4 guests, DP/PP schedule, the controller rewiring the emulated OCS",
           "[vlab][phase]") {
   auto t_all = std::chrono::steady_clock::now();
-  const std::string lab_file = "tests/vlab/labs/phasevlab-four.yaml";
+  const std::string lab_file = kSharedPhase;  // shared with vlab_phase_runner
   const double switching_ms = vlab::load_lab_spec(source_path(lab_file)).emulator.sw.switching.mean_ms();
-  Lab lab(lab_file, 120s);
+  Lab lab(lab_file, 120s, Sharing::kShared);
   const auto& st = lab.state();
   workloads::Schedule s = workloads::load_schedule(source_path("experiments/workloads/schedules/dp-pp-4-phase.yaml"));
   REQUIRE(s.ranks == 4);

@@ -31,7 +31,7 @@ long sent_pkts(const Lab& lab, const std::string& host) {
 
 TEST_CASE("verbs workload: 4 ranks on 2 Soft-RoCE guests run the DP/PP schedule with every result verified",
           "[vlab][workloads]") {
-  Lab lab("tests/vlab/labs/workloads-two-hosts.yaml", 60s);
+  Lab lab(kSharedFour, 60s, Sharing::kShared);  // h1 and h2, linked at start; nothing is reconfigured
   // Guests see this machine's root but mount their own /tmp: binary and schedule go into the
   // lab's folder first.
   const std::string dir = lab.state().dir;
