@@ -6,6 +6,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <condition_variable>
@@ -209,13 +210,13 @@ TEST_CASE("retime: every NIC's new firmware_up applies to the next light return"
   testing::TempDir dir;
   QmpResponder qmp(dir.path() + "/qmp.sock");
   int listen = free_loopback_port(SOCK_DGRAM), peer = free_loopback_port(SOCK_DGRAM);
-  std::string lab = "switch: {size: 4x4, switching_ms: 1}\n"
-                    "nic_model: {firmware_up_ms: 400}\n"
-                    "nics:\n"
-                    "  - {name: n1, tx_port: 1, rx_port: 5,\n"
-                    "     udp: {listen: 127.0.0.1:" + std::to_string(listen) + ", peer: 127.0.0.1:" +
-                    std::to_string(peer) + "},\n"
-                    "     qmp: {socket: " + dir.path() + "/qmp.sock, netdev: d1}}\n";
+  std::string lab = fmt::format(
+      "switch: {{size: 4x4, switching_ms: 1}}\n"
+      "nic_model: {{firmware_up_ms: 400}}\n"
+      "nics:\n"
+      "  - {{name: n1, tx_port: 1, rx_port: 5, udp: {{listen: 127.0.0.1:{}, peer: 127.0.0.1:{}}},\n"
+      "     qmp: {{socket: {}/qmp.sock, netdev: d1}}}}\n",
+      listen, peer, dir.path());
   Emulator emu(parse_emulator_config(load_yaml_string(lab, "lab.yaml")));
   emu.start();
   auto light_to_link_ms = [&](int64_t since) {

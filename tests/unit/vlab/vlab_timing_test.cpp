@@ -65,9 +65,7 @@ struct Cache {
   }
 };
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::trunc) << text;
-}
+void write_file(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::trunc) << text; }
 
 // Stands in for lab_supervise once the lab runs: a real emulator, state.json, and SIGHUP
 // answered by reload_lab_timing + save, until SIGTERM. Signals the parent through a pipe once
@@ -244,7 +242,9 @@ TEST_CASE("vlab timing changes a running supervisor's emulator over SIGHUP and s
   CHECK(j["timing"]["firmware_up"]["mean_ms"] == 3000.0);
   CHECK((fs::status(lab.timing_file()).permissions() & fs::perms::all) == fs::perms(0600));
 
-  TimingState t = set_lab_timing(lab.dir, LabTiming{.switch_preset = "rotor"}, std::chrono::seconds(10));
+  LabTiming rotor;
+  rotor.switch_preset = "rotor";
+  TimingState t = set_lab_timing(lab.dir, rotor, std::chrono::seconds(10));
   CHECK(t.generation == 2);
   CHECK(t.switch_preset == "rotor");
   CHECK(t.nic_model == "cx6dx-no-autoneg");  // what was not asked for stays
