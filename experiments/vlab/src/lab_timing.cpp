@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 
 #include <cerrno>
-#include <filesystem>
 #include <thread>
 
 #include "ocslab/common/error.h"
@@ -16,7 +15,6 @@
 #include "ocslab/emulator/lab_config.h"
 #include "ocslab/vlab/lab_control.h"
 
-namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 namespace ocslab::vlab {
@@ -77,8 +75,6 @@ YAML::Node nic_model_node(const LabTiming& t) {
   if (t.firmware_up_ms) m["firmware_up_ms"] = distribution_node("--firmware-up-ms", *t.firmware_up_ms);
   return m;
 }
-
-std::string name_of(const std::string& lab_dir) { return fs::path(lab_dir).filename().string(); }
 
 LabState running_lab(const std::string& lab_dir) {
   LabState s = lab_status(lab_dir);
