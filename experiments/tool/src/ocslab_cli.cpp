@@ -22,6 +22,7 @@
 #include "ocslab/vlab/guest_config.h"
 #include "ocslab/vlab/lab_control.h"
 #include "ocslab/vlab/lab_spec.h"
+#include "ocslab/vlab/lab_timing.h"
 #include "commands.h"
 
 namespace fs = std::filesystem;
@@ -74,6 +75,10 @@ Usage:
         stop the lab (the only one up when no name is given) and remove its run folder.
   ocslab vlab status [NAME] [--json] [--cache DIR]
         the labs that are up, their hosts, and any host or supervisor that died.
+  ocslab vlab timing NAME [--preset P] [--switching-ms V] [--nic-model PRESET] [--los-ms V]
+                   [--firmware-up-ms V] [--cache DIR] [--json]
+        show, or change without rebooting, the lab's switching time and NIC link model
+        (ocslab vlab timing --help).
   ocslab vlab ssh HOST [--lab NAME] [COMMAND...]
         an SSH session (or one command) on a host, with the lab's key and known_hosts.
         --lab and --cache may also follow HOST; the command starts at the first other word
@@ -96,6 +101,44 @@ The switch of a running lab speaks TL1 on the port `status` shows, e.g.
 Lab file reference and a worked example: docs/virtual-lab.md
 )";
 
+const char* kTimingHelp = R"(ocslab vlab timing - the timing of a running lab, changed without rebooting it
+
+Usage: ocslab vlab timing NAME [--preset P] [--switching-ms V] [--nic-model PRESET] [--los-ms V]
+                          [--firmware-up-ms V] [--cache DIR] [--json]
+
+With no timing option: prints the lab's current timing (text, or JSON with --json).
+With options: writes <lab>/timing.yaml, has the lab's supervisor apply it (SIGHUP), waits up
+to 10 s for it and prints the timing now in force. Circuit moves and light changes that start
+afterwards use it; a move already under way keeps its time. A refused value changes nothing.
+
+Options (the lab file's keys and syntax, docs/virtual-lab.md):
+  --preset P           the switch's switching time from a switch preset (polatis-6000,
+                       mems-3d, liquid-crystal, rotor, robotic-patch-panel)
+  --switching-ms V     switching time: milliseconds, or a distribution in YAML flow syntax,
+                       e.g. '{uniform: [10, 20]}' or '{normal: {mean: 25, sd: 3, floor: 15}}';
+                       wins over --preset
+  --nic-model PRESET   every NIC's link model: ideal, cx6dx-no-autoneg, cx6dx-autoneg
+  --los-ms V           loss of light -> link down, in milliseconds
+  --firmware-up-ms V   light back -> link up: milliseconds or a distribution, as --switching-ms
+                       (--los-ms / --firmware-up-ms without --nic-model give a custom model:
+                       what they do not set takes the lab file's defaults, as in nic_model)
+  --cache DIR          where the lab's run folder is (default as for `up`)
+  --json               {"lab", "timing_generation", "timing_error", "timing": {...}}
+
+Example: sweep the switching time of lab `rail4` without rebooting it
+  ocslab vlab timing rail4 --switching-ms 5
+  ocslab vlab timing rail4 --switching-ms '{uniform: [20, 40]}' --nic-model cx6dx-no-autoneg
+  ocslab vlab timing rail4 --json
+)";
+
+// The options that only `vlab timing` takes (with the LabTiming field each sets).
+const std::map<std::string, std::optional<std::string> vlab::LabTiming::*> kTimingOptions = {
+    {"--preset", &vlab::LabTiming::switch_preset},
+    {"--switching-ms", &vlab::LabTiming::switching_ms},
+    {"--nic-model", &vlab::LabTiming::nic_model},
+    {"--los-ms", &vlab::LabTiming::los_ms},
+    {"--firmware-up-ms", &vlab::LabTiming::firmware_up_ms}};
+
 struct Args {
   std::vector<std::string> positional;
   std::map<std::string, std::string> options;  // --name value (or "" for flags)
@@ -109,8 +152,10 @@ struct Args {
 // Options may come anywhere among the positional words; after `--` every word is positional.
 // `vlab ssh` passes only the words before its remote command (vlab_ssh_remote_start).
 Args parse(const std::vector<std::string>& words, size_t first) {
-  static const std::map<std::string, bool> kKnown = {{"--cache", true}, {"--timeout", true}, {"--lab", true},
-                                                     {"--json", false}, {"--help", false},   {"-h", false}};
+  static const std::map<std::string, bool> kKnown = {
+      {"--cache", true},     {"--timeout", true}, {"--lab", true},           {"--json", false},
+      {"--help", false},     {"-h", false},       {"--preset", true},        {"--switching-ms", true},
+      {"--nic-model", true}, {"--los-ms", true},  {"--firmware-up-ms", true}};
   Args a;
   for (size_t i = first; i < words.size(); ++i) {
     const std::string& w = words[i];
@@ -212,6 +257,29 @@ int cmd_up(const Args& a, std::ostream& out, std::ostream& err) {
   }
 }
 
+std::string lab_dir_for(const Args& a, const std::string& name_or_file);
+
+void print_timing(const std::string& lab, const vlab::TimingState& t, bool json, std::ostream& out) {
+  if (json) {
+    out << vlab::timing_to_json(lab, t);
+  } else {
+    out << fmt::format("lab {} timing (generation {}): {}\n", lab, t.generation, t.summary());
+  }
+}
+
+int cmd_timing(const Args& a, std::ostream& out, std::ostream&) {
+  if (a.positional.size() > 1) throw UsageError("usage: ocslab vlab timing NAME [OPTIONS] (ocslab vlab timing --help)");
+  vlab::LabTiming t;
+  for (const auto& [option, field] : kTimingOptions) {
+    if (a.has(option)) t.*field = a.get(option);
+  }
+  std::string dir = lab_dir_for(a, a.positional.empty() ? "" : a.positional[0]);
+  std::string lab = fs::path(dir).filename().string();
+  vlab::TimingState now = t.empty() ? vlab::lab_timing(dir) : vlab::set_lab_timing(dir, t, std::chrono::seconds(10));
+  print_timing(lab, now, a.has("--json"), out);
+  return kExitOk;
+}
+
 std::string lab_dir_for(const Args& a, const std::string& name_or_file) {
   std::string name = name_or_file;
   if (name.size() > 5 && (name.ends_with(".yaml") || name.ends_with(".yml"))) name = vlab::load_lab_spec(name).name;
@@ -249,6 +317,8 @@ int cmd_status(const Args& a, std::ostream& out, std::ostream&) {
   } else {
     for (const auto& l : labs) {
       out << fmt::format("{}: {}{}\n", l.name, l.phase, l.error.empty() ? "" : " (" + l.error + ")");
+      out << fmt::format("  timing: {}{}\n", l.timing.summary(),
+                         l.timing.error.empty() ? "" : "; last change refused: " + l.timing.error);
       for (const auto& h : l.hosts) {
         if (!h.alive)
           out << fmt::format("  {} is DEAD: {}; console log {}\n", h.name, h.exit.empty() ? "gone" : h.exit,
@@ -351,9 +421,15 @@ int run_vlab(const std::vector<std::string>& args, std::ostream& out, std::ostre
   auto remote = args.begin() + static_cast<std::ptrdiff_t>(sub == "ssh" ? vlab_ssh_remote_start(args) : args.size());
   Args a = parse(std::vector<std::string>(args.begin(), remote), 2);
   if (a.has("--help")) {
-    out << kVlabHelp;
+    out << (sub == "timing" ? kTimingHelp : kVlabHelp);
     return kExitOk;
   }
+  if (sub != "timing") {
+    for (const auto& [option, field] : kTimingOptions) {
+      if (a.has(option)) throw UsageError(option + " only applies to `ocslab vlab timing`");
+    }
+  }
+  if (sub == "timing") return cmd_timing(a, out, err);
   if (sub == "up") return cmd_up(a, out, err);
   if (sub == "down") return cmd_down(a, out, err);
   if (sub == "status") return cmd_status(a, out, err);

@@ -20,6 +20,7 @@
 #include "ocslab/ocsctl/ssh_session.h"
 #include "ocslab/vlab/guest_config.h"
 #include "ocslab/vlab/lab_spec.h"
+#include "ocslab/vlab/lab_timing.h"
 #include "ocslab/vlab/lan_hub.h"
 
 namespace fs = std::filesystem;
@@ -481,6 +482,17 @@ void stop_hosts(LabState& s) {
   }
 }
 
+// SIGHUP: <dir>/timing.yaml becomes the emulator's timing, or its error is recorded.
+void reload_timing(LabState& s, emu::Emulator& emulator) {
+  reload_lab_timing(s, emulator);
+  if (s.timing.error.empty()) {
+    spdlog::info("lab {}: timing {} applied: {}", s.name, s.timing.generation, s.timing.summary());
+  } else {
+    spdlog::error("lab {}: timing {} refused: {}", s.name, s.timing.generation, s.timing.error);
+  }
+  s.save();
+}
+
 }  // namespace
 
 int lab_supervise(const std::string& dir) {
@@ -517,6 +529,7 @@ int lab_supervise(const std::string& dir) {
     s.netconf_port = ports.netconf.value_or(0);
     s.scpi_port = ports.scpi.value_or(0);
     s.events_port = emulator->events_port().value_or(0);
+    s.timing = initial_timing(emulator->config());
     auto circuits = spec.initial_circuits();
     if (!circuits.empty()) {
       auto err = emulator->call([&] { return emulator->model().connect(circuits, [] {}); });
@@ -543,7 +556,10 @@ int lab_supervise(const std::string& dir) {
         s.save();
         continue;
       }
-      if (sig == SIGHUP) continue;
+      if (sig == SIGHUP) {
+        reload_timing(s, *emulator);
+        continue;
+      }
       spdlog::info("lab {}: stopping ({})", s.name, strsignal(sig));
       break;
     }

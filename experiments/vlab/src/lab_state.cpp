@@ -49,7 +49,64 @@ NicState nic_from(const json& j) {
   return n;
 }
 
+json distribution_json(const emu::Distribution& d) {
+  using K = emu::Distribution::Kind;
+  switch (d.kind) {
+    case K::kUniform:
+      return {{"kind", "uniform"}, {"low_ms", d.a_ms}, {"high_ms", d.b_ms}, {"text", d.to_string()}};
+    case K::kNormal:
+      return {{"kind", "normal"},
+              {"mean_ms", d.a_ms},
+              {"sd_ms", d.b_ms},
+              {"floor_ms", d.floor_ms},
+              {"text", d.to_string()}};
+    case K::kFixed:
+      break;
+  }
+  return {{"kind", "fixed"}, {"ms", d.a_ms}, {"text", d.to_string()}};
+}
+
+emu::Distribution distribution_from(const json& j) {
+  std::string kind = j.value("kind", "fixed");
+  if (kind == "uniform") return emu::Distribution::uniform(j.at("low_ms"), j.at("high_ms"));
+  if (kind == "normal") return emu::Distribution::normal(j.at("mean_ms"), j.at("sd_ms"), j.at("floor_ms"));
+  return emu::Distribution::fixed(j.value("ms", 0.0));
+}
+
+json timing_json(const TimingState& t) {
+  return {{"switch_preset", t.switch_preset},
+          {"switching", distribution_json(t.switching)},
+          {"nic_model", t.nic_model},
+          {"los_ms", t.los_ms},
+          {"firmware_up", distribution_json(t.firmware_up)},
+          {"rapid_window_ms", t.rapid_window_ms},
+          {"rapid_extra", distribution_json(t.rapid_extra)},
+          {"summary", t.summary()}};
+}
+
+void timing_from(const json& j, TimingState& t) {
+  t.generation = j.value("timing_generation", uint64_t{0});
+  t.error = j.value("timing_error", "");
+  if (!j.contains("timing")) return;
+  const json& v = j.at("timing");
+  t.switch_preset = v.value("switch_preset", "");
+  t.switching = distribution_from(v.value("switching", json::object()));
+  t.nic_model = v.value("nic_model", "");
+  t.los_ms = v.value("los_ms", 0.0);
+  t.firmware_up = distribution_from(v.value("firmware_up", json::object()));
+  t.rapid_window_ms = v.value("rapid_window_ms", 0.0);
+  t.rapid_extra = distribution_from(v.value("rapid_extra", json::object()));
+}
+
 }  // namespace
+
+std::string TimingState::summary() const {
+  std::string out = fmt::format("switch {} ({})", switch_preset.empty() ? "?" : switch_preset, switching.to_string());
+  if (nic_model.empty()) return out + ", no NICs";
+  out += fmt::format(", NICs {} (up {}, LOS {} ms", nic_model, firmware_up.to_string(), los_ms);
+  if (rapid_window_ms > 0) out += fmt::format(", +{} within {} ms", rapid_extra.to_string(), rapid_window_ms);
+  return out + ")";
+}
 
 std::string LabState::switch_url() const { return fmt::format("tl1://{}@127.0.0.1:{}", switch_user, tl1_port); }
 
@@ -101,7 +158,10 @@ std::string LabState::to_json() const {
               {"scpi_port", scpi_port}}},
             {"client_key", client_key()},
             {"known_hosts", known_hosts()},
-            {"hosts", hs}};
+            {"hosts", hs},
+            {"timing_generation", timing.generation},
+            {"timing_error", timing.error},
+            {"timing", timing_json(timing)}};
   return j.dump(2) + "\n";
 }
 
@@ -143,6 +203,7 @@ LabState LabState::from_json(const std::string& text, const std::string& origin)
       hs.exit = h.value("exit", "");
       s.hosts.push_back(std::move(hs));
     }
+    timing_from(j, s.timing);
     return s;
   } catch (const json::exception& e) {
     throw Error(origin + ": not a virtual-lab state file: " + e.what());
@@ -166,6 +227,14 @@ LabState LabState::load(const std::string& dir) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return from_json(ss.str(), path);
+}
+
+std::string timing_to_json(const std::string& lab, const TimingState& timing) {
+  json j = {{"lab", lab},
+            {"timing_generation", timing.generation},
+            {"timing_error", timing.error},
+            {"timing", timing_json(timing)}};
+  return j.dump(2) + "\n";
 }
 
 std::string default_cache_dir() {

@@ -158,6 +158,34 @@ void Emulator::stop() {
   started_ = false;
 }
 
+void Emulator::retime(const TimingUpdate& update) {
+  if (!started_) {
+    apply_timing(update);  // no loop thread yet: nothing else touches the model
+    return;
+  }
+  call([this, &update] {
+    apply_timing(update);
+    return 0;
+  });
+}
+
+void Emulator::apply_timing(const TimingUpdate& update) {
+  if (update.switching) {
+    config_.sw.switching = *update.switching;
+    model_->set_switching(*update.switching);
+    truth_.record("switch", "timing", "switching_mean", update.switching->mean_ms(), "ms");
+  }
+  if (update.nic_link) {
+    for (size_t i = 0; i < config_.nics.size(); ++i) {
+      config_.nics[i].link = *update.nic_link;
+      config_.nics[i].link_preset = update.nic_preset;
+      if (i < links_.size()) links_[i]->set_params(*update.nic_link);
+      truth_.record("emulator", config_.nics[i].attachment.name, "firmware_up_mean",
+                    update.nic_link->firmware_up.mean_ms(), "ms");
+    }
+  }
+}
+
 BoundPorts Emulator::ports() const { return control_ ? control_->ports() : BoundPorts{}; }
 
 std::string Emulator::known_hosts(const std::string& host, int port) const {

@@ -39,6 +39,18 @@ Port as_port(const YamlDoc& doc, const YAML::Node& n) {
   return static_cast<Port>(v);
 }
 
+// The switch preset named at `node` (the whole switch section's defaults), errors at `where`
+// when node is absent.
+SwitchParams switch_preset(const YamlDoc& doc, const YAML::Node& node, const YAML::Node& where,
+                           std::string& preset_name) {
+  preset_name = node ? as_string(doc, node) : "polatis-6000";
+  try {
+    return SwitchParams::preset(preset_name);
+  } catch (const Error& e) {
+    throw config_error(doc, node ? node : where, e.what());
+  }
+}
+
 }  // namespace
 
 NicLinkParams parse_nic_link(const YamlDoc& doc, const YAML::Node& n, std::string& preset_name) {
@@ -81,12 +93,7 @@ EmulatorConfig parse_emulator_config(const YamlDoc& doc) {
             {"name", "preset", "size", "switching_ms", "ack", "blocking", "replace_patched", "insertion_loss_db",
              "dark_floor_dbm", "seed", "identity", "listen", "user", "password", "prompt", "autonomous",
              "netconf_revision", "host_key"});
-  cfg.preset = sw["preset"] ? as_string(doc, sw["preset"]) : "polatis-6000";
-  try {
-    cfg.sw = SwitchParams::preset(cfg.preset);
-  } catch (const Error& e) {
-    throw config_error(doc, sw["preset"] ? sw["preset"] : sw, e.what());
-  }
+  cfg.sw = switch_preset(doc, sw["preset"], sw, cfg.preset);
   if (sw["name"]) cfg.sw.name = as_string(doc, sw["name"]);
   if (sw["size"]) {
     // Exactly "NxM": sscanf("%d%c%d") took trailing text, and its n + m overflowed int for
@@ -230,6 +237,24 @@ EmulatorConfig parse_emulator_config(const YamlDoc& doc) {
     }
   }
   return cfg;
+}
+
+TimingUpdate parse_timing_update(const YamlDoc& doc) {
+  const YAML::Node& root = doc.root;
+  TimingUpdate u;
+  if (!root.IsDefined() || root.IsNull()) return u;
+  if (!root.IsMap()) throw config_error(doc, root, "expected a mapping with 'switch' and/or 'nic_model'");
+  only_keys(doc, root, {"switch", "nic_model"});
+  if (const YAML::Node sw = root["switch"]) {
+    if (!sw.IsMap()) throw config_error(doc, sw, "expected a mapping with 'preset' and/or 'switching_ms'");
+    only_keys(doc, sw, {"preset", "switching_ms"});
+    u.switch_preset = "custom";
+    if (sw["preset"]) u.switching = switch_preset(doc, sw["preset"], sw, u.switch_preset).switching;
+    if (sw["switching_ms"]) u.switching = Distribution::from_yaml(doc, sw["switching_ms"]);
+    if (!u.switching) throw config_error(doc, sw, "give 'preset' and/or 'switching_ms'");
+  }
+  if (root["nic_model"]) u.nic_link = parse_nic_link(doc, root["nic_model"], u.nic_preset);
+  return u;
 }
 
 EmulatorConfig load_emulator_config(const std::string& path) { return parse_emulator_config(load_yaml_file(path)); }

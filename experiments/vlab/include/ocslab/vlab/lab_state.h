@@ -5,9 +5,12 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "ocslab/emulator/distribution.h"
 
 namespace ocslab::vlab {
 
@@ -40,6 +43,23 @@ struct HostState {
   std::string exit;  // how it ended, when it did
 };
 
+// The timing the lab's emulator runs with: from the lab file at boot, then from every
+// timing.yaml the supervisor applied on SIGHUP (`ocslab vlab timing`).
+struct TimingState {
+  uint64_t generation = 0;    // reloads handled (applied or refused); 0: the lab file's timing
+  std::string error;          // why the last reload was refused; empty when it applied
+  std::string switch_preset;  // preset name, or "custom"
+  emu::Distribution switching;
+  std::string nic_model;  // preset name, "custom", or "mixed" (the lab file gives NICs different models)
+  double los_ms = 0;
+  emu::Distribution firmware_up;
+  double rapid_window_ms = 0;
+  emu::Distribution rapid_extra;
+
+  // One line: "switch polatis-6000 (fixed 25 ms), NICs cx6dx-autoneg (up normal ..., LOS 1 ms)".
+  std::string summary() const;
+};
+
 struct LabState {
   std::string name;
   std::string dir;                 // the run folder
@@ -51,6 +71,7 @@ struct LabState {
   std::string switch_user, switch_password;
   int tl1_port = 0, events_port = 0, netconf_port = 0, scpi_port = 0;
   std::vector<HostState> hosts;
+  TimingState timing;  // state.json: timing_generation, timing_error, timing {...}
 
   std::string switch_url() const;  // tl1://admin@127.0.0.1:PORT
   std::string host_dir(const std::string& host) const { return dir + "/hosts/" + host; }
@@ -58,6 +79,7 @@ struct LabState {
   std::string known_hosts() const { return dir + "/known_hosts"; }
   std::string inventory() const { return dir + "/inventory.yml"; }
   std::string ground_truth() const { return dir + "/ground-truth.csv"; }
+  std::string timing_file() const { return dir + "/timing.yaml"; }
   const HostState& host(const std::string& name) const;  // throws Error naming the known hosts
 
   std::string to_json() const;
@@ -66,6 +88,10 @@ struct LabState {
   void save() const;
   static LabState load(const std::string& dir);
 };
+
+// {"lab", "timing_generation", "timing_error", "timing": {...}}: the timing fields of state.json
+// with the lab's name (`ocslab vlab timing --json`).
+std::string timing_to_json(const std::string& lab, const TimingState& timing);
 
 // $OCSLAB_VLAB_CACHE, else $HOME/.cache/ocslab/vlab.
 std::string default_cache_dir();

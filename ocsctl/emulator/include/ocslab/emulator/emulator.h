@@ -50,8 +50,15 @@ class Emulator {
   // The model, for use inside call().
   SwitchModel& model() { return *model_; }
 
+  // Replaces the switching time and/or every NIC's link model (what `update` holds) on the
+  // event loop: circuit moves and light changes that start afterwards use the new timing,
+  // those under way keep their draw. Each change is a ground-truth row (signals
+  // switching_mean on the switch, firmware_up_mean per NIC, in ms). config() follows it.
+  void retime(const TimingUpdate& update);
+
  private:
   void start_events_server();
+  void apply_timing(const TimingUpdate& update);  // on the loop thread
 
   EmulatorConfig config_;
   boost::asio::io_context io_;

@@ -62,4 +62,19 @@ EmulatorConfig load_emulator_config(const std::string& path);
 NicLinkParams parse_nic_link(const YamlDoc& doc, const YAML::Node& node, std::string& preset_name);
 EmulatorConfig parse_emulator_config(const YamlDoc& doc);
 
+// A new timing for a running emulator: the switch's switching time and every NIC's link
+// model, each optional (absent: unchanged).
+struct TimingUpdate {
+  std::optional<Distribution> switching;
+  std::string switch_preset;  // the preset the switching time came from; "custom" for switching_ms alone
+  std::optional<NicLinkParams> nic_link;
+  std::string nic_preset;  // as parse_nic_link names it
+  bool empty() const { return !switching && !nic_link; }
+};
+
+// A timing file: {switch: {preset: NAME, switching_ms: DIST}, nic_model: MODEL}, both
+// optional, each in exactly the lab file's syntax (switching_ms wins over the preset's
+// time). Throws ConfigError "file:line:col: ..." like the lab file's parser.
+TimingUpdate parse_timing_update(const YamlDoc& doc);
+
 }  // namespace ocslab::emu

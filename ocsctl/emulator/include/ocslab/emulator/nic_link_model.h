@@ -49,6 +49,10 @@ class NicLinkModel {
   bool link_up() const { return link_up_; }
   bool light() const { return light_; }
   const std::string& name() const { return name_; }
+  const NicLinkParams& params() const { return params_; }
+  // The link model of light changes from now on; a transition already pending keeps its
+  // delay. Call on the io_context thread.
+  void set_params(const NicLinkParams& p) { params_ = p; }
 
   // Sets the initial state without delays (at emulator start). Call on the io_context thread.
   void force(bool up);

@@ -60,6 +60,8 @@ class SwitchModel {
   SwitchModel(boost::asio::io_context& io, SwitchParams params, GroundTruth& truth);
 
   const SwitchParams& params() const { return params_; }
+  // The switching time of moves that start from now on; a move under way keeps its draw.
+  void set_switching(const Distribution& d) { params_.switching = d; }
   int total_ports() const { return params_.ingress_ports + params_.egress_ports; }
   bool is_ingress(Port p) const { return p >= 1 && p <= params_.ingress_ports; }
   bool is_egress(Port p) const { return p > params_.ingress_ports && p <= total_ports(); }

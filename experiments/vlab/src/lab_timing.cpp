@@ -1,0 +1,224 @@
+#include "ocslab/vlab/lab_timing.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <thread>
+
+#include "ocslab/common/error.h"
+#include "ocslab/common/process.h"
+#include "ocslab/emulator/lab_config.h"
+#include "ocslab/vlab/lab_control.h"
+
+using namespace std::chrono_literals;
+
+namespace ocslab::vlab {
+
+namespace {
+
+constexpr size_t kMaxTimingFile = 64 * 1024;
+
+// One option's value as YAML, checked by the lab file's own parser for that key. The parser
+// names its input "--option:1:1"; the user typed the option, so the message names it and the
+// value instead.
+template <class Check>
+YAML::Node checked_value(const std::string& option, const std::string& value, Check check) {
+  try {
+    YamlDoc doc = load_yaml_string(value, option);
+    check(doc, doc.root);
+    return doc.root;
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    auto colon = msg.rfind(option, 0) == 0 ? msg.find(": ") : std::string::npos;
+    if (colon != std::string::npos) msg = msg.substr(colon + 2);
+    throw ConfigError(option + " '" + value + "': " + msg);
+  }
+}
+
+YAML::Node delay_node(const std::string& option, const std::string& value) {
+  auto node =
+      checked_value(option, value, [](const YamlDoc& d, const YAML::Node& n) { emu::delay_ms_from_yaml(d, n); });
+  node.SetStyle(YAML::EmitterStyle::Flow);
+  return node;
+}
+
+YAML::Node distribution_node(const std::string& option, const std::string& value) {
+  auto node =
+      checked_value(option, value, [](const YamlDoc& d, const YAML::Node& n) { emu::Distribution::from_yaml(d, n); });
+  node.SetStyle(YAML::EmitterStyle::Flow);
+  return node;
+}
+
+YAML::Node preset_node(const std::string& option, const std::string& value, bool nic) {
+  return checked_value(option, value, [nic](const YamlDoc&, const YAML::Node& n) {
+    if (!n.IsScalar()) throw Error("expected a preset name");
+    if (nic) {
+      emu::NicLinkParams::preset(n.Scalar());
+    } else {
+      emu::SwitchParams::preset(n.Scalar());
+    }
+  });
+}
+
+YAML::Node nic_model_node(const LabTiming& t) {
+  YAML::Node preset;
+  if (t.nic_model) preset = preset_node("--nic-model", *t.nic_model, true);
+  if (!t.los_ms && !t.firmware_up_ms) return preset;
+  YAML::Node m;
+  if (t.nic_model) m["preset"] = preset;
+  if (t.los_ms) m["los_ms"] = delay_node("--los-ms", *t.los_ms);
+  if (t.firmware_up_ms) m["firmware_up_ms"] = distribution_node("--firmware-up-ms", *t.firmware_up_ms);
+  return m;
+}
+
+LabState running_lab(const std::string& lab_dir) {
+  LabState s = lab_status(lab_dir);
+  if (s.phase != "running") {
+    throw Error(fmt::format("lab {} is not running ({}{})", s.name, s.phase, s.error.empty() ? "" : ": " + s.error));
+  }
+  return s;
+}
+
+// Atomic: a supervisor reading on an early SIGHUP sees the old file or the new one, never half.
+void write_timing_file(const std::string& path, const std::string& text) {
+  std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  ::unlink(tmp.c_str());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) throw SystemError("cannot create " + tmp, errno);
+  size_t off = 0;
+  while (off < text.size()) {
+    ssize_t n = ::write(fd, text.data() + off, text.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int e = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw SystemError("cannot write " + tmp, e);
+    }
+    off += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    throw SystemError("cannot replace " + path, e);
+  }
+}
+
+// The file as text; a symlink, a non-file or an oversized file is refused.
+std::string read_timing_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0 && errno == ELOOP) throw Error(path + " is a symbolic link; refused");
+  if (fd < 0) throw SystemError("cannot open " + path, errno);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<size_t>(st.st_size) > kMaxTimingFile) {
+    ::close(fd);
+    throw Error(path + " is not a regular file of at most 64 KiB; refused");
+  }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  ssize_t n = ::read(fd, text.data(), text.size());
+  ::close(fd);
+  if (n < 0) throw SystemError("cannot read " + path, errno);
+  text.resize(static_cast<size_t>(n));
+  return text;
+}
+
+void record_applied(TimingState& t, const emu::TimingUpdate& u) {
+  if (u.switching) {
+    t.switch_preset = u.switch_preset;
+    t.switching = *u.switching;
+  }
+  if (u.nic_link) {
+    t.nic_model = u.nic_preset;
+    t.los_ms = u.nic_link->los_ms;
+    t.firmware_up = u.nic_link->firmware_up;
+    t.rapid_window_ms = u.nic_link->rapid_window_ms;
+    t.rapid_extra = u.nic_link->rapid_extra;
+  }
+}
+
+}  // namespace
+
+bool LabTiming::empty() const { return !switch_preset && !switching_ms && !nic_model && !los_ms && !firmware_up_ms; }
+
+std::string timing_yaml(const LabTiming& t) {
+  YAML::Node root(YAML::NodeType::Map);
+  if (t.switch_preset || t.switching_ms) {
+    YAML::Node sw;
+    if (t.switch_preset) sw["preset"] = preset_node("--preset", *t.switch_preset, false);
+    if (t.switching_ms) sw["switching_ms"] = distribution_node("--switching-ms", *t.switching_ms);
+    root["switch"] = sw;
+  }
+  if (t.nic_model || t.los_ms || t.firmware_up_ms) root["nic_model"] = nic_model_node(t);
+  YAML::Emitter out;
+  out << root;
+  std::string text = std::string("# written by `ocslab vlab timing`\n") + out.c_str() + "\n";
+  emu::parse_timing_update(load_yaml_string(text, "timing.yaml"));  // what the supervisor will read
+  return text;
+}
+
+TimingState lab_timing(const std::string& lab_dir) { return running_lab(lab_dir).timing; }
+
+TimingState set_lab_timing(const std::string& lab_dir, const LabTiming& t, std::chrono::milliseconds wait) {
+  std::string text = timing_yaml(t);
+  LabState s = running_lab(lab_dir);
+  write_timing_file(s.timing_file(), text);
+  const uint64_t before = s.timing.generation;
+  if (::kill(s.supervisor_pid, SIGHUP) != 0) {
+    int err = errno;
+    throw SystemError(fmt::format("lab {}: cannot signal its supervisor (pid {})", s.name, s.supervisor_pid), err);
+  }
+  auto deadline = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    LabState now = LabState::load(lab_dir);
+    if (now.timing.generation > before) {
+      if (!now.timing.error.empty()) throw Error("lab " + now.name + " refused the timing: " + now.timing.error);
+      return now.timing;
+    }
+    if (!process_alive(s.supervisor_pid)) throw Error("lab " + s.name + " is not running (its supervisor is gone)");
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw Error(fmt::format("lab {} did not apply the timing within {} ms (supervisor pid {}, log {}/supervisor.log)",
+                              s.name, wait.count(), s.supervisor_pid, lab_dir));
+    }
+    std::this_thread::sleep_for(20ms);  // state.json is a file: there is no event to wait on
+  }
+}
+
+void reload_lab_timing(LabState& lab, emu::Emulator& emulator) {
+  ++lab.timing.generation;
+  try {
+    const std::string path = lab.timing_file();
+    emu::TimingUpdate u = emu::parse_timing_update(load_yaml_string(read_timing_file(path), path));
+    emulator.retime(u);
+    record_applied(lab.timing, u);
+    lab.timing.error.clear();
+  } catch (const std::exception& e) {
+    lab.timing.error = e.what();
+  }
+}
+
+TimingState initial_timing(const emu::EmulatorConfig& config) {
+  TimingState t;
+  t.switch_preset = config.preset;
+  t.switching = config.sw.switching;
+  if (config.nics.empty()) return t;
+  const emu::NicConfig& first = config.nics.front();
+  t.nic_model = first.link_preset;
+  t.los_ms = first.link.los_ms;
+  t.firmware_up = first.link.firmware_up;
+  t.rapid_window_ms = first.link.rapid_window_ms;
+  t.rapid_extra = first.link.rapid_extra;
+  for (const auto& n : config.nics) {
+    bool same = n.link_preset == first.link_preset && n.link.los_ms == first.link.los_ms &&
+                n.link.firmware_up.to_string() == first.link.firmware_up.to_string();
+    if (!same) t.nic_model = "mixed";
+  }
+  return t;
+}
+
+}  // namespace ocslab::vlab

@@ -1,0 +1,246 @@
+// Re-timing a running emulator: the timing file's parser (the lab file's syntax and errors)
+// and Emulator::retime on a started emulator, measured from the ground truth it records. The
+// NIC case attaches one UDP NIC whose QEMU end is a minimal QMP responder on a unix socket.
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <condition_variable>
+#include <cstring>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "ocslab/common/clock.h"
+#include "ocslab/common/process.h"
+#include "ocslab/emulator/emulator.h"
+#include "ocslab/emulator/lab_config.h"
+#include "ocslab/testing/sshd_fixture.h"
+
+using namespace ocslab;
+using namespace ocslab::emu;
+using Catch::Contains;
+
+namespace {
+
+TimingUpdate parse(const std::string& text) { return parse_timing_update(load_yaml_string(text, "timing.yaml")); }
+
+// Waits (on ground-truth events, not a clock) for the first sample at or after `since` that
+// matches; empty after timeout.
+std::optional<Sample> await_sample(GroundTruth& truth, const std::string& subject, const std::string& signal,
+                                   double value, int64_t since, std::chrono::milliseconds timeout) {
+  auto match = [&](const Sample& s) {
+    return s.subject == subject && s.signal == signal && s.value == value && s.mono_ns >= since;
+  };
+  std::mutex m;
+  std::condition_variable cv;
+  std::optional<Sample> found;
+  int id = truth.subscribe([&](const Sample& s) {
+    if (!match(s)) return;
+    std::lock_guard lock(m);
+    if (!found) found = s;
+    cv.notify_all();
+  });
+  for (const auto& s : truth.samples()) {
+    if (match(s)) {
+      std::lock_guard lock(m);
+      if (!found) found = s;
+    }
+  }
+  std::unique_lock lock(m);
+  cv.wait_for(lock, timeout, [&] { return found.has_value(); });
+  auto out = found;
+  lock.unlock();
+  truth.unsubscribe(id);
+  return out;
+}
+
+double gap_ms(const Sample& from, const Sample& to) { return static_cast<double>(to.mono_ns - from.mono_ns) / 1e6; }
+
+// QEMU's QMP as the link driver sees it: a greeting, then {"return": {}} for every command.
+class QmpResponder {
+ public:
+  explicit QmpResponder(std::string path) : path_(std::move(path)) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path_.c_str(), sizeof(addr.sun_path) - 1);
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+    REQUIRE(::listen(fd_, 4) == 0);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~QmpResponder() {
+    stop_ = true;
+    thread_.join();
+    ::close(fd_);
+  }
+
+ private:
+  void serve() {
+    int client = -1;
+    std::string buffer;
+    while (!stop_) {
+      pollfd p[2] = {{fd_, POLLIN, 0}, {client, POLLIN, 0}};
+      if (::poll(p, client >= 0 ? 2 : 1, 20) <= 0) continue;
+      if (p[0].revents & POLLIN) {
+        if (client >= 0) ::close(client);
+        client = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        send(client, R"({"QMP": {"version": {}, "capabilities": []}})");
+      }
+      if (client >= 0 && (p[1].revents & (POLLIN | POLLHUP))) {
+        char chunk[1024];
+        ssize_t n = ::recv(client, chunk, sizeof(chunk), 0);
+        if (n <= 0) {
+          ::close(client);
+          client = -1;
+          continue;
+        }
+        buffer.append(chunk, static_cast<size_t>(n));
+        for (auto nl = buffer.find('\n'); nl != std::string::npos; nl = buffer.find('\n')) {
+          buffer.erase(0, nl + 1);
+          send(client, R"({"return": {}})");
+        }
+      }
+    }
+    if (client >= 0) ::close(client);
+  }
+  static void send(int fd, const std::string& line) {
+    std::string l = line + "\r\n";
+    (void)::send(fd, l.data(), l.size(), MSG_NOSIGNAL);
+  }
+
+  std::string path_;
+  int fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+EmulatorConfig small_switch(double switching_ms) {
+  return parse_emulator_config(
+      load_yaml_string("switch: {size: 4x4, switching_ms: " + std::to_string(switching_ms) + "}\n", "lab.yaml"));
+}
+
+// Starts a connect on the loop; the future is ready (with its monotonic time) at the ack.
+std::future<int64_t> start_connect(Emulator& emu, Port in, Port out, std::shared_ptr<std::promise<int64_t>> p) {
+  auto fut = p->get_future();
+  auto err = emu.call([&] { return emu.model().connect({{in, out}}, [p] { p->set_value(monotonic_ns()); }); });
+  REQUIRE_FALSE(err);
+  return fut;
+}
+
+}  // namespace
+
+TEST_CASE("a timing file takes the lab file's switch preset, switching_ms and nic_model", "[emulator][timing]") {
+  TimingUpdate u = parse("switch: {preset: mems-3d}\n");
+  REQUIRE(u.switching);
+  CHECK(u.switching->mean_ms() == SwitchParams::preset("mems-3d").switching.mean_ms());
+  CHECK(u.switch_preset == "mems-3d");
+  CHECK_FALSE(u.nic_link);
+
+  u = parse("switch:\n  preset: rotor\n  switching_ms: {uniform: [10, 20]}\n");
+  CHECK(u.switching->to_string() == "uniform 10..20 ms");
+  CHECK(u.switch_preset == "rotor");
+
+  u = parse("switch: {switching_ms: 7}\nnic_model: cx6dx-no-autoneg\n");
+  CHECK(u.switching->to_string() == "fixed 7 ms");
+  CHECK(u.switch_preset == "custom");
+  REQUIRE(u.nic_link);
+  CHECK(u.nic_preset == "cx6dx-no-autoneg");
+  CHECK(u.nic_link->firmware_up.mean_ms() == 3000);
+
+  u = parse("nic_model: {preset: cx6dx-autoneg, los_ms: 4, firmware_up_ms: 50}\n");
+  CHECK_FALSE(u.switching);
+  CHECK(u.nic_preset == "cx6dx-autoneg");
+  CHECK(u.nic_link->los_ms == 4);
+  CHECK(u.nic_link->firmware_up.to_string() == "fixed 50 ms");
+  CHECK(u.nic_link->rapid_window_ms == NicLinkParams::preset("cx6dx-autoneg").rapid_window_ms);
+
+  CHECK(parse("").empty());
+}
+
+TEST_CASE("timing file errors name file:line:col like the lab file's", "[emulator][timing]") {
+  CHECK_THROWS_WITH(parse("switch: {preset: warp-drive}\n"),
+                    Contains("timing.yaml:1:18: unknown switch preset 'warp-drive' (known: polatis-6000"));
+  CHECK_THROWS_WITH(parse("switch:\n  switching_ms: -3\n"), Contains("timing.yaml:2:17: a delay cannot be negative"));
+  CHECK_THROWS_WITH(parse("switch: {switching_ms: {uniform: [9, 2]}}\n"),
+                    Contains("timing.yaml:1:34: uniform: HI is below LO"));
+  CHECK_THROWS_WITH(parse("switch: {}\n"), Contains("timing.yaml:1:9: give 'preset' and/or 'switching_ms'"));
+  CHECK_THROWS_WITH(parse("switch: {size: 8x8}\n"), Contains("timing.yaml:1:10: unknown key 'size'"));
+  CHECK_THROWS_WITH(parse("nics: []\n"), Contains("timing.yaml:1:1: unknown key 'nics'"));
+  CHECK_THROWS_WITH(parse("nic_model: fast\n"), Contains("timing.yaml:1:12: unknown NIC link preset 'fast'"));
+  CHECK_THROWS_WITH(parse("nic_model:\n  firmware_up_ms: abc\n"),
+                    Contains("timing.yaml:2:19: expected a number of milliseconds, got 'abc'"));
+  CHECK_THROWS_WITH(parse("- 1\n"), Contains("timing.yaml:1:1: expected a mapping"));
+}
+
+TEST_CASE("retime: the next connect takes the new switching time, a move under way keeps its draw",
+          "[emulator][timing]") {
+  Emulator emu(small_switch(1000));
+  emu.start();
+  auto slow = start_connect(emu, 1, 5, std::make_shared<std::promise<int64_t>>());
+  emu.retime(parse("switch: {switching_ms: 20}\n"));
+  int64_t t_fast = monotonic_ns();
+  auto fast = start_connect(emu, 2, 6, std::make_shared<std::promise<int64_t>>());
+  REQUIRE(fast.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+  double fast_ms = static_cast<double>(fast.get() - t_fast) / 1e6;
+  CHECK(fast_ms >= 20.0);
+  CHECK(fast_ms < 1000.0);
+  // The move that started before the change is still switching with its 1000 ms draw.
+  CHECK(slow.wait_for(std::chrono::seconds(0)) == std::future_status::timeout);
+  REQUIRE(slow.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+
+  std::map<std::string, double> drawn;  // switch_start records the drawn time, in ms
+  std::optional<double> mean;
+  for (const auto& s : emu.truth().samples()) {
+    if (s.signal == "switch_start") drawn[s.subject] = s.value;
+    if (s.signal == "switching_mean" && s.subject == "timing") mean = s.value;
+  }
+  CHECK(drawn["1-5"] == 1000.0);
+  CHECK(drawn["2-6"] == 20.0);
+  CHECK(mean == 20.0);
+  CHECK(emu.config().sw.switching.to_string() == "fixed 20 ms");
+  emu.stop();
+}
+
+TEST_CASE("retime: every NIC's new firmware_up applies to the next light return", "[emulator][timing]") {
+  testing::TempDir dir;
+  QmpResponder qmp(dir.path() + "/qmp.sock");
+  int listen = free_loopback_port(SOCK_DGRAM), peer = free_loopback_port(SOCK_DGRAM);
+  std::string lab = fmt::format(
+      "switch: {{size: 4x4, switching_ms: 1}}\n"
+      "nic_model: {{firmware_up_ms: 400}}\n"
+      "nics:\n"
+      "  - {{name: n1, tx_port: 1, rx_port: 5, udp: {{listen: 127.0.0.1:{}, peer: 127.0.0.1:{}}},\n"
+      "     qmp: {{socket: {}/qmp.sock, netdev: d1}}}}\n",
+      listen, peer, dir.path());
+  Emulator emu(parse_emulator_config(load_yaml_string(lab, "lab.yaml")));
+  emu.start();
+  auto light_to_link_ms = [&](int64_t since) {
+    auto lit = await_sample(emu.truth(), "n1", "light", 1, since, std::chrono::seconds(5));
+    REQUIRE(lit);
+    auto up = await_sample(emu.truth(), "n1", "link", 1, lit->mono_ns, std::chrono::seconds(5));
+    REQUIRE(up);
+    return gap_ms(*lit, *up);
+  };
+
+  int64_t t0 = monotonic_ns();
+  auto lit_ack = start_connect(emu, 1, 5, std::make_shared<std::promise<int64_t>>());
+  CHECK(light_to_link_ms(t0) >= 400.0);
+  emu.call([&] { return emu.model().disconnect({1}); });
+  REQUIRE(await_sample(emu.truth(), "n1", "link", 0, t0, std::chrono::seconds(5)));
+
+  emu.retime(parse("nic_model: {firmware_up_ms: 30}\n"));
+  int64_t t1 = monotonic_ns();
+  auto relit_ack = start_connect(emu, 1, 5, std::make_shared<std::promise<int64_t>>());
+  double new_ms = light_to_link_ms(t1);
+  CHECK(new_ms >= 30.0);
+  CHECK(new_ms < 400.0);
+  auto mean = await_sample(emu.truth(), "n1", "firmware_up_mean", 30, t0, std::chrono::seconds(0));
+  CHECK(mean);
+  CHECK(emu.config().nics[0].link_preset == "custom");
+  emu.stop();
+}

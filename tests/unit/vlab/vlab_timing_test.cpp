@@ -1,0 +1,257 @@
+// `ocslab vlab timing` and the supervisor's side of it, without QEMU: option checking and the
+// lab lookup in-process; timing.yaml applied to a real emulator by reload_lab_timing; and the
+// whole round trip (timing.yaml, SIGHUP, state.json) against a forked stand-in supervisor
+// that runs a real emulator and answers SIGHUP the way lab_supervise does.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "ocslab/cli/ocslab_cli.h"
+#include "ocslab/emulator/emulator.h"
+#include "ocslab/testing/sshd_fixture.h"
+#include "ocslab/vlab/lab_state.h"
+#include "ocslab/vlab/lab_timing.h"
+
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+using namespace ocslab;
+using namespace ocslab::vlab;
+using ocslab::cli::run_ocslab;
+
+namespace {
+
+struct Result {
+  int rc;
+  std::string out, err;
+};
+
+Result run_cli(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  int rc = run_ocslab(args, out, err);
+  return {rc, out.str(), err.str()};
+}
+
+emu::EmulatorConfig small_switch() {
+  return emu::parse_emulator_config(load_yaml_string("switch: {size: 4x4, switching_ms: 25}\n", "lab.yaml"));
+}
+
+// A pid that belonged to a process and no longer does.
+pid_t gone_pid() {
+  pid_t p = ::fork();
+  if (p == 0) ::_exit(0);
+  ::waitpid(p, nullptr, 0);
+  return p;
+}
+
+struct Cache {
+  testing::TempDir dir;
+  const std::string& path = dir.path();
+  LabState add_lab(const std::string& name, pid_t supervisor) const {
+    LabState s;
+    s.name = name;
+    s.dir = labs_dir(path) + "/" + name;
+    s.phase = "running";
+    s.supervisor_pid = supervisor;
+    s.timing = initial_timing(small_switch());
+    fs::create_directories(s.dir);
+    s.save();
+    return s;
+  }
+};
+
+void write_file(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::trunc) << text; }
+
+// Stands in for lab_supervise once the lab runs: a real emulator, state.json, and SIGHUP
+// answered by reload_lab_timing + save, until SIGTERM. Signals the parent through a pipe once
+// it is ready, so nothing waits on a clock.
+class FakeSupervisor {
+ public:
+  explicit FakeSupervisor(const std::string& dir) {
+    sigset_t set, old;
+    sigemptyset(&set);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGTERM);
+    ::pthread_sigmask(SIG_BLOCK, &set, &old);  // inherited blocked: no early SIGHUP is lost
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(fds[0]);
+      ::_exit(serve(dir, set, fds[1]));
+    }
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    ::close(fds[1]);
+    char ready = 0;
+    REQUIRE(::read(fds[0], &ready, 1) == 1);
+    ::close(fds[0]);
+  }
+  ~FakeSupervisor() {
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  pid_t pid() const { return pid_; }
+
+ private:
+  static int serve(const std::string& dir, const sigset_t& set, int ready_fd) {
+    try {
+      LabState s = LabState::load(dir);
+      emu::Emulator emulator(small_switch());
+      emulator.start();
+      s.supervisor_pid = ::getpid();
+      s.timing = initial_timing(emulator.config());
+      s.save();
+      (void)!::write(ready_fd, "r", 1);
+      for (;;) {
+        int sig = ::sigwaitinfo(&set, nullptr);
+        if (sig == SIGTERM) break;
+        if (sig != SIGHUP) continue;
+        reload_lab_timing(s, emulator);
+        s.save();
+      }
+      emulator.stop();
+      return 0;
+    } catch (...) {
+      return 1;
+    }
+  }
+  pid_t pid_ = -1;
+};
+
+}  // namespace
+
+TEST_CASE("vlab timing: a bad value is refused naming the option and the value", "[vlab][timing]") {
+  Cache c;
+  c.add_lab("timfix", ::getpid());
+  auto bad = [&](const std::string& option, const std::string& value) {
+    return run_cli({"vlab", "timing", "timfix", "--cache", c.path, option, value});
+  };
+  Result r = bad("--switching-ms", "-5");
+  CHECK(r.rc == ocslab::cli::kExitInput);
+  CHECK_THAT(r.err, Contains("--switching-ms '-5': a delay cannot be negative"));
+  r = bad("--preset", "warp-drive");
+  CHECK(r.rc == ocslab::cli::kExitInput);
+  CHECK_THAT(r.err, Contains("--preset 'warp-drive': unknown switch preset 'warp-drive' (known: polatis-6000"));
+  r = bad("--firmware-up-ms", "{uniform: [5, 1]}");
+  CHECK_THAT(r.err, Contains("--firmware-up-ms '{uniform: [5, 1]}': uniform: HI is below LO"));
+  r = bad("--los-ms", "soon");
+  CHECK_THAT(r.err, Contains("--los-ms 'soon': expected a number of milliseconds, got 'soon'"));
+  r = bad("--nic-model", "fast");
+  CHECK_THAT(r.err, Contains("--nic-model 'fast': unknown NIC link preset 'fast'"));
+  // Nothing reached the lab: no timing file, the timing as it was.
+  CHECK_FALSE(fs::exists(c.path + "/labs/timfix/timing.yaml"));
+  CHECK(LabState::load(c.path + "/labs/timfix").timing.generation == 0);
+  // The timing options belong to `timing` only.
+  r = run_cli({"vlab", "status", "--cache", c.path, "--switching-ms", "5"});
+  CHECK(r.rc == ocslab::cli::kExitUsage);
+  CHECK_THAT(r.err, Contains("--switching-ms only applies to `ocslab vlab timing`"));
+}
+
+TEST_CASE("vlab timing: a lab that is not running is named", "[vlab][timing]") {
+  Cache c;
+  Result r = run_cli({"vlab", "timing", "ghost", "--cache", c.path, "--switching-ms", "5"});
+  CHECK(r.rc == ocslab::cli::kExitFailed);
+  CHECK_THAT(r.err, Contains("no virtual lab named 'ghost'"));
+  c.add_lab("deadlab", gone_pid());
+  r = run_cli({"vlab", "timing", "deadlab", "--cache", c.path, "--switching-ms", "5"});
+  CHECK(r.rc == ocslab::cli::kExitFailed);
+  CHECK_THAT(r.err, Contains("lab deadlab is not running (dead: the supervisor (pid"));
+  r = run_cli({"vlab", "timing", "deadlab", "--cache", c.path});
+  CHECK_THAT(r.err, Contains("lab deadlab is not running"));
+}
+
+TEST_CASE("vlab timing --help explains the command with an example", "[vlab][timing]") {
+  Result r = run_cli({"vlab", "timing", "--help"});
+  CHECK(r.rc == 0);
+  CHECK_THAT(r.out, Contains("Usage: ocslab vlab timing NAME [--preset P] [--switching-ms V]") &&
+                        Contains("ocslab vlab timing rail4 --switching-ms 5"));
+}
+
+TEST_CASE("timing_yaml writes the lab file's syntax, and only what was asked", "[vlab][timing]") {
+  LabTiming t;
+  t.switching_ms = "{uniform: [10, 20]}";
+  t.firmware_up_ms = "40";
+  auto u = emu::parse_timing_update(load_yaml_string(timing_yaml(t), "timing.yaml"));
+  REQUIRE(u.switching);
+  CHECK(u.switching->to_string() == "uniform 10..20 ms");
+  CHECK(u.switch_preset == "custom");
+  REQUIRE(u.nic_link);
+  CHECK(u.nic_preset == "custom");
+  CHECK(u.nic_link->firmware_up.to_string() == "fixed 40 ms");
+  // A value is one YAML node: text that would add keys of its own is refused.
+  LabTiming sneaky;
+  sneaky.switching_ms = "5\nnic_model: ideal";
+  CHECK_THROWS_AS(timing_yaml(sneaky), ConfigError);
+}
+
+TEST_CASE("reload_lab_timing applies timing.yaml; a bad or symlinked file changes nothing", "[vlab][timing]") {
+  testing::TempDir dir;
+  LabState s;
+  s.name = "reload";
+  s.dir = dir.path();
+  emu::Emulator emulator(small_switch());
+  emulator.start();
+  s.timing = initial_timing(emulator.config());
+  REQUIRE(s.timing.switching.to_string() == "fixed 25 ms");
+
+  write_file(s.timing_file(), "switch: {preset: mems-3d}\n");
+  reload_lab_timing(s, emulator);
+  CHECK(s.timing.generation == 1);
+  CHECK(s.timing.error.empty());
+  CHECK(s.timing.switch_preset == "mems-3d");
+  CHECK(emulator.config().sw.switching.to_string() == s.timing.switching.to_string());
+  const std::string applied = s.timing.switching.to_string();
+
+  write_file(s.timing_file(), "switch:\n  switching_ms: -1\n");
+  reload_lab_timing(s, emulator);
+  CHECK(s.timing.generation == 2);
+  CHECK_THAT(s.timing.error, Contains(s.timing_file() + ":2:17: a delay cannot be negative"));
+  CHECK(emulator.config().sw.switching.to_string() == applied);
+
+  write_file(dir.path() + "/elsewhere.yaml", "switch: {switching_ms: 3}\n");
+  fs::remove(s.timing_file());
+  fs::create_symlink(dir.path() + "/elsewhere.yaml", s.timing_file());
+  reload_lab_timing(s, emulator);
+  CHECK(s.timing.generation == 3);
+  CHECK_THAT(s.timing.error, Contains("is a symbolic link; refused"));
+  CHECK(emulator.config().sw.switching.to_string() == applied);
+  CHECK(s.timing.switching.to_string() == applied);
+  emulator.stop();
+}
+
+TEST_CASE("vlab timing changes a running supervisor's emulator over SIGHUP and state.json", "[vlab][timing]") {
+  Cache c;
+  LabState lab = c.add_lab("live", gone_pid());
+  FakeSupervisor sup(lab.dir);
+
+  Result r = run_cli({"vlab", "timing", "live", "--cache", c.path, "--switching-ms", "{normal: {mean: 30, sd: 2}}",
+                      "--nic-model", "cx6dx-no-autoneg", "--json"});
+  REQUIRE(r.rc == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["lab"] == "live");
+  CHECK(j["timing_generation"] == 1);
+  CHECK(j["timing_error"] == "");
+  CHECK(j["timing"]["switching"]["kind"] == "normal");
+  CHECK(j["timing"]["switching"]["mean_ms"] == 30.0);
+  CHECK(j["timing"]["nic_model"] == "cx6dx-no-autoneg");
+  CHECK(j["timing"]["firmware_up"]["mean_ms"] == 3000.0);
+  CHECK((fs::status(lab.timing_file()).permissions() & fs::perms::all) == fs::perms(0600));
+
+  LabTiming rotor;
+  rotor.switch_preset = "rotor";
+  TimingState t = set_lab_timing(lab.dir, rotor, std::chrono::seconds(10));
+  CHECK(t.generation == 2);
+  CHECK(t.switch_preset == "rotor");
+  CHECK(t.nic_model == "cx6dx-no-autoneg");  // what was not asked for stays
+
+  r = run_cli({"vlab", "timing", "live", "--cache", c.path});
+  CHECK(r.rc == 0);
+  CHECK_THAT(r.out, Contains("lab live timing (generation 2): switch rotor (fixed 0.01 ms), NICs cx6dx-no-autoneg"));
+  r = run_cli({"vlab", "status", "live", "--cache", c.path});
+  CHECK_THAT(r.out, Contains("  timing: switch rotor (fixed 0.01 ms)"));
+}
