@@ -21,11 +21,8 @@ namespace vlab_test {
 
 namespace {
 
-// A guest's state, one sorted line per fact, tagged by kind. What it leaves out on purpose:
-// routes of the local table (they follow the addresses), kernel IPv6 routes, neighbours that
-// are not permanent (learnt again by ARP), kernel threads, sshd's per-connection processes
-// (they end with their client) and the session running the script.
-const char* const kSnapshotScript = R"SH(
+// What both guest scripts start with.
+const std::string kGuestPrelude = R"SH(
 export LC_ALL=C PATH=/usr/sbin:/usr/bin:/sbin:/bin
 # The net sysctls a case may change, as `sysctl` prints them ("key = value"), read from /proc/sys
 # directly: a fraction of what `sysctl -a` costs under TCG.
@@ -33,6 +30,13 @@ net_sysctls() {
   (cd /proc/sys && grep -r . net/ipv4/ip_forward net/ipv4/conf net/ipv6/conf/*/forwarding \
     net/ipv6/conf/*/disable_ipv6 2>/dev/null) | sed 's|/|.|g; s|:| = |'
 }
+)SH";
+
+// A guest's state, one sorted line per fact, tagged by kind. What it leaves out on purpose:
+// routes of the local table (they follow the addresses), kernel IPv6 routes, neighbours that
+// are not permanent (learnt again by ARP), kernel threads, sshd's per-connection processes
+// (they end with their client) and the session running the script.
+const std::string kSnapshotScript = kGuestPrelude + R"SH(
 me=$(ps -o sess= -p $$ | tr -d ' ')
 {
 ip -br link show | awk '{print "L", $1, $2, $3, $4}'
@@ -58,14 +62,7 @@ for d in /tmp /run /var/lib /var/spool; do ls -A "$d" | sed "s|^|F $d/|"; done
 // (processes, namespaces, links, qdiscs, addresses, routes, rules, neighbours, Soft-RoCE links,
 // files), what the baseline has and is missing comes back (addresses, links up, Soft-RoCE links,
 // sysctl values). Idempotent; the snapshot afterwards is the check.
-const char* const kResetScript = R"SH(
-export LC_ALL=C PATH=/usr/sbin:/usr/bin:/sbin:/bin
-# The net sysctls a case may change, as `sysctl` prints them ("key = value"), read from /proc/sys
-# directly: a fraction of what `sysctl -a` costs under TCG.
-net_sysctls() {
-  (cd /proc/sys && grep -r . net/ipv4/ip_forward net/ipv4/conf net/ipv6/conf/*/forwarding \
-    net/ipv6/conf/*/disable_ipv6 2>/dev/null) | sed 's|/|.|g; s|:| = |'
-}
+const std::string kResetScript = kGuestPrelude + R"SH(
 B=/dev/shm/ocslab-test-baseline
 have() { grep -qxF -- "$1" "$B"; }
 me=$(ps -o sess= -p $$ | tr -d ' ')

@@ -8,13 +8,13 @@
 #include <filesystem>
 #include <sstream>
 
+#include "cli_run.h"
 #include "ocslab/cli/ocslab_cli.h"
 #include "ocslab/testing/sshd_fixture.h"
 #include "ocslab/vlab/lab_state.h"
 
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
-using ocslab::cli::run_ocslab;
 using ocslab::cli::vlab_ssh_remote_start;
 
 namespace {
@@ -37,16 +37,8 @@ struct Cache {
   }
 };
 
-struct Result {
-  int rc;
-  std::string out, err;
-};
-
-Result run_cli(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  int rc = run_ocslab(args, out, err);
-  return {rc, out.str(), err.str()};
-}
+using Result = vlab_unit::CliResult;
+using vlab_unit::run_cli;
 
 }  // namespace
 

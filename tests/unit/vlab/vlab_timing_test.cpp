@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli_run.h"
 #include "ocslab/cli/ocslab_cli.h"
 #include "ocslab/emulator/emulator.h"
 #include "ocslab/testing/sshd_fixture.h"
@@ -22,20 +23,11 @@ namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 using namespace ocslab;
 using namespace ocslab::vlab;
-using ocslab::cli::run_ocslab;
 
 namespace {
 
-struct Result {
-  int rc;
-  std::string out, err;
-};
-
-Result run_cli(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  int rc = run_ocslab(args, out, err);
-  return {rc, out.str(), err.str()};
-}
+using Result = vlab_unit::CliResult;
+using vlab_unit::run_cli;
 
 emu::EmulatorConfig small_switch() {
   return emu::parse_emulator_config(load_yaml_string("switch: {size: 4x4, switching_ms: 25}\n", "lab.yaml"));
