@@ -11,6 +11,9 @@ FUZZ_SECONDS ?= 10
 FUZZ_JOBS    ?= 2
 CTEST_JOBS   ?= 2
 LAUNCHER     := $(shell command -v ccache >/dev/null 2>&1 && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+# ccache keys on relative paths below the checkout, so a second clone or worktree (CI's fresh
+# clone, a helper's worktree) reuses what the first one compiled.
+export CCACHE_BASEDIR ?= $(CURDIR)
 CMAKE_GEN    := -G Ninja $(LAUNCHER)
 
 .PHONY: all deps build test check demo instrumented sanitize fuzz fuzz-smoke bench format clean

@@ -30,6 +30,13 @@ net_sysctls() {
   (cd /proc/sys && grep -r . net/ipv4/ip_forward net/ipv4/conf net/ipv6/conf/*/forwarding \
     net/ipv6/conf/*/disable_ipv6 2>/dev/null) | sed 's|/|.|g; s|:| = |'
 }
+# The files a case may leave: the entries of /tmp, /run, /var/lib and /var/spool, and everything
+# below the folders ocslab writes to (they may already exist on this machine's root, which the
+# guests see under their overlay, so their contents count, not just their names).
+file_entries() {
+  for d in /tmp /run /var/lib /var/spool; do ls -A "$d" | sed "s|^|$d/|"; done
+  find /var/spool/ocslab-agent /var/lib/ocslab /run/ocslab-agent -mindepth 1 2>/dev/null
+}
 )SH";
 
 // A guest's state, one sorted line per fact, tagged by kind. What it leaves out on purpose:
@@ -53,7 +60,7 @@ rdma link show 2>/dev/null | sed 's/^/RD /'
 net_sysctls | sed 's/^/S /'
 ps -eo sess=,ppid=,pid=,args= |
   awk -v me="$me" '$1 != me && $2 != 2 && $3 != 2 {$1 = $2 = $3 = ""; sub(/^ +/, ""); if ($0 !~ /^sshd: /) print "P " $0}'
-for d in /tmp /run /var/lib /var/spool; do ls -A "$d" | sed "s|^|F $d/|"; done
+file_entries | sed 's/^/F /'
 } | sed 's/[[:space:]]*$//' | sort
 )SH";
 
@@ -112,9 +119,7 @@ for r in $(rdma link show 2>/dev/null | awk '{sub(/\/.*/, "", $2); print $2}'); 
 done
 awk '$1 == "RD" {d = $3; sub(/\/.*/, "", d); for (i = 4; i < NF; i++) if ($i == "netdev") print d, $(i + 1)}' "$B" |
   while read -r dev net; do rdma link show "$dev/1" >/dev/null 2>&1 || rdma link add "$dev" type rxe netdev "$net"; done
-for d in /tmp /run /var/lib /var/spool; do
-  ls -A "$d" | while read -r f; do have "F $d/$f" || rm -rf "${d:?}/$f"; done
-done
+file_entries | while read -r f; do have "F $f" || rm -rf "$f"; done
 rm -f "$B"
 )SH";
 

@@ -86,6 +86,7 @@ void dirty_the_lab(Lab& lab, const std::string& tag) {
                     "</dev/null >/dev/null 2>&1 & "
                     "setsid sleep 4242 </dev/null >/dev/null 2>&1 & "
                     "mkdir -p /var/spool/ocslab-agent /var/lib/ocslab && echo x > /var/lib/ocslab/left && "
+                    "echo '{}' > /var/spool/ocslab-agent/dirty-" + tag + ".jsonl && "
                     "echo x > /tmp/left.txt; true");
   // Everything is there (the daemon may take a moment to make its socket: a bounded wait, 10 s in
   // 0.1 s polls).
@@ -140,7 +141,8 @@ TEST_CASE("shared lab reset 3/3: the next case gets a clean lab", "[vlab][lab-re
                "pgrep -x ocslab-agent; pgrep -x sleep; ip netns list; ip -br link show type macvlan; "
                "tc qdisc show dev eth1 | grep clsact; ip route show proto 79; "
                "ip neigh show nud permanent; ip rule show pref 123; ip -br addr show dev eth1 | grep 192.0.2; "
-               "ls /run/ocslab-agent /var/spool/ocslab-agent /var/lib/ocslab /var/lib/ocslab-dirty "
+               "ls /run/ocslab-agent/agent.sock /var/spool/ocslab-agent/dirty-a.jsonl "
+               "/var/spool/ocslab-agent/dirty-b.jsonl /var/lib/ocslab/left /var/lib/ocslab-dirty "
                "/tmp/left.txt /tmp/left.csv 2>/dev/null; true");
   INFO(r.out << r.err);
   CHECK(r.out.empty());
