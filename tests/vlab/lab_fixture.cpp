@@ -305,9 +305,7 @@ void Lab::take_baseline() {
 
 std::string Lab::reset() {
   // The switch first: links that come back need the firmware delay, which the guest work hides.
-  ocs::DriverOptions o;
-  o.password = state_.switch_password;
-  auto driver = ocs::make_driver(ocs::SwitchUrl::parse(state_.switch_url()), o);
+  auto driver = switch_driver();
   driver->apply(initial_circuits_, ocs::ApplyMode::kReplace);
   auto circuits = driver->list();
   std::sort(circuits.begin(), circuits.end());
@@ -337,6 +335,12 @@ std::string Lab::reset() {
   });
   for (const auto& r : results) left += r;
   return left;
+}
+
+std::unique_ptr<ocs::OcsDriver> Lab::switch_driver() const {
+  ocs::DriverOptions o;
+  o.password = state_.switch_password;
+  return ocs::make_driver(ocs::SwitchUrl::parse(state_.switch_url()), o);
 }
 
 std::string Lab::snapshot(const std::string& host) const {

@@ -35,10 +35,12 @@
 
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "ocslab/common/process.h"
+#include "ocslab/ocsctl/driver.h"
 #include "ocslab/ocsctl/ssh_session.h"
 #include "ocslab/ocsctl/types.h"
 #include "ocslab/vlab/lab_state.h"
@@ -104,6 +106,8 @@ class Lab {
   // the baseline taken right after the shared lab booted (empty for a lab of its own).
   std::string snapshot(const std::string& host) const;
   std::string baseline(const std::string& host) const;
+  // A driver for the lab's emulated switch (TL1, the lab's password).
+  std::unique_ptr<ocs::OcsDriver> switch_driver() const;
   // The lab file's circuits, as the switch had them after boot.
   const std::vector<ocs::Circuit>& initial_circuits() const { return initial_circuits_; }
 

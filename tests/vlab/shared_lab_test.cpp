@@ -33,12 +33,6 @@ std::string shared_lab_file() {
   return f;
 }
 
-std::unique_ptr<ocs::OcsDriver> switch_of(const Lab& lab) {
-  ocs::DriverOptions o;
-  o.password = lab.state().switch_password;
-  return ocs::make_driver(ocs::SwitchUrl::parse(lab.state().switch_url()), o);
-}
-
 std::vector<ocs::Circuit> sorted_circuits(ocs::OcsDriver& d) {
   auto c = d.list();
   std::sort(c.begin(), c.end());
@@ -48,7 +42,7 @@ std::vector<ocs::Circuit> sorted_circuits(ocs::OcsDriver& d) {
 // What the dirty cases leave on h1 (and the switch), each checked to be there before they end.
 void dirty_the_lab(Lab& lab, const std::string& tag) {
   const auto& st = lab.state();
-  auto sw = switch_of(lab);
+  auto sw = lab.switch_driver();
   sw->disconnect({3, 4});  // h3 - h4 dark
   REQUIRE(sorted_circuits(*sw) != lab.initial_circuits());
 
@@ -129,7 +123,7 @@ TEST_CASE("shared lab reset 2/3: a case fails in the middle of a dirty lab", "[v
 
 TEST_CASE("shared lab reset 3/3: the next case gets a clean lab", "[vlab][lab-reset]") {
   Lab lab(kSharedFour, 120s, Sharing::kShared);
-  auto sw = switch_of(lab);
+  auto sw = lab.switch_driver();
   CHECK(sorted_circuits(*sw) == lab.initial_circuits());
   for (const auto& h : lab.state().hosts) {
     INFO(h.name);
