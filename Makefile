@@ -10,6 +10,12 @@ INSTR_BUILD  ?= build-instr
 FUZZ_SECONDS ?= 10
 FUZZ_JOBS    ?= 2
 CTEST_JOBS   ?= 2
+# The release build's type. CI (.ci/run) sets Release: the same -O2 and warnings without debug
+# info, which doubles the compile time and which no test reads.
+BUILD_TYPE   ?= RelWithDebInfo
+# ctest keeps the tail of each test's output (a failed Catch2 binary ends with its failure recap,
+# tests/catch_main.cpp); the whole output is in BUILD/Testing/Temporary/LastTest.log.
+CTEST_OUTPUT := --test-output-size-passed 4096 --test-output-size-failed 8192 --test-output-truncation tail
 LAUNCHER     := $(shell command -v ccache >/dev/null 2>&1 && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 # ccache keys on relative paths below the checkout, so a second clone or worktree (CI's fresh
 # clone, a helper's worktree) reuses what the first one compiled.
@@ -24,7 +30,7 @@ deps:
 	@scripts/install-deps
 
 $(BUILD)/build.ninja: | deps
-	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
 
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD)
@@ -34,7 +40,7 @@ build: deps $(BUILD)/build.ninja
 # and the Catch2 totals (scripts/test-summary).
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure --timeout 600 -j$(CTEST_JOBS) \
-	  --test-output-size-passed 4096 --test-output-truncation head \
+	  $(CTEST_OUTPUT) \
 	  --output-junit $(CURDIR)/$(BUILD)/ctest-junit.xml; rc=$$?; \
 	  scripts/test-summary $(BUILD)/ctest-junit.xml; exit $$rc
 
@@ -47,11 +53,12 @@ demo: deps $(BUILD)/build.ninja
 	$(BUILD)/bin/ocslab run experiments/specs/demo.yaml
 
 # One instrumented build for the sanitizer tests and the fuzz targets (cmake/OcslabHelpers.cmake):
-# clang, -O1 with line tables (what ASan's reports need), no benchmarks, no NCCL, no vlab tools.
+# clang, -O0 with line tables (what ASan's reports need; -O1 takes twice as long to compile, see
+# docs/testing.md), no benchmarks, no NCCL, no vlab tools.
 $(INSTR_BUILD)/build.ninja: | deps
 	cmake -S . -B $(INSTR_BUILD) $(CMAKE_GEN) -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-	  -DCMAKE_BUILD_TYPE=Instrumented -DCMAKE_CXX_FLAGS_INSTRUMENTED="-O1 -gline-tables-only" \
-	  -DCMAKE_C_FLAGS_INSTRUMENTED="-O1 -gline-tables-only" -DOCSLAB_SANITIZE=ON -DOCSLAB_FUZZ=ON -DOCSLAB_NCCL=OFF
+	  -DCMAKE_BUILD_TYPE=Instrumented -DCMAKE_CXX_FLAGS_INSTRUMENTED="-O0 -gline-tables-only" \
+	  -DCMAKE_C_FLAGS_INSTRUMENTED="-O0 -gline-tables-only" -DOCSLAB_SANITIZE=ON -DOCSLAB_FUZZ=ON -DOCSLAB_NCCL=OFF
 
 instrumented: deps $(INSTR_BUILD)/build.ninja
 	cmake --build $(INSTR_BUILD) --target instrumented
@@ -59,7 +66,7 @@ instrumented: deps $(INSTR_BUILD)/build.ninja
 sanitize: instrumented
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(INSTR_BUILD) --output-on-failure --timeout 900 -j$(CTEST_JOBS) -L 'unit|integration' \
-	  --test-output-size-passed 4096 --test-output-truncation head \
+	  $(CTEST_OUTPUT) \
 	  --output-junit $(CURDIR)/$(INSTR_BUILD)/ctest-junit.xml; rc=$$?; \
 	  scripts/test-summary $(INSTR_BUILD)/ctest-junit.xml; exit $$rc
 
