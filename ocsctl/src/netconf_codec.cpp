@@ -445,7 +445,7 @@ std::string build_edit_config(std::string_view config_inner) {
 
 std::string build_cross_connects(const std::vector<Circuit>& add, const std::vector<Port>& delete_ingress,
                                  std::string_view list_name) {
-  // Unqualified operation attribute as PROTOCOLS.md and working Polatis clients send it;
+  // Unqualified operation attribute as docs/protocols.md#netconf and working Polatis clients send it;
   // the peer accepts any prefix.
   std::string out = fmt::format("<cross-connects xmlns=\"{}\">", kOpticalSwitchNs);
   for (Port p : delete_ingress) {

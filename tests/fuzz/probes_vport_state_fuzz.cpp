@@ -1,6 +1,6 @@
 // libFuzzer target for the mlx5 QUERY_VPORT_STATE codec of the firmware probe: the input is
 // taken as a firmware reply (any length), and its first bytes also pick a query to encode.
-// Checks the decoder's contract against PROTOCOLS.md section 7, not only that it survives.
+// Checks the decoder's contract (docs/protocols.md#mlx5-firmware-link-state), not only that it survives.
 #include <cstdint>
 #include <span>
 

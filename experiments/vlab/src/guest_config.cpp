@@ -12,7 +12,7 @@ std::vector<std::string> qemu_argv(const LabState& lab, const HostState& h) {
   std::string dir = lab.host_dir(h.name);
   std::vector<std::string> a = {
       "qemu-system-x86_64", "-name", "ocslab-" + lab.name + "-" + h.name,
-      // KVM hangs on these machines (shared/VIRTUAL_LAB.md): software emulation.
+      // KVM hangs on these machines (docs/virtual-lab.md#what-up-does): software emulation.
       "-accel", "tcg", "-cpu", "max", "-smp", std::to_string(h.cpus), "-m", std::to_string(h.memory_mb), "-nodefaults",
       "-no-user-config", "-display", "none", "-no-reboot", "-kernel", lab.vmlinuz, "-initrd", lab.initramfs, "-append",
       fmt::format(

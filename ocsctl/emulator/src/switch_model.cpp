@@ -16,7 +16,7 @@ struct PresetEntry {
   const char* note;
 };
 
-// Switching times from PROTOCOLS.md §4. Spreads are modest guesses around the published
+// Switching times from docs/protocols.md#switching-and-link-up-times. Spreads are modest guesses around the published
 // typical values; override with `switching:` in the lab file when you know your device.
 const std::vector<PresetEntry>& presets() {
   static const std::vector<PresetEntry> p = {

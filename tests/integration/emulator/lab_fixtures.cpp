@@ -154,7 +154,7 @@ void CarrierWatcher::run(std::string netns) {
     while (!stop_) {
       ssize_t n = nl.recv(buf, 20);
       if (n <= 0) continue;
-      int64_t t = monotonic_ns();  // stamped before any parsing, as PROTOCOLS.md §5 asks
+      int64_t t = monotonic_ns();  // stamped before any parsing (docs/protocols.md#linux-carrier-rtnetlink)
       int len = static_cast<int>(n);
       for (auto* nlh = reinterpret_cast<const nlmsghdr*>(buf.data()); mnl_nlmsg_ok(nlh, len);
            nlh = mnl_nlmsg_next(nlh, &len)) {

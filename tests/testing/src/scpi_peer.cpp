@@ -1,4 +1,4 @@
-// SCPI grammar peer (PROTOCOLS.md §3): one session of the Polatis :OXC command set with an
+// SCPI grammar peer (docs/protocols.md#scpi): one session of the Polatis :OXC command set with an
 // IEEE 488.2-style error queue. Set commands print nothing; errors are only visible through
 // :SYST:ERR?, and a query that fails prints nothing either, as on real instruments.
 #include <unistd.h>

@@ -1,4 +1,4 @@
-// TL1 grammar peer (PROTOCOLS.md §1): enough of a Polatis to exercise the driver's parser,
+// TL1 grammar peer (docs/protocols.md#tl1): enough of a Polatis to exercise the driver's parser,
 // matching and error paths, with the PeerQuirks faults on top.
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-// The firmware link-state probe: QUERY_VPORT_STATE bytes as PROTOCOLS.md section 7 lays them
+// The firmware link-state probe: QUERY_VPORT_STATE bytes as docs/protocols.md lays them
 // out, replayed firmware replies (no mlx5 firmware exists on this machine, so a replaying
 // command channel stands in for mlx5dv_devx_general_cmd), and the real device discovery
 // against an interface without an RDMA device.

@@ -1,4 +1,4 @@
-// The one record type that flows end to end (see ARCHITECTURE.md): a probe reading, an
+// The one record type that flows end to end (docs/architecture.md): a probe reading, an
 // emulator ground-truth event or a control span boundary, stamped on the producing host.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Text codec for the Polatis SCPI command set (PROTOCOLS.md §3): parses the replies the
+// Text codec for the Polatis SCPI command set (docs/protocols.md#scpi): parses the replies the
 // driver reads, and parses/formats command lines so test peers and the OCS emulator speak
 // the same grammar as the driver. Pure functions; malformed input throws ProtocolError
 // quoting the offending text.

@@ -1,4 +1,4 @@
-// OcsDriver for SCPI (Polatis :OXC command set, PROTOCOLS.md §3) over TCP. Set commands
+// OcsDriver for SCPI (Polatis :OXC command set, docs/protocols.md#scpi) over TCP. Set commands
 // print nothing, so each one travels with a :SYST:ERR? in the same write: one round trip
 // per command, and a refusal surfaces as a DenyError carrying the switch's code and text.
 #pragma once

@@ -1,4 +1,4 @@
-// TL1 wire format (Polatis dialect, PROTOCOLS.md §1), shared by the driver (reply side), the
+// TL1 wire format (Polatis dialect, docs/protocols.md#tl1), shared by the driver (reply side), the
 // grammar test peer and the OCS emulator (request side). Pure functions and an incremental
 // parser: no I/O, so every byte sequence a switch can send is reachable from unit and fuzz tests.
 #pragma once

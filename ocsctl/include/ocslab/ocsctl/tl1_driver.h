@@ -1,4 +1,4 @@
-// OcsDriver for TL1 (Polatis dialect, PROTOCOLS.md §1) over raw TCP or an SSH shell channel.
+// OcsDriver for TL1 (Polatis dialect, docs/protocols.md#tl1) over raw TCP or an SSH shell channel.
 // Over raw TCP the driver logs in with ACT-USER (a password is required); over SSH the SSH
 // login authenticates the session and ACT-USER is sent only when a password is configured.
 #pragma once

@@ -33,7 +33,7 @@
 
 namespace ocslab::probes {
 
-// ---- mlx5 firmware command QUERY_VPORT_STATE (PROTOCOLS.md section 7) ----
+// ---- mlx5 firmware command QUERY_VPORT_STATE (docs/protocols.md#mlx5-firmware-link-state) ----
 
 constexpr uint16_t kQueryVportStateOpcode = 0x750;
 constexpr size_t kQueryVportStateInLen = 16;

@@ -1,4 +1,4 @@
-// One NETCONF session of the emulated Polatis switch (PROTOCOLS.md §2), independent of its
+// One NETCONF session of the emulated Polatis switch (docs/protocols.md#netconf), independent of its
 // SSH channel: hello exchange, end-of-message or chunked framing, get / get-config /
 // edit-config / close-session on the optical-switch model, standard rpc-errors. RPCs run one
 // at a time; an edit-config replies after the mirrors settle when ack_after_settle is set.

@@ -1,7 +1,7 @@
 // NIC link model: what a host NIC's firmware does when light comes and goes at its receive
 // fibre. Loss of light takes the link down after a short LOS delay; light back brings it up
 // after a firmware link-up delay (about 6 s with auto-negotiation and 3 s without on a
-// ConnectX-6 Dx, longer under rapid successive reconfigurations; PROTOCOLS.md §4). Runs on
+// ConnectX-6 Dx, longer under rapid successive reconfigurations; docs/protocols.md). Runs on
 // the emulator's Asio event loop.
 #pragma once
 
@@ -27,7 +27,7 @@ struct NicLinkParams {
   double rapid_window_ms = 0;
   Distribution rapid_extra;
   // Ceiling on the whole light-back -> link-up delay (0: none): the rapid rule must not push
-  // a draw past what the hardware was ever seen to take (about 10 s, PROTOCOLS.md §4).
+  // a draw past what the hardware was ever seen to take (about 10 s, docs/protocols.md).
   double max_up_ms = 0;
 
   // Presets: "ideal" (0), "cx6dx-autoneg" (about 6 s), "cx6dx-no-autoneg" (about 3 s).

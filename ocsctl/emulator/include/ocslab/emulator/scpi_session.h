@@ -1,4 +1,4 @@
-// One SCPI session of the emulated Polatis switch (PROTOCOLS.md §3): CRLF lines of :OXC
+// One SCPI session of the emulated Polatis switch (docs/protocols.md#scpi): CRLF lines of :OXC
 // commands and IEEE 488.2 common commands, an error queue read with :SYST:ERR?, compound
 // ';' lines. Commands run one at a time, so with ack_after_settle a query sent after a
 // CONNect waits for the mirrors and replies stay in order. Runs only on the emulator's loop.

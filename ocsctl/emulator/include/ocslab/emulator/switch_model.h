@@ -42,7 +42,7 @@ struct SwitchParams {
   double dark_floor_dbm = -60.0;  // what a monitor reads without light
   uint64_t seed = 1;
 
-  // Presets from PROTOCOLS.md §4: polatis-6000, mems-3d, liquid-crystal, rotor,
+  // Presets (docs/protocols.md#switching-and-link-up-times): polatis-6000, mems-3d, liquid-crystal, rotor,
   // robotic-patch-panel. Throws ocslab::Error listing the known names.
   static SwitchParams preset(const std::string& name);
   static std::vector<std::string> preset_names();

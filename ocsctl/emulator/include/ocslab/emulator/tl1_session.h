@@ -1,4 +1,4 @@
-// One TL1 session of the emulated Polatis switch (PROTOCOLS.md §1), independent of its
+// One TL1 session of the emulated Polatis switch (docs/protocols.md#tl1), independent of its
 // transport: bytes in, replies out through the send callback. Commands are handled one at a
 // time in arrival order, so a reply held back until the mirrors settle keeps later replies
 // behind it. Runs only on the emulator's event loop.

@@ -1,4 +1,4 @@
-// Grammar test peers: small servers that speak TL1, SCPI and NETCONF as PROTOCOLS.md
+// Grammar test peers: small servers that speak TL1, SCPI and NETCONF as docs/protocols.md
 // describes them, including the quirks in PeerQuirks. Each serves a session over a pair of
 // file descriptors (a TCP socket, or stdin/stdout when sshd runs the peer), so the same code
 // is reached over raw TCP and over real SSH.
