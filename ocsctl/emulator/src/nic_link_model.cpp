@@ -14,9 +14,10 @@ namespace {
 
 // Firmware link-up figures of a ConnectX-6 Dx with 100G LR4 optics, as seen in the Opus
 // testbed (docs/protocols.md#switching-and-link-up-times): about 6 s with auto-negotiation,
-// about 3 s without, up to 10 s under rapid successive reconfigurations. The spreads, floors and the rapid window are
-// our choice (the source gives typical values only): sd 5 % of the mean, floors 5/6 of it,
-// and a reconfiguration within 5 s of the previous link-up adds up to 4 s, capped at 10 s.
+// about 3 s without, up to 10 s under rapid successive reconfigurations. The spreads, floors
+// and the rapid window are our choice (the source gives typical values only): sd 5 % of the
+// mean, floors 5/6 of it, and a reconfiguration within 5 s of the previous link-up adds up to
+// 4 s, capped at 10 s.
 constexpr double kRapidWindowMs = 5000;
 constexpr double kRapidExtraMaxMs = 4000;
 constexpr double kWorstUpMs = 10000;
