@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ocslab/common/process.h"
+#include "ocslab/testing/processes.h"
 #include "ocslab/testing/sshd_fixture.h"
 #include "ocslab/vlab/lab_state.h"
 
@@ -35,13 +36,8 @@ std::string lab_yaml(int n) {
 long rss_kb(const std::string& dir, int& processes) {
   long total = 0;
   processes = 0;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    std::string pid = e.path().filename().string();
-    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(e.path() / "cmdline");
-    std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (cmd.find(dir) == std::string::npos) continue;
-    std::ifstream st(e.path() / "status");
+  for (const auto& p : ocslab::testing::processes_matching(dir)) {
+    std::ifstream st("/proc/" + std::to_string(p.pid) + "/status");
     for (std::string line; std::getline(st, line);) {
       if (line.rfind("VmRSS:", 0) == 0) {
         total += std::stol(line.substr(6));

@@ -23,6 +23,7 @@
 #include "ocslab/ocsctl/credentials.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/runner.h"
+#include "ocslab/testing/processes.h"
 #include "ocslab/testing/sshd_fixture.h"
 #include "ocslab/testing/wait.h"
 #include "ocslab/workloads/schedule.h"
@@ -307,18 +308,7 @@ TEST_CASE("phase-workload: Ctrl-C stops the ranks over SSH and keeps the folder"
   CHECK_FALSE(fs::exists(o.output_dir + "/provisioning"));  // the next mode did not start
   // No rank of this run is left: none has the run's remote folder on its command line.
   // Ranks take a moment to exit after the runner returns: wait (bounded) until none is left.
-  auto ranks_left = [] {
-    int left = 0;
-    std::error_code ec;  // processes come and go while /proc is read
-    for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
-      std::string name = it->path().filename().string();
-      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      std::ifstream f(it->path() / "cmdline");
-      std::string cmd((std::istreambuf_iterator<char>(f)), {});
-      if (cmd.find("/tmp/ocslab-phase-results-on-demand") != std::string::npos) ++left;
-    }
-    return left;
-  };
+  auto ranks_left = [] { return testing::processes_matching("/tmp/ocslab-phase-results-on-demand").size(); };
   testing::poll_until([&] { return ranks_left() == 0; }, std::chrono::seconds(5), std::chrono::milliseconds(25));
-  CHECK(ranks_left() == 0);
+  CHECK(ranks_left() == 0u);
 }

@@ -24,6 +24,7 @@
 #include "ocslab/ocsctl/credentials.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/runner.h"
+#include "ocslab/testing/processes.h"
 #include "ocslab/testing/sshd_fixture.h"
 #include "ocslab/testing/wait.h"
 
@@ -95,18 +96,9 @@ struct JoinOnExit {
 // while /proc is read: an entry that vanishes is skipped, not an error.
 std::vector<pid_t> daemon_pids(const std::string& socket) {
   std::vector<pid_t> out;
-  std::error_code ec;
-  for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
-    const fs::directory_entry& e = *it;
-    std::string name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream f(e.path() / "cmdline");
-    std::string cmd((std::istreambuf_iterator<char>(f)), {});
-    for (auto& c : cmd) c = c == '\0' ? ' ' : c;
-    if (cmd.find(socket) != std::string::npos && cmd.find("--stdio") == std::string::npos &&
-        cmd.find("ocslab-agent") != std::string::npos) {
-      out.push_back(static_cast<pid_t>(std::stoi(name)));
-    }
+  for (const auto& p : testing::processes_matching(socket)) {
+    std::string cmd = p.args_text();
+    if (cmd.find("--stdio") == std::string::npos && cmd.find("ocslab-agent") != std::string::npos) out.push_back(p.pid);
   }
   return out;
 }

@@ -15,6 +15,7 @@
 
 #include "ocslab/common/process.h"
 #include "ocslab/ocsctl/stream.h"
+#include "ocslab/testing/processes.h"
 #include "ocslab/testing/sshd_fixture.h"
 #include "ocslab/testing/wait.h"
 
@@ -68,15 +69,8 @@ class DaemonReaper {
   // Processes whose command line has `--socket <base>/...`.
   static std::vector<pid_t> serving_under(const std::string& base) {
     std::vector<pid_t> out;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
-      const std::string name = e.path().filename().string();
-      if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-      std::ifstream f(e.path() / "cmdline", std::ios::binary);
-      std::string cmdline((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-      if (cmdline.find(std::string("--socket") + '\0' + base + "/") != std::string::npos) {
-        out.push_back(static_cast<pid_t>(std::stol(name)));
-      }
+    for (const auto& p : list_processes()) {
+      if (p.cmdline.find(std::string("--socket") + '\0' + base + "/") != std::string::npos) out.push_back(p.pid);
     }
     return out;
   }

@@ -1,0 +1,66 @@
+#include "ocslab/testing/processes.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <optional>
+
+namespace ocslab::testing {
+
+namespace {
+
+// The whole file with read(2), or nothing when it cannot be opened or read (the process is gone).
+std::optional<std::string> read_proc_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      ::close(fd);
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+}  // namespace
+
+std::string ProcessEntry::args_text() const {
+  std::string s = cmdline;
+  for (auto& c : s) {
+    if (c == '\0') c = ' ';
+  }
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+std::vector<ProcessEntry> list_processes() {
+  std::vector<ProcessEntry> out;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    auto cmdline = read_proc_file("/proc/" + name + "/cmdline");
+    if (!cmdline) continue;
+    out.push_back({static_cast<pid_t>(std::stol(name)), std::move(*cmdline)});
+  }
+  return out;
+}
+
+std::vector<ProcessEntry> processes_matching(const std::string& needle) {
+  std::vector<ProcessEntry> out;
+  for (auto& p : list_processes()) {
+    if (p.args_text().find(needle) != std::string::npos) out.push_back(std::move(p));
+  }
+  return out;
+}
+
+}  // namespace ocslab::testing
