@@ -21,6 +21,7 @@
 #include "ocslab/ocsctl/driver.h"
 #include "ocslab/ocsctl/switch_url.h"
 #include "ocslab/testing/sshd_fixture.h"
+#include "ocslab/testing/wait.h"
 
 using namespace vlab_test;
 using Catch::Matchers::Contains;
@@ -47,25 +48,33 @@ long long relayed(const Lab& lab, const std::string& host) {
 }
 
 // An RC send/receive ping-pong of n iterations over rdma_cm from `client` (its device `cdev`)
-// to `server`'s address `addr` (its device `sdev`).
+// to `server`'s address `addr` (its device `sdev`). perftest's server serves one connection: a
+// connect that fails half way (refused while the server was still opening its device, CI's
+// "Unexpected CM event ... 8", RDMA_CM_EVENT_REJECTED) can leave it serving nobody until its
+// timeout, so a retry starts both sides again. The client connects once the server's rdma_cm
+// listener exists (`rdma resource show cm_id` shows it LISTEN), not after a fixed pause.
 void rdma_ping_pong(const Lab& lab, const std::string& server, const std::string& sdev, const std::string& client,
                     const std::string& cdev, const std::string& addr, int n) {
-  ocs::ExecResult srv;
-  std::thread t([&] { srv = lab.exec(server, "timeout 120 ib_send_lat -R -d " + sdev + " -n " + std::to_string(n)); });
-  // The server listens only once its process is up and has opened the device: under load
-  // (CI's 2 cores) that took longer than a fixed 3 s, and a connect before it is rejected
-  // ("Unexpected CM event ... 8", RDMA_CM_EVENT_REJECTED). Wait for the process, then retry.
-  for (int i = 0; i < 60 && lab.exec(server, "pgrep -x ib_send_lat").exit_status != 0; ++i)
-    std::this_thread::sleep_for(500ms);  // poll interval of this bounded wait
-  std::this_thread::sleep_for(2s);       // kept: the server listens a moment after its process appears
-  ocs::ExecResult cli;
-  for (int attempt = 0; attempt < 10; ++attempt) {  // the server may still be opening its device
-    cli = lab.exec(client, "timeout 120 ib_send_lat -R -d " + cdev + " -n " + std::to_string(n) + " " + addr);
+  ocs::ExecResult srv, cli;
+  std::string attempts;
+  for (int attempt = 1; attempt <= 4; ++attempt) {
+    srv = {};
+    std::thread t([&] { srv = lab.exec(server, "timeout 60 ib_send_lat -R -d " + sdev + " -n " + std::to_string(n)); });
+    bool listening = testing::poll_until(
+        [&] {
+          return lab.exec(server, "rdma resource show cm_id | grep -q 'state LISTEN'").exit_status == 0;
+        },
+        60s, 200ms);
+    cli = lab.exec(client, "timeout 60 ib_send_lat -R -d " + cdev + " -n " + std::to_string(n) + " " + addr);
+    if (cli.exit_status != 0) lab.exec(server, "pkill -x ib_send_lat; true");  // this attempt's server goes
+    t.join();
+    attempts += "attempt " + std::to_string(attempt) + ": server listening " + (listening ? "yes" : "no") +
+                ", client exit " + std::to_string(cli.exit_status) + ", server exit " +
+                std::to_string(srv.exit_status) + "\n";
     if (cli.exit_status == 0) break;
-    std::this_thread::sleep_for(2s);  // kept: retry pause after a refused connect
   }
-  t.join();
-  INFO(client << " client:\n" << cli.out << cli.err << "\n" << server << " server:\n" << srv.out << srv.err);
+  std::cout << attempts;
+  INFO(attempts << client << " client:\n" << cli.out << cli.err << "\n" << server << " server:\n" << srv.out << srv.err);
   REQUIRE(cli.exit_status == 0);
   REQUIRE(srv.exit_status == 0);
   CHECK_THAT(cli.out, Contains("t_typical"));
