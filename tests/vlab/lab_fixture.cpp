@@ -27,6 +27,8 @@ namespace {
 // What both guest scripts start with.
 const std::string kGuestPrelude = R"SH(
 export LC_ALL=C PATH=/usr/sbin:/usr/bin:/sbin:/bin
+# This script's session (the 6th field of /proc/PID/stat): its own processes are never state.
+read -r _ _ _ _ _ me _ < /proc/$$/stat
 # The net sysctls a case may change, as `sysctl` prints them ("key = value"), read from /proc/sys
 # directly: a fraction of what `sysctl -a` costs under TCG.
 net_sysctls() {
@@ -55,7 +57,6 @@ tag() { while IFS= read -r l; do printf '%s %s\n' "$1" "$l"; done; }
 // 0.12 s in a TCG guest, so the script filters and tags with shell builtins (read, printf, case)
 // and runs 18 programs where it ran 45: 3.2 s instead of 5.5 s per snapshot, the same lines.
 const std::string kSnapshotScript = kGuestPrelude + R"SH(
-read -r _ _ _ _ _ me _ < /proc/$$/stat
 {
 ip -br link show | while read -r a b c d _; do printf 'L %s %s %s %s\n' "$a" "$b" "$c" "$d"; done
 set -f
@@ -87,7 +88,6 @@ file_entries | tag F
 const std::string kResetScript = kGuestPrelude + R"SH(
 B=/dev/shm/ocslab-test-baseline
 have() { grep -qxF -- "$1" "$B"; }
-me=$(ps -o sess= -p $$ | tr -d ' ')
 for round in 1 2 3; do
   ps -eo sess=,ppid=,pid=,args= |
     awk -v me="$me" '$1 != me && $2 != 2 && $3 != 2 && $3 != 1 {pid = $3; $1 = $2 = $3 = ""; sub(/^ +/, "");
@@ -163,15 +163,15 @@ std::string baseline_file(const vlab::LabState& s, const std::string& host) {
   return s.dir + "/test-baseline/" + host + ".txt";
 }
 
-// fn(host) on every host at once; exceptions come back as "host: what".
+// fn(host, its index in s.hosts) on every host at once; exceptions come back as "host: what".
 std::vector<std::string> on_every_host(const vlab::LabState& s,
-                                       const std::function<std::string(const std::string&)>& fn) {
+                                       const std::function<std::string(const std::string&, size_t)>& fn) {
   std::vector<std::string> out(s.hosts.size());
   std::vector<std::thread> th;
   for (size_t i = 0; i < s.hosts.size(); ++i) {
     th.emplace_back([&, i] {
       try {
-        out[i] = fn(s.hosts[i].name);
+        out[i] = fn(s.hosts[i].name, i);
       } catch (const std::exception& e) {
         out[i] = "error: " + s.hosts[i].name + ": " + e.what();
       }
@@ -294,7 +294,7 @@ void Lab::take_baseline() {
   // Two snapshots in a row must agree: a guest still settling (a link coming up, a process of
   // its start-up still running) would make a baseline no reset could meet.
   fs::create_directories(state_.dir + "/test-baseline");
-  auto errors = on_every_host(state_, [&](const std::string& host) -> std::string {
+  auto errors = on_every_host(state_, [&](const std::string& host, size_t) -> std::string {
     std::string a = snapshot(host), b;
     for (int i = 0; i < 20; ++i) {
       b = snapshot(host);
@@ -325,10 +325,8 @@ std::string Lab::reset() {
   auto seconds_since = [](std::chrono::steady_clock::time_point t0) {
     return fmt::format("{:.1f} s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   };
-  auto results = on_every_host(state_, [&](const std::string& host) -> std::string {
+  auto results = on_every_host(state_, [&](const std::string& host, size_t index) -> std::string {
     auto t0 = std::chrono::steady_clock::now();
-    size_t index = 0;
-    while (state_.hosts[index].name != host) ++index;
     std::string& line = timing[index];
     std::string base = baseline(host);
     ocs::SshSession s(ssh(host));
