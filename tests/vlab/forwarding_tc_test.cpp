@@ -139,13 +139,18 @@ TEST_CASE(
 
   // A frame for 192.168.77.9 sent to if2x's MAC leaves out0 with the new destination MAC
   // (seen on out1 by a packet socket), and ocslab's filter counts it; tc's, behind it, not.
+  // The capture says when its socket is bound (/tmp/cap.ready): Python alone takes 1.3 s to start
+  // in a TCG guest, more on a busy machine, so a fixed wait lost the first frames. The pings go
+  // once it is bound; the result is awaited the same way (0.1 s polls, 20 s at most each).
   std::string capture =
       "/usr/bin/python3 -c \"import socket; s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, "
-      "socket.htons(0x0800)); s.bind(('out1', 0)); s.settimeout(20); print(s.recv(2000)[:6].hex(), flush=True)\"";
-  // Sleeps kept: 1.5 s for the capture to bind, 0.5 s for the last reply to land.
-  std::string out = lab.run("h1", "(" + capture +
-                                      " > /tmp/cap.txt &) ; sleep 1.5; ping -c 3 -i 0.3 -W 1 192.168.77.9 >/dev/null; "
-                                      "sleep 0.5; cat /tmp/cap.txt");
+      "socket.htons(0x0800)); s.bind(('out1', 0)); s.settimeout(20); open('/tmp/cap.ready', 'w').close(); "
+      "print(s.recv(2000)[:6].hex(), flush=True)\"";
+  std::string out = lab.run(
+      "h1", "rm -f /tmp/cap.ready /tmp/cap.txt; (" + capture +
+                " > /tmp/cap.txt &) ; for i in $(seq 200); do [ -e /tmp/cap.ready ] && break; sleep 0.1; done; "
+                "ping -c 3 -i 0.3 -W 1 192.168.77.9 >/dev/null; "
+                "for i in $(seq 200); do [ -s /tmp/cap.txt ] && break; sleep 0.1; done; cat /tmp/cap.txt");
   CHECK(out == "021122334455\n");
   listed = lines(lab.run("h1", tool + " list if2x"));
   REQUIRE(listed.size() == 2);

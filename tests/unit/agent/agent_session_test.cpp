@@ -217,7 +217,9 @@ TEST_CASE("a full pipe or socket loses, repeats and reorders no sample", "[agent
     to_agent[0] = from_agent[1] = sv[0];
     to_agent[1] = from_agent[0] = sv[1];
   }
-  std::thread server([&] { agent.serve(to_agent[0], from_agent[1]); });
+  // A jthread: when a REQUIRE below fails, the client's stream closes first (inner scope), the
+  // session sees EOF and the server is joined, so the failure is reported instead of terminating.
+  std::jthread server([&] { agent.serve(to_agent[0], from_agent[1]); });
   {
     AgentClient client(std::make_unique<FdStream>(from_agent[0], to_agent[1]));
     std::vector<uint64_t> got;
