@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "ocslab/common/error.h"
+#include "ocslab/common/netlink_ack.h"
 
 namespace ocslab {
 
@@ -38,28 +39,6 @@ void NetlinkSocket::send(const struct nlmsghdr* nlh) {
   }
 }
 
-namespace {
-// Extracts NLMSGERR_ATTR_MSG from an extended ack, if the kernel sent one.
-std::string ext_ack_message(const struct nlmsghdr* nlh) {
-  if (!(nlh->nlmsg_flags & NLM_F_ACK_TLVS)) return {};
-  const auto* err = static_cast<const struct nlmsgerr*>(mnl_nlmsg_get_payload(nlh));
-  size_t off = sizeof(*err);
-  if (!(nlh->nlmsg_flags & NLM_F_CAPPED)) off += err->msg.nlmsg_len - sizeof(struct nlmsghdr);
-  // mnl_attr_for_each relies on C's void* conversions; walk the attributes by hand.
-  const char* p = static_cast<const char*>(mnl_nlmsg_get_payload(nlh)) + off;
-  const char* end = reinterpret_cast<const char*>(nlh) + nlh->nlmsg_len;
-  while (p + sizeof(struct nlattr) <= end) {
-    const auto* attr = reinterpret_cast<const struct nlattr*>(p);
-    if (attr->nla_len < sizeof(struct nlattr) || p + attr->nla_len > end) break;
-    if (mnl_attr_get_type(attr) == NLMSGERR_ATTR_MSG && attr->nla_len > sizeof(struct nlattr)) {
-      return std::string(static_cast<const char*>(mnl_attr_get_payload(attr)));
-    }
-    p += MNL_ALIGN(attr->nla_len);
-  }
-  return {};
-}
-}  // namespace
-
 void NetlinkSocket::run(uint32_t seq, const Callback& cb) {
   std::vector<char> buf(MNL_SOCKET_BUFFER_SIZE * 4);
   for (;;) {
@@ -71,11 +50,10 @@ void NetlinkSocket::run(uint32_t seq, const Callback& cb) {
       if (nlh->nlmsg_seq != seq) continue;
       if (nlh->nlmsg_type == NLMSG_DONE) return;
       if (nlh->nlmsg_type == NLMSG_ERROR) {
-        const auto* err = static_cast<const struct nlmsgerr*>(mnl_nlmsg_get_payload(nlh));
-        if (err->error == 0) return;  // ACK
-        std::string ext = ext_ack_message(nlh);
-        throw SystemError("netlink request refused by the kernel" + (ext.empty() ? "" : " (" + ext + ")"),
-                          -err->error);
+        int err = netlink::ack_error(nlh);
+        if (err == 0) return;  // ACK
+        std::string ext = netlink::extack_message(nlh);
+        throw SystemError("netlink request refused by the kernel" + (ext.empty() ? "" : " (" + ext + ")"), err);
       }
       cb(nlh);
     }

@@ -18,6 +18,8 @@
 #include <cstring>
 #include <memory>
 
+#include "ocslab/common/netlink_ack.h"
+
 namespace ocslab::forwarding {
 
 const char* to_string(ChangeOp op) {
@@ -89,28 +91,6 @@ std::string mac_text(nl_addr* a) {
   if (!a || nl_addr_get_len(a) != 6) return "";
   auto* b = static_cast<const unsigned char*>(nl_addr_get_binary_addr(a));
   return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3], b[4], b[5]);
-}
-
-// The text of NLMSGERR_ATTR_MSG in an error ack, if the kernel attached one.
-std::string extack_of(const nlmsghdr* h) {
-  if (!(h->nlmsg_flags & NLM_F_ACK_TLVS)) return "";
-  const auto* e = static_cast<const nlmsgerr*>(NLMSG_DATA(h));
-  size_t off = NLMSG_HDRLEN + sizeof(nlmsgerr);
-  if (!(h->nlmsg_flags & NLM_F_CAPPED)) {
-    if (e->msg.nlmsg_len < NLMSG_HDRLEN) return "";
-    off += e->msg.nlmsg_len - NLMSG_HDRLEN;
-  }
-  const char* base = reinterpret_cast<const char*>(h);
-  while (off + NLA_HDRLEN <= h->nlmsg_len) {
-    const auto* a = reinterpret_cast<const nlattr*>(base + off);
-    if (a->nla_len < NLA_HDRLEN || off + a->nla_len > h->nlmsg_len) break;
-    if ((a->nla_type & NLA_TYPE_MASK) == NLMSGERR_ATTR_MSG) {
-      const char* s = base + off + NLA_HDRLEN;
-      return std::string(s, strnlen(s, a->nla_len - NLA_HDRLEN));
-    }
-    off += NLA_ALIGN(a->nla_len);
-  }
-  return "";
 }
 
 }  // namespace
@@ -365,10 +345,9 @@ void RouteNetlink::send_and_ack(std::vector<Pending>& batch) {
         auto it = by_seq.find(h->nlmsg_seq);
         if (it == by_seq.end() || batch[it->second].acked) continue;
         Pending& p = batch[it->second];
-        const auto* e = static_cast<const nlmsgerr*>(NLMSG_DATA(h));
         p.acked = true;
-        p.error = -e->error;
-        if (p.error) p.extack = extack_of(h);
+        p.error = netlink::ack_error(h);
+        if (p.error) p.extack = netlink::extack_message(h);
         --waiting;
       }
     }

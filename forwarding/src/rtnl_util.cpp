@@ -4,32 +4,10 @@
 #include <vector>
 
 #include "ocslab/common/error.h"
+#include "ocslab/common/netlink_ack.h"
 #include "ocslab/forwarding/kernel_error.h"
 
 namespace ocslab::forwarding::rtnl {
-
-std::string extack_of(const struct nlmsghdr* nlh) {
-  if (!(nlh->nlmsg_flags & NLM_F_ACK_TLVS)) return {};
-  const auto* err = static_cast<const struct nlmsgerr*>(mnl_nlmsg_get_payload(nlh));
-  size_t off = sizeof(*err);
-  if (!(nlh->nlmsg_flags & NLM_F_CAPPED)) off += err->msg.nlmsg_len - sizeof(struct nlmsghdr);
-  const char* p = static_cast<const char*>(mnl_nlmsg_get_payload(nlh)) + off;
-  const char* end = reinterpret_cast<const char*>(nlh) + nlh->nlmsg_len;
-  while (p + sizeof(struct nlattr) <= end) {
-    struct nlattr a;
-    std::memcpy(&a, p, sizeof(a));
-    if (a.nla_len < sizeof(a) || p + a.nla_len > end) break;
-    if ((a.nla_type & NLA_TYPE_MASK) == NLMSGERR_ATTR_MSG && a.nla_len > sizeof(a)) {
-      return std::string(p + sizeof(a), strnlen(p + sizeof(a), a.nla_len - sizeof(a)));
-    }
-    p += MNL_ALIGN(a.nla_len);
-  }
-  return {};
-}
-
-std::string kernel_text(int err, const std::string& extack) {
-  return std::string(std::strerror(err)) + (extack.empty() ? "" : " (kernel: " + extack + ")");
-}
 
 void request_ack(NetlinkSocket& sock, struct nlmsghdr* nlh, const std::string& what,
                  void (*on_reply)(const struct nlmsghdr*, void*), void* ctx) {
@@ -46,10 +24,10 @@ void request_ack(NetlinkSocket& sock, struct nlmsghdr* nlh, const std::string& w
          m = mnl_nlmsg_next(m, &len)) {
       if (m->nlmsg_seq != seq) continue;
       if (m->nlmsg_type == NLMSG_ERROR) {
-        const auto* e = static_cast<const struct nlmsgerr*>(mnl_nlmsg_get_payload(m));
-        if (e->error == 0) return;
-        std::string ext = extack_of(m);
-        throw KernelError(what + ": " + kernel_text(-e->error, ext), -e->error, ext);
+        int err = netlink::ack_error(m);
+        if (err == 0) return;
+        std::string ext = netlink::extack_message(m);
+        throw KernelError(what + ": " + netlink::kernel_text(err, ext), err, ext);
       }
       if (on_reply) on_reply(m, ctx);
     }

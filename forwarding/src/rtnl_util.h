@@ -1,6 +1,6 @@
-// Private helpers for the rtnetlink programmers of this library: extended-ack text, a C++
-// attribute walk (mnl_attr_for_each needs C's void* conversions) and a request that waits
-// for its ack and turns a refusal into KernelError.
+// Private helpers for the rtnetlink programmers of this library: a C++ attribute walk
+// (mnl_attr_for_each needs C's void* conversions) and a request that waits for its ack and turns
+// a refusal into KernelError. Acks and their extended-ack text: ocslab/common/netlink_ack.h.
 #pragma once
 
 #include <libmnl/libmnl.h>
@@ -13,9 +13,6 @@
 
 namespace ocslab::forwarding::rtnl {
 
-// NLMSGERR_ATTR_MSG of an error/ack message, "" when the kernel sent none.
-std::string extack_of(const struct nlmsghdr* nlh);
-
 template <typename Fn>
 void for_each_attr(const struct nlmsghdr* nlh, size_t header, Fn fn) {
   const char* p = static_cast<const char*>(mnl_nlmsg_get_payload(nlh)) + MNL_ALIGN(header);
@@ -27,9 +24,6 @@ void for_each_attr(const struct nlmsghdr* nlh, size_t header, Fn fn) {
     p += MNL_ALIGN(a->nla_len);
   }
 }
-
-// "Operation not permitted (kernel: <extack>)".
-std::string kernel_text(int err, const std::string& extack);
 
 // Sends one request (NLM_F_ACK is set) and waits for its ack; a refusal throws KernelError
 // "<what>: <kernel_text>". Replies other than the ack go to on_reply when given.

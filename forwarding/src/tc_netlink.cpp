@@ -16,13 +16,14 @@
 #include <set>
 
 #include "ocslab/common/error.h"
+#include "ocslab/common/netlink_ack.h"
 #include "rtnl_util.h"
 
 namespace ocslab::forwarding {
 
-using rtnl::extack_of;
+using netlink::extack_message;
 using rtnl::for_each_attr;
-using rtnl::kernel_text;
+using netlink::kernel_text;
 
 namespace {
 
@@ -89,10 +90,10 @@ std::vector<char> TcNetlink::dump(std::vector<char> request) {
       if (nlh->nlmsg_seq != seq) continue;
       if (nlh->nlmsg_type == NLMSG_DONE) return out;
       if (nlh->nlmsg_type == NLMSG_ERROR) {
-        const auto* e = static_cast<const struct nlmsgerr*>(mnl_nlmsg_get_payload(nlh));
-        if (e->error == 0) return out;
-        std::string ext = extack_of(nlh);
-        throw KernelError("tc: dump refused: " + kernel_text(-e->error, ext), -e->error, ext);
+        int err = netlink::ack_error(nlh);
+        if (err == 0) return out;
+        std::string ext = extack_message(nlh);
+        throw KernelError("tc: dump refused: " + kernel_text(err, ext), err, ext);
       }
       const char* p = reinterpret_cast<const char*>(nlh);
       out.insert(out.end(), p, p + MNL_ALIGN(nlh->nlmsg_len));
@@ -139,10 +140,9 @@ std::vector<TcNetlink::Outcome> TcNetlink::transact(const std::vector<char>& mes
       for (auto* nlh = reinterpret_cast<const struct nlmsghdr*>(buf.data()); mnl_nlmsg_ok(nlh, len);
            nlh = mnl_nlmsg_next(nlh, &len)) {
         if (nlh->nlmsg_type != NLMSG_ERROR || !waiting.count(nlh->nlmsg_seq)) continue;
-        const auto* e = static_cast<const struct nlmsgerr*>(mnl_nlmsg_get_payload(nlh));
         size_t i = index_of.at(nlh->nlmsg_seq);  // waiting holds only this call's numbers
-        outcome[i].err = -e->error;
-        if (e->error) outcome[i].extack = extack_of(nlh);
+        outcome[i].err = netlink::ack_error(nlh);
+        if (outcome[i].err) outcome[i].extack = extack_message(nlh);
         waiting.erase(nlh->nlmsg_seq);
       }
     }
