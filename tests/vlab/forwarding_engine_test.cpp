@@ -44,7 +44,7 @@ TEST_CASE("forwarding engine in a guest: relay side applied, read back, replaced
   std::string dir = g.state().dir + "/fwd-" + std::to_string(::getpid());
   fs::create_directories(dir);
   fs::copy_file(testing::bin_path("ocslab-agent"), dir + "/ocslab-agent");
-  std::string ring4 = read_file(source_path("forwarding/examples/ring4.yaml"));
+  std::string ring4 = read_file_or_empty(source_path("forwarding/examples/ring4.yaml"));
   std::ofstream(dir + "/ring4.yaml") << ring4;
   // h2:p0's if1 MAC changes: the filter h1 uses to relay toward 10.0.0.20 must be replaced.
   std::string b = ring4;

@@ -104,7 +104,7 @@ TEST_CASE("forwarding over the OCS: RDMA through a relay on ring4, then re-wired
   std::string dir = s.dir + "/fwd-" + std::to_string(::getpid());
   fs::create_directories(dir);
   fs::copy_file(testing::bin_path("ocslab-agent"), dir + "/ocslab-agent");
-  std::string a = read_file(source_path("forwarding/examples/ring4.yaml"));
+  std::string a = read_file_or_empty(source_path("forwarding/examples/ring4.yaml"));
   std::ofstream(dir + "/ring-a.yaml") << a;
   // Ring B: h1 - h3 - h2 - h4 - h1. h1 and h2 are opposite now; h3 relays between them.
   std::string b = a.substr(0, a.find("circuits:")) +

@@ -60,8 +60,8 @@ TEST_CASE("the runner applies forwarding per mapping, verifies the matrix, re-ap
   // Ring A (the lab's links): every pair reachable; h1 <-> h3 and h2 <-> h4 opposite, two hops
   // through the planned relay, whose filter counted the ping.
   REQUIRE(fs::exists(out + "/forwarding-verify-0-ring-a.csv"));
-  std::cout << read_file(out + "/forwarding-verify-0-ring-a.txt") << read_file(out + "/forwarding-verify-1-ring-b.txt");
-  json a = json::parse(read_file(out + "/forwarding-verify-0-ring-a.json"));
+  std::cout << read_file_or_empty(out + "/forwarding-verify-0-ring-a.txt") << read_file_or_empty(out + "/forwarding-verify-1-ring-b.txt");
+  json a = json::parse(read_file_or_empty(out + "/forwarding-verify-0-ring-a.json"));
   CHECK(a["pairs"].size() == 12);
   CHECK(a["all_reachable"] == true);
   CHECK(a["hops_as_planned"] == true);
@@ -77,7 +77,7 @@ TEST_CASE("the runner applies forwarding per mapping, verifies the matrix, re-ap
 
   // Ring B after the reconfiguration (h1 - h3 - h2 - h4 - h1): h1 <-> h2 are opposite now and
   // go through h3; h1 <-> h3 are direct.
-  json b = json::parse(read_file(out + "/forwarding-verify-1-ring-b.json"));
+  json b = json::parse(read_file_or_empty(out + "/forwarding-verify-1-ring-b.json"));
   CHECK(b["all_reachable"] == true);
   CHECK(b["hops_as_planned"] == true);
   CHECK(pair(b, "h1", "h2")["hops"] == 2);
@@ -86,7 +86,7 @@ TEST_CASE("the runner applies forwarding per mapping, verifies the matrix, re-ap
   CHECK(pair(b, "h3", "h4")["hops"] == 2);
 
   // The apply times are timeline rows: one per host and mapping.
-  std::string timeline = read_file(out + "/timeline.csv");
+  std::string timeline = read_file_or_empty(out + "/timeline.csv");
   for (const char* h : {"h1", "h2", "h3", "h4"}) {
     CHECK_THAT(timeline, Contains(std::string(h) + ",forwarding,ring-a,apply_ms"));
     CHECK_THAT(timeline, Contains(std::string(h) + ",forwarding,ring-b,apply_ms"));

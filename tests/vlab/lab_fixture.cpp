@@ -16,6 +16,7 @@
 #include "ocslab/ocsctl/driver.h"
 #include "ocslab/ocsctl/switch_url.h"
 #include "ocslab/testing/processes.h"
+#include "ocslab/testing/source_dir.h"
 #include "ocslab/testing/sshd_fixture.h"
 #include "ocslab/vlab/lab_control.h"
 #include "ocslab/vlab/lab_spec.h"
@@ -215,8 +216,7 @@ void require_nothing_left(const std::string& dir) {
 }
 
 std::string source_path(const std::string& rel) {
-  const char* s = std::getenv("OCSLAB_SOURCE_DIR");
-  return std::string(s && *s ? s : ".") + "/" + rel;
+  return testing::source_dir() + "/" + rel;
 }
 
 std::string test_tool_path(const std::string& name) {
@@ -229,13 +229,6 @@ ProgramResult ocslab_cli(const std::vector<std::string>& args) {
   std::vector<std::string> argv = {testing::bin_path("ocslab")};
   argv.insert(argv.end(), args.begin(), args.end());
   return run_program_status(argv);
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
 }
 
 Lab::Lab(const std::string& lab_file, std::chrono::milliseconds command_timeout, Sharing sharing)
@@ -389,7 +382,7 @@ std::string Lab::snapshot(const std::string& host) const {
   return r.out;
 }
 
-std::string Lab::baseline(const std::string& host) const { return read_file(baseline_file(state_, host)); }
+std::string Lab::baseline(const std::string& host) const { return read_file_or_empty(baseline_file(state_, host)); }
 
 Lab::~Lab() {
   if (up_ && sharing_ == Sharing::kOwn) ocslab_cli({"vlab", "down", name_});

@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "ocslab/common/file.h"
 #include "ocslab/common/process.h"
 #include "ocslab/ocsctl/driver.h"
 #include "ocslab/ocsctl/ssh_session.h"
@@ -60,9 +61,6 @@ std::string test_tool_path(const std::string& name);
 
 // Runs build/bin/ocslab with args (no shell) to completion; a non-zero exit is returned, not thrown.
 ProgramResult ocslab_cli(const std::vector<std::string>& args);
-
-// The whole file; empty when it cannot be read.
-std::string read_file(const std::string& path);
 
 // The labs several cases share (the ctest fixtures of tests/CMakeLists.txt's OCSLAB_VLAB_SHARED).
 inline constexpr const char* kSharedFour = "tests/vlab/labs/four-hosts-fw1500.yaml";  // 4 x 1 NIC, 25 ms, fw 1.5 s

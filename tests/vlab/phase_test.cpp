@@ -69,7 +69,7 @@ class ControllerProcess {
     pid_ = spawn_program({testing::bin_path("ocslab"), "controller", config, "--events", events}, so);
     auto deadline = std::chrono::steady_clock::now() + 30s;
     while (port_ == 0) {
-      std::string text = read_file(log);
+      std::string text = read_file_or_empty(log);
       auto at = text.find("{\"listen\":\"127.0.0.1:");
       if (at != std::string::npos && text.find('"', at + 21) != std::string::npos) {
         port_ = std::stoi(text.substr(at + 21));
@@ -315,7 +315,7 @@ TEST_CASE("phase control in the virtual lab: 4 guests, DP/PP schedule, the contr
     for (auto& t : ranks) t.join();
     res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     CHECK(ctl.stop() == 130);  // stopped by SIGTERM, not in fallback, listener fine
-    std::string ctl_log = read_file(dir + "/controller-" + mode + ".log");
+    std::string ctl_log = read_file_or_empty(dir + "/controller-" + mode + ".log");
     INFO("controller:\n" << ctl_log);
     CHECK_THAT(ctl_log, !Contains("problem:"));
     for (int r = 0; r < 4; ++r) {

@@ -51,7 +51,7 @@ void dirty_the_lab(Lab& lab, const std::string& tag) {
   std::string dir = st.dir + "/dirty-" + tag + "-" + std::to_string(::getpid());
   fs::create_directories(dir);
   fs::copy_file(testing::bin_path("ocslab-agent"), dir + "/ocslab-agent");
-  std::ofstream(dir + "/ring4.yaml") << read_file(source_path("forwarding/examples/ring4.yaml"));
+  std::ofstream(dir + "/ring4.yaml") << read_file_or_empty(source_path("forwarding/examples/ring4.yaml"));
   lab.run("h1",
           "ip netns add fwh1 && ip netns add fwp && "
           "ip -n fwh1 link add eth1 type veth peer name x1 netns fwp && "

@@ -430,11 +430,21 @@ TEST_CASE("two hosts: the RDMA probe reports the Soft-RoCE counters that move du
   std::vector<std::vector<std::string>> server;
   auto client = rdma_probe_across_outage(lab, *driver, "--timeout 14 --retry 7 --counter-ms 100", &server);
 
-  // The outage as the client saw it.
-  int64_t stalled = -1, resumed = -1;
+  // The outage as the client saw it: the longest stall. On a loaded machine TCG's timers also
+  // make short ones (a 129 ms stall after the break was seen), so neither the first nor the last
+  // stall is necessarily the circuit break's. A probe emits each stall's `stalled` row (at its
+  // start) and `resumed` row (at its end) together.
+  int64_t stalled = -1, resumed = -1, pending = -1;
   for (const auto& r : client) {
-    if (r[4] == "stalled") stalled = std::stoll(r[0]);
-    if (r[4] == "resumed") resumed = std::stoll(r[0]);
+    if (r[4] == "stalled") pending = std::stoll(r[0]);
+    if (r[4] == "resumed" && pending > 0) {
+      int64_t end = std::stoll(r[0]);
+      if (end - pending > resumed - stalled) {
+        stalled = pending;
+        resumed = end;
+      }
+      pending = -1;
+    }
   }
   REQUIRE(stalled > 0);
   REQUIRE(resumed > stalled);

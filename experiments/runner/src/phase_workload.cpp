@@ -1,6 +1,7 @@
 // Running a phase-workload experiment: per phase mode, the embedded controller + orchestrator
 // over the spec's switch, the ranks (SSH or one mpirun / srun command), their files fetched,
 // the per-step figures and the merged timeline.
+#include "ocslab/common/file.h"
 #include "ocslab/runner/phase_workload.h"
 
 #include <fmt/format.h>
@@ -217,13 +218,6 @@ std::vector<Sample> read_samples(const std::string& path, std::vector<std::strin
   return out;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
@@ -407,7 +401,7 @@ void run_phase_workload(const ExperimentSpec& spec, const RunOptions& opt, const
   };
   auto interrupted = [&] { return opt.interrupted && opt.interrupted->load(); };
   const std::string folder = fs::absolute(result.folder).string();
-  const std::string schedule_text = read_file(pw.schedule_path);
+  const std::string schedule_text = read_file_or_empty(pw.schedule_path);
   write_file(folder + "/schedule.yaml", schedule_text);
 
   // The program the ranks run: in a virtual lab this build's copy, installed where guests see it.
@@ -634,7 +628,7 @@ void run_phase_workload(const ExperimentSpec& spec, const RunOptions& opt, const
         continue;
       }
       try {
-        auto v = workloads::parse_op_csv(read_file(ops), ops);
+        auto v = workloads::parse_op_csv(read_file_or_empty(ops), ops);
         rows.insert(rows.end(), v.begin(), v.end());
       } catch (const std::exception& e) {
         mode_problems.push_back(e.what());
@@ -721,7 +715,8 @@ void run_phase_workload(const ExperimentSpec& spec, const RunOptions& opt, const
   meta["run"] = result.run_id;
   meta["type"] = kPhaseWorkload;
   meta["ocslab_version"] = opt.version;
-  meta["spec"] = {{"file", fs::absolute(spec.origin).string()}, {"name", spec.name}, {"text", read_file(spec.origin)}};
+  meta["spec"] = {
+      {"file", fs::absolute(spec.origin).string()}, {"name", spec.name}, {"text", read_file_or_empty(spec.origin)}};
   meta["workload"] = {{"program", program},
                       {"schedule", pw.schedule_path},
                       {"launcher", to_string(pw.launcher)},

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "ocslab/common/error.h"
+#include "ocslab/common/file.h"
 #include "ocslab/common/process.h"
 #include "ocslab/vlab/cpio.h"
 
@@ -24,14 +25,6 @@ namespace {
 // What the initramfs needs to reach the 9p root: virtio PCI transport, 9p over virtio and
 // overlayfs. Everything else loads with modprobe once the real root is up.
 const char* const kInitramfsModules[] = {"virtio_pci", "9pnet_virtio", "9p", "overlay"};
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::optional<std::string> kernel_package_from_apt() {
   std::string out;

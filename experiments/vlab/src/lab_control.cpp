@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "ocslab/common/error.h"
+#include "ocslab/common/file.h"
 #include "ocslab/common/process.h"
 #include "ocslab/emulator/emulator.h"
 #include "ocslab/ocsctl/ssh_session.h"
@@ -30,15 +31,8 @@ namespace ocslab::vlab {
 
 namespace {
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::string tail(const std::string& path, size_t lines) {
-  std::string text = read_text(path);
+  std::string text = read_file_or_empty(path);
   size_t pos = text.size();
   if (pos > 0 && text[pos - 1] == '\n') --pos;
   for (size_t n = 0; n < lines; ++n) {
@@ -67,7 +61,7 @@ std::string first_word_pair(const std::string& pub) {  // "ssh-ed25519 AAAA... c
 // True when QEMU's command line names this lab's folder: a recycled pid is never killed.
 bool is_our_process(pid_t pid, const std::string& dir) {
   if (!process_alive(pid)) return false;
-  std::string cmd = read_text("/proc/" + std::to_string(pid) + "/cmdline");
+  std::string cmd = read_file_or_empty("/proc/" + std::to_string(pid) + "/cmdline");
   for (auto& c : cmd) {
     if (c == '\0') c = ' ';
   }
@@ -141,7 +135,7 @@ LabState plan_lab(const LabSpec& spec, const std::string& dir, const KernelImage
 void make_keys(const LabState& s) {
   fs::create_directories(s.dir + "/keys");
   run_program({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "ocslab-" + s.name, "-f", s.client_key()});
-  std::string client_pub = read_text(s.client_key() + ".pub");
+  std::string client_pub = read_file_or_empty(s.client_key() + ".pub");
   std::string known;
   for (const auto& h : s.hosts) {
     std::string hd = s.host_dir(h.name);
@@ -150,7 +144,8 @@ void make_keys(const LabState& s) {
                  hd + "/ssh_host_ed25519_key"});
     write_text(hd + "/authorized_keys", client_pub, fs::perms(0600));
     known +=
-        fmt::format("[127.0.0.1]:{} {}\n", h.ssh_port, first_word_pair(read_text(hd + "/ssh_host_ed25519_key.pub")));
+        fmt::format("[127.0.0.1]:{} {}\n", h.ssh_port,
+                    first_word_pair(read_file_or_empty(hd + "/ssh_host_ed25519_key.pub")));
   }
   write_text(s.known_hosts(), known);
 }

@@ -23,8 +23,10 @@
 #include <thread>
 #include <vector>
 
+#include "ocslab/common/file.h"
 #include "ocslab/forwarding/rule_plan.h"
 #include "ocslab/testing/kernel_state.h"
+#include "ocslab/testing/source_dir.h"
 #include "ocslab/testing/wait.h"
 
 using namespace ocslab::forwarding;
@@ -38,19 +40,12 @@ struct Result {
   std::string err;
 };
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 // Runs a shell command; stdout and stderr apart.
 Result sh(const std::string& cmd) {
   static int n = 0;
   std::string base = fmt::format("/tmp/fwdnl-it-{}-{}", ::getpid(), n++);
   int status = std::system((cmd + " >" + base + ".out 2>" + base + ".err").c_str());
-  Result r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(base + ".out"), slurp(base + ".err")};
+  Result r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, ocslab::read_file_or_empty(base + ".out"), ocslab::read_file_or_empty(base + ".err")};
   fs::remove(base + ".out");
   fs::remove(base + ".err");
   return r;
@@ -180,9 +175,7 @@ Expected expected(const std::string& fabric_file, const std::string& host) {
 }
 
 std::string source_file(const std::string& rel) {
-  const char* s = std::getenv("OCSLAB_SOURCE_DIR");
-  REQUIRE(s);
-  return std::string(s) + "/" + rel;
+  return ocslab::testing::source_dir() + "/" + rel;
 }
 
 std::string write_file(const std::string& path, const std::string& text) {
@@ -237,18 +230,18 @@ pid_t start_paused(const Lab& lab, const std::string& args, size_t pause_after, 
   bool ended = false;
   bool paused = ocslab::testing::poll_until(
       [&] {
-        if (slurp(err_file).find(marker) != std::string::npos) return true;
+        if (ocslab::read_file_or_empty(err_file).find(marker) != std::string::npos) return true;
         ended = ended || ::waitpid(pid, nullptr, WNOHANG) == pid;
         return ended;
       },
       std::chrono::seconds(180), std::chrono::milliseconds(20));
-  if (ended) FAIL("agent ended before pausing:\n" << slurp(err_file));
+  if (ended) FAIL("agent ended before pausing:\n" << ocslab::read_file_or_empty(err_file));
   if (!paused) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
-    FAIL("agent did not pause within 180 s:\n" << slurp(err_file));
+    FAIL("agent did not pause within 180 s:\n" << ocslab::read_file_or_empty(err_file));
   }
-  CHECK(slurp(fmt::format("/proc/{}/comm", pid)).rfind("ocslab-agent", 0) == 0);
+  CHECK(ocslab::read_file_or_empty(fmt::format("/proc/{}/comm", pid)).rfind("ocslab-agent", 0) == 0);
   return pid;
 }
 
@@ -260,7 +253,7 @@ TEST_CASE("forwarding: apply, diff, re-apply, change, rollback, clear on ring4's
   const std::string foreign = lab.foreign();
   std::string ring4 = source_file("forwarding/examples/ring4.yaml");
   std::string ring4b =
-      write_file(lab.state + "-ring4b.yaml", replace_all(slurp(ring4), "02:00:00:00:02:10", "02:00:00:00:02:1a"));
+      write_file(lab.state + "-ring4b.yaml", replace_all(ocslab::read_file_or_empty(ring4), "02:00:00:00:02:10", "02:00:00:00:02:1a"));
   Expected e4 = expected(ring4, "h1"), e4b = expected(ring4b, "h1");
   REQUIRE(e4.routes.size() == 6);
   REQUIRE(e4.neighbours.size() == 6);
@@ -288,11 +281,11 @@ TEST_CASE("forwarding: apply, diff, re-apply, change, rollback, clear on ring4's
   auto j = nlohmann::json::parse(r.out);
   CHECK(j["changes"]["changes"] == 0);
   CHECK(j["not_programmed"]["filters"] == 4);
-  std::string journal = slurp(lab.state + "/journal.json");
+  std::string journal = ocslab::read_file_or_empty(lab.state + "/journal.json");
   r = lab.agent("apply --fabric " + ring4 + " --host h1 --no-relay");
   REQUIRE(r.rc == 0);
   CHECK_THAT(r.out, Catch::Contains("apply: host h1: no changes"));
-  CHECK(slurp(lab.state + "/journal.json") == journal);  // nothing changed, not even the journal
+  CHECK(ocslab::read_file_or_empty(lab.state + "/journal.json") == journal);  // nothing changed, not even the journal
   CHECK(lab.owned_routes() == e4.routes);
   CHECK(lab.foreign() == foreign);
 
@@ -342,7 +335,7 @@ TEST_CASE("forwarding: a kernel refusal rolls back and shows the kernel's messag
   lab.add_foreign("eth1", "eth1");
   std::string ring4 = source_file("forwarding/examples/ring4.yaml");
   std::string ring4b =
-      write_file(lab.state + "-ring4b.yaml", replace_all(slurp(ring4), "02:00:00:00:02:10", "02:00:00:00:02:1a"));
+      write_file(lab.state + "-ring4b.yaml", replace_all(ocslab::read_file_or_empty(ring4), "02:00:00:00:02:10", "02:00:00:00:02:1a"));
   REQUIRE(lab.agent("apply --fabric " + ring4 + " --host h1 --no-relay").rc == 0);
   // eth2 goes down: the kernel drops what went through it; routes through it are refused now.
   must("ip -n " + lab.ns + " link set eth2 down");
@@ -360,7 +353,7 @@ TEST_CASE("forwarding: a kernel refusal rolls back and shows the kernel's messag
   CHECK(lab.foreign() == foreign);
 
   // A device the namespace does not have: named, nothing changed.
-  std::string bad = write_file(lab.state + "-bad.yaml", replace_all(slurp(ring4b), "{name: eth1,", "{name: nosuch1,"));
+  std::string bad = write_file(lab.state + "-bad.yaml", replace_all(ocslab::read_file_or_empty(ring4b), "{name: eth1,", "{name: nosuch1,"));
   r = lab.agent("apply --fabric " + bad + " --host h1 --no-relay");
   CHECK(r.rc == 5);
   CHECK_THAT(r.err, Catch::Contains("no network device 'nosuch1' in this namespace"));
@@ -445,14 +438,14 @@ TEST_CASE("forwarding: SIGTERM after the first relay objects restores, macvlans 
   CHECK(during.count("eth2v") == 1);
   CHECK_THAT(must("tc -n " + lab.ns + " qdisc show dev eth1v"), Catch::Contains("clsact"));
   REQUIRE(fs::exists(lab.state + "/journal.json"));
-  CHECK_THAT(slurp(lab.state + "/journal.json"), Catch::Contains("\"applying\""));
+  CHECK_THAT(ocslab::read_file_or_empty(lab.state + "/journal.json"), Catch::Contains("\"applying\""));
   ::kill(pid, SIGTERM);
   int status = 0;
   ::waitpid(pid, &status, 0);
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 5);
-  CHECK_THAT(slurp(err), Catch::Contains("interrupted by SIGTERM"));
-  CHECK_THAT(slurp(err), Catch::Contains("after 3 of 20 changes"));
+  CHECK_THAT(ocslab::read_file_or_empty(err), Catch::Contains("interrupted by SIGTERM"));
+  CHECK_THAT(ocslab::read_file_or_empty(err), Catch::Contains("after 3 of 20 changes"));
   CHECK(links() == before);
   CHECK(lab.owned_routes().empty());
   CHECK(!fs::exists(lab.state + "/journal.json"));
@@ -465,7 +458,7 @@ TEST_CASE("forwarding: verify reports drift read-only, with exit 3") {
   Result r = lab.agent("verify --fabric " + ring4 + " --host h1 --no-relay");
   CHECK(r.rc == 0);
   CHECK_THAT(r.out, Catch::Contains("verify: host h1: in sync with the plan"));
-  const std::string journal = slurp(lab.state + "/journal.json");
+  const std::string journal = ocslab::read_file_or_empty(lab.state + "/journal.json");
   // Someone deletes one of ocslab's routes: verify names the fix and changes nothing.
   must("ip -n " + lab.ns + " route del 10.0.0.20/32 dev eth2 proto 79");
   auto routes = lab.owned_routes();
@@ -480,7 +473,7 @@ TEST_CASE("forwarding: verify reports drift read-only, with exit 3") {
   CHECK(j["diff"]["changes"] == 1);
   CHECK(j["filters"].empty());  // --no-relay: no filters looked at
   CHECK(lab.owned_routes() == routes);
-  CHECK(slurp(lab.state + "/journal.json") == journal);
+  CHECK(ocslab::read_file_or_empty(lab.state + "/journal.json") == journal);
   // Without --no-relay the plan's relay side is missing too (this kernel has none of it).
   r = lab.agent("verify --fabric " + ring4 + " --host h1");
   CHECK(r.rc == 3);
@@ -533,7 +526,7 @@ TEST_CASE("forwarding: kill -9 and SIGTERM in the middle of a big apply") {
     ::waitpid(pid, &status, 0);
     REQUIRE(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 5);
-    CHECK_THAT(slurp(err), Catch::Contains("interrupted by SIGTERM; the previous state was restored"));
+    CHECK_THAT(ocslab::read_file_or_empty(err), Catch::Contains("interrupted by SIGTERM; the previous state was restored"));
     CHECK(lab.owned_routes() == ea.routes);
     CHECK(lab.owned_neighbours() == ea.neighbours);
     CHECK(lab.foreign() == foreign);

@@ -13,11 +13,13 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "ocslab/common/file.h"
 #include "ocslab/common/process.h"
 #include "ocslab/forwarding/routes.h"
 #include "ocslab/forwarding/rule_plan.h"
 #include "ocslab/forwarding/wiring.h"
 #include "ocslab/ocsctl/credentials.h"
+#include "ocslab/testing/source_dir.h"
 #include "ocslab/testing/sshd_fixture.h"
 
 using namespace ocslab;
@@ -27,15 +29,7 @@ using Catch::Matchers::StartsWith;
 namespace {
 
 std::string example(const std::string& name) {
-  const char* s = std::getenv("OCSLAB_SOURCE_DIR");
-  return std::string(s && *s ? s : ".") + "/forwarding/examples/" + name;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
+  return ocslab::testing::source_dir() + "/forwarding/examples/" + name;
 }
 
 std::string plan_json(const forwarding::Fabric& f) {
@@ -53,9 +47,9 @@ class Emulator {
                           "0", "--netconf", "0", "--ready-file", ready},
                          o);
     for (int i = 0; i < 200 && ::access(ready.c_str(), R_OK) != 0; ++i) ::usleep(50000);
-    INFO(slurp(o.log_file));
+    INFO(ocslab::read_file_or_empty(o.log_file));
     REQUIRE(::access(ready.c_str(), R_OK) == 0);
-    auto j = nlohmann::json::parse(slurp(ready));
+    auto j = nlohmann::json::parse(ocslab::read_file_or_empty(ready));
     tl1 = "tl1://admin@127.0.0.1:" + std::to_string(j["tl1"].get<int>());
     netconf = "netconf://admin@127.0.0.1:" + std::to_string(j["netconf"].get<int>());
     known_hosts = dir + "/known_hosts";
@@ -114,14 +108,14 @@ TEST_CASE("forwarding fabric --from-switch: the emulator's circuits give the map
     REQUIRE(r.status == 0);
     CHECK(r.out == "wrote " + out + ": 4 hosts, 8 ports, 4 circuits\n");
     CHECK(r.err == "note: 1 circuit(s) between ports the wiring does not name ignored: 12-30\n");
-    CHECK_THAT(slurp(out), StartsWith("# Derived by ocslab-agent forwarding fabric from the wiring " + wiring +
+    CHECK_THAT(ocslab::read_file_or_empty(out), StartsWith("# Derived by ocslab-agent forwarding fabric from the wiring " + wiring +
                                       "\n# and the circuits of switch " + emu.tl1 + ".\nhosts:\n"));
     forwarding::Fabric derived = forwarding::load_fabric_file(out);
     CHECK(plan_json(derived) == plan_json(forwarding::load_fabric_file(example("ring4.yaml"))));
     // The same fabric as from the mapping file, except the comment naming the source.
     auto m = agent({"--wiring", wiring, "--mapping", example("ring4-a.mapping.yaml")});
     REQUIRE(m.status == 0);
-    CHECK(slurp(out).substr(slurp(out).find("hosts:")) == m.out.substr(m.out.find("hosts:")));
+    CHECK(ocslab::read_file_or_empty(out).substr(ocslab::read_file_or_empty(out).find("hosts:")) == m.out.substr(m.out.find("hosts:")));
     // --allow: the foreign circuit is not read at all; a wired port outside it is refused.
     auto a = agent({"--wiring", wiring, "--from-switch", emu.tl1, "--credentials", creds, "--allow", "1..8,17..24"});
     INFO(a.err);
@@ -153,12 +147,12 @@ TEST_CASE("forwarding fabric --from-switch: the emulator's circuits give the map
     CHECK(r.err == "ocslab-agent forwarding fabric: switch " + emu.tl1 +
                        ": circuit 2-19 carries h1:p1 -> h2:p0, but h2:p0's tx (ingress 3) is in no circuit: "
                        "forwarding needs both directions (add circuit 3-18)\n");
-    CHECK(slurp(out) == "earlier fabric\n");
+    CHECK(ocslab::read_file_or_empty(out) == "earlier fabric\n");
     CHECK_FALSE(std::ifstream(out + ".tmp").good());
   }
 
   SECTION("a wiring that does not fit the switch's 16x16 layout is refused naming the cable") {
-    std::string bad = slurp(wiring);
+    std::string bad = ocslab::read_file_or_empty(wiring);
     bad.replace(bad.find("tx: 8, rx: 24"), 13, "tx: 8, rx: 40");
     std::ofstream(dir.path() + "/bad.wiring.yaml") << bad;
     PasswordEnv pw;

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "ocslab/common/csv_reader.h"
+#include "ocslab/common/file.h"
 #include "ocslab/tool/cli.h"
 #include "ocslab/ocsctl/credentials.h"
 #include "ocslab/testing/peers.h"
@@ -236,11 +237,6 @@ std::vector<std::string> read_lines(const std::string& path) {
   return lines;
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
 }  // namespace
 
 TEST_CASE("ocsctl bench: a toggle that fails keeps the earlier toggles' rows and statistics", "[cli][bench]") {
@@ -333,7 +329,7 @@ TEST_CASE("ocsctl bench: Ctrl-C stops between toggles with every row written, ex
   pid = -1;
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == kExitInterrupted);
-  std::string text = slurp(csv);
+  std::string text = ocslab::read_file_or_empty(csv);
   REQUIRE_FALSE(text.empty());
   CHECK(text.back() == '\n');  // no half-written row
   auto lines = read_lines(csv);
@@ -345,8 +341,8 @@ TEST_CASE("ocsctl bench: Ctrl-C stops between toggles with every row written, ex
     CHECK(split_csv_line(lines[i]).size() == 8);
     CHECK(lines[i].rfind(std::to_string((i - 1) / 3) + ",", 0) == 0);  // toggles 0, 1, ... in order
   }
-  CHECK_THAT(slurp(out), Catch::Contains(fmt::format("reconfiguration  {:>5}", toggles)));
-  CHECK_THAT(slurp(err), Catch::Contains(fmt::format("bench interrupted after {} of 1000000 toggles", toggles)));
+  CHECK_THAT(ocslab::read_file_or_empty(out), Catch::Contains(fmt::format("reconfiguration  {:>5}", toggles)));
+  CHECK_THAT(ocslab::read_file_or_empty(err), Catch::Contains(fmt::format("bench interrupted after {} of 1000000 toggles", toggles)));
 }
 
 TEST_CASE("ocsctl watch-power writes CSV samples", "[cli]") {

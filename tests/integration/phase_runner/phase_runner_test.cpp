@@ -24,6 +24,7 @@
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/runner.h"
 #include "ocslab/testing/processes.h"
+#include "ocslab/testing/source_dir.h"
 #include "ocslab/testing/sshd_fixture.h"
 #include "ocslab/testing/wait.h"
 #include "ocslab/workloads/schedule.h"
@@ -38,10 +39,7 @@ namespace {
 // of provisioning (its first op still asked for on demand) does not dominate the comparison.
 constexpr int kSteps = 6;
 
-std::string source_dir() {
-  const char* d = std::getenv("OCSLAB_SOURCE_DIR");
-  return d && *d ? d : OCSLAB_TEST_SOURCE_DIR;
-}
+using ocslab::testing::source_dir;
 
 class Emulator {
  public:

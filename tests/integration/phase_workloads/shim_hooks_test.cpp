@@ -23,6 +23,7 @@
 #include "../phase/phase_lab.h"
 #include "ocslab/phase/controller.h"
 #include "ocslab/phase/orchestrator.h"
+#include "ocslab/testing/source_dir.h"
 #include "ocslab/workloads/collbench.h"
 #include "ocslab/workloads/ring.h"
 #include "ocslab/workloads/shim_hooks.h"
@@ -37,10 +38,7 @@ namespace {
 constexpr double kSwitchMs = 25;
 constexpr auto kCompute = std::chrono::milliseconds(40);  // compute before each collective
 
-std::string source_dir() {
-  const char* d = std::getenv("OCSLAB_SOURCE_DIR");
-  return d && *d ? d : OCSLAB_TEST_SOURCE_DIR;
-}
+using ocslab::testing::source_dir;
 
 // What a correct transport delivers, computed from every member's input (fill_input is
 // deterministic): the transport-free executor for the step loop.

@@ -11,6 +11,7 @@
 
 #include "ocslab/cli/ocslab_cli.h"
 #include "ocslab/cli/plot.h"
+#include "ocslab/common/file.h"
 #include "ocslab/testing/sshd_fixture.h"
 
 namespace fs = std::filesystem;
@@ -100,14 +101,9 @@ struct ResultsFolder {
   }
 };
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
 // Width and height from a PNG's IHDR chunk; fails the test when the file is not a PNG.
 std::pair<uint32_t, uint32_t> png_size(const std::string& path) {
-  std::string b = read_file(path);
+  std::string b = ocslab::read_file_or_empty(path);
   REQUIRE(b.size() > 24);
   REQUIRE(b.substr(0, 8) == std::string("\x89PNG\r\n\x1a\n", 8));
   REQUIRE(b.substr(12, 4) == "IHDR");
@@ -197,7 +193,7 @@ TEST_CASE("ocslab plot --iteration picks another reconfiguration and carries the
 
 TEST_CASE("ocslab plot reads an ocslab-agent capture's seven columns (no run, no iteration)", "[plot]") {
   ResultsFolder f;
-  std::istringstream full(read_file(f.dir + "/timeline.csv"));
+  std::istringstream full(ocslab::read_file_or_empty(f.dir + "/timeline.csv"));
   std::ofstream seven(f.dir + "/timeline.csv");
   for (std::string line; std::getline(full, line);) {
     for (int cut = 0; cut < 2; ++cut) line.erase(line.rfind(','));
@@ -219,8 +215,8 @@ TEST_CASE("ocslab plot --format svg writes SVG files", "[plot]") {
   Run r = plot({f.dir, "--format", "svg"});
   INFO(r.err);
   REQUIRE(r.rc == kExitOk);
-  CHECK_THAT(read_file(f.dir + "/timeline.svg"), Catch::Contains("<svg"));
-  CHECK_THAT(read_file(f.dir + "/cdf.svg"), Catch::Contains("<svg"));
+  CHECK_THAT(ocslab::read_file_or_empty(f.dir + "/timeline.svg"), Catch::Contains("<svg"));
+  CHECK_THAT(ocslab::read_file_or_empty(f.dir + "/cdf.svg"), Catch::Contains("<svg"));
   CHECK_FALSE(fs::exists(f.dir + "/timeline.png"));
 }
 

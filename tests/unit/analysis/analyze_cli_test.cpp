@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "ocslab/cli/ocslab_cli.h"
+#include "ocslab/common/file.h"
 
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
@@ -36,13 +37,6 @@ Result run_cli(const std::vector<std::string>& args) {
   return {rc, out.str(), err.str()};
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 const char* kTimeline =
     "t_ns,host,source,subject,signal,value,unit,run,iteration\n"
     "1000000000,switch,ocs,m1,command,1,,demo,1\n"
@@ -58,13 +52,13 @@ TEST_CASE("ocslab analyze FOLDER writes breakdown.csv, summary.txt and summary.j
   Result r = run_cli({"analyze", d.path});
   INFO(r.err);
   REQUIRE(r.rc == 0);
-  CHECK(r.out == slurp(d.path + "/summary.txt"));
+  CHECK(r.out == ocslab::read_file_or_empty(d.path + "/summary.txt"));
   CHECK_THAT(r.out, Contains("1 host/interface rows: 1 ok, 0 failed"));
   CHECK_THAT(r.out, Contains("total_ms           1       50.000       50.000       50.000       50.000       50.000"));
-  std::string csv = slurp(d.path + "/breakdown.csv");
+  std::string csv = ocslab::read_file_or_empty(d.path + "/breakdown.csv");
   CHECK_THAT(csv, Contains("\ndemo,1,m1,h1,eth1,ok,1000000000,1002000000,,,,,1003000000,1050000000,,,2.000000,,,,,,,,"
                            "50.000000\n"));
-  auto j = nlohmann::json::parse(slurp(d.path + "/summary.json"));
+  auto j = nlohmann::json::parse(ocslab::read_file_or_empty(d.path + "/summary.json"));
   CHECK(j["durations_ms"]["control_ms"]["median"] == 2.0);
   CHECK(j["iterations_from"] == "iteration column");
 
@@ -85,7 +79,7 @@ TEST_CASE("ocslab analyze FILE writes next to the file; --dark-dbm is read") {
   Result r = run_cli({"analyze", d.path + "/cap.csv"});
   REQUIRE(r.rc == 0);
   CHECK_THAT(r.out, Contains("1 ok"));
-  CHECK_THAT(slurp(d.path + "/breakdown.csv"), Contains(",1,,h1,eth1,ok,,,3000000000,3100000000,,,,,,,,,100.000000,"));
+  CHECK_THAT(ocslab::read_file_or_empty(d.path + "/breakdown.csv"), Contains(",1,,h1,eth1,ok,,,3000000000,3100000000,,,,,,,,,100.000000,"));
   Result r2 = run_cli({"analyze", d.path + "/cap.csv", "--dark-dbm=-40"});
   REQUIRE(r2.rc == 0);
   CHECK_THAT(r2.out, Contains("reconfigs    0"));

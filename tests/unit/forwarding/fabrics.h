@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ocslab/forwarding/fabric.h"
+#include "ocslab/testing/source_dir.h"
 
 namespace fabrics {
 
@@ -21,8 +22,7 @@ using ocslab::forwarding::Fabric;
 
 // The repository's forwarding/examples/<name>, also when the binary runs outside ctest.
 inline std::string example(const std::string& name) {
-  const char* s = std::getenv("OCSLAB_SOURCE_DIR");
-  return std::string(s ? s : OCSLAB_TEST_SOURCE_DIR) + "/forwarding/examples/" + name;
+  return ocslab::testing::source_dir() + "/forwarding/examples/" + name;
 }
 
 inline std::string host(int i) { return fmt::format("h{:02}", i); }

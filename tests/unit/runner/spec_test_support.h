@@ -9,13 +9,11 @@
 #include "ocslab/common/config.h"
 #include "ocslab/common/error.h"
 #include "ocslab/runner/experiment_spec.h"
+#include "ocslab/testing/source_dir.h"
 
 namespace spec_test {
 
-inline std::string source_dir() {
-  const char* s = std::getenv("OCSLAB_SOURCE_DIR");
-  return s ? s : OCSLAB_TEST_SOURCE_DIR;
-}
+using ocslab::testing::source_dir;
 
 // Next to the shipped examples in experiments/specs, so `../labs/four-hosts.yaml` resolves as for demo.yaml.
 inline constexpr const char* kSpecsOrigin = "/experiments/specs/test.yaml";
