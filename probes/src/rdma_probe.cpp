@@ -24,39 +24,15 @@
 
 #include "ocslab/common/clock.h"
 #include "ocslab/common/error.h"
+#include "ocslab/probes/outage_tracker.h"
 #include "ocslab/probes/rdma_counters.h"
+#include "ocslab/verbs/verbs.h"
 
 namespace ocslab::probes {
 
 namespace {
 
 constexpr int kRecvSlots = 64;
-constexpr int kMaxGids = 256;
-
-bool ipv4_mapped(const ibv_gid& g) {
-  for (int i = 0; i < 10; ++i) {
-    if (g.raw[i] != 0) return false;
-  }
-  return g.raw[10] == 0xff && g.raw[11] == 0xff;
-}
-
-std::string gid_hex(const ibv_gid& g) {
-  std::string s;
-  for (uint8_t b : g.raw) s += fmt::format("{:02x}", b);
-  return s;
-}
-
-bool parse_gid(const std::string& hex, ibv_gid& g) {
-  if (hex.size() != 32) return false;
-  for (size_t i = 0; i < 16; ++i) {
-    try {
-      g.raw[i] = static_cast<uint8_t>(std::stoul(hex.substr(2 * i, 2), nullptr, 16));
-    } catch (const std::exception&) {
-      return false;
-    }
-  }
-  return true;
-}
 
 std::pair<std::string, std::string> split_host_port(const std::string& s) {
   auto colon = s.rfind(':');
@@ -68,14 +44,14 @@ std::pair<std::string, std::string> split_host_port(const std::string& s) {
 struct QpInfo {
   uint32_t qpn = 0, psn = 0;
   ibv_gid gid{};
-  std::string line() const { return fmt::format("QP {} {} {}\n", qpn, psn, gid_hex(gid)); }
+  std::string line() const { return fmt::format("QP {} {} {}\n", qpn, psn, verbs::gid_hex(gid)); }
   static bool parse(const std::string& line, QpInfo& out) {
     char gid[64] = {0};
     unsigned qpn = 0, psn = 0;
     if (std::sscanf(line.c_str(), "QP %u %u %63s", &qpn, &psn, gid) != 3) return false;
     out.qpn = qpn;
     out.psn = psn;
-    return parse_gid(gid, out.gid);
+    return verbs::parse_gid(gid, out.gid);
   }
 };
 
@@ -137,41 +113,22 @@ struct RdmaProbe::Impl {
 
   // Finds the RDMA device whose port carries a RoCE v2 IPv4-mapped GID on the interface.
   std::string open_device() {
-    unsigned ifindex = if_nametoindex(cfg.interface.c_str());
-    if (ifindex == 0) return "no network interface '" + cfg.interface + "'";
-    int n = 0;
-    ibv_device** list = ibv_get_device_list(&n);
-    if (!list || n == 0) {
-      if (list) ibv_free_device_list(list);
-      return "no RDMA device on this host (interface " + cfg.interface + ")";
+    auto found = verbs::find_roce_device(cfg.interface, cfg.port, cfg.device);
+    switch (found.outcome) {
+      case verbs::RoceSearch::Outcome::kNoInterface:
+        return "no network interface '" + cfg.interface + "'";
+      case verbs::RoceSearch::Outcome::kNoDevices:
+        return "no RDMA device on this host (interface " + cfg.interface + ")";
+      case verbs::RoceSearch::Outcome::kNoGid:
+        return fmt::format("no RDMA device with a RoCE v2 IPv4 GID on {} port {} (devices tried: {})", cfg.interface,
+                           cfg.port, found.tried.empty() ? "none" : found.tried);
+      case verbs::RoceSearch::Outcome::kFound:
+        break;
     }
-    std::string tried;
-    for (int i = 0; i < n && !ctx; ++i) {
-      std::string name = ibv_get_device_name(list[i]);
-      if (!cfg.device.empty() && name != cfg.device) continue;
-      tried += (tried.empty() ? "" : ", ") + name;
-      ibv_context* c = ibv_open_device(list[i]);
-      if (!c) continue;
-      std::vector<ibv_gid_entry> entries(kMaxGids);
-      ssize_t count = ibv_query_gid_table(c, entries.data(), entries.size(), 0);
-      for (ssize_t k = 0; k < count; ++k) {
-        const auto& e = entries[static_cast<size_t>(k)];
-        if (static_cast<int>(e.port_num) == cfg.port && e.gid_type == IBV_GID_TYPE_ROCE_V2 &&
-            e.ndev_ifindex == ifindex && ipv4_mapped(e.gid)) {
-          ctx = c;
-          gid_index = static_cast<int>(e.gid_index);
-          gid = e.gid;
-          device_name = name;
-          break;
-        }
-      }
-      if (!ctx) ibv_close_device(c);
-    }
-    ibv_free_device_list(list);
-    if (!ctx) {
-      return fmt::format("no RDMA device with a RoCE v2 IPv4 GID on {} port {} (devices tried: {})", cfg.interface,
-                         cfg.port, tried.empty() ? "none" : tried);
-    }
+    ctx = found.device.ctx;
+    gid_index = found.device.gid_index;
+    gid = found.device.gid;
+    device_name = found.device.name;
     subject = device_name + "/" + cfg.interface + (cfg.label.empty() ? "" : "@" + cfg.label);
     return {};
   }
@@ -206,14 +163,7 @@ struct RdmaProbe::Impl {
     init.qp_type = IBV_QPT_RC;
     qp = ibv_create_qp(pd, &init);
     if (!qp) throw SystemError(device_name + ": ibv_create_qp", errno);
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.pkey_index = 0;
-    a.port_num = static_cast<uint8_t>(cfg.port);
-    a.qp_access_flags = 0;
-    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
-      throw SystemError(device_name + ": QP to INIT", errno);
-    }
+    if (!verbs::qp_to_init(qp, cfg.port)) throw SystemError(device_name + ": QP to INIT", errno);
     psn = rng() & 0xffffff;
     if (cfg.role == RdmaProbeConfig::Role::kServer) {
       for (int i = 0; i < kRecvSlots; ++i) post_recv(static_cast<uint32_t>(i));
@@ -221,35 +171,20 @@ struct RdmaProbe::Impl {
   }
 
   void connect_qp(const QpInfo& remote) {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_1024;
-    a.dest_qp_num = remote.qpn;
-    a.rq_psn = remote.psn;
-    a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 12;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.grh.dgid = remote.gid;
-    a.ah_attr.grh.sgid_index = static_cast<uint8_t>(gid_index);
-    a.ah_attr.grh.hop_limit = 64;
-    a.ah_attr.port_num = static_cast<uint8_t>(cfg.port);
-    if (ibv_modify_qp(qp, &a,
-                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0) {
-      throw SystemError(device_name + ": QP to RTR", errno);
-    }
-    ibv_qp_attr r{};
-    r.qp_state = IBV_QPS_RTS;
-    r.timeout = cfg.timeout;
-    r.retry_cnt = cfg.retry_cnt;
-    r.rnr_retry = cfg.rnr_retry;
-    r.sq_psn = psn;
-    r.max_rd_atomic = 1;
-    if (ibv_modify_qp(qp, &r,
-                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                          IBV_QP_MAX_QP_RD_ATOMIC) != 0) {
-      throw SystemError(device_name + ": QP to RTS", errno);
-    }
+    verbs::RtrParams rtr;
+    rtr.dest_qpn = remote.qpn;
+    rtr.rq_psn = remote.psn;
+    rtr.dgid = remote.gid;
+    rtr.sgid_index = gid_index;
+    rtr.port = cfg.port;
+    rtr.mtu = IBV_MTU_1024;
+    if (!verbs::qp_to_rtr(qp, rtr)) throw SystemError(device_name + ": QP to RTR", errno);
+    verbs::RtsParams rts;
+    rts.sq_psn = psn;
+    rts.timeout = static_cast<uint8_t>(cfg.timeout);
+    rts.retry_cnt = static_cast<uint8_t>(cfg.retry_cnt);
+    rts.rnr_retry = static_cast<uint8_t>(cfg.rnr_retry);
+    if (!verbs::qp_to_rts(qp, rts)) throw SystemError(device_name + ": QP to RTS", errno);
   }
 
   QpInfo local() const { return QpInfo{qp->qp_num, psn, gid}; }
@@ -406,23 +341,15 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
     Impl& m = *impl_;
     const bool server = m.cfg.role == RdmaProbeConfig::Role::kServer;
     const int64_t interval_ns = static_cast<int64_t>(m.cfg.interval.count()) * 1000;
-    const double outage_ns = m.cfg.outage_factor * static_cast<double>(interval_ns);
-    std::optional<Timestamp> last_good;
-    // Before the first good completion, an outage is measured from the probe's start when
-    // pairing failed at first (peer dark or unreachable), else from the first SEND / the
-    // pairing: a queue pair whose link is dark when the probe starts reports its first traffic
-    // as a resume, like any other.
-    const Timestamp started = now();
-    std::optional<Timestamp> first_attempt;
-    bool had_setup_error = false;
+    // When traffic counts as stalled and a completion as a resume (outage_tracker.h).
+    OutageTracker outage(now(), m.cfg.outage_factor * static_cast<double>(interval_ns));
     bool paired = false, outstanding = false;
     uint64_t seq = 0;
     int64_t next_send = monotonic_ns();
     const int64_t counter_ns = static_cast<int64_t>(m.cfg.counter_period.count()) * 1'000'000;
     const bool have_counters = m.counters && !m.counters->empty();
     int64_t next_counters = monotonic_ns() + counter_ns;
-    bool outage_noticed = false;  // counters were read when this outage was first noticed
-    m.read_counters();            // the baseline
+    m.read_counters();  // the baseline
     // Waits are cut short for the next periodic counter read.
     auto until_counters_ns = [&](int64_t wait_ns) {
       if (!have_counters || counter_ns <= 0) return wait_ns;
@@ -431,7 +358,7 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
     auto setup_failed = [&](const std::exception& e) {
       spdlog::warn("RDMA probe {}: {} (retrying)", m.subject, e.what());
       m.emit(now(), "setup_error", 0, "");
-      had_setup_error = true;
+      outage.setup_failed();
       paired = false;
       if (m.ctl_fd >= 0) ::close(m.ctl_fd);
       m.ctl_fd = -1;
@@ -441,10 +368,7 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
         int64_t mono_now = monotonic_ns();
         // An outage noticed: the counters now, before the retransmissions pile up, so that
         // what moved during it is told apart from what moved before.
-        std::optional<Timestamp> ref = last_good;
-        if (!ref) ref = had_setup_error ? std::optional<Timestamp>(started) : first_attempt;
-        if (!outage_noticed && ref && static_cast<double>(mono_now - ref->monotonic_ns) > outage_ns) {
-          outage_noticed = true;
+        if (outage.outage_noticed(mono_now)) {
           m.read_counters();
           next_counters = monotonic_ns() + counter_ns;
         } else if (counter_ns > 0 && mono_now >= next_counters) {
@@ -480,7 +404,7 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
           }
           paired = true;
           outstanding = false;
-          if (server && !first_attempt) first_attempt = now();
+          if (server) outage.attempted(now());
         } catch (const std::exception& e) {
           setup_failed(e);
           continue;
@@ -492,7 +416,7 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
         try {
           m.post_send(++seq);
           outstanding = true;
-          if (!first_attempt) first_attempt = now();
+          outage.attempted(now());
         } catch (const std::exception& e) {
           setup_failed(e);
           continue;
@@ -541,15 +465,11 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
         ++completions_;
         m.emit(t, "completion", wc[i].status, "wc_status");
         if (wc[i].status == IBV_WC_SUCCESS) {
-          std::optional<Timestamp> ref = last_good;
-          if (!ref) ref = had_setup_error ? std::optional<Timestamp>(started) : first_attempt;
-          if (ref && static_cast<double>(t.monotonic_ns - ref->monotonic_ns) > outage_ns) {
-            m.emit(*ref, "stalled", 1, "");
-            m.emit(t, "resumed", static_cast<double>(t.monotonic_ns - ref->monotonic_ns) / 1e6, "ms");
+          if (auto r = outage.good_completion(t)) {
+            m.emit(r->stalled_at, "stalled", 1, "");
+            m.emit(r->resumed_at, "resumed", r->gap_ms, "ms");
             resumed = true;
           }
-          last_good = t;
-          outage_noticed = false;
           if (server) {
             try {
               m.post_recv(static_cast<uint32_t>(wc[i].wr_id & 0xffffffff));
@@ -580,9 +500,7 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
       }
     }
     // An outage still going on when the probe stops: its start is known, its end is not.
-    if (last_good && static_cast<double>(now().monotonic_ns - last_good->monotonic_ns) > outage_ns) {
-      m.emit(*last_good, "stalled", 1, "");
-    }
+    if (auto since = outage.open_outage(now())) m.emit(*since, "stalled", 1, "");
     m.read_counters();
   });
   return ProbeStatus{true, method, ""};

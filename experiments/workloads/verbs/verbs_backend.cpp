@@ -11,47 +11,10 @@
 #include <sstream>
 
 #include "ocslab/common/error.h"
+#include "ocslab/verbs/verbs.h"
 #include "ocslab/workloads/ring.h"
 
 namespace ocslab::workloads {
-
-namespace {
-
-constexpr int kMaxGids = 256;
-
-bool ipv4_mapped(const ibv_gid& g) {
-  for (int i = 0; i < 10; ++i) {
-    if (g.raw[i] != 0) return false;
-  }
-  return g.raw[10] == 0xff && g.raw[11] == 0xff;
-}
-
-std::string gid_text(const ibv_gid& g) {
-  if (ipv4_mapped(g)) return fmt::format("{}.{}.{}.{}", g.raw[12], g.raw[13], g.raw[14], g.raw[15]);
-  char buf[INET6_ADDRSTRLEN] = {0};
-  ::inet_ntop(AF_INET6, g.raw, buf, sizeof(buf));
-  return buf;
-}
-
-// Queue-pair announcements in the rendezvous: one line per connection,
-// "<from> <to> <iface> <qpn> <psn> <gid as 32 hex digits>".
-std::string gid_hex(const ibv_gid& g) {
-  std::string s;
-  for (uint8_t b : g.raw) s += fmt::format("{:02x}", b);
-  return s;
-}
-
-bool parse_gid(const std::string& hex, ibv_gid& g) {
-  if (hex.size() != 32) return false;
-  for (size_t i = 0; i < 16; ++i) {
-    unsigned v = 0;
-    if (std::sscanf(hex.c_str() + 2 * i, "%2x", &v) != 1) return false;
-    g.raw[i] = static_cast<uint8_t>(v);
-  }
-  return true;
-}
-
-}  // namespace
 
 struct VerbsBackend::Device {
   std::string iface, name;
@@ -93,45 +56,27 @@ VerbsBackend::Device& VerbsBackend::device_for(const std::string& iface) {
   for (auto& d : devices_) {
     if (d->iface == iface) return *d;
   }
-  unsigned ifindex = if_nametoindex(iface.c_str());
-  if (ifindex == 0) throw Error("no network interface '" + iface + "' on this host (--if / --group-if)");
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (!list || n == 0) {
-    if (list) ibv_free_device_list(list);
-    throw Error("no RDMA device on this host (interface " + iface + "); for Soft-RoCE: rdma link add rxe_" + iface +
-                " type rxe netdev " + iface);
+  auto found = verbs::find_roce_device(iface, o_.port);
+  switch (found.outcome) {
+    case verbs::RoceSearch::Outcome::kNoInterface:
+      throw Error("no network interface '" + iface + "' on this host (--if / --group-if)");
+    case verbs::RoceSearch::Outcome::kNoDevices:
+      throw Error("no RDMA device on this host (interface " + iface + "); for Soft-RoCE: rdma link add rxe_" + iface +
+                  " type rxe netdev " + iface);
+    case verbs::RoceSearch::Outcome::kNoGid:
+      throw Error(
+          fmt::format("no RDMA device with a RoCE v2 IPv4 GID on {} port {} (devices: {}); is the interface up "
+                      "with an IPv4 address?",
+                      iface, o_.port, found.tried));
+    case verbs::RoceSearch::Outcome::kFound:
+      break;
   }
   auto d = std::make_unique<Device>();
   d->iface = iface;
-  std::string tried;
-  for (int i = 0; i < n && !d->ctx; ++i) {
-    std::string name = ibv_get_device_name(list[i]);
-    tried += (tried.empty() ? "" : ", ") + name;
-    ibv_context* c = ibv_open_device(list[i]);
-    if (!c) continue;
-    std::vector<ibv_gid_entry> entries(kMaxGids);
-    ssize_t count = ibv_query_gid_table(c, entries.data(), entries.size(), 0);
-    for (ssize_t k = 0; k < count; ++k) {
-      const auto& e = entries[static_cast<size_t>(k)];
-      if (static_cast<int>(e.port_num) == o_.port && e.gid_type == IBV_GID_TYPE_ROCE_V2 && e.ndev_ifindex == ifindex &&
-          ipv4_mapped(e.gid)) {
-        d->ctx = c;
-        d->gid_index = static_cast<int>(e.gid_index);
-        d->gid = e.gid;
-        d->name = name;
-        break;
-      }
-    }
-    if (!d->ctx) ibv_close_device(c);
-  }
-  ibv_free_device_list(list);
-  if (!d->ctx) {
-    throw Error(
-        fmt::format("no RDMA device with a RoCE v2 IPv4 GID on {} port {} (devices: {}); is the interface up "
-                    "with an IPv4 address?",
-                    iface, o_.port, tried));
-  }
+  d->ctx = found.device.ctx;
+  d->gid_index = found.device.gid_index;
+  d->gid = found.device.gid;
+  d->name = found.device.name;
   ibv_port_attr pa{};
   if (ibv_query_port(d->ctx, static_cast<uint8_t>(o_.port), &pa) != 0) {
     throw SystemError(d->name + ": ibv_query_port", errno);
@@ -205,16 +150,9 @@ VerbsBackend::VerbsBackend(const Schedule& s, int rank, const VerbsOptions& o, R
     init.qp_type = IBV_QPT_RC;
     c->qp = ibv_create_qp(d.pd, &init);
     if (!c->qp) throw SystemError(d.name + ": ibv_create_qp", errno);
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.pkey_index = 0;
-    a.port_num = static_cast<uint8_t>(o_.port);
-    a.qp_access_flags = 0;
-    if (ibv_modify_qp(c->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
-      throw SystemError(d.name + ": QP to INIT", errno);
-    }
+    if (!verbs::qp_to_init(c->qp, o_.port)) throw SystemError(d.name + ": QP to INIT", errno);
     c->psn = rng() & 0xffffff;
-    announce += fmt::format("{} {} {} {} {} {}\n", rank, key.first, key.second, c->qp->qp_num, c->psn, gid_hex(d.gid));
+    announce += fmt::format("{} {} {} {} {} {}\n", rank, key.first, key.second, c->qp->qp_num, c->psn, verbs::gid_hex(d.gid));
     conns_[key] = std::move(c);
   }
 
@@ -228,7 +166,7 @@ VerbsBackend::VerbsBackend(const Schedule& s, int rank, const VerbsOptions& o, R
       uint32_t qpn = 0, psn = 0;
       ibv_gid gid{};
       if (std::sscanf(line.c_str(), "%d %d %63s %u %u %63s", &from, &to, iface, &qpn, &psn, hex) != 6 ||
-          !parse_gid(hex, gid) || from != static_cast<int>(r)) {
+          !verbs::parse_gid(hex, gid) || from != static_cast<int>(r)) {
         throw Error(fmt::format("rank {} announced a malformed queue pair: '{}'", r, line));
       }
       if (to != rank) continue;
@@ -240,33 +178,23 @@ VerbsBackend::VerbsBackend(const Schedule& s, int rank, const VerbsOptions& o, R
                         from, rank, iface));
       }
       Conn& c = *it->second;
-      ibv_qp_attr a{};
-      a.qp_state = IBV_QPS_RTR;
-      a.path_mtu = c.dev->mtu;
-      a.dest_qp_num = qpn;
-      a.rq_psn = psn;
-      a.max_dest_rd_atomic = 1;
-      a.min_rnr_timer = 12;  // 0.64 ms: a peer that has not posted its receive yet is retried soon
-      a.ah_attr.is_global = 1;
-      a.ah_attr.grh.dgid = gid;
-      a.ah_attr.grh.sgid_index = static_cast<uint8_t>(c.dev->gid_index);
-      a.ah_attr.grh.hop_limit = 64;
-      a.ah_attr.port_num = static_cast<uint8_t>(o_.port);
-      if (ibv_modify_qp(c.qp, &a,
-                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                            IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0) {
-        throw SystemError(fmt::format("{}: QP with rank {} ({}) to RTR", c.dev->name, from, gid_text(gid)), errno);
+      verbs::RtrParams rtr;
+      rtr.dest_qpn = qpn;
+      rtr.rq_psn = psn;
+      rtr.dgid = gid;
+      rtr.sgid_index = c.dev->gid_index;
+      rtr.port = o_.port;
+      rtr.mtu = c.dev->mtu;
+      if (!verbs::qp_to_rtr(c.qp, rtr)) {
+        throw SystemError(fmt::format("{}: QP with rank {} ({}) to RTR", c.dev->name, from, verbs::gid_text(gid)),
+                          errno);
       }
-      ibv_qp_attr rts{};
-      rts.qp_state = IBV_QPS_RTS;
+      verbs::RtsParams rts;
+      rts.sq_psn = c.psn;
       rts.timeout = o_.timeout;
       rts.retry_cnt = o_.retry_cnt;
       rts.rnr_retry = 7;  // infinite: a receiver is always about to post its buffer
-      rts.sq_psn = c.psn;
-      rts.max_rd_atomic = 1;
-      if (ibv_modify_qp(c.qp, &rts,
-                        IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                            IBV_QP_MAX_QP_RD_ATOMIC) != 0) {
+      if (!verbs::qp_to_rts(c.qp, rts)) {
         throw SystemError(fmt::format("{}: QP with rank {} to RTS", c.dev->name, from), errno);
       }
       connected[{from, iface}] = true;
@@ -291,7 +219,7 @@ std::string VerbsBackend::describe() const {
   std::string s;
   for (const auto& d : devices_) {
     s += fmt::format("{}{} ({}, GID index {}, {}, MTU {}, messages up to {} B)", s.empty() ? "" : "; ", d->name,
-                     d->iface, d->gid_index, gid_text(d->gid), 128 << static_cast<int>(d->mtu),
+                     d->iface, d->gid_index, verbs::gid_text(d->gid), 128 << static_cast<int>(d->mtu),
                      d->max_msg_floats * sizeof(float));
   }
   return fmt::format("{}{}{} queue pair(s)", s, s.empty() ? "" : ", ", conns_.size());
