@@ -181,7 +181,6 @@ struct Controller::Impl {
   std::vector<ControllerEvent> events;
   std::vector<std::string> problems;
   std::atomic<bool> fallback_flag{false};
-  std::atomic<size_t> connected{0};
 };
 
 struct Session : std::enable_shared_from_this<Session> {
@@ -394,7 +393,6 @@ void Controller::Impl::hello(const std::shared_ptr<Session>& s, const Message& m
   s->rank = m.rank;
   sessions[m.rank] = s;
   lost.erase(m.rank);
-  ++connected;
   Message w;
   w.type = MsgType::kWelcome;
   w.job = L.job;
@@ -843,7 +841,6 @@ void Controller::Impl::on_closed(Session& s, const std::string& reason) {
   auto it = sessions.find(s.rank);
   if (it == sessions.end() || it->second.get() != &s) return;
   sessions.erase(it);
-  --connected;
   const int r = s.rank;
   // Its in-flight ops cannot be running any more: release their stages.
   for (const auto& [g, seq] : rank_ops[r]) {
@@ -912,6 +909,5 @@ std::vector<std::string> Controller::problems() const {
   return impl_->problems;
 }
 bool Controller::in_fallback() const { return impl_->fallback_flag; }
-size_t Controller::connected_ranks() const { return impl_->connected; }
 
 }  // namespace ocslab::phase

@@ -63,12 +63,6 @@ int JobLayout::digit_of(std::string_view dimension) const {
   throw TopologyError(fmt::format("job {}: no dimension '{}' (it has {})", job, dimension, describe_digits()));
 }
 
-std::string JobLayout::dimension_name(int digit) const {
-  if (digit == 0) return "pp";
-  if (digit < 0 || digit > static_cast<int>(dims.size())) return fmt::format("digit {}", digit);
-  return dims[static_cast<size_t>(digit - 1)].name;
-}
-
 TopoId TopoId::uniform(const JobLayout& layout, int digit) {
   TopoId t(std::vector<uint8_t>(static_cast<size_t>(layout.pp), static_cast<uint8_t>(digit)));
   t.validate(layout);

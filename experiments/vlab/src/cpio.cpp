@@ -27,9 +27,6 @@ void CpioWriter::add_dir(const std::string& path, uint32_t mode) { entry(path, S
 void CpioWriter::add_file(const std::string& path, const std::string& data, uint32_t mode) {
   entry(path, S_IFREG | mode, data);
 }
-void CpioWriter::add_symlink(const std::string& path, const std::string& target) {
-  entry(path, S_IFLNK | 0777, target);
-}
 
 std::string CpioWriter::finish() {
   entry("TRAILER!!!", 0, "");

@@ -76,7 +76,6 @@ class Controller {
   std::vector<ControllerEvent> events() const;
   std::vector<std::string> problems() const;  // disconnects, rejections, fallbacks, in words
   bool in_fallback() const;
-  size_t connected_ranks() const;
 
   struct Impl;  // opaque; public only so the source file's session type can name it
 

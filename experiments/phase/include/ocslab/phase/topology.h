@@ -45,7 +45,6 @@ struct JobLayout {
   int local_from(const std::vector<int>& coords) const;
   // "pp" -> 0, a dimension name -> its digit; throws TopologyError listing the job's names.
   int digit_of(std::string_view dimension) const;
-  std::string dimension_name(int digit) const;  // 0 -> "pp"
   // Number of parallel dimensions counted for storage: PP plus every symmetric dimension.
   int n_parallel() const { return 1 + static_cast<int>(dims.size()); }
   std::string describe_digits() const;  // "0=pp, 1=dp, 2=cp"

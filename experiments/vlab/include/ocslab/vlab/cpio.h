@@ -10,7 +10,6 @@ class CpioWriter {
  public:
   void add_dir(const std::string& path, uint32_t mode = 0755);
   void add_file(const std::string& path, const std::string& data, uint32_t mode = 0644);
-  void add_symlink(const std::string& path, const std::string& target);
   // Appends the trailer and returns the archive.
   std::string finish();
 
