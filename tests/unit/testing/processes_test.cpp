@@ -19,22 +19,32 @@ using ocslab::testing::processes_matching;
 
 TEST_CASE("processes_matching finds a child by its command line, and not once it is gone", "[testing][processes]") {
   const std::string marker = "ocslab-processes-test-" + std::to_string(::getpid());
+  // The child waits in the shell's own `read` on a pipe this test holds: no process of its own
+  // (a `sleep` would be forked by a shell that carries the marker until its exec, so a listing
+  // could see two matches, and the `sleep` would outlive the kill holding ctest's output open).
+  int gate[2];
+  REQUIRE(::pipe(gate) == 0);
   pid_t child = ::fork();
   REQUIRE(child >= 0);
   if (child == 0) {
-    ::execl("/bin/sh", "sh", "-c", "sleep 30; true", marker.c_str(), static_cast<char*>(nullptr));
+    ::dup2(gate[0], STDIN_FILENO);
+    ::close(gate[0]);
+    ::close(gate[1]);
+    ::execl("/bin/sh", "sh", "-c", "read -r x", marker.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
+  ::close(gate[0]);
   // The child's command line is the shell's once exec has run: wait for it (bounded).
   bool found = ocslab::testing::poll_until([&] { return !processes_matching(marker).empty(); }, 5s, 10ms);
   auto matches = processes_matching(marker);
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
+  ::close(gate[1]);
   REQUIRE(found);
   REQUIRE(matches.size() == 1);
   CHECK(matches[0].pid == child);
-  CHECK(matches[0].args_text() == "sh -c sleep 30; true " + marker);
-  CHECK(matches[0].cmdline == std::string("sh\0-c\0sleep 30; true\0", 21) + marker + std::string(1, '\0'));
+  CHECK(matches[0].args_text() == "sh -c read -r x " + marker);
+  CHECK(matches[0].cmdline == std::string("sh\0-c\0read -r x\0", 16) + marker + std::string(1, '\0'));
   CHECK(processes_matching(marker).empty());
 }
 
