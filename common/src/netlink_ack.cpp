@@ -9,6 +9,9 @@ int ack_error(const nlmsghdr* nlh) {
   if (nlh->nlmsg_len < NLMSG_LENGTH(sizeof(nlmsgerr))) return EBADMSG;
   nlmsgerr e;
   std::memcpy(&e, NLMSG_DATA(nlh), sizeof(e));
+  // The kernel sends 0 or -errno (errno <= 4095, MAX_ERRNO); anything else (INT_MIN, which has no
+  // negation, among them) is a broken message.
+  if (e.error > 0 || e.error < -4095) return EBADMSG;
   return -e.error;
 }
 

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cerrno>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -72,6 +73,14 @@ TEST_CASE("netlink acks: broken messages give EBADMSG or no text, never a read p
     mutable_header(b)->nlmsg_len = NLMSG_LENGTH(sizeof(nlmsgerr)) - 1;
     CHECK(ack_error(header(b)) == EBADMSG);
     CHECK(extack_message(header(b)).empty());
+  }
+  SECTION("an error that is no -errno (INT_MIN has no negation: found by netlink_ack_fuzz)") {
+    for (int bad : {INT32_MIN, -4096, 1, 95}) {
+      INFO(bad);
+      auto b = capture("newlink_unknown_kind_capped");
+      std::memcpy(b.data() + NLMSG_HDRLEN, &bad, sizeof(bad));
+      CHECK(ack_error(header(b)) == EBADMSG);
+    }
   }
   SECTION("cut inside the attribute") {
     for (const char* name : {"newlink_unknown_kind_capped", "newlink_unknown_kind_echoed"}) {

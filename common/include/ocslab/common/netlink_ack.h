@@ -10,7 +10,8 @@
 namespace ocslab::netlink {
 
 // The error an NLMSG_ERROR message carries, as a positive errno; 0 for an ACK. EBADMSG when the
-// message is too short to hold a struct nlmsgerr (only a broken peer sends that).
+// message is too short to hold a struct nlmsgerr or its error is no -errno (only a broken peer
+// sends that).
 int ack_error(const nlmsghdr* nlh);
 
 // NLMSGERR_ATTR_MSG of an NLMSG_ERROR message (NLM_F_ACK_TLVS set, the request echoed unless
