@@ -19,17 +19,6 @@
 
 namespace ocslab::forwarding {
 
-std::vector<MacvlanSpec> if2_macvlans(const Fabric& fabric, const std::string& host) {
-  const Host* h = fabric.find_host(host);
-  if (!h) throw Error("if2: no host '" + host + "' in the fabric");
-  std::vector<MacvlanSpec> out;
-  for (const auto& p : h->ports) {
-    if (!p.if2) continue;
-    out.push_back({p.if2->name, p.if1.name, p.if2->mac});
-  }
-  return out;
-}
-
 const char* to_string(LinkChange c) {
   switch (c) {
     case LinkChange::unchanged:

@@ -22,24 +22,7 @@
 
 namespace ocslab::forwarding {
 
-const char* to_string(ChangeOp op) {
-  switch (op) {
-    case ChangeOp::add:
-      return "add";
-    case ChangeOp::replace:
-      return "replace";
-    case ChangeOp::remove:
-      return "delete";
-  }
-  return "?";
-}
-
 bool KernelNeighbour::permanent() const { return (state & NUD_PERMANENT) != 0; }
-
-std::string render_delete(const RouteRule& r) {
-  return fmt::format("ip route del {} dev {} proto {}", r.dst, r.dev, r.protocol);
-}
-std::string render_delete(const NeighbourRule& n) { return fmt::format("ip neigh del {} dev {}", n.dst, n.dev); }
 
 namespace {
 

@@ -12,7 +12,6 @@
 #include "ocslab/common/clock.h"
 #include "ocslab/common/csv_writer.h"
 #include "ocslab/forwarding/diff.h"
-#include "ocslab/forwarding/if2_link.h"
 #include "ocslab/ocsctl/errors.h"
 #include "ocslab/ocsctl/ssh_session.h"
 #include "ocslab/runner/forwarding_spec.h"

@@ -14,15 +14,6 @@
 
 namespace ocslab::forwarding {
 
-struct MacvlanSpec {
-  std::string name;    // the if2 name from the fabric, e.g. "eth1v"
-  std::string parent;  // the port's if1 netdev, e.g. "eth1"
-  std::string mac;
-};
-
-// The if2 of every port of `host`, over that port's if1. Throws Error for an unknown host.
-std::vector<MacvlanSpec> if2_macvlans(const Fabric& fabric, const std::string& host);
-
 enum class LinkChange { unchanged, created, updated, deleted, absent };
 const char* to_string(LinkChange c);
 

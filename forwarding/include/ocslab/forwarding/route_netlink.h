@@ -8,15 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "ocslab/forwarding/change.h"
 #include "ocslab/forwarding/kernel_error.h"
 #include "ocslab/forwarding/rule_plan.h"
 
 struct nl_sock;
 
 namespace ocslab::forwarding {
-
-enum class ChangeOp { add, replace, remove };
-const char* to_string(ChangeOp op);
 
 // An IPv4 unicast route of the main table, whoever made it.
 struct KernelRoute {
@@ -78,7 +76,5 @@ class RouteNetlink {
   std::map<int, std::string> by_index_;
 };
 
-std::string render_delete(const RouteRule& r);      // ip route del D dev X proto 79
-std::string render_delete(const NeighbourRule& n);  // ip neigh del D dev X
 
 }  // namespace ocslab::forwarding

@@ -272,4 +272,15 @@ Fabric load_fabric_string(const std::string& text, const std::string& origin) {
   return parse(load_yaml_string(text, origin));
 }
 
+std::vector<MacvlanSpec> if2_macvlans(const Fabric& fabric, const std::string& host) {
+  const Host* h = fabric.find_host(host);
+  if (!h) throw Error("if2: no host '" + host + "' in the fabric");
+  std::vector<MacvlanSpec> out;
+  for (const auto& p : h->ports) {
+    if (!p.if2) continue;
+    out.push_back({p.if2->name, p.if1.name, p.if2->mac});
+  }
+  return out;
+}
+
 }  // namespace ocslab::forwarding

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ocslab/forwarding/route_netlink.h"
+#include "ocslab/forwarding/change.h"
 #include "ocslab/forwarding/rule_plan.h"
 
 namespace ocslab::forwarding {

@@ -96,4 +96,15 @@ Fabric load_fabric_string(const std::string& text, const std::string& origin);
 // yaml-cpp cannot emit a value.
 std::string to_yaml(const Fabric& fabric, const std::string& comment = {});
 
+// A port's if2 as a macvlan over its if1 (where the NIC has no second function): what
+// if2_link.h creates.
+struct MacvlanSpec {
+  std::string name;    // the if2 name from the fabric, e.g. "eth1v"
+  std::string parent;  // the port's if1 netdev, e.g. "eth1"
+  std::string mac;
+};
+
+// The if2 of every port of `host`, over that port's if1. Throws Error for an unknown host.
+std::vector<MacvlanSpec> if2_macvlans(const Fabric& fabric, const std::string& host);
+
 }  // namespace ocslab::forwarding
