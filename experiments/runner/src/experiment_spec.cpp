@@ -280,12 +280,10 @@ void parse_probes(const YamlDoc& doc, const YAML::Node& probes, ExperimentSpec& 
 
 }  // namespace
 
-ExperimentSpec parse_experiment_spec(const YamlDoc& doc) {
-  const auto& root = doc.root;
-  if (!root.IsMap()) throw config_error(doc, root, "an experiment spec is a map (name, lab, switch, mappings, ...)");
-  only_keys(doc, root, {"type", "name", "lab", "switch", "mappings", "schedule", "probes", "seed", "output", "workload", "phase", "forwarding"});
-  ExperimentSpec spec;
-  spec.origin = doc.origin;
+namespace {
+
+// type: and the sections only one type may have.
+void parse_type(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& spec) {
   if (root["type"]) {
     spec.type = as_string(doc, root["type"]);
     if (spec.type != kReconfigLatency && spec.type != kPhaseWorkload) {
@@ -302,10 +300,9 @@ ExperimentSpec parse_experiment_spec(const YamlDoc& doc) {
       throw config_error(doc, root[k], fmt::format("'{}' is not part of a {} spec (the schedule is workload.schedule)", k, kPhaseWorkload));
     }
   }
-  spec.name = root["name"] ? as_string(doc, root["name"]) : fs::path(doc.origin).stem().string();
-  if (!valid_name(spec.name)) throw config_error(doc, root["name"] ? root["name"] : root, "'" + spec.name + "' is not a valid experiment name (letters, digits, . _ -)");
-  parse_lab(doc, require(doc, root, "lab"), spec);
+}
 
+void parse_switch(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& spec) {
   if (const auto& sw = root["switch"]) {
     only_keys(doc, sw, {"url", "allow", "identity_file", "known_hosts", "power_monitor"});
     if (const auto& pm = sw["power_monitor"]) {
@@ -328,63 +325,71 @@ ExperimentSpec parse_experiment_spec(const YamlDoc& doc) {
   if (spec.switch_url.empty() && spec.vlab.empty()) {
     throw config_error(doc, root["switch"] ? root["switch"] : root, "switch.url is needed with an inventory of real hosts");
   }
-  if (phase_type) {
-    // The experiment-type dispatch: everything else of this type lives in phase_workload_spec.cpp.
-    auto pw = std::make_shared<PhaseWorkloadSpec>(parse_phase_workload(doc, spec));
-    for (const auto& slot : pw->slots(spec.hosts)) {
-      for (auto p : {slot.ingress, slot.egress}) {
-        if (spec.allow.empty()) continue;
-        if (!spec.allow.contains(p)) {
-          throw config_error(doc, root["switch"]["allow"], fmt::format("switch port {} of a rank's slot is outside switch.allow ({})", p, spec.allow.to_string()));
-        }
-      }
-    }
-    if (spec.allow.empty()) {
-      for (const auto& slot : pw->slots(spec.hosts)) {
-        spec.allow.insert(slot.ingress);
-        spec.allow.insert(slot.egress);
-      }
-    }
-    spec.phase_workload = std::move(pw);
-    if (root["seed"]) spec.seed = static_cast<uint64_t>(as_int(doc, root["seed"]));
-    if (root["output"]) spec.output = as_string(doc, root["output"]);
-    return spec;
-  }
+}
 
+// workload: and phase: (phase_workload_spec.cpp); the ranks' slots must be inside switch.allow,
+// which defaults to them.
+void parse_phase_sections(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& spec) {
+  auto pw = std::make_shared<PhaseWorkloadSpec>(parse_phase_workload(doc, spec));
+  for (const auto& slot : pw->slots(spec.hosts)) {
+    for (auto p : {slot.ingress, slot.egress}) {
+      if (spec.allow.empty()) continue;
+      if (!spec.allow.contains(p)) {
+        throw config_error(doc, root["switch"]["allow"], fmt::format("switch port {} of a rank's slot is outside switch.allow ({})", p, spec.allow.to_string()));
+      }
+    }
+  }
+  if (spec.allow.empty()) {
+    for (const auto& slot : pw->slots(spec.hosts)) {
+      spec.allow.insert(slot.ingress);
+      spec.allow.insert(slot.egress);
+    }
+  }
+  spec.phase_workload = std::move(pw);
+}
+
+// One mapping: its links, each NIC once, every port inside switch.allow (ports collects them).
+Mapping parse_mapping(const YamlDoc& doc, const YAML::Node& name, const YAML::Node& links, const ExperimentSpec& spec,
+                      ocs::PortSet& ports) {
+  Mapping m;
+  m.name = as_string(doc, name);
+  if (!valid_name(m.name)) throw config_error(doc, name, "'" + m.name + "' is not a valid mapping name");
+  if (!links.IsSequence() || links.size() == 0) {
+    throw config_error(doc, links, "mapping '" + m.name + "' must be a non-empty list of links");
+  }
+  std::set<std::pair<size_t, std::string>> nics;
+  for (const auto& ln : links) {
+    Link l = parse_link(doc, ln, spec, "<->");
+    for (const auto& end : {std::make_pair(l.a_host, l.a_nic), std::make_pair(l.b_host, l.b_nic)}) {
+      if (!nics.insert(end).second) {
+        throw config_error(doc, ln, fmt::format("mapping '{}' uses {}:{} twice", m.name, spec.hosts[end.first].name, end.second));
+      }
+    }
+    const NicEntry& a = *spec.hosts[l.a_host].nic(l.a_nic);
+    const NicEntry& b = *spec.hosts[l.b_host].nic(l.b_nic);
+    m.circuits.push_back({a.tx_port, b.rx_port});
+    m.circuits.push_back({b.tx_port, a.rx_port});
+    for (auto p : {a.tx_port, a.rx_port, b.tx_port, b.rx_port}) {
+      ports.insert(p);
+      if (!spec.allow.empty() && !spec.allow.contains(p)) {
+        throw config_error(doc, ln, fmt::format("link '{}' needs switch port {}, which is outside switch.allow ({})",
+                                                as_string(doc, ln), p, spec.allow.to_string()));
+      }
+    }
+    m.links.push_back(std::move(l));
+  }
+  std::sort(m.circuits.begin(), m.circuits.end());
+  return m;
+}
+
+void parse_mappings(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& spec) {
   const auto& maps = require(doc, root, "mappings");
   if (!maps.IsMap() || maps.size() < 2) {
     throw config_error(doc, maps, "mappings must map at least two names to lists of links (HOST:NIC <-> HOST:NIC)");
   }
   ocs::PortSet used;
   for (const auto& kv : maps) {
-    Mapping m;
-    m.name = as_string(doc, kv.first);
-    if (!valid_name(m.name)) throw config_error(doc, kv.first, "'" + m.name + "' is not a valid mapping name");
-    if (!kv.second.IsSequence() || kv.second.size() == 0) {
-      throw config_error(doc, kv.second, "mapping '" + m.name + "' must be a non-empty list of links");
-    }
-    std::set<std::pair<size_t, std::string>> nics;
-    for (const auto& ln : kv.second) {
-      Link l = parse_link(doc, ln, spec, "<->");
-      for (const auto& end : {std::make_pair(l.a_host, l.a_nic), std::make_pair(l.b_host, l.b_nic)}) {
-        if (!nics.insert(end).second) {
-          throw config_error(doc, ln, fmt::format("mapping '{}' uses {}:{} twice", m.name, spec.hosts[end.first].name, end.second));
-        }
-      }
-      const NicEntry& a = *spec.hosts[l.a_host].nic(l.a_nic);
-      const NicEntry& b = *spec.hosts[l.b_host].nic(l.b_nic);
-      m.circuits.push_back({a.tx_port, b.rx_port});
-      m.circuits.push_back({b.tx_port, a.rx_port});
-      for (auto p : {a.tx_port, a.rx_port, b.tx_port, b.rx_port}) {
-        used.insert(p);
-        if (!spec.allow.empty() && !spec.allow.contains(p)) {
-          throw config_error(doc, ln, fmt::format("link '{}' needs switch port {}, which is outside switch.allow ({})",
-                                                  as_string(doc, ln), p, spec.allow.to_string()));
-        }
-      }
-      m.links.push_back(std::move(l));
-    }
-    std::sort(m.circuits.begin(), m.circuits.end());
+    Mapping m = parse_mapping(doc, kv.first, kv.second, spec, used);
     for (const auto& o : spec.mappings) {
       if (o.circuits == m.circuits) {
         throw config_error(doc, kv.first, "mapping '" + m.name + "' makes the same circuits as '" + o.name + "'");
@@ -393,38 +398,67 @@ ExperimentSpec parse_experiment_spec(const YamlDoc& doc) {
     spec.mappings.push_back(std::move(m));
   }
   if (spec.allow.empty()) spec.allow = used;
+}
 
-  if (const auto& s = root["schedule"]) {
-    only_keys(doc, s, {"reconfigurations", "dwell_s", "warmup_s", "settle_s", "order"});
-    if (s["reconfigurations"]) spec.reconfigurations = int_in(doc, s["reconfigurations"], 1, 100000, "reconfigurations");
-    if (s["dwell_s"]) spec.dwell_s = positive(doc, s["dwell_s"], 0.01, 3600, "dwell_s");
-    if (s["warmup_s"]) spec.warmup_s = positive(doc, s["warmup_s"], 0, 3600, "warmup_s");
-    if (s["settle_s"]) spec.settle_s = positive(doc, s["settle_s"], 0, 3600, "settle_s");
-    if (s["order"]) {
-      std::string o = as_string(doc, s["order"]);
-      if (o == "alternate") {
-        spec.order = Order::kAlternate;
-      } else if (o == "random") {
-        spec.order = Order::kRandom;
-      } else {
-        throw config_error(doc, s["order"], "order must be alternate or random, got '" + o + "'");
-      }
+void parse_schedule(const YamlDoc& doc, const YAML::Node& s, ExperimentSpec& spec) {
+  only_keys(doc, s, {"reconfigurations", "dwell_s", "warmup_s", "settle_s", "order"});
+  if (s["reconfigurations"]) spec.reconfigurations = int_in(doc, s["reconfigurations"], 1, 100000, "reconfigurations");
+  if (s["dwell_s"]) spec.dwell_s = positive(doc, s["dwell_s"], 0.01, 3600, "dwell_s");
+  if (s["warmup_s"]) spec.warmup_s = positive(doc, s["warmup_s"], 0, 3600, "warmup_s");
+  if (s["settle_s"]) spec.settle_s = positive(doc, s["settle_s"], 0, 3600, "settle_s");
+  if (s["order"]) {
+    std::string o = as_string(doc, s["order"]);
+    if (o == "alternate") {
+      spec.order = Order::kAlternate;
+    } else if (o == "random") {
+      spec.order = Order::kRandom;
+    } else {
+      throw config_error(doc, s["order"], "order must be alternate or random, got '" + o + "'");
     }
   }
+}
+
+// `pairs: mappings`: every link of every mapping, once (either direction).
+void rdma_pairs_from_mappings(ExperimentSpec& spec) {
+  std::set<std::tuple<size_t, std::string, size_t, std::string>> seen;
+  for (const auto& m : spec.mappings) {
+    for (const auto& l : m.links) {
+      auto key = std::make_tuple(std::min(l.a_host, l.b_host), l.a_host < l.b_host ? l.a_nic : l.b_nic,
+                                 std::max(l.a_host, l.b_host), l.a_host < l.b_host ? l.b_nic : l.a_nic);
+      if (seen.insert(key).second) spec.rdma.pairs.push_back(l);
+    }
+  }
+}
+
+// The reconfig-latency sections: mappings, schedule, probes, forwarding.
+void parse_reconfiguration_sections(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& spec) {
+  parse_mappings(doc, root, spec);
+  if (const auto& s = root["schedule"]) parse_schedule(doc, s, spec);
   if (const auto& p = root["probes"]) parse_probes(doc, p, spec);
-  if (spec.rdma.enabled && spec.rdma.pairs.empty()) {
-    std::set<std::tuple<size_t, std::string, size_t, std::string>> seen;
-    for (const auto& m : spec.mappings) {
-      for (const auto& l : m.links) {
-        auto key = std::make_tuple(std::min(l.a_host, l.b_host), l.a_host < l.b_host ? l.a_nic : l.b_nic,
-                                   std::max(l.a_host, l.b_host), l.a_host < l.b_host ? l.b_nic : l.a_nic);
-        if (seen.insert(key).second) spec.rdma.pairs.push_back(l);
-      }
-    }
-  }
+  if (spec.rdma.enabled && spec.rdma.pairs.empty()) rdma_pairs_from_mappings(spec);
   if (const auto& f = root["forwarding"]) {
     spec.forwarding = parse_forwarding_spec(doc, f, spec);
     for (const auto& m : spec.mappings) fabric_for(spec, m);  // every mapping's fabric must be valid
+  }
+}
+
+}  // namespace
+
+ExperimentSpec parse_experiment_spec(const YamlDoc& doc) {
+  const auto& root = doc.root;
+  if (!root.IsMap()) throw config_error(doc, root, "an experiment spec is a map (name, lab, switch, mappings, ...)");
+  only_keys(doc, root, {"type", "name", "lab", "switch", "mappings", "schedule", "probes", "seed", "output", "workload", "phase", "forwarding"});
+  ExperimentSpec spec;
+  spec.origin = doc.origin;
+  parse_type(doc, root, spec);
+  spec.name = root["name"] ? as_string(doc, root["name"]) : fs::path(doc.origin).stem().string();
+  if (!valid_name(spec.name)) throw config_error(doc, root["name"] ? root["name"] : root, "'" + spec.name + "' is not a valid experiment name (letters, digits, . _ -)");
+  parse_lab(doc, require(doc, root, "lab"), spec);
+  parse_switch(doc, root, spec);
+  if (spec.type == kPhaseWorkload) {
+    parse_phase_sections(doc, root, spec);
+  } else {
+    parse_reconfiguration_sections(doc, root, spec);
   }
   if (root["seed"]) spec.seed = static_cast<uint64_t>(as_int(doc, root["seed"]));
   if (root["output"]) spec.output = as_string(doc, root["output"]);  // relative to where ocslab runs

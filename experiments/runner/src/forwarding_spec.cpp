@@ -41,17 +41,11 @@ If2Mode parse_mode(const YamlDoc& doc, const YAML::Node& n) {
 
 }  // namespace
 
-ForwardingSpec parse_forwarding_spec(const YamlDoc& doc, const YAML::Node& node, const ExperimentSpec& spec) {
-  if (!node.IsMap()) throw config_error(doc, node, "forwarding must be a map (if2, routes, verify, hosts, ...)");
-  only_keys(doc, node, {"if2", "routes", "verify", "relay", "state_dir", "ping", "hosts"});
-  ForwardingSpec f;
-  f.enabled = true;
-  f.where = position(doc, node);
-  f.hosts.resize(spec.hosts.size());
-  auto linked = linked_nics(spec);
+namespace {
 
-  // Defaults from the virtual-lab file: the lab configures addresses, RDMA and (if2: true) the
-  // if2 macvlan itself, which is then an existing device to ocslab.
+// Defaults from the virtual-lab file: the lab configures addresses, RDMA and (if2: true) the
+// if2 macvlan itself, which is then an existing device to ocslab. Real hosts: the linked NICs.
+void default_nics(const ExperimentSpec& spec, const std::vector<std::set<std::string>>& linked, ForwardingSpec& f) {
   if (!spec.vlab.empty()) {
     vlab::LabSpec lab = vlab::load_lab_spec(spec.vlab);
     for (size_t h = 0; h < spec.hosts.size(); ++h) {
@@ -78,127 +72,119 @@ ForwardingSpec parse_forwarding_spec(const YamlDoc& doc, const YAML::Node& node,
         if (linked[h].count(n.name))
           f.hosts[h].nics.push_back(ForwardingNic{n.name, "", "", "", n.name + "v", "", f.where});
   }
+}
 
-  if (node["if2"]) {
-    If2Mode m = parse_mode(doc, node["if2"]);
-    for (auto& h : f.hosts) h.if2 = m;
+void parse_routes(const YamlDoc& doc, const YAML::Node& r, const ExperimentSpec& spec, ForwardingSpec& f) {
+  if (!r.IsMap()) throw config_error(doc, r, "routes must be a map {balance, traffic, ring}");
+  only_keys(doc, r, {"balance", "traffic", "ring"});
+  if (r["balance"]) f.balance = as_bool(doc, r["balance"]);
+  if (r["traffic"]) {
+    f.traffic = as_string(doc, r["traffic"]);
+    if (f.traffic != "all-to-all" && f.traffic != "ring")
+      throw config_error(doc, r["traffic"], "traffic must be all-to-all or ring, got '" + f.traffic + "'");
   }
-  if (const auto& r = node["routes"]) {
-    if (!r.IsMap()) throw config_error(doc, r, "routes must be a map {balance, traffic, ring}");
-    only_keys(doc, r, {"balance", "traffic", "ring"});
-    if (r["balance"]) f.balance = as_bool(doc, r["balance"]);
-    if (r["traffic"]) {
-      f.traffic = as_string(doc, r["traffic"]);
-      if (f.traffic != "all-to-all" && f.traffic != "ring")
-        throw config_error(doc, r["traffic"], "traffic must be all-to-all or ring, got '" + f.traffic + "'");
-    }
-    if (const auto& ring = r["ring"]) {
-      if (!ring.IsSequence()) throw config_error(doc, ring, "ring must be a list of host names");
-      std::set<std::string> seen;
-      for (const auto& x : ring) {
-        std::string name = as_string(doc, x);
-        try {
-          spec.host_index(name);
-        } catch (const Error&) {
-          throw config_error(doc, x, "unknown host '" + name + "' in ring");
-        }
-        if (!seen.insert(name).second) throw config_error(doc, x, "host '" + name + "' twice in ring");
-        f.ring.push_back(name);
-      }
-      if (f.ring.size() != spec.hosts.size())
-        throw config_error(doc, ring, fmt::format("ring must list all {} hosts once", spec.hosts.size()));
-    }
-  }
-  if (const auto& v = node["verify"]) {
-    std::string s = as_string(doc, v);
-    if (s == "true" || s == "first")
-      f.verify = VerifyWhen::kFirst;
-    else if (s == "every")
-      f.verify = VerifyWhen::kEvery;
-    else if (s == "false")
-      f.verify = VerifyWhen::kNever;
-    else
-      throw config_error(
-          doc, v, "verify must be true (after the first apply), every (after every apply) or false, got '" + s + "'");
-  }
-  if (node["relay"]) f.relay = as_bool(doc, node["relay"]);
-  if (node["state_dir"]) {
-    f.state_dir = as_string(doc, node["state_dir"]);
-    if (f.state_dir.empty() || f.state_dir[0] != '/')
-      throw config_error(doc, node["state_dir"], "state_dir must be an absolute path on the hosts");
-  }
-  if (const auto& p = node["ping"]) {
-    if (!p.IsMap()) throw config_error(doc, p, "ping must be a map {count, timeout_s, port}");
-    only_keys(doc, p, {"count", "timeout_s", "port"});
-    if (p["count"]) {
-      long long c = as_int(doc, p["count"]);
-      if (c < 1 || c > 100000) throw config_error(doc, p["count"], "count must be in [1, 100000]");
-      f.ping_count = static_cast<int>(c);
-    }
-    if (p["timeout_s"]) {
-      f.ping_timeout_s = as_double(doc, p["timeout_s"]);
-      if (!(f.ping_timeout_s >= 1 && f.ping_timeout_s <= 600))
-        throw config_error(doc, p["timeout_s"], "timeout_s must be in [1, 600]");
-    }
-    if (p["port"]) {
-      long long port = as_int(doc, p["port"]);
-      if (port < 1024 || port > 65000) throw config_error(doc, p["port"], "port must be in [1024, 65000]");
-      f.ping_port = static_cast<int>(port);
-    }
-  }
-
-  if (const auto& hosts = node["hosts"]) {
-    if (!hosts.IsMap()) throw config_error(doc, hosts, "hosts must map host names to {if2, nics}");
-    for (const auto& kv : hosts) {
-      std::string name = as_string(doc, kv.first);
-      size_t h = 0;
+  if (const auto& ring = r["ring"]) {
+    if (!ring.IsSequence()) throw config_error(doc, ring, "ring must be a list of host names");
+    std::set<std::string> seen;
+    for (const auto& x : ring) {
+      std::string name = as_string(doc, x);
       try {
-        h = spec.host_index(name);
+        spec.host_index(name);
       } catch (const Error&) {
-        throw config_error(doc, kv.first, "unknown host '" + name + "' (not in the lab)");
+        throw config_error(doc, x, "unknown host '" + name + "' in ring");
       }
-      const auto& hn = kv.second;
-      if (!hn.IsMap()) throw config_error(doc, hn, "host '" + name + "' must be a map {if2, nics}");
-      only_keys(doc, hn, {"if2", "nics"});
-      if (hn["if2"]) f.hosts[h].if2 = parse_mode(doc, hn["if2"]);
-      if (const auto& nics = hn["nics"]) {
-        if (!nics.IsMap()) throw config_error(doc, nics, "nics must map NIC names to {ip, mac, rdma, if2, if2_mac}");
-        for (const auto& nk : nics) {
-          std::string nic = as_string(doc, nk.first);
-          if (!spec.hosts[h].nic(nic))
-            throw config_error(doc, nk.first, "host '" + name + "' has no data NIC '" + nic + "'");
-          ForwardingNic* x = nullptr;
-          for (auto& n : f.hosts[h].nics)
-            if (n.nic == nic) x = &n;
-          if (!x) {
-            // A NIC no mapping links: nothing to forward over; accepted so one section serves
-            // several specs of a lab.
-            f.hosts[h].nics.push_back(ForwardingNic{nic, "", "", "", nic + "v", "", ""});
-            x = &f.hosts[h].nics.back();
-          }
-          x->where = position(doc, nk.first);
-          const auto& v = nk.second;
-          if (!v.IsMap()) throw config_error(doc, v, "NIC '" + nic + "' must be a map {ip, mac, rdma, if2, if2_mac}");
-          only_keys(doc, v, {"ip", "mac", "rdma", "if2", "if2_mac"});
-          if (v["ip"]) {
-            x->ip = as_string(doc, v["ip"]);
-            if (!fw::parse_ipv4_prefix(x->ip))
-              throw config_error(doc, v["ip"], "'" + x->ip + "' is not an IPv4 address/prefix");
-          }
-          for (auto [key, dst] : {std::pair<const char*, std::string*>{"mac", &x->mac}, {"if2_mac", &x->if2_mac}}) {
-            if (!v[key]) continue;
-            auto m = fw::normalize_mac(as_string(doc, v[key]));
-            if (!m) throw config_error(doc, v[key], "'" + as_string(doc, v[key]) + "' is not a MAC address");
-            *dst = *m;
-          }
-          if (v["rdma"]) x->rdma = as_string(doc, v["rdma"]);
-          if (v["if2"]) x->if2 = as_string(doc, v["if2"]);
-        }
-      }
+      if (!seen.insert(name).second) throw config_error(doc, x, "host '" + name + "' twice in ring");
+      f.ring.push_back(name);
+    }
+    if (f.ring.size() != spec.hosts.size())
+      throw config_error(doc, ring, fmt::format("ring must list all {} hosts once", spec.hosts.size()));
+  }
+}
+
+VerifyWhen parse_verify(const YamlDoc& doc, const YAML::Node& v) {
+  std::string s = as_string(doc, v);
+  if (s == "true" || s == "first") return VerifyWhen::kFirst;
+  if (s == "every") return VerifyWhen::kEvery;
+  if (s == "false") return VerifyWhen::kNever;
+  throw config_error(doc, v,
+                     "verify must be true (after the first apply), every (after every apply) or false, got '" + s + "'");
+}
+
+void parse_ping(const YamlDoc& doc, const YAML::Node& p, ForwardingSpec& f) {
+  if (!p.IsMap()) throw config_error(doc, p, "ping must be a map {count, timeout_s, port}");
+  only_keys(doc, p, {"count", "timeout_s", "port"});
+  if (p["count"]) {
+    long long c = as_int(doc, p["count"]);
+    if (c < 1 || c > 100000) throw config_error(doc, p["count"], "count must be in [1, 100000]");
+    f.ping_count = static_cast<int>(c);
+  }
+  if (p["timeout_s"]) {
+    f.ping_timeout_s = as_double(doc, p["timeout_s"]);
+    if (!(f.ping_timeout_s >= 1 && f.ping_timeout_s <= 600))
+      throw config_error(doc, p["timeout_s"], "timeout_s must be in [1, 600]");
+  }
+  if (p["port"]) {
+    long long port = as_int(doc, p["port"]);
+    if (port < 1024 || port > 65000) throw config_error(doc, p["port"], "port must be in [1024, 65000]");
+    f.ping_port = static_cast<int>(port);
+  }
+}
+
+// forwarding.hosts.H.nics.NIC: overrides of one NIC's addresses and if2.
+void parse_nic(const YamlDoc& doc, const YAML::Node& key, const YAML::Node& v, const ExperimentSpec& spec, size_t h,
+               const std::string& name, ForwardingSpec& f) {
+  std::string nic = as_string(doc, key);
+  if (!spec.hosts[h].nic(nic)) throw config_error(doc, key, "host '" + name + "' has no data NIC '" + nic + "'");
+  ForwardingNic* x = nullptr;
+  for (auto& n : f.hosts[h].nics)
+    if (n.nic == nic) x = &n;
+  if (!x) {
+    // A NIC no mapping links: nothing to forward over; accepted so one section serves
+    // several specs of a lab.
+    f.hosts[h].nics.push_back(ForwardingNic{nic, "", "", "", nic + "v", "", ""});
+    x = &f.hosts[h].nics.back();
+  }
+  x->where = position(doc, key);
+  if (!v.IsMap()) throw config_error(doc, v, "NIC '" + nic + "' must be a map {ip, mac, rdma, if2, if2_mac}");
+  only_keys(doc, v, {"ip", "mac", "rdma", "if2", "if2_mac"});
+  if (v["ip"]) {
+    x->ip = as_string(doc, v["ip"]);
+    if (!fw::parse_ipv4_prefix(x->ip)) throw config_error(doc, v["ip"], "'" + x->ip + "' is not an IPv4 address/prefix");
+  }
+  for (auto [k, dst] : {std::pair<const char*, std::string*>{"mac", &x->mac}, {"if2_mac", &x->if2_mac}}) {
+    if (!v[k]) continue;
+    auto m = fw::normalize_mac(as_string(doc, v[k]));
+    if (!m) throw config_error(doc, v[k], "'" + as_string(doc, v[k]) + "' is not a MAC address");
+    *dst = *m;
+  }
+  if (v["rdma"]) x->rdma = as_string(doc, v["rdma"]);
+  if (v["if2"]) x->if2 = as_string(doc, v["if2"]);
+}
+
+void parse_hosts(const YamlDoc& doc, const YAML::Node& hosts, const ExperimentSpec& spec, ForwardingSpec& f) {
+  if (!hosts.IsMap()) throw config_error(doc, hosts, "hosts must map host names to {if2, nics}");
+  for (const auto& kv : hosts) {
+    std::string name = as_string(doc, kv.first);
+    size_t h = 0;
+    try {
+      h = spec.host_index(name);
+    } catch (const Error&) {
+      throw config_error(doc, kv.first, "unknown host '" + name + "' (not in the lab)");
+    }
+    const auto& hn = kv.second;
+    if (!hn.IsMap()) throw config_error(doc, hn, "host '" + name + "' must be a map {if2, nics}");
+    only_keys(doc, hn, {"if2", "nics"});
+    if (hn["if2"]) f.hosts[h].if2 = parse_mode(doc, hn["if2"]);
+    if (const auto& nics = hn["nics"]) {
+      if (!nics.IsMap()) throw config_error(doc, nics, "nics must map NIC names to {ip, mac, rdma, if2, if2_mac}");
+      for (const auto& nk : nics) parse_nic(doc, nk.first, nk.second, spec, h, name, f);
     }
   }
+}
 
-  // Every linked NIC needs if1's address and MAC and if2's name and MAC.
+// Every linked NIC needs if1's address and MAC and if2's name and MAC.
+void check_complete(const ExperimentSpec& spec, const std::vector<std::set<std::string>>& linked,
+                    const ForwardingSpec& f) {
   for (size_t h = 0; h < spec.hosts.size(); ++h)
     for (const auto& n : f.hosts[h].nics) {
       if (!linked[h].count(n.nic)) continue;
@@ -217,6 +203,34 @@ ForwardingSpec parse_forwarding_spec(const YamlDoc& doc, const YAML::Node& node,
             "forwarding.hosts.{}.nics.{})",
             n.where.empty() ? f.where : n.where, spec.hosts[h].name, n.nic, what, spec.hosts[h].name, n.nic));
     }
+}
+
+}  // namespace
+
+ForwardingSpec parse_forwarding_spec(const YamlDoc& doc, const YAML::Node& node, const ExperimentSpec& spec) {
+  if (!node.IsMap()) throw config_error(doc, node, "forwarding must be a map (if2, routes, verify, hosts, ...)");
+  only_keys(doc, node, {"if2", "routes", "verify", "relay", "state_dir", "ping", "hosts"});
+  ForwardingSpec f;
+  f.enabled = true;
+  f.where = position(doc, node);
+  f.hosts.resize(spec.hosts.size());
+  auto linked = linked_nics(spec);
+  default_nics(spec, linked, f);
+  if (node["if2"]) {
+    If2Mode m = parse_mode(doc, node["if2"]);
+    for (auto& h : f.hosts) h.if2 = m;
+  }
+  if (const auto& r = node["routes"]) parse_routes(doc, r, spec, f);
+  if (const auto& v = node["verify"]) f.verify = parse_verify(doc, v);
+  if (node["relay"]) f.relay = as_bool(doc, node["relay"]);
+  if (node["state_dir"]) {
+    f.state_dir = as_string(doc, node["state_dir"]);
+    if (f.state_dir.empty() || f.state_dir[0] != '/')
+      throw config_error(doc, node["state_dir"], "state_dir must be an absolute path on the hosts");
+  }
+  if (const auto& p = node["ping"]) parse_ping(doc, p, f);
+  if (const auto& hosts = node["hosts"]) parse_hosts(doc, hosts, spec, f);
+  check_complete(spec, linked, f);
   return f;
 }
 

@@ -1,7 +1,6 @@
 // Running a phase-workload experiment: per phase mode, the embedded controller + orchestrator
 // over the spec's switch, the ranks (SSH or one mpirun / srun command), their files fetched,
 // the per-step figures and the merged timeline.
-#include "ocslab/common/file.h"
 #include "ocslab/runner/phase_workload.h"
 
 #include <fmt/format.h>
@@ -29,13 +28,17 @@
 #include "ocslab/common/clock.h"
 #include "ocslab/common/csv_reader.h"
 #include "ocslab/common/csv_writer.h"
+#include "ocslab/common/file.h"
 #include "ocslab/common/process.h"
 #include "ocslab/ocsctl/driver.h"
 #include "ocslab/ocsctl/ssh_session.h"
 #include "ocslab/ocsctl/switch_url.h"
 #include "ocslab/phase/orchestrator.h"
 #include "ocslab/runner/experiment_spec.h"
+#include "ocslab/runner/experiment_type.h"
+#include "ocslab/runner/run_context.h"
 #include "ocslab/runner/runner.h"
+#include "ocslab/runner/target.h"
 #include "ocslab/workloads/shim_hooks.h"
 
 namespace ocslab::runner {
@@ -218,29 +221,6 @@ std::vector<Sample> read_samples(const std::string& path, std::vector<std::strin
   return out;
 }
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  if (!out) throw Error("cannot write " + path);
-}
-
-ocs::SshOptions ssh_of(const HostEntry& h) {
-  ocs::SshOptions o;
-  o.host = h.ssh_host;
-  o.port = h.ssh_port;
-  o.user = h.user;
-  o.identity_file = h.identity_file;
-  o.known_hosts_file = h.known_hosts;
-  return o;
-}
-
-std::string exe_dir(const std::string& self) {
-  std::error_code ec;
-  auto p = fs::read_symlink(self.empty() ? "/proc/self/exe" : self, ec);
-  if (ec) p = self.empty() ? fs::path("/proc/self/exe") : fs::path(self);
-  return p.parent_path().string();
-}
-
 void write_events(const std::string& path, const std::vector<phase::ControllerEvent>& events) {
   CsvWriter w(path);
   w.header({"mono_ns", "t_ns", "kind", "rank", "rail", "group", "seq", "stages", "value", "detail"});
@@ -299,7 +279,7 @@ ClockOffset measure_offset(const ocs::SshOptions& ssh) {
 
 // One command over a fresh session; a non-zero exit is an error naming the host and command.
 std::string must_exec(const HostEntry& h, const std::string& cmd) {
-  ocs::SshSession s(ssh_of(h));
+  ocs::SshSession s(ssh_options(h));
   auto r = s.exec(cmd, std::chrono::seconds(60));
   if (r.exit_status != 0)
     throw Error(fmt::format("{}: `{}` failed (status {}): {}", h.name, cmd, r.exit_status, r.err.empty() ? r.out : r.err));
@@ -373,7 +353,7 @@ class HostPrep {
       per_host[it->first] += it->second + " 2>/dev/null; ";
     for (const auto& [h, cmd] : per_host) {
       try {
-        ocs::SshSession s(ssh_of(spec_.hosts[h]));
+        ocs::SshSession s(ssh_options(spec_.hosts[h]));
         s.exec(cmd + "true", std::chrono::seconds(60));
       } catch (const std::exception& e) {
         spdlog::warn("{}: could not undo the host preparation: {}", spec_.hosts[h].name, e.what());
@@ -390,358 +370,451 @@ class HostPrep {
 
 const char* kRankFiles[] = {"ops-rank{}.csv", "timeline-rank{}.csv", "shim-rank{}.csv", "phase-table-rank{}.csv"};
 
-}  // namespace
+// One phase mode's run: where its files go, what went wrong, when it ran.
+struct ModeRun {
+  std::string mode;
+  std::string dir;  // <results>/<mode>
+  RankLaunch launch;
+  std::mutex mu;  // problems, while the ranks' threads run
+  std::vector<std::string> problems;
+  int64_t started_ns = 0, ended_ns = 0;
+  void problem(std::string p) {
+    std::lock_guard lock(mu);
+    problems.push_back(std::move(p));
+  }
+};
 
-void run_phase_workload(const ExperimentSpec& spec, const RunOptions& opt, const std::string& switch_url,
-                        const std::string& switch_password, const std::string& lab_bin_dir, RunResult& result) {
-  const PhaseWorkloadSpec& pw = *spec.phase_workload;
-  auto log = [&](const std::string& msg) {
-    spdlog::info("{}", msg);
-    if (opt.log) *opt.log << "ocslab run: " << msg << "\n" << std::flush;
-  };
-  auto interrupted = [&] { return opt.interrupted && opt.interrupted->load(); };
-  const std::string folder = fs::absolute(result.folder).string();
-  const std::string schedule_text = read_file_or_empty(pw.schedule_path);
-  write_file(folder + "/schedule.yaml", schedule_text);
+// The ranks' samples of a mode, from the files they left in its folder, and their op rows.
+struct ModeRows {
+  std::vector<workloads::OpRecord> rows;
+  std::vector<Sample> samples;
+};
+
+// The timeline samples of the controller's events (runner clock).
+std::vector<Sample> controller_samples(const std::vector<phase::ControllerEvent>& events) {
+  std::vector<Sample> out;
+  for (const auto& e : events) {
+    std::string subject = e.group.empty() ? e.rail : e.group + "#" + std::to_string(e.seq);
+    if (e.kind == phase::ControllerEvent::Kind::kReconfigStart || e.kind == phase::ControllerEvent::Kind::kReconfigEnd) {
+      subject = e.rail + " " + subject;
+    }
+    out.push_back(Sample{e.real_ns, 0, e.rank >= 0 ? fmt::format("rank{}", e.rank) : "controller", "controller", subject,
+                         std::string(phase::to_string(e.kind)), e.value, ""});
+  }
+  return out;
+}
+
+// One run of the type: the steps of run(), in order, over the state they share.
+class PhaseWorkloadRun {
+ public:
+  PhaseWorkloadRun(Target& target, const RunContext& ctx, RunResult& result)
+      : target_(target), spec_(target.spec), pw_(*target.spec.phase_workload), ctx_(ctx), result_(result) {}
+
+  void run() {
+    folder_ = fs::absolute(result_.folder).string();
+    schedule_text_ = read_file_or_empty(pw_.schedule_path);
+    write_text(folder_ + "/schedule.yaml", schedule_text_);
+    program_ = install_program();
+    slots_ = pw_.slots(spec_.hosts);
+    for (const auto& r : pw_.ranks) used_hosts_.insert(r.host);
+    measure_offsets();
+    std::optional<HostPrep> prep;  // undone when the run ends, however it ends
+    if (pw_.pin_neighbours || !pw_.rxe.empty()) prep.emplace(spec_).prepare(pw_, ctx_.logger());
+    for (const auto& mode : pw_.modes) {
+      if (ctx_.interrupted()) break;
+      run_mode(mode);
+    }
+    result_.interrupted = ctx_.interrupted();
+    result_.samples = timeline_rows_;
+    write_step_files();
+    write_text(folder_ + "/meta.json", meta().dump(2) + "\n");
+  }
+
+ private:
+  int ranks() const { return pw_.schedule.ranks; }
+  const HostEntry& host_of_rank(int r) const { return spec_.hosts[pw_.ranks[static_cast<size_t>(r)].host]; }
 
   // The program the ranks run: in a virtual lab this build's copy, installed where guests see it.
-  std::string program = pw.program;
-  if (!lab_bin_dir.empty() && program.find('/') == std::string::npos) {
-    std::string src = exe_dir(opt.self_exe) + "/" + program;
-    if (!fs::exists(src)) throw Error(fmt::format("cannot find {} next to ocslab ({}): build it first", program, src));
-    fs::create_directories(lab_bin_dir);
-    std::string tmp = lab_bin_dir + "/" + program + ".new." + std::to_string(getpid());
-    fs::copy_file(src, tmp, fs::copy_options::overwrite_existing);
-    fs::rename(tmp, lab_bin_dir + "/" + program);
-    program = lab_bin_dir + "/" + program;
+  std::string install_program() const {
+    if (!target_.is_vlab() || pw_.program.find('/') != std::string::npos) return pw_.program;
+    return install_binary(exe_dir(ctx_.options().self_exe) + "/" + pw_.program, target_.bin_dir(), pw_.program);
   }
-  const auto slots = pw.slots(spec.hosts);
-  const int n = pw.schedule.ranks;
-  const HostEntry& host0 = spec.hosts[pw.ranks.front().host];
-  std::set<size_t> used_hosts;
-  for (const auto& r : pw.ranks) used_hosts.insert(r.host);
 
   // Rank samples carry their host's clock: measured once per host, subtracted in the timelines
   // (the step figures only ever subtract times of one rank and do not need it).
-  std::map<std::string, ClockOffset> offsets;
-  if (pw.launcher == Launcher::kSsh) {
-    for (size_t h : used_hosts) offsets[spec.hosts[h].name] = measure_offset(ssh_of(spec.hosts[h]));
+  void measure_offsets() {
+    if (pw_.launcher != Launcher::kSsh) return;
+    for (size_t h : used_hosts_) offsets_[spec_.hosts[h].name] = measure_offset(ssh_options(spec_.hosts[h]));
   }
-  std::optional<HostPrep> prep;
-  if (pw.pin_neighbours || !pw.rxe.empty()) prep.emplace(spec).prepare(pw, log);
-  json meta_modes = json::array();
-  size_t timeline_rows = 0;
-  for (const auto& mode : pw.modes) {
-    if (interrupted()) break;
-    const std::string dir = folder + "/" + mode;
-    fs::create_directories(dir);
-    // A fresh control plane per mode: the fabric starts from the same initial topology.
-    ocs::DriverOptions dopt;
-    dopt.allow = spec.allow;
-    dopt.identity_file = spec.switch_identity_file;
-    dopt.known_hosts_file = spec.switch_known_hosts;
-    if (!switch_password.empty()) dopt.password = switch_password;
-    auto rail = std::make_shared<phase::Orchestrator>(pw.rail, slots,
-                                                      ocs::make_driver(ocs::SwitchUrl::parse(switch_url), dopt));
-    auto placed = rail->add_job(pw.layout, pw.initial, slots);
-    log(fmt::format("{}: job {} wired as {} on rail {} ({} circuit(s) made, {} removed)", mode, pw.layout.job,
-                    pw.initial.str(), pw.rail, placed.added.size(), placed.removed.size()));
-    phase::ControllerOptions co;
-    co.listen_host = pw.listen_host;
-    co.listen_port = pw.listen_port;
-    co.layout = pw.layout;
-    co.rails = {rail};
-    co.ack_timeout = std::chrono::milliseconds(pw.ack_timeout_ms);
-    co.max_retries = pw.max_retries;
-    phase::Controller ctl(co);
-    ctl.start();
-    RankLaunch l;
-    l.program = program;
-    l.controller = fmt::format("{}:{}", pw.controller_host, ctl.port());
-    l.job = pw.layout.job;
-    l.mode = mode;
-    l.rendezvous = fmt::format("{}:{}", host0.mgmt.empty() ? host0.ssh_host : host0.mgmt, pw.rendezvous_port);
-    const auto wait_limit = std::chrono::seconds(pw.timeout_s + 60);
-    std::vector<std::string> mode_problems;
-    const int64_t started_ns = realtime_ns();
 
-    if (pw.launcher == Launcher::kSsh) {
-      const std::string remote = fmt::format("/tmp/ocslab-phase-{}-{}", result.run_id, mode);
-      l.schedule = remote + "/schedule.yaml";
-      l.output_dir = remote;
-      // The schedule goes to every host over SSH: real hosts need not share a file system.
-      for (size_t h : used_hosts) {
-        ocs::SshSession s(ssh_of(spec.hosts[h]));
-        auto r = s.exec(fmt::format("mkdir -p {0} && cat > {0}/schedule.yaml", remote), std::chrono::seconds(30),
-                        schedule_text);
-        if (r.exit_status != 0)
-          throw Error(fmt::format("{}: cannot write {}/schedule.yaml: {}", spec.hosts[h].name, remote, r.err));
-      }
-      log(fmt::format("{}: starting {} rank(s) over SSH, controller {}", mode, n, l.controller));
-      std::vector<std::thread> threads;
-      std::mutex mu;
-      // Each rank's pid on its host (its first output line), so Ctrl-C can end exactly it.
-      std::vector<long long> pids(static_cast<size_t>(n), 0);
-      std::atomic<int> running{n};
-      for (int r = 0; r < n; ++r) {
-        threads.emplace_back([&, r] {
-          const HostEntry& h = spec.hosts[pw.ranks[static_cast<size_t>(r)].host];
-          std::string cmd = shell_join(rank_argv(pw, spec.hosts, r, l));
-          std::string text = "$ " + cmd + "\n";
-          std::string head;
-          try {
-            ocs::SshSession s(ssh_of(h));
-            auto res = s.exec("echo ocslab-rank-pid $$; exec " + cmd, wait_limit, {}, [&](std::string_view chunk) {
-              if (head.find('\n') != std::string::npos) return;
-              head.append(chunk);
-              auto nl = head.find('\n');
-              if (nl == std::string::npos || head.rfind("ocslab-rank-pid ", 0) != 0) return;
-              std::lock_guard lock(mu);
-              pids[static_cast<size_t>(r)] = std::atoll(head.substr(16, nl - 16).c_str());
-            });
-            text += res.out + res.err + fmt::format("# exit status {}\n", res.exit_status);
-            if (res.exit_status != 0) {
-              std::string last = why_it_failed(res.err.empty() ? res.out : res.err, l.program);
-              std::lock_guard lock(mu);
-              mode_problems.push_back(fmt::format("{}: rank {} on {} {}: {}", mode, r, h.name,
-                                                  res.exit_status < 0
-                                                      ? std::string("was killed by a signal")
-                                                      : fmt::format("exited with status {}", res.exit_status),
-                                                  last.empty() ? "(no output)" : last));
-            }
-          } catch (const std::exception& e) {
-            text += std::string("# ") + e.what() + "\n";
-            std::lock_guard lock(mu);
-            mode_problems.push_back(fmt::format("{}: rank {} on {}: {}", mode, r, h.name, e.what()));
-          }
-          write_file(fmt::format("{}/rank{}.log", dir, r), text);
-          --running;
-        });
-      }
-      // Ctrl-C: SIGTERM to every rank by its pid, over a session of its own; the rows the ranks
-      // wrote before are still fetched.
-      while (running > 0) {
-        if (interrupted()) {
-          for (int r = 0; r < n; ++r) {
-            long long pid = 0;
-            {
-              std::lock_guard lock(mu);
-              pid = pids[static_cast<size_t>(r)];
-            }
-            if (pid <= 0) continue;
-            try {
-              ocs::SshSession s(ssh_of(spec.hosts[pw.ranks[static_cast<size_t>(r)].host]));
-              s.exec(fmt::format("kill -TERM {} 2>/dev/null; true", pid), std::chrono::seconds(10));
-            } catch (const std::exception& e) {
-              spdlog::warn("could not stop rank {}: {}", r, e.what());
-            }
-          }
-          std::lock_guard lock(mu);
-          mode_problems.push_back(mode + ": interrupted: the ranks were stopped");
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-      for (auto& t : threads) t.join();
-      // Every rank's files back over SSH, then the remote folder goes.
-      for (int r = 0; r < n; ++r) {
-        const HostEntry& h = spec.hosts[pw.ranks[static_cast<size_t>(r)].host];
-        try {
-          ocs::SshSession s(ssh_of(h));
-          for (const char* pattern : kRankFiles) {
-            std::string name = fmt::format(fmt::runtime(pattern), r);
-            auto res = s.exec(fmt::format("cat {}/{}", remote, name), std::chrono::seconds(60));
-            if (res.exit_status == 0) write_file(dir + "/" + name, res.out);
-          }
-        } catch (const std::exception& e) {
-          mode_problems.push_back(fmt::format("{}: fetching rank {}'s files from {}: {}", mode, r, h.name, e.what()));
-        }
-      }
-      for (size_t h : used_hosts) {
-        try {
-          ocs::SshSession s(ssh_of(spec.hosts[h]));
-          s.exec("rm -rf " + remote, std::chrono::seconds(30));
-        } catch (const std::exception& e) {
-          spdlog::warn("could not remove {} on {}: {}", remote, spec.hosts[h].name, e.what());
-        }
-      }
+  // A fresh control plane per mode: the fabric starts from the same initial topology.
+  std::shared_ptr<phase::Orchestrator> open_rail(const std::string& mode) const {
+    SwitchAccess sw = target_.switch_access();
+    auto rail = std::make_shared<phase::Orchestrator>(pw_.rail, slots_, ocs::make_driver(sw.url, sw.options));
+    auto placed = rail->add_job(pw_.layout, pw_.initial, slots_);
+    ctx_.log(fmt::format("{}: job {} wired as {} on rail {} ({} circuit(s) made, {} removed)", mode, pw_.layout.job,
+                         pw_.initial.str(), pw_.rail, placed.added.size(), placed.removed.size()));
+    return rail;
+  }
+
+  phase::ControllerOptions controller_options(std::shared_ptr<phase::Orchestrator> rail) const {
+    phase::ControllerOptions co;
+    co.listen_host = pw_.listen_host;
+    co.listen_port = pw_.listen_port;
+    co.layout = pw_.layout;
+    co.rails = {std::move(rail)};
+    co.ack_timeout = std::chrono::milliseconds(pw_.ack_timeout_ms);
+    co.max_retries = pw_.max_retries;
+    return co;
+  }
+
+  RankLaunch launch_settings(const std::string& mode, int controller_port) const {
+    const HostEntry& host0 = host_of_rank(0);
+    RankLaunch l;
+    l.program = program_;
+    l.controller = fmt::format("{}:{}", pw_.controller_host, controller_port);
+    l.job = pw_.layout.job;
+    l.mode = mode;
+    l.rendezvous = fmt::format("{}:{}", host0.mgmt.empty() ? host0.ssh_host : host0.mgmt, pw_.rendezvous_port);
+    return l;
+  }
+
+  std::chrono::seconds wait_limit() const { return std::chrono::seconds(pw_.timeout_s + 60); }
+
+  void run_mode(const std::string& mode) {
+    ModeRun m;
+    m.mode = mode;
+    m.dir = folder_ + "/" + mode;
+    fs::create_directories(m.dir);
+    phase::Controller ctl(controller_options(open_rail(mode)));
+    ctl.start();
+    m.launch = launch_settings(mode, ctl.port());
+    m.started_ns = realtime_ns();
+    if (pw_.launcher == Launcher::kSsh) {
+      run_over_ssh(m);
     } else {
-      // One command for the whole job, run here: the launcher reaches the nodes itself and the
-      // ranks write into a folder every node shares.
-      std::string shared = pw.shared_dir.empty() ? dir : pw.shared_dir + "/" + result.run_id + "/" + mode;
-      fs::create_directories(shared);
-      l.output_dir = shared;
-      l.schedule = pw.shared_dir.empty() ? folder + "/schedule.yaml" : shared + "/schedule.yaml";
-      if (!pw.shared_dir.empty()) write_file(l.schedule, schedule_text);
-      auto argv = launcher_argv(pw, spec.hosts, l);
-      write_file(dir + "/launcher.log", "$ " + shell_join(argv) + "\n");
-      log(fmt::format("{}: {}", mode, shell_join(argv)));
-      SpawnOptions so;
-      so.log_file = dir + "/launcher.log";
-      pid_t pid = spawn_program(argv, so);
-      int status = 0;
-      auto deadline = std::chrono::steady_clock::now() + wait_limit;
-      bool done = false;
-      while (!done) {
-        pid_t w = ::waitpid(pid, &status, WNOHANG);
-        if (w == pid) {
-          done = true;
-        } else if (std::chrono::steady_clock::now() > deadline || interrupted()) {
-          ::kill(pid, SIGTERM);
-          ::waitpid(pid, &status, 0);
-          mode_problems.push_back(
-              fmt::format("{}: {} stopped ({})", mode, argv[0], interrupted() ? "interrupted" : "timed out"));
-          done = true;
-        } else {
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        }
+      run_job_launcher(m);
+    }
+    m.ended_ns = realtime_ns();
+    ctl.stop();
+    finish_mode(m, ctl);
+  }
+
+  // ---- the ssh launcher: one SSH session per rank, the ranks' files fetched afterwards
+
+  void run_over_ssh(ModeRun& m) {
+    const std::string remote = fmt::format("/tmp/ocslab-phase-{}-{}", result_.run_id, m.mode);
+    m.launch.schedule = remote + "/schedule.yaml";
+    m.launch.output_dir = remote;
+    copy_schedule_to_hosts(remote);
+    ctx_.log(fmt::format("{}: starting {} rank(s) over SSH, controller {}", m.mode, ranks(), m.launch.controller));
+    // Each rank's pid on its host (its first output line), so Ctrl-C can end exactly it.
+    std::vector<std::atomic<long long>> pids(static_cast<size_t>(ranks()));
+    std::atomic<int> running{ranks()};
+    std::vector<std::thread> threads;
+    for (int r = 0; r < ranks(); ++r) {
+      threads.emplace_back([&, r] {
+        run_rank(m, r, pids[static_cast<size_t>(r)]);
+        --running;
+      });
+    }
+    while (running > 0) {
+      if (ctx_.interrupted()) {
+        stop_ranks(pids);
+        m.problem(m.mode + ": interrupted: the ranks were stopped");
+        break;
       }
-      if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
-        mode_problems.push_back(
-            fmt::format("{}: {} exited with status {} (see {}/launcher.log)", mode, argv[0], WEXITSTATUS(status), dir));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    for (auto& t : threads) t.join();
+    fetch_rank_files(m, remote);
+    remove_on_hosts(remote);
+  }
+
+  // The schedule goes to every host over SSH: real hosts need not share a file system.
+  void copy_schedule_to_hosts(const std::string& remote) const {
+    for (size_t h : used_hosts_) {
+      ocs::SshSession s(ssh_options(spec_.hosts[h]));
+      auto r = s.exec(fmt::format("mkdir -p {0} && cat > {0}/schedule.yaml", remote), std::chrono::seconds(30),
+                      schedule_text_);
+      if (r.exit_status != 0)
+        throw Error(fmt::format("{}: cannot write {}/schedule.yaml: {}", spec_.hosts[h].name, remote, r.err));
+    }
+  }
+
+  // Rank r over its own SSH session until it exits; its output goes to rank<r>.log.
+  void run_rank(ModeRun& m, int r, std::atomic<long long>& pid) const {
+    const HostEntry& h = host_of_rank(r);
+    std::string cmd = shell_join(rank_argv(pw_, spec_.hosts, r, m.launch));
+    std::string text = "$ " + cmd + "\n";
+    std::string head;
+    try {
+      ocs::SshSession s(ssh_options(h));
+      auto res = s.exec("echo ocslab-rank-pid $$; exec " + cmd, wait_limit(), {}, [&](std::string_view chunk) {
+        if (head.find('\n') != std::string::npos) return;
+        head.append(chunk);
+        auto nl = head.find('\n');
+        if (nl == std::string::npos || head.rfind("ocslab-rank-pid ", 0) != 0) return;
+        pid = std::atoll(head.substr(16, nl - 16).c_str());
+      });
+      text += res.out + res.err + fmt::format("# exit status {}\n", res.exit_status);
+      if (res.exit_status != 0) {
+        std::string last = why_it_failed(res.err.empty() ? res.out : res.err, m.launch.program);
+        m.problem(fmt::format("{}: rank {} on {} {}: {}", m.mode, r, h.name,
+                              res.exit_status < 0 ? std::string("was killed by a signal")
+                                                  : fmt::format("exited with status {}", res.exit_status),
+                              last.empty() ? "(no output)" : last));
       }
-      if (!pw.shared_dir.empty()) {
-        for (int r = 0; r < n; ++r) {
-          for (const char* pattern : kRankFiles) {
-            std::string name = fmt::format(fmt::runtime(pattern), r);
-            std::error_code ec;
-            if (fs::exists(shared + "/" + name))
-              fs::copy_file(shared + "/" + name, dir + "/" + name, fs::copy_options::overwrite_existing, ec);
-          }
-        }
+    } catch (const std::exception& e) {
+      text += std::string("# ") + e.what() + "\n";
+      m.problem(fmt::format("{}: rank {} on {}: {}", m.mode, r, h.name, e.what()));
+    }
+    try {
+      write_text(fmt::format("{}/rank{}.log", m.dir, r), text);
+    } catch (const std::exception& e) {
+      m.problem(fmt::format("{}: rank {}: {}", m.mode, r, e.what()));
+    }
+  }
+
+  // Ctrl-C: SIGTERM to every rank by its pid, over a session of its own; the rows the ranks
+  // wrote before are still fetched.
+  void stop_ranks(const std::vector<std::atomic<long long>>& pids) const {
+    for (int r = 0; r < ranks(); ++r) {
+      long long pid = pids[static_cast<size_t>(r)];
+      if (pid <= 0) continue;
+      try {
+        ocs::SshSession s(ssh_options(host_of_rank(r)));
+        s.exec(fmt::format("kill -TERM {} 2>/dev/null; true", pid), std::chrono::seconds(10));
+      } catch (const std::exception& e) {
+        spdlog::warn("could not stop rank {}: {}", r, e.what());
       }
     }
-    const int64_t ended_ns = realtime_ns();
-    ctl.stop();
-    auto events = ctl.events();
-    for (const auto& p : ctl.problems()) mode_problems.push_back(mode + ": controller: " + p);
-    if (ctl.in_fallback()) mode_problems.push_back(mode + ": the controller fell back to the giant ring");
-    write_events(dir + "/controller-events.csv", events);
+  }
 
-    // Rows of every rank.
-    std::vector<workloads::OpRecord> rows;
-    std::vector<Sample> samples;
-    for (int r = 0; r < n; ++r) {
-      std::string ops = fmt::format("{}/ops-rank{}.csv", dir, r);
+  // Every rank's files back over SSH.
+  void fetch_rank_files(ModeRun& m, const std::string& remote) const {
+    for (int r = 0; r < ranks(); ++r) {
+      const HostEntry& h = host_of_rank(r);
+      try {
+        ocs::SshSession s(ssh_options(h));
+        for (const char* pattern : kRankFiles) {
+          std::string name = fmt::format(fmt::runtime(pattern), r);
+          auto res = s.exec(fmt::format("cat {}/{}", remote, name), std::chrono::seconds(60));
+          if (res.exit_status == 0) write_text(m.dir + "/" + name, res.out);
+        }
+      } catch (const std::exception& e) {
+        m.problem(fmt::format("{}: fetching rank {}'s files from {}: {}", m.mode, r, h.name, e.what()));
+      }
+    }
+  }
+
+  void remove_on_hosts(const std::string& remote) const {
+    for (size_t h : used_hosts_) {
+      try {
+        ocs::SshSession s(ssh_options(spec_.hosts[h]));
+        s.exec("rm -rf " + remote, std::chrono::seconds(30));
+      } catch (const std::exception& e) {
+        spdlog::warn("could not remove {} on {}: {}", remote, spec_.hosts[h].name, e.what());
+      }
+    }
+  }
+
+  // ---- mpirun / srun: one command for the whole job, run here; the launcher reaches the nodes
+  // itself and the ranks write into a folder every node shares.
+
+  void run_job_launcher(ModeRun& m) {
+    std::string shared = pw_.shared_dir.empty() ? m.dir : pw_.shared_dir + "/" + result_.run_id + "/" + m.mode;
+    fs::create_directories(shared);
+    m.launch.output_dir = shared;
+    m.launch.schedule = pw_.shared_dir.empty() ? folder_ + "/schedule.yaml" : shared + "/schedule.yaml";
+    if (!pw_.shared_dir.empty()) write_text(m.launch.schedule, schedule_text_);
+    auto argv = launcher_argv(pw_, spec_.hosts, m.launch);
+    write_text(m.dir + "/launcher.log", "$ " + shell_join(argv) + "\n");
+    ctx_.log(fmt::format("{}: {}", m.mode, shell_join(argv)));
+    SpawnOptions so;
+    so.log_file = m.dir + "/launcher.log";
+    int status = wait_for_launcher(m, argv[0], spawn_program(argv, so));
+    if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+      m.problem(fmt::format("{}: {} exited with status {} (see {}/launcher.log)", m.mode, argv[0], WEXITSTATUS(status),
+                            m.dir));
+    }
+    if (pw_.shared_dir.empty()) return;
+    for (int r = 0; r < ranks(); ++r) {
+      for (const char* pattern : kRankFiles) {
+        std::string name = fmt::format(fmt::runtime(pattern), r);
+        std::error_code ec;
+        if (fs::exists(shared + "/" + name))
+          fs::copy_file(shared + "/" + name, m.dir + "/" + name, fs::copy_options::overwrite_existing, ec);
+      }
+    }
+  }
+
+  // The launcher's wait status; SIGTERM on Ctrl-C or past the ranks' timeout.
+  int wait_for_launcher(ModeRun& m, const std::string& program, pid_t pid) const {
+    int status = 0;
+    auto deadline = std::chrono::steady_clock::now() + wait_limit();
+    while (true) {
+      if (::waitpid(pid, &status, WNOHANG) == pid) return status;
+      if (std::chrono::steady_clock::now() > deadline || ctx_.interrupted()) {
+        ::kill(pid, SIGTERM);
+        ::waitpid(pid, &status, 0);
+        m.problem(fmt::format("{}: {} stopped ({})", m.mode, program, ctx_.interrupted() ? "interrupted" : "timed out"));
+        return status;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+
+  // ---- after a mode: the controller's events, the ranks' rows, figures, the mode's timeline
+
+  void finish_mode(ModeRun& m, const phase::Controller& ctl) {
+    auto events = ctl.events();
+    for (const auto& p : ctl.problems()) m.problems.push_back(m.mode + ": controller: " + p);
+    if (ctl.in_fallback()) m.problems.push_back(m.mode + ": the controller fell back to the giant ring");
+    write_events(m.dir + "/controller-events.csv", events);
+    ModeRows got = read_rank_files(m);
+    auto figures = step_figures(pw_.schedule, m.mode, got.rows, events);
+    result_.steps.insert(result_.steps.end(), figures.begin(), figures.end());
+    for (auto& smp : got.samples) smp.t_ns -= offset_of(smp.host);
+    auto ctl_samples = controller_samples(events);
+    got.samples.insert(got.samples.end(), ctl_samples.begin(), ctl_samples.end());
+    std::stable_sort(got.samples.begin(), got.samples.end(),
+                     [](const Sample& a, const Sample& b) { return a.t_ns < b.t_ns; });
+    write_mode_timeline(m, got);
+    timeline_rows_ += got.samples.size();
+    for (const auto& p : m.problems) ctx_.log("problem: " + p);
+    result_.problems.insert(result_.problems.end(), m.problems.begin(), m.problems.end());
+    int reconfigs = 0;
+    for (const auto& f : figures) reconfigs += f.reconfigurations;
+    meta_modes_.push_back({{"mode", m.mode},
+                           {"controller", m.launch.controller},
+                           {"started", m.started_ns},
+                           {"finished", m.ended_ns},
+                           {"rows", got.rows.size()},
+                           {"timeline_rows", got.samples.size()},
+                           {"reconfigurations", reconfigs},
+                           {"fallback", ctl.in_fallback()},
+                           {"problems", m.problems}});
+    ctx_.log(fmt::format("{}: {} row(s) from {} rank(s), {} reconfiguration(s) in {:.1f} s", m.mode, got.rows.size(),
+                         ranks(), reconfigs, static_cast<double>(m.ended_ns - m.started_ns) / 1e9));
+  }
+
+  // A host's clock minus the runner's where it was measured (ssh launcher), else 0.
+  int64_t offset_of(const std::string& host) const {
+    auto it = offsets_.find(host);
+    return it != offsets_.end() && it->second.uncertainty_ns >= 0 ? it->second.offset_ns : 0;
+  }
+
+  ModeRows read_rank_files(ModeRun& m) const {
+    ModeRows got;
+    for (int r = 0; r < ranks(); ++r) {
+      std::string ops = fmt::format("{}/ops-rank{}.csv", m.dir, r);
       if (!fs::exists(ops)) {
-        mode_problems.push_back(fmt::format("{}: rank {} wrote no rows", mode, r));
+        m.problems.push_back(fmt::format("{}: rank {} wrote no rows", m.mode, r));
         continue;
       }
       try {
         auto v = workloads::parse_op_csv(read_file_or_empty(ops), ops);
-        rows.insert(rows.end(), v.begin(), v.end());
+        got.rows.insert(got.rows.end(), v.begin(), v.end());
       } catch (const std::exception& e) {
-        mode_problems.push_back(e.what());
+        m.problems.push_back(e.what());
       }
       for (const char* f : {"timeline-rank{}.csv", "shim-rank{}.csv"}) {
-        auto v = read_samples(dir + "/" + fmt::format(fmt::runtime(f), r), mode_problems);
-        samples.insert(samples.end(), v.begin(), v.end());
+        auto v = read_samples(m.dir + "/" + fmt::format(fmt::runtime(f), r), m.problems);
+        got.samples.insert(got.samples.end(), v.begin(), v.end());
       }
     }
-    auto figures = step_figures(pw.schedule, mode, rows, events);
-    result.steps.insert(result.steps.end(), figures.begin(), figures.end());
+    return got;
+  }
 
-    for (auto& smp : samples) {
-      auto it = offsets.find(smp.host);
-      if (it != offsets.end() && it->second.uncertainty_ns >= 0) smp.t_ns -= it->second.offset_ns;
-    }
-    // The controller's side joins the ranks' samples in the mode's timeline (runner clock).
-    for (const auto& e : events) {
-      std::string subject = e.group.empty() ? e.rail : e.group + "#" + std::to_string(e.seq);
-      if (e.kind == phase::ControllerEvent::Kind::kReconfigStart ||
-          e.kind == phase::ControllerEvent::Kind::kReconfigEnd) {
-        subject = e.rail + " " + subject;
-      }
-      samples.push_back(Sample{e.real_ns, 0, e.rank >= 0 ? fmt::format("rank{}", e.rank) : "controller", "controller",
-                               subject, std::string(phase::to_string(e.kind)), e.value, ""});
-    }
-    std::stable_sort(samples.begin(), samples.end(), [](const Sample& a, const Sample& b) { return a.t_ns < b.t_ns; });
-    // iteration = the step: it starts at the earliest pre hook of its first op on any rank.
+  // iteration = the step: it starts at the earliest pre hook of its first op on any rank.
+  void write_mode_timeline(const ModeRun& m, const ModeRows& got) const {
     std::map<int, int64_t> step_start;
-    for (const auto& r : rows) {
-      int64_t t = r.wait_start_ns;
-      if (auto it = offsets.find(r.host); it != offsets.end() && it->second.uncertainty_ns >= 0)
-        t -= it->second.offset_ns;
+    for (const auto& r : got.rows) {
+      int64_t t = r.wait_start_ns - offset_of(r.host);
       auto it = step_start.find(r.step);
       if (it == step_start.end() || t < it->second) step_start[r.step] = t;
     }
     std::vector<int64_t> starts;
     for (const auto& [st, t] : step_start) starts.push_back(t);
-    {
-      CsvWriter w(dir + "/timeline.csv");
-      auto cols = sample_csv_columns();
-      cols.push_back("run");
-      cols.push_back("iteration");
-      w.header(cols);
-      for (const auto& s : samples) {
-        auto f = sample_csv_fields(s);
-        f.push_back(result.run_id + "/" + mode);
-        // iteration_of counts from 1 after the first start; steps count from 0.
-        f.push_back(std::to_string(std::max(0, iteration_of(s.t_ns, starts, 0) - 1)));
-        w.row(f);
-      }
-      w.flush();
-    }
-    timeline_rows += samples.size();
-    for (const auto& p : mode_problems) log("problem: " + p);
-    result.problems.insert(result.problems.end(), mode_problems.begin(), mode_problems.end());
-    int reconfigs = 0;
-    for (const auto& f : figures) reconfigs += f.reconfigurations;
-    meta_modes.push_back({{"mode", mode},
-                          {"controller", l.controller},
-                          {"started", started_ns},
-                          {"finished", ended_ns},
-                          {"rows", rows.size()},
-                          {"timeline_rows", samples.size()},
-                          {"reconfigurations", reconfigs},
-                          {"fallback", ctl.in_fallback()},
-                          {"problems", mode_problems}});
-    log(fmt::format("{}: {} row(s) from {} rank(s), {} reconfiguration(s) in {:.1f} s", mode, rows.size(), n, reconfigs,
-                    static_cast<double>(ended_ns - started_ns) / 1e9));
+    // iteration_of counts from 1 after the first start; steps count from 0.
+    write_timeline(m.dir + "/timeline.csv", got.samples, result_.run_id + "/" + m.mode,
+                   [&](int64_t t) { return std::max(0, iteration_of(t, starts, 0) - 1); });
   }
-  result.interrupted = interrupted();
-  result.samples = timeline_rows;
 
-  {
-    CsvWriter w(folder + "/phase-steps.csv");
+  // ---- the run's files
+
+  // The switch as the spec (or the lab) names it.
+  std::string switch_text() const { return spec_.switch_url.empty() ? target_.lab.switch_url() : spec_.switch_url; }
+
+  void write_step_files() const {
+    CsvWriter w(folder_ + "/phase-steps.csv");
     w.header(step_csv_columns());
-    for (const auto& f : result.steps) w.row(step_csv_fields(f));
+    for (const auto& f : result_.steps) w.row(step_csv_fields(f));
     w.flush();
     std::ostringstream table;
-    print_step_table(table, result.steps);
-    write_file(folder + "/phase-summary.txt", table.str());
+    print_step_table(table, result_.steps);
+    write_text(folder_ + "/phase-summary.txt", table.str());
   }
-  json meta;
-  meta["run"] = result.run_id;
-  meta["type"] = kPhaseWorkload;
-  meta["ocslab_version"] = opt.version;
-  meta["spec"] = {
-      {"file", fs::absolute(spec.origin).string()}, {"name", spec.name}, {"text", read_file_or_empty(spec.origin)}};
-  meta["workload"] = {{"program", program},
-                      {"schedule", pw.schedule_path},
-                      {"launcher", to_string(pw.launcher)},
-                      {"ranks", json::array()}};
-  for (size_t r = 0; r < pw.ranks.size(); ++r) {
-    meta["workload"]["ranks"].push_back({{"rank", r},
-                                         {"host", spec.hosts[pw.ranks[r].host].name},
-                                         {"nic", pw.ranks[r].nic},
-                                         {"slot", fmt::format("{}-{}", slots[r].ingress, slots[r].egress)}});
+
+  json meta() const {
+    json meta;
+    meta["run"] = result_.run_id;
+    meta["type"] = kPhaseWorkload;
+    meta["ocslab_version"] = ctx_.options().version;
+    meta["spec"] = {
+        {"file", fs::absolute(spec_.origin).string()}, {"name", spec_.name}, {"text", read_file_or_empty(spec_.origin)}};
+    meta["workload"] = {{"program", program_},
+                        {"schedule", pw_.schedule_path},
+                        {"launcher", to_string(pw_.launcher)},
+                        {"ranks", json::array()}};
+    for (size_t r = 0; r < pw_.ranks.size(); ++r) {
+      meta["workload"]["ranks"].push_back({{"rank", r},
+                                           {"host", spec_.hosts[pw_.ranks[r].host].name},
+                                           {"nic", pw_.ranks[r].nic},
+                                           {"slot", fmt::format("{}-{}", slots_[r].ingress, slots_[r].egress)}});
+    }
+    meta["phase"] = {{"job", pw_.layout.job},          {"pp", pw_.layout.pp}, {"digits", pw_.layout.describe_digits()},
+                     {"initial", pw_.initial.str()},   {"rail", pw_.rail},    {"switch", switch_text()},
+                     {"allow", spec_.allow.to_string()}};
+    meta["modes"] = meta_modes_;
+    meta["problems"] = result_.problems;
+    meta["clock_offsets"] = json::object();
+    for (const auto& [h, o] : offsets_) {
+      meta["clock_offsets"][h] = o.uncertainty_ns < 0
+                                     ? json{{"error", o.error}}
+                                     : json{{"offset_ns", o.offset_ns}, {"uncertainty_ns", o.uncertainty_ns}};
+    }
+    meta["clocks"] =
+        "timeline.csv: rank samples corrected by clock_offsets (ssh launcher); ops-rank and shim-rank files: the host's "
+        "own clock";
+    return meta;
   }
-  meta["phase"] = {{"job", pw.layout.job},           {"pp", pw.layout.pp}, {"digits", pw.layout.describe_digits()},
-                   {"initial", pw.initial.str()},    {"rail", pw.rail},    {"switch", switch_url},
-                   {"allow", spec.allow.to_string()}};
-  meta["modes"] = meta_modes;
-  meta["problems"] = result.problems;
-  meta["clock_offsets"] = json::object();
-  for (const auto& [h, o] : offsets) {
-    meta["clock_offsets"][h] = o.uncertainty_ns < 0
-                                   ? json{{"error", o.error}}
-                                   : json{{"offset_ns", o.offset_ns}, {"uncertainty_ns", o.uncertainty_ns}};
+
+  Target& target_;
+  const ExperimentSpec& spec_;
+  const PhaseWorkloadSpec& pw_;
+  const RunContext& ctx_;
+  RunResult& result_;
+  std::string folder_;         // absolute
+  std::string schedule_text_;  // the schedule file, as the ranks get it
+  std::string program_;        // as the ranks' hosts see it
+  std::vector<phase::Slot> slots_;
+  std::set<size_t> used_hosts_;
+  std::map<std::string, ClockOffset> offsets_;
+  json meta_modes_ = json::array();
+  size_t timeline_rows_ = 0;
+};
+
+class PhaseWorkload final : public ExperimentType {
+ public:
+  void run(Target& target, const RunContext& ctx, RunResult& result) override {
+    PhaseWorkloadRun(target, ctx, result).run();
   }
-  meta["clocks"] =
-      "timeline.csv: rank samples corrected by clock_offsets (ssh launcher); ops-rank and shim-rank files: the host's "
-      "own clock";
-  write_file(folder + "/meta.json", meta.dump(2) + "\n");
-}
+};
+
+}  // namespace
+
+std::unique_ptr<ExperimentType> make_phase_workload_experiment() { return std::make_unique<PhaseWorkload>(); }
 
 }  // namespace ocslab::runner

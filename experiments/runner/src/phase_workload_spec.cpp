@@ -199,28 +199,9 @@ void check_launcher(const YamlDoc& doc, const YAML::Node& where, const Experimen
 
 }  // namespace
 
-PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec& spec) {
-  PhaseWorkloadSpec pw;
-  const auto& root = doc.root;
-  const auto& wl = require(doc, root, "workload");
-  if (!wl.IsMap())
-    throw config_error(doc, wl, "workload must be a map (program, schedule, modes, placement, launcher, ...)");
-  only_keys(doc, wl,
-            {"program", "schedule", "modes", "placement", "launcher", "args", "port", "profile_steps", "timeout_s",
-             "pass_if", "shared_dir", "group_if", "pin_neighbours", "rxe"});
-  if (wl["program"]) pw.program = as_string(doc, wl["program"]);
-  if (pw.program.empty()) throw config_error(doc, wl["program"], "program must not be empty");
-  pw.pass_if = fs::path(pw.program).filename().string() == "ocslab-collbench-verbs";
-  if (wl["pass_if"]) pw.pass_if = as_bool(doc, wl["pass_if"]);
+namespace {
 
-  const auto& sched = require(doc, wl, "schedule");
-  pw.schedule_path = resolve(doc.origin, as_string(doc, sched));
-  try {
-    pw.schedule = workloads::load_schedule(pw.schedule_path);
-  } catch (const Error& e) {
-    throw config_error(doc, sched, std::string("the schedule is not valid: ") + e.what());
-  }
-
+void parse_modes(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec& pw) {
   pw.modes = wl["modes"] ? strings(doc, wl["modes"], "modes") : std::vector<std::string>{"on-demand", "provisioning"};
   if (pw.modes.empty()) throw config_error(doc, wl["modes"], "modes must name at least one of on-demand, provisioning");
   for (size_t i = 0; i < pw.modes.size(); ++i) {
@@ -233,11 +214,9 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
       throw config_error(doc, wl["modes"], fmt::format("phase mode '{}' listed twice", m));
     }
   }
-  if (wl["args"]) pw.args = strings(doc, wl["args"], "args");
-  if (wl["port"]) pw.rendezvous_port = int_in(doc, wl["port"], 1, 65535, "port");
-  if (wl["profile_steps"]) pw.profile_steps = int_in(doc, wl["profile_steps"], 1, 1000, "profile_steps");
-  if (wl["timeout_s"]) pw.timeout_s = int_in(doc, wl["timeout_s"], 1, 86400, "timeout_s");
+}
 
+void parse_launcher(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec& pw) {
   if (const auto& l = wl["launcher"]) {
     std::string name;
     // (YAML::Node assignment would write into the node it refers to: pick the node instead.)
@@ -272,7 +251,9 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
     }
     pw.shared_dir = as_string(doc, wl["shared_dir"]);
   }
+}
 
+void parse_group_if(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec& pw) {
   if (const auto& gi = wl["group_if"]) {
     if (!gi.IsMap()) throw config_error(doc, gi, "group_if is a map GROUP: NIC (e.g. {world: lan0})");
     for (const auto& kv : gi) {
@@ -291,6 +272,10 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
       pw.group_if.emplace_back(g, nic);
     }
   }
+}
+
+// pin_neighbours and rxe: host preparation over the runner's SSH sessions.
+void parse_host_prep(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec& pw) {
   if (wl["pin_neighbours"]) pw.pin_neighbours = as_bool(doc, wl["pin_neighbours"]);
   if (wl["rxe"]) {
     pw.rxe = strings(doc, wl["rxe"], "rxe");
@@ -305,9 +290,39 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
                        "pin_neighbours and rxe prepare the hosts over the runner's SSH sessions: ssh launcher only");
   }
 
-  const auto& ph = require(doc, root, "phase");
-  if (!ph.IsMap()) throw config_error(doc, ph, "phase must be a map (job, pp, dims, initial, ...)");
-  only_keys(doc, ph, {"job", "pp", "dims", "initial", "rail", "listen", "controller", "ack_timeout_ms", "max_retries"});
+}
+
+// workload: everything but the placement (parsed once phase: gave the layout).
+void parse_workload(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec& pw) {
+  if (!wl.IsMap())
+    throw config_error(doc, wl, "workload must be a map (program, schedule, modes, placement, launcher, ...)");
+  only_keys(doc, wl,
+            {"program", "schedule", "modes", "placement", "launcher", "args", "port", "profile_steps", "timeout_s",
+             "pass_if", "shared_dir", "group_if", "pin_neighbours", "rxe"});
+  if (wl["program"]) pw.program = as_string(doc, wl["program"]);
+  if (pw.program.empty()) throw config_error(doc, wl["program"], "program must not be empty");
+  pw.pass_if = fs::path(pw.program).filename().string() == "ocslab-collbench-verbs";
+  if (wl["pass_if"]) pw.pass_if = as_bool(doc, wl["pass_if"]);
+
+  const auto& sched = require(doc, wl, "schedule");
+  pw.schedule_path = resolve(doc.origin, as_string(doc, sched));
+  try {
+    pw.schedule = workloads::load_schedule(pw.schedule_path);
+  } catch (const Error& e) {
+    throw config_error(doc, sched, std::string("the schedule is not valid: ") + e.what());
+  }
+  parse_modes(doc, wl, pw);
+  if (wl["args"]) pw.args = strings(doc, wl["args"], "args");
+  if (wl["port"]) pw.rendezvous_port = int_in(doc, wl["port"], 1, 65535, "port");
+  if (wl["profile_steps"]) pw.profile_steps = int_in(doc, wl["profile_steps"], 1, 1000, "profile_steps");
+  if (wl["timeout_s"]) pw.timeout_s = int_in(doc, wl["timeout_s"], 1, 86400, "timeout_s");
+  parse_launcher(doc, wl, pw);
+  parse_group_if(doc, wl, pw);
+  parse_host_prep(doc, wl, pw);
+}
+
+// phase: job, pp, dims (validated against the schedule's rank count), initial topology.
+void parse_layout(const YamlDoc& doc, const YAML::Node& ph, const ExperimentSpec& spec, PhaseWorkloadSpec& pw) {
   pw.layout.job = ph["job"] ? as_string(doc, ph["job"]) : spec.name;
   const auto& pp = require(doc, ph, "pp");
   pw.layout.pp = int_in(doc, pp, 1, 1000, "pp");
@@ -340,28 +355,27 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
   } else {
     pw.initial = phase::TopoId::uniform(pw.layout, pw.layout.dims.empty() ? 0 : 1);
   }
-  if (ph["rail"]) pw.rail = as_string(doc, ph["rail"]);
-  if (const auto& l = ph["listen"]) {
-    std::string text = as_string(doc, l);
-    auto colon = text.rfind(':');
-    if (colon == std::string::npos || colon == 0)
-      throw config_error(doc, l, fmt::format("listen '{}' is not HOST:PORT", text));
-    pw.listen_host = text.substr(0, colon);
-    try {
-      size_t used = 0;
-      pw.listen_port = std::stoi(text.substr(colon + 1), &used);
-      if (used != text.size() - colon - 1 || pw.listen_port < 0 || pw.listen_port > 65535)
-        throw std::out_of_range("port");
-    } catch (const std::exception&) {
-      throw config_error(doc, l, fmt::format("listen '{}': port must be 0..65535", text));
-    }
-  }
-  if (ph["ack_timeout_ms"]) pw.ack_timeout_ms = int_in(doc, ph["ack_timeout_ms"], 1, 3'600'000, "ack_timeout_ms");
-  if (ph["max_retries"]) pw.max_retries = int_in(doc, ph["max_retries"], 0, 100, "max_retries");
-  check_groups(doc, sched, pw);
-  parse_placement(doc, wl, spec, pw);
-  check_launcher(doc, wl["launcher"] ? wl["launcher"] : wl, spec, pw);
+}
 
+void parse_listen(const YamlDoc& doc, const YAML::Node& l, PhaseWorkloadSpec& pw) {
+  std::string text = as_string(doc, l);
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    throw config_error(doc, l, fmt::format("listen '{}' is not HOST:PORT", text));
+  pw.listen_host = text.substr(0, colon);
+  try {
+    size_t used = 0;
+    pw.listen_port = std::stoi(text.substr(colon + 1), &used);
+    if (used != text.size() - colon - 1 || pw.listen_port < 0 || pw.listen_port > 65535)
+      throw std::out_of_range("port");
+  } catch (const std::exception&) {
+    throw config_error(doc, l, fmt::format("listen '{}': port must be 0..65535", text));
+  }
+}
+
+// How the ranks reach the runner's controller: phase.controller, the QEMU host in a virtual
+// lab, loopback when every rank is local.
+void pick_controller_host(const YamlDoc& doc, const YAML::Node& ph, const ExperimentSpec& spec, PhaseWorkloadSpec& pw) {
   if (ph["controller"]) {
     pw.controller_host = as_string(doc, ph["controller"]);
   } else if (!spec.vlab.empty()) {
@@ -376,6 +390,27 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
     }
     pw.controller_host = "127.0.0.1";
   }
+}
+
+}  // namespace
+
+PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec& spec) {
+  PhaseWorkloadSpec pw;
+  const auto& root = doc.root;
+  const auto& wl = require(doc, root, "workload");
+  parse_workload(doc, wl, pw);
+  const auto& ph = require(doc, root, "phase");
+  if (!ph.IsMap()) throw config_error(doc, ph, "phase must be a map (job, pp, dims, initial, ...)");
+  only_keys(doc, ph, {"job", "pp", "dims", "initial", "rail", "listen", "controller", "ack_timeout_ms", "max_retries"});
+  parse_layout(doc, ph, spec, pw);
+  if (ph["rail"]) pw.rail = as_string(doc, ph["rail"]);
+  if (const auto& l = ph["listen"]) parse_listen(doc, l, pw);
+  if (ph["ack_timeout_ms"]) pw.ack_timeout_ms = int_in(doc, ph["ack_timeout_ms"], 1, 3'600'000, "ack_timeout_ms");
+  if (ph["max_retries"]) pw.max_retries = int_in(doc, ph["max_retries"], 0, 100, "max_retries");
+  check_groups(doc, require(doc, wl, "schedule"), pw);
+  parse_placement(doc, wl, spec, pw);
+  check_launcher(doc, wl["launcher"] ? wl["launcher"] : wl, spec, pw);
+  pick_controller_host(doc, ph, spec, pw);
   return pw;
 }
 

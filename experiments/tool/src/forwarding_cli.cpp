@@ -15,9 +15,7 @@
 #include "ocslab/ocsctl/driver.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/lab_forwarding.h"
-#include "ocslab/runner/runner.h"
-#include "ocslab/vlab/lab_control.h"
-#include "ocslab/vlab/lab_state.h"
+#include "ocslab/runner/target.h"
 
 namespace ocslab::cli {
 
@@ -39,43 +37,6 @@ first) give every host's plan, as `ocslab run` applies it. The virtual lab must 
           the planned relays, 3 otherwise
   clear   remove ocslab's forwarding state on every host
 )";
-
-// Where to reach each host: the running virtual lab's guests or the inventory's hosts.
-std::vector<ocs::SshOptions> host_ssh(runner::ExperimentSpec& spec, const std::string& cache, vlab::LabState* lab) {
-  if (!spec.vlab.empty()) {
-    std::string dir = vlab::labs_dir(cache.empty() ? vlab::default_cache_dir() : cache) + "/" + spec.vlab_name;
-    if (!fs::exists(dir + "/state.json"))
-      throw Error(fmt::format("the virtual lab '{}' is not up (ocslab vlab up {})", spec.vlab_name, spec.vlab));
-    *lab = vlab::lab_status(dir);
-    std::string agent = lab->dir + "/bin/ocslab-agent";
-    if (!fs::exists(agent)) {
-      // Guests see the host's root read-only: the agent next to this ocslab, copied as the runner does.
-      std::error_code ec;
-      fs::create_directories(lab->dir + "/bin");
-      fs::copy_file(fs::read_symlink("/proc/self/exe").parent_path() / "ocslab-agent", agent, ec);
-      if (ec) throw Error("cannot copy ocslab-agent into " + agent + ": " + ec.message());
-    }
-    for (auto& h : spec.hosts) {
-      h.ssh_host = "127.0.0.1";
-      h.ssh_port = lab->host(h.name).ssh_port;
-      h.user = "root";
-      h.identity_file = lab->client_key();
-      h.known_hosts = lab->known_hosts();
-      h.agent = agent;
-    }
-  }
-  std::vector<ocs::SshOptions> out;
-  for (const auto& h : spec.hosts) {
-    ocs::SshOptions o;
-    o.host = h.ssh_host;
-    o.port = h.ssh_port;
-    o.user = h.user;
-    o.identity_file = h.identity_file;
-    o.known_hosts_file = h.known_hosts;
-    out.push_back(o);
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -116,10 +77,14 @@ int run_forwarding(const std::vector<std::string>& args, std::ostream& out, std:
       if (x.name == mapping) m = &x;
     if (!m) throw UsageError("the spec has no mapping '" + mapping + "'");
   }
-  vlab::LabState lab;
-  auto ssh = host_ssh(spec, cache, &lab);
   auto log = [&](const std::string& s) { err << "ocslab forwarding: " << s << "\n"; };
-  runner::LabForwarding fwd(spec, runner::forwarding_access(spec, ssh), log);
+  // The running lab's guests (this build's agent installed where they see it) or the inventory's hosts.
+  runner::TargetOptions to;
+  to.cache_dir = cache;
+  to.lab = runner::LabUse::kRunning;
+  to.log = log;
+  const runner::Target target = runner::resolve_target(spec, to);
+  runner::LabForwarding fwd(target.spec, runner::forwarding_access(target.spec, target.ssh()), log);
   if (sub == "clear") {
     int failed = 0;
     for (const auto& e : fwd.clear()) failed += !e.empty();
@@ -127,7 +92,7 @@ int run_forwarding(const std::vector<std::string>& args, std::ostream& out, std:
     return failed ? kExitFailed : kExitOk;
   }
   if (sub == "apply") {
-    runner::SwitchAccess sw = runner::switch_access(spec, lab);
+    runner::SwitchAccess sw = target.switch_access();
     auto driver = ocs::make_driver(sw.url, sw.options);
     auto rep = driver->apply(m->circuits, ocs::ApplyMode::kReplace);
     out << fmt::format("switch on mapping '{}' ({} circuit(s) made, {} removed)\n", m->name, rep.diff.add.size(),

@@ -90,6 +90,60 @@ void print_phase_plan(const runner::ExperimentSpec& spec, std::ostream& out) {
   }
 }
 
+// `--check` of a reconfig-latency spec: hosts, schedule, switch ports, circuits, probes.
+void print_reconfiguration_plan(const runner::ExperimentSpec& spec, std::ostream& out) {
+  out << fmt::format("spec {} is valid: {} host(s), {} mapping(s), {} reconfiguration(s), dwell {} s\n", spec.origin,
+                     spec.hosts.size(), spec.mappings.size(), spec.reconfigurations, spec.dwell_s);
+  auto sched = spec.schedule();
+  out << "schedule: " << spec.mappings[0].name;
+  for (auto m : sched) out << " -> " << spec.mappings[m].name;
+  out << "\nswitch ports: " << spec.allow.to_string() << "\n";
+  for (const auto& m : spec.mappings) {
+    out << m.name << ":";
+    for (const auto& c : m.circuits) out << " " << c.ingress << "-" << c.egress;
+    out << "\n";
+  }
+  out << "probes:";
+  for (const auto& p : spec.probes) out << " " << p.name << " (" << p.interval_ms << " ms)";
+  out << "\n";
+  if (spec.rdma.enabled) {
+    out << "rdma pairs (client -> server, every " << spec.rdma.interval_ms << " ms):";
+    for (const auto& l : spec.rdma.pairs) {
+      out << " " << spec.hosts[l.a_host].name << ":" << l.a_nic << "->" << spec.hosts[l.b_host].name << ":" << l.b_nic;
+    }
+    out << "\n";
+  }
+}
+
+// run_experiment with SIGINT / SIGTERM turned into a stop of the schedule (the results are
+// still written); false when a signal came before anything was captured.
+bool run_with_signals(const runner::ExperimentSpec& spec, runner::RunOptions& o, runner::RunResult& r,
+                      std::ostream& err) {
+  o.interrupted = &g_run_interrupted;
+  g_run_interrupted = false;
+  struct sigaction sa {
+  }, old_int{}, old_term{};
+  sa.sa_handler = on_run_signal;
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  auto restore = [&] {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+  };
+  try {
+    r = runner::run_experiment(spec, o);
+  } catch (...) {
+    restore();
+    if (g_run_interrupted) {
+      err << "ocslab run: interrupted before anything was captured\n";
+      return false;
+    }
+    throw;
+  }
+  restore();
+  return true;
+}
+
 int report_phase_run(const runner::RunResult& r, std::chrono::steady_clock::time_point started, bool plot,
                      std::ostream& out, std::ostream& err) {
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -162,27 +216,7 @@ int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     return kExitOk;
   }
   if (check) {
-    out << fmt::format("spec {} is valid: {} host(s), {} mapping(s), {} reconfiguration(s), dwell {} s\n", spec.origin,
-                       spec.hosts.size(), spec.mappings.size(), spec.reconfigurations, spec.dwell_s);
-    auto sched = spec.schedule();
-    out << "schedule: " << spec.mappings[0].name;
-    for (auto m : sched) out << " -> " << spec.mappings[m].name;
-    out << "\nswitch ports: " << spec.allow.to_string() << "\n";
-    for (const auto& m : spec.mappings) {
-      out << m.name << ":";
-      for (const auto& c : m.circuits) out << " " << c.ingress << "-" << c.egress;
-      out << "\n";
-    }
-    out << "probes:";
-    for (const auto& p : spec.probes) out << " " << p.name << " (" << p.interval_ms << " ms)";
-    out << "\n";
-    if (spec.rdma.enabled) {
-      out << "rdma pairs (client -> server, every " << spec.rdma.interval_ms << " ms):";
-      for (const auto& l : spec.rdma.pairs) {
-        out << " " << spec.hosts[l.a_host].name << ":" << l.a_nic << "->" << spec.hosts[l.b_host].name << ":" << l.b_nic;
-      }
-      out << "\n";
-    }
+    print_reconfiguration_plan(spec, out);
     return kExitOk;
   }
 
@@ -190,33 +224,12 @@ int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   o.cache_dir = cache;
   o.output_dir = output;
   o.version = OCSLAB_VERSION;
-  o.interrupted = &g_run_interrupted;
   bool tty = isatty(STDERR_FILENO) == 1;
   o.progress = tty ? &err : nullptr;
   o.log = &err;
-  g_run_interrupted = false;
-  struct sigaction sa {
-  }, old_int{}, old_term{};
-  sa.sa_handler = on_run_signal;
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
-  auto restore = [&] {
-    sigaction(SIGINT, &old_int, nullptr);
-    sigaction(SIGTERM, &old_term, nullptr);
-  };
   auto started = std::chrono::steady_clock::now();
   runner::RunResult r;
-  try {
-    r = runner::run_experiment(spec, o);
-  } catch (...) {
-    restore();
-    if (g_run_interrupted) {
-      err << "ocslab run: interrupted before anything was captured\n";
-      return kExitInterrupted;
-    }
-    throw;
-  }
-  restore();
+  if (!run_with_signals(spec, o, r, err)) return kExitInterrupted;
   if (spec.type == runner::kPhaseWorkload) return report_phase_run(r, started, plot, out, err);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   err << fmt::format("ocslab run: {} reconfiguration(s), {} timeline rows from {} host(s) in {:.1f} s -> {}\n",

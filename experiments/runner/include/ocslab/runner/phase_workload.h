@@ -133,9 +133,4 @@ std::vector<std::string> step_csv_fields(const StepFigures& f);
 // the provisioning / on-demand ratio when both ran.
 void print_step_table(std::ostream& out, const std::vector<StepFigures>& figures);
 
-// Runs the experiment after the lab is up (hosts' SSH details filled in) and the results folder
-// exists: result.folder / run_id are set by the caller. switch_url / password: the switch.
-void run_phase_workload(const ExperimentSpec& spec, const RunOptions& options, const std::string& switch_url,
-                        const std::string& switch_password, const std::string& lab_bin_dir, RunResult& result);
-
 }  // namespace ocslab::runner

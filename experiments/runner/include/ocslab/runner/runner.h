@@ -1,9 +1,8 @@
-// `ocslab run`: one reconfiguration-latency experiment from a spec. Starts (or reuses) the
-// virtual lab, opens one agent session per host over SSH, measures each host's clock offset
-// before and after, runs the probes while the switch alternates between the spec's mappings
-// (every command's span recorded), collects the emulator's ground truth, and writes the merged,
-// offset-corrected timeline.csv and meta.json into a fresh results folder. The analysis
-// (breakdown, summary) and the plots are separate steps over that folder (analysis/, plots/).
+// `ocslab run`: one experiment from a spec, through the pipeline every experiment type shares:
+// resolve the target (start or reuse the virtual lab, the hosts' SSH details, this build's
+// binaries on the hosts), open the results folder, run the spec's type (reconfig-latency:
+// reconfiguration.cpp; phase-workload: phase_workload.cpp), release the target. The analysis
+// (breakdown, summary) and the plots are separate steps over the folder (analysis/, plots/).
 #pragma once
 
 #include <atomic>
@@ -17,10 +16,7 @@
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/host_session.h"
 #include "ocslab/runner/phase_workload.h"
-
-namespace ocslab::vlab {
-struct LabState;
-}
+#include "ocslab/runner/target.h"
 
 namespace ocslab::runner {
 
@@ -65,18 +61,11 @@ std::vector<Sample> read_ground_truth(const std::string& path, int64_t from_ns, 
 // guard, i when t is in [issued_i - guard, issued_{i+1} - guard).
 int iteration_of(int64_t t_ns, const std::vector<int64_t>& issued_ns, int64_t guard_ns = 200'000'000);
 
-// The switch a spec drives: its `switch:` URL with the spec's SSH files, or else the virtual
-// lab's emulator with the lab's password; the spec's port allow-list either way. Shared by the
-// runner and `ocslab forwarding apply`. Throws Error naming the URL when it is malformed.
-struct SwitchAccess {
-  ocs::SwitchUrl url;
-  ocs::DriverOptions options;
-};
-SwitchAccess switch_access(const ExperimentSpec& spec, const vlab::LabState& lab);
 
-// Runs the experiment. Throws ConfigError / Error before anything was captured (bad lab, no
-// switch, a host unreachable at start); after that, failures are recorded in the result and
-// the folder is always written.
+// Runs the experiment: the spec's type (experiment_type.h) on its resolved target (target.h)
+// with a run context (run_context.h). Throws ConfigError / Error before anything was captured
+// (bad lab, no switch, a host unreachable at start); after that, failures are recorded in the
+// result and the folder is always written.
 RunResult run_experiment(const ExperimentSpec& spec, const RunOptions& options);
 
 }  // namespace ocslab::runner
