@@ -151,6 +151,18 @@ std::vector<TcNetlink::Outcome> TcNetlink::transact(const std::vector<char>& mes
   return outcome;
 }
 
+namespace {
+
+// The index of the first refused request of a batch; outcomes.size() when none was refused.
+size_t first_failed(const auto& outcomes) {  // a batch's outcomes (TcNetlink::Outcome is private)
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    if (outcomes[i].err) return i;
+  }
+  return outcomes.size();
+}
+
+}  // namespace
+
 void TcNetlink::single(std::vector<char> request, const std::string& what) {
   uint32_t seq = reinterpret_cast<struct nlmsghdr*>(request.data())->nlmsg_seq;
   auto out = transact(request, seq, 1);
@@ -284,13 +296,7 @@ void TcNetlink::add_filters(const std::vector<FilterRule>& rules) {
     tc::put_new_filter(msgs, seq, r, dev, index_of(r.redirect_dev, r));
   }
   auto out = transact(msgs, first, rules.size());
-  size_t bad = out.size();
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (out[i].err) {
-      bad = i;
-      break;
-    }
-  }
+  size_t bad = first_failed(out);
   if (bad == out.size()) return;
   // Undo what this call added, so a refused batch leaves the device as it was.
   std::vector<char> undo;
@@ -358,13 +364,7 @@ void TcNetlink::delete_filters(const std::vector<FilterRule>& rules) {
     restore.push_back(was);
   }
   auto out = transact(msgs, first, rules.size());
-  size_t bad = out.size();
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (out[i].err) {
-      bad = i;
-      break;
-    }
-  }
+  size_t bad = first_failed(out);
   if (bad == out.size()) return;
   std::vector<char> undo;
   uint32_t ufirst = 0;

@@ -127,17 +127,6 @@ nlohmann::json change_json(const Change<Rule>& c) {
   return j;
 }
 
-template <class T>
-T field(const nlohmann::json& j, const char* name, const char* what) {
-  if (!j.is_object() || !j.contains(name))
-    throw Error(fmt::format("{}: missing field '{}' in {}", what, name, j.dump()));
-  try {
-    return j.at(name).get<T>();
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: field '{}' in {}: {}", what, name, j.dump(), e.what()));
-  }
-}
-
 }  // namespace
 
 PlanDiff diff(const HostPlan& desired, const HostPlan& installed) {
@@ -180,63 +169,6 @@ nlohmann::json to_json(const PlanDiff& d) {
   j["changes"] = d.size();
   j["commands"] = commands(d);
   return j;
-}
-
-nlohmann::json to_json(const HostPlan& h) {
-  nlohmann::json jh;
-  jh["host"] = h.host;
-  if (!h.links.empty()) {  // only when the agent manages macvlans: plan JSON stays as it was otherwise
-    jh["links"] = nlohmann::json::array();
-    for (const auto& l : h.links)
-      jh["links"].push_back({{"name", l.name}, {"parent", l.parent}, {"mac", l.mac}, {"kind", "macvlan"}});
-  }
-  jh["routes"] = nlohmann::json::array();
-  for (const auto& r : h.routes)
-    jh["routes"].push_back({{"dst", r.dst}, {"dev", r.dev}, {"src", r.src}, {"protocol", r.protocol}});
-  jh["neighbours"] = nlohmann::json::array();
-  for (const auto& n : h.neighbours) jh["neighbours"].push_back({{"dst", n.dst}, {"lladdr", n.lladdr}, {"dev", n.dev}});
-  jh["qdiscs"] = nlohmann::json::array();
-  for (const auto& q : h.qdiscs) jh["qdiscs"].push_back({{"dev", q.dev}, {"kind", "clsact"}});
-  jh["filters"] = nlohmann::json::array();
-  for (const auto& f : h.filters)
-    jh["filters"].push_back({{"dev", f.dev},
-                             {"chain", f.chain},
-                             {"prio", f.prio},
-                             {"dst", f.dst},
-                             {"set_eth_dst", f.set_eth_dst},
-                             {"redirect_dev", f.redirect_dev},
-                             {"cookie", f.cookie}});
-  return jh;
-}
-
-HostPlan host_plan_from_json(const nlohmann::json& j) {
-  const char* w = "host plan";
-  HostPlan h;
-  h.host = field<std::string>(j, "host", w);
-  if (j.contains("links"))
-    for (const auto& l : field<nlohmann::json>(j, "links", w))
-      h.links.push_back({field<std::string>(l, "name", "link"), field<std::string>(l, "parent", "link"),
-                         field<std::string>(l, "mac", "link")});
-  for (const auto& r : field<nlohmann::json>(j, "routes", w))
-    h.routes.push_back({field<std::string>(r, "dst", "route"), field<std::string>(r, "dev", "route"),
-                        field<std::string>(r, "src", "route"), field<int>(r, "protocol", "route")});
-  for (const auto& n : field<nlohmann::json>(j, "neighbours", w))
-    h.neighbours.push_back({field<std::string>(n, "dst", "neighbour"), field<std::string>(n, "lladdr", "neighbour"),
-                            field<std::string>(n, "dev", "neighbour")});
-  for (const auto& q : field<nlohmann::json>(j, "qdiscs", w))
-    h.qdiscs.push_back({field<std::string>(q, "dev", "qdisc")});
-  for (const auto& f : field<nlohmann::json>(j, "filters", w)) {
-    FilterRule r;
-    r.dev = field<std::string>(f, "dev", "filter");
-    r.chain = field<uint32_t>(f, "chain", "filter");
-    r.prio = field<uint16_t>(f, "prio", "filter");
-    r.dst = field<std::string>(f, "dst", "filter");
-    r.set_eth_dst = field<std::string>(f, "set_eth_dst", "filter");
-    r.redirect_dev = field<std::string>(f, "redirect_dev", "filter");
-    r.cookie = field<std::string>(f, "cookie", "filter");
-    h.filters.push_back(std::move(r));
-  }
-  return h;
 }
 
 }  // namespace ocslab::forwarding

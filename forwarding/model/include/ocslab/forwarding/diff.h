@@ -41,9 +41,4 @@ PlanDiff diff(const HostPlan& desired, const HostPlan& installed);
 std::vector<std::string> commands(const PlanDiff& d);
 nlohmann::json to_json(const PlanDiff& d);
 
-// A HostPlan as JSON (the fields of to_json(Plan) without commands) and back; the journal's
-// format. from_json throws Error naming the missing or mistyped field.
-nlohmann::json to_json(const HostPlan& plan);
-HostPlan host_plan_from_json(const nlohmann::json& j);
-
 }  // namespace ocslab::forwarding

@@ -93,4 +93,9 @@ std::vector<std::string> commands(const HostPlan& plan);
 
 nlohmann::json to_json(const Plan& plan);
 
+// A HostPlan as JSON (the fields of to_json(Plan) without commands) and back; the journal's
+// format. from_json throws Error naming the missing or mistyped field.
+nlohmann::json to_json(const HostPlan& plan);
+HostPlan host_plan_from_json(const nlohmann::json& j);
+
 }  // namespace ocslab::forwarding
