@@ -11,20 +11,28 @@ namespace ocslab::cli {
 bool parse_args(const std::vector<std::string>& args, const std::string& command, const char* help, std::ostream& out,
                 const OptionHandler& on_option, const std::function<void(const std::string& word)>& on_positional) {
   for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
+    const std::string& word = args[i];
+    if (word == "--help" || word == "-h") {
       out << help;
       return false;
     }
-    if (a.empty() || a[0] != '-') {
-      on_positional(a);
+    if (word.empty() || word[0] != '-') {
+      on_positional(word);
       continue;
     }
+    // --name=value and --name value are the same option.
+    const auto eq = word.find('=');
+    const bool inline_value = word.rfind("--", 0) == 0 && eq != std::string::npos;
+    const std::string name = inline_value ? word.substr(0, eq) : word;
+    bool used = false;
     const OptionValue value = [&]() -> std::string {
-      if (i + 1 >= args.size()) throw UsageError(a + " needs a value");
+      used = true;
+      if (inline_value) return word.substr(eq + 1);
+      if (i + 1 >= args.size()) throw UsageError(name + " needs a value");
       return args[++i];
     };
-    if (!on_option(a, value)) throw UsageError(fmt::format("unknown option '{}' (ocslab {} --help)", a, command));
+    if (!on_option(name, value)) throw UsageError(fmt::format("unknown option '{}' (ocslab {} --help)", name, command));
+    if (inline_value && !used) throw UsageError(fmt::format("{} takes no value (ocslab {} --help)", name, command));
   }
   return true;
 }

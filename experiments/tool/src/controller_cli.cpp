@@ -10,6 +10,7 @@
 #include <ostream>
 #include <thread>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "ocslab/cli/ocslab_cli.h"
 #include "ocslab/common/csv_writer.h"
@@ -53,21 +54,13 @@ int run_controller(const std::vector<std::string>& args, std::ostream& out, std:
   std::string config_path, events_path;
   bool check = false;
   double duration = 0;
-  for (size_t i = 1; i < args.size(); ++i) {
-    const auto& w = args[i];
-    auto need = [&]() -> std::string {
-      if (i + 1 >= args.size()) throw UsageError(w + " needs a value (ocslab controller --help)");
-      return args[++i];
-    };
-    if (w == "-h" || w == "--help") {
-      out << kControllerHelp;
-      return kExitOk;
-    } else if (w == "--check") {
+  auto option = [&](const std::string& w, const OptionValue& value) {
+    if (w == "--check") {
       check = true;
     } else if (w == "--events") {
-      events_path = need();
+      events_path = value();
     } else if (w == "--duration") {
-      auto v = need();
+      auto v = value();
       try {
         size_t pos = 0;
         duration = std::stod(v, &pos);
@@ -75,14 +68,16 @@ int run_controller(const std::vector<std::string>& args, std::ostream& out, std:
       } catch (const std::exception&) {
         throw UsageError("--duration needs a positive number of seconds, got '" + v + "'");
       }
-    } else if (!w.empty() && w[0] == '-') {
-      throw UsageError("unknown option '" + w + "' (ocslab controller --help)");
-    } else if (config_path.empty()) {
-      config_path = w;
     } else {
-      throw UsageError("one CONFIG.yaml only (ocslab controller --help)");
+      return false;
     }
-  }
+    return true;
+  };
+  auto positional = [&](const std::string& w) {
+    if (!config_path.empty()) throw UsageError("one CONFIG.yaml only (ocslab controller --help)");
+    config_path = w;
+  };
+  if (!parse_args(args, "controller", kControllerHelp, out, option, positional)) return kExitOk;
   if (config_path.empty()) throw UsageError("usage: ocslab controller CONFIG.yaml (ocslab controller --help)");
   auto cfg = phase::load_controller_config(config_path);
   phase::SubMappingTable table(cfg.layout);
