@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "../integration/phase/phase_lab.h"
+#include "ocslab/testing/phase_lab.h"
 #include "ocslab/common/log.h"
 #include "ocslab/phase/controller.h"
 #include "ocslab/phase/orchestrator.h"
@@ -44,12 +44,8 @@ struct Result {
 Result run(int n, int rounds, bool reconfigure) {
   phase_test::Lab lab(phase_test::phase_switch(0, std::max(64, n)));
   JobLayout L{"bench", 1, {{"dp", n / 2}, {"cp", 2}}};
-  auto o = std::make_shared<Orchestrator>("rail0", lab.slots(1, n), lab.driver());
-  o->add_job(L, TopoId::uniform(L, 1));
-  ControllerOptions co;
-  co.layout = L;
-  co.rails = {o};
-  Controller ctl(co);
+  auto o = lab.rail(L, TopoId::uniform(L, 1));
+  Controller ctl(phase_test::controller_options(L, {o}));
   ctl.start();
   std::vector<int> all;
   for (int r = 0; r < n; ++r) all.push_back(r);

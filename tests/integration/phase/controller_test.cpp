@@ -20,7 +20,7 @@
 #include "ocslab/phase/controller.h"
 #include "ocslab/phase/protocol.h"
 #include "ocslab/phase/shim.h"
-#include "phase_lab.h"
+#include "ocslab/testing/phase_lab.h"
 
 using namespace phase_test;
 using namespace ocslab::phase;
@@ -64,10 +64,7 @@ std::vector<GroupDef> groups_of(const JobLayout& L, int rank) {
 std::vector<std::shared_ptr<Orchestrator>> two_rails(Lab& lab, const JobLayout& L, const TopoId& initial) {
   std::vector<std::shared_ptr<Orchestrator>> rails;
   for (int k = 0; k < 2; ++k) {
-    auto o = std::make_shared<Orchestrator>("rail" + std::to_string(k), lab.slots(1 + k * L.ranks(), L.ranks()),
-                                            lab.driver());
-    o->add_job(L, initial);
-    rails.push_back(o);
+    rails.push_back(lab.rail(L, initial, 1 + k * L.ranks(), "rail" + std::to_string(k)));
   }
   return rails;
 }
@@ -256,9 +253,7 @@ TEST_CASE("G1 and G2 hold under randomized interleavings, on demand and provisio
   auto L = small_job();
   auto rails = two_rails(lab, L, TopoId::uniform(L, 1));
   size_t mark = lab.mark();
-  ControllerOptions co;
-  co.layout = L;
-  co.rails = rails;
+  auto co = controller_options(L, rails);
   co.ack_timeout = std::chrono::milliseconds(5000);
   Controller ctl(co);
   ctl.start();
@@ -296,12 +291,9 @@ TEST_CASE("a rail that does not confirm in time is retried, then the job falls b
           "[phase][controller]") {
   Lab lab(phase_switch(700));  // every circuit move takes 0.7 s; COMPLD waits for it
   JobLayout L{"slow", 1, {{"dp", 2}, {"cp", 2}}};
-  auto o = std::make_shared<Orchestrator>("rail0", lab.slots(1, 4), lab.driver());
-  o->add_job(L, TopoId::uniform(L, 1));
+  auto o = lab.rail(L, TopoId::uniform(L, 1));
   size_t mark = lab.mark();
-  ControllerOptions co;
-  co.layout = L;
-  co.rails = {o};
+  auto co = controller_options(L, {o});
   co.ack_timeout = std::chrono::milliseconds(150);
   co.max_retries = 1;
   Controller ctl(co);
@@ -427,12 +419,8 @@ Message hello(const std::string& job, int rank, int world) {
 TEST_CASE("a rank that disconnects is reported to the controller and to its peers", "[phase][controller]") {
   Lab lab;
   JobLayout L{"j", 1, {{"dp", 2}, {"cp", 2}}};
-  auto o = std::make_shared<Orchestrator>("rail0", lab.slots(1, 4), lab.driver());
-  o->add_job(L, TopoId::uniform(L, 1));
-  ControllerOptions co;
-  co.layout = L;
-  co.rails = {o};
-  Controller ctl(co);
+  auto o = lab.rail(L, TopoId::uniform(L, 1));
+  Controller ctl(controller_options(L, {o}));
   ctl.start();
   ShimOptions so;
   so.port = ctl.port();
@@ -475,12 +463,8 @@ TEST_CASE("a rank that disconnects is reported to the controller and to its peer
 TEST_CASE("bad input is rejected naming the rank and the group", "[phase][controller]") {
   Lab lab;
   JobLayout L{"j", 2, {{"dp", 2}}};
-  auto o = std::make_shared<Orchestrator>("rail0", lab.slots(1, 4), lab.driver());
-  o->add_job(L, TopoId::uniform(L, 1));
-  ControllerOptions co;
-  co.layout = L;
-  co.rails = {o};
-  Controller ctl(co);
+  auto o = lab.rail(L, TopoId::uniform(L, 1));
+  Controller ctl(controller_options(L, {o}));
   ctl.start();
   ShimOptions so;
   so.port = ctl.port();
@@ -540,11 +524,8 @@ TEST_CASE("a controller that goes away mid-job is reported by every shim, which 
           "[phase][controller]") {
   Lab lab;
   JobLayout L{"j", 1, {{"dp", 2}}};
-  auto o = std::make_shared<Orchestrator>("rail0", lab.slots(1, 2), lab.driver());
-  o->add_job(L, TopoId::uniform(L, 1));
-  ControllerOptions co;
-  co.layout = L;
-  co.rails = {o};
+  auto o = lab.rail(L, TopoId::uniform(L, 1));
+  auto co = controller_options(L, {o});
   auto ctl = std::make_unique<Controller>(co);
   ctl->start();
   ShimOptions so;

@@ -8,7 +8,7 @@
 
 #include "ocslab/ocsctl/errors.h"
 #include "ocslab/phase/orchestrator.h"
-#include "phase_lab.h"
+#include "ocslab/testing/phase_lab.h"
 
 using namespace phase_test;
 using namespace ocslab::phase;

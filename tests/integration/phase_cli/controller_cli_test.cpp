@@ -14,7 +14,7 @@
 #include <sstream>
 #include <thread>
 
-#include "../phase/phase_lab.h"
+#include "ocslab/testing/phase_lab.h"
 #include "ocslab/cli/ocslab_cli.h"
 #include "ocslab/phase/shim.h"
 

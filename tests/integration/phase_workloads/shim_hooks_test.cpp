@@ -20,7 +20,7 @@
 #include <set>
 #include <thread>
 
-#include "../phase/phase_lab.h"
+#include "ocslab/testing/phase_lab.h"
 #include "ocslab/phase/controller.h"
 #include "ocslab/phase/orchestrator.h"
 #include "ocslab/testing/source_dir.h"
@@ -108,12 +108,8 @@ Run run_job(const Schedule& s, ocslab::phase::ShimMode mode, const std::string& 
             bool load_tables = false) {
   Lab lab(phase_switch(kSwitchMs));
   JobLayout L = dp_pp_layout();
-  auto rail = std::make_shared<Orchestrator>("rail0", lab.slots(1, L.ranks()), lab.driver());
-  rail->add_job(L, TopoId::uniform(L, 1));  // every stage starts on its DP rings
-  ControllerOptions co;
-  co.layout = L;
-  co.rails = {rail};
-  Controller ctl(co);
+  auto rail = lab.rail(L, TopoId::uniform(L, 1));  // every stage starts on its DP rings
+  Controller ctl(controller_options(L, {rail}));
   ctl.start();
   const size_t mark = lab.mark();
 
@@ -303,12 +299,8 @@ TEST_CASE("a join the controller refuses names the rank and the group", "[phase]
   Schedule s = load_schedule(source_dir() + "/experiments/workloads/schedules/dp-pp-4.yaml");
   Lab lab(phase_switch(1));
   JobLayout L = dp_pp_layout();
-  auto rail = std::make_shared<Orchestrator>("rail0", lab.slots(1, L.ranks()), lab.driver());
-  rail->add_job(L, TopoId::uniform(L, 1));
-  ControllerOptions co;
-  co.layout = L;
-  co.rails = {rail};
-  Controller ctl(co);
+  auto rail = lab.rail(L, TopoId::uniform(L, 1));
+  Controller ctl(controller_options(L, {rail}));
   ctl.start();
   ocslab::phase::ShimOptions o;
   o.port = ctl.port();
@@ -330,12 +322,8 @@ step:
   Schedule s = load_schedule(source_dir() + "/experiments/workloads/schedules/dp-pp-4-phase.yaml");
   Lab lab(phase_switch(1));
   JobLayout L = dp_pp_layout();
-  auto rail = std::make_shared<Orchestrator>("rail0", lab.slots(1, L.ranks()), lab.driver());
-  rail->add_job(L, TopoId::uniform(L, 1));
-  ControllerOptions co;
-  co.layout = L;
-  co.rails = {rail};
-  Controller ctl(co);
+  auto rail = lab.rail(L, TopoId::uniform(L, 1));
+  Controller ctl(controller_options(L, {rail}));
   ctl.start();
   ShimOptions o;
   o.port = ctl.port();
@@ -359,12 +347,8 @@ TEST_CASE("ocslab-collbench-verbs exits 2 when the controller refuses its join",
   }
   Lab lab(phase_switch(1));
   JobLayout L{"solo", 1, {{"dp", 1}}};
-  auto rail = std::make_shared<Orchestrator>("rail0", lab.slots(1, 1), lab.driver());
-  rail->add_job(L, TopoId::uniform(L, 1));
-  ControllerOptions co;
-  co.layout = L;
-  co.rails = {rail};
-  Controller ctl(co);
+  auto rail = lab.rail(L, TopoId::uniform(L, 1));
+  Controller ctl(controller_options(L, {rail}));
   ctl.start();
   const char* bin = std::getenv("OCSLAB_BIN_DIR");
   std::string cmd = fmt::format(

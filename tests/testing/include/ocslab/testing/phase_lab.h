@@ -1,6 +1,7 @@
-// Test rig for the phase-control tests: the project's OCS emulator (switch model + TL1
-// control plane) on a real io_context thread, listening on loopback, plus helpers to build
-// TL1 drivers for orchestrators and to read the emulator's ground truth per port.
+// Test rig for the phase-control tests (header only: its users link ocslab_emulator and
+// ocslab_phase): the project's OCS emulator (switch model + TL1 control plane) on a real
+// io_context thread, listening on loopback; TL1 drivers and placed rails (orchestrators) over
+// it; the emulator's ground truth per port; and the options of a controller over such rails.
 #pragma once
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -16,6 +17,8 @@
 
 #include "ocslab/emulator/control_plane.h"
 #include "ocslab/ocsctl/driver.h"
+#include "ocslab/phase/controller.h"
+#include "ocslab/phase/orchestrator.h"
 #include "ocslab/phase/topology.h"
 
 namespace phase_test {
@@ -66,6 +69,13 @@ struct Lab {
     for (int i = 0; i < n; ++i) out.push_back({first + i, model.params().ingress_ports + first + i});
     return out;
   }
+  // A rail over this switch (slots first..first+ranks-1) with the job wired at `initial`.
+  std::shared_ptr<phase::Orchestrator> rail(const phase::JobLayout& layout, const phase::TopoId& initial, int first = 1,
+                                            const std::string& name = "rail0") const {
+    auto o = std::make_shared<phase::Orchestrator>(name, slots(first, layout.ranks()), driver());
+    o->add_job(layout, initial);
+    return o;
+  }
   std::vector<ocs::Circuit> circuits() {
     std::packaged_task<std::vector<ocs::Circuit>()> task([this] { return model.circuits(); });
     auto fut = task.get_future();
@@ -99,5 +109,14 @@ struct Lab {
   emu::ControlPlane cp;
   std::thread loop;
 };
+
+// A controller's options for one job over these rails (the other options at their defaults).
+inline phase::ControllerOptions controller_options(const phase::JobLayout& layout,
+                                                   std::vector<std::shared_ptr<phase::Orchestrator>> rails) {
+  phase::ControllerOptions co;
+  co.layout = layout;
+  co.rails = std::move(rails);
+  return co;
+}
 
 }  // namespace phase_test
