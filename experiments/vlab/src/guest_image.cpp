@@ -175,6 +175,11 @@ mkdir -p /newroot/lib/modules
 mount -o bind "/lower$MODULES" /newroot/lib/modules || fail "bind $MODULES"
 for d in run tmp; do mount -t tmpfs -o mode=1777 tmpfs "/newroot/$d" || fail "tmpfs /$d"; done
 chmod 0755 /newroot/run
+# What ocslab keeps on a host (agent spools, forwarding journals) is the guest's own: this
+# machine's copies (a run or test on the host) would otherwise show through the overlay.
+for d in var/spool/ocslab-agent var/lib/ocslab; do
+  mkdir -p "/newroot/$d" && mount -t tmpfs -o mode=0755 tmpfs "/newroot/$d" || fail "tmpfs /$d"
+done
 cp "/lower$INITTAB" /newroot/etc/inittab || fail "copy $INITTAB"
 mount --move /proc /newroot/proc
 mount --move /sys /newroot/sys
