@@ -19,6 +19,7 @@
 #include "ocslab/common/clock.h"
 #include "ocslab/common/csv_writer.h"
 #include "ocslab/common/log.h"
+#include "ocslab/common/interrupt.h"
 
 namespace po = boost::program_options;
 
@@ -26,8 +27,6 @@ namespace ocslab::agent {
 
 namespace {
 
-std::atomic<bool> g_interrupted{false};
-void on_signal(int) { g_interrupted = true; }
 
 struct CommandSpec {
   const char* name;
@@ -238,12 +237,7 @@ int cmd_capture(const po::variables_map& vm, std::ostream& out, std::ostream& er
     }
   };
 
-  g_interrupted = false;
-  struct sigaction sa {
-  }, old_int{}, old_term{};
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
+  InterruptScope interrupt;
 
   std::vector<std::unique_ptr<probes::Probe>> running;
   for (const auto& n : names) {
@@ -272,7 +266,7 @@ int cmd_capture(const po::variables_map& vm, std::ostream& out, std::ostream& er
     for (;;) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (g_interrupted || write_failed || (duration > 0 && t >= duration)) break;
+      if (interrupt.raised() || write_failed || (duration > 0 && t >= duration)) break;
       if (progress) {
         std::lock_guard lock(mutex);
         std::cerr << fmt::format("\r{:8.1f} s  {} samples", t, rows) << std::flush;
@@ -281,8 +275,7 @@ int cmd_capture(const po::variables_map& vm, std::ostream& out, std::ostream& er
     if (progress) std::cerr << "\n";
   }
   for (auto& p : running) p->stop();
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
+  interrupt.restore();
   if (write_failed) throw Error(write_error);
   csv->close();  // the last rows reach the file here, or the capture fails naming it
   if (path != "-" && rc == kExitOk) err << fmt::format("{} samples written to {}\n", rows, path);

@@ -12,6 +12,7 @@
 
 #include "cli_args.h"
 #include "commands.h"
+#include "ocslab/common/interrupt.h"
 #include "ocslab/cli/ocslab_cli.h"
 #include "ocslab/common/csv_writer.h"
 #include "ocslab/ocsctl/driver.h"
@@ -22,8 +23,6 @@ namespace ocslab::cli {
 
 namespace {
 
-std::atomic<bool> g_controller_interrupted{false};
-void on_controller_signal(int) { g_controller_interrupted = true; }
 
 constexpr const char* kControllerHelp = R"(ocslab controller - the phase controller of one job (Opus-style)
 
@@ -117,20 +116,14 @@ int run_controller(const std::vector<std::string>& args, std::ostream& out, std:
   out << fmt::format("{{\"listen\":\"{}:{}\",\"job\":\"{}\",\"rails\":{}}}\n", cfg.listen_host, ctl.port(),
                      cfg.layout.job, cfg.rails.size())
       << std::flush;
-  g_controller_interrupted = false;
-  struct sigaction sa {
-  }, old_int{}, old_term{};
-  sa.sa_handler = on_controller_signal;
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
+  InterruptScope interrupt;
   auto start = std::chrono::steady_clock::now();
-  while (!g_controller_interrupted) {
+  while (!interrupt.raised()) {
     if (duration > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= duration)
       break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
+  interrupt.restore();
   ctl.stop();
   if (!events_path.empty()) {
     CsvWriter w(events_path);
@@ -144,7 +137,7 @@ int run_controller(const std::vector<std::string>& args, std::ostream& out, std:
     w.flush();
   }
   for (const auto& p : ctl.problems()) err << "ocslab controller: problem: " << p << "\n";
-  if (g_controller_interrupted) return kExitInterrupted;
+  if (interrupt.raised()) return kExitInterrupted;
   return ctl.in_fallback() ? kExitFailed : kExitOk;
 }
 

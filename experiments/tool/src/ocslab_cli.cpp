@@ -23,6 +23,7 @@
 #include "ocslab/vlab/lab_control.h"
 #include "ocslab/vlab/lab_spec.h"
 #include "ocslab/vlab/lab_timing.h"
+#include "ocslab/common/interrupt.h"
 #include "commands.h"
 
 namespace fs = std::filesystem;
@@ -31,8 +32,6 @@ namespace ocslab::cli {
 
 namespace {
 
-std::atomic<bool> g_interrupted{false};
-void on_signal(int) { g_interrupted = true; }
 
 const char* kTopHelp = R"(ocslab - hardware-in-the-loop testbed toolkit for optical-circuit-switched ML networks
 
@@ -222,21 +221,13 @@ int cmd_up(const Args& a, std::ostream& out, std::ostream& err) {
       throw UsageError("--timeout needs a number of seconds, got '" + a.get("--timeout") + "'");
     }
   }
-  o.interrupted = &g_interrupted;
-  struct sigaction sa {
-  }, old_int{}, old_term{};
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
-  auto restore = [&] {
-    sigaction(SIGINT, &old_int, nullptr);
-    sigaction(SIGTERM, &old_term, nullptr);
-  };
+  InterruptScope interrupt;
+  o.interrupted = InterruptScope::flag();
   auto progress = progress_printer(err);
   auto started = std::chrono::steady_clock::now();
   try {
     vlab::LabState s = vlab::lab_up(a.positional[0], o, progress);
-    restore();
+    interrupt.restore();
     if (stderr_is_terminal()) err << "\r\033[K";
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (a.has("--json")) {
@@ -247,9 +238,9 @@ int cmd_up(const Args& a, std::ostream& out, std::ostream& err) {
     }
     return kExitOk;
   } catch (...) {
-    restore();
+    interrupt.restore();
     if (stderr_is_terminal()) err << "\r\033[K";
-    if (g_interrupted) {
+    if (interrupt.raised()) {
       err << "ocslab vlab up: interrupted; everything it started was stopped\n";
       return kExitInterrupted;
     }

@@ -11,6 +11,7 @@
 
 #include "cli_args.h"
 #include "commands.h"
+#include "ocslab/common/interrupt.h"
 #include "ocslab/cli/ocslab_cli.h"
 #include "ocslab/cli/plot.h"
 #include "ocslab/runner/experiment_spec.h"
@@ -20,8 +21,6 @@ namespace ocslab::cli {
 
 namespace {
 
-std::atomic<bool> g_run_interrupted{false};
-void on_run_signal(int) { g_run_interrupted = true; }
 
 const char* kRunHelp = R"(ocslab run - a reconfiguration-latency experiment
 
@@ -119,28 +118,19 @@ void print_reconfiguration_plan(const runner::ExperimentSpec& spec, std::ostream
 // still written); false when a signal came before anything was captured.
 bool run_with_signals(const runner::ExperimentSpec& spec, runner::RunOptions& o, runner::RunResult& r,
                       std::ostream& err) {
-  o.interrupted = &g_run_interrupted;
-  g_run_interrupted = false;
-  struct sigaction sa {
-  }, old_int{}, old_term{};
-  sa.sa_handler = on_run_signal;
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
-  auto restore = [&] {
-    sigaction(SIGINT, &old_int, nullptr);
-    sigaction(SIGTERM, &old_term, nullptr);
-  };
+  InterruptScope interrupt;
+  o.interrupted = InterruptScope::flag();
   try {
     r = runner::run_experiment(spec, o);
   } catch (...) {
-    restore();
-    if (g_run_interrupted) {
+    interrupt.restore();
+    if (interrupt.raised()) {
       err << "ocslab run: interrupted before anything was captured\n";
       return false;
     }
     throw;
   }
-  restore();
+  interrupt.restore();
   return true;
 }
 
