@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -430,13 +431,32 @@ emu::EmulatorConfig emulator_config(const LabSpec& spec, const LabState& s) {
   return cfg;
 }
 
+// The paths of the unix sockets in this network namespace that are listening (/proc/net/unix:
+// flag __SO_ACCEPTCON, 00010000). QEMU binds a QMP socket (its file appears) before it listens on
+// it: a connect in between is refused, so a socket counts once it listens, not once it exists.
+std::set<std::string> listening_unix_sockets() {
+  std::set<std::string> out;
+  std::istringstream in(read_file_or_empty("/proc/net/unix"));
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string num, refcount, protocol, flags, type, state, inode, path;
+    if (!(f >> num >> refcount >> protocol >> flags >> type >> state >> inode)) continue;
+    std::getline(f >> std::ws, path);  // the rest of the line: a path may hold blanks
+    if (flags == "00010000" && !path.empty()) out.insert(path);
+  }
+  return out;
+}
+
 bool wait_for_sockets(LabState& s, std::chrono::seconds limit) {
   auto deadline = std::chrono::steady_clock::now() + limit;
   for (;;) {
     bool all = true;
+    const auto listening = listening_unix_sockets();
     for (const auto& h : s.hosts) {
-      if (!fs::exists(control_qmp_socket(s, h))) all = false;
-      for (const auto& n : h.nics) all = all && fs::exists(n.qmp_socket);
+      if (!listening.count(control_qmp_socket(s, h))) all = false;
+      for (const auto& n : h.nics) all = all && listening.count(n.qmp_socket) > 0;
     }
     if (all) return true;
     for (const auto& h : s.hosts) {
@@ -516,7 +536,7 @@ int lab_supervise(const std::string& dir) {
       spdlog::info("{}: QEMU pid {}", h.name, h.pid);
     }
     s.save();
-    if (!wait_for_sockets(s, 20s)) throw Error("QEMU did not create its QMP sockets within 20 s");
+    if (!wait_for_sockets(s, 20s)) throw Error("QEMU did not listen on its QMP sockets within 20 s");
     emulator = std::make_unique<emu::Emulator>(emulator_config(spec, s));
     emulator->start();
     auto ports = emulator->ports();
