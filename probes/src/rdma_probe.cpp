@@ -279,17 +279,34 @@ struct RdmaProbe::Impl {
     connect_qp(remote);
   }
 
+  // The server's bind address: an IPv4 literal, or a name resolved here (the management
+  // address the client connects to, so the listener is on that network only). A name that
+  // resolves to loopback on this host (Debian maps its own name to 127.0.1.1) would be
+  // unreachable from the client: refused, naming it.
+  sockaddr_in listen_address(const std::string& host, const std::string& port) const {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(std::stoi(port)));
+    if (host.empty() || inet_pton(AF_INET, host.c_str(), &a.sin_addr) == 1) return a;  // empty: every address
+    addrinfo hints{}, *res = nullptr;
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || !res)
+      throw Error("RDMA probe: listen address '" + cfg.control + "': '" + host + "' does not resolve on this host");
+    a.sin_addr = reinterpret_cast<const sockaddr_in*>(res->ai_addr)->sin_addr;
+    freeaddrinfo(res);
+    if ((ntohl(a.sin_addr.s_addr) >> 24) == 127)
+      throw Error("RDMA probe: listen address '" + cfg.control + "': '" + host +
+                  "' resolves to loopback on this host; give the host's management IP (spec: hosts[].mgmt)");
+    return a;
+  }
+
   void server_listen() {
     auto [host, port] = split_host_port(cfg.control);
     listen_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     ::setsockopt(listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(std::stoi(port)));
-    if (inet_pton(AF_INET, host.empty() ? "0.0.0.0" : host.c_str(), &a.sin_addr) != 1) {
-      throw Error("RDMA probe: listen address '" + cfg.control + "' is not IPv4 HOST:PORT");
-    }
+    sockaddr_in a = listen_address(host, port);
     if (::bind(listen_fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(listen_fd, 4) != 0) {
       throw SystemError("RDMA probe: listen on " + cfg.control, errno);
     }

@@ -133,7 +133,8 @@ void add_rdma_requests(const ExperimentSpec& spec, std::map<std::string, std::ve
     s.name = "rdma";
     s.interfaces = {l.b_nic};
     s.interval_ms = spec.rdma.interval_ms;
-    s.params = {{"role", "server"}, {"control", fmt::format("0.0.0.0:{}", port)}, {"label", client.name},
+    // The server listens on its management address only: where the client connects.
+    s.params = {{"role", "server"}, {"control", fmt::format("{}:{}", server.mgmt, port)}, {"label", client.name},
                 {"timeout", spec.rdma.timeout}, {"retry_cnt", spec.rdma.retry_cnt}};
     requests[server.name].push_back(s);
     agent::ProbeRequest c;
