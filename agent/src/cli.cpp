@@ -96,14 +96,6 @@ po::options_description capture_options() {
   return d;
 }
 
-const char* kExitCodes =
-    "Exit codes:\n"
-    "  0  success\n"
-    "  1  bad command line\n"
-    "  2  bad input: unknown probe, bad interval or duration; the output file cannot be written\n"
-    "  3  none of the requested probes can run on this host (reasons printed)\n"
-    "  4  cannot serve: socket owned by another daemon, daemon not starting, spool unwritable\n";
-
 void print_help(std::ostream& out, const CommandSpec* cmd) {
   if (!cmd) {
     out << "ocslab-agent - per-host probe agent of ocslab\n\n"
@@ -111,7 +103,7 @@ void print_help(std::ostream& out, const CommandSpec* cmd) {
     for (const auto& c : commands()) out << fmt::format("  {:<10} {}\n", c.name, c.summary);
     out << "\n"
         << global_options() << "\n"
-        << kExitCodes << "\nExamples:\n"
+        << exit_code_help() << "\nExamples:\n"
         << "  ocslab-agent capture --probes heartbeat,carrier --if ens1f0 --duration 30 -o t.csv\n"
         << "  ssh lab-host ocslab-agent serve --stdio        # what the runner does\n"
         << "  ocslab-agent serve --socket /run/ocslab-agent/agent.sock\n"
@@ -121,7 +113,7 @@ void print_help(std::ostream& out, const CommandSpec* cmd) {
   out << "Usage: ocslab-agent " << cmd->usage << "\n\n" << cmd->summary << ".\n" << cmd->details << "\n\n";
   if (std::string(cmd->name) == "serve") out << serve_options() << "\n";
   if (std::string(cmd->name) == "capture") out << capture_options() << "\n";
-  out << "Global options: see 'ocslab-agent --help'.\n\n" << kExitCodes;
+  out << "Global options: see 'ocslab-agent --help'.\n\n" << exit_code_help();
 }
 
 std::string default_base() {
@@ -259,7 +251,7 @@ int cmd_capture(const po::variables_map& vm, std::ostream& out, std::ostream& er
   int rc = kExitOk;
   if (running.empty()) {
     err << "ocslab-agent capture: none of the requested probes can run on this host\n";
-    rc = kExitUnavailable;
+    rc = kExitRefused;
   } else {
     bool progress = stderr_is_terminal();
     auto start = std::chrono::steady_clock::now();
@@ -360,7 +352,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     return kExitInput;
   } catch (const std::exception& e) {
     err << "ocslab-agent " << cmd << ": " << e.what() << "\n";
-    return cmd == "serve" ? kExitServe : kExitInput;
+    return cmd == "serve" ? kExitFailed : kExitInput;
   }
 }
 

@@ -1,4 +1,5 @@
 #include "ocslab/agent/forwarding_cli.h"
+#include "ocslab/common/exit_code.h"
 
 #include <unistd.h>
 
@@ -26,16 +27,7 @@ namespace ocslab::agent {
 
 namespace {
 
-enum {
-  kOk = 0,
-  kUsage = 1,
-  kInput = 2,
-  kFailed = 5,   // refused or failed; nothing changed or the previous state was restored
-  kRestore = 6,  // failed and the restore failed too: run rollback
-  kDrift = 3,    // verify: the installed state differs from the plan
-};
-
-po::options_description options() {
+po::options_description forwarding_options() {
   po::options_description d("forwarding options");
   d.add_options()("fabric", po::value<std::string>(), "fabric YAML file (plan, diff, apply)")(
       "plan", po::value<std::string>(),
@@ -165,7 +157,7 @@ std::string forwarding_help() {
        "            is restored\n"
        "  rollback  undo the last apply or clear recorded in the journal (also one a kill -9 cut short)\n"
        "  verify    compare what is installed with the plan (read-only) and show every relay\n"
-       "            filter's hit counter; exit 3 when they differ\n"
+       "            filter's hit counter; exit 7 when they differ\n"
        "  ping      one RC queue pair (the probes library's RDMA probe) from --if to a server started\n"
        "            with --listen; prints JSON {ok, errors, elapsed_ms}; exit 0 when --count good\n"
        "            completions arrived, 4 when not within --timeout-s\n"
@@ -176,17 +168,19 @@ std::string forwarding_help() {
        "Apply order: if2 macvlans (--if2-macvlan), clsact qdiscs, flower filters (the relay side),\n"
        "then neighbours and routes; removals in reverse. A host whose plan has no filters never\n"
        "touches tc.\n\n"
-    << options()
+    << forwarding_options()
     << "\nExit codes:\n"
        "  0  success (also: nothing to change)\n"
        "  1  bad command line\n"
        "  2  bad input: fabric file, unknown host, unreadable journal\n"
-       "  3  verify: the installed state differs from the plan\n"
+       "  3  ping: the RDMA probe cannot run on --if\n"
        "  4  ping: fewer than --count good completions within --timeout-s; fabric: the switch\n"
        "     cannot be reached, refused the request or answered garbage\n"
        "  5  refused or failed (a foreign rule in the way, the kernel refused, interrupted): the\n"
-       "     previous state is in place; ping: the RDMA probe cannot run on --if\n"
-       "  6  failed and restoring the previous state failed too: run 'forwarding rollback'\n\n"
+       "     previous state is in place\n"
+       "  6  failed and restoring the previous state failed too: run 'forwarding rollback'\n"
+       "  7  verify: the installed state differs from the plan\n\n"
+       "These are the codes of every ocslab program, with what they mean here (docs/exit-codes.md).\n\n"
        "Examples:\n"
        "  ocslab-agent forwarding plan --fabric ring4.yaml --host h1\n"
        "  ip netns exec h1 ocslab-agent forwarding apply --fabric ring4.yaml --host h1\n"
@@ -198,7 +192,7 @@ int run_forwarding_cli(const std::vector<std::string>& args, std::ostream& out, 
   // fabric reads files or a switch, not the kernel: options of its own.
   if (!args.empty() && args[0] == "fabric")
     return run_forwarding_fabric_cli(std::vector<std::string>(args.begin() + 1, args.end()), out, err);
-  po::options_description all = options();
+  po::options_description all = forwarding_options();
   all.add_options()("sub", po::value<std::string>())("rest", po::value<std::vector<std::string>>());
   po::positional_options_description pos;
   pos.add("sub", 1).add("rest", -1);
@@ -208,17 +202,17 @@ int run_forwarding_cli(const std::vector<std::string>& args, std::ostream& out, 
     po::notify(vm);
   } catch (const po::error& e) {
     err << "ocslab-agent forwarding: " << e.what() << "\nTry 'ocslab-agent forwarding --help'.\n";
-    return kUsage;
+    return kExitUsage;
   }
   if (vm.count("help")) {
     out << forwarding_help();
-    return kOk;
+    return kExitOk;
   }
   std::string sub = vm.count("sub") ? vm["sub"].as<std::string>() : "";
   if (sub == "ping") {
     if (!vm.count("if") || vm.count("listen") == vm.count("connect")) {
       err << "ocslab-agent forwarding ping: give --if IF and one of --listen ADDR:PORT / --connect HOST:PORT\n";
-      return kUsage;
+      return kExitUsage;
     }
     return forwarding_ping(vm["if"].as<std::string>(), vm.count("listen") ? vm["listen"].as<std::string>() : "",
                            vm.count("connect") ? vm["connect"].as<std::string>() : "", vm["count"].as<int>(),
@@ -228,20 +222,20 @@ int run_forwarding_cli(const std::vector<std::string>& args, std::ostream& out, 
     err << (sub.empty() ? std::string("ocslab-agent forwarding: give a subcommand")
                         : "ocslab-agent forwarding: unknown subcommand '" + sub + "'")
         << "\nTry 'ocslab-agent forwarding --help'.\n";
-    return kUsage;
+    return kExitUsage;
   }
   if (vm.count("rest")) {
     err << "ocslab-agent forwarding " << sub << ": unexpected argument '"
         << vm["rest"].as<std::vector<std::string>>()[0] << "'\n";
-    return kUsage;
+    return kExitUsage;
   }
   if (sub == "plan" && !vm.count("fabric")) {
     err << "ocslab-agent forwarding plan: --fabric FILE is required\n";
-    return kUsage;
+    return kExitUsage;
   }
   if ((sub == "diff" || sub == "apply" || sub == "verify") && vm.count("fabric") == vm.count("plan")) {
     err << "ocslab-agent forwarding " << sub << ": give one of --fabric FILE or --plan FILE\n";
-    return kUsage;
+    return kExitUsage;
   }
   bool json = vm.count("json") > 0;
   fw::ApplyOptions o;
@@ -274,7 +268,7 @@ int run_forwarding_cli(const std::vector<std::string>& args, std::ostream& out, 
         out << "commands, in apply order:\n";
         for (const auto& c : fw::commands(p)) out << "  " << c << "\n";
       }
-      return kOk;
+      return kExitOk;
     }
     if (sub == "diff" || sub == "apply") {
       if (host.empty() && !vm.count("plan")) host = default_host();
@@ -282,7 +276,7 @@ int run_forwarding_cli(const std::vector<std::string>& args, std::ostream& out, 
       host = p.host;
       fw::ApplyReport r = sub == "diff" ? fwd.diff(p) : fwd.apply(p);
       print_report(sub, host, r, fwd.journal_path(), json, out);
-      return kOk;
+      return kExitOk;
     }
     if (sub == "verify") {
       // Read-only: the diff apply would make, plus every ocslab filter's hit counter.
@@ -322,13 +316,13 @@ int run_forwarding_cli(const std::vector<std::string>& args, std::ostream& out, 
                              f.rule.dst, f.rule.redirect_dev, f.packets, f.bytes,
                              f.problem.empty() ? "" : " (" + f.problem + ")");
       }
-      return in_sync ? kOk : kDrift;
+      return in_sync ? kExitOk : kExitMismatch;
     }
     if (sub == "rollback") {
       auto j = fwd.journal();
       fw::ApplyReport r = fwd.rollback();
       print_report(sub, j ? j->host : host, r, fwd.journal_path(), json, out);
-      return kOk;
+      return kExitOk;
     }
     // clear
     if (host.empty()) {
@@ -337,16 +331,16 @@ int run_forwarding_cli(const std::vector<std::string>& args, std::ostream& out, 
     }
     fw::ApplyReport r = fwd.clear(host);
     print_report(sub, host, r, fwd.journal_path(), json, out);
-    return kOk;
+    return kExitOk;
   } catch (const ConfigError& e) {
     err << "ocslab-agent forwarding " << sub << ": " << e.what() << "\n";
-    return kInput;
+    return kExitInput;
   } catch (const fw::RestoreFailed& e) {
     err << "ocslab-agent forwarding " << sub << ": " << e.what() << "\n";
-    return kRestore;
+    return kExitNotRestored;
   } catch (const std::exception& e) {
     err << "ocslab-agent forwarding " << sub << ": " << e.what() << "\n";
-    return kFailed;
+    return kExitFailed;
   }
 }
 

@@ -1,4 +1,5 @@
 #include "ocslab/agent/forwarding_fabric_cli.h"
+#include "ocslab/common/exit_code.h"
 
 #include <fmt/format.h>
 
@@ -21,9 +22,7 @@ namespace ocslab::agent {
 
 namespace {
 
-enum { kOk = 0, kUsage = 1, kInput = 2, kSwitch = 4 };
-
-po::options_description options() {
+po::options_description fabric_options() {
   po::options_description d("forwarding fabric options");
   d.add_options()("wiring", po::value<std::string>(), "wiring file: hosts, ports and their OCS tx/rx ports")(
       "mapping", po::value<std::string>(), "the OCS circuits as an ocsctl mapping file (ocsctl apply's format)")(
@@ -116,12 +115,13 @@ std::string forwarding_fabric_help() {
        "direction, or a host the circuits leave unreachable is an error naming the circuit; circuits\n"
        "with no wired end (another lab's) are ignored and listed on stderr. Nothing is written on an\n"
        "error. Schema and example: docs/forwarding.md, \"Deriving the fabric\".\n\n"
-    << options()
+    << fabric_options()
     << "\nExit codes:\n"
        "  0  success\n"
        "  1  bad command line\n"
        "  2  bad input: wiring or mapping file, circuits that make no fabric, URL, allow-list, credentials\n"
        "  4  the switch cannot be reached, refused the request or answered garbage\n\n"
+       "These are the codes of every ocslab program, with what they mean here (docs/exit-codes.md).\n\n"
        "Examples:\n"
        "  ocslab-agent forwarding fabric --wiring lab.wiring.yaml --mapping rail-a.yaml -o fabric.yaml\n"
        "  OCSLAB_OCS_PASSWORD=root ocslab-agent forwarding fabric --wiring lab.wiring.yaml \\\n"
@@ -133,19 +133,19 @@ int run_forwarding_fabric_cli(const std::vector<std::string>& args, std::ostream
   const char* me = "ocslab-agent forwarding fabric";
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(args).options(options()).run(), vm);
+    po::store(po::command_line_parser(args).options(fabric_options()).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
     err << me << ": " << e.what() << "\nTry '" << me << " --help'.\n";
-    return kUsage;
+    return kExitUsage;
   }
   if (vm.count("help")) {
     out << forwarding_fabric_help();
-    return kOk;
+    return kExitOk;
   }
   if (!vm.count("wiring") || vm.count("mapping") + vm.count("from-switch") != 1) {
     err << me << ": give --wiring FILE and one of --mapping FILE and --from-switch URL\nTry '" << me << " --help'.\n";
-    return kUsage;
+    return kExitUsage;
   }
   try {
     const std::string wiring_path = vm["wiring"].as<std::string>();
@@ -193,16 +193,16 @@ int run_forwarding_fabric_cli(const std::vector<std::string>& args, std::ostream
     } else {
       out << yaml;
     }
-    return kOk;
+    return kExitOk;
   } catch (const ocs::PortError& e) {
     err << me << ": " << e.what() << "\n";
-    return kInput;
+    return kExitInput;
   } catch (const ocs::OcsError& e) {
     err << me << ": " << e.what() << "\n";
-    return kSwitch;
+    return kExitUnreachable;
   } catch (const Error& e) {
     err << me << ": " << e.what() << "\n";
-    return kInput;
+    return kExitInput;
   }
 }
 

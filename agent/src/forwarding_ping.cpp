@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ocslab/agent/forwarding_cli.h"
+#include "ocslab/common/exit_code.h"
 #include "ocslab/probes/rdma_probe.h"
 
 namespace ocslab::agent {
@@ -39,7 +40,7 @@ int forwarding_ping(const std::string& iface, const std::string& listen, const s
   });
   if (!st.available) {
     err << "ocslab-agent forwarding ping: the RDMA probe cannot run on " << iface << ": " << st.reason << "\n";
-    return 5;
+    return kExitRefused;
   }
   bool done = false;
   {
@@ -58,7 +59,7 @@ int forwarding_ping(const std::string& iface, const std::string& listen, const s
                         {"reached", done}}
              .dump()
       << "\n";
-  return done ? 0 : 4;
+  return done ? kExitOk : kExitUnreachable;
 }
 
 }  // namespace ocslab::agent

@@ -24,6 +24,15 @@ namespace ocslab::forwarding {
 
 bool KernelNeighbour::permanent() const { return (state & NUD_PERMANENT) != 0; }
 
+// Named, not anonymous: RouteNetlink::Pending (declared in the header) holds a MsgPtr.
+namespace route_netlink_detail {
+struct MsgFree {
+  void operator()(nl_msg* m) const { nlmsg_free(m); }
+};
+using MsgPtr = std::unique_ptr<nl_msg, MsgFree>;
+}  // namespace route_netlink_detail
+using route_netlink_detail::MsgPtr;
+
 namespace {
 
 struct CacheFree {
@@ -31,9 +40,6 @@ struct CacheFree {
 };
 struct AddrFree {
   void operator()(nl_addr* a) const { nl_addr_put(a); }
-};
-struct MsgFree {
-  void operator()(nl_msg* m) const { nlmsg_free(m); }
 };
 struct RouteFree {
   void operator()(rtnl_route* r) const { rtnl_route_put(r); }
@@ -43,7 +49,6 @@ struct NeighFree {
 };
 using CachePtr = std::unique_ptr<nl_cache, CacheFree>;
 using AddrPtr = std::unique_ptr<nl_addr, AddrFree>;
-using MsgPtr = std::unique_ptr<nl_msg, MsgFree>;
 
 nl_sock* open_socket(const char* what) {
   nl_sock* sk = nl_socket_alloc();

@@ -1,4 +1,5 @@
 #include "ocslab/ocsctl/netconf_codec.h"
+#include "ocslab/common/text.h"
 
 #include <fmt/format.h>
 
@@ -35,13 +36,6 @@ std::string serialise(const pugi::xml_node& node) {
   StringWriter w;
   node.print(w, "", pugi::format_raw, pugi::encoding_utf8);
   return w.out;
-}
-
-std::string trim(std::string_view s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return std::string(s.substr(b, e - b));
 }
 
 // Appends a well-formed fragment under parent; a malformed one is our own bug.
@@ -240,7 +234,7 @@ std::vector<pugi::xml_node> children_local(pugi::xml_node parent, std::string_vi
 std::optional<std::string> child_text(pugi::xml_node parent, std::string_view local) {
   auto c = child_local(parent, local);
   if (!c) return std::nullopt;
-  return trim(c.child_value());
+  return std::string(trim_space(c.child_value()));
 }
 
 std::optional<std::string> attribute_local(pugi::xml_node node, std::string_view local) {
@@ -321,7 +315,7 @@ Hello parse_hello(const NetconfMessage& msg) {
   Hello h;
   if (auto sid = child_text(msg.root, "session-id")) h.session_id = *sid;
   for (auto cap : children_local(child_local(msg.root, "capabilities"), "capability")) {
-    std::string c = trim(cap.child_value());
+    std::string c = std::string(trim_space(cap.child_value()));
     if (c.empty()) continue;
     h.capabilities.push_back(c);
     if (c == kNetconfBase10) h.base10 = true;
@@ -464,7 +458,7 @@ std::string build_opm_power_filter(const std::vector<Port>& ports) {
 }
 
 Port parse_port_number(std::string_view text, std::string_view what) {
-  std::string t = trim(text);
+  std::string t = std::string(trim_space(text));
   int v = 0;
   auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
   if (t.empty() || ec != std::errc() || end != t.data() + t.size() || v < 1) {

@@ -1,4 +1,5 @@
 #include "ocslab/ocsctl/scpi_codec.h"
+#include "ocslab/common/text.h"
 
 #include <algorithm>
 #include <cctype>
@@ -15,12 +16,6 @@ constexpr size_t kQuoteMax = 200;
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
-
 [[noreturn]] void fail(const std::string& what, std::string_view text) {
   throw ProtocolError(what + ": " + scpi_quote(text));
 }
@@ -34,7 +29,7 @@ std::string upper(std::string_view s) {
 // Replies are printable text; a control byte means a corrupt stream or a binary block we
 // did not ask for, and must not be mistaken for data.
 std::string_view reply_text(std::string_view line, const char* what) {
-  std::string_view t = trim(line);
+  std::string_view t = trim_space(line);
   for (char c : t) {
     auto u = static_cast<unsigned char>(c);
     if ((u < 0x20 && c != '\t') || u == 0x7f) fail(std::string("control characters in ") + what, line);
@@ -45,16 +40,16 @@ std::string_view reply_text(std::string_view line, const char* what) {
 
 template <class Int>
 bool parse_int(std::string_view s, Int& out) {
-  s = trim(s);
+  s = trim_space(s);
   if (!s.empty() && s.front() == '+') s.remove_prefix(1);
   if (s.empty()) return false;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
   return ec == std::errc() && p == s.data() + s.size();
 }
 
-Port parse_port(std::string_view token, std::string_view whole) {
+Port parse_channel(std::string_view token, std::string_view whole) {
   Port p = 0;
-  if (!parse_int(token, p)) fail("bad channel '" + std::string(trim(token).substr(0, 20)) + "'", whole);
+  if (!parse_int(token, p)) fail("bad channel '" + std::string(trim_space(token).substr(0, 20)) + "'", whole);
   if (p < 1 || p > kScpiMaxPort) fail(fmt::format("channel {} out of range 1..{}", p, kScpiMaxPort), whole);
   return p;
 }
@@ -93,15 +88,15 @@ std::vector<std::string_view> split_top_level(std::string_view s, char sep, std:
 // parsed from one line so that many small ranges cannot add up to a huge allocation.
 std::vector<Port> parse_list_body(std::string_view body, size_t& budget, std::string_view whole) {
   std::vector<Port> out;
-  if (trim(body).empty()) return out;
+  if (trim_space(body).empty()) return out;
   size_t start = 0;
   for (;;) {
     size_t comma = body.find(',', start);
-    std::string_view item = trim(body.substr(start, comma == std::string_view::npos ? body.npos : comma - start));
+    std::string_view item = trim_space(body.substr(start, comma == std::string_view::npos ? body.npos : comma - start));
     if (item.empty()) fail("empty entry in channel list", whole);
     size_t colon = item.find(':');
-    Port a = parse_port(item.substr(0, colon), whole);
-    Port b = colon == std::string_view::npos ? a : parse_port(item.substr(colon + 1), whole);
+    Port a = parse_channel(item.substr(0, colon), whole);
+    Port b = colon == std::string_view::npos ? a : parse_channel(item.substr(colon + 1), whole);
     size_t count = static_cast<size_t>(a <= b ? b - a : a - b) + 1;
     if (count > budget) fail(fmt::format("channel list longer than {} entries", kScpiMaxChannels), whole);
     budget -= count;
@@ -158,7 +153,7 @@ std::string unquote(std::string_view s, std::string_view whole) {
       ++i;
       continue;
     }
-    if (!trim(s.substr(i + 1)).empty()) fail("text after closing quote", whole);
+    if (!trim_space(s.substr(i + 1)).empty()) fail("text after closing quote", whole);
     return out;
   }
   fail("unterminated string", whole);
@@ -191,12 +186,12 @@ bool match_from(const std::vector<std::string>& header, size_t hi, const std::ve
 ScpiCommand parse_command(std::string_view raw, std::vector<std::string>& path, size_t& budget,
                           std::string_view whole) {
   ScpiCommand cmd;
-  std::string_view t = trim(raw);
+  std::string_view t = trim_space(raw);
   cmd.text = std::string(t);
   size_t end = 0;
   while (end < t.size() && !is_space(t[end])) ++end;
   std::string_view head = t.substr(0, end);
-  std::string_view rest = trim(t.substr(end));
+  std::string_view rest = trim_space(t.substr(end));
   if (head.ends_with('?')) {
     cmd.query = true;
     head.remove_suffix(1);
@@ -227,7 +222,7 @@ ScpiCommand parse_command(std::string_view raw, std::vector<std::string>& path, 
   }
   if (!rest.empty()) {
     for (std::string_view a : split_top_level(rest, ',', whole)) {
-      a = trim(a);
+      a = trim_space(a);
       if (a.empty()) fail("empty argument", whole);
       cmd.args.emplace_back(a);
       if (a.front() == '(') {
@@ -276,14 +271,14 @@ std::vector<double> parse_scpi_power(std::string_view line) {
   std::string_view t = reply_text(line, "power reply");
   if (t.front() == '(') {
     if (t.back() != ')') fail("unbalanced '(' in power reply", line);
-    t = trim(t.substr(1, t.size() - 2));
+    t = trim_space(t.substr(1, t.size() - 2));
     if (t.empty()) return {};
   }
   std::vector<double> out;
   size_t start = 0;
   for (;;) {
     size_t comma = t.find(',', start);
-    std::string_view v = trim(t.substr(start, comma == t.npos ? t.npos : comma - start));
+    std::string_view v = trim_space(t.substr(start, comma == t.npos ? t.npos : comma - start));
     if (!v.empty() && v.front() == '+') v.remove_prefix(1);
     double d = 0;
     auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), d);
@@ -308,9 +303,9 @@ ScpiIdentity parse_scpi_idn(std::string_view line) {
   size_t start = 0;
   for (;;) {
     size_t comma = t.find(',', start);
-    f.push_back(trim(t.substr(start, comma == t.npos ? t.npos : comma - start)));
+    f.push_back(trim_space(t.substr(start, comma == t.npos ? t.npos : comma - start)));
     if (comma == t.npos || f.size() == 4) {
-      if (comma != t.npos) f.back() = trim(t.substr(start));  // commas inside the version
+      if (comma != t.npos) f.back() = trim_space(t.substr(start));  // commas inside the version
       break;
     }
     start = comma + 1;
@@ -336,7 +331,7 @@ ScpiErrorEntry parse_scpi_error(std::string_view line) {
   ScpiErrorEntry e;
   if (!parse_int(t.substr(0, comma), e.code)) fail(":SYST:ERR? reply must start with an error code", line);
   if (comma == t.npos) return e;
-  std::string_view msg = trim(t.substr(comma + 1));
+  std::string_view msg = trim_space(t.substr(comma + 1));
   if (!msg.empty() && (msg.front() == '"' || msg.front() == '\'')) {
     e.message = unquote(msg, line);
   } else {
@@ -356,10 +351,10 @@ std::optional<Port> parse_scpi_port_reply(std::string_view line) {
   std::string inner;
   if (t.front() == '"' || t.front() == '\'') {
     inner = unquote(t, line);
-    t = trim(inner);
+    t = trim_space(inner);
   }
   if (t.empty() || t == "0") return std::nullopt;
-  return parse_port(t, line);
+  return parse_channel(t, line);
 }
 
 bool ScpiCommand::is(std::string_view pattern) const {
@@ -392,7 +387,7 @@ std::vector<ScpiCommand> parse_scpi_command_line(std::string_view line) {
   std::vector<std::string> path;
   size_t budget = kScpiMaxChannels;
   for (std::string_view part : split_top_level(line, ';', line)) {
-    if (trim(part).empty()) continue;  // "*IDN?;" and blank lines are harmless
+    if (trim_space(part).empty()) continue;  // "*IDN?;" and blank lines are harmless
     out.push_back(parse_command(part, path, budget, line));
   }
   return out;

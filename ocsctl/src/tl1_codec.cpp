@@ -1,4 +1,5 @@
 #include "ocslab/ocsctl/tl1_codec.h"
+#include "ocslab/common/text.h"
 
 #include <boost/container/small_vector.hpp>
 
@@ -20,13 +21,7 @@ namespace {
 
 constexpr size_t kQuoteLimit = 200;
 
-constexpr bool is_space(char c) { return c == ' ' || c == '\t'; }
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (is_space(s.front()) || s.front() == '\r' || s.front() == '\n')) s.remove_prefix(1);
-  while (!s.empty() && (is_space(s.back()) || s.back() == '\r' || s.back() == '\n')) s.remove_suffix(1);
-  return s;
-}
+constexpr bool is_blank(char c) { return c == ' ' || c == '\t'; }
 
 // Replies are parsed on every switch round trip: tokens live inline, not on the heap.
 using Tokens = boost::container::small_vector<std::string_view, 8>;
@@ -44,9 +39,9 @@ Tokens tokens(std::string_view s) {
   Tokens out;
   size_t i = 0;
   while (i < s.size()) {
-    while (i < s.size() && is_space(s[i])) ++i;
+    while (i < s.size() && is_blank(s[i])) ++i;
     size_t j = i;
-    while (j < s.size() && !is_space(s[j])) ++j;
+    while (j < s.size() && !is_blank(s[j])) ++j;
     if (j > i) out.push_back(s.substr(i, j - i));
     i = j;
   }
@@ -72,7 +67,7 @@ enum class ByteClass : unsigned char { kWord, kBlank, kControl };
 constexpr auto kByteClass = [] {
   std::array<ByteClass, 256> t{};
   for (int c = 0; c < 256; ++c) {
-    t[c] = is_space(static_cast<char>(c))     ? ByteClass::kBlank
+    t[c] = is_blank(static_cast<char>(c))     ? ByteClass::kBlank
            : is_control(static_cast<char>(c)) ? ByteClass::kControl
                                               : ByteClass::kWord;
   }
@@ -154,7 +149,7 @@ void unquote_word_into(std::string_view s, std::string& out) {
 }
 
 // Into an existing string so that a reused Tl1Block field keeps its capacity.
-void unquote_into(std::string_view s, std::string& out) { unquote_word_into(trim(s), out); }
+void unquote_into(std::string_view s, std::string& out) { unquote_word_into(trim_space(s), out); }
 
 std::string unquote(std::string_view s) {
   std::string out;
@@ -378,17 +373,17 @@ const std::string& Tl1ReplyParser::block_text() {
 }
 
 void Tl1ReplyParser::body_line(std::string_view raw) {
-  std::string_view line = trim(raw);
+  std::string_view line = trim_space(raw);
   if (line.empty()) return;
   if (has_control(line)) bad_line("unexpected bytes in TL1 reply", raw);
   while (!line.empty()) {
     if (state_ == State::kComment) {
       size_t end = line.find("*/");
-      std::string_view part = trim(line.substr(0, end));
+      std::string_view part = trim_space(line.substr(0, end));
       if (!part.empty()) block_.comment += (block_.comment.empty() ? "" : " ") + std::string(part);
       if (end == std::string_view::npos) return;
       state_ = State::kBody;
-      line = trim(line.substr(end + 2));
+      line = trim_space(line.substr(end + 2));
       continue;
     }
     if (line.substr(0, 2) == "/*") {
@@ -413,14 +408,14 @@ void Tl1ReplyParser::body_line(std::string_view raw) {
       }
       if (!closed) bad_line("unterminated quoted line in TL1 reply", raw);
       block_.data.push_back(std::move(value));
-      line = trim(line.substr(i + 1));
+      line = trim_space(line.substr(i + 1));
       // Payload lines may be separated by commas or followed by a comment.
-      if (!line.empty() && line.front() == ',') line = trim(line.substr(1));
+      if (!line.empty() && line.front() == ',') line = trim_space(line.substr(1));
       continue;
     }
     // An unquoted item (error code or GR-831 unquoted line) runs up to a comment, if any.
     size_t comment_at = line.find("/*");
-    std::string_view item = trim(line.substr(0, comment_at));
+    std::string_view item = trim_space(line.substr(0, comment_at));
     line = comment_at == std::string_view::npos ? std::string_view{} : line.substr(comment_at);
     auto t = tokens(item);
     bool code_like = t.size() == 1 && t[0].size() == 4 &&
@@ -445,18 +440,18 @@ bool Tl1ReplyParser::match_plain_header(std::string_view line, PlainHeader& out)
   if (n < 17) return false;
   const char* const b = line.data();
   const char* const time = b + n - 8;
-  if (!is_space(time[-1]) || !(two_digits(time) && time[2] == ':' && two_digits(time + 3) && time[5] == ':' &&
+  if (!is_blank(time[-1]) || !(two_digits(time) && time[2] == ':' && two_digits(time + 3) && time[5] == ':' &&
                                two_digits(time + 6))) {
     return false;
   }
   const char* date_end = time - 1;
-  while (date_end > b && is_space(date_end[-1])) --date_end;
+  while (date_end > b && is_blank(date_end[-1])) --date_end;
   const char* date = date_end;
-  while (date > b && !is_space(date[-1])) --date;
+  while (date > b && !is_blank(date[-1])) --date;
   const std::string_view date_text(date, static_cast<size_t>(date_end - date));
   if (!is_tl1_date(date_text)) return false;
   const char* sid_end = date;  // line is trimmed: the SID starts at b
-  while (sid_end > b && is_space(sid_end[-1])) --sid_end;
+  while (sid_end > b && is_blank(sid_end[-1])) --sid_end;
   for (const char* c = b; c != sid_end; ++c) {
     if (byte_class(*c) != ByteClass::kWord) return false;  // several words, or a control byte
   }
@@ -470,12 +465,12 @@ bool Tl1ReplyParser::match_plain_header(std::string_view line, PlainHeader& out)
 // in header_line gives the same fields). False: any other shape, left to that path.
 bool Tl1ReplyParser::match_plain_response(std::string_view line, PlainResponse& out) {
   const size_t n = line.size();
-  if (n < 5 || line[0] != 'M' || !is_space(line[1])) return false;
+  if (n < 5 || line[0] != 'M' || !is_blank(line[1])) return false;
   const char* p = line.data() + 2;
   const char* const e = line.data() + n;
   std::string_view words[2];
   for (auto& word : words) {
-    while (p != e && is_space(*p)) ++p;
+    while (p != e && is_blank(*p)) ++p;
     const char* start = p;
     while (p != e && byte_class(*p) == ByteClass::kWord) ++p;
     if (p == start) return false;
@@ -518,7 +513,7 @@ Tl1Block* Tl1ReplyParser::simple_block() {
   const auto* nl2 = static_cast<const char*>(std::memchr(nl1 + 1, '\n', static_cast<size_t>(end - nl1 - 1)));
   if (!nl2) return nullptr;
   const char* semi = nl2 + 1;
-  while (semi != end && is_space(*semi)) ++semi;
+  while (semi != end && is_blank(*semi)) ++semi;
   if (semi == end || *semi != ';') return nullptr;
   // The lines as take_line() gives them (one CR before the LF dropped), then trimmed.
   auto raw_line = [](const char* from, const char* nl) {
@@ -527,7 +522,7 @@ Tl1Block* Tl1ReplyParser::simple_block() {
   const std::string_view raw1 = raw_line(begin, nl1), raw2 = raw_line(nl1 + 1, nl2);
   PlainHeader h;
   PlainResponse r;
-  if (!match_plain_header(trim(raw1), h) || !match_plain_response(trim(raw2), r)) return nullptr;
+  if (!match_plain_header(trim_space(raw1), h) || !match_plain_response(trim_space(raw2), r)) return nullptr;
   plain_header(raw1, h);
   plain_response(raw2, r);
   const auto at = static_cast<size_t>(semi - buf_.data());
@@ -618,7 +613,7 @@ void Tl1ReplyParser::header_line(std::string_view raw, std::string_view line) {
     if (w.count != 3) bad_line("malformed TL1 response line", raw);
     upper_into(w.first[2], block_.status);
   } else {
-    assign_reusing(block_.status, trim(line.substr(static_cast<size_t>(w.first[2].data() - line.data()))));
+    assign_reusing(block_.status, trim_space(line.substr(static_cast<size_t>(w.first[2].data() - line.data()))));
   }
   state_ = State::kBody;
 }
@@ -643,7 +638,7 @@ Tl1Block* Tl1ReplyParser::next_block(bool with_text) {
     } else if (state_ == State::kBody) {
       // ';' ends a block even without a line end after it (a prompt may follow directly).
       size_t i = pos_;
-      while (i < buf_.size() && is_space(buf_[i])) ++i;
+      while (i < buf_.size() && is_blank(buf_[i])) ++i;
       if (i < buf_.size() && buf_[i] == ';') {
         pos_ = i + 1;
         scanned_ = std::max(scanned_, pos_);
@@ -660,7 +655,7 @@ Tl1Block* Tl1ReplyParser::next_block(bool with_text) {
     switch (state_) {
       case State::kIdle:
       case State::kHeader: {
-        std::string_view line = trim(raw);
+        std::string_view line = trim_space(raw);
         if (!line.empty()) header_line(raw, line);
         break;
       }
@@ -674,16 +669,16 @@ Tl1Block* Tl1ReplyParser::next_block(bool with_text) {
 }
 
 Tl1Command parse_tl1_command(std::string_view text) {
-  std::string_view s = trim(text);
-  if (!s.empty() && s.back() == ';') s = trim(s.substr(0, s.size() - 1));
+  std::string_view s = trim_space(text);
+  if (!s.empty() && s.back() == ';') s = trim_space(s.substr(0, s.size() - 1));
   auto fail = [&](const std::string& why) -> ProtocolError {
-    return ProtocolError(fmt::format("bad TL1 command \"{}\": {}", tl1_quote_line(trim(text)), why));
+    return ProtocolError(fmt::format("bad TL1 command \"{}\": {}", tl1_quote_line(trim_space(text)), why));
   };
   if (s.empty()) throw fail("empty command");
   if (has_control(s)) throw fail("control characters");
   auto fields = split_outside_quotes(s, ':');
   Tl1Command cmd;
-  std::string_view verb = trim(fields[0]);
+  std::string_view verb = trim_space(fields[0]);
   if (verb.empty()) throw fail("missing verb");
   bool prev_dash = true;
   for (char c : verb) {
@@ -700,8 +695,8 @@ Tl1Command parse_tl1_command(std::string_view text) {
   cmd.verb = upper(verb);
   if (fields.size() < 4) throw fail("missing CTAG (want VERB:[TID]:[AID]:CTAG)");
   cmd.tid = unquote(fields[1]);
-  cmd.aid = std::string(trim(fields[2]));
-  std::string_view ctag = trim(fields[3]);
+  cmd.aid = std::string(trim_space(fields[2]));
+  std::string_view ctag = trim_space(fields[3]);
   if (ctag.empty()) throw fail("missing CTAG");
   if (ctag.front() == '"') {
     if (ctag.size() < 2 || ctag.back() != '"') throw fail("unterminated quoted CTAG");
@@ -713,15 +708,15 @@ Tl1Command parse_tl1_command(std::string_view text) {
     }
     cmd.ctag = std::string(ctag);
   }
-  if (fields.size() > 4) cmd.gb = std::string(trim(fields[4]));
+  if (fields.size() > 4) cmd.gb = std::string(trim_space(fields[4]));
   for (size_t f = 5; f < fields.size(); ++f) {
-    if (trim(fields[f]).empty()) continue;
+    if (trim_space(fields[f]).empty()) continue;
     for (auto item : split_outside_quotes(fields[f], ',')) {
-      item = trim(item);
+      item = trim_space(item);
       if (item.empty()) continue;
       size_t eq = item.find('=');
       if (eq != std::string_view::npos && item.front() != '"') {
-        std::string key = upper(trim(item.substr(0, eq)));
+        std::string key = upper(trim_space(item.substr(0, eq)));
         if (key.empty()) throw fail("parameter without a name");
         cmd.params[key] = unquote(item.substr(eq + 1));
       } else {
@@ -733,7 +728,7 @@ Tl1Command parse_tl1_command(std::string_view text) {
 }
 
 std::vector<Port> parse_tl1_port_list(std::string_view text, int port_count) {
-  std::string_view s = trim(text);
+  std::string_view s = trim_space(text);
   std::vector<Port> out;
   if (s.empty() || upper(s) == "ALL") {
     for (Port p = 1; p <= port_count; ++p) out.push_back(p);
@@ -748,11 +743,11 @@ std::vector<Port> parse_tl1_port_list(std::string_view text, int port_count) {
   while (i <= s.size()) {
     size_t amp = s.find('&', i);
     std::string_view item = s.substr(i, amp == std::string_view::npos ? std::string_view::npos : amp - i);
-    int a = parse_int(trim(item), s);
+    int a = parse_int(trim_space(item), s);
     check(a);
     if (amp != std::string_view::npos && amp + 1 < s.size() && s[amp + 1] == '&') {
       size_t end = s.find('&', amp + 2);
-      int b = parse_int(trim(s.substr(amp + 2, end == std::string_view::npos ? std::string_view::npos : end - amp - 2)), s);
+      int b = parse_int(trim_space(s.substr(amp + 2, end == std::string_view::npos ? std::string_view::npos : end - amp - 2)), s);
       check(b);
       if (b < a) throw ProtocolError(fmt::format("TL1 port range {}&&{} runs backwards", a, b));
       for (int p = a; p <= b; ++p) out.push_back(p);
@@ -783,12 +778,12 @@ std::string format_tl1_port_list(const std::vector<Port>& ports) {
 }
 
 std::vector<Circuit> parse_tl1_patch_aid(std::string_view aid, int port_count) {
-  std::string_view s = trim(aid);
+  std::string_view s = trim_space(aid);
   size_t comma = s.find(',');
   if (comma == std::string_view::npos || s.find(',', comma + 1) != std::string_view::npos) {
     throw ProtocolError(fmt::format("bad TL1 patch AID '{}': want <ingress-list>,<egress-list>", tl1_quote_line(s)));
   }
-  std::string_view in_text = trim(s.substr(0, comma)), out_text = trim(s.substr(comma + 1));
+  std::string_view in_text = trim_space(s.substr(0, comma)), out_text = trim_space(s.substr(comma + 1));
   if (in_text.empty() || out_text.empty() || upper(in_text) == "ALL" || upper(out_text) == "ALL") {
     throw ProtocolError(fmt::format("bad TL1 patch AID '{}': both port lists must name ports", tl1_quote_line(s)));
   }

@@ -1,4 +1,5 @@
 #include "ocslab/ocsctl/tl1_driver.h"
+#include "ocslab/common/text.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -15,15 +16,9 @@ namespace ocslab::ocs {
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 template <class T>
 bool parse_number(std::string_view s, T& out) {
-  s = trim(s);
+  s = trim_blanks(s);
   if (!s.empty() && s.front() == '+') s.remove_prefix(1);
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
   return !s.empty() && ec == std::errc() && p == s.data() + s.size();
@@ -227,7 +222,7 @@ SwitchInfo Tl1Driver::do_info() {
     std::string_view s = b.data.front();
     for (size_t start = 0;;) {
       size_t comma = s.find(',', start);
-      f.emplace_back(trim(s.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start)));
+      f.emplace_back(trim_blanks(s.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start)));
       if (comma == std::string_view::npos) break;
       start = comma + 1;
     }
@@ -358,7 +353,7 @@ std::vector<PortPower> Tl1Driver::do_power(const std::vector<Port>& ports) {
       bad_data("RTRV-PORT-POWER", "want \"<port>:<dBm>\"", line);
     }
     // from_chars for double is in GCC 11+, but strtod also accepts the switch's "-inf".
-    std::string v(trim(s.substr(colon + 1)));
+    std::string v(trim_blanks(s.substr(colon + 1)));
     char* end = nullptr;
     pp.dbm = std::strtod(v.c_str(), &end);
     if (v.empty() || end != v.c_str() + v.size()) bad_data("RTRV-PORT-POWER", "bad dBm value", line);

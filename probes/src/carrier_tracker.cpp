@@ -20,7 +20,7 @@ struct Attrs {
   bool malformed = false;
 };
 
-int collect_attr(const nlattr* attr, void* data) {
+int collect_link_attr(const nlattr* attr, void* data) {
   auto* a = static_cast<Attrs*>(data);
   uint16_t type = mnl_attr_get_type(attr);
   if (type > IFLA_MAX) return MNL_CB_OK;  // newer kernel attribute: not ours to judge
@@ -75,7 +75,7 @@ std::optional<LinkMessage> parse_link_message(const nlmsghdr* nlh) {
   if (mnl_nlmsg_get_payload_len(nlh) < sizeof(ifinfomsg)) return std::nullopt;
   const auto* ifi = static_cast<const ifinfomsg*>(mnl_nlmsg_get_payload(nlh));
   Attrs a;
-  if (mnl_attr_parse(nlh, sizeof(ifinfomsg), collect_attr, &a) < 0 || a.malformed) return std::nullopt;
+  if (mnl_attr_parse(nlh, sizeof(ifinfomsg), collect_link_attr, &a) < 0 || a.malformed) return std::nullopt;
   if (!a.tb[IFLA_IFNAME]) return std::nullopt;
   LinkMessage m;
   m.deleted = nlh->nlmsg_type == RTM_DELLINK;

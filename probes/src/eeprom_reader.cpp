@@ -36,7 +36,7 @@ bool interface_exists(const std::string& ifname, unsigned* index) {
 struct AttrTable {
   const nlattr* tb[64] = {};
 };
-int collect_attr(const nlattr* attr, void* data) {
+int collect_ethtool_attr(const nlattr* attr, void* data) {
   auto* t = static_cast<AttrTable*>(data);
   unsigned type = mnl_attr_get_type(attr);
   if (type < 64) t->tb[type] = attr;
@@ -77,7 +77,7 @@ EthtoolEepromReader::EthtoolEepromReader() {
   try {
     nl->sock.request(nlh, [&](const nlmsghdr* reply) {
       AttrTable t;
-      mnl_attr_parse(reply, sizeof(genlmsghdr), collect_attr, &t);
+      mnl_attr_parse(reply, sizeof(genlmsghdr), collect_ethtool_attr, &t);
       if (t.tb[CTRL_ATTR_FAMILY_ID]) nl->family = mnl_attr_get_u16(t.tb[CTRL_ATTR_FAMILY_ID]);
     });
   } catch (const SystemError& e) {
@@ -138,7 +138,7 @@ EepromReadResult EthtoolEepromReader::read_netlink(const std::string& ifname, co
   try {
     nl_->sock.request(nlh, [&](const nlmsghdr* reply) {
       AttrTable t;
-      mnl_attr_parse(reply, sizeof(genlmsghdr), collect_attr, &t);
+      mnl_attr_parse(reply, sizeof(genlmsghdr), collect_ethtool_attr, &t);
       if (const nlattr* a = t.tb[ETHTOOL_A_MODULE_EEPROM_DATA]) {
         const auto* p = static_cast<const uint8_t*>(mnl_attr_get_payload(a));
         data.emplace(p, p + mnl_attr_get_payload_len(a));

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+
+#include "ocslab/common/exit_code.h"
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -139,7 +141,7 @@ TEST_CASE("two hosts: up, RDMA ping-pong through the emulated switch, a dead VM 
   std::this_thread::sleep_for(1s);  // kept: QEMU is reaped and status notices
   ProgramResult st = ocslab_cli({"vlab", "status", "two-hosts"});
   INFO(st.out << st.err);
-  CHECK(st.status == 3);
+  CHECK(st.status == ocslab::kExitFailed);  // 5 in every ocslab program (common/exit_code.h)
   CHECK_THAT(st.out + st.err, Contains("h2 is DEAD"));
 
   lab.down();

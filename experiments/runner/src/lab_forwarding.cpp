@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "ocslab/common/exit_code.h"
 #include "ocslab/common/clock.h"
 #include "ocslab/common/csv_writer.h"
 #include "ocslab/forwarding/diff.h"
@@ -311,7 +312,7 @@ std::vector<FilterCount> LabForwarding::read_counters(const std::vector<fw::Host
   fan_out(hosts_.size(), [&](size_t i) {
     if (plans[i].filters.empty() && !in_sync) return;  // relays nothing: no counters to read
     Exec x = run(i, "verify --plan - --json" + flags, fw::to_json(plans[i]).dump());
-    if (x.status != 0 && x.status != 3) {
+    if (x.status != kExitOk && x.status != kExitMismatch) {  // 7: verify found a difference
       log_(fmt::format("forwarding verify on {} failed: {}", hosts_[i].name, last_line(x.err)));
       return;
     }

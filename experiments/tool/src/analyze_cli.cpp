@@ -41,7 +41,7 @@ Options:
   --json            print summary.json instead of summary.txt
   -h, --help        this text
 
-Exit codes: 0 done, 1 bad command line, 2 unreadable or malformed timeline (file:line).
+Exit codes (the table in ocslab --help): 0 done, 1 bad command line, 2 unreadable or malformed timeline (file:line).
 Formats: docs/experiments.md
 )";
 

@@ -42,8 +42,8 @@ Options:
   -h, --help          this text
 
 Switch passwords come from $OCSLAB_OCS_PASSWORD or the credentials file (docs/ocsctl.md).
-Exit codes: 0 done, 1 bad command line, 2 bad CONFIG (file:line:col), 3 a switch or the
-listener failed, 130 interrupted.
+Exit codes (the table in ocslab --help): 0 done, 1 bad command line, 2 bad CONFIG
+(file:line:col), 5 a switch or the listener failed (the controller fell back), 130 interrupted.
 Format and protocol: docs/phase-control.md
 )";
 

@@ -30,11 +30,11 @@ Usage: ocslab forwarding (apply|verify|clear) SPEC.yaml [--mapping NAME] [-o DIR
 The spec's `forwarding:` section (docs/experiments.md) and one of its mappings (default: the
 first) give every host's plan, as `ocslab run` applies it. The virtual lab must be up.
   apply   put the switch on the mapping, then apply every host's plan in parallel; when a host
-          fails, the others are rolled back (exit 3)
+          fails, the others are rolled back (exit 5)
   verify  for every ordered host pair an RC ping over the fabric and the hops it took (relay
           filter counters before/after); prints the matrix, -o DIR writes
           forwarding-verify-0-<mapping>.{csv,json,txt}; exit 0 when every pair is reachable over
-          the planned relays, 3 otherwise
+          the planned relays, 5 otherwise
   clear   remove ocslab's forwarding state on every host
 )";
 
@@ -101,7 +101,7 @@ int run_forwarding(const std::vector<std::string>& args, std::ostream& out, std:
     try {
       recs = fwd.apply(*m, 0);
     } catch (const runner::ForwardingFailed&) {
-      fwd.keep();  // the others were rolled back to what they had: no clear on top (exit 3)
+      fwd.keep();  // the others were rolled back to what they had: no clear on top (exit 5)
       throw;
     }
     fwd.keep();

@@ -52,13 +52,6 @@ Commands:
 
 Global options: --help, --version, --log-level LEVEL (trace..off; logs go to stderr)
 
-Exit codes:
-  0    success
-  1    bad command line
-  2    bad input file (the message names file:line:col)
-  3    the lab could not start, a host died, or the command failed
-  130  interrupted (Ctrl-C); what was started is stopped again
-
 Documentation: docs/virtual-lab.md, docs/experiments.md; the switch itself: ocsctl --help
 )";
 
@@ -489,7 +482,7 @@ int run_ocslab(const std::vector<std::string>& args_in, std::ostream& out, std::
     bool supervise = args.size() >= 2 && args[0] == "vlab" && args[1] == "supervise";
     init_logging(supervise ? "info" : level);
     if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-      (args.empty() ? err : out) << kTopHelp;
+      (args.empty() ? err : out) << kTopHelp << "\n" << exit_code_help();
       return args.empty() ? kExitUsage : kExitOk;
     }
     if (args[0] == "--version") {

@@ -45,9 +45,9 @@ Environment:
   OCSLAB_PLOT_SCRIPT  the script (default ../share/ocslab/ocslab_plot.py next to the
                       executable, else experiments/plots/ocslab_plot.py of the source tree)
 
-Exit codes: 0 drawn; 1 bad command line; 2 missing or malformed input (the message names the
-file, or the iteration that is not there); 3 python3 or matplotlib missing (scripts/install-deps
-installs python3-matplotlib).
+Exit codes (the table in ocslab --help): 0 drawn; 1 bad command line; 2 missing or malformed
+input (the message names the file, or the iteration that is not there); 3 python3 or matplotlib
+missing (scripts/install-deps installs python3-matplotlib); 5 the plot script failed.
 
 Reading the figures: docs/experiments.md, "Reading the plots".
 )";
@@ -92,7 +92,7 @@ int run_plot_script(const std::vector<std::string>& script_args, std::ostream& o
   err << r.err;
   if (r.status == 127) {
     err << "ocslab plot: cannot run " << python << " (install python3 and python3-matplotlib: scripts/install-deps)\n";
-    return kExitFailed;
+    return kExitRefused;
   }
   if (r.signal != 0) {
     err << "ocslab plot: " << python << " was killed by signal " << r.signal << "\n";

@@ -46,7 +46,8 @@ controller once per phase mode and writes phase-steps.csv, phase-summary.txt, ph
 mode the ranks' rows, shim samples, controller events and timeline.csv; prints the per-step
 table (docs/experiments.md, "Phase-workload experiments").
 
-Exit codes: 0 the run was clean; 2 a bad spec (nothing touched); 3 the run had problems (a
+Exit codes (the table in ocslab --help): 0 the run was clean; 2 a bad spec (nothing touched);
+5 the run had problems (a
 failed reconfiguration, a lost host, failed switch polls, a rank that failed: each is printed as
 "problem:" and kept in meta.json, and the results folder is still written) or could not start;
 130 Ctrl-C, which stops the schedule, stops the probes and writes what was captured.

@@ -36,7 +36,8 @@ With --controller HOST:PORT --job NAME the phase shim asks the job's phase contr
 (`ocslab controller`) to wire the fabric for each op's group before it runs
 (--phase-mode on-demand) or ahead of it (--phase-mode provisioning); see docs/workloads.md.
 
-Exit status: 0 all results exact; 1 some result wrong; 2 bad input or a CUDA/NCCL failure.
+Exit codes (table below): 0 all results exact; 1 bad command line; 2 bad input or a CUDA/NCCL
+failure (the message says which); 7 some result wrong.
 
 )";
 

@@ -11,6 +11,7 @@
 #include "ocslab/common/clock.h"
 #include "ocslab/common/csv_writer.h"
 #include "ocslab/common/error.h"
+#include "ocslab/common/exit_code.h"
 
 namespace po = boost::program_options;
 
@@ -209,7 +210,7 @@ int run_and_report(const Schedule& s, const CommonOptions& o, const std::string&
   uint64_t my_wrong = 0;
   for (const auto& r : records) my_wrong += r.wrong;
   auto all_blobs = rv.all_gather(encode_records(records));
-  if (o.rank != 0) return my_wrong == 0 ? 0 : 1;
+  if (o.rank != 0) return my_wrong == 0 ? kExitOk : kExitMismatch;
 
   std::vector<OpRecord> all;
   for (const auto& blob : all_blobs) {
@@ -220,7 +221,7 @@ int run_and_report(const Schedule& s, const CommonOptions& o, const std::string&
   std::cout.flush();
   uint64_t wrong = 0;
   for (const auto& r : all) wrong += r.wrong;
-  return wrong == 0 ? 0 : 1;
+  return wrong == 0 ? kExitOk : kExitMismatch;
 }
 
 }  // namespace ocslab::workloads

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "ocslab/common/error.h"
+#include "ocslab/common/exit_code.h"
 #include "ocslab/workloads/shim_hooks.h"
 
 namespace po = boost::program_options;
@@ -47,17 +48,17 @@ int collbench_main(int argc, char** argv, const CollbenchProgram& program) {
     po::notify(vm);
   } catch (const po::error& e) {
     std::cerr << program.name << ": " << e.what() << "\n\n" << program.usage << desc;
-    return 2;
+    return kExitUsage;
   }
   if (vm.count("help")) {
-    std::cout << program.usage << desc;
-    return 0;
+    std::cout << program.usage << desc << "\n" << exit_code_help();
+    return kExitOk;
   }
   try {
     return program.run(vm, read_job(vm));
   } catch (const Error& e) {
     std::cerr << program.name << ": " << e.what() << "\n";
-    return 2;
+    return kExitInput;
   }
 }
 

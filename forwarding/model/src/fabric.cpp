@@ -85,15 +85,18 @@ std::optional<size_t> Fabric::circuit_of(const PortRef& ref) const {
   return std::nullopt;
 }
 
-namespace {
+namespace detail {
 
-[[noreturn]] void fail(const Where& where, const std::string& message) {
+void fail(const Where& where, const std::string& message) {
   throw ConfigError(where.empty() ? message : where + ": " + message);
 }
 
 std::string at(const Where& where) { return where.empty() ? "" : " (" + where + ")"; }
 
-}  // namespace
+}  // namespace detail
+
+using detail::at;
+using detail::fail;
 
 void validate_hosts(const std::vector<Host>& hosts) {
   if (hosts.empty()) fail("", "fabric has no hosts");
@@ -244,7 +247,7 @@ using detail::port_ref_of;
 using detail::trim;
 using detail::where_of;
 
-Fabric parse(const YamlDoc& doc) {
+Fabric parse_fabric(const YamlDoc& doc) {
   Fabric f;
   only_keys(doc, doc.root, {"hosts", "circuits"});
   f.hosts = detail::parse_hosts(doc);
@@ -267,9 +270,9 @@ Fabric parse(const YamlDoc& doc) {
 
 }  // namespace
 
-Fabric load_fabric_file(const std::string& path) { return parse(load_yaml_file(path)); }
+Fabric load_fabric_file(const std::string& path) { return parse_fabric(load_yaml_file(path)); }
 Fabric load_fabric_string(const std::string& text, const std::string& origin) {
-  return parse(load_yaml_string(text, origin));
+  return parse_fabric(load_yaml_string(text, origin));
 }
 
 std::vector<MacvlanSpec> if2_macvlans(const Fabric& fabric, const std::string& host) {

@@ -31,11 +31,8 @@ const Cable* Wiring::by_rx(OcsPort egress) const {
 
 namespace {
 
-[[noreturn]] void fail(const Where& where, const std::string& message) {
-  throw ConfigError(where.empty() ? message : where + ": " + message);
-}
-
-std::string at(const Where& where) { return where.empty() ? "" : " (" + where + ")"; }
+using detail::at;
+using detail::fail;
 
 std::string circuit_name(const OcsCircuit& c) { return fmt::format("circuit {}-{}", c.ingress, c.egress); }
 
@@ -98,7 +95,7 @@ void check_wiring_ports(const Wiring& wiring, int ingress, int egress, const std
 
 namespace {
 
-Wiring parse(const YamlDoc& doc) {
+Wiring parse_wiring(const YamlDoc& doc) {
   Wiring w;
   only_keys(doc, doc.root, {"hosts", "cables"});
   w.hosts = detail::parse_hosts(doc);
@@ -126,9 +123,9 @@ Wiring parse(const YamlDoc& doc) {
 
 }  // namespace
 
-Wiring load_wiring_file(const std::string& path) { return parse(load_yaml_file(path)); }
+Wiring load_wiring_file(const std::string& path) { return parse_wiring(load_yaml_file(path)); }
 Wiring load_wiring_string(const std::string& text, const std::string& origin) {
-  return parse(load_yaml_string(text, origin));
+  return parse_wiring(load_yaml_string(text, origin));
 }
 
 DerivedFabric derive_fabric(const Wiring& wiring, const std::vector<OcsCircuit>& circuits) {

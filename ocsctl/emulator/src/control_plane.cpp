@@ -16,15 +16,18 @@
 
 namespace ocslab::emu {
 
-namespace {
-
 // The host key as OpenSSH base64 (each SSH listener imports its own copy) plus the public
-// half for known_hosts.
+// half for known_hosts. Named, not anonymous: ControlPlane::Impl holds one.
+namespace control_plane_detail {
 struct HostKey {
   std::string private_b64;
   std::string type;        // ssh-ed25519
   std::string public_b64;
 };
+}  // namespace control_plane_detail
+using control_plane_detail::HostKey;
+
+namespace {
 
 HostKey load_host_key(const std::string& file) {
   ssh_key key = nullptr;

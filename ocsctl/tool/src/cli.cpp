@@ -159,16 +159,6 @@ po::options_description command_options() {
   return d;
 }
 
-const char* kExitCodes =
-    "Exit codes:\n"
-    "  0  success\n"
-    "  1  bad command line\n"
-    "  2  bad input: port, URL, mapping file, allow-list, credentials; an output file cannot be written\n"
-    "  3  the switch refused a command (its message is printed)\n"
-    "  4  cannot connect, connection lost, no reply in time, or garbage from the switch\n"
-    "  5  a reconfiguration failed part-way (what was made/removed is printed)\n"
-    "  130  bench interrupted by Ctrl-C (the toggles done are written and summarised)\n";
-
 void print_help(std::ostream& out, const CommandSpec* cmd) {
   if (!cmd) {
     out << "ocsctl - drive an optical circuit switch (TL1, NETCONF, SCPI)\n\n"
@@ -176,7 +166,7 @@ void print_help(std::ostream& out, const CommandSpec* cmd) {
     for (const auto& c : commands()) out << fmt::format("  {:<12} {}\n", c.name, c.summary);
     out << "\n" << global_options() << "\n" << command_options() << "\n"
         << "Passwords never go on the command line: set OCSLAB_OCS_PASSWORD or use a credentials file.\n\n"
-        << kExitCodes << "\nExamples:\n"
+        << exit_code_help() << "\nExamples:\n"
         << "  ocsctl -s tl1://admin@10.0.0.5 info\n"
         << "  ocsctl -s tl1://admin@10.0.0.5 --allow 1..8,33..40 connect 1-33 2-34\n"
         << "  ocsctl -s netconf://admin@sw1 apply rail-a.yaml --replace --dry-run\n"
@@ -194,7 +184,7 @@ void print_help(std::ostream& out, const CommandSpec* cmd) {
       out << fmt::format("  {:<22} {}\n", opt.format_name(), opt.description());
     }
   }
-  out << "\nGlobal options: see 'ocsctl --help'.\n\n" << kExitCodes;
+  out << "\nGlobal options: see 'ocsctl --help'.\n\n" << exit_code_help();
 }
 
 enum class Format { kTable, kJson, kCsv };
@@ -246,10 +236,10 @@ std::vector<Circuit> parse_pairs(const std::string& text) {
 
 // The exit code of a failure, as docs/ocsctl.md's table maps them.
 int exit_code_of(const Error& e) {
-  if (dynamic_cast<const ApplyError*>(&e)) return kExitPartial;
-  if (dynamic_cast<const DenyError*>(&e)) return kExitDenied;
+  if (dynamic_cast<const ApplyError*>(&e)) return kExitFailed;
+  if (dynamic_cast<const DenyError*>(&e)) return kExitRefused;
   if (dynamic_cast<const PortError*>(&e)) return kExitInput;
-  if (dynamic_cast<const OcsError*>(&e)) return kExitConnection;
+  if (dynamic_cast<const OcsError*>(&e)) return kExitUnreachable;
   return kExitInput;
 }
 

@@ -49,7 +49,7 @@ int run_emulate(const EmulateOptions& o, std::ostream& out, std::ostream& err, c
   emu::EmulatorConfig cfg = build_config(o);
   if (o.dry_run) {
     out << cfg.describe();
-    return ocs::kExitOk;
+    return ocslab::kExitOk;
   }
   emu::Emulator emulator(cfg);
   emulator.start();
@@ -78,7 +78,7 @@ int run_emulate(const EmulateOptions& o, std::ostream& out, std::ostream& err, c
   while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   emulator.stop();
   err << "ocsctl emulate: stopped\n";
-  return ocs::kExitOk;
+  return ocslab::kExitOk;
 }
 
 }  // namespace ocslab::tool

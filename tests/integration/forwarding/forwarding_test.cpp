@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
+
+#include "ocslab/common/exit_code.h"
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -463,11 +465,11 @@ TEST_CASE("forwarding: verify reports drift read-only, with exit 3") {
   must("ip -n " + lab.ns + " route del 10.0.0.20/32 dev eth2 proto 79");
   auto routes = lab.owned_routes();
   r = lab.agent("verify --fabric " + ring4 + " --host h1 --no-relay");
-  CHECK(r.rc == 3);
+  CHECK(r.rc == ocslab::kExitMismatch);  // 7: a check found a difference (common/exit_code.h)
   CHECK_THAT(r.out, Catch::Contains("verify: host h1: 1 difference(s) (routes +1 ~0 -0"));
   CHECK_THAT(r.out, Catch::Contains("ip route replace 10.0.0.20/32 dev eth2 src 10.0.0.11 proto 79"));
   r = lab.agent("verify --json --fabric " + ring4 + " --host h1 --no-relay");
-  CHECK(r.rc == 3);
+  CHECK(r.rc == ocslab::kExitMismatch);
   auto j = nlohmann::json::parse(r.out);
   CHECK(j["in_sync"] == false);
   CHECK(j["diff"]["changes"] == 1);
@@ -476,7 +478,7 @@ TEST_CASE("forwarding: verify reports drift read-only, with exit 3") {
   CHECK(ocslab::read_file_or_empty(lab.state + "/journal.json") == journal);
   // Without --no-relay the plan's relay side is missing too (this kernel has none of it).
   r = lab.agent("verify --fabric " + ring4 + " --host h1");
-  CHECK(r.rc == 3);
+  CHECK(r.rc == ocslab::kExitMismatch);
   CHECK_THAT(r.out, Catch::Contains("qdiscs +2 -0, filters +4 ~0 -0"));
 }
 

@@ -185,7 +185,7 @@ TEST_CASE("ocsctl maps switch refusals and dead switches to exit codes", "[cli]"
   CliFixture f;
   REQUIRE(f.sw.connect({{1, 17}}, false).empty());
   auto r = f.run({"connect", "1-18"});  // already patched: the peer denies
-  CHECK(r.rc == kExitDenied);
+  CHECK(r.rc == kExitRefused);
   CHECK_THAT(r.err, Catch::Contains(f.url));
   r = f.run({"connect", "--replace", "1-18"});
   CHECK(r.rc == kExitOk);
@@ -193,7 +193,7 @@ TEST_CASE("ocsctl maps switch refusals and dead switches to exit codes", "[cli]"
   std::ostringstream out, err;
   int port = testing::free_loopback_port();
   int rc = run_ocsctl({"-s", "tl1://admin@127.0.0.1:" + std::to_string(port), "--connect-timeout-ms", "1000", "list"}, out, err);
-  CHECK(rc == kExitConnection);
+  CHECK(rc == kExitUnreachable);
   CHECK_THAT(err.str(), Catch::Contains("127.0.0.1:" + std::to_string(port)));
 }
 
@@ -250,7 +250,7 @@ TEST_CASE("ocsctl bench: a toggle that fails keeps the earlier toggles' rows and
   testing::TempDir dir;
   std::string csv = dir.path() + "/bench.csv";
   auto r = f.run({"bench", "--pairs", "1-17,2-18", "--pairs", "1-18,2-17", "--toggles", "10", "-o", csv});
-  CHECK(r.rc == kExitPartial);  // a reconfiguration failed part-way, as the exit-code table says
+  CHECK(r.rc == kExitFailed);  // a reconfiguration failed part-way, as the exit-code table says
   CHECK_THAT(r.out, Catch::Contains("reconfiguration      3"));
   CHECK_THAT(r.out, Catch::Contains("calls written to " + csv));
   CHECK_THAT(r.err, Catch::Contains("bench stopped at toggle 4 of 10 (3 completed)"));
@@ -285,7 +285,7 @@ TEST_CASE("ocsctl bench --json: one document with the completed toggles and the 
   testing::TempDir dir;
   auto r = f.run({"--json", "bench", "--pairs", "1-17,2-18", "--pairs", "1-18,2-17", "--toggles", "5", "-o",
                   dir.path() + "/b.csv"});
-  CHECK(r.rc == kExitPartial);
+  CHECK(r.rc == kExitFailed);
   auto j = nlohmann::json::parse(r.out);  // a single document: throws on two
   CHECK(j["completed"] == 2);
   CHECK(j["reconfiguration"]["n"] == 2);

@@ -18,6 +18,10 @@
 #include "ocslab/testing/sshd_fixture.h"
 #include "ocslab/testing/wait.h"
 
+// This file's helpers in a namespace of its own: the unity build compiles it together with
+// the other tests of its binary.
+namespace tl1_driver_test {
+
 using namespace ocslab;
 using namespace ocslab::ocs;
 using namespace ocslab::testing;
@@ -552,3 +556,5 @@ TEST_CASE("TL1 over real SSH") {
     CHECK(check.circuits().empty());
   }
 }
+
+}  // namespace tl1_driver_test

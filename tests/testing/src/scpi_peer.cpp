@@ -25,7 +25,7 @@ using ocs::ScpiCommand;
 
 constexpr size_t kQueueDepth = 16;
 
-bool contains(const std::string& text, const std::string& needle) {
+bool has_text(const std::string& text, const std::string& needle) {
   return !needle.empty() && text.find(needle) != std::string::npos;
 }
 
@@ -71,18 +71,18 @@ class ScpiSession {
     for (const auto& c : cmds) {
       sw_.record(c.text);
       if (muted_) continue;
-      if (contains(c.text, q_.drop_on)) return false;
-      if (contains(c.text, q_.never_reply_to)) {
+      if (has_text(c.text, q_.drop_on)) return false;
+      if (has_text(c.text, q_.never_reply_to)) {
         // A set command prints nothing anyway; the hang must also swallow the :SYST:ERR?
         // that follows it, so the peer stays silent for the rest of the session.
         muted_ = true;
         continue;
       }
-      if (contains(c.text, q_.garbage_on)) {
+      if (has_text(c.text, q_.garbage_on)) {
         replies.push_back("\x01\x7fgarbage#&!\x02");
         continue;
       }
-      if (contains(c.text, q_.deny_on)) {
+      if (has_text(c.text, q_.deny_on)) {
         push_error(-200, "Execution error; command refused by the switch");
         continue;
       }

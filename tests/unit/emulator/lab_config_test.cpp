@@ -2,6 +2,10 @@
 
 #include "ocslab/emulator/lab_config.h"
 
+// This file's helpers in a namespace of its own: the unity build compiles it together with
+// the other tests of its binary.
+namespace lab_config_test {
+
 using namespace ocslab;
 using namespace ocslab::emu;
 
@@ -105,3 +109,5 @@ TEST_CASE("the switch size is exactly NxM and NIC delays are real delays", "[emu
   CHECK(ok.nics[1].link.los_ms == 2);
   CHECK(ok.nics[1].link.rapid_window_ms == 500);
 }
+
+}  // namespace lab_config_test

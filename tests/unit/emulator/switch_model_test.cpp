@@ -5,6 +5,10 @@
 #include "ocslab/common/clock.h"
 #include "ocslab/emulator/switch_model.h"
 
+// This file's helpers in a namespace of its own: the unity build compiles it together with
+// the other tests of its binary.
+namespace switch_model_test {
+
 using namespace ocslab;
 using namespace ocslab::emu;
 
@@ -150,3 +154,5 @@ TEST_CASE("switch presets follow the published switching times", "[emulator]") {
   CHECK(SwitchParams::preset("robotic-patch-panel").switching.mean_ms() == 120000);
   CHECK_THROWS_WITH(SwitchParams::preset("polatis"), Catch::Contains("unknown switch preset 'polatis'") && Catch::Contains("mems-3d"));
 }
+
+}  // namespace switch_model_test

@@ -21,6 +21,10 @@
 #include "ocslab/emulator/lab_config.h"
 #include "ocslab/testing/sshd_fixture.h"
 
+// This file's helpers in a namespace of its own: the unity build compiles it together with
+// the other tests of its binary.
+namespace timing_test {
+
 using namespace ocslab;
 using namespace ocslab::emu;
 using Catch::Contains;
@@ -244,3 +248,5 @@ TEST_CASE("retime: every NIC's new firmware_up applies to the next light return"
   CHECK(emu.config().nics[0].link_preset == "custom");
   emu.stop();
 }
+
+}  // namespace timing_test

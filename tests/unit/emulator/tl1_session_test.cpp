@@ -6,6 +6,10 @@
 
 #include "ocslab/emulator/tl1_session.h"
 
+// This file's helpers in a namespace of its own: the unity build compiles it together with
+// the other tests of its binary.
+namespace tl1_session_test {
+
 using namespace ocslab;
 using namespace ocslab::emu;
 using namespace std::chrono_literals;
@@ -185,3 +189,5 @@ TEST_CASE("TL1 records command and ack samples", "[tl1_session]") {
   CHECK(ok == 1);
   CHECK(refused == 1);
 }
+
+}  // namespace tl1_session_test

@@ -13,6 +13,10 @@
 #include "ocslab/forwarding/wiring.h"
 #include "ocslab/ocsctl/mapping.h"
 
+// This file's helpers in a namespace of its own: the unity build compiles it together with
+// the other tests of its binary.
+namespace wiring_test {
+
 using namespace ocslab;
 using namespace ocslab::forwarding;
 
@@ -292,3 +296,5 @@ TEST_CASE("deriving: circuits that do not make bidirectional links between wired
   CHECK(o.ignored[0].where == "m.yaml:6:5");
   CHECK(links(o.fabric) == links(d.fabric));
 }
+
+}  // namespace wiring_test

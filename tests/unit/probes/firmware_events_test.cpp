@@ -15,6 +15,10 @@
 #include "ocslab/testing/sample_collector.h"
 #include "ocslab/testing/wait.h"
 
+// This file's helpers in a namespace of its own: the unity build compiles it together with
+// the other tests of its binary.
+namespace firmware_events_test {
+
 using namespace ocslab;
 using namespace ocslab::probes;
 using namespace std::chrono_literals;
@@ -422,3 +426,5 @@ TEST_CASE("events are not used when DevX falls back to ibv_query_port", "[firmwa
   probe.stop();
   CHECK(events->subscribed().empty());
 }
+
+}  // namespace firmware_events_test

@@ -14,6 +14,10 @@
 
 #include "ocslab/common/clock.h"
 
+// This file's helpers in a namespace of its own: the unity build compiles it together with
+// the other tests of its binary.
+namespace firmware_probe_test {
+
 using namespace ocslab;
 using namespace ocslab::probes;
 using namespace std::chrono_literals;
@@ -340,3 +344,5 @@ TEST_CASE("firmware probe is unavailable on an interface without an RDMA device"
   CHECK_FALSE(st2.available);
   CHECK_THAT(st2.reason, Catch::Contains("no-such-if0"));
 }
+
+}  // namespace firmware_probe_test

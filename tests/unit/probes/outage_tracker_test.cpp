@@ -4,6 +4,10 @@
 
 #include "ocslab/probes/outage_tracker.h"
 
+// This file's helpers in a namespace of its own: the unity build compiles it together with
+// the other tests of its binary.
+namespace outage_tracker_test {
+
 using ocslab::Timestamp;
 using ocslab::probes::OutageTracker;
 
@@ -74,3 +78,5 @@ TEST_CASE("outage tracker: an outage still open when the probe stops", "[probes]
   REQUIRE(since);
   CHECK(since->monotonic_ns == at(10).monotonic_ns);
 }
+
+}  // namespace outage_tracker_test

@@ -13,6 +13,10 @@
 #include "ocslab/runner/phase_workload.h"
 #include "spec_test_support.h"
 
+// This file's helpers in a namespace of its own: the unity build compiles it together with
+// the other tests of its binary.
+namespace phase_workload_test {
+
 using namespace ocslab;
 using namespace ocslab::runner;
 using Catch::Matchers::Contains;
@@ -391,3 +395,5 @@ TEST_CASE("lab preparation options: group_if, rxe, pin_neighbours", "[runner][ph
                Contains("ssh launcher only"));
   }
 }
+
+}  // namespace phase_workload_test

@@ -57,7 +57,7 @@ TEST_CASE("every ocslab subcommand takes --opt=value as --opt value") {
                   "--duration needs a positive number of seconds, got '-1'");
   // vlab: the cache folder (empty here) is where the labs are looked for.
   same_either_way({"vlab", "status", "--cache", cache.path()}, 2, 0, "no virtual lab is up");
-  same_either_way({"vlab", "down", "nosuch", "--cache", cache.path()}, 3, 3,
+  same_either_way({"vlab", "down", "nosuch", "--cache", cache.path()}, 3, ocslab::cli::kExitFailed,
                   "no virtual lab named 'nosuch' under " + cache.path() + "/labs");
 }
 

@@ -19,6 +19,10 @@
 #include "ocslab/vlab/lab_state.h"
 #include "ocslab/vlab/lab_timing.h"
 
+// This file's helpers in a namespace of its own: the unity build compiles it together with
+// the other tests of its binary.
+namespace vlab_timing_test {
+
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 using namespace ocslab;
@@ -247,3 +251,5 @@ TEST_CASE("vlab timing changes a running supervisor's emulator over SIGHUP and s
   r = run_cli({"vlab", "status", "live", "--cache", c.path});
   CHECK_THAT(r.out, Contains("  timing: switch rotor (fixed 0.01 ms)"));
 }
+
+}  // namespace vlab_timing_test

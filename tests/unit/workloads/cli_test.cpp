@@ -3,6 +3,8 @@
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
+
+#include "ocslab/common/exit_code.h"
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -119,7 +121,7 @@ TEST_CASE("ocslab-collbench-verbs: help and bad input", "[workloads]") {
   CHECK_THAT(r.out, Contains("--profile-steps and --phase-table exclude each other"));
 
   r = run("-s " + sched("dp-pp-4.yaml") + " --rank 0 --nranks 4 --rendezvous 127.0.0.1:1 --if lo --bogus");
-  CHECK(r.rc == 2);
+  CHECK(r.rc == ocslab::kExitUsage);  // usage errors are 1 in every ocslab program (common/exit_code.h)
   CHECK_THAT(r.out, Contains("unrecognised option '--bogus'"));
 }
 

@@ -6,15 +6,23 @@
 #include <string>
 #include <vector>
 
+#include "ocslab/common/exit_code.h"
+
 namespace ocslab::agent {
 
-enum ExitCode {
-  kExitOk = 0,
-  kExitUsage = 1,        // bad command line
-  kExitInput = 2,        // bad input: unknown probe, bad interval
-  kExitUnavailable = 3,  // none of the requested probes can run on this host
-  kExitServe = 4,        // cannot serve: socket taken, daemon not starting, spool unwritable
-};
+// Exit codes: common/exit_code.h (the same table in every ocslab program). Here: kExitInput for
+// an unknown probe or a bad interval, kExitRefused when none of the requested probes can run on
+// this host, kExitFailed when the daemon cannot serve (socket taken, not starting, spool unwritable).
+using ocslab::ExitCode;
+using ocslab::kExitOk;
+using ocslab::kExitUsage;
+using ocslab::kExitInput;
+using ocslab::kExitRefused;
+using ocslab::kExitUnreachable;
+using ocslab::kExitFailed;
+using ocslab::kExitNotRestored;
+using ocslab::kExitMismatch;
+using ocslab::kExitInterrupted;
 
 // args: without the program name.
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

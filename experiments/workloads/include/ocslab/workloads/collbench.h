@@ -65,7 +65,7 @@ std::vector<OpRecord> run_steps(const Schedule& s, int rank, const std::string& 
 void write_outputs(const std::string& folder, int rank, const std::vector<OpRecord>& records);
 
 // The whole program after the transport is set up: run, write the rank's files, gather every
-// rank's records at rank 0 and print the table there. Returns the process exit code (0, or 1
+// rank's records at rank 0 and print the table there. Returns the process exit code (0, or 7
 // when any rank saw wrong data).
 int run_and_report(const Schedule& s, const CommonOptions& o, const std::string& backend_name, Backend& backend,
                    PhaseHooks& hooks, Rendezvous& rv);

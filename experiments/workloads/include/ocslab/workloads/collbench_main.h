@@ -35,8 +35,8 @@ struct CollbenchProgram {
 };
 
 // Parses argv: --help prints the usage and the options (exit 0), a malformed command line the
-// same to stderr after the parser's message (exit 2). Then reads the Job and calls program.run.
-// An ocslab::Error from any of it prints as "NAME: message" and exits 2.
+// same to stderr after the parser's message (exit 1, kExitUsage). Then reads the Job and calls program.run.
+// An ocslab::Error from any of it prints as "NAME: message" and exits 2 (kExitInput).
 int collbench_main(int argc, char** argv, const CollbenchProgram& program);
 
 // The run after the transport's options are checked: the rendezvous with rank 0, the phase

@@ -6,17 +6,25 @@
 #include <string>
 #include <vector>
 
+#include "ocslab/common/exit_code.h"
+
 namespace ocslab::ocs {
 
-enum ExitCode : int {
-  kExitOk = 0,
-  kExitUsage = 1,          // bad command line
-  kExitInput = 2,          // bad input: port, URL, mapping file, allow-list, credentials; unwritable output
-  kExitDenied = 3,         // the switch refused a command
-  kExitConnection = 4,     // cannot connect, connection lost, timeout, garbage from the switch
-  kExitPartial = 5,        // a reconfiguration failed part-way (what was done is printed)
-  kExitInterrupted = 130,  // bench stopped by Ctrl-C/SIGTERM (what was done is written and printed)
-};
+// Exit codes: common/exit_code.h, the same table in every ocslab program. Here: kExitInput for a
+// bad port, URL, mapping file, allow-list or credentials; kExitRefused when the switch refused a
+// command; kExitUnreachable for no connection, a lost one, a timeout or garbage from the switch;
+// kExitFailed when a reconfiguration failed part-way (what was done is printed); kExitInterrupted
+// when bench was stopped (what was done is written and printed).
+using ocslab::ExitCode;
+using ocslab::kExitOk;
+using ocslab::kExitUsage;
+using ocslab::kExitInput;
+using ocslab::kExitRefused;
+using ocslab::kExitUnreachable;
+using ocslab::kExitFailed;
+using ocslab::kExitNotRestored;
+using ocslab::kExitMismatch;
+using ocslab::kExitInterrupted;
 
 int run_ocsctl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
