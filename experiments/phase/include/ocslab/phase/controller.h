@@ -1,5 +1,5 @@
 // The per-job controller: a Boost.Asio TCP server (one event loop, no thread per connection)
-// that the ranks' shims talk to. It keeps the job's group registry, counts ready ranks per
+// that the ranks' shims talk to, around the socket-free ControllerCore (controller_core.h). It keeps the job's group registry, counts ready ranks per
 // (group, op sequence number), and only once every rank of a group asked does it change the
 // fabric: the rails' orchestrators run on worker threads (one strand per rail, so a slow
 // switch never blocks the loop), and every rank is ACKed after every rail confirmed.
@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "ocslab/phase/controller_core.h"
 #include "ocslab/phase/orchestrator.h"
 #include "ocslab/phase/topology.h"
 
@@ -30,33 +31,7 @@ struct ControllerOptions {
   int max_retries = 2;                           // attempts after the first before falling back to the giant ring
 };
 
-// One thing the controller did or saw, for timelines and for the G1/G2 checkers.
-struct ControllerEvent {
-  enum class Kind {
-    kRequest,        // rank asked for (group, seq)
-    kAck,            // rank ACKed: its op on `stages` may start (G1 starts here)
-    kDone,           // rank finished (group, seq)
-    kReconfigStart,  // rail starts reprogramming `stages` (attempt number in `value`)
-    kReconfigEnd,    // rail confirmed
-    kTimeout,        // rail did not confirm within ack_timeout
-    kRetry,
-    kFallback,    // giving up: giant ring
-    kRingReady,   // the giant ring is wired on a rail (or failed, see detail)
-    kDisconnect,  // a rank's connection ended without bye
-    kRejected,    // bad input (detail names rank and group)
-  };
-  Kind kind = Kind::kRequest;
-  int64_t mono_ns = 0;
-  int64_t real_ns = 0;
-  int rank = -1;
-  std::string rail;
-  std::string group;
-  int64_t seq = -1;
-  std::vector<int> stages;
-  double value = 0;
-  std::string detail;
-};
-std::string_view to_string(ControllerEvent::Kind k);
+// ControllerEvent and its to_string: controller_core.h.
 
 class Controller {
  public:

@@ -1,0 +1,200 @@
+// The phase controller's logic without sockets, threads or timers: the job's group registry,
+// the per-(group, seq) barriers, the per-stage locks that enforce G1 (no op starts on a stage
+// under reconfiguration) and G2 (no reconfiguration of a stage while an op is in flight on it),
+// the retries of a rail that does not confirm and the fallback to a static giant ring.
+//
+// It is driven by inputs (a connection opened, a protocol line, a connection closed, a rail's
+// result, a timer that fired, a ring that was wired) and asks for everything else through
+// CoreActions: send a message, close a connection, reprogram a rail, arm or cancel a timer,
+// wire the giant ring. Controller (controller.h) runs it on one Asio event loop with real
+// sockets, strands and timers; the unit tests drive it by hand (tests/unit/phase).
+// All inputs come from one thread; intended(), events(), problems() and in_fallback() may be
+// called from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ocslab/phase/protocol.h"
+#include "ocslab/phase/topology.h"
+
+namespace ocslab::phase {
+
+// One thing the controller did or saw, for timelines and for the G1/G2 checkers.
+struct ControllerEvent {
+  enum class Kind {
+    kRequest,        // rank asked for (group, seq)
+    kAck,            // rank ACKed: its op on `stages` may start (G1 starts here)
+    kDone,           // rank finished (group, seq)
+    kReconfigStart,  // rail starts reprogramming `stages` (attempt number in `value`)
+    kReconfigEnd,    // rail confirmed
+    kTimeout,        // rail did not confirm within ack_timeout
+    kRetry,
+    kFallback,    // giving up: giant ring
+    kRingReady,   // the giant ring is wired on a rail (or failed, see detail)
+    kDisconnect,  // a rank's connection ended without bye
+    kRejected,    // bad input (detail names rank and group)
+  };
+  Kind kind = Kind::kRequest;
+  int64_t mono_ns = 0;
+  int64_t real_ns = 0;
+  int rank = -1;
+  std::string rail;
+  std::string group;
+  int64_t seq = -1;
+  std::vector<int> stages;
+  double value = 0;
+  std::string detail;
+};
+std::string_view to_string(ControllerEvent::Kind k);
+
+using ConnId = uint64_t;
+
+// What the core asks of whoever runs it. Every call is made from the core's input thread.
+class CoreActions {
+ public:
+  virtual ~CoreActions() = default;
+  virtual void send(ConnId conn, const Message& m) = 0;
+  // Close the connection now (its bye). The runner then reports closed(conn, ...).
+  virtual void close(ConnId conn) = 0;
+  // Close once everything sent so far is written (a rejected client).
+  virtual void close_after_send(ConnId conn) = 0;
+  // Bring the rail to ControllerCore::intended(rail) as it is when the work runs, then report
+  // on_rail_result with the version and topology it applied. Work for one rail runs in order.
+  virtual void reprogram(size_t rail) = 0;
+  // Report on_timeout(reconfig, rail, attempt) after the ack timeout, unless cancelled first.
+  virtual void arm_timer(uint64_t reconfig, size_t rail, int attempt, std::chrono::milliseconds after) = 0;
+  virtual void cancel_timer(uint64_t reconfig, size_t rail) = 0;
+  // Wire the job's static giant ring on the rail, then report on_ring_result.
+  virtual void build_ring(size_t rail) = 0;
+};
+
+struct CoreConfig {
+  JobLayout layout;
+  std::vector<std::string> rails;  // rail names, in order
+  std::vector<TopoId> initial;     // per rail: the job's topology on it now
+  std::chrono::milliseconds ack_timeout{10000};  // per rail and attempt
+  int max_retries = 2;  // attempts after the first before falling back to the giant ring
+};
+
+class ControllerCore {
+ public:
+  // Throws ocslab::Error for an invalid layout, no rails, or rails and initial of other sizes.
+  ControllerCore(CoreConfig config, CoreActions& actions);
+  ControllerCore(const ControllerCore&) = delete;
+  ControllerCore& operator=(const ControllerCore&) = delete;
+
+  // ---- inputs: one thread ----
+  void opened(ConnId conn, std::string peer);
+  // One protocol line without its '\n' (a malformed one is rejected and the connection closed).
+  void on_line(ConnId conn, std::string_view line);
+  // The connection ended. `ours`: the runner closed it (stopping), not a rank failure; a
+  // connection that said bye is never a failure either.
+  void closed(ConnId conn, const std::string& reason, bool ours);
+  void on_rail_result(size_t rail, uint64_t version, bool ok, const std::string& error, const TopoId& topo);
+  void on_timeout(uint64_t reconfig, size_t rail, int attempt);
+  void on_ring_result(size_t rail, const std::string& error);
+  // Cancels every timer still armed (the runner is stopping).
+  void cancel_timers();
+
+  // ---- any thread ----
+  // What a rail should have now and the version number of that intention.
+  std::pair<TopoId, uint64_t> intended(size_t rail) const;
+  std::vector<ControllerEvent> events() const;
+  std::vector<std::string> problems() const;  // disconnects, rejections, fallbacks, in words
+  bool in_fallback() const { return fallback_flag_; }
+  const CoreConfig& config() const { return cfg_; }
+
+ private:
+  struct Conn {
+    std::string peer;
+    int rank = -1;
+    bool bye = false;
+  };
+  struct Group {
+    int digit = -1;  // -1: management group, never reconfigures
+    std::string dim;
+    std::vector<int> ranks;
+    std::vector<int> stages;
+    int registered_by = -1;
+  };
+  struct Barrier {
+    int digit = 0;
+    int64_t op = -1;
+    std::map<int, int64_t> ready;  // rank -> monotonic ns of its request
+  };
+  struct Pending {
+    std::string group;
+    int64_t seq = 0;
+    int digit = 0;
+    std::map<int, int64_t> ready;
+  };
+  struct Reconfig {
+    uint64_t id = 0;
+    Pending p;
+    std::vector<int> stages;     // locked until every rail confirmed
+    std::vector<uint64_t> need;  // per rail: intended version that must be confirmed (0: none)
+    std::vector<bool> done;
+    std::vector<int> attempts;
+  };
+  enum class Fallback { kNo, kDraining, kApplying, kActive };
+
+  void record(ControllerEvent e);
+  void problem(std::string text);
+  void reject(ConnId c, const std::string& text, bool close, const std::string& group = {}, int64_t seq = -1);
+  void hello(ConnId c, const Message& m);
+  void do_register(ConnId c, const Message& m);
+  void request(ConnId c, const Message& m);
+  void done_msg(ConnId c, const Message& m);
+  void pump();
+  void ack_all(const Pending& p, bool reconfigured);
+  void start_reconfig(Pending p, const std::vector<TopoId>& next, const std::vector<int>& stages);
+  void dispatch(uint64_t id, size_t rail, int attempt);
+  void retry_or_fallback(Reconfig& r, size_t rail, const std::string& why);
+  void enter_fallback(const std::string& reason);
+  void apply_ring();
+  void broadcast(const Message& m);
+  void lose_rank(int rank, const std::string& reason);
+  std::map<std::string, std::string> topo_map() const;
+
+  CoreConfig cfg_;
+  CoreActions& act_;
+  SubMappingTable table_;
+
+  std::map<ConnId, Conn> conns_;
+  std::map<int, ConnId> rank_conn_;
+  std::map<std::string, Group> groups_;
+  std::set<int> lost_;
+  std::map<std::pair<std::string, int64_t>, Barrier> barriers_;
+  std::deque<Pending> queue_;
+  std::vector<int> inflight_;  // per stage
+  std::vector<bool> busy_;     // per stage
+  std::map<int, std::multiset<std::pair<std::string, int64_t>>> rank_ops_;
+  std::map<uint64_t, Reconfig> active_;
+  uint64_t next_id_ = 0;
+  std::vector<TopoId> current_;      // per rail, confirmed
+  std::vector<uint64_t> confirmed_;  // per rail
+  Fallback fallback_ = Fallback::kNo;
+  size_t rings_pending_ = 0;
+
+  mutable std::mutex intended_mu_;
+  std::vector<TopoId> intended_;  // per rail: confirmed + every dispatched change
+  std::vector<uint64_t> version_;
+
+  mutable std::mutex events_mu_;
+  std::vector<ControllerEvent> events_;
+  std::vector<std::string> problems_;
+  std::atomic<bool> fallback_flag_{false};
+};
+
+}  // namespace ocslab::phase
