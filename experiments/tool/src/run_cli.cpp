@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <iostream>
+#include <map>
 #include <ostream>
 
 #include "cli_args.h"
@@ -135,9 +136,16 @@ bool run_with_signals(const runner::ExperimentSpec& spec, runner::RunOptions& o,
   return true;
 }
 
-int report_phase_run(const runner::RunResult& r, std::chrono::steady_clock::time_point started, bool plot,
-                     std::ostream& out, std::ostream& err) {
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+// How `ocslab run` reports a finished run (flags of the command line).
+struct ReportOptions {
+  std::chrono::steady_clock::time_point started;
+  bool plot = true;
+  bool as_json = false;
+};
+
+int report_phase_run(const runner::RunResult& r, const ReportOptions& ro, std::ostream& out, std::ostream& err) {
+  const bool plot = ro.plot;
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - ro.started).count();
   size_t rows = 0;
   for (const auto& f : r.steps) rows += static_cast<size_t>(f.rows);
   err << fmt::format("ocslab run: phase-workload, {} op row(s), {} timeline rows in {:.1f} s -> {}\n", rows, r.samples,
@@ -149,6 +157,40 @@ int report_phase_run(const runner::RunResult& r, std::chrono::steady_clock::time
   if (r.interrupted) return kExitInterrupted;
   if (!r.problems.empty()) rc = kExitFailed;  // a rank failed, rows missing, controller fallback
   return rc;
+}
+
+int report_reconfiguration_run(const runner::RunResult& r, const ReportOptions& ro, std::ostream& out,
+                               std::ostream& err) {
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - ro.started).count();
+  err << fmt::format("ocslab run: {} reconfiguration(s), {} timeline rows from {} host(s) in {:.1f} s -> {}\n",
+                     r.reconfigurations.size(), r.samples, r.hosts.size(), secs, r.folder);
+  std::vector<std::string> analyze_args = {"analyze", r.folder};
+  if (ro.as_json) analyze_args.push_back("--json");
+  int rc = run_analyze(analyze_args, out, err);
+  if (rc == kExitOk && ro.plot) rc = draw_plots(r.folder, err);
+  for (const auto& p : r.problems) err << "ocslab run: problem: " << p << "\n";
+  if (r.interrupted) return kExitInterrupted;
+  // A failed reconfiguration, a lost host, failed switch polls: the results are written, but a
+  // script must not take them for a clean run.
+  if (rc == kExitOk && !r.problems.empty()) rc = kExitFailed;
+  return rc;
+}
+
+// What `ocslab run` prints for each experiment type: the --check plan and the report of a run.
+// A new type (runner/experiment_type.h) adds its line here.
+struct TypeCli {
+  void (*print_plan)(const runner::ExperimentSpec&, std::ostream&);
+  int (*report)(const runner::RunResult&, const ReportOptions&, std::ostream&, std::ostream&);
+};
+
+const TypeCli& type_cli(const std::string& type) {
+  static const std::map<std::string, TypeCli> table = {
+      {runner::kReconfigLatency, {print_reconfiguration_plan, report_reconfiguration_run}},
+      {runner::kPhaseWorkload, {print_phase_plan, report_phase_run}},
+  };
+  auto it = table.find(type);
+  if (it == table.end()) throw Error("ocslab run: no report for experiment type '" + type + "'");
+  return it->second;
 }
 
 }  // namespace
@@ -202,12 +244,9 @@ int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   runner::ExperimentSpec spec = runner::load_experiment_spec(spec_path);  // ConfigError: exit 2, nothing touched
   if (reconfigs > 0) spec.reconfigurations = reconfigs;
   if (dwell > 0) spec.dwell_s = dwell;
-  if (check && spec.type == runner::kPhaseWorkload) {
-    print_phase_plan(spec, out);
-    return kExitOk;
-  }
+  const TypeCli& type = type_cli(spec.type);
   if (check) {
-    print_reconfiguration_plan(spec, out);
+    type.print_plan(spec, out);
     return kExitOk;
   }
 
@@ -218,23 +257,10 @@ int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   bool tty = isatty(STDERR_FILENO) == 1;
   o.progress = tty ? &err : nullptr;
   o.log = &err;
-  auto started = std::chrono::steady_clock::now();
+  ReportOptions ro{std::chrono::steady_clock::now(), plot, as_json};
   runner::RunResult r;
   if (!run_with_signals(spec, o, r, err)) return kExitInterrupted;
-  if (spec.type == runner::kPhaseWorkload) return report_phase_run(r, started, plot, out, err);
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  err << fmt::format("ocslab run: {} reconfiguration(s), {} timeline rows from {} host(s) in {:.1f} s -> {}\n",
-                     r.reconfigurations.size(), r.samples, r.hosts.size(), secs, r.folder);
-  std::vector<std::string> analyze_args = {"analyze", r.folder};
-  if (as_json) analyze_args.push_back("--json");
-  int rc = run_analyze(analyze_args, out, err);
-  if (rc == kExitOk && plot) rc = draw_plots(r.folder, err);
-  for (const auto& p : r.problems) err << "ocslab run: problem: " << p << "\n";
-  if (r.interrupted) return kExitInterrupted;
-  // A failed reconfiguration, a lost host, failed switch polls: the results are written, but a
-  // script must not take them for a clean run.
-  if (rc == kExitOk && !r.problems.empty()) rc = kExitFailed;
-  return rc;
+  return type.report(r, ro, out, err);
 }
 
 }  // namespace ocslab::cli
