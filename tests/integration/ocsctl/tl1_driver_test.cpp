@@ -506,11 +506,21 @@ TEST_CASE("TL1 keep-alive stays quiet while the connection is busy") {
   Tl1Driver d(url_of(peer), o);
   d.open();
   sw.clear_history();
+  // A keep-alive is only due after an idle keep-alive interval. The calls come every ~20 ms, but
+  // a loaded machine (the sanitizer stage, two tests at a time) can stall this thread past
+  // 200 ms between two of them: such a gap may legitimately carry one keep-alive, so the check
+  // is "none beyond the gaps that were really that long" (zero on an unloaded run).
+  size_t long_gaps = 0;
+  auto last_start = std::chrono::steady_clock::now();
   for (int i = 0; i < 20; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    if (i > 0 && start - last_start >= o.keepalive_interval) ++long_gaps;
+    last_start = start;
     d.list();
     std::this_thread::sleep_for(20ms);  // kept: paces the calls, 400 ms of traffic spanning two keep-alive periods
   }
-  CHECK(count_with(sw.history(), "RTRV-HDR") == 0);
+  INFO("calls more than one keep-alive interval apart: " << long_gaps);
+  CHECK(count_with(sw.history(), "RTRV-HDR") <= long_gaps);
   CHECK(count_with(sw.history(), "RTRV-PATCH") == 20);
 }
 

@@ -13,16 +13,7 @@ namespace ocslab::agent {
 // Exit codes: common/exit_code.h (the same table in every ocslab program). Here: kExitInput for
 // an unknown probe or a bad interval, kExitRefused when none of the requested probes can run on
 // this host, kExitFailed when the daemon cannot serve (socket taken, not starting, spool unwritable).
-using ocslab::ExitCode;
-using ocslab::kExitOk;
-using ocslab::kExitUsage;
-using ocslab::kExitInput;
-using ocslab::kExitRefused;
-using ocslab::kExitUnreachable;
-using ocslab::kExitFailed;
-using ocslab::kExitNotRestored;
-using ocslab::kExitMismatch;
-using ocslab::kExitInterrupted;
+using namespace ocslab::exit_codes;
 
 // args: without the program name.
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

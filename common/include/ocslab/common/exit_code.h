@@ -5,6 +5,10 @@
 
 namespace ocslab {
 
+// In a namespace of its own so that a program's CLI namespace can take every code with one
+// `using namespace ocslab::exit_codes;` (and tests can name them as cli::kExitFailed and the like).
+namespace exit_codes {
+
 enum ExitCode : int {
   kExitOk = 0,
   kExitUsage = 1,         // bad command line (the message names the option or argument)
@@ -18,6 +22,9 @@ enum ExitCode : int {
   kExitMismatch = 7,      // a check found a difference: installed state differs from the plan, wrong results
   kExitInterrupted = 130  // stopped by Ctrl-C or SIGTERM; what was captured is kept
 };
+
+}  // namespace exit_codes
+using namespace exit_codes;
 
 // The table as the "Exit codes:" section of --help (every program prints the same one).
 const char* exit_code_help();

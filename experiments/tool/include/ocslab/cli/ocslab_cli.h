@@ -14,16 +14,7 @@ namespace ocslab::cli {
 // Exit codes: common/exit_code.h, the same table in every ocslab program (named here as
 // cli::kExit... too). Here: kExitInput for a bad lab file or spec (file:line:col in the message),
 // kExitFailed when the lab could not start, a host died, a command failed or a run had problems.
-using ocslab::ExitCode;
-using ocslab::kExitOk;
-using ocslab::kExitUsage;
-using ocslab::kExitInput;
-using ocslab::kExitRefused;
-using ocslab::kExitUnreachable;
-using ocslab::kExitFailed;
-using ocslab::kExitNotRestored;
-using ocslab::kExitMismatch;
-using ocslab::kExitInterrupted;
+using namespace ocslab::exit_codes;
 
 int run_ocslab(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

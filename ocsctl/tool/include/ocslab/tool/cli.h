@@ -15,16 +15,7 @@ namespace ocslab::ocs {
 // command; kExitUnreachable for no connection, a lost one, a timeout or garbage from the switch;
 // kExitFailed when a reconfiguration failed part-way (what was done is printed); kExitInterrupted
 // when bench was stopped (what was done is written and printed).
-using ocslab::ExitCode;
-using ocslab::kExitOk;
-using ocslab::kExitUsage;
-using ocslab::kExitInput;
-using ocslab::kExitRefused;
-using ocslab::kExitUnreachable;
-using ocslab::kExitFailed;
-using ocslab::kExitNotRestored;
-using ocslab::kExitMismatch;
-using ocslab::kExitInterrupted;
+using namespace ocslab::exit_codes;
 
 int run_ocsctl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
