@@ -48,6 +48,12 @@ ControllerEvent event(ControllerEvent::Kind k) {
   return e;
 }
 
+// The layout after its own check (TopologyError naming the bad field), for the table built from it.
+const JobLayout& validated(const JobLayout& layout) {
+  layout.validate();
+  return layout;
+}
+
 std::string join(const std::vector<int>& v) {
   std::string s;
   for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
@@ -57,7 +63,7 @@ std::string join(const std::vector<int>& v) {
 }  // namespace
 
 ControllerCore::ControllerCore(CoreConfig config, CoreActions& actions)
-    : cfg_(std::move(config)), act_(actions), table_((cfg_.layout.validate(), cfg_.layout)) {
+    : cfg_(std::move(config)), act_(actions), table_(validated(cfg_.layout)) {
   if (cfg_.rails.empty()) throw Error(fmt::format("controller {}: no rails", cfg_.layout.job));
   if (cfg_.initial.size() != cfg_.rails.size())
     throw Error(fmt::format("controller {}: {} rails but {} initial topologies", cfg_.layout.job, cfg_.rails.size(),
