@@ -128,22 +128,22 @@ void add_rdma_requests(const ExperimentSpec& spec, std::map<std::string, std::ve
     const Link& l = spec.rdma.pairs[k];
     const HostEntry& client = spec.hosts[l.a_host];
     const HostEntry& server = spec.hosts[l.b_host];
-    int port = spec.rdma.port + static_cast<int>(k);
-    agent::ProbeRequest s;
-    s.name = "rdma";
-    s.interfaces = {l.b_nic};
-    s.interval_ms = spec.rdma.interval_ms;
     // The server listens on its management address only: where the client connects.
-    s.params = {{"role", "server"}, {"control", fmt::format("{}:{}", server.mgmt, port)}, {"label", client.name},
-                {"timeout", spec.rdma.timeout}, {"retry_cnt", spec.rdma.retry_cnt}};
-    requests[server.name].push_back(s);
-    agent::ProbeRequest c;
-    c.name = "rdma";
-    c.interfaces = {l.a_nic};
-    c.interval_ms = spec.rdma.interval_ms;
-    c.params = {{"role", "client"}, {"control", fmt::format("{}:{}", server.mgmt, port)}, {"label", server.name},
-                {"timeout", spec.rdma.timeout}, {"retry_cnt", spec.rdma.retry_cnt}};
-    requests[client.name].push_back(c);
+    std::string control = fmt::format("{}:{}", server.mgmt, spec.rdma.port + static_cast<int>(k));
+    auto request = [&](const std::string& nic, const char* role, const std::string& peer) {
+      agent::ProbeRequest r;
+      r.name = "rdma";
+      r.interfaces = {nic};
+      r.interval_ms = spec.rdma.interval_ms;
+      r.params = {{"role", role},
+                  {"control", control},
+                  {"label", peer},
+                  {"timeout", spec.rdma.timeout},
+                  {"retry_cnt", spec.rdma.retry_cnt}};
+      return r;
+    };
+    requests[server.name].push_back(request(l.b_nic, "server", client.name));
+    requests[client.name].push_back(request(l.a_nic, "client", server.name));
   }
 }
 
