@@ -49,6 +49,13 @@ file_entries() {
 }
 # Each line of stdin, prefixed by $1 and a space (shell builtins: no process).
 tag() { while IFS= read -r l; do printf '%s %s\n' "$1" "$l"; done; }
+# The processes that are state, as "PID ARGS": not kernel threads, not sshd's per-connection
+# processes (they end with their client), not this script's session.
+processes() {
+  ps -eo sess=,ppid=,pid=,args= |
+    awk -v me="$me" '$1 != me && $2 != 2 && $3 != 2 {pid = $3; $1 = $2 = $3 = ""; sub(/^ +/, ""); sub(/[[:space:]]+$/, "");
+                                                     if ($0 !~ /^sshd: /) print pid " " $0}'
+}
 )SH";
 
 // A guest's state, one sorted line per fact, tagged by kind (the shell function `snapshot`, which
@@ -77,8 +84,7 @@ tc qdisc show | tag Q
 ip netns list | tag NS
 rdma link show 2>/dev/null | tag RD
 net_sysctls | tag S
-ps -eo sess=,ppid=,pid=,args= |
-  awk -v me="$me" '$1 != me && $2 != 2 && $3 != 2 {$1 = $2 = $3 = ""; sub(/^ +/, ""); if ($0 !~ /^sshd: /) print "P " $0}'
+processes | while read -r _ args; do printf 'P %s\n' "$args"; done
 file_entries | tag F
 } | sed 's/[[:space:]]*$//' | sort
 }
@@ -100,11 +106,8 @@ B=/dev/shm/ocslab-test-baseline
 # Processes the baseline does not have, until none is left (three rounds at most: a killed
 # process may still be listed while it exits).
 for round in 1 2 3; do
-  pids=$(ps -eo sess=,ppid=,pid=,args= |
-    awk -v me="$me" 'NR == FNR { if (substr($0, 1, 2) == "P ") keep[substr($0, 3)] = 1; next }
-                     $1 != me && $2 != 2 && $3 != 2 && $3 != 1 {pid = $3; $1 = $2 = $3 = ""; sub(/^ +/, "");
-                                                                 sub(/[[:space:]]+$/, "");
-                                                                 if ($0 !~ /^sshd: / && !($0 in keep)) print pid}' "$B" -)
+  pids=$(processes | awk 'NR == FNR { if (substr($0, 1, 2) == "P ") keep[substr($0, 3)] = 1; next }
+                          $1 != 1 { pid = $1; sub(/^[0-9]+ /, ""); if (!($0 in keep)) print pid }' "$B" -)
   [ -n "$pids" ] || break
   kill -9 $pids 2>/dev/null
 done
@@ -121,8 +124,8 @@ plan=$(snapshot | awk '
     if ($1 == "S") { k = $2; v = $0; sub(/^S [^ ]+ = /, "", v); bsys[k] = v }
     next
   }
-  { line = $0; rest = $0; sub(/^[^ ]+ /, "", rest) }
-  $1 == "L" { n = dev($2); clink[n] = 1
+  { rest = $0; sub(/^[^ ]+ /, "", rest) }
+  $1 == "L" { n = dev($2)
               if (!(n in blink)) print "IP4 link del " n
               else if ((n in bup) && $5 !~ /[<,]UP[,>]/) up[n] = 1
               next }
@@ -130,7 +133,7 @@ plan=$(snapshot | awk '
               if ((n in blink) && n != "eth0" && !((n " " $3) in baddr)) print "IP4 addr del " $3 " dev " n
               next }
   $1 == "RD" { d = $3; sub(/\/.*/, "", d); crd[d] = 1; if (!(d in brd)) print "RDEL " d; next }
-  line in base { next }
+  $0 in base { next }
   $1 == "Q" && ($3 == "clsact" || $3 == "ingress") { d = field_after("dev"); if (d != "eth0") print "TC qdisc del dev " d " " $3; next }
   $1 == "R4" && rest !~ / dev eth0( |$)/ { print "IP4 route del " rest; next }
   $1 == "R6" && rest !~ / dev eth0( |$)/ { print "IP6 route del " rest; next }
@@ -142,7 +145,9 @@ plan=$(snapshot | awk '
   $1 == "S" { k = $2; v = rest; sub(/^[^ ]+ = /, "", v); if ((k in bsys) && bsys[k] != v) sys[k] = bsys[k]; next }
   $1 == "F" { if (rest == "/run/netns") umount_netns = 1; files[rest] = 1; next }
   END {
-    if (netns || umount_netns) print "NETNS " (umount_netns ? "umount" : "")
+    if (netns || umount_netns) print "NETNS"
+    # `ip netns add` leaves /run/netns a mount point of its own: unmounted, it can go below.
+    if (umount_netns) print "UMOUNT /run/netns"
     for (n in up) print "IP4 link set " n " up"
     for (a in want_addr) if (!(a in have_addr)) { split(a, parts, " "); print "IP4 addr add " parts[2] " dev " parts[1] }
     print "IP4 neigh flush all"
@@ -155,12 +160,13 @@ plan=$(snapshot | awk '
   }' "$B" -)
 # Namespaces first (their veths take their peers here with them), then the kernel batches, then
 # what needs the links back (Soft-RoCE), then files. Shell builtins sort the plan.
-netns= ip4= ip6= tcb= late= rm_list=
+netns= umount= ip4= ip6= tcb= late= rm_list=
 nl='
 '
 while read -r kind rest; do
   case $kind in
-  NETNS) netns="delete $rest" ;;
+  NETNS) netns=1 ;;
+  UMOUNT) umount=$rest ;;
   IP4) ip4="$ip4$rest$nl" ;;
   IP6) ip6="$ip6$rest$nl" ;;
   TC) tcb="$tcb$rest$nl" ;;
@@ -170,10 +176,8 @@ while read -r kind rest; do
 done <<EOF_PLAN
 $plan
 EOF_PLAN
-if [ -n "$netns" ]; then
-  ip -all netns delete 2>/dev/null
-  case $netns in *umount*) umount /run/netns 2>/dev/null ;; esac
-fi
+[ -n "$netns" ] && ip -all netns delete 2>/dev/null
+[ -n "$umount" ] && umount "$umount" 2>/dev/null
 [ -n "$ip4" ] && printf '%s' "$ip4" | ip -force -batch - >/dev/null 2>&1
 [ -n "$ip6" ] && printf '%s' "$ip6" | ip -6 -force -batch - >/dev/null 2>&1
 [ -n "$tcb" ] && printf '%s' "$tcb" | tc -force -batch - >/dev/null 2>&1
