@@ -3,7 +3,8 @@
 # coverage, only what the sanitizer tests and fuzz targets need), sanitize (the unit and
 # integration tests on it; the virtual-lab tests, which boot QEMU guests, run once, in `make
 # check`), fuzz-smoke / fuzz (every libFuzzer target for FUZZ_SECONDS, FUZZ_JOBS at a time),
-# bench, format. docs/testing.md says which build and which stage runs what.
+# bench, format, deb (the Debian packages, docs/install.md). docs/testing.md says which build and
+# which stage runs what.
 
 BUILD        ?= build
 INSTR_BUILD  ?= build-instr
@@ -24,7 +25,7 @@ LAUNCHER     := $(shell command -v ccache >/dev/null 2>&1 && echo -DCMAKE_CXX_CO
 export CCACHE_BASEDIR ?= $(CURDIR)
 CMAKE_GEN    := -G Ninja $(LAUNCHER)
 
-.PHONY: all deps build test check demo instrumented sanitize fuzz fuzz-smoke bench format clean
+.PHONY: all deps build test check demo instrumented sanitize fuzz fuzz-smoke bench format deb package clean
 
 all: build
 
@@ -32,7 +33,7 @@ deps:
 	@scripts/install-deps
 
 $(BUILD)/build.ninja: | deps
-	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(BUILD_FLAGS)
+	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOCSLAB_WERROR=ON $(BUILD_FLAGS)
 
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD)
@@ -60,7 +61,7 @@ demo: deps $(BUILD)/build.ninja
 # (docs/testing.md).
 $(INSTR_BUILD)/build.ninja: | deps
 	cmake -S . -B $(INSTR_BUILD) $(CMAKE_GEN) -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-	  -DCMAKE_BUILD_TYPE=Instrumented -DCMAKE_CXX_FLAGS_INSTRUMENTED="-O1 -gline-tables-only" \
+	  -DCMAKE_BUILD_TYPE=Instrumented -DOCSLAB_WERROR=ON -DCMAKE_CXX_FLAGS_INSTRUMENTED="-O1 -gline-tables-only" \
 	  -DCMAKE_C_FLAGS_INSTRUMENTED="-O1 -gline-tables-only" -DOCSLAB_SANITIZE=ON -DOCSLAB_FUZZ=ON -DOCSLAB_NCCL=OFF
 
 instrumented: deps $(INSTR_BUILD)/build.ninja
@@ -83,6 +84,15 @@ fuzz: instrumented
 
 bench: build
 	scripts/run-benchmarks $(BUILD)/bench
+
+# The three Debian packages (ocslab, ocslab-agent, libocs-dev) in $(BUILD)/packages/, made by
+# CPack from the release build (docs/install.md). `make deb BUILD=build-agent` after an agent-only
+# configure makes ocslab-agent and libocs-dev alone.
+deb package: build
+	rm -rf $(BUILD)/packages
+	cd $(BUILD) && cpack -G DEB -B $(CURDIR)/$(BUILD)/packages
+	rm -rf $(BUILD)/packages/_CPack_Packages
+	@ls -1 $(BUILD)/packages/*.deb
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h')

@@ -15,6 +15,7 @@
 
 #include "ocslab/common/clock.h"
 #include "ocslab/common/log.h"
+#include "ocslab/common/safe_fs.h"
 #include "ocslab/probes/clock_sync.h"
 
 namespace ocslab::agent {
@@ -297,9 +298,7 @@ Agent::Agent(AgentOptions options)
       host_(options_.host.empty() ? local_host_name() : options_.host),
       registry_(options_.registry ? options_.registry : &builtin_registry()) {
   if (options_.spool_dir.empty()) throw Error("agent: no spool folder given");
-  std::error_code ec;
-  std::filesystem::create_directories(options_.spool_dir, ec);
-  if (ec) throw Error("agent: cannot create spool folder " + options_.spool_dir + ": " + ec.message());
+  ensure_own_dir(options_.spool_dir, DirPolicy::kOwned);  // a symlink or someone else's folder refused
   flusher_ = std::thread([this] { flusher(); });
 }
 

@@ -8,18 +8,23 @@
 #include <atomic>
 #include <boost/program_options.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <thread>
 
 #include "ocslab/agent/forwarding_cli.h"
+#include "ocslab/agent/module_cli.h"
 #include "ocslab/agent/registry.h"
 #include "ocslab/agent/server.h"
 #include "ocslab/common/clock.h"
 #include "ocslab/common/csv_writer.h"
 #include "ocslab/common/log.h"
 #include "ocslab/common/interrupt.h"
+#include "ocslab/common/jsonl_writer.h"
+#include "ocslab/common/safe_fs.h"
+#include "ocslab/common/suggest.h"
 
 namespace po = boost::program_options;
 
@@ -44,16 +49,23 @@ const std::vector<CommandSpec>& commands() {
        "only the bridge and a new session fetches the gap with spool.fetch.\n"
        "--stdio --no-daemon: serve in this process; the probes stop when the session ends.\n"
        "--socket PATH alone: run the daemon in the foreground (systemd: agent/systemd/).\n"
-       "Default socket: /run/ocslab-agent/agent.sock as root, else /tmp/ocslab-agent-UID/agent.sock;\n"
-       "default spool: /var/spool/ocslab-agent as root, else /tmp/ocslab-agent-UID/spool.\n"
+       "Default socket: /run/ocslab-agent/agent.sock as root, else RUNTIME/agent.sock, where RUNTIME\n"
+       "is $XDG_RUNTIME_DIR/ocslab-agent when XDG_RUNTIME_DIR is set, else /tmp/ocslab-agent-UID;\n"
+       "default spool: /var/spool/ocslab-agent as root, else RUNTIME/spool. RUNTIME is made with\n"
+       "mode 0700 and used only when it is a folder (not a symlink) owned by this user with mode\n"
+       "0700; the socket's folder and the spool folder must be this user's and not writable by\n"
+       "others; the lock, log and spool files are never opened through a symlink.\n"
        "Protocol reference: docs/agent-protocol.md"},
-      {"capture", "capture --probes P[,P...] [--if IF] [--interval-ms N] [--duration S] [-o FILE]",
-       "capture probes on this host to a CSV file",
+      {"capture", "capture --probes P[,P...] [--if IF] [--interval-ms N] [--duration S] [--format F] [-o FILE]",
+       "capture probes on this host to a CSV or JSON-lines file",
        "Runs the named probes without a runner and writes every sample as a CSV row:\n"
-       "t_ns,host,source,subject,signal,value,unit (t_ns: CLOCK_REALTIME ns). Runs for\n"
+       "t_ns,host,source,subject,signal,value,unit (t_ns: CLOCK_REALTIME ns), or with\n"
+       "--format jsonl as one JSON object per line with those keys (value a number). Runs for\n"
        "--duration seconds, or until Ctrl-C when 0. Progress is shown on a terminal only.\n"
        "Probes that cannot run on this host are named with the reason; the others still run."},
       {"probes", "probes", "list the probes this agent can start", "One name per line."},
+      {"module", "module IF [--json]", "a transceiver's identity and DDM, like ethtool -m",
+       "See 'ocslab-agent module --help'."},
       {"forwarding", "forwarding (plan|diff|apply|verify|rollback|clear|fabric|ping) [options]",
        "host-based RDMA forwarding rules: plan, diff, apply, verify, roll back; derive the fabric; an RC ping",
        "See 'ocslab-agent forwarding --help'."},
@@ -92,7 +104,8 @@ po::options_description capture_options() {
       "if", po::value<std::vector<std::string>>(), "interface(s) to watch; repeat or separate with commas")(
       "interval-ms", po::value<int>()->default_value(100), "sampling interval of polling probes, ms")(
       "duration", po::value<double>()->default_value(0), "seconds to capture (0: until Ctrl-C)")(
-      "output,o", po::value<std::string>()->default_value("-"), "CSV file ('-': stdout)");
+      "format", po::value<std::string>()->default_value("csv"), "csv, or jsonl (one JSON object per sample)")(
+      "output,o", po::value<std::string>()->default_value("-"), "output file ('-': stdout)");
   return d;
 }
 
@@ -116,13 +129,18 @@ void print_help(std::ostream& out, const CommandSpec* cmd) {
   out << "Global options: see 'ocslab-agent --help'.\n\n" << exit_code_help();
 }
 
-std::string default_base() {
-  return ::getuid() == 0 ? std::string() : "/tmp/ocslab-agent-" + std::to_string(::getuid());
+// Where a non-root agent keeps its socket, lock, log and (by default) spool:
+// $XDG_RUNTIME_DIR/ocslab-agent when XDG_RUNTIME_DIR is an absolute path, else
+// /tmp/ocslab-agent-UID. Either is used only as this user's own folder of mode 0700 (checked in
+// cmd_serve, never chmod'ed): a folder someone else made at that predictable name is refused.
+std::string user_runtime_dir() {
+  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+  if (xdg && xdg[0] == '/') return std::string(xdg) + "/ocslab-agent";
+  return "/tmp/ocslab-agent-" + std::to_string(::geteuid());
 }
-std::string default_socket() {
-  return ::getuid() == 0 ? "/run/ocslab-agent/agent.sock" : default_base() + "/agent.sock";
-}
-std::string default_spool() { return ::getuid() == 0 ? "/var/spool/ocslab-agent" : default_base() + "/spool"; }
+bool as_root() { return ::geteuid() == 0; }
+std::string default_socket() { return as_root() ? "/run/ocslab-agent/agent.sock" : user_runtime_dir() + "/agent.sock"; }
+std::string default_spool() { return as_root() ? "/var/spool/ocslab-agent" : user_runtime_dir() + "/spool"; }
 
 std::string self_exe() {
   std::error_code ec;
@@ -148,7 +166,6 @@ std::vector<std::string> split_commas(const std::vector<std::string>& items) {
 int cmd_serve(const po::variables_map& vm, std::ostream& err) {
   AgentOptions o;
   if (vm.count("host")) o.host = vm["host"].as<std::string>();
-  o.spool_dir = vm.count("spool-dir") ? vm["spool-dir"].as<std::string>() : default_spool();
   bool stdio = vm.count("stdio") > 0;
   if (!stdio && !vm.count("socket")) {
     err << "ocslab-agent serve: give --stdio or --socket PATH\nTry 'ocslab-agent serve --help'.\n";
@@ -158,13 +175,20 @@ int cmd_serve(const po::variables_map& vm, std::ostream& err) {
     err << "ocslab-agent serve: --no-daemon goes with --stdio\n";
     return kExitUsage;
   }
+  const bool default_socket_dir = !vm.count("socket");
+  if (!as_root() && (default_socket_dir || !vm.count("spool-dir"))) ensure_own_dir(user_runtime_dir(), DirPolicy::kPrivate);
+  o.spool_dir = vm.count("spool-dir") ? vm["spool-dir"].as<std::string>() : default_spool();
+  ensure_own_dir(o.spool_dir, DirPolicy::kOwned);  // here too: the bridge's daemon would only log it
   if (stdio && vm.count("no-daemon")) {
     serve_stdio(o);
     return kExitOk;
   }
-  std::string socket = vm.count("socket") ? vm["socket"].as<std::string>() : default_socket();
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(socket).parent_path(), ec);
+  std::string socket = default_socket_dir ? default_socket() : vm["socket"].as<std::string>();
+  // The socket's folder holds the lock and the daemon's log too.
+  std::string socket_dir = std::filesystem::path(socket).parent_path().string();
+  if (!socket_dir.empty()) {
+    ensure_own_dir(socket_dir, default_socket_dir && !as_root() ? DirPolicy::kPrivate : DirPolicy::kOwned);
+  }
   if (!stdio) {
     run_daemon(o, socket);
     return kExitOk;
@@ -191,6 +215,12 @@ int cmd_capture(const po::variables_map& vm, std::ostream& out, std::ostream& er
   if (names.empty()) throw ProtocolError("--probes names no probe");
   if (interval < 1) throw ProtocolError("--interval-ms must be >= 1, got " + std::to_string(interval));
   if (!(duration >= 0)) throw ProtocolError("--duration must be >= 0 seconds");
+  const std::string format = vm["format"].as<std::string>();
+  if (format != "csv" && format != "jsonl") {
+    err << "ocslab-agent capture: " << unknown_word_message("format", format, {"csv", "jsonl"})
+        << " (--format csv or jsonl)\n";
+    return kExitUsage;
+  }
   std::string host;
   if (vm.count("host")) host = vm["host"].as<std::string>();
   if (host.empty()) {
@@ -209,8 +239,14 @@ int cmd_capture(const po::variables_map& vm, std::ostream& out, std::ostream& er
   }
 
   std::string path = vm["output"].as<std::string>();
-  std::unique_ptr<CsvWriter> csv = path == "-" ? std::make_unique<CsvWriter>(out) : std::make_unique<CsvWriter>(path);
-  csv->header(sample_csv_columns());
+  std::unique_ptr<CsvWriter> csv;
+  std::unique_ptr<JsonLinesWriter> jsonl;
+  if (format == "jsonl") {
+    jsonl = path == "-" ? std::make_unique<JsonLinesWriter>(out) : std::make_unique<JsonLinesWriter>(path);
+  } else {
+    csv = path == "-" ? std::make_unique<CsvWriter>(out) : std::make_unique<CsvWriter>(path);
+    csv->header(sample_csv_columns());
+  }
   std::mutex mutex;
   size_t rows = 0;
   // The probes call the sink from their own threads, where an exception cannot go: the first
@@ -221,7 +257,17 @@ int cmd_capture(const po::variables_map& vm, std::ostream& out, std::ostream& er
     std::lock_guard lock(mutex);
     if (write_failed) return;
     try {
-      csv->row(sample_csv_fields(s));
+      if (jsonl) {
+        jsonl->write({{"t_ns", s.t_ns},
+                      {"host", s.host},
+                      {"source", s.source},
+                      {"subject", s.subject},
+                      {"signal", s.signal},
+                      {"value", s.value},
+                      {"unit", s.unit}});
+      } else {
+        csv->row(sample_csv_fields(s));
+      }
       ++rows;
     } catch (const Error& e) {
       write_error = e.what();
@@ -269,7 +315,7 @@ int cmd_capture(const po::variables_map& vm, std::ostream& out, std::ostream& er
   for (auto& p : running) p->stop();
   interrupt.restore();
   if (write_failed) throw Error(write_error);
-  csv->close();  // the last rows reach the file here, or the capture fails naming it
+  if (csv) csv->close();  // the last rows reach the file here, or the capture fails naming it
   if (path != "-" && rc == kExitOk) err << fmt::format("{} samples written to {}\n", rows, path);
   return rc;
 }
@@ -280,6 +326,8 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   // forwarding has subcommands and options of its own.
   if (!args.empty() && args[0] == "forwarding")
     return run_forwarding_cli(std::vector<std::string>(args.begin() + 1, args.end()), out, err);
+  if (!args.empty() && args[0] == "module")
+    return run_module_cli(std::vector<std::string>(args.begin() + 1, args.end()), out, err);
   po::options_description all;
   all.add(global_options()).add(serve_options()).add(capture_options());
   all.add_options()("command", po::value<std::string>())("args", po::value<std::vector<std::string>>());
@@ -290,7 +338,15 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
-    err << "ocslab-agent: " << e.what() << "\nTry 'ocslab-agent --help'.\n";
+    std::string message = e.what();
+    if (const auto* u = dynamic_cast<const po::unknown_option*>(&e)) {
+      std::vector<std::string> names;
+      for (const auto& o : all.options()) {
+        if (o->long_name() != "command" && o->long_name() != "args") names.push_back("--" + o->long_name());
+      }
+      message = unknown_word_message("option", u->get_option_name(), names);
+    }
+    err << "ocslab-agent: " << message << "\nTry 'ocslab-agent --help'.\n";
     return kExitUsage;
   }
   std::string cmd = vm.count("command") ? vm["command"].as<std::string>() : "";
@@ -317,7 +373,9 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     return kExitUsage;
   }
   if (!spec) {
-    err << "ocslab-agent: unknown command '" << cmd << "'\nTry 'ocslab-agent --help'.\n";
+    std::vector<std::string> names = {"help"};
+    for (const auto& c : commands()) names.push_back(c.name);
+    err << "ocslab-agent: " << unknown_word_message("command", cmd, names) << "\nTry 'ocslab-agent --help'.\n";
     return kExitUsage;
   }
   if (vm.count("args")) {

@@ -19,6 +19,7 @@
 #include "ocslab/forwarding/if2_link.h"
 #include "ocslab/forwarding/routes.h"
 #include "ocslab/forwarding/rule_plan.h"
+#include "ocslab/common/suggest.h"
 
 namespace po = boost::program_options;
 namespace fw = ocslab::forwarding;
@@ -44,8 +45,13 @@ po::options_description forwarding_options() {
       "without flower; ocslab's earlier relay state is removed)")("json", "print JSON instead of text")(
       "help,h", "show this help");
   d.add_options()("if", po::value<std::string>(), "ping: the RDMA port's netdev (if1)")(
-      "listen", po::value<std::string>(), "ping: serve at ADDR:PORT (the QP exchange, management network)")(
-      "connect", po::value<std::string>(), "ping: the server's HOST:PORT")(
+      "listen", po::value<std::string>(),
+      "ping: serve the QP exchange at ADDR:PORT, on that address only (the management address; "
+      "0.0.0.0 only with --any-address)")("connect", po::value<std::string>(), "ping: the server's HOST:PORT")(
+      "secret-file", po::value<std::string>(),
+      "ping: read the control connection's secret (32 to 256 hex digits, the same on both sides) "
+      "from this file, '-' for standard input; required")(
+      "any-address", "ping: allow --listen on a wildcard address (every interface of the host)")(
       "count", po::value<int>()->default_value(20), "ping: good completions to wait for")(
       "timeout-s", po::value<double>()->default_value(20), "ping: give up after this many seconds");
   return d;
@@ -147,7 +153,8 @@ std::string forwarding_help() {
   std::ostringstream s;
   s << "Usage: ocslab-agent forwarding (plan|diff|apply|verify|rollback|clear) [--fabric FILE | --plan FILE]\n"
        "                               [--host NAME] [--state-dir DIR] [--json]\n"
-       "       ocslab-agent forwarding ping --if IF (--listen ADDR:PORT | --connect HOST:PORT) [--count N]\n"
+       "       ocslab-agent forwarding ping --if IF (--listen ADDR:PORT | --connect HOST:PORT)\n"
+       "                               --secret-file FILE [--any-address] [--count N]\n"
        "       ocslab-agent forwarding fabric --wiring FILE (--mapping FILE | --from-switch URL) [-o FILE]\n\n"
        "Host-based RDMA forwarding rules of one fabric host (docs/forwarding.md).\n"
        "  plan      print the host's rule plan and the equivalent ip/tc commands (no kernel access)\n"
@@ -160,7 +167,10 @@ std::string forwarding_help() {
        "            filter's hit counter; exit 7 when they differ\n"
        "  ping      one RC queue pair (the probes library's RDMA probe) from --if to a server started\n"
        "            with --listen; prints JSON {ok, errors, elapsed_ms}; exit 0 when --count good\n"
-       "            completions arrived, 4 when not within --timeout-s\n"
+       "            completions arrived, 4 when not within --timeout-s. The QP exchange is\n"
+       "            authenticated with the --secret-file both sides read (the runner sends a fresh\n"
+       "            one on standard input); the server drops, answering nothing, a connection\n"
+       "            without it, a line over 4 KiB or one not complete within 5 s\n"
        "  clear     remove every route, neighbour, filter, clsact and macvlan ocslab owns here\n"
        "            (nothing else)\n"
        "  fabric    derive the fabric file from a wiring file and the OCS's circuits (a mapping\n"
@@ -172,7 +182,8 @@ std::string forwarding_help() {
     << "\nExit codes:\n"
        "  0  success (also: nothing to change)\n"
        "  1  bad command line\n"
-       "  2  bad input: fabric file, unknown host, unreadable journal\n"
+       "  2  bad input: fabric file, unknown host, unreadable journal; ping: a --secret-file\n"
+       "     without a usable secret\n"
        "  3  ping: the RDMA probe cannot run on --if\n"
        "  4  ping: fewer than --count good completions within --timeout-s; fabric: the switch\n"
        "     cannot be reached, refused the request or answered garbage\n"
@@ -201,7 +212,14 @@ int run_forwarding_cli(const std::vector<std::string>& args, std::ostream& out, 
     po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
-    err << "ocslab-agent forwarding: " << e.what() << "\nTry 'ocslab-agent forwarding --help'.\n";
+    std::string message = e.what();
+    if (const auto* u = dynamic_cast<const po::unknown_option*>(&e)) {
+      std::vector<std::string> names;
+      const auto options = forwarding_options();  // outlives the loop (options() is a reference into it)
+      for (const auto& o : options.options()) names.push_back("--" + o->long_name());
+      message = unknown_word_message("option", u->get_option_name(), names);
+    }
+    err << "ocslab-agent forwarding: " << message << "\nTry 'ocslab-agent forwarding --help'.\n";
     return kExitUsage;
   }
   if (vm.count("help")) {
@@ -210,17 +228,31 @@ int run_forwarding_cli(const std::vector<std::string>& args, std::ostream& out, 
   }
   std::string sub = vm.count("sub") ? vm["sub"].as<std::string>() : "";
   if (sub == "ping") {
-    if (!vm.count("if") || vm.count("listen") == vm.count("connect")) {
-      err << "ocslab-agent forwarding ping: give --if IF and one of --listen ADDR:PORT / --connect HOST:PORT\n";
+    if (!vm.count("if") || vm.count("listen") == vm.count("connect") || !vm.count("secret-file")) {
+      err << "ocslab-agent forwarding ping: give --if IF, one of --listen ADDR:PORT / --connect HOST:PORT and "
+             "--secret-file FILE\n";
       return kExitUsage;
     }
-    return forwarding_ping(vm["if"].as<std::string>(), vm.count("listen") ? vm["listen"].as<std::string>() : "",
-                           vm.count("connect") ? vm["connect"].as<std::string>() : "", vm["count"].as<int>(),
-                           vm["timeout-s"].as<double>(), out, err);
+    PingOptions o;
+    o.iface = vm["if"].as<std::string>();
+    o.listen = vm.count("listen") ? vm["listen"].as<std::string>() : "";
+    o.connect = vm.count("connect") ? vm["connect"].as<std::string>() : "";
+    o.any_address = vm.count("any-address") > 0;
+    o.count = vm["count"].as<int>();
+    o.timeout_s = vm["timeout-s"].as<double>();
+    try {
+      o.secret = read_ping_secret(vm["secret-file"].as<std::string>());
+    } catch (const Error& e) {
+      err << "ocslab-agent forwarding ping: " << e.what() << "\n";
+      return kExitInput;
+    }
+    return forwarding_ping(o, out, err);
   }
   if (sub != "plan" && sub != "diff" && sub != "apply" && sub != "rollback" && sub != "clear" && sub != "verify") {
     err << (sub.empty() ? std::string("ocslab-agent forwarding: give a subcommand")
-                        : "ocslab-agent forwarding: unknown subcommand '" + sub + "'")
+                        : "ocslab-agent forwarding: " +
+                              unknown_word_message("subcommand", sub,
+                                                   {"plan", "diff", "apply", "verify", "rollback", "clear", "fabric", "ping"}))
         << "\nTry 'ocslab-agent forwarding --help'.\n";
     return kExitUsage;
   }

@@ -33,8 +33,8 @@ po::options_description fabric_options() {
       "the switch ports that are this lab's, e.g. 1..8,17..24: circuits with an end outside are not read, and every "
       "wired port must be inside")("credentials", po::value<std::string>(),
                                    "--from-switch: credentials file (mode 0600), as ocsctl; $OCSLAB_OCS_PASSWORD "
-                                   "takes precedence")("identity,i", po::value<std::string>(),
-                                                       "--from-switch over SSH: private key")(
+                                   "takes precedence for the host $OCSLAB_OCS_PASSWORD_HOST names (alone: loopback)")(
+      "identity,i", po::value<std::string>(), "--from-switch over SSH: private key")(
       "known-hosts", po::value<std::string>(), "--from-switch over SSH: known_hosts file")(
       "accept-unknown-host", "--from-switch over SSH: accept a host key not in known_hosts")(
       "timeout-ms", po::value<int>()->default_value(10000), "--from-switch: deadline for connecting and each reply")(
@@ -124,7 +124,8 @@ std::string forwarding_fabric_help() {
        "These are the codes of every ocslab program, with what they mean here (docs/exit-codes.md).\n\n"
        "Examples:\n"
        "  ocslab-agent forwarding fabric --wiring lab.wiring.yaml --mapping rail-a.yaml -o fabric.yaml\n"
-       "  OCSLAB_OCS_PASSWORD=root ocslab-agent forwarding fabric --wiring lab.wiring.yaml \\\n"
+       "  OCSLAB_OCS_PASSWORD=... OCSLAB_OCS_PASSWORD_HOST=10.0.0.5 ocslab-agent forwarding fabric \\\n"
+       "      --wiring lab.wiring.yaml \\\n"
        "      --from-switch tl1://admin@10.0.0.5 --allow 1..8,33..40 -o fabric.yaml\n";
   return s.str();
 }

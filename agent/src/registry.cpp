@@ -1,9 +1,13 @@
 #include "ocslab/agent/registry.h"
 
+#include <fmt/format.h>
+
 #include "ocslab/agent/heartbeat_probe.h"
 #include "ocslab/common/error.h"
+#include "ocslab/common/ifname.h"
 #include "ocslab/probes/carrier_probe.h"
 #include "ocslab/probes/firmware_probe.h"
+#include "ocslab/probes/rdma_control.h"
 #include "ocslab/probes/rdma_probe.h"
 #include "ocslab/probes/rx_power_probe.h"
 
@@ -21,6 +25,8 @@ void ProbeRegistry::add(const std::string& name, ProbeFactory factory) {
 }
 
 std::unique_ptr<probes::Probe> ProbeRegistry::create(const ProbeConfig& config) const {
+  // Names from the network become sysfs paths and netlink requests in a root daemon.
+  for (const auto& i : config.interfaces) check_ifname(i, "probe " + config.name);
   auto it = factories_.find(config.name);
   return it == factories_.end() ? nullptr : it->second(config);
 }
@@ -48,7 +54,8 @@ const ProbeRegistry& builtin_registry() {
       return std::make_unique<probes::RxPowerProbe>(p);
     });
     // rdma: interfaces = [the RDMA port's netdev]; params: role (client/server), control
-    // (HOST:PORT of the QP exchange on the management network), interval_us, timeout,
+    // (HOST:PORT of the QP exchange on the management network), secret (the run's, required;
+    // never logged), any_address (server: allow a wildcard control address), interval_us, timeout,
     // retry_cnt, rnr_retry, outage_factor, counter_period_ms (hardware counters; 0: only at
     // stall, resume, QP error). Bad params throw Error naming the key.
     r.add("rdma", [](const ProbeConfig& c) {
@@ -62,8 +69,21 @@ const ProbeRegistry& builtin_registry() {
         if (role != "client" && role != "server")
           throw Error("probe rdma: role must be client or server, got '" + role + "'");
         p.role = role == "server" ? probes::RdmaProbeConfig::Role::kServer : probes::RdmaProbeConfig::Role::kClient;
-        p.control = q.value("control", p.role == probes::RdmaProbeConfig::Role::kServer ? "0.0.0.0:18515" : "");
-        if (p.control.empty()) throw Error("probe rdma: a client needs params.control = SERVER:PORT");
+        // No default address for the server either: a root daemon listening on every address would
+        // be reachable from any network the host is on. The runner passes the management address.
+        p.control = q.value("control", "");
+        if (p.control.empty())
+          throw Error(p.role == probes::RdmaProbeConfig::Role::kServer
+                          ? fmt::format("probe rdma: a server needs params.control = ADDRESS:PORT to listen on "
+                                        "(the address clients connect to; port {} by convention)",
+                                        probes::kRdmaControlPort)
+                          : "probe rdma: a client needs params.control = SERVER:PORT");
+        // The run's secret, handed over this SSH-authenticated session: the control connection
+        // is authenticated with it. Its value never appears in an error.
+        p.secret = q.value("secret", "");
+        if (!probes::valid_control_secret(p.secret))
+          throw Error("probe rdma: params.secret must be the run's control secret (32 to 256 hex digits)");
+        p.any_address = q.value("any_address", false);
         p.interval = std::chrono::microseconds(q.value("interval_us", static_cast<int64_t>(c.interval_ms) * 1000));
         p.timeout = q.value("timeout", p.timeout);
         p.retry_cnt = q.value("retry_cnt", p.retry_cnt);

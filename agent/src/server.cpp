@@ -18,6 +18,7 @@
 
 #include "ocslab/common/error.h"
 #include "ocslab/common/log.h"
+#include "ocslab/common/safe_fs.h"
 
 namespace ocslab::agent {
 
@@ -88,8 +89,7 @@ void run_daemon(const AgentOptions& options, const std::string& socket_path) {
   ::signal(SIGPIPE, SIG_IGN);
   sockaddr_un addr = unix_address(socket_path);
   std::string lock_path = socket_path + ".lock";
-  int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock_fd < 0) throw SystemError("open " + lock_path, errno);
+  int lock_fd = open_no_follow(lock_path, O_RDWR | O_CREAT, 0600, "the agent's lock file");
   if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
     ::close(lock_fd);
     throw Error("another ocslab-agent daemon serves " + socket_path + " (" + lock_path + " is locked)");
@@ -171,8 +171,16 @@ void serve_stdio(const AgentOptions& options) {
 }
 
 void start_detached(const std::vector<std::string>& argv, const std::string& log_file) {
+  // Opened here, not in the child, so a log name that is a symlink is refused with a message.
+  int log_fd = log_file.empty() ? ::open("/dev/null", O_WRONLY | O_CLOEXEC)
+                                : open_no_follow(log_file, O_WRONLY | O_CREAT | O_APPEND, 0600, "the agent's log");
+  if (log_fd < 0) throw SystemError("open /dev/null", errno);
   pid_t pid = ::fork();
-  if (pid < 0) throw SystemError("fork for the agent daemon", errno);
+  if (pid < 0) {
+    int e = errno;
+    ::close(log_fd);
+    throw SystemError("fork for the agent daemon", e);
+  }
   if (pid == 0) {
     ::setsid();  // no controlling terminal, own session: an SSH hangup does not reach it
     if (::fork() != 0) ::_exit(0);
@@ -180,11 +188,10 @@ void start_detached(const std::vector<std::string>& argv, const std::string& log
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     int in = ::open("/dev/null", O_RDONLY);
-    int out = ::open(log_file.empty() ? "/dev/null" : log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-    if (in < 0 || out < 0) ::_exit(127);
+    if (in < 0) ::_exit(127);
     ::dup2(in, 0);
-    ::dup2(out, 1);
-    ::dup2(out, 2);
+    ::dup2(log_fd, 1);
+    ::dup2(log_fd, 2);
     // The SSH session's pipes must not stay open in the daemon, or sshd would wait on them.
     for (int fd = 3; fd < 1024; ++fd) ::close(fd);
     std::vector<char*> args;
@@ -193,6 +200,7 @@ void start_detached(const std::vector<std::string>& argv, const std::string& log
     ::execv(args[0], args.data());
     ::_exit(127);
   }
+  ::close(log_fd);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }

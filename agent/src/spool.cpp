@@ -8,6 +8,7 @@
 
 #include "ocslab/agent/protocol.h"
 #include "ocslab/common/error.h"
+#include "ocslab/common/safe_fs.h"
 
 namespace ocslab::agent {
 
@@ -16,8 +17,8 @@ constexpr uint64_t kIndexStride = 256;
 }
 
 Spool::Spool(std::string path, SpoolOptions options) : path_(std::move(path)), options_(options) {
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw SystemError("open spool " + path_, errno);
+  // A new file: never one that is there already, nor a symlink planted at its name.
+  fd_ = open_no_follow(path_, O_WRONLY | O_CREAT | O_EXCL | O_APPEND, 0644, "spool");
 }
 
 Spool::~Spool() {
@@ -95,8 +96,7 @@ size_t Spool::read(uint64_t from, uint64_t to, const std::function<void(std::str
     if (it != index_.begin()) offset = std::prev(it)->second;
   }
   if (from > to) return 0;
-  int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw SystemError("open spool " + path_ + " for reading", errno);
+  int fd = open_no_follow(path_, O_RDONLY, 0, "spool");
   size_t count = 0;
   std::string buf;
   std::string chunk(1 << 16, '\0');

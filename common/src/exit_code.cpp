@@ -12,6 +12,7 @@ const char* exit_code_help() {
          "  5    failed after starting: what was done is printed, and restored where the program restores\n"
          "  6    failed, and restoring the previous state failed too (the message says what to run)\n"
          "  7    a check found a difference: installed state differs from the plan, wrong results\n"
+         "  8    the hardware asked about is not there: no transceiver module plugged in\n"
          "  130  interrupted by Ctrl-C or SIGTERM: what was captured is kept\n"
          "(one table for every ocslab program: docs/exit-codes.md)\n";
 }

@@ -6,10 +6,13 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <functional>
 #include <iterator>
-#include <cstdlib>
+#include <mutex>
+#include <set>
 
+#include "ocslab/ocsctl/credentials.h"
 #include "string_reuse.h"
 
 namespace ocslab::ocs {
@@ -24,13 +27,51 @@ bool parse_number(std::string_view s, T& out) {
   return !s.empty() && ec == std::errc() && p == s.data() + s.size();
 }
 
+// What TL1 can carry in a login field (ACT-USER's user and password) unquoted: the
+// characters below end the command, separate its blocks or parameters, group values, or
+// quote; blanks and control characters are dropped or refused by switches.
+constexpr const char* kTl1LoginRule =
+    "TL1 login fields are printable ASCII without blanks, control characters or any of ; : , = & \" \\ "
+    "(they end or split the command)";
+
+bool tl1_login_sendable(std::string_view s) {
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u >= 0x7f) return false;
+    if (std::string_view(";:,=&\"\\").find(c) != std::string_view::npos) return false;
+  }
+  return true;
+}
+
+// Raw TCP carries the ACT-USER password as typed: said once per switch and process, unless
+// the switch is on this machine.
+void warn_clear_text_once(const SwitchUrl& url) {
+  if (is_loopback_host(url.host)) return;
+  static std::mutex mutex;
+  static std::set<std::string> warned;
+  std::lock_guard lock(mutex);
+  if (!warned.insert(url.to_string()).second) return;
+  spdlog::warn("{}: the TL1 password travels in clear text over TCP to {}; use tl1+ssh:// where the switch offers it",
+               url.to_string(), url.host);
+}
+
 [[noreturn]] void bad_data(const std::string& command, const std::string& what, const std::string& line) {
   throw ProtocolError(fmt::format("unexpected reply to {}: {} in line \"{}\"", command, what, tl1_quote_line(line)));
 }
 
 }  // namespace
 
-Tl1Driver::Tl1Driver(SwitchUrl url, DriverOptions options) : OcsDriver(std::move(url), std::move(options)) {}
+Tl1Driver::Tl1Driver(SwitchUrl url, DriverOptions options) : OcsDriver(std::move(url), std::move(options)) {
+  // Refused here, before any connection: such a login would break the command or log in with
+  // something else than what was configured.
+  if (!tl1_login_sendable(user())) {
+    throw Error(fmt::format("{}: the user name cannot be sent over TL1: {}", name(), kTl1LoginRule));
+  }
+  if (this->options().password && !tl1_login_sendable(*this->options().password)) {
+    throw Error(fmt::format("{}: the password for {}@{} cannot be sent over TL1: {}; change it on the switch", name(),
+                            user(), this->url().host, kTl1LoginRule));
+  }
+}
 
 Tl1Driver::~Tl1Driver() {
   stop_keepalive();
@@ -60,6 +101,7 @@ void Tl1Driver::do_open() {
     o.connect_timeout = options().connect_timeout;
     stream_ = ssh_open(o);
   } else {
+    if (options().password) warn_clear_text_once(url());
     stream_ = tcp_connect(url().host, url().port, options().connect_timeout);
   }
   last_io_ = Clock::now();

@@ -99,7 +99,7 @@ std::string EthtoolEepromReader::method() const {
 
 EepromReadResult EthtoolEepromReader::read(const std::string& ifname, const EepromRead& r) {
   unsigned index = 0;
-  if (!interface_exists(ifname, &index)) return {std::nullopt, no_interface(ifname)};
+  if (!interface_exists(ifname, &index)) return {std::nullopt, no_interface(ifname), ENODEV};
   if (use_ioctl_) return read_module_eeprom_ioctl(ifname, r);
   int err = 0;
   EepromReadResult res = read_netlink(ifname, r, &err);
@@ -110,7 +110,8 @@ EepromReadResult EthtoolEepromReader::read(const std::string& ifname, const Eepr
   if (legacy.ok()) return legacy;
   return {std::nullopt,
           fmt::format("no module / module EEPROM not supported on {} (ethtool netlink: {}; legacy ioctl: {})", ifname,
-                      res.unavailable, legacy.unavailable)};
+                      res.unavailable, legacy.unavailable),
+          legacy.error};
 }
 
 EepromReadResult EthtoolEepromReader::read_netlink(const std::string& ifname, const EepromRead& r, int* err) {
@@ -148,8 +149,8 @@ EepromReadResult EthtoolEepromReader::read_netlink(const std::string& ifname, co
     *err = e.code();
     // The kernel's refusal (no module, no driver support, page absent, no permission) is this
     // interface's outcome, reported with the kernel's own words.
-    if (e.code() == ENODEV) return {std::nullopt, no_interface(ifname)};
-    return {std::nullopt, fmt::format("{}: {}: {}", ifname, to_string(r), e.what())};
+    if (e.code() == ENODEV) return {std::nullopt, no_interface(ifname), ENODEV};
+    return {std::nullopt, fmt::format("{}: {}: {}", ifname, to_string(r), e.what()), e.code()};
   }
   if (!data) return {std::nullopt, fmt::format("{}: {}: reply without DATA attribute", ifname, to_string(r))};
   if (data->size() != r.length) {
@@ -161,7 +162,7 @@ EepromReadResult EthtoolEepromReader::read_netlink(const std::string& ifname, co
 
 EepromReadResult read_module_eeprom_ioctl(const std::string& ifname, const EepromRead& r) {
   unsigned index = 0;
-  if (!interface_exists(ifname, &index)) return {std::nullopt, no_interface(ifname)};
+  if (!interface_exists(ifname, &index)) return {std::nullopt, no_interface(ifname), ENODEV};
   Fd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   if (fd.get() < 0) throw SystemError("socket(AF_INET, SOCK_DGRAM) for SIOCETHTOOL", errno);
 
@@ -172,7 +173,7 @@ EepromReadResult read_module_eeprom_ioctl(const std::string& ifname, const Eepro
   ifr.ifr_data = reinterpret_cast<char*>(&info);
   if (::ioctl(fd.get(), SIOCETHTOOL, &ifr) < 0) {
     int err = errno;
-    return {std::nullopt, fmt::format("{}: SIOCETHTOOL ETHTOOL_GMODULEINFO: {}", ifname, std::strerror(err))};
+    return {std::nullopt, fmt::format("{}: SIOCETHTOOL ETHTOOL_GMODULEINFO: {}", ifname, std::strerror(err)), err};
   }
 
   // The ioctl sees one flat array: page p's upper half at p*128 + offset, and SFF-8472's A2h
@@ -204,7 +205,7 @@ EepromReadResult read_module_eeprom_ioctl(const std::string& ifname, const Eepro
   if (::ioctl(fd.get(), SIOCETHTOOL, &ifr) < 0) {
     int err = errno;
     return {std::nullopt,
-            fmt::format("{}: SIOCETHTOOL ETHTOOL_GMODULEEEPROM {}: {}", ifname, to_string(r), std::strerror(err))};
+            fmt::format("{}: SIOCETHTOOL ETHTOOL_GMODULEEEPROM {}: {}", ifname, to_string(r), std::strerror(err)), err};
   }
   return {std::vector<uint8_t>(raw.begin() + sizeof(ethtool_eeprom), raw.end()), {}};
 }

@@ -25,6 +25,7 @@
 #include "ocslab/common/clock.h"
 #include "ocslab/common/error.h"
 #include "ocslab/probes/outage_tracker.h"
+#include "ocslab/probes/rdma_control.h"
 #include "ocslab/probes/rdma_counters.h"
 #include "ocslab/verbs/verbs.h"
 
@@ -33,27 +34,6 @@ namespace ocslab::probes {
 namespace {
 
 constexpr int kRecvSlots = 64;
-
-std::pair<std::string, std::string> split_host_port(const std::string& s) {
-  auto colon = s.rfind(':');
-  if (colon == std::string::npos) throw Error("'" + s + "': expected HOST:PORT");
-  return {s.substr(0, colon), s.substr(colon + 1)};
-}
-
-// One line "QP <qpn> <psn> <gid>" each way: what a peer needs to pair its RC QP with ours.
-struct QpInfo {
-  uint32_t qpn = 0, psn = 0;
-  ibv_gid gid{};
-  std::string line() const { return fmt::format("QP {} {} {}\n", qpn, psn, verbs::gid_hex(gid)); }
-  static bool parse(const std::string& line, QpInfo& out) {
-    char gid[64] = {0};
-    unsigned qpn = 0, psn = 0;
-    if (std::sscanf(line.c_str(), "QP %u %u %63s", &qpn, &psn, gid) != 3) return false;
-    out.qpn = qpn;
-    out.psn = psn;
-    return verbs::parse_gid(gid, out.gid);
-  }
-};
 
 }  // namespace
 
@@ -72,22 +52,23 @@ struct RdmaProbe::Impl {
   uint32_t generation = 0;  // wr_id high half: completions of a destroyed QP are ignored
   uint32_t psn = 0;
   std::mt19937 rng{std::random_device{}()};
-  int listen_fd = -1, ctl_fd = -1, wake_fd = -1;
-  std::string ctl_buffer;
+  int wake_fd = -1;
+  std::unique_ptr<RdmaControlServer> server;   // server: the listening socket, unpaired connections
+  std::unique_ptr<RdmaControlConnection> ctl;  // the paired peer's control connection
   SampleSink sink;
   std::string subject;
   std::unique_ptr<RdmaCounters> counters;
 
   ~Impl() {
+    ctl.reset();
+    server.reset();
     if (qp) ibv_destroy_qp(qp);
     if (mr) ibv_dereg_mr(mr);
     if (cq) ibv_destroy_cq(cq);
     if (channel) ibv_destroy_comp_channel(channel);
     if (pd) ibv_dealloc_pd(pd);
     if (ctx) ibv_close_device(ctx);
-    for (int fd : {listen_fd, ctl_fd, wake_fd}) {
-      if (fd >= 0) ::close(fd);
-    }
+    if (wake_fd >= 0) ::close(wake_fd);
   }
 
   void emit(const Timestamp& t, const std::string& signal, double value, const std::string& unit) {
@@ -213,112 +194,58 @@ struct RdmaProbe::Impl {
     if (ibv_post_send(qp, &wr, &bad) != 0) throw SystemError(device_name + ": ibv_post_send", errno);
   }
 
-  // -- the control connection (management network) ------------------------------------------
+  // -- the control connection (management network, rdma_control.h) ---------------------------
 
-  void send_line(const std::string& line) {
-    if (::send(ctl_fd, line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) {
-      throw SystemError("RDMA probe control connection: send", errno);
-    }
-  }
-
-  // Reads one line; empty optional on EOF. Blocks up to the socket's receive timeout.
-  std::optional<std::string> read_line() {
-    for (;;) {
-      auto nl = ctl_buffer.find('\n');
-      if (nl != std::string::npos) {
-        std::string line = ctl_buffer.substr(0, nl);
-        ctl_buffer.erase(0, nl + 1);
-        return line;
-      }
-      char buf[512];
-      ssize_t n = ::recv(ctl_fd, buf, sizeof(buf), 0);
-      if (n == 0) return std::nullopt;
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        throw SystemError("RDMA probe control connection: recv", errno);
-      }
-      ctl_buffer.append(buf, static_cast<size_t>(n));
-    }
-  }
-
-  static void set_timeouts(int fd) {
-    timeval tv{10, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  }
-
+  // Client: a connection to the server that has presented the secret, or false (the probe
+  // retries). The connect waits at most the control deadline, and not at all once stop() woke us.
   bool client_connect() {
-    auto [host, port] = split_host_port(cfg.control);
+    ctl.reset();
+    auto [host, port] = split_control_address(cfg.control);
     addrinfo hints{}, *res = nullptr;
     hints.ai_family = AF_INET;
     hints.ai_socktype = SOCK_STREAM;
     if (getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0 || !res) return false;
-    int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    bool ok = fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0;
+    int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    bool ok = fd >= 0 && (::connect(fd, res->ai_addr, res->ai_addrlen) == 0 || errno == EINPROGRESS);
     freeaddrinfo(res);
+    if (ok) {
+      pollfd p[2] = {{fd, POLLOUT, 0}, {wake_fd, POLLIN, 0}};
+      int err = 0;
+      socklen_t len = sizeof(err);
+      ok = ::poll(p, 2, static_cast<int>(cfg.control_deadline.count())) > 0 && (p[0].revents & POLLOUT) &&
+           ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+    }
     if (!ok) {
       if (fd >= 0) ::close(fd);
       return false;
     }
-    set_timeouts(fd);
-    if (ctl_fd >= 0) ::close(ctl_fd);
-    ctl_fd = fd;
-    ctl_buffer.clear();
+    ctl = std::make_unique<RdmaControlConnection>(fd, BoundedLineReader(fd, cfg.control, kRdmaControlMaxLine),
+                                                  cfg.control_deadline);
+    ctl->send(auth_line(cfg.secret));
     return true;
   }
 
-  // Client: new QP, our info to the server, its info back, connect.
+  // Client: new QP, our info to the server, its info back (by the control deadline), connect.
   void client_pair() {
     create_qp();
-    send_line(local().line());
-    auto line = read_line();
-    QpInfo remote;
-    if (!line || !QpInfo::parse(*line, remote))
-      throw Error("RDMA probe: the server at " + cfg.control + " did not answer with its QP");
-    connect_qp(remote);
-  }
-
-  // The server's bind address: an IPv4 literal, or a name resolved here (the management
-  // address the client connects to, so the listener is on that network only). A name that
-  // resolves to loopback on this host (Debian maps its own name to 127.0.1.1) would be
-  // unreachable from the client: refused, naming it.
-  sockaddr_in listen_address(const std::string& host, const std::string& port) const {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(std::stoi(port)));
-    if (host.empty() || inet_pton(AF_INET, host.c_str(), &a.sin_addr) == 1) return a;  // empty: every address
-    addrinfo hints{}, *res = nullptr;
-    hints.ai_family = AF_INET;
-    hints.ai_socktype = SOCK_STREAM;
-    if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || !res)
-      throw Error("RDMA probe: listen address '" + cfg.control + "': '" + host + "' does not resolve on this host");
-    a.sin_addr = reinterpret_cast<const sockaddr_in*>(res->ai_addr)->sin_addr;
-    freeaddrinfo(res);
-    if ((ntohl(a.sin_addr.s_addr) >> 24) == 127)
-      throw Error("RDMA probe: listen address '" + cfg.control + "': '" + host +
-                  "' resolves to loopback on this host; give the host's management IP (spec: hosts[].mgmt)");
-    return a;
+    ctl->send(local().line());
+    connect_qp(ctl->read_qp(BoundedLineReader::Clock::now() + cfg.control_deadline, wake_fd));
   }
 
   void server_listen() {
-    auto [host, port] = split_host_port(cfg.control);
-    listen_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int one = 1;
-    ::setsockopt(listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    sockaddr_in a = listen_address(host, port);
-    if (::bind(listen_fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(listen_fd, 4) != 0) {
-      throw SystemError("RDMA probe: listen on " + cfg.control, errno);
-    }
+    RdmaControlServerOptions o;
+    o.listen = cfg.control;
+    o.any_address = cfg.any_address;
+    o.secret = cfg.secret;
+    o.deadline = cfg.control_deadline;
+    server = std::make_unique<RdmaControlServer>(o);
   }
 
-  // Server: the client's QP line -> a fresh QP paired with it, our info back.
-  void server_pair(const std::string& line) {
-    QpInfo remote;
-    if (!QpInfo::parse(line, remote)) throw Error("RDMA probe: the client sent '" + line + "', not a QP");
+  // Server: the client's QP -> a fresh QP paired with it, our info back.
+  void server_pair(const QpInfo& remote) {
     create_qp();
     connect_qp(remote);
-    send_line(local().line());
+    ctl->send(local().line());
   }
 };
 
@@ -328,6 +255,10 @@ RdmaProbe::~RdmaProbe() { stop(); }
 
 ProbeStatus RdmaProbe::start(SampleSink sink) {
   if (thread_.joinable()) throw Error("RDMA probe on " + config_.interface + " started twice");
+  if (!valid_control_secret(config_.secret))
+    return ProbeStatus{false, "",
+                       "no control secret (32 to 256 hex digits; the runner passes one per run): the QP exchange "
+                       "is authenticated"};
   auto impl = std::make_unique<Impl>();
   impl->cfg = config_;
   impl->sink = std::move(sink);
@@ -373,12 +304,12 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
       return std::clamp<int64_t>(next_counters - monotonic_ns(), 0, wait_ns);
     };
     auto setup_failed = [&](const std::exception& e) {
+      paired = false;
+      m.ctl.reset();
+      if (stop_) return;  // stop() cut a wait short: not a setup error
       spdlog::warn("RDMA probe {}: {} (retrying)", m.subject, e.what());
       m.emit(now(), "setup_error", 0, "");
       outage.setup_failed();
-      paired = false;
-      if (m.ctl_fd >= 0) ::close(m.ctl_fd);
-      m.ctl_fd = -1;
     };
     while (!stop_) {
       if (have_counters) {
@@ -398,19 +329,12 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
       if (!paired) {
         try {
           if (server) {
-            pollfd p[2] = {{m.listen_fd, POLLIN, 0}, {m.wake_fd, POLLIN, 0}};
-            if (::poll(p, 2, static_cast<int>(until_counters_ns(500'000'000) / 1'000'000)) <= 0 ||
-                !(p[0].revents & POLLIN))
-              continue;
-            int fd = ::accept4(m.listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-            if (fd < 0) continue;
-            Impl::set_timeouts(fd);
-            if (m.ctl_fd >= 0) ::close(m.ctl_fd);
-            m.ctl_fd = fd;
-            m.ctl_buffer.clear();
-            auto line = m.read_line();
-            if (!line) continue;
-            m.server_pair(*line);
+            // Unauthenticated and slow clients are dropped in there without holding this up.
+            auto peer = m.server->wait_for_peer(std::chrono::milliseconds(until_counters_ns(500'000'000) / 1'000'000),
+                                                m.wake_fd);
+            if (!peer) continue;
+            m.ctl = std::move(peer->connection);
+            m.server_pair(peer->qp);
           } else {
             if (!m.client_connect()) {
               pollfd p{m.wake_fd, POLLIN, 0};
@@ -443,19 +367,21 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
       }
       int64_t wait_ns =
           until_counters_ns((!server && !outstanding) ? std::max<int64_t>(0, next_send - monotonic_ns()) : 50'000'000);
-      pollfd p[3] = {{m.channel->fd, POLLIN, 0}, {m.wake_fd, POLLIN, 0}, {server ? m.ctl_fd : -1, POLLIN, 0}};
+      // A line the client started must be complete by its deadline: woken at least every 50 ms.
+      if (server && m.ctl && m.ctl->partial()) wait_ns = std::min<int64_t>(wait_ns, 50'000'000);
+      pollfd p[3] = {{m.channel->fd, POLLIN, 0}, {m.wake_fd, POLLIN, 0}, {server ? m.ctl->fd() : -1, POLLIN, 0}};
       timespec ts{static_cast<time_t>(wait_ns / 1'000'000'000), static_cast<long>(wait_ns % 1'000'000'000)};
       if (::ppoll(p, 3, &ts, nullptr) < 0 && errno != EINTR) break;
-      if (server && (p[2].revents & (POLLIN | POLLHUP))) {
+      if (server && ((p[2].revents & (POLLIN | POLLHUP | POLLERR)) || m.ctl->partial())) {
         // The client re-created its QP (after an error) or went away.
         try {
-          auto line = m.read_line();
-          if (!line) {
+          QpInfo remote;
+          auto st = m.ctl->poll_qp(remote);
+          if (st == BoundedLineReader::Status::kEof) {
             paired = false;
-            ::close(m.ctl_fd);
-            m.ctl_fd = -1;
-          } else {
-            m.server_pair(*line);
+            m.ctl.reset();
+          } else if (st == BoundedLineReader::Status::kLine) {
+            m.server_pair(remote);
             ++recreated_;
             m.emit(now(), "qp_recreated", m.qp->qp_num, "qpn");
           }

@@ -63,6 +63,8 @@
 
 #include "ocslab/agent/client.h"
 #include "ocslab/agent/registry.h"
+#include "ocslab/common/bounded_line.h"
+#include "ocslab/common/secret.h"
 #include "ocslab/common/clock.h"
 #include "ocslab/common/csv_writer.h"
 #include "ocslab/common/error.h"
@@ -89,6 +91,7 @@ struct Settings {
   std::string ocslab;              // --ocslab PATH: the ocslab front command (vlab ssh)
   bool guest = false;              // --guest: the part that runs inside a lab guest
   std::string peer;                // --peer HOST:PORT: the RDMA server's QP exchange (guest mode)
+  std::string secret;              // --secret HEX: the QP exchange's control secret (guest mode)
   std::string interface = "eth1";  // guest mode: the RDMA port's netdev
   bool rate_only = false;          // --rate-only: only the sustained-rate part (no root needed)
 };
@@ -450,7 +453,10 @@ void guest_overhead(const Settings& s, const std::string& spool) {
   agent::ProbeRequest carrier{"carrier", {s.interface}, 1000, nlohmann::json::object()};
   agent::ProbeRequest firmware{"firmware", {s.interface}, 1, nlohmann::json::object()};
   agent::ProbeRequest rdma{
-      "rdma", {s.interface}, 1, {{"role", "client"}, {"control", s.peer}, {"interval_us", 1000}, {"label", "peer"}}};
+      "rdma",
+      {s.interface},
+      1,
+      {{"role", "client"}, {"control", s.peer}, {"secret", s.secret}, {"interval_us", 1000}, {"label", "peer"}}};
   struct Case {
     const char* what;
     std::vector<agent::ProbeRequest> probes;
@@ -558,20 +564,23 @@ int vlab_overhead(const Settings& s) {
                         "test -f " + pid_file + " && kill $(cat " + pid_file + ") 2>/dev/null; rm -f " + pid_file});
   };
   end_server();
+  // The RDMA probe's control connection is authenticated: server and guest client share this.
+  const std::string secret = random_token();
   SpawnOptions so;
   so.log_file = dir + "/rdma-server.log";
-  pid_t server = spawn_program(
-      {ocslab, "vlab", "ssh", "--lab", s.vlab, "h2",
-       "echo $$ > " + pid_file + "; exec " + dir + "/vlab_rdma_probe --role server --if " + s.interface +
-           " --control 0.0.0.0:18515 --interval-us 1000 --duration-s " + std::to_string(server_s) + " > /dev/null"},
-      so);
+  pid_t server = spawn_program({ocslab, "vlab", "ssh", "--lab", s.vlab, "h2",
+                                "echo $$ > " + pid_file + "; exec " + dir + "/vlab_rdma_probe --role server --if " +
+                                    s.interface + " --control 0.0.0.0:18520 --any-address --secret " + secret +
+                                    " --interval-us 1000 --duration-s " + std::to_string(server_s) + " > /dev/null"},
+                               so);
   // kept: the guest server listens before the client starts (nothing to wait on over vlab ssh)
   std::this_thread::sleep_for(2s);
   char seconds[32];
   std::snprintf(seconds, sizeof(seconds), "%g", s.seconds);
-  auto r = run_program_status({ocslab, "vlab", "ssh", "--lab", s.vlab, "h1",
-                               dir + "/agent_overhead --guest --agent " + dir + "/ocslab-agent --peer h2:18515 --if " +
-                                   s.interface + " --seconds " + seconds});
+  auto r =
+      run_program_status({ocslab, "vlab", "ssh", "--lab", s.vlab, "h1",
+                          dir + "/agent_overhead --guest --agent " + dir + "/ocslab-agent --peer h2:18520 --secret " +
+                              secret + " --if " + s.interface + " --seconds " + seconds});
   end_server();
   ::kill(server, SIGTERM);
   int status = 0;
@@ -613,6 +622,8 @@ int main(int argc, char** argv) {
       s.guest = true;
     } else if (a == "--peer") {
       s.peer = next();
+    } else if (a == "--secret") {
+      s.secret = next();
     } else if (a == "--if") {
       s.interface = next();
     } else if (a == "--rate-only") {

@@ -1,6 +1,9 @@
 // Credentials files are written by hand: any line must parse to an entry whose fields hold no
 // blank and whose port is 0 or 1..65535, or give an ocslab::Error naming the line that never
-// quotes the password field.
+// quotes the password field. Each line is also a $OCSLAB_OCS_PASSWORD_HOST item (the host
+// field's parser alone): a binding that parses has a host and a port 0..65535 and matches a
+// switch URL with exactly that host and port, and no other host; is_loopback_host never
+// throws and says yes only to what starts like a loopback name.
 #include <cctype>
 #include <cstddef>
 #include <cstdint>
@@ -38,6 +41,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::string what = err.what();
       if (what.rfind("f:1: ", 0) != 0) __builtin_trap();
     }
+    try {
+      auto b = ocslab::ocs::parse_host_binding(line, "$X");
+      if (b.host.empty() || b.port < 0 || b.port > 65535) __builtin_trap();
+      ocslab::ocs::SwitchUrl url;
+      url.host = b.host;
+      url.port = b.port == 0 ? 3082 : b.port;
+      if (!b.matches(url)) __builtin_trap();
+      url.host += "x";
+      if (b.matches(url)) __builtin_trap();
+    } catch (const ocslab::Error& err) {
+      std::string what = err.what();
+      if (what.rfind("$X: ", 0) != 0) __builtin_trap();
+    }
+    if (ocslab::ocs::is_loopback_host(line) && line != "localhost" && line != "::1" && line.rfind("127.", 0) != 0)
+      __builtin_trap();
     start = end + 1;
   }
   return 0;

@@ -12,7 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto m = ocslab::phase::decode(text);
     auto again = ocslab::phase::decode(ocslab::phase::encode(m));
     if (again.type != m.type || again.group != m.group || again.seq != m.seq || again.ranks != m.ranks ||
-        again.topo != m.topo || again.digit != m.digit) {
+        again.topo != m.topo || again.digit != m.digit || again.token != m.token) {
       __builtin_trap();
     }
   } catch (const ocslab::Error&) {

@@ -19,6 +19,7 @@
 
 #include "ocslab/common/error.h"
 #include "ocslab/workloads/collbench.h"
+#include "ocslab/workloads/collbench_main.h"
 #include "ocslab/workloads/ring.h"
 #include "ocslab/workloads/shim_hooks.h"
 
@@ -165,11 +166,15 @@ class TcpBackend : public Backend {
       case OpType::kAllReduce:
       case OpType::kReduceScatter: {
         Chunk c = op.type == OpType::kAllReduce ? Chunk{0, n} : ring_chunk(n, size, g.index_of(rank_));
-        for (uint64_t j = c.offset; j < c.offset + c.count; ++j) {
-          float sum = 0;
-          for (int m : g.ranks) sum += in[static_cast<size_t>(m)][j];
-          buf_[j] = sum;
+        // Members in group order, as the expected values are computed.
+        std::vector<float> acc(
+            in[static_cast<size_t>(g.ranks.front())].begin() + static_cast<int64_t>(c.offset),
+            in[static_cast<size_t>(g.ranks.front())].begin() + static_cast<int64_t>(c.offset + c.count));
+        for (size_t m = 1; m < g.ranks.size(); ++m) {
+          reduce_into(op.redop, acc.data(), in[static_cast<size_t>(g.ranks[m])].data() + c.offset, c.count);
         }
+        finish_reduction(op.redop, acc.data(), c.count, size);
+        std::copy(acc.begin(), acc.end(), buf_.begin() + static_cast<int64_t>(c.offset));
         break;
       }
       case OpType::kAllGather:
@@ -191,6 +196,8 @@ class TcpBackend : public Backend {
 
   uint64_t verify(const Op& op, uint64_t seq) override { return count_wrong(s_, op, rank_, seq, buf_.data()); }
 
+  std::string describe() const override { return fmt::format("TCP full mesh, {} peer(s)", fds_.size() - 1); }
+
  private:
   const Schedule& s_;
   int rank_;
@@ -200,52 +207,34 @@ class TcpBackend : public Backend {
   uint64_t seq_ = 0;
 };
 
+constexpr const char* kUsage =
+    R"(usage: collbench-tcp (--schedule FILE | nccl-tests' size sweep options) --rank R (--ranks H0,H1,... | --rendezvous HOST:PORT) [options]
+
+The collective workloads' driver (the same command line, step loop, size sweep, rows and table
+as ocslab-collbench-verbs) over plain TCP between the ranks, for tests without an RDMA device.
+
+)";
+
+void add_tcp_options(po::options_description& desc) {
+  desc.add_options()("bind", po::value<std::string>()->default_value("127.0.0.1"),
+                     "IPv4 address the data listener binds")(
+      "compute-ms", po::value<int>()->default_value(0), "sleep this long before each collective (modelled compute)");
+}
+
+int run_tcp(const po::variables_map& vm, const Job& job) {
+  if (vm.count("ngpus") && vm["ngpus"].as<int>() != 1) {
+    throw Error("-g/--ngpus: collbench-tcp reduces in host memory, one rank per process; only -g 1");
+  }
+  std::string bind = vm["bind"].as<std::string>();
+  int compute_ms = vm["compute-ms"].as<int>();
+  return run_job(job, "tcp", [&](Rendezvous& rv) {
+    return std::make_unique<TcpBackend>(job.schedule, job.options.rank, rv, bind, compute_ms);
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  po::options_description desc("options");
-  add_common_options(desc);
-  add_phase_options(desc);
-  desc.add_options()("bind", po::value<std::string>()->default_value("127.0.0.1"),
-                     "IPv4 address the data listener binds")(
-      "compute-ms", po::value<int>()->default_value(0), "sleep this long before each collective (modelled compute)")(
-      "help,h", "this help");
-  po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "collbench-tcp: " << e.what() << "\n\n" << desc;
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << desc;
-    return 0;
-  }
-  try {
-    CommonOptions o = common_options(vm);
-    Schedule s = load_schedule(o.schedule_path);
-    if (o.steps >= 1) s.steps = o.steps;
-    if (o.warmup >= 0) s.warmup = o.warmup;
-    if (o.nranks < 0) o.nranks = s.ranks;
-    if (o.nranks != s.ranks) throw Error(fmt::format("the schedule has {} ranks, this job {}", s.ranks, o.nranks));
-    if (o.rank < 0 || o.rank >= o.nranks) throw Error(fmt::format("--rank {} is outside 0..{}", o.rank, o.nranks - 1));
-    auto phase = phase_options(vm, o.rank, o.nranks, o.host, o.timeout);
-    Rendezvous rv(o.rank, o.nranks, o.rendezvous.empty() ? "localhost:1" : o.rendezvous, rendezvous_tag(s, "tcp"),
-                  o.timeout);
-    std::unique_ptr<PhaseHooks> hooks =
-        phase ? std::make_unique<ShimHooks>(s, o.rank, *phase) : std::make_unique<PhaseHooks>();
-    TcpBackend backend(s, o.rank, rv, vm["bind"].as<std::string>(), vm["compute-ms"].as<int>());
-    int rc = run_and_report(s, o, "tcp", backend, *hooks, rv);
-    if (auto* sh = dynamic_cast<ShimHooks*>(hooks.get()); sh && !o.output.empty()) {
-      sh->shim().write_csv(fmt::format("{}/shim-rank{}.csv", o.output, o.rank));
-      if (sh->shim().provisioning_active()) {
-        sh->shim().phase_table().save(fmt::format("{}/phase-table-rank{}.csv", o.output, o.rank));
-      }
-    }
-    return rc;
-  } catch (const Error& e) {
-    std::cerr << "collbench-tcp: " << e.what() << "\n";
-    return 2;
-  }
+  return collbench_main(argc, argv,
+                        {.name = "collbench-tcp", .usage = kUsage, .add_options = add_tcp_options, .run = run_tcp});
 }

@@ -1,12 +1,14 @@
 #!/usr/bin/python3
 """Provisions a freshly booted 2-host virtual lab with ansible/site.yml and checks the result.
 
-Steps (each asserts): h2's Soft-RoCE device is deleted so the softroce role has work; site.yml
-converges; a second site.yml run changes nothing (changed=0 in the JSON callback's stats);
-check.yml reports the agent service active, Soft-RoCE ACTIVE and the clocks synchronised;
-nics.yml --check with ConnectX-style variables on h2 prints the exact commands and runs none;
-the runner's user (ocslab, key + sudo) starts a capture through the provisioned daemon.
-The lab is always torn down. Usage: ansible_test.py BUILD_DIR SOURCE_DIR
+Steps (each asserts): the packages are built (cpack); h2's Soft-RoCE device is deleted so the
+softroce role has work; site.yml converges, installing the agent on h1 from the ocslab-agent .deb
+and on h2 as copied binaries; a second site.yml run changes nothing (changed=0 in the JSON
+callback's stats); check.yml reports the agent service active, Soft-RoCE ACTIVE and the clocks
+synchronised; nics.yml --check with ConnectX-style variables on h2 prints the exact commands and
+runs none; the runner's user (ocslab, key + sudo) starts a capture through the provisioned daemon,
+on h1 the package's /usr/bin/ocslab-agent; `apt-get purge ocslab-agent` on h1 leaves none of the
+package's files. The lab is always torn down. Usage: ansible_test.py BUILD_DIR SOURCE_DIR
 
 Strategies: site.yml (both runs) and nics.yml run under Mitogen's mitogen_linear strategy
 (Debian's ansible-mitogen), which keeps one Python interpreter per guest instead of starting one
@@ -81,6 +83,28 @@ def ssh(host_port, command, user="root", stdin=None):
                           input=stdin, capture_output=True, text=True, timeout=120)
 
 
+# Stops h1's agent, purges the package and lists what is left of it: every file, link and conffile
+# it had, and every folder of its own (a path naming ocslab; /usr/bin and the like stay).
+PURGE_CHECK = r"""
+set -u
+echo "before: $(dpkg-query -W -f='${Status} ${Version}' ocslab-agent)"
+files=$(dpkg -L ocslab-agent) || exit 1
+conffiles=$(dpkg-query -W -f='${Conffiles}' ocslab-agent | awk '{print $1}')
+sed -i '/ocslab-agent-run$/d' /etc/inittab && kill -HUP 1
+kill -TERM $(cat /run/ocslab-agent/agent.pid) 2>/dev/null; sleep 1
+DEBIAN_FRONTEND=noninteractive apt-get purge -y ocslab-agent >/dev/null || exit 1
+left=""
+for f in $files $conffiles; do
+  if [ -d "$f" ] && [ ! -L "$f" ]; then
+    case "$f" in *ocslab*) left="$left $f/";; esac
+  elif [ -e "$f" ] || [ -L "$f" ]; then
+    left="$left $f"
+  fi
+done
+echo "files listed: $(echo $files | wc -w), left: ${left:-none}"
+dpkg-query -W -f='${Status}' ocslab-agent 2>/dev/null | grep -q 'ok installed' || echo "after: not installed"
+"""
+
 if not os.path.exists("/usr/lib/python3/dist-packages/ansible_mitogen"):
     sys.exit("Mitogen's Ansible strategy is missing: install Debian's ansible-mitogen (scripts/install-deps)")
 
@@ -95,6 +119,16 @@ try:
     port = {h["name"]: h["ssh_port"] for h in state["hosts"]}
     r = ssh(port["h2"], "rdma link delete rxe_eth1 && rdma link show")
     check(r.returncode == 0 and "rxe_eth1" not in r.stdout, "h2: rxe_eth1 deleted before provisioning")
+
+    # The packages site.yml installs on h1 (the role's deb method; docs/install.md).
+    packages = os.path.join(build, "packages")
+    t0 = time.time()
+    cp = subprocess.run(["cpack", "--config", os.path.join(build, "CPackConfig.cmake"), "-G", "DEB", "-B", packages],
+                        cwd=build, capture_output=True, text=True)
+    debs = sorted(f for f in os.listdir(packages) if f.startswith("ocslab-agent_") and f.endswith(".deb")) \
+        if os.path.isdir(packages) else []
+    check(cp.returncode == 0 and len(debs) == 1,
+          f"cpack built the agent package in {time.time() - t0:.0f} s: {debs} {cp.stderr[-500:]}")
 
     pub = open(os.path.join(labdir, "keys/client_key.pub")).read().strip()
     keys = json.dumps({"ocslab_agent_authorized_keys": [pub]})
@@ -154,7 +188,7 @@ try:
               '{"type":"probes.start","id":2,"probes":[{"name":"carrier","interfaces":["eth1"],"interval_ms":10}]}\n')
     # sleep 3 / sleep 1 kept: 3 s of capture, then 1 s for the replies before stdin closes.
     cmd = ("(cat; sleep 3; echo '{\"type\":\"probes.stop\",\"id\":3}'; echo '{\"type\":\"bye\",\"id\":4}'; sleep 1) | "
-           "sudo -n /usr/local/bin/ocslab-agent serve --stdio --socket /run/ocslab-agent/agent.sock")
+           "sudo -n /usr/bin/ocslab-agent serve --stdio --socket /run/ocslab-agent/agent.sock")
     r = ssh(port["h1"], cmd, user="ocslab", stdin=script)
     msgs = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
     by_id = {m.get("id"): m for m in msgs if "id" in m}
@@ -164,6 +198,15 @@ try:
           "probes.start: capture spooled by the service")
     check(sum(1 for m in msgs if m.get("type") == "sample") > 0 and by_id.get(3, {}).get("ok"),
           "samples streamed, probes.stop ok")
+    r = ssh(port["h1"], "readlink /proc/$(cat /run/ocslab-agent/agent.pid)/exe")
+    check(r.stdout.strip() == "/usr/bin/ocslab-agent", f"h1's daemon is the package's binary: {r.stdout.strip()}")
+
+    # Purge on h1, as an administrator would: stop the service (here busybox init's respawn
+    # entry), apt-get purge, then none of the files the package listed may be left.
+    r = ssh(port["h1"], PURGE_CHECK)
+    print(r.stdout + r.stderr, flush=True)
+    check(r.returncode == 0 and "left: none" in r.stdout and "after: not installed" in r.stdout,
+          "apt-get purge ocslab-agent leaves none of its files on h1")
 finally:
     d = subprocess.run([ocslab, "vlab", "down", lab], capture_output=True, text=True)
     print("vlab down:", d.stdout.strip() or d.stderr.strip())

@@ -303,7 +303,7 @@ TEST_CASE("phase control in the virtual lab: 4 guests, DP/PP schedule, the contr
           results[static_cast<size_t>(r)] = lab.exec(
               hosts[static_cast<size_t>(r)],
               fmt::format("{} -s {} --ranks {} --port {} --rank {} --if eth1 --group-if world=lan0 --timeout-s 120 "
-                          "-o /tmp/phasevlab-{} --controller {}:{} --job {} --phase-mode {}",
+                          "--output /tmp/phasevlab-{} --controller {}:{} --job {} --phase-mode {}",
                           bin, sched, ranks_arg, kRendezvousPort, r, mode, kHostFromGuest, ctl.port(), kJob, mode),
               300s);
         } catch (const std::exception& e) {

@@ -18,6 +18,8 @@
 #include <thread>
 
 #include "lab_fixture.h"
+#include "ocslab/common/bounded_line.h"
+#include "ocslab/common/secret.h"
 #include "ocslab/common/process.h"
 #include "ocslab/ocsctl/driver.h"
 #include "ocslab/ocsctl/ssh_session.h"
@@ -241,15 +243,21 @@ std::vector<std::vector<std::string>> rdma_probe_across_outage(
   // folder there would be invisible, so the tool goes into the lab's run folder first.
   std::string tool = lab.state().dir + "/vlab_rdma_probe";
   fs::copy_file(test_tool_path("vlab_rdma_probe"), tool, fs::copy_options::overwrite_existing);
+  // The control connection is authenticated: both sides get this call's secret.
+  const std::string secret = ocslab::random_token();
   ocs::ExecResult server, client;
   std::thread srv([&] {
     ocs::SshSession s(lab.ssh("h2"));
-    server = s.exec(tool + " --role server --if eth1 --control 0.0.0.0:18515 --duration-s 16 --host h2", 60s);
+    server = s.exec(tool + " --role server --if eth1 --control 0.0.0.0:18520 --any-address --secret " + secret +
+                        " --duration-s 16 --host h2",
+                    60s);
   });
   std::this_thread::sleep_for(2s);  // kept: the server listens before the client starts
   std::thread cli([&] {
     ocs::SshSession s(lab.ssh("h1"));
-    client = s.exec(tool + " --role client --if eth1 --control h2:18515 --duration-s 12 --host h1 " + client_args, 60s);
+    client = s.exec(tool + " --role client --if eth1 --control h2:18520 --secret " + secret +
+                        " --duration-s 12 --host h1 " + client_args,
+                    60s);
   });
   std::this_thread::sleep_for(4s);  // kept: traffic flows before the circuit change
   driver.disconnect({1, 2});

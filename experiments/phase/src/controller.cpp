@@ -6,12 +6,11 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/read_until.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
-#include <boost/asio/streambuf.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
+#include <array>
 #include <deque>
 #include <future>
 #include <map>
@@ -19,6 +18,7 @@
 #include <thread>
 
 #include "ocslab/common/error.h"
+#include "ocslab/common/frame_limits.h"
 #include "ocslab/common/log.h"
 #include "ocslab/phase/controller_core.h"
 
@@ -62,32 +62,73 @@ struct Controller::Impl : CoreActions {
   bool started = false, stopped = false;
   std::map<ConnId, std::shared_ptr<Session>> sessions;
   ConnId next_conn = 0;
+  size_t dropped_at_limit = 0;
   std::map<std::pair<uint64_t, size_t>, std::unique_ptr<asio::steady_timer>> timers;
 };
 
 struct Session : std::enable_shared_from_this<Session> {
-  Session(Controller::Impl& c, ConnId i, tcp::socket s) : ctl(c), id(i), sock(std::move(s)), buf(kMaxLine + 1) {
+  Session(Controller::Impl& c, ConnId i, tcp::socket s)
+      : ctl(c), id(i), sock(std::move(s)), lines(kMaxLine), deadline(ctl.io) {
     boost::system::error_code ec;
     auto ep = sock.remote_endpoint(ec);
     peer = ec ? "?" : fmt::format("{}:{}", ep.address().to_string(), ep.port());
     sock.set_option(tcp::no_delay(true), ec);
   }
+  // Until it joined, the whole connection has one deadline: the hello must be in by then.
+  void start() {
+    arm(ctl.opt.hello_timeout, fmt::format("no accepted hello within {} ms of connecting", ctl.opt.hello_timeout.count()));
+    read();
+  }
   void read() {
-    asio::async_read_until(sock, buf, '\n', [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+    sock.async_read_some(asio::buffer(chunk), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
       // A read that completed just before we closed the session (controller stopping) still
       // runs its handler: its lines belong to a session that no longer exists.
       if (self->closed) return;
       if (ec) {
-        self->close(ec == asio::error::not_found ? fmt::format("line longer than {} bytes", kMaxLine) : ec.message());
+        self->close(ec.message());
         return;
       }
-      std::string line(asio::buffers_begin(self->buf.data()),
-                       asio::buffers_begin(self->buf.data()) + static_cast<long>(n) - 1);
-      self->buf.consume(n);
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      self->ctl.core->on_line(self->id, line);
-      if (!self->closed) self->read();
+      if (!self->lines.feed(std::string_view(self->chunk.data(), n))) {
+        self->close(fmt::format("line longer than {} bytes", kMaxLine));
+        return;
+      }
+      while (auto line = self->lines.next_line()) {
+        self->ctl.core->on_line(self->id, *line);
+        if (self->closed || self->close_after_write) return;  // refused: read nothing more from it
+      }
+      self->pace();
+      self->read();
     });
+  }
+  // Once joined: a line's deadline starts with its first byte and ends the line_timeout later,
+  // whatever arrives in between; no deadline while no line is in progress.
+  void pace() {
+    if (!ctl.core->joined(id)) return;  // still the hello deadline
+    if (!joined) {  // just joined: the hello deadline is met, lines get their own from now on
+      joined = true;
+      disarm();
+    }
+    if (!lines.partial()) {
+      disarm();
+    } else if (!armed) {
+      arm(ctl.opt.line_timeout, fmt::format("a line still incomplete {} ms after its first byte",
+                                            ctl.opt.line_timeout.count()));
+    }
+  }
+  void arm(std::chrono::milliseconds after, std::string why) {
+    armed = true;
+    const uint64_t gen = ++generation;
+    deadline.expires_after(after);
+    deadline.async_wait([self = shared_from_this(), gen, why = std::move(why)](boost::system::error_code ec) {
+      if (ec || self->closed || gen != self->generation) return;
+      self->close(why);
+    });
+  }
+  void disarm() {
+    if (!armed) return;
+    armed = false;
+    ++generation;
+    deadline.cancel();
   }
   void send(const Message& m) {
     if (closed) return;
@@ -112,6 +153,7 @@ struct Session : std::enable_shared_from_this<Session> {
   void close(const std::string& reason) {
     if (closed) return;
     closed = true;
+    disarm();
     boost::system::error_code ec;
     sock.shutdown(tcp::socket::shutdown_both, ec);
     sock.close(ec);
@@ -121,7 +163,12 @@ struct Session : std::enable_shared_from_this<Session> {
   Controller::Impl& ctl;
   ConnId id;
   tcp::socket sock;
-  asio::streambuf buf;
+  std::array<char, 4096> chunk{};
+  LineAssembler lines;
+  asio::steady_timer deadline;
+  bool armed = false;
+  bool joined = false;
+  uint64_t generation = 0;
   std::deque<std::string> outq;
   std::string peer;
   bool closed = false;
@@ -143,10 +190,17 @@ void Controller::Impl::start() {
     cc.initial.push_back(t ? *t : TopoId::uniform(L, 0));
     strands.push_back(asio::make_strand(workers.get_executor()));
   }
-  core = std::make_unique<ControllerCore>(std::move(cc), *this);
+  cc.token = opt.token;
   boost::system::error_code ec;
   tcp::endpoint ep(asio::ip::make_address(opt.listen_host, ec), static_cast<unsigned short>(opt.listen_port));
   if (ec) throw Error(fmt::format("controller {}: bad listen address '{}': {}", L.job, opt.listen_host, ec.message()));
+  if (opt.token.empty() && !ep.address().is_loopback()) {
+    throw Error(fmt::format(
+        "controller {}: refusing to listen on {} without a token: anyone who reaches it could reconfigure the "
+        "switch (set token_file: in the controller's file, or listen on 127.0.0.1)",
+        L.job, opt.listen_host));
+  }
+  core = std::make_unique<ControllerCore>(std::move(cc), *this);
   acceptor.open(ep.protocol(), ec);
   if (!ec) acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
   if (!ec) acceptor.bind(ep, ec);
@@ -190,10 +244,21 @@ void Controller::Impl::accept() {
       if (acceptor.is_open()) accept();
       return;
     }
+    size_t strangers = 0;
+    for (const auto& [id, s] : sessions) strangers += core->joined(id) ? 0 : 1;
+    if (strangers >= opt.max_strangers) {
+      boost::system::error_code ignored;
+      sock.close(ignored);  // no session, no core input: it cannot reach the switch
+      if (++dropped_at_limit == 1)
+        spdlog::warn("controller {}: {} connections have not joined; closing further ones until they do",
+                     opt.layout.job, strangers);
+      accept();
+      return;
+    }
     auto s = std::make_shared<Session>(*this, ++next_conn, std::move(sock));
     sessions[s->id] = s;
     core->opened(s->id, s->peer);
-    s->read();
+    s->start();
     accept();
   });
 }

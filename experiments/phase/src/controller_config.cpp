@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <boost/asio/ip/address.hpp>
+#include <filesystem>
 #include <set>
+
+#include "ocslab/common/secret.h"
 
 #include "ocslab/ocsctl/switch_url.h"
 
@@ -11,7 +15,8 @@ namespace ocslab::phase {
 ControllerConfig parse_controller_config(const YamlDoc& doc) {
   const auto& root = doc.root;
   if (!root.IsMap()) throw config_error(doc, root, "a controller file is a mapping (job, pp, dims, rails, ...)");
-  only_keys(doc, root, {"job", "pp", "dims", "initial", "listen", "ack_timeout_ms", "max_retries", "rails"});
+  only_keys(doc, root,
+            {"job", "pp", "dims", "initial", "listen", "token", "token_file", "ack_timeout_ms", "max_retries", "rails"});
   ControllerConfig c;
   c.origin = doc.origin;
   c.layout.job = as_string(doc, require(doc, root, "job"));
@@ -52,6 +57,29 @@ ControllerConfig parse_controller_config(const YamlDoc& doc) {
       if (pos != text.size() - colon - 1 || c.listen_port < 0 || c.listen_port > 65535) throw std::out_of_range("port");
     } catch (const std::exception&) {
       throw config_error(doc, l, fmt::format("listen '{}': port must be 0..65535", text));
+    }
+  }
+  if (root["token"] && root["token_file"])
+    throw config_error(doc, root["token"], "token and token_file exclude each other: give one");
+  if (auto t = root["token"]) {
+    c.token = as_string(doc, t);
+    if (c.token.size() < kMinTokenLength)
+      throw config_error(doc, t, fmt::format("token must be at least {} characters", kMinTokenLength));
+  }
+  if (auto t = root["token_file"]) {
+    c.token_file = as_string(doc, t);
+    if (c.token_file.empty()) throw config_error(doc, t, "token_file must name a file");
+    std::filesystem::path p(c.token_file);
+    if (p.is_relative() && !doc.origin.empty()) c.token_file = (std::filesystem::path(doc.origin).parent_path() / p).string();
+  }
+  if (c.token.empty() && c.token_file.empty()) {
+    boost::system::error_code ec;
+    auto addr = boost::asio::ip::make_address(c.listen_host, ec);
+    if (ec || !addr.is_loopback()) {
+      throw config_error(doc, root["listen"] ? root["listen"] : root,
+                         fmt::format("listen {}: a controller reachable from other machines needs token_file: (or "
+                                     "token:), which every shim must present",
+                                     c.listen_host));
     }
   }
   if (auto t = root["ack_timeout_ms"]) {
@@ -125,6 +153,15 @@ ControllerConfig parse_controller_config(const YamlDoc& doc) {
 
 ControllerConfig load_controller_config(const std::string& path) {
   return parse_controller_config(load_yaml_file(path));
+}
+
+std::string controller_token(const ControllerConfig& c) {
+  if (c.token_file.empty()) return c.token;
+  auto t = read_secret_file(c.token_file, "controller token file");
+  if (t.size() < kMinTokenLength)
+    throw Error(fmt::format("controller token file {}: the token must be at least {} characters", c.token_file,
+                            kMinTokenLength));
+  return t;
 }
 
 }  // namespace ocslab::phase

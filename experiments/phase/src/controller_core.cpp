@@ -7,6 +7,7 @@
 #include "ocslab/common/clock.h"
 #include "ocslab/common/error.h"
 #include "ocslab/common/log.h"
+#include "ocslab/common/secret.h"
 
 namespace ocslab::phase {
 
@@ -115,8 +116,24 @@ void ControllerCore::cancel_timers() {
   }
 }
 
+bool ControllerCore::joined(ConnId c) const {
+  auto it = conns_.find(c);
+  return it != conns_.end() && it->second.rank >= 0;
+}
+
 void ControllerCore::reject(ConnId c, const std::string& text, bool close,
                               const std::string& group, int64_t seq) {
+  if (conns_.at(c).rank < 0 && ++refused_strangers_ > kRecordedRefusals) {
+    if (refused_strangers_ == kRecordedRefusals + 1)
+      problem(fmt::format("more than {} clients refused before joining; further refusals are not recorded",
+                          kRecordedRefusals));
+    Message m;
+    m.type = MsgType::kError;
+    m.message = text;
+    act_.send(c, m);
+    act_.close_after_send(c);
+    return;
+  }
   auto e = event(Kind::kRejected);
   e.rank = conns_.at(c).rank;
   e.group = group;
@@ -172,6 +189,14 @@ void ControllerCore::on_line(ConnId c, std::string_view line) {
 void ControllerCore::hello(ConnId c, const Message& m) {
   const auto& L = cfg_.layout;
   if (conns_.at(c).rank >= 0) return reject(c, fmt::format("rank {}: second hello", conns_.at(c).rank), true);
+  // Before anything the hello claims is looked at: a client without the token learns nothing
+  // about the job and changes nothing.
+  if (!cfg_.token.empty() && !constant_time_equal(m.token, cfg_.token)) {
+    return reject(c,
+                  fmt::format("client {}: hello {}; refused", conns_.at(c).peer,
+                              m.token.empty() ? "without the controller's token" : "with a wrong token"),
+                  true);
+  }
   if (m.job != L.job) {
     return reject(c, fmt::format("rank {}: hello for job '{}' but this controller runs job '{}'", m.rank, m.job, L.job),
                   true);

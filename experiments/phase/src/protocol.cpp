@@ -128,6 +128,7 @@ std::string encode(const Message& m) {
       j["job"] = m.job;
       j["rank"] = m.rank;
       j["world"] = m.world;
+      if (!m.token.empty()) j["token"] = m.token;
       break;
     case MsgType::kRegister:
       j["group"] = m.group;
@@ -206,6 +207,7 @@ Message decode(std::string_view line, std::string_view where) {
       m.job = r.str("job");
       m.rank = static_cast<int>(r.integer("rank", 0, 1 << 20));
       m.world = static_cast<int>(r.integer("world", 1, 1 << 20));
+      m.token = r.str("token", false);
       break;
     case MsgType::kRegister:
       m.group = r.str("group");

@@ -115,6 +115,7 @@ Shim::Shim(ShimOptions options) : options_(std::move(options)) {
   h.job = options_.job;
   h.rank = options_.rank;
   h.world = options_.world;
+  h.token = options_.token;
   send_line(encode(h));
   auto deadline = Clock::now() + options_.connect_timeout;
   while (topo_.empty() && !register_error_ && fd_ >= 0) {

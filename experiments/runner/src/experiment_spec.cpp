@@ -10,6 +10,7 @@
 #include <regex>
 #include <set>
 
+#include "ocslab/common/ifname.h"
 #include "ocslab/runner/phase_workload.h"
 #include "ocslab/vlab/lab_spec.h"
 
@@ -193,6 +194,9 @@ void parse_lab(const YamlDoc& doc, const YAML::Node& lab, ExperimentSpec& spec) 
       only_keys(doc, nn, {"name", "tx_port", "rx_port"});
       NicEntry n;
       n.name = as_string(doc, require(doc, nn, "name"));
+      if (auto why = ifname_problem(n.name); !why.empty()) {
+        throw config_error(doc, nn["name"], fmt::format("NIC '{}' is not an interface name ({})", n.name, why));
+      }
       if (h.nic(n.name)) throw config_error(doc, nn["name"], "NIC '" + n.name + "' listed twice on " + h.name);
       n.tx_port = static_cast<ocs::Port>(int_in(doc, require(doc, nn, "tx_port"), 1, 100000, "tx_port"));
       n.rx_port = static_cast<ocs::Port>(int_in(doc, require(doc, nn, "rx_port"), 1, 100000, "rx_port"));
@@ -242,6 +246,12 @@ void parse_probes(const YamlDoc& doc, const YAML::Node& probes, ExperimentSpec& 
         }
       }
       if (v["interfaces"]) p.interfaces = string_list(doc, v["interfaces"]);
+      for (const auto& i : p.interfaces) {
+        if (auto why = ifname_problem(i); !why.empty()) {
+          throw config_error(doc, v["interfaces"],
+                             fmt::format("probe '{}': '{}' is not an interface name ({})", name, i, why));
+        }
+      }
       if (v["interval_ms"]) p.interval_ms = int_in(doc, v["interval_ms"], 1, 3600000, "interval_ms");
       if (v["params"]) {
         if (!v["params"].IsMap()) throw config_error(doc, v["params"], "params must be a map");

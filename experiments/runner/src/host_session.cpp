@@ -272,6 +272,23 @@ void HostSession::recover() {
   }
 }
 
+HostReport HostSession::report() const {
+  std::lock_guard lock(mutex_);
+  return report_;
+}
+
+HostReport HostSession::reattach(const agent::HelloInfo& at_start, uint64_t delivered_seq) {
+  {
+    std::lock_guard lock(mutex_);
+    report_.name = target_.name;
+    report_.hello = at_start;
+    health_.state = HostState::kLost;  // stop() then takes the reconnect + spool path
+  }
+  delivered_seq_ = delivered_seq;
+  started_ = true;
+  return stop();
+}
+
 HostReport HostSession::stop() {
   join_reader();
   HostState st = state();

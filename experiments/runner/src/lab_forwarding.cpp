@@ -4,18 +4,22 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
-#include "ocslab/common/exit_code.h"
+#include "ocslab/common/bounded_line.h"
+#include "ocslab/common/secret.h"
 #include "ocslab/common/clock.h"
 #include "ocslab/common/csv_writer.h"
+#include "ocslab/common/exit_code.h"
+#include "ocslab/common/shell.h"
+#include "ocslab/common/text.h"
 #include "ocslab/forwarding/diff.h"
 #include "ocslab/ocsctl/errors.h"
 #include "ocslab/ocsctl/ssh_session.h"
 #include "ocslab/runner/forwarding_spec.h"
+#include "ocslab/runner/run_context.h"
 
 namespace ocslab::runner {
 
@@ -30,13 +34,6 @@ void fan_out(size_t n, const std::function<void(size_t)>& fn) {
   std::vector<std::thread> th;
   for (size_t i = 0; i < n; ++i) th.emplace_back([&, i] { fn(i); });
   for (auto& t : th) t.join();
-}
-
-std::string last_line(const std::string& s) {
-  std::string t = s;
-  while (!t.empty() && (t.back() == '\n' || t.back() == '\r')) t.pop_back();
-  auto p = t.rfind('\n');
-  return p == std::string::npos ? t : t.substr(p + 1);
 }
 
 // What a failed agent command said: its standard error (or output), the last lines only, for
@@ -250,7 +247,7 @@ LabForwarding::Exec LabForwarding::run(size_t i, const std::string& args, const 
 
 std::vector<ForwardingApplyRecord> LabForwarding::apply(const Mapping& mapping, int iteration) {
   auto plans = lab_plans(spec_, mapping);
-  std::string flags = " --state-dir " + spec_.forwarding.state_dir + (spec_.forwarding.relay ? "" : " --no-relay");
+  std::string flags = " --state-dir " + shell_quote(spec_.forwarding.state_dir) + (spec_.forwarding.relay ? "" : " --no-relay");
   std::vector<ForwardingApplyRecord> recs(hosts_.size());
   dirty_ = true;
   fan_out(hosts_.size(), [&](size_t i) {
@@ -282,7 +279,7 @@ std::vector<ForwardingApplyRecord> LabForwarding::apply(const Mapping& mapping, 
   std::vector<std::string> rb_err(hosts_.size());
   fan_out(hosts_.size(), [&](size_t i) {
     if (!recs[i].ok || recs[i].changes == 0) return;
-    Exec x = run(i, "rollback --state-dir " + spec_.forwarding.state_dir);
+    Exec x = run(i, "rollback --state-dir " + shell_quote(spec_.forwarding.state_dir));
     if (x.status != 0) rb_err[i] = failure_text(x.err, x.out, x.status);
   });
   std::string rb;
@@ -295,7 +292,7 @@ std::vector<ForwardingApplyRecord> LabForwarding::apply(const Mapping& mapping, 
 std::vector<std::string> LabForwarding::clear() {
   std::vector<std::string> errors(hosts_.size());
   fan_out(hosts_.size(), [&](size_t i) {
-    Exec x = run(i, "clear --host " + hosts_[i].name + " --state-dir " + spec_.forwarding.state_dir);
+    Exec x = run(i, "clear --host " + shell_quote(hosts_[i].name) + " --state-dir " + shell_quote(spec_.forwarding.state_dir));
     if (x.status != 0) errors[i] = failure_text(x.err, x.out, x.status);
   });
   dirty_ = false;
@@ -308,7 +305,7 @@ std::vector<FilterCount> LabForwarding::read_counters(const std::vector<fw::Host
                                                       std::map<std::string, bool>* in_sync) {
   std::vector<std::vector<FilterCount>> per(hosts_.size());
   std::vector<int> sync(hosts_.size(), -1);
-  std::string flags = " --state-dir " + spec_.forwarding.state_dir + (spec_.forwarding.relay ? "" : " --no-relay");
+  std::string flags = " --state-dir " + shell_quote(spec_.forwarding.state_dir) + (spec_.forwarding.relay ? "" : " --no-relay");
   fan_out(hosts_.size(), [&](size_t i) {
     if (plans[i].filters.empty() && !in_sync) return;  // relays nothing: no counters to read
     Exec x = run(i, "verify --plan - --json" + flags, fw::to_json(plans[i]).dump());
@@ -341,6 +338,9 @@ VerifyMatrix LabForwarding::verify(const Mapping& mapping) {
   for (const auto& h : hosts_) m.hosts.push_back(h.name);
   auto counters = read_counters(plans, &m.in_sync);
   const auto& f = spec_.forwarding;
+  // The pings' QP exchanges are authenticated: a fresh secret, sent to both sides on standard
+  // input over the SSH session (not on a command line another user of the host could read).
+  const std::string secret = random_token() + "\n";
   // One pair at a time: a relay's filter counts per destination address, so concurrent pairs
   // toward the same address would be indistinguishable. The "after" read of a pair is the
   // "before" of the next.
@@ -352,11 +352,16 @@ VerifyMatrix LabForwarding::verify(const Mapping& mapping) {
       Exec server, client;
       auto t0 = std::chrono::steady_clock::now();
       std::thread srv([&] {
-        server = run(d, fmt::format("ping --if {} --listen 0.0.0.0:{} --count {} --timeout-s {}", p.dst_if, port,
-                                    f.ping_count, f.ping_timeout_s + 5));
+        // The server listens on its management address only: where the client connects.
+        server = run(d,
+                     fmt::format("ping --if {} --listen {}:{} --secret-file - --count {} --timeout-s {}", p.dst_if,
+                                 hosts_[d].mgmt, port, f.ping_count, f.ping_timeout_s + 5),
+                     secret);
       });
-      client = run(s, fmt::format("ping --if {} --connect {}:{} --count {} --timeout-s {}", p.src_if, hosts_[d].mgmt,
-                                  port, f.ping_count, f.ping_timeout_s));
+      client = run(s,
+                   fmt::format("ping --if {} --connect {}:{} --secret-file - --count {} --timeout-s {}", p.src_if,
+                               hosts_[d].mgmt, port, f.ping_count, f.ping_timeout_s),
+                   secret);
       srv.join();
       p.elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       try {
@@ -406,10 +411,8 @@ std::vector<ForwardingHostAccess> forwarding_access(const ExperimentSpec& spec,
 void write_matrix_files(const VerifyMatrix& m, const std::string& folder, int iteration) {
   std::string base = fmt::format("{}/forwarding-verify-{}-{}", folder, iteration, m.mapping);
   write_matrix_csv(m, base + ".csv");
-  std::ofstream(base + ".json") << to_json(m).dump(2) << "\n";
-  std::ofstream txt(base + ".txt");
-  txt << format_matrix(m);
-  if (!txt) throw Error("cannot write " + base + ".txt");
+  write_text(base + ".json", to_json(m).dump(2) + "\n");  // checked on close: a full disk names the file
+  write_text(base + ".txt", format_matrix(m));
 }
 
 namespace {

@@ -30,12 +30,14 @@
 #include "ocslab/common/csv_writer.h"
 #include "ocslab/common/file.h"
 #include "ocslab/common/process.h"
+#include "ocslab/common/secret.h"
 #include "ocslab/ocsctl/driver.h"
 #include "ocslab/ocsctl/ssh_session.h"
 #include "ocslab/ocsctl/switch_url.h"
 #include "ocslab/phase/orchestrator.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/experiment_type.h"
+#include "ocslab/runner/remote_dir.h"
 #include "ocslab/runner/run_context.h"
 #include "ocslab/runner/runner.h"
 #include "ocslab/runner/target.h"
@@ -318,7 +320,8 @@ class HostPrep {
     std::vector<Addr> addrs;
     for (const auto& r : pw.ranks) {
       const HostEntry& he = spec.hosts[r.host];
-      std::string out = must_exec(he, fmt::format("cat /sys/class/net/{0}/address && ip -4 -o addr show dev {0}", r.nic));
+      std::string out = must_exec(he, fmt::format("cat {} && ip -4 -o addr show dev {}",
+                                                  shell_quote("/sys/class/net/" + r.nic + "/address"), shell_quote(r.nic)));
       std::istringstream in(out);
       Addr a{r.host, r.nic, "", ""};
       std::getline(in, a.mac);
@@ -414,6 +417,7 @@ class PhaseWorkloadRun {
     folder_ = fs::absolute(result_.folder).string();
     schedule_text_ = read_file_or_empty(pw_.schedule_path);
     write_text(folder_ + "/schedule.yaml", schedule_text_);
+    token_ = random_token();  // this run's controller secret: the ranks get it over SSH
     program_ = install_program();
     slots_ = pw_.slots(spec_.hosts);
     for (const auto& r : pw_.ranks) used_hosts_.insert(r.host);
@@ -461,6 +465,7 @@ class PhaseWorkloadRun {
     phase::ControllerOptions co;
     co.listen_host = pw_.listen_host;
     co.listen_port = pw_.listen_port;
+    co.token = token_;
     co.layout = pw_.layout;
     co.rails = {std::move(rail)};
     co.ack_timeout = std::chrono::milliseconds(pw_.ack_timeout_ms);
@@ -503,10 +508,7 @@ class PhaseWorkloadRun {
   // ---- the ssh launcher: one SSH session per rank, the ranks' files fetched afterwards
 
   void run_over_ssh(ModeRun& m) {
-    const std::string remote = fmt::format("/tmp/ocslab-phase-{}-{}", result_.run_id, m.mode);
-    m.launch.schedule = remote + "/schedule.yaml";
-    m.launch.output_dir = remote;
-    copy_schedule_to_hosts(remote);
+    const std::map<size_t, std::string> remote = make_remote_dirs(m.mode);
     ctx_.log(fmt::format("{}: starting {} rank(s) over SSH, controller {}", m.mode, ranks(), m.launch.controller));
     // Each rank's pid on its host (its first output line), so Ctrl-C can end exactly it.
     std::vector<std::atomic<long long>> pids(static_cast<size_t>(ranks()));
@@ -514,7 +516,7 @@ class PhaseWorkloadRun {
     std::vector<std::thread> threads;
     for (int r = 0; r < ranks(); ++r) {
       threads.emplace_back([&, r] {
-        run_rank(m, r, pids[static_cast<size_t>(r)]);
+        run_rank(m, r, pids[static_cast<size_t>(r)], remote.at(host_index(r)));
         --running;
       });
     }
@@ -527,25 +529,47 @@ class PhaseWorkloadRun {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     for (auto& t : threads) t.join();
-    fetch_rank_files(m, remote);
-    remove_on_hosts(remote);
+    remove_on_hosts(m, remote, fetch_rank_files(m, remote));
   }
 
-  // The schedule goes to every host over SSH: real hosts need not share a file system.
-  void copy_schedule_to_hosts(const std::string& remote) const {
+  size_t host_index(int r) const { return pw_.ranks[static_cast<size_t>(r)].host; }
+
+  // A folder per host made by mktemp -d there (a new name, the SSH user's own, mode 0700), with
+  // the schedule in it: real hosts need not share a file system.
+  std::map<size_t, std::string> make_remote_dirs(const std::string& mode) const {
+    const std::string prefix = remote_dir_prefix(result_.run_id, mode);
+    std::map<size_t, std::string> dirs;
     for (size_t h : used_hosts_) {
-      ocs::SshSession s(ssh_options(spec_.hosts[h]));
-      auto r = s.exec(fmt::format("mkdir -p {0} && cat > {0}/schedule.yaml", remote), std::chrono::seconds(30),
-                      schedule_text_);
-      if (r.exit_status != 0)
-        throw Error(fmt::format("{}: cannot write {}/schedule.yaml: {}", spec_.hosts[h].name, remote, r.err));
+      try {
+        ocs::SshSession s(ssh_options(spec_.hosts[h]));
+        dirs[h] = make_remote_dir(s, prefix, "schedule.yaml", schedule_text_);
+        write_token(s, dirs[h]);
+      } catch (const std::exception& e) {
+        for (const auto& [made, dir] : dirs) remove_quietly(made, dir);  // only the schedule's copies
+        throw Error(fmt::format("{}: cannot make the ranks' folder: {}", spec_.hosts[h].name, e.what()));
+      }
     }
+    return dirs;
+  }
+
+  // The controller's token into the host's (mktemp'd, private) folder: a new 0600 file renamed
+  // into place. The token travels on the session's stdin, never in a command line.
+  void write_token(ocs::SshSession& s, const std::string& dir) const {
+    auto r = s.exec(fmt::format("umask 077 && t=$(mktemp {0}/.controller.token.XXXXXX) && cat > \"$t\" && "
+                                "mv -f \"$t\" {0}/controller.token",
+                                shell_quote(dir)),
+                    std::chrono::seconds(30), token_ + "\n");
+    if (r.exit_status != 0) throw Error(fmt::format("cannot write {}/controller.token: {}", dir, r.err));
   }
 
   // Rank r over its own SSH session until it exits; its output goes to rank<r>.log.
-  void run_rank(ModeRun& m, int r, std::atomic<long long>& pid) const {
+  void run_rank(ModeRun& m, int r, std::atomic<long long>& pid, const std::string& remote) const {
     const HostEntry& h = host_of_rank(r);
-    std::string cmd = shell_join(rank_argv(pw_, spec_.hosts, r, m.launch));
+    RankLaunch launch = m.launch;
+    launch.output_dir = remote;
+    launch.schedule = remote + "/schedule.yaml";
+    launch.token_file = remote + "/controller.token";
+    std::string cmd = shell_join(rank_argv(pw_, spec_.hosts, r, launch));
     std::string text = "$ " + cmd + "\n";
     std::string head;
     try {
@@ -591,31 +615,45 @@ class PhaseWorkloadRun {
     }
   }
 
-  // Every rank's files back over SSH.
-  void fetch_rank_files(ModeRun& m, const std::string& remote) const {
+  // Every rank's files back over SSH, each verified (written, fsynced, its size equal to the
+  // host's). Returns the hosts whose folder must stay: a file there was not verified.
+  std::set<size_t> fetch_rank_files(ModeRun& m, const std::map<size_t, std::string>& remote) const {
+    std::set<size_t> keep;
     for (int r = 0; r < ranks(); ++r) {
       const HostEntry& h = host_of_rank(r);
+      std::vector<std::string> names;
+      for (const char* pattern : kRankFiles) names.push_back(fmt::format(fmt::runtime(pattern), r));
       try {
         ocs::SshSession s(ssh_options(h));
-        for (const char* pattern : kRankFiles) {
-          std::string name = fmt::format(fmt::runtime(pattern), r);
-          auto res = s.exec(fmt::format("cat {}/{}", remote, name), std::chrono::seconds(60));
-          if (res.exit_status == 0) write_text(m.dir + "/" + name, res.out);
-        }
+        auto got = fetch_verified(s, remote.at(host_index(r)), names, m.dir);
+        for (const auto& p : got.problems) m.problem(fmt::format("{}: rank {} on {}: {}", m.mode, r, h.name, p));
+        if (!got.verified()) keep.insert(host_index(r));
       } catch (const std::exception& e) {
         m.problem(fmt::format("{}: fetching rank {}'s files from {}: {}", m.mode, r, h.name, e.what()));
+        keep.insert(host_index(r));
+      }
+    }
+    return keep;
+  }
+
+  // Each host's folder is removed once all its files were verified; otherwise it stays, named.
+  void remove_on_hosts(ModeRun& m, const std::map<size_t, std::string>& remote, const std::set<size_t>& keep) const {
+    for (const auto& [h, dir] : remote) {
+      if (keep.count(h)) {
+        m.problem(fmt::format("{}: kept {} on {}: not every rank file in it was copied and verified", m.mode, dir,
+                              spec_.hosts[h].name));
+      } else {
+        remove_quietly(h, dir);
       }
     }
   }
 
-  void remove_on_hosts(const std::string& remote) const {
-    for (size_t h : used_hosts_) {
-      try {
-        ocs::SshSession s(ssh_options(spec_.hosts[h]));
-        s.exec("rm -rf " + remote, std::chrono::seconds(30));
-      } catch (const std::exception& e) {
-        spdlog::warn("could not remove {} on {}: {}", remote, spec_.hosts[h].name, e.what());
-      }
+  void remove_quietly(size_t h, const std::string& dir) const {
+    try {
+      ocs::SshSession s(ssh_options(spec_.hosts[h]));
+      remove_remote_dir(s, dir);
+    } catch (const std::exception& e) {
+      spdlog::warn("could not remove {} on {}: {}", dir, spec_.hosts[h].name, e.what());
     }
   }
 
@@ -628,6 +666,16 @@ class PhaseWorkloadRun {
     m.launch.output_dir = shared;
     m.launch.schedule = pw_.shared_dir.empty() ? folder_ + "/schedule.yaml" : shared + "/schedule.yaml";
     if (!pw_.shared_dir.empty()) write_text(m.launch.schedule, schedule_text_);
+    // The ranks read the token from the shared folder: a new 0600 file, removed after the job.
+    m.launch.token_file = shared + "/controller.token";
+    write_secret_file(m.launch.token_file, token_);
+    struct RemoveToken {
+      std::string path;
+      ~RemoveToken() {
+        std::error_code ec;
+        fs::remove(path, ec);
+      }
+    } remove_token{m.launch.token_file};
     auto argv = launcher_argv(pw_, spec_.hosts, m.launch);
     write_text(m.dir + "/launcher.log", "$ " + shell_join(argv) + "\n");
     ctx_.log(fmt::format("{}: {}", m.mode, shell_join(argv)));
@@ -798,6 +846,7 @@ class PhaseWorkloadRun {
   RunResult& result_;
   std::string folder_;         // absolute
   std::string schedule_text_;  // the schedule file, as the ranks get it
+  std::string token_;          // the controllers' shared secret for this run
   std::string program_;        // as the ranks' hosts see it
   std::vector<phase::Slot> slots_;
   std::set<size_t> used_hosts_;

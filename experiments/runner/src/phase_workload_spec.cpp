@@ -2,6 +2,8 @@
 // runner starts the ranks with (ssh: one per rank; mpirun / srun: one for the job).
 #include <fmt/format.h>
 
+#include <boost/asio/ip/address.hpp>
+
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
@@ -374,12 +376,29 @@ void parse_listen(const YamlDoc& doc, const YAML::Node& l, PhaseWorkloadSpec& pw
 }
 
 // How the ranks reach the runner's controller: phase.controller, the QEMU host in a virtual
-// lab, loopback when every rank is local.
+// lab, loopback when every rank is local. And, without phase.listen, the one address the
+// controller binds: the one the ranks reach, never every address.
 void pick_controller_host(const YamlDoc& doc, const YAML::Node& ph, const ExperimentSpec& spec, PhaseWorkloadSpec& pw) {
+  const bool listen_given = static_cast<bool>(ph["listen"]);
   if (ph["controller"]) {
     pw.controller_host = as_string(doc, ph["controller"]);
+    if (!listen_given) {
+      boost::system::error_code ec;
+      boost::asio::ip::make_address(pw.controller_host, ec);
+      if (ec) {
+        throw config_error(doc, ph["controller"],
+                           fmt::format("phase.controller '{}' is a name: give phase.listen ADDRESS:PORT, the "
+                                       "address of this machine the controller binds (it never binds every address "
+                                       "by default)",
+                                       pw.controller_host));
+      }
+      pw.listen_host = pw.controller_host;
+    }
   } else if (!spec.vlab.empty()) {
-    pw.controller_host = "10.0.2.2";  // QEMU user networking: the guests' way to the runner's machine
+    // QEMU user networking: the guests' way to the runner's machine is 10.0.2.2, which QEMU
+    // turns into a connection from its own process to the runner's loopback.
+    pw.controller_host = "10.0.2.2";
+    if (!listen_given) pw.listen_host = "127.0.0.1";
   } else {
     bool all_local = pw.launcher == Launcher::kSsh;
     for (const auto& r : pw.ranks) all_local = all_local && loopback(spec.hosts[r.host].ssh_host);
@@ -389,6 +408,7 @@ void pick_controller_host(const YamlDoc& doc, const YAML::Node& ph, const Experi
                          "the ranks run on other machines");
     }
     pw.controller_host = "127.0.0.1";
+    if (!listen_given) pw.listen_host = "127.0.0.1";
   }
 }
 
@@ -436,6 +456,10 @@ std::vector<std::string> rank_argv(const PhaseWorkloadSpec& spec, const std::vec
                                 l.job,
                                 "--phase-mode",
                                 l.mode};
+  if (!l.token_file.empty()) {  // the token itself never goes into argv
+    a.push_back("--controller-token-file");
+    a.push_back(l.token_file);
+  }
   if (l.mode == "provisioning") {
     a.push_back("--profile-steps");
     a.push_back(std::to_string(spec.profile_steps));
@@ -484,6 +508,10 @@ std::vector<std::string> launcher_argv(const PhaseWorkloadSpec& spec, const std:
   std::vector<std::string> w = {l.program,      "--schedule", l.schedule, "--nranks",     std::to_string(n),
                                 "--rendezvous", l.rendezvous, "--output", l.output_dir,   "--controller",
                                 l.controller,   "--job",      l.job,      "--phase-mode", l.mode};
+  if (!l.token_file.empty()) {
+    w.push_back("--controller-token-file");
+    w.push_back(l.token_file);
+  }
   if (l.mode == "provisioning") {
     w.push_back("--profile-steps");
     w.push_back(std::to_string(spec.profile_steps));
@@ -501,30 +529,6 @@ std::vector<std::string> launcher_argv(const PhaseWorkloadSpec& spec, const std:
   w.insert(w.end(), spec.args.begin(), spec.args.end());
   a.insert(a.end(), w.begin(), w.end());
   return a;
-}
-
-std::string shell_join(const std::vector<std::string>& argv) {
-  std::string out;
-  for (const auto& w : argv) {
-    if (!out.empty()) out += ' ';
-    bool plain =
-        !w.empty() && w.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-./:=,@+%") ==
-                          std::string::npos;
-    if (plain) {
-      out += w;
-      continue;
-    }
-    out += '\'';
-    for (char c : w) {
-      if (c == '\'') {
-        out += "'\\''";
-      } else {
-        out += c;
-      }
-    }
-    out += '\'';
-  }
-  return out;
 }
 
 }  // namespace ocslab::runner

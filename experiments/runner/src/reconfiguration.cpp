@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,10 +18,15 @@
 #include <sstream>
 #include <thread>
 
+#include "ocslab/common/bounded_line.h"
+#include "ocslab/common/secret.h"
 #include "ocslab/common/clock.h"
+#include "ocslab/common/csv_reader.h"
 #include "ocslab/common/file.h"
+#include "ocslab/common/shell.h"
 #include "ocslab/ocsctl/driver.h"
 #include "ocslab/ocsctl/ssh_session.h"
+#include "ocslab/runner/capture_store.h"
 #include "ocslab/runner/experiment_type.h"
 #include "ocslab/runner/lab_forwarding.h"
 #include "ocslab/runner/ocs_power_monitor.h"
@@ -67,7 +73,7 @@ HostFacts query_facts(const ocs::SshOptions& ssh, const HostEntry& h) {
   try {
     ocs::SshSession s(ssh);
     std::string cmd = "uname -r";
-    for (const auto& n : h.nics) cmd += "; echo '@@" + n.name + "'; ethtool -i " + n.name + " 2>&1";
+    for (const auto& n : h.nics) cmd += "; echo " + shell_quote("@@" + n.name) + "; ethtool -i " + shell_quote(n.name) + " 2>&1";
     auto r = s.exec(cmd, std::chrono::seconds(20));
     std::istringstream in(r.out);
     std::string line;
@@ -147,12 +153,19 @@ void add_rdma_requests(const ExperimentSpec& spec, std::map<std::string, std::ve
   }
 }
 
-// One agent session per host. A virtual lab's guests get a daemon of this run's own (a reused
-// lab may still run an old one).
+}  // namespace
+
+// A virtual lab's guests get a daemon of this run's own (a reused lab may still run an old one).
 std::vector<HostTarget> host_targets(const Target& target, const std::string& run_id) {
   const ExperimentSpec& spec = target.spec;
   auto requests = probe_requests(spec);
   add_rdma_requests(spec, requests);
+  // The RDMA probes' control connections are authenticated with a secret of this run's, handed
+  // to both sides over the SSH-authenticated agent sessions (never written to the results).
+  const std::string rdma_secret = random_token();
+  for (auto& [host, list] : requests)
+    for (auto& r : list)
+      if (r.name == "rdma") r.params["secret"] = rdma_secret;
   std::vector<HostTarget> out;
   for (const auto& h : spec.hosts) {
     HostTarget t;
@@ -162,7 +175,7 @@ std::vector<HostTarget> host_targets(const Target& target, const std::string& ru
     if (target.is_vlab()) {
       t.agent_command += " --socket /run/ocslab-agent/" + run_id + ".sock";
     } else if (!h.agent_socket.empty()) {
-      t.agent_command += " --socket " + h.agent_socket;
+      t.agent_command += " --socket " + shell_quote(h.agent_socket);
     }
     t.probes = requests[h.name];
     if (t.probes.empty()) throw Error("host " + h.name + " has no probe to run (probes: in the spec)");
@@ -170,6 +183,8 @@ std::vector<HostTarget> host_targets(const Target& target, const std::string& ru
   }
   return out;
 }
+
+namespace {
 
 // "\n  host: error" for every host with one.
 std::string per_host_errors(const std::vector<HostEntry>& hosts, const std::vector<std::string>& errors) {
@@ -180,17 +195,10 @@ std::string per_host_errors(const std::vector<HostEntry>& hosts, const std::vect
   return failed;
 }
 
-// Host clock -> runner clock: each host's offset interpolated linearly between its estimate
-// before and after the schedule.
-void correct_clocks(std::vector<Sample>& samples, const std::vector<HostReport>& hosts, int64_t before_ns,
-                    int64_t after_ns) {
-  std::map<std::string, const HostReport*> by_name;
-  for (const auto& r : hosts) by_name[r.name] = &r;
-  for (auto& s : samples) {
-    auto it = by_name.find(s.host);
-    if (it == by_name.end()) continue;
-    const auto& b = it->second->clock_before;
-    const auto& a = it->second->clock_after;
+// Host clock -> runner clock for one host's samples: its offset interpolated linearly between
+// its estimates before and after the schedule.
+std::function<void(Sample&)> clock_correction(const HostReport& r, int64_t before_ns, int64_t after_ns) {
+  return [b = r.clock_before, a = r.clock_after, before_ns, after_ns](Sample& s) {
     double off = static_cast<double>(b.offset_ns);
     if (a.exchanges > 0 && after_ns > before_ns) {
       double f = std::clamp(static_cast<double>(s.t_ns - b.offset_ns - before_ns) / static_cast<double>(after_ns - before_ns),
@@ -198,8 +206,15 @@ void correct_clocks(std::vector<Sample>& samples, const std::vector<HostReport>&
       off = static_cast<double>(b.offset_ns) + f * static_cast<double>(a.offset_ns - b.offset_ns);
     }
     s.t_ns -= static_cast<int64_t>(off);
-  }
+  };
 }
+
+// Capture streams (capture_store.h): one per host, then the runner's own, merged in this order.
+std::string host_stream(const std::string& host) { return "host." + host; }
+constexpr const char* kControlStream = "runner.control";
+constexpr const char* kForwardingStream = "runner.forwarding";
+constexpr const char* kPowerStream = "runner.switch_power";
+constexpr const char* kGroundTruthStream = "lab.ground_truth";
 
 json host_meta(const HostEntry& h, const HostFacts& facts, const HostReport* r) {
   json j = {{"name", h.name}, {"kernel", facts.kernel}, {"nics", facts.nics}};
@@ -232,6 +247,37 @@ json reconfigurations_meta(const std::vector<ReconfigRecord>& recs) {
   return out;
 }
 
+// The reconfigurations of a run as its control stream recorded them (`ocslab recover`): each
+// `command` row and the `ack` after it; the setup apply is not one.
+std::vector<ReconfigRecord> control_records(const std::string& path) {
+  std::vector<ReconfigRecord> out;
+  std::ifstream in(path);
+  std::string line;
+  if (!std::getline(in, line)) return out;
+  auto header = split_csv_line(line);
+  auto col = [&](const char* name) {
+    return static_cast<size_t>(std::find(header.begin(), header.end(), name) - header.begin());
+  };
+  const size_t ct = col("t_ns"), csub = col("subject"), csig = col("signal"), cv = col("value");
+  if (std::max({ct, csub, csig, cv}) >= header.size()) throw Error(path + ": not a capture file (header)");
+  while (std::getline(in, line)) {
+    auto f = split_csv_line(line);
+    if (f.size() < header.size()) continue;
+    if (f[csig] == "command") {
+      ReconfigRecord r;
+      r.iteration = static_cast<int>(out.size()) + 1;
+      r.mapping = f[csub];
+      r.issued_ns = std::stoll(f[ct]);
+      out.push_back(r);
+    } else if (f[csig] == "ack" && !out.empty() && out.back().acked_ns == 0) {
+      out.back().acked_ns = std::stoll(f[ct]);
+      out.back().ok = std::stod(f[cv]) == 1;
+      if (!out.back().ok) out.back().error = "refused or failed (see the run's log)";
+    }
+  }
+  return out;
+}
+
 // One run of the type: the steps of run(), in order, over the state they share.
 class ReconfigurationRun {
  public:
@@ -245,15 +291,99 @@ class ReconfigurationRun {
     run_start_ns_ = realtime_ns();
     setup_first_mapping();
     start_agents();
-    start_power_monitor();
-    run_schedule();
+    write_start_record();
+    try {
+      start_power_monitor();
+      run_schedule();
+    } catch (...) {
+      abandon_capture();
+      throw;
+    }
     stop_and_collect();
     std::string write_error = write_results();
     leave_guests();
     if (!write_error.empty()) throw ResultsNotWritten(write_error);
   }
 
+  // `ocslab recover`: the run whose runner died after it wrote run.json (start, the record of
+  // write_start_record). Each host's agent is reached again: its probes are stopped and every
+  // sample after the last one in capture/ is fetched from its spool; then the folder is
+  // finished as run() would have (clock_after measured now). The switch is not touched.
+  void recover(const json& start) {
+    run_start_ns_ = start.at("run_start_ns").get<int64_t>();
+    clock_before_ns_ = start.at("clock_before_ns").get<int64_t>();
+    const json& sw = start.at("switch");
+    info_.vendor = sw.value("vendor", "");
+    info_.model = sw.value("model", "");
+    info_.serial = sw.value("serial", "");
+    info_.version = sw.value("version", "");
+    const json& hosts = start.at("hosts");
+    if (hosts.size() != spec_.hosts.size()) throw Error("run.json: its hosts are not the spec's");
+    for (const auto& h : hosts) facts_.push_back({h.value("kernel", ""), h.value("nics", json::array()), ""});
+    store_ = CaptureStore::resume(result_.folder + "/capture");
+    std::map<std::string, uint64_t> on_disk;
+    for (const auto& st : store_->streams()) on_disk[st.name] = st.last_seq;
+    auto targets = host_targets(target_, result_.run_id);
+    for (size_t i = 0; i < targets.size(); ++i) {
+      const json& h = hosts[i];
+      agent::HelloInfo hello;
+      hello.host = h.at("agent").value("host", "");
+      hello.pid = h.at("agent").value("pid", 0LL);
+      hello.version = h.at("agent").value("version", 0);
+      hello.clock_sync = h.value("clock_sync", "");
+      agent::ClockEstimate before;
+      if (h.contains("clock_before") && h["clock_before"].is_object()) {
+        before.offset_ns = h["clock_before"].value("offset_ns", int64_t{0});
+        before.uncertainty_ns = h["clock_before"].value("uncertainty_ns", int64_t{0});
+        before.rtt_ns = h["clock_before"].value("rtt_ns", int64_t{0});
+        before.exchanges = h["clock_before"].value("exchanges", 0);
+      }
+      ssh_.push_back(targets[i].ssh);
+      const std::string stream = host_stream(targets[i].name);
+      const uint64_t from = on_disk[stream];
+      HostSession session(targets[i], [this](const std::string& host, const agent::SeqSample& x) {
+        store_->append(host_stream(host), x.sample, x.seq);
+      });
+      HostReport r = session.reattach(hello, from);
+      r.clock_before = before;
+      ctx_.log(fmt::format("{}: {} sample(s) on disk, {} fetched from the agent's spool{}", r.name, from, r.samples,
+                           r.lost ? " (agent gone: " + (r.errors.empty() ? std::string() : r.errors.back()) + ")" : ""));
+      result_.hosts.push_back(std::move(r));
+    }
+    clock_after_ns_ = run_end_ns_ = recovered_ns_ = realtime_ns();
+    result_.reconfigurations = control_records(result_.folder + "/capture/" + kControlStream + ".csv");
+    int64_t last_control = 0;
+    for (const auto& r : result_.reconfigurations) last_control = std::max({last_control, r.issued_ns, r.acked_ns});
+    result_.problems.push_back(fmt::format(
+        "the runner ended before the run did; `ocslab recover` finished the folder at {}: switch commands after {} are "
+        "not recorded",
+        iso_time(recovered_ns_), last_control ? iso_time(last_control) : std::string("the start")));
+    for (const auto& r : result_.hosts) {
+      if (r.lost) result_.problems.push_back("host " + r.name + " lost");
+    }
+    std::string write_error = write_results();
+    leave_guests();
+    if (!write_error.empty()) throw ResultsNotWritten(write_error);
+  }
+
  private:
+  // RESULTS/run.json: what `ocslab recover` needs if this process dies from here on (meta.json
+  // as far as it is known now, the agents' pids and clock offsets, the times the clock
+  // correction starts from). Replaced atomically; a failure to write it is a problem, not fatal.
+  void write_start_record() {
+    for (auto& s : pool_->sessions()) result_.hosts.push_back(s->report());
+    json j = meta();
+    result_.hosts.clear();
+    j["run_start_ns"] = run_start_ns_;
+    j["clock_before_ns"] = clock_before_ns_;
+    try {
+      write_text(result_.folder + "/run.json", j.dump(2) + "\n");
+    } catch (const Error& e) {
+      result_.problems.push_back(std::string(e.what()) + " (`ocslab recover` cannot finish this run if it dies)");
+      ctx_.log(e.what());
+    }
+  }
+
   void open_switch() {
     driver_ = ocs::make_driver(sw_.url, sw_.options);
     info_ = driver_->info();
@@ -262,11 +392,12 @@ class ReconfigurationRun {
   }
 
   void open_sessions() {
-    pool_ = std::make_unique<SessionPool>([this](const std::string&, const agent::SeqSample& s) {
-      std::lock_guard<std::mutex> lock(samples_mutex_);
-      samples_.push_back(s.sample);
+    // Every sample goes to disk as it arrives (RESULTS/capture/); nothing of a run is kept in
+    // memory, whatever its length.
+    store_ = std::make_unique<CaptureStore>(result_.folder + "/capture");
+    pool_ = std::make_unique<SessionPool>([this](const std::string& host, const agent::SeqSample& s) {
+      store_->append(host_stream(host), s.sample, s.seq);
     });
-    samples_.reserve(1 << 16);
     for (auto& t : host_targets(target_, result_.run_id)) {
       ssh_.push_back(t.ssh);
       pool_->add(std::move(t));
@@ -309,7 +440,7 @@ class ReconfigurationRun {
     pmo.interval = std::chrono::milliseconds(spec_.power_monitor_ms);
     pmo.threshold_dbm = spec_.power_threshold_dbm;
     monitor_ = std::make_unique<OcsPowerMonitor>(
-        sw_.url, sw_.options, watched, [this](const Sample& s) { monitor_samples_.push_back(s); }, pmo);
+        sw_.url, sw_.options, watched, [this](const Sample& s) { store_->append(kPowerStream, s); }, pmo);
     monitor_->start();
   }
 
@@ -345,6 +476,15 @@ class ReconfigurationRun {
       problem(fmt::format("reconfiguration {} to '{}' failed: {} (marked; the run goes on)", i, m.name, rec.error));
     }
     result_.reconfigurations.push_back(rec);
+    ctx_.event("reconfiguration", {{"i", i},
+                                   {"n", spec_.schedule().size()},
+                                   {"mapping", m.name},
+                                   {"ok", rec.ok},
+                                   {"error", rec.error},
+                                   {"issued_ns", rec.issued_ns},
+                                   {"acked_ns", rec.acked_ns},
+                                   {"added", rec.added},
+                                   {"removed", rec.removed}});
     if (!fwd_ || !rec.ok) return true;
     try {
       forwarding_reconfigured(*fwd_, m, i, result_.folder);
@@ -388,9 +528,9 @@ class ReconfigurationRun {
       rec.error = e.what();
     }
     const bool command = std::string(signal_issue) == "command";
-    control_.push_back(Sample{rec.issued_ns, 0, "switch", "ocs", m.name, signal_issue, 1, ""});
-    control_.push_back(
-        Sample{rec.acked_ns, 0, "switch", "ocs", m.name, command ? "ack" : "setup_ack", rec.ok ? 1.0 : 0.0, "bool"});
+    store_->append(kControlStream, Sample{rec.issued_ns, 0, "switch", "ocs", m.name, signal_issue, 1, ""});
+    store_->append(kControlStream,
+                   Sample{rec.acked_ns, 0, "switch", "ocs", m.name, command ? "ack" : "setup_ack", rec.ok ? 1.0 : 0.0, "bool"});
     return rec;
   }
 
@@ -398,6 +538,7 @@ class ReconfigurationRun {
 
   void problem(const std::string& msg) {
     result_.problems.push_back(msg);
+    ctx_.event("problem", {{"message", msg}});
     if (progress()) *progress() << "\n";
     ctx_.log(msg);
   }
@@ -420,6 +561,12 @@ class ReconfigurationRun {
     auto health = pool_->health();
     for (size_t k = 0; k < health.size(); ++k) {
       const std::string& name = spec_.hosts[k].name;
+      const std::string state = to_string(health[k].state);
+      if (host_states_[name] != state) {
+        host_states_[name] = state;
+        ctx_.event("host_state",
+                   {{"host", name}, {"state", state}, {"samples", health[k].samples}, {"error", health[k].error}});
+      }
       if (health[k].state == HostState::kLost && !reported_lost_[name]) {
         reported_lost_[name] = true;
         problem(fmt::format("host {} lost: {} (the run goes on without it)", name, health[k].error));
@@ -451,52 +598,78 @@ class ReconfigurationRun {
     driver_->close();
   }
 
-  // Every sample on the runner's clock, in time order: the hosts' (corrected), the switch
-  // commands, forwarding, the power monitor, a virtual lab's ground truth.
-  std::vector<Sample> merged_samples() {
-    std::vector<Sample> all;
-    {
-      std::lock_guard<std::mutex> lock(samples_mutex_);
-      all = std::move(samples_);
+  // The probes were started and the run is cut short (an exception in the schedule): every
+  // host's probes are stopped and what they sent so far stays in capture/ on disk. Errors here
+  // are logged, not thrown: the original one is what the caller must see.
+  void abandon_capture() {
+    try {
+      if (monitor_) monitor_->stop();
+      result_.hosts = pool_->stop_all();
+    } catch (const std::exception& e) {
+      ctx_.log(std::string("stopping the probes after a failure: ") + e.what());
     }
-    correct_clocks(all, result_.hosts, clock_before_ns_, clock_after_ns_);
-    all.insert(all.end(), control_.begin(), control_.end());
+    try {
+      store_->close();
+    } catch (const std::exception& e) {
+      ctx_.log(std::string("closing the capture after a failure: ") + e.what());
+    }
+  }
+
+  // The streams timeline.csv is merged from, on the runner's clock, in merge order: the hosts'
+  // (clock-corrected), the switch commands, forwarding, the power monitor, a virtual lab's ground
+  // truth. Appends forwarding's rows and the ground truth first, then closes the store.
+  std::vector<CaptureInput> close_capture() {
     if (fwd_) {
-      auto rows = fwd_->samples();
-      all.insert(all.end(), rows.begin(), rows.end());
+      for (const auto& row : fwd_->samples()) store_->append(kForwardingStream, row);
     }
-    all.insert(all.end(), monitor_samples_.begin(), monitor_samples_.end());
     if (target_.is_vlab()) {
       try {
-        auto gt = read_ground_truth(target_.lab.ground_truth(), run_start_ns_ - 1'000'000'000, run_end_ns_, spec_.hosts);
-        all.insert(all.end(), gt.begin(), gt.end());
+        read_ground_truth(target_.lab.ground_truth(), run_start_ns_ - 1'000'000'000, run_end_ns_, spec_.hosts,
+                          [this](const Sample& x) { store_->append(kGroundTruthStream, x); });
       } catch (const std::exception& e) {
         result_.problems.push_back(e.what());
         ctx_.log(e.what());
       }
     }
-    std::stable_sort(all.begin(), all.end(), [](const Sample& a, const Sample& b) { return a.t_ns < b.t_ns; });
-    return all;
+    store_->close();
+    std::map<std::string, CaptureStreamInfo> by_name;
+    for (auto& st : store_->streams()) {
+      if (!st.error.empty()) {
+        result_.problems.push_back(fmt::format("capture {}: {} ({} row(s) not written; a host's agent keeps its samples "
+                                               "in its spool)",
+                                               st.name, st.error, st.dropped));
+      }
+      by_name[st.name] = st;
+    }
+    std::vector<CaptureInput> inputs;
+    for (const auto& r : result_.hosts) {
+      auto it = by_name.find(host_stream(r.name));
+      if (it != by_name.end()) inputs.push_back({it->second.path, clock_correction(r, clock_before_ns_, clock_after_ns_)});
+    }
+    for (const char* name : {kControlStream, kForwardingStream, kPowerStream, kGroundTruthStream}) {
+      auto it = by_name.find(name);
+      if (it != by_name.end()) inputs.push_back({it->second.path, {}});
+    }
+    return inputs;
   }
 
-  // timeline.csv, then meta.json. timeline.csv is the only copy of the merged, clock-corrected
-  // samples: a write that fails (full disk) fails the run, once the guests are left as they
-  // were found. Returns that failure ("" when both were written).
+  // timeline.csv, then meta.json, each replaced atomically. The capture files stay: they are the
+  // raw record timeline.csv was merged from. A write that fails (full disk) fails the run, once
+  // the guests are left as they were found. Returns that failure ("" when both were written).
   std::string write_results() {
-    auto all = merged_samples();
+    auto inputs = close_capture();
     std::vector<int64_t> issued;
     for (const auto& r : result_.reconfigurations) issued.push_back(r.issued_ns);
     std::sort(issued.begin(), issued.end());
     std::string write_error;
     try {
-      write_timeline(result_.folder + "/timeline.csv", all, result_.run_id,
-                     [&](int64_t t) { return iteration_of(t, issued); });
+      result_.samples = merge_capture(inputs, result_.folder + "/timeline.csv", result_.run_id,
+                                      [&](int64_t t) { return iteration_of(t, issued); }, store_->dir() + "/.merge");
     } catch (const Error& e) {
       write_error = e.what();
       result_.problems.push_back(write_error);
       ctx_.log(write_error);
     }
-    result_.samples = all.size();
     try {
       write_text(result_.folder + "/meta.json", meta().dump(2) + "\n");
     } catch (const Error& e) {
@@ -533,6 +706,20 @@ class ReconfigurationRun {
     meta["reconfigurations"] = reconfigurations_meta(result_.reconfigurations);
     meta["problems"] = result_.problems;
     meta["timeline_rows"] = result_.samples;
+    if (recovered_ns_) meta["recovered"] = {{"by", "ocslab recover"}, {"at", iso_time(recovered_ns_)}};
+    // The raw record timeline.csv was merged from (docs/results.md): per stream its file, rows,
+    // the last agent sequence number on disk and any write failure.
+    meta["capture"] = json::array();
+    if (store_) {
+      for (const auto& st : store_->streams()) {
+        meta["capture"].push_back({{"stream", st.name},
+                                   {"file", fs::relative(st.path, result_.folder).string()},
+                                   {"rows", st.rows},
+                                   {"last_seq", st.last_seq},
+                                   {"dropped", st.dropped},
+                                   {"error", st.error}});
+      }
+    }
     return meta;
   }
 
@@ -558,17 +745,16 @@ class ReconfigurationRun {
   // Destroyed in reverse order: the monitor joins first, forwarding clears before the sessions go.
   std::unique_ptr<ocs::OcsDriver> driver_;
   ocs::SwitchInfo info_;
-  std::mutex samples_mutex_;
-  std::vector<Sample> samples_;
+  std::unique_ptr<CaptureStore> store_;  // before pool_: the sessions' threads append to it
   std::unique_ptr<SessionPool> pool_;
   std::vector<ocs::SshOptions> ssh_;
   std::vector<HostFacts> facts_;
   int64_t run_start_ns_ = 0, run_end_ns_ = 0, clock_before_ns_ = 0, clock_after_ns_ = 0;
+  int64_t recovered_ns_ = 0;  // `ocslab recover` finished the folder then
   ReconfigRecord setup_;
-  std::vector<Sample> control_;
   std::unique_ptr<LabForwarding> fwd_;
   std::map<std::string, bool> reported_lost_;
-  std::vector<Sample> monitor_samples_;      // written by the monitor's thread until stop() joins it
+  std::map<std::string, std::string> host_states_;  // the last state reported per host (host_state events)
   std::unique_ptr<OcsPowerMonitor> monitor_;  // declared after: its destructor joins first
 };
 
@@ -582,5 +768,44 @@ class Reconfiguration final : public ExperimentType {
 }  // namespace
 
 std::unique_ptr<ExperimentType> make_reconfiguration_experiment() { return std::make_unique<Reconfiguration>(); }
+
+RunResult recover_run(const std::string& folder, const RunOptions& opt) {
+  const std::string record = folder + "/run.json";
+  if (!fs::exists(record)) {
+    throw Error(folder + ": no run.json (not a results folder of `ocslab run`, or its run ended before the probes " +
+                "started: nothing was captured)");
+  }
+  if (fs::exists(folder + "/timeline.csv") && fs::exists(folder + "/meta.json")) {
+    throw Error(folder + ": the run finished (timeline.csv and meta.json are there): nothing to recover");
+  }
+  json start;
+  try {
+    start = json::parse(read_file(record));
+  } catch (const json::exception& e) {
+    throw Error(record + ": not JSON: " + e.what());
+  }
+  const std::string spec_file = start.at("spec").at("file").get<std::string>();
+  if (read_file_or_empty(spec_file) != start.at("spec").value("text", "")) {
+    throw Error(spec_file + " changed since the run started: recovery needs the spec the run used (its text is in " +
+                record + ")");
+  }
+  ExperimentSpec spec = load_experiment_spec(spec_file);
+  if (spec.type != kReconfigLatency) throw Error(record + ": only reconfig-latency runs are recovered");
+  const RunContext ctx(opt);
+  TargetOptions t;
+  t.cache_dir = opt.cache_dir;
+  t.self_exe = opt.self_exe;
+  t.agent_binary = opt.agent_binary;
+  t.lab = LabUse::kRunning;  // the lab the run used must still be up: its agents hold the spools
+  t.log = ctx.logger();
+  Target target = resolve_target(spec, t);
+  RunResult result;
+  result.folder = folder;
+  result.run_id = start.at("run").get<std::string>();
+  result.interrupted = false;
+  ctx.log("recovering " + result.run_id + " in " + folder);
+  ReconfigurationRun(target, ctx, result).recover(start);
+  return result;
+}
 
 }  // namespace ocslab::runner

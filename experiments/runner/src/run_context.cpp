@@ -5,11 +5,12 @@
 
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <ostream>
 
-#include "ocslab/common/csv_writer.h"
+#include "ocslab/common/clock.h"
+#include "ocslab/common/durable_file.h"
 #include "ocslab/common/error.h"
+#include "ocslab/runner/capture_store.h"
 #include "ocslab/runner/runner.h"
 
 namespace ocslab::runner {
@@ -34,6 +35,10 @@ void RunContext::log(const std::string& msg) const {
   if (opt_.log) *opt_.log << "ocslab run: " << msg << "\n" << std::flush;
 }
 
+void RunContext::event(const std::string& type, nlohmann::json fields) const {
+  if (opt_.events) opt_.events(make_run_event(type, std::move(fields), realtime_ns()));
+}
+
 bool RunContext::interrupted() const { return opt_.interrupted && opt_.interrupted->load(); }
 
 void open_results(const ExperimentSpec& spec, const RunContext& ctx, RunResult& result) {
@@ -43,29 +48,28 @@ void open_results(const ExperimentSpec& spec, const RunContext& ctx, RunResult& 
   if (!opt.output_dir.empty()) result.run_id = fs::path(opt.output_dir).filename().string();
   fs::create_directories(result.folder);
   ctx.log("results in " + result.folder);
+  ctx.event("run_start", {{"spec", spec.origin}, {"name", spec.name}, {"type", spec.type}, {"run_id", result.run_id},
+                          {"folder", result.folder}, {"hosts", spec.hosts.size()}});
 }
 
 void write_timeline(const std::string& path, const std::vector<Sample>& samples, const std::string& run,
                     const std::function<int(int64_t)>& iteration) {
-  CsvWriter w(path);
-  auto cols = sample_csv_columns();
-  cols.push_back("run");
-  cols.push_back("iteration");
-  w.header(cols);
-  for (const auto& s : samples) {
-    auto f = sample_csv_fields(s);
-    f.push_back(run);
-    f.push_back(std::to_string(iteration(s.t_ns)));
-    w.row(f);
-  }
-  w.close();
+  write_file_atomic(path, [&](DurableFile& out) {
+    auto cols = sample_csv_columns();
+    cols.push_back("run");
+    cols.push_back("iteration");
+    out.append(csv_row(cols));
+    for (const auto& s : samples) {
+      auto f = sample_csv_fields(s);
+      f.push_back(run);
+      f.push_back(std::to_string(iteration(s.t_ns)));
+      out.append(csv_row(f));
+    }
+  });
 }
 
 void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  out.close();  // the buffered tail reaches the file (or fails) here, not in the destructor
-  if (!out) throw Error("cannot write " + path);
+  write_file_atomic(path, [&](DurableFile& out) { out.append(text); });
 }
 
 std::string iso_time(int64_t ns) {

@@ -7,6 +7,7 @@
 #include <ostream>
 
 #include "commands.h"
+#include "ocslab/common/suggest.h"
 #include "ocslab/analysis/breakdown.h"
 #include "ocslab/analysis/summary.h"
 #include "ocslab/analysis/timeline.h"
@@ -81,7 +82,7 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
     } else if (w == "--json") {
       json = true;
     } else if (w.size() > 1 && w[0] == '-') {
-      throw UsageError("unknown option '" + args[i] + "' (ocslab analyze --help)");
+      throw unknown_word("option", args[i], options_in_text(kAnalyzeHelp), "ocslab analyze");
     } else if (input.empty()) {
       input = w;
     } else {
@@ -114,7 +115,7 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
     std::ofstream f(path, std::ios::trunc);
     if (!f) throw Error("cannot write '" + path + "'");
     fill(f);
-    f.flush();
+    f.close();  // the buffered tail reaches the file here: a full disk fails now, naming the file
     if (!f) throw Error("cannot write '" + path + "'");
   };
   write("breakdown.csv", [&](std::ostream& f) { analysis::write_breakdown_csv(b, f); });

@@ -5,8 +5,14 @@
 #include <ostream>
 
 #include "commands.h"
+#include "ocslab/common/suggest.h"
 
 namespace ocslab::cli {
+
+UsageError unknown_word(const std::string& what, const std::string& word, const std::vector<std::string>& candidates,
+                        const std::string& help_command) {
+  return UsageError(fmt::format("{} ({} --help)", unknown_word_message(what, word, candidates), help_command));
+}
 
 bool parse_args(const std::vector<std::string>& args, const std::string& command, const char* help, std::ostream& out,
                 const OptionHandler& on_option, const std::function<void(const std::string& word)>& on_positional) {
@@ -31,7 +37,8 @@ bool parse_args(const std::vector<std::string>& args, const std::string& command
       if (i + 1 >= args.size()) throw UsageError(name + " needs a value");
       return args[++i];
     };
-    if (!on_option(name, value)) throw UsageError(fmt::format("unknown option '{}' (ocslab {} --help)", name, command));
+    // The options a command takes are the ones its help names.
+    if (!on_option(name, value)) throw unknown_word("option", name, options_in_text(help), "ocslab " + command);
     if (inline_value && !used) throw UsageError(fmt::format("{} takes no value (ocslab {} --help)", name, command));
   }
   return true;

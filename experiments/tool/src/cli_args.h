@@ -16,8 +16,8 @@ using OptionValue = std::function<std::string()>;
 using OptionHandler = std::function<bool(const std::string& option, const OptionValue& value)>;
 
 // Walks args[1..] in order: --help / -h prints `help` to out and stops; a word starting with '-'
-// goes to on_option (UsageError "unknown option '<w>' (ocslab <command> --help)" when it
-// declines), `--name=value` as `--name` with that value (UsageError when the option takes none);
+// goes to on_option (UsageError "unknown option '<w>'. Did you mean '<option of help>'? (ocslab
+// <command> --help)" when it declines), `--name=value` as `--name` with that value (UsageError when the option takes none);
 // any other word goes to on_positional. Returns false when the help was printed (the
 // command then exits 0), true when every word was handled.
 bool parse_args(const std::vector<std::string>& args, const std::string& command, const char* help, std::ostream& out,

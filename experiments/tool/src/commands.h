@@ -14,9 +14,15 @@ struct UsageError : Error {
   using Error::Error;
 };
 
+// "unknown <what> '<word>'. Did you mean '<nearest>'? (<help_command> --help)": the usage error of
+// every word a command does not know, with the nearest of `candidates` (ocslab/common/suggest.h).
+UsageError unknown_word(const std::string& what, const std::string& word, const std::vector<std::string>& candidates,
+                        const std::string& help_command);  // cli_args.cpp
+
 int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);  // analyze_cli.cpp
 int run_plot(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);     // plot_cli.cpp
 int run_controller(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);  // controller_cli.cpp
 int run_forwarding(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);  // forwarding_cli.cpp
 int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);      // run_cli.cpp
+int run_recover(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);  // run_cli.cpp
 }  // namespace ocslab::cli

@@ -30,9 +30,15 @@ Usage: ocslab controller CONFIG.yaml [--check] [--events FILE.csv] [--duration S
 
 Places the job on every rail's switch (one orchestrator per rail, only the configured slots
 and allow-list are touched), wires the initial topo_id, then serves the job's shims over
-TCP (protocol v1, JSON lines) until SIGINT/SIGTERM or --duration. The first stdout line is
+TCP (protocol v2, JSON lines) until SIGINT/SIGTERM or --duration. The first stdout line is
   {"listen":"HOST:PORT","job":"NAME","rails":N}
 so a launcher can read the bound port (listen port 0 = any free port).
+
+It listens on 127.0.0.1 unless CONFIG's listen: says otherwise. Every shim's hello must carry
+the token from CONFIG's token_file: (a file of yours, mode 0600; checked before the switch is
+touched) or token:; a connection without it is refused before it can affect the switch. A
+listen address other than loopback without a token is refused. Each client must send its
+hello within 5 s of connecting, each line within 5 s of its first byte, 64 KiB at most.
 
 Options:
   --check             validate CONFIG, print the plan (rails, slots, sub-mappings), exit
@@ -41,7 +47,8 @@ Options:
   --duration SECONDS  stop after this long
   -h, --help          this text
 
-Switch passwords come from $OCSLAB_OCS_PASSWORD or the credentials file (docs/ocsctl.md).
+Switch passwords come from $OCSLAB_OCS_PASSWORD (bound to $OCSLAB_OCS_PASSWORD_HOST; alone,
+loopback switches only) or the credentials file (docs/ocsctl.md).
 Exit codes (the table in ocslab --help): 0 done, 1 bad command line, 2 bad CONFIG
 (file:line:col), 5 a switch or the listener failed (the controller fell back), 130 interrupted.
 Format and protocol: docs/phase-control.md
@@ -90,11 +97,15 @@ int run_controller(const std::vector<std::string>& args, std::ostream& out, std:
       auto circuits = phase::to_circuits(table.compose(cfg.initial), r.slots);
       for (const auto& c : circuits) out << "  " << ocs::to_string(c) << "\n";
     }
-    out << fmt::format("listen {}:{}, ack timeout {} ms, {} retries\n", cfg.listen_host, cfg.listen_port,
+    out << fmt::format("listen {}:{} (token {}), ack timeout {} ms, {} retries\n", cfg.listen_host, cfg.listen_port,
+                       !cfg.token_file.empty() ? "from " + cfg.token_file
+                       : !cfg.token.empty()    ? std::string("inline")
+                                               : std::string("none: loopback only"),
                        cfg.ack_timeout_ms, cfg.max_retries);
     return kExitOk;
   }
   phase::ControllerOptions co;
+  co.token = phase::controller_token(cfg);  // before any switch is touched
   co.layout = cfg.layout;
   co.listen_host = cfg.listen_host;
   co.listen_port = cfg.listen_port;

@@ -25,7 +25,7 @@ namespace {
 
 const char* kForwardingHelp = R"(ocslab forwarding - host-based forwarding across a spec's lab
 
-Usage: ocslab forwarding (apply|verify|clear) SPEC.yaml [--mapping NAME] [-o DIR] [--cache DIR]
+Usage: ocslab forwarding (apply|verify|clear) SPEC.yaml [--mapping NAME] [-o DIR] [--cache DIR] [--json]
 
 The spec's `forwarding:` section (docs/experiments.md) and one of its mappings (default: the
 first) give every host's plan, as `ocslab run` applies it. The virtual lab must be up.
@@ -34,7 +34,8 @@ first) give every host's plan, as `ocslab run` applies it. The virtual lab must 
   verify  for every ordered host pair an RC ping over the fabric and the hops it took (relay
           filter counters before/after); prints the matrix, -o DIR writes
           forwarding-verify-0-<mapping>.{csv,json,txt}; exit 0 when every pair is reachable over
-          the planned relays, 5 otherwise
+          the planned relays, 5 otherwise; --json prints the matrix as the JSON document of
+          forwarding-verify-0-<mapping>.json on stdout instead of the text
   clear   remove ocslab's forwarding state on every host
 )";
 
@@ -42,6 +43,7 @@ first) give every host's plan, as `ocslab run` applies it. The virtual lab must 
 
 int run_forwarding(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::string sub, spec_path, mapping, output, cache;
+  bool json = false;
   auto option = [&](const std::string& a, const OptionValue& value) {
     if (a == "--mapping") {
       mapping = value();
@@ -49,6 +51,8 @@ int run_forwarding(const std::vector<std::string>& args, std::ostream& out, std:
       output = value();
     } else if (a == "--cache") {
       cache = value();
+    } else if (a == "--json") {
+      json = true;
     } else {
       return false;
     }
@@ -64,10 +68,13 @@ int run_forwarding(const std::vector<std::string>& args, std::ostream& out, std:
     }
   };
   if (!parse_args(args, "forwarding", kForwardingHelp, out, option, positional)) return kExitOk;
-  if (sub != "apply" && sub != "verify" && sub != "clear")
+  if (!sub.empty() && sub != "apply" && sub != "verify" && sub != "clear")
+    throw unknown_word("forwarding command", sub, {"apply", "verify", "clear"}, "ocslab forwarding");
+  if (sub.empty())
     throw UsageError(
         "usage: ocslab forwarding (apply|verify|clear) SPEC.yaml [--mapping NAME] (ocslab forwarding --help)");
   if (spec_path.empty()) throw UsageError("ocslab forwarding " + sub + ": give the experiment spec");
+  if (json && sub != "verify") throw UsageError("--json only applies to `ocslab forwarding verify`");
   runner::ExperimentSpec spec = runner::load_experiment_spec(spec_path);
   if (!spec.forwarding.enabled) throw ConfigError(spec.origin + ": the spec has no forwarding section");
   const runner::Mapping* m = &spec.mappings[0];
@@ -110,7 +117,7 @@ int run_forwarding(const std::vector<std::string>& args, std::ostream& out, std:
     return kExitOk;
   }
   runner::VerifyMatrix v = fwd.verify(*m);
-  out << runner::format_matrix(v);
+  out << (json ? runner::to_json(v).dump(2) + "\n" : runner::format_matrix(v));
   if (!output.empty()) {
     fs::create_directories(output);
     runner::write_matrix_files(v, output, 0);

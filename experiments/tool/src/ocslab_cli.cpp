@@ -17,8 +17,12 @@
 #include <optional>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "ocslab/common/error.h"
 #include "ocslab/common/log.h"
+#include "ocslab/common/suggest.h"
+#include "ocslab/common/version.h"
 #include "ocslab/vlab/guest_config.h"
 #include "ocslab/vlab/lab_control.h"
 #include "ocslab/vlab/lab_spec.h"
@@ -40,6 +44,8 @@ Usage: ocslab COMMAND ...
 Commands:
   run       a reconfiguration-latency experiment from a spec: timeline, breakdown, summary,
             plots (ocslab run --help; docs/experiments.md)
+  recover   finish the results folder of a run whose runner died: fetch what the agents
+            spooled, write timeline.csv and meta.json (ocslab recover --help)
   forwarding  apply / verify (RDMA reachability and hop matrix) / clear a spec's host-based
             forwarding on its lab (ocslab forwarding --help; docs/forwarding.md)
   vlab      the virtual lab: QEMU hosts with Soft-RoCE wired through the OCS emulator
@@ -159,7 +165,11 @@ Args parse(const std::vector<std::string>& words, size_t first) {
       auto eq = w.find('=');
       std::string name = w.substr(0, eq);
       auto it = kKnown.find(name);
-      if (it == kKnown.end()) throw UsageError("unknown option '" + w + "' (ocslab vlab --help)");
+      if (it == kKnown.end()) {
+        std::vector<std::string> names;
+        for (const auto& [known, _] : kKnown) names.push_back(known);
+        throw unknown_word("option", name, names, "ocslab vlab");
+      }
       if (name == "-h") name = "--help";
       if (!it->second) {
         a.options[name] = "";
@@ -187,8 +197,9 @@ vlab::ProgressFn progress_printer(std::ostream& err) {
 }
 
 void print_inventory(const vlab::LabState& s, std::ostream& out) {
-  out << fmt::format("lab {}: switch {} (password {}), ground truth live on 127.0.0.1:{}\n", s.name, s.switch_url(),
-                     s.switch_password, s.events_port);
+  // Not the password: this goes to terminals and CI logs (it is in the lab file and state.json).
+  out << fmt::format("lab {}: switch {} (password: the lab file's), ground truth live on 127.0.0.1:{}\n", s.name,
+                     s.switch_url(), s.events_port);
   out << fmt::format("{:<8} {:<6} {:<8} {:<9} {:<18} {:<18} {:<10} {:<6} {}\n", "host", "state", "ssh", "nic", "ip",
                      "mac", "rdma", "ports", "if2");
   for (const auto& h : s.hosts) {
@@ -423,7 +434,25 @@ int run_vlab(const std::vector<std::string>& args, std::ostream& out, std::ostre
     if (a.positional.size() != 1) throw UsageError("usage: ocslab vlab supervise DIR");
     return vlab::lab_supervise(a.positional[0]);
   }
-  throw UsageError("unknown vlab command '" + sub + "' (ocslab vlab --help)");
+  throw unknown_word("vlab command", sub, {"up", "down", "status", "timing", "ssh", "console", "supervise"},
+                     "ocslab vlab");
+}
+
+// --json among ocslab's own words (not after `--`, not in the remote command of `vlab ssh`).
+bool json_requested(const std::vector<std::string>& args) {
+  const size_t end = std::min(vlab_ssh_remote_start(args), args.size());
+  for (size_t i = 0; i < end && args[i] != "--"; ++i) {
+    if (args[i] == "--json" || args[i] == "--json-stream") return true;
+  }
+  return false;
+}
+
+// A failure: the message on stderr; with --json also {"error": MESSAGE, "exit_code": N} on
+// stdout, so a script reading stdout sees the failure (docs/cli.md).
+int report_failure(const std::string& message, int code, bool json, std::ostream& out, std::ostream& err) {
+  err << "ocslab: " << message << "\n";
+  if (json) out << nlohmann::json{{"error", message}, {"exit_code", code}}.dump() << "\n";
+  return code;
 }
 
 }  // namespace
@@ -486,25 +515,24 @@ int run_ocslab(const std::vector<std::string>& args_in, std::ostream& out, std::
       return args.empty() ? kExitUsage : kExitOk;
     }
     if (args[0] == "--version") {
-      out << "ocslab " << OCSLAB_VERSION << "\n";
+      out << "ocslab " << project_version() << "\n";
       return kExitOk;
     }
     if (args[0] == "vlab") return run_vlab(args, out, err);
     if (args[0] == "run") return run_run(args, out, err);
+    if (args[0] == "recover") return run_recover(args, out, err);
     if (args[0] == "forwarding") return run_forwarding(args, out, err);
     if (args[0] == "analyze") return run_analyze(args, out, err);
     if (args[0] == "plot") return run_plot(args, out, err);
     if (args[0] == "controller") return run_controller(args, out, err);
-    throw UsageError("unknown command '" + args[0] + "' (ocslab --help)");
+    throw unknown_word("command", args[0], {"run", "recover", "forwarding", "vlab", "analyze", "plot", "controller", "help"},
+                       "ocslab");
   } catch (const UsageError& e) {
-    err << "ocslab: " << e.what() << "\n";
-    return kExitUsage;
+    return report_failure(e.what(), kExitUsage, json_requested(args), out, err);
   } catch (const ConfigError& e) {
-    err << "ocslab: " << e.what() << "\n";
-    return kExitInput;
+    return report_failure(e.what(), kExitInput, json_requested(args), out, err);
   } catch (const std::exception& e) {
-    err << "ocslab: " << e.what() << "\n";
-    return kExitFailed;
+    return report_failure(e.what(), kExitFailed, json_requested(args), out, err);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "ocslab/common/suggest.h"
 #include "ocslab/cli/ocslab_cli.h"
 #include "ocslab/common/error.h"
 #include "ocslab/common/process.h"
@@ -160,7 +161,7 @@ int run_plot(const std::vector<std::string>& args, std::ostream& out, std::ostre
       forward.push_back(name);
       forward.push_back(value);
     } else if (w.size() > 1 && w[0] == '-') {
-      throw UsageError("unknown option '" + w + "' (ocslab plot --help)");
+      throw unknown_word("option", w, options_in_text(kPlotHelp), "ocslab plot");
     } else if (folder.empty()) {
       folder = w;
     } else {

@@ -12,7 +12,9 @@
 
 #include "cli_args.h"
 #include "commands.h"
+#include "ocslab/common/clock.h"
 #include "ocslab/common/interrupt.h"
+#include "ocslab/common/version.h"
 #include "ocslab/cli/ocslab_cli.h"
 #include "ocslab/cli/plot.h"
 #include "ocslab/runner/experiment_spec.h"
@@ -22,6 +24,29 @@ namespace ocslab::cli {
 
 namespace {
 
+
+const char* kRecoverHelp = R"(ocslab recover - finish the results folder of a run whose runner died
+
+Usage: ocslab recover FOLDER [options]
+
+For a reconfiguration-latency run whose `ocslab run` was killed (kill -9, an OOM kill, a
+reboot of the runner's machine) after its probes started: reads FOLDER/run.json, reaches every
+host's agent again over SSH (a virtual lab must still be up), stops its probes, fetches from
+its spool every sample after the last one in FOLDER/capture/, measures the clock offsets, then
+writes timeline.csv and meta.json as the run would have, runs the analysis and draws the plots.
+meta.json gets `recovered`, and the gap in switch commands (the schedule stopped with the
+runner) is a problem of the run. The switch is left as it is. Refused, touching nothing, when
+the run finished, when FOLDER has no run.json, or when the spec changed since the run started.
+
+Options:
+  --cache DIR             virtual-lab cache (default $OCSLAB_VLAB_CACHE or ~/.cache/ocslab/vlab)
+  --no-plot               skip timeline.png and cdf.png
+  --json                  print summary.json instead of summary.txt
+
+Exit codes (the table in ocslab --help): 0 never (a recovered run always has the gap as a
+problem); 1 a bad command line; 5 recovered with problems (the gap, a host lost), or nothing to
+recover. docs/experiments.md, "How a run is kept on disk".
+)";
 
 const char* kRunHelp = R"(ocslab run - a reconfiguration-latency experiment
 
@@ -40,6 +65,9 @@ Options:
   --cache DIR             virtual-lab cache (default $OCSLAB_VLAB_CACHE or ~/.cache/ocslab/vlab)
   --no-plot               skip timeline.png and cdf.png
   --json                  print summary.json instead of summary.txt
+  --json-stream           progress as JSON lines on stdout, one object per event: run_start,
+                          reconfiguration (i of n), host_state, problem, run_end (results
+                          folder, exit code); the summary then goes to stderr
   --check                 validate the spec (and the lab file it names), print the plan, stop
 
 With `type: phase-workload` the spec runs a collective workload under the embedded phase
@@ -71,12 +99,13 @@ void print_phase_plan(const runner::ExperimentSpec& spec, std::ostream& out) {
   runner::RankLaunch l;
   l.program = pw.program;
   const bool ssh = pw.launcher == runner::Launcher::kSsh;
-  l.output_dir = ssh ? "/tmp/ocslab-phase-<run>-<mode>" : pw.shared_dir.empty() ? "<results>/<mode>" : pw.shared_dir + "/<run>/<mode>";
+  l.output_dir = ssh ? "<tmp>" : pw.shared_dir.empty() ? "<results>/<mode>" : pw.shared_dir + "/<run>/<mode>";
   l.schedule = ssh || !pw.shared_dir.empty() ? l.output_dir + "/schedule.yaml" : "<results>/schedule.yaml";
   l.controller = pw.controller_host + ":<port>";
   l.job = pw.layout.job;
   const auto& h0 = spec.hosts[pw.ranks.front().host];
   l.rendezvous = fmt::format("{}:{}", h0.mgmt.empty() ? h0.ssh_host : h0.mgmt, pw.rendezvous_port);
+  if (ssh) out << "<tmp>: the folder `mktemp -d /tmp/ocslab-phase-<run>-<mode>.XXXXXXXXXX` makes on each host\n";
   for (const auto& m : pw.modes) {
     l.mode = m;
     out << fmt::format("{} ({}):\n", m, runner::to_string(pw.launcher));
@@ -195,11 +224,53 @@ const TypeCli& type_cli(const std::string& type) {
 
 }  // namespace
 
+nlohmann::json run_end_event(const runner::RunResult& r, int exit_code) {
+  return runner::make_run_event("run_end",
+                                {{"folder", r.folder},
+                                 {"run_id", r.run_id},
+                                 {"exit_code", exit_code},
+                                 {"interrupted", r.interrupted},
+                                 {"reconfigurations", r.reconfigurations.size()},
+                                 {"samples", r.samples},
+                                 {"problems", r.problems}},
+                                realtime_ns());
+}
+
+int run_recover(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::string folder, cache;
+  bool plot = true, as_json = false;
+  auto option = [&](const std::string& a, const OptionValue& value) {
+    if (a == "--cache") {
+      cache = value();
+    } else if (a == "--no-plot") {
+      plot = false;
+    } else if (a == "--json") {
+      as_json = true;
+    } else {
+      return false;
+    }
+    return true;
+  };
+  auto positional = [&](const std::string& a) {
+    if (!folder.empty()) throw UsageError("one folder at a time (got '" + folder + "' and '" + a + "')");
+    folder = a;
+  };
+  if (!parse_args(args, "recover", kRecoverHelp, out, option, positional)) return kExitOk;
+  if (folder.empty()) throw UsageError("usage: ocslab recover FOLDER (ocslab recover --help)");
+  runner::RunOptions o;
+  o.cache_dir = cache;
+  o.version = project_version();
+  o.log = &err;
+  ReportOptions ro{std::chrono::steady_clock::now(), plot, as_json};
+  runner::RunResult r = runner::recover_run(folder, o);
+  return report_reconfiguration_run(r, ro, out, err);
+}
+
 int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::string spec_path, output, cache;
   int reconfigs = -1;
   double dwell = -1;
-  bool plot = true, as_json = false, check = false;
+  bool plot = true, as_json = false, check = false, json_stream = false;
   auto option = [&](const std::string& a, const OptionValue& value) {
     if (a == "-o" || a == "--output") {
       output = value();
@@ -227,6 +298,8 @@ int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       plot = false;
     } else if (a == "--json") {
       as_json = true;
+    } else if (a == "--json-stream") {
+      json_stream = true;
     } else if (a == "--check") {
       check = true;
     } else {
@@ -240,6 +313,7 @@ int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   };
   if (!parse_args(args, "run", kRunHelp, out, option, positional)) return kExitOk;
   if (spec_path.empty()) throw UsageError("usage: ocslab run SPEC.yaml (ocslab run --help)");
+  if (json_stream && (as_json || check)) throw UsageError("--json-stream goes with neither --json nor --check");
 
   runner::ExperimentSpec spec = runner::load_experiment_spec(spec_path);  // ConfigError: exit 2, nothing touched
   if (reconfigs > 0) spec.reconfigurations = reconfigs;
@@ -253,14 +327,19 @@ int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   runner::RunOptions o;
   o.cache_dir = cache;
   o.output_dir = output;
-  o.version = OCSLAB_VERSION;
+  o.version = project_version();
+  if (json_stream) o.events = runner::json_lines_event_sink(out);
   bool tty = isatty(STDERR_FILENO) == 1;
   o.progress = tty ? &err : nullptr;
   o.log = &err;
   ReportOptions ro{std::chrono::steady_clock::now(), plot, as_json};
   runner::RunResult r;
   if (!run_with_signals(spec, o, r, err)) return kExitInterrupted;
-  return type.report(r, ro, out, err);
+  if (!json_stream) return type.report(r, ro, out, err);
+  // stdout carries only events: the summary the report prints goes to stderr.
+  const int rc = type.report(r, ro, err, err);
+  o.events(run_end_event(r, rc));
+  return rc;
 }
 
 }  // namespace ocslab::cli

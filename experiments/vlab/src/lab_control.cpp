@@ -304,7 +304,8 @@ LabState lab_up(const std::string& spec_path, const UpOptions& options, const Pr
     write_initramfs(kernel, s.initramfs);
     make_keys(s);
     write_guest_files(s);
-    fs::copy_file(spec_path, dir + "/lab.yaml", fs::copy_options::overwrite_existing);
+    // The lab file names the switch password too: the copy is private like state.json.
+    write_private_file(dir + "/lab.yaml", read_file(spec_path));
     s.save();
 
     std::string self = options.self_exe.empty() ? fs::read_symlink("/proc/self/exe").string() : options.self_exe;

@@ -4,11 +4,10 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "ocslab/common/error.h"
+#include "ocslab/common/file.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -16,6 +15,9 @@ using nlohmann::json;
 namespace ocslab::vlab {
 
 namespace {
+
+// Far above any lab's (a few KiB per host).
+constexpr size_t kMaxStateFile = 16 << 20;
 
 json nic_json(const NicState& n) {
   return {{"name", n.name},
@@ -210,23 +212,14 @@ LabState LabState::from_json(const std::string& text, const std::string& origin)
   }
 }
 
-void LabState::save() const {
-  std::string path = dir + "/state.json", tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << to_json();
-    if (!out) throw Error("cannot write " + tmp);
-  }
-  fs::rename(tmp, path);
-}
+void LabState::save() const { write_private_file(dir + "/state.json", to_json()); }
 
 LabState LabState::load(const std::string& dir) {
   std::string path = dir + "/state.json";
-  std::ifstream in(path);
-  if (!in) throw Error("no virtual lab at " + dir + " (" + path + " is missing)");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return from_json(ss.str(), path);
+  // It holds the switch password: a file anyone else could read or have written is refused.
+  auto text = read_checked_file(path, "virtual-lab state file", kMaxStateFile, FileAccess::kOwnerOnly);
+  if (!text) throw Error("no virtual lab at " + dir + " (" + path + " is missing)");
+  return from_json(*text, path);
 }
 
 std::string timing_to_json(const std::string& lab, const TimingState& timing) {

@@ -1,8 +1,6 @@
 #include "ocslab/vlab/lab_timing.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -11,6 +9,7 @@
 #include <thread>
 
 #include "ocslab/common/error.h"
+#include "ocslab/common/file.h"
 #include "ocslab/common/process.h"
 #include "ocslab/emulator/lab_config.h"
 #include "ocslab/vlab/lab_control.h"
@@ -85,47 +84,13 @@ LabState running_lab(const std::string& lab_dir) {
 }
 
 // Atomic: a supervisor reading on an early SIGHUP sees the old file or the new one, never half.
-void write_timing_file(const std::string& path, const std::string& text) {
-  std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  ::unlink(tmp.c_str());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) throw SystemError("cannot create " + tmp, errno);
-  size_t off = 0;
-  while (off < text.size()) {
-    ssize_t n = ::write(fd, text.data() + off, text.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw SystemError("cannot write " + tmp, e);
-    }
-    off += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    throw SystemError("cannot replace " + path, e);
-  }
-}
+void write_timing_file(const std::string& path, const std::string& text) { write_private_file(path, text); }
 
 // The file as text; a symlink, a non-file or an oversized file is refused.
 std::string read_timing_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0 && errno == ELOOP) throw Error(path + " is a symbolic link; refused");
-  if (fd < 0) throw SystemError("cannot open " + path, errno);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<size_t>(st.st_size) > kMaxTimingFile) {
-    ::close(fd);
-    throw Error(path + " is not a regular file of at most 64 KiB; refused");
-  }
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  ssize_t n = ::read(fd, text.data(), text.size());
-  ::close(fd);
-  if (n < 0) throw SystemError("cannot read " + path, errno);
-  text.resize(static_cast<size_t>(n));
-  return text;
+  auto text = read_checked_file(path, "", kMaxTimingFile, FileAccess::kAny);
+  if (!text) throw Error("cannot open " + path + ": no such file");
+  return *text;
 }
 
 void record_applied(TimingState& t, const emu::TimingUpdate& u) {

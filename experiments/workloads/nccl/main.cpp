@@ -18,6 +18,7 @@ namespace {
 
 constexpr const char* kUsage =
     R"(usage: ocslab-collbench-nccl --schedule FILE [--rank R] (--ranks H0,H1,... | --rendezvous HOST:PORT) [options]
+       ocslab-collbench-nccl [-b MIN -e MAX -f FACTOR -n ITERS -w WARMUP -c CHECK -o OP -J FILE] [--rank R ...]
 
 Runs every collective of the schedule's step with NCCL (ncclAllReduce / AllGather /
 ReduceScatter in place, ncclSend/ncclRecv, float32 sum) on a buffer in GPU memory, one process
@@ -29,12 +30,19 @@ ops-rank<R>.csv and timeline-rank<R>.csv.
 Rank and world size come from --rank/--nranks or from mpirun (OMPI_COMM_WORLD_*), Slurm
 (SLURM_PROCID/NTASKS) or PMI; the GPU from --gpu, else the launcher's local rank.
 
+Without --schedule it is nccl-tests' all_reduce_perf (or --collective allgather, reducescatter,
+sendrecv): sizes -b..-e, -n timed iterations, -w warm-up, -c checked ones, reduction -o, the
+nccl-tests table on rank 0 and with -J its JSON document; one GPU per process (-g 1).
+
 Example (one node, 8 GPUs, Open MPI):
-  mpirun -np 8 ocslab-collbench-nccl -s 3d-dp-pp-tp.yaml --rendezvous $(hostname):18600 -o out
+  mpirun -np 8 ocslab-collbench-nccl -s 3d-dp-pp-tp.yaml --rendezvous $(hostname):18600 --output out
+  mpirun -np 8 ocslab-collbench-nccl -b 8 -e 8G -f 2 -n 20 -w 5 -c 1 -J out.json --rendezvous $(hostname):18600
 
 With --controller HOST:PORT --job NAME the phase shim asks the job's phase controller
 (`ocslab controller`) to wire the fabric for each op's group before it runs
-(--phase-mode on-demand) or ahead of it (--phase-mode provisioning); see docs/workloads.md.
+(--phase-mode on-demand) or ahead of it (--phase-mode provisioning); the controller's token
+comes from --controller-token-file FILE (mode 0600) or $OCSLAB_CONTROLLER_TOKEN, never argv;
+see docs/workloads.md.
 
 Exit codes (table below): 0 all results exact; 1 bad command line; 2 bad input or a CUDA/NCCL
 failure (the message says which); 7 some result wrong.
@@ -48,6 +56,12 @@ void add_nccl_options(po::options_description& desc) {
 
 int run_nccl(const po::variables_map& vm, const Job& job) {
   const CommonOptions& o = job.options;
+  if (vm.count("ngpus") && vm["ngpus"].as<int>() != 1) {
+    throw Error(
+        fmt::format("-g/--ngpus {}: ocslab-collbench-nccl drives one GPU per process (-g 1); start one rank "
+                    "per GPU (mpirun -np N, --gpu)",
+                    vm["ngpus"].as<int>()));
+  }
   // Before the rendezvous: a rank without its GPU fails at once instead of holding the others.
   int count = 0;
   cudaError_t ce = cudaGetDeviceCount(&count);

@@ -120,6 +120,25 @@ std::string NcclBackend::op_where(const Op& op) const {
                      op.line);
 }
 
+namespace {
+// ncclAvg is NCCL 2.10's; the build requires a newer one.
+ncclRedOp_t nccl_redop(RedOp r) {
+  switch (r) {
+    case RedOp::kSum:
+      return ncclSum;
+    case RedOp::kProd:
+      return ncclProd;
+    case RedOp::kMax:
+      return ncclMax;
+    case RedOp::kMin:
+      return ncclMin;
+    case RedOp::kAvg:
+      return ncclAvg;
+  }
+  return ncclSum;
+}
+}  // namespace
+
 void NcclBackend::prepare(const Op& op, uint64_t seq) {
   if (op.type == OpType::kBarrier) return;
   fill_input(s_, op, rank_, seq, host_.data());
@@ -135,7 +154,7 @@ void NcclBackend::run(const Op& op) {
   std::string where = op_where(op);
   switch (op.type) {
     case OpType::kAllReduce:
-      nccl_check(ncclAllReduce(dev_, dev_, total, ncclFloat, ncclSum, comm, stream_), where, comm);
+      nccl_check(ncclAllReduce(dev_, dev_, total, ncclFloat, nccl_redop(op.redop), comm, stream_), where, comm);
       break;
     case OpType::kAllGather: {
       size_t per = total / static_cast<size_t>(n);  // the schedule guarantees an exact split
@@ -144,7 +163,8 @@ void NcclBackend::run(const Op& op) {
     }
     case OpType::kReduceScatter: {
       size_t per = total / static_cast<size_t>(n);
-      nccl_check(ncclReduceScatter(dev_, dev_ + static_cast<size_t>(me) * per, per, ncclFloat, ncclSum, comm, stream_),
+      nccl_check(ncclReduceScatter(dev_, dev_ + static_cast<size_t>(me) * per, per, ncclFloat, nccl_redop(op.redop),
+                                   comm, stream_),
                  where, comm);
       break;
     }

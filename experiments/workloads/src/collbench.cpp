@@ -42,16 +42,18 @@ std::string hostname() {
 }  // namespace
 
 void add_common_options(po::options_description& d) {
-  d.add_options()("schedule,s", po::value<std::string>(), "schedule file (YAML, docs/workloads.md); required")(
+  // -n and -o are nccl-tests' --iters and --op (sweep.h); world size and output folder are long only.
+  d.add_options()("schedule,s", po::value<std::string>(),
+                  "schedule file (YAML, docs/workloads.md); without it: nccl-tests' size sweep")(
       "rank,r", po::value<int>(), "this process's rank (default: OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID)")(
-      "nranks,n", po::value<int>(), "world size (default: the launcher's, else the schedule's ranks)")(
+      "nranks", po::value<int>(), "world size (default: the launcher's, else the schedule's ranks)")(
       "rendezvous", po::value<std::string>(),
       "HOST:PORT where rank 0 listens for the bootstrap (default: OCSLAB_RENDEZVOUS)")(
       "ranks", po::value<std::string>(),
       "comma-separated host of each rank (rank 0 first); implies --nranks and "
       "--rendezvous RANK0HOST:PORT")("port", po::value<int>()->default_value(18600), "rendezvous port with --ranks")(
       "host", po::value<std::string>(), "host name written in the records (default: hostname)")(
-      "output,o", po::value<std::string>(), "folder for ops-rank<R>.csv and timeline-rank<R>.csv")(
+      "output", po::value<std::string>(), "schedule: folder for ops-rank<R>.csv and timeline-rank<R>.csv")(
       "timeout-s", po::value<double>()->default_value(120),
       "longest wait for a peer (bootstrap, one op, the final gather)")(
       "steps", po::value<int>(), "measured steps (default: the schedule's)")("warmup", po::value<int>(),
@@ -61,10 +63,8 @@ void add_common_options(po::options_description& d) {
 
 CommonOptions common_options(const po::variables_map& vm) {
   CommonOptions o;
-  if (!vm.count("schedule")) throw Error("missing --schedule FILE");
-  o.schedule_path = vm["schedule"].as<std::string>();
+  if (vm.count("schedule")) o.schedule_path = vm["schedule"].as<std::string>();
   o.rank = vm.count("rank") ? vm["rank"].as<int>() : env_int({"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"});
-  if (o.rank < 0) throw Error("missing --rank (and no launcher environment names it)");
   o.nranks =
       vm.count("nranks") ? vm["nranks"].as<int>() : env_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"});
   if (vm.count("ranks")) {
@@ -85,7 +85,7 @@ CommonOptions common_options(const po::variables_map& vm) {
     }
     o.nranks = n;
     o.rendezvous = fmt::format("{}:{}", hosts[0], vm["port"].as<int>());
-    if (o.rank < n && !vm.count("host")) o.host = hosts[static_cast<size_t>(o.rank)];
+    if (o.rank >= 0 && o.rank < n && !vm.count("host")) o.host = hosts[static_cast<size_t>(o.rank)];
   }
   if (vm.count("rendezvous")) o.rendezvous = vm["rendezvous"].as<std::string>();
   if (o.rendezvous.empty()) {

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string_view>
@@ -21,7 +22,6 @@ namespace ocslab::workloads {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr uint32_t kMaxFrame = 256u << 20;
 
 int remaining_ms(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -74,14 +74,26 @@ void send_frame(int fd, const std::string& s, Clock::time_point deadline, const 
   write_all(fd, s.data(), s.size(), deadline, who);
 }
 
-std::string recv_frame(int fd, Clock::time_point deadline, const std::string& who) {
-  uint32_t len = 0;
-  read_all(fd, &len, sizeof(len), deadline, who);
-  len = ntohl(len);
-  if (len > kMaxFrame)
-    throw Error(fmt::format("rendezvous: {} sent a frame of {} bytes (not an ocslab rank?)", who, len));
-  std::string s(len, '\0');
-  read_all(fd, s.data(), len, deadline, who);
+// One frame of at most `limit` bytes, all of it before `deadline` (absolute: bytes arriving
+// slowly do not extend it). The buffer grows with what arrived, not with what the length
+// prefix promised.
+std::string recv_frame(int fd, Clock::time_point deadline, const std::string& who, uint32_t limit) {
+  char prefix[4];
+  read_all(fd, prefix, sizeof(prefix), deadline, who);
+  auto len = frame_length(std::string_view(prefix, sizeof(prefix)), limit);
+  if (!len) {
+    uint32_t n = 0;
+    std::memcpy(&n, prefix, sizeof(n));
+    throw Error(fmt::format("rendezvous: {} sent a frame of {} bytes, more than the {} allowed (not an ocslab rank?)",
+                            who, ntohl(n), limit));
+  }
+  std::string s;
+  constexpr size_t kStep = 64 * 1024;
+  while (s.size() < *len) {
+    size_t at = s.size();
+    s.resize(at + std::min<size_t>(kStep, *len - at));
+    read_all(fd, s.data() + at, s.size() - at, deadline, who);
+  }
   return s;
 }
 
@@ -103,6 +115,54 @@ void set_nodelay(int fd) {
 }
 
 }  // namespace
+
+std::optional<uint32_t> frame_length(std::string_view prefix, uint32_t limit) {
+  if (prefix.size() != 4) return std::nullopt;
+  uint32_t len = 0;
+  std::memcpy(&len, prefix.data(), sizeof(len));
+  len = ntohl(len);
+  if (len > limit) return std::nullopt;
+  return len;
+}
+
+std::optional<RendezvousHello> parse_rendezvous_hello(std::string_view frame) {
+  auto number = [&](std::string_view key, int& out) {
+    if (frame.substr(0, key.size()) != key) return false;
+    frame.remove_prefix(key.size());
+    size_t digits = 0;
+    while (digits < frame.size() && digits < 8 && frame[digits] >= '0' && frame[digits] <= '9') ++digits;
+    if (digits == 0) return false;
+    out = 0;
+    for (size_t i = 0; i < digits; ++i) out = out * 10 + (frame[i] - '0');
+    frame.remove_prefix(digits);
+    return true;
+  };
+  RendezvousHello h;
+  if (!number("ocslab-collbench 1 rank=", h.rank) || !number(" nranks=", h.nranks)) return std::nullopt;
+  constexpr std::string_view kTag = " tag=";
+  if (frame.substr(0, kTag.size()) != kTag) return std::nullopt;
+  frame.remove_prefix(kTag.size());
+  if (frame.empty() || frame.find_first_of(std::string_view("\n\0", 2)) != std::string_view::npos) return std::nullopt;
+  h.tag = std::string(frame);
+  return h;
+}
+
+std::vector<std::string> unpack_all_gather(std::string_view packed, int nranks, const std::string& who) {
+  std::vector<std::string> all(static_cast<size_t>(std::max(nranks, 0)));
+  size_t pos = 0;
+  for (auto& b : all) {
+    uint32_t len = 0;
+    if (pos + sizeof(len) > packed.size()) throw Error("rendezvous: short all-gather reply from " + who);
+    std::memcpy(&len, packed.data() + pos, sizeof(len));
+    len = ntohl(len);
+    pos += sizeof(len);
+    if (len > packed.size() - pos) throw Error("rendezvous: short all-gather reply from " + who);
+    b = std::string(packed.substr(pos, len));
+    pos += len;
+  }
+  if (pos != packed.size()) throw Error("rendezvous: all-gather reply from " + who + " has bytes past its last rank");
+  return all;
+}
 
 std::pair<std::string, int> split_host_port(const std::string& address) {
   auto colon = address.rfind(':');
@@ -185,15 +245,16 @@ Rendezvous::Rendezvous(int rank, int nranks, const std::string& address, const s
         std::string who = fmt::format("a rank connecting from {}", peer_ip);
         std::string msg;
         try {
-          msg = recv_frame(fd, deadline, who);
+          msg = recv_frame(fd, deadline, who, kMaxHelloFrame);
         } catch (const Error&) {
           ::close(fd);
           throw;
         }
-        int r = -1, n = -1;
-        char their_tag[512] = {0};
+        auto hello_in = parse_rendezvous_hello(msg);
+        int r = hello_in ? hello_in->rank : -1, n = hello_in ? hello_in->nranks : -1;
+        std::string their_tag = hello_in ? hello_in->tag : std::string();
         std::string reply;
-        if (std::sscanf(msg.c_str(), "ocslab-collbench 1 rank=%d nranks=%d tag=%511[^\n]", &r, &n, their_tag) != 3) {
+        if (!hello_in) {
           reply = "error: not an ocslab-collbench hello: '" + msg.substr(0, 80) + "'";
         } else if (n != nranks) {
           reply =
@@ -259,7 +320,7 @@ Rendezvous::Rendezvous(int rank, int nranks, const std::string& address, const s
   set_nodelay(fd);
   peers_.push_back(fd);
   send_frame(fd, hello, deadline, who);
-  std::string reply = recv_frame(fd, deadline, who);
+  std::string reply = recv_frame(fd, deadline, who, kMaxHelloFrame);
   if (reply != "ok") {
     ::close(fd);
     peers_.clear();
@@ -284,7 +345,8 @@ std::vector<std::string> Rendezvous::all_gather(const std::string& blob) {
   if (rank_ == 0) {
     all[0] = blob;
     for (int r = 1; r < nranks_; ++r) {
-      all[static_cast<size_t>(r)] = recv_frame(peers_[static_cast<size_t>(r)], deadline, fmt::format("rank {}", r));
+      all[static_cast<size_t>(r)] =
+          recv_frame(peers_[static_cast<size_t>(r)], deadline, fmt::format("rank {}", r), kMaxFrame);
     }
     std::string packed;
     for (const auto& b : all) {
@@ -298,19 +360,8 @@ std::vector<std::string> Rendezvous::all_gather(const std::string& blob) {
   }
   std::string who = "rank 0 at " + address_;
   send_frame(peers_[0], blob, deadline, who);
-  std::string packed = recv_frame(peers_[0], deadline, who);
-  size_t pos = 0;
-  for (auto& b : all) {
-    uint32_t len = 0;
-    if (pos + sizeof(len) > packed.size()) throw Error("rendezvous: short all-gather reply from " + who);
-    std::memcpy(&len, packed.data() + pos, sizeof(len));
-    len = ntohl(len);
-    pos += sizeof(len);
-    if (pos + len > packed.size()) throw Error("rendezvous: short all-gather reply from " + who);
-    b = packed.substr(pos, len);
-    pos += len;
-  }
-  return all;
+  std::string packed = recv_frame(peers_[0], deadline, who, kMaxFrame);
+  return unpack_all_gather(packed, nranks_, who);
 }
 
 }  // namespace ocslab::workloads

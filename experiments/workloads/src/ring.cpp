@@ -1,5 +1,8 @@
 #include "ocslab/workloads/ring.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace ocslab::workloads {
 
 namespace {
@@ -54,6 +57,45 @@ float fill_value(int rank, uint64_t seq, uint64_t j) {
   return static_cast<float>(v);
 }
 
+float fill_value(RedOp r, int rank, uint64_t seq, uint64_t j) {
+  if (r != RedOp::kProd) return fill_value(rank, seq, j);
+  return static_cast<float>(1 + (static_cast<uint64_t>(rank) * 131u + seq * 31u + j * 7u) % 2u);
+}
+
+void reduce_into(RedOp r, float* dst, const float* src, uint64_t count) {
+  switch (r) {
+    case RedOp::kSum:
+    case RedOp::kAvg:
+      for (uint64_t k = 0; k < count; ++k) dst[k] += src[k];
+      break;
+    case RedOp::kProd:
+      for (uint64_t k = 0; k < count; ++k) dst[k] *= src[k];
+      break;
+    case RedOp::kMax:
+      for (uint64_t k = 0; k < count; ++k) dst[k] = std::max(dst[k], src[k]);
+      break;
+    case RedOp::kMin:
+      for (uint64_t k = 0; k < count; ++k) dst[k] = std::min(dst[k], src[k]);
+      break;
+  }
+}
+
+void finish_reduction(RedOp r, float* buf, uint64_t count, int n) {
+  if (r != RedOp::kAvg) return;
+  for (uint64_t k = 0; k < count; ++k) buf[k] /= static_cast<float>(n);
+}
+
+float expected_reduction(const Schedule& s, const Op& op, uint64_t seq, uint64_t j) {
+  const Group& g = s.group_of(op);
+  float acc = fill_value(op.redop, g.ranks.front(), seq, j);
+  for (size_t m = 1; m < g.ranks.size(); ++m) {
+    float v = fill_value(op.redop, g.ranks[m], seq, j);
+    reduce_into(op.redop, &acc, &v, 1);
+  }
+  finish_reduction(op.redop, &acc, 1, static_cast<int>(g.ranks.size()));
+  return acc;
+}
+
 void fill_input(const Schedule& s, const Op& op, int rank, uint64_t seq, float* buf) {
   const Group& g = s.group_of(op);
   uint64_t total = buffer_floats(op);
@@ -62,7 +104,7 @@ void fill_input(const Schedule& s, const Op& op, int rank, uint64_t seq, float* 
   switch (op.type) {
     case OpType::kAllReduce:
     case OpType::kReduceScatter:
-      for (uint64_t j = 0; j < total; ++j) buf[j] = fill_value(rank, seq, j);
+      for (uint64_t j = 0; j < total; ++j) buf[j] = fill_value(op.redop, rank, seq, j);
       break;
     case OpType::kAllGather: {
       Chunk mine = ring_chunk(total, n, me);
@@ -83,18 +125,20 @@ uint64_t count_wrong(const Schedule& s, const Op& op, int rank, uint64_t seq, co
   uint64_t total = buffer_floats(op);
   int n = static_cast<int>(g.ranks.size());
   uint64_t wrong = 0;
-  auto sum_at = [&](uint64_t j) {
-    float sum = 0;
-    for (int m : g.ranks) sum += fill_value(m, seq, j);
-    return sum;
+  // Sums, products of powers of two, max and min are exact; an average is a division, which a
+  // transport may do as a multiplication by 1/n first (NCCL's avg): a few ulps are allowed there.
+  auto differs = [&](float got, uint64_t j) {
+    float want = expected_reduction(s, op, seq, j);
+    if (op.redop != RedOp::kAvg) return got != want;
+    return !(std::fabs(got - want) <= 1e-5f * std::fabs(want));
   };
   switch (op.type) {
     case OpType::kAllReduce:
-      for (uint64_t j = 0; j < total; ++j) wrong += buf[j] != sum_at(j);
+      for (uint64_t j = 0; j < total; ++j) wrong += differs(buf[j], j);
       break;
     case OpType::kReduceScatter: {
       Chunk mine = ring_chunk(total, n, g.index_of(rank));
-      for (uint64_t k = 0; k < mine.count; ++k) wrong += buf[mine.offset + k] != sum_at(mine.offset + k);
+      for (uint64_t k = 0; k < mine.count; ++k) wrong += differs(buf[mine.offset + k], mine.offset + k);
       break;
     }
     case OpType::kAllGather:

@@ -228,6 +228,29 @@ uint64_t Schedule::max_buffer_bytes() const {
   return m;
 }
 
+std::string_view redop_name(RedOp r) {
+  switch (r) {
+    case RedOp::kSum:
+      return "sum";
+    case RedOp::kProd:
+      return "prod";
+    case RedOp::kMax:
+      return "max";
+    case RedOp::kMin:
+      return "min";
+    case RedOp::kAvg:
+      return "avg";
+  }
+  return "?";
+}
+
+RedOp parse_redop(std::string_view name) {
+  for (RedOp r : {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin, RedOp::kAvg}) {
+    if (name == redop_name(r)) return r;
+  }
+  throw Error("unknown reduction op '" + std::string(name) + "' (known: sum, prod, max, min, avg, all)");
+}
+
 uint64_t Schedule::digest() const {
   uint64_t h = 1469598103934665603ull;
   auto mix = [&h](std::string_view v) {
@@ -246,6 +269,8 @@ uint64_t Schedule::digest() const {
     mix(std::to_string(op.bytes));
     mix(std::to_string(op.src));
     mix(std::to_string(op.dst));
+    // Only a non-sum reduction enters, so a schedule's digest stays what it was before -o.
+    if (op.redop != RedOp::kSum) mix(redop_name(op.redop));
   }
   return h;
 }

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 
 #include "ocslab/common/error.h"
+#include "ocslab/common/secret.h"
 
 namespace po = boost::program_options;
 
@@ -87,6 +89,8 @@ void add_phase_options(po::options_description& d) {
                   "HOST:PORT of the job's phase controller (`ocslab controller`); without it the fabric is "
                   "never reconfigured")("job", po::value<std::string>(),
                                         "job name the controller runs (with --controller)")(
+      "controller-token-file", po::value<std::string>(),
+      "file holding the controller's token (mode 0600, owned by you); else $OCSLAB_CONTROLLER_TOKEN")(
       "phase-mode", po::value<std::string>(),
       "on-demand (ask for an op's topology when it starts; default) or provisioning (ask for the next op's "
       "when the current one ends)")("profile-steps", po::value<int>(),
@@ -98,7 +102,7 @@ void add_phase_options(po::options_description& d) {
 std::optional<phase::ShimOptions> phase_options(const po::variables_map& vm, int rank, int world,
                                                 const std::string& host, std::chrono::milliseconds ack_wait) {
   if (!vm.count("controller")) {
-    for (const char* f : {"job", "phase-mode", "profile-steps", "phase-table"}) {
+    for (const char* f : {"job", "controller-token-file", "phase-mode", "profile-steps", "phase-table"}) {
       if (vm.count(f)) throw Error(fmt::format("--{} needs --controller HOST:PORT", f));
     }
     return std::nullopt;
@@ -118,6 +122,12 @@ std::optional<phase::ShimOptions> phase_options(const po::variables_map& vm, int
   o.port = p;
   if (!vm.count("job") || vm["job"].as<std::string>().empty()) throw Error("--controller needs --job NAME");
   o.job = vm["job"].as<std::string>();
+  // The secret never travels in argv (other users see it in ps): a private file or the environment.
+  if (vm.count("controller-token-file")) {
+    o.token = read_secret_file(vm["controller-token-file"].as<std::string>(), "--controller-token-file");
+  } else if (const char* env = std::getenv("OCSLAB_CONTROLLER_TOKEN"); env && *env) {
+    o.token = env;
+  }
   o.rank = rank;
   o.world = world;
   o.sample_host = host;

@@ -17,6 +17,7 @@ namespace {
 
 constexpr const char* kUsage =
     R"(usage: ocslab-collbench-verbs --schedule FILE --rank R (--ranks H0,H1,... | --rendezvous HOST:PORT) --if IFACE [options]
+       ocslab-collbench-verbs [-b MIN -e MAX -f FACTOR -n ITERS -w WARMUP -c CHECK -o OP -J FILE] --if IFACE [--rank R ...]
 
 Runs every collective of the schedule's step (ring allreduce / allgather / reducescatter,
 send/recv, barrier; float32 sum) over ibverbs RC queue pairs on the RoCE device of IFACE,
@@ -24,13 +25,21 @@ one process per rank. Rank 0 listens for the TCP bootstrap; the others connect t
 Every result is checked against the exact expected values. Rank 0 prints a table like
 nccl-tests'; with --output each rank writes ops-rank<R>.csv and timeline-rank<R>.csv.
 
+Without --schedule it is nccl-tests' all_reduce_perf (or --collective allgather, reducescatter,
+sendrecv) over every rank: sizes -b..-e (x -f or + -i), -n timed iterations per size after -w
+warm-up ones, -c checked ones, reduction -o (sum, prod, max, min, avg, all), time per -a, the
+nccl-tests table on rank 0 and with -J its JSON document. Host memory: -g 1, -d float only.
+
 Example (two hosts, rank 0 on h1):
-  h1$ ocslab-collbench-verbs -s dp-pp.yaml --ranks h1,h2 --rank 0 --if eth1 -o out
-  h2$ ocslab-collbench-verbs -s dp-pp.yaml --ranks h1,h2 --rank 1 --if eth1 -o out
+  h1$ ocslab-collbench-verbs -s dp-pp.yaml --ranks h1,h2 --rank 0 --if eth1 --output out
+  h2$ ocslab-collbench-verbs -s dp-pp.yaml --ranks h1,h2 --rank 1 --if eth1 --output out
+  h1$ ocslab-collbench-verbs -b 8 -e 8M -f 2 -n 20 -w 5 -c 1 -J out.json --ranks h1,h2 --rank 0 --if eth1
 
 With --controller HOST:PORT --job NAME the phase shim asks the job's phase controller
 (`ocslab controller`) to wire the fabric for each op's group before it runs
-(--phase-mode on-demand) or ahead of it (--phase-mode provisioning); see docs/workloads.md.
+(--phase-mode on-demand) or ahead of it (--phase-mode provisioning); the controller's token
+comes from --controller-token-file FILE (mode 0600) or $OCSLAB_CONTROLLER_TOKEN, never argv;
+see docs/workloads.md.
 
 Exit codes (table below): 0 all results exact; 1 bad command line; 2 bad input or a transport
 failure (the message says which); 7 some result wrong.
@@ -52,6 +61,12 @@ void add_verbs_options(po::options_description& desc) {
 
 int run_verbs(const po::variables_map& vm, const Job& job) {
   const CommonOptions& o = job.options;
+  if (vm.count("ngpus") && vm["ngpus"].as<int>() != 1) {
+    throw Error(
+        fmt::format("-g/--ngpus {}: ocslab-collbench-verbs reduces in host memory, one rank per process; "
+                    "only -g 1 (start one process per rank)",
+                    vm["ngpus"].as<int>()));
+  }
   if (!vm.count("if")) throw Error("missing --if IFACE (the network interface of the RoCE port)");
   VerbsOptions vo;
   vo.interface = vm["if"].as<std::string>();

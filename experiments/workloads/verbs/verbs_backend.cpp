@@ -326,9 +326,10 @@ void VerbsBackend::ring_reduce_scatter(const Op& op, float* buf, uint64_t total,
     RingStep st = reduce_scatter_step(n, me, s);
     Chunk snd = ring_chunk(total, n, st.send), rcv = ring_chunk(total, n, st.recv);
     exchange(op, &right, buf + snd.offset, snd.count, &left, scratch_.data(), rcv.count);
-    float* dst = buf + rcv.offset;
-    for (uint64_t k = 0; k < rcv.count; ++k) dst[k] += scratch_[k];
+    reduce_into(op.redop, buf + rcv.offset, scratch_.data(), rcv.count);
   }
+  Chunk own = ring_chunk(total, n, me);  // fully reduced here now
+  finish_reduction(op.redop, buf + own.offset, own.count, n);
 }
 
 void VerbsBackend::ring_all_gather(const Op& op, float* buf, uint64_t total, int n, int me, Conn& left, Conn& right) {

@@ -16,6 +16,8 @@
 
 #include "ocslab/common/csv_writer.h"
 #include "ocslab/common/log.h"
+#include "ocslab/common/suggest.h"
+#include "ocslab/common/version.h"
 #include "ocslab/ocsctl/credentials.h"
 #include "ocslab/ocsctl/driver.h"
 #include "ocslab/tool/emulate.h"
@@ -81,9 +83,10 @@ const std::vector<CommandSpec>& commands() {
        {"replace", "dry-run"}},
       {"clear", "clear --yes", "delete every circuit (within --allow)", "Refuses to run without --yes.", {"yes"}},
       {"power", "power PORTS", "read optical power at port monitors", "PORTS: numbers and A..B ranges. Power in dBm as the switch reports it.", {}},
-      {"watch-power", "watch-power PORTS [--interval-ms N] [--count N]", "sample port power as CSV on stdout",
+      {"watch-power", "watch-power PORTS [--interval-ms N] [--count N]", "sample port power as CSV (or JSON lines) on stdout",
        "Writes t_ns,port,dbm rows (t_ns: CLOCK_REALTIME when the reading arrived) until\n"
-       "--count samples per port were taken or Ctrl-C.",
+       "--count samples per port were taken or Ctrl-C. With --json: one object per reading\n"
+       "and line, {\"t_ns\": ..., \"port\": ..., \"dbm\": ...}.",
        {"interval-ms", "count"}},
       {"bench", "bench --pairs A-B,... [--pairs A-B,...] [--toggles N] [-o FILE]", "time repeated reconfigurations",
        "Alternates the switch between two mappings (the second --pairs, or no circuits on\n"
@@ -115,6 +118,33 @@ const CommandSpec* find_command(const std::string& name) {
   return nullptr;
 }
 
+std::vector<std::string> command_names() {
+  std::vector<std::string> names = {"help"};
+  for (const auto& c : commands()) names.push_back(c.name);
+  return names;
+}
+
+po::options_description global_options();
+po::options_description command_options();
+
+// Every long option, as the user types it (--name): what an unknown option is compared with.
+std::vector<std::string> option_names() {
+  std::vector<std::string> names;
+  for (const auto& d : {global_options(), command_options()}) {
+    for (const auto& o : d.options()) names.push_back("--" + o->long_name());
+  }
+  return names;
+}
+
+// A command-line error as the user reads it: po's message, with the nearest valid option for
+// an unknown one.
+std::string usage_message(const po::error& e) {
+  if (const auto* u = dynamic_cast<const po::unknown_option*>(&e)) {
+    return unknown_word_message("option", u->get_option_name(), option_names());
+  }
+  return e.what();
+}
+
 po::options_description global_options() {
   po::options_description d("Global options");
   d.add_options()
@@ -122,7 +152,7 @@ po::options_description global_options() {
       ("allow", po::value<std::string>(), "allow-list: the only ports this command may change, e.g. 1..16,33..48; any other port is refused before anything is sent")
       ("timeout-ms", po::value<int>()->default_value(10000), "deadline for each reply from the switch")
       ("connect-timeout-ms", po::value<int>()->default_value(10000), "deadline for connecting and logging in")
-      ("credentials", po::value<std::string>(), "credentials file (mode 0600): lines '<host>[:<port>] <user> <password>' (IPv6 host in brackets; '#' comments only at a line's start or after the password); default $OCSLAB_OCS_CREDENTIALS or ~/.config/ocslab/credentials. $OCSLAB_OCS_PASSWORD takes precedence")
+      ("credentials", po::value<std::string>(), "credentials file (mode 0600): lines '<host>[:<port>] <user> <password>' (IPv6 host in brackets; '#' comments only at a line's start or after the password); default $OCSLAB_OCS_CREDENTIALS or ~/.config/ocslab/credentials. $OCSLAB_OCS_PASSWORD takes precedence for the switch host(s) $OCSLAB_OCS_PASSWORD_HOST names (HOST[:PORT],...; unset: loopback only)")
       ("identity,i", po::value<std::string>(), "SSH private key (tl1+ssh, netconf); default: ssh-agent, then ~/.ssh keys")
       ("known-hosts", po::value<std::string>(), "SSH known_hosts file; default ~/.ssh/known_hosts")
       ("accept-unknown-host", "SSH: accept a host key not in known_hosts (a changed key is always refused)")
@@ -165,7 +195,8 @@ void print_help(std::ostream& out, const CommandSpec* cmd) {
            "Usage: ocsctl -s URL [options] COMMAND [args]\n\nCommands:\n";
     for (const auto& c : commands()) out << fmt::format("  {:<12} {}\n", c.name, c.summary);
     out << "\n" << global_options() << "\n" << command_options() << "\n"
-        << "Passwords never go on the command line: set OCSLAB_OCS_PASSWORD or use a credentials file.\n\n"
+        << "Passwords never go on the command line: set OCSLAB_OCS_PASSWORD with OCSLAB_OCS_PASSWORD_HOST (the switch\n"
+           "it is for; without it, only a switch on loopback gets it) or use a credentials file.\n\n"
         << exit_code_help() << "\nExamples:\n"
         << "  ocsctl -s tl1://admin@10.0.0.5 info\n"
         << "  ocsctl -s tl1://admin@10.0.0.5 --allow 1..8,33..40 connect 1-33 2-34\n"
@@ -271,6 +302,8 @@ class Cli {
 
  private:
   int dispatch(const std::string& cmd, const std::vector<std::string>& args);
+  static bool wants_json(const std::vector<std::string>& args);
+  int usage_error(const std::string& message, const std::string& see, bool json_out);
   int cmd_info();
   int cmd_list();
   int cmd_connect(const std::vector<std::string>& args);
@@ -336,8 +369,7 @@ int Cli::run(const std::vector<std::string>& args) {
     po::store(po::command_line_parser(argv).options(all).positional(pos).run(), vm_);
     po::notify(vm_);
   } catch (const po::error& e) {
-    err_ << "ocsctl: " << e.what() << "\nTry 'ocsctl --help'.\n";
-    return kExitUsage;
+    return usage_error(usage_message(e), "ocsctl --help", wants_json(args));
   }
   std::string cmd = vm_.count("command") ? vm_["command"].as<std::string>() : "";
   const CommandSpec* spec = cmd.empty() ? nullptr : find_command(cmd);
@@ -351,48 +383,57 @@ int Cli::run(const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (vm_.count("version")) {
-    out_ << "ocsctl " << OCSLAB_VERSION << "\n";
+    out_ << "ocsctl " << project_version() << "\n";
     return kExitOk;
   }
   if (cmd.empty()) {
     print_help(err_, nullptr);
     return kExitUsage;
   }
-  if (!spec) {
-    err_ << "ocsctl: unknown command '" << cmd << "'\nTry 'ocsctl --help'.\n";
-    return kExitUsage;
-  }
+  const bool json_out = vm_.count("json") > 0;
+  if (!spec) return usage_error(unknown_word_message("command", cmd, command_names()), "ocsctl --help", json_out);
   // Reject options that belong to another command instead of silently ignoring them.
   const auto all_command_options = command_options();  // must outlive the loop below
   for (const auto& opt : all_command_options.options()) {
     const std::string& name = opt->long_name();
     if (vm_.count(name) && !vm_[name].defaulted() &&
         std::find(spec->options.begin(), spec->options.end(), name) == spec->options.end()) {
-      err_ << "ocsctl: option --" << name << " does not apply to '" << cmd << "'\nTry 'ocsctl " << cmd << " --help'.\n";
-      return kExitUsage;
+      return usage_error("option --" + name + " does not apply to '" + cmd + "'", "ocsctl " + cmd + " --help", json_out);
     }
   }
-  if (vm_.count("json") && vm_.count("csv")) {
-    err_ << "ocsctl: choose one of --json and --csv\n";
-    return kExitUsage;
-  }
+  if (vm_.count("json") && vm_.count("csv")) return usage_error("choose one of --json and --csv", "", json_out);
   format_ = vm_.count("json") ? Format::kJson : vm_.count("csv") ? Format::kCsv : Format::kTable;
   try {
     init_logging(vm_["log-level"].as<std::string>());
   } catch (const Error& e) {
-    err_ << "ocsctl: " << e.what() << "\n";
-    return kExitUsage;
+    return usage_error(e.what(), "", json_out);
   }
   auto rest = vm_.count("args") ? vm_["args"].as<std::vector<std::string>>() : std::vector<std::string>{};
   try {
     return dispatch(cmd, rest);
   } catch (const Error& e) {
     err_ << "ocsctl: error: " << e.what() << "\n";
-    if (const auto* a = dynamic_cast<const ApplyError*>(&e); a && format_ == Format::kJson) {
-      out_ << error_json(e).dump(2) << "\n";
+    const int rc = exit_code_of(e);
+    if (format_ == Format::kJson) {
+      json j = error_json(e);
+      j["exit_code"] = rc;
+      out_ << j.dump(2) << "\n";
     }
-    return exit_code_of(e);
+    return rc;
   }
+}
+
+bool Cli::wants_json(const std::vector<std::string>& args) {
+  return std::find(args.begin(), args.end(), "--json") != args.end();
+}
+
+// A bad command line: the message on stderr with where to look; with --json also
+// {"error": MESSAGE, "exit_code": 1} on stdout, so a script reading stdout sees the failure.
+int Cli::usage_error(const std::string& message, const std::string& see, bool json_out) {
+  err_ << "ocsctl: " << message << "\n";
+  if (!see.empty()) err_ << "Try '" << see << "'.\n";
+  if (json_out) out_ << json{{"error", message}, {"exit_code", int(kExitUsage)}}.dump(2) << "\n";
+  return kExitUsage;
 }
 
 int Cli::dispatch(const std::string& cmd, const std::vector<std::string>& args) {
@@ -411,8 +452,7 @@ int Cli::dispatch(const std::string& cmd, const std::vector<std::string>& args) 
     if (cmd == "bench") return no_args(), cmd_bench();
     if (cmd == "emulate") return cmd_emulate(args);
   } catch (const po::error& e) {
-    err_ << "ocsctl: " << e.what() << "\nTry 'ocsctl " << cmd << " --help'.\n";
-    return kExitUsage;
+    return usage_error(usage_message(e), "ocsctl " + cmd + " --help", format_ == Format::kJson);
   }
   return kExitUsage;
 }
@@ -571,13 +611,22 @@ int Cli::cmd_watch_power(const std::vector<std::string>& args) {
   if (count < 0) throw po::error("--count must be 0 (forever) or more");
   InterruptGuard guard;
   CsvWriter w(out_);
-  w.header({"t_ns", "port", "dbm"});
+  const bool jsonl = format_ == Format::kJson;
+  if (!jsonl) w.header({"t_ns", "port", "dbm"});
   auto next = std::chrono::steady_clock::now();
   int taken = 0;
   while (!g_interrupted && (count == 0 || taken < count)) {
     auto readings = driver().power(ports);
     int64_t t = realtime_ns();
-    for (const auto& r : readings) w.row({std::to_string(t), std::to_string(r.port), fmt::format("{:.2f}", r.dbm)});
+    for (const auto& r : readings) {
+      if (jsonl) {
+        // dBm rounded as in the CSV: the switch reports two decimals.
+        out_ << json{{"t_ns", t}, {"port", r.port}, {"dbm", std::round(r.dbm * 100) / 100}}.dump() << "\n";
+      } else {
+        w.row({std::to_string(t), std::to_string(r.port), fmt::format("{:.2f}", r.dbm)});
+      }
+    }
+    if (jsonl) out_.flush();
     w.flush();
     ++taken;
     next += std::chrono::milliseconds(interval);
@@ -650,6 +699,7 @@ int Cli::cmd_bench() {
       failure = e.what();
       failure_code = exit_code_of(e);
       failure_json = error_json(e);
+      failure_json["exit_code"] = failure_code;
       break;
     }
     collect_calls_ = false;

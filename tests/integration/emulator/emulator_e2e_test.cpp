@@ -116,30 +116,40 @@ TEST_CASE("emulated switch: ping over a circuit pair, carrier follows reconfigur
   CHECK(ping() == 0);
   emu.stop();
 
-  // The ground truth tells when the light really came back at each NIC; the carrier the host
-  // saw must follow it by the configured firmware delay.
+  // The ground truth tells when the light really came back at each NIC and which firmware
+  // delay the model drew; the link, and the carrier the host saw, must follow by that delay.
+  // The model's own figure is exact; the real times carry how late the event loop ran the
+  // timer, which the host's scheduler decides (6.3 ms once in CI under ASan on 2 busy cores),
+  // so they get the same 20 ms bound as the host's view.
   auto rows = read_ground_truth(gt);
   for (auto [nic, carrier_up] : {std::pair{"a-eth1", *back_a}, std::pair{"b-eth1", *back_b}}) {
     auto light = last(rows, nic, "light", 1, t2);
+    auto drawn = last(rows, nic, "firmware_delay", kFirmwareMs, t2);
     auto link = last(rows, nic, "link", 1, t2);
     REQUIRE(light);
+    REQUIRE(drawn);  // the fixed 500 ms distribution drew exactly 500
     REQUIRE(link);
     double modelled_ms = static_cast<double>(link->mono_ns - light->mono_ns) / 1e6;
     double seen_ms = static_cast<double>(carrier_up.mono_ns - light->mono_ns) / 1e6;
-    std::printf("%s: light back -> carrier up in the host: %.1f ms (configured firmware delay %.0f ms; model %.1f ms)\n",
-                nic, seen_ms, kFirmwareMs, modelled_ms);
-    CHECK(modelled_ms == Approx(kFirmwareMs).margin(5));
+    std::printf("%s: light back -> carrier up in the host: %.1f ms (configured firmware delay %.0f ms; model drew "
+                "%.1f ms, link row after %.1f ms)\n",
+                nic, seen_ms, kFirmwareMs, drawn->value, modelled_ms);
+    CHECK(drawn->mono_ns - light->mono_ns < 5'000'000);  // drawn as the light returned
+    CHECK(modelled_ms >= kFirmwareMs - 0.5);             // never early
+    CHECK(modelled_ms == Approx(kFirmwareMs).margin(20));
     CHECK(seen_ms == Approx(kFirmwareMs).margin(20));
   }
-  // Switching: the reconfiguration's mirrors took the configured time, and the TL1 ack came
-  // after they settled (ack: after-settle).
+  // Switching: the reconfiguration's mirrors took the configured time (the start row carries
+  // the drawn time, exact; the end row the event loop's lateness, bounded as above), and the
+  // TL1 ack came after they settled (ack: after-settle).
   auto start = last(rows, "1-10", "switch_start", kSwitchingMs, t2);
   auto end = last(rows, "1-10", "switch_end", 1, t2);
   REQUIRE(start);
   REQUIRE(end);
   double switching_ms = static_cast<double>(end->mono_ns - start->mono_ns) / 1e6;
   std::printf("switching 1-10: %.1f ms (configured %.0f ms)\n", switching_ms, kSwitchingMs);
-  CHECK(switching_ms == Approx(kSwitchingMs).margin(5));
+  CHECK(switching_ms >= kSwitchingMs - 0.5);
+  CHECK(switching_ms == Approx(kSwitchingMs).margin(20));
   CHECK(back.finished.monotonic_ns >= end->mono_ns);
   // Light went dark at the reconfiguration away and both links went down after it.
   CHECK(last(rows, "port 10", "light", 0, t1));

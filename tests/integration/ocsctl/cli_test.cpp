@@ -291,6 +291,7 @@ TEST_CASE("ocsctl bench --json: one document with the completed toggles and the 
   CHECK(j["reconfiguration"]["n"] == 2);
   CHECK(j["interrupted"] == false);
   CHECK_THAT(j["error"].get<std::string>(), Catch::Contains("Command refused"));
+  CHECK(j["exit_code"] == r.rc);
   CHECK(j["state_known"] == true);
 }
 
@@ -362,6 +363,69 @@ TEST_CASE("ocsctl watch-power writes CSV samples", "[cli]") {
   CHECK(rows == 6);
 }
 
+TEST_CASE("ocsctl watch-power --json writes one object per reading and line", "[cli]") {
+  CliFixture f;
+  REQUIRE(f.sw.connect({{1, 17}}, false).empty());
+  auto r = f.run({"--json", "watch-power", "17,18", "--interval-ms", "5", "--count", "3"});
+  REQUIRE(r.rc == kExitOk);
+  std::istringstream in(r.out);
+  std::map<int, int> per_port;
+  int64_t last_t = 0;
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);  // throws on anything that is not one object per line
+    REQUIRE(j.is_object());
+    CHECK(j.size() == 3);
+    CHECK(j["t_ns"].get<int64_t>() >= last_t);
+    last_t = j["t_ns"].get<int64_t>();
+    ++per_port[j["port"].get<int>()];
+    if (j["port"] == 18) CHECK(j["dbm"].get<double>() == Approx(-60.0));
+  }
+  CHECK(per_port == std::map<int, int>{{17, 3}, {18, 3}});
+}
+
+TEST_CASE("ocsctl names an unknown command or option and suggests the nearest", "[cli]") {
+  CliFixture f;
+  auto r = f.run({"lsit"});
+  CHECK(r.rc == kExitUsage);
+  CHECK_THAT(r.err, Catch::Contains("ocsctl: unknown command 'lsit'. Did you mean 'list'?"));
+  r = f.run({"list", "--jsno"});
+  CHECK(r.rc == kExitUsage);
+  CHECK_THAT(r.err, Catch::Contains("unknown option '--jsno'. Did you mean '--json'?"));
+  r = f.run({"watch-power", "17", "--intreval-ms", "5"});
+  CHECK(r.rc == kExitUsage);
+  CHECK_THAT(r.err, Catch::Contains("Did you mean '--interval-ms'?"));
+  r = f.run({"frobnicate"});
+  CHECK(r.rc == kExitUsage);
+  CHECK_THAT(r.err, Catch::Contains("unknown command 'frobnicate'."));
+  CHECK_THAT(r.err, !Catch::Contains("Did you mean"));
+}
+
+TEST_CASE("ocsctl --json reports every failure as a JSON object on stdout", "[cli]") {
+  CliFixture f;
+  auto expect_error = [](const Run& r, int code, const std::string& text) {
+    CHECK(r.rc == code);
+    INFO(r.out);
+    auto j = nlohmann::json::parse(r.out);  // one document, nothing else on stdout
+    CHECK(j["exit_code"] == code);
+    CHECK_THAT(j["error"].get<std::string>(), Catch::Contains(text));
+  };
+  expect_error(f.run({"--json", "lsit"}), kExitUsage, "Did you mean 'list'?");
+  expect_error(f.run({"--json", "list", "--bogus"}), kExitUsage, "--bogus");
+  expect_error(f.run({"--json", "list", "--yes"}), kExitUsage, "does not apply");
+  expect_error(f.run({"--json", "connect", "1-99"}), kExitInput, "99");
+  REQUIRE(f.sw.connect({{1, 17}}, false).empty());
+  expect_error(f.run({"--json", "connect", "1-18"}), kExitRefused, "");
+  std::ostringstream out, err;
+  int port = testing::free_loopback_port();
+  int rc = run_ocsctl(
+      {"--json", "-s", "tl1://admin@127.0.0.1:" + std::to_string(port), "--connect-timeout-ms", "1000", "list"}, out, err);
+  expect_error({rc, out.str(), err.str()}, kExitUnreachable, "127.0.0.1");
+  // Without --json stdout stays empty on failure.
+  auto plain = f.run({"connect", "1-18"});
+  CHECK(plain.rc == kExitRefused);
+  CHECK(plain.out.empty());
+}
+
 TEST_CASE("the ocsctl binary returns documented exit codes", "[cli]") {
   std::string bin = testing::bin_path("ocsctl");
   auto code = [&](const std::string& args) {
@@ -374,6 +438,39 @@ TEST_CASE("the ocsctl binary returns documented exit codes", "[cli]") {
   CHECK(code("--bogus") == 1);
   CHECK(code("-s http://x list") == 2);
   CHECK(code("-s tl1://127.0.0.1:" + std::to_string(testing::free_loopback_port()) + " --connect-timeout-ms 500 list") == 4);
+}
+
+TEST_CASE("the ocsctl binary sends the password only to its host, and warns when TL1 carries it in clear",
+          "[cli][credentials]") {
+  std::string bin = testing::bin_path("ocsctl");
+  testing::TempDir dir;
+  const std::string err = dir.path() + "/stderr";
+  // No credentials file of this machine's user, nothing inherited: only what each run sets.
+  auto run = [&](const std::string& env, const std::string& url) {
+    std::string cmd = "env -u OCSLAB_OCS_PASSWORD -u OCSLAB_OCS_PASSWORD_HOST OCSLAB_OCS_CREDENTIALS=" + dir.path() +
+                      "/none " + env + " " + bin + " -s " + url + " --connect-timeout-ms 300 list >/dev/null 2>" + err;
+    int status = std::system(cmd.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  // TEST-NET-1: nothing answers there; what matters happens before the connection.
+  CHECK(run("OCSLAB_OCS_PASSWORD=s3cret-pw", "tl1://admin@192.0.2.1:3082") == kExitInput);
+  std::string text = read_file(err);
+  CHECK_THAT(text, Catch::Contains("switch host '192.0.2.1'") &&
+                       Catch::Contains("OCSLAB_OCS_PASSWORD_HOST=192.0.2.1") && !Catch::Contains("s3cret-pw") &&
+                       !Catch::Contains("clear text"));
+  CHECK(run("OCSLAB_OCS_PASSWORD=s3cret-pw OCSLAB_OCS_PASSWORD_HOST=sw1", "tl1://admin@192.0.2.1:3082") == kExitInput);
+  CHECK_THAT(read_file(err), Catch::Contains("OCSLAB_OCS_PASSWORD_HOST='sw1'"));
+  // Bound to it: sent (the connection fails, exit 4), after one warning.
+  CHECK(run("OCSLAB_OCS_PASSWORD=s3cret-pw OCSLAB_OCS_PASSWORD_HOST=192.0.2.1", "tl1://admin@192.0.2.1:3082") ==
+        kExitUnreachable);
+  text = read_file(err);
+  CHECK_THAT(text, Catch::Contains("tl1://admin@192.0.2.1:3082: the TL1 password travels in clear text") &&
+                       !Catch::Contains("s3cret-pw"));
+  // A password TL1 cannot carry: refused naming the rule, exit 2.
+  CHECK(run("OCSLAB_OCS_PASSWORD='s3cret;pw'",
+            "tl1://admin@127.0.0.1:" + std::to_string(testing::free_loopback_port())) == kExitInput);
+  CHECK_THAT(read_file(err), Catch::Contains("cannot be sent over TL1: TL1 login fields are printable ASCII") &&
+                                 !Catch::Contains("s3cret"));
 }
 
 TEST_CASE("ocsctl emulate: --dry-run prints the wiring; a running emulator serves the CLI and stops on SIGINT",

@@ -11,6 +11,11 @@
 #include <mutex>
 #include <thread>
 
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <sstream>
+
 #include "ocslab/ocsctl/errors.h"
 #include "ocslab/ocsctl/tl1_codec.h"
 #include "ocslab/ocsctl/tl1_driver.h"
@@ -273,6 +278,71 @@ TEST_CASE("TL1 login failures") {
     CHECK_THROWS_WITH(d.open(), Catch::Contains("no password for admin@127.0.0.1: set OCSLAB_OCS_PASSWORD"));
     CHECK(peer.server().accepted() == 0);
   }
+}
+
+TEST_CASE("TL1: a password TL1 cannot carry is refused naming the rule, before anything is sent", "[credentials]") {
+  PeerSwitch sw(32, 32);
+  PeerQuirks q = peer_quirks();
+  q.password = "pa;ss";  // what a switch might have been given by another tool
+  TcpPeer peer(PeerProtocol::kTl1, sw, q);
+  for (const std::string& bad :
+       std::vector<std::string>{"pa;ss", "pa:ss", "pa,ss", "pa\"ss", "pa=ss", "pa&ss", "pa\\ss", "pa ss", "pa\tss",
+                                std::string("pa\x01ss"), std::string("pa\x7fss"), std::string("p\xc3\xa4ss")}) {
+    INFO(tl1_quote_line(bad));
+    DriverOptions o = driver_options();
+    o.password = bad;
+    CHECK_THROWS_WITH(make_driver(url_of(peer), o),
+                      Catch::Contains("the password for admin@127.0.0.1 cannot be sent over TL1") &&
+                          Catch::Contains("TL1 login fields are printable ASCII without blanks") &&
+                          !Catch::Contains(bad));
+  }
+  // Never connected, nothing sent.
+  CHECK(peer.server().accepted() == 0);
+  CHECK(sw.history().empty());
+  // A user name that would split the command is refused the same way.
+  DriverOptions o = driver_options();
+  CHECK_THROWS_WITH(make_driver(SwitchUrl::parse("tl1://ad;min@127.0.0.1:" + std::to_string(peer.port())), o),
+                    Catch::Contains("the user name cannot be sent over TL1"));
+  // Punctuation TL1 carries as is logs in.
+  PeerSwitch sw2(32, 32);
+  PeerQuirks q2 = peer_quirks();
+  q2.password = "P#a$s!w%d*(x)_+.[]{}|~^?<>/'`@-";
+  TcpPeer peer2(PeerProtocol::kTl1, sw2, q2);
+  DriverOptions o2 = driver_options();
+  o2.password = q2.password;
+  auto d = make_driver(url_of(peer2), o2);
+  CHECK(d->list().empty());
+}
+
+TEST_CASE("TL1 over TCP to a switch off this machine warns once that the password travels in clear", "[credentials]") {
+  // The warning is logged before connecting: an address nothing answers on (TEST-NET-1) shows it.
+  std::ostringstream log_text;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log_text);
+  auto logger = std::make_shared<spdlog::logger>("clear-text-test", sink);
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(logger);
+  auto attempt = [](const std::string& url) {
+    DriverOptions o = driver_options();
+    o.connect_timeout = 200ms;
+    auto d = make_driver(SwitchUrl::parse(url), o);
+    CHECK_THROWS_AS(d->open(), ConnectionError);
+  };
+  attempt("tl1://admin@192.0.2.1:3082");
+  attempt("tl1://admin@192.0.2.1:3082");  // the same switch again: no second warning
+  attempt("tl1://admin@192.0.2.2:3082");
+  // Loopback: the password does not leave the machine; no warning.
+  attempt("tl1://admin@127.0.0.1:" + std::to_string(free_loopback_port()));
+  spdlog::set_default_logger(previous);
+  std::string text = log_text.str();
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  CHECK(count("password travels in clear text") == 2);
+  CHECK(count("tl1://admin@192.0.2.1:3082: the TL1 password travels in clear text") == 1);
+  CHECK(count("tl1://admin@192.0.2.2:3082: the TL1 password travels in clear text") == 1);
+  CHECK_THAT(text, !Catch::Contains(kPassword));
 }
 
 TEST_CASE("TL1 peer grammar: login required, case-insensitive verbs, batched and split input") {

@@ -515,7 +515,7 @@ TEST_CASE("bad input is rejected naming the rank and the group", "[phase][contro
   CHECK_THAT(e.message, Catch::Contains("rank 3 group dp1: topo digit 4 names a dimension job j lacks (0=pp, 1=dp)"));
   CHECK(e.group == "dp1");
   CHECK(e.seq == 1);
-  raw.send_raw("{\"v\":1,\"type\":\"request\",\"group\":\"dp1\",\"seq\":\"x\"}\n");
+  raw.send_raw("{\"v\":2,\"type\":\"request\",\"group\":\"dp1\",\"seq\":\"x\"}\n");
   e = raw.read();
   CHECK_THAT(e.message, Catch::Contains("rank 3: field 'seq' must be an integer"));
 }

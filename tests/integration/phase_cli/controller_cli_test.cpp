@@ -5,6 +5,7 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -124,4 +125,24 @@ TEST_CASE("ocslab controller serves shims and rewires the switch", "[phase][cli]
                       Catch::Contains("mono_ns,t_ns,kind,rank,rail,group,seq,stages,value,detail"));
   std::remove(cfg.c_str());
   std::remove(events.c_str());
+}
+
+TEST_CASE("ocslab controller reads its token file only when private, before touching a switch",
+          "[phase][cli][security]") {
+  Lab lab;
+  ::setenv("OCSLAB_OCS_PASSWORD", "root", 1);
+  const std::string base = "/tmp/ocslab-phase-cli-token-" + std::to_string(::getpid());
+  auto cfg = write_config(base + ".yaml", lab, 0);
+  std::ofstream(cfg, std::ios::app) << "token_file: " << base << ".token\n";
+  std::ofstream(base + ".token") << "0123456789abcdef0123456789abcdef\n";
+  ::chmod((base + ".token").c_str(), 0644);
+  std::ostringstream out, err;
+  CHECK(ocslab::cli::run_ocslab({"controller", cfg, "--duration", "0.1"}, out, err) != ocslab::cli::kExitOk);
+  CHECK_THAT(err.str(), Catch::Contains(base + ".token") && Catch::Contains("chmod 600"));
+  CHECK(lab.circuits().empty());  // refused before the job was placed
+  std::ostringstream out2, err2;
+  CHECK(ocslab::cli::run_ocslab({"controller", cfg, "--check"}, out2, err2) == ocslab::cli::kExitOk);
+  CHECK_THAT(out2.str(), Catch::Contains("(token from " + base + ".token)"));
+  std::remove(cfg.c_str());
+  std::remove((base + ".token").c_str());
 }

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "ocslab/cli/ocslab_cli.h"
+#include "ocslab/common/file.h"
 #include "ocslab/common/process.h"
 #include "ocslab/ocsctl/credentials.h"
 #include "ocslab/runner/experiment_spec.h"
@@ -201,6 +202,13 @@ TEST_CASE("phase-workload on loopback: 4 ranks over SSH, both modes, against the
     for (const auto& e : events) starts += e.at("kind") == "reconfig_start" ? 1 : 0;
     CHECK(starts >= 3 * steps);
     CHECK_FALSE(fs::exists("/tmp/ocslab-phase-results-" + mode));  // the ranks' folders were removed
+    // The ranks wrote into the folder mktemp -d made (/tmp/ocslab-phase-results-MODE.XXXXXXXXXX),
+    // which is gone after its files were fetched and verified.
+    const std::string made = "/tmp/ocslab-phase-results-" + mode + ".";
+    CHECK_THAT(read_file(d + "/rank0.log"), Contains("--output " + made));
+    size_t left = 0;
+    for (const auto& e : fs::directory_iterator("/tmp")) left += e.path().string().rfind(made, 0) == 0 ? 1 : 0;
+    CHECK(left == 0u);
   }
   // provisioning ran with provisions in the rows after the profiled warm-up step
   int provisioned = 0;
@@ -254,7 +262,8 @@ TEST_CASE("phase-workload: a spec with fewer hosts than ranks is refused before 
 
 TEST_CASE("phase-workload: a rank that fails is reported with its message", "[phase-runner]") {
   Lab lab;
-  // Rank programs refuse an unknown flag: every rank exits 2 before the rendezvous.
+  // Rank programs refuse an unknown flag: every rank exits 1 (bad command line, as every ocslab
+  // program; docs/exit-codes.md) before the rendezvous.
   std::string spec = lab.spec(4, "  modes: on-demand\n");
   {
     std::ifstream in(spec);
@@ -268,7 +277,7 @@ TEST_CASE("phase-workload: a rank that fails is reported with its message", "[ph
   int rc = cli::run_ocslab({"run", spec, "-o", lab.dir.path() + "/results"}, out, err);
   INFO(err.str());
   CHECK(rc == cli::kExitFailed);
-  CHECK_THAT(err.str(), Contains("on-demand: rank 2 on h3 exited with status 2") && Contains("no-such-flag"));
+  CHECK_THAT(err.str(), Contains("on-demand: rank 2 on h3 exited with status 1") && Contains("no-such-flag"));
   CHECK_THAT(err.str(), Contains("rank 0 wrote no rows"));
 }
 

@@ -23,6 +23,7 @@
 #include "ocslab/testing/phase_lab.h"
 #include "ocslab/phase/controller.h"
 #include "ocslab/phase/orchestrator.h"
+#include "ocslab/common/secret.h"
 #include "ocslab/testing/source_dir.h"
 #include "ocslab/workloads/collbench.h"
 #include "ocslab/workloads/ring.h"
@@ -388,4 +389,39 @@ step:
   CHECK(shim_group(s, s.step[0]) == "p:1-2");  // a pair of a 3-rank pipeline: its own group
   CHECK(shim_group(s, s.step[1]) == "d");      // two ranks: the group itself
   CHECK(shim_group(s, s.step[2]) == "w");
+}
+
+TEST_CASE("the workloads' shim presents the controller's token from a private file or the environment",
+          "[phase][workloads][security]") {
+  Schedule s = load_schedule(source_dir() + "/experiments/workloads/schedules/dp-pp-4-phase.yaml");
+  Lab lab(phase_switch(1));
+  JobLayout L = dp_pp_layout();
+  auto rail = lab.rail(L, TopoId::uniform(L, 1));
+  auto co = controller_options(L, {rail});
+  co.token = ocslab::random_token();
+  Controller ctl(co);
+  ctl.start();
+  auto dir = std::filesystem::temp_directory_path() / fmt::format("ocslab-shimtoken-{}", ::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string file = (dir / "controller.token").string();
+  ocslab::write_secret_file(file, co.token);
+  auto options = [&](std::vector<std::string> extra) {
+    namespace po = boost::program_options;
+    po::options_description desc;
+    add_phase_options(desc);
+    std::vector<std::string> args = {"--controller", fmt::format("127.0.0.1:{}", ctl.port()), "--job", L.job};
+    args.insert(args.end(), extra.begin(), extra.end());
+    po::variables_map vm;
+    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    return *phase_options(vm, 0, 4, "localhost", std::chrono::milliseconds(5000));
+  };
+  ::unsetenv("OCSLAB_CONTROLLER_TOKEN");
+  CHECK_THROWS_WITH(ShimHooks(s, 0, options({})), Contains("without the controller's token"));
+  CHECK_NOTHROW(ShimHooks(s, 0, options({"--controller-token-file", file})));
+  ::setenv("OCSLAB_CONTROLLER_TOKEN", co.token.c_str(), 1);
+  CHECK_NOTHROW(ShimHooks(s, 1, options({})));
+  ::unsetenv("OCSLAB_CONTROLLER_TOKEN");
+  std::filesystem::permissions(file, std::filesystem::perms::group_read, std::filesystem::perm_options::add);
+  CHECK_THROWS_WITH(options({"--controller-token-file", file}), Contains("--controller-token-file") && Contains("chmod 600"));
+  std::filesystem::remove_all(dir);
 }

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <dirent.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 
 #include "ocslab/cli/ocslab_cli.h"
 #include "ocslab/common/clock.h"
+#include "ocslab/common/file.h"
 #include "ocslab/common/process.h"
 #include "ocslab/ocsctl/credentials.h"
 #include "ocslab/runner/experiment_spec.h"
@@ -343,15 +345,111 @@ TEST_CASE("a full disk under timeline.csv fails `ocslab run` naming the file", "
   std::string spec = lab.write_spec(lab.spec_text(1, 0.3));
   std::string out_dir = lab.dir.path() + "/out";
   fs::create_directories(out_dir);
-  // /dev/full answers every write with ENOSPC: the disk filling up as the timeline is written.
-  fs::create_symlink("/dev/full", out_dir + "/timeline.csv");
+  // A real full disk: the results folder is a 48 KiB tmpfs, too small for the merged timeline
+  // (about 100 KiB here) but not for meta.json once the timeline's temporary file is gone; the
+  // capture has a tmpfs of its own (an empty mount point is what the capture folder may be).
+  // timeline.csv is written next to its final name and renamed, so a symlink at its name no
+  // longer stands for a full disk: the write never goes through it.
+  REQUIRE(::mount("tmpfs", out_dir.c_str(), "tmpfs", 0, "size=48k") == 0);
+  fs::create_directories(out_dir + "/capture");
+  REQUIRE(::mount("tmpfs", (out_dir + "/capture").c_str(), "tmpfs", 0, "size=16m") == 0);
+  struct Unmount {
+    std::string dir;
+    ~Unmount() {
+      ::umount2((dir + "/capture").c_str(), MNT_DETACH);
+      ::umount2(dir.c_str(), MNT_DETACH);
+    }
+  } unmount{out_dir};
   std::ostringstream out, err;
   int rc = cli::run_ocslab({"run", spec, "-o", out_dir}, out, err);
   CHECK(rc == cli::kExitFailed);
-  CHECK_THAT(err.str(), Catch::Contains("cannot write CSV output '" + out_dir + "/timeline.csv'") &&
+  CHECK_THAT(err.str(), Catch::Contains("cannot write " + out_dir + "/timeline.csv: ") &&
                             Catch::Contains(std::strerror(ENOSPC)));
   CHECK_THAT(err.str(), !Catch::Contains("timeline rows from"));  // no success summary
-  // meta.json (on the real disk) records the failure for whoever looks at the folder.
+  CHECK_FALSE(fs::exists(out_dir + "/timeline.csv"));              // nothing half-written under its name
+  // meta.json records the failure for whoever looks at the folder, and the capture it would
+  // have been merged from is whole on disk.
   auto meta = nlohmann::json::parse(std::ifstream(out_dir + "/meta.json"));
   CHECK_THAT(meta["problems"].dump(), Catch::Contains("timeline.csv"));
+  uint64_t captured = 0;
+  for (const auto& st : meta["capture"]) {
+    CHECK(st["error"] == "");
+    captured += st["rows"].get<uint64_t>();
+  }
+  CHECK(captured > 1000);
+}
+
+namespace {
+
+// The agent sequence numbers of a capture file (its last column), in file order.
+std::vector<uint64_t> capture_seqs(const std::string& path) {
+  std::vector<uint64_t> out;
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) out.push_back(std::stoull(line.substr(line.rfind(',') + 1)));
+  return out;
+}
+
+int count_rows(const std::string& path, const std::string& needle) {
+  std::ifstream in(path);
+  int n = 0;
+  for (std::string line; std::getline(in, line);) n += line.find(needle) != std::string::npos ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("kill -9 of the runner mid-run, then `ocslab recover`: every host's samples exactly once", "[run][faults]") {
+  Lab lab;
+  std::string spec = lab.write_spec(lab.spec_text(30, 0.4));  // a schedule of about 12 s
+  std::string out_dir = lab.dir.path() + "/out";
+  SpawnOptions so;
+  so.log_file = lab.dir.path() + "/runner.log";
+  pid_t runner = spawn_program({testing::bin_path("ocslab"), "run", spec, "-o", out_dir, "--no-plot"}, so);
+  const std::string control = out_dir + "/capture/runner.control.csv";
+  bool mid_run = testing::poll_until([&] { return fs::exists(out_dir + "/run.json") && count_rows(control, ",command,") >= 3; },
+                                     std::chrono::seconds(40), std::chrono::milliseconds(50));
+  ::kill(runner, SIGKILL);
+  int status = 0;
+  ::waitpid(runner, &status, 0);
+  INFO(read_file_or_empty(so.log_file));
+  REQUIRE(mid_run);
+  CHECK(WIFSIGNALED(status));
+  CHECK_FALSE(fs::exists(out_dir + "/timeline.csv"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));  // the agents go on spooling meanwhile
+
+  std::ostringstream out, err;
+  int rc = cli::run_ocslab({"recover", out_dir, "--no-plot"}, out, err);
+  INFO(err.str());
+  CHECK(rc == cli::kExitFailed);  // the gap in switch commands is a problem of the run
+  CHECK_THAT(err.str(), Catch::Contains("switch commands after"));
+  auto meta = nlohmann::json::parse(std::ifstream(out_dir + "/meta.json"));
+  CHECK(meta["recovered"]["by"] == "ocslab recover");
+  CHECK(meta["reconfigurations"].size() >= 3);
+  uint64_t captured = 0;
+  for (size_t k = 0; k < lab.hosts.size(); ++k) {
+    const auto& h = meta["hosts"][k];
+    INFO(h.dump());
+    CHECK(h["lost"] == false);
+    CHECK(h["samples"].get<uint64_t>() > 0);  // fetched from the spool after the kill
+    // Expected vs recovered, from the agent's own sequence numbers: 1..last_seq, each once.
+    auto seqs = capture_seqs(out_dir + "/capture/host." + lab.hosts[k] + ".csv");
+    const uint64_t last = h["last_seq"].get<uint64_t>();
+    std::printf("%s: expected %llu samples (agent's last seq), recovered %zu rows, %llu of them from the spool\n",
+                lab.hosts[k].c_str(), static_cast<unsigned long long>(last), seqs.size(),
+                static_cast<unsigned long long>(h["samples"].get<uint64_t>()));
+    REQUIRE(last > 0);
+    CHECK(seqs.size() == last);
+    bool in_order = true;
+    for (size_t i = 0; i < seqs.size(); ++i) in_order = in_order && seqs[i] == i + 1;
+    CHECK(in_order);  // 0 lost, 0 duplicated
+    captured += seqs.size();
+  }
+  CHECK(meta["timeline_rows"].get<uint64_t>() > captured);  // host rows + control, power, ...
+  CHECK(fs::exists(out_dir + "/breakdown.csv"));
+  // A finished folder is not recovered twice.
+  std::ostringstream out2, err2;
+  CHECK(cli::run_ocslab({"recover", out_dir}, out2, err2) == cli::kExitFailed);
+  CHECK_THAT(err2.str(), Catch::Contains("nothing to recover"));
 }

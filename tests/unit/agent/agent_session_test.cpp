@@ -291,6 +291,11 @@ TEST_CASE("registry: a factory by name, one name once", "[agent][registry]") {
   CHECK(p->name() == "heartbeat");
   CHECK(builtin_registry().contains("heartbeat"));
   CHECK_THROWS_AS(HeartbeatProbe("h", 0), ocslab::Error);
+  // Interface names arrive over the network and become sysfs paths in a root daemon.
+  CHECK_THROWS_WITH(builtin_registry().create({"h", "carrier", {"../../etc"}, 1, {}}),
+                    "probe carrier: '../../etc' is not an interface name ('/' is not allowed)");
+  CHECK_THROWS_WITH(builtin_registry().create({"h", "rx_power", {"eth1", "eth0:1"}, 1, {}}),
+                    Catch::Contains("'eth0:1' is not an interface name"));
 }
 
 TEST_CASE("registry: the firmware probe from a request", "[agent][registry]") {

@@ -11,6 +11,8 @@
 #include <map>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "ocslab/agent/cli.h"
 #include "ocslab/testing/sshd_fixture.h"
 
@@ -99,12 +101,15 @@ TEST_CASE("forwarding --help lists every exit code the forwarding commands retur
   CHECK(run({"forwarding", "plan", "--fabric", "/nonexistent/clifix.yaml", "--host", "h1"}, &out, &err) == 2);
   CHECK_THAT(listed[2], Catch::Contains("fabric file"));
   // lo has no RDMA device: the probe cannot run.
-  CHECK(run({"forwarding", "ping", "--if", "lo", "--connect", "127.0.0.1:1", "--timeout-s", "1"}, &out, &err) ==
-        ocslab::kExitRefused);  // 3: refused before anything changed (was 5 before the common table)
+  ocslab::testing::TempDir dir;
+  const std::string secret_file = dir.path() + "/secret";
+  std::ofstream(secret_file) << std::string(64, 'a') << "\n";
+  CHECK(run({"forwarding", "ping", "--if", "lo", "--connect", "127.0.0.1:1", "--secret-file", secret_file,
+             "--timeout-s", "1"},
+            &out, &err) == ocslab::kExitRefused);  // 3: refused before anything changed (was 5 before the common table)
   CHECK_THAT(listed[3], Catch::Contains("ping: the RDMA probe cannot run"));
   CHECK_THAT(listed[4], Catch::Contains("ping: fewer than --count good completions within --timeout-s"));
   // fabric --from-switch with no switch listening.
-  ocslab::testing::TempDir dir;
   std::ofstream(dir.path() + "/w.yaml") << "hosts:\n"
                                            "  - name: h1\n"
                                            "    ports:\n"
@@ -121,6 +126,32 @@ TEST_CASE("forwarding --help lists every exit code the forwarding commands retur
   INFO(err);
   CHECK(rc == 4);
   CHECK_THAT(listed[4], Catch::Contains("fabric: the switch") && Catch::Contains("cannot be reached"));
+}
+
+TEST_CASE("forwarding ping: a secret is required, every address only when asked", "[agent][cli]") {
+  ocslab::testing::TempDir dir;
+  std::string out, err;
+  const std::string good = dir.path() + "/good", short_one = dir.path() + "/short";
+  std::ofstream(good) << std::string(64, 'b') << "\n";
+  std::ofstream(short_one) << "b0b0b0\n";
+  // No --secret-file: a usage error.
+  CHECK(run({"forwarding", "ping", "--if", "lo", "--listen", "127.0.0.1:0"}, &out, &err) == 1);
+  CHECK_THAT(err, Catch::Contains("--secret-file FILE"));
+  // A secret too short to authenticate anything: bad input, and the message does not quote it.
+  CHECK(run({"forwarding", "ping", "--if", "lo", "--listen", "127.0.0.1:0", "--secret-file", short_one}, &out, &err) ==
+        2);
+  CHECK_THAT(err, Catch::Contains("32 to 256 hex digits"));
+  CHECK(err.find("b0b0b0") == std::string::npos);
+  CHECK(run({"forwarding", "ping", "--if", "lo", "--listen", "127.0.0.1:0", "--secret-file", dir.path() + "/none"},
+            &out, &err) == 2);
+  // Every address: refused without --any-address, before the probe starts.
+  for (const char* wildcard : {"0.0.0.0:18520", ":18520", "[::]:18520"}) {
+    CHECK(run({"forwarding", "ping", "--if", "lo", "--listen", wildcard, "--secret-file", good}, &out, &err) == 1);
+    CHECK_THAT(err, Catch::Contains("every address of this host") && Catch::Contains("--any-address"));
+  }
+  // With it, the wildcard gets as far as the probe (lo has no RDMA device: 3).
+  CHECK(run({"forwarding", "ping", "--if", "lo", "--listen", "0.0.0.0:18520", "--any-address", "--secret-file", good},
+            &out, &err) == 3);
 }
 
 TEST_CASE("capture writes the tidy CSV; an unknown probe is bad input", "[agent][cli]") {
@@ -144,6 +175,46 @@ TEST_CASE("capture writes the tidy CSV; an unknown probe is bad input", "[agent]
   CHECK(run({"capture", "--probes", "heartbeat,warp_drive", "--duration", "0.1"}, nullptr, &err) == kExitInput);
   CHECK(err.find("unknown probe 'warp_drive' (known: carrier, firmware, heartbeat, rdma, rx_power)") != std::string::npos);
   CHECK(run({"capture", "--probes", "heartbeat", "--interval-ms", "0"}, nullptr, &err) == kExitInput);
+}
+
+TEST_CASE("capture --format jsonl writes one JSON object per sample and line", "[agent][cli]") {
+  std::string out, err;
+  REQUIRE(run({"capture", "--probes", "heartbeat", "--interval-ms", "20", "--duration", "0.3", "--host", "h9",
+               "--format", "jsonl"},
+              &out, &err) == kExitOk);
+  std::istringstream in(out);
+  int rows = 0;
+  int64_t last_t = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++rows;
+    auto j = nlohmann::json::parse(line);  // throws on a header or anything but one object per line
+    CHECK(j.size() == 7);
+    CHECK(j["host"] == "h9");
+    CHECK(j["source"] == "heartbeat");
+    CHECK(j["signal"] == "heartbeat");
+    CHECK(j["value"].get<double>() == rows);  // a number, not the CSV's text
+    CHECK(j["unit"] == "count");
+    CHECK(j["t_ns"].get<int64_t>() > last_t);
+    last_t = j["t_ns"].get<int64_t>();
+  }
+  CHECK(rows >= 5);
+  CHECK(run({"capture", "--probes", "heartbeat", "--duration", "0.1", "--format", "jsnol"}, &out, &err) == kExitUsage);
+  CHECK(err.find("unknown format 'jsnol'. Did you mean 'jsonl'?") != std::string::npos);
+  CHECK(out.empty());
+}
+
+TEST_CASE("an unknown command, subcommand or option names the nearest valid one", "[agent][cli]") {
+  std::string out, err;
+  CHECK(run({"captuer", "--probes", "heartbeat"}, &out, &err) == kExitUsage);
+  CHECK(err.find("ocslab-agent: unknown command 'captuer'. Did you mean 'capture'?") != std::string::npos);
+  CHECK(run({"capture", "--probes", "heartbeat", "--duraton", "1"}, &out, &err) == kExitUsage);
+  CHECK(err.find("unknown option '--duraton'. Did you mean '--duration'?") != std::string::npos);
+  CHECK(run({"forwarding", "verfy", "--fabric", "x.yaml"}, &out, &err) == kExitUsage);
+  CHECK(err.find("unknown subcommand 'verfy'. Did you mean 'verify'?") != std::string::npos);
+  CHECK(run({"forwarding", "verify", "--fabrc", "x.yaml"}, &out, &err) == kExitUsage);
+  CHECK(err.find("unknown option '--fabrc'. Did you mean '--fabric'?") != std::string::npos);
+  CHECK(run({"zzzzzz"}, &out, &err) == kExitUsage);
+  CHECK(err.find("unknown command 'zzzzzz'.\n") != std::string::npos);
 }
 
 TEST_CASE("capture to a full disk fails naming the file instead of reporting samples written", "[agent][cli]") {

@@ -1,7 +1,10 @@
 // The spool: what was appended comes back by seq range, batches reach the file, a clean
 // finish loses nothing, and a torn last line (agent killed mid-write) is not returned.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -95,4 +98,26 @@ TEST_CASE("a torn last line is not returned", "[agent][spool]") {
 
 TEST_CASE("spool names the path it cannot create", "[agent][spool]") {
   CHECK_THROWS_WITH(Spool("/nonexistent-dir/x/s.jsonl"), Catch::Contains("/nonexistent-dir/x/s.jsonl"));
+}
+
+TEST_CASE("spool refuses a symlink or a file already at its name and writes nothing through it", "[agent][spool]") {
+  ocslab::testing::TempDir dir;
+  std::string target = dir.path() + "/precious", link = dir.path() + "/capture-1.jsonl";
+  std::ofstream(target) << "keep me\n";
+  REQUIRE(::symlink(target.c_str(), link.c_str()) == 0);
+  CHECK_THROWS_WITH(Spool(link), Catch::Contains("spool: " + link + " is a symlink (to " + target + ")") &&
+                                     Catch::Contains("refusing to follow it"));
+  std::string dangling = dir.path() + "/capture-2.jsonl", where = dir.path() + "/made-through-link";
+  REQUIRE(::symlink(where.c_str(), dangling.c_str()) == 0);
+  CHECK_THROWS_WITH(Spool(dangling), Catch::Contains("is a symlink"));
+  CHECK_FALSE(std::filesystem::exists(where));
+  std::string existing = dir.path() + "/capture-3.jsonl";
+  std::ofstream(existing) << "an earlier capture\n";
+  CHECK_THROWS_WITH(Spool(existing), Catch::Contains(existing + " already exists; refusing to overwrite it"));
+  std::ifstream a(target), b(existing);
+  std::string la, lb;
+  std::getline(a, la);
+  std::getline(b, lb);
+  CHECK(la == "keep me");
+  CHECK(lb == "an earlier capture");
 }

@@ -118,17 +118,18 @@ TEST_CASE("loss of light takes the link down after LOS, light back brings it up 
   CHECK(f.told == std::vector<bool>{true, false, true});
 
   auto samples = f.truth.samples();
-  std::vector<std::pair<std::string, double>> expect = {{"light", 1}, {"link", 1},  {"light", 0},
-                                                        {"link", 0},  {"light", 1}, {"link", 1}};
+  std::vector<std::pair<std::string, double>> expect = {{"light", 1}, {"link", 1},           {"light", 0}, {"link", 0},
+                                                        {"light", 1}, {"firmware_delay", 250}, {"link", 1}};
   CHECK(f.truth_events() == expect);
   for (const auto& s : samples) {
     CHECK(s.host == "ocs1");
     CHECK(s.source == "emulator");
     CHECK(s.subject == "h1-eth1");
-    CHECK(s.unit == "bool");
+    CHECK(s.unit == (s.signal == "firmware_delay" ? "ms" : "bool"));
   }
-  // The link-up sample is stamped when it happened, not when the light returned.
-  CHECK(ms_since(samples[4].mono_ns, samples[5].mono_ns) >= 249.5);
+  // The delay is drawn when the light returns; the link-up sample is stamped when it happened.
+  CHECK(ms_since(samples[4].mono_ns, samples[5].mono_ns) < 50);
+  CHECK(ms_since(samples[4].mono_ns, samples[6].mono_ns) >= 249.5);
 }
 
 TEST_CASE("light lost while the firmware is still bringing the link up cancels the pending up") {
@@ -193,6 +194,11 @@ TEST_CASE("a reconfiguration soon after the previous link-up adds the rapid pena
   CHECK(rapid < 550);
   CHECK(calm >= 99.5);
   CHECK(calm < 250);
+  std::vector<double> drawn;  // the ground truth says what the model drew, penalty included
+  for (const auto& s : f.truth.samples()) {
+    if (s.signal == "firmware_delay") drawn.push_back(s.value);
+  }
+  CHECK(drawn == std::vector<double>{100, 400, 100});
 
   p.max_up_ms = 250;
   Fixture g(p);
@@ -207,6 +213,8 @@ TEST_CASE("a reconfiguration soon after the previous link-up adds the rapid pena
   INFO("capped " << capped << " ms");
   CHECK(capped >= 249.5);
   CHECK(capped < 380);
+  CHECK(g.truth.samples().at(g.truth.samples().size() - 2).signal == "firmware_delay");
+  CHECK(g.truth.samples().at(g.truth.samples().size() - 2).value == 250);
 }
 
 TEST_CASE("presets carry the ConnectX-6 Dx figures") {

@@ -69,8 +69,11 @@ TEST_CASE("credentials come from a private file, never a world-readable one") {
   std::ofstream(path) << "sw1 admin\n";
   ::chmod(path.c_str(), 0600);
   CHECK_THROWS_WITH(lookup_password(url, path), Catch::Contains(path + ":1:"));
+  // The variable bound to sw1 comes first; the file is not read.
   ::setenv(kPasswordEnv, "fromenv", 1);
+  ::setenv(kPasswordHostEnv, "sw1", 1);
   CHECK(resolve_password(url, path) == "fromenv");
+  ::unsetenv(kPasswordHostEnv);
   ::unsetenv(kPasswordEnv);
 }
 

@@ -23,6 +23,7 @@ rails:
     switch: tl1://admin@127.0.0.1:3082
     allow: 1..8,65..72
     slots: [1-65, 2-66, 3-67, 4-68, 5-69]
+token: 0123456789abcdef0123
 )";
 
 }  // namespace
@@ -34,6 +35,7 @@ TEST_CASE("a controller file loads with its defaults", "[phase][config]") {
   CHECK(c.initial.str() == "01");
   CHECK(c.listen_host == "0.0.0.0");
   CHECK(c.listen_port == 7100);
+  CHECK(c.token == "0123456789abcdef0123");
   CHECK(c.ack_timeout_ms == 500);
   CHECK(c.max_retries == 1);
   REQUIRE(c.rails.size() == 1);
@@ -70,4 +72,26 @@ TEST_CASE("controller file mistakes name file:line:col", "[phase][config]") {
   CHECK_THROWS_WITH(parse(bad("ack_timeout_ms: 500", "ack_timeout_ms: 0")),
                     Catch::Contains("ack_timeout_ms must be 1..3600000"));
   CHECK_THROWS_WITH(parse(bad("1-65,", "1:65,")), Catch::Contains("bad circuit '1:65'"));
+}
+
+TEST_CASE("the controller's token: loopback by default, a token for any other address", "[phase][config]") {
+  std::string text = kGood;
+  auto without = text.substr(0, text.find("token:"));
+  CHECK_THROWS_WITH(parse(without), Catch::Contains("c.yaml:5:9: listen 0.0.0.0: a controller reachable from other "
+                                                    "machines needs token_file:"));
+  auto loopback = without;
+  loopback.replace(loopback.find("0.0.0.0"), 7, "127.0.0.1");
+  auto c = parse(loopback);
+  CHECK(c.token.empty());
+  CHECK(c.token_file.empty());
+  auto no_listen = without;
+  no_listen.erase(no_listen.find("listen: 0.0.0.0:7100\n"), 21);
+  CHECK(parse(no_listen).listen_host == "127.0.0.1");
+  CHECK_THROWS_WITH(parse(without + "token: short\n"), Catch::Contains("token must be at least 16 characters"));
+  CHECK_THROWS_WITH(parse(text + "token_file: t\n"), Catch::Contains("token and token_file exclude each other"));
+  auto f = parse(without + "token_file: secrets/ctl.token\n");
+  CHECK(f.token_file == "secrets/ctl.token");  // relative to c.yaml's folder (here: none)
+  auto g = parse_controller_config(load_yaml_string(without + "token_file: ctl.token\n", "/etc/ocslab/c.yaml"));
+  CHECK(g.token_file == "/etc/ocslab/ctl.token");
+  CHECK_THROWS_WITH(controller_token(g), Catch::Contains("controller token file /etc/ocslab/ctl.token"));
 }

@@ -318,4 +318,37 @@ TEST_CASE("controller core: bad input is rejected naming rank and group, and a b
   CHECK(h.count(Kind::kRejected) == 4);
 }
 
+TEST_CASE("controller core: a hello without the token joins nothing; strangers' refusals are bounded",
+          "[phase][core]") {
+  auto cfg = Harness::config(1, 2);
+  cfg.token = "0123456789abcdef";
+  Recorder act;
+  ControllerCore core(cfg, act);
+  act.core = &core;
+  Message h;
+  h.type = MsgType::kHello;
+  h.job = "job";
+  h.world = 4;
+  for (ConnId c = 1; c <= 40; ++c) {
+    core.opened(c, "10.0.0.9:" + std::to_string(c));
+    h.rank = static_cast<int>(c % 4);
+    h.token = c % 2 ? "" : "0123456789abcdeX";
+    core.on_line(c, encode(h));
+    CHECK_FALSE(core.joined(c));
+    CHECK(act.closing.count(c) == 1);
+    REQUIRE(act.sent[c].size() == 1);
+    CHECK_THAT(act.sent[c][0].message, Catch::Contains(c % 2 ? "without the controller's token" : "wrong token"));
+  }
+  CHECK(core.events().size() == 16);     // the first 16 refusals are recorded ...
+  CHECK(core.problems().size() == 17);   // ... then one line says the rest are only counted
+  h.token = cfg.token;
+  h.rank = 0;
+  core.opened(100, "127.0.0.1:1");
+  core.on_line(100, encode(h));
+  CHECK(core.joined(100));
+  REQUIRE(act.sent[100].size() == 1);
+  CHECK(act.sent[100][0].type == MsgType::kWelcome);
+  CHECK(act.reprograms.empty());
+}
+
 }  // namespace controller_core_test

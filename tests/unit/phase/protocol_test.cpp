@@ -1,4 +1,4 @@
-// The controller wire protocol (v1, JSON lines) and the shim's phase-table file: every message
+// The controller wire protocol (v2, JSON lines) and the shim's phase-table file: every message
 // round-trips, and malformed input is refused naming the field or file:line.
 #include <catch2/catch.hpp>
 
@@ -20,7 +20,7 @@ TEST_CASE("every message type round-trips through one JSON line", "[phase][proto
   m.digit = 2;
   auto line = encode(m);
   CHECK(line.find('\n') == std::string::npos);
-  CHECK(line == R"({"digit":2,"group":"dp0","op":3,"provision":true,"seq":7,"type":"request","v":1})");
+  CHECK(line == R"({"digit":2,"group":"dp0","op":3,"provision":true,"seq":7,"type":"request","v":2})");
   auto d = decode(line);
   CHECK(d.type == MsgType::kRequest);
   CHECK(d.group == "dp0");
@@ -60,18 +60,33 @@ TEST_CASE("every message type round-trips through one JSON line", "[phase][proto
   }
 }
 
+TEST_CASE("the hello carries the controller token, and only when there is one", "[phase][protocol]") {
+  Message h;
+  h.type = MsgType::kHello;
+  h.job = "j";
+  h.rank = 0;
+  h.world = 2;
+  CHECK(encode(h).find("token") == std::string::npos);
+  h.token = "c0ffee";
+  auto d = decode(encode(h));
+  CHECK(d.token == "c0ffee");
+  CHECK(decode(R"({"v":2,"type":"hello","job":"j","rank":0,"world":2})").token.empty());
+  CHECK_THROWS_WITH(decode(R"({"v":2,"type":"hello","job":"j","rank":0,"world":2,"token":7})"),
+                    Catch::Contains("field 'token' must be a string"));
+}
+
 TEST_CASE("malformed messages are refused naming the field", "[phase][protocol]") {
   CHECK_THROWS_WITH(decode("not json", "rank 3"), Catch::Contains("rank 3: not a JSON object"));
   CHECK_THROWS_WITH(decode(R"({"type":"hello"})"), Catch::Contains("field 'v' is missing"));
-  CHECK_THROWS_WITH(decode(R"({"v":2,"type":"hello"})"), Catch::Contains("protocol version 2 (this side speaks 1)"));
-  CHECK_THROWS_WITH(decode(R"({"v":1,"type":"jump"})"), Catch::Contains("unknown message type 'jump'"));
-  CHECK_THROWS_WITH(decode(R"({"v":1,"type":"hello","job":"j","rank":-1,"world":2})"),
+  CHECK_THROWS_WITH(decode(R"({"v":1,"type":"hello"})"), Catch::Contains("protocol version 1 (this side speaks 2)"));
+  CHECK_THROWS_WITH(decode(R"({"v":2,"type":"jump"})"), Catch::Contains("unknown message type 'jump'"));
+  CHECK_THROWS_WITH(decode(R"({"v":2,"type":"hello","job":"j","rank":-1,"world":2})"),
                     Catch::Contains("field 'rank' = -1 is outside 0..1048576"));
-  CHECK_THROWS_WITH(decode(R"({"v":1,"type":"request","group":"g","seq":1,"digit":10})"),
+  CHECK_THROWS_WITH(decode(R"({"v":2,"type":"request","group":"g","seq":1,"digit":10})"),
                     Catch::Contains("field 'digit' = 10 is outside 0..9"));
-  CHECK_THROWS_WITH(decode(R"({"v":1,"type":"register","group":"g","dim":"dp","ranks":[0,"x"]})"),
+  CHECK_THROWS_WITH(decode(R"({"v":2,"type":"register","group":"g","dim":"dp","ranks":[0,"x"]})"),
                     Catch::Contains("field 'ranks' must be a list of integers"));
-  CHECK_THROWS_WITH(decode(R"({"v":1,"type":"request","group":"","seq":1})"),
+  CHECK_THROWS_WITH(decode(R"({"v":2,"type":"request","group":"","seq":1})"),
                     Catch::Contains("field 'group' must not be empty"));
   CHECK_THROWS_WITH(decode(std::string(kMaxLine + 1, ' ')), Catch::Contains("exceeds"));
 }

@@ -21,6 +21,11 @@ inline void put_float(Bytes& b, unsigned at, float f) {
   auto u = std::bit_cast<uint32_t>(f);
   for (int i = 0; i < 4; ++i) b[at + i] = static_cast<uint8_t>(u >> (24 - 8 * i));
 }
+// An ASCII identity field, space padded as the specs lay them out.
+inline void put_ascii(Bytes& b, unsigned at, unsigned len, const char* text) {
+  for (unsigned i = 0; i < len; ++i) b[at + i] = ' ';
+  for (unsigned i = 0; i < len && text[i]; ++i) b[at + i] = static_cast<uint8_t>(text[i]);
+}
 inline void load(EepromImage& img, uint8_t addr, uint8_t page, uint8_t bank, const Bytes& b, unsigned from,
                  unsigned to) {
   img.set(addr, page, bank, from, std::span<const uint8_t>(b.data() + from, to - from));
@@ -32,13 +37,21 @@ struct Qsfp {
   std::array<uint16_t, 4> rx{};
   std::array<uint16_t, 4> tx{};
   int16_t temp_raw = 0;
-  uint8_t los_byte = 0;  // byte 3: Tx LOS 7..4, Rx LOS 3..0
+  uint8_t los_byte = 0;   // byte 3: Tx LOS 7..4, Rx LOS 3..0
+  uint16_t vcc = 0x8098;  // 3.2920 V
   Bytes lower() const {
     Bytes b{};
     b[0] = id;
     b[1] = 0x07;  // revision compliance: SFF-8636 rev 2.5+
     b[3] = los_byte;
     put16(b, 22, static_cast<uint16_t>(temp_raw));
+    put16(b, 26, vcc);
+    // Upper page 00h: connector, vendor name, PN, rev, SN.
+    b[130] = 0x0C;  // MPO 1x12
+    put_ascii(b, 148, 16, "FINISAR CORP");
+    put_ascii(b, 168, 16, "FTLC1151RDPL");
+    put_ascii(b, 184, 2, "A0");
+    put_ascii(b, 196, 16, "X7A0Q2B");
     for (unsigned i = 0; i < 4; ++i) {
       put16(b, 34 + 2 * i, rx[i]);
       put16(b, 42 + 2 * i, 0x1770);  // Tx bias, not decoded
@@ -70,6 +83,10 @@ struct Sfp {
     b[0] = 0x03;
     b[1] = 0x04;
     b[2] = 0x07;  // LC
+    put_ascii(b, 20, 16, "Mellanox");
+    put_ascii(b, 40, 16, "MMA2P00-AS");
+    put_ascii(b, 56, 4, "A6");
+    put_ascii(b, 68, 16, "MT2107FT01234");
     b[92] = ddm_type;
     b[93] = options;
     b[94] = 0x08;  // SFF-8472 rev 12.0
@@ -117,7 +134,14 @@ struct Cmis {
     b[2] = flat ? 0x80 : 0x00;
     b[3] = 0x06;  // ModuleReady
     put16(b, 14, static_cast<uint16_t>(temp_raw));
+    put16(b, 16, 0x80E8);  // Vcc 3.3000 V
     b[128] = id;
+    // Upper page 00h: vendor name, PN, rev, SN, connector (byte 203).
+    put_ascii(b, 129, 16, "INNOLIGHT");
+    put_ascii(b, 148, 16, "T-DL8CNT-N00");
+    put_ascii(b, 164, 2, "1A");
+    put_ascii(b, 166, 16, "INKBU0123");
+    b[203] = 0x0C;  // MPO 1x12
     return b;
   }
   Bytes page01() const {

@@ -8,6 +8,7 @@
 
 using namespace ocslab;
 using namespace ocslab::runner;
+using Catch::Matchers::Contains;
 using spec_test::error_of;
 using spec_test::parse;
 using spec_test::source_dir;
@@ -120,6 +121,24 @@ TEST_CASE("an inventory of real hosts: ssh targets, ports and the switch URL", "
   CHECK_THAT(error_of("lab:\n  inventory:\n    - {name: x, ssh: 'h:99999', nics: [{name: e, tx_port: 1, rx_port: 2}]}\n" +
                       std::string(maps)),
              Catch::Matchers::Contains("bad port"));
+}
+
+TEST_CASE("NIC and probe interface names must be names the kernel accepts (they reach remote shells)",
+          "[runner][spec]") {
+  const std::string maps = "mappings:\n  a: [gpu1:ens1f0 <-> gpu2:ens1f0]\n  b: [gpu1:ens1f0 <-> gpu3:ens1f0]\n";
+  auto lab = [](const std::string& nic) {
+    return "switch: {url: 'tl1://admin@10.0.0.5:3082'}\nlab:\n  inventory:\n"
+           "    - {name: gpu1, ssh: 10.0.0.11, nics: [{name: '" +
+           nic + "', tx_port: 1, rx_port: 33}]}\n    - {name: gpu2, ssh: 10.0.0.12, nics: [{name: ens1f0, tx_port: 2, "
+           "rx_port: 34}]}\n    - {name: gpu3, ssh: 10.0.0.13, nics: [{name: ens1f0, tx_port: 3, rx_port: 35}]}\n";
+  };
+  CHECK_THAT(error_of(lab("e0 $(reboot)") + maps),
+             Contains("NIC 'e0 $(reboot)' is not an interface name (whitespace is not allowed)"));
+  CHECK_THAT(error_of(lab("ens1f0/../x") + maps), Contains("('/' is not allowed)"));
+  CHECK_THAT(error_of(lab("a-very-long-nic-name") + maps), Contains("(longer than 15 bytes)"));
+  CHECK_THAT(error_of(lab("ens1f0") + maps + "probes:\n  carrier: {interfaces: [ens1f0, 'eth0:1']}\n"),
+             Contains("probe 'carrier': 'eth0:1' is not an interface name (':' is not allowed)"));
+  CHECK(parse(lab("ens1f0") + maps).hosts[0].nics[0].name == "ens1f0");
 }
 
 TEST_CASE("samples get the iteration of the reconfiguration they follow", "[runner]") {

@@ -2,11 +2,14 @@
 // assembly from relay counter deltas (runner/forwarding_spec.h, runner/lab_forwarding.h).
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <string>
 
 #include "ocslab/forwarding/routes.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/lab_forwarding.h"
+#include "ocslab/common/file.h"
+#include "ocslab/testing/small_disk.h"
 #include "spec_test_support.h"
 
 using namespace ocslab;
@@ -73,6 +76,11 @@ TEST_CASE("the forwarding section: lab defaults, options, per-NIC values", "[run
   CHECK(o.forwarding.hosts[2].nics[0].rdma == "mlx5_0");
   // Without the section, forwarding is off.
   CHECK_FALSE(parse(kHead, kOrigin).forwarding.enabled);
+  // if2 names reach netlink and the hosts' shells: the kernel's rule, named in the error.
+  CHECK_THAT(error_of(std::string(kHead) + "forwarding:\n  if2: macvlan\n" + kMacs +
+                          "    h3: {nics: {eth1: {if2: 'p1v/../x', if2_mac: '02:00:00:00:03:10'}}}\n",
+                      kOrigin),
+             Contains("h3:eth1: if2 'p1v/../x' is not an interface name ('/' is not allowed"));
 }
 
 TEST_CASE("the forwarding section rejects bad input naming the entry", "[runner][forwarding]") {
@@ -205,4 +213,28 @@ TEST_CASE("the matrix: table, CSV columns, JSON and the planned-path check", "[r
   CHECK(j["pairs"].size() == 3);
   CHECK(j["all_reachable"] == false);
   CHECK(j["pairs"][1]["relays"][0] == "h3");
+}
+
+TEST_CASE("the matrix files on a full disk: the one that does not fit is named, none truncated silently",
+          "[runner][forwarding]") {
+  VerifyMatrix m;
+  m.mapping = "m";
+  for (int i = 0; i < 24; ++i) {
+    PairResult p;
+    p.src = "h" + std::to_string(i);
+    p.dst = "h" + std::to_string(i + 1);
+    p.expected_hops = p.hops = 1;
+    p.reachable = true;
+    m.hosts.push_back(p.src);
+    m.pairs.push_back(p);
+  }
+  // Two 4 KiB pages: the CSV takes one, the JSON needs more than the other.
+  testing::SmallDisk disk("8k");
+  testing::TempDir roomy;
+  write_matrix_csv(m, roomy.path() + "/m.csv");
+  REQUIRE(std::filesystem::file_size(roomy.path() + "/m.csv") < 4096u);
+  REQUIRE(to_json(m).dump(2).size() > 4096u);
+  const std::string base = disk.path() + "/forwarding-verify-0-m";
+  CHECK_THROWS_WITH(write_matrix_files(m, disk.path(), 0), Contains("cannot write " + base + ".json"));
+  CHECK(read_file(base + ".csv") == read_file(roomy.path() + "/m.csv"));
 }

@@ -69,6 +69,7 @@ TEST_CASE("a phase-workload spec: defaults from the lab, the schedule and the jo
   CHECK(pw.layout.job == "dppp");
   CHECK(pw.initial.str() == "11");
   CHECK(pw.controller_host == "10.0.2.2");  // a virtual lab's guests reach the runner there
+  CHECK(pw.listen_host == "127.0.0.1");      // ... which QEMU turns into the runner's loopback
   CHECK(pw.rendezvous_port == 18600);
 }
 
@@ -209,7 +210,8 @@ TEST_CASE("launcher command lines", "[runner][phase-workload]") {
                "10.0.0.1:7100",
                "dppp",
                "provisioning",
-               "127.0.0.1:18600"};
+               "127.0.0.1:18600",
+               ""};  // no token file: the argv has no --controller-token-file
   std::vector<std::string> want = {"/opt/bin/ocslab-collbench-verbs",
                                    "--schedule",
                                    "/tmp/x/schedule.yaml",
@@ -244,6 +246,14 @@ TEST_CASE("launcher command lines", "[runner][phase-workload]") {
   CHECK(od[10] == "h1");
   CHECK(od[od.size() - 5] == "lo2");
   CHECK_THROWS_AS(launcher_argv(pw, s.hosts, l), Error);  // ssh: one command per rank
+  CHECK(pw.listen_host == "10.0.0.1");  // the address the ranks reach, not every address
+  // The controller's token: only the path of the 0600 file the runner wrote goes into argv.
+  l.token_file = "/tmp/x/controller.token";
+  auto with_token = rank_argv(pw, s.hosts, 1, l);
+  auto at = std::find(with_token.begin(), with_token.end(), "--controller-token-file");
+  REQUIRE(at != with_token.end());
+  CHECK(*(at + 1) == "/tmp/x/controller.token");
+  l.token_file.clear();
 
   SECTION("mpirun: hosts in blocks, rank and size from the launcher") {
     pw.launcher = Launcher::kMpirun;
@@ -359,7 +369,7 @@ TEST_CASE("lab preparation options: group_if, rxe, pin_neighbours", "[runner][ph
     REQUIRE(pw.group_if.size() == 1);
     CHECK(pw.group_if[0] == std::pair<std::string, std::string>{"world", "lan0"});
     RankLaunch l{"/lab/bin/ocslab-collbench-verbs", "/tmp/x/schedule.yaml", "/tmp/x", "10.0.2.2:7100", "dppp",
-                 "on-demand", "h1:18600"};
+                 "on-demand", "h1:18600", ""};
     auto argv = rank_argv(pw, s.hosts, 1, l);
     auto at = std::find(argv.begin(), argv.end(), "--group-if");
     REQUIRE(at != argv.end());
@@ -394,6 +404,16 @@ TEST_CASE("lab preparation options: group_if, rxe, pin_neighbours", "[runner][ph
                         "phase: {pp: 2, dims: [{name: dp, size: 2}], controller: 10.0.0.1}\n"),
                Contains("ssh launcher only"));
   }
+}
+
+TEST_CASE("the controller never listens on every address by default", "[runner][phase-workload]") {
+  auto e = error_of("type: phase-workload\n" + inventory(4) + kWorkload +
+                    "phase: {pp: 2, dims: [{name: dp, size: 2}], controller: runner.lab}\n");
+  CHECK_THAT(e, Contains("phase.controller 'runner.lab' is a name: give phase.listen ADDRESS:PORT"));
+  auto s = parse("type: phase-workload\n" + inventory(4) + kWorkload +
+                 "phase: {pp: 2, dims: [{name: dp, size: 2}], controller: runner.lab, listen: '10.1.0.1:7100'}\n");
+  CHECK(s.phase_workload->listen_host == "10.1.0.1");
+  CHECK(s.phase_workload->controller_host == "runner.lab");
 }
 
 }  // namespace phase_workload_test

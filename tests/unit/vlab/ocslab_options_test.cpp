@@ -2,6 +2,7 @@
 // pair gives the same exit code and the same output, and a flag given a value is a usage error.
 // Only validation paths are used: nothing boots, connects or writes outside a temp folder.
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <string>
 #include <utility>
@@ -9,6 +10,7 @@
 
 #include "cli_run.h"
 #include "ocslab/cli/ocslab_cli.h"
+#include "ocslab/runner/runner.h"
 #include "ocslab/testing/source_dir.h"
 #include "ocslab/testing/sshd_fixture.h"
 
@@ -72,4 +74,89 @@ TEST_CASE("a flag given a value is a usage error naming it") {
   r = run_cli({"run", demo, "--no-such=1"});
   CHECK(r.rc == 1);
   CHECK_THAT(r.err, Contains("unknown option '--no-such'"));
+}
+
+TEST_CASE("an unknown command or option is named with the nearest valid one") {
+  const std::string demo = src("experiments/specs/demo.yaml");
+  auto r = run_cli({"rnu", demo});
+  CHECK(r.rc == 1);
+  CHECK_THAT(r.err, Contains("ocslab: unknown command 'rnu'. Did you mean 'run'? (ocslab --help)"));
+  r = run_cli({"vlab", "stauts"});
+  CHECK(r.rc == 1);
+  CHECK_THAT(r.err, Contains("unknown vlab command 'stauts'. Did you mean 'status'?"));
+  r = run_cli({"vlab", "status", "--jsno"});
+  CHECK(r.rc == 1);
+  CHECK_THAT(r.err, Contains("unknown option '--jsno'. Did you mean '--json'?"));
+  r = run_cli({"run", demo, "--no-plto"});
+  CHECK(r.rc == 1);
+  CHECK_THAT(r.err, Contains("unknown option '--no-plto'. Did you mean '--no-plot'? (ocslab run --help)"));
+  r = run_cli({"forwarding", "aply", demo});
+  CHECK(r.rc == 1);
+  CHECK_THAT(r.err, Contains("unknown forwarding command 'aply'. Did you mean 'apply'?"));
+  r = run_cli({"analyze", "x", "--jsn"});
+  CHECK(r.rc == 1);
+  CHECK_THAT(r.err, Contains("Did you mean '--json'?"));
+  r = run_cli({"plot", "x", "--describ"});
+  CHECK(r.rc == 1);
+  CHECK_THAT(r.err, Contains("Did you mean '--describe'?"));
+  r = run_cli({"frobnicate"});
+  CHECK(r.rc == 1);
+  CHECK_THAT(r.err, Contains("unknown command 'frobnicate'. (ocslab --help)"));
+}
+
+TEST_CASE("with --json a failure is a JSON object on stdout") {
+  auto r = run_cli({"rnu", "--json"});
+  CHECK(r.rc == 1);
+  auto j = nlohmann::json::parse(r.out);  // one document, nothing else on stdout
+  CHECK(j["exit_code"] == 1);
+  CHECK_THAT(j["error"].get<std::string>(), Contains("Did you mean 'run'?"));
+  r = run_cli({"run", src("no/such/spec.yaml"), "--json"});
+  CHECK(r.rc != 0);
+  j = nlohmann::json::parse(r.out);
+  CHECK(j["exit_code"] == r.rc);
+  CHECK_THAT(j["error"].get<std::string>(), Contains("no/such/spec.yaml"));
+  // Without --json stdout stays empty; a --json in the remote command of `vlab ssh` is not ocslab's.
+  r = run_cli({"rnu"});
+  CHECK(r.out.empty());
+  r = run_cli({"vlab", "ssh", "h1", "--cache", "/nonexistent-ocslab-cache", "cat", "--json"});
+  CHECK(r.rc != 0);
+  CHECK(r.out.empty());
+}
+
+TEST_CASE("ocslab forwarding takes --json for verify only") {
+  const std::string spec = src("experiments/specs/demo.yaml");  // not read: the option is refused first
+  auto r = run_cli({"forwarding", "apply", spec, "--json"});
+  CHECK(r.rc == 1);
+  CHECK_THAT(r.err, Contains("--json only applies to `ocslab forwarding verify`"));
+  CHECK(nlohmann::json::parse(r.out)["exit_code"] == 1);
+  r = run_cli({"forwarding", "--help"});
+  CHECK(r.rc == 0);
+  CHECK_THAT(r.out, Contains("--json prints the matrix"));
+}
+
+TEST_CASE("ocslab run --json-stream: the option and the run_end event") {
+  const std::string demo = src("experiments/specs/demo.yaml");
+  auto r = run_cli({"run", demo, "--json-stream", "--check"});
+  CHECK(r.rc == 1);
+  CHECK_THAT(r.err, Contains("--json-stream goes with neither --json nor --check"));
+  CHECK(nlohmann::json::parse(r.out)["exit_code"] == 1);  // the failure is a JSON line too
+  r = run_cli({"run", "--help"});
+  CHECK_THAT(r.out, Contains("--json-stream"));
+
+  ocslab::runner::RunResult result;
+  result.folder = "results/demo-20261126-120000";
+  result.run_id = "demo-20261126-120000";
+  result.reconfigurations.resize(3);
+  result.samples = 1234;
+  result.problems = {"host h2 lost"};
+  auto e = ocslab::cli::run_end_event(result, 5);
+  CHECK(e["event"] == "run_end");
+  CHECK(e["folder"] == result.folder);
+  CHECK(e["run_id"] == result.run_id);
+  CHECK(e["exit_code"] == 5);
+  CHECK(e["interrupted"] == false);
+  CHECK(e["reconfigurations"] == 3);
+  CHECK(e["samples"] == 1234);
+  CHECK(e["problems"] == nlohmann::json::array({"host h2 lost"}));
+  CHECK(e["t_ns"].get<int64_t>() > 0);
 }

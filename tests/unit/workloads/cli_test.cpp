@@ -66,9 +66,25 @@ TEST_CASE("ocslab-collbench-verbs: help and bad input", "[workloads]") {
   CHECK_THAT(h.out, Contains("usage: ocslab-collbench-verbs") && Contains("--group-if") && Contains("--rendezvous") &&
                         Contains("--controller") && Contains("--phase-mode"));
 
-  Result r = run("--rank 0 --if lo");
+  CHECK_THAT(h.out, Contains("--minbytes") && Contains("--stepfactor") && Contains("--warmup_iters") &&
+                        Contains("--output_file") && Contains("--average") && Contains("-b 8 -e 8M -f 2"));
+
+  // Without --schedule it is nccl-tests' size sweep; its options are checked before anything starts.
+  Result r = run("--rank 0 --if lo -n 0");
   CHECK(r.rc == 2);
-  CHECK_THAT(r.out, Contains("missing --schedule FILE"));
+  CHECK_THAT(r.out, Contains("ocslab-collbench-verbs: -n/--iters 0: must be at least 1"));
+  r = run("--rank 0 --if lo -b 8 -e 8M -f 2 -g 2");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("-g/--ngpus 2: ocslab-collbench-verbs reduces in host memory"));
+  r = run("--nranks 2 --rendezvous x:1 --if lo -b 8");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("missing --rank"));
+  r = run("--rank 0 --if lo -o sum --output /tmp/x");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("--output applies to a schedule"));
+  r = run("-s " + sched("dp-pp-4.yaml") + " --rank 0 --nranks 4 --rendezvous x:1 --if lo -n 4");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("-n/--iters belongs to the size sweep, which runs without --schedule"));
 
   r = run("-s /nonexistent.yaml --rank 0 --if lo");
   CHECK(r.rc == 2);
@@ -122,7 +138,15 @@ TEST_CASE("ocslab-collbench-verbs: help and bad input", "[workloads]") {
 
   r = run("-s " + sched("dp-pp-4.yaml") + " --rank 0 --nranks 4 --rendezvous 127.0.0.1:1 --if lo --bogus");
   CHECK(r.rc == ocslab::kExitUsage);  // usage errors are 1 in every ocslab program (common/exit_code.h)
-  CHECK_THAT(r.out, Contains("unrecognised option '--bogus'"));
+  CHECK_THAT(r.out, Contains("unknown option '--bogus'."));
+  // A typo names the option it was meant to be (ocslab/common/suggest.h).
+  r = run("-s " + sched("dp-pp-4.yaml") + " --rank 0 --nranks 4 --rendezvous 127.0.0.1:1 --if lo --qp-retyr 3");
+  CHECK(r.rc == ocslab::kExitUsage);
+  CHECK_THAT(r.out, Contains("ocslab-collbench-verbs: unknown option '--qp-retyr'. Did you mean '--qp-retry'?"));
+  // --version prints the project's version, alone on stdout, whatever else is missing.
+  r = run("--version");
+  CHECK(r.rc == 0);
+  CHECK(r.out == std::string("ocslab-collbench-verbs ") + OCSLAB_TEST_PROJECT_VERSION + "\n");
 }
 
 #ifdef OCSLAB_HAVE_NCCL
@@ -131,10 +155,16 @@ TEST_CASE("ocslab-collbench-nccl: help, bad input, and no GPU on this machine", 
   Result h = run("--help", nccl);
   CHECK(h.rc == 0);
   CHECK_THAT(h.out, Contains("usage: ocslab-collbench-nccl") && Contains("--gpu") && Contains("mpirun -np 8"));
+  Result v = run("--version", nccl);
+  CHECK(v.rc == 0);
+  CHECK(v.out == std::string("ocslab-collbench-nccl ") + OCSLAB_TEST_PROJECT_VERSION + "\n");
 
-  Result r = run("--rank 0", nccl);
+  CHECK_THAT(h.out, Contains("--minbytes") && Contains("-J out.json"));
+
+  // The size sweep (no --schedule) drives one GPU per process.
+  Result r = run("--rank 0 -b 8 -e 8M -f 2 -g 2", nccl);
   CHECK(r.rc == 2);
-  CHECK_THAT(r.out, Contains("missing --schedule FILE"));
+  CHECK_THAT(r.out, Contains("-g/--ngpus 2: ocslab-collbench-nccl drives one GPU per process"));
 
   r = run("-s " + sched("dp-pp-4.yaml") + " --rank 0 --nranks 8 --rendezvous x:1", nccl);
   CHECK(r.rc == 2);

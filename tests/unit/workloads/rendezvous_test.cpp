@@ -1,8 +1,11 @@
 // The TCP bootstrap over real loopback sockets, one thread per rank.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <future>
 #include <string>
 #include <thread>
@@ -71,4 +74,83 @@ TEST_CASE("rendezvous refuses a rank with another world size or schedule, and ti
   }
   CHECK_THROWS_WITH(Rendezvous(0, 2, "nohostport", "t", 1s), Contains("bad rendezvous address 'nohostport'"));
   CHECK_THROWS_WITH(Rendezvous(0, 2, "h:99999", "t", 1s), Contains("bad port in rendezvous address 'h:99999'"));
+}
+
+TEST_CASE("rendezvous frames: hello and all-gather parsing refuse anything else", "[workloads][rendezvous]") {
+  auto h = parse_rendezvous_hello("ocslab-collbench 1 rank=3 nranks=4 tag=dp-pp 4");
+  REQUIRE(h);
+  CHECK(h->rank == 3);
+  CHECK(h->nranks == 4);
+  CHECK(h->tag == "dp-pp 4");
+  for (std::string bad : std::vector<std::string>{"", "ocslab-collbench 1 rank=3 nranks=4 tag=", "ocslab-collbench 2 rank=3 nranks=4 tag=t",
+                          "ocslab-collbench 1 rank=-1 nranks=4 tag=t", "ocslab-collbench 1 rank=3 nranks=4 tag=a\nb",
+                          std::string("ocslab-collbench 1 rank=3 nranks=4 tag=a\0b", 42)}) {
+    INFO(bad);
+    CHECK_FALSE(parse_rendezvous_hello(bad));
+  }
+  CHECK(frame_length(std::string("\0\0\4\0", 4), kMaxHelloFrame) == std::optional<uint32_t>(1024));
+  CHECK_FALSE(frame_length(std::string("\0\0\4\1", 4), kMaxHelloFrame));
+  CHECK_FALSE(frame_length("abc", kMaxHelloFrame));
+  std::string packed = std::string("\0\0\0\2", 4) + "ab" + std::string("\0\0\0\0", 4);
+  CHECK(unpack_all_gather(packed, 2, "r0") == std::vector<std::string>{"ab", ""});
+  CHECK_THROWS_WITH(unpack_all_gather(packed, 3, "r0"), Contains("short all-gather reply from r0"));
+  CHECK_THROWS_WITH(unpack_all_gather(packed + "x", 2, "r0"), Contains("bytes past its last rank"));
+  CHECK_THROWS_WITH(unpack_all_gather(std::string("\xff\xff\xff\xff", 4), 1, "r0"), Contains("short"));
+}
+
+// A stranger at rank 0's port: a 100 MB hello or a byte a second ends the rendezvous with a
+// clear error at the size limit or the (absolute) deadline, not after 100 MB or never.
+TEST_CASE("rendezvous: an oversized or trickled hello is refused within the limits", "[workloads][rendezvous]") {
+  auto connect_raw = [](int port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (int i = 0; i < 100 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0; ++i)
+      std::this_thread::sleep_for(20ms);
+    return fd;
+  };
+  SECTION("100 MB announced and sent") {
+    int port = free_loopback_port(SOCK_STREAM);
+    auto root = std::async(std::launch::async, [&] { Rendezvous rv(0, 2, "127.0.0.1:" + std::to_string(port), "t", 5s); });
+    int fd = connect_raw(port);
+    uint32_t len = htonl(100u << 20);
+    std::string chunk(1 << 20, 'x');
+    (void)::send(fd, &len, sizeof(len), MSG_NOSIGNAL);
+    size_t sent = 0;
+    auto t0 = std::chrono::steady_clock::now();
+    while (sent < (100u << 20)) {
+      ssize_t n = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+      if (n <= 0) break;
+      sent += static_cast<size_t>(n);
+    }
+    CHECK_THROWS_WITH(root.get(), Contains("more than the 1024 allowed"));
+    ::close(fd);
+    CHECK(sent < (100u << 20));
+    CHECK(std::chrono::steady_clock::now() - t0 < 3s);
+  }
+  SECTION("a byte a second") {
+    int port = free_loopback_port(SOCK_STREAM);
+    auto t0 = std::chrono::steady_clock::now();
+    auto root =
+        std::async(std::launch::async, [&] { Rendezvous rv(0, 2, "127.0.0.1:" + std::to_string(port), "t", 1500ms); });
+    int fd = connect_raw(port);
+    std::string text = "ocslab-collbench 1 rank=1 nranks=2 tag=t";
+    std::string hello = std::string("\0\0\0", 3) + static_cast<char>(text.size()) + text;
+    std::atomic<bool> stop{false};
+    auto sender = std::thread([&] {
+      for (char c : hello) {
+        if (::send(fd, &c, 1, MSG_NOSIGNAL) != 1) break;
+        for (int i = 0; i < 10 && !stop; ++i) std::this_thread::sleep_for(100ms);  // a byte a second
+        if (stop) break;
+      }
+    });
+    CHECK_THROWS_WITH(root.get(), Contains("timed out"));
+    auto took = std::chrono::steady_clock::now() - t0;
+    CHECK(took < 2500ms);
+    stop = true;
+    sender.join();
+    ::close(fd);
+  }
 }

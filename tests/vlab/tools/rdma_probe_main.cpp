@@ -21,10 +21,19 @@ void on_signal(int) { g_stop = true; }
 
 int main(int argc, char** argv) {
   std::map<std::string, std::string> a;
-  for (int i = 1; i + 1 < argc; i += 2) a[argv[i]] = argv[i + 1];
+  bool any_address = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--any-address") {
+      any_address = true;
+    } else if (i + 1 < argc) {
+      a[argv[i]] = argv[i + 1];
+      ++i;
+    }
+  }
   auto get = [&](const std::string& k, const std::string& d) { return a.count(k) ? a[k] : d; };
-  if (!a.count("--role") || !a.count("--if") || !a.count("--control")) {
-    std::cerr << "usage: vlab_rdma_probe --role server|client --if IF --control HOST:PORT [--interval-us N] "
+  if (!a.count("--role") || !a.count("--if") || !a.count("--control") || !a.count("--secret")) {
+    std::cerr << "usage: vlab_rdma_probe --role server|client --if IF --control HOST:PORT --secret HEX "
+                 "[--any-address] [--interval-us N] "
                  "[--timeout N] [--retry N] [--rnr N] [--counter-ms N] [--duration-s S] [--host NAME]\n";
     return 1;
   }
@@ -33,6 +42,8 @@ int main(int argc, char** argv) {
                                          : ocslab::probes::RdmaProbeConfig::Role::kClient;
   c.interface = get("--if", "");
   c.control = get("--control", "");
+  c.secret = get("--secret", "");  // the control connection's (a test lab's: on the command line)
+  c.any_address = any_address;     // a server on 0.0.0.0
   c.interval = std::chrono::microseconds(std::stoll(get("--interval-us", "10000")));
   c.timeout = static_cast<uint8_t>(std::stoi(get("--timeout", "14")));
   c.retry_cnt = static_cast<uint8_t>(std::stoi(get("--retry", "7")));

@@ -22,7 +22,8 @@ namespace ocslab::agent {
 
 struct AgentOptions {
   std::string host;                         // stamped on every sample; empty: gethostname()
-  std::string spool_dir;                    // one spool file per capture here (created if missing)
+  std::string spool_dir;                    // one spool file per capture here (created if missing;
+                                            // refused when a symlink, another user's, or writable by others)
   const ProbeRegistry* registry = nullptr;  // nullptr: builtin_registry()
   SpoolOptions spool;
 };

@@ -24,7 +24,8 @@ struct SpoolOptions {
 
 class Spool {
  public:
-  // Creates (or truncates) the spool file. Throws SystemError naming the path.
+  // Creates the spool file, which must be new: a file or a symlink already at `path` is refused
+  // (never written through). Throws Error naming the path.
   explicit Spool(std::string path, SpoolOptions options = {});
   ~Spool();
   Spool(const Spool&) = delete;

@@ -20,6 +20,7 @@ enum ExitCode : int {
   kExitFailed = 5,        // failed after starting; what was done is printed, and restored where the program restores
   kExitNotRestored = 6,   // failed, and restoring the previous state failed too (the message says what to run)
   kExitMismatch = 7,      // a check found a difference: installed state differs from the plan, wrong results
+  kExitAbsent = 8,        // the hardware asked about is not there: no transceiver module plugged in
   kExitInterrupted = 130  // stopped by Ctrl-C or SIGTERM; what was captured is kept
 };
 

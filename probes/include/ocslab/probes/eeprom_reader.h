@@ -19,6 +19,10 @@ namespace ocslab::probes {
 struct EepromReadResult {
   std::optional<std::vector<uint8_t>> bytes;
   std::string unavailable;  // set when bytes is empty
+  // The kernel's errno behind `unavailable` when there is one: ENODEV no such interface,
+  // EOPNOTSUPP the driver has no module access, others (EIO, ENXIO, ...) what the driver said
+  // about its cage; 0 when the reason is not an errno.
+  int error = 0;
   bool ok() const { return bytes.has_value(); }
 };
 

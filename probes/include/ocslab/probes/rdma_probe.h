@@ -3,7 +3,7 @@
 // outage with its last good completion before, the first one after (resume) and whether the
 // QP survived (its retry settings covered the outage) or went to error and was re-created.
 // Queue-pair numbers are exchanged over TCP on the management network, never over the link
-// under test.
+// under test, on a connection authenticated with the run's secret (rdma_control.h).
 #pragma once
 
 #include <atomic>
@@ -17,15 +17,28 @@
 
 namespace ocslab::probes {
 
+// The server's default TCP port for the QP exchange. Not perftest's 18515: ib_write_bw and the
+// other perftest tools listen there by default, and a lab often runs them next to the probe.
+inline constexpr int kRdmaControlPort = 18520;
+
 struct RdmaProbeConfig {
   enum class Role { kServer, kClient };
   Role role = Role::kClient;
   std::string interface;  // netdev of the RDMA port ("eth1"): picks the device and its RoCE v2 GID
   std::string device;     // optional: the RDMA device ("rxe_eth1"); must serve `interface`
   int port = 1;
-  // Server: the TCP address to listen on for the QP exchange ("0.0.0.0:18515").
-  // Client: the server's management address ("h2:18515").
+  // Server: the TCP address to listen on for the QP exchange (the management address, port
+  // kRdmaControlPort by convention; the agent has no all-addresses default).
+  // Client: the server's management address ("h2:18520").
   std::string control;
+  bool any_address = false;  // server: allow a wildcard control address (0.0.0.0: every interface)
+  // Both sides: the run's control secret (32 to 256 hex digits; the runner generates 64 per run
+  // and hands it over the agent session). The client presents it first; the server drops a
+  // connection without it. Required: start() refuses without one. Never logged.
+  std::string secret;
+  // The control connection's limits: a line is at most kRdmaControlMaxLine bytes and complete
+  // within this deadline (a new connection: the secret and the first QP line, from accept).
+  std::chrono::milliseconds control_deadline{5000};
   std::chrono::microseconds interval{1000};  // one SEND per interval (client)
   uint8_t timeout = 14;                      // local ACK timeout: 4.096 us * 2^timeout
   uint8_t retry_cnt = 7;                     // 3 bits; Soft-RoCE treats 7 as infinite, hardware does not

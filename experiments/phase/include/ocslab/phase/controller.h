@@ -22,8 +22,19 @@
 namespace ocslab::phase {
 
 struct ControllerOptions {
+  // A loopback address unless `token` is set: start() refuses any other address without one.
   std::string listen_host = "127.0.0.1";
   int listen_port = 0;  // 0: any free port (see Controller::port())
+  // The shims' shared secret (their hello's "token"); empty: none (loopback only).
+  std::string token;
+  // Network limits: a client that has not sent an accepted hello within hello_timeout of
+  // connecting, or whose line is still incomplete line_timeout after its first byte, or
+  // whose line grows past kMaxLine (protocol.h), is dropped. The deadlines are absolute: a
+  // byte a second does not extend them. At most max_strangers connections that have not
+  // joined yet are held; more are closed at once.
+  std::chrono::milliseconds hello_timeout{5000};
+  std::chrono::milliseconds line_timeout{5000};
+  size_t max_strangers = 64;
   JobLayout layout;
   // The job must already be placed on every rail (Orchestrator::add_job).
   std::vector<std::shared_ptr<Orchestrator>> rails;
@@ -41,7 +52,8 @@ class Controller {
   Controller& operator=(const Controller&) = delete;
 
   // Binds and starts the event loop and the rail workers. Throws ocslab::Error naming the
-  // address when it cannot listen.
+  // address when it cannot listen, or when it would listen on a non-loopback address
+  // without a token.
   void start();
   // Closes every connection and the listener; waits for rail work in progress. Idempotent.
   void stop();

@@ -18,7 +18,10 @@ namespace ocslab::phase {
 //   pp: 2
 //   dims: [{name: dp, size: 2}, {name: cp, size: 2}]
 //   initial: "11"                 # optional; default every stage on the first dimension
-//   listen: 127.0.0.1:7100        # optional; port 0 = any free port
+//   listen: 127.0.0.1:7100        # optional (127.0.0.1:0); port 0 = any free port
+//   token_file: /run/user/1000/ocslab-gpt-3d.token  # the shims' secret: 0600, owned by you
+//   token: ...                    # or inline (then keep this file private); one of the two
+//                                 # is required to listen on anything but loopback
 //   ack_timeout_ms: 2000          # optional (10000)
 //   max_retries: 2                # optional (2)
 //   rails:
@@ -39,6 +42,8 @@ struct ControllerConfig {
   TopoId initial;
   std::string listen_host = "127.0.0.1";
   int listen_port = 0;
+  std::string token;       // inline `token:`
+  std::string token_file;  // `token_file:`, relative paths resolved against the file's folder
   int ack_timeout_ms = 10000;
   int max_retries = 2;
   std::vector<RailConfig> rails;
@@ -46,5 +51,10 @@ struct ControllerConfig {
 
 ControllerConfig parse_controller_config(const YamlDoc& doc);
 ControllerConfig load_controller_config(const std::string& path);
+// The shims' token: the inline one, or token_file read with read_secret_file's checks (a
+// regular file owned by this user, mode 0600 or stricter, no symlink); empty when neither.
+std::string controller_token(const ControllerConfig& c);
+// The shortest token accepted (inline or from a file).
+inline constexpr size_t kMinTokenLength = 16;
 
 }  // namespace ocslab::phase

@@ -84,6 +84,10 @@ struct CoreConfig {
   std::vector<TopoId> initial;     // per rail: the job's topology on it now
   std::chrono::milliseconds ack_timeout{10000};  // per rail and attempt
   int max_retries = 2;  // attempts after the first before falling back to the giant ring
+  // The shims' shared secret: every hello must carry it (compared in constant time), else the
+  // connection is refused before it can name a rank. Empty: no authentication (loopback only,
+  // enforced by Controller::start).
+  std::string token;
 };
 
 class ControllerCore {
@@ -100,6 +104,8 @@ class ControllerCore {
   // The connection ended. `ours`: the runner closed it (stopping), not a rank failure; a
   // connection that said bye is never a failure either.
   void closed(ConnId conn, const std::string& reason, bool ours);
+  // The connection said a hello that was accepted (it is a rank of the job).
+  bool joined(ConnId conn) const;
   void on_rail_result(size_t rail, uint64_t version, bool ok, const std::string& error, const TopoId& topo);
   void on_timeout(uint64_t reconfig, size_t rail, int attempt);
   void on_ring_result(size_t rail, const std::string& error);
@@ -194,6 +200,10 @@ class ControllerCore {
   std::vector<ControllerEvent> events_;
   std::vector<std::string> problems_;
   std::atomic<bool> fallback_flag_{false};
+  // Refusals of clients that never joined: the first kRecordedRefusals are events and
+  // problems, the rest only counted, so strangers cannot grow the controller's memory.
+  static constexpr size_t kRecordedRefusals = 16;
+  size_t refused_strangers_ = 0;
 };
 
 }  // namespace ocslab::phase

@@ -1,5 +1,7 @@
-// The shim <-> controller wire protocol, version 1: one compact JSON object per line over TCP
-// ('\n'-terminated, at most kMaxLine bytes), every message carrying "v" and "type". Parsing
+// The shim <-> controller wire protocol, version 2: one compact JSON object per line over TCP
+// ('\n'-terminated, at most kMaxLine bytes), every message carrying "v" and "type". Version 2
+// added the hello's "token" (the controller's shared secret; version 1 had no
+// authentication, and a version-1 shim is refused by name rather than as a bad token). Parsing
 // validates each field's presence and type and names the offending field; the message
 // sequence is documented in docs/phase-control.md.
 #pragma once
@@ -15,7 +17,7 @@
 
 namespace ocslab::phase {
 
-inline constexpr int kProtocolVersion = 1;
+inline constexpr int kProtocolVersion = 2;
 inline constexpr size_t kMaxLine = 64 * 1024;
 
 class ProtocolError : public Error {
@@ -25,7 +27,7 @@ class ProtocolError : public Error {
 
 enum class MsgType {
   // shim -> controller
-  kHello,     // job, rank, world
+  kHello,     // job, rank, world, [token]
   kRegister,  // group, dim ("pp", a symmetric dimension name, or "mgmt"), ranks
   kRequest,   // group, seq, op, provision, [digit]: topo_write for the seq-th op of group
   kDone,      // group, seq: the op finished (its circuits may change again)
@@ -46,6 +48,7 @@ struct Message {
   std::string job;
   int rank = -1;
   int world = 0;
+  std::string token;  // kHello: the controller's secret (never logged, never echoed)
   std::string group;
   std::string dim;
   std::vector<int> ranks;

@@ -67,6 +67,8 @@ struct ShimOptions {
   std::string job;
   int rank = 0;
   int world = 1;
+  // The controller's shared secret, sent in the hello (empty: a controller without one).
+  std::string token;
   ShimMode mode = ShimMode::kOnDemand;
   // Provisioning needs the step's op sequence: from this file when set, otherwise profiled
   // over the first profile_steps steps (run on demand meanwhile).

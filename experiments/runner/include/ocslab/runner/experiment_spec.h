@@ -63,7 +63,7 @@ struct RdmaSpec {
   int interval_ms = 10;
   int timeout = 14;     // local ACK timeout exponent: 4.096 us x 2^timeout
   int retry_cnt = 7;
-  int port = 18515;     // first TCP port of the QP exchanges (one per pair)
+  int port = 18520;     // first TCP port of the QP exchanges (one per pair); probes::kRdmaControlPort, off perftest's 18515
   // Client host/nic -> server host/nic. From `pairs: mappings` every link of every mapping
   // gives one pair (a side is the client), so traffic resumes after every reconfiguration.
   std::vector<Link> pairs;

@@ -30,6 +30,12 @@ struct HostTarget {
   std::chrono::milliseconds request_timeout{15000};
 };
 
+struct Target;
+// The reconfiguration experiment's agent sessions, one per host of the target's spec, with the
+// probes the spec asks of it and one RDMA probe pair per spec pair. Every RDMA probe request
+// carries the control secret drawn for this call (random_token), the same on both sides.
+std::vector<HostTarget> host_targets(const Target& target, const std::string& run_id);
+
 enum class HostState { kIdle, kConnected, kCapturing, kLost, kStopped };
 const char* to_string(HostState s);
 
@@ -80,10 +86,17 @@ class HostSession {
   HostHealth health() const;
   // The agent's hello from connect() (pid: the daemon owning the probes); empty before.
   agent::HelloInfo hello() const;
+  // The report so far (hello, clock_before, started; counts up to now).
+  HostReport report() const;
   // probes.stop; when the session was lost, one reconnect + spool.fetch of everything after the
   // last seq seen (samples up to the agent's end are kept either way); clock_after; bye.
   // Never throws: failures go into the report (and lost = true when the agent is gone).
   HostReport stop();
+  // `ocslab recover`: the session of a runner that died. Connects again and, when the daemon
+  // that answers is the one that started the capture (at_start.pid), stops its probes and
+  // fetches every sample after delivered_seq from its spool, then measures clock_after: the
+  // same report as stop() after a dropped session. Never throws.
+  HostReport reattach(const agent::HelloInfo& at_start, uint64_t delivered_seq);
   // For fault tests and Ctrl-C: drop the SSH session without a goodbye.
   void drop();
 

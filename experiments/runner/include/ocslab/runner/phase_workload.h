@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ocslab/common/config.h"
+#include "ocslab/common/shell.h"
 #include "ocslab/phase/controller.h"
 #include "ocslab/phase/topology.h"
 #include "ocslab/workloads/op_record.h"
@@ -66,7 +67,11 @@ struct PhaseWorkloadSpec {
   phase::JobLayout layout;
   phase::TopoId initial;
   std::string rail = "rail0";
-  std::string listen_host = "0.0.0.0";
+  // Where the runner's controller listens: phase.listen, else the address the ranks reach
+  // (controller_host when it is an IP address; 127.0.0.1 in a virtual lab, whose guests reach
+  // the runner's loopback at QEMU's 10.0.2.2, and when every rank is local). The controller
+  // always requires the per-run token the runner hands the ranks over SSH.
+  std::string listen_host = "127.0.0.1";
   int listen_port = 0;
   std::string controller_host;  // how the ranks reach the runner's controller
   int ack_timeout_ms = 10000;
@@ -91,6 +96,7 @@ struct RankLaunch {
   std::string job;
   std::string mode;
   std::string rendezvous;  // HOST:PORT of rank 0
+  std::string token_file;  // the controller's token, as the ranks see it (a 0600 file); only its path is in argv
 };
 
 // The argv of rank r under the ssh launcher: program, schedule, --rank/--nranks/--rendezvous,
@@ -102,7 +108,7 @@ std::vector<std::string> rank_argv(const PhaseWorkloadSpec& spec, const std::vec
 std::vector<std::string> launcher_argv(const PhaseWorkloadSpec& spec, const std::vector<HostEntry>& hosts,
                                        const RankLaunch& l);
 // argv joined for a POSIX shell (each word single-quoted when it needs it).
-std::string shell_join(const std::vector<std::string>& argv);
+using ocslab::shell_join;
 
 // One step of one mode, from the ranks' rows and the controller's events.
 struct StepFigures {

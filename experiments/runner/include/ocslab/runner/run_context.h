@@ -11,6 +11,7 @@
 #include "ocslab/common/error.h"
 #include "ocslab/common/sample.h"
 #include "ocslab/runner/experiment_spec.h"
+#include "ocslab/runner/run_events.h"
 
 namespace ocslab::runner {
 
@@ -33,6 +34,8 @@ class RunContext {
     return [this](const std::string& m) { log(m); };
   }
   bool interrupted() const;
+  // One progress event to the run's event sink, if any (run_events.h).
+  void event(const std::string& type, nlohmann::json fields) const;
   const RunOptions& options() const { return opt_; }
 
  private:
@@ -44,12 +47,12 @@ class RunContext {
 void open_results(const ExperimentSpec& spec, const RunContext& ctx, RunResult& result);
 
 // timeline.csv: the Sample columns, then `run` and the iteration iteration(t_ns) gives each
-// row. Throws Error naming the file when a write fails (full disk): nothing is half-written
-// silently.
+// row. Replaced atomically (temporary file, fsync, rename): a crash leaves the old file or the
+// new one. Throws Error naming the file when a write fails (full disk).
 void write_timeline(const std::string& path, const std::vector<Sample>& samples, const std::string& run,
                     const std::function<int(int64_t)>& iteration);
 
-// Writes text to path; throws Error naming the file when it cannot.
+// Writes text to path atomically, as write_timeline; throws Error naming the file when it cannot.
 void write_text(const std::string& path, const std::string& text);
 
 // "2026-11-26T03:14:43.123Z" (UTC, milliseconds), for meta.json.

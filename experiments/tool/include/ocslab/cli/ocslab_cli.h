@@ -7,7 +7,13 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "ocslab/common/exit_code.h"
+
+namespace ocslab::runner {
+struct RunResult;
+}
 
 namespace ocslab::cli {
 
@@ -24,5 +30,9 @@ int run_ocslab(const std::vector<std::string>& args, std::ostream& out, std::ost
 // --help), are ocslab's; the first other word, or the word after `--`, starts the remote
 // command, which goes to ssh untouched (its own --lab or --log-level included).
 size_t vlab_ssh_remote_start(const std::vector<std::string>& args);
+
+// The last event of `ocslab run --json-stream` (runner/run_events.h): the results folder, the
+// exit code the run ends with, whether Ctrl-C stopped it, its counts and its problems.
+nlohmann::json run_end_event(const runner::RunResult& r, int exit_code);
 
 }  // namespace ocslab::cli

@@ -84,8 +84,10 @@ struct LabState {
 
   std::string to_json() const;
   static LabState from_json(const std::string& text, const std::string& origin);
-  // Atomic replace of <dir>/state.json.
+  // Atomic replace of <dir>/state.json, mode 0600 from creation (it holds the switch password).
   void save() const;
+  // Refuses a state.json that is a symbolic link, not owned by this user or root, or open to
+  // group or others, naming the file and what is wrong.
   static LabState load(const std::string& dir);
 };
 

@@ -34,8 +34,8 @@ class Backend {
 };
 
 struct CommonOptions {
-  std::string schedule_path;
-  int rank = -1;
+  std::string schedule_path;  // empty: the size sweep (sweep.h)
+  int rank = -1;              // -1: not given and no launcher names it
   int nranks = -1;
   std::string rendezvous;  // HOST:PORT of rank 0
   std::string host;        // label in the records (default: this machine's hostname)
@@ -49,7 +49,8 @@ struct CommonOptions {
 void add_common_options(boost::program_options::options_description& desc);
 // Reads them back, with rank / world size from the launcher's environment when not given
 // (OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE, SLURM_PROCID/NTASKS) and the rendezvous from
-// --ranks (rank 0's host) or OCSLAB_RENDEZVOUS. Throws ocslab::Error with what is missing.
+// --ranks (rank 0's host) or OCSLAB_RENDEZVOUS. Throws ocslab::Error on a malformed value; what
+// is missing (schedule, rank) is left empty / -1 for the caller, which knows the mode.
 CommonOptions common_options(const boost::program_options::variables_map& vm);
 // The launcher's local rank (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID,
 // LOCAL_RANK), -1 when none is set.

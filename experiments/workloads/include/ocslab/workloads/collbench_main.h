@@ -14,15 +14,20 @@
 #include "ocslab/workloads/collbench.h"
 #include "ocslab/workloads/rendezvous.h"
 #include "ocslab/workloads/schedule.h"
+#include "ocslab/workloads/sweep.h"
 
 namespace ocslab::workloads {
 
 // This rank's job from the shared flags, checked against the schedule: the world size is the
 // schedule's, the rank inside it, and a rendezvous given when there is more than one rank.
+// Without --schedule the job is nccl-tests' size sweep: the schedule is sweep_schedule's.
 struct Job {
   CommonOptions options;
   Schedule schedule;                        // --steps and --warmup applied
   std::optional<phase::ShimOptions> phase;  // nullopt without --controller
+  std::optional<SweepOptions> sweep;        // set without --schedule
+  std::string program;                      // "ocslab-collbench-verbs", for the sweep's table
+  std::vector<std::string> args;            // argv, for the sweep's JSON
 };
 
 struct CollbenchProgram {
@@ -34,6 +39,11 @@ struct CollbenchProgram {
   std::function<int(const boost::program_options::variables_map&, const Job&)> run;
 };
 
+// Reads the Job from the parsed command line: a schedule job with --schedule, else the size sweep,
+// whose world size is the launcher's / --nranks / --ranks, or 1 (rank 0) when none names it.
+// Throws ocslab::Error naming the offending option.
+Job read_job(const boost::program_options::variables_map& vm);
+
 // Parses argv: --help prints the usage and the options (exit 0), a malformed command line the
 // same to stderr after the parser's message (exit 1, kExitUsage). Then reads the Job and calls program.run.
 // An ocslab::Error from any of it prints as "NAME: message" and exits 2 (kExitInput).
@@ -43,7 +53,8 @@ int collbench_main(int argc, char** argv, const CollbenchProgram& program);
 // hooks (ShimHooks with --controller, whose join comes after the rendezvous so every rank is up;
 // else no-op hooks), the transport from make_backend (it may exchange over the rendezvous; its
 // describe() goes to stderr), run_and_report, and with --output the shim's own record next to
-// the rows. Returns run_and_report's exit status.
+// the rows. Returns run_and_report's exit status. A sweep job runs run_sweep_and_report instead
+// (no hooks: read_job refuses --controller without --schedule).
 int run_job(const Job& job, const std::string& backend_name,
             const std::function<std::unique_ptr<Backend>(Rendezvous&)>& make_backend);
 

@@ -4,7 +4,10 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ocslab::workloads {
@@ -35,6 +38,30 @@ class Rendezvous {
   int listen_fd_ = -1;
   std::vector<int> peers_;  // rank 0: fd per rank (index 0 unused); others: [0] = rank 0
 };
+
+// Frames: a 4-byte big-endian length, then that many bytes. Before a peer is known (its
+// hello, rank 0's reply) a frame is at most kMaxHelloFrame; later (all-gather blobs) at most
+// kMaxFrame. Every frame must arrive whole before the rendezvous' or the all-gather's
+// absolute deadline (`timeout` after it started), however slowly its bytes come.
+inline constexpr uint32_t kMaxHelloFrame = 1024;
+inline constexpr uint32_t kMaxFrame = 256u << 20;
+
+// The frame length from its 4-byte prefix, or nullopt when the prefix is not 4 bytes or the
+// length exceeds limit.
+std::optional<uint32_t> frame_length(std::string_view prefix, uint32_t limit);
+
+// A rank's hello: "ocslab-collbench 1 rank=R nranks=N tag=TAG" (TAG non-empty, no newline or
+// NUL). nullopt for anything else.
+struct RendezvousHello {
+  int rank = -1;
+  int nranks = -1;
+  std::string tag;
+};
+std::optional<RendezvousHello> parse_rendezvous_hello(std::string_view frame);
+
+// Rank 0's all-gather reply: nranks length-prefixed blobs and nothing after them. Throws
+// ocslab::Error naming `who` when it is short or has bytes left over.
+std::vector<std::string> unpack_all_gather(std::string_view packed, int nranks, const std::string& who);
 
 // Splits "HOST:PORT" ("[v6]:PORT" too); throws ocslab::Error naming the text.
 std::pair<std::string, int> split_host_port(const std::string& address);

@@ -44,6 +44,17 @@ uint64_t buffer_floats(const Op& op);
 // member's value).
 float fill_value(int rank, uint64_t seq, uint64_t j);
 constexpr float kUnwritten = -1.0f;  // fill of positions a rank expects to receive
+// The input of a reduction with op r: fill_value, except for prod, where it is 1 or 2 so that a
+// product over any group stays a power of two, exact in float32 up to 127 ranks.
+float fill_value(RedOp r, int rank, uint64_t seq, uint64_t j);
+
+// dst[k] = dst[k] (op) src[k] for k < count; avg accumulates the sum (finish_reduction divides).
+void reduce_into(RedOp r, float* dst, const float* src, uint64_t count);
+// The last step of a reduction over n members on the fully reduced values: avg divides by n.
+void finish_reduction(RedOp r, float* buf, uint64_t count, int n);
+// The exact result of op's reduction at element j over the group's members (sum and avg add in
+// member order, as every transport does).
+float expected_reduction(const Schedule& s, const Op& op, uint64_t seq, uint64_t j);
 
 // Writes rank's input for op into buf (buffer_floats(op) elements; positions it must receive
 // are kUnwritten). Ranks not involved in op must not call it.

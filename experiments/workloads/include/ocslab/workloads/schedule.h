@@ -14,6 +14,14 @@ enum class OpType { kAllReduce, kAllGather, kReduceScatter, kSendRecv, kBarrier 
 
 std::string_view op_name(OpType t);  // "allreduce", ...
 
+// The reduction of allreduce and reducescatter, as nccl-tests' -o: a schedule's ops are sums;
+// the size sweep (sweep.h) takes any of them. avg is the sum divided by the group size.
+enum class RedOp { kSum, kProd, kMax, kMin, kAvg };
+
+std::string_view redop_name(RedOp r);  // "sum", "prod", "max", "min", "avg"
+// Throws ocslab::Error naming the known ones.
+RedOp parse_redop(std::string_view name);
+
 struct Group {
   std::string name;
   std::string kind;        // dp, pp, tp, cp, ep, sp or world
@@ -32,6 +40,7 @@ struct Op {
   // sendrecv = the message; barrier = 0.
   uint64_t bytes = 0;
   int src = -1, dst = -1;  // sendrecv only: global ranks, both members of the group
+  RedOp redop = RedOp::kSum;  // allreduce and reducescatter only
   int line = 0;
 };
 

@@ -1,6 +1,6 @@
 // The workloads' bridge to phase-driven reconfiguration: PhaseHooks backed by an
 // ocslab::phase::Shim that talks to the job's controller (docs/phase-control.md), plus the
-// --controller/--job/--phase-mode/--profile-steps/--phase-table options both collbench
+// --controller/--job/--controller-token-file/--phase-mode/--profile-steps/--phase-table options both collbench
 // programs share (docs/workloads.md, "Running with the controller").
 #pragma once
 
@@ -51,7 +51,8 @@ class ShimHooks : public PhaseHooks {
   phase::Decision last_;
 };
 
-// --controller HOST:PORT, --job NAME, --phase-mode on-demand|provisioning,
+// --controller HOST:PORT, --job NAME, --controller-token-file FILE (else the token from
+// $OCSLAB_CONTROLLER_TOKEN, else none), --phase-mode on-demand|provisioning,
 // --profile-steps K, --phase-table FILE ("{rank}" in FILE is replaced by the rank).
 void add_phase_options(boost::program_options::options_description& desc);
 // The shim's options from those flags; nullopt without --controller (then none of the others

@@ -1,6 +1,7 @@
 #pragma once
 // Trimming shared by the text parsers. Formats differ in what counts as padding, so both kinds
 // are here and each parser names the one its format uses.
+#include <string>
 #include <string_view>
 
 namespace ocslab {
@@ -18,6 +19,14 @@ inline std::string_view trim_space(std::string_view s) {
   while (!s.empty() && space(s.front())) s.remove_prefix(1);
   while (!s.empty() && space(s.back())) s.remove_suffix(1);
   return s;
+}
+
+// The last non-empty line of a command's output, without its line end: what a failed remote
+// command said, for a message that names the cause without quoting all of it.
+inline std::string last_line(std::string_view s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.remove_suffix(1);
+  auto p = s.rfind('\n');
+  return std::string(p == std::string_view::npos ? s : s.substr(p + 1));
 }
 
 }  // namespace ocslab
