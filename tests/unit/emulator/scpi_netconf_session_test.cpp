@@ -6,6 +6,7 @@
 
 #include "ocslab/emulator/netconf_session.h"
 #include "ocslab/emulator/scpi_session.h"
+#include "ocslab/testing/io_run.h"
 
 using namespace ocslab;
 using namespace ocslab::emu;
@@ -23,10 +24,7 @@ struct Rig {
     p.ack_after_settle = settle;
     return p;
   }
-  void run(std::chrono::milliseconds d = 5ms) {
-    io.restart();
-    io.run_for(d);
-  }
+  void run(std::chrono::milliseconds d = 5ms) { ocslab::testing::run_through(io, d); }
   boost::asio::io_context io;
   GroundTruth truth{"ocs"};
   SwitchModel model;

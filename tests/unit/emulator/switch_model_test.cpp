@@ -4,6 +4,7 @@
 
 #include "ocslab/common/clock.h"
 #include "ocslab/emulator/switch_model.h"
+#include "ocslab/testing/io_run.h"
 
 // This file's helpers in a namespace of its own: the unity build compiles it together with
 // the other tests of its binary.
@@ -25,10 +26,7 @@ struct Rig {
     model.on_path([this](Port in, std::optional<Port> out) { paths.emplace_back(in, out); });
     model.on_light([this](Port out, bool lit, double) { lights.emplace_back(out, lit); });
   }
-  void run_for(std::chrono::milliseconds d) {
-    io.restart();
-    io.run_for(d);
-  }
+  void run_for(std::chrono::milliseconds d) { ocslab::testing::run_through(io, d); }
   int count(const std::string& signal) {
     int n = 0;
     for (const auto& s : truth.samples()) n += s.signal == signal;

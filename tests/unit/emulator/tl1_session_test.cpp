@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "ocslab/emulator/tl1_session.h"
+#include "ocslab/testing/io_run.h"
 
 // This file's helpers in a namespace of its own: the unity build compiles it together with
 // the other tests of its binary.
@@ -34,10 +35,7 @@ struct Rig {
     return std::make_unique<Tl1Session>(model, truth, config, [this](std::string s) { out += s; },
                                         Tl1SessionOptions{logged_in, events});
   }
-  void run(std::chrono::milliseconds d = 5ms) {
-    io.restart();
-    io.run_for(d);
-  }
+  void run(std::chrono::milliseconds d = 5ms) { ocslab::testing::run_through(io, d); }
   boost::asio::io_context io;
   GroundTruth truth{"UNIT-OCS"};
   SwitchModel model;
