@@ -24,6 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       rest.remove_prefix(*len);
       if (auto h = parse_rendezvous_hello(frame)) {
         if (h->tag.empty() || h->rank < 0 || h->nranks < 0) __builtin_trap();
+        if (h->auth.size() > kMaxTokenChars || h->auth.find_first_not_of("0123456789abcdef") != std::string::npos)
+          __builtin_trap();
       }
       for (int n : {0, 1, 2, 7}) {
         try {

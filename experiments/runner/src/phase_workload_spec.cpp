@@ -456,9 +456,8 @@ std::vector<std::string> rank_argv(const PhaseWorkloadSpec& spec, const std::vec
                                 l.job,
                                 "--phase-mode",
                                 l.mode};
-  if (!l.token_file.empty()) {  // the token itself never goes into argv
-    a.push_back("--controller-token-file");
-    a.push_back(l.token_file);
+  if (!l.token_file.empty()) {  // the token itself never goes into argv; it guards both doors
+    a.insert(a.end(), {"--controller-token-file", l.token_file, "--rendezvous-token-file", l.token_file});
   }
   if (l.mode == "provisioning") {
     a.push_back("--profile-steps");
@@ -509,8 +508,7 @@ std::vector<std::string> launcher_argv(const PhaseWorkloadSpec& spec, const std:
                                 "--rendezvous", l.rendezvous, "--output", l.output_dir,   "--controller",
                                 l.controller,   "--job",      l.job,      "--phase-mode", l.mode};
   if (!l.token_file.empty()) {
-    w.push_back("--controller-token-file");
-    w.push_back(l.token_file);
+    w.insert(w.end(), {"--controller-token-file", l.token_file, "--rendezvous-token-file", l.token_file});
   }
   if (l.mode == "provisioning") {
     w.push_back("--profile-steps");

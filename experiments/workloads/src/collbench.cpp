@@ -11,6 +11,7 @@
 #include "ocslab/common/clock.h"
 #include "ocslab/common/csv_writer.h"
 #include "ocslab/common/error.h"
+#include "ocslab/common/secret.h"
 #include "ocslab/common/exit_code.h"
 
 namespace po = boost::program_options;
@@ -49,6 +50,11 @@ void add_common_options(po::options_description& d) {
       "nranks", po::value<int>(), "world size (default: the launcher's, else the schedule's ranks)")(
       "rendezvous", po::value<std::string>(),
       "HOST:PORT where rank 0 listens for the bootstrap (default: OCSLAB_RENDEZVOUS)")(
+      "rendezvous-token-file", po::value<std::string>(),
+      "file holding the run's rendezvous token (hex, mode 0600, owned by you); every rank must give the same; "
+      "else $OCSLAB_RENDEZVOUS_TOKEN; without one rank 0 takes any connection")(
+      "rendezvous-listen", po::value<std::string>(),
+      "rank 0's bind address (default: the host of --rendezvous itself; 0.0.0.0 or :: for all addresses)")(
       "ranks", po::value<std::string>(),
       "comma-separated host of each rank (rank 0 first); implies --nranks and "
       "--rendezvous RANK0HOST:PORT")("port", po::value<int>()->default_value(18600), "rendezvous port with --ranks")(
@@ -92,6 +98,18 @@ CommonOptions common_options(const po::variables_map& vm) {
     const char* e = std::getenv("OCSLAB_RENDEZVOUS");
     if (e && *e) o.rendezvous = e;
   }
+  if (vm.count("rendezvous-token-file")) {
+    o.rendezvous_token = read_secret_file(vm["rendezvous-token-file"].as<std::string>(), "--rendezvous-token-file");
+  } else if (const char* e = std::getenv("OCSLAB_RENDEZVOUS_TOKEN"); e && *e) {
+    o.rendezvous_token = e;
+  }
+  if (o.rendezvous_token.size() > kMaxTokenChars ||
+      o.rendezvous_token.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    throw Error(fmt::format("the rendezvous token (--rendezvous-token-file or OCSLAB_RENDEZVOUS_TOKEN) must be 1 to {} "
+                            "lowercase hex digits",
+                            kMaxTokenChars));
+  }
+  if (vm.count("rendezvous-listen")) o.rendezvous_listen = vm["rendezvous-listen"].as<std::string>();
   if (vm.count("host")) o.host = vm["host"].as<std::string>();
   if (o.host.empty()) o.host = hostname();
   if (vm.count("output")) o.output = vm["output"].as<std::string>();

@@ -118,8 +118,16 @@ int run_job(const Job& job, const std::string& backend_name,
             const std::function<std::unique_ptr<Backend>(Rendezvous&)>& make_backend) {
   const CommonOptions& o = job.options;
   const Schedule& s = job.schedule;
+  if (o.rank == 0 && o.nranks > 1 && o.rendezvous_token.empty()) {
+    std::cerr << fmt::format("rank 0: the rendezvous on {} takes any connection (no --rendezvous-token-file)\n",
+                             o.rendezvous);
+  }
+  RendezvousOptions ro;
+  ro.token = o.rendezvous_token;
+  ro.listen = o.rendezvous_listen;
   Rendezvous rv(o.rank, o.nranks, o.rendezvous.empty() ? "localhost:1" : o.rendezvous, rendezvous_tag(s, backend_name),
-                o.timeout);
+                o.timeout, ro);
+  for (const auto& d : rv.notes()) std::cerr << "rank 0: rendezvous: " << d << "\n";
   if (job.sweep) {  // nccl-tests' size sweep: no phase hooks (read_job refused --controller)
     std::unique_ptr<Backend> backend = make_backend(rv);
     std::cerr << fmt::format("rank {} on {}: {}\n", o.rank, o.host, backend->describe());

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "ocslab/common/error.h"
+#include "ocslab/common/secret.h"
 
 namespace ocslab::workloads {
 
@@ -114,6 +115,64 @@ void set_nodelay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+// Rank 0's listening socket on bind_host:port. "0.0.0.0" / "::" / "*" are the wildcard (only
+// when asked for); anything else is resolved and must be an address of this machine.
+int listen_on(const std::string& bind_host, int port, int backlog, bool& loopback) {
+  const bool any = bind_host == "0.0.0.0" || bind_host == "::" || bind_host == "*";
+  addrinfo* res = resolve(bind_host, port, any);
+  // The wildcard: prefer IPv6 any (also accepts IPv4 on Linux), else whatever came first. A
+  // name: its first address, the one the other ranks' connect() tries first too.
+  addrinfo* pick = res;
+  if (any) {
+    for (addrinfo* a = res; a; a = a->ai_next) {
+      if (a->ai_family == AF_INET6) pick = a;
+    }
+  }
+  loopback = (pick->ai_family == AF_INET &&
+              (ntohl(reinterpret_cast<const sockaddr_in*>(pick->ai_addr)->sin_addr.s_addr) >> 24) == 127) ||
+             (pick->ai_family == AF_INET6 &&
+              IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(pick->ai_addr)->sin6_addr));
+  int fd = ::socket(pick->ai_family, pick->ai_socktype | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    int e = errno;
+    ::freeaddrinfo(res);
+    throw SystemError("rendezvous: socket", e);
+  }
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (any && pick->ai_family == AF_INET6) {
+    int zero = 0;
+    ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+  }
+  int rc = ::bind(fd, pick->ai_addr, pick->ai_addrlen);
+  int err = errno;
+  ::freeaddrinfo(res);
+  if (rc != 0) {
+    ::close(fd);
+    if (err == EADDRNOTAVAIL) {
+      throw Error(fmt::format("rendezvous: rank 0 cannot listen on {}:{}: {} is not an address of this machine "
+                              "(the rendezvous address must name rank 0's host; --rendezvous-listen ADDR binds "
+                              "another)",
+                              bind_host, port, bind_host));
+    }
+    throw SystemError(fmt::format("rendezvous: rank 0 cannot listen on {}:{}", bind_host, port), err);
+  }
+  ::listen(fd, backlog);
+  return fd;
+}
+
+std::string peer_address(const sockaddr_storage& from) {
+  char ip[INET6_ADDRSTRLEN] = "?";
+  if (from.ss_family == AF_INET) {
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&from)->sin_addr, ip, sizeof(ip));
+  } else if (from.ss_family == AF_INET6) {
+    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&from)->sin6_addr, ip, sizeof(ip));
+  }
+  std::string_view shown = ip;
+  if (shown.rfind("::ffff:", 0) == 0) shown.remove_prefix(7);  // an IPv4 peer on the dual-stack socket
+  return std::string(shown);
+}
+
 }  // namespace
 
 std::optional<uint32_t> frame_length(std::string_view prefix, uint32_t limit) {
@@ -139,6 +198,17 @@ std::optional<RendezvousHello> parse_rendezvous_hello(std::string_view frame) {
   };
   RendezvousHello h;
   if (!number("ocslab-collbench 1 rank=", h.rank) || !number(" nranks=", h.nranks)) return std::nullopt;
+  constexpr std::string_view kAuth = " auth=";
+  if (frame.substr(0, kAuth.size()) == kAuth) {
+    frame.remove_prefix(kAuth.size());
+    size_t n = 0;
+    while (n < frame.size() && n <= kMaxTokenChars &&
+           ((frame[n] >= '0' && frame[n] <= '9') || (frame[n] >= 'a' && frame[n] <= 'f')))
+      ++n;
+    if (n == 0 || n > kMaxTokenChars) return std::nullopt;
+    h.auth = std::string(frame.substr(0, n));
+    frame.remove_prefix(n);
+  }
   constexpr std::string_view kTag = " tag=";
   if (frame.substr(0, kTag.size()) != kTag) return std::nullopt;
   frame.remove_prefix(kTag.size());
@@ -184,41 +254,29 @@ std::pair<std::string, int> split_host_port(const std::string& address) {
 }
 
 Rendezvous::Rendezvous(int rank, int nranks, const std::string& address, const std::string& tag,
-                       std::chrono::milliseconds timeout)
+                       std::chrono::milliseconds timeout, RendezvousOptions options)
     : rank_(rank), nranks_(nranks), address_(address), timeout_(timeout) {
   if (nranks < 1 || rank < 0 || rank >= nranks) throw Error(fmt::format("rank {} outside 0..{}", rank, nranks - 1));
   auto [host, port] = split_host_port(address);
+  const std::string& token = options.token;
+  if (token.size() > kMaxTokenChars || token.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    throw Error(fmt::format("rendezvous token: want 1 to {} lowercase hex digits", kMaxTokenChars));
+  }
   auto deadline = Clock::now() + timeout;
-  std::string hello = fmt::format("ocslab-collbench 1 rank={} nranks={} tag={}", rank, nranks, tag);
+  std::string hello = token.empty() ? fmt::format("ocslab-collbench 1 rank={} nranks={} tag={}", rank, nranks, tag)
+                                    : fmt::format("ocslab-collbench 1 rank={} nranks={} auth={} tag={}", rank, nranks,
+                                                  token, tag);
   if (nranks == 1) return;
 
   if (rank == 0) {
-    addrinfo* res = resolve(host, port, true);
-    // Prefer IPv6 any (also accepts IPv4 on Linux by default), else whatever came first.
-    addrinfo* pick = res;
-    for (addrinfo* a = res; a; a = a->ai_next) {
-      if (a->ai_family == AF_INET6) pick = a;
+    const std::string& bind_host = options.listen.empty() ? host : options.listen;
+    bool loopback = false;
+    listen_fd_ = listen_on(bind_host, port, nranks, loopback);
+    if (loopback && bind_host != "localhost" && bind_host.rfind("127.", 0) != 0 && bind_host != "::1") {
+      notes_.push_back(fmt::format("{} is a loopback address on this host: ranks on other hosts cannot reach port {} "
+                                   "(give rank 0's IP in --rendezvous, or --rendezvous-listen)",
+                                   bind_host, port));
     }
-    listen_fd_ = ::socket(pick->ai_family, pick->ai_socktype | SOCK_CLOEXEC, 0);
-    if (listen_fd_ < 0) {
-      ::freeaddrinfo(res);
-      throw SystemError("rendezvous: socket", errno);
-    }
-    int one = 1;
-    ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (pick->ai_family == AF_INET6) {
-      int zero = 0;
-      ::setsockopt(listen_fd_, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-    }
-    int rc = ::bind(listen_fd_, pick->ai_addr, pick->ai_addrlen);
-    int err = errno;
-    ::freeaddrinfo(res);
-    if (rc != 0) {
-      ::close(listen_fd_);
-      listen_fd_ = -1;
-      throw SystemError(fmt::format("rendezvous: rank 0 cannot listen on port {}", port), err);
-    }
-    ::listen(listen_fd_, nranks);
     peers_.assign(static_cast<size_t>(nranks), -1);
     try {
       for (int joined = 1; joined < nranks;) {
@@ -233,29 +291,40 @@ Rendezvous::Rendezvous(int rank, int nranks, const std::string& address, const s
           throw SystemError("rendezvous: accept", errno);
         }
         set_nodelay(fd);
-        char ip[INET6_ADDRSTRLEN] = "?";
-        if (from.ss_family == AF_INET) {
-          ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&from)->sin_addr, ip, sizeof(ip));
-        } else if (from.ss_family == AF_INET6) {
-          ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&from)->sin6_addr, ip, sizeof(ip));
-        }
-        std::string_view shown = ip;
-        if (shown.rfind("::ffff:", 0) == 0) shown.remove_prefix(7);  // an IPv4 peer on the dual-stack socket
-        std::string peer_ip(shown);
+        std::string peer_ip = peer_address(from);
         std::string who = fmt::format("a rank connecting from {}", peer_ip);
+        // With a token a stranger cannot end the rendezvous: whatever it sends (nothing, too
+        // much, too slowly, a wrong token) costs at most hello_timeout, then it is dropped.
+        const auto hello_deadline = token.empty() ? deadline : std::min(deadline, Clock::now() + options.hello_timeout);
         std::string msg;
         try {
-          msg = recv_frame(fd, deadline, who, kMaxHelloFrame);
-        } catch (const Error&) {
+          msg = recv_frame(fd, hello_deadline, who, kMaxHelloFrame);
+        } catch (const Error& e) {
           ::close(fd);
-          throw;
+          if (token.empty()) throw;
+          notes_.push_back(fmt::format("dropped a connection from {}: {}", peer_ip, e.what()));
+          continue;
         }
         auto hello_in = parse_rendezvous_hello(msg);
+        if (!token.empty() && !(hello_in && constant_time_equal(hello_in->auth, token))) {
+          if (hello_in) {  // a rank of another run, or one started without the token: say why
+            try {
+              send_frame(fd, "error: not authenticated: this rendezvous needs the run's token", hello_deadline, who);
+            } catch (const Error&) {
+            }
+          }
+          ::close(fd);
+          notes_.push_back(fmt::format("dropped a connection from {}: {}", peer_ip,
+                                         hello_in ? "wrong or missing token" : "not an ocslab-collbench hello"));
+          continue;
+        }
         int r = hello_in ? hello_in->rank : -1, n = hello_in ? hello_in->nranks : -1;
         std::string their_tag = hello_in ? hello_in->tag : std::string();
         std::string reply;
         if (!hello_in) {
           reply = "error: not an ocslab-collbench hello: '" + msg.substr(0, 80) + "'";
+        } else if (token.empty() && !hello_in->auth.empty()) {
+          reply = fmt::format("error: rank {} from {} carries a token, rank 0 runs without one", r, peer_ip);
         } else if (n != nranks) {
           reply =
               fmt::format("error: rank {} from {} says the world has {} ranks, rank 0 has {}", r, peer_ip, n, nranks);
@@ -283,6 +352,7 @@ Rendezvous::Rendezvous(int rank, int nranks, const std::string& address, const s
         if (fd >= 0) ::close(fd);
       }
       ::close(listen_fd_);
+      listen_fd_ = -1;
       throw;
     }
     return;

@@ -253,6 +253,11 @@ TEST_CASE("launcher command lines", "[runner][phase-workload]") {
   auto at = std::find(with_token.begin(), with_token.end(), "--controller-token-file");
   REQUIRE(at != with_token.end());
   CHECK(*(at + 1) == "/tmp/x/controller.token");
+  // The same per-run secret authenticates the ranks to rank 0's rendezvous.
+  auto rv_at = std::find(with_token.begin(), with_token.end(), "--rendezvous-token-file");
+  REQUIRE(rv_at != with_token.end());
+  CHECK(*(rv_at + 1) == "/tmp/x/controller.token");
+  CHECK(std::find(od.begin(), od.end(), "--rendezvous-token-file") == od.end());
   l.token_file.clear();
 
   SECTION("mpirun: hosts in blocks, rank and size from the launcher") {
@@ -266,6 +271,10 @@ TEST_CASE("launcher command lines", "[runner][phase-workload]") {
           "mpirun -np 4 -H 127.0.0.1:2,127.0.0.1:2 --map-by slot -x NCCL_DEBUG=INFO ocslab-collbench-nccl "
           "--schedule /tmp/x/schedule.yaml --nranks 4 --rendezvous 127.0.0.1:18600 --output /tmp/x --controller "
           "10.0.0.1:7100 --job dppp --phase-mode on-demand --timeout-s 90 --max-msg 16KiB");
+    l.token_file = "/shared/controller.token";  // both doors get the job's one secret file
+    auto with_token = launcher_argv(pw, s.hosts, l);
+    CHECK(shell_join(with_token).find("--controller-token-file /shared/controller.token --rendezvous-token-file "
+                                      "/shared/controller.token") != std::string::npos);
   }
   SECTION("srun: nodes, tasks per node, block distribution") {
     s.hosts[0].ssh_host = "gpu1";

@@ -154,3 +154,153 @@ TEST_CASE("rendezvous: an oversized or trickled hello is refused within the limi
     ::close(fd);
   }
 }
+
+namespace {
+
+int connect_loopback(int port, const char* ip = "127.0.0.1") {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  ::inet_pton(AF_INET, ip, &a.sin_addr);
+  for (int i = 0; i < 100 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0; ++i)
+    std::this_thread::sleep_for(20ms);
+  return fd;
+}
+
+std::string frame(const std::string& text) {
+  uint32_t len = htonl(static_cast<uint32_t>(text.size()));
+  return std::string(reinterpret_cast<const char*>(&len), 4) + text;
+}
+
+}  // namespace
+
+TEST_CASE("rendezvous with the run's token: strangers are dropped and the real ranks still meet",
+          "[workloads][rendezvous]") {
+  const std::string token(64, 'a');
+  RendezvousOptions opts;
+  opts.token = token;
+  opts.hello_timeout = 400ms;
+  int port = free_loopback_port(SOCK_STREAM);
+  std::string addr = "127.0.0.1:" + std::to_string(port);
+  std::vector<std::string> dropped;
+  auto root = std::async(std::launch::async, [&] {
+    Rendezvous rv(0, 2, addr, "t", 20s, opts);
+    dropped = rv.notes();
+    return rv.all_gather("from0");
+  });
+  // 1. A hello with the wrong token gets the reason and nothing else.
+  {
+    int fd = connect_loopback(port);
+    std::string hello = frame("ocslab-collbench 1 rank=1 nranks=2 auth=" + std::string(64, 'b') + " tag=t");
+    REQUIRE(::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(hello.size()));
+    char buf[256];
+    ssize_t n = ::recv(fd, buf, sizeof(buf), MSG_WAITALL);
+    REQUIRE(n > 4);
+    CHECK_THAT(std::string(buf + 4, static_cast<size_t>(n) - 4), Contains("not authenticated"));
+    ::close(fd);
+  }
+  // 2. A rank started without the token is told why, and rank 0 keeps waiting.
+  CHECK_THROWS_WITH(Rendezvous(1, 2, addr, "t", 5s), Contains("refused rank 1: error: not authenticated"));
+  // 3. 100 MB announced: refused at the 1 KiB hello limit, not read.
+  {
+    int fd = connect_loopback(port);
+    uint32_t len = htonl(100u << 20);
+    (void)::send(fd, &len, sizeof(len), MSG_NOSIGNAL);
+    std::string chunk(1 << 16, 'x');
+    size_t sent = 0;
+    for (int i = 0; i < 1600; ++i) {  // at most 100 MB; the dropped socket stops it far earlier
+      ssize_t n = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n <= 0) {
+        if (n < 0 && errno == EAGAIN) {
+          std::this_thread::sleep_for(10ms);
+          continue;
+        }
+        break;
+      }
+      sent += static_cast<size_t>(n);
+    }
+    CHECK(sent < (100u << 20));
+    ::close(fd);
+  }
+  // 4. A trickler (one byte, then silence) costs hello_timeout, then is dropped.
+  auto t0 = std::chrono::steady_clock::now();
+  {
+    int fd = connect_loopback(port);
+    (void)::send(fd, "\0", 1, MSG_NOSIGNAL);
+    char c;
+    CHECK(::recv(fd, &c, 1, 0) == 0);  // rank 0 closes it
+    CHECK(std::chrono::steady_clock::now() - t0 < 3s);
+    ::close(fd);
+  }
+  // 5. The real rank joins after all that, and the all-gather works.
+  Rendezvous one(1, 2, addr, "t", 20s, opts);
+  CHECK(one.all_gather("from1") == std::vector<std::string>{"from0", "from1"});
+  CHECK(root.get() == std::vector<std::string>{"from0", "from1"});
+  REQUIRE(dropped.size() == 4);
+  CHECK_THAT(dropped[0], Contains("from 127.0.0.1: wrong or missing token"));
+  CHECK_THAT(dropped[1], Contains("wrong or missing token"));
+  CHECK_THAT(dropped[2], Contains("more than the 1024 allowed"));
+  CHECK_THAT(dropped[3], Contains("timed out"));
+}
+
+TEST_CASE("rendezvous: rank 0 listens on the rendezvous host only, unless told otherwise", "[workloads][rendezvous]") {
+  int port = free_loopback_port(SOCK_STREAM);
+  SECTION("the address the ranks use, not every address") {
+    auto root = std::async(std::launch::async,
+                           [&] { Rendezvous rv(0, 2, "127.0.0.1:" + std::to_string(port), "t", 1500ms); });
+    std::this_thread::sleep_for(200ms);
+    // 127.0.0.2 is this machine too (all of 127/8 is on lo): a wildcard listener would take it.
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    ::inet_pton(AF_INET, "127.0.0.2", &a.sin_addr);
+    CHECK(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0);
+    ::close(fd);
+    CHECK_THROWS_WITH(root.get(), Contains("timed out waiting for 1 more rank(s)"));
+  }
+  SECTION("--rendezvous-listen 0.0.0.0 when asked") {
+    RendezvousOptions opts;
+    opts.listen = "0.0.0.0";
+    auto root = std::async(std::launch::async,
+                           [&] { return Rendezvous(0, 2, "127.0.0.1:" + std::to_string(port), "t", 10s, opts).nranks(); });
+    Rendezvous one(1, 2, "127.0.0.2:" + std::to_string(port), "t", 10s);
+    CHECK(root.get() == 2);
+  }
+  SECTION("an address that is not this machine's") {
+    RendezvousOptions opts;
+    opts.listen = "192.0.2.1";  // TEST-NET-1: never local
+    CHECK_THROWS_WITH(Rendezvous(0, 2, "127.0.0.1:" + std::to_string(port), "t", 1s, opts),
+                      Contains("192.0.2.1 is not an address of this machine"));
+  }
+  SECTION("a malformed token") {
+    RendezvousOptions opts;
+    opts.token = "not-hex";
+    CHECK_THROWS_WITH(Rendezvous(0, 2, "127.0.0.1:" + std::to_string(port), "t", 1s, opts),
+                      Contains("lowercase hex digits"));
+  }
+}
+
+TEST_CASE("rendezvous hello: the token field", "[workloads][rendezvous]") {
+  auto h = parse_rendezvous_hello("ocslab-collbench 1 rank=1 nranks=2 auth=00ff tag=t x");
+  REQUIRE(h);
+  CHECK(h->auth == "00ff");
+  CHECK(h->tag == "t x");
+  CHECK(parse_rendezvous_hello("ocslab-collbench 1 rank=1 nranks=2 tag=t")->auth.empty());
+  for (const std::string& bad : std::vector<std::string>{
+           "ocslab-collbench 1 rank=1 nranks=2 auth= tag=t", "ocslab-collbench 1 rank=1 nranks=2 auth=00FF tag=t",
+           "ocslab-collbench 1 rank=1 nranks=2 auth=00ff",
+           "ocslab-collbench 1 rank=1 nranks=2 auth=" + std::string(129, 'a') + " tag=t"}) {
+    INFO(bad);
+    CHECK_FALSE(parse_rendezvous_hello(bad));
+  }
+  // A rank with a token and a rank 0 without one disagree: the rendezvous says so.
+  int port = free_loopback_port(SOCK_STREAM);
+  std::string addr = "127.0.0.1:" + std::to_string(port);
+  auto root = std::async(std::launch::async, [&] { Rendezvous rv(0, 2, addr, "t", 10s); });
+  RendezvousOptions opts;
+  opts.token = "abcd";
+  CHECK_THROWS_WITH(Rendezvous(1, 2, addr, "t", 10s, opts), Contains("carries a token, rank 0 runs without one"));
+  CHECK_THROWS(root.get());
+}

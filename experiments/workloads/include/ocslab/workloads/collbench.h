@@ -38,6 +38,8 @@ struct CommonOptions {
   int rank = -1;              // -1: not given and no launcher names it
   int nranks = -1;
   std::string rendezvous;  // HOST:PORT of rank 0
+  std::string rendezvous_token;   // the run's secret (RendezvousOptions::token); empty: none
+  std::string rendezvous_listen;  // rank 0's bind address; empty: the rendezvous host
   std::string host;        // label in the records (default: this machine's hostname)
   std::string output;      // folder for ops-rank<R>.csv and timeline-rank<R>.csv; empty: none
   std::chrono::milliseconds timeout{120000};

@@ -12,14 +12,29 @@
 
 namespace ocslab::workloads {
 
+// Who may join and where rank 0 listens (docs/workloads.md, "The rendezvous").
+struct RendezvousOptions {
+  // The run's secret (hex digits, at most kMaxTokenChars), the same on every rank. With a token,
+  // rank 0 drops any connection whose hello does not carry it (answering a parsed hello with the
+  // reason, nothing else) and goes on waiting for the real ranks; each connection must deliver
+  // its hello within hello_timeout. Empty: no authentication, and a bad hello ends the rendezvous.
+  std::string token;
+  // Rank 0's bind address. Empty: the HOST of the rendezvous address itself, the address the
+  // other ranks connect to, never all addresses. "0.0.0.0" or "::" listen everywhere when asked.
+  std::string listen;
+  std::chrono::milliseconds hello_timeout{5000};
+};
+
+inline constexpr size_t kMaxTokenChars = 128;
+
 class Rendezvous {
  public:
-  // address "HOST:PORT" of rank 0 (rank 0 binds PORT on all addresses). `tag` (the schedule's
-  // name and size) must agree on every rank: a rank started with another schedule or world
-  // size is refused with a message naming it. Throws ocslab::Error naming the address / rank
-  // on failure or after `timeout`.
+  // address "HOST:PORT" of rank 0 (rank 0 binds HOST:PORT, or options.listen). `tag` (the
+  // schedule's name and size) must agree on every rank: a rank started with another schedule or
+  // world size is refused with a message naming it. Throws ocslab::Error naming the address /
+  // rank on failure or after `timeout`.
   Rendezvous(int rank, int nranks, const std::string& address, const std::string& tag,
-             std::chrono::milliseconds timeout);
+             std::chrono::milliseconds timeout, RendezvousOptions options = {});
   ~Rendezvous();
   Rendezvous(const Rendezvous&) = delete;
   Rendezvous& operator=(const Rendezvous&) = delete;
@@ -31,12 +46,18 @@ class Rendezvous {
   std::vector<std::string> all_gather(const std::string& blob);
   void barrier() { all_gather({}); }
 
+  // Rank 0: what its stderr should show: one line per connection it dropped while waiting (who,
+  // why), and a warning when a host name bound a loopback address (Debian's and Ubuntu's
+  // /etc/hosts map the machine's own name to 127.0.1.1: other hosts' ranks cannot reach that).
+  const std::vector<std::string>& notes() const { return notes_; }
+
  private:
   int rank_, nranks_;
   std::string address_;
   std::chrono::milliseconds timeout_;
   int listen_fd_ = -1;
   std::vector<int> peers_;  // rank 0: fd per rank (index 0 unused); others: [0] = rank 0
+  std::vector<std::string> notes_;
 };
 
 // Frames: a 4-byte big-endian length, then that many bytes. Before a peer is known (its
@@ -50,11 +71,12 @@ inline constexpr uint32_t kMaxFrame = 256u << 20;
 // length exceeds limit.
 std::optional<uint32_t> frame_length(std::string_view prefix, uint32_t limit);
 
-// A rank's hello: "ocslab-collbench 1 rank=R nranks=N tag=TAG" (TAG non-empty, no newline or
-// NUL). nullopt for anything else.
+// A rank's hello: "ocslab-collbench 1 rank=R nranks=N [auth=TOKEN ]tag=TAG" (TOKEN: 1 to
+// kMaxTokenChars lowercase hex digits; TAG non-empty, no newline or NUL). nullopt for anything else.
 struct RendezvousHello {
   int rank = -1;
   int nranks = -1;
+  std::string auth;  // empty when the hello carries none
   std::string tag;
 };
 std::optional<RendezvousHello> parse_rendezvous_hello(std::string_view frame);
