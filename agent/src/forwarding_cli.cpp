@@ -37,6 +37,10 @@ po::options_description forwarding_options() {
       "host", po::value<std::string>(), "this host's name in the fabric (default: gethostname)")(
       "state-dir", po::value<std::string>()->default_value(fw::kDefaultStateDir),
       "where the journal of the last operation lives")(
+      "op-id", po::value<std::string>(),
+      "apply, clear, rollback: the caller's id for this operation (letters, digits, . _ : -; at most 64), "
+      "kept in the journal: a retried apply with the same id reports 'journaled' instead of no changes, "
+      "and rollback undoes only that operation (a no-op with a note otherwise)")(
       "if2-macvlan",
       "create each port's if2 as a macvlan (mode private) over its if1 (virtual lab, NICs without "
       "NPAR/SR-IOV); ocslab owns and removes only macvlans it created")(
@@ -133,11 +137,14 @@ void print_report(const std::string& verb, const std::string& host, const fw::Ap
                         {"host", host},
                         {"changes", fw::to_json(r.changes)},
                         {"not_programmed", {{"qdiscs", r.skipped_qdiscs}, {"filters", r.skipped_filters}}},
-                        {"journal", journal}};
+                        {"journal", journal},
+                        {"journaled", r.journaled}};
+    if (!r.note.empty()) j["note"] = r.note;
     out << j.dump(2) << "\n";
     return;
   }
-  if (r.changes.empty())
+  if (!r.note.empty()) out << fmt::format("{}: host {}: {}\n", verb, host, r.note);
+  if (r.changes.empty() && r.note.empty())
     out << fmt::format("{}: host {}: no changes\n", verb, host);
   else
     out << fmt::format("{}: host {}: {} change(s) ({})\n", verb, host, r.changes.size(), counts(r.changes));
@@ -274,6 +281,13 @@ int run_forwarding_cli(const std::vector<std::string>& args, std::ostream& out, 
   o.state_dir = vm["state-dir"].as<std::string>();
   o.relay = vm.count("no-relay") == 0;
   if (const char* p = std::getenv(fw::kPauseEnv)) o.pause_after = std::strtoull(p, nullptr, 10);
+  if (vm.count("op-id")) {
+    o.op_id = vm["op-id"].as<std::string>();
+    if (auto p = fw::op_id_problem(o.op_id); !p.empty()) {
+      err << "ocslab-agent forwarding " << sub << ": --op-id '" << o.op_id << "': " << p << "\n";
+      return kExitUsage;
+    }
+  }
   fw::Forwarder fwd(o);
   std::string host = vm.count("host") ? vm["host"].as<std::string>() : "";
   try {

@@ -448,9 +448,28 @@ ApplyReport Forwarder::clear(const std::string& host) {
   return transact(empty, "clear", journal());
 }
 
+std::string op_id_problem(const std::string& id) {
+  if (id.empty() || id.size() > 64) return "an operation id has 1 to 64 characters";
+  if (id.find_first_not_of(kOpIdChars) != std::string::npos)
+    return "an operation id has only letters, digits and . _ : -";
+  return {};
+}
+
 ApplyReport Forwarder::rollback() {
   DirLock lock(opt_.state_dir);
   auto j = journal();
+  if (!opt_.op_id.empty()) {  // undo exactly that operation, once
+    ApplyReport r;
+    if (!j || j->op_id != opt_.op_id) {
+      r.note = fmt::format("nothing to roll back for operation {}: the journal's last operation is {}", opt_.op_id,
+                           j ? fmt::format("{} '{}' ({})", j->operation, j->op_id, j->time) : std::string("none"));
+      return r;
+    }
+    if (j->status == "rolled-back") {
+      r.note = fmt::format("operation {} was already rolled back ({})", opt_.op_id, j->time);
+      return r;
+    }
+  }
   if (!j) throw Error("nothing to roll back: no journal at " + journal_path());
   if (j->status == "rolled-back")
     throw Error(
@@ -471,7 +490,14 @@ ApplyReport Forwarder::transact(const HostPlan& target, const std::string& opera
   KernelState k = read_kernel(s, target.host, known, target);
   ApplyReport report;
   report.changes = forwarding::diff(target, k.owned);
-  if (report.changes.empty() && operation != "rollback") return report;  // nothing to do, journal unchanged
+  if (report.changes.empty() && operation != "rollback") {  // nothing to do, journal unchanged
+    if (prev && !opt_.op_id.empty() && prev->op_id == opt_.op_id && prev->operation == operation &&
+        prev->status == "applied") {
+      report.journaled = true;  // an earlier attempt of this very operation went through
+      report.note = fmt::format("already done by an earlier attempt of operation {} ({})", opt_.op_id, prev->time);
+    }
+    return report;
+  }
   bool rolling_back = operation == "rollback";
   if (!rolling_back) check_foreign(report.changes, k);
 
@@ -480,6 +506,7 @@ ApplyReport Forwarder::transact(const HostPlan& target, const std::string& opera
   j.status = rolling_back ? "rolling-back" : "applying";
   j.host = target.host;
   j.time = now_utc();
+  j.op_id = opt_.op_id;
   j.before = k.owned;
   j.target = target;
   write_journal(opt_.state_dir, j);  // before the first kernel change
@@ -519,6 +546,7 @@ ApplyReport Forwarder::transact(const HostPlan& target, const std::string& opera
   j.status = rolling_back ? "rolled-back" : "applied";
   j.time = now_utc();
   write_journal(opt_.state_dir, j);
+  report.journaled = true;
   return report;
 }
 
@@ -537,8 +565,11 @@ std::vector<InstalledFilter> owned_filters(const HostPlan& plan) {
 }
 
 nlohmann::json to_json(const Journal& j) {
-  return {{"version", 1},   {"operation", j.operation},    {"status", j.status},         {"host", j.host},
-          {"time", j.time}, {"before", to_json(j.before)}, {"target", to_json(j.target)}};
+  nlohmann::json out = {{"version", 1},   {"operation", j.operation},    {"status", j.status},
+                        {"host", j.host}, {"time", j.time},              {"before", to_json(j.before)},
+                        {"target", to_json(j.target)}};
+  if (!j.op_id.empty()) out["op_id"] = j.op_id;
+  return out;
 }
 
 Journal journal_from_json(const nlohmann::json& j) {
@@ -552,6 +583,10 @@ Journal journal_from_json(const nlohmann::json& j) {
   out.status = str("status");
   out.host = str("host");
   out.time = str("time");
+  if (j.contains("op_id")) {  // journals written before operation ids have none
+    out.op_id = str("op_id");
+    if (auto p = op_id_problem(out.op_id); !p.empty()) throw Error("journal: op_id '" + out.op_id + "': " + p);
+  }
   if (!j.contains("before") || !j.contains("target")) throw Error("journal: missing 'before' or 'target'");
   out.before = host_plan_from_json(j["before"]);
   out.target = host_plan_from_json(j["target"]);

@@ -9,10 +9,10 @@
 #include <thread>
 
 #include "ocslab/common/bounded_line.h"
-#include "ocslab/common/secret.h"
 #include "ocslab/common/clock.h"
 #include "ocslab/common/csv_writer.h"
 #include "ocslab/common/exit_code.h"
+#include "ocslab/common/secret.h"
 #include "ocslab/common/shell.h"
 #include "ocslab/common/text.h"
 #include "ocslab/forwarding/diff.h"
@@ -247,7 +247,11 @@ LabForwarding::Exec LabForwarding::run(size_t i, const std::string& args, const 
 
 std::vector<ForwardingApplyRecord> LabForwarding::apply(const Mapping& mapping, int iteration) {
   auto plans = lab_plans(spec_, mapping);
-  std::string flags = " --state-dir " + shell_quote(spec_.forwarding.state_dir) + (spec_.forwarding.relay ? "" : " --no-relay");
+  // One id for this apply on every host and every retry: a retry after a dropped session finds
+  // its own journal entry, and the rollback below undoes exactly this apply and nothing older.
+  const std::string op_id = fmt::format("apply-{}-{}", iteration, random_token(8));
+  std::string flags = " --state-dir " + shell_quote(spec_.forwarding.state_dir) + " --op-id " + op_id +
+                      (spec_.forwarding.relay ? "" : " --no-relay");
   std::vector<ForwardingApplyRecord> recs(hosts_.size());
   dirty_ = true;
   fan_out(hosts_.size(), [&](size_t i) {
@@ -260,7 +264,9 @@ std::vector<ForwardingApplyRecord> LabForwarding::apply(const Mapping& mapping, 
     r.finished_ns = realtime_ns();
     if (x.status == 0) {
       try {
-        r.changes = json::parse(x.out).at("changes").at("changes").get<size_t>();
+        json reply = json::parse(x.out);
+        r.changes = reply.at("changes").at("changes").get<size_t>();
+        r.journaled = reply.value("journaled", r.changes > 0);  // an agent without op ids: as before
         r.ok = true;
       } catch (const std::exception& e) {
         r.error = std::string("unreadable answer: ") + e.what() + ": " + last_line(x.out);
@@ -274,12 +280,14 @@ std::vector<ForwardingApplyRecord> LabForwarding::apply(const Mapping& mapping, 
     if (!r.ok) failed += fmt::format("\n  {}: {}", r.host, r.error);
   records_.insert(records_.end(), recs.begin(), recs.end());
   if (failed.empty()) return recs;
-  // Transactional across the lab: undo this apply on the hosts it changed. A host with no
-  // changes did not touch its journal, so a rollback there would undo an older operation.
+  // Transactional across the lab: undo this apply wherever it may have landed. A host that
+  // answered without journaling it is left alone (a rollback there would undo an older
+  // operation); a host whose answer never came (the session dropped twice) may hold it, so it
+  // gets the rollback too: with the op id that undoes this apply only, or is a no-op.
   std::vector<std::string> rb_err(hosts_.size());
   fan_out(hosts_.size(), [&](size_t i) {
-    if (!recs[i].ok || recs[i].changes == 0) return;
-    Exec x = run(i, "rollback --state-dir " + shell_quote(spec_.forwarding.state_dir));
+    if (recs[i].ok && !recs[i].journaled) return;
+    Exec x = run(i, "rollback --state-dir " + shell_quote(spec_.forwarding.state_dir) + " --op-id " + op_id);
     if (x.status != 0) rb_err[i] = failure_text(x.err, x.out, x.status);
   });
   std::string rb;

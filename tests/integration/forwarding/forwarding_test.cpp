@@ -542,3 +542,60 @@ TEST_CASE("forwarding: kill -9 and SIGTERM in the middle of a big apply") {
   fs::remove(a);
   fs::remove(b);
 }
+
+// The runner names each lab-wide apply (--op-id) and retries it once over a fresh SSH session
+// when the first one drops. The retry must say the apply is in the journal (so the lab-wide
+// rollback includes this host), and a rollback with the id must undo that apply only, once.
+TEST_CASE("forwarding: an apply retried under its op id is journaled; rollback --op-id undoes only that one") {
+  Lab lab({{"eth1", "10.0.0.10/24"}, {"eth2", "10.0.0.11/24"}});
+  const std::string foreign = lab.foreign();
+  std::string ring4 = source_file("forwarding/examples/ring4.yaml");
+  std::string ring4b =
+      write_file(lab.state + "-ring4b.yaml", replace_all(ocslab::read_file_or_empty(ring4), "02:00:00:00:02:10", "02:00:00:00:02:1a"));
+  Expected e4 = expected(ring4, "h1"), e4b = expected(ring4b, "h1");
+  auto json_of = [](const Result& r) {
+    INFO(r.out << r.err);
+    REQUIRE(r.rc == 0);
+    return nlohmann::json::parse(r.out);
+  };
+
+  auto j = json_of(lab.agent("apply --json --op-id apply-1-x --fabric " + ring4 + " --host h1 --no-relay"));
+  CHECK(j["changes"]["changes"] == 12);
+  CHECK(j["journaled"] == true);
+  CHECK(nlohmann::json::parse(ocslab::read_file_or_empty(lab.state + "/journal.json"))["op_id"] == "apply-1-x");
+  // The retry (the first answer was lost with its session): nothing left to do, but journaled.
+  j = json_of(lab.agent("apply --json --op-id apply-1-x --fabric " + ring4 + " --host h1 --no-relay"));
+  CHECK(j["changes"]["changes"] == 0);
+  CHECK(j["journaled"] == true);
+  CHECK_THAT(j["note"].get<std::string>(), Catch::Contains("already done by an earlier attempt of operation apply-1-x"));
+  // Another operation that happens to find the same state did not journal anything.
+  j = json_of(lab.agent("apply --json --op-id apply-2-y --fabric " + ring4 + " --host h1 --no-relay"));
+  CHECK(j["journaled"] == false);
+  // A rollback of an operation that is not the journal's last is a no-op that says so.
+  j = json_of(lab.agent("rollback --json --op-id apply-2-y"));
+  CHECK(j["changes"]["changes"] == 0);
+  CHECK_THAT(j["note"].get<std::string>(),
+             Catch::Contains("nothing to roll back for operation apply-2-y: the journal's last operation is apply 'apply-1-x'"));
+  CHECK(lab.owned_neighbours() == e4.neighbours);
+
+  j = json_of(lab.agent("apply --json --op-id apply-3-z --fabric " + ring4b + " --host h1 --no-relay"));
+  CHECK(j["changes"]["changes"] == 2);
+  j = json_of(lab.agent("rollback --json --op-id apply-1-x"));  // older: never undone by id
+  CHECK(j["changes"]["changes"] == 0);
+  CHECK(lab.owned_neighbours() == e4b.neighbours);
+  j = json_of(lab.agent("rollback --json --op-id apply-3-z"));
+  CHECK(j["changes"]["changes"] == 2);
+  CHECK(lab.owned_neighbours() == e4.neighbours);
+  CHECK(lab.owned_routes() == e4.routes);
+  // Retried too: the second rollback of the same id changes nothing (exit 0, a note).
+  j = json_of(lab.agent("rollback --json --op-id apply-3-z"));
+  CHECK(j["changes"]["changes"] == 0);
+  CHECK_THAT(j["note"].get<std::string>(), Catch::Contains("operation apply-3-z was already rolled back"));
+  CHECK(lab.owned_neighbours() == e4.neighbours);
+  CHECK(lab.foreign() == foreign);
+
+  Result bad = lab.agent("apply --op-id 'a b' --fabric " + ring4 + " --host h1 --no-relay");
+  CHECK(bad.rc == ocslab::kExitUsage);
+  CHECK_THAT(bad.err, Catch::Contains("--op-id 'a b': an operation id has only letters, digits and . _ : -"));
+  lab.agent("clear");
+}

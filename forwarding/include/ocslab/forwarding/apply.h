@@ -30,7 +30,17 @@ struct ApplyOptions {
   // filters are left out (and ocslab's earlier ones removed). A plan without filters (a host
   // that relays nothing) never touches tc either way.
   bool relay = true;
+  // The caller's name for this operation (kOpIdChars, at most 64; "" none), kept in the journal.
+  // An apply retried under the same id after a dropped session finds its own journal entry and
+  // reports it (ApplyReport::journaled) instead of a bare "no changes"; a rollback with an id
+  // undoes only that operation, and is a no-op (with a note) when the journal's last operation
+  // is another one or that one was already undone.
+  std::string op_id;
 };
+
+inline constexpr const char* kOpIdChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-";
+// Empty when id is a valid operation id, else what is wrong with it.
+std::string op_id_problem(const std::string& id);
 
 // The on-disk record (state_dir/journal.json) of the last operation.
 struct Journal {
@@ -38,6 +48,7 @@ struct Journal {
   std::string status;     // applying, applied, rolling-back, rolled-back
   std::string host;
   std::string time;  // UTC, ISO 8601
+  std::string op_id;  // ApplyOptions::op_id of the operation; "" when none was given
   HostPlan before;   // ocslab's state before the operation
   HostPlan target;   // the state the operation installs
 };
@@ -47,6 +58,11 @@ struct ApplyReport {
   // Parts of the plan not programmed because ApplyOptions::relay is false.
   size_t skipped_qdiscs = 0;
   size_t skipped_filters = 0;
+  // The journal's last operation is this one (ApplyOptions::op_id): written now, or by an
+  // earlier attempt under the same id (then `changes` is empty and `note` says so). A lab-wide
+  // rollback must include every host where this is true.
+  bool journaled = false;
+  std::string note;  // a retried apply, or a rollback that had nothing of its op_id to undo
 };
 
 // An apply that failed or was interrupted and whose previous state was restored.

@@ -44,6 +44,9 @@ struct ForwardingApplyRecord {
   int64_t started_ns = 0, finished_ns = 0;  // runner clock
   size_t changes = 0;
   bool ok = false;
+  // The host's journal holds this apply (its op id): made changes now, or an earlier attempt
+  // over a dropped session did. Such a host is part of a lab-wide rollback even with 0 changes.
+  bool journaled = false;
   std::string error;
 };
 
