@@ -15,7 +15,7 @@ file(READ ${PROJECT_SOURCE_DIR}/agent/systemd/ocslab-agent.service _unit)
 string(REPLACE "/usr/local/bin/ocslab-agent" "@OCSLAB_BINDIR@/ocslab-agent" _unit "${_unit}")
 string(REPLACE "/usr/share/doc/ocslab/" "@OCSLAB_DOCDIR@/" _unit "${_unit}")
 file(WRITE ${PROJECT_BINARY_DIR}/install/ocslab-agent.service.in "${_unit}")
-# The sudoers rule lets one named user start the stdio bridge as root. A package cannot know that
+# The sudoers rule lets one named user start the stdio bridge (and the runner's forwarding commands) as root. A package cannot know that
 # user, and a file in /etc/sudoers.d takes effect the moment it is unpacked, so the package ships
 # it as an example (what Debian packages do with optional privilege grants); the Ansible role
 # (ansible/roles/ocslab_agent/templates/sudoers.j2, the one source of the rule) or the admin
@@ -26,6 +26,7 @@ string(REPLACE "Written by the ocslab_agent role" "Example from the ocslab-agent
 string(REPLACE "{{ ocslab_agent_user }}" "ocslab" _sudoers "${_sudoers}")
 string(REPLACE "{{ ocslab_agent_binary }}" "@OCSLAB_BINDIR@/ocslab-agent" _sudoers "${_sudoers}")
 string(REPLACE "{{ ocslab_agent_socket }}" "/run/ocslab-agent/agent.sock" _sudoers "${_sudoers}")
+string(REPLACE "{{ ocslab_forwarding_state_dir }}" "/var/lib/ocslab/forwarding" _sudoers "${_sudoers}")
 if(_sudoers MATCHES "{{")
   message(FATAL_ERROR "sudoers.j2 uses a variable cmake/OcslabInstall.cmake does not fill in")
 endif()

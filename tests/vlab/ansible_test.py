@@ -198,6 +198,16 @@ try:
           "probes.start: capture spooled by the service")
     check(sum(1 for m in msgs if m.get("type") == "sample") > 0 and by_id.get(3, {}).get("ok"),
           "samples streamed, probes.stop ok")
+    # The runner's forwarding commands through the same sudoers rule: allowed on the journal
+    # folder the rule names (a rollback of an operation the journal does not hold: exit 0, a
+    # note), refused by sudo on any other folder.
+    r = ssh(port["h1"], "sudo -n /usr/bin/ocslab-agent forwarding rollback --state-dir /var/lib/ocslab/forwarding "
+            "--op-id apply-0-vlabtest --json", user="ocslab")
+    check(r.returncode == 0 and "nothing to roll back for operation apply-0-vlabtest" in r.stdout,
+          f"ocslab@h1: sudo forwarding rollback --op-id on the rule's folder: {r.stdout.strip()[-200:]} {r.stderr.strip()[:200]}")
+    r = ssh(port["h1"], "sudo -n /usr/bin/ocslab-agent forwarding rollback --state-dir /tmp --op-id x", user="ocslab")
+    check(r.returncode != 0 and "password is required" in r.stderr,
+          f"ocslab@h1: sudo refuses forwarding on another folder: {r.stderr.strip()[:200]}")
     r = ssh(port["h1"], "readlink /proc/$(cat /run/ocslab-agent/agent.pid)/exe")
     check(r.stdout.strip() == "/usr/bin/ocslab-agent", f"h1's daemon is the package's binary: {r.stdout.strip()}")
 
