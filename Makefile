@@ -25,7 +25,7 @@ LAUNCHER     := $(shell command -v ccache >/dev/null 2>&1 && echo -DCMAKE_CXX_CO
 export CCACHE_BASEDIR ?= $(CURDIR)
 CMAKE_GEN    := -G Ninja $(LAUNCHER)
 
-.PHONY: all deps build test check demo instrumented sanitize fuzz fuzz-smoke bench format deb package clean
+.PHONY: all deps build test check demo instrumented sanitize fuzz fuzz-smoke bench format deb package clean fault-matrix
 
 all: build
 
@@ -73,6 +73,12 @@ sanitize: instrumented
 	  $(CTEST_OUTPUT) \
 	  --output-junit $(CURDIR)/$(INSTR_BUILD)/ctest-junit.xml; rc=$$?; \
 	  scripts/test-summary $(INSTR_BUILD)/ctest-junit.xml; exit $$rc
+
+# The fault matrix (docs/guarantees.md): a hidden virtual-lab case, about 15 minutes on the shared
+# four-host lab (booted when not up, left up: `build/bin/ocslab vlab down vlab-test-four`).
+fault-matrix: build
+	OCSLAB_BIN_DIR=$(CURDIR)/$(BUILD)/bin OCSLAB_TEST_BIN_DIR=$(CURDIR)/$(BUILD)/tests OCSLAB_SOURCE_DIR=$(CURDIR) \
+	  $(BUILD)/tests/vlab_e2e "[.fault-matrix]" --durations yes
 
 # Both run every fuzz target on a scratch copy of its seed corpus (the repository is never
 # written), FUZZ_JOBS targets at a time: fuzz-smoke for FUZZ_SECONDS each (CI), fuzz for 60 s each.
