@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cstdlib>
 #include <fstream>
@@ -206,7 +207,41 @@ std::string forwarding_help() {
   return s.str();
 }
 
+namespace {
+
+int run_forwarding_words(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+// The message of a failure as the JSON error object shows it: stderr's text without the
+// trailing "Try ... --help" hint and newlines.
+std::string failure_message(const std::string& text) {
+  std::string m = text;
+  if (auto hint = m.find("\nTry '"); hint != std::string::npos) m.erase(hint);
+  while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
+  return m;
+}
+
+}  // namespace
+
+// With --json, a failure that printed no report is also one JSON object on stdout,
+// {"error": MESSAGE, "exit_code": N} (docs/cli.md), so a script reading stdout sees it; the
+// message goes to stderr as always.
 int run_forwarding_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  const bool json = std::find(args.begin(), args.end(), "--json") != args.end();
+  if (!json) return run_forwarding_words(args, out, err);
+  std::ostringstream o, e;
+  int rc = run_forwarding_words(args, o, e);
+  err << e.str();
+  if (rc != kExitOk && o.str().empty()) {
+    out << nlohmann::json{{"error", failure_message(e.str())}, {"exit_code", rc}}.dump() << "\n";
+  } else {
+    out << o.str();
+  }
+  return rc;
+}
+
+namespace {
+
+int run_forwarding_words(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   // fabric reads files or a switch, not the kernel: options of its own.
   if (!args.empty() && args[0] == "fabric")
     return run_forwarding_fabric_cli(std::vector<std::string>(args.begin() + 1, args.end()), out, err);
@@ -389,5 +424,7 @@ int run_forwarding_cli(const std::vector<std::string>& args, std::ostream& out, 
     return kExitFailed;
   }
 }
+
+}  // namespace
 
 }  // namespace ocslab::agent

@@ -219,6 +219,20 @@ TEST_CASE("fault matrix: runner, agent, SSH, switch and spool faults under full-
   REQUIRE(mid_run);
   uint64_t agent_kill_spooled = 0;
   if (fault == "runner-kill") {
+    // Network exposure during a run: nothing but sshd listens on every address.
+    for (const auto& h : kHosts) {
+      std::string ss = lab.run(h, "ss -ltnp");
+      std::cout << h << "$ ss -ltnp\n" << ss;
+      std::istringstream lines(ss);
+      for (std::string line; std::getline(lines, line);) {
+        bool wildcard = line.find(" 0.0.0.0:") != std::string::npos || line.find(" *:") != std::string::npos ||
+                        line.find(" [::]:") != std::string::npos;
+        INFO(h << ": " << line);
+        if (line.rfind("LISTEN", 0) == 0 && wildcard) CHECK_THAT(line, Contains("\"sshd\""));
+      }
+    }
+  }
+  if (fault == "runner-kill") {
     ::kill(runner, SIGKILL);
   } else if (fault == "agent-kill") {
     long pid = daemon_pid(lab, "h2");

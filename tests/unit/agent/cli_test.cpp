@@ -217,6 +217,29 @@ TEST_CASE("an unknown command, subcommand or option names the nearest valid one"
   CHECK(err.find("unknown command 'zzzzzz'.\n") != std::string::npos);
 }
 
+TEST_CASE("forwarding --json: a failure is one JSON object on stdout, the message on stderr", "[agent][cli]") {
+  std::string out, err;
+  // A bad file, an unknown option, a bad operation id, a bad subcommand: each a valid document.
+  const std::vector<std::pair<std::vector<std::string>, int>> cases = {
+      {{"forwarding", "plan", "--json", "--fabric", "/nonexistent/clifix.yaml", "--host", "h1"}, kExitInput},
+      {{"forwarding", "apply", "--json", "--fabrc", "x.yaml"}, kExitUsage},
+      {{"forwarding", "rollback", "--json", "--op-id", "a b"}, kExitUsage},
+      {{"forwarding", "verfy", "--json"}, kExitUsage}};
+  for (const auto& [args, code] : cases) {
+    INFO(args[1] << " " << args.back());
+    CHECK(run(args, &out, &err) == code);
+    auto j = nlohmann::json::parse(out);  // throws (fails the case) on anything but JSON
+    CHECK(j["exit_code"] == code);
+    CHECK_FALSE(j["error"].get<std::string>().empty());
+    CHECK(err.find(j["error"].get<std::string>()) != std::string::npos);
+    CHECK(j["error"].get<std::string>().find("Try '") == std::string::npos);
+  }
+  CHECK(nlohmann::json::parse(out)["error"].get<std::string>().find("Did you mean 'verify'?") != std::string::npos);
+  // Without --json stdout stays empty on a failure.
+  CHECK(run({"forwarding", "verfy"}, &out, &err) == kExitUsage);
+  CHECK(out.empty());
+}
+
 TEST_CASE("capture to a full disk fails naming the file instead of reporting samples written", "[agent][cli]") {
   // /dev/full answers every write with ENOSPC; the rows of a short capture sit in the stream's
   // buffer until the final flush, which must fail the command.
