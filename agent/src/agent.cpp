@@ -447,7 +447,11 @@ json Agent::status() const {
     j["samples"] = last_seq_;
     j["last_seq"] = last_seq_;
     j["sessions"] = sessions_.size();
-    j["spool_error"] = spool_error_.empty() ? json() : json(spool_error_);
+    // The spool's write failure (full disk) if it had one, else another failure of this capture.
+    std::string error = spool_ ? spool_->error() : std::string();
+    if (error.empty()) error = spool_error_;
+    j["spool_error"] = error.empty() ? json() : json(error);
+    j["spool_dropped"] = spool_ ? spool_->dropped() : 0;
   }
   // running_ changes only under control_; a racing start/stop shows the state before or after.
   std::vector<std::string> running;
