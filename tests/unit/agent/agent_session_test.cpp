@@ -371,6 +371,27 @@ TEST_CASE("spools carry the run id, go on spool.delete once stopped, and old one
   CHECK(std::filesystem::exists(dir.path() + "/precious"));
 }
 
+TEST_CASE("the retention timer deletes a spool that grew old while no capture started", "[agent][retention]") {
+  ocslab::testing::TempDir dir;
+  AgentOptions o = options(dir.path() + "/spool");
+  o.retention.max_age = std::chrono::hours(1);
+  o.retention_interval = std::chrono::seconds(1);
+  Agent agent(o);
+  const std::string old_spool = dir.path() + "/spool/capture-20000101T000000-1-1.old-run.jsonl";
+  std::ofstream(old_spool) << "{}\n";
+  timespec t[2] = {{std::time(nullptr) - 7200, 0}, {std::time(nullptr) - 7200, 0}};
+  REQUIRE(::utimensat(AT_FDCWD, old_spool.c_str(), t, 0) == 0);
+  const std::string young = dir.path() + "/spool/capture-20000101T000000-1-2.jsonl";
+  std::ofstream(young) << "{}\n";
+  bool gone = false;
+  for (int i = 0; i < 50 && !gone; ++i) {
+    std::this_thread::sleep_for(100ms);  // kept: the timer runs every second
+    gone = !std::filesystem::exists(old_spool);
+  }
+  CHECK(gone);
+  CHECK(std::filesystem::exists(young));
+}
+
 TEST_CASE("status reports a spool write failure once, with the dropped count, and the live stream goes on",
           "[agent][session]") {
   ocslab::testing::SmallDisk disk("64k");
