@@ -515,7 +515,8 @@ json Agent::delete_spool(const Request& r) {
     std::lock_guard lock(mutex_);
     spool_.reset();  // nothing left to fetch from
   }
-  spdlog::info("spool.delete: capture {}: {}", r.capture, bytes < 0 ? "no spool file" : std::to_string(bytes) + " bytes");
+  spdlog::info("spool.delete: capture {}: {}", r.capture,
+               bytes < 0 ? "no spool file" : std::to_string(bytes) + " bytes");
   json j = ok_reply(r.type, r.id);
   j["capture"] = r.capture;
   j["deleted"] = bytes >= 0;

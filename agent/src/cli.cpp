@@ -209,18 +209,12 @@ int cmd_serve(const po::variables_map& vm, std::ostream& err) {
     run_daemon(o, socket);
     return kExitOk;
   }
-  std::vector<std::string> argv = {self_exe(),
-                                   "serve",
-                                   "--socket",
-                                   socket,
-                                   "--spool-dir",
-                                   o.spool_dir,
-                                   "--spool-max-age",
-                                   vm["spool-max-age"].as<std::string>(),
-                                   "--spool-max-bytes",
-                                   vm["spool-max-bytes"].as<std::string>(),
-                                   "--log-level",
-                                   vm["log-level"].as<std::string>()};
+  std::vector<std::string> argv = {self_exe(),          "serve",
+                                   "--socket",          socket,
+                                   "--spool-dir",       o.spool_dir,
+                                   "--spool-max-age",   vm["spool-max-age"].as<std::string>(),
+                                   "--spool-max-bytes", vm["spool-max-bytes"].as<std::string>(),
+                                   "--log-level",       vm["log-level"].as<std::string>()};
   if (!o.host.empty()) {
     argv.push_back("--host");
     argv.push_back(o.host);

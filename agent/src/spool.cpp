@@ -69,7 +69,8 @@ void Spool::flush_locked() {
       if (errno == EINTR) continue;
       int e = errno;
       // Whole lines written before the failure stay readable; a torn last one is never served.
-      size_t whole = static_cast<size_t>(std::count(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(done), '\n'));
+      size_t whole =
+          static_cast<size_t>(std::count(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(done), '\n'));
       written_ += done;
       fail_locked(e, pending_lines_ - whole);
       return;
@@ -89,9 +90,10 @@ void Spool::fail_locked(int err, size_t unwritten_lines) {
   // a failing system call per sample).
   std::string().swap(pending_);
   pending_lines_ = 0;
-  spdlog::error("{}: the spool stops appending; samples up to seq {} stay fetchable, later ones are dropped "
-                "(the live stream still gets them)",
-                error_, stored_seq_);
+  spdlog::error(
+      "{}: the spool stops appending; samples up to seq {} stay fetchable, later ones are dropped "
+      "(the live stream still gets them)",
+      error_, stored_seq_);
 }
 
 void Spool::finish() {

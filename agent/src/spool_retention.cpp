@@ -9,8 +9,8 @@
 #include <cctype>
 #include <cerrno>
 #include <charconv>
-#include <tuple>
 #include <limits>
+#include <tuple>
 
 #include "ocslab/common/error.h"
 
@@ -31,7 +31,8 @@ std::pair<uint64_t, char> number_and_unit(const std::string& text, const std::st
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
   const char* end = text.data() + text.size();
   char unit = 0;
-  if (ec == std::errc() && p != text.data() && p + 1 == end && std::string_view(units).find(*p) != std::string_view::npos) {
+  if (ec == std::errc() && p != text.data() && p + 1 == end &&
+      std::string_view(units).find(*p) != std::string_view::npos) {
     unit = *p;
   } else if (ec != std::errc() || p == text.data() || p != end) {
     throw Error(fmt::format("{} '{}' is not a number with an optional unit ({})", what, text, units));
@@ -67,20 +68,21 @@ std::vector<SpoolFile> list_spool_files(const std::string& dir) {
   while (dirent* e = ::readdir(d)) {
     if (!is_spool_file_name(e->d_name)) continue;
     std::string path = dir + "/" + e->d_name;
-    struct stat st{};
+    struct stat st {};
     // lstat: a symlink with a spool's name is not a spool (and is never followed).
     if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
     out.push_back({std::move(path), static_cast<uint64_t>(st.st_size), st.st_mtime});
   }
   ::closedir(d);
-  std::sort(out.begin(), out.end(),
-            [](const SpoolFile& a, const SpoolFile& b) { return std::tie(a.mtime, a.path) < std::tie(b.mtime, b.path); });
+  std::sort(out.begin(), out.end(), [](const SpoolFile& a, const SpoolFile& b) {
+    return std::tie(a.mtime, a.path) < std::tie(b.mtime, b.path);
+  });
   return out;
 }
 
 int64_t delete_spool_file(const std::string& dir, const std::string& capture) {
   std::string path = dir + "/" + spool_file_name(capture);
-  struct stat st{};
+  struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) return -1;
     throw SystemError("spool " + path, errno);
@@ -117,13 +119,18 @@ std::chrono::seconds parse_age(const std::string& text, const std::string& what)
   auto [n, unit] = number_and_unit(text, what, "smhd");
   uint64_t by = unit == 'm' ? 60 : unit == 'h' ? 3600 : unit == 'd' ? 86400 : 1;
   uint64_t s = scaled(n, by, text, what);
-  if (s > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) throw Error(fmt::format("{} '{}' is too large", what, text));
+  if (s > static_cast<uint64_t>(std::numeric_limits<int32_t>::max()))
+    throw Error(fmt::format("{} '{}' is too large", what, text));
   return std::chrono::seconds(static_cast<int64_t>(s));
 }
 
 uint64_t parse_size(const std::string& text, const std::string& what) {
   auto [n, unit] = number_and_unit(text, what, "KMGT");
-  uint64_t by = unit == 'K' ? 1ULL << 10 : unit == 'M' ? 1ULL << 20 : unit == 'G' ? 1ULL << 30 : unit == 'T' ? 1ULL << 40 : 1;
+  uint64_t by = unit == 'K'   ? 1ULL << 10
+                : unit == 'M' ? 1ULL << 20
+                : unit == 'G' ? 1ULL << 30
+                : unit == 'T' ? 1ULL << 40
+                              : 1;
   return scaled(n, by, text, what);
 }
 

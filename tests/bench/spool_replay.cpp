@@ -15,9 +15,9 @@
 // 13.51 s, 370,176 samples/s, client peak RSS 8.7 MiB: x8.26 the time for x10 the samples, x1.00
 // the memory.
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <poll.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -198,8 +198,8 @@ Replay run_case(Agent& agent, uint64_t n, uint64_t page, const std::string& self
   pid_t pid = ::fork();
   if (pid == 0) {
     std::string fd = std::to_string(s.client_fd);
-    ::execl(self.c_str(), self.c_str(), "--client", fd.c_str(), std::to_string(n).c_str(),
-            std::to_string(page).c_str(), result.c_str(), static_cast<char*>(nullptr));
+    ::execl(self.c_str(), self.c_str(), "--client", fd.c_str(), std::to_string(n).c_str(), std::to_string(page).c_str(),
+            result.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
   ::close(s.client_fd);
@@ -230,9 +230,12 @@ int main(int argc, char** argv) {
   std::string dir;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--samples") sizes = parse_list(argv[i + 1]);
-    else if (a == "--page") page = std::stoull(argv[i + 1]);
-    else if (a == "--dir") dir = argv[i + 1];
+    if (a == "--samples")
+      sizes = parse_list(argv[i + 1]);
+    else if (a == "--page")
+      page = std::stoull(argv[i + 1]);
+    else if (a == "--dir")
+      dir = argv[i + 1];
     else {
       std::fprintf(stderr, "usage: spool_replay [--samples 500000,5000000] [--page N] [--dir DIR]\n");
       return 2;
@@ -263,17 +266,19 @@ int main(int argc, char** argv) {
     for (uint64_t n : sizes) {
       std::printf("gap of %llu samples:\n", (unsigned long long)n);
       Replay r = run_case(agent, n, page, self, dir);
-      std::printf("  replayed %llu samples in %llu pages: %.2f s, %.0f samples/s, client peak RSS %.1f MiB, seqs "
-                  "1..%llu once and in order: %s\n",
-                  (unsigned long long)r.count, (unsigned long long)r.pages, r.seconds, r.count / r.seconds,
-                  r.hwm_kib / 1024.0, (unsigned long long)n, r.in_order ? "yes" : "NO");
+      std::printf(
+          "  replayed %llu samples in %llu pages: %.2f s, %.0f samples/s, client peak RSS %.1f MiB, seqs "
+          "1..%llu once and in order: %s\n",
+          (unsigned long long)r.count, (unsigned long long)r.pages, r.seconds, r.count / r.seconds, r.hwm_kib / 1024.0,
+          (unsigned long long)n, r.in_order ? "yes" : "NO");
       if (!r.in_order) rc = 1;
       if (!results.empty()) {
         const Replay& b = results.front();
-        std::printf("  against the %llu-sample baseline: x%.2f the samples, x%.2f the time, x%.2f the rate, x%.2f "
-                    "the client's peak RSS\n",
-                    (unsigned long long)b.count, double(r.count) / b.count, r.seconds / b.seconds,
-                    (r.count / r.seconds) / (b.count / b.seconds), double(r.hwm_kib) / b.hwm_kib);
+        std::printf(
+            "  against the %llu-sample baseline: x%.2f the samples, x%.2f the time, x%.2f the rate, x%.2f "
+            "the client's peak RSS\n",
+            (unsigned long long)b.count, double(r.count) / b.count, r.seconds / b.seconds,
+            (r.count / r.seconds) / (b.count / b.seconds), double(r.hwm_kib) / b.hwm_kib);
       }
       results.push_back(r);
     }

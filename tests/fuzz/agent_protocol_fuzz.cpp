@@ -41,8 +41,9 @@ void check_request(const std::string& line) {
   // Names that end up in file names: only [A-Za-z0-9._-], never starting with '.'.
   for (const std::string* name : {&r.run, &r.capture}) {
     if (name->empty()) continue;
-    if ((*name)[0] == '.' || name->find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") !=
-                                 std::string::npos) {
+    if ((*name)[0] == '.' ||
+        name->find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") !=
+            std::string::npos) {
       __builtin_trap();
     }
   }

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <iterator>
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 namespace ocslab::agent {

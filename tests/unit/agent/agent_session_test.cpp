@@ -5,8 +5,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/stat.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -365,8 +365,10 @@ TEST_CASE("spools carry the run id, go on spool.delete once stopped, and old one
   CHECK(client.delete_spool(started.capture));
   CHECK_FALSE(std::filesystem::exists(started.spool));
   CHECK_FALSE(client.delete_spool(started.capture));  // gone already: nothing to do
-  CHECK_THROWS_WITH(client.fetch(1, false), Catch::Contains("the spool of capture " + started.capture + " was deleted"));
-  CHECK_THROWS_WITH(client.delete_spool("../x"), Catch::Contains("'capture' in spool.delete '../x' must not start with '.'"));
+  CHECK_THROWS_WITH(client.fetch(1, false),
+                    Catch::Contains("the spool of capture " + started.capture + " was deleted"));
+  CHECK_THROWS_WITH(client.delete_spool("../x"),
+                    Catch::Contains("'capture' in spool.delete '../x' must not start with '.'"));
   CHECK(client.status()["spool"].is_null());
   CHECK(std::filesystem::exists(dir.path() + "/precious"));
 }

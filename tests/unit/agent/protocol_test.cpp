@@ -69,7 +69,8 @@ TEST_CASE("garbage gets an error naming the problem", "[agent][protocol]") {
   CHECK(error_of(R"({"type":"hello","version":1})") == "request 'hello' needs an 'id'");
   CHECK(error_of(R"({"type":"hello","id":1.5,"version":1})") == "'id' must be an integer or a string");
   CHECK(error_of(R"({"type":"reboot","id":1})") ==
-        "unknown request type 'reboot' (known: hello, clock, probes.start, probes.stop, status, spool.fetch, spool.delete, bye)");
+        "unknown request type 'reboot' (known: hello, clock, probes.start, probes.stop, status, spool.fetch, "
+        "spool.delete, bye)");
   CHECK(error_of(R"({"type":"hello","id":1})") == "hello needs 'version'");
   CHECK(error_of(R"({"type":"hello","id":1,"version":"1"})") == "'version' in hello must be an integer");
   CHECK(error_of(R"({"type":"hello","id":1,"version":1,"extra":true})") ==
@@ -98,8 +99,9 @@ TEST_CASE("garbage gets an error naming the problem", "[agent][protocol]") {
         "'max_count' in spool.fetch is 100001, out of range [1, 100000]");
   CHECK(error_of(R"({"type":"spool.fetch","id":1,"from_seq":1,"max_count":"5"})") ==
         "'max_count' in spool.fetch must be an integer");
-  CHECK(parse_request(R"({"type":"probes.start","id":1,"run":"demo-20261126T1200Z_a.1","probes":[{"name":"a"}]})").run ==
-        "demo-20261126T1200Z_a.1");
+  CHECK(
+      parse_request(R"({"type":"probes.start","id":1,"run":"demo-20261126T1200Z_a.1","probes":[{"name":"a"}]})").run ==
+      "demo-20261126T1200Z_a.1");
   CHECK(error_of(R"({"type":"probes.start","id":1,"run":"../etc","probes":[{"name":"a"}]})") ==
         "'run' in probes.start '../etc' must not start with '.'");
   CHECK(error_of(R"({"type":"probes.start","id":1,"run":"a/b","probes":[{"name":"a"}]})") ==

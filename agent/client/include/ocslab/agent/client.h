@@ -56,7 +56,7 @@ struct FetchResult {
   uint64_t count = 0;     // samples replayed from the spool
   uint64_t next_seq = 0;  // the first seq the replay did not cover (last_seq + 1 when it all came)
   uint64_t pages = 0;     // spool.fetch requests it took
-  bool following = false; // the live stream follows (follow, and the agent agreed)
+  bool following = false;  // the live stream follows (follow, and the agent agreed)
 };
 
 // Samples per spool.fetch page: a page's lines are handed to the sample callback as they
