@@ -96,6 +96,7 @@ class Session {
       closing_ = true;
     }
     cv_.notify_all();
+    drained_.notify_all();
     writer_.join();
   }
 
@@ -151,6 +152,31 @@ class Session {
       }
     }
     if (wake) cv_.notify_one();
+  }
+
+  // A line replayed from the spool (without its newline): in order with the replies, without
+  // the live batching delay. Blocks while kReplayWindowBytes are queued, so the spool is read
+  // only as fast as the client takes it and a replay of any length holds that much at most.
+  // False when the session is broken (the replay should stop).
+  bool send_replay(std::string_view line) {
+    {
+      std::unique_lock lock(mutex_);
+      // Bounded waits, so a session ended by shutdown_sessions() stops its replay too.
+      while (!drained_.wait_for(lock, std::chrono::milliseconds(100),
+                                [this] { return broken_ || closing_ || queued_bytes_ < kReplayWindowBytes; })) {
+        if (ending) return false;
+      }
+      if (broken_ || closing_) return false;
+      if (queue_.empty() || queue_.back().clock || !queue_.back().samples) {
+        queue_.push_back({{}, false, {}, 0, 0, true});
+      }
+      queue_.back().line += line;
+      queue_.back().line += '\n';
+      queued_bytes_ += line.size() + 1;
+      urgent_ = true;
+    }
+    cv_.notify_one();
+    return true;
   }
 
   // The reply's t3 is stamped by the writer right before the bytes go out.
@@ -222,6 +248,7 @@ class Session {
       urgent_ = false;
       writing_ = true;
       lock.unlock();
+      drained_.notify_all();
       std::string out;
       for (auto& item : batch) {
         if (item.clock) {
@@ -241,6 +268,7 @@ class Session {
       if (!ok) {
         broken_ = true;
         queue_.clear();
+        drained_.notify_all();
         return;
       }
     }
@@ -272,16 +300,19 @@ class Session {
     }
     bool pending = !queue_.empty();
     lock.unlock();
+    drained_.notify_all();
     if (pending) cv_.notify_one();
   }
 
   static constexpr auto kSampleDelay = std::chrono::milliseconds(10);
   static constexpr size_t kFlushBytes = 64 * 1024;  // a batch this big goes out at once
   static constexpr size_t kMaxQueuedBytes = 256 * 1024 * 1024;
+  static constexpr size_t kReplayWindowBytes = 4 * 1024 * 1024;  // a replay waits above this
 
   int in_fd_, out_fd_;
   mutable std::mutex mutex_;
   std::condition_variable cv_;
+  std::condition_variable drained_;  // the queue shrank (or the session broke): a replay may go on
   std::deque<Item> queue_;
   size_t queued_bytes_ = 0;
   bool urgent_ = false;              // a reply is queued: write now
@@ -311,12 +342,28 @@ Agent::~Agent() {
 
 void Agent::flusher() {
   // The spool's time bound on a batch: without this a slow probe's samples could sit in memory.
+  auto next_retention = std::chrono::steady_clock::now() + options_.retention_interval;
   while (!stopping_) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     std::shared_ptr<Spool> spool;
     {
       std::lock_guard lock(mutex_);
       spool = spool_;
+    }
+    if (std::chrono::steady_clock::now() >= next_retention) {
+      // Under control_ (try: a start or stop in progress only delays it), so a capture that is
+      // starting cannot lose its new spool to a check that saw the previous one.
+      std::unique_lock control(control_, std::try_to_lock);
+      if (control.owns_lock()) {
+        next_retention = std::chrono::steady_clock::now() + options_.retention_interval;
+        std::string keep;
+        {
+          std::lock_guard lock(mutex_);
+          if (spool_) keep = spool_->path();
+        }
+        // The current capture's spool is kept whether it runs or not: a runner may still fetch it.
+        enforce_retention(keep);
+      }
     }
     if (!spool) continue;
     try {
@@ -365,9 +412,12 @@ json Agent::start_probes(Session& s, const Request& r) {
     throw ProtocolError(fmt::format("probes already running (capture {}: {}); send probes.stop first", capture_, names),
                         r.id);
   }
+  // The capture id names the spool file; it carries the client's run id when one was given.
   std::string capture = fmt::format("{:%Y%m%dT%H%M%S}-{}-{}", fmt::gmtime(std::time(nullptr)), ::getpid(), ++captures_);
-  std::string path = options_.spool_dir + "/capture-" + capture + ".jsonl";
+  if (!r.run.empty()) capture += "." + r.run;
+  std::string path = options_.spool_dir + "/" + spool_file_name(capture);
   auto spool = std::make_shared<Spool>(path, options_.spool);
+  enforce_retention(path);
   {
     std::lock_guard lock(mutex_);
     if (spool_) {
@@ -437,6 +487,43 @@ void Agent::stop_probes() {
   }
 }
 
+void Agent::enforce_retention(const std::string& keep_path) {
+  try {
+    auto report = agent::enforce_retention(options_.spool_dir, options_.retention, keep_path, std::time(nullptr));
+    if (report.deleted > 0) {
+      spdlog::info("spool retention: deleted {} old spool(s), {} bytes, in {}", report.deleted, report.freed_bytes,
+                   options_.spool_dir);
+    }
+    for (const auto& e : report.errors) spdlog::warn("spool retention: {}", e);
+  } catch (const Error& e) {
+    spdlog::warn("spool retention: {}", e.what());
+  }
+}
+
+json Agent::delete_spool(const Request& r) {
+  std::lock_guard control(control_);
+  bool current = false;
+  {
+    std::lock_guard lock(mutex_);
+    current = r.capture == capture_;
+  }
+  if (current && !probes_.empty()) {
+    throw ProtocolError("capture " + r.capture + " is still running; send probes.stop first", r.id);
+  }
+  int64_t bytes = delete_spool_file(options_.spool_dir, r.capture);
+  if (current) {
+    std::lock_guard lock(mutex_);
+    spool_.reset();  // nothing left to fetch from
+  }
+  spdlog::info("spool.delete: capture {}: {}", r.capture,
+               bytes < 0 ? "no spool file" : std::to_string(bytes) + " bytes");
+  json j = ok_reply(r.type, r.id);
+  j["capture"] = r.capture;
+  j["deleted"] = bytes >= 0;
+  j["bytes"] = bytes < 0 ? 0 : bytes;
+  return j;
+}
+
 json Agent::status() const {
   json j = json::object();
   {
@@ -447,7 +534,11 @@ json Agent::status() const {
     j["samples"] = last_seq_;
     j["last_seq"] = last_seq_;
     j["sessions"] = sessions_.size();
-    j["spool_error"] = spool_error_.empty() ? json() : json(spool_error_);
+    // The spool's write failure (full disk) if it had one, else another failure of this capture.
+    std::string error = spool_ ? spool_->error() : std::string();
+    if (error.empty()) error = spool_error_;
+    j["spool_error"] = error.empty() ? json() : json(error);
+    j["spool_dropped"] = spool_ ? spool_->dropped() : 0;
   }
   // running_ changes only under control_; a racing start/stop shows the state before or after.
   std::vector<std::string> running;
@@ -466,28 +557,45 @@ void Agent::fetch(Session& s, const Request& r) {
   uint64_t last = 0;
   {
     std::lock_guard lock(mutex_);
+    if (!spool_ && !capture_.empty()) {
+      throw ProtocolError("the spool of capture " + capture_ + " was deleted (spool.delete): nothing to fetch", r.id);
+    }
     if (!spool_) throw ProtocolError("no capture yet: nothing to fetch (send probes.start first)", r.id);
     spool = spool_;
     last = last_seq_;
+  }
+  // The page: [from_seq, to]. With max_count the reply says where the next one starts; a page
+  // never reaches past what the spool stored (after a full disk the rest is not there to page
+  // through).
+  uint64_t to = last;
+  bool more = false;
+  if (r.max_count > 0 && r.from_seq <= last && last - r.from_seq >= r.max_count) {
+    to = r.from_seq + r.max_count - 1;
+    more = to < spool->stored_seq();
+  }
+  {
+    std::lock_guard lock(mutex_);
+    // Live samples go out only after the last page (follow): between pages they are in the
+    // spool and the next page replays them, so none comes twice or out of order.
+    if (more) s.subscribed = false;
     s.paused = true;
     s.held.clear();
-    if (r.follow) s.subscribed = true;
+    if (r.follow && !more) s.subscribed = true;
   }
   size_t count = 0;
   try {
-    count = spool->read(r.from_seq, last, [&](std::string_view line) {
-      std::string l(line);
-      l += '\n';
-      s.send(std::move(l));
+    count = spool->read(r.from_seq, to, [&](std::string_view line) {
+      if (!s.send_replay(line)) throw Error("spool.fetch: the session closed during the replay");
     });
   } catch (...) {
     std::lock_guard lock(mutex_);
     s.paused = false;
     throw;
   }
+  bool following = false;
   {
     std::lock_guard lock(mutex_);
-    s.high_water = std::max(s.high_water, last);
+    s.high_water = std::max(s.high_water, more ? to : last);
     // Samples that arrived during the replay all have seq > last: they follow in order.
     for (auto& line : s.held) {
       auto seq = sample_line_seq(line);
@@ -498,11 +606,15 @@ void Agent::fetch(Session& s, const Request& r) {
     }
     s.held.clear();
     s.paused = false;
+    following = s.subscribed;
   }
   json reply = ok_reply(r.type, r.id);
   reply["from_seq"] = r.from_seq;
   reply["last_seq"] = last;
   reply["count"] = count;
+  reply["next_seq"] = more ? to + 1 : std::max(last, r.from_seq - 1) + 1;
+  reply["more"] = more;
+  reply["following"] = following;
   s.send(to_line(reply));
 }
 
@@ -549,6 +661,9 @@ void Agent::handle(Session& s, const Request& r, int64_t t2) {
     }
     case RequestType::kSpoolFetch:
       fetch(s, r);
+      break;
+    case RequestType::kSpoolDelete:
+      s.send(to_line(delete_spool(r)));
       break;
     case RequestType::kBye:
       s.send(to_line(ok_reply(r.type, r.id)));

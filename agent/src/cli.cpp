@@ -55,6 +55,11 @@ const std::vector<CommandSpec>& commands() {
        "mode 0700 and used only when it is a folder (not a symlink) owned by this user with mode\n"
        "0700; the socket's folder and the spool folder must be this user's and not writable by\n"
        "others; the lock, log and spool files are never opened through a symlink.\n"
+       "Spool retention: each capture's spool (capture-ID.jsonl in the spool folder) is deleted\n"
+       "when the runner has its data (spool.delete), else when older than --spool-max-age, or,\n"
+       "oldest first, while all spools together exceed --spool-max-bytes; checked when a capture\n"
+       "starts and every minute, never the current capture's. With --stdio the limits go to the\n"
+       "daemon the bridge starts; a daemon already running keeps its own.\n"
        "Protocol reference: docs/agent-protocol.md"},
       {"capture", "capture --probes P[,P...] [--if IF] [--interval-ms N] [--duration S] [--format F] [-o FILE]",
        "capture probes on this host to a CSV or JSON-lines file",
@@ -94,7 +99,12 @@ po::options_description serve_options() {
   d.add_options()("stdio", "serve one session on stdin/stdout")(
       "no-daemon", "with --stdio: serve in this process instead of bridging to the daemon")(
       "socket", po::value<std::string>(), "the daemon's unix socket")("spool-dir", po::value<std::string>(),
-                                                                      "folder of the per-capture spool files");
+                                                                      "folder of the per-capture spool files")(
+      "spool-max-age", po::value<std::string>()->default_value("7d"),
+      "delete a finished capture's spool once it is this old (last written): N[s|m|h|d], e.g. 36h")(
+      "spool-max-bytes", po::value<std::string>()->default_value("4G"),
+      "keep all spools together under this size, deleting the oldest first (never the current "
+      "capture's): N[K|M|G|T], powers of 1024");
   return d;
 }
 
@@ -177,6 +187,12 @@ int cmd_serve(const po::variables_map& vm, std::ostream& err) {
   }
   const bool default_socket_dir = !vm.count("socket");
   if (!as_root() && (default_socket_dir || !vm.count("spool-dir"))) ensure_own_dir(user_runtime_dir(), DirPolicy::kPrivate);
+  try {
+    o.retention.max_age = parse_age(vm["spool-max-age"].as<std::string>(), "--spool-max-age");
+    o.retention.max_bytes = parse_size(vm["spool-max-bytes"].as<std::string>(), "--spool-max-bytes");
+  } catch (const Error& e) {
+    throw ProtocolError(e.what());  // bad input: exit 3, not a serve failure
+  }
   o.spool_dir = vm.count("spool-dir") ? vm["spool-dir"].as<std::string>() : default_spool();
   ensure_own_dir(o.spool_dir, DirPolicy::kOwned);  // here too: the bridge's daemon would only log it
   if (stdio && vm.count("no-daemon")) {
@@ -193,8 +209,12 @@ int cmd_serve(const po::variables_map& vm, std::ostream& err) {
     run_daemon(o, socket);
     return kExitOk;
   }
-  std::vector<std::string> argv = {self_exe(),    "serve",     "--socket",    socket,
-                                   "--spool-dir", o.spool_dir, "--log-level", vm["log-level"].as<std::string>()};
+  std::vector<std::string> argv = {self_exe(),          "serve",
+                                   "--socket",          socket,
+                                   "--spool-dir",       o.spool_dir,
+                                   "--spool-max-age",   vm["spool-max-age"].as<std::string>(),
+                                   "--spool-max-bytes", vm["spool-max-bytes"].as<std::string>(),
+                                   "--log-level",       vm["log-level"].as<std::string>()};
   if (!o.host.empty()) {
     argv.push_back("--host");
     argv.push_back(o.host);

@@ -8,6 +8,7 @@
 
 #include "ocslab/agent/protocol.h"
 #include "ocslab/common/error.h"
+#include "ocslab/common/log.h"
 #include "ocslab/common/safe_fs.h"
 
 namespace ocslab::agent {
@@ -35,11 +36,15 @@ void Spool::append(uint64_t seq, std::string_view line) {
   if (seq != last_seq_ + 1) {
     throw Error("spool " + path_ + ": sample " + std::to_string(seq) + " after " + std::to_string(last_seq_));
   }
+  last_seq_ = seq;
+  if (!error_.empty()) {
+    ++dropped_;  // failed: counted, not kept
+    return;
+  }
   if (pending_lines_ == 0) oldest_pending_ = std::chrono::steady_clock::now();
   if ((seq - 1) % kIndexStride == 0) index_.emplace_back(seq, written_ + pending_.size());
   pending_.append(line);
   ++pending_lines_;
-  last_seq_ = seq;
   if (pending_lines_ >= options_.batch_lines) flush_locked();
 }
 
@@ -56,23 +61,39 @@ void Spool::flush_if_due() {
 }
 
 void Spool::flush_locked() {
-  if (fd_ < 0 || pending_.empty()) return;
+  if (fd_ < 0 || pending_.empty() || !error_.empty()) return;
   size_t done = 0;
   while (done < pending_.size()) {
     ssize_t n = ::write(fd_, pending_.data() + done, pending_.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
       int e = errno;
-      // Keep what was not written so a later flush can retry (disk full may clear).
-      pending_.erase(0, done);
+      // Whole lines written before the failure stay readable; a torn last one is never served.
+      size_t whole =
+          static_cast<size_t>(std::count(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(done), '\n'));
       written_ += done;
-      throw SystemError("write spool " + path_, e);
+      fail_locked(e, pending_lines_ - whole);
+      return;
     }
     done += static_cast<size_t>(n);
   }
   written_ += pending_.size();
   pending_.clear();
   pending_lines_ = 0;
+}
+
+void Spool::fail_locked(int err, size_t unwritten_lines) {
+  stored_seq_ = last_seq_ - unwritten_lines;
+  dropped_ += unwritten_lines;
+  error_ = SystemError("write spool " + path_, err).what();
+  // Memory stays bounded: nothing is buffered from here on (a retry per append would also cost
+  // a failing system call per sample).
+  std::string().swap(pending_);
+  pending_lines_ = 0;
+  spdlog::error(
+      "{}: the spool stops appending; samples up to seq {} stay fetchable, later ones are dropped "
+      "(the live stream still gets them)",
+      error_, stored_seq_);
 }
 
 void Spool::finish() {
@@ -140,6 +161,26 @@ uint64_t Spool::last_seq() const {
 uint64_t Spool::size_bytes() const {
   std::lock_guard lock(mutex_);
   return written_ + pending_.size();
+}
+
+std::string Spool::error() const {
+  std::lock_guard lock(mutex_);
+  return error_;
+}
+
+uint64_t Spool::dropped() const {
+  std::lock_guard lock(mutex_);
+  return dropped_;
+}
+
+uint64_t Spool::stored_seq() const {
+  std::lock_guard lock(mutex_);
+  return error_.empty() ? last_seq_ : stored_seq_;
+}
+
+size_t Spool::pending_bytes() const {
+  std::lock_guard lock(mutex_);
+  return pending_.size();
 }
 
 }  // namespace ocslab::agent

@@ -37,12 +37,23 @@ void check_request(const std::string& line) {
   }
   if (!(r.id.is_string() || r.id.is_number_integer())) __builtin_trap();
   if (r.type == RequestType::kProbesStart && r.probes.empty()) __builtin_trap();
-  if (r.type == RequestType::kSpoolFetch && r.from_seq < 1) __builtin_trap();
+  if (r.type == RequestType::kSpoolFetch && (r.from_seq < 1 || r.max_count > kMaxFetchPage)) __builtin_trap();
+  // Names that end up in file names: only [A-Za-z0-9._-], never starting with '.'.
+  for (const std::string* name : {&r.run, &r.capture}) {
+    if (name->empty()) continue;
+    if ((*name)[0] == '.' ||
+        name->find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") !=
+            std::string::npos) {
+      __builtin_trap();
+    }
+  }
+  if (r.type == RequestType::kSpoolDelete && r.capture.empty()) __builtin_trap();
   std::string again = request_line(r);
   if (again.empty() || again.back() != '\n') __builtin_trap();
   Request back = parse_request(std::string_view(again).substr(0, again.size() - 1));  // must not throw
   if (back.type != r.type || back.id != r.id || back.version != r.version || back.t1 != r.t1 ||
-      back.from_seq != r.from_seq || back.follow != r.follow || back.probes.size() != r.probes.size()) {
+      back.from_seq != r.from_seq || back.follow != r.follow || back.max_count != r.max_count || back.run != r.run ||
+      back.capture != r.capture || back.probes.size() != r.probes.size()) {
     __builtin_trap();
   }
   for (size_t i = 0; i < r.probes.size(); ++i) {

@@ -126,10 +126,11 @@ ClockEstimate AgentClient::estimate_clock(int exchanges) {
   return best;
 }
 
-StartResult AgentClient::start(const std::vector<ProbeRequest>& probes) {
+StartResult AgentClient::start(const std::vector<ProbeRequest>& probes, const std::string& run) {
   Request r;
   r.type = RequestType::kProbesStart;
   r.probes = probes;
+  r.run = run;
   json m = request(r);
   StartResult out;
   out.capture = m.value("capture", "");
@@ -153,13 +154,50 @@ json AgentClient::status() {
   return request(r);
 }
 
-FetchResult AgentClient::fetch(uint64_t from_seq, bool follow) {
+FetchResult AgentClient::fetch(uint64_t from_seq, bool follow, uint64_t page_size) {
+  if (page_size > kMaxFetchPage) {
+    throw Error("fetch page size " + std::to_string(page_size) + " is above the agent's limit of " +
+                std::to_string(kMaxFetchPage));
+  }
+  FetchResult out;
+  out.from_seq = from_seq;
   Request r;
   r.type = RequestType::kSpoolFetch;
   r.from_seq = from_seq;
   r.follow = follow;
-  json m = request(r);
-  return {m.value("from_seq", uint64_t{0}), m.value("last_seq", uint64_t{0}), m.value("count", uint64_t{0})};
+  r.max_count = page_size;
+  for (;;) {
+    json m;
+    try {
+      m = request(r);
+    } catch (const AgentError& e) {
+      // An agent from before paging refuses the key: the whole gap in one request then.
+      if (r.max_count == 0 || std::string(e.what()).find("unknown key 'max_count'") == std::string::npos) throw;
+      spdlog::warn("{}: the agent does not page spool.fetch; fetching from seq {} in one request", describe(),
+                   r.from_seq);
+      r.max_count = 0;
+      continue;
+    }
+    ++out.pages;
+    out.count += m.value("count", uint64_t{0});
+    out.last_seq = m.value("last_seq", uint64_t{0});
+    out.next_seq = m.value("next_seq", out.last_seq + 1);
+    out.following = m.value("following", follow);
+    if (r.max_count == 0 || !m.value("more", false)) break;
+    if (out.next_seq <= r.from_seq) {
+      throw ProtocolError("spool.fetch page from seq " + std::to_string(r.from_seq) + " ends at next_seq " +
+                          std::to_string(out.next_seq) + ": it does not advance");
+    }
+    r.from_seq = out.next_seq;
+  }
+  return out;
+}
+
+bool AgentClient::delete_spool(const std::string& capture) {
+  Request r;
+  r.type = RequestType::kSpoolDelete;
+  r.capture = capture;
+  return request(r).value("deleted", false);
 }
 
 void AgentClient::bye() {

@@ -3,9 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
-#include <iterator>
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 namespace ocslab::agent {
@@ -26,6 +27,7 @@ constexpr TypeName kTypes[] = {
     {RequestType::kProbesStop, "probes.stop"},
     {RequestType::kStatus, "status"},
     {RequestType::kSpoolFetch, "spool.fetch"},
+    {RequestType::kSpoolDelete, "spool.delete"},
     {RequestType::kBye, "bye"},
 };
 
@@ -112,6 +114,22 @@ void append_integer(std::string& out, auto v) {
 
 }  // namespace
 
+void check_name(const std::string& value, const char* what, size_t max_bytes, const json& id) {
+  if (value.empty() || value.size() > max_bytes) {
+    throw ProtocolError(fmt::format("{} must be 1 to {} characters, got {}", what, max_bytes, value.size()), id);
+  }
+  if (value[0] == '.') throw ProtocolError(fmt::format("{} '{}' must not start with '.'", what, value), id);
+  for (char c : value) {
+    auto u = static_cast<unsigned char>(c);
+    if (!(std::isalnum(u) || c == '.' || c == '_' || c == '-') || u >= 0x80) {
+      std::string shown = u >= 0x20 && u < 0x7f ? std::string(1, c) : fmt::format("\\x{:02x}", u);
+      throw ProtocolError(fmt::format("{} '{}' has '{}': only A-Z a-z 0-9 . _ - are allowed", what,
+                                      value.size() <= 40 ? value : value.substr(0, 40) + "...", shown),
+                          id);
+    }
+  }
+}
+
 const char* to_string(RequestType t) {
   for (const auto& x : kTypes) {
     if (x.type == t) return x.name;
@@ -162,7 +180,12 @@ Request parse_request(std::string_view line) {
       r.t1 = get_int(j, "t1", "clock", id, 0, std::numeric_limits<int64_t>::max());
       break;
     case RequestType::kProbesStart: {
-      only_keys(j, {"type", "id", "probes"}, "probes.start", id);
+      only_keys(j, {"type", "id", "probes", "run"}, "probes.start", id);
+      if (auto run = j.find("run"); run != j.end()) {
+        if (!run->is_string()) throw ProtocolError("'run' in probes.start must be a string", id);
+        r.run = run->get<std::string>();
+        check_name(r.run, "'run' in probes.start", kMaxRunBytes, id);
+      }
       auto p = j.find("probes");
       if (p == j.end() || !p->is_array() || p->empty()) {
         throw ProtocolError("probes.start needs a non-empty array 'probes'", id);
@@ -183,7 +206,7 @@ Request parse_request(std::string_view line) {
       break;
     }
     case RequestType::kSpoolFetch:
-      only_keys(j, {"type", "id", "from_seq", "follow"}, "spool.fetch", id);
+      only_keys(j, {"type", "id", "from_seq", "follow", "max_count"}, "spool.fetch", id);
       if (!j.contains("from_seq")) throw ProtocolError("spool.fetch needs 'from_seq'", id);
       r.from_seq =
           static_cast<uint64_t>(get_int(j, "from_seq", "spool.fetch", id, 1, std::numeric_limits<int64_t>::max()));
@@ -191,7 +214,19 @@ Request parse_request(std::string_view line) {
         if (!f->is_boolean()) throw ProtocolError("'follow' in spool.fetch must be true or false", id);
         r.follow = f->get<bool>();
       }
+      if (j.contains("max_count")) {
+        r.max_count =
+            static_cast<uint64_t>(get_int(j, "max_count", "spool.fetch", id, 1, static_cast<int64_t>(kMaxFetchPage)));
+      }
       break;
+    case RequestType::kSpoolDelete: {
+      only_keys(j, {"type", "id", "capture"}, "spool.delete", id);
+      auto c = j.find("capture");
+      if (c == j.end() || !c->is_string()) throw ProtocolError("spool.delete needs a string 'capture'", id);
+      r.capture = c->get<std::string>();
+      check_name(r.capture, "'capture' in spool.delete", kMaxCaptureBytes, id);
+      break;
+    }
     case RequestType::kProbesStop:
     case RequestType::kStatus:
     case RequestType::kBye:
@@ -222,11 +257,16 @@ std::string request_line(const Request& r) {
       json a = json::array();
       for (const auto& p : r.probes) a.push_back(probe_request_json(p));
       j["probes"] = std::move(a);
+      if (!r.run.empty()) j["run"] = r.run;
       break;
     }
+    case RequestType::kSpoolDelete:
+      j["capture"] = r.capture;
+      break;
     case RequestType::kSpoolFetch:
       j["from_seq"] = r.from_seq;
       j["follow"] = r.follow;
+      if (r.max_count > 0) j["max_count"] = r.max_count;
       break;
     default:
       break;

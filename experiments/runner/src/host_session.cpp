@@ -3,6 +3,7 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include <cctype>
 #include <ctime>
 #include <exception>
 
@@ -151,7 +152,7 @@ const agent::StartResult& HostSession::start() {
   }
   agent::StartResult started;
   try {
-    started = client_->start(target_.probes);
+    started = client_->start(target_.probes, target_.run);
   } catch (const std::exception& e) {
     fail(std::string("probes.start: ") + e.what());
     rethrow_named(target_.name);
@@ -255,9 +256,10 @@ void HostSession::recover() {
         report_.last_seq = last;
       }
       // Not the session that started the capture: it does not follow live, the spool has all.
+      // Paged (each page its own timeout, samples to the sink as they come): any gap.
       if (delivered_seq_ < last) {
         recovering_ = true;
-        c->fetch(delivered_seq_ + 1, /*follow=*/false);
+        c->fetch(delivered_seq_ + 1, /*follow=*/false, agent::kDefaultFetchPage);
         recovering_ = false;
       }
     }
@@ -315,7 +317,7 @@ HostReport HostSession::stop() {
       if (delivered_seq_ < last) {
         fail(fmt::format("live stream ended at seq {} of {}: fetching the rest from the spool", delivered_seq_, last));
         recovering_ = true;
-        client_->fetch(delivered_seq_ + 1, /*follow=*/false);
+        client_->fetch(delivered_seq_ + 1, /*follow=*/false, agent::kDefaultFetchPage);
         recovering_ = false;
       }
     } catch (const std::exception& e) {
@@ -351,6 +353,28 @@ HostReport HostSession::stop() {
   report_.samples = health_.samples;
   health_.state = report_.lost ? HostState::kLost : HostState::kStopped;
   return report_;
+}
+
+std::string spool_run_id(const std::string& run_id) {
+  std::string out = run_id.substr(0, agent::kMaxRunBytes);
+  for (char& c : out) {
+    auto u = static_cast<unsigned char>(c);
+    if (u >= 0x80 || !(std::isalnum(u) || c == '.' || c == '_' || c == '-')) c = '_';
+  }
+  if (!out.empty() && out[0] == '.') out[0] = '_';
+  return out;
+}
+
+std::string release_spool(const HostTarget& target, const std::string& capture) {
+  try {
+    agent::AgentClient c(agent::ssh_exec(target.ssh, target.agent_command), target.request_timeout);
+    c.hello();
+    c.delete_spool(capture);
+    c.bye();
+    return {};
+  } catch (const std::exception& e) {
+    return fmt::format("{}: spool.delete of capture {}: {}", target.name, capture, e.what());
+  }
 }
 
 // ---- SessionPool ----

@@ -178,6 +178,7 @@ std::vector<HostTarget> host_targets(const Target& target, const std::string& ru
       t.agent_command += " --socket " + shell_quote(h.agent_socket);
     }
     t.probes = requests[h.name];
+    t.run = spool_run_id(run_id);
     if (t.probes.empty()) throw Error("host " + h.name + " has no probe to run (probes: in the spec)");
     out.push_back(std::move(t));
   }
@@ -228,6 +229,9 @@ json host_meta(const HostEntry& h, const HostFacts& facts, const HostReport* r) 
   for (const auto& p : r->started.probes) {
     j["probes"].push_back({{"name", p.name}, {"available", p.available}, {"method", p.method}, {"reason", p.reason}});
   }
+  // The agent's capture id and spool file: `ocslab recover` releases the spool by that id.
+  j["capture"] = r->started.capture;
+  j["spool"] = r->started.spool;
   j["samples"] = r->samples;
   j["recovered_from_spool"] = r->recovered;
   j["last_seq"] = r->last_seq;
@@ -301,6 +305,11 @@ class ReconfigurationRun {
     }
     stop_and_collect();
     std::string write_error = write_results();
+    if (write_error.empty()) {
+      std::vector<HostTarget> targets;
+      for (auto& s : pool_->sessions()) targets.push_back(s->target());
+      release_spools(targets);
+    }
     leave_guests();
     if (!write_error.empty()) throw ResultsNotWritten(write_error);
   }
@@ -346,6 +355,8 @@ class ReconfigurationRun {
       });
       HostReport r = session.reattach(hello, from);
       r.clock_before = before;
+      r.started.capture = h.value("capture", "");  // run.json has them from the start
+      r.started.spool = h.value("spool", "");
       ctx_.log(fmt::format("{}: {} sample(s) on disk, {} fetched from the agent's spool{}", r.name, from, r.samples,
                            r.lost ? " (agent gone: " + (r.errors.empty() ? std::string() : r.errors.back()) + ")" : ""));
       result_.hosts.push_back(std::move(r));
@@ -362,11 +373,44 @@ class ReconfigurationRun {
       if (r.lost) result_.problems.push_back("host " + r.name + " lost");
     }
     std::string write_error = write_results();
+    if (write_error.empty()) release_spools(targets);
     leave_guests();
     if (!write_error.empty()) throw ResultsNotWritten(write_error);
   }
 
  private:
+  // Once the results are written (capture/ closed and synced, timeline.csv and meta.json in
+  // place), each host's spool whose capture is whole on disk goes (spool.delete), all hosts at
+  // once. A host that was lost, or whose capture stream failed or stops short of the agent's
+  // last seq, keeps its spool (the agent's retention deletes it later). Failures are logged:
+  // the run's data is safe either way.
+  void release_spools(const std::vector<HostTarget>& targets) {
+    std::map<std::string, CaptureStreamInfo> streams;
+    for (auto& st : store_->streams()) streams[st.name] = st;
+    std::vector<std::string> errors(targets.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < targets.size(); ++i) {
+      const HostReport* r = nullptr;
+      for (const auto& h : result_.hosts) {
+        if (h.name == targets[i].name) r = &h;
+      }
+      if (!r || r->lost || r->started.capture.empty()) continue;
+      auto st = streams.find(host_stream(r->name));
+      const bool failed = st != streams.end() && !st->second.error.empty();
+      const uint64_t on_disk = st == streams.end() ? 0 : st->second.last_seq;
+      if (failed || on_disk < r->last_seq) {
+        ctx_.log(fmt::format("{}: capture {} is not whole in the results (seq {} of {}); its spool stays on the host",
+                             r->name, r->started.capture, on_disk, r->last_seq));
+        continue;
+      }
+      threads.emplace_back([&, i, capture = r->started.capture] { errors[i] = release_spool(targets[i], capture); });
+    }
+    for (auto& t : threads) t.join();
+    for (const auto& e : errors) {
+      if (!e.empty()) ctx_.log(e + " (the agent's retention deletes it later)");
+    }
+  }
+
   // RESULTS/run.json: what `ocslab recover` needs if this process dies from here on (meta.json
   // as far as it is known now, the agents' pids and clock offsets, the times the clock
   // correction starts from). Replaced atomically; a failure to write it is a problem, not fatal.

@@ -232,6 +232,15 @@ TEST_CASE("an agent killed mid-run: reported, the others go on, its samples up t
   CHECK(meta["hosts"][1]["lost"] == true);
   CHECK(meta["hosts"][0]["lost"] == false);
   CHECK(meta["hosts"][0]["clock_before"]["uncertainty_ns"].get<int64_t>() < 50'000'000);
+  // The results are written: the survivors' spools are deleted on their hosts (spool.delete);
+  // the lost host's stays there (its samples after the last one delivered may be in it).
+  for (size_t k = 0; k < 3; ++k) {
+    const auto& h = meta["hosts"][k];
+    INFO(h.dump());
+    REQUIRE_THAT(h["capture"].get<std::string>(), Catch::EndsWith(".out"));  // the run id: the folder's name
+    CHECK(fs::exists(h["spool"].get<std::string>()) == (k == 1));
+  }
+  fs::remove(meta["hosts"][1]["spool"].get<std::string>());
 }
 
 TEST_CASE("the switch connection dropped mid-run: the reconfiguration is marked failed and the run goes on",
@@ -445,6 +454,9 @@ TEST_CASE("kill -9 of the runner mid-run, then `ocslab recover`: every host's sa
     for (size_t i = 0; i < seqs.size(); ++i) in_order = in_order && seqs[i] == i + 1;
     CHECK(in_order);  // 0 lost, 0 duplicated
     captured += seqs.size();
+    // Recovered and written: the host's spool is deleted (spool.delete by the capture id of run.json).
+    CHECK_THAT(h["capture"].get<std::string>(), Catch::EndsWith(".out"));
+    CHECK_FALSE(fs::exists(h["spool"].get<std::string>()));
   }
   CHECK(meta["timeline_rows"].get<uint64_t>() > captured);  // host rows + control, power, ...
   CHECK(fs::exists(out_dir + "/breakdown.csv"));

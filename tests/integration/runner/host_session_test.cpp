@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <set>
@@ -313,4 +314,32 @@ TEST_CASE("a host that cannot be reached, or whose host key differs, fails alone
     REQUIRE_FALSE(reports[i].errors.empty());
     for (const auto& e : reports[i].errors) CHECK(timestamped(e));
   }
+}
+
+TEST_CASE("the run id names the host's spool, and release_spool deletes it once the data is in",
+          "[runner][integration][spool]") {
+  Lab lab;
+  SeqCounter counter;
+  HostTarget t = lab.target("host-r", 5);
+  t.run = spool_run_id("demo run/2026-11-26T12:00Z");
+  CHECK(t.run == "demo_run_2026-11-26T12_00Z");
+  CHECK(spool_run_id(".hidden") == "_hidden");
+  CHECK(spool_run_id(std::string(100, 'a')).size() == agent::kMaxRunBytes);
+  HostSession s(t, counter.sink());
+  s.connect();
+  lab.reaper.add(s.hello().pid);
+  const auto& started = s.start();
+  CHECK_THAT(started.capture, Catch::EndsWith(".demo_run_2026-11-26T12_00Z"));
+  const std::string spool = started.spool;
+  CHECK(std::filesystem::exists(spool));
+  // Refused while the capture runs: the agent names the reason and keeps the file.
+  CHECK_THAT(release_spool(t, started.capture), Catch::Contains("host-r: spool.delete of capture " + started.capture) &&
+                                                    Catch::Contains("is still running"));
+  CHECK(std::filesystem::exists(spool));
+  REQUIRE(testing::poll_until([&] { return s.health().samples >= 20; }, 5s));
+  HostReport r = s.stop();
+  check_complete(counter, r);
+  CHECK(release_spool(t, r.started.capture) == "");
+  CHECK_FALSE(std::filesystem::exists(spool));
+  CHECK(release_spool(t, r.started.capture) == "");  // nothing left: still fine
 }

@@ -6,8 +6,11 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <thread>
 
@@ -15,6 +18,7 @@
 #include "ocslab/agent/client.h"
 #include "ocslab/agent/heartbeat_probe.h"
 #include "ocslab/ocsctl/errors.h"
+#include "ocslab/testing/small_disk.h"
 #include "ocslab/testing/sshd_fixture.h"
 
 using namespace ocslab::agent;
@@ -111,6 +115,13 @@ std::string read_line(int fd) {
   return line;
 }
 
+AgentOptions options(const std::string& spool_dir) {
+  AgentOptions o;
+  o.host = "h1";
+  o.spool_dir = spool_dir;
+  return o;
+}
+
 ProbeRequest heartbeat(int interval_ms) {
   ProbeRequest p;
   p.name = "heartbeat";
@@ -122,7 +133,7 @@ ProbeRequest heartbeat(int interval_ms) {
 
 TEST_CASE("garbage gets an error reply and the session stays up", "[agent][session]") {
   ocslab::testing::TempDir dir;
-  Agent agent({"h1", dir.path() + "/spool", nullptr, {}});
+  Agent agent(options(dir.path() + "/spool"));
   Served s(agent);
   std::string garbage = "{\"type\":\"hello\",\"id\":1,\"version\":1\n\x01\x02\n[]\n{\"type\":\"x\",\"id\":5}\n";
   REQUIRE(::write(s.client_fd, garbage.data(), garbage.size()) == ssize_t(garbage.size()));
@@ -147,7 +158,7 @@ TEST_CASE("garbage gets an error reply and the session stays up", "[agent][sessi
 TEST_CASE("unsupported version, unknown probe, double start and fetch without capture are refused",
           "[agent][session]") {
   ocslab::testing::TempDir dir;
-  Agent agent({"h1", dir.path() + "/spool", nullptr, {}});
+  Agent agent(options(dir.path() + "/spool"));
   Served s(agent);
   std::string bad = "{\"type\":\"hello\",\"id\":1,\"version\":2}\n";
   REQUIRE(::write(s.client_fd, bad.data(), bad.size()) == ssize_t(bad.size()));
@@ -172,7 +183,7 @@ TEST_CASE("unsupported version, unknown probe, double start and fetch without ca
 
 TEST_CASE("live samples arrive in order, each once, and the spool holds them all", "[agent][session]") {
   ocslab::testing::TempDir dir;
-  Agent agent({"h1", dir.path() + "/spool", nullptr, {}});
+  Agent agent(options(dir.path() + "/spool"));
   Served s(agent);
   AgentClient client(s.stream());
   std::vector<uint64_t> got;
@@ -204,7 +215,7 @@ TEST_CASE("live samples arrive in order, each once, and the spool holds them all
 // the writer thread finishes them) and while replies are interleaved: every seq once, in order.
 TEST_CASE("a full pipe or socket loses, repeats and reorders no sample", "[agent][session]") {
   ocslab::testing::TempDir dir;
-  Agent agent({"h1", dir.path() + "/spool", nullptr, {}});
+  Agent agent(options(dir.path() + "/spool"));
   int to_agent[2], from_agent[2];
   bool pipes = GENERATE(false, true);
   INFO((pipes ? "pipes" : "socketpair"));
@@ -256,7 +267,7 @@ TEST_CASE("a full pipe or socket loses, repeats and reorders no sample", "[agent
 
 TEST_CASE("a session joining mid-capture gets the gap from the spool, then live, none twice", "[agent][session]") {
   ocslab::testing::TempDir dir;
-  Agent agent({"h1", dir.path() + "/spool", nullptr, {}});
+  Agent agent(options(dir.path() + "/spool"));
   Served a(agent), b(agent);
   AgentClient starter(a.stream());
   starter.start({heartbeat(2)});
@@ -279,6 +290,142 @@ TEST_CASE("a session joining mid-capture gets the gap from the spool, then live,
     INFO("seq " << seq);
     CHECK(count[seq] == 1);
   }
+}
+
+TEST_CASE("a paged fetch replays the gap page by page, in order, and follows live only after the last page",
+          "[agent][session]") {
+  ocslab::testing::TempDir dir;
+  Agent agent(options(dir.path() + "/spool"));
+  Served a(agent), b(agent);
+  AgentClient starter(a.stream());
+  starter.start({heartbeat(1)});
+  std::this_thread::sleep_for(200ms);  // kept: the spool fills before the late session joins
+
+  AgentClient late(b.stream());
+  std::vector<uint64_t> got;
+  late.on_sample([&](const SeqSample& x) { got.push_back(x.seq); });
+  auto f = late.fetch(1, /*follow=*/true, /*page_size=*/7);
+  CHECK(f.pages >= 2);
+  CHECK(f.following);
+  CHECK(f.next_seq == f.last_seq + 1);
+  late.poll_for(200ms);
+  uint64_t last = starter.stop();
+  for (int i = 0; i < 100 && late.last_seq() < last; ++i) late.poll_for(50ms);
+  REQUIRE(got.size() == last);
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != i + 1) FAIL("sample " << i << " has seq " << got[i]);
+  }
+
+  // After the stop: exactly the capture, in ceil(last / 10) pages; one page past the end is empty.
+  got.clear();
+  f = late.fetch(1, false, 10);
+  CHECK(f.count == last);
+  CHECK(f.pages == (last + 9) / 10);
+  CHECK_FALSE(f.following);
+  CHECK(got.size() == last);
+  got.clear();
+  f = late.fetch(last + 1, false, 10);
+  CHECK(f.count == 0);
+  CHECK(f.pages == 1);
+  CHECK(f.next_seq == last + 1);
+  CHECK(got.empty());
+  CHECK_THROWS_WITH(late.fetch(1, false, kMaxFetchPage + 1), Catch::Contains("above the agent's limit of 100000"));
+}
+
+TEST_CASE("spools carry the run id, go on spool.delete once stopped, and old ones go when a capture starts",
+          "[agent][session][retention]") {
+  ocslab::testing::TempDir dir;
+  const std::string spool_dir = dir.path() + "/spool";
+  AgentOptions o = options(spool_dir);
+  o.retention.max_age = std::chrono::hours(24);
+  Agent agent(o);
+  // Left by an earlier capture two days ago, and a symlink with a spool's name: only the first goes.
+  std::ofstream(spool_dir + "/capture-20000101T000000-1-1.jsonl") << "{}\n";
+  timespec old[2] = {{std::time(nullptr) - 2 * 86400, 0}, {std::time(nullptr) - 2 * 86400, 0}};
+  REQUIRE(::utimensat(AT_FDCWD, (spool_dir + "/capture-20000101T000000-1-1.jsonl").c_str(), old, 0) == 0);
+  std::ofstream(dir.path() + "/precious") << "keep\n";
+  REQUIRE(::symlink((dir.path() + "/precious").c_str(), (spool_dir + "/capture-link.jsonl").c_str()) == 0);
+  REQUIRE(::utimensat(AT_FDCWD, (spool_dir + "/capture-link.jsonl").c_str(), old, AT_SYMLINK_NOFOLLOW) == 0);
+
+  Served s(agent);
+  AgentClient client(s.stream());
+  auto started = client.start({heartbeat(5)}, "demo-20261126T120000Z");
+  CHECK_THAT(started.capture, Catch::EndsWith(".demo-20261126T120000Z"));
+  CHECK(started.spool == spool_dir + "/capture-" + started.capture + ".jsonl");
+  CHECK(std::filesystem::exists(started.spool));
+  CHECK_FALSE(std::filesystem::exists(spool_dir + "/capture-20000101T000000-1-1.jsonl"));
+  CHECK(std::filesystem::is_symlink(spool_dir + "/capture-link.jsonl"));
+  CHECK_THROWS_WITH(client.start({heartbeat(5)}, "a/b"), Catch::Contains("'run' in probes.start 'a/b' has '/'"));
+
+  CHECK_THROWS_WITH(client.delete_spool(started.capture),
+                    Catch::Contains("capture " + started.capture + " is still running; send probes.stop first"));
+  CHECK(std::filesystem::exists(started.spool));
+  client.poll_for(50ms);
+  client.stop();
+  CHECK(client.delete_spool(started.capture));
+  CHECK_FALSE(std::filesystem::exists(started.spool));
+  CHECK_FALSE(client.delete_spool(started.capture));  // gone already: nothing to do
+  CHECK_THROWS_WITH(client.fetch(1, false),
+                    Catch::Contains("the spool of capture " + started.capture + " was deleted"));
+  CHECK_THROWS_WITH(client.delete_spool("../x"),
+                    Catch::Contains("'capture' in spool.delete '../x' must not start with '.'"));
+  CHECK(client.status()["spool"].is_null());
+  CHECK(std::filesystem::exists(dir.path() + "/precious"));
+}
+
+TEST_CASE("the retention timer deletes a spool that grew old while no capture started", "[agent][retention]") {
+  ocslab::testing::TempDir dir;
+  AgentOptions o = options(dir.path() + "/spool");
+  o.retention.max_age = std::chrono::hours(1);
+  o.retention_interval = std::chrono::seconds(1);
+  Agent agent(o);
+  const std::string old_spool = dir.path() + "/spool/capture-20000101T000000-1-1.old-run.jsonl";
+  std::ofstream(old_spool) << "{}\n";
+  timespec t[2] = {{std::time(nullptr) - 7200, 0}, {std::time(nullptr) - 7200, 0}};
+  REQUIRE(::utimensat(AT_FDCWD, old_spool.c_str(), t, 0) == 0);
+  const std::string young = dir.path() + "/spool/capture-20000101T000000-1-2.jsonl";
+  std::ofstream(young) << "{}\n";
+  bool gone = false;
+  for (int i = 0; i < 50 && !gone; ++i) {
+    std::this_thread::sleep_for(100ms);  // kept: the timer runs every second
+    gone = !std::filesystem::exists(old_spool);
+  }
+  CHECK(gone);
+  CHECK(std::filesystem::exists(young));
+}
+
+TEST_CASE("status reports a spool write failure once, with the dropped count, and the live stream goes on",
+          "[agent][session]") {
+  ocslab::testing::SmallDisk disk("64k");
+  AgentOptions o = options(disk.path() + "/spool");
+  o.spool = {16, std::chrono::milliseconds(10)};
+  Agent agent(o);
+  Served s(agent);
+  AgentClient client(s.stream());
+  std::vector<uint64_t> got;
+  client.on_sample([&](const SeqSample& x) { got.push_back(x.seq); });
+  client.start({heartbeat(1)});
+  nlohmann::json st;
+  for (int i = 0; i < 100; ++i) {  // about 450 samples fill 64 KiB
+    client.poll_for(100ms);
+    st = client.status();
+    if (!st["spool_error"].is_null() && st["spool_dropped"].get<uint64_t>() > 100) break;
+  }
+  CHECK_THAT(st["spool_error"].get<std::string>(), Catch::Contains("No space left on device"));
+  uint64_t last = client.stop();
+  for (int i = 0; i < 100 && client.last_seq() < last; ++i) client.poll_for(50ms);
+  REQUIRE(got.size() == last);  // live: every sample, spool or not
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == i + 1);
+  st = client.status();
+  uint64_t dropped = st["spool_dropped"].get<uint64_t>();
+  CHECK(dropped > 100);
+  // What reached the disk is fetchable, in order, paged; the rest is counted, not there.
+  got.clear();
+  auto f = client.fetch(1, false, 100);
+  CHECK(f.count == last - dropped);
+  REQUIRE(got.size() == last - dropped);
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == i + 1);
+  CHECK(f.next_seq == last + 1);
 }
 
 TEST_CASE("registry: a factory by name, one name once", "[agent][registry]") {

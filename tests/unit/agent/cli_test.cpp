@@ -255,3 +255,17 @@ TEST_CASE("capture to a full disk fails naming the file instead of reporting sam
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
   CHECK_THAT(err, Catch::Contains("'/dev/full'") && Catch::Contains(std::strerror(ENOSPC)));
 }
+
+TEST_CASE("serve --help explains the spool limits; a bad one is refused naming the flag and value", "[agent][cli]") {
+  std::string out, err;
+  CHECK(run({"serve", "--help"}, &out) == kExitOk);
+  CHECK_THAT(out, Catch::Contains("--spool-max-age") && Catch::Contains("N[s|m|h|d]") &&
+                      Catch::Contains("--spool-max-bytes") && Catch::Contains("deleting the oldest first"));
+  CHECK_THAT(out, Catch::Contains("(=7d)") && Catch::Contains("(=4G)"));  // the defaults, as boost prints them
+  CHECK(run({"serve", "--stdio", "--no-daemon", "--spool-max-age", "7x"}, &out, &err) == kExitInput);
+  CHECK_THAT(err, Catch::Contains("--spool-max-age '7x' is not a number with an optional unit (smhd)"));
+  CHECK(run({"serve", "--stdio", "--no-daemon", "--spool-max-bytes", "0"}, &out, &err) == kExitInput);
+  CHECK_THAT(err, Catch::Contains("--spool-max-bytes '0' must be more than 0"));
+  CHECK(run({"probes", "--spool-max-age", "1d"}, &out, &err) == kExitUsage);
+  CHECK_THAT(err, Catch::Contains("option --spool-max-age does not apply to 'probes'"));
+}

@@ -55,6 +55,8 @@ TEST_CASE("every request type parses", "[agent][protocol]") {
   CHECK(f.from_seq == 42);
   CHECK(f.follow);
   CHECK_FALSE(parse_request(R"({"type":"spool.fetch","id":6,"from_seq":1,"follow":false})").follow);
+  CHECK(f.max_count == 0);  // not paged
+  CHECK(parse_request(R"({"type":"spool.fetch","id":6,"from_seq":1,"max_count":100000})").max_count == 100000);
 }
 
 TEST_CASE("garbage gets an error naming the problem", "[agent][protocol]") {
@@ -67,7 +69,8 @@ TEST_CASE("garbage gets an error naming the problem", "[agent][protocol]") {
   CHECK(error_of(R"({"type":"hello","version":1})") == "request 'hello' needs an 'id'");
   CHECK(error_of(R"({"type":"hello","id":1.5,"version":1})") == "'id' must be an integer or a string");
   CHECK(error_of(R"({"type":"reboot","id":1})") ==
-        "unknown request type 'reboot' (known: hello, clock, probes.start, probes.stop, status, spool.fetch, bye)");
+        "unknown request type 'reboot' (known: hello, clock, probes.start, probes.stop, status, spool.fetch, "
+        "spool.delete, bye)");
   CHECK(error_of(R"({"type":"hello","id":1})") == "hello needs 'version'");
   CHECK(error_of(R"({"type":"hello","id":1,"version":"1"})") == "'version' in hello must be an integer");
   CHECK(error_of(R"({"type":"hello","id":1,"version":1,"extra":true})") ==
@@ -90,6 +93,30 @@ TEST_CASE("garbage gets an error naming the problem", "[agent][protocol]") {
   CHECK(error_of(R"({"type":"spool.fetch","id":1,"from_seq":0})").find("out of range") != std::string::npos);
   CHECK(error_of(R"({"type":"spool.fetch","id":1,"from_seq":1,"follow":1})") ==
         "'follow' in spool.fetch must be true or false");
+  CHECK(error_of(R"({"type":"spool.fetch","id":1,"from_seq":1,"max_count":0})") ==
+        "'max_count' in spool.fetch is 0, out of range [1, 100000]");
+  CHECK(error_of(R"({"type":"spool.fetch","id":1,"from_seq":1,"max_count":100001})") ==
+        "'max_count' in spool.fetch is 100001, out of range [1, 100000]");
+  CHECK(error_of(R"({"type":"spool.fetch","id":1,"from_seq":1,"max_count":"5"})") ==
+        "'max_count' in spool.fetch must be an integer");
+  CHECK(
+      parse_request(R"({"type":"probes.start","id":1,"run":"demo-20261126T1200Z_a.1","probes":[{"name":"a"}]})").run ==
+      "demo-20261126T1200Z_a.1");
+  CHECK(error_of(R"({"type":"probes.start","id":1,"run":"../etc","probes":[{"name":"a"}]})") ==
+        "'run' in probes.start '../etc' must not start with '.'");
+  CHECK(error_of(R"({"type":"probes.start","id":1,"run":"a/b","probes":[{"name":"a"}]})") ==
+        "'run' in probes.start 'a/b' has '/': only A-Z a-z 0-9 . _ - are allowed");
+  CHECK(error_of(R"({"type":"probes.start","id":1,"run":"","probes":[{"name":"a"}]})") ==
+        "'run' in probes.start must be 1 to 64 characters, got 0");
+  CHECK(error_of(R"({"type":"probes.start","id":1,"run":7,"probes":[{"name":"a"}]})") ==
+        "'run' in probes.start must be a string");
+  CHECK(parse_request(R"({"type":"spool.delete","id":1,"capture":"20261126T120000-42-1.demo"})").capture ==
+        "20261126T120000-42-1.demo");
+  CHECK(error_of(R"({"type":"spool.delete","id":1})") == "spool.delete needs a string 'capture'");
+  CHECK(error_of(R"({"type":"spool.delete","id":1,"capture":"x y"})") ==
+        "'capture' in spool.delete 'x y' has ' ': only A-Z a-z 0-9 . _ - are allowed");
+  CHECK(error_of(R"({"type":"spool.delete","id":1,"capture":"x","run":"y"})") ==
+        "unknown key 'run' in spool.delete (known: type, id, capture)");
   CHECK(error_of(R"({"type":"status","id":1,"verbose":true})") == "unknown key 'verbose' in status (known: type, id)");
 }
 
@@ -139,6 +166,17 @@ TEST_CASE("requests round-trip through request_line", "[agent][protocol]") {
   auto fb = parse_request(std::string_view(fl).substr(0, fl.size() - 1));
   CHECK(fb.from_seq == 1234);
   CHECK_FALSE(fb.follow);
+  CHECK(fb.max_count == 0);
+  CHECK(fl.find("max_count") == std::string::npos);  // an unpaged fetch is the request it always was
+  Request d;
+  d.type = RequestType::kSpoolDelete;
+  d.id = 9;
+  d.capture = "20261126T120000-42-1";
+  std::string dl = request_line(d);
+  CHECK(parse_request(std::string_view(dl).substr(0, dl.size() - 1)).capture == d.capture);
+  f.max_count = 500;
+  fl = request_line(f);
+  CHECK(parse_request(std::string_view(fl).substr(0, fl.size() - 1)).max_count == 500);
 }
 
 TEST_CASE("sample lines are byte for byte what nlohmann::json writes for the same fields", "[agent][protocol]") {

@@ -1,5 +1,6 @@
 // The spool: what was appended comes back by seq range, batches reach the file, a clean
-// finish loses nothing, and a torn last line (agent killed mid-write) is not returned.
+// finish loses nothing, a full disk (a real small tmpfs) stops the appends without losing what
+// is on disk or growing memory, and a torn last line (agent killed mid-write) is not returned.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -11,6 +12,7 @@
 #include "ocslab/agent/protocol.h"
 #include "ocslab/agent/spool.h"
 #include "ocslab/common/error.h"
+#include "ocslab/testing/small_disk.h"
 #include "ocslab/testing/sshd_fixture.h"
 
 using namespace ocslab::agent;
@@ -120,4 +122,42 @@ TEST_CASE("spool refuses a symlink or a file already at its name and writes noth
   std::getline(b, lb);
   CHECK(la == "keep me");
   CHECK(lb == "an earlier capture");
+}
+
+TEST_CASE("on a full disk the spool stops appending, keeps memory bounded and serves what is on disk",
+          "[agent][spool]") {
+  ocslab::testing::SmallDisk disk("64k");
+  const std::string path = disk.path() + "/capture-full.jsonl";
+  Spool spool(path, {16, std::chrono::milliseconds(50)});
+  uint64_t seq = 0;
+  // About 150 bytes a line: 64 KiB are full after some 450; go well past it.
+  while (spool.error().empty() && seq < 10000) {
+    ++seq;
+    REQUIRE_NOTHROW(spool.append(seq, sample_line(seq, sample(static_cast<int>(seq)))));
+  }
+  REQUIRE(seq < 10000);
+  CHECK_THAT(spool.error(), Catch::Contains("write spool " + path) && Catch::Contains("No space left on device"));
+  const uint64_t stored = spool.stored_seq();
+  CHECK(stored > 100);
+  CHECK(stored < seq);
+  // 200,000 more samples: none throws, none is buffered.
+  for (int i = 0; i < 200000; ++i) {
+    ++seq;
+    spool.append(seq, sample_line(seq, sample(static_cast<int>(seq))));
+    if (i % 1000 == 0) REQUIRE(spool.pending_bytes() == 0);
+  }
+  CHECK(spool.last_seq() == seq);
+  CHECK(spool.dropped() == seq - stored);
+  CHECK(spool.stored_seq() == stored);
+  // Everything that reached the disk before the failure comes back, in order, each once;
+  // reading does not throw for the failure.
+  std::vector<uint64_t> all;
+  REQUIRE_NOTHROW(all = seqs(spool, 1, seq));
+  REQUIRE(all.size() == stored);
+  for (size_t i = 0; i < all.size(); ++i) CHECK(all[i] == i + 1);
+  CHECK(seqs(spool, stored - 2, seq) == std::vector<uint64_t>{stored - 2, stored - 1, stored});
+  spool.flush_if_due();
+  REQUIRE_NOTHROW(spool.flush());
+  REQUIRE_NOTHROW(spool.finish());
+  CHECK(seqs(spool, 1, seq).size() == stored);
 }

@@ -17,6 +17,7 @@
 #include "ocslab/agent/protocol.h"
 #include "ocslab/agent/registry.h"
 #include "ocslab/agent/spool.h"
+#include "ocslab/agent/spool_retention.h"
 
 namespace ocslab::agent {
 
@@ -26,6 +27,9 @@ struct AgentOptions {
                                             // refused when a symlink, another user's, or writable by others)
   const ProbeRegistry* registry = nullptr;  // nullptr: builtin_registry()
   SpoolOptions spool;
+  // Old spools are deleted when a capture starts and every retention_interval (spool_retention.h).
+  RetentionOptions retention;
+  std::chrono::seconds retention_interval{60};
 };
 
 class Session;
@@ -54,6 +58,9 @@ class Agent {
   void handle(Session& s, const Request& r, int64_t t2);
   nlohmann::json start_probes(Session& s, const Request& r);
   void fetch(Session& s, const Request& r);
+  nlohmann::json delete_spool(const Request& r);
+  // Applies options_.retention, never to keep_path (the running capture's spool).
+  void enforce_retention(const std::string& keep_path);
   void on_sample(const Sample& sample);
   void flusher();
 

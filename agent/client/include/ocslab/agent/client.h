@@ -52,9 +52,16 @@ struct StartResult {
 
 struct FetchResult {
   uint64_t from_seq = 0;
-  uint64_t last_seq = 0;  // the agent's last seq when the fetch began
+  uint64_t last_seq = 0;  // the agent's last seq when the last page began
   uint64_t count = 0;     // samples replayed from the spool
+  uint64_t next_seq = 0;  // the first seq the replay did not cover (last_seq + 1 when it all came)
+  uint64_t pages = 0;     // spool.fetch requests it took
+  bool following = false;  // the live stream follows (follow, and the agent agreed)
 };
+
+// Samples per spool.fetch page: a page's lines are handed to the sample callback as they
+// arrive, and each page has the request timeout to itself, so any gap is recoverable.
+constexpr uint64_t kDefaultFetchPage = 20000;
 
 class AgentClient {
  public:
@@ -72,14 +79,21 @@ class AgentClient {
   // Several clock exchanges; keeps the one with the smallest round trip (least queueing):
   // offset = ((t2 - t1) + (t3 - t4)) / 2, uncertainty = RTT / 2.
   ClockEstimate estimate_clock(int exchanges = 8);
-  StartResult start(const std::vector<ProbeRequest>& probes);
+  // run: the client's run id, carried in the capture id and spool file name ("": none).
+  StartResult start(const std::vector<ProbeRequest>& probes, const std::string& run = "");
   // Returns the capture's last seq: every sample up to it has been delivered when this returns
   // (if the session was following the live stream all along).
   uint64_t stop();
   nlohmann::json status();
   // Replays samples from_seq..(the agent's last) through the callback, then (follow) the live
-  // stream continues with the following ones, none twice.
-  FetchResult fetch(uint64_t from_seq, bool follow = true);
+  // stream continues with the following ones, none twice. Paged: one spool.fetch of at most
+  // page_size samples at a time (1..kMaxFetchPage), each page with the request timeout of its
+  // own; the live stream starts with the last page. page_size 0: one unpaged request (the
+  // whole gap within one timeout). An agent that does not know paging gets one unpaged request.
+  FetchResult fetch(uint64_t from_seq, bool follow = true, uint64_t page_size = kDefaultFetchPage);
+  // spool.delete: the capture's data is safe elsewhere; true when a spool file was removed
+  // (false: there was none). Refused (AgentError) for the capture still running.
+  bool delete_spool(const std::string& capture);
   void bye();
 
   // Reads and dispatches samples until the deadline; returns how many arrived.

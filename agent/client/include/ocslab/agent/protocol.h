@@ -21,6 +21,9 @@ constexpr int kProtocolVersion = 1;
 // Longer lines are refused (and skipped up to the next newline): no request needs more, and
 // a peer that never sends a newline must not grow the agent's memory without bound.
 constexpr size_t kMaxLineBytes = 1 << 20;
+// The largest page a paged spool.fetch may ask for (max_count): what the agent queues for one
+// reply, whatever the gap.
+constexpr uint64_t kMaxFetchPage = 100000;
 
 // Input that does not follow the protocol. Carries the request's id when it could be read, so
 // the error reply can name the request it answers.
@@ -33,7 +36,7 @@ class ProtocolError : public Error {
   nlohmann::json id_;
 };
 
-enum class RequestType { kHello, kClock, kProbesStart, kProbesStop, kStatus, kSpoolFetch, kBye };
+enum class RequestType { kHello, kClock, kProbesStart, kProbesStop, kStatus, kSpoolFetch, kSpoolDelete, kBye };
 
 const char* to_string(RequestType t);
 
@@ -52,9 +55,19 @@ struct Request {
   int version = 0;                   // hello
   int64_t t1 = 0;                    // clock: client's CLOCK_REALTIME ns at send
   std::vector<ProbeRequest> probes;  // probes.start
+  std::string run;                   // probes.start: the client's run id, in the spool's name ("": none)
+  std::string capture;               // spool.delete: the capture whose spool goes
   uint64_t from_seq = 1;             // spool.fetch
   bool follow = true;                // spool.fetch: keep streaming live samples afterwards
+  uint64_t max_count = 0;            // spool.fetch: page size, 1..kMaxFetchPage (0: not sent, no paging)
 };
+
+// A run id (probes.start) or capture id (spool.delete) becomes part of a file name: 1 to
+// max_bytes of [A-Za-z0-9._-], not starting with '.'. Throws ProtocolError naming what and
+// the bad character.
+constexpr size_t kMaxRunBytes = 64;
+constexpr size_t kMaxCaptureBytes = 128;  // "<UTC time>-<pid>-<n>" and ".<run>"
+void check_name(const std::string& value, const char* what, size_t max_bytes, const nlohmann::json& id = nullptr);
 
 // Parses one request line (without its newline). Throws ProtocolError naming the problem.
 Request parse_request(std::string_view line);

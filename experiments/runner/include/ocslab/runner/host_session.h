@@ -26,6 +26,9 @@ struct HostTarget {
   ocs::SshOptions ssh;  // host, port, user, identity_file, known_hosts_file; command is set here
   std::string agent_command = "ocslab-agent serve --stdio";  // run over SSH (exec channel)
   std::vector<agent::ProbeRequest> probes;
+  // The run id sent with probes.start: the agent names the capture and its spool file after it
+  // ("": none). [A-Za-z0-9._-], at most agent::kMaxRunBytes (spool_run_id makes one).
+  std::string run;
   int clock_exchanges = 16;
   std::chrono::milliseconds request_timeout{15000};
 };
@@ -35,6 +38,9 @@ struct Target;
 // probes the spec asks of it and one RDMA probe pair per spec pair. Every RDMA probe request
 // carries the control secret drawn for this call (random_token), the same on both sides.
 std::vector<HostTarget> host_targets(const Target& target, const std::string& run_id);
+// A run id as the agent takes it in probes.start: characters other than [A-Za-z0-9._-]
+// replaced by '_', a leading '.' too, cut to agent::kMaxRunBytes.
+std::string spool_run_id(const std::string& run_id);
 
 enum class HostState { kIdle, kConnected, kCapturing, kLost, kStopped };
 const char* to_string(HostState s);
@@ -76,6 +82,7 @@ class HostSession {
   HostSession& operator=(const HostSession&) = delete;
 
   const std::string& name() const { return target_.name; }
+  const HostTarget& target() const { return target_; }
 
   // SSH connect, hello, clock estimate (clock_before). Throws ocs::ConnectionError /
   // agent::AgentError naming the host.
@@ -129,6 +136,12 @@ class HostSession {
   std::atomic<bool> drop_requested_{false};
   std::thread reader_;
 };
+
+// spool.delete of one host's capture on a session of its own (SSH, hello, spool.delete, bye),
+// sent once the runner has that capture's samples safely in its results folder. Returns ""
+// or what failed, naming the host; never throws. The agent's retention deletes a spool that
+// is never confirmed.
+std::string release_spool(const HostTarget& target, const std::string& capture);
 
 // Many hosts at once: connect() and start() fan out on one thread per host and return when all
 // are done; failures are per host (the others go on). stop_all() likewise.
