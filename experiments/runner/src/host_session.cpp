@@ -6,6 +6,7 @@
 #include <cctype>
 #include <ctime>
 #include <exception>
+#include <thread>
 
 #include "ocslab/common/log.h"
 #include "ocslab/ocsctl/errors.h"
@@ -18,6 +19,9 @@ using namespace std::chrono_literals;
 
 // The reader's slice: how long a stop() or drop() waits at most for the reader to notice.
 constexpr auto kReadSlice = 50ms;
+// How long the reader keeps trying to replace a dropped session before it calls the host lost
+// (stop() tries once more at the end of the run).
+constexpr auto kResumeWindow = 30s;
 
 // UTC wall time with milliseconds, so a report's errors can be lined up with the timeline.
 std::string now_stamp() {
@@ -194,12 +198,77 @@ void HostSession::reader_loop() {
     try {
       client_->poll_for(kReadSlice);
     } catch (const std::exception& e) {
-      // The agent may still be capturing (only the SSH session died) or be gone: stop() finds out.
+      // The agent may still be capturing (only the SSH session died): take up the stream again.
+      if (resume_after_drop(e.what())) continue;
       fail(std::string("session lost: ") + e.what());
       set_state(HostState::kLost);
       return;
     }
   }
+}
+
+bool HostSession::resume_after_drop(const std::string& why) {
+  if (!started_) return false;
+  spdlog::warn("{}: session dropped ({}); reconnecting", target_.name, why);
+  {
+    std::lock_guard lock(mutex_);
+    health_.error = "session dropped: reconnecting";
+  }
+  client_.reset();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string last_error;
+  for (auto wait = 500ms; reading_.load() && std::chrono::steady_clock::now() - t0 < kResumeWindow;
+       wait = std::min<std::chrono::milliseconds>(wait * 2, 4s)) {
+    try {
+      auto c = open_client();
+      agent::HelloInfo hello = c->hello();
+      long long before = 0;
+      {
+        std::lock_guard lock(mutex_);
+        before = report_.hello.pid;
+      }
+      if (hello.pid != before) {  // the capture died with its daemon: stop() reports it
+        last_error = fmt::format("the agent's daemon is another one (pid {}, was {})", hello.pid, before);
+        c->bye();
+        break;
+      }
+      client_ = std::move(c);
+      const uint64_t from = delivered_seq_ + 1;
+      uint64_t before_count = 0;
+      {
+        std::lock_guard lock(mutex_);
+        before_count = report_.recovered;
+      }
+      // The gap page by page from the spool, then (follow) the live stream after it.
+      recovering_ = true;
+      client_->fetch(from, /*follow=*/true, agent::kDefaultFetchPage);
+      recovering_ = false;
+      const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+      std::string note;
+      {
+        std::lock_guard lock(mutex_);
+        ++report_.resumed;
+        note = fmt::format("session dropped ({}); a new session took the stream up again after {} ms, {} sample(s) "
+                           "from seq {} fetched from the spool",
+                           why, took.count(), report_.recovered - before_count, from);
+        report_.errors.push_back(now_stamp() + " " + note);
+        ++health_.resumed;
+        health_.resume_note = note;
+        health_.error.clear();
+        health_.state = HostState::kCapturing;
+      }
+      spdlog::info("{}: {}", target_.name, note);
+      return true;
+    } catch (const std::exception& e) {
+      recovering_ = false;
+      client_.reset();
+      last_error = e.what();
+    }
+    const auto until = std::chrono::steady_clock::now() + wait;
+    while (reading_.load() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(kReadSlice);
+  }
+  if (!last_error.empty()) fail("reconnect: " + last_error);
+  return false;
 }
 
 void HostSession::join_reader() {

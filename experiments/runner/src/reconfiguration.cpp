@@ -234,6 +234,7 @@ json host_meta(const HostEntry& h, const HostFacts& facts, const HostReport* r) 
   j["spool"] = r->started.spool;
   j["samples"] = r->samples;
   j["recovered_from_spool"] = r->recovered;
+  j["sessions_resumed"] = r->resumed;
   j["last_seq"] = r->last_seq;
   j["lost"] = r->lost;
   j["errors"] = r->errors;
@@ -611,6 +612,11 @@ class ReconfigurationRun {
         ctx_.event("host_state",
                    {{"host", name}, {"state", state}, {"samples", health[k].samples}, {"error", health[k].error}});
       }
+      if (health[k].resumed > resumed_seen_[name]) {
+        resumed_seen_[name] = health[k].resumed;
+        ctx_.log(fmt::format("host {}: {}", name, health[k].resume_note));
+        ctx_.event("host_resumed", {{"host", name}, {"note", health[k].resume_note}});
+      }
       if (health[k].state == HostState::kLost && !reported_lost_[name]) {
         reported_lost_[name] = true;
         problem(fmt::format("host {} lost: {} (the run goes on without it)", name, health[k].error));
@@ -798,6 +804,7 @@ class ReconfigurationRun {
   ReconfigRecord setup_;
   std::unique_ptr<LabForwarding> fwd_;
   std::map<std::string, bool> reported_lost_;
+  std::map<std::string, int> resumed_seen_;
   std::map<std::string, std::string> host_states_;  // the last state reported per host (host_state events)
   std::unique_ptr<OcsPowerMonitor> monitor_;  // declared after: its destructor joins first
 };

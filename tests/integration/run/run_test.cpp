@@ -465,3 +465,82 @@ TEST_CASE("kill -9 of the runner mid-run, then `ocslab recover`: every host's sa
   CHECK(cli::run_ocslab({"recover", out_dir}, out2, err2) == cli::kExitFailed);
   CHECK_THAT(err2.str(), Catch::Contains("nothing to recover"));
 }
+
+namespace {
+
+// The parent pid from /proc/PID/stat (the field after the command name in parentheses).
+pid_t parent_of(pid_t pid) {
+  std::string stat = read_file_or_empty("/proc/" + std::to_string(pid) + "/stat");
+  auto close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(stat.substr(close + 2));
+  std::string state;
+  pid_t ppid = 0;
+  rest >> state >> ppid;
+  return ppid;
+}
+
+}  // namespace
+
+TEST_CASE("an SSH session dropped mid-run: a new session fetches the gap and follows live again", "[run][faults]") {
+  Lab lab;
+  auto spec = runner::load_experiment_spec(lab.write_spec(lab.spec_text(8, 0.6)));
+  runner::RunOptions o;
+  o.output_dir = lab.dir.path() + "/out";
+  std::ostringstream log;
+  o.log = &log;
+  runner::RunResult r;
+  std::string failure;
+  std::thread t([&] {
+    try {
+      r = runner::run_experiment(spec, o);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  });
+  JoinOnExit join_runner{t};
+  // h2's bridge (ocslab-agent serve --stdio) and the sshd process that carries it.
+  pid_t bridge = 0;
+  testing::poll_until(
+      [&] {
+        for (const auto& p : testing::processes_matching(lab.socket("h2"))) {
+          if (p.args_text().find("--stdio") != std::string::npos) bridge = p.pid;
+        }
+        return bridge != 0 && fs::exists(o.output_dir + "/run.json");
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(25));
+  REQUIRE(bridge != 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // kept: the drop must land mid-schedule
+  pid_t sshd = bridge;
+  while (sshd > 1 && read_file_or_empty("/proc/" + std::to_string(sshd) + "/comm").rfind("sshd", 0) != 0)
+    sshd = parent_of(sshd);
+  REQUIRE(sshd > 1);
+  ::kill(sshd, SIGKILL);  // the connection ends as if the network cut it; the daemon captures on
+  t.join();
+  REQUIRE(failure.empty());
+  INFO(log.str());
+  for (const auto& p : r.problems) CHECK_THAT(p, !Catch::Contains("h2"));  // nothing lost, nothing to report
+  CHECK_THAT(log.str(), Catch::Contains("a new session took the stream up again"));
+  auto meta = nlohmann::json::parse(std::ifstream(o.output_dir + "/meta.json"));
+  const auto& h2 = meta["hosts"][1];
+  INFO(h2.dump());
+  CHECK(h2["lost"] == false);
+  CHECK(h2["sessions_resumed"] == 1);
+  CHECK(h2["recovered_from_spool"].get<uint64_t>() > 0);
+  // Expected vs captured, from the agent's own sequence numbers: 1..last_seq, each once.
+  auto seqs = capture_seqs(o.output_dir + "/capture/host.h2.csv");
+  const uint64_t last = h2["last_seq"].get<uint64_t>();
+  std::printf("h2: session dropped mid-run: expected %llu samples (agent's last seq), captured %zu, %llu from the spool\n",
+              static_cast<unsigned long long>(last), seqs.size(),
+              static_cast<unsigned long long>(h2["recovered_from_spool"].get<uint64_t>()));
+  REQUIRE(seqs.size() == last);
+  bool in_order = true;
+  for (size_t i = 0; i < seqs.size(); ++i) in_order = in_order && seqs[i] == i + 1;
+  CHECK(in_order);
+  // The stream was followed live again after the gap: h2 has heartbeats near the run's end.
+  std::map<std::string, int64_t> last_heartbeat;
+  for (const auto& row : read_timeline(o.output_dir + "/timeline.csv")) {
+    if (row.source == "heartbeat") last_heartbeat[row.host] = std::max(last_heartbeat[row.host], row.t_ns);
+  }
+  CHECK(last_heartbeat["h2"] > last_heartbeat["h1"] - 500'000'000);
+}

@@ -52,6 +52,8 @@ struct HostHealth {
   uint64_t samples = 0;        // delivered to the sink so far
   int64_t last_sample_ns = 0;  // t_ns (host clock) of the newest sample, 0: none
   std::string error;           // why the session was lost / the last failure, empty when healthy
+  int resumed = 0;             // dropped sessions taken up again mid-run
+  std::string resume_note;     // what the last of them fetched (for the run's log)
 };
 
 struct HostReport {
@@ -63,6 +65,7 @@ struct HostReport {
   uint64_t samples = 0;                       // delivered (live + recovered), each seq once
   uint64_t recovered = 0;                     // of which replayed from the spool after a dropped session
   bool lost = false;                          // the agent could not be reached again: samples up to the loss are kept
+  int resumed = 0;                            // dropped sessions replaced mid-run (gap fetched, live again)
   long long pid_after = 0;                    // the agent's pid at the reconnect after a dropped session (0: none);
                                               // differs from hello.pid when the daemon died and a fresh one answered
   std::vector<std::string> errors;            // every failure, in order, with the time it happened
@@ -109,6 +112,10 @@ class HostSession {
 
  private:
   void reader_loop();
+  // The reader's answer to a session that ended under it: while the run goes on (up to
+  // kResumeWindow), a fresh session to the same daemon fetches the gap from the spool and
+  // follows live again. False when the daemon is another one or none answered in time.
+  bool resume_after_drop(const std::string& why);
   void fail(const std::string& what);
   void set_state(HostState s);
   HostState state() const;
