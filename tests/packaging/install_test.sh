@@ -59,8 +59,13 @@ done
 [[ ! -e "$libdir/libocslab_runner.a" && ! -e "$libdir/libocslab_testing.a" ]] || fail "internal library installed"
 unit=$stage/lib/systemd/system/ocslab-agent.service
 grep -qx "ExecStart=$stage/bin/ocslab-agent serve .*" "$unit" || fail "unit's ExecStart: $(grep ExecStart= "$unit")"
-grep -q "NOPASSWD: $stage/bin/ocslab-agent serve --stdio" "$stage/share/doc/ocslab-agent/examples/sudoers" \
+sudoers="$stage/share/doc/ocslab-agent/examples/sudoers"
+grep -q "^Cmnd_Alias OCSLAB_BRIDGE = $stage/bin/ocslab-agent serve --stdio" "$sudoers" \
   || fail "sudoers example does not name the installed agent"
+grep -q "$stage/bin/ocslab-agent forwarding apply --plan - --json --state-dir /var/lib/ocslab/forwarding --op-id \\*" "$sudoers" \
+  || fail "sudoers example does not allow the runner's forwarding apply on the journal folder"
+[ "$(grep -c "$stage/bin/ocslab-agent forwarding" "$sudoers")" = 6 ] || fail "sudoers example: not the six forwarding command lines"
+grep -q "^ocslab ALL=(root) NOPASSWD: OCSLAB_BRIDGE, OCSLAB_FORWARDING$" "$sudoers" || fail "sudoers example: the user line"
 if command -v visudo >/dev/null; then visudo -cf "$stage/share/doc/ocslab-agent/examples/sudoers" >/dev/null || fail "visudo"; fi
 if command -v systemd-analyze >/dev/null; then
   systemd-analyze verify --man=no "$unit" 2>"$work/verify.log" || { cat "$work/verify.log"; fail "systemd-analyze verify"; }
