@@ -151,7 +151,7 @@ Tally tally(const std::vector<uint64_t>& seqs, uint64_t expected) {
 
 // The pid of the agent daemon (not a --stdio bridge) in a guest, 0 when none.
 long daemon_pid(const Lab& lab, const std::string& host) {
-  auto r = lab.exec(host, "ps -eo pid,args | awk '/ocslab-agent serve/ && !/--stdio/ && !/awk/ {print $1; exit}'");
+  auto r = lab.exec(host, "ps -eo pid,args | awk '/ocslab-agent[^ ]* serve/ && !/--stdio/ && !/awk/ {print $1; exit}'");
   return std::atol(r.out.c_str());
 }
 
@@ -225,10 +225,13 @@ TEST_CASE("fault matrix: runner, agent, SSH, switch and spool faults under full-
       std::cout << h << "$ ss -ltnp\n" << ss;
       std::istringstream lines(ss);
       for (std::string line; std::getline(lines, line);) {
-        bool wildcard = line.find(" 0.0.0.0:") != std::string::npos || line.find(" *:") != std::string::npos ||
-                        line.find(" [::]:") != std::string::npos;
+        std::istringstream fields(line);
+        std::string state, recv_q, send_q, local;
+        fields >> state >> recv_q >> send_q >> local;  // the local address is the fourth column
+        if (state != "LISTEN") continue;
+        bool wildcard = local.rfind("0.0.0.0:", 0) == 0 || local.rfind("*:", 0) == 0 || local.rfind("[::]:", 0) == 0;
         INFO(h << ": " << line);
-        if (line.rfind("LISTEN", 0) == 0 && wildcard) CHECK_THAT(line, Contains("\"sshd\""));
+        if (wildcard) CHECK_THAT(line, Contains("\"sshd\""));
       }
     }
   }

@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <ostream>
+#include <vector>
 
 #include "ocslab/common/error.h"
 #include "ocslab/vlab/lab_control.h"
@@ -19,6 +21,22 @@ namespace {
 
 void say(const TargetOptions& o, const std::string& msg) {
   if (o.log) o.log(msg);
+}
+
+// 12 hex digits of the file's FNV-1a 64 hash: a short name for its bytes.
+std::string content_tag(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read " + path);
+  uint64_t h = 0xcbf29ce484222325ULL;
+  std::vector<char> buf(size_t{1} << 16);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    for (std::streamsize i = 0; i < in.gcount(); ++i) {
+      h ^= static_cast<unsigned char>(buf[static_cast<size_t>(i)]);
+      h *= 0x100000001b3ULL;
+    }
+  }
+  return fmt::format("{:012x}", h >> 16);
 }
 
 // Same size and the same bytes.
@@ -154,8 +172,11 @@ std::string exe_dir(const std::string& self) {
 }
 
 std::string install_binary(const std::string& src, const std::string& dir, const std::string& name) {
-  const std::string dst = dir + "/" + name;
   if (!fs::exists(src)) throw Error(fmt::format("cannot find {} ({}): build it first", name, src));
+  // A name per content: the guests see this folder through 9p with cache=loose, which keeps
+  // serving a replaced file's old bytes under its old name (a rebuilt agent would not reach a
+  // running lab). A new name is looked up afresh.
+  const std::string dst = fmt::format("{}/{}.{}", dir, name, content_tag(src));
   if (same_file(src, dst)) return dst;
   std::error_code ec;
   fs::create_directories(dir, ec);

@@ -67,9 +67,12 @@ ocs::SshOptions ssh_options(const HostEntry& host);
 // The folder of a program (empty: this process's own executable).
 std::string exe_dir(const std::string& self);
 
-// Installs src as dir/name: copied to a temporary name, then renamed over the old file (a
-// running program keeps its old inode), unless the file there already has the same bytes.
-// Returns dir/name. Throws Error naming both paths when the copy fails.
+// Installs src as dir/name.TAG, TAG 12 hex digits of a hash of its bytes (a virtual lab's
+// guests see dir over 9p with cache=loose: a file replaced under the same name keeps its old
+// bytes there): copied to a temporary name, then renamed into place, unless a file with the
+// same bytes is there already. Older copies stay (a running guest may still execute one; the
+// folder goes with `vlab down`). Returns the path. Throws Error naming both paths when the
+// copy fails.
 std::string install_binary(const std::string& src, const std::string& dir, const std::string& name);
 
 }  // namespace ocslab::runner
