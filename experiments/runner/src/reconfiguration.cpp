@@ -319,7 +319,7 @@ class ReconfigurationRun {
   // write_start_record). Each host's agent is reached again: its probes are stopped and every
   // sample after the last one in capture/ is fetched from its spool; then the folder is
   // finished as run() would have (clock_after measured now). The switch is not touched.
-  void recover(const json& start) {
+  void recover(const json& start, bool restore_switch) {
     run_start_ns_ = start.at("run_start_ns").get<int64_t>();
     clock_before_ns_ = start.at("clock_before_ns").get<int64_t>();
     const json& sw = start.at("switch");
@@ -373,6 +373,7 @@ class ReconfigurationRun {
     for (const auto& r : result_.hosts) {
       if (r.lost) result_.problems.push_back("host " + r.name + " lost");
     }
+    if (restore_switch) restore_final_mapping();
     std::string write_error = write_results();
     if (write_error.empty()) release_spools(targets);
     leave_guests();
@@ -542,6 +543,27 @@ class ReconfigurationRun {
   }
 
   // One switch command and its two control samples (issue, ack).
+  // `ocslab recover --restore-switch`: the mapping an uninterrupted run leaves on the switch.
+  void restore_final_mapping() {
+    const auto schedule = spec_.schedule();
+    const Mapping& m = spec_.mappings[schedule.empty() ? 0 : schedule.back()];
+    try {
+      open_switch();
+    } catch (const std::exception& e) {
+      result_.problems.push_back(fmt::format("--restore-switch: cannot reach the switch: {}", e.what()));
+      return;
+    }
+    ReconfigRecord rec = apply(m, "restore", -1);
+    if (rec.ok) {
+      restored_mapping_ = m.name;
+      ctx_.log(fmt::format("switch restored to the schedule's last mapping '{}' ({} circuit(s) made, {} removed)",
+                           m.name, rec.added, rec.removed));
+    } else {
+      result_.problems.push_back(fmt::format("--restore-switch: mapping '{}' not applied: {}", m.name, rec.error));
+    }
+    driver_->close();
+  }
+
   ReconfigRecord apply(const Mapping& m, const char* signal_issue, int iteration) {
     ReconfigRecord rec;
     rec.iteration = iteration;
@@ -575,7 +597,8 @@ class ReconfigurationRun {
     const bool command = std::string(signal_issue) == "command";
     store_->append(kControlStream, Sample{rec.issued_ns, 0, "switch", "ocs", m.name, signal_issue, 1, ""});
     store_->append(kControlStream,
-                   Sample{rec.acked_ns, 0, "switch", "ocs", m.name, command ? "ack" : "setup_ack", rec.ok ? 1.0 : 0.0, "bool"});
+                   Sample{rec.acked_ns, 0, "switch", "ocs", m.name, command ? std::string("ack") : std::string(signal_issue) + "_ack",
+                          rec.ok ? 1.0 : 0.0, "bool"});
     return rec;
   }
 
@@ -756,7 +779,10 @@ class ReconfigurationRun {
     meta["reconfigurations"] = reconfigurations_meta(result_.reconfigurations);
     meta["problems"] = result_.problems;
     meta["timeline_rows"] = result_.samples;
-    if (recovered_ns_) meta["recovered"] = {{"by", "ocslab recover"}, {"at", iso_time(recovered_ns_)}};
+    if (recovered_ns_) {
+      meta["recovered"] = {{"by", "ocslab recover"}, {"at", iso_time(recovered_ns_)}};
+      if (!restored_mapping_.empty()) meta["recovered"]["switch_restored"] = restored_mapping_;
+    }
     // The raw record timeline.csv was merged from (docs/results.md): per stream its file, rows,
     // the last agent sequence number on disk and any write failure.
     meta["capture"] = json::array();
@@ -801,6 +827,7 @@ class ReconfigurationRun {
   std::vector<HostFacts> facts_;
   int64_t run_start_ns_ = 0, run_end_ns_ = 0, clock_before_ns_ = 0, clock_after_ns_ = 0;
   int64_t recovered_ns_ = 0;  // `ocslab recover` finished the folder then
+  std::string restored_mapping_;  // --restore-switch: the mapping put back on the switch
   ReconfigRecord setup_;
   std::unique_ptr<LabForwarding> fwd_;
   std::map<std::string, bool> reported_lost_;
@@ -820,7 +847,7 @@ class Reconfiguration final : public ExperimentType {
 
 std::unique_ptr<ExperimentType> make_reconfiguration_experiment() { return std::make_unique<Reconfiguration>(); }
 
-RunResult recover_run(const std::string& folder, const RunOptions& opt) {
+RunResult recover_run(const std::string& folder, const RunOptions& opt, bool restore_switch) {
   const std::string record = folder + "/run.json";
   if (!fs::exists(record)) {
     throw Error(folder + ": no run.json (not a results folder of `ocslab run`, or its run ended before the probes " +
@@ -855,7 +882,7 @@ RunResult recover_run(const std::string& folder, const RunOptions& opt) {
   result.run_id = start.at("run").get<std::string>();
   result.interrupted = false;
   ctx.log("recovering " + result.run_id + " in " + folder);
-  ReconfigurationRun(target, ctx, result).recover(start);
+  ReconfigurationRun(target, ctx, result).recover(start, restore_switch);
   return result;
 }
 

@@ -35,10 +35,14 @@ host's agent again over SSH (a virtual lab must still be up), stops its probes, 
 its spool every sample after the last one in FOLDER/capture/, measures the clock offsets, then
 writes timeline.csv and meta.json as the run would have, runs the analysis and draws the plots.
 meta.json gets `recovered`, and the gap in switch commands (the schedule stopped with the
-runner) is a problem of the run. The switch is left as it is. Refused, touching nothing, when
-the run finished, when FOLDER has no run.json, or when the spec changed since the run started.
+runner) is a problem of the run. The switch is left as it is unless --restore-switch. Refused,
+touching nothing, when the run finished, when FOLDER has no run.json, or when the spec changed
+since the run started.
 
 Options:
+  --restore-switch        also put the switch on the mapping an uninterrupted run ends with (the
+                          schedule's last), within the spec's allow-list; recorded as restore /
+                          restore_ack rows and in meta.json's recovered.switch_restored
   --cache DIR             virtual-lab cache (default $OCSLAB_VLAB_CACHE or ~/.cache/ocslab/vlab)
   --no-plot               skip timeline.png and cdf.png
   --json                  print summary.json instead of summary.txt
@@ -238,10 +242,12 @@ nlohmann::json run_end_event(const runner::RunResult& r, int exit_code) {
 
 int run_recover(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::string folder, cache;
-  bool plot = true, as_json = false;
+  bool plot = true, as_json = false, restore_switch = false;
   auto option = [&](const std::string& a, const OptionValue& value) {
     if (a == "--cache") {
       cache = value();
+    } else if (a == "--restore-switch") {
+      restore_switch = true;
     } else if (a == "--no-plot") {
       plot = false;
     } else if (a == "--json") {
@@ -262,7 +268,7 @@ int run_recover(const std::vector<std::string>& args, std::ostream& out, std::os
   o.version = project_version();
   o.log = &err;
   ReportOptions ro{std::chrono::steady_clock::now(), plot, as_json};
-  runner::RunResult r = runner::recover_run(folder, o);
+  runner::RunResult r = runner::recover_run(folder, o, restore_switch);
   return report_reconfiguration_run(r, ro, out, err);
 }
 

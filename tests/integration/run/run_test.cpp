@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -24,6 +25,8 @@
 #include "ocslab/common/file.h"
 #include "ocslab/common/process.h"
 #include "ocslab/ocsctl/credentials.h"
+#include "ocslab/ocsctl/driver.h"
+#include "ocslab/ocsctl/switch_url.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/runner.h"
 #include "ocslab/testing/processes.h"
@@ -428,13 +431,29 @@ TEST_CASE("kill -9 of the runner mid-run, then `ocslab recover`: every host's sa
   CHECK_FALSE(fs::exists(out_dir + "/timeline.csv"));
   std::this_thread::sleep_for(std::chrono::milliseconds(800));  // the agents go on spooling meanwhile
 
+  // The switch: whatever mapping the kill left it on; --restore-switch puts the schedule's last back.
+  auto spec_now = runner::load_experiment_spec(spec);
+  const runner::Mapping& final_mapping = spec_now.mappings[spec_now.schedule().back()];
   std::ostringstream out, err;
-  int rc = cli::run_ocslab({"recover", out_dir, "--no-plot"}, out, err);
+  int rc = cli::run_ocslab({"recover", out_dir, "--no-plot", "--restore-switch"}, out, err);
   INFO(err.str());
   CHECK(rc == cli::kExitFailed);  // the gap in switch commands is a problem of the run
   CHECK_THAT(err.str(), Catch::Contains("switch commands after"));
+  CHECK_THAT(err.str(), Catch::Contains("switch restored to the schedule's last mapping '" + final_mapping.name + "'"));
   auto meta = nlohmann::json::parse(std::ifstream(out_dir + "/meta.json"));
   CHECK(meta["recovered"]["by"] == "ocslab recover");
+  CHECK(meta["recovered"]["switch_restored"] == final_mapping.name);
+  {
+    ocs::DriverOptions d;
+    d.password = "root";
+    auto sw = ocs::make_driver(ocs::SwitchUrl::parse(lab.emu.url()), d);
+    auto circuits = sw->list();
+    auto want = final_mapping.circuits;
+    std::sort(circuits.begin(), circuits.end());
+    std::sort(want.begin(), want.end());
+    CHECK(circuits == want);
+  }
+  CHECK(count_rows(out_dir + "/capture/runner.control.csv", ",restore_ack,1,") == 1);
   CHECK(meta["reconfigurations"].size() >= 3);
   uint64_t captured = 0;
   for (size_t k = 0; k < lab.hosts.size(); ++k) {

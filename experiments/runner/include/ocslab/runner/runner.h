@@ -95,7 +95,9 @@ RunResult run_experiment(const ExperimentSpec& spec, const RunOptions& options);
 // beyond capture/ fetched, then timeline.csv and meta.json are written as the run would have,
 // with `recovered` in meta.json and the gap in switch commands as a problem. Throws Error naming
 // the folder when there is nothing to recover (no run.json, or the run finished) or the spec
-// changed since.
-RunResult recover_run(const std::string& folder, const RunOptions& options);
+// changed since. restore_switch: also put the switch on the mapping an uninterrupted run ends
+// with (the schedule's last), recorded in the control stream as `restore` / `restore_ack`
+// rows and in meta.json's `recovered.switch_restored`; a failure is a problem of the run.
+RunResult recover_run(const std::string& folder, const RunOptions& options, bool restore_switch = false);
 
 }  // namespace ocslab::runner
