@@ -26,25 +26,19 @@
 #include "ocslab/runner/capture_store.h"
 #include "ocslab/runner/run_context.h"
 #include "ocslab/runner/runner.h"
+#include "peak_rss.h"
 
 using namespace ocslab;
 using namespace ocslab::runner;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
+using ocslab::bench::vm_hwm_kib;
+
 namespace {
 
 constexpr int kHosts = 4;
 constexpr int kPerHostPerSecond = 2100;  // carrier 1000 + heartbeat 1000 + RDMA 100
-
-long vm_hwm_kib() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
-  }
-  return -1;
-}
 
 // The i-th sample of a host: the three probes interleaved at their rates, 1 ms apart.
 Sample host_sample(int host, uint64_t i) {

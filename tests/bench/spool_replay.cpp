@@ -38,22 +38,16 @@
 #include "ocslab/common/clock.h"
 #include "ocslab/ocsctl/errors.h"
 #include "ocslab/ocsctl/stream.h"
+#include "peak_rss.h"
 
 using namespace ocslab;
 using namespace ocslab::agent;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-namespace {
+using ocslab::bench::vm_hwm_kib;
 
-long vm_hwm_kib() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
-  }
-  return -1;
-}
+namespace {
 
 // Emits params.count samples back to back on a thread of its own, then idles.
 class BurstProbe final : public probes::Probe {

@@ -36,6 +36,7 @@
 #include "ocslab/ocsctl/credentials.h"
 #include "ocslab/ocsctl/switch_url.h"
 #include "ocslab/testing/processes.h"
+#include "ocslab/testing/results_files.h"
 #include "ocslab/testing/sshd_fixture.h"
 #include "ocslab/testing/tcp_server.h"
 #include "ocslab/testing/wait.h"
@@ -107,22 +108,6 @@ std::string spec_text(const std::string& lab_file, const std::string& switch_url
   return s;
 }
 
-// The seq column (the last) of capture/host.<h>.csv.
-std::vector<uint64_t> capture_seqs(const std::string& path) {
-  std::vector<uint64_t> out;
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);  // header
-  while (std::getline(in, line)) out.push_back(std::stoull(line.substr(line.rfind(',') + 1)));
-  return out;
-}
-
-int count_rows(const std::string& path, const std::string& needle) {
-  std::ifstream in(path);
-  int n = 0;
-  for (std::string line; std::getline(in, line);) n += line.find(needle) != std::string::npos ? 1 : 0;
-  return n;
-}
 
 struct Tally {
   uint64_t expected = 0, rows = 0, lost = 0, duplicated = 0;
@@ -213,7 +198,7 @@ TEST_CASE("fault matrix: runner, agent, SSH, switch and spool faults under full-
   pid_t runner = spawn_program({testing::bin_path("ocslab"), "run", spec, "-o", out, "--no-plot"}, so);
   const std::string control = out + "/capture/runner.control.csv";
   // The fault lands after the third switch command: capture running on every host, mid-schedule.
-  bool mid_run = testing::poll_until([&] { return fs::exists(out + "/run.json") && count_rows(control, ",command,") >= 3; },
+  bool mid_run = testing::poll_until([&] { return fs::exists(out + "/run.json") && testing::count_rows(control, ",command,") >= 3; },
                                      std::chrono::seconds(300), std::chrono::milliseconds(200));
   INFO(read_file_or_empty(so.log_file));
   REQUIRE(mid_run);
@@ -280,7 +265,7 @@ TEST_CASE("fault matrix: runner, agent, SSH, switch and spool faults under full-
     const auto& h = meta["hosts"][k];
     INFO(h.dump());
     REQUIRE(h["name"] == kHosts[k]);
-    auto seqs = capture_seqs(out + "/capture/host." + kHosts[k] + ".csv");
+    auto seqs = testing::capture_seqs(out + "/capture/host." + kHosts[k] + ".csv");
     const bool killed = fault == "agent-kill" && kHosts[k] == "h2";
     const uint64_t expected = killed ? agent_kill_spooled : h["last_seq"].get<uint64_t>();
     Tally t = tally(seqs, expected);

@@ -30,6 +30,7 @@
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/runner.h"
 #include "ocslab/testing/processes.h"
+#include "ocslab/testing/results_files.h"
 #include "ocslab/testing/sshd_fixture.h"
 #include "ocslab/testing/wait.h"
 
@@ -93,6 +94,34 @@ class Emulator {
 struct JoinOnExit {
   std::thread& t;
   ~JoinOnExit() {
+    if (t.joinable()) t.join();
+  }
+};
+
+// run_experiment on a thread of its own while the test injects a fault; its log in `log`, an
+// exception's message in `failure`. join() waits for the run (also on the way out of a failed
+// REQUIRE, see JoinOnExit).
+struct BackgroundRun {
+  runner::RunOptions o;
+  std::ostringstream log;
+  runner::RunResult r;
+  std::string failure;
+  std::thread t;
+  BackgroundRun(const runner::ExperimentSpec& spec, const std::string& out_dir,
+                const std::atomic<bool>* interrupted = nullptr) {
+    o.output_dir = out_dir;
+    o.log = &log;
+    o.interrupted = interrupted;
+    t = std::thread([this, spec] {
+      try {
+        r = runner::run_experiment(spec, o);
+      } catch (const std::exception& e) {
+        failure = e.what();
+      }
+    });
+  }
+  ~BackgroundRun() { join(); }
+  void join() {
     if (t.joinable()) t.join();
   }
 };
@@ -174,21 +203,10 @@ std::vector<Row> read_timeline(const std::string& path) {
 
 TEST_CASE("an agent killed mid-run: reported, the others go on, its samples up to the kill are kept", "[run][faults]") {
   Lab lab;
-  auto spec = runner::load_experiment_spec(lab.write_spec(lab.spec_text(6, 0.6)));
-  runner::RunOptions o;
-  o.output_dir = lab.dir.path() + "/out";
-  std::ostringstream log;
-  o.log = &log;
-  runner::RunResult r;
-  std::string failure;
-  std::thread t([&] {
-    try {
-      r = runner::run_experiment(spec, o);
-    } catch (const std::exception& e) {
-      failure = e.what();
-    }
-  });
-  JoinOnExit join_runner{t};
+  BackgroundRun run(runner::load_experiment_spec(lab.write_spec(lab.spec_text(6, 0.6))), lab.dir.path() + "/out");
+  const auto& o = run.o;
+  const auto& log = run.log;
+  const auto& r = run.r;
   // Once h2's daemon runs and the schedule is under way, kill it (SIGKILL: no goodbye).
   std::vector<pid_t> pids;
   testing::poll_until(  // SSH set-up of three hosts is slow on a loaded machine
@@ -201,8 +219,8 @@ TEST_CASE("an agent killed mid-run: reported, the others go on, its samples up t
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // kept: the kill must land mid-schedule
   int64_t killed_ns = realtime_ns();
   ::kill(pids[0], SIGKILL);
-  t.join();
-  REQUIRE(failure.empty());
+  run.join();
+  REQUIRE(run.failure.empty());
 
   CHECK(r.reconfigurations.size() == 6);
   for (const auto& rec : r.reconfigurations) CHECK(rec.ok);
@@ -313,26 +331,16 @@ TEST_CASE("a bad spec is rejected before any host or the switch is touched", "[r
 
 TEST_CASE("Ctrl-C during the schedule stops the run and keeps what was captured", "[run][faults]") {
   Lab lab;
-  auto spec = runner::load_experiment_spec(lab.write_spec(lab.spec_text(50, 0.5)));
-  runner::RunOptions o;
-  o.output_dir = lab.dir.path() + "/out";
   std::atomic<bool> interrupted{false};
-  o.interrupted = &interrupted;
-  runner::RunResult r;
-  std::string failure;
-  std::thread t([&] {
-    try {
-      r = runner::run_experiment(spec, o);
-    } catch (const std::exception& e) {
-      failure = e.what();
-    }
-  });
-  JoinOnExit join_runner{t};
+  BackgroundRun run(runner::load_experiment_spec(lab.write_spec(lab.spec_text(50, 0.5))), lab.dir.path() + "/out",
+                    &interrupted);
+  const auto& o = run.o;
+  const auto& r = run.r;
   testing::poll_until([&] { return lab.emu.connects() >= 3; }, std::chrono::seconds(30), std::chrono::milliseconds(25));
   int64_t stopped_ns = realtime_ns();
   interrupted = true;  // what the SIGINT handler of `ocslab run` sets
-  t.join();
-  REQUIRE(failure.empty());
+  run.join();
+  REQUIRE(run.failure.empty());
   CHECK(r.interrupted);
   CHECK(r.reconfigurations.size() >= 2);
   CHECK(r.reconfigurations.size() < 10);  // far from the 50 asked for
@@ -391,27 +399,6 @@ TEST_CASE("a full disk under timeline.csv fails `ocslab run` naming the file", "
   CHECK(captured > 1000);
 }
 
-namespace {
-
-// The agent sequence numbers of a capture file (its last column), in file order.
-std::vector<uint64_t> capture_seqs(const std::string& path) {
-  std::vector<uint64_t> out;
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);  // header
-  while (std::getline(in, line)) out.push_back(std::stoull(line.substr(line.rfind(',') + 1)));
-  return out;
-}
-
-int count_rows(const std::string& path, const std::string& needle) {
-  std::ifstream in(path);
-  int n = 0;
-  for (std::string line; std::getline(in, line);) n += line.find(needle) != std::string::npos ? 1 : 0;
-  return n;
-}
-
-}  // namespace
-
 TEST_CASE("kill -9 of the runner mid-run, then `ocslab recover`: every host's samples exactly once", "[run][faults]") {
   Lab lab;
   std::string spec = lab.write_spec(lab.spec_text(30, 0.4));  // a schedule of about 12 s
@@ -420,7 +407,7 @@ TEST_CASE("kill -9 of the runner mid-run, then `ocslab recover`: every host's sa
   so.log_file = lab.dir.path() + "/runner.log";
   pid_t runner = spawn_program({testing::bin_path("ocslab"), "run", spec, "-o", out_dir, "--no-plot"}, so);
   const std::string control = out_dir + "/capture/runner.control.csv";
-  bool mid_run = testing::poll_until([&] { return fs::exists(out_dir + "/run.json") && count_rows(control, ",command,") >= 3; },
+  bool mid_run = testing::poll_until([&] { return fs::exists(out_dir + "/run.json") && testing::count_rows(control, ",command,") >= 3; },
                                      std::chrono::seconds(40), std::chrono::milliseconds(50));
   ::kill(runner, SIGKILL);
   int status = 0;
@@ -453,7 +440,7 @@ TEST_CASE("kill -9 of the runner mid-run, then `ocslab recover`: every host's sa
     std::sort(want.begin(), want.end());
     CHECK(circuits == want);
   }
-  CHECK(count_rows(out_dir + "/capture/runner.control.csv", ",restore_ack,1,") == 1);
+  CHECK(testing::count_rows(out_dir + "/capture/runner.control.csv", ",restore_ack,1,") == 1);
   CHECK(meta["reconfigurations"].size() >= 3);
   uint64_t captured = 0;
   for (size_t k = 0; k < lab.hosts.size(); ++k) {
@@ -462,7 +449,7 @@ TEST_CASE("kill -9 of the runner mid-run, then `ocslab recover`: every host's sa
     CHECK(h["lost"] == false);
     CHECK(h["samples"].get<uint64_t>() > 0);  // fetched from the spool after the kill
     // Expected vs recovered, from the agent's own sequence numbers: 1..last_seq, each once.
-    auto seqs = capture_seqs(out_dir + "/capture/host." + lab.hosts[k] + ".csv");
+    auto seqs = testing::capture_seqs(out_dir + "/capture/host." + lab.hosts[k] + ".csv");
     const uint64_t last = h["last_seq"].get<uint64_t>();
     std::printf("%s: expected %llu samples (agent's last seq), recovered %zu rows, %llu of them from the spool\n",
                 lab.hosts[k].c_str(), static_cast<unsigned long long>(last), seqs.size(),
@@ -503,21 +490,10 @@ pid_t parent_of(pid_t pid) {
 
 TEST_CASE("an SSH session dropped mid-run: a new session fetches the gap and follows live again", "[run][faults]") {
   Lab lab;
-  auto spec = runner::load_experiment_spec(lab.write_spec(lab.spec_text(8, 0.6)));
-  runner::RunOptions o;
-  o.output_dir = lab.dir.path() + "/out";
-  std::ostringstream log;
-  o.log = &log;
-  runner::RunResult r;
-  std::string failure;
-  std::thread t([&] {
-    try {
-      r = runner::run_experiment(spec, o);
-    } catch (const std::exception& e) {
-      failure = e.what();
-    }
-  });
-  JoinOnExit join_runner{t};
+  BackgroundRun run(runner::load_experiment_spec(lab.write_spec(lab.spec_text(8, 0.6))), lab.dir.path() + "/out");
+  const auto& o = run.o;
+  const auto& log = run.log;
+  const auto& r = run.r;
   // h2's bridge (ocslab-agent serve --stdio) and the sshd process that carries it.
   pid_t bridge = 0;
   testing::poll_until(
@@ -535,8 +511,8 @@ TEST_CASE("an SSH session dropped mid-run: a new session fetches the gap and fol
     sshd = parent_of(sshd);
   REQUIRE(sshd > 1);
   ::kill(sshd, SIGKILL);  // the connection ends as if the network cut it; the daemon captures on
-  t.join();
-  REQUIRE(failure.empty());
+  run.join();
+  REQUIRE(run.failure.empty());
   INFO(log.str());
   for (const auto& p : r.problems) CHECK_THAT(p, !Catch::Contains("h2"));  // nothing lost, nothing to report
   CHECK_THAT(log.str(), Catch::Contains("a new session took the stream up again"));
@@ -547,7 +523,7 @@ TEST_CASE("an SSH session dropped mid-run: a new session fetches the gap and fol
   CHECK(h2["sessions_resumed"] == 1);
   CHECK(h2["recovered_from_spool"].get<uint64_t>() > 0);
   // Expected vs captured, from the agent's own sequence numbers: 1..last_seq, each once.
-  auto seqs = capture_seqs(o.output_dir + "/capture/host.h2.csv");
+  auto seqs = testing::capture_seqs(o.output_dir + "/capture/host.h2.csv");
   const uint64_t last = h2["last_seq"].get<uint64_t>();
   std::printf("h2: session dropped mid-run: expected %llu samples (agent's last seq), captured %zu, %llu from the spool\n",
               static_cast<unsigned long long>(last), seqs.size(),
