@@ -248,7 +248,7 @@ std::vector<std::vector<std::string>> rdma_probe_across_outage(
   ocs::ExecResult server, client;
   std::thread srv([&] {
     ocs::SshSession s(lab.ssh("h2"));
-    server = s.exec(tool + " --role server --if eth1 --control 0.0.0.0:18520 --any-address --secret " + secret +
+    server = s.exec(tool + " --role server --if eth1 --control h2:18520 --secret " + secret +
                         " --duration-s 16 --host h2",
                     60s);
   });
