@@ -38,6 +38,7 @@
 #include "ocslab/common/clock.h"
 #include "ocslab/ocsctl/errors.h"
 #include "ocslab/ocsctl/stream.h"
+#include "ocslab/testing/fd_stream.h"
 #include "peak_rss.h"
 
 using namespace ocslab;
@@ -80,36 +81,7 @@ class BurstProbe final : public probes::Probe {
   std::thread thread_;
 };
 
-class SocketStream final : public ocs::Stream {
- public:
-  explicit SocketStream(int fd) : fd_(fd) {}
-  ~SocketStream() override { close(); }
-  void write(std::string_view d) override {
-    while (!d.empty()) {
-      ssize_t n = ::send(fd_, d.data(), d.size(), MSG_NOSIGNAL);
-      if (n <= 0) throw ocs::ConnectionError("socket write failed");
-      d.remove_prefix(static_cast<size_t>(n));
-    }
-  }
-  std::string read_some(ocs::Deadline deadline) override {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - ocs::Clock::now()).count();
-    pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(std::max<long long>(left, 0))) <= 0) return {};
-    std::string buf(1 << 16, '\0');
-    ssize_t n = ::read(fd_, buf.data(), buf.size());
-    if (n <= 0) throw ocs::ConnectionError("socket closed");
-    buf.resize(static_cast<size_t>(n));
-    return buf;
-  }
-  void close() override {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-  std::string describe() const override { return "unix socket"; }
-
- private:
-  int fd_;
-};
+using ocslab::testing::FdStream;
 
 // One session of agent on a socketpair, served on a thread; the client's end comes back.
 struct Served {
@@ -139,7 +111,7 @@ struct Replay {
 
 // The client process: fetch everything from seq 1, page by page; "count pages seconds hwm ok".
 int client_main(int fd, uint64_t expected, uint64_t page, const std::string& result_file) {
-  AgentClient c(std::make_unique<SocketStream>(fd), std::chrono::seconds(15));
+  AgentClient c(std::make_unique<FdStream>(fd, "unix socket"), std::chrono::seconds(15));
   uint64_t next = 1;
   bool ok = true;
   c.on_sample([&](const SeqSample& s) {
@@ -163,7 +135,7 @@ Replay run_case(Agent& agent, uint64_t n, uint64_t page, const std::string& self
   auto t0 = Clock::now();
   {
     Served s(agent);
-    AgentClient starter(std::make_unique<SocketStream>(s.client_fd));
+    AgentClient starter(std::make_unique<FdStream>(s.client_fd, "unix socket"));
     ProbeRequest p;
     p.name = "burst";
     p.params = {{"count", n}};
@@ -172,7 +144,7 @@ Replay run_case(Agent& agent, uint64_t n, uint64_t page, const std::string& self
   std::string spool;
   {
     Served s(agent);
-    AgentClient control(std::make_unique<SocketStream>(s.client_fd), std::chrono::seconds(60));
+    AgentClient control(std::make_unique<FdStream>(s.client_fd, "unix socket"), std::chrono::seconds(60));
     for (;;) {
       auto st = control.status();
       if (st["last_seq"].get<uint64_t>() >= n) {

@@ -18,6 +18,7 @@
 #include "ocslab/agent/client.h"
 #include "ocslab/agent/heartbeat_probe.h"
 #include "ocslab/ocsctl/errors.h"
+#include "ocslab/testing/fd_stream.h"
 #include "ocslab/testing/small_disk.h"
 #include "ocslab/testing/sshd_fixture.h"
 
@@ -26,68 +27,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// The client's end of a socketpair as a byte stream.
-class SocketStream final : public ocslab::ocs::Stream {
- public:
-  explicit SocketStream(int fd) : fd_(fd) {}
-  ~SocketStream() override { close(); }
-  void write(std::string_view d) override {
-    while (!d.empty()) {
-      ssize_t n = ::send(fd_, d.data(), d.size(), MSG_NOSIGNAL);
-      if (n <= 0) throw ocslab::ocs::ConnectionError("socketpair write failed");
-      d.remove_prefix(static_cast<size_t>(n));
-    }
-  }
-  std::string read_some(ocslab::ocs::Deadline deadline) override {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - ocslab::ocs::Clock::now()).count();
-    pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(std::max<long long>(left, 0))) <= 0) return {};
-    char buf[65536];
-    ssize_t n = ::read(fd_, buf, sizeof(buf));
-    if (n <= 0) throw ocslab::ocs::ConnectionError("socketpair closed");
-    return std::string(buf, static_cast<size_t>(n));
-  }
-  void close() override {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-  std::string describe() const override { return "socketpair"; }
-
- private:
-  int fd_;
-};
-
-// The client's ends of two pipes (or one socket twice) as a byte stream.
-class FdStream final : public ocslab::ocs::Stream {
- public:
-  FdStream(int in_fd, int out_fd) : in_(in_fd), out_(out_fd) {}
-  ~FdStream() override { close(); }
-  void write(std::string_view d) override {
-    while (!d.empty()) {
-      ssize_t n = ::write(out_, d.data(), d.size());
-      if (n <= 0) throw ocslab::ocs::ConnectionError("write failed");
-      d.remove_prefix(static_cast<size_t>(n));
-    }
-  }
-  std::string read_some(ocslab::ocs::Deadline deadline) override {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - ocslab::ocs::Clock::now()).count();
-    pollfd p{in_, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(std::max<long long>(left, 0))) <= 0) return {};
-    char buf[65536];
-    ssize_t n = ::read(in_, buf, sizeof(buf));
-    if (n <= 0) throw ocslab::ocs::ConnectionError("closed");
-    return std::string(buf, static_cast<size_t>(n));
-  }
-  void close() override {
-    if (in_ >= 0 && in_ != out_) ::close(in_);
-    if (out_ >= 0) ::close(out_);
-    in_ = out_ = -1;
-  }
-  std::string describe() const override { return "fd stream"; }
-
- private:
-  int in_, out_;
-};
+using ocslab::testing::FdStream;
 
 // One session served by agent on a thread; the client end comes back as a stream.
 struct Served {
@@ -103,7 +43,7 @@ struct Served {
     thread.join();
     ::close(server_fd);
   }
-  std::unique_ptr<ocslab::ocs::Stream> stream() { return std::make_unique<SocketStream>(client_fd); }
+  std::unique_ptr<ocslab::ocs::Stream> stream() { return std::make_unique<FdStream>(client_fd, "socketpair"); }
   int server_fd, client_fd;
   std::thread thread;
 };
