@@ -64,11 +64,12 @@ TEST_CASE("ocslab run of the virtual-lab phase-workload spec", "[vlab][phase-run
     std::vector<std::string> f;
     std::stringstream ss(line);
     for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
-    REQUIRE(f.size() == 12);
+    REQUIRE(f.size() == 16);
     INFO(line);
     ++per_mode[f[0]];
     CHECK(f[9] == "3");
     CHECK(f[11] == "24");  // every rank's rows of the step
+    CHECK(f[14] == "6");   // controller barriers: the four pipeline sends and the two DP phase boundaries
   }
   CHECK(per_mode["on-demand"] == 4);
   CHECK(per_mode["provisioning"] == 4);

@@ -294,7 +294,9 @@ void Controller::Impl::reprogram(size_t k) {
   asio::post(strands[k], [this, orch, k] {
     auto [t, v] = core->intended(k);  // the newest intention when the work runs
     try {
-      orch->set_topology(opt.layout.job, t);
+      auto report = orch->set_topology(opt.layout.job, t);
+      if (report.changed() && opt.injected_switch_time.count() > 0) std::this_thread::sleep_for(opt.injected_switch_time);
+      if (opt.on_reprogram) opt.on_reprogram(report);
       asio::post(io, [this, k, v = v, t = t] { core->on_rail_result(k, v, true, {}, t); });
     } catch (const std::exception& ex) {
       asio::post(io, [this, k, v = v, t = t, err = std::string(ex.what())] { core->on_rail_result(k, v, false, err, t); });

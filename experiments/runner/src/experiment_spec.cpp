@@ -305,7 +305,10 @@ void parse_type(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& spec
   for (const char* k : {"workload", "phase"}) {
     if (root[k] && !phase_type) throw config_error(doc, root[k], fmt::format("'{}' needs type: {}", k, kPhaseWorkload));
   }
-  for (const char* k : {"mappings", "schedule", "probes"}) {
+  if (root["sweep"] && !phase_type) {
+    throw config_error(doc, root["sweep"], fmt::format("'sweep' needs type: {}", kPhaseWorkload));
+  }
+  for (const char* k : {"mappings", "schedule"}) {
     if (root[k] && phase_type) {
       throw config_error(doc, root[k], fmt::format("'{}' is not part of a {} spec (the schedule is workload.schedule)", k, kPhaseWorkload));
     }
@@ -340,6 +343,16 @@ void parse_switch(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& sp
 // workload: and phase: (phase_workload_spec.cpp); the ranks' slots must be inside switch.allow,
 // which defaults to them.
 void parse_phase_sections(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& spec) {
+  // Probes run on every host through the whole run (all modes and sweep points); there are no
+  // mappings to take RDMA probe pairs from, so they are listed.
+  if (const auto& p = root["probes"]) {
+    parse_probes(doc, p, spec);
+    if (spec.rdma.enabled && spec.rdma.pairs.empty()) {
+      throw config_error(doc, p["rdma"], fmt::format("probes.rdma in a {} spec needs pairs: a list of 'HOST:NIC -> "
+                                                     "HOST:NIC' (there are no mappings to take them from)",
+                                                     kPhaseWorkload));
+    }
+  }
   auto pw = std::make_shared<PhaseWorkloadSpec>(parse_phase_workload(doc, spec));
   for (const auto& slot : pw->slots(spec.hosts)) {
     for (auto p : {slot.ingress, slot.egress}) {
@@ -457,7 +470,7 @@ void parse_reconfiguration_sections(const YamlDoc& doc, const YAML::Node& root, 
 ExperimentSpec parse_experiment_spec(const YamlDoc& doc) {
   const auto& root = doc.root;
   if (!root.IsMap()) throw config_error(doc, root, "an experiment spec is a map (name, lab, switch, mappings, ...)");
-  only_keys(doc, root, {"type", "name", "lab", "switch", "mappings", "schedule", "probes", "seed", "output", "workload", "phase", "forwarding"});
+  only_keys(doc, root, {"type", "name", "lab", "switch", "mappings", "schedule", "probes", "seed", "output", "workload", "phase", "forwarding", "sweep"});
   ExperimentSpec spec;
   spec.origin = doc.origin;
   parse_type(doc, root, spec);

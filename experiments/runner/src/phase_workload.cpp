@@ -12,7 +12,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
+#include <tuple>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -25,6 +27,9 @@
 #include <sstream>
 #include <thread>
 
+#include "ocslab/analysis/breakdown.h"
+#include "ocslab/analysis/summary.h"
+#include "ocslab/analysis/timeline.h"
 #include "ocslab/common/clock.h"
 #include "ocslab/common/csv_reader.h"
 #include "ocslab/common/csv_writer.h"
@@ -37,10 +42,12 @@
 #include "ocslab/phase/orchestrator.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/experiment_type.h"
+#include "ocslab/runner/host_capture.h"
 #include "ocslab/runner/remote_dir.h"
 #include "ocslab/runner/run_context.h"
 #include "ocslab/runner/runner.h"
 #include "ocslab/runner/target.h"
+#include "ocslab/vlab/lab_timing.h"
 #include "ocslab/workloads/shim_hooks.h"
 
 namespace ocslab::runner {
@@ -70,12 +77,15 @@ std::vector<StepFigures> step_figures(const workloads::Schedule& s, const std::s
   // A reconfiguration served (group, seq): the group's seq-th op counted over the steps.
   std::map<std::string, int> per_step;
   for (const auto& op : s.step) ++per_step[workloads::shim_group(s, op)];
-  std::map<int, std::set<std::pair<std::string, int64_t>>> reconf;
+  std::map<int, std::set<std::pair<std::string, int64_t>>> reconf, asked;
   for (const auto& e : events) {
-    if (e.kind != phase::ControllerEvent::Kind::kReconfigStart || e.value != 1) continue;
+    const bool start = e.kind == phase::ControllerEvent::Kind::kReconfigStart && e.value == 1;
+    const bool request = e.kind == phase::ControllerEvent::Kind::kRequest;
+    if (!start && !request) continue;
     auto it = per_step.find(e.group);
     if (it == per_step.end() || e.seq < 1) continue;
-    reconf[static_cast<int>((e.seq - 1) / it->second)].insert({e.group, e.seq});
+    const int st = static_cast<int>((e.seq - 1) / it->second);
+    (start ? reconf : asked)[st].insert({e.group, e.seq});
   }
 
   std::vector<StepFigures> out;
@@ -118,6 +128,7 @@ std::vector<StepFigures> step_figures(const workloads::Schedule& s, const std::s
     if (f.step_ms < 0) f.step_ms = 0;
     f.reconfigured_ops = static_cast<int>(reconfigured.size());
     f.reconfigurations = static_cast<int>(reconf[st].size());
+    f.barriers = static_cast<int>(asked[st].size());
     out.push_back(f);
   }
   return out;
@@ -135,9 +146,17 @@ const std::vector<std::string>& step_csv_columns() {
                                              "max_wait_ms",
                                              "reconfigurations",
                                              "reconfigured_ops",
-                                             "rows"};
+                                             "rows",
+                                             "switching_ms",
+                                             "repetition",
+                                             "barriers",
+                                             "relative_to_native"};
   return c;
 }
+
+namespace {
+std::string ms_or_empty(double v) { return v < 0 ? std::string() : fmt::format("{:.3f}", v); }
+}  // namespace
 
 std::vector<std::string> step_csv_fields(const StepFigures& f) {
   return {f.mode,
@@ -151,16 +170,190 @@ std::vector<std::string> step_csv_fields(const StepFigures& f) {
           fmt::format("{:.3f}", f.max_wait_ms),
           std::to_string(f.reconfigurations),
           std::to_string(f.reconfigured_ops),
-          std::to_string(f.rows)};
+          std::to_string(f.rows),
+          ms_or_empty(f.switching_ms),
+          std::to_string(f.repetition),
+          std::to_string(f.barriers),
+          f.relative > 0 ? fmt::format("{:.4f}", f.relative) : std::string()};
 }
 
-void print_step_table(std::ostream& out, const std::vector<StepFigures>& figures) {
-  out << fmt::format("{:<13} {:>4} {:>6} {:>4} {:>10} {:>10} {:>10} {:>10} {:>9} {:>5}\n", "mode", "step", "warmup",
-                     "rank", "step_ms", "compute_ms", "comm_ms", "wait_ms", "reconfigs", "rows");
+void set_relative_to_native(std::vector<StepFigures>& figures) {
+  double sum = 0;
+  int n = 0;
   for (const auto& f : figures) {
-    out << fmt::format("{:<13} {:>4} {:>6} {:>4} {:>10.2f} {:>10.2f} {:>10.2f} {:>10.2f} {:>9} {:>5}\n", f.mode, f.step,
-                       f.warmup ? "yes" : "", f.rank, f.step_ms, f.compute_ms, f.comm_ms, f.wait_ms, f.reconfigurations,
-                       f.rows);
+    if (f.mode != "native" || f.warmup) continue;
+    sum += f.step_ms;
+    ++n;
+  }
+  if (n == 0 || sum <= 0) return;
+  const double native = sum / n;
+  for (auto& f : figures) f.relative = f.step_ms / native;
+}
+
+std::vector<SweepPoint> sweep_points(const std::vector<StepFigures>& figures) {
+  std::vector<SweepPoint> out;
+  std::map<std::tuple<std::string, double, int>, std::vector<const StepFigures*>> runs;
+  std::vector<std::tuple<std::string, double, int>> order;
+  for (const auto& f : figures) {
+    auto key = std::make_tuple(f.mode, f.switching_ms, f.repetition);
+    if (!runs.count(key)) order.push_back(key);
+    auto& v = runs[key];
+    if (!f.warmup) v.push_back(&f);
+  }
+  double native_sum = 0;
+  int native_n = 0;
+  for (const auto& f : figures) {
+    if (f.mode == "native" && !f.warmup) {
+      native_sum += f.step_ms;
+      ++native_n;
+    }
+  }
+  const double native = native_n > 0 ? native_sum / native_n : 0;
+  for (const auto& key : order) {
+    const auto& v = runs[key];
+    SweepPoint p;
+    std::tie(p.mode, p.switching_ms, p.repetition) = key;
+    p.steps = static_cast<int>(v.size());
+    if (v.empty()) {
+      out.push_back(p);
+      continue;
+    }
+    double reconf = 0, wait = 0, barriers = 0;
+    for (auto* f : v) {
+      p.step_ms += f->step_ms;
+      reconf += f->reconfigurations;
+      wait += f->wait_ms;
+      barriers += f->barriers;
+    }
+    const double n = static_cast<double>(v.size());
+    p.step_ms /= n;
+    double var = 0;
+    for (auto* f : v) var += (f->step_ms - p.step_ms) * (f->step_ms - p.step_ms);
+    p.step_ms_sd = v.size() > 1 ? std::sqrt(var / (n - 1)) : 0;
+    p.reconfigs_per_step = reconf / n;
+    p.wait_ms = wait / n;
+    p.barriers_per_step = barriers / n;
+    if (native > 0) {
+      p.relative = p.step_ms / native;
+      if (p.mode != "native" && p.switching_ms >= 0) p.estimate_ms = native + p.reconfigs_per_step * p.switching_ms;
+    }
+    out.push_back(p);
+  }
+  return out;
+}
+
+const std::vector<std::string>& sweep_csv_columns() {
+  static const std::vector<std::string> c = {"mode",       "switching_ms",       "repetition", "steps",
+                                             "step_ms",    "step_ms_sd",         "relative_to_native",
+                                             "reconfigs_per_step", "wait_ms", "barriers_per_step", "estimate_ms"};
+  return c;
+}
+
+std::vector<std::string> sweep_csv_fields(const SweepPoint& p) {
+  return {p.mode,
+          ms_or_empty(p.switching_ms),
+          std::to_string(p.repetition),
+          std::to_string(p.steps),
+          fmt::format("{:.3f}", p.step_ms),
+          fmt::format("{:.3f}", p.step_ms_sd),
+          p.relative > 0 ? fmt::format("{:.4f}", p.relative) : std::string(),
+          fmt::format("{:.3f}", p.reconfigs_per_step),
+          fmt::format("{:.3f}", p.wait_ms),
+          fmt::format("{:.3f}", p.barriers_per_step),
+          ms_or_empty(p.estimate_ms)};
+}
+
+std::optional<SweepSlope> sweep_slope(const std::vector<SweepPoint>& points, const std::string& mode) {
+  std::vector<const SweepPoint*> v;
+  std::set<double> xs;
+  for (const auto& p : points) {
+    if (p.mode != mode || p.switching_ms < 0 || p.steps == 0) continue;
+    v.push_back(&p);
+    xs.insert(p.switching_ms);
+  }
+  if (xs.size() < 2) return std::nullopt;
+  double mx = 0, my = 0, mr = 0;
+  for (auto* p : v) {
+    mx += p->switching_ms;
+    my += p->step_ms;
+    mr += p->reconfigs_per_step;
+  }
+  const double n = static_cast<double>(v.size());
+  mx /= n;
+  my /= n;
+  double sxy = 0, sxx = 0;
+  for (auto* p : v) {
+    sxy += (p->switching_ms - mx) * (p->step_ms - my);
+    sxx += (p->switching_ms - mx) * (p->switching_ms - mx);
+  }
+  return SweepSlope{sxy / sxx, mr / n};
+}
+
+void print_overhead(std::ostream& out, const std::vector<SweepPoint>& points) {
+  // Per mode: the lowest switching time it ran at (0 ms in a sweep that has it), over repetitions.
+  std::vector<std::string> order;
+  std::map<std::string, double> lowest;
+  for (const auto& p : points) {
+    if (p.steps == 0) continue;
+    if (!lowest.count(p.mode)) {
+      order.push_back(p.mode);
+      lowest[p.mode] = p.switching_ms;
+    }
+    lowest[p.mode] = std::min(lowest[p.mode], p.switching_ms);
+  }
+  const bool native = lowest.count("native") > 0;
+  out << "# control-plane overhead (mean over measured steps and repetitions)\n";
+  for (const auto& mode : order) {
+    double step = 0, wait = 0, barriers = 0, reconf = 0, rel = 0;
+    int n = 0;
+    for (const auto& p : points) {
+      if (p.mode != mode || p.switching_ms != lowest[mode] || p.steps == 0) continue;
+      step += p.step_ms;
+      wait += p.wait_ms;
+      barriers += p.barriers_per_step;
+      reconf += p.reconfigs_per_step;
+      rel += p.relative;
+      ++n;
+    }
+    if (n == 0) continue;
+    std::string at = mode == "native" ? std::string("static fabric")
+                     : lowest[mode] < 0 ? std::string("the switch's own switching time")
+                                        : fmt::format("{:g} ms switching", lowest[mode]);
+    std::string vs = native && mode != "native" ? fmt::format(", x{:.3f} native ({:+.2f}% overhead)", rel / n, (rel / n - 1) * 100)
+                                                : std::string();
+    out << fmt::format("# {:<13} at {}: step {:.2f} ms{}, fabric wait {:.2f} ms, {:.2f} reconfigurations and {:.2f} "
+                       "controller barriers per step\n",
+                       mode, at, step / n, vs, wait / n, reconf / n, barriers / n);
+  }
+  for (const auto& mode : order) {
+    if (auto s = sweep_slope(points, mode); s && mode != "native") {
+      out << fmt::format("# {:<13} sweep slope: {:.3f} ms of step time per ms of switching; {:.2f} reconfigurations "
+                         "per step (x{:.2f})\n",
+                         mode, s->slope, s->reconfigs_per_step,
+                         s->reconfigs_per_step > 0 ? s->slope / s->reconfigs_per_step : 0.0);
+    }
+  }
+}
+
+namespace {
+// "on-demand", or "on-demand 25ms r2" for a sweep point / repetition.
+std::string run_label(const StepFigures& f) {
+  std::string l = f.mode;
+  if (f.switching_ms >= 0) l += fmt::format(" {:g}ms", f.switching_ms);
+  if (f.repetition > 1 || f.switching_ms >= 0) l += fmt::format(" r{}", f.repetition);
+  return l;
+}
+}  // namespace
+
+void print_step_table(std::ostream& out, const std::vector<StepFigures>& figures) {
+  out << fmt::format("{:<22} {:>4} {:>6} {:>4} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8} {:>7} {:>5}\n", "mode", "step",
+                     "warmup", "rank", "step_ms", "compute_ms", "comm_ms", "wait_ms", "reconfigs", "barriers",
+                     "native", "rows");
+  for (const auto& f : figures) {
+    out << fmt::format("{:<22} {:>4} {:>6} {:>4} {:>10.2f} {:>10.2f} {:>10.2f} {:>10.2f} {:>9} {:>8} {:>7} {:>5}\n",
+                       run_label(f), f.step, f.warmup ? "yes" : "", f.rank, f.step_ms, f.compute_ms, f.comm_ms,
+                       f.wait_ms, f.reconfigurations, f.barriers,
+                       f.relative > 0 ? fmt::format("x{:.3f}", f.relative) : std::string(), f.rows);
   }
   struct Mean {
     double step = 0, wait = 0, reconf = 0;
@@ -169,8 +362,9 @@ void print_step_table(std::ostream& out, const std::vector<StepFigures>& figures
   std::vector<std::string> order;
   std::map<std::string, Mean> means;
   for (const auto& f : figures) {
-    if (!means.count(f.mode)) order.push_back(f.mode);
-    auto& m = means[f.mode];
+    const std::string label = run_label(f);
+    if (!means.count(label)) order.push_back(label);
+    auto& m = means[label];
     if (f.warmup) continue;
     m.step += f.step_ms;
     m.wait += f.wait_ms;
@@ -178,11 +372,11 @@ void print_step_table(std::ostream& out, const std::vector<StepFigures>& figures
     ++m.n;
   }
   out << "# mean over measured steps\n";
-  for (const auto& mode : order) {
-    const auto& m = means[mode];
+  for (const auto& label : order) {
+    const auto& m = means[label];
     if (m.n == 0) continue;
     out << fmt::format("# {:<13} step {:.2f} ms, fabric wait {:.2f} ms, {:.2f} reconfigurations per step ({} steps)\n",
-                       mode, m.step / m.n, m.wait / m.n, m.reconf / m.n, m.n);
+                       label, m.step / m.n, m.wait / m.n, m.reconf / m.n, m.n);
   }
   if (means.count("on-demand") && means.count("provisioning") && means["on-demand"].n > 0 &&
       means["provisioning"].n > 0) {
@@ -192,6 +386,7 @@ void print_step_table(std::ostream& out, const std::vector<StepFigures>& figures
     out << fmt::format("# provisioning vs on-demand: fabric wait x{:.2f} ({:+.2f} ms per step), step time x{:.2f}\n",
                        wa > 0 ? wb / wa : 0.0, wb - wa, a.step > 0 ? (b.step / b.n) / (a.step / a.n) : 0.0);
   }
+  print_overhead(out, sweep_points(figures));
 }
 
 // ---------------------------------------------------------------- running
@@ -376,7 +571,10 @@ const char* kRankFiles[] = {"ops-rank{}.csv", "timeline-rank{}.csv", "shim-rank{
 // One phase mode's run: where its files go, what went wrong, when it ran.
 struct ModeRun {
   std::string mode;
-  std::string dir;  // <results>/<mode>
+  std::string label;         // the folder's name: the mode, "-<ms>ms" per sweep point, "-r<k>" per repetition
+  double switching_ms = -1;  // the sweep point (-1: the switch's own timing)
+  int repetition = 1;
+  std::string dir;  // <results>/<label>
   RankLaunch launch;
   std::mutex mu;  // problems, while the ranks' threads run
   std::vector<std::string> problems;
@@ -407,6 +605,72 @@ std::vector<Sample> controller_samples(const std::vector<phase::ControllerEvent>
   return out;
 }
 
+// One reconfiguration the controller made, with the op that asked for it.
+struct PhaseReconfig {
+  std::string label, mode;  // the run (ModeRun::label) and its mode
+  double switching_ms = -1;
+  int repetition = 1;
+  std::string from, to;  // topo_ids
+  int64_t issued_ns = 0, acked_ns = 0;
+  size_t added = 0, removed = 0;
+  std::string group;  // the op's shim group and sequence number (controller events)
+  int64_t seq = -1;
+  int step = -1;
+};
+
+// A virtual lab's emulated switching time, set per sweep point through the lab's timing control
+// (`ocslab vlab timing`) and put back as it was when the run ends. A real switch, or a sweep
+// with injected delays, is left alone (the controller injects the time instead).
+class LabSwitching {
+ public:
+  LabSwitching(const Target& target, const PhaseWorkloadSpec& pw, const RunContext& ctx)
+      : target_(target), ctx_(ctx), active_(target.is_vlab() && !pw.inject_delay && !pw.sweep_switching_ms.empty()) {
+    if (active_) original_ = vlab::lab_timing(target_.lab.dir);
+  }
+  ~LabSwitching() {
+    if (!active_ || !changed_) return;
+    try {
+      vlab::LabTiming t;
+      const auto& d = original_.switching;
+      switch (d.kind) {
+        case emu::Distribution::Kind::kFixed:
+          t.switching_ms = fmt::format("{}", d.a_ms);
+          break;
+        case emu::Distribution::Kind::kUniform:
+          t.switching_ms = fmt::format("{{uniform: [{}, {}]}}", d.a_ms, d.b_ms);
+          break;
+        case emu::Distribution::Kind::kNormal:
+          t.switching_ms = fmt::format("{{normal: {{mean: {}, sd: {}, floor: {}}}}}", d.a_ms, d.b_ms, d.floor_ms);
+          break;
+      }
+      vlab::set_lab_timing(target_.lab.dir, t, std::chrono::seconds(10));
+      ctx_.log("virtual lab switching time put back to " + d.to_string());
+    } catch (const std::exception& e) {
+      ctx_.log(std::string("could not put the virtual lab's switching time back: ") + e.what());
+    }
+  }
+  LabSwitching(const LabSwitching&) = delete;
+  LabSwitching& operator=(const LabSwitching&) = delete;
+
+  void set(double ms) {
+    if (!active_ || ms == current_) return;
+    vlab::LabTiming t;
+    t.switching_ms = fmt::format("{}", ms);
+    auto now = vlab::set_lab_timing(target_.lab.dir, t, std::chrono::seconds(10));
+    changed_ = true;
+    current_ = ms;
+    ctx_.log("virtual lab switching time now " + now.switching.to_string());
+  }
+
+ private:
+  const Target& target_;
+  const RunContext& ctx_;
+  const bool active_;
+  bool changed_ = false;
+  double current_ = -1;
+  vlab::TimingState original_;
+};
+
 // One run of the type: the steps of run(), in order, over the state they share.
 class PhaseWorkloadRun {
  public:
@@ -424,18 +688,64 @@ class PhaseWorkloadRun {
     measure_offsets();
     std::optional<HostPrep> prep;  // undone when the run ends, however it ends
     if (pw_.pin_neighbours || !pw_.rxe.empty()) prep.emplace(spec_).prepare(pw_, ctx_.logger());
-    for (const auto& mode : pw_.modes) {
-      if (ctx_.interrupted()) break;
-      run_mode(mode);
+    if (!spec_.probes.empty() || spec_.rdma.enabled) {
+      capture_ = std::make_unique<HostCapture>(target_, ctx_, folder_, result_.run_id);
+      capture_->start();
+    }
+    {
+      LabSwitching switching(target_, pw_, ctx_);  // a virtual lab's switching time, put back at the end
+      const auto runs = plan();
+      for (size_t i = 0; i < runs.size(); ++i) {
+        if (ctx_.interrupted()) break;
+        if (runs[i].switching_ms >= 0) switching.set(runs[i].switching_ms);
+        ctx_.log(fmt::format("[{}/{}] {}", i + 1, runs.size(), runs[i].label));
+        run_mode(runs[i]);
+        if (capture_) {
+          for (const auto& u : capture_->unhealthy()) note_host_problem(u);
+        }
+      }
     }
     result_.interrupted = ctx_.interrupted();
-    result_.samples = timeline_rows_;
+    set_relative_to_native(result_.steps);
+    if (capture_) finish_capture();
+    result_.samples += timeline_rows_;
     write_step_files();
     write_text(folder_ + "/meta.json", meta().dump(2) + "\n");
   }
 
  private:
   int ranks() const { return pw_.schedule.ranks; }
+
+  // Every (mode, sweep point, repetition) in run order: per switching time, each repetition
+  // runs the modes in the spec's order; native (which never switches) runs at the first point only.
+  struct PlannedRun {
+    std::string mode, label;
+    double switching_ms = -1;
+    int repetition = 1;
+  };
+  std::vector<PlannedRun> plan() const {
+    const bool swept = !pw_.sweep_switching_ms.empty();
+    const std::vector<double> points = swept ? pw_.sweep_switching_ms : std::vector<double>{-1};
+    std::vector<PlannedRun> out;
+    for (size_t pi = 0; pi < points.size(); ++pi) {
+      for (int rep = 1; rep <= pw_.repetitions; ++rep) {
+        for (const auto& mode : pw_.modes) {
+          if (mode == "native" && pi > 0) continue;
+          PlannedRun r{mode, mode, mode == "native" ? -1.0 : points[pi], rep};
+          if (r.switching_ms >= 0) r.label += fmt::format("-{:g}ms", r.switching_ms);
+          if (swept || pw_.repetitions > 1) r.label += fmt::format("-r{}", rep);
+          out.push_back(r);
+        }
+      }
+    }
+    return out;
+  }
+
+  void note_host_problem(const std::string& p) {
+    if (!host_problems_.insert(p).second) return;
+    result_.problems.push_back("probes: " + p);
+    ctx_.log("problem: probes: " + p);
+  }
   const HostEntry& host_of_rank(int r) const { return spec_.hosts[pw_.ranks[static_cast<size_t>(r)].host]; }
 
   // The program the ranks run: in a virtual lab this build's copy, installed where guests see it.
@@ -452,16 +762,56 @@ class PhaseWorkloadRun {
   }
 
   // A fresh control plane per mode: the fabric starts from the same initial topology.
-  std::shared_ptr<phase::Orchestrator> open_rail(const std::string& mode) const {
+  // Native mode keeps the rail on pw_.native for the whole run; the others start from the initial
+  // topology and let the controller move it.
+  std::shared_ptr<phase::Orchestrator> open_rail(const ModeRun& m) {
     SwitchAccess sw = target_.switch_access();
     auto rail = std::make_shared<phase::Orchestrator>(pw_.rail, slots_, ocs::make_driver(sw.url, sw.options));
-    auto placed = rail->add_job(pw_.layout, pw_.initial, slots_);
-    ctx_.log(fmt::format("{}: job {} wired as {} on rail {} ({} circuit(s) made, {} removed)", mode, pw_.layout.job,
-                         pw_.initial.str(), pw_.rail, placed.added.size(), placed.removed.size()));
+    const phase::TopoId& topo = m.mode == "native" ? pw_.native : pw_.initial;
+    const int64_t t0 = realtime_ns();
+    auto placed = rail->add_job(pw_.layout, topo, slots_);
+    ctx_.log(fmt::format("{}: job {} wired as {} on rail {} ({} circuit(s) made, {} removed)", m.label, pw_.layout.job,
+                         topo.str(), pw_.rail, placed.added.size(), placed.removed.size()));
+    // Circuits the placement made: their links need the switch's and the NICs' time to come up
+    // before the ranks use them (the settle time of a reconfiguration experiment).
+    if (placed.changed() && capture_) {
+      capture_->control(Sample{t0, 0, "switch", "ocs", m.label + " setup " + topo.str(), "setup", 1, ""});
+    }
+    if (placed.changed()) std::this_thread::sleep_for(std::chrono::milliseconds(pw_.settle_ms));
     return rail;
   }
 
-  phase::ControllerOptions controller_options(std::shared_ptr<phase::Orchestrator> rail) const {
+  // A reconfiguration the controller's rail made (on its worker thread): recorded for the
+  // breakdown and, with probes, as the switch command / ack rows of the timeline.
+  void record_reconfig(const ModeRun& m, const phase::ReconfigReport& r) {
+    if (!r.changed()) return;
+    PhaseReconfig rec;
+    rec.label = m.label;
+    rec.mode = m.mode;
+    rec.switching_ms = m.switching_ms;
+    rec.repetition = m.repetition;
+    rec.from = r.from;
+    rec.to = r.to;
+    rec.issued_ns = r.started.realtime_ns;
+    for (const auto& c : r.calls) {
+      if (c.op != "list" && c.op != "info") {
+        rec.issued_ns = c.issued.realtime_ns;
+        break;
+      }
+    }
+    rec.acked_ns = r.finished.realtime_ns;
+    rec.added = r.added.size();
+    rec.removed = r.removed.size();
+    if (capture_) {
+      const std::string subject = m.label + " " + r.to;
+      capture_->control(Sample{rec.issued_ns, 0, "switch", "ocs", subject, "command", 1, ""});
+      capture_->control(Sample{rec.acked_ns, 0, "switch", "ocs", subject, "ack", 1, "bool"});
+    }
+    std::lock_guard lock(reconfig_mu_);
+    reconfigs_.push_back(std::move(rec));
+  }
+
+  phase::ControllerOptions controller_options(std::shared_ptr<phase::Orchestrator> rail, const ModeRun& m) {
     phase::ControllerOptions co;
     co.listen_host = pw_.listen_host;
     co.listen_port = pw_.listen_port;
@@ -470,6 +820,12 @@ class PhaseWorkloadRun {
     co.rails = {std::move(rail)};
     co.ack_timeout = std::chrono::milliseconds(pw_.ack_timeout_ms);
     co.max_retries = pw_.max_retries;
+    if (pw_.inject_delay && m.switching_ms > 0) {
+      co.injected_switch_time = std::chrono::microseconds(static_cast<int64_t>(m.switching_ms * 1000));
+      // The injected time comes on top of every attempt: the ack timeout must leave room for it.
+      co.ack_timeout += std::chrono::milliseconds(static_cast<int64_t>(m.switching_ms) + 1);
+    }
+    co.on_reprogram = [this, &m](const phase::ReconfigReport& r) { record_reconfig(m, r); };
     return co;
   }
 
@@ -486,14 +842,22 @@ class PhaseWorkloadRun {
 
   std::chrono::seconds wait_limit() const { return std::chrono::seconds(pw_.timeout_s + 60); }
 
-  void run_mode(const std::string& mode) {
+  void run_mode(const PlannedRun& run) {
     ModeRun m;
-    m.mode = mode;
-    m.dir = folder_ + "/" + mode;
+    m.mode = run.mode;
+    m.label = run.label;
+    m.switching_ms = run.switching_ms;
+    m.repetition = run.repetition;
+    m.dir = folder_ + "/" + m.label;
     fs::create_directories(m.dir);
-    phase::Controller ctl(controller_options(open_rail(mode)));
-    ctl.start();
-    m.launch = launch_settings(mode, ctl.port());
+    const size_t first_reconfig = reconfig_count();
+    auto rail = open_rail(m);
+    std::optional<phase::Controller> ctl;  // none in native mode: the fabric stays as wired
+    if (m.mode != "native") {
+      ctl.emplace(controller_options(rail, m));
+      ctl->start();
+    }
+    m.launch = launch_settings(m.mode, ctl ? ctl->port() : 0);
     m.started_ns = realtime_ns();
     if (pw_.launcher == Launcher::kSsh) {
       run_over_ssh(m);
@@ -501,15 +865,48 @@ class PhaseWorkloadRun {
       run_job_launcher(m);
     }
     m.ended_ns = realtime_ns();
-    ctl.stop();
-    finish_mode(m, ctl);
+    std::vector<phase::ControllerEvent> events;
+    if (ctl) {
+      ctl->stop();
+      events = ctl->events();
+      for (const auto& p : ctl->problems()) m.problems.push_back(m.label + ": controller: " + p);
+      if (ctl->in_fallback()) m.problems.push_back(m.label + ": the controller fell back to the giant ring");
+    }
+    join_reconfigs(first_reconfig, events);
+    finish_mode(m, events, ctl && ctl->in_fallback());
+  }
+
+  size_t reconfig_count() {
+    std::lock_guard lock(reconfig_mu_);
+    return reconfigs_.size();
+  }
+
+  // Each reconfiguration of the mode to the op that asked for it: the controller's latest
+  // reconfig_start on the rail before the command, whose (group, seq) gives the step.
+  void join_reconfigs(size_t first, const std::vector<phase::ControllerEvent>& events) {
+    std::map<std::string, int> per_step;
+    for (const auto& op : pw_.schedule.step) ++per_step[workloads::shim_group(pw_.schedule, op)];
+    std::lock_guard lock(reconfig_mu_);
+    for (size_t i = first; i < reconfigs_.size(); ++i) {
+      auto& r = reconfigs_[i];
+      const phase::ControllerEvent* best = nullptr;
+      for (const auto& e : events) {
+        if (e.kind != phase::ControllerEvent::Kind::kReconfigStart || e.real_ns > r.issued_ns) continue;
+        if (!best || e.real_ns >= best->real_ns) best = &e;
+      }
+      if (!best) continue;
+      r.group = best->group;
+      r.seq = best->seq;
+      auto it = per_step.find(best->group);
+      if (it != per_step.end() && best->seq >= 1) r.step = static_cast<int>((best->seq - 1) / it->second);
+    }
   }
 
   // ---- the ssh launcher: one SSH session per rank, the ranks' files fetched afterwards
 
   void run_over_ssh(ModeRun& m) {
-    const std::map<size_t, std::string> remote = make_remote_dirs(m.mode);
-    ctx_.log(fmt::format("{}: starting {} rank(s) over SSH, controller {}", m.mode, ranks(), m.launch.controller));
+    const std::map<size_t, std::string> remote = make_remote_dirs(m.label);
+    ctx_.log(fmt::format("{}: starting {} rank(s) over SSH, controller {}", m.label, ranks(), m.launch.controller));
     // Each rank's pid on its host (its first output line), so Ctrl-C can end exactly it.
     std::vector<std::atomic<long long>> pids(static_cast<size_t>(ranks()));
     std::atomic<int> running{ranks()};
@@ -523,7 +920,7 @@ class PhaseWorkloadRun {
     while (running > 0) {
       if (ctx_.interrupted()) {
         stop_ranks(pids);
-        m.problem(m.mode + ": interrupted: the ranks were stopped");
+        m.problem(m.label + ": interrupted: the ranks were stopped");
         break;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -584,19 +981,19 @@ class PhaseWorkloadRun {
       text += res.out + res.err + fmt::format("# exit status {}\n", res.exit_status);
       if (res.exit_status != 0) {
         std::string last = why_it_failed(res.err.empty() ? res.out : res.err, m.launch.program);
-        m.problem(fmt::format("{}: rank {} on {} {}: {}", m.mode, r, h.name,
+        m.problem(fmt::format("{}: rank {} on {} {}: {}", m.label, r, h.name,
                               res.exit_status < 0 ? std::string("was killed by a signal")
                                                   : fmt::format("exited with status {}", res.exit_status),
                               last.empty() ? "(no output)" : last));
       }
     } catch (const std::exception& e) {
       text += std::string("# ") + e.what() + "\n";
-      m.problem(fmt::format("{}: rank {} on {}: {}", m.mode, r, h.name, e.what()));
+      m.problem(fmt::format("{}: rank {} on {}: {}", m.label, r, h.name, e.what()));
     }
     try {
       write_text(fmt::format("{}/rank{}.log", m.dir, r), text);
     } catch (const std::exception& e) {
-      m.problem(fmt::format("{}: rank {}: {}", m.mode, r, e.what()));
+      m.problem(fmt::format("{}: rank {}: {}", m.label, r, e.what()));
     }
   }
 
@@ -626,10 +1023,10 @@ class PhaseWorkloadRun {
       try {
         ocs::SshSession s(ssh_options(h));
         auto got = fetch_verified(s, remote.at(host_index(r)), names, m.dir);
-        for (const auto& p : got.problems) m.problem(fmt::format("{}: rank {} on {}: {}", m.mode, r, h.name, p));
+        for (const auto& p : got.problems) m.problem(fmt::format("{}: rank {} on {}: {}", m.label, r, h.name, p));
         if (!got.verified()) keep.insert(host_index(r));
       } catch (const std::exception& e) {
-        m.problem(fmt::format("{}: fetching rank {}'s files from {}: {}", m.mode, r, h.name, e.what()));
+        m.problem(fmt::format("{}: fetching rank {}'s files from {}: {}", m.label, r, h.name, e.what()));
         keep.insert(host_index(r));
       }
     }
@@ -640,7 +1037,7 @@ class PhaseWorkloadRun {
   void remove_on_hosts(ModeRun& m, const std::map<size_t, std::string>& remote, const std::set<size_t>& keep) const {
     for (const auto& [h, dir] : remote) {
       if (keep.count(h)) {
-        m.problem(fmt::format("{}: kept {} on {}: not every rank file in it was copied and verified", m.mode, dir,
+        m.problem(fmt::format("{}: kept {} on {}: not every rank file in it was copied and verified", m.label, dir,
                               spec_.hosts[h].name));
       } else {
         remove_quietly(h, dir);
@@ -661,7 +1058,7 @@ class PhaseWorkloadRun {
   // itself and the ranks write into a folder every node shares.
 
   void run_job_launcher(ModeRun& m) {
-    std::string shared = pw_.shared_dir.empty() ? m.dir : pw_.shared_dir + "/" + result_.run_id + "/" + m.mode;
+    std::string shared = pw_.shared_dir.empty() ? m.dir : pw_.shared_dir + "/" + result_.run_id + "/" + m.label;
     fs::create_directories(shared);
     m.launch.output_dir = shared;
     m.launch.schedule = pw_.shared_dir.empty() ? folder_ + "/schedule.yaml" : shared + "/schedule.yaml";
@@ -678,12 +1075,12 @@ class PhaseWorkloadRun {
     } remove_token{m.launch.token_file};
     auto argv = launcher_argv(pw_, spec_.hosts, m.launch);
     write_text(m.dir + "/launcher.log", "$ " + shell_join(argv) + "\n");
-    ctx_.log(fmt::format("{}: {}", m.mode, shell_join(argv)));
+    ctx_.log(fmt::format("{}: {}", m.label, shell_join(argv)));
     SpawnOptions so;
     so.log_file = m.dir + "/launcher.log";
     int status = wait_for_launcher(m, argv[0], spawn_program(argv, so));
     if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
-      m.problem(fmt::format("{}: {} exited with status {} (see {}/launcher.log)", m.mode, argv[0], WEXITSTATUS(status),
+      m.problem(fmt::format("{}: {} exited with status {} (see {}/launcher.log)", m.label, argv[0], WEXITSTATUS(status),
                             m.dir));
     }
     if (pw_.shared_dir.empty()) return;
@@ -706,7 +1103,7 @@ class PhaseWorkloadRun {
       if (std::chrono::steady_clock::now() > deadline || ctx_.interrupted()) {
         ::kill(pid, SIGTERM);
         ::waitpid(pid, &status, 0);
-        m.problem(fmt::format("{}: {} stopped ({})", m.mode, program, ctx_.interrupted() ? "interrupted" : "timed out"));
+        m.problem(fmt::format("{}: {} stopped ({})", m.label, program, ctx_.interrupted() ? "interrupted" : "timed out"));
         return status;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -715,13 +1112,14 @@ class PhaseWorkloadRun {
 
   // ---- after a mode: the controller's events, the ranks' rows, figures, the mode's timeline
 
-  void finish_mode(ModeRun& m, const phase::Controller& ctl) {
-    auto events = ctl.events();
-    for (const auto& p : ctl.problems()) m.problems.push_back(m.mode + ": controller: " + p);
-    if (ctl.in_fallback()) m.problems.push_back(m.mode + ": the controller fell back to the giant ring");
-    write_events(m.dir + "/controller-events.csv", events);
+  void finish_mode(ModeRun& m, const std::vector<phase::ControllerEvent>& events, bool fallback) {
+    if (m.mode != "native") write_events(m.dir + "/controller-events.csv", events);
     ModeRows got = read_rank_files(m);
     auto figures = step_figures(pw_.schedule, m.mode, got.rows, events);
+    for (auto& f : figures) {
+      f.switching_ms = m.switching_ms;
+      f.repetition = m.repetition;
+    }
     result_.steps.insert(result_.steps.end(), figures.begin(), figures.end());
     for (auto& smp : got.samples) smp.t_ns -= offset_of(smp.host);
     auto ctl_samples = controller_samples(events);
@@ -735,15 +1133,19 @@ class PhaseWorkloadRun {
     int reconfigs = 0;
     for (const auto& f : figures) reconfigs += f.reconfigurations;
     meta_modes_.push_back({{"mode", m.mode},
-                           {"controller", m.launch.controller},
+                           {"label", m.label},
+                           {"switching_ms", m.switching_ms < 0 ? json(nullptr) : json(m.switching_ms)},
+                           {"repetition", m.repetition},
+                           {"topology", m.mode == "native" ? pw_.native.str() : pw_.initial.str()},
+                           {"controller", m.mode == "native" ? std::string() : m.launch.controller},
                            {"started", m.started_ns},
                            {"finished", m.ended_ns},
                            {"rows", got.rows.size()},
                            {"timeline_rows", got.samples.size()},
                            {"reconfigurations", reconfigs},
-                           {"fallback", ctl.in_fallback()},
+                           {"fallback", fallback},
                            {"problems", m.problems}});
-    ctx_.log(fmt::format("{}: {} row(s) from {} rank(s), {} reconfiguration(s) in {:.1f} s", m.mode, got.rows.size(),
+    ctx_.log(fmt::format("{}: {} row(s) from {} rank(s), {} reconfiguration(s) in {:.1f} s", m.label, got.rows.size(),
                          ranks(), reconfigs, static_cast<double>(m.ended_ns - m.started_ns) / 1e9));
   }
 
@@ -758,7 +1160,7 @@ class PhaseWorkloadRun {
     for (int r = 0; r < ranks(); ++r) {
       std::string ops = fmt::format("{}/ops-rank{}.csv", m.dir, r);
       if (!fs::exists(ops)) {
-        m.problems.push_back(fmt::format("{}: rank {} wrote no rows", m.mode, r));
+        m.problems.push_back(fmt::format("{}: rank {} wrote no rows", m.label, r));
         continue;
       }
       try {
@@ -786,7 +1188,7 @@ class PhaseWorkloadRun {
     std::vector<int64_t> starts;
     for (const auto& [st, t] : step_start) starts.push_back(t);
     // iteration_of counts from 1 after the first start; steps count from 0.
-    write_timeline(m.dir + "/timeline.csv", got.samples, result_.run_id + "/" + m.mode,
+    write_timeline(m.dir + "/timeline.csv", got.samples, result_.run_id + "/" + m.label,
                    [&](int64_t t) { return std::max(0, iteration_of(t, starts, 0) - 1); });
   }
 
@@ -795,14 +1197,103 @@ class PhaseWorkloadRun {
   // The switch as the spec (or the lab) names it.
   std::string switch_text() const { return spec_.switch_url.empty() ? target_.lab.switch_url() : spec_.switch_url; }
 
-  void write_step_files() const {
+  void write_step_files() {
     CsvWriter w(folder_ + "/phase-steps.csv");
     w.header(step_csv_columns());
     for (const auto& f : result_.steps) w.row(step_csv_fields(f));
     w.flush();
+    const auto points = sweep_points(result_.steps);
+    if (!pw_.sweep_switching_ms.empty() || pw_.repetitions > 1) {
+      CsvWriter sw(folder_ + "/sweep.csv");
+      sw.header(sweep_csv_columns());
+      for (const auto& p : points) sw.row(sweep_csv_fields(p));
+      sw.flush();
+    }
     std::ostringstream table;
     print_step_table(table, result_.steps);
     write_text(folder_ + "/phase-summary.txt", table.str());
+    write_text(folder_ + "/summary.txt", table.str() + breakdown_summary_);
+  }
+
+  // ---- probes: the capture's timeline, one breakdown row per reconfiguration x host x NIC
+
+  void finish_capture() {
+    std::vector<PhaseReconfig> recs;
+    {
+      std::lock_guard lock(reconfig_mu_);
+      recs = reconfigs_;
+    }
+    std::stable_sort(recs.begin(), recs.end(), [](const auto& a, const auto& b) { return a.issued_ns < b.issued_ns; });
+    std::vector<int64_t> issued;
+    for (const auto& r : recs) issued.push_back(r.issued_ns);
+    const std::string timeline = folder_ + "/timeline.csv";
+    auto out = capture_->finish(timeline, result_.run_id, [&](int64_t t) { return iteration_of(t, issued); });
+    for (const auto& p : out.problems) {
+      result_.problems.push_back(p);
+      ctx_.log("problem: " + p);
+    }
+    result_.samples += out.rows;
+    capture_meta_ = json::array();
+    for (const auto& h : out.hosts) {
+      capture_meta_.push_back({{"name", h.name},
+                               {"agent_pid", h.hello.pid},
+                               {"samples", h.samples},
+                               {"last_seq", h.last_seq},
+                               {"lost", h.lost},
+                               {"sessions_resumed", h.resumed},
+                               {"clock_offset_ns", h.clock_before.offset_ns},
+                               {"errors", h.errors}});
+    }
+    for (const auto& r : recs) {
+      ReconfigRecord rr;
+      rr.iteration = static_cast<int>(result_.reconfigurations.size()) + 1;
+      rr.mapping = r.label + " " + r.to;
+      rr.issued_ns = r.issued_ns;
+      rr.acked_ns = r.acked_ns;
+      rr.ok = true;
+      rr.added = r.added;
+      rr.removed = r.removed;
+      result_.reconfigurations.push_back(rr);
+    }
+    try {
+      auto tl = analysis::read_timeline(timeline);
+      auto b = analysis::compute_breakdown(tl);
+      write_phase_breakdown(b, recs);
+      analysis::SummaryContext sc;
+      sc.timeline = timeline;
+      sc.timeline_rows = tl.rows;
+      sc.kept_rows = tl.events.size();
+      breakdown_summary_ = "\n# per-layer breakdown of every reconfiguration the controller made (breakdown.csv)\n" +
+                           analysis::summary_text(b, analysis::summarize(b), sc);
+      ctx_.log(fmt::format("breakdown: {} row(s) for {} reconfiguration(s)", b.rows.size(), recs.size()));
+    } catch (const std::exception& e) {
+      result_.problems.push_back(std::string("breakdown: ") + e.what());
+      ctx_.log(std::string("problem: breakdown: ") + e.what());
+    }
+  }
+
+  // breakdown.csv's columns, then what joins each row to the op that caused it.
+  void write_phase_breakdown(const analysis::Breakdown& b, const std::vector<PhaseReconfig>& recs) {
+    std::ostringstream text;
+    analysis::write_breakdown_csv(b, text);
+    std::istringstream in(text.str());
+    std::string line, out;
+    std::getline(in, line);
+    out = line + ",mode,label,switching_ms,repetition,step,group,seq,topo_from,topo_to,circuits_added,circuits_removed\n";
+    size_t k = 0;
+    while (std::getline(in, line)) {
+      const auto& row = b.rows.at(k++);
+      const size_t i = static_cast<size_t>(std::max(1, row.iteration) - 1);
+      if (i >= recs.size()) {
+        out += line + ",,,,,,,,,,,\n";
+        continue;
+      }
+      const auto& r = recs[i];
+      out += line + "," + fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", r.mode, r.label, ms_or_empty(r.switching_ms),
+                                      r.repetition, r.step, r.group, r.seq, r.from, r.to, r.added, r.removed);
+    }
+    write_text(folder_ + "/breakdown.csv", out);
+    breakdown_rows_ = b.rows.size();
   }
 
   json meta() const {
@@ -826,6 +1317,21 @@ class PhaseWorkloadRun {
                      {"initial", pw_.initial.str()},   {"rail", pw_.rail},    {"switch", switch_text()},
                      {"allow", spec_.allow.to_string()}};
     meta["modes"] = meta_modes_;
+    meta["native"] = {{"topology", pw_.native.str()}, {"unconnected_groups", pw_.native_unconnected}};
+    meta["native"]["group_if"] = json::object();
+    for (const auto& [g, nic] : pw_.native_group_if) meta["native"]["group_if"][g] = nic;
+    meta["sweep"] = {{"switching_ms", pw_.sweep_switching_ms},
+                     {"repetitions", pw_.repetitions},
+                     {"how", pw_.sweep_switching_ms.empty() ? "none"
+                             : pw_.inject_delay             ? "injected by the runner's controller"
+                                                            : "the virtual lab's emulator timing"}};
+    if (capture_) {
+      meta["probes"] = {{"hosts", capture_meta_}, {"breakdown_rows", breakdown_rows_}};
+    }
+    {
+      std::lock_guard lock(reconfig_mu_);
+      meta["reconfigurations"] = reconfigs_.size();
+    }
     meta["problems"] = result_.problems;
     meta["clock_offsets"] = json::object();
     for (const auto& [h, o] : offsets_) {
@@ -853,6 +1359,13 @@ class PhaseWorkloadRun {
   std::map<std::string, ClockOffset> offsets_;
   json meta_modes_ = json::array();
   size_t timeline_rows_ = 0;
+  std::unique_ptr<HostCapture> capture_;  // probes: (probes: in the spec) through every mode
+  mutable std::mutex reconfig_mu_;        // reconfigs_: the rails' workers record into it
+  std::vector<PhaseReconfig> reconfigs_;
+  std::set<std::string> host_problems_;   // reported once each
+  json capture_meta_ = nullptr;
+  std::string breakdown_summary_;  // summary.txt's per-layer part (probes only)
+  size_t breakdown_rows_ = 0;
 };
 
 class PhaseWorkload final : public ExperimentType {

@@ -159,6 +159,122 @@ void check_groups(const YamlDoc& doc, const YAML::Node& where, const PhaseWorklo
   }
 }
 
+// The digit each pipeline stage must have for a group's ops to run without a reconfiguration
+// (the topo_id the controller would move the rail to for it); empty for a management group.
+std::map<int, int> needed_digits(const phase::JobLayout& layout, const workloads::Group& g) {
+  std::map<int, int> out;
+  const std::string dim = workloads::shim_dim(g);
+  if (dim == "mgmt") return out;
+  const int digit = layout.digit_of(dim);  // "pp" -> 0
+  for (int r : g.ranks) out[layout.stage_of(r)] = digit;
+  return out;
+}
+
+bool wired_for(const phase::TopoId& t, const std::map<int, int>& need) {
+  return std::all_of(need.begin(), need.end(), [&](const auto& kv) { return t.digit(kv.first) == kv.second; });
+}
+
+// native mode: the one topology the rail keeps (phase.native, else the one whose circuits
+// serve the most bytes of the step, the initial topology on a tie), and every group it does not
+// connect must have a native_group_if interface; otherwise the schedule cannot run statically.
+void pick_native(const YamlDoc& doc, const YAML::Node& ph, const YAML::Node& wl, PhaseWorkloadSpec& pw) {
+  const bool wanted = std::find(pw.modes.begin(), pw.modes.end(), "native") != pw.modes.end();
+  if (!wanted) {
+    for (const char* k : {"native"}) {
+      if (ph[k]) throw config_error(doc, ph[k], "phase.native is the topology of the native mode: add native to workload.modes");
+    }
+    if (wl["native_group_if"]) {
+      throw config_error(doc, wl["native_group_if"], "native_group_if is for the native mode: add native to workload.modes");
+    }
+    return;
+  }
+  const auto& L = pw.layout;
+  std::map<size_t, uint64_t> bytes;  // per group: bytes of its ops in one step (+1 per op: a barrier counts)
+  for (const auto& op : pw.schedule.step) bytes[op.group] += op.bytes + 1;
+  auto served = [&](const phase::TopoId& t) {
+    uint64_t b = 0;
+    for (const auto& [g, n] : bytes)
+      if (wired_for(t, needed_digits(L, pw.schedule.groups[g]))) b += n;
+    return b;
+  };
+  if (const auto& n = ph["native"]) {
+    try {
+      pw.native = phase::TopoId::parse(as_string(doc, n), L);
+    } catch (const phase::TopologyError& e) {
+      throw config_error(doc, n, e.what());
+    }
+  } else {
+    const int digits = static_cast<int>(L.dims.size()) + 1;
+    double candidates = 1;
+    for (int s = 0; s < L.pp; ++s) candidates *= digits;
+    if (candidates > 100000) {
+      throw config_error(doc, ph, fmt::format("job {} has {:.0f} possible topologies: name the native one with "
+                                              "phase.native",
+                                              L.job, candidates));
+    }
+    pw.native = pw.initial;
+    uint64_t best = served(pw.native);
+    std::vector<uint8_t> d(static_cast<size_t>(L.pp), 0);
+    while (true) {
+      phase::TopoId t(d);
+      if (uint64_t b = served(t); b > best) {
+        best = b;
+        pw.native = t;
+      }
+      size_t i = 0;
+      while (i < d.size() && ++d[i] == digits) d[i++] = 0;
+      if (i == d.size()) break;
+    }
+  }
+  std::vector<std::string> missing;
+  for (const auto& [g, n] : bytes) {
+    const auto& grp = pw.schedule.groups[g];
+    if (wired_for(pw.native, needed_digits(L, grp))) continue;
+    pw.native_unconnected.push_back(grp.name);
+    bool given = std::any_of(pw.native_group_if.begin(), pw.native_group_if.end(),
+                             [&](const auto& kv) { return kv.first == grp.name; });
+    if (!given) missing.push_back(grp.name);
+  }
+  if (!missing.empty()) {
+    std::string names;
+    for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;
+    throw config_error(doc, ph["native"] ? ph["native"] : wl["modes"],
+                       fmt::format("native: the schedule cannot be wired statically on the rail: topology {} ({}) "
+                                   "leaves group(s) {} without a circuit. Give each an interface that needs no "
+                                   "circuit in workload.native_group_if (e.g. {{{}: lan0}}), or choose another "
+                                   "topology with phase.native",
+                                   pw.native.str(), L.describe_digits(), names, missing.front()));
+  }
+}
+
+// sweep: {switching_ms: [...], repetitions: N, inject: BOOL}.
+void parse_sweep(const YamlDoc& doc, const YAML::Node& sw, const ExperimentSpec& spec, PhaseWorkloadSpec& pw) {
+  if (!sw.IsMap()) throw config_error(doc, sw, "sweep is a map {switching_ms: [MS, ...], repetitions: N, inject: BOOL}");
+  only_keys(doc, sw, {"switching_ms", "repetitions", "inject"});
+  const auto& list = require(doc, sw, "switching_ms");
+  if (!list.IsSequence() || list.size() == 0)
+    throw config_error(doc, list, "sweep.switching_ms is a non-empty list of switching times in ms");
+  for (const auto& v : list) {
+    double ms = as_double(doc, v);
+    if (!(ms >= 0 && ms <= 60000))
+      throw config_error(doc, v, fmt::format("sweep.switching_ms: {} is not a switching time in [0, 60000] ms", ms));
+    if (std::find(pw.sweep_switching_ms.begin(), pw.sweep_switching_ms.end(), ms) != pw.sweep_switching_ms.end())
+      throw config_error(doc, v, fmt::format("sweep.switching_ms: {} ms listed twice", ms));
+    pw.sweep_switching_ms.push_back(ms);
+  }
+  if (sw["repetitions"]) pw.repetitions = int_in(doc, sw["repetitions"], 1, 100, "repetitions");
+  if (sw["inject"]) pw.inject_delay = as_bool(doc, sw["inject"]);
+  if (spec.vlab.empty() && !pw.inject_delay) {
+    throw config_error(doc, sw,
+                       fmt::format("a switching-latency sweep cannot set the switching time of a real switch ({}): "
+                                   "add `inject: true` to sweep (the runner's controller then holds every "
+                                   "reconfiguration for the point's time on top of the switch's own)",
+                                   spec.switch_url.empty() ? std::string("the spec's switch") : spec.switch_url));
+  }
+  if (std::all_of(pw.modes.begin(), pw.modes.end(), [](const auto& m) { return m == "native"; }))
+    throw config_error(doc, sw, "a sweep needs on-demand or provisioning in workload.modes (native never switches)");
+}
+
 void check_launcher(const YamlDoc& doc, const YAML::Node& where, const ExperimentSpec& spec,
                     const PhaseWorkloadSpec& pw) {
   if (pw.launcher == Launcher::kSsh) return;
@@ -205,11 +321,13 @@ namespace {
 
 void parse_modes(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec& pw) {
   pw.modes = wl["modes"] ? strings(doc, wl["modes"], "modes") : std::vector<std::string>{"on-demand", "provisioning"};
-  if (pw.modes.empty()) throw config_error(doc, wl["modes"], "modes must name at least one of on-demand, provisioning");
+  if (pw.modes.empty())
+    throw config_error(doc, wl["modes"], "modes must name at least one of native, on-demand, provisioning");
   for (size_t i = 0; i < pw.modes.size(); ++i) {
     const auto& m = pw.modes[i];
-    if (m != "on-demand" && m != "provisioning") {
-      throw config_error(doc, wl["modes"], fmt::format("unknown phase mode '{}' (known: on-demand, provisioning)", m));
+    if (m != "native" && m != "on-demand" && m != "provisioning") {
+      throw config_error(doc, wl["modes"],
+                         fmt::format("unknown phase mode '{}' (known: native, on-demand, provisioning)", m));
     }
     if (std::find(pw.modes.begin(), pw.modes.begin() + static_cast<long>(i), m) !=
         pw.modes.begin() + static_cast<long>(i)) {
@@ -255,25 +373,31 @@ void parse_launcher(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec&
   }
 }
 
-void parse_group_if(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec& pw) {
-  if (const auto& gi = wl["group_if"]) {
-    if (!gi.IsMap()) throw config_error(doc, gi, "group_if is a map GROUP: NIC (e.g. {world: lan0})");
-    for (const auto& kv : gi) {
-      std::string g = as_string(doc, kv.first), nic = as_string(doc, kv.second);
-      bool known = std::any_of(pw.schedule.groups.begin(), pw.schedule.groups.end(),
-                               [&](const auto& x) { return x.name == g; });
-      if (!known) {
-        std::string names;
-        for (const auto& x : pw.schedule.groups) names += (names.empty() ? "" : ", ") + x.name;
-        throw config_error(doc, kv.first,
-                           fmt::format("group_if: schedule {} has no group '{}' (it has: {})", pw.schedule.origin, g,
-                                       names));
-      }
-      if (nic.empty() || nic.find_first_of(" \t/'\"=") != std::string::npos)
-        throw config_error(doc, kv.second, fmt::format("group_if: '{}' is not an interface name", nic));
-      pw.group_if.emplace_back(g, nic);
+// group_if / native_group_if: a map GROUP: NIC over the schedule's groups.
+std::vector<std::pair<std::string, std::string>> parse_group_map(const YamlDoc& doc, const YAML::Node& gi,
+                                                                 const PhaseWorkloadSpec& pw, const char* key) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (!gi.IsMap()) throw config_error(doc, gi, fmt::format("{} is a map GROUP: NIC (e.g. {{world: lan0}})", key));
+  for (const auto& kv : gi) {
+    std::string g = as_string(doc, kv.first), nic = as_string(doc, kv.second);
+    bool known = std::any_of(pw.schedule.groups.begin(), pw.schedule.groups.end(),
+                             [&](const auto& x) { return x.name == g; });
+    if (!known) {
+      std::string names;
+      for (const auto& x : pw.schedule.groups) names += (names.empty() ? "" : ", ") + x.name;
+      throw config_error(doc, kv.first,
+                         fmt::format("{}: schedule {} has no group '{}' (it has: {})", key, pw.schedule.origin, g, names));
     }
+    if (nic.empty() || nic.find_first_of(" \t/'\"=") != std::string::npos)
+      throw config_error(doc, kv.second, fmt::format("{}: '{}' is not an interface name", key, nic));
+    out.emplace_back(g, nic);
   }
+  return out;
+}
+
+void parse_group_if(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec& pw) {
+  if (const auto& gi = wl["group_if"]) pw.group_if = parse_group_map(doc, gi, pw, "group_if");
+  if (const auto& gi = wl["native_group_if"]) pw.native_group_if = parse_group_map(doc, gi, pw, "native_group_if");
 }
 
 // pin_neighbours and rxe: host preparation over the runner's SSH sessions.
@@ -300,7 +424,7 @@ void parse_workload(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec&
     throw config_error(doc, wl, "workload must be a map (program, schedule, modes, placement, launcher, ...)");
   only_keys(doc, wl,
             {"program", "schedule", "modes", "placement", "launcher", "args", "port", "profile_steps", "timeout_s",
-             "pass_if", "shared_dir", "group_if", "pin_neighbours", "rxe"});
+             "pass_if", "shared_dir", "group_if", "native_group_if", "pin_neighbours", "rxe"});
   if (wl["program"]) pw.program = as_string(doc, wl["program"]);
   if (pw.program.empty()) throw config_error(doc, wl["program"], "program must not be empty");
   pw.pass_if = fs::path(pw.program).filename().string() == "ocslab-collbench-verbs";
@@ -421,59 +545,56 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
   parse_workload(doc, wl, pw);
   const auto& ph = require(doc, root, "phase");
   if (!ph.IsMap()) throw config_error(doc, ph, "phase must be a map (job, pp, dims, initial, ...)");
-  only_keys(doc, ph, {"job", "pp", "dims", "initial", "rail", "listen", "controller", "ack_timeout_ms", "max_retries"});
+  only_keys(doc, ph,
+            {"job", "pp", "dims", "initial", "native", "settle_ms", "rail", "listen", "controller", "ack_timeout_ms", "max_retries"});
   parse_layout(doc, ph, spec, pw);
   if (ph["rail"]) pw.rail = as_string(doc, ph["rail"]);
   if (const auto& l = ph["listen"]) parse_listen(doc, l, pw);
   if (ph["ack_timeout_ms"]) pw.ack_timeout_ms = int_in(doc, ph["ack_timeout_ms"], 1, 3'600'000, "ack_timeout_ms");
+  if (ph["settle_ms"]) pw.settle_ms = int_in(doc, ph["settle_ms"], 0, 600'000, "settle_ms");
   if (ph["max_retries"]) pw.max_retries = int_in(doc, ph["max_retries"], 0, 100, "max_retries");
   check_groups(doc, require(doc, wl, "schedule"), pw);
+  pick_native(doc, ph, wl, pw);
+  if (const auto& sw = root["sweep"]) parse_sweep(doc, sw, spec, pw);
   parse_placement(doc, wl, spec, pw);
   check_launcher(doc, wl["launcher"] ? wl["launcher"] : wl, spec, pw);
   pick_controller_host(doc, ph, spec, pw);
   return pw;
 }
 
+namespace {
+
+// What every rank's command line ends with, however it is started: the phase-control flags
+// (none in native mode: no controller, the groups without a circuit on their
+// native_group_if interface), --if, the per-group interfaces, the timeout, the spec's args.
+void append_rank_options(std::vector<std::string>& a, const PhaseWorkloadSpec& spec, const RankLaunch& l,
+                         const std::string& nic) {
+  const bool native = l.mode == "native";
+  if (!native) a.insert(a.end(), {"--controller", l.controller, "--job", l.job, "--phase-mode", l.mode});
+  if (!l.token_file.empty()) {  // the token itself never goes into argv; it guards both doors
+    if (!native) a.insert(a.end(), {"--controller-token-file", l.token_file});
+    a.insert(a.end(), {"--rendezvous-token-file", l.token_file});
+  }
+  if (l.mode == "provisioning") a.insert(a.end(), {"--profile-steps", std::to_string(spec.profile_steps)});
+  if (spec.pass_if) a.insert(a.end(), {"--if", nic});
+  for (const auto& [g, n] : spec.group_if) a.insert(a.end(), {"--group-if", g + "=" + n});
+  if (native) {
+    for (const auto& [g, n] : spec.native_group_if) a.insert(a.end(), {"--group-if", g + "=" + n});
+  }
+  a.insert(a.end(), {"--timeout-s", std::to_string(spec.timeout_s)});
+  a.insert(a.end(), spec.args.begin(), spec.args.end());
+}
+
+}  // namespace
+
 std::vector<std::string> rank_argv(const PhaseWorkloadSpec& spec, const std::vector<HostEntry>& hosts, int rank,
                                    const RankLaunch& l) {
   const RankPlacement& p = spec.ranks.at(static_cast<size_t>(rank));
-  std::vector<std::string> a = {l.program,
-                                "--schedule",
-                                l.schedule,
-                                "--rank",
-                                std::to_string(rank),
-                                "--nranks",
-                                std::to_string(spec.schedule.ranks),
-                                "--rendezvous",
-                                l.rendezvous,
-                                "--host",
-                                hosts.at(p.host).name,
-                                "--output",
-                                l.output_dir,
-                                "--controller",
-                                l.controller,
-                                "--job",
-                                l.job,
-                                "--phase-mode",
-                                l.mode};
-  if (!l.token_file.empty()) {  // the token itself never goes into argv; it guards both doors
-    a.insert(a.end(), {"--controller-token-file", l.token_file, "--rendezvous-token-file", l.token_file});
-  }
-  if (l.mode == "provisioning") {
-    a.push_back("--profile-steps");
-    a.push_back(std::to_string(spec.profile_steps));
-  }
-  if (spec.pass_if) {
-    a.push_back("--if");
-    a.push_back(p.nic);
-  }
-  for (const auto& [g, nic] : spec.group_if) {
-    a.push_back("--group-if");
-    a.push_back(g + "=" + nic);
-  }
-  a.push_back("--timeout-s");
-  a.push_back(std::to_string(spec.timeout_s));
-  a.insert(a.end(), spec.args.begin(), spec.args.end());
+  std::vector<std::string> a = {l.program,   "--schedule",          l.schedule,   "--rank",
+                                std::to_string(rank), "--nranks", std::to_string(spec.schedule.ranks),
+                                "--rendezvous", l.rendezvous,      "--host",     hosts.at(p.host).name,
+                                "--output",  l.output_dir};
+  append_rank_options(a, spec, l, p.nic);
   return a;
 }
 
@@ -504,28 +625,9 @@ std::vector<std::string> launcher_argv(const PhaseWorkloadSpec& spec, const std:
   a.insert(a.end(), spec.launcher_args.begin(), spec.launcher_args.end());
   // The program takes rank and world size from the launcher's environment (OMPI_COMM_WORLD_RANK,
   // SLURM_PROCID), and its host label from the machine's hostname.
-  std::vector<std::string> w = {l.program,      "--schedule", l.schedule, "--nranks",     std::to_string(n),
-                                "--rendezvous", l.rendezvous, "--output", l.output_dir,   "--controller",
-                                l.controller,   "--job",      l.job,      "--phase-mode", l.mode};
-  if (!l.token_file.empty()) {
-    w.insert(w.end(), {"--controller-token-file", l.token_file, "--rendezvous-token-file", l.token_file});
-  }
-  if (l.mode == "provisioning") {
-    w.push_back("--profile-steps");
-    w.push_back(std::to_string(spec.profile_steps));
-  }
-  if (spec.pass_if) {
-    w.push_back("--if");
-    w.push_back(spec.ranks.front().nic);
-  }
-  for (const auto& [g, nic] : spec.group_if) {
-    w.push_back("--group-if");
-    w.push_back(g + "=" + nic);
-  }
-  w.push_back("--timeout-s");
-  w.push_back(std::to_string(spec.timeout_s));
-  w.insert(w.end(), spec.args.begin(), spec.args.end());
-  a.insert(a.end(), w.begin(), w.end());
+  a.insert(a.end(), {l.program, "--schedule", l.schedule, "--nranks", std::to_string(n), "--rendezvous", l.rendezvous,
+                     "--output", l.output_dir});
+  append_rank_options(a, spec, l, spec.ranks.front().nic);
   return a;
 }
 

@@ -28,6 +28,7 @@
 #include "ocslab/ocsctl/ssh_session.h"
 #include "ocslab/runner/capture_store.h"
 #include "ocslab/runner/experiment_type.h"
+#include "ocslab/runner/host_capture.h"
 #include "ocslab/runner/lab_forwarding.h"
 #include "ocslab/runner/ocs_power_monitor.h"
 #include "ocslab/runner/run_context.h"
@@ -195,27 +196,6 @@ std::string per_host_errors(const std::vector<HostEntry>& hosts, const std::vect
   }
   return failed;
 }
-
-// Host clock -> runner clock for one host's samples: its offset interpolated linearly between
-// its estimates before and after the schedule.
-std::function<void(Sample&)> clock_correction(const HostReport& r, int64_t before_ns, int64_t after_ns) {
-  return [b = r.clock_before, a = r.clock_after, before_ns, after_ns](Sample& s) {
-    double off = static_cast<double>(b.offset_ns);
-    if (a.exchanges > 0 && after_ns > before_ns) {
-      double f = std::clamp(static_cast<double>(s.t_ns - b.offset_ns - before_ns) / static_cast<double>(after_ns - before_ns),
-                            0.0, 1.0);
-      off = static_cast<double>(b.offset_ns) + f * static_cast<double>(a.offset_ns - b.offset_ns);
-    }
-    s.t_ns -= static_cast<int64_t>(off);
-  };
-}
-
-// Capture streams (capture_store.h): one per host, then the runner's own, merged in this order.
-std::string host_stream(const std::string& host) { return "host." + host; }
-constexpr const char* kControlStream = "runner.control";
-constexpr const char* kForwardingStream = "runner.forwarding";
-constexpr const char* kPowerStream = "runner.switch_power";
-constexpr const char* kGroundTruthStream = "lab.ground_truth";
 
 json host_meta(const HostEntry& h, const HostFacts& facts, const HostReport* r) {
   json j = {{"name", h.name}, {"kernel", facts.kernel}, {"nics", facts.nics}};
@@ -387,30 +367,7 @@ class ReconfigurationRun {
   // last seq, keeps its spool (the agent's retention deletes it later). Failures are logged:
   // the run's data is safe either way.
   void release_spools(const std::vector<HostTarget>& targets) {
-    std::map<std::string, CaptureStreamInfo> streams;
-    for (auto& st : store_->streams()) streams[st.name] = st;
-    std::vector<std::string> errors(targets.size());
-    std::vector<std::thread> threads;
-    for (size_t i = 0; i < targets.size(); ++i) {
-      const HostReport* r = nullptr;
-      for (const auto& h : result_.hosts) {
-        if (h.name == targets[i].name) r = &h;
-      }
-      if (!r || r->lost || r->started.capture.empty()) continue;
-      auto st = streams.find(host_stream(r->name));
-      const bool failed = st != streams.end() && !st->second.error.empty();
-      const uint64_t on_disk = st == streams.end() ? 0 : st->second.last_seq;
-      if (failed || on_disk < r->last_seq) {
-        ctx_.log(fmt::format("{}: capture {} is not whole in the results (seq {} of {}); its spool stays on the host",
-                             r->name, r->started.capture, on_disk, r->last_seq));
-        continue;
-      }
-      threads.emplace_back([&, i, capture = r->started.capture] { errors[i] = release_spool(targets[i], capture); });
-    }
-    for (auto& t : threads) t.join();
-    for (const auto& e : errors) {
-      if (!e.empty()) ctx_.log(e + " (the agent's retention deletes it later)");
-    }
+    release_whole_spools(*store_, result_.hosts, targets, ctx_.logger());
   }
 
   // RESULTS/run.json: what `ocslab recover` needs if this process dies from here on (meta.json

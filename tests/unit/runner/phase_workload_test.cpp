@@ -426,3 +426,144 @@ TEST_CASE("the controller never listens on every address by default", "[runner][
 }
 
 }  // namespace phase_workload_test
+
+namespace phase_workload_test {
+
+TEST_CASE("native mode: the static topology and the groups it leaves without a circuit", "[runner][phase-workload]") {
+  const std::string modes = "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, "
+                            "modes: [native, on-demand, provisioning]";
+  SECTION("the topology serving the most bytes is chosen; the others need native_group_if") {
+    // dp-pp-4-phase: per step 2 x 256 KiB DP allreduces (digits 1) vs 4 x 64 KiB pipeline sends (digits 0).
+    auto s = parse(kHead + modes + ", native_group_if: {pp0: lan0, pp1: lan0}}\n" + kPhase);
+    const auto& pw = *s.phase_workload;
+    CHECK(pw.native.str() == "11");
+    CHECK(pw.native_unconnected == std::vector<std::string>{"pp0", "pp1"});
+    RankLaunch l{"prog", "sched", "out", "10.0.2.2:7000", "dppp", "native", "h1:18600", "/tmp/tok"};
+    auto a = rank_argv(pw, s.hosts, 1, l);
+    CHECK(std::find(a.begin(), a.end(), "--controller") == a.end());  // no controller in native mode
+    CHECK(std::find(a.begin(), a.end(), "--controller-token-file") == a.end());
+    CHECK(std::find(a.begin(), a.end(), "--rendezvous-token-file") != a.end());
+    CHECK(std::find(a.begin(), a.end(), "pp0=lan0") != a.end());
+    l.mode = "on-demand";
+    a = rank_argv(pw, s.hosts, 1, l);
+    CHECK(std::find(a.begin(), a.end(), "--controller") != a.end());
+    CHECK(std::find(a.begin(), a.end(), "pp0=lan0") == a.end());  // only native routes them elsewhere
+  }
+  SECTION("a schedule that cannot be wired statically is refused, naming the groups and the spec's line") {
+    auto e = error_of(kHead + modes + "}\n" + kPhase);
+    CHECK_THAT(e, Contains("test.yaml:4:"));
+    CHECK_THAT(e, Contains("cannot be wired statically"));
+    CHECK_THAT(e, Contains("pp0, pp1"));
+    e = error_of(kHead + modes + ", native_group_if: {pp0: lan0}}\n" + kPhase);
+    CHECK_THAT(e, Contains("leaves group(s) pp1 without a circuit"));
+  }
+  SECTION("phase.native names the topology; native options without the mode are refused") {
+    auto s = parse(kHead + modes + ", native_group_if: {dp-s0: lan0, dp-s1: lan0}}\n" +
+                   "phase: {job: dppp, pp: 2, dims: [{name: dp, size: 2}], initial: '11', native: '00'}\n");
+    CHECK(s.phase_workload->native.str() == "00");
+    auto e = error_of(kHead + kWorkload + "phase: {job: dppp, pp: 2, dims: [{name: dp, size: 2}], native: '00'}\n");
+    CHECK_THAT(e, Contains("add native to workload.modes"));
+    e = error_of(kHead + modes + "}\nphase: {job: dppp, pp: 2, dims: [{name: dp, size: 2}], native: '13'}\n");
+    CHECK_THAT(e, Contains("test.yaml:5:"));
+  }
+}
+
+TEST_CASE("sweep: switching times, repetitions, injection; refused where it cannot be done", "[runner][phase-workload]") {
+  SECTION("a virtual lab's sweep sets the emulator's time") {
+    auto s = parse(kHead + kWorkload + kPhase + "sweep: {switching_ms: [0, 25, 100, 200], repetitions: 2}\n");
+    const auto& pw = *s.phase_workload;
+    CHECK(pw.sweep_switching_ms == std::vector<double>{0, 25, 100, 200});
+    CHECK(pw.repetitions == 2);
+    CHECK_FALSE(pw.inject_delay);
+  }
+  SECTION("a real switch needs inject: true") {
+    const std::string wl = "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, "
+                           "placement: [h1:lo, h2:lo, h3:lo, h4:lo]}\n";
+    auto e = error_of("type: phase-workload\nname: pw\n" + inventory(4) + wl + kPhase + "sweep: {switching_ms: [0, 50]}\n");
+    CHECK_THAT(e, Contains("cannot set the switching time of a real switch"));
+    CHECK_THAT(e, Contains("inject: true"));
+    auto s = parse("type: phase-workload\nname: pw\n" + inventory(4) + wl + kPhase +
+                   "sweep: {switching_ms: [0, 50], inject: true}\n");
+    CHECK(s.phase_workload->inject_delay);
+  }
+  SECTION("bad points name the spec's line") {
+    auto e = error_of(kHead + kWorkload + kPhase + "sweep: {switching_ms: [0, -5]}\n");
+    CHECK_THAT(e, Contains("test.yaml:6:"));
+    CHECK_THAT(e, Contains("-5"));
+    e = error_of(kHead + kWorkload + kPhase + "sweep: {switching_ms: [10, 10]}\n");
+    CHECK_THAT(e, Contains("listed twice"));
+    e = error_of(kHead + kWorkload + kPhase + "sweep: {switching_ms: [ten]}\n");
+    CHECK_THAT(e, Contains("test.yaml:6:"));
+    e = error_of(kHead + kWorkload + kPhase + "sweep: {switching_ms: []}\n");
+    CHECK_THAT(e, Contains("non-empty list"));
+    e = error_of(kHead + "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, modes: [native], "
+                         "native_group_if: {pp0: lan0, pp1: lan0}}\n" + kPhase + "sweep: {switching_ms: [0, 5]}\n");
+    CHECK_THAT(e, Contains("native never switches"));
+  }
+  SECTION("sweep belongs to phase-workload specs") {
+    auto e = error_of("name: r\nlab: {vlab: ../labs/four-hosts.yaml}\nmappings: {a: [h1:eth1 <-> h2:eth1], "
+                      "b: [h1:eth1 <-> h3:eth1]}\nsweep: {switching_ms: [0]}\n");
+    CHECK_THAT(e, Contains("'sweep' needs type: phase-workload"));
+  }
+}
+
+TEST_CASE("probes in a phase-workload spec", "[runner][phase-workload]") {
+  auto s = parse(kHead + kWorkload + kPhase + "probes: {carrier: {interval_ms: 1}, firmware: {interval_ms: 5}}\n");
+  CHECK(s.probes.size() == 2);
+  auto e = error_of(kHead + kWorkload + kPhase + "probes: {rdma: {interval_ms: 10}}\n");
+  CHECK_THAT(e, Contains("needs pairs"));
+  s = parse(kHead + kWorkload + kPhase + "probes: {rdma: {pairs: ['h1:eth1 -> h2:eth1']}}\n");
+  CHECK(s.rdma.pairs.size() == 1);
+}
+
+TEST_CASE("sweep figures: relative to native, the estimate, the slope and the overhead lines", "[runner][phase-workload]") {
+  std::vector<StepFigures> f;
+  auto add = [&](const std::string& mode, double sw, int step, double ms, int reconf, int barriers, bool warm = false) {
+    StepFigures x;
+    x.mode = mode;
+    x.switching_ms = sw;
+    x.step = step;
+    x.step_ms = ms;
+    x.reconfigurations = reconf;
+    x.barriers = barriers;
+    x.warmup = warm;
+    x.wait_ms = ms > 100 ? ms - 100 : 0;
+    f.push_back(x);
+  };
+  add("native", -1, 0, 500, 0, 0, true);  // warm-up: not in any mean
+  add("native", -1, 1, 100, 0, 0);
+  add("native", -1, 2, 100, 0, 0);
+  for (double sw : {0.0, 50.0, 100.0}) {
+    add("on-demand", sw, 0, 999, 3, 6, true);
+    add("on-demand", sw, 1, 110 + 3 * sw, 3, 6);
+    add("on-demand", sw, 2, 110 + 3 * sw, 3, 6);
+  }
+  set_relative_to_native(f);
+  CHECK(f[1].relative == Approx(1.0));
+  auto pts = sweep_points(f);
+  REQUIRE(pts.size() == 4);
+  CHECK(pts[0].mode == "native");
+  CHECK(pts[0].steps == 2);
+  CHECK(pts[0].estimate_ms < 0);
+  CHECK(pts[2].switching_ms == 50);
+  CHECK(pts[2].step_ms == Approx(260));
+  CHECK(pts[2].relative == Approx(2.6));
+  CHECK(pts[2].estimate_ms == Approx(100 + 3 * 50));
+  CHECK(pts[2].barriers_per_step == Approx(6));
+  auto slope = sweep_slope(pts, "on-demand");
+  REQUIRE(slope);
+  CHECK(slope->slope == Approx(3));
+  CHECK(slope->reconfigs_per_step == Approx(3));
+  CHECK_FALSE(sweep_slope(pts, "native"));
+  auto fields = sweep_csv_fields(pts[2]);
+  REQUIRE(fields.size() == sweep_csv_columns().size());
+  CHECK(fields[1] == "50.000");
+  CHECK(fields[10] == "250.000");
+  std::ostringstream out;
+  print_overhead(out, pts);
+  CHECK_THAT(out.str(), Contains("on-demand     at 0 ms switching: step 110.00 ms, x1.100 native (+10.00% overhead)"));
+  CHECK_THAT(out.str(), Contains("6.00 controller barriers per step"));
+  CHECK_THAT(out.str(), Contains("sweep slope: 3.000 ms of step time per ms of switching; 3.00 reconfigurations per step (x1.00)"));
+}
+
+}  // namespace phase_workload_test

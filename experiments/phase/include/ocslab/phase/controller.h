@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +41,13 @@ struct ControllerOptions {
   std::vector<std::shared_ptr<Orchestrator>> rails;
   std::chrono::milliseconds ack_timeout{10000};  // per rail and attempt
   int max_retries = 2;                           // attempts after the first before falling back to the giant ring
+  // Injected switching time: after a rail's orchestrator changed circuits, its worker waits this
+  // long before the rail counts as confirmed, as if the switch were this much slower (a
+  // switching-latency sweep on a switch whose own time cannot be set). 0: none.
+  std::chrono::microseconds injected_switch_time{0};
+  // Called on the rail's worker thread after every reprogramming attempt that returned (circuits
+  // changed or not), with the orchestrator's report: the runner records each reconfiguration.
+  std::function<void(const ReconfigReport&)> on_reprogram;
 };
 
 // ControllerEvent and its to_string: controller_core.h.

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,7 +41,7 @@ struct PhaseWorkloadSpec {
                                                    // virtual lab; PATH on real hosts) or a path
   std::string schedule_path;                       // absolute, on the runner's machine
   workloads::Schedule schedule;
-  std::vector<std::string> modes;  // "on-demand", "provisioning", in run order
+  std::vector<std::string> modes;  // "native", "on-demand", "provisioning", in run order
   std::vector<RankPlacement> ranks;
   std::vector<std::string> args;  // extra arguments for every rank, after the runner's own
   int rendezvous_port = 18600;
@@ -63,6 +64,20 @@ struct PhaseWorkloadSpec {
   // 1 s retry), and a Soft-RoCE device on each named NIC of every rank's host that has none.
   bool pin_neighbours = false;
   std::vector<std::string> rxe;
+  // native mode: no shim, no controller; the rail wired once as `native` (phase.native, else
+  // the topology that connects the groups carrying the most bytes), and the groups it leaves
+  // unconnected over their workload.native_group_if interface (a network that needs no circuit).
+  phase::TopoId native;
+  std::vector<std::pair<std::string, std::string>> native_group_if;
+  std::vector<std::string> native_unconnected;  // the groups `native` leaves without a circuit
+  // Switching-latency sweep (sweep:): every mode but native is run at each switching time,
+  // `repetitions` times. In a virtual lab the emulator's switching time is set per point; with
+  // `inject` (any switch) the runner's controller holds every reconfiguration that changed
+  // circuits for the point's time before it releases the ranks. Empty: one run per mode at the
+  // switch's own timing.
+  std::vector<double> sweep_switching_ms;
+  int repetitions = 1;
+  bool inject_delay = false;
   // phase control
   phase::JobLayout layout;
   phase::TopoId initial;
@@ -76,6 +91,9 @@ struct PhaseWorkloadSpec {
   std::string controller_host;  // how the ranks reach the runner's controller
   int ack_timeout_ms = 10000;
   int max_retries = 2;
+  // After a mode's placement made circuits (from the previous mode's last topology): the wait
+  // before its ranks start, for the links to come up (phase.settle_ms).
+  int settle_ms = 0;
 
   // The rail's slots in rank order (each rank's NIC: tx_port -> ingress, rx_port -> egress).
   std::vector<phase::Slot> slots(const std::vector<HostEntry>& hosts) const;
@@ -113,6 +131,8 @@ using ocslab::shell_join;
 // One step of one mode, from the ranks' rows and the controller's events.
 struct StepFigures {
   std::string mode;
+  double switching_ms = -1;  // the sweep point (-1: the switch's own timing, no sweep)
+  int repetition = 1;
   int step = 0;
   bool warmup = false;
   int rank = 0;              // the slowest rank, whose split is reported
@@ -125,6 +145,8 @@ struct StepFigures {
   int reconfigurations = 0;  // distinct (group, seq) the controller reprogrammed the rails for
   int reconfigured_ops = 0;  // ops of the step whose rows say the fabric changed for them
   int rows = 0;              // op rows of every rank
+  int barriers = 0;          // controller round trips: distinct (group, op) some rank asked the controller for
+  double relative = 0;       // step_ms / native's mean measured step time (0: no native mode ran)
 };
 
 // Per-step figures of one mode. events: the controller's; reconfigurations are mapped to the
@@ -135,8 +157,39 @@ std::vector<StepFigures> step_figures(const workloads::Schedule& s, const std::s
 
 const std::vector<std::string>& step_csv_columns();
 std::vector<std::string> step_csv_fields(const StepFigures& f);
-// The printed table: one row per step and mode, then per mode the means over measured steps and
-// the provisioning / on-demand ratio when both ran.
+// Every step's step_ms relative to native's mean measured step time (figures of mode native).
+void set_relative_to_native(std::vector<StepFigures>& figures);
+
+// The printed table: one row per step and mode (per sweep point and repetition when swept),
+// then per mode the means over measured steps, the overhead relative to native, and the
+// provisioning / on-demand ratio when both ran.
 void print_step_table(std::ostream& out, const std::vector<StepFigures>& figures);
+
+// One row of sweep.csv: a mode at one switching time, one repetition, over its measured steps.
+struct SweepPoint {
+  std::string mode;
+  double switching_ms = -1;
+  int repetition = 1;
+  int steps = 0;
+  double step_ms = 0, step_ms_sd = 0;
+  double relative = 0;  // to native's mean (0: no native)
+  double reconfigs_per_step = 0;
+  double wait_ms = 0;          // fabric wait per step
+  double barriers_per_step = 0;
+  double estimate_ms = -1;     // T_native + N_reconfig x T_switch (-1: native, or no native)
+};
+std::vector<SweepPoint> sweep_points(const std::vector<StepFigures>& figures);
+const std::vector<std::string>& sweep_csv_columns();
+std::vector<std::string> sweep_csv_fields(const SweepPoint& p);
+// Least-squares slope of step time (ms) over switching time (ms) for one mode's points, and the
+// mean reconfigurations per step it should match; nullopt with fewer than two distinct points.
+struct SweepSlope {
+  double slope = 0;
+  double reconfigs_per_step = 0;
+};
+std::optional<SweepSlope> sweep_slope(const std::vector<SweepPoint>& points, const std::string& mode);
+// The overhead lines of summary.txt: per mode at 0 ms switching (or the switch's own timing
+// without a sweep) step time vs native, fabric wait and barriers per step; the on-demand slope.
+void print_overhead(std::ostream& out, const std::vector<SweepPoint>& points);
 
 }  // namespace ocslab::runner
