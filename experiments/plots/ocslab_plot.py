@@ -248,11 +248,15 @@ def command_of(iteration, tl, bd):
     return issue, mapping, (ack["t"] if ack else None), (ack["value"] if ack else None), nxt
 
 
-def plan(args, tl, bd):
+def plan(args, tl, bd, span=None):
+    """What timeline.png shows. span: (start, end) t_ns to draw instead of the iteration's own
+    (a phase-workload step around the reconfiguration, with every edge in it)."""
     iteration, why = pick_iteration(args, tl, bd)
     issue, mapping, ack_t, ack_v, nxt = command_of(iteration, tl, bd)
     it_start = issue - BEFORE_NS
     it_end = nxt - BEFORE_NS if nxt is not None else None  # the iteration's own span (docs)
+    if span is not None:
+        it_start, it_end = span
     lanes = tl.lanes()
 
     def in_iteration(t):
@@ -295,7 +299,7 @@ def plan(args, tl, bd):
         raise InputError(f"{tl.path}: no light, firmware, carrier or rdma rows for any host")
     run = next((s["run"] for s in tl.samples if s["run"]), "") or \
         next((r.get("run") for r in bd.rows if r.get("run")), "") or os.path.basename(os.path.abspath(args.folder))
-    window = (it_start, last_edge + AFTER_NS)
+    window = (it_start, last_edge + AFTER_NS) if span is None else span
     return {
         "run": run, "iteration": iteration, "chosen_by": why, "mapping": mapping,
         "issue_t_ns": issue, "ack_ms": None if ack_t is None else round((ack_t - issue) / NS_PER_MS, 3),
@@ -303,6 +307,66 @@ def plan(args, tl, bd):
         "window_ms": [round((window[0] - issue) / NS_PER_MS, 3), round((window[1] - issue) / NS_PER_MS, 3)],
         "hosts": hosts,
     }
+
+
+def rank_step(folder, mapping, issue):
+    """The rank/op lanes of a phase-workload run for timeline.png (Opus Fig. 9(d) under the host
+    lanes of Fig. 9(b, c)): every rank's ops and fabric waits in the step during which the chosen
+    reconfiguration was issued, from <folder>/<run label>/timeline.csv (the switch command's
+    subject is "<run label> <topo_id>"). None when the folder is not such a run."""
+    label = mapping.rsplit(" ", 1)[0] if " " in mapping else ""
+    path = os.path.join(folder, label, "timeline.csv")
+    if not label or not os.path.isfile(path):
+        return None
+    rows, header = read_csv(path, TIMELINE_COLUMNS)
+    if "iteration" not in header:
+        return None
+    samples = []
+    for r in rows:
+        if r["source"] != "collbench" or r["signal"] not in ("op_start", "op_end", "reconfig_wait"):
+            continue
+        samples.append((parse_int(path, r, "t_ns"), r["signal"], r["subject"], parse_float(path, r, "value"),
+                        (r.get("iteration") or "").strip()))
+    before = [s for s in samples if s[0] <= issue]
+    if not before:
+        return None
+    step = max(before, key=lambda s: s[0])[4]
+    starts, lanes = {}, {}
+    for t, sig, subject, v, it in samples:
+        if it != step:
+            continue
+        rank = subject.split("/", 1)[0]  # r<rank>/<group>/<op>#<index>
+        lane = lanes.setdefault(rank, {"ops": [], "waits": []})
+        if sig == "op_start":
+            starts[subject] = t
+        elif sig == "op_end" and subject in starts:
+            parts = subject.split("/")
+            lane["ops"].append({"start_ns": starts.pop(subject), "end_ns": t,
+                                "group": parts[1] if len(parts) > 1 else "", "op": parts[-1]})
+        elif sig == "reconfig_wait" and v > 0:
+            lane["waits"].append({"start_ns": t, "end_ns": t + int(v * NS_PER_MS)})
+    if not lanes:
+        return None
+    ends = [e["end_ns"] for l in lanes.values() for e in l["ops"] + l["waits"]]
+    begins = [e["start_ns"] for l in lanes.values() for e in l["ops"] + l["waits"]]
+    return {"label": label, "step": int(step) if step.isdigit() else step, "start_ns": min(begins),
+            "end_ns": max(ends), "ranks": dict(sorted(lanes.items(), key=lambda kv: int(kv[0][1:]) if kv[0][1:].isdigit() else 0))}
+
+
+def add_rank_lanes(p, tl, steps):
+    """p (a plan over the step's span) gains the rank lanes in ms since the command and the other
+    switch commands of the step."""
+    issue = p["issue_t_ns"]
+    ms = lambda t: round((t - issue) / NS_PER_MS, 3)  # noqa: E731
+    p["step"] = {"label": steps["label"], "step": steps["step"], "ranks": {}}
+    for rank, lane in steps["ranks"].items():
+        p["step"]["ranks"][rank] = {
+            "ops": [{"group": o["group"], "op": o["op"], "start_ms": ms(o["start_ns"]), "end_ms": ms(o["end_ns"])}
+                    for o in sorted(lane["ops"], key=lambda o: o["start_ns"])],
+            "waits": [{"start_ms": ms(w["start_ns"]), "end_ms": ms(w["end_ns"])}
+                      for w in sorted(lane["waits"], key=lambda w: w["start_ns"])]}
+    lo, hi = steps["start_ns"] - 50_000_000, steps["end_ns"] + 50_000_000
+    p["step"]["commands"] = [{"t_ms": ms(c["t"]), "mapping": c["subject"]} for c in tl.commands if lo <= c["t"] <= hi]
 
 
 def cdf_series(bd):
@@ -352,16 +416,20 @@ def lane_list(host_desc):
 
 
 def timeline_height_px(p):
+    ranks = len(p["step"]["ranks"]) if p.get("step") else 0
     return TIMELINE_BASE_PX + sum(TIMELINE_PANEL_PX + TIMELINE_LANE_PX * len(lane_list(h))
-                                  for h in p["hosts"].values())
+                                  for h in p["hosts"].values()) + \
+        (TIMELINE_PANEL_PX + TIMELINE_LANE_PX * ranks if ranks else 0)
 
 
 def draw_timeline(plt, p, path):
     hosts = list(p["hosts"])
     heights = [len(lane_list(p["hosts"][h])) for h in hosts]
+    step = p.get("step")
+    panels = heights + ([len(step["ranks"])] if step else [])
     h_px = timeline_height_px(p)
     fig = plt.figure(figsize=(TIMELINE_WIDTH_PX / DPI, h_px / DPI), dpi=DPI)
-    gs = fig.add_gridspec(len(hosts), 1, height_ratios=[n + TIMELINE_PANEL_PX / TIMELINE_LANE_PX for n in heights],
+    gs = fig.add_gridspec(len(panels), 1, height_ratios=[n + TIMELINE_PANEL_PX / TIMELINE_LANE_PX for n in panels],
                           left=0.14, right=0.98, top=1 - 62 / h_px, bottom=48 / h_px, hspace=0.12)
     x0, x1 = p["window_ms"]
     ack = p["ack_ms"]
@@ -422,6 +490,9 @@ def draw_timeline(plt, p, path):
                                 color=color, bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8))
                         down = None
         ax.axvline(0, color="k", lw=0.8, ls="--", zorder=1)
+        for c in (step or {}).get("commands", []):
+            if c["t_ms"] != 0:
+                ax.axvline(c["t_ms"], color="#999999", lw=0.8, ls="--", zorder=1)
         if ack is not None:
             ax.axvline(ack, color=COLORS["control"], lw=0.8, ls=":", zorder=1)
         ax.set_yticks(ticks)
@@ -433,17 +504,59 @@ def draw_timeline(plt, p, path):
         ax.set_ylabel(host if len(ifaces) > 1 else f"{host}\n{ifaces[0]}", rotation=0, ha="right", va="center", fontsize=12, fontweight="bold", labelpad=58)
         ax.tick_params(axis="y", length=0)
         ax.grid(axis="x", color="#dddddd", lw=0.5)
-        if k < len(hosts) - 1:
+        if k < len(panels) - 1:
             plt.setp(ax.get_xticklabels(), visible=False)
+    if step:
+        axes.append(draw_rank_panel(fig.add_subplot(gs[len(hosts)], sharex=axes[0]), step))
     axes[0].set_xlim(x0, x1)
     axes[-1].set_xlabel("ms since the switch command was issued  (lanes: 1 = up/light/flowing, 0 = down)")
     title = f"{p['run']}  iteration {p['iteration']}"
     if p["mapping"]:
         title += f"  \u2192 mapping {p['mapping']}"
+    if step:
+        title += f"  (step {step['step']} of {step['label']}: dashed lines = the step's switch commands)"
     fig.suptitle(title, fontsize=12, y=1 - 12 / h_px, va="top")
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return [TIMELINE_WIDTH_PX, h_px]
+
+
+GROUP_COLORS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"]
+
+
+def draw_rank_panel(ax, step):
+    """One lane per rank: its ops as bars coloured by group (labelled), its fabric waits in red."""
+    ranks = list(step["ranks"])
+    groups = sorted({o["group"] for r in step["ranks"].values() for o in r["ops"]})
+    color = {g: GROUP_COLORS[i % len(GROUP_COLORS)] for i, g in enumerate(groups)}
+    n = len(ranks)
+    ticks = []
+    for i, rank in enumerate(ranks):
+        base = (n - 1 - i) * 1.6
+        ticks.append(base + 0.4)
+        lane = step["ranks"][rank]
+        for o in lane["ops"]:
+            ax.broken_barh([(o["start_ms"], max(o["end_ms"] - o["start_ms"], 0.5))], (base, 0.8),
+                           facecolors=color[o["group"]], edgecolor="black", linewidth=0.3)
+        for w in lane["waits"]:
+            ax.broken_barh([(w["start_ms"], max(w["end_ms"] - w["start_ms"], 0.5))], (base + 0.15, 0.5),
+                           facecolors="#d62728", alpha=0.8)
+    for g in groups:
+        ax.plot([], [], color=color[g], lw=6, label=g)
+    ax.plot([], [], color="#d62728", lw=6, label="fabric wait")
+    ax.legend(fontsize=7, ncol=len(groups) + 1, loc="upper right")
+    ax.set_yticks(ticks)
+    ax.set_yticklabels(ranks, fontsize=9)
+    ax.set_ylim(-0.45, (n - 1) * 1.6 + 1.6)
+    ax.set_ylabel(f"ranks\nstep {step['step']}", rotation=0, ha="right", va="center", fontsize=12,
+                  fontweight="bold", labelpad=58)
+    ax.axvline(0, color="k", lw=0.8, ls="--", zorder=1)
+    for c in step.get("commands", []):
+        if c["t_ms"] != 0:
+            ax.axvline(c["t_ms"], color="#999999", lw=0.8, ls="--", zorder=1)
+    ax.grid(axis="x", color="#dddddd", lw=0.5)
+    ax.tick_params(axis="y", length=0)
+    return ax
 
 
 def draw_cdf(plt, series, log_x, path, run):
@@ -592,15 +705,24 @@ def main(argv):
     except UsageError as e:
         print(f"ocslab plot: {e} (ocslab plot --help)", file=sys.stderr)
         return EXIT_USAGE
-    if os.path.isfile(os.path.join(args.folder, "phase-steps.csv")) and \
-            not os.path.isfile(os.path.join(args.folder, "breakdown.csv")):
+    phase_run = os.path.isfile(os.path.join(args.folder, "phase-steps.csv"))
+    if phase_run and not os.path.isfile(os.path.join(args.folder, "breakdown.csv")):
         return phase_main(args)
+    if phase_run:  # a phase-workload run with probes: its phase figures, then the timeline and CDF
+        rc = phase_main(args)
+        if rc != 0:
+            return rc
     try:
         if not os.path.isdir(args.folder):
             raise InputError(f"{args.folder}: no such results folder")
         bd = Breakdown(os.path.join(args.folder, "breakdown.csv"))
         tl = Timeline(os.path.join(args.folder, "timeline.csv"), args.dark_dbm)
         p = plan(args, tl, bd)
+        steps = rank_step(args.folder, p["mapping"], p["issue_t_ns"]) if phase_run else None
+        if steps:
+            span = (min(steps["start_ns"], p["issue_t_ns"]) - 50_000_000, steps["end_ns"] + 50_000_000)
+            p = plan(args, tl, bd, span=span)
+            add_rank_lanes(p, tl, steps)
         series, log_x = cdf_series(bd)
     except InputError as e:
         print(f"ocslab plot: {e}", file=sys.stderr)

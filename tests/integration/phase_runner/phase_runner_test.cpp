@@ -29,6 +29,7 @@
 #include "ocslab/testing/sshd_fixture.h"
 #include "ocslab/testing/wait.h"
 #include "ocslab/workloads/schedule.h"
+#include <fmt/format.h>
 
 using namespace ocslab;
 namespace fs = std::filesystem;
@@ -44,12 +45,12 @@ using ocslab::testing::source_dir;
 
 class Emulator {
  public:
-  explicit Emulator(const std::string& dir) : dir_(dir), port_(testing::free_loopback_port()) {
+  explicit Emulator(const std::string& dir, int switching_ms = 100) : dir_(dir), port_(testing::free_loopback_port()) {
     std::string ready = dir_ + "/ready.json";
     SpawnOptions o;
     o.log_file = dir_ + "/emulator.log";
     pid_ =
-        spawn_program({testing::bin_path("ocsctl"), "emulate", "--size", "8x8", "--switching-ms", "100", "--listen",
+        spawn_program({testing::bin_path("ocsctl"), "emulate", "--size", "8x8", "--switching-ms", std::to_string(switching_ms), "--listen",
                        "127.0.0.1:" + std::to_string(port_), "--ready-file", ready, "--ground-truth", ground_truth()},
                       o);
     testing::poll_until([&] { return fs::exists(ready); }, std::chrono::seconds(5), std::chrono::milliseconds(25));
@@ -78,10 +79,12 @@ class Emulator {
 struct Lab {
   testing::TempDir dir;
   testing::SshdFixture sshd{testing::SshdOptions{}};
-  Emulator emu{dir.path()};
-  Lab() { ::setenv(ocs::kPasswordEnv, "root", 1); }
+  Emulator emu;
+  explicit Lab(int switching_ms = 100) : emu(dir.path(), switching_ms) { ::setenv(ocs::kPasswordEnv, "root", 1); }
   ~Lab() { ::unsetenv(ocs::kPasswordEnv); }
-  std::string spec(int hosts, const std::string& extra_workload = "") const {
+  std::string spec(int hosts, const std::string& extra_workload = "", const std::string& schedule = "dp-pp-4-phase",
+                   const std::string& args = "[--compute-ms, 120, --steps, " + std::to_string(kSteps) + "]",
+                   const std::string& extra = "") const {
     std::ostringstream s;
     s << "type: phase-workload\nname: phases\nlab:\n  inventory:\n";
     for (int i = 1; i <= hosts; ++i) {
@@ -92,13 +95,14 @@ struct Lab {
     s << "switch: {url: '" << emu.url() << "'}\n"
       << "workload:\n"
       << "  program: " << testing::bin_path("collbench-tcp") << "\n"
-      << "  schedule: " << source_dir() << "/experiments/workloads/schedules/dp-pp-4-phase.yaml\n"
+      << "  schedule: " << source_dir() << "/experiments/workloads/schedules/" << schedule << ".yaml\n"
       << "  port: " << testing::free_loopback_port() << "\n"
-      << "  args: [--compute-ms, 120, --steps, " << kSteps << "]\n"
+      << "  args: " << args << "\n"
       << "  timeout_s: 60\n"
       << extra_workload
       << "phase: {job: dppp, pp: 2, dims: [{name: dp, size: 2}], initial: '11', listen: '127.0.0.1:0', "
-      << "ack_timeout_ms: 5000}\n";
+      << "ack_timeout_ms: 5000}\n"
+      << extra;
     std::string p = dir.path() + "/spec.yaml";
     std::ofstream(p) << s.str();
     return p;
@@ -318,4 +322,85 @@ TEST_CASE("phase-workload: Ctrl-C stops the ranks over SSH and keeps the folder"
   auto ranks_left = [] { return testing::processes_matching("/tmp/ocslab-phase-results-on-demand").size(); };
   testing::poll_until([&] { return ranks_left() == 0; }, std::chrono::seconds(5), std::chrono::milliseconds(25));
   CHECK(ranks_left() == 0u);
+}
+
+TEST_CASE("phase-workload: native, on-demand and provisioning over a switching-latency sweep", "[phase-runner][opus]") {
+  // The switch itself switches at once; the runner's controller injects each point's switching
+  // time (sweep.inject), so the step time follows N_reconfig x T_switch on demand. The schedule
+  // has 150 ms of modelled compute per step in front of the phases that need new circuits.
+  Lab lab(0);
+  const std::string out_dir = lab.dir.path() + "/results";
+  const std::string spec =
+      lab.spec(4, "  modes: [native, on-demand, provisioning]\n  native_group_if: {pp0: lo, pp1: lo}\n",
+               "dp-pp-4-compute", "[]", "sweep: {switching_ms: [0, 25, 100], inject: true}\n");
+  std::ostringstream out, err;
+  int rc = cli::run_ocslab({"run", spec, "-o", out_dir}, out, err);
+  std::cout << out.str() << std::flush;  // the per-step table, the overhead lines and the sweep slope
+  INFO(err.str());
+  REQUIRE(rc == 0);
+
+  auto points = read_csv(out_dir + "/sweep.csv");
+  REQUIRE(points.size() == 7u);  // native once, two modes at three points
+  std::map<std::string, double> step;  // "mode@ms" -> mean step time
+  std::map<std::string, double> reconf;
+  for (const auto& p : points) {
+    INFO(p.at("mode") << " " << p.at("switching_ms"));
+    CHECK(p.at("steps") == "5");
+    const std::string key = p.at("mode") + "@" + (p.at("switching_ms").empty() ? "-" : p.at("switching_ms"));
+    step[key] = std::stod(p.at("step_ms"));
+    reconf[key] = std::stod(p.at("reconfigs_per_step"));
+  }
+  const double native = step.at("native@-");
+  const double n_reconfig = reconf.at("on-demand@25.000");
+  std::cout << "native " << native << " ms; at 25 ms switching: on-demand " << step.at("on-demand@25.000")
+            << " ms, provisioning " << step.at("provisioning@25.000") << " ms; " << n_reconfig
+            << " reconfigurations per step\n";
+  CHECK(reconf.at("native@-") == 0);
+  CHECK(n_reconfig == Approx(3));
+  // Provisioning hides the switch behind the compute: within 10% of native at 25 ms.
+  CHECK(step.at("provisioning@25.000") <= native * 1.10);
+  // On demand pays every switch: at least N_reconfig x 25 ms above native.
+  CHECK(step.at("on-demand@25.000") >= native + n_reconfig * 25);
+  // The sweep follows T_native + N_reconfig x T_switch: the on-demand slope within 20% of N_reconfig.
+  auto slope = [&](const std::string& mode) {
+    std::vector<std::pair<double, double>> xy;
+    for (double x : {0.0, 25.0, 100.0}) xy.push_back({x, step.at(mode + "@" + fmt::format("{:.3f}", x))});
+    double mx = 0, my = 0;
+    for (auto [x, y] : xy) mx += x / 3, my += y / 3;
+    double sxy = 0, sxx = 0;
+    for (auto [x, y] : xy) sxy += (x - mx) * (y - my), sxx += (x - mx) * (x - mx);
+    return sxy / sxx;
+  };
+  std::cout << "on-demand slope " << slope("on-demand") << " ms per ms of switching (N_reconfig " << n_reconfig
+            << "); provisioning slope " << slope("provisioning") << "\n";
+  CHECK(slope("on-demand") == Approx(n_reconfig).epsilon(0.20));
+  CHECK(slope("provisioning") < slope("on-demand"));
+  CHECK_THAT(out.str(), Contains("on-demand     sweep slope:"));
+  CHECK_THAT(out.str(), Contains("on-demand     at 0 ms switching: step"));
+  CHECK_THAT(out.str(), Contains("provisioning  at 0 ms switching: step"));
+
+  // Barriers: the four pipeline sends and the two DP phase boundaries per step, not one per op.
+  auto figures = read_csv(out_dir + "/phase-steps.csv");
+  for (const auto& f : figures) {
+    INFO(f.at("mode") << " " << f.at("switching_ms") << " step " << f.at("step"));
+    if (f.at("mode") == "native") {
+      CHECK(f.at("barriers") == "0");
+      CHECK(f.at("reconfigurations") == "0");
+    } else if (f.at("warmup") == "0") {
+      CHECK(f.at("barriers") == "6");
+      CHECK_FALSE(f.at("relative_to_native").empty());
+    }
+  }
+  // Native wired the rail once: every data op of its rows ran with the fabric as it was.
+  for (int r = 0; r < 4; ++r) {
+    for (const auto& o : read_csv(out_dir + "/native/ops-rank" + std::to_string(r) + ".csv")) {
+      CHECK(o.at("verified") == "1");
+      CHECK(o.at("reconfigured") == "0");
+    }
+  }
+  auto meta = nlohmann::json::parse(std::ifstream(out_dir + "/meta.json"));
+  CHECK(meta["native"]["topology"] == "11");
+  CHECK(meta["sweep"]["how"] == "injected by the runner's controller");
+  CHECK(meta["modes"].size() == 7u);
+  CHECK(fs::exists(out_dir + "/on-demand-100ms-r1/ops-rank0.csv"));
 }
