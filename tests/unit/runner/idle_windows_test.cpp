@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "ocslab/common/error.h"
+#include "ocslab/common/file.h"
 #include "ocslab/runner/idle_windows.h"
+#include "ocslab/testing/sshd_fixture.h"
 
 // This file's helpers in a namespace of its own: the unity build compiles it together with
 // the other tests of its binary.
@@ -191,6 +193,53 @@ TEST_CASE("idle windows: windows.csv fields and a row of a foreign schedule", "[
   auto bad = rows();
   bad.push_back(row(0, 1, 9, 0, 1, 2));
   CHECK_THROWS_WITH(idle_windows(s, "x", bad, 100), Contains("windows.yaml") && Contains("op index 9"));
+}
+
+TEST_CASE("idle windows: windows.csv on disk", "[runner][windows]") {
+  auto s = workloads::parse_schedule(kSchedule, "windows.yaml");
+  auto w = idle_windows(s, "on-demand", rows(), 100);
+  auto p = idle_windows(s, "provisioning", rows(), 100);
+  w.insert(w.end(), p.begin(), p.end());
+  testing::TempDir dir;
+  write_windows_csv(dir.path() + "/windows.csv", w, 100);
+  CHECK(read_file_or_empty(dir.path() + "/windows.csv") ==
+        "mode,group,rank,members,from_step,from_op,step,to_op,window_ms,switching_ms,hides_switch\n"
+        "on-demand,a,1,2,1,0,1,3,25.000,100.000,0\n"
+        "on-demand,b,2,2,1,2,2,2,988.000,100.000,1\n"
+        "on-demand,a,1,2,2,0,2,3,25.000,100.000,0\n"
+        "provisioning,a,1,2,1,0,1,3,25.000,100.000,0\n"
+        "provisioning,b,2,2,1,2,2,2,988.000,100.000,1\n"
+        "provisioning,a,1,2,2,0,2,3,25.000,100.000,0\n");
+  CHECK_THROWS_WITH(write_windows_csv(dir.path() + "/no/such/windows.csv", w, 100), Contains("no/such/windows.csv"));
+}
+
+TEST_CASE("idle windows: a sendrecv on a larger group is a pair group of its own", "[runner][windows]") {
+  // p = {0, 1, 2}: 0 -> 1 and 1 -> 2 are the shim groups p:0-1 and p:1-2; rank 1 alternates
+  // between them, so each pair's op is a phase of its own on rank 1, while ranks 0 and 2 only
+  // ever run their one pair (their gaps, step to step, bound the windows).
+  auto s = workloads::parse_schedule(
+      "name: pairs\nranks: 3\nsteps: 2\ngroups:\n  - {name: p, kind: pp, ranks: [0, 1, 2]}\nstep:\n"
+      "  - {group: p, op: sendrecv, bytes: 1KiB, src: 0, dst: 1}\n"
+      "  - {group: p, op: sendrecv, bytes: 1KiB, src: 1, dst: 2}\n",
+      "pairs.yaml");
+  std::vector<workloads::OpRecord> v;
+  for (int st = 1; st <= 2; ++st) {
+    v.push_back(row(0, st, 0, 0, 1, 10));
+    v.push_back(row(1, st, 0, 0, 1, 10));
+    v.push_back(row(1, st, 1, 20, 21, 30));
+    v.push_back(row(2, st, 1, 15, 21, 30));
+  }
+  auto w = idle_windows(s, "on-demand", v, 100);
+  REQUIRE(w.size() == 2);
+  // p:0-1: step 1 op 0 -> step 2 op 0: rank 0 1000 - 10 = 990, rank 1 the same: 990 (rank 0)
+  CHECK(w[0].group == "p:0-1");
+  CHECK(w[0].window_ms == Approx(990));
+  CHECK(w[0].rank == 0);
+  // p:1-2: rank 1 1020 - 30 = 990, rank 2 1015 - 30 = 985
+  CHECK(w[1].group == "p:1-2");
+  CHECK(w[1].window_ms == Approx(985));
+  CHECK(w[1].rank == 2);
+  CHECK(w[1].hides_switch);
 }
 
 }  // namespace idle_windows_test
