@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""Draws the two figures of an ocslab results folder (docs/experiments.md, "Reading the plots").
+"""Draws the figures of an ocslab results folder (docs/experiments.md, "Reading the plots").
 
   timeline.png  one reconfiguration, one panel per host, one 1/0 step lane per signal layer
                 (control span, light, firmware, carrier, rdma) against ms since the command
   cdf.png       per-layer latency CDFs over the ok rows of breakdown.csv
   phase.png     (a phase-workload folder: phase-steps.csv) per step, the step time split into
                 compute, communication and fabric wait, one bar per phase mode (Opus Fig. 9(d))
+  windows.png   (windows.csv) per mode, the CDF of the idle windows between a group's
+                communication phases, the switching time as a vertical line (Opus Fig. 4)
+  sweep.png     (sweep.csv) step time vs switching latency per mode, error bars over the
+                repetitions, the analytical estimate dashed, native as a horizontal line
 
 Usage: ocslab_plot.py FOLDER [--iteration N] [--format png|svg] [--describe] [--dark-dbm DBM]
 
@@ -657,6 +661,164 @@ def draw_phase(plt, modes, run, path):
     return bars
 
 
+# ---------------------------------------------------------------------------------------------
+# Phase-workload extras: windows.png (idle windows) and sweep.png (switching-latency sweep)
+
+
+WINDOWS_COLUMNS = ["mode", "window_ms", "switching_ms"]
+WINDOWS_SIZE_PX = (1000, 600)
+SWEEP_COLUMNS = ["mode", "switching_ms", "repetition", "steps", "step_ms", "step_ms_sd", "relative_to_native",
+                 "reconfigs_per_step", "estimate_ms"]
+SWEEP_SIZE_PX = (1000, 600)
+SWEEP_NATIVE = "native"
+MODE_COLORS = {"on-demand": "#d62728", "provisioning": "#1f77b4", SWEEP_NATIVE: "#000000"}
+OTHER_COLORS = ["#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+
+
+def mode_color(mode, k):
+    return MODE_COLORS.get(mode, OTHER_COLORS[k % len(OTHER_COLORS)])
+
+
+def windows_series(folder):
+    """windows.csv of a phase-workload run: per mode (file order) the sorted window_ms, the
+    switching time and the share of windows longer than it (hides_switch when the file has it,
+    else window_ms > switching_ms, the runner's rule)."""
+    path = os.path.join(folder, "windows.csv")
+    rows, header = read_csv(path, WINDOWS_COLUMNS)
+    modes = {}
+    for row in rows:
+        v = parse_float(path, row, "window_ms")
+        sw = parse_float(path, row, "switching_ms")
+        hides = parse_int(path, row, "hides_switch") == 1 if "hides_switch" in header else v > sw
+        m = modes.setdefault(row["mode"], {"values": [], "switching": set(), "hiding": 0})
+        m["values"].append(v)
+        m["switching"].add(sw)
+        m["hiding"] += 1 if hides else 0
+    series = []
+    for mode, m in modes.items():
+        vals = sorted(m["values"])
+        series.append({"mode": mode, "n": len(vals), "values": vals, "switching_ms": sorted(m["switching"]),
+                       "hiding_fraction": m["hiding"] / len(vals), "median_ms": round(median(vals), 3),
+                       "min_ms": vals[0], "max_ms": vals[-1]})
+    return series
+
+
+def draw_windows(plt, series, run, path):
+    """The Opus paper's Figure 4 in shape: CDF of the idle windows between a group's
+    communication phases, per mode, and the switching time as a vertical line: windows right of
+    it could hide a reconfiguration."""
+    w, h = WINDOWS_SIZE_PX
+    fig, ax = plt.subplots(figsize=(w / DPI, h / DPI), dpi=DPI)
+    fig.subplots_adjust(left=0.08, right=0.97, top=0.92, bottom=0.1)
+    positive = [v for s in series for v in s["values"] if v > 0]
+    log_x = bool(positive) and all(v > 0 for s in series for v in s["values"]) and \
+        max(positive) / min(positive) > 100.0
+    for k, s in enumerate(series):
+        vals = s["values"]
+        n = len(vals)
+        ax.step([vals[0]] + vals, [0.0] + [(i + 1) / n for i in range(n)], where="post", lw=1.8,
+                color=mode_color(s["mode"], k),
+                label=f"{s['mode']}  (n={n}, median {s['median_ms']:.1f} ms, "
+                      f"{100 * s['hiding_fraction']:.0f}% > switching time)")
+    switching = sorted({sw for s in series for sw in s["switching_ms"]})
+    for sw in switching:
+        ax.axvline(sw, color=COLORS["switching"], ls="--", lw=1.2, label=f"switching time {sw:g} ms")
+    if log_x:
+        ax.set_xscale("log")
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("idle window of a group's circuits between two of its phases (ms)" +
+                  ("  [log scale]" if log_x else ""))
+    ax.set_ylabel("fraction of windows")
+    ax.grid(True, color="#dddddd", lw=0.5, which="both")
+    if series:
+        ax.legend(loc="lower right", fontsize=9)
+    else:
+        ax.text(0.5, 0.5, "no windows in windows.csv", ha="center", va="center", transform=ax.transAxes)
+    ax.set_title(f"{run}: idle windows between communication phases", fontsize=12)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return {"file": path, "size_px": [w, h], "log_x": log_x, "switching_ms": switching,
+            "series": [{k: s[k] for k in ("mode", "n", "median_ms", "min_ms", "max_ms", "hiding_fraction")}
+                       for s in series]}
+
+
+def mean(values):
+    return sum(values) / len(values)
+
+
+def sweep_series(folder):
+    """sweep.csv of a switching-latency sweep: the native mean (every row of mode native) and per
+    other mode, per switching point in increasing order, the mean step time over the repetitions,
+    its error bar (min-max over the repetitions; with one repetition +-step_ms_sd, the spread of
+    its steps) and the mean analytical estimate (None where every estimate_ms is empty)."""
+    path = os.path.join(folder, "sweep.csv")
+    rows, _ = read_csv(path, SWEEP_COLUMNS)
+    native, modes = [], {}
+    for row in rows:
+        step = parse_float(path, row, "step_ms")
+        if row["mode"] == SWEEP_NATIVE:
+            native.append(step)
+            continue
+        sw = parse_float(path, row, "switching_ms")
+        p = modes.setdefault(row["mode"], {}).setdefault(sw, {"step": [], "sd": [], "estimate": []})
+        p["step"].append(step)
+        p["sd"].append(parse_float(path, row, "step_ms_sd", allow_empty=True) or 0.0)
+        est = parse_float(path, row, "estimate_ms", allow_empty=True)
+        if est is not None:
+            p["estimate"].append(est)
+    if not native and not modes:
+        raise InputError(f"{path}: no rows")
+    series = []
+    for mode, points in modes.items():
+        pts = []
+        for sw in sorted(points):
+            p = points[sw]
+            m = mean(p["step"])
+            if len(p["step"]) > 1:
+                lo, hi = min(p["step"]), max(p["step"])
+            else:
+                lo, hi = m - p["sd"][0], m + p["sd"][0]
+            pts.append({"switching_ms": sw, "repetitions": len(p["step"]), "step_ms": round(m, 3),
+                        "low_ms": round(lo, 3), "high_ms": round(hi, 3),
+                        "estimate_ms": round(mean(p["estimate"]), 3) if p["estimate"] else None})
+        series.append({"mode": mode, "points": pts})
+    return {"native_ms": round(mean(native), 3) if native else None, "native_rows": len(native), "series": series}
+
+
+def draw_sweep(plt, sweep, run, path):
+    """Step time against the switch's latency per mode (mean over repetitions, error bars), the
+    analytical estimate T_native + N_reconfig x T_switch dashed beside it, native as a line."""
+    w, h = SWEEP_SIZE_PX
+    fig, ax = plt.subplots(figsize=(w / DPI, h / DPI), dpi=DPI)
+    fig.subplots_adjust(left=0.09, right=0.97, top=0.92, bottom=0.1)
+    xs_all = [p["switching_ms"] for s in sweep["series"] for p in s["points"]]
+    log_x = bool(xs_all) and all(x > 0 for x in xs_all) and max(xs_all) / min(xs_all) > 100.0
+    for k, s in enumerate(sweep["series"]):
+        color = mode_color(s["mode"], k)
+        xs = [p["switching_ms"] for p in s["points"]]
+        ys = [p["step_ms"] for p in s["points"]]
+        err = [[y - p["low_ms"] for y, p in zip(ys, s["points"])], [p["high_ms"] - y for y, p in zip(ys, s["points"])]]
+        ax.errorbar(xs, ys, yerr=err, color=color, marker="o", ms=5, lw=1.8, capsize=3, label=f"{s['mode']} (measured)")
+        est = [(p["switching_ms"], p["estimate_ms"]) for p in s["points"] if p["estimate_ms"] is not None]
+        if est:
+            ax.plot([x for x, _ in est], [y for _, y in est], color=color, ls="--", lw=1.4, marker="x", ms=5,
+                    label=f"{s['mode']} (estimate: native + reconfigs x switch)")
+    if sweep["native_ms"] is not None:
+        ax.axhline(sweep["native_ms"], color=MODE_COLORS[SWEEP_NATIVE], lw=1.2,
+                   label=f"native (no switching): {sweep['native_ms']:.1f} ms")
+    if log_x:
+        ax.set_xscale("log")
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("switching latency (ms)" + ("  [log scale]" if log_x else ""))
+    ax.set_ylabel("step time (ms, mean of the measured steps)")
+    ax.grid(True, color="#dddddd", lw=0.5, which="both")
+    ax.legend(loc="upper left", fontsize=9)
+    ax.set_title(f"{run}: step time vs switching latency", fontsize=12)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return {"file": path, "size_px": [w, h], "log_x": log_x, **sweep}
+
+
 def import_pyplot():
     """matplotlib.pyplot on the Agg backend (files only, no display), or None after telling the
     user how to install matplotlib (the caller exits 3). Both callers read their inputs first, so
@@ -673,23 +835,47 @@ def import_pyplot():
     return plt
 
 
-def phase_main(args):
-    """`ocslab plot` on a phase-workload results folder (it has phase-steps.csv)."""
+PHASE_INPUTS = ["phase-steps.csv", "windows.csv", "sweep.csv"]
+
+
+def phase_main(args, into=None):
+    """`ocslab plot` on a phase-workload results folder: phase.png from phase-steps.csv,
+    windows.png from windows.csv, sweep.png from sweep.csv, each when its file is there. With
+    `into` (a run with probes, whose timeline and CDF follow), the --describe entries go there
+    instead of being printed."""
+    def has(name):
+        return os.path.isfile(os.path.join(args.folder, name))
     try:
-        modes = phase_steps(args.folder)
+        modes = phase_steps(args.folder) if has("phase-steps.csv") else None
+        windows = windows_series(args.folder) if has("windows.csv") else None
+        sweep = sweep_series(args.folder) if has("sweep.csv") else None
     except InputError as e:
         print(f"ocslab plot: {e}", file=sys.stderr)
         return EXIT_INPUT
     plt = import_pyplot()
     if plt is None:
         return EXIT_NO_MATPLOTLIB
-    path = os.path.join(args.folder, f"phase.{args.format}")
     run = os.path.basename(os.path.normpath(args.folder))
-    bars = draw_phase(plt, modes, run, path)
-    if args.describe:
-        print(json.dumps({"run": run, "phase": {"file": path, "size_px": list(PHASE_SIZE_PX), "modes": bars}}, indent=2))
+    described, wrote = {"run": run}, []
+    if modes is not None:
+        path = os.path.join(args.folder, f"phase.{args.format}")
+        bars = draw_phase(plt, modes, run, path)
+        described["phase"] = {"file": path, "size_px": list(PHASE_SIZE_PX), "modes": bars}
+        wrote.append(path)
+    if windows is not None:
+        path = os.path.join(args.folder, f"windows.{args.format}")
+        described["windows"] = draw_windows(plt, windows, run, path)
+        wrote.append(path)
+    if sweep is not None:
+        path = os.path.join(args.folder, f"sweep.{args.format}")
+        described["sweep"] = draw_sweep(plt, sweep, run, path)
+        wrote.append(path)
+    if into is not None and args.describe:
+        into.update({k: v for k, v in described.items() if k != "run"})
+    elif args.describe:
+        print(json.dumps(described, indent=2))
     else:
-        print(f"wrote {path}")
+        print(f"wrote {' and '.join(wrote)}")
     return 0
 
 
@@ -705,11 +891,12 @@ def main(argv):
     except UsageError as e:
         print(f"ocslab plot: {e} (ocslab plot --help)", file=sys.stderr)
         return EXIT_USAGE
-    phase_run = os.path.isfile(os.path.join(args.folder, "phase-steps.csv"))
+    phase_run = any(os.path.isfile(os.path.join(args.folder, name)) for name in PHASE_INPUTS)
     if phase_run and not os.path.isfile(os.path.join(args.folder, "breakdown.csv")):
         return phase_main(args)
+    phase_described = {}
     if phase_run:  # a phase-workload run with probes: its phase figures, then the timeline and CDF
-        rc = phase_main(args)
+        rc = phase_main(args, phase_described)
         if rc != 0:
             return rc
     try:
@@ -740,6 +927,7 @@ def main(argv):
         p["timeline"] = {"file": tl_path, "size_px": tl_size}
         p["cdf"] = {"file": cdf_path, "size_px": cdf_size, "log_x": log_x,
                     "series": [{k: s[k] for k in ("column", "n", "median_ms", "min_ms", "max_ms")} for s in series]}
+        p.update(phase_described)
         print(json.dumps(p, indent=2))
     else:
         print(f"wrote {tl_path} (iteration {p['iteration']}) and {cdf_path}")

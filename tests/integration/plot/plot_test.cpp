@@ -275,3 +275,105 @@ TEST_CASE("ocslab plot --help documents the figures and the exit codes", "[plot]
   run_ocslab({"--help"}, out, err);
   CHECK_THAT(out.str(), Catch::Contains("plot"));
 }
+
+namespace {
+
+// A phase-workload folder with only the files the runner adds for the idle windows and the
+// switching-latency sweep (docs/experiments.md, "Idle windows", "Switching-latency sweep plots").
+struct PhaseFolder {
+  ocslab::testing::TempDir tmp;
+  std::string dir = tmp.path() + "/dp-pp-phases-20261126-230000";
+  PhaseFolder() { fs::create_directories(dir); }
+  void windows() const {
+    std::ofstream(dir + "/windows.csv")
+        << "mode,group,rank,members,from_step,from_op,step,to_op,window_ms,switching_ms,hides_switch\n"
+           "on-demand,dp-s0,1,2,1,0,1,4,25.000,100.000,0\n"
+           "on-demand,pp0,2,2,1,2,2,0,988.000,100.000,1\n"
+           "provisioning,dp-s0,1,2,1,0,1,4,150.000,100.000,1\n"
+           "provisioning,pp0,2,2,1,2,2,0,300.000,100.000,1\n"
+           "provisioning,dp-s0,0,2,2,0,2,4,50.000,100.000,0\n";
+  }
+  void sweep() const {
+    std::ofstream(dir + "/sweep.csv")
+        << "mode,switching_ms,repetition,steps,step_ms,step_ms_sd,relative_to_native,reconfigs_per_step,estimate_ms\n"
+           "native,,1,6,100.0,2.0,1.00,0,\n"
+           "native,,2,6,110.0,2.0,1.00,0,\n"
+           "on-demand,100,1,6,420.0,5.0,4.00,3,405\n"
+           "on-demand,10,1,6,140.0,3.0,1.33,3,135\n"
+           "on-demand,10,2,6,150.0,3.0,1.43,3,135\n"
+           "provisioning,10,1,6,112.0,1.5,1.07,3,135\n";
+  }
+};
+
+}  // namespace
+
+TEST_CASE("ocslab plot draws windows.png: the idle-window CDF per mode", "[plot]") {
+  PhaseFolder f;
+  f.windows();
+  Run r = plot({f.dir, "--describe"});
+  INFO(r.err);
+  REQUIRE(r.rc == kExitOk);
+  CHECK(png_size(f.dir + "/windows.png") == std::pair<uint32_t, uint32_t>{1000, 600});
+  CHECK(fs::file_size(f.dir + "/windows.png") > 10000);  // a drawn figure, not an empty canvas
+  CHECK_FALSE(fs::exists(f.dir + "/phase.png"));         // no phase-steps.csv in this folder
+  json d = json::parse(r.out);
+  const json& w = d.at("windows");
+  CHECK(w.at("switching_ms") == json({100.0}));
+  REQUIRE(w.at("series").size() == 2);
+  CHECK(w.at("series")[0].at("mode") == "on-demand");
+  CHECK(w.at("series")[0].at("n") == 2);
+  CHECK(w.at("series")[0].at("hiding_fraction") == 0.5);
+  CHECK(w.at("series")[0].at("median_ms") == 506.5);
+  CHECK(w.at("series")[1].at("n") == 3);
+  CHECK(w.at("series")[1].at("hiding_fraction").get<double>() == Approx(2.0 / 3));
+  CHECK(w.at("series")[1].at("median_ms") == 150.0);
+  CHECK_FALSE(d.contains("sweep"));
+}
+
+TEST_CASE("ocslab plot draws sweep.png: step time vs switching latency, native and the estimate", "[plot]") {
+  PhaseFolder f;
+  f.sweep();
+  Run r = plot({f.dir, "--describe"});
+  INFO(r.err);
+  REQUIRE(r.rc == kExitOk);
+  CHECK(png_size(f.dir + "/sweep.png") == std::pair<uint32_t, uint32_t>{1000, 600});
+  CHECK(fs::file_size(f.dir + "/sweep.png") > 10000);
+  json d = json::parse(r.out);
+  const json& s = d.at("sweep");
+  CHECK(s.at("native_ms") == 105.0);  // mean of every native row
+  CHECK(s.at("native_rows") == 2);
+  REQUIRE(s.at("series").size() == 2);
+  const json& od = s.at("series")[0];
+  CHECK(od.at("mode") == "on-demand");
+  REQUIRE(od.at("points").size() == 2);  // in increasing switching time, whatever the file's order
+  CHECK(od.at("points")[0] == json({{"switching_ms", 10.0},
+                                    {"repetitions", 2},
+                                    {"step_ms", 145.0},
+                                    {"low_ms", 140.0},
+                                    {"high_ms", 150.0},
+                                    {"estimate_ms", 135.0}}));
+  CHECK(od.at("points")[1].at("switching_ms") == 100.0);
+  CHECK(od.at("points")[1].at("estimate_ms") == 405.0);
+  // one repetition: the error bar is its steps' standard deviation
+  const json& prov = s.at("series")[1].at("points")[0];
+  CHECK(prov.at("low_ms") == 110.5);
+  CHECK(prov.at("high_ms") == 113.5);
+}
+
+TEST_CASE("ocslab plot draws phase.png, windows.png and sweep.png together, and names a bad sweep.csv", "[plot]") {
+  PhaseFolder f;
+  f.windows();
+  f.sweep();
+  std::ofstream(f.dir + "/phase-steps.csv")
+      << "mode,step,warmup,rank,step_ms,compute_ms,comm_ms,wait_ms,max_wait_ms,reconfigurations,reconfigured_ops,rows\n"
+         "on-demand,0,1,0,50,20,20,10,10,2,2,8\n"
+         "on-demand,1,0,1,40,20,15,5,5,2,2,8\n";
+  std::ostringstream err;
+  CHECK(draw_plots(f.dir, err) == kExitOk);  // what the runner calls on the folder
+  INFO(err.str());
+  for (const char* png : {"/phase.png", "/windows.png", "/sweep.png"}) CHECK(png_size(f.dir + png).first > 0);
+  std::ofstream(f.dir + "/sweep.csv") << "mode,switching_ms,step_ms\non-demand,10,100\n";
+  Run r = plot({f.dir});
+  CHECK(r.rc == kExitInput);
+  CHECK_THAT(r.err, Catch::Contains("sweep.csv:1: missing column(s) repetition"));
+}
