@@ -43,6 +43,7 @@
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/experiment_type.h"
 #include "ocslab/runner/host_capture.h"
+#include "ocslab/runner/idle_windows.h"
 #include "ocslab/runner/remote_dir.h"
 #include "ocslab/runner/run_context.h"
 #include "ocslab/runner/runner.h"
@@ -574,6 +575,7 @@ struct ModeRun {
   std::string label;         // the folder's name: the mode, "-<ms>ms" per sweep point, "-r<k>" per repetition
   double switching_ms = -1;  // the sweep point (-1: the switch's own timing)
   int repetition = 1;
+  size_t first_reconfig = 0;  // index of its first reconfiguration in the run's record
   std::string dir;  // <results>/<label>
   RankLaunch launch;
   std::mutex mu;  // problems, while the ranks' threads run
@@ -851,6 +853,7 @@ class PhaseWorkloadRun {
     m.dir = folder_ + "/" + m.label;
     fs::create_directories(m.dir);
     const size_t first_reconfig = reconfig_count();
+    m.first_reconfig = first_reconfig;
     auto rail = open_rail(m);
     std::optional<phase::Controller> ctl;  // none in native mode: the fabric stays as wired
     if (m.mode != "native") {
@@ -874,6 +877,39 @@ class PhaseWorkloadRun {
     }
     join_reconfigs(first_reconfig, events);
     finish_mode(m, events, ctl && ctl->in_fallback());
+  }
+
+  // The switching time a run's idle windows are held against: its sweep point, else the virtual
+  // lab's emulated time, else the median command time of its own reconfigurations (0: none).
+  double switching_of(const ModeRun& m, size_t first_reconfig) {
+    if (m.switching_ms >= 0) return m.switching_ms;
+    if (target_.is_vlab()) {
+      try {
+        return vlab::lab_timing(target_.lab.dir).switching.mean_ms();
+      } catch (const std::exception&) {
+      }
+    }
+    std::vector<double> ms;
+    {
+      std::lock_guard lock(reconfig_mu_);
+      for (size_t i = first_reconfig; i < reconfigs_.size(); ++i)
+        ms.push_back(static_cast<double>(reconfigs_[i].acked_ns - reconfigs_[i].issued_ns) / 1e6);
+    }
+    if (ms.empty()) return 0;
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  }
+
+  // Idle windows of the run's groups (idle_windows.h), for windows.csv and the summary.
+  void add_windows(const ModeRun& m, const std::vector<workloads::OpRecord>& rows) {
+    try {
+      const double sw = switching_of(m, m.first_reconfig);
+      auto w = idle_windows(pw_.schedule, m.label, rows, sw);
+      window_summaries_.push_back(summarize_windows(m.label, sw, w, rows));
+      for (auto& x : w) windows_.push_back({std::move(x), sw});
+    } catch (const std::exception& e) {
+      result_.problems.push_back(m.label + ": idle windows: " + e.what());
+    }
   }
 
   size_t reconfig_count() {
@@ -1120,6 +1156,7 @@ class PhaseWorkloadRun {
       f.switching_ms = m.switching_ms;
       f.repetition = m.repetition;
     }
+    add_windows(m, got.rows);
     result_.steps.insert(result_.steps.end(), figures.begin(), figures.end());
     for (auto& smp : got.samples) smp.t_ns -= offset_of(smp.host);
     auto ctl_samples = controller_samples(events);
@@ -1212,7 +1249,16 @@ class PhaseWorkloadRun {
     std::ostringstream table;
     print_step_table(table, result_.steps);
     write_text(folder_ + "/phase-summary.txt", table.str());
-    write_text(folder_ + "/summary.txt", table.str() + breakdown_summary_);
+    std::ostringstream windows;
+    if (!window_summaries_.empty()) {
+      CsvWriter wc(folder_ + "/windows.csv");
+      wc.header(window_csv_columns());
+      for (const auto& [w, sw] : windows_) wc.row(window_csv_fields(w, sw));
+      wc.flush();
+      print_window_summary(windows, window_summaries_);
+      write_text(folder_ + "/windows-summary.txt", windows.str());
+    }
+    write_text(folder_ + "/summary.txt", table.str() + "\n" + windows.str() + breakdown_summary_);
   }
 
   // ---- probes: the capture's timeline, one breakdown row per reconfiguration x host x NIC
@@ -1365,6 +1411,8 @@ class PhaseWorkloadRun {
   std::set<std::string> host_problems_;   // reported once each
   json capture_meta_ = nullptr;
   std::string breakdown_summary_;  // summary.txt's per-layer part (probes only)
+  std::vector<std::pair<IdleWindow, double>> windows_;  // every run's, with its switching time
+  std::vector<WindowSummary> window_summaries_;
   size_t breakdown_rows_ = 0;
 };
 
