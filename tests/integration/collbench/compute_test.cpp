@@ -81,8 +81,8 @@ warmup: 1
 groups:
   - {name: dp, kind: dp, ranks: [0, 1]}
 step:
-  - {group: dp, op: allreduce, bytes: 64KiB}
-  - {group: dp, op: allreduce, bytes: 64KiB}
+  - {group: dp, op: allreduce, bytes: 4KiB}
+  - {group: dp, op: allreduce, bytes: 4KiB}
 )";
 
 const char* kWithCompute = R"(name: compute
@@ -93,8 +93,8 @@ compute_ms: 50
 groups:
   - {name: dp, kind: dp, ranks: [0, 1]}
 step:
-  - {group: dp, op: allreduce, bytes: 64KiB}
-  - {group: dp, op: allreduce, bytes: 64KiB, compute_ms: 20}
+  - {group: dp, op: allreduce, bytes: 4KiB}
+  - {group: dp, op: allreduce, bytes: 4KiB, compute_ms: 20}
 )";
 
 // Runs both ranks on the schedule text; returns each rank's rows.
@@ -131,12 +131,6 @@ std::vector<int64_t> step_ns(const std::vector<Row>& rows) {
   return out;
 }
 
-int64_t median(std::vector<int64_t> v) {
-  REQUIRE(!v.empty());
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 TEST_CASE("collbench-tcp spends and records the schedule's compute: 50 ms per step and 20 ms on one op",
           "[workloads][compute]") {
   TempDir dir;
@@ -170,14 +164,20 @@ TEST_CASE("collbench-tcp spends and records the schedule's compute: 50 ms per st
       CHECK(num(r, "compute_ns") == 0);
       CHECK(num(r, "step_compute_ns") == 0);
     }
-    // Every step holds the compute, and the median step grew by at least 0.9 x the modelled 70 ms.
+    // Every step holds the compute, and the fastest step grew by at least 0.9 x the modelled
+    // 70 ms. Fastest against fastest: on a loaded machine the scheduler adds milliseconds to
+    // some plain steps (a median of 4 ms was seen once, against 0.1 ms usually), while the
+    // compute hides the same noise, so a typical-step difference could fall short of the model
+    // although every compute was spent in full.
     auto with = step_ns(rows), without = step_ns(plain[static_cast<size_t>(rank)]);
     REQUIRE(with.size() == 5);
     REQUIRE(without.size() == 5);
     for (int64_t s : with) CHECK(s >= kModelled);
-    int64_t grew = median(with) - median(without);
-    std::printf("rank %d: median step %.3f ms with compute, %.3f ms without: %.3f ms more (modelled %lld ms)\n", rank,
-                static_cast<double>(median(with)) / 1e6, static_cast<double>(median(without)) / 1e6,
+    int64_t fastest_with = *std::min_element(with.begin(), with.end());
+    int64_t fastest_without = *std::min_element(without.begin(), without.end());
+    int64_t grew = fastest_with - fastest_without;
+    std::printf("rank %d: fastest step %.3f ms with compute, %.3f ms without: %.3f ms more (modelled %lld ms)\n", rank,
+                static_cast<double>(fastest_with) / 1e6, static_cast<double>(fastest_without) / 1e6,
                 static_cast<double>(grew) / 1e6, static_cast<long long>(kModelled / 1'000'000));
     CHECK(grew >= kModelled * 9 / 10);
   }
@@ -185,7 +185,6 @@ TEST_CASE("collbench-tcp spends and records the schedule's compute: 50 ms per st
 
 TEST_CASE("collbench-tcp's --compute-ms still sleeps before every collective, unrecorded", "[workloads][compute]") {
   TempDir dir;
-  auto plain = run_ranks(dir, "plain", kSchedule);
   auto slept = run_ranks(dir, "slept", kSchedule, " --compute-ms 15");
   for (int rank = 0; rank < 2; ++rank) {
     INFO("rank " << rank);
@@ -195,10 +194,12 @@ TEST_CASE("collbench-tcp's --compute-ms still sleeps before every collective, un
       CHECK(num(r, "step_compute_ns") == 0);
       CHECK(r.at("wrong") == "0");
     }
-    // Two ops per step, 15 ms before each.
-    int64_t grew =
-        median(step_ns(slept[static_cast<size_t>(rank)])) - median(step_ns(plain[static_cast<size_t>(rank)]));
-    CHECK(grew >= 30'000'000 * 9 / 10);
+    // Two ops per step, 15 ms before each, one after the other on this rank: every step holds
+    // both. (Not a difference against a run without: the sleeps also absorb the ranks' skew,
+    // which a few-ms baseline on a loaded machine is made of.)
+    auto steps = step_ns(slept[static_cast<size_t>(rank)]);
+    REQUIRE(steps.size() == 5);
+    for (int64_t st : steps) CHECK(st >= 30'000'000);
   }
 }
 
