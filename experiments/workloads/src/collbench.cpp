@@ -13,8 +13,8 @@
 #include "ocslab/common/clock.h"
 #include "ocslab/common/csv_writer.h"
 #include "ocslab/common/error.h"
-#include "ocslab/common/exit_code.h"
 #include "ocslab/common/secret.h"
+#include "ocslab/common/exit_code.h"
 
 namespace po = boost::program_options;
 
@@ -125,10 +125,9 @@ CommonOptions common_options(const po::variables_map& vm) {
   }
   if (o.rendezvous_token.size() > kMaxTokenChars ||
       o.rendezvous_token.find_first_not_of("0123456789abcdef") != std::string::npos) {
-    throw Error(
-        fmt::format("the rendezvous token (--rendezvous-token-file or OCSLAB_RENDEZVOUS_TOKEN) must be 1 to {} "
-                    "lowercase hex digits",
-                    kMaxTokenChars));
+    throw Error(fmt::format("the rendezvous token (--rendezvous-token-file or OCSLAB_RENDEZVOUS_TOKEN) must be 1 to {} "
+                            "lowercase hex digits",
+                            kMaxTokenChars));
   }
   if (vm.count("rendezvous-listen")) o.rendezvous_listen = vm["rendezvous-listen"].as<std::string>();
   if (vm.count("host")) o.host = vm["host"].as<std::string>();

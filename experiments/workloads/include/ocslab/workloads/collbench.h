@@ -49,11 +49,11 @@ struct CommonOptions {
   std::string schedule_path;  // empty: the size sweep (sweep.h)
   int rank = -1;              // -1: not given and no launcher names it
   int nranks = -1;
-  std::string rendezvous;         // HOST:PORT of rank 0
+  std::string rendezvous;  // HOST:PORT of rank 0
   std::string rendezvous_token;   // the run's secret (RendezvousOptions::token); empty: none
   std::string rendezvous_listen;  // rank 0's bind address; empty: the rendezvous host
-  std::string host;               // label in the records (default: this machine's hostname)
-  std::string output;             // folder for ops-rank<R>.csv and timeline-rank<R>.csv; empty: none
+  std::string host;        // label in the records (default: this machine's hostname)
+  std::string output;      // folder for ops-rank<R>.csv and timeline-rank<R>.csv; empty: none
   std::chrono::milliseconds timeout{120000};
   bool verify = true;
   int steps = -1, warmup = -1;  // overrides of the schedule's

@@ -66,7 +66,7 @@ struct Op {
   // (each rank contributes bytes / n); reducescatter = the input (each rank keeps bytes / n);
   // sendrecv = the message; barrier = 0.
   uint64_t bytes = 0;
-  int src = -1, dst = -1;     // sendrecv only: global ranks, both members of the group
+  int src = -1, dst = -1;  // sendrecv only: global ranks, both members of the group
   RedOp redop = RedOp::kSum;  // allreduce and reducescatter only
   // compute_ms: spent before the op by every rank that takes part in it, before the pre hook.
   ComputeTime compute;
