@@ -1,5 +1,6 @@
 // Schedule files come from users: any bytes must give a consistent schedule or an
 // ocslab::Error, never a crash, a hang or a schedule the workloads could not run.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <set>
@@ -43,6 +44,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       if (next != total) __builtin_trap();
     }
+    // Modelled compute: every draw is in 0..kMaxComputeMs and the same when drawn again.
+    using ocslab::workloads::ComputeTime;
+    auto check_draws = [&](const ComputeTime& c, int index) {
+      for (int rank = 0; rank < std::min(s.ranks, 3); ++rank) {
+        for (int step = 0; step < 3; ++step) {
+          int64_t d = c.draw_ns(s.seed, rank, step, index);
+          if (d < 0 || static_cast<double>(d) > ocslab::workloads::kMaxComputeMs * 1e6) __builtin_trap();
+          if (d != c.draw_ns(s.seed, rank, step, index)) __builtin_trap();
+          if (!c.any() && d != 0) __builtin_trap();
+        }
+      }
+    };
+    check_draws(s.step_compute, ocslab::workloads::kStepCompute);
+    for (size_t i = 0; i < s.step.size(); ++i) check_draws(s.step[i].compute, static_cast<int>(i));
   } catch (const ocslab::Error&) {
   }
   return 0;

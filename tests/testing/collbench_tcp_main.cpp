@@ -3,8 +3,10 @@
 // without an RDMA device: the runner's phase-workload integration test starts it over SSH on
 // loopback. Each op's members exchange their whole inputs over a full mesh of TCP connections
 // and reduce locally, so every result is real data from the peers, verified as the real
-// programs verify theirs. --compute-ms models the computation before each collective (the
-// time provisioning can hide the switch behind).
+// programs verify theirs. The schedule's compute_ms (docs/workloads.md "Modelled compute") is
+// spent on the host by the shared step loop (Backend::compute's default) and recorded in the
+// rows; the older --compute-ms sleeps before every collective inside prepare (not recorded),
+// and adds to the schedule's.
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
@@ -218,7 +220,8 @@ as ocslab-collbench-verbs) over plain TCP between the ranks, for tests without a
 void add_tcp_options(po::options_description& desc) {
   desc.add_options()("bind", po::value<std::string>()->default_value("127.0.0.1"),
                      "IPv4 address the data listener binds")(
-      "compute-ms", po::value<int>()->default_value(0), "sleep this long before each collective (modelled compute)");
+      "compute-ms", po::value<int>()->default_value(0),
+      "sleep this long before each collective (unrecorded; the schedule's compute_ms is recorded)");
 }
 
 int run_tcp(const po::variables_map& vm, const Job& job) {

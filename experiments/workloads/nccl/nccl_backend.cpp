@@ -24,6 +24,28 @@ void nccl_check(ncclResult_t r, const std::string& what, ncclComm_t comm = nullp
                           last.empty() ? "" : ": ", last));
 }
 
+// The modelled-compute kernel in PTX, JIT-compiled by the driver at load (cudaLibraryLoadData):
+// no nvcc in the build, and PTX for sm_70 runs on every later GPU. One thread reads the global
+// nanosecond timer and spins until ns have passed.
+constexpr const char* kSpinPtx = R"(.version 6.0
+.target sm_70
+.address_size 64
+
+.visible .entry ocslab_compute_spin(.param .u64 ns)
+{
+  .reg .pred %p;
+  .reg .b64 %rd<4>;
+  ld.param.u64 %rd0, [ns];
+  mov.u64 %rd1, %globaltimer;
+  add.u64 %rd2, %rd1, %rd0;
+SPIN:
+  mov.u64 %rd3, %globaltimer;
+  setp.lt.u64 %p, %rd3, %rd2;
+  @%p bra SPIN;
+  ret;
+}
+)";
+
 }  // namespace
 
 NcclBackend::NcclBackend(const Schedule& s, int rank, int device, Rendezvous& rv)
@@ -91,6 +113,14 @@ void NcclBackend::setup(Rendezvous& rv) {
     comms_[g] = comm;
   }
   nccl_check(ncclGroupEnd(), fmt::format("rank {}: creating the NCCL communicators", rank));
+
+  // Loaded (and JIT-compiled) here, not at the first compute, which would then take longer.
+  if (s.has_compute()) {
+    cuda_check(cudaLibraryLoadData(&spin_lib_, kSpinPtx, nullptr, nullptr, 0, nullptr, nullptr, 0),
+               fmt::format("rank {}: loading the compute kernel on GPU {}", rank, device));
+    cuda_check(cudaLibraryGetKernel(&spin_, spin_lib_, "ocslab_compute_spin"),
+               fmt::format("rank {}: the compute kernel", rank));
+  }
 }
 
 NcclBackend::~NcclBackend() { release(); }
@@ -102,6 +132,9 @@ void NcclBackend::release() {
   dev_ = nullptr;
   if (stream_) cudaStreamDestroy(stream_);
   stream_ = nullptr;
+  if (spin_lib_) cudaLibraryUnload(spin_lib_);
+  spin_lib_ = nullptr;
+  spin_ = nullptr;
 }
 
 std::string NcclBackend::describe() const {
@@ -183,6 +216,17 @@ void NcclBackend::run(const Op& op) {
       nccl_check(ncclAllReduce(dev_, dev_, 1, ncclFloat, ncclSum, comm, stream_), where, comm);
       break;
   }
+  cuda_check(cudaStreamSynchronize(stream_), where);
+}
+
+void NcclBackend::compute(const Op& op, std::chrono::nanoseconds d) {
+  if (d.count() <= 0) return;
+  if (!spin_) throw Error(op_where(op) + ": compute requested but the compute kernel is not loaded");
+  auto ns = static_cast<uint64_t>(d.count());
+  void* args[] = {&ns};
+  std::string where = op_where(op) + ": modelled compute";
+  // A cudaKernel_t is launched through cudaLaunchKernel as its function pointer (CUDA 12+).
+  cuda_check(cudaLaunchKernel(reinterpret_cast<const void*>(spin_), dim3(1), dim3(1), args, 0, stream_), where);
   cuda_check(cudaStreamSynchronize(stream_), where);
 }
 

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <map>
 #include <string>
 #include <vector>
@@ -25,6 +26,9 @@ class NcclBackend : public Backend {
   void prepare(const Op& op, uint64_t seq) override;
   void run(const Op& op) override;
   uint64_t verify(const Op& op, uint64_t seq) override;
+  // Modelled compute on the GPU: one thread spinning on %globaltimer for d on the op's stream,
+  // waited for, so the op's timing starts when the device finished computing.
+  void compute(const Op& op, std::chrono::nanoseconds d) override;
 
   // "GPU 0 (NVIDIA H100 80GB HBM3, bus 0000:18:00.0), NCCL 2.28.3, 3 communicator(s)".
   std::string describe() const override;
@@ -40,6 +44,8 @@ class NcclBackend : public Backend {
   float* dev_ = nullptr;
   std::vector<float> host_;
   std::map<size_t, ncclComm_t> comms_;  // group index -> communicator
+  cudaLibrary_t spin_lib_ = nullptr;    // the compute kernel, loaded when the schedule models compute
+  cudaKernel_t spin_ = nullptr;
 };
 
 }  // namespace ocslab::workloads

@@ -1,8 +1,10 @@
 #include "ocslab/workloads/collbench.h"
 
 #include <fmt/format.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -41,6 +43,24 @@ std::string hostname() {
 }
 
 }  // namespace
+
+void host_compute(std::chrono::nanoseconds d) {
+  if (d.count() <= 0) return;
+  constexpr int64_t kSpinNs = 200'000;  // the last 200 us: a sleep can overshoot by ~50-100 us
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  const int64_t end = ts.tv_sec * 1'000'000'000LL + ts.tv_nsec + d.count();
+  if (d.count() > kSpinNs) {
+    const int64_t wake = end - kSpinNs;
+    timespec w{static_cast<time_t>(wake / 1'000'000'000LL), static_cast<long>(wake % 1'000'000'000LL)};
+    while (::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &w, nullptr) == EINTR) {
+    }
+  }
+  for (;;) {
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    if (ts.tv_sec * 1'000'000'000LL + ts.tv_nsec >= end) return;
+  }
+}
 
 void add_common_options(po::options_description& d) {
   // -n and -o are nccl-tests' --iters and --op (sweep.h); world size and output folder are long only.
@@ -131,13 +151,28 @@ std::vector<OpRecord> run_steps(const Schedule& s, int rank, const std::string& 
   std::vector<OpRecord> records;
   int total = s.warmup + s.steps;
   uint64_t per_step = s.step.size();
+  // Spends a drawn compute time on the backend; returns what it took (0 without one).
+  auto compute = [&](const Op& op, const ComputeTime& c, int step, int index) -> int64_t {
+    int64_t d = c.draw_ns(s.seed, rank, step, index);
+    if (d <= 0) return 0;
+    Timestamp c0 = now();
+    backend.compute(op, std::chrono::nanoseconds(d));
+    return now().monotonic_ns - c0.monotonic_ns;
+  };
   for (int step = 0; step < total; ++step) {
+    bool first_of_step = true;
     for (size_t i = 0; i < s.step.size(); ++i) {
       const Op& op = s.step[i];
       if (!s.involves(op, rank)) continue;
       const Group& g = s.group_of(op);
       uint64_t seq = static_cast<uint64_t>(step) * per_step + i;
       backend.prepare(op, seq);
+      // Compute comes before the pre hook: the previous op's post hook may have asked for the
+      // next topology, and the switch moves while this rank computes (provisioning).
+      int64_t step_compute_ns = 0;
+      if (first_of_step) step_compute_ns = compute(op, s.step_compute, step, kStepCompute);
+      first_of_step = false;
+      int64_t compute_ns = compute(op, op.compute, step, static_cast<int>(i));
 
       OpDesc d;
       d.group = g.name;
@@ -164,6 +199,8 @@ std::vector<OpRecord> run_steps(const Schedule& s, int rank, const std::string& 
       r.type = op.type;
       r.group_size = static_cast<int>(g.ranks.size());
       r.bytes = op.bytes;
+      r.compute_ns = compute_ns;
+      r.step_compute_ns = step_compute_ns;
 
       Timestamp w0 = now();
       hooks.pre_communication(d);

@@ -85,7 +85,9 @@ const std::vector<std::string>& op_csv_columns() {
                                              "reconfigured",
                                              "provisioned",
                                              "fallback",
-                                             "topo"};
+                                             "topo",
+                                             "compute_ns",
+                                             "step_compute_ns"};
   return c;
 }
 
@@ -115,7 +117,9 @@ std::vector<std::string> op_csv_fields(const OpRecord& r) {
           r.reconfigured ? "1" : "0",
           r.provisioned ? "1" : "0",
           r.fallback ? "1" : "0",
-          r.topo};
+          r.topo,
+          std::to_string(r.compute_ns),
+          std::to_string(r.step_compute_ns)};
 }
 
 std::vector<OpRecord> parse_op_csv(const std::string& text, const std::string& origin) {
@@ -124,7 +128,12 @@ std::vector<OpRecord> parse_op_csv(const std::string& text, const std::string& o
   std::vector<OpRecord> out;
   if (!std::getline(in, line)) return out;
   auto header = split_csv_line(line);
-  if (header != op_csv_columns()) {
+  // Results folders from before the compute columns: the same header less the last two.
+  constexpr size_t kComputeColumns = 2;
+  const auto& columns = op_csv_columns();
+  const bool legacy =
+      header.size() + kComputeColumns == columns.size() && std::equal(header.begin(), header.end(), columns.begin());
+  if (header != columns && !legacy) {
     throw ConfigError(origin + ":1: not an ops CSV header (want " +
                       fmt::format("{}", fmt::join(op_csv_columns(), ",")) + ")");
   }
@@ -161,6 +170,10 @@ std::vector<OpRecord> parse_op_csv(const std::string& text, const std::string& o
     r.provisioned = f[22] == "1";
     r.fallback = f[23] == "1";
     r.topo = f[24];
+    if (!legacy) {
+      r.compute_ns = number<int64_t>(f[25], where, "compute_ns");
+      r.step_compute_ns = number<int64_t>(f[26], where, "step_compute_ns");
+    }
     out.push_back(std::move(r));
   }
   return out;
@@ -275,9 +288,17 @@ void print_table(std::ostream& out, const Schedule& s, const std::string& backen
   }
   // Step time: per step, the longest span a rank spent on the step's ops (sum of its durations
   // and waits), averaged over steps.
-  std::map<int, std::map<int, int64_t>> per_step_rank;
+  std::map<int, std::map<int, int64_t>> per_step_rank, compute_step_rank;
   for (const auto& r : all) {
-    if (!r.warmup) per_step_rank[r.step][r.rank] += r.duration_ns + r.wait_ns;
+    if (r.warmup) continue;
+    per_step_rank[r.step][r.rank] += r.duration_ns + r.wait_ns;
+    compute_step_rank[r.step][r.rank] += r.compute_ns + r.step_compute_ns;
+  }
+  double compute_sum = 0;
+  for (const auto& [step, ranks] : compute_step_rank) {
+    int64_t m = 0;
+    for (const auto& [rank, ns] : ranks) m = std::max(m, ns);
+    compute_sum += static_cast<double>(m);
   }
   double step_sum = 0;
   for (const auto& [step, ranks] : per_step_rank) {
@@ -290,6 +311,10 @@ void print_table(std::ostream& out, const Schedule& s, const std::string& backen
   if (!per_step_rank.empty()) {
     out << fmt::format("# Avg step time        : {:.3f} ms (communication + wait, slowest rank)\n",
                        step_sum / static_cast<double>(per_step_rank.size()) / 1e6);
+  }
+  if (compute_sum > 0) {
+    out << fmt::format("# Avg compute time     : {:.3f} ms (modelled compute, slowest rank)\n",
+                       compute_sum / static_cast<double>(compute_step_rank.size()) / 1e6);
   }
   out << "#\n";
 }

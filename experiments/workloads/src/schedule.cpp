@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <fstream>
 #include <map>
+#include <numbers>
 #include <set>
 #include <sstream>
 
@@ -58,6 +60,81 @@ uint64_t bytes_of(const YamlDoc& doc, const YAML::Node& n, const std::string& wh
   }
 }
 
+// One compute time in milliseconds: a finite number in 0..kMaxComputeMs.
+double compute_ms_of(const YamlDoc& doc, const YAML::Node& n, const std::string& what) {
+  if (!n.IsScalar()) throw config_error(doc, n, what + ": expected a number of milliseconds, got a structure");
+  double v = 0;
+  try {
+    v = n.as<double>();
+  } catch (const YAML::Exception&) {
+    throw config_error(doc, n, what + ": expected a number of milliseconds, got '" + n.Scalar() + "'");
+  }
+  if (std::isnan(v) || std::isinf(v)) throw config_error(doc, n, what + ": must be a finite number of milliseconds");
+  if (v < 0) throw config_error(doc, n, fmt::format("{}: {} ms is negative (compute takes 0 ms or more)", what, v));
+  if (v > kMaxComputeMs) {
+    throw config_error(doc, n, fmt::format("{}: {} ms is over the limit of {} ms", what, v, kMaxComputeMs));
+  }
+  return v;
+}
+
+// compute_ms: MS | {fixed: MS} | {uniform: [LO, HI]} | {normal: {mean: MS, sd: MS, floor: MS}}
+// (the emulator's timing syntax, ocsctl/emulator/distribution.h).
+ComputeTime parse_compute(const YamlDoc& doc, const YAML::Node& n, const std::string& what) {
+  ComputeTime c;
+  c.line = line_of(n);
+  if (n.IsScalar()) {
+    c.kind = ComputeTime::Kind::kFixed;
+    c.a_ms = compute_ms_of(doc, n, what);
+    return c;
+  }
+  if (!n.IsMap() || n.size() != 1) {
+    throw config_error(doc, n,
+                       what +
+                           ": expected milliseconds or one of {fixed: MS}, {uniform: [LO, HI]}, "
+                           "{normal: {mean: MS, sd: MS, floor: MS}}");
+  }
+  auto kv = *n.begin();
+  std::string kind = kv.first.Scalar();
+  const YAML::Node v = kv.second;
+  if (kind == "fixed") {
+    c.kind = ComputeTime::Kind::kFixed;
+    c.a_ms = compute_ms_of(doc, v, what);
+  } else if (kind == "uniform") {
+    if (!v.IsSequence() || v.size() != 2) throw config_error(doc, v, what + ": uniform needs [LO, HI]");
+    c.kind = ComputeTime::Kind::kUniform;
+    c.a_ms = compute_ms_of(doc, v[0], what);
+    c.b_ms = compute_ms_of(doc, v[1], what);
+    if (c.b_ms < c.a_ms) {
+      throw config_error(doc, v, fmt::format("{}: uniform: HI {} is below LO {}", what, c.b_ms, c.a_ms));
+    }
+  } else if (kind == "normal") {
+    if (!v.IsMap()) throw config_error(doc, v, what + ": normal needs {mean: MS, sd: MS, floor: MS}");
+    for (const auto& f : v) {
+      std::string k = f.first.Scalar();
+      if (k != "mean" && k != "sd" && k != "floor") {
+        throw config_error(doc, f.first, what + ": normal: unknown key '" + k + "' (mean, sd, floor)");
+      }
+    }
+    c.kind = ComputeTime::Kind::kNormal;
+    c.a_ms = compute_ms_of(doc, require(doc, v, "mean"), what);
+    c.b_ms = v["sd"].IsDefined() ? compute_ms_of(doc, v["sd"], what) : 0;
+    c.floor_ms = v["floor"].IsDefined() ? compute_ms_of(doc, v["floor"], what) : 0;
+  } else {
+    throw config_error(doc, kv.first, what + ": unknown distribution '" + kind + "' (fixed, uniform, normal)");
+  }
+  return c;
+}
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// A uniform double in [0, 1) from the top 53 bits.
+double unit(uint64_t& state) { return static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53; }
+
 Group parse_group(const YamlDoc& doc, const YAML::Node& n, const Schedule& s) {
   only_keys(doc, n, {"name", "kind", "ranks"});
   Group g;
@@ -85,7 +162,7 @@ Group parse_group(const YamlDoc& doc, const YAML::Node& n, const Schedule& s) {
 }
 
 Op parse_op(const YamlDoc& doc, const YAML::Node& n, const Schedule& s) {
-  only_keys(doc, n, {"group", "op", "bytes", "src", "dst"});
+  only_keys(doc, n, {"group", "op", "bytes", "src", "dst", "compute_ms"});
   Op op;
   op.line = line_of(n);
   YAML::Node gn = require(doc, n, "group");
@@ -149,13 +226,14 @@ Op parse_op(const YamlDoc& doc, const YAML::Node& n, const Schedule& s) {
   } else if (n["src"].IsDefined() || n["dst"].IsDefined()) {
     throw config_error(doc, n["src"].IsDefined() ? n["src"] : n["dst"], what + ": src/dst are for sendrecv only");
   }
+  if (n["compute_ms"].IsDefined()) op.compute = parse_compute(doc, n["compute_ms"], what + ": compute_ms");
   return op;
 }
 
 Schedule parse(const YamlDoc& doc) {
   const YAML::Node& root = doc.root;
   if (!root.IsMap()) throw config_error(doc, root, "a schedule is a mapping (name, ranks, steps, groups, step)");
-  only_keys(doc, root, {"name", "ranks", "steps", "warmup", "groups", "step"});
+  only_keys(doc, root, {"name", "ranks", "steps", "warmup", "groups", "step", "compute_ms", "seed"});
   Schedule s;
   s.origin = doc.origin;
   s.name = root["name"].IsDefined() ? as_string(doc, root["name"]) : "schedule";
@@ -172,6 +250,12 @@ Schedule parse(const YamlDoc& doc) {
     long long v = as_int(doc, root["warmup"]);
     if (v < 0 || v > kMaxSteps) throw config_error(doc, root["warmup"], fmt::format("warmup must be 0..{}", kMaxSteps));
     s.warmup = static_cast<int>(v);
+  }
+  if (root["compute_ms"].IsDefined()) s.step_compute = parse_compute(doc, root["compute_ms"], "compute_ms");
+  if (root["seed"].IsDefined()) {
+    long long v = as_int(doc, root["seed"]);
+    if (v < 0) throw config_error(doc, root["seed"], "seed must be 0 or more");
+    s.seed = static_cast<uint64_t>(v);
   }
 
   YAML::Node groups = require(doc, root, "groups");
@@ -220,6 +304,58 @@ int Group::index_of(int rank) const {
 bool Schedule::involves(const Op& op, int rank) const {
   if (op.type == OpType::kSendRecv) return rank == op.src || rank == op.dst;
   return group_of(op).index_of(rank) >= 0;
+}
+
+bool Schedule::has_compute() const {
+  if (step_compute.any()) return true;
+  return std::any_of(step.begin(), step.end(), [](const Op& op) { return op.compute.any(); });
+}
+
+int64_t ComputeTime::draw_ns(uint64_t seed, int rank, int step, int index) const {
+  double ms = 0;
+  switch (kind) {
+    case Kind::kNone:
+      return 0;
+    case Kind::kFixed:
+      ms = a_ms;
+      break;
+    case Kind::kUniform:
+    case Kind::kNormal: {
+      // One stream per (seed, rank, step, index): each value stirred into the state.
+      uint64_t state = seed;
+      for (uint64_t v :
+           {static_cast<uint64_t>(static_cast<uint32_t>(rank)), static_cast<uint64_t>(static_cast<uint32_t>(step)),
+            static_cast<uint64_t>(static_cast<uint32_t>(index))}) {
+        state ^= v;
+        state = splitmix64(state);
+      }
+      if (kind == Kind::kUniform) {
+        ms = a_ms + (b_ms - a_ms) * unit(state);
+      } else {
+        double u1 = 1.0 - unit(state);  // (0, 1]: log is finite
+        double u2 = unit(state);
+        double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+        ms = std::max(floor_ms, a_ms + b_ms * z);
+      }
+      break;
+    }
+  }
+  ms = std::clamp(ms, 0.0, kMaxComputeMs);
+  return static_cast<int64_t>(std::llround(ms * 1e6));
+}
+
+std::string ComputeTime::to_string() const {
+  switch (kind) {
+    case Kind::kNone:
+      return "none";
+    case Kind::kFixed:
+      return fmt::format("fixed {} ms", a_ms);
+    case Kind::kUniform:
+      return fmt::format("uniform {}..{} ms", a_ms, b_ms);
+    case Kind::kNormal:
+      return fmt::format("normal {} sd {} floor {} ms", a_ms, b_ms, floor_ms);
+  }
+  return "?";
 }
 
 uint64_t Schedule::max_buffer_bytes() const {
@@ -271,6 +407,12 @@ uint64_t Schedule::digest() const {
     mix(std::to_string(op.dst));
     // Only a non-sum reduction enters, so a schedule's digest stays what it was before -o.
     if (op.redop != RedOp::kSum) mix(redop_name(op.redop));
+    if (op.compute.any()) mix("compute " + op.compute.to_string());
+  }
+  // Only a schedule with modelled compute mixes it in, so the others' digests stay what they were.
+  if (has_compute()) {
+    mix("step compute " + step_compute.to_string());
+    mix("seed " + std::to_string(seed));
   }
   return h;
 }

@@ -66,7 +66,7 @@ TEST_CASE("ops CSV rows carry nccl-tests bandwidths and read back exactly", "[wo
   CHECK(back[1].topo == "rail0=10;rail1=10");
   CHECK_THROWS_WITH(parse_op_csv("rank,host\n1,h\n", "x.csv"), Contains("x.csv:1: not an ops CSV header"));
   std::string bad = text.substr(0, text.find('\n') + 1) + "1,h1,2\n";
-  CHECK_THROWS_WITH(parse_op_csv(bad, "x.csv"), Contains("x.csv:2: 3 fields, the header has 25"));
+  CHECK_THROWS_WITH(parse_op_csv(bad, "x.csv"), Contains("x.csv:2: 3 fields, the header has 27"));
   // time_us with a second sign, or too large for int64 nanoseconds: refused, naming the value.
   auto with_time_us = [&](const std::string& value) {
     auto fields = op_csv_fields(r);

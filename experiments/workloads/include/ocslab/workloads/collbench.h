@@ -18,6 +18,11 @@
 
 namespace ocslab::workloads {
 
+// Spends d on this host's CPU and returns when it is over (docs/workloads.md "Modelled
+// compute"): sleeps on CLOCK_MONOTONIC until 200 us before the end, then spins on the clock for
+// the rest, so the time is exact to a few microseconds without burning a core for long ones.
+void host_compute(std::chrono::nanoseconds d);
+
 // One transport's way of running the schedule's ops on this rank.
 class Backend {
  public:
@@ -29,6 +34,13 @@ class Backend {
   virtual void run(const Op& op) = 0;
   // count_wrong over this rank's result.
   virtual uint64_t verify(const Op& op, uint64_t seq) = 0;
+  // Spends d of modelled compute before op (the op's own compute_ms, or the step's before its
+  // first op) and returns when it is over. Default: on the CPU (host_compute). A GPU transport
+  // runs it on the device, on the op's stream.
+  virtual void compute(const Op& op, std::chrono::nanoseconds d) {
+    (void)op;
+    host_compute(d);
+  }
   // The device and setup in one line for the log ("rxe_eth1 (eth1, ...), 2 queue pair(s)").
   virtual std::string describe() const { return {}; }
 };
@@ -59,7 +71,9 @@ CommonOptions common_options(const boost::program_options::variables_map& vm);
 int launcher_local_rank();
 
 // Runs the schedule's warm-up and measured steps on this rank: for every op it takes part in,
-// prepare, pre hook, run (timed), post hook, verify. Wrong data is counted in the record and
+// prepare, compute (the step's before the rank's first op of the step, then the op's; each
+// drawn per rank, step and op and timed into the record), pre hook, run (timed), post hook,
+// verify. Wrong data is counted in the record and
 // named on stderr (op, step, schedule line); transport and hook failures throw.
 std::vector<OpRecord> run_steps(const Schedule& s, int rank, const std::string& host, Backend& backend,
                                 PhaseHooks& hooks, bool verify);

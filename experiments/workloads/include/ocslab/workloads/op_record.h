@@ -24,7 +24,7 @@ struct OpRecord {
   OpType type = OpType::kAllReduce;
   int group_size = 0;
   uint64_t bytes = 0;
-  int64_t start_ns = 0;       // CLOCK_REALTIME when the collective started (after the pre hook)
+  int64_t start_ns = 0;       // CLOCK_REALTIME when the collective started (after the compute and the pre hook)
   int64_t end_ns = 0;         // CLOCK_REALTIME when it completed on this rank (before the post hook)
   int64_t duration_ns = 0;    // the same span on CLOCK_MONOTONIC
   int64_t wait_ns = 0;        // time inside pre_communication + post_communication
@@ -35,13 +35,19 @@ struct OpRecord {
   std::string phase = "none";
   bool reconfigured = false, provisioned = false, fallback = false;
   std::string topo;
+  // Modelled compute this rank spent (CLOCK_MONOTONIC, measured around it) before the op:
+  // the op's own compute_ms, and the schedule's per-step compute_ms, which is spent before the
+  // rank's first op of the step and so is recorded on that op's row (0 on the others).
+  int64_t compute_ns = 0;
+  int64_t step_compute_ns = 0;
 };
 
 // Columns of ops-rank<R>.csv, in order (docs/workloads.md).
 const std::vector<std::string>& op_csv_columns();
 std::vector<std::string> op_csv_fields(const OpRecord& r);
 // Reads an ops CSV back (for the table and for tests); throws ConfigError "path:line: ..." on
-// malformed input.
+// malformed input. Files written before the compute columns (the header without compute_ns and
+// step_compute_ns) read too, with both 0.
 std::vector<OpRecord> parse_op_csv(const std::string& text, const std::string& origin);
 
 // The Samples of one op for the timeline: op_start (value = bytes, B), op_end (value = time,

@@ -32,6 +32,33 @@ struct Group {
   int index_of(int rank) const;
 };
 
+// Modelled compute (docs/workloads.md "Modelled compute"): a fixed time or a draw from a
+// distribution, in the emulator's timing syntax (a number of ms, {fixed: MS}, {uniform: [LO,
+// HI]}, {normal: {mean: MS, sd: MS, floor: MS}}). Draws are a pure function of (the schedule's
+// seed, rank, step, op index): a rerun spends the same times.
+struct ComputeTime {
+  enum class Kind { kNone, kFixed, kUniform, kNormal };
+  Kind kind = Kind::kNone;
+  double a_ms = 0;      // fixed: value; uniform: low; normal: mean
+  double b_ms = 0;      // uniform: high; normal: standard deviation
+  double floor_ms = 0;  // normal: draws below it are raised to it (default 0: never negative)
+  int line = 0;         // where the schedule gave it; 0 when it did not
+
+  bool any() const { return kind != Kind::kNone; }
+  // The time to spend in nanoseconds, >= 0. Its own generator (splitmix64 and Box-Muller), not
+  // std::uniform_real_distribution / normal_distribution, whose output differs between
+  // standard libraries: the same arguments give the same time on every machine.
+  // index: the op's position in the step, kStepCompute for the per-step compute.
+  int64_t draw_ns(uint64_t seed, int rank, int step, int index) const;
+  std::string to_string() const;  // "none", "fixed 5 ms", "uniform 2..4 ms", "normal 10 sd 2 floor 5 ms"
+};
+
+// The op index the per-step compute is drawn with.
+inline constexpr int kStepCompute = -1;
+// The longest compute one draw may give (one hour): more is a typo, and it keeps every draw and
+// a step's sum far inside int64 nanoseconds.
+inline constexpr double kMaxComputeMs = 3'600'000;
+
 struct Op {
   size_t group = 0;  // index into Schedule::groups
   OpType type = OpType::kAllReduce;
@@ -41,6 +68,8 @@ struct Op {
   uint64_t bytes = 0;
   int src = -1, dst = -1;  // sendrecv only: global ranks, both members of the group
   RedOp redop = RedOp::kSum;  // allreduce and reducescatter only
+  // compute_ms: spent before the op by every rank that takes part in it, before the pre hook.
+  ComputeTime compute;
   int line = 0;
 };
 
@@ -52,14 +81,22 @@ struct Schedule {
   int warmup = 0;  // steps run first and marked as warm-up
   std::vector<Group> groups;
   std::vector<Op> step;
+  // Top-level compute_ms: spent once per step by every rank that takes part in any of the
+  // step's ops, before its first op (the forward pass), so it lies inside the step's window.
+  ComputeTime step_compute;
+  uint64_t seed = 0;  // seed: of the compute draws
+
+  // Whether any compute is modelled (per step or on any op).
+  bool has_compute() const;
 
   const Group& group_of(const Op& op) const { return groups.at(op.group); }
   // Ranks that take part in op (sendrecv: src and dst only).
   bool involves(const Op& op, int rank) const;
   // Largest per-rank buffer any op needs, in bytes.
   uint64_t max_buffer_bytes() const;
-  // FNV-1a over groups (name, kind, ranks) and ops (group, type, bytes, src, dst), not steps or
-  // layout: ranks compare it at the rendezvous so one started with a different schedule is refused.
+  // FNV-1a over groups (name, kind, ranks) and ops (group, type, bytes, src, dst) and, when any
+  // is modelled, the compute times and seed; not steps or layout: ranks compare it at the
+  // rendezvous so one started with a different schedule is refused.
   uint64_t digest() const;
 };
 
