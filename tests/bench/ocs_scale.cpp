@@ -86,6 +86,11 @@ std::vector<ocs::Circuit> mapping(int n) {
   return out;
 }
 
+struct Target {
+  const char* name;
+  std::string url;
+};
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -123,36 +128,31 @@ int main(int argc, char** argv) {
   cfg.control.tl1 = emu::ListenAddress{"127.0.0.1", 0};
   cfg.control.netconf = emu::ListenAddress{"127.0.0.1", 0};
   cfg.control.scpi = emu::ListenAddress{"127.0.0.1", 0};
-  emu::Emulator emulator(cfg);
-  emulator.start();
-  auto ports = emulator.ports();
-
   testing::TempDir tmp;
   const std::string known_hosts = tmp.path() + "/known_hosts";
-  std::ofstream(known_hosts) << emulator.known_hosts("127.0.0.1", *ports.netconf) << "\n";
-
-  ocs::DriverOptions opts;
-  opts.password = "root";
-  opts.known_hosts_file = known_hosts;
-  opts.reply_timeout = std::chrono::milliseconds(60000);
-
-  struct Target {
-    const char* name;
-    std::string url;
-  };
-  const std::vector<Target> targets = {
-      {"tl1", "tl1://admin@127.0.0.1:" + std::to_string(*ports.tl1)},
-      {"netconf", "netconf://admin@127.0.0.1:" + std::to_string(*ports.netconf)},
-      {"scpi", "scpi://127.0.0.1:" + std::to_string(*ports.scpi)},
-  };
 
   std::printf(
       "apply N circuits onto an empty %dx%d emulated switch (rotor, switching %g ms), loopback, "
       "median of %d\n",
       kIngress, kEgress, args.switching_ms, args.repeats);
   std::printf("%-8s %9s %12s %16s\n", "driver", "circuits", "apply (ms)", "per circuit (us)");
-  for (const auto& t : targets) {
-    if (!args.only.empty() && args.only != t.name) continue;
+  for (const char* name : {"tl1", "netconf", "scpi"}) {
+    if (!args.only.empty() && args.only != name) continue;
+    // A fresh emulator per driver: what one driver left in the switch model (mirrors that
+    // moved once) cannot weigh on the next one's figures.
+    emu::Emulator emulator(cfg);
+    emulator.start();
+    auto ports = emulator.ports();
+    std::ofstream(known_hosts) << emulator.known_hosts("127.0.0.1", *ports.netconf) << "\n";
+    ocs::DriverOptions opts;
+    opts.password = "root";
+    opts.known_hosts_file = known_hosts;
+    opts.reply_timeout = std::chrono::milliseconds(60000);
+    const std::string url = std::string_view(name) == "tl1" ? "tl1://admin@127.0.0.1:" + std::to_string(*ports.tl1)
+                            : std::string_view(name) == "netconf"
+                                ? "netconf://admin@127.0.0.1:" + std::to_string(*ports.netconf)
+                                : "scpi://127.0.0.1:" + std::to_string(*ports.scpi);
+    const Target t{name, url};
     auto d = ocs::make_driver(ocs::SwitchUrl::parse(t.url), opts);
     d->open();
     d->clear();
@@ -163,6 +163,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
     d->close();
+    emulator.stop();
     const int lo = args.sizes.front(), hi = args.sizes.back();
     if (args.sizes.size() >= 2 && hi > lo) {
       double per_lo = ms[lo] / lo, per_hi = ms[hi] / hi;
@@ -178,6 +179,5 @@ int main(int argc, char** argv) {
                   large / small, large * 1000, small * 1000);
     }
   }
-  emulator.stop();
   return 0;
 }
