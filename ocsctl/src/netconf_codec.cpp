@@ -7,6 +7,7 @@
 #include <cctype>
 #include <charconv>
 #include <climits>
+#include <limits>
 #include <map>
 #include <set>
 #include <cstdlib>
@@ -614,14 +615,20 @@ class CrossConnectEditor {
       }
       result.erase(m.ingress);
     }
+    // result by egress, then ingress: the pair holding an egress is found without a scan of
+    // result per merge (n merges onto an empty switch cost n^2 that way). The lowest ingress
+    // first, as a scan of result in ingress order would meet it.
+    std::set<std::pair<Port, Port>> by_egress;
+    for (auto [i, e] : result) by_egress.emplace(e, i);
     for (const auto& m : merges) {
-      for (auto it = result.begin(); it != result.end(); ++it) {
-        if (it->second != m.egress) continue;
+      auto held = by_egress.lower_bound({m.egress, std::numeric_limits<Port>::min()});
+      if (held != by_egress.end() && held->first == m.egress) {
         if (!r_.replace_patched) refuse("in-use", fmt::format("Port already connected: {}", m.egress));
-        result.erase(it);
-        break;
+        result.erase(held->second);
+        by_egress.erase(held);
       }
       result[m.ingress] = m.egress;
+      by_egress.emplace(m.egress, m.ingress);
     }
     CrossConnectEdit edit;
     for (auto [i, e] : current) {

@@ -22,16 +22,21 @@ ScpiDriver::~ScpiDriver() = default;
 
 std::string ScpiDriver::read_line(Deadline deadline, const std::string& command) {
   if (!stream_) throw ConnectionError("not connected");
+  // Bytes already searched for a line end: a long reply arriving in many reads is scanned
+  // once, not from its start after every read.
+  size_t scanned = 0;
   for (;;) {
-    size_t nl = buffer_.find('\n');
+    size_t nl = buffer_.find('\n', scanned);
     if (nl != std::string::npos) {
       std::string line = buffer_.substr(0, nl);
       buffer_.erase(0, nl + 1);
+      scanned = 0;
       if (!line.empty() && line.back() == '\r') line.pop_back();
       // A stray empty line (CRLF after LF, keep-alive) carries nothing; wait for the reply.
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       return line;
     }
+    scanned = buffer_.size();
     if (buffer_.size() > kMaxLine) {
       throw ProtocolError(fmt::format("reply to {} exceeds {} bytes without a line end: {}", command, kMaxLine,
                                       scpi_quote(buffer_)));

@@ -18,6 +18,11 @@ SshSession::SshSession(const SshOptions& o) : what_("ssh " + o.user + "@" + o.ho
   // Never read ~/.ssh/config: the URL and options are the whole truth.
   int no = 0;
   ssh_options_set(session_, SSH_OPTIONS_PROCESS_CONFIG, &no);
+  // TCP_NODELAY, as the TCP transports set it: a request over one SSH packet (32 KiB, e.g. an
+  // edit-config of 600+ circuits) otherwise sends its tail only when the peer's delayed ACK of
+  // the first packet comes, 40 ms later.
+  int yes = 1;
+  ssh_options_set(session_, SSH_OPTIONS_NODELAY, &yes);
   if (!o.known_hosts_file.empty()) {
     ssh_options_set(session_, SSH_OPTIONS_KNOWNHOSTS, o.known_hosts_file.c_str());
     ssh_options_set(session_, SSH_OPTIONS_GLOBAL_KNOWNHOSTS, "/dev/null");

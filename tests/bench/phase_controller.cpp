@@ -1,7 +1,11 @@
 // Benchmark: the phase controller's topo_write round trip (shim pre hook -> barrier -> ACK) with
 // 8, 64 and 512 emulated ranks on loopback against the OCS emulator with switch time 0, with
 // and without a reconfiguration per op; and what the control plane adds per reconfiguration
-// over calling libocs directly for the same circuit changes, measured in the same run.
+// over calling libocs directly for the same circuit changes, measured in the same run; and the
+// controller's service time per rank message (CPU time of its event-loop thread, read from
+// the kernel's per-thread accounting) apart from its rail workers and the ranks' own threads,
+// so that what the controller spends is told apart from waiting for 512 client threads to be
+// scheduled on a few CPUs.
 //   phase_controller [--rounds-scale F]
 #include <fmt/format.h>
 
@@ -10,8 +14,15 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <latch>
 #include <map>
+#include <set>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "ocslab/testing/phase_lab.h"
@@ -33,20 +44,69 @@ double pct(std::vector<double> v, double p) {
   return v[std::min(i, v.size() - 1)];
 }
 
+// The threads of this process (Linux task ids).
+std::set<int> thread_ids() {
+  std::set<int> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    out.insert(std::atoi(e.path().filename().c_str()));
+  }
+  return out;
+}
+
+std::set<int> minus(const std::set<int>& a, const std::set<int>& b) {
+  std::set<int> out;
+  std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::inserter(out, out.end()));
+  return out;
+}
+
+// CPU time these threads have run, in ns: the first field of their schedstat (nanosecond
+// accounting, unlike the clock ticks of /proc/.../stat).
+int64_t cpu_ns(const std::set<int>& tids) {
+  int64_t sum = 0;
+  for (int t : tids) {
+    std::ifstream f("/proc/self/task/" + std::to_string(t) + "/schedstat");
+    long long ns = 0;
+    if (f >> ns) sum += ns;
+  }
+  return sum;
+}
+
+int64_t thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// Where the ops' time went, from the moment every rank was connected to the last op's end.
+struct Service {
+  double wall_ms = 0;      // that span
+  int64_t loop_ns = 0;     // the controller's event-loop thread: every rank message's handling
+  int64_t workers_ns = 0;  // its rail workers (orchestrator + libocs)
+  int64_t ranks_ns = 0;    // the ranks' threads (shims)
+  size_t messages = 0;     // rank messages in that span: requests and dones
+};
+
 struct Result {
   std::vector<double> pre_ms;       // every pre hook, every rank
   std::vector<double> last_ms;      // per op: the last rank's request -> its ACK (controller view)
   std::vector<double> dispatch_ms;  // last request -> rail work starts
   std::vector<double> rail_ms;      // reconfig_start -> reconfig_end (orchestrator + libocs)
   std::vector<double> fanout_ms;    // reconfig_end -> last ACK sent
+  Service service;
 };
 
 Result run(int n, int rounds, bool reconfigure) {
   phase_test::Lab lab(phase_test::phase_switch(0, std::max(64, n)));
   JobLayout L{"bench", 1, {{"dp", n / 2}, {"cp", 2}}};
   auto o = lab.rail(L, TopoId::uniform(L, 1));
+  const auto before = thread_ids();
   Controller ctl(phase_test::controller_options(L, {o}));
+  const auto workers = minus(thread_ids(), before);  // the rail thread pool, made with the controller
   ctl.start();
+  const auto loop = minus(minus(thread_ids(), before), workers);  // the event loop, made by start()
+  // Every rank connects and registers its groups before the measured span starts.
+  std::latch ready(n), go(1);
+  std::atomic<int64_t> ranks_ns{0};
   std::vector<int> all;
   for (int r = 0; r < n; ++r) all.push_back(r);
   std::vector<std::vector<double>> per(static_cast<size_t>(n));
@@ -54,6 +114,7 @@ Result run(int n, int rounds, bool reconfigure) {
   std::atomic<int> failures{0};
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
+      bool counted = false;
       try {
         ShimOptions so;
         so.port = ctl.port();
@@ -64,6 +125,10 @@ Result run(int n, int rounds, bool reconfigure) {
         Shim shim(so);
         shim.add_group("all_dp", "dp", all);
         shim.add_group("all_cp", "cp", all);
+        ready.count_down();
+        counted = true;
+        go.wait();
+        const int64_t cpu0 = thread_cpu_ns();
         for (int i = 0; i < rounds; ++i) {
           OpDescriptor op{reconfigure && i % 2 ? "all_cp" : "all_dp", "allreduce", 1 << 20, 0};
           auto t0 = Clock::now();
@@ -71,16 +136,41 @@ Result run(int n, int rounds, bool reconfigure) {
           per[static_cast<size_t>(r)].push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
           shim.post_communication(op);
         }
+        ranks_ns += thread_cpu_ns() - cpu0;
       } catch (const std::exception& e) {
         std::fprintf(stderr, "rank %d: %s\n", r, e.what());
         ++failures;
+        if (!counted) ready.count_down();
       }
     });
   }
+  ready.wait();
+  const int64_t loop0 = cpu_ns(loop), workers0 = cpu_ns(workers);
+  const size_t events0 = ctl.events().size();
+  const auto wall0 = Clock::now();
+  go.count_down();
   for (auto& t : threads) t.join();
+  Service svc;
+  svc.wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - wall0).count();
+  // A rank's last done is sent without waiting for the controller: count its handling too.
+  const size_t expected = static_cast<size_t>(2 * n) * static_cast<size_t>(rounds);
+  for (auto until = Clock::now() + std::chrono::seconds(5); Clock::now() < until;) {
+    const auto events = ctl.events();
+    svc.messages = 0;
+    for (size_t i = events0; i < events.size(); ++i) {
+      using K = ControllerEvent::Kind;
+      svc.messages += events[i].kind == K::kRequest || events[i].kind == K::kDone;
+    }
+    if (svc.messages >= expected || failures) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  svc.loop_ns = cpu_ns(loop) - loop0;
+  svc.workers_ns = cpu_ns(workers) - workers0;
+  svc.ranks_ns = ranks_ns;
   ctl.stop();
   if (failures) throw Error(fmt::format("{} ranks failed", failures.load()));
   Result res;
+  res.service = svc;
   for (auto& v : per) res.pre_ms.insert(res.pre_ms.end(), v.begin(), v.end());
   // Controller-side spans per (group, seq).
   std::map<std::string, int64_t> last_req, rstart, rend, last_ack;
@@ -150,12 +240,14 @@ int main(int argc, char** argv) {
   std::vector<Row> rows{
       {8, static_cast<int>(200 * scale)}, {64, static_cast<int>(60 * scale)}, {512, static_cast<int>(12 * scale)}};
   std::vector<std::pair<int, Result>> reconf;
+  std::vector<std::tuple<int, int, bool, Service>> services;
   for (auto [n, rounds] : rows) {
     rounds = std::max(rounds, 4);
     for (bool rc : {false, true}) {
       auto r = run(n, rounds, rc);
       std::printf("%6d %7d %-13s %9.3f %9.3f %13.3f %13.3f\n", n, rounds, rc ? "reconfigure" : "same topology",
                   pct(r.pre_ms, 0.5), pct(r.pre_ms, 0.99), pct(r.last_ms, 0.5), pct(r.last_ms, 0.99));
+      services.emplace_back(n, rounds, rc, r.service);
       if (rc) reconf.emplace_back(n, std::move(r));
     }
   }
@@ -170,6 +262,22 @@ int main(int argc, char** argv) {
     std::printf("%6d %9d %9.3f %9.3f %9.3f %11.3f %12.3f %8.2fx\n", n, n, base, pct(r.rail_ms, 0.5),
                 pct(r.dispatch_ms, 0.5), pct(r.fanout_ms, 0.5), last, base > 0 ? last / base : 0.0);
   }
+  std::printf("\ncontroller service time per rank message, and where an op's wall time goes (CPU per op, ms)\n\n");
+  std::printf("%6s %-13s %9s %13s %9s %9s %9s %9s %10s\n", "ranks", "case", "msgs/op", "loop/msg us", "loop", "rail",
+              "ranks", "wall", "loop/wall");
+  for (const auto& [n, rounds, rc, sv] : services) {
+    const double ops = rounds;
+    const double loop_ms = static_cast<double>(sv.loop_ns) / 1e6 / ops;
+    std::printf("%6d %-13s %9.0f %13.2f %9.3f %9.3f %9.3f %9.3f %9.2f%%\n", n, rc ? "reconfigure" : "same topology",
+                static_cast<double>(sv.messages) / ops,
+                sv.messages ? static_cast<double>(sv.loop_ns) / 1e3 / static_cast<double>(sv.messages) : 0.0, loop_ms,
+                static_cast<double>(sv.workers_ns) / 1e6 / ops, static_cast<double>(sv.ranks_ns) / 1e6 / ops,
+                sv.wall_ms / ops, sv.wall_ms > 0 ? 100 * loop_ms * ops / sv.wall_ms : 0.0);
+  }
+  std::printf(
+      "\nloop = the controller's event-loop thread (every rank message: request, done, ACK writes); rail = its\n"
+      "worker threads; ranks = the shims' threads; wall = all ranks connected -> last op done, per op. What the\n"
+      "wall time holds beyond loop and rail is the ranks' own work and their waiting to be scheduled.\n");
   std::printf(
       "\nrail = orchestrator on its worker strand (diff + libocs); dispatch = last request -> rail work starts;\n");
   std::printf("ACK fanout = rail confirmed -> last ACK written; overhead = last-rank / libocs (1.00x = no overhead)\n");

@@ -1,6 +1,8 @@
 #include "ssh_listener.h"
 
 #include <libssh/callbacks.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -203,6 +205,10 @@ void SshListener::accept_loop() {
     }
     auto conn = std::make_unique<Conn>();
     conn->fd = ssh_get_fd(session);
+    // As the TCP listener does: a reply over one SSH packet (32 KiB, e.g. the cross-connects of
+    // 600+ circuits) must not wait for the client's delayed ACK before its tail is sent.
+    int one = 1;
+    ::setsockopt(conn->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     Conn* c = conn.get();
     conns_.push_back(std::move(conn));
     c->thread = std::thread([this, c, session] {

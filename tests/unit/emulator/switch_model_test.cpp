@@ -1,6 +1,8 @@
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <map>
 
 #include "ocslab/common/clock.h"
 #include "ocslab/emulator/switch_model.h"
@@ -142,6 +144,77 @@ TEST_CASE("shutters and blocking fabrics darken circuits", "[emulator]") {
   b.run_for(std::chrono::milliseconds(80));
   CHECK(b.model.lit(5));
   CHECK(b.model.lit(6));
+}
+
+TEST_CASE("a request conflicting at both ends names the port of the lower ingress", "[emulator]") {
+  Rig r(small(0));
+  REQUIRE_FALSE(r.model.connect({{1, 5}, {2, 6}}, [] {}));
+  auto err = r.model.connect({{2, 5}}, [] {});  // 5 is held by ingress 1, ingress 2 by 6
+  REQUIRE(err);
+  CHECK(err->text == "Port already connected: 5");
+  err = r.model.connect({{1, 6}}, [] {});  // ingress 1 holds 5, 6 is held by ingress 2
+  REQUIRE(err);
+  CHECK(err->text == "Port already connected: 1");
+  CHECK(r.model.circuits() == std::vector<Circuit>{{1, 5}, {2, 6}});
+}
+
+// The model announces only what changed since its last announcement (touched ports, not a
+// scan of every port): what the observers were last told must always be what lit() says.
+TEST_CASE("announced light follows the model through replacing, shutters and blocking", "[emulator]") {
+  auto agrees = [](Rig& r) {
+    std::map<Port, bool> told;
+    for (auto [out, lit] : r.lights) told[out] = lit;
+    std::map<Port, std::optional<Port>> path;
+    for (auto [in, out] : r.paths) path[in] = out;
+    for (Port out = 5; out <= 8; ++out) {
+      if (told[out] != r.model.lit(out)) return false;
+    }
+    const auto circuits = r.model.circuits();
+    for (Port in = 1; in <= 4; ++in) {
+      std::optional<Port> lit_to;
+      for (Port out = 5; out <= 8; ++out) {
+        if (r.model.lit(out) && std::count(circuits.begin(), circuits.end(), Circuit{in, out})) {
+          lit_to = out;
+        }
+      }
+      if (path[in] != lit_to) return false;
+    }
+    return true;
+  };
+  auto p = small(0);
+  p.replace_patched = true;
+  Rig r(p);
+  REQUIRE_FALSE(r.model.connect({{1, 5}, {2, 6}, {3, 7}}, [] {}));
+  r.run_for(std::chrono::milliseconds(20));
+  CHECK(agrees(r));
+  REQUIRE_FALSE(r.model.connect({{4, 5}, {1, 8}}, [] {}));  // 4 takes 5 from 1, 1 moves to 8
+  CHECK(agrees(r));
+  r.run_for(std::chrono::milliseconds(20));
+  CHECK(agrees(r));
+  CHECK(r.model.circuits() == std::vector<Circuit>{{1, 8}, {2, 6}, {3, 7}, {4, 5}});
+  REQUIRE_FALSE(r.model.set_shutter({6}, true));  // at the egress end
+  CHECK_FALSE(r.model.lit(6));
+  CHECK(agrees(r));
+  REQUIRE_FALSE(r.model.set_shutter({3, 8}, true));
+  CHECK(agrees(r));
+  REQUIRE_FALSE(r.model.set_shutter({3, 6, 8}, false));
+  CHECK(agrees(r));
+  CHECK(r.model.lit(6));
+  REQUIRE_FALSE(r.model.disconnect({7}));  // by its egress
+  CHECK(agrees(r));
+
+  auto pb = small(30);
+  pb.blocking = true;
+  Rig b(pb);
+  REQUIRE_FALSE(b.model.connect({{1, 5}, {2, 6}}, [] {}));
+  b.run_for(std::chrono::milliseconds(80));
+  CHECK(agrees(b));
+  REQUIRE_FALSE(b.model.connect({{3, 7}}, [] {}));
+  CHECK_FALSE(b.model.lit(5));
+  CHECK(agrees(b));  // every lit circuit announced dark while a mirror moves
+  b.run_for(std::chrono::milliseconds(80));
+  CHECK(b.model.lit(5));
+  CHECK(agrees(b));  // and lit again, with the new one, when it settles
 }
 
 TEST_CASE("switch presets follow the published switching times", "[emulator]") {

@@ -100,6 +100,28 @@ TEST_CASE("cross-connect edit: taken egress is in-use unless replace_patched") {
   CHECK(e.add == std::vector<Circuit>{{2, 5}});
 }
 
+TEST_CASE("cross-connect edit: egresses freed and taken within one request") {
+  std::vector<Circuit> current{{1, 5}, {2, 6}, {3, 7}};
+  SECTION("a swap re-keys both ingresses: nothing is in use") {
+    auto e = edit_of(edit(current, cc(xc(1, 6) + xc(2, 5)), rules_4x4()));
+    CHECK(e.drop == std::vector<Port>{1, 2});
+    CHECK(e.add == std::vector<Circuit>{{1, 6}, {2, 5}});
+  }
+  SECTION("an egress freed by an earlier merge is free for a later one") {
+    auto e = edit_of(edit(current, cc(xc(4, 5) + xc(1, 8)), rules_4x4()));
+    CHECK(e.drop == std::vector<Port>{1});
+    CHECK(e.add == std::vector<Circuit>{{1, 8}, {4, 5}});
+  }
+  SECTION("replacing takes each egress from whoever holds it after the merges before") {
+    auto e = edit_of(edit(current, cc(xc(4, 5) + xc(1, 7)), rules_4x4(true)));
+    CHECK(e.drop == std::vector<Port>{1, 3});
+    CHECK(e.add == std::vector<Circuit>{{1, 7}, {4, 5}});
+    auto err = error_of(edit(current, cc(xc(4, 5) + xc(1, 7)), rules_4x4()));
+    CHECK(err.tag == "in-use");
+    CHECK(err.message == "Port already connected: 7");
+  }
+}
+
 TEST_CASE("cross-connect edit: invalid requests and the two wordings") {
   auto rules = rules_4x4();
   auto err = error_of(edit({}, cc(xc(5, 6)), rules));
