@@ -85,7 +85,8 @@ const std::vector<std::string>& op_csv_columns() {
                                              "reconfigured",
                                              "provisioned",
                                              "fallback",
-                                             "topo"};
+                                             "topo",
+                                             "barrier"};
   return c;
 }
 
@@ -115,7 +116,8 @@ std::vector<std::string> op_csv_fields(const OpRecord& r) {
           r.reconfigured ? "1" : "0",
           r.provisioned ? "1" : "0",
           r.fallback ? "1" : "0",
-          r.topo};
+          r.topo,
+          r.barrier ? "1" : "0"};
 }
 
 std::vector<OpRecord> parse_op_csv(const std::string& text, const std::string& origin) {
@@ -124,7 +126,11 @@ std::vector<OpRecord> parse_op_csv(const std::string& text, const std::string& o
   std::vector<OpRecord> out;
   if (!std::getline(in, line)) return out;
   auto header = split_csv_line(line);
-  if (header != op_csv_columns()) {
+  // Older files lack the barrier column: the header without it is accepted too.
+  std::vector<std::string> without_barrier = op_csv_columns();
+  without_barrier.erase(std::find(without_barrier.begin(), without_barrier.end(), "barrier"));
+  const bool has_barrier = header == op_csv_columns();
+  if (!has_barrier && header != without_barrier) {
     throw ConfigError(origin + ":1: not an ops CSV header (want " +
                       fmt::format("{}", fmt::join(op_csv_columns(), ",")) + ")");
   }
@@ -161,6 +167,12 @@ std::vector<OpRecord> parse_op_csv(const std::string& text, const std::string& o
     r.provisioned = f[22] == "1";
     r.fallback = f[23] == "1";
     r.topo = f[24];
+    if (has_barrier) {
+      const auto at = static_cast<size_t>(std::find(header.begin(), header.end(), "barrier") - header.begin());
+      if (f[at] != "0" && f[at] != "1")
+        throw ConfigError(fmt::format("{}: column barrier: want 0 or 1, got '{}'", where, f[at]));
+      r.barrier = f[at] == "1";
+    }
     out.push_back(std::move(r));
   }
   return out;

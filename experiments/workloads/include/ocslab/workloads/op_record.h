@@ -35,13 +35,15 @@ struct OpRecord {
   std::string phase = "none";
   bool reconfigured = false, provisioned = false, fallback = false;
   std::string topo;
+  bool barrier = false;  // the op made a controller round trip (HookOutcome::barrier); last column
 };
 
 // Columns of ops-rank<R>.csv, in order (docs/workloads.md).
 const std::vector<std::string>& op_csv_columns();
 std::vector<std::string> op_csv_fields(const OpRecord& r);
 // Reads an ops CSV back (for the table and for tests); throws ConfigError "path:line: ..." on
-// malformed input.
+// malformed input. Files written before the barrier column existed (no "barrier" at the end)
+// still read, with barrier = false.
 std::vector<OpRecord> parse_op_csv(const std::string& text, const std::string& origin);
 
 // The Samples of one op for the timeline: op_start (value = bytes, B), op_end (value = time,
