@@ -7,6 +7,7 @@
 // spent on the host by the shared step loop (Backend::compute's default) and recorded in the
 // rows; the older --compute-ms sleeps before every collective inside prepare (not recorded),
 // and adds to the schedule's.
+#include <algorithm>
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
@@ -221,7 +222,10 @@ void add_tcp_options(po::options_description& desc) {
   desc.add_options()("bind", po::value<std::string>()->default_value("127.0.0.1"),
                      "IPv4 address the data listener binds")(
       "compute-ms", po::value<int>()->default_value(0),
-      "sleep this long before each collective (unrecorded; the schedule's compute_ms is recorded)");
+      "sleep this long before each collective (unrecorded; the schedule's compute_ms is recorded)")(
+      "group-if", po::value<std::vector<std::string>>()->composing(),
+      "GROUP=IFACE, as ocslab-collbench-verbs takes it (the runner's native mode routes groups without a "
+      "circuit this way); checked against the schedule, then every group connects through --bind as always");
 }
 
 int run_tcp(const po::variables_map& vm, const Job& job) {
@@ -230,6 +234,16 @@ int run_tcp(const po::variables_map& vm, const Job& job) {
   }
   std::string bind = vm["bind"].as<std::string>();
   int compute_ms = vm["compute-ms"].as<int>();
+  if (vm.count("group-if")) {
+    for (const auto& gi : vm["group-if"].as<std::vector<std::string>>()) {
+      auto eq = gi.find('=');
+      const std::string g = gi.substr(0, eq);
+      bool known = std::any_of(job.schedule.groups.begin(), job.schedule.groups.end(),
+                               [&](const auto& x) { return x.name == g; });
+      if (eq == std::string::npos || eq + 1 == gi.size() || !known)
+        throw Error("--group-if '" + gi + "': want GROUP=IFACE with a group of the schedule");
+    }
+  }
   return run_job(job, "tcp", [&](Rendezvous& rv) {
     return std::make_unique<TcpBackend>(job.schedule, job.options.rank, rv, bind, compute_ms);
   });

@@ -337,9 +337,21 @@ void ControllerCore::request(ConnId c, const Message& m) {
   }
   if (b.ready.count(r))
     return reject(c, fmt::format("rank {} group {}: seq {} requested twice", r, m.group, m.seq), false, m.group, m.seq);
+  if (rank_ops_[r].count(key)) {
+    return reject(c,
+                  fmt::format("rank {} group {}: seq {} was already granted (an earlier ACK's keep); it runs without "
+                              "a request",
+                              r, m.group, m.seq),
+                  false, m.group, m.seq);
+  }
   b.ready[r] = monotonic_ns();
+  // A run declared with a digit override is not granted: the following ops may want another digit.
+  const int64_t run = m.digit ? 0 : m.run;
+  b.run = b.run < 0 ? run : std::min(b.run, run);
   if (b.ready.size() < g.ranks.size()) return;
-  Pending p{m.group, m.seq, b.digit, std::move(b.ready)};
+  // Only a symmetric group's run is granted (a stage's ring along one dimension, which no other
+  // stage's change disturbs); pipeline groups ask for every op.
+  Pending p{m.group, m.seq, b.digit, std::move(b.ready), g.digit > 0 ? std::max<int64_t>(b.run, 0) : 0};
   barriers_.erase(key);
   if (g.digit < 0) {
     ack_all(p, false);  // management: every rank asked, nothing to change
@@ -373,14 +385,28 @@ void ControllerCore::done_msg(ConnId c, const Message& m) {
 void ControllerCore::ack_all(const Pending& p, bool reconfigured) {
   const auto& g = groups_.at(p.group);
   const bool fb = fallback_ != Fallback::kNo;
+  // A granted run: the group's next `keep` ops count as ACKed now, on the same topology. Each
+  // stays in flight (G2 holds the group's stages) until that op's done. Not in fallback.
+  const int64_t keep = fb || g.digit <= 0 ? 0 : p.keep;
   auto topo = topo_map();
   int64_t t = monotonic_ns();
   for (int r : g.ranks) {
     auto it = rank_conn_.find(r);
     if (it == rank_conn_.end()) continue;    // lost meanwhile: reported already
-    rank_ops_[r].insert({p.group, p.seq});  // management ops too, so their done is accepted
-    if (g.digit >= 0) {
-      for (int st : g.stages) ++inflight_[static_cast<size_t>(st)];
+    for (int64_t k = 0; k <= keep; ++k) {
+      rank_ops_[r].insert({p.group, p.seq + k});  // management ops too, so their done is accepted
+      if (g.digit >= 0) {
+        for (int st : g.stages) ++inflight_[static_cast<size_t>(st)];
+      }
+      if (k == 0) continue;
+      auto e = event(Kind::kAck);
+      e.rank = r;
+      e.group = p.group;
+      e.seq = p.seq + k;
+      e.stages = g.stages;
+      e.value = 0;
+      e.detail = fmt::format("granted with seq {}", p.seq);
+      record(e);
     }
     Message a;
     a.type = MsgType::kAck;
@@ -389,6 +415,7 @@ void ControllerCore::ack_all(const Pending& p, bool reconfigured) {
     a.topo = topo;
     a.reconfigured = reconfigured;
     a.fallback = fb;
+    a.keep = keep;
     auto rt = p.ready.find(r);
     a.wait_us = rt == p.ready.end() ? 0 : (t - rt->second) / 1000;
     auto e = event(Kind::kAck);

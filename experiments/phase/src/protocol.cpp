@@ -141,6 +141,7 @@ std::string encode(const Message& m) {
       j["op"] = m.op;
       j["provision"] = m.provision;
       if (m.digit) j["digit"] = *m.digit;
+      if (m.run > 0) j["run"] = m.run;
       break;
     case MsgType::kDone:
       j["group"] = m.group;
@@ -164,6 +165,7 @@ std::string encode(const Message& m) {
       j["reconfigured"] = m.reconfigured;
       j["fallback"] = m.fallback;
       j["wait_us"] = m.wait_us;
+      if (m.keep > 0) j["keep"] = m.keep;
       break;
     case MsgType::kFallback:
       j["reason"] = m.reason;
@@ -220,6 +222,7 @@ Message decode(std::string_view line, std::string_view where) {
       m.op = r.integer("op", -1, kMaxSeq, false, -1);
       m.provision = r.boolean("provision");
       if (r.find("digit")) m.digit = static_cast<int>(r.integer("digit", 0, 9));
+      m.run = r.integer("run", 0, kMaxRun, false, 0);
       break;
     case MsgType::kDone:
       m.group = r.str("group");
@@ -243,6 +246,7 @@ Message decode(std::string_view line, std::string_view where) {
       m.reconfigured = r.boolean("reconfigured");
       m.fallback = r.boolean("fallback");
       m.wait_us = r.integer("wait_us", 0, kMaxSeq, false, 0);
+      m.keep = r.integer("keep", 0, kMaxRun, false, 0);
       break;
     case MsgType::kFallback:
       m.reason = r.str("reason");

@@ -215,7 +215,7 @@ void Shim::handle(const std::string& line) {
       registered_ = m.group;
       break;
     case MsgType::kAck: {
-      Ack a{m.reconfigured, m.fallback, m.topo};
+      Ack a{m.reconfigured, m.fallback, m.topo, m.keep};
       topo_ = m.topo;
       acks_[{m.group, m.seq}] = std::move(a);
       break;
@@ -326,6 +326,22 @@ void Shim::note_op(const OpDescriptor& op) {
   profiled_.back().push_back({op.index, op.group, op.type, op.bytes});
 }
 
+int64_t Shim::run_after(int index, const std::string& group) const {
+  if (!options_.skip_unchanged || !table_ready_) return 0;
+  const auto& ops = table_.ops;
+  auto pos = std::find_if(ops.begin(), ops.end(), [&](const PhaseEntry& e) { return e.index == index; });
+  if (pos == ops.end() || pos->group != group) return 0;
+  // Within the step only: the next step's first ops are not promised (the last step has none).
+  int64_t n = 0;
+  for (++pos; pos != ops.end() && pos->group == group && n < kMaxRun; ++pos) ++n;
+  return n;
+}
+
+bool Shim::granted(const std::string& group, int64_t seq) const {
+  auto g = grants_.find(group);
+  return g != grants_.end() && seq > g->second.by && seq <= g->second.until;
+}
+
 void Shim::send_request(const std::string& group, int64_t seq, int64_t op, bool provision) {
   Message m;
   m.type = MsgType::kRequest;
@@ -333,6 +349,8 @@ void Shim::send_request(const std::string& group, int64_t seq, int64_t op, bool 
   m.seq = seq;
   m.op = op;
   m.provision = provision;
+  auto dim = dims_.find(group);
+  if (dim != dims_.end() && dim->second != "pp") m.run = run_after(static_cast<int>(op), group);
   requested_.insert({group, seq});
   send_line(encode(m));
   sample(fmt::format("rank{} {}#{}", options_.rank, group, seq), provision ? "provision" : "request", 1, "event");
@@ -345,10 +363,34 @@ Decision Shim::pre_communication(const OpDescriptor& op) {
     throw PhaseError(fmt::format("rank {}: op {} ({}) uses group '{}' that this rank never added", options_.rank,
                                  op.index, op.type, op.group));
   }
+  // A granted run promised the controller that this rank's next ops are the group's: any
+  // other op (management included) before the run ends would hold the group's stages while
+  // this rank waits elsewhere. The workload's op sequence left its phase table.
+  for (const auto& [g, grant] : grants_) {
+    if (g != op.group && seq_[g] < grant.until) {
+      throw PhaseError(fmt::format(
+          "rank {}: op {} ({}, group {}) breaks the run of group {} that the controller granted up to seq {} "
+          "(this rank is at seq {}): the op sequence differs from the phase table",
+          options_.rank, op.index, op.type, op.group, g, grant.until, seq_[g]));
+    }
+  }
   note_op(op);
   const int64_t seq = ++seq_[op.group];
   const auto subject = fmt::format("rank{} {}#{}", options_.rank, op.group, seq);
   const auto key = std::make_pair(op.group, seq);
+  if (granted(op.group, seq)) {
+    // Granted by the ACK of an earlier op of this group: every member declared this op as part
+    // of the same run, the controller counted it in flight on the group's stages from that ACK
+    // on (G2), and the fabric had the group's topology then (G1). No round trip.
+    const auto& grant = grants_.at(op.group);
+    d.fallback = fallback_;
+    d.topo = grant.topo;
+    sample(subject, "topo_hit", static_cast<double>(grant.by), "seq");
+    if (d.fallback) sample(subject, "fallback_pass", 1, "event");
+    sample(subject, "op_start", static_cast<double>(op.bytes), "bytes");
+    if (seq == grant.until) grants_.erase(op.group);
+    return d;
+  }
   if (dim->second == "mgmt") {
     d.passed = true;
     sample(subject, "mgmt_pass", 1, "event");
@@ -381,9 +423,11 @@ Decision Shim::pre_communication(const OpDescriptor& op) {
     throw PhaseError(fmt::format("rank {} group {}: {}", options_.rank, op.group, msg));
   }
   if (auto a = acks_.find(key); a != acks_.end()) {
+    d.barrier = true;
     d.reconfigured = a->second.reconfigured;
     d.fallback = a->second.fallback || fallback_;
     d.topo = a->second.topo;
+    if (a->second.keep > 0) grants_[op.group] = Grant{seq, seq + a->second.keep, a->second.topo};
     acks_.erase(a);
   } else {
     d.fallback = true;  // controller lost while waiting
@@ -430,6 +474,7 @@ void Shim::post_communication(const OpDescriptor& op) {
   if (!found) return;
   const auto& next = *found;
   const int64_t next_seq = seq_[next.group] + 1;
+  if (granted(next.group, next_seq)) return;  // already granted: nothing to provision
   if (!requested_.count({next.group, next_seq})) send_request(next.group, next_seq, next.index, true);
 }
 

@@ -213,6 +213,7 @@ std::vector<OpRecord> run_steps(const Schedule& s, int rank, const std::string& 
       r.phase = oc.phase;
       r.reconfigured = oc.reconfigured;
       r.provisioned = oc.provisioned;
+      r.barrier = oc.barrier;
       r.fallback = oc.fallback;
       r.topo = oc.topo;
 

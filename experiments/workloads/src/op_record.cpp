@@ -87,7 +87,8 @@ const std::vector<std::string>& op_csv_columns() {
                                              "fallback",
                                              "topo",
                                              "compute_ns",
-                                             "step_compute_ns"};
+                                             "step_compute_ns",
+                                             "barrier"};
   return c;
 }
 
@@ -119,7 +120,8 @@ std::vector<std::string> op_csv_fields(const OpRecord& r) {
           r.fallback ? "1" : "0",
           r.topo,
           std::to_string(r.compute_ns),
-          std::to_string(r.step_compute_ns)};
+          std::to_string(r.step_compute_ns),
+          r.barrier ? "1" : "0"};
 }
 
 std::vector<OpRecord> parse_op_csv(const std::string& text, const std::string& origin) {
@@ -128,12 +130,15 @@ std::vector<OpRecord> parse_op_csv(const std::string& text, const std::string& o
   std::vector<OpRecord> out;
   if (!std::getline(in, line)) return out;
   auto header = split_csv_line(line);
-  // Results folders from before the compute columns: the same header less the last two.
-  constexpr size_t kComputeColumns = 2;
+  // Results folders from before the compute and barrier columns: the same header less the last
+  // one (barrier) or the last three (compute_ns, step_compute_ns, barrier).
   const auto& columns = op_csv_columns();
-  const bool legacy =
-      header.size() + kComputeColumns == columns.size() && std::equal(header.begin(), header.end(), columns.begin());
-  if (header != columns && !legacy) {
+  auto prefix_less = [&](size_t n) {
+    return header.size() + n == columns.size() && std::equal(header.begin(), header.end(), columns.begin());
+  };
+  const bool has_barrier = header == columns;
+  const bool has_compute = has_barrier || prefix_less(1);
+  if (!has_compute && !prefix_less(3)) {
     throw ConfigError(origin + ":1: not an ops CSV header (want " +
                       fmt::format("{}", fmt::join(op_csv_columns(), ",")) + ")");
   }
@@ -170,9 +175,14 @@ std::vector<OpRecord> parse_op_csv(const std::string& text, const std::string& o
     r.provisioned = f[22] == "1";
     r.fallback = f[23] == "1";
     r.topo = f[24];
-    if (!legacy) {
+    if (has_compute) {
       r.compute_ns = number<int64_t>(f[25], where, "compute_ns");
       r.step_compute_ns = number<int64_t>(f[26], where, "step_compute_ns");
+    }
+    if (has_barrier) {
+      if (f[27] != "0" && f[27] != "1")
+        throw ConfigError(fmt::format("{}: column barrier: want 0 or 1, got '{}'", where, f[27]));
+      r.barrier = f[27] == "1";
     }
     out.push_back(std::move(r));
   }

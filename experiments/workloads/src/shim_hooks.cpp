@@ -71,6 +71,7 @@ HookOutcome ShimHooks::outcome(const OpDesc&) {
   o.reconfigured = last_.reconfigured;
   o.provisioned = last_.provisioned;
   o.fallback = last_.fallback;
+  o.barrier = last_.barrier;
   if (last_.fallback) {
     o.phase = "fallback";
   } else if (last_.passed) {

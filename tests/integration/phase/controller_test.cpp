@@ -13,7 +13,10 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -562,4 +565,156 @@ TEST_CASE("a controller that goes away mid-job is reported by every shim, which 
     for (const auto& s : shims[static_cast<size_t>(r)]->samples()) row = row || s.signal == "controller_lost";
     CHECK(row);
   }
+}
+
+TEST_CASE("a run of one group's ops asks once: the ACK grants the rest on every member, a management op ends the run",
+          "[phase][controller][barrier]") {
+  Lab lab;
+  JobLayout L{"j", 1, {{"dp", 2}}};
+  auto o = lab.rail(L, TopoId::uniform(L, 1));
+  Controller ctl(controller_options(L, {o}));
+  ctl.start();
+  // Each rank's step: dp0 x2, a world barrier, dp0 x2 (loaded table: granted from the first op).
+  const std::string table = fmt::format("/tmp/phase-run-table-{}.csv", ::getpid());
+  {
+    std::ofstream t(table);
+    t << "index,group,type,bytes\n0,dp0,allreduce,8\n1,dp0,allreduce,8\n2,world,barrier,0\n3,dp0,allreduce,8\n"
+         "4,dp0,allreduce,8\n";
+  }
+  const std::vector<OpDescriptor> step = {{"dp0", "allreduce", 8, 0},
+                                          {"dp0", "allreduce", 8, 1},
+                                          {"world", "barrier", 0, 2},
+                                          {"dp0", "allreduce", 8, 3},
+                                          {"dp0", "allreduce", 8, 4}};
+  auto mode = GENERATE(ShimMode::kOnDemand, ShimMode::kProvisioning);
+  INFO((mode == ShimMode::kOnDemand ? "on demand" : "provisioning"));
+  const bool provisioning = mode == ShimMode::kProvisioning;
+  std::vector<std::vector<Decision>> d(2);
+  std::vector<std::vector<ocslab::Sample>> samples(2);
+  std::vector<std::string> errors;
+  std::mutex mu;
+  std::vector<std::thread> t;
+  for (int r = 0; r < 2; ++r) {
+    t.emplace_back([&, r] {
+      try {
+        ShimOptions so;
+        so.port = ctl.port();
+        so.job = "j";
+        so.world = 2;
+        so.rank = r;
+        so.mode = mode;
+        so.phase_table = table;  // on demand uses it for the runs too
+        so.ack_wait = std::chrono::milliseconds(20000);
+        Shim shim(so);
+        shim.add_group("dp0", "dp", {0, 1});
+        shim.add_group("world", "mgmt", {0, 1});
+        for (int s = 0; s < 3; ++s) {
+          for (const auto& op : step) {
+            d[static_cast<size_t>(r)].push_back(shim.pre_communication(op));
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+            shim.post_communication(op);
+          }
+        }
+        samples[static_cast<size_t>(r)] = shim.samples();
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mu);
+        errors.push_back(fmt::format("rank {}: {}", r, e.what()));
+      }
+    });
+  }
+  for (auto& x : t) x.join();
+  for (const auto& e : errors) FAIL(e);
+  // Ops 0 and 3 ask (op 3: the world barrier between ends the run), 1 and 4 are granted.
+  for (int r = 0; r < 2; ++r) {
+    const auto& ds = d[static_cast<size_t>(r)];
+    REQUIRE(ds.size() == 15);
+    for (size_t i = 0; i < ds.size(); ++i) {
+      INFO("rank " << r << " op " << i);
+      const size_t k = i % step.size();
+      CHECK(ds[i].barrier == (k == 0 || k == 3));
+      CHECK(ds[i].passed == (k == 2));
+      // Provisioning asks ahead for the ops that ask (op 0 from the second step on), never for
+      // a granted one.
+      CHECK(ds[i].provisioned == (provisioning && (k == 3 || (k == 0 && i >= step.size()))));
+      CHECK_FALSE(ds[i].fallback);
+      if (k != 2) CHECK(ds[i].topo.at("rail0") == "1");
+    }
+    size_t hits = 0;
+    for (const auto& s : samples[static_cast<size_t>(r)]) {
+      if (s.signal != "topo_hit") continue;
+      ++hits;
+      CHECK(s.unit == "seq");
+    }
+    CHECK(hits == 6);
+  }
+  // The shims' last lines (done, a provisioning request) may still be on their way: wait for
+  // the controller to have read them before counting. Only the job's 12 dp0 seqs count:
+  // provisioning also asks for the step after the last (seq 13, never used), and whether both
+  // ranks are still connected when its barrier completes is a race.
+  size_t requests = 0, granted = 0, done = 0;
+  for (int i = 0; i < 500; ++i) {
+    requests = granted = done = 0;
+    for (const auto& e : ctl.events()) {
+      if (e.group != "dp0" || e.seq > 12) continue;
+      requests += e.kind == ControllerEvent::Kind::kRequest;
+      granted += e.kind == ControllerEvent::Kind::kAck && e.detail.rfind("granted with seq", 0) == 0;
+      done += e.kind == ControllerEvent::Kind::kDone;
+    }
+    if (done == 2u * 3 * 4) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ctl.stop();
+  CHECK(ctl.problems().empty());
+  // 2 ranks x 3 steps x 2 asking ops, each granting its successor.
+  CHECK(requests == 2u * 3 * 2);
+  CHECK(granted == 2u * 3 * 2);
+  CHECK(done == 2u * 3 * 4);  // every op says done, granted ones too
+  std::filesystem::remove(table);
+}
+
+TEST_CASE("a rank that leaves a granted run gets a PhaseError naming the group", "[phase][controller][barrier]") {
+  Lab lab;
+  JobLayout L{"j", 1, {{"dp", 2}}};
+  auto o = lab.rail(L, TopoId::uniform(L, 1));
+  Controller ctl(controller_options(L, {o}));
+  ctl.start();
+  const std::string table = fmt::format("/tmp/phase-run-leave-{}.csv", ::getpid());
+  {
+    std::ofstream t(table);
+    t << "index,group,type,bytes\n0,dp0,allreduce,8\n1,dp0,allreduce,8\n2,world,barrier,0\n";
+  }
+  std::vector<std::unique_ptr<Shim>> shims;
+  for (int r = 0; r < 2; ++r) {
+    ShimOptions so;
+    so.port = ctl.port();
+    so.job = "j";
+    so.world = 2;
+    so.rank = r;
+    so.phase_table = table;
+    shims.push_back(std::make_unique<Shim>(so));
+    shims.back()->add_group("dp0", "dp", {0, 1});
+    shims.back()->add_group("world", "mgmt", {0, 1});
+  }
+  std::vector<Decision> d(2);
+  std::vector<std::thread> t;
+  for (int r = 0; r < 2; ++r) {
+    t.emplace_back([&, r] {
+      d[static_cast<size_t>(r)] = shims[static_cast<size_t>(r)]->pre_communication({"dp0", "allreduce", 8, 0});
+      shims[static_cast<size_t>(r)]->post_communication({"dp0", "allreduce", 8, 0});
+    });
+  }
+  for (auto& x : t) x.join();
+  CHECK(d[0].barrier);
+  // Rank 0 skips its promised second dp0 op and goes to the world barrier.
+  CHECK_THROWS_WITH(shims[0]->pre_communication({"world", "barrier", 0, 2}),
+                    Catch::Contains("rank 0") && Catch::Contains("breaks the run of group dp0") &&
+                        Catch::Contains("granted up to seq 2"));
+  // Rank 1 keeps to the table: its granted op runs without the controller.
+  auto granted = shims[1]->pre_communication({"dp0", "allreduce", 8, 1});
+  CHECK_FALSE(granted.barrier);
+  CHECK(granted.topo.at("rail0") == "1");
+  shims[1]->post_communication({"dp0", "allreduce", 8, 1});
+  shims.clear();
+  ctl.stop();
+  std::filesystem::remove(table);
 }

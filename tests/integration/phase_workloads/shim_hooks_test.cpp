@@ -99,6 +99,8 @@ struct Run {
   std::vector<std::string> errors;
   std::vector<ocslab::Sample> truth;
   std::vector<std::string> problems;
+  std::vector<std::vector<ocslab::Sample>> shim_samples;  // per rank (shim-rank<R>.csv rows)
+  size_t requests = 0;                                    // the controller's request events
 };
 
 JobLayout dp_pp_layout() { return JobLayout{"dppp", 2, {{"dp", 2}}}; }
@@ -106,7 +108,7 @@ JobLayout dp_pp_layout() { return JobLayout{"dppp", 2, {{"dp", 2}}}; }
 // table_dir: when set, provisioning ranks load "<dir>/phase-table-rank{rank}.csv" through
 // the programs' flag parsing (phase_options) instead of profiling; profiling runs save theirs.
 Run run_job(const Schedule& s, ocslab::phase::ShimMode mode, const std::string& table_dir = "",
-            bool load_tables = false) {
+            bool load_tables = false, bool skip_unchanged = true) {
   Lab lab(phase_switch(kSwitchMs));
   JobLayout L = dp_pp_layout();
   auto rail = lab.rail(L, TopoId::uniform(L, 1));  // every stage starts on its DP rings
@@ -116,6 +118,7 @@ Run run_job(const Schedule& s, ocslab::phase::ShimMode mode, const std::string& 
 
   Run out;
   out.records.resize(static_cast<size_t>(s.ranks));
+  out.shim_samples.resize(static_cast<size_t>(s.ranks));
   std::mutex mu;
   std::vector<std::thread> threads;
   for (int r = 0; r < s.ranks; ++r) {
@@ -139,6 +142,7 @@ Run run_job(const Schedule& s, ocslab::phase::ShimMode mode, const std::string& 
           po::store(po::command_line_parser(args).options(desc).run(), vm);
           o = *phase_options(vm, r, s.ranks, "localhost", std::chrono::milliseconds(20000));
         }
+        o.skip_unchanged = skip_unchanged;
         ShimHooks hooks(s, r, o);
         InMemoryBackend backend(s, r);
         auto recs = run_steps(s, r, "localhost", backend, hooks, true);
@@ -147,6 +151,7 @@ Run run_job(const Schedule& s, ocslab::phase::ShimMode mode, const std::string& 
         }
         std::lock_guard lock(mu);
         out.records[static_cast<size_t>(r)] = std::move(recs);
+        out.shim_samples[static_cast<size_t>(r)] = hooks.shim().samples();
       } catch (const std::exception& e) {
         std::lock_guard lock(mu);
         out.errors.push_back(fmt::format("rank {}: {}", r, e.what()));
@@ -158,6 +163,7 @@ Run run_job(const Schedule& s, ocslab::phase::ShimMode mode, const std::string& 
   auto all = lab.truth.samples();
   out.truth.assign(all.begin() + static_cast<int64_t>(mark), all.end());
   out.problems = ctl.problems();
+  for (const auto& e : ctl.events()) out.requests += e.kind == ControllerEvent::Kind::kRequest;
   return out;
 }
 
@@ -292,6 +298,221 @@ TEST_CASE("ShimHooks drive the step loop through the controller; provisioning hi
       s.name, s.ranks, s.steps, kSwitchMs, kCompute.count(), on_demand.wait_ms, on_demand.reconfigurations,
       provisioning.wait_ms, provisioning.reconfigurations, provisioning.wait_ms / on_demand.wait_ms);
   CHECK(provisioning.wait_ms < on_demand.wait_ms);
+}
+
+namespace {
+
+// dp-pp-4-phase with each stage's gradient allreduce split into three back-to-back buckets: a
+// group repeating the same op, where only the first of each run is a phase boundary.
+const char* kBucketSchedule = R"(name: dp-pp-4-buckets
+ranks: 4
+steps: 3
+warmup: 1
+groups:
+  - {name: pp0, kind: pp, ranks: [0, 2]}
+  - {name: pp1, kind: pp, ranks: [1, 3]}
+  - {name: dp-s0, kind: dp, ranks: [0, 1]}
+  - {name: dp-s1, kind: dp, ranks: [2, 3]}
+  - {name: world, kind: world, ranks: [0, 1, 2, 3]}
+step:
+  - {group: pp0, op: sendrecv, bytes: 64KiB}
+  - {group: pp1, op: sendrecv, bytes: 64KiB}
+  - {group: pp0, op: sendrecv, bytes: 64KiB, src: 2, dst: 0}
+  - {group: pp1, op: sendrecv, bytes: 64KiB, src: 3, dst: 1}
+  - {group: dp-s0, op: allreduce, bytes: 256KiB}
+  - {group: dp-s0, op: allreduce, bytes: 256KiB}
+  - {group: dp-s0, op: allreduce, bytes: 256KiB}
+  - {group: dp-s1, op: allreduce, bytes: 256KiB}
+  - {group: dp-s1, op: allreduce, bytes: 256KiB}
+  - {group: dp-s1, op: allreduce, bytes: 256KiB}
+  - {group: world, op: allgather, bytes: 128KiB}
+  - {group: world, op: barrier}
+)";
+
+// The controller round trips a rank needs in one step, from the schedule alone: every pipeline
+// op, and every other non-management op whose digit on the rank's stage (pp 0, dp 1) differs
+// from the one its previous non-management op needed (a phase boundary; the step wraps).
+int expected_barriers(const Schedule& s, int rank) {
+  std::vector<int> digits;  // per op of the rank that needs the fabric, in order
+  std::vector<bool> pp;
+  for (const auto& op : s.step) {
+    if (!s.involves(op, rank)) continue;
+    const auto& kind = s.group_of(op).kind;
+    if (kind == "world") continue;
+    digits.push_back(kind == "pp" ? 0 : 1);
+    pp.push_back(kind == "pp");
+  }
+  int n = 0;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    int prev = digits[(i + digits.size() - 1) % digits.size()];
+    n += (pp[i] || digits[i] != prev) ? 1 : 0;
+  }
+  return n;
+}
+
+int stage_of_port(int port) { return ((port > 64 ? port - 64 : port) - 1) / 2; }  // slots 1..4 -> ranks 0..3
+
+// G1/G2 against the switch itself: no op of a rank (collective start..end, wall clock) overlaps
+// a mirror moving or a circuit removed on a port of a stage the op's group lives on.
+void check_truth_no_overlap(const Schedule& s, const Run& run) {
+  struct Span {
+    int64_t begin, end;
+    std::set<int> stages;
+    std::string what;
+  };
+  std::vector<Span> sw;
+  std::map<std::string, int64_t> started;
+  for (const auto& smp : run.truth) {
+    if (smp.source != "switch") continue;
+    if (smp.signal == "switch_start") started[smp.subject] = smp.t_ns;
+    if (smp.signal == "circuit_removed") {
+      sw.push_back({smp.t_ns, smp.t_ns + 1, {stage_of_port(std::stoi(smp.subject))}, "remove " + smp.subject});
+    }
+    if (smp.signal == "switch_end" && started.count(smp.subject)) {
+      auto dash = smp.subject.find('-');
+      sw.push_back({started[smp.subject],
+                    smp.t_ns,
+                    {stage_of_port(std::stoi(smp.subject.substr(0, dash))),
+                     stage_of_port(std::stoi(smp.subject.substr(dash + 1)))},
+                    "switch " + smp.subject});
+    }
+  }
+  REQUIRE_FALSE(sw.empty());
+  size_t checked = 0;
+  for (const auto& recs : run.records) {
+    for (const auto& rec : recs) {
+      if (rec.kind == "world") continue;
+      std::set<int> st;
+      for (const auto& g : s.groups) {
+        if (g.name != rec.group) continue;
+        for (int x : g.ranks) st.insert(x / 2);
+      }
+      for (const auto& w : sw) {
+        bool common = false;
+        for (int x : w.stages) common = common || st.count(x);
+        if (!common) continue;
+        ++checked;
+        if (rec.start_ns < w.end && w.begin < rec.end_ns) {
+          FAIL(fmt::format("rank {} step {} op {} ({}, barrier {}) [{}, {}] overlaps {} [{}, {}]", rec.rank, rec.step,
+                           rec.index, rec.group, rec.barrier, rec.start_ns, rec.end_ns, w.what, w.begin, w.end));
+        }
+      }
+    }
+  }
+  CHECK(checked > 0);
+}
+
+struct BarrierFigures {
+  std::map<int, int> rows;  // step -> op rows with barrier = 1, all ranks
+  int reconfigurations = 0;
+  size_t topo_hits = 0;
+};
+
+BarrierFigures check_barriers(const Schedule& s, const Run& run, ocslab::phase::ShimMode mode, bool skip) {
+  const bool provisioning = mode == ocslab::phase::ShimMode::kProvisioning;
+  Figures f = check_run(s, run, mode);  // data exact, no fallback, 3 reconfigurations per step
+  check_truth_no_overlap(s, run);
+  BarrierFigures out;
+  out.reconfigurations = f.reconfigurations;
+  int expect_all = 0, expect_skipping = 0;
+  for (int r = 0; r < s.ranks; ++r) {
+    expect_skipping += expected_barriers(s, r);
+    for (const auto& op : s.step) expect_all += (s.involves(op, r) && s.group_of(op).kind != "world") ? 1 : 0;
+  }
+  // (step, op index) -> barrier of every rank in it: the members of a group always agree.
+  std::map<std::pair<int, int>, std::set<bool>> agree;
+  size_t rows = 0, skipped = 0;
+  for (const auto& recs : run.records) {
+    for (const auto& rec : recs) {
+      INFO("rank " << rec.rank << " step " << rec.step << " op " << rec.index << " " << rec.group);
+      if (rec.kind == "world") {
+        CHECK_FALSE(rec.barrier);  // management ops never ask
+        continue;
+      }
+      agree[{rec.step, rec.index}].insert(rec.barrier);
+      out.rows[rec.step] += rec.barrier ? 1 : 0;
+      rows += rec.barrier ? 1 : 0;
+      skipped += rec.barrier ? 0 : 1;
+      // The topology the op ran on has its group's digit on its stages (rail0 = stage 0, stage 1).
+      const std::string topo = rec.topo.substr(rec.topo.find('=') + 1);
+      REQUIRE(topo.size() == 2);
+      if (rec.kind == "pp") {
+        CHECK(topo == "00");
+      } else {
+        CHECK(topo[rec.group == "dp-s0" ? 0 : 1] == '1');
+      }
+      if (!rec.barrier) {
+        CHECK_FALSE(rec.reconfigured);
+        CHECK_FALSE(rec.provisioned);
+        CHECK(rec.phase == "ready");
+      }
+    }
+  }
+  for (const auto& [at, values] : agree) {
+    INFO("step " << at.first << " op " << at.second);
+    CHECK(values.size() == 1);
+  }
+  const int total_steps = s.warmup + s.steps;
+  for (int step = 0; step < total_steps; ++step) {
+    INFO("step " << step);
+    // The first step profiles the phase table (every op asks); from then on only phase
+    // boundaries and pipeline sends do.
+    CHECK(out.rows[step] == (skip && step > 0 ? expect_skipping : expect_all));
+  }
+  // The controller saw exactly these requests (provisioning: plus each rank's request for the
+  // step after the last, which nobody uses).
+  CHECK(run.requests == rows + (provisioning ? static_cast<size_t>(s.ranks) : 0));
+  // The timeline shows every skipped op as a topo_hit sample, and nothing else does.
+  for (const auto& smps : run.shim_samples) {
+    for (const auto& smp : smps) out.topo_hits += smp.signal == "topo_hit";
+  }
+  CHECK(out.topo_hits == skipped);
+  if (!skip) CHECK(skipped == 0);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the shim skips the controller when nothing changes: round trips = phase boundaries + pipeline sends",
+          "[phase][workloads][barrier]") {
+  auto which = GENERATE(as<std::string>{}, "dp-pp-4-phase", "dp-pp-4-buckets");
+  auto mode = GENERATE(ocslab::phase::ShimMode::kOnDemand, ocslab::phase::ShimMode::kProvisioning);
+  const bool provisioning = mode == ocslab::phase::ShimMode::kProvisioning;
+  Schedule s = which == "dp-pp-4-phase"
+                   ? load_schedule(source_dir() + "/experiments/workloads/schedules/dp-pp-4-phase.yaml")
+                   : parse_schedule(kBucketSchedule, "dp-pp-4-buckets.yaml");
+  INFO(which << (provisioning ? " provisioning" : " on demand"));
+  BarrierFigures before, after;
+  {
+    INFO("every op asks (skip_unchanged = false)");
+    before = check_barriers(s, run_job(s, mode, "", false, false), mode, false);
+  }
+  {
+    INFO("skip_unchanged");
+    after = check_barriers(s, run_job(s, mode), mode, true);
+  }
+  // The switch moved exactly as often: skipping never loses a reconfiguration.
+  CHECK(after.reconfigurations == before.reconfigurations);
+  const int total_steps = s.warmup + s.steps;
+  CHECK(after.reconfigurations == 3 * total_steps + (provisioning ? 1 : 0));
+  int per_rank_before = 0, per_rank_after = 0;
+  for (int r = 0; r < s.ranks; ++r) {
+    for (const auto& op : s.step) per_rank_before += (s.involves(op, r) && s.group_of(op).kind != "world") ? 1 : 0;
+    per_rank_after += expected_barriers(s, r);
+  }
+  if (which == "dp-pp-4-phase") {
+    CHECK(per_rank_after == per_rank_before);  // every op there is a boundary or a pipeline send
+    CHECK(after.topo_hits == 0);
+  } else {
+    CHECK(per_rank_after < per_rank_before);
+    // Every step after the profiled first one.
+    CHECK(after.topo_hits == static_cast<size_t>((per_rank_before - per_rank_after) * (total_steps - 1)));
+  }
+  std::cout << fmt::format(
+      "barriers {} ({}): op rows with a controller round trip per steady step: {} before, {} after (all ranks; "
+      "group barriers {} -> {}); reconfigurations {} both\n",
+      s.name, provisioning ? "provisioning" : "on-demand", before.rows[total_steps - 1], after.rows[total_steps - 1],
+      before.rows[total_steps - 1] / 2, after.rows[total_steps - 1] / 2, after.reconfigurations);
 }
 
 TEST_CASE("a join the controller refuses names the rank and the group", "[phase][workloads]") {

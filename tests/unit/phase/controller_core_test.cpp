@@ -73,13 +73,15 @@ struct Harness {
     m.ranks = std::move(ranks);
     send(rank, m);
   }
-  void request(int rank, const std::string& group, int64_t seq, std::optional<int> digit = std::nullopt) {
+  void request(int rank, const std::string& group, int64_t seq, std::optional<int> digit = std::nullopt,
+               int64_t run = 0) {
     Message m;
     m.type = MsgType::kRequest;
     m.group = group;
     m.seq = seq;
     m.op = seq;
     m.digit = digit;
+    m.run = run;
     send(rank, m);
   }
   void done(int rank, const std::string& group, int64_t seq) {
@@ -349,6 +351,96 @@ TEST_CASE("controller core: a hello without the token joins nothing; strangers' 
   REQUIRE(act.sent[100].size() == 1);
   CHECK(act.sent[100][0].type == MsgType::kWelcome);
   CHECK(act.reprograms.empty());
+}
+
+
+TEST_CASE("controller core: a run every member declared is granted with one ACK and holds its stage until the "
+          "last done",
+          "[phase][core]") {
+  Harness h;
+  for (int r = 0; r < 4; ++r) h.join(r);
+  for (int r = 0; r < 4; ++r) h.take(r, MsgType::kWelcome);
+  // Stage 0 to PP first, so that the DP run below is a phase boundary.
+  h.request(0, "pp-0", 1);
+  h.request(2, "pp-0", 1);
+  h.rail_confirms(0);
+  h.take(0, MsgType::kAck);
+  h.take(2, MsgType::kAck);
+  h.done(0, "pp-0", 1);
+  h.done(2, "pp-0", 1);
+  // dp-s0 seq 1, followed back to back by 2 more on rank 0 but only 1 more on rank 1: keep = 1.
+  h.request(0, "dp-s0", 1, std::nullopt, 2);
+  h.request(1, "dp-s0", 1, std::nullopt, 1);
+  h.rail_confirms(0);
+  auto a0 = h.take(0, MsgType::kAck);
+  auto a1 = h.take(1, MsgType::kAck);
+  REQUIRE(a0.size() == 1);
+  REQUIRE(a1.size() == 1);
+  CHECK(a0[0].keep == 1);
+  CHECK(a1[0].keep == 1);
+  CHECK(a0[0].reconfigured);
+  CHECK(a0[0].topo.at("rail0") == "10");
+  // The granted op is recorded as ACKed with the first, for both ranks, on stage 0.
+  size_t granted = 0;
+  for (const auto& e : h.core.events()) {
+    if (e.kind == Kind::kAck && e.group == "dp-s0" && e.seq == 2) {
+      ++granted;
+      CHECK(e.stages == std::vector<int>{0});
+      CHECK(e.detail == "granted with seq 1");
+    }
+  }
+  CHECK(granted == 2);
+  // Requesting a granted op is refused: it runs without one.
+  h.request(1, "dp-s0", 2);
+  auto err = h.take(1, MsgType::kError);
+  REQUIRE(err.size() == 1);
+  CHECK(err[0].message.find("already granted") != std::string::npos);
+  // G2 over the run: pp-0 wants stage 0 back on "0"; it waits while any op of the run is in
+  // flight, i.e. until both ranks' done of the granted seq 2, not of seq 1.
+  h.done(0, "dp-s0", 1);
+  h.done(1, "dp-s0", 1);
+  const size_t before = h.act.reprograms.size();
+  h.request(0, "pp-0", 2);
+  h.request(2, "pp-0", 2);
+  CHECK(h.act.reprograms.size() == before);
+  h.done(0, "dp-s0", 2);
+  CHECK(h.act.reprograms.size() == before);
+  h.done(1, "dp-s0", 2);
+  CHECK(h.act.reprograms.size() == before + 1);
+  CHECK(h.core.intended(0).first.str() == "00");
+  CHECK(h.core.problems().size() == 1);  // only the refused request above
+}
+
+TEST_CASE("controller core: no grant when a member declares no run, for pipeline groups, or with a digit override",
+          "[phase][core]") {
+  Harness h;
+  for (int r = 0; r < 4; ++r) h.join(r);
+  for (int r = 0; r < 4; ++r) h.take(r, MsgType::kWelcome);
+  h.request(0, "dp-s0", 1, std::nullopt, 3);
+  h.request(1, "dp-s0", 1, std::nullopt, 0);
+  auto a = h.take(0, MsgType::kAck);
+  REQUIRE(a.size() == 1);
+  CHECK(a[0].keep == 0);
+  CHECK_FALSE(a[0].reconfigured);  // "11" already: served without touching the switch
+  h.done(0, "dp-s0", 1);
+  h.done(1, "dp-s0", 1);
+  h.request(0, "pp-0", 1, std::nullopt, 4);
+  h.request(2, "pp-0", 1, std::nullopt, 4);
+  h.rail_confirms(0);
+  a = h.take(0, MsgType::kAck);
+  REQUIRE(a.size() == 1);
+  CHECK(a[0].keep == 0);  // pipeline groups ask for every op
+  a = h.take(2, MsgType::kAck);
+  REQUIRE(a.size() == 1);
+  CHECK(a[0].keep == 0);
+  h.done(0, "pp-0", 1);
+  h.done(2, "pp-0", 1);
+  h.request(2, "dp-s1", 1, 1, 2);
+  h.request(3, "dp-s1", 1, 1, 2);
+  h.rail_confirms(0);
+  a = h.take(2, MsgType::kAck);
+  REQUIRE(a.size() == 1);
+  CHECK(a[0].keep == 0);  // an explicit digit is never granted ahead
 }
 
 }  // namespace controller_core_test

@@ -60,6 +60,32 @@ TEST_CASE("every message type round-trips through one JSON line", "[phase][proto
   }
 }
 
+TEST_CASE("a request declares its run and an ACK grants it; both are left out when 0", "[phase][protocol]") {
+  Message m;
+  m.type = MsgType::kRequest;
+  m.group = "dp-s0";
+  m.seq = 4;
+  m.op = 4;
+  m.run = 2;
+  auto line = encode(m);
+  CHECK(line == R"({"group":"dp-s0","op":4,"provision":false,"run":2,"seq":4,"type":"request","v":2})");
+  CHECK(decode(line).run == 2);
+  m.run = 0;
+  CHECK(encode(m).find("run") == std::string::npos);
+  CHECK(decode(encode(m)).run == 0);
+  Message a;
+  a.type = MsgType::kAck;
+  a.group = "dp-s0";
+  a.seq = 4;
+  a.topo = {{"rail0", "10"}};
+  a.keep = 2;
+  CHECK(decode(encode(a)).keep == 2);
+  a.keep = 0;
+  CHECK(encode(a).find("keep") == std::string::npos);
+  CHECK_THROWS_WITH(decode(R"({"v":2,"type":"request","group":"g","seq":1,"provision":false,"run":-1})"),
+                    Catch::Contains("'run'"));
+}
+
 TEST_CASE("the hello carries the controller token, and only when there is one", "[phase][protocol]") {
   Message h;
   h.type = MsgType::kHello;

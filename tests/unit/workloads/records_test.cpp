@@ -66,7 +66,8 @@ TEST_CASE("ops CSV rows carry nccl-tests bandwidths and read back exactly", "[wo
   CHECK(back[1].topo == "rail0=10;rail1=10");
   CHECK_THROWS_WITH(parse_op_csv("rank,host\n1,h\n", "x.csv"), Contains("x.csv:1: not an ops CSV header"));
   std::string bad = text.substr(0, text.find('\n') + 1) + "1,h1,2\n";
-  CHECK_THROWS_WITH(parse_op_csv(bad, "x.csv"), Contains("x.csv:2: 3 fields, the header has 27"));
+  CHECK_THROWS_WITH(parse_op_csv(bad, "x.csv"),
+                    Contains("x.csv:2: 3 fields, the header has " + std::to_string(op_csv_columns().size())));
   // time_us with a second sign, or too large for int64 nanoseconds: refused, naming the value.
   auto with_time_us = [&](const std::string& value) {
     auto fields = op_csv_fields(r);
@@ -133,4 +134,39 @@ TEST_CASE("the table takes the slowest rank per step, averages measured steps, c
   CHECK_THAT(out.str(), Contains("3000.0"));
   CHECK_THAT(out.str(), Contains("# Out of bounds values : 2 FAILED"));
   CHECK_THAT(out.str(), Contains("# Avg step time        : 3.150 ms"));  // (max(1.1, 2.3) + max(4, 3)) / 2
+}
+
+TEST_CASE("the barrier column is the last one; files written before it still read", "[workloads]") {
+  REQUIRE(op_csv_columns().back() == "barrier");
+  OpRecord asked = rec(0, 1, 0, 1'000);
+  asked.phase = "reconfigured";
+  asked.barrier = true;
+  OpRecord granted = rec(0, 1, 1, 1'000);
+  granted.phase = "ready";
+  auto f = op_csv_fields(asked);
+  CHECK(f.back() == "1");
+  CHECK(op_csv_fields(granted).back() == "0");
+  auto back = parse_op_csv(encode_records({asked, granted}), "new.csv");
+  REQUIRE(back.size() == 2);
+  CHECK(back[0].barrier);
+  CHECK_FALSE(back[1].barrier);
+  // An older file: every row and the header without the barrier column.
+  auto join = [](std::vector<std::string> v) {
+    v.pop_back();
+    std::string line;
+    for (const auto& x : v) line += (line.empty() ? "" : ",") + x;
+    return line + "\n";
+  };
+  std::string old = join(op_csv_columns()) + join(op_csv_fields(asked));
+  auto rows = parse_op_csv(old, "old.csv");
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].phase == "reconfigured");
+  CHECK(rows[0].duration_ns == 1'000);
+  CHECK_FALSE(rows[0].barrier);  // unknown in an older file: read as no round trip
+  // A barrier cell that is neither 0 nor 1 is refused, naming the column.
+  auto cells = op_csv_fields(asked);
+  cells.back() = "yes";
+  cells.push_back("x");  // join drops the last cell
+  CHECK_THROWS_WITH(parse_op_csv(encode_records({}) + join(cells), "bad.csv"),
+                    Contains("bad.csv:2: column barrier: want 0 or 1, got 'yes'"));
 }

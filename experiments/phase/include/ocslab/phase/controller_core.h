@@ -137,12 +137,16 @@ class ControllerCore {
     int digit = 0;
     int64_t op = -1;
     std::map<int, int64_t> ready;  // rank -> monotonic ns of its request
+    int64_t run = -1;              // the smallest run a rank declared so far (-1: none asked yet)
   };
   struct Pending {
     std::string group;
     int64_t seq = 0;
     int digit = 0;
     std::map<int, int64_t> ready;
+    // Ops of the group after seq that every member declared back to back (request "run"):
+    // granted with this ACK (ack "keep") for a symmetric group; 0 otherwise.
+    int64_t keep = 0;
   };
   struct Reconfig {
     uint64_t id = 0;

@@ -19,6 +19,8 @@ namespace ocslab::phase {
 
 inline constexpr int kProtocolVersion = 2;
 inline constexpr size_t kMaxLine = 64 * 1024;
+// The longest run of consecutive same-group ops a request may declare (and an ACK may grant).
+inline constexpr int64_t kMaxRun = 1 << 16;
 
 class ProtocolError : public Error {
  public:
@@ -29,13 +31,13 @@ enum class MsgType {
   // shim -> controller
   kHello,     // job, rank, world, [token]
   kRegister,  // group, dim ("pp", a symmetric dimension name, or "mgmt"), ranks
-  kRequest,   // group, seq, op, provision, [digit]: topo_write for the seq-th op of group
+  kRequest,   // group, seq, op, provision, [digit], [run]: topo_write for the seq-th op of group
   kDone,      // group, seq: the op finished (its circuits may change again)
   kBye,       // clean close
   // controller -> shim
   kWelcome,     // job, rank, topo (rail -> topo_id), fallback
   kRegistered,  // group
-  kAck,         // group, seq, topo, reconfigured, fallback, wait_us
+  kAck,         // group, seq, topo, reconfigured, fallback, wait_us, [keep]
   kFallback,    // reason: the controller gave up reconfiguring; fabric is (being) set to a giant ring
   kPeerLost,    // rank, groups, reason
   kError,       // message, [group, seq]
@@ -56,10 +58,16 @@ struct Message {
   int64_t op = -1;
   bool provision = false;
   std::optional<int> digit;
+  // kRequest: how many ops of the same group follow this one back to back in the rank's
+  // phase table (no other op, management included, in between); 0 when unknown.
+  int64_t run = 0;
   std::map<std::string, std::string> topo;  // rail -> topo_id
   bool reconfigured = false;
   bool fallback = false;
   int64_t wait_us = 0;
+  // kAck: the group's next `keep` ops (seq+1 .. seq+keep) are granted with this one: every
+  // member declared them as a run, and the stages stay locked until their done. 0: none.
+  int64_t keep = 0;
   std::string reason;               // kFallback, kPeerLost
   std::string message;              // kError
   std::vector<std::string> groups;  // kPeerLost

@@ -78,6 +78,11 @@ struct ShimOptions {
   // How long a hook waits for the controller before reporting it lost and falling back.
   std::chrono::milliseconds ack_wait{60000};
   std::chrono::milliseconds connect_timeout{5000};
+  // Skip the controller round trip for ops whose topology is provably in force: each request
+  // declares how many ops of its group follow back to back in the phase table (profiled or
+  // loaded, both modes), and when every member declared a run the ACK grants those ops with
+  // it (docs/phase-control.md, "Skipping the barrier"). false: every op asks, as before.
+  bool skip_unchanged = true;
 };
 
 // What pre_communication decided.
@@ -86,6 +91,10 @@ struct Decision {
   bool reconfigured = false;  // the fabric changed for this op
   bool fallback = false;      // controller gave up or is gone: the fabric is a static giant ring or unknown
   bool provisioned = false;   // the request was sent ahead by the previous op's post hook
+  // This op made a controller round trip (a request, on demand or provisioned, and its ACK).
+  // false for management ops, ops run in fallback without a controller, and ops granted by an
+  // earlier ACK of their group (a `topo_hit` sample): their topology was provably in force.
+  bool barrier = false;
   double wait_ms = 0;         // time the hook blocked
   std::map<std::string, std::string> topo;  // rail -> topo_id the op runs on
 };
@@ -126,6 +135,10 @@ class Shim {
   void sample(const std::string& subject, const std::string& signal, double value, const std::string& unit);
   void note_op(const OpDescriptor& op);
   void send_request(const std::string& group, int64_t seq, int64_t op, bool provision);
+  // Ops of the same group that follow the op at table index `index` back to back in the phase
+  // table (0 when the table is not ready, the op is not in it, or skipping is off).
+  int64_t run_after(int index, const std::string& group) const;
+  bool granted(const std::string& group, int64_t seq) const;
 
   ShimOptions options_;
   int fd_ = -1;
@@ -137,7 +150,15 @@ class Shim {
     bool reconfigured = false;
     bool fallback = false;
     std::map<std::string, std::string> topo;
+    int64_t keep = 0;
   };
+  // group -> the ops an ACK granted with it: seq after..until run without a request.
+  struct Grant {
+    int64_t by = 0;     // the seq whose ACK granted them
+    int64_t until = 0;  // the last granted seq
+    std::map<std::string, std::string> topo;
+  };
+  std::map<std::string, Grant> grants_;
   std::map<std::pair<std::string, int64_t>, Ack> acks_;
   std::map<std::pair<std::string, int64_t>, std::string> errors_;
   std::optional<std::string> registered_, register_error_;

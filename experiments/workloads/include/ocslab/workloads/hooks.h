@@ -27,7 +27,7 @@ struct OpDesc {
 };
 
 // What the hooks decided for one op, copied into the op's record (ops CSV columns phase,
-// reconfigured, provisioned, fallback, topo; docs/workloads.md).
+// reconfigured, provisioned, fallback, topo, barrier; docs/workloads.md).
 struct HookOutcome {
   // One word: "none" (no shim), "pass" (management op, no controller involved), "ready" (the
   // fabric already served the op), "reconfigured" (the fabric changed for it), "fallback"
@@ -37,6 +37,9 @@ struct HookOutcome {
   bool provisioned = false;  // requested ahead by the previous op's post hook
   bool fallback = false;
   std::string topo;  // "rail=topo_id;..." the op ran on, empty when unknown
+  // The op made a controller round trip (ops CSV column barrier); false for management ops and
+  // for ops whose topology an earlier ACK of their group had granted.
+  bool barrier = false;
 };
 
 // Default: no reconfiguration (both hooks return at once). A shim overrides them; a hook that

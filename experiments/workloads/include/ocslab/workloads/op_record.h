@@ -40,14 +40,15 @@ struct OpRecord {
   // rank's first op of the step and so is recorded on that op's row (0 on the others).
   int64_t compute_ns = 0;
   int64_t step_compute_ns = 0;
+  bool barrier = false;  // the op made a controller round trip (HookOutcome::barrier); last column
 };
 
 // Columns of ops-rank<R>.csv, in order (docs/workloads.md).
 const std::vector<std::string>& op_csv_columns();
 std::vector<std::string> op_csv_fields(const OpRecord& r);
 // Reads an ops CSV back (for the table and for tests); throws ConfigError "path:line: ..." on
-// malformed input. Files written before the compute columns (the header without compute_ns and
-// step_compute_ns) read too, with both 0.
+// malformed input. Files written before the compute and barrier columns (the header without
+// compute_ns, step_compute_ns and barrier, or without barrier) read too, with those 0 / false.
 std::vector<OpRecord> parse_op_csv(const std::string& text, const std::string& origin);
 
 // The Samples of one op for the timeline: op_start (value = bytes, B), op_end (value = time,
