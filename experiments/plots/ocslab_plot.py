@@ -605,7 +605,14 @@ PHASE_SIZE_PX = (1100, 550)
 def phase_steps(folder):
     """phase-steps.csv of a phase-workload run: {mode: [row, ...]} in step order."""
     path = os.path.join(folder, "phase-steps.csv")
-    rows, _ = read_csv(path, PHASE_COLUMNS)
+    rows, header = read_csv(path, PHASE_COLUMNS)
+    # A sweep (or repetitions) runs each mode several times: the figure shows each mode's first
+    # run (its lowest switching time, repetition 1), as the rows come in run order.
+    first_run = {}
+    if "switching_ms" in header and "repetition" in header:
+        for row in rows:
+            first_run.setdefault(row["mode"], (row["switching_ms"], row["repetition"]))
+        rows = [r for r in rows if (r["switching_ms"], r["repetition"]) == first_run[r["mode"]]]
     modes = {}
     for row in rows:
         r = {"step": parse_int(path, row, "step"), "warmup": parse_int(path, row, "warmup") == 1,

@@ -58,6 +58,29 @@ void release_whole_spools(const CaptureStore& store, const std::vector<HostRepor
   }
 }
 
+std::vector<CaptureInput> capture_inputs(const CaptureStore& store, const std::vector<HostReport>& hosts,
+                                         int64_t before_ns, int64_t after_ns, std::vector<std::string>& problems) {
+  std::map<std::string, CaptureStreamInfo> by_name;
+  for (auto& st : store.streams()) {
+    if (!st.error.empty()) {
+      problems.push_back(fmt::format("capture {}: {} ({} row(s) not written; a host's agent keeps its samples in its "
+                                     "spool)",
+                                     st.name, st.error, st.dropped));
+    }
+    by_name[st.name] = st;
+  }
+  std::vector<CaptureInput> inputs;
+  for (const auto& r : hosts) {
+    auto it = by_name.find(host_stream(r.name));
+    if (it != by_name.end()) inputs.push_back({it->second.path, clock_correction(r, before_ns, after_ns)});
+  }
+  for (const char* name : {kControlStream, kForwardingStream, kPowerStream, kGroundTruthStream}) {
+    auto it = by_name.find(name);
+    if (it != by_name.end()) inputs.push_back({it->second.path, {}});
+  }
+  return inputs;
+}
+
 HostCapture::HostCapture(Target& target, const RunContext& ctx, const std::string& folder, const std::string& run_id)
     : target_(target), ctx_(ctx), folder_(folder), targets_(host_targets(target, run_id)) {
   store_ = std::make_unique<CaptureStore>(folder + "/capture");
@@ -116,6 +139,15 @@ void HostCapture::start() {
   ctx_.log(fmt::format("probes running on {} host(s)", targets_.size()));
 }
 
+std::map<std::string, agent::ClockEstimate> HostCapture::clock_estimates() const {
+  std::map<std::string, agent::ClockEstimate> out;
+  for (const auto& s : pool_->sessions()) {
+    auto r = s->report();
+    if (r.clock_before.exchanges > 0) out[r.name] = r.clock_before;
+  }
+  return out;
+}
+
 void HostCapture::control(const Sample& s) { store_->append(kControlStream, s); }
 
 std::vector<std::string> HostCapture::unhealthy() const {
@@ -154,24 +186,7 @@ HostCapture::Outcome HostCapture::finish(const std::string& timeline_path, const
     }
   }
   store_->close();
-  std::map<std::string, CaptureStreamInfo> by_name;
-  for (auto& st : store_->streams()) {
-    if (!st.error.empty()) {
-      out.problems.push_back(fmt::format("capture {}: {} ({} row(s) not written; a host's agent keeps its samples in "
-                                         "its spool)",
-                                         st.name, st.error, st.dropped));
-    }
-    by_name[st.name] = st;
-  }
-  std::vector<CaptureInput> inputs;
-  for (const auto& r : out.hosts) {
-    auto it = by_name.find(host_stream(r.name));
-    if (it != by_name.end()) inputs.push_back({it->second.path, clock_correction(r, before_ns_, after_ns_)});
-  }
-  for (const char* name : {kControlStream, kPowerStream, kGroundTruthStream}) {
-    auto it = by_name.find(name);
-    if (it != by_name.end()) inputs.push_back({it->second.path, {}});
-  }
+  auto inputs = capture_inputs(*store_, out.hosts, before_ns_, after_ns_, out.problems);
   try {
     out.rows = merge_capture(inputs, timeline_path, run, iteration, store_->dir() + "/.merge");
     release_whole_spools(*store_, out.hosts, targets_, ctx_.logger());

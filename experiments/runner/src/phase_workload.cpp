@@ -451,6 +451,7 @@ struct ClockOffset {
   int64_t offset_ns = 0;
   int64_t uncertainty_ns = -1;  // half the round trip; -1: not measured
   std::string error;
+  std::string by = "ssh";  // "agent": the probes' agent's clock estimate replaced it
 };
 
 ClockOffset measure_offset(const ocs::SshOptions& ssh) {
@@ -615,6 +616,7 @@ struct PhaseReconfig {
   std::string from, to;  // topo_ids
   int64_t issued_ns = 0, acked_ns = 0;
   size_t added = 0, removed = 0;
+  std::vector<ocs::Port> ports;  // every port a command named
   std::string group;  // the op's shim group and sequence number (controller events)
   int64_t seq = -1;
   int step = -1;
@@ -693,6 +695,16 @@ class PhaseWorkloadRun {
     if (!spec_.probes.empty() || spec_.rdma.enabled) {
       capture_ = std::make_unique<HostCapture>(target_, ctx_, folder_, result_.run_id);
       capture_->start();
+      // The agents' clock estimates replace the SSH round-trip ones for the rank samples: the
+      // ranks' lanes then line up with the probes' to the estimate's uncertainty.
+      for (const auto& [host, c] : capture_->clock_estimates()) {
+        auto it = offsets_.find(host);
+        if (it == offsets_.end()) continue;
+        it->second.offset_ns = c.offset_ns;
+        it->second.uncertainty_ns = c.uncertainty_ns;
+        it->second.error.clear();
+        it->second.by = "agent";
+      }
     }
     {
       LabSwitching switching(target_, pw_, ctx_);  // a virtual lab's switching time, put back at the end
@@ -804,6 +816,7 @@ class PhaseWorkloadRun {
     rec.acked_ns = r.finished.realtime_ns;
     rec.added = r.added.size();
     rec.removed = r.removed.size();
+    rec.ports = r.ports_touched;
     if (capture_) {
       const std::string subject = m.label + " " + r.to;
       capture_->control(Sample{rec.issued_ns, 0, "switch", "ocs", subject, "command", 1, ""});
@@ -1270,10 +1283,19 @@ class PhaseWorkloadRun {
       recs = reconfigs_;
     }
     std::stable_sort(recs.begin(), recs.end(), [](const auto& a, const auto& b) { return a.issued_ns < b.issued_ns; });
-    std::vector<int64_t> issued;
-    for (const auto& r : recs) issued.push_back(r.issued_ns);
+    // Reconfiguration i's rows start 200 ms before its command, as in a reconfiguration
+    // experiment, but never before the previous command's ack: phase reconfigurations can follow
+    // each other within 200 ms, and each must keep its own command and ack.
+    std::vector<int64_t> starts;
+    for (size_t i = 0; i < recs.size(); ++i) {
+      int64_t start = recs[i].issued_ns - 200'000'000;
+      if (i > 0) start = std::max(start, std::min(recs[i - 1].acked_ns + 1, recs[i].issued_ns));
+      starts.push_back(start);
+    }
     const std::string timeline = folder_ + "/timeline.csv";
-    auto out = capture_->finish(timeline, result_.run_id, [&](int64_t t) { return iteration_of(t, issued); });
+    auto out = capture_->finish(timeline, result_.run_id, [&](int64_t t) {
+      return static_cast<int>(std::upper_bound(starts.begin(), starts.end(), t) - starts.begin());
+    });
     for (const auto& p : out.problems) {
       result_.problems.push_back(p);
       ctx_.log("problem: " + p);
@@ -1303,7 +1325,7 @@ class PhaseWorkloadRun {
     }
     try {
       auto tl = analysis::read_timeline(timeline);
-      auto b = analysis::compute_breakdown(tl);
+      auto b = only_touched(analysis::compute_breakdown(tl), recs);
       write_phase_breakdown(b, recs);
       analysis::SummaryContext sc;
       sc.timeline = timeline;
@@ -1316,6 +1338,29 @@ class PhaseWorkloadRun {
       result_.problems.push_back(std::string("breakdown: ") + e.what());
       ctx_.log(std::string("problem: breakdown: ") + e.what());
     }
+  }
+
+  // A reconfiguration's rows are the host NICs whose ports its commands named: the others did
+  // not move for it (their edges in its window belong to a neighbouring reconfiguration).
+  analysis::Breakdown only_touched(analysis::Breakdown b, const std::vector<PhaseReconfig>& recs) const {
+    std::vector<analysis::BreakdownRow> kept;
+    for (auto& row : b.rows) {
+      const size_t i = static_cast<size_t>(std::max(1, row.iteration) - 1);
+      if (i >= recs.size()) continue;
+      const auto& ports = recs[i].ports;
+      bool touched = false;
+      for (const auto& h : spec_.hosts) {
+        if (h.name != row.host) continue;
+        for (const auto& n : h.nics) {
+          if (n.name != row.interface) continue;
+          touched = std::find(ports.begin(), ports.end(), n.tx_port) != ports.end() ||
+                    std::find(ports.begin(), ports.end(), n.rx_port) != ports.end();
+        }
+      }
+      if (touched) kept.push_back(std::move(row));
+    }
+    b.rows = std::move(kept);
+    return b;
   }
 
   // breakdown.csv's columns, then what joins each row to the op that caused it.
@@ -1383,7 +1428,7 @@ class PhaseWorkloadRun {
     for (const auto& [h, o] : offsets_) {
       meta["clock_offsets"][h] = o.uncertainty_ns < 0
                                      ? json{{"error", o.error}}
-                                     : json{{"offset_ns", o.offset_ns}, {"uncertainty_ns", o.uncertainty_ns}};
+                                     : json{{"offset_ns", o.offset_ns}, {"uncertainty_ns", o.uncertainty_ns}, {"by", o.by}};
     }
     meta["clocks"] =
         "timeline.csv: rank samples corrected by clock_offsets (ssh launcher); ops-rank and shim-rank files: the host's "

@@ -662,25 +662,7 @@ class ReconfigurationRun {
       }
     }
     store_->close();
-    std::map<std::string, CaptureStreamInfo> by_name;
-    for (auto& st : store_->streams()) {
-      if (!st.error.empty()) {
-        result_.problems.push_back(fmt::format("capture {}: {} ({} row(s) not written; a host's agent keeps its samples "
-                                               "in its spool)",
-                                               st.name, st.error, st.dropped));
-      }
-      by_name[st.name] = st;
-    }
-    std::vector<CaptureInput> inputs;
-    for (const auto& r : result_.hosts) {
-      auto it = by_name.find(host_stream(r.name));
-      if (it != by_name.end()) inputs.push_back({it->second.path, clock_correction(r, clock_before_ns_, clock_after_ns_)});
-    }
-    for (const char* name : {kControlStream, kForwardingStream, kPowerStream, kGroundTruthStream}) {
-      auto it = by_name.find(name);
-      if (it != by_name.end()) inputs.push_back({it->second.path, {}});
-    }
-    return inputs;
+    return capture_inputs(*store_, result_.hosts, clock_before_ns_, clock_after_ns_, result_.problems);
   }
 
   // timeline.csv, then meta.json, each replaced atomically. The capture files stay: they are the

@@ -30,8 +30,15 @@ Writes into FOLDER (from its timeline.csv and breakdown.csv):
                 rdma with its gap), x = ms since the command was issued, every edge marked
   cdf.png       per-layer latency CDFs (switching, firmware, carrier, rdma, total) over the
                 breakdown rows with status ok; log x when they span more than two decades
-  phase.png     a phase-workload folder (phase-steps.csv, no breakdown.csv): per step, the step
-                time split into compute, communication and fabric wait, one bar per phase mode
+  phase.png     a phase-workload folder (phase-steps.csv): per step, the step time split into
+                compute, communication and fabric wait, one bar per phase mode (Opus Fig. 9(d))
+  windows.png   (windows.csv) the CDF of the groups' idle windows per run, the switching time
+                marked (Opus Fig. 4)
+  sweep.png     (sweep.csv) step time against switching time per mode, native as a line, the
+                estimate T_native + N_reconfig x T_switch dashed beside each mode
+  A phase-workload run with probes also gets timeline.png and cdf.png; its timeline.png spans
+  the step of the chosen reconfiguration, with one lane per rank (ops and fabric waits) under
+  the hosts' lanes (Opus Fig. 9(b-d)).
 
 Options:
   --iteration N     the reconfiguration to draw (default: the one whose total_ms is the median

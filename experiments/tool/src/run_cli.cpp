@@ -1,5 +1,6 @@
 // `ocslab run SPEC.yaml`: the experiment (runner/), then `ocslab analyze` and `ocslab plot`
 // over its folder, then the summary on standard output.
+#include <algorithm>
 #include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
@@ -110,6 +111,25 @@ void print_phase_plan(const runner::ExperimentSpec& spec, std::ostream& out) {
   const auto& h0 = spec.hosts[pw.ranks.front().host];
   l.rendezvous = fmt::format("{}:{}", h0.mgmt.empty() ? h0.ssh_host : h0.mgmt, pw.rendezvous_port);
   if (ssh) out << "<tmp>: the folder `mktemp -d /tmp/ocslab-phase-<run>-<mode>.XXXXXXXXXX` makes on each host\n";
+  if (std::find(pw.modes.begin(), pw.modes.end(), "native") != pw.modes.end()) {
+    std::string unconnected;
+    for (const auto& [g, nic] : pw.native_group_if) unconnected += fmt::format(" {} over {}", g, nic);
+    out << fmt::format("native: the rail wired once as {} ({}); no controller{}\n", pw.native.str(),
+                       pw.layout.describe_digits(), unconnected.empty() ? "" : ";" + unconnected);
+  }
+  if (!pw.sweep_switching_ms.empty()) {
+    std::string pts;
+    for (double ms : pw.sweep_switching_ms) pts += fmt::format("{}{:g}", pts.empty() ? "" : ", ", ms);
+    out << fmt::format("sweep: switching {} ms, {} repetition(s), {}; native once per repetition\n", pts,
+                       pw.repetitions,
+                       pw.inject_delay ? "injected by the controller" : "set on the virtual lab's emulator");
+  }
+  if (!spec.probes.empty() || spec.rdma.enabled) {
+    std::string names;
+    for (const auto& p : spec.probes) names += (names.empty() ? "" : ", ") + p.name;
+    if (spec.rdma.enabled) names += std::string(names.empty() ? "" : ", ") + "rdma";
+    out << fmt::format("probes: {} on every host through the whole run\n", names);
+  }
   for (const auto& m : pw.modes) {
     l.mode = m;
     out << fmt::format("{} ({}):\n", m, runner::to_string(pw.launcher));

@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "ocslab/common/csv_reader.h"
+#include "ocslab/common/file.h"
+#include "ocslab/testing/shell_run.h"
 #include "ocslab/testing/sshd_fixture.h"
 
 using ocslab::testing::bin_path;
@@ -24,29 +26,10 @@ using ocslab::testing::TempDir;
 // Named, not anonymous: the unity build puts this file in one unit with its neighbours.
 namespace compute_it {
 
-struct Run {
-  int rc = -1;
-  std::string out;
-};
+using Run = ocslab::testing::ShellRun;
+using ocslab::testing::shell;
 
-Run shell(const std::string& cmd) {
-  Run r;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int st = ::pclose(p);
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+std::string slurp(const std::string& path) { return ocslab::read_file_or_empty(path); }
 
 // One ops-rank<R>.csv row by column name (the file's own header).
 using Row = std::map<std::string, std::string>;

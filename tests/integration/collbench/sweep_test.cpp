@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "ocslab/common/file.h"
+#include "ocslab/testing/shell_run.h"
 #include "ocslab/testing/sshd_fixture.h"
 
 using Catch::Matchers::Contains;
@@ -23,29 +25,10 @@ using ocslab::testing::TempDir;
 
 namespace {
 
-struct Run {
-  int rc = -1;
-  std::string out;
-};
+using Run = ocslab::testing::ShellRun;
+using ocslab::testing::shell;
 
-Run shell(const std::string& cmd) {
-  Run r;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int st = ::pclose(p);
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+std::string slurp(const std::string& path) { return ocslab::read_file_or_empty(path); }
 
 struct Row {
   uint64_t size = 0, count = 0;

@@ -8,12 +8,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "ocslab/common/sample.h"
 #include "ocslab/runner/host_session.h"
+#include "ocslab/runner/runner.h"
 
 namespace ocslab::runner {
 
@@ -38,6 +40,11 @@ std::function<void(Sample&)> clock_correction(const HostReport& r, int64_t befor
 // stream or one short of the agent's last seq keeps its spool. Failures are logged.
 void release_whole_spools(const CaptureStore& store, const std::vector<HostReport>& hosts,
                           const std::vector<HostTarget>& targets, const std::function<void(const std::string&)>& log);
+
+// After store.close(): its streams as merge_capture inputs in merge order (each host's with its
+// clock correction, then the runner's own and the lab's), and one problem per failed stream.
+std::vector<CaptureInput> capture_inputs(const CaptureStore& store, const std::vector<HostReport>& hosts,
+                                         int64_t before_ns, int64_t after_ns, std::vector<std::string>& problems);
 
 class HostCapture {
  public:
@@ -66,6 +73,9 @@ class HostCapture {
   Outcome finish(const std::string& timeline_path, const std::string& run, const std::function<int(int64_t)>& iteration);
 
   int64_t started_ns() const { return before_ns_; }
+  // Each agent's clock estimate at start (host clock minus the runner's; agent::ClockEstimate),
+  // by host name: far tighter than a round trip over SSH.
+  std::map<std::string, agent::ClockEstimate> clock_estimates() const;
 
  private:
   Target& target_;
