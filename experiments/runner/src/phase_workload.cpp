@@ -577,6 +577,7 @@ struct ModeRun {
   double switching_ms = -1;  // the sweep point (-1: the switch's own timing)
   int repetition = 1;
   size_t first_reconfig = 0;  // index of its first reconfiguration in the run's record
+  size_t placement_added = 0;  // circuits its placement made (the switch's state from the previous run)
   std::string dir;  // <results>/<label>
   RankLaunch launch;
   std::mutex mu;  // problems, while the ranks' threads run
@@ -778,12 +779,13 @@ class PhaseWorkloadRun {
   // A fresh control plane per mode: the fabric starts from the same initial topology.
   // Native mode keeps the rail on pw_.native for the whole run; the others start from the initial
   // topology and let the controller move it.
-  std::shared_ptr<phase::Orchestrator> open_rail(const ModeRun& m) {
+  std::shared_ptr<phase::Orchestrator> open_rail(ModeRun& m) {
     SwitchAccess sw = target_.switch_access();
     auto rail = std::make_shared<phase::Orchestrator>(pw_.rail, slots_, ocs::make_driver(sw.url, sw.options));
     const phase::TopoId& topo = m.mode == "native" ? pw_.native : pw_.initial;
     const int64_t t0 = realtime_ns();
     auto placed = rail->add_job(pw_.layout, topo, slots_);
+    m.placement_added = placed.added.size();
     ctx_.log(fmt::format("{}: job {} wired as {} on rail {} ({} circuit(s) made, {} removed)", m.label, pw_.layout.job,
                          topo.str(), pw_.rail, placed.added.size(), placed.removed.size()));
     // Circuits the placement made: their links need the switch's and the NICs' time to come up
@@ -1186,6 +1188,7 @@ class PhaseWorkloadRun {
                            {"label", m.label},
                            {"switching_ms", m.switching_ms < 0 ? json(nullptr) : json(m.switching_ms)},
                            {"repetition", m.repetition},
+                           {"placement_circuits_added", m.placement_added},
                            {"topology", m.mode == "native" ? pw_.native.str() : pw_.initial.str()},
                            {"controller", m.mode == "native" ? std::string() : m.launch.controller},
                            {"started", m.started_ns},

@@ -402,6 +402,11 @@ TEST_CASE("phase-workload: native, on-demand and provisioning over a switching-l
   CHECK(meta["native"]["topology"] == "11");
   CHECK(meta["sweep"]["how"] == "injected by the runner's controller");
   CHECK(meta["modes"].size() == 7u);
+  // The switch's own record: one ENT-PATCH per reconfiguration the controller made, and one per
+  // placement that found the switch on another topology (the first one included).
+  int placements = 0;
+  for (const auto& m : meta["modes"]) placements += m["placement_circuits_added"].get<int>() > 0 ? 1 : 0;
+  CHECK(lab.emu.connects() == meta["reconfigurations"].get<int>() + placements);
   CHECK(fs::exists(out_dir + "/on-demand-100ms-r1/ops-rank0.csv"));
   CHECK(fs::file_size(out_dir + "/windows.csv") > 0);
   CHECK_THAT(read_file(out_dir + "/summary.txt"), Contains("control-plane overhead"));
