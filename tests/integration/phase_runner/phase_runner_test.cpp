@@ -428,3 +428,37 @@ TEST_CASE("phase-workload: native, on-demand and provisioning over a switching-l
                            with_compute, without, bare_step.at("on-demand"), bare_step.at("provisioning"));
   CHECK(without < with_compute);
 }
+
+TEST_CASE("phase-workload: Opus-evaluation input the lab cannot run is refused before anything runs", "[phase-runner][opus]") {
+  Lab lab(0);
+  auto refused = [&](const std::string& spec, const std::string& what) {
+    std::ostringstream out, err;
+    int rc = cli::run_ocslab({"run", spec, "-o", lab.dir.path() + "/results"}, out, err);
+    INFO(err.str());
+    CHECK(rc == cli::kExitInput);
+    CHECK_THAT(err.str(), Contains(what));
+    CHECK_FALSE(fs::exists(lab.dir.path() + "/results"));
+    CHECK(lab.emu.connects() == 0);  // the switch was not touched
+  };
+  // native with groups its one topology cannot connect, and no interface for them
+  std::string spec = lab.spec(4, "  modes: [native, on-demand]\n", "dp-pp-4-compute", "[]");
+  refused(spec, spec + ":");
+  refused(spec, "cannot be wired statically");
+  // a sweep on a switch whose switching time the runner cannot set, without inject
+  spec = lab.spec(4, "", "dp-pp-4-compute", "[]", "sweep: {switching_ms: [0, 25]}\n");
+  refused(spec, "add `inject: true`");
+  // modelled compute that is negative or not a number: the schedule's file:line:col
+  const std::string sched = lab.dir.path() + "/bad-compute.yaml";
+  std::string text = read_file(source_dir() + "/experiments/workloads/schedules/dp-pp-4-compute.yaml");
+  std::ofstream(sched) << text.replace(text.find("compute_ms: 50}"), 15, "compute_ms: -5}");
+  spec = lab.spec(4, "", "dp-pp-4-compute", "[]");
+  {
+    std::string s = read_file(spec);
+    s.replace(s.find(source_dir() + "/experiments/workloads/schedules/dp-pp-4-compute.yaml"),
+              (source_dir() + "/experiments/workloads/schedules/dp-pp-4-compute.yaml").size(), sched);
+    std::ofstream(spec) << s;
+  }
+  refused(spec, sched + ":19:");
+  std::ofstream(sched) << text.replace(text.find("compute_ms: -5}"), 15, "compute_ms: soon}");
+  refused(spec, sched + ":19:");
+}
