@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <ostream>
@@ -311,6 +312,22 @@ Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options,
   // from dark has no down edge in its iteration, so its up edge is a 0->1 change (or a first
   // reading of 1) at or after the command.
   std::vector<std::array<int, kLayerCount>> last_state(pairs.size(), {-1, -1, -1});
+  // With intents, each pair's layer readings in time order: a port coming up must bring up the
+  // layers that were not up at the command (a loopback's carrier is never down).
+  std::vector<std::array<std::vector<std::pair<int64_t, int>>, kLayerCount>> history(intents ? pairs.size() : 0);
+  if (intents) {
+    for (size_t i = 0; i < ev.size(); ++i) {
+      int layer = 0;
+      int state = layer_state(i, layer);
+      if (state >= 0) history[static_cast<size_t>(pair_of[i])][layer].emplace_back(ev[i].t_ns, state);
+    }
+  }
+  // The state of a pair's layer just before t (-1: no reading yet).
+  auto state_before = [&](size_t pi, int layer, int64_t t) {
+    const auto& h = history[pi][layer];
+    auto it = std::lower_bound(h.begin(), h.end(), t, [](const auto& x, int64_t v) { return x.first < v; });
+    return it == h.begin() ? -1 : std::prev(it)->second;
+  };
 
   for (size_t i = 0; i < ev.size(); ++i) {
     const Event& e = ev[i];
@@ -384,9 +401,20 @@ Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options,
       r.edges[kRdmaResumed] = ps.resumed;
       r.intent = intent[ii][pi];
       const Pair& p = pairs[pi];
-      // Coming up: every layer the pair is probed on must have come up.
-      bool came_up = (!p.has_light || ps.up[kLight]) && (!p.has_firmware || ps.up[kFirmwareLayer]) &&
-                     (!p.has_carrier || ps.up[kCarrierLayer]) && (!p.has_rdma || ps.resumed);
+      // Coming up: every layer the pair is probed on that was not up at the command must have
+      // come up (RDMA always: its first traffic); nothing to bring up and nothing came up:
+      // unaffected.
+      bool came_up = true, expected = p.has_rdma, any_up = ps.resumed.has_value();
+      if (r.intent == Intent::kUp) {
+        const std::array<bool, kLayerCount> probed = {p.has_light, p.has_firmware, p.has_carrier};
+        for (int l = 0; l < kLayerCount; ++l) {
+          any_up = any_up || ps.up[l].has_value();
+          if (!probed[l] || (it.issued && state_before(pi, l, *it.issued) == 1)) continue;
+          expected = true;
+          came_up = came_up && ps.up[l].has_value();
+        }
+        came_up = came_up && (!p.has_rdma || ps.resumed);
+      }
       bool went_down = ps.stalled.has_value();
       bool stayed_down = ps.stalled && !ps.resumed;
       for (int l = 0; l < kLayerCount; ++l) {
@@ -396,7 +424,7 @@ Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options,
       if (any_command && !(it.ack && it.ack->second)) {
         r.status = Status::kFailed;
       } else if (r.intent == Intent::kUp) {
-        r.status = came_up ? Status::kOk : Status::kIncomplete;
+        r.status = !expected && !any_up ? Status::kUnaffected : came_up ? Status::kOk : Status::kIncomplete;
       } else if (r.intent == Intent::kDark) {
         r.status = Status::kDisconnected;
       } else if (!went_down) {
