@@ -92,16 +92,16 @@ TEST_CASE("ocslab analyze: circuits created and removed by the mappings are meas
     }
   }
   std::ofstream(dir + "/timeline.csv") << tl.str();
-  nlohmann::json meta = {
-      {"run", "partial-20261126-235000"},
-      {"reconfigurations",
-       {{{"iteration", 1}, {"mapping", "half"}, {"ok", true}},
-        {{"iteration", 2}, {"mapping", "full"}, {"ok", true}},
-        {{"iteration", 3}, {"mapping", "half"}, {"ok", false}},
-        {{"iteration", 4}, {"mapping", "full"}, {"ok", true}}}},
-      {"mappings",
-       {{"full", {{"h1", "eth1", "h2", "eth1"}, {"h3", "eth1", "h4", "eth1"}}}, {"half", {{"h1", "eth1", "h3", "eth1"}}}}},
-      {"initial_mapping", "full"}};
+  nlohmann::json meta = {{"run", "partial-20261126-235000"},
+                         {"reconfigurations",
+                          {{{"iteration", 1}, {"mapping", "half"}, {"ok", true}},
+                           {{"iteration", 2}, {"mapping", "full"}, {"ok", true}},
+                           {{"iteration", 3}, {"mapping", "half"}, {"ok", false}},
+                           {{"iteration", 4}, {"mapping", "full"}, {"ok", true}}}},
+                         {"mappings",
+                          {{"full", {{"h1", "eth1", "h2", "eth1"}, {"h3", "eth1", "h4", "eth1"}}},
+                           {"half", {{"h1", "eth1", "h3", "eth1"}}}}},
+                         {"initial_mapping", "full"}};
   std::ofstream(dir + "/meta.json") << meta.dump(2);
 
   std::ostringstream out, err;

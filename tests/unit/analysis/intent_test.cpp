@@ -127,13 +127,19 @@ TEST_CASE("intents_between: move, up, dark and stay from the mappings before and
 
 TEST_CASE("derive_intents follows the schedule; after a failed reconfiguration the state is unknown") {
   std::map<std::string, MappingLinks> m = {{"A", kA}, {"B", kB}};
-  Intents in = derive_intents(m, "A", {{1, "B", true}, {2, "A", false}, {3, "B", true}, {4, "A", true}, {5, "C", true},
-                                       {6, "B", true}, {7, "A", true}});
+  Intents in = derive_intents(m, "A",
+                              {{1, "B", true},
+                               {2, "A", false},
+                               {3, "B", true},
+                               {4, "A", true},
+                               {5, "C", true},
+                               {6, "B", true},
+                               {7, "A", true}});
   CHECK(in.iterations.count(1) == 1);
   CHECK(in.at("any", 1, "B", "h3", "eth1") == Intent::kUp);  // no run given: every run
   CHECK(in.at("", 1, "B", "h2", "eth1") == Intent::kDark);
-  CHECK(in.at("", 1, "B", "h9", "eth1") == Intent::kStay);  // in neither mapping: dark before and after
-  CHECK(in.at("", 1, "", "h3", "eth1") == Intent::kUp);     // no command row: no mapping to check
+  CHECK(in.at("", 1, "B", "h9", "eth1") == Intent::kStay);     // in neither mapping: dark before and after
+  CHECK(in.at("", 1, "", "h3", "eth1") == Intent::kUp);        // no command row: no mapping to check
   CHECK(in.at("", 1, "A", "h3", "eth1") == Intent::kUnknown);  // the command named another mapping
   // 2 (B -> A) was refused: its intents are known, but the state after it is not.
   CHECK(in.at("", 2, "A", "h2", "eth1") == Intent::kUp);
