@@ -205,14 +205,14 @@ class Breakdown:
         return statuses, (intents if "intent" in self.header else None)
 
     def status_note(self):
-        """The CDF's note on what it covers: ok rows (moved and newly connected ones) and the
-        rows it leaves out by status."""
+        """The CDF's note on what it covers: the ok rows (with intents: how many are ports that
+        came up from dark, measured from the command) and the rows it leaves out, by status."""
         statuses, intents = self.status_counts()
         ok = statuses.get("ok", 0)
         note = f"{ok} ok rows"
         if intents is not None:
             up = sum(1 for r in self.ok_rows() if (r.get("intent") or "").strip() == "up")
-            note += f" ({ok - up} moved or stayed, {up} newly connected)"
+            note += f" ({up} of them newly connected)"
         left = [f"{statuses[k]} {k}" for k in ("failed", "incomplete", "disconnected", "unaffected")
                 if statuses.get(k)]
         if left:

@@ -146,4 +146,16 @@ TEST_CASE("ocslab analyze: circuits created and removed by the mappings are meas
   CHECK(summary["status"]["disconnected"] == 2);
   CHECK(summary["intents"]["from"] == dir + "/meta.json");
   CHECK(summary["durations_ms"]["total_ms"]["count"] == 7);  // 6 moves and h2 coming up
+
+  // ocslab plot over the same folder: the CDF takes the ok rows (moves and the port that came
+  // up) and says which statuses it leaves out; --describe counts statuses and intents.
+  std::ostringstream pout, perr;
+  int prc = ocslab::cli::run_ocslab({"plot", dir, "--describe"}, pout, perr);
+  INFO(perr.str());
+  REQUIRE(prc == 0);
+  auto d = nlohmann::json::parse(pout.str());
+  CHECK(d["cdf"]["statuses"] == nlohmann::json({{"ok", 7}, {"failed", 4}, {"incomplete", 3}, {"disconnected", 2}}));
+  CHECK(d["cdf"]["intents"] == nlohmann::json({{"move", 6}, {"up", 2}, {"dark", 4}, {"unknown", 4}}));
+  CHECK(d["cdf"]["note"] ==
+        "7 ok rows (1 of them newly connected); not plotted: 4 failed, 3 incomplete, 2 disconnected");
 }
