@@ -62,7 +62,8 @@ struct Intents {
 };
 
 // The intents of a sequence of reconfigurations: `initial` is the mapping in place before the
-// first, `applied[i]` the mapping iteration i+1 applied and whether it was applied (acked).
+// first, `applied` each reconfiguration in order: its iteration number, the mapping it applied
+// and whether it was applied (acked).
 // After one that was not applied the switch's state is unknown, so the next one's intents are
 // not listed (kUnknown); the one after that again knows its predecessor only if that succeeded.
 struct AppliedMapping {
