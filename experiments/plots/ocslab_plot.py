@@ -191,6 +191,34 @@ class Breakdown:
     def iterations(self):
         return sorted({r["_iteration"] for r in self.rows})
 
+    def status_counts(self):
+        """Rows per status (ok, failed, unaffected, incomplete, disconnected), and per intent
+        (move, up, dark, stay, unknown) when breakdown.csv has an `intent` column (the run's
+        meta.json named its mappings)."""
+        statuses, intents = {}, {}
+        for r in self.rows:
+            st = (r.get("status") or "").strip()
+            statuses[st] = statuses.get(st, 0) + 1
+            if "intent" in self.header:
+                it = (r.get("intent") or "").strip()
+                intents[it] = intents.get(it, 0) + 1
+        return statuses, (intents if "intent" in self.header else None)
+
+    def status_note(self):
+        """The CDF's note on what it covers: the ok rows (with intents: how many are ports that
+        came up from dark, measured from the command) and the rows it leaves out, by status."""
+        statuses, intents = self.status_counts()
+        ok = statuses.get("ok", 0)
+        note = f"{ok} ok rows"
+        if intents is not None:
+            up = sum(1 for r in self.ok_rows() if (r.get("intent") or "").strip() == "up")
+            note += f" ({up} of them newly connected)"
+        left = [f"{statuses[k]} {k}" for k in ("failed", "incomplete", "disconnected", "unaffected")
+                if statuses.get(k)]
+        if left:
+            note += "; not plotted: " + ", ".join(left)
+        return note
+
     def median_iteration(self):
         """The reconfiguration a reader should see first: the one whose total (the slowest ok
         host of that iteration) is the median, the lower one of two; None without ok totals."""
@@ -563,7 +591,7 @@ def draw_rank_panel(ax, step):
     return ax
 
 
-def draw_cdf(plt, series, log_x, path, run):
+def draw_cdf(plt, series, log_x, path, run, note=""):
     w, h = CDF_SIZE_PX
     fig, ax = plt.subplots(figsize=(w / DPI, h / DPI), dpi=DPI)
     fig.subplots_adjust(left=0.08, right=0.97, top=0.92, bottom=0.1)
@@ -586,7 +614,8 @@ def draw_cdf(plt, series, log_x, path, run):
     else:
         ax.text(0.5, 0.5, "no ok rows with durations in breakdown.csv", ha="center", va="center",
                 transform=ax.transAxes)
-    ax.set_title(f"{run}: per-layer latency CDFs", fontsize=12)
+    ax.set_title(f"{run}: per-layer latency CDFs" + (f"\n{note}" if note else ""),
+                 fontsize=12 if not note else 10)
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return [w, h]
@@ -927,13 +956,19 @@ def main(argv):
     tl_path = os.path.join(args.folder, f"timeline.{args.format}")
     cdf_path = os.path.join(args.folder, f"cdf.{args.format}")
     tl_size = draw_timeline(plt, p, tl_path)
-    cdf_size = draw_cdf(plt, series, log_x, cdf_path, p["run"])
+    cdf_note = bd.status_note()
+    cdf_size = draw_cdf(plt, series, log_x, cdf_path, p["run"], cdf_note)
     if args.describe:
         for h in p["hosts"].values():
             h["lanes"] = [label for label, _, _, _ in lane_list(h)]
         p["timeline"] = {"file": tl_path, "size_px": tl_size}
         p["cdf"] = {"file": cdf_path, "size_px": cdf_size, "log_x": log_x,
-                    "series": [{k: s[k] for k in ("column", "n", "median_ms", "min_ms", "max_ms")} for s in series]}
+                    "series": [{k: s[k] for k in ("column", "n", "median_ms", "min_ms", "max_ms")} for s in series],
+                    "note": cdf_note}
+        statuses, intents = bd.status_counts()
+        p["cdf"]["statuses"] = statuses
+        if intents is not None:
+            p["cdf"]["intents"] = intents
         p.update(phase_described)
         print(json.dumps(p, indent=2))
     else:

@@ -1,9 +1,12 @@
 // Timelines come from other machines' agents and from hand-edited files: any bytes must read as
 // a timeline or give an ocslab::ConfigError, and any timeline must give a breakdown whose
-// statuses agree with its edges and a summary over its ok rows.
+// statuses agree with its edges and a summary over its ok rows; with intents, the rows of ports
+// that move, stay or are unknown as without, and the new rules only for ports coming up or
+// going dark.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <sstream>
 #include <string>
 
@@ -48,5 +51,41 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   write_breakdown_csv(b, out);
   std::string csv = out.str();
   if (std::count(csv.begin(), csv.end(), '\n') < static_cast<long>(b.rows.size() + 1)) __builtin_trap();
+
+  // The same timeline with an intent for every row (chosen from its names): the same rows; a
+  // port that moves, stays or is unknown reads as without intents; only a port meant to go dark
+  // is disconnected; a port coming up has no down edges and no up edge before its command.
+  Intents in;
+  for (const auto& r : b.rows) {
+    auto& it = in.iterations[r.iteration];
+    it.mapping = r.mapping;
+    it.ports[{r.host, r.interface}] =
+        static_cast<Intent>(std::hash<std::string>{}(r.host + "/" + r.interface + "#" + std::to_string(r.iteration)) % 5);
+  }
+  Breakdown bi = compute_breakdown(t, {.dark_dbm = -30}, &in);
+  if (!bi.has_intents || bi.rows.size() != b.rows.size()) __builtin_trap();
+  for (size_t k = 0; k < bi.rows.size(); ++k) {
+    const BreakdownRow &r = bi.rows[k], &old = b.rows[k];
+    if (r.host != old.host || r.interface != old.interface || r.iteration != old.iteration) __builtin_trap();
+    if (r.intent != in.at(r.run, r.iteration, r.mapping, r.host, r.interface)) __builtin_trap();
+    if ((r.status == Status::kDisconnected) != (r.intent == Intent::kDark && old.status != Status::kFailed))
+      __builtin_trap();
+    if (r.intent == Intent::kDark && r.edges != old.edges) __builtin_trap();
+    if (r.intent == Intent::kMove || r.intent == Intent::kStay || r.intent == Intent::kUnknown) {
+      if (r.status != old.status || r.edges != old.edges) __builtin_trap();
+    }
+    if (r.intent == Intent::kUp) {
+      for (Edge e : {kLightLost, kFirmwareDown, kCarrierDown, kRdmaStalled})
+        if (r.edges[e]) __builtin_trap();
+      for (Edge e : {kLightBack, kFirmwareUp, kCarrierUp, kRdmaResumed})
+        if (r.edges[e] && r.edges[kIssued] && *r.edges[e] < *r.edges[kIssued]) __builtin_trap();
+      if (r.status == Status::kDisconnected) __builtin_trap();
+    }
+  }
+  std::ostringstream outi;
+  write_breakdown_csv(bi, outi);
+  if (outi.str().find(",total_ms,intent\n") == std::string::npos) __builtin_trap();
+  for (const auto& s : summarize(bi))
+    if (s.count && !(s.min <= s.median && s.median <= s.max)) __builtin_trap();
   return 0;
 }

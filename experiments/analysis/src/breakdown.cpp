@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <ostream>
@@ -21,8 +22,79 @@ const char* status_name(Status s) {
       return "unaffected";
     case Status::kIncomplete:
       return "incomplete";
+    case Status::kDisconnected:
+      return "disconnected";
   }
   return "?";
+}
+
+const char* intent_name(Intent i) {
+  switch (i) {
+    case Intent::kUnknown:
+      return "unknown";
+    case Intent::kMove:
+      return "move";
+    case Intent::kUp:
+      return "up";
+    case Intent::kDark:
+      return "dark";
+    case Intent::kStay:
+      return "stay";
+  }
+  return "?";
+}
+
+namespace {
+
+// Each endpoint's partner in a mapping (the first link naming it).
+std::map<Endpoint, Endpoint> partners(const MappingLinks& m) {
+  std::map<Endpoint, Endpoint> p;
+  for (const auto& [a, b] : m.links) {
+    p.emplace(a, b);
+    p.emplace(b, a);
+  }
+  return p;
+}
+
+}  // namespace
+
+std::map<Endpoint, Intent> intents_between(const MappingLinks& before, const MappingLinks& after) {
+  auto pb = partners(before), pa = partners(after);
+  std::map<Endpoint, Intent> out;
+  for (const auto& [e, partner] : pb) {
+    auto it = pa.find(e);
+    out[e] = it == pa.end() ? Intent::kDark : it->second == partner ? Intent::kStay : Intent::kMove;
+  }
+  for (const auto& [e, partner] : pa) {
+    if (!pb.count(e)) out[e] = Intent::kUp;
+  }
+  return out;
+}
+
+Intent Intents::at(const std::string& r, int iteration, const std::string& mapping, const std::string& host,
+                   const std::string& interface) const {
+  if (!run.empty() && r != run) return Intent::kUnknown;
+  auto it = iterations.find(iteration);
+  if (it == iterations.end()) return Intent::kUnknown;
+  if (!mapping.empty() && mapping != it->second.mapping) return Intent::kUnknown;
+  auto p = it->second.ports.find(Endpoint{host, interface});
+  return p == it->second.ports.end() ? Intent::kStay : p->second;
+}
+
+Intents derive_intents(const std::map<std::string, MappingLinks>& mappings, const std::string& initial,
+                       const std::vector<AppliedMapping>& applied, const std::string& run) {
+  Intents out;
+  out.run = run;
+  // The mapping on the switch before the next reconfiguration; null when not known.
+  const MappingLinks* current = nullptr;
+  if (auto it = mappings.find(initial); it != mappings.end()) current = &it->second;
+  for (const auto& a : applied) {
+    auto next = mappings.find(a.mapping);
+    if (current && next != mappings.end())
+      out.iterations[a.iteration] = {a.mapping, intents_between(*current, next->second)};
+    current = a.ok && next != mappings.end() ? &next->second : nullptr;
+  }
+  return out;
 }
 
 const std::array<const char*, kEdgeCount>& edge_columns() {
@@ -96,6 +168,7 @@ struct Pair {
   Kind light = Kind::kRxPower;  // the preferred light source present for this pair
   Kind firmware = Kind::kLinkFirmware;
   bool has_light = false, has_firmware = false;
+  bool has_carrier = false, has_rdma = false;  // carrier rows; rdma stalled/resumed rows
 };
 
 bool is_layer(Kind k) { return k != Kind::kCommand && k != Kind::kAck; }
@@ -105,7 +178,7 @@ int light_rank(Kind k) { return k == Kind::kLightEmulator ? 0 : k == Kind::kLigh
 
 }  // namespace
 
-Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options) {
+Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options, const Intents* intents) {
   const StringTable& strs = tl.strings;
   std::vector<Event> ev = tl.events;
   std::stable_sort(ev.begin(), ev.end(), [](const Event& a, const Event& b) { return a.t_ns < b.t_ns; });
@@ -131,6 +204,8 @@ Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options)
       if (!p.has_firmware || e.kind == Kind::kLinkEmulator) p.firmware = e.kind;
       p.has_firmware = true;
     }
+    if (e.kind == Kind::kCarrier) p.has_carrier = true;
+    if (e.kind == Kind::kStalled || e.kind == Kind::kResumed) p.has_rdma = true;
   }
 
   // The layer and 0/1 state of an event from a pair's selected sources; -1 when it is not one.
@@ -208,33 +283,83 @@ Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options)
   }
   for (auto& it : iters) it.pairs.resize(pairs.size());
 
+  // Commands first: an iteration's run and mapping decide its intents before its layer rows
+  // are read.
   for (size_t i = 0; i < ev.size(); ++i) {
     const Event& e = ev[i];
     Iteration& it = iters[iter_of[i]];
-    if (e.kind == Kind::kCommand) {
-      if (!it.issued) {
-        it.issued = e.t_ns;
-        it.mapping = e.subject;
-        if (!tl.has_iteration) it.run = e.run;
-      }
-      continue;
+    if (e.kind == Kind::kCommand && !it.issued) {
+      it.issued = e.t_ns;
+      it.mapping = e.subject;
+      if (!tl.has_iteration) it.run = e.run;
     }
+  }
+
+  // What each iteration meant to do to each pair (kUnknown without intents).
+  out.has_intents = intents != nullptr;
+  if (intents) out.intents_from = intents->from;
+  std::vector<std::vector<Intent>> intent(iters.size(), std::vector<Intent>(pairs.size(), Intent::kUnknown));
+  if (intents) {
+    for (size_t ii = 0; ii < iters.size(); ++ii) {
+      if (iters[ii].number < 1) continue;
+      for (size_t pi = 0; pi < pairs.size(); ++pi)
+        intent[ii][pi] = intents->at(strs.str(iters[ii].run), iters[ii].number, strs.str(iters[ii].mapping),
+                                             strs.str(pairs[pi].host), strs.str(pairs[pi].iface));
+    }
+  }
+
+  // Each pair's last state per layer over the whole timeline (-1: none yet): a port coming up
+  // from dark has no down edge in its iteration, so its up edge is a 0->1 change (or a first
+  // reading of 1) at or after the command.
+  std::vector<std::array<int, kLayerCount>> last_state(pairs.size(), {-1, -1, -1});
+  // With intents, each pair's layer readings in time order: a port coming up must bring up the
+  // layers that were not up at the command (a loopback's carrier is never down).
+  std::vector<std::array<std::vector<std::pair<int64_t, int>>, kLayerCount>> history(intents ? pairs.size() : 0);
+  if (intents) {
+    for (size_t i = 0; i < ev.size(); ++i) {
+      int layer = 0;
+      int state = layer_state(i, layer);
+      if (state >= 0) history[static_cast<size_t>(pair_of[i])][layer].emplace_back(ev[i].t_ns, state);
+    }
+  }
+  // The state of a pair's layer just before t (-1: no reading yet).
+  auto state_before = [&](size_t pi, int layer, int64_t t) {
+    const auto& h = history[pi][layer];
+    auto it = std::lower_bound(h.begin(), h.end(), t, [](const auto& x, int64_t v) { return x.first < v; });
+    return it == h.begin() ? -1 : std::prev(it)->second;
+  };
+
+  for (size_t i = 0; i < ev.size(); ++i) {
+    const Event& e = ev[i];
+    Iteration& it = iters[iter_of[i]];
+    if (e.kind == Kind::kCommand) continue;
     if (e.kind == Kind::kAck) {
       if (!it.ack) it.ack = std::make_pair(e.t_ns, e.value != 0);
       continue;
     }
     if (pair_of[i] < 0) continue;
-    PairState& ps = it.pairs[static_cast<size_t>(pair_of[i])];
+    const auto pi = static_cast<size_t>(pair_of[i]);
+    PairState& ps = it.pairs[pi];
+    // A port coming up: only up edges at or after the command count; it has no down edges.
+    const bool up = intent[iter_of[i]][pi] == Intent::kUp;
+    const bool after_command = !it.issued || e.t_ns >= *it.issued;
     if (e.kind == Kind::kStalled) {
-      if (!ps.stalled) ps.stalled = e.t_ns;
+      if (!up && !ps.stalled) ps.stalled = e.t_ns;
       continue;
     }
     if (e.kind == Kind::kResumed) {
-      if (ps.stalled && !ps.resumed) ps.resumed = e.t_ns;
+      if (up ? after_command && !ps.resumed : ps.stalled && !ps.resumed) ps.resumed = e.t_ns;
       continue;
     }
     int layer = 0;
     int state = layer_state(i, layer);
+    if (state < 0) continue;
+    int before = last_state[pi][layer];
+    last_state[pi][layer] = state;
+    if (up) {
+      if (state == 1 && before != 1 && after_command && !ps.up[layer]) ps.up[layer] = e.t_ns;
+      continue;
+    }
     if (state == 0 && !ps.down[layer]) ps.down[layer] = e.t_ns;
     if (state == 1 && ps.down[layer] && !ps.up[layer]) ps.up[layer] = e.t_ns;
   }
@@ -274,6 +399,22 @@ Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options)
       r.edges[kCarrierUp] = ps.up[kCarrierLayer];
       r.edges[kRdmaStalled] = ps.stalled;
       r.edges[kRdmaResumed] = ps.resumed;
+      r.intent = intent[ii][pi];
+      const Pair& p = pairs[pi];
+      // Coming up: every layer the pair is probed on that was not up at the command must have
+      // come up (RDMA always: its first traffic); nothing to bring up and nothing came up:
+      // unaffected.
+      bool came_up = true, expected = p.has_rdma, any_up = ps.resumed.has_value();
+      if (r.intent == Intent::kUp) {
+        const std::array<bool, kLayerCount> probed = {p.has_light, p.has_firmware, p.has_carrier};
+        for (int l = 0; l < kLayerCount; ++l) {
+          any_up = any_up || ps.up[l].has_value();
+          if (!probed[l] || (it.issued && state_before(pi, l, *it.issued) == 1)) continue;
+          expected = true;
+          came_up = came_up && ps.up[l].has_value();
+        }
+        came_up = came_up && (!p.has_rdma || ps.resumed);
+      }
       bool went_down = ps.stalled.has_value();
       bool stayed_down = ps.stalled && !ps.resumed;
       for (int l = 0; l < kLayerCount; ++l) {
@@ -282,6 +423,10 @@ Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options)
       }
       if (any_command && !(it.ack && it.ack->second)) {
         r.status = Status::kFailed;
+      } else if (r.intent == Intent::kUp) {
+        r.status = !expected && !any_up ? Status::kUnaffected : came_up ? Status::kOk : Status::kIncomplete;
+      } else if (r.intent == Intent::kDark) {
+        r.status = Status::kDisconnected;
       } else if (!went_down) {
         r.status = Status::kUnaffected;
       } else if (stayed_down) {
@@ -309,7 +454,9 @@ std::string format_ms(int64_t ns) {
 
 void write_breakdown_csv(const Breakdown& b, std::ostream& out) {
   CsvWriter csv(out);
-  csv.header(breakdown_columns());
+  auto columns = breakdown_columns();
+  if (b.has_intents) columns.emplace_back("intent");
+  csv.header(columns);
   for (const auto& r : b.rows) {
     std::vector<std::string> f = {r.run,       std::to_string(r.iteration), r.mapping, r.host,
                                   r.interface, status_name(r.status)};
@@ -318,6 +465,7 @@ void write_breakdown_csv(const Breakdown& b, std::ostream& out) {
       auto v = r.duration_ns(static_cast<Duration>(d));
       f.push_back(v ? format_ms(*v) : "");
     }
+    if (b.has_intents) f.emplace_back(intent_name(r.intent));
     csv.row(f);
   }
   csv.flush();

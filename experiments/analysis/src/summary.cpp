@@ -40,9 +40,19 @@ std::vector<ColumnSummary> summarize(const Breakdown& b) {
 
 namespace {
 
-std::array<size_t, 4> status_counts(const Breakdown& b) {
-  std::array<size_t, 4> n{};
+std::array<size_t, kStatusCount> status_counts(const Breakdown& b) {
+  std::array<size_t, kStatusCount> n{};
   for (const auto& r : b.rows) ++n[static_cast<size_t>(r.status)];
+  return n;
+}
+
+constexpr std::array<Intent, 5> kIntents = {Intent::kMove, Intent::kUp, Intent::kDark, Intent::kStay,
+                                            Intent::kUnknown};
+
+std::array<size_t, kIntents.size()> intent_counts(const Breakdown& b) {
+  std::array<size_t, kIntents.size()> n{};
+  for (const auto& r : b.rows)
+    for (size_t k = 0; k < kIntents.size(); ++k) n[k] += r.intent == kIntents[k];
   return n;
 }
 
@@ -54,8 +64,14 @@ std::string summary_text(const Breakdown& b, const std::vector<ColumnSummary>& s
       fmt::format("timeline     {} ({} rows, {} read by the breakdown)\n", c.timeline, c.timeline_rows, c.kept_rows);
   t += fmt::format("cut by       {}\n", b.iterations_from);
   t += fmt::format("reconfigs    {}\n", b.iterations);
-  t += fmt::format("rows         {} host/interface rows: {} ok, {} failed, {} unaffected, {} incomplete\n",
-                   b.rows.size(), n[0], n[1], n[2], n[3]);
+  t += fmt::format(
+      "rows         {} host/interface rows: {} ok, {} failed, {} unaffected, {} incomplete, {} disconnected\n",
+      b.rows.size(), n[0], n[1], n[2], n[3], n[4]);
+  if (b.has_intents) {
+    auto k = intent_counts(b);
+    t += fmt::format("intents      from {}: {} move, {} up, {} dark, {} stay, {} unknown\n",
+                     b.intents_from.empty() ? "the caller" : b.intents_from, k[0], k[1], k[2], k[3], k[4]);
+  }
   t += fmt::format("\nduration (ms) over ok rows\n");
   t += fmt::format("{:<13} {:>6} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "column", "count", "min", "median", "p90",
                    "p99", "max");
@@ -80,7 +96,14 @@ nlohmann::ordered_json summary_json(const Breakdown& b, const std::vector<Column
   j["iterations_from"] = b.iterations_from;
   j["reconfigurations"] = b.iterations;
   j["rows"] = b.rows.size();
-  j["status"] = {{"ok", n[0]}, {"failed", n[1]}, {"unaffected", n[2]}, {"incomplete", n[3]}};
+  j["status"] = {{"ok", n[0]}, {"failed", n[1]}, {"unaffected", n[2]}, {"incomplete", n[3]}, {"disconnected", n[4]}};
+  if (b.has_intents) {
+    auto k = intent_counts(b);
+    nlohmann::ordered_json o;
+    o["from"] = b.intents_from;
+    for (size_t i = 0; i < kIntents.size(); ++i) o[intent_name(kIntents[i])] = k[i];
+    j["intents"] = o;
+  }
   nlohmann::ordered_json cols = nlohmann::ordered_json::object();
   for (const auto& x : s) {
     nlohmann::ordered_json o;

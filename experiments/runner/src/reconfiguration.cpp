@@ -716,6 +716,16 @@ class ReconfigurationRun {
       meta["hosts"].push_back(host_meta(spec_.hosts[i], facts_[i], r));
     }
     meta["reconfigurations"] = reconfigurations_meta(result_.reconfigurations);
+    // Every mapping's links and the one applied at setup: `ocslab analyze` derives from them
+    // what each reconfiguration meant to do to each port (move, come up, go dark, stay).
+    meta["mappings"] = json::object();
+    for (const auto& m : spec_.mappings) {
+      json links = json::array();
+      for (const auto& l : m.links)
+        links.push_back({spec_.hosts[l.a_host].name, l.a_nic, spec_.hosts[l.b_host].name, l.b_nic});
+      meta["mappings"][m.name] = links;
+    }
+    meta["initial_mapping"] = spec_.mappings.empty() ? std::string() : spec_.mappings[0].name;
     meta["problems"] = result_.problems;
     meta["timeline_rows"] = result_.samples;
     if (recovered_ns_) {

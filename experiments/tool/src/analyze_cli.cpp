@@ -1,12 +1,18 @@
 // `ocslab analyze`: recompute breakdown.csv and the summary of a results folder or of any
 // timeline file (an `ocslab-agent capture` included).
 #include <fmt/format.h>
+#include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 
 #include "commands.h"
+#include "ocslab/common/error.h"
+#include "ocslab/common/file.h"
 #include "ocslab/common/suggest.h"
 #include "ocslab/analysis/breakdown.h"
 #include "ocslab/analysis/summary.h"
@@ -21,7 +27,7 @@ namespace {
 
 constexpr const char* kAnalyzeHelp = R"(ocslab analyze - per-layer reconfiguration latency from a timeline
 
-Usage: ocslab analyze FOLDER|TIMELINE.csv [-o DIR] [--dark-dbm DBM] [--json]
+Usage: ocslab analyze FOLDER|TIMELINE.csv [-o DIR] [--dark-dbm DBM] [--no-intents] [--json]
 
 Reads FOLDER/timeline.csv (a results folder of `ocslab run`) or the given file (a timeline,
 or the CSV of `ocslab-agent capture`, which has no run/iteration columns) and writes
@@ -36,9 +42,16 @@ A file without an iteration column is cut into reconfigurations by its `ocs` `co
 rows, or when it has none, by the first light/firmware/carrier 1->0 edge more than 1 s after
 the previous reconfiguration began.
 
+When meta.json next to the timeline names the run's mappings (`mappings`, `initial_mapping`,
+`reconfigurations`: written by `ocslab run`), each row also gets what its reconfiguration meant
+to do to the port (intent: move, up, dark, stay, unknown): a port coming up from dark is
+measured from the command (status ok once every probed layer came up, else incomplete), a
+port whose circuit the new mapping removed is `disconnected`.
+
 Options:
   -o, --output DIR  write the three files into DIR (created if missing)
   --dark-dbm DBM    rx_power_dbm below DBM counts as dark (default -30)
+  --no-intents      ignore meta.json's mappings: judge every port by its edges alone
   --json            print summary.json instead of summary.txt
   -h, --help        this text
 
@@ -46,12 +59,55 @@ Exit codes (the table in ocslab --help): 0 done, 1 bad command line, 2 unreadabl
 Formats: docs/experiments.md
 )";
 
+// The intents of a run's reconfigurations from its meta.json: `mappings` ({name: [[host, nic,
+// host, nic], ...]}), `initial_mapping` and `reconfigurations` ([{iteration, mapping, ok}]).
+// None when the file or `mappings` is missing (older runs); ConfigError when they are malformed.
+std::optional<analysis::Intents> intents_from_meta(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return std::nullopt;
+  nlohmann::json j = nlohmann::json::parse(read_file_or_empty(path), nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    throw ConfigError(path + ": not a JSON object (--no-intents analyzes without it)");
+  if (!j.contains("mappings")) return std::nullopt;
+  auto bad = [&](const std::string& what) {
+    return ConfigError(path + ": " + what + " (--no-intents analyzes without it)");
+  };
+  const auto& jm = j["mappings"];
+  if (!jm.is_object()) throw bad("`mappings` is not an object of mapping names");
+  std::map<std::string, analysis::MappingLinks> mappings;
+  for (const auto& [name, links] : jm.items()) {
+    analysis::MappingLinks m{name, {}};
+    if (!links.is_array()) throw bad("mapping '" + name + "' is not a list of links");
+    for (const auto& l : links) {
+      if (!l.is_array() || l.size() != 4 || !std::all_of(l.begin(), l.end(), [](auto& x) { return x.is_string(); }))
+        throw bad("mapping '" + name + "': a link is not [host, nic, host, nic]");
+      m.links.push_back({{l[0].get<std::string>(), l[1].get<std::string>()},
+                         {l[2].get<std::string>(), l[3].get<std::string>()}});
+    }
+    mappings.emplace(name, std::move(m));
+  }
+  if (!j.contains("initial_mapping") || !j["initial_mapping"].is_string()) throw bad("`initial_mapping` is not a name");
+  std::vector<analysis::AppliedMapping> applied;
+  const auto& jr = j.contains("reconfigurations") ? j["reconfigurations"] : nlohmann::json::array();
+  if (!jr.is_array()) throw bad("`reconfigurations` is not a list");
+  for (const auto& r : jr) {
+    if (!r.is_object() || !r.contains("iteration") || !r["iteration"].is_number_integer() || !r.contains("mapping") ||
+        !r["mapping"].is_string())
+      throw bad("a reconfiguration has no integer `iteration` and `mapping` name");
+    bool ok = !r.contains("ok") || (r["ok"].is_boolean() && r["ok"].get<bool>());
+    applied.push_back({r["iteration"].get<int>(), r["mapping"].get<std::string>(), ok});
+  }
+  analysis::Intents in = analysis::derive_intents(mappings, j["initial_mapping"].get<std::string>(), applied);
+  in.from = path;
+  return in;
+}
+
 }  // namespace
 
 int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   (void)err;
   std::string input, out_dir;
-  bool json = false;
+  bool json = false, no_intents = false;
   analysis::BreakdownOptions options;
   for (size_t i = 1; i < args.size(); ++i) {
     std::string w = args[i];
@@ -81,6 +137,8 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
       options.dark_dbm = d;
     } else if (w == "--json") {
       json = true;
+    } else if (w == "--no-intents") {
+      no_intents = true;
     } else if (w.size() > 1 && w[0] == '-') {
       throw unknown_word("option", args[i], options_in_text(kAnalyzeHelp), "ocslab analyze");
     } else if (input.empty()) {
@@ -102,7 +160,11 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
   }
 
   analysis::Timeline tl = analysis::read_timeline(timeline_path);
-  analysis::Breakdown b = analysis::compute_breakdown(tl, options);
+  // The run's mappings, next to the timeline (a results folder's meta.json).
+  std::string meta_path = (fs::path(timeline_path).parent_path() / "meta.json").string();
+  std::optional<analysis::Intents> intents;
+  if (!no_intents) intents = intents_from_meta(meta_path);
+  analysis::Breakdown b = analysis::compute_breakdown(tl, options, intents ? &*intents : nullptr);
   auto stats = analysis::summarize(b);
   analysis::SummaryContext ctx{timeline_path, tl.rows, tl.events.size(), options.dark_dbm};
   std::string text = analysis::summary_text(b, stats, ctx);

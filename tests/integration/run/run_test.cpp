@@ -311,6 +311,19 @@ TEST_CASE("the switch connection dropped mid-run: the reconfiguration is marked 
   CHECK(commands == 8);
   CHECK(acks0 == failed);
   CHECK(acks1 == 8 - failed);
+
+  // meta.json names every mapping's links and the one set up first, so the breakdown knows what
+  // each reconfiguration meant to each port: a (h1-h2) -> b (h1-h3) removes h2's circuit on
+  // purpose, which is `disconnected`, not `incomplete`.
+  CHECK(meta["initial_mapping"] == "a");
+  CHECK(meta["mappings"] ==
+        nlohmann::json::parse(R"({"a": [["h1", "lo", "h2", "lo"]], "b": [["h1", "lo", "h3", "lo"]]})"));
+  CHECK_THAT(out.str(), Catch::Contains("intents      from " + out_dir + "/meta.json: "));
+  const std::string bd = read_file_or_empty(out_dir + "/breakdown.csv");
+  CHECK_THAT(bd, Catch::Contains(",total_ms,intent\n"));
+  REQUIRE(meta["reconfigurations"].front()["mapping"] == "b");
+  CHECK_THAT(bd, Catch::Contains(",1,b,h2,lo,disconnected,"));
+  CHECK_THAT(bd, !Catch::Contains(",1,b,h2,lo,incomplete,"));
 }
 
 TEST_CASE("a bad spec is rejected before any host or the switch is touched", "[run][faults]") {

@@ -114,3 +114,53 @@ TEST_CASE("ocslab analyze: help, bad options (exit 1) and bad input (exit 2)") {
   CHECK_THAT(malformed.err, Contains(d.path + "/timeline.csv:3: bad number 'x' in column value"));
   CHECK_FALSE(fs::exists(d.path + "/breakdown.csv"));
 }
+
+TEST_CASE("ocslab analyze FOLDER with meta.json's mappings: a port coming up is measured, a removed one disconnected") {
+  Dir d;
+  // Mapping A (h1-h2) at setup, then B (h1-h3): h1 moves, h2 goes dark, h3 comes up.
+  std::ofstream(d.path + "/timeline.csv") << "t_ns,host,source,subject,signal,value,unit,run,iteration\n"
+                                             "500000000,h3,carrier,eth1,carrier,0,bool,demo,0\n"
+                                             "1000000000,switch,ocs,B,command,1,,demo,1\n"
+                                             "1002000000,switch,ocs,B,ack,1,,demo,1\n"
+                                             "1003000000,h1,carrier,eth1,carrier,0,bool,demo,1\n"
+                                             "1003000000,h2,carrier,eth1,carrier,0,bool,demo,1\n"
+                                             "1050000000,h1,carrier,eth1,carrier,1,bool,demo,1\n"
+                                             "1070000000,h3,carrier,eth1,carrier,1,bool,demo,1\n";
+  std::ofstream(d.path + "/meta.json") << R"({"run": "demo",
+    "reconfigurations": [{"iteration": 1, "mapping": "B", "ok": true}],
+    "mappings": {"A": [["h1", "eth1", "h2", "eth1"]], "B": [["h1", "eth1", "h3", "eth1"]]},
+    "initial_mapping": "A"})";
+  Result r = run_cli({"analyze", d.path});
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.out, Contains("3 host/interface rows: 2 ok, 0 failed, 0 unaffected, 0 incomplete, 1 disconnected"));
+  CHECK_THAT(r.out, Contains("intents      from " + d.path + "/meta.json: 1 move, 1 up, 1 dark, 0 stay, 0 unknown"));
+  std::string csv = ocslab::read_file_or_empty(d.path + "/breakdown.csv");
+  CHECK_THAT(csv, Contains(",total_ms,intent\n"));
+  CHECK_THAT(csv, Contains("\ndemo,1,B,h1,eth1,ok,1000000000,1002000000,,,,,1003000000,1050000000,,,2.000000,,,,,,,,"
+                           "50.000000,move\n"));
+  CHECK_THAT(csv, Contains("\ndemo,1,B,h2,eth1,disconnected,1000000000,1002000000,,,,,1003000000,,,,2.000000,,,,,,,,,dark\n"));
+  CHECK_THAT(csv, Contains("\ndemo,1,B,h3,eth1,ok,1000000000,1002000000,,,,,,1070000000,,,2.000000,,,,,,,,"
+                           "70.000000,up\n"));
+  auto j = nlohmann::json::parse(ocslab::read_file_or_empty(d.path + "/summary.json"));
+  CHECK(j["status"]["disconnected"] == 1);
+  CHECK(j["intents"]["up"] == 1);
+  CHECK(j["durations_ms"]["total_ms"]["count"] == 2);
+
+  // --no-intents: judged by the edges alone, as before (h2 incomplete, h3 unaffected).
+  Result n = run_cli({"analyze", d.path, "--no-intents"});
+  REQUIRE(n.rc == 0);
+  CHECK_THAT(n.out, Contains("3 host/interface rows: 1 ok, 0 failed, 1 unaffected, 1 incomplete, 0 disconnected"));
+  CHECK_THAT(ocslab::read_file_or_empty(d.path + "/breakdown.csv"), !Contains("intent"));
+
+  // A meta.json without mappings (an older run) gives no intents; a malformed one exits 2.
+  std::ofstream(d.path + "/meta.json", std::ios::trunc) << R"({"run": "demo"})";
+  CHECK_THAT(run_cli({"analyze", d.path}).out, Contains("1 unaffected, 1 incomplete, 0 disconnected"));
+  std::ofstream(d.path + "/meta.json", std::ios::trunc) << R"({"mappings": {"A": [["h1", "eth1"]]}, "initial_mapping": "A"})";
+  Result bad = run_cli({"analyze", d.path});
+  CHECK(bad.rc == 2);
+  CHECK_THAT(bad.err, Contains("meta.json: mapping 'A': a link is not [host, nic, host, nic]"));
+  std::ofstream(d.path + "/meta.json", std::ios::trunc) << "{not json";
+  CHECK(run_cli({"analyze", d.path}).rc == 2);
+  CHECK(run_cli({"analyze", d.path, "--no-intents"}).rc == 0);
+}

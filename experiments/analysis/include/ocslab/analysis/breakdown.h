@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <iosfwd>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,8 +15,64 @@
 
 namespace ocslab::analysis {
 
-enum class Status { kOk, kFailed, kUnaffected, kIncomplete };
+// kDisconnected: a port whose circuit the new mapping removed on purpose (only with intents).
+enum class Status { kOk, kFailed, kUnaffected, kIncomplete, kDisconnected };
+constexpr size_t kStatusCount = 5;
 const char* status_name(Status s);
+
+// What a reconfiguration was meant to do to one host/interface, from the mapping before it and
+// the mapping it applies (intents_between):
+//   kMove     a circuit before and after, to another partner (the rail case)
+//   kUp       no circuit before, one after: the port comes up from dark
+//   kDark     a circuit before, none after: the port goes dark on purpose
+//   kStay     the same partner before and after, or no circuit in either mapping
+//   kUnknown  not known (no mappings, or the state before the reconfiguration is not known)
+enum class Intent { kUnknown, kMove, kUp, kDark, kStay };
+const char* intent_name(Intent i);
+
+// One end of a circuit.
+struct Endpoint {
+  std::string host, interface;
+  auto operator<=>(const Endpoint&) const = default;
+};
+
+// A mapping as the hosts see it: its name and its links, each connecting two endpoints both ways.
+struct MappingLinks {
+  std::string name;
+  std::vector<std::pair<Endpoint, Endpoint>> links;
+};
+
+// The intent of every endpoint either mapping names (ports in neither are not listed).
+std::map<Endpoint, Intent> intents_between(const MappingLinks& before, const MappingLinks& after);
+
+// The intents of one reconfiguration.
+struct IterationIntent {
+  std::string mapping;               // the mapping it applies; a row whose command names another gets kUnknown
+  std::map<Endpoint, Intent> ports;  // a port not listed had no circuit before or after: kStay
+};
+
+// The intents of a run's reconfigurations, by iteration number (1..N); an iteration not listed
+// is kUnknown for every port.
+struct Intents {
+  std::string run;   // the run they belong to; empty: any run of the timeline
+  std::string from;  // where they came from, for the summary ("results/x/meta.json")
+  std::map<int, IterationIntent> iterations;
+  Intent at(const std::string& run, int iteration, const std::string& mapping, const std::string& host,
+            const std::string& interface) const;
+};
+
+// The intents of a sequence of reconfigurations: `initial` is the mapping in place before the
+// first, `applied` each reconfiguration in order: its iteration number, the mapping it applied
+// and whether it was applied (acked).
+// After one that was not applied the switch's state is unknown, so the next one's intents are
+// not listed (kUnknown); the one after that again knows its predecessor only if that succeeded.
+struct AppliedMapping {
+  int iteration = 0;
+  std::string mapping;
+  bool ok = true;
+};
+Intents derive_intents(const std::map<std::string, MappingLinks>& mappings, const std::string& initial,
+                       const std::vector<AppliedMapping>& applied, const std::string& run = "");
 
 // The edge times of a row, in breakdown.csv's column order.
 enum Edge : int {
@@ -55,6 +112,7 @@ struct BreakdownRow {
   std::string host;
   std::string interface;
   Status status = Status::kOk;
+  Intent intent = Intent::kUnknown;  // kUnknown unless the breakdown had intents
   std::array<std::optional<int64_t>, kEdgeCount> edges;
 
   // ns, empty when either end is missing.
@@ -71,9 +129,15 @@ struct Breakdown {
   // How the timeline was cut into reconfigurations: "iteration column", "ocs commands" or
   // "layer edges".
   std::string iterations_from;
+  // With intents: breakdown.csv gets a last column `intent`; where they came from (Intents::from).
+  bool has_intents = false;
+  std::string intents_from;
 };
 
-Breakdown compute_breakdown(const Timeline& timeline, const BreakdownOptions& options = {});
+// `intents`: what each reconfiguration meant to do to each port (docs/experiments.md,
+// "Intents"); null: every port is judged by its edges alone, as if it moved.
+Breakdown compute_breakdown(const Timeline& timeline, const BreakdownOptions& options = {},
+                            const Intents* intents = nullptr);
 
 // All breakdown.csv columns, in order.
 std::vector<std::string> breakdown_columns();
