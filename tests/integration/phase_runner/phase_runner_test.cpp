@@ -357,14 +357,27 @@ TEST_CASE("phase-workload: native, on-demand and provisioning over a switching-l
             << " reconfigurations per step\n";
   CHECK(reconf.at("native@-") == 0);
   CHECK(n_reconfig == Approx(3));
-  // Provisioning hides the switch behind the compute: within 10% of native at 25 ms.
-  CHECK(step.at("provisioning@25.000") <= native * 1.10);
-  // On demand pays every switch: at least N_reconfig x 25 ms above native.
-  CHECK(step.at("on-demand@25.000") >= native + n_reconfig * 25);
-  // The sweep follows T_native + N_reconfig x T_switch: the on-demand slope within 20% of N_reconfig.
+  // On demand pays every switch: at least N_reconfig x 25 ms above native. Compared on each
+  // run's fastest measured step: what else runs on the machine only ever adds to a step (ctest
+  // runs two tests at once), so the floors carry the switching cost without that noise.
+  std::map<std::string, double> floor_ms;
+  for (const auto& f : read_csv(out_dir + "/phase-steps.csv")) {
+    if (f.at("warmup") != "0") continue;
+    const std::string key = f.at("mode") + "@" + (f.at("switching_ms").empty() ? "-" : f.at("switching_ms"));
+    const double v = std::stod(f.at("step_ms"));
+    floor_ms[key] = floor_ms.count(key) ? std::min(floor_ms[key], v) : v;
+  }
+  std::cout << "fastest measured step: native " << floor_ms.at("native@-") << " ms, on-demand at 25 ms "
+            << floor_ms.at("on-demand@25.000") << " ms\n";
+  CHECK(floor_ms.at("on-demand@25.000") >= floor_ms.at("native@-") + n_reconfig * 25);
+  // Provisioning hides the switch behind the compute: within 10% of native at 25 ms (floors, as above).
+  std::cout << "fastest measured step: provisioning at 25 ms " << floor_ms.at("provisioning@25.000") << " ms\n";
+  CHECK(floor_ms.at("provisioning@25.000") <= floor_ms.at("native@-") * 1.10);
+  // The sweep follows T_native + N_reconfig x T_switch: the on-demand slope (over the runs'
+  // fastest measured steps) within 20% of N_reconfig.
   auto slope = [&](const std::string& mode) {
     std::vector<std::pair<double, double>> xy;
-    for (double x : {0.0, 25.0, 100.0}) xy.push_back({x, step.at(mode + "@" + fmt::format("{:.3f}", x))});
+    for (double x : {0.0, 25.0, 100.0}) xy.push_back({x, floor_ms.at(mode + "@" + fmt::format("{:.3f}", x))});
     double mx = 0, my = 0;
     for (auto [x, y] : xy) mx += x / 3, my += y / 3;
     double sxy = 0, sxx = 0;
