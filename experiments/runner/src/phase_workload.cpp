@@ -58,6 +58,25 @@ using json = nlohmann::json;
 
 // ---------------------------------------------------------------- per-step figures
 
+namespace {
+// The step of a shim group's seq-th op (seq counts the group's ops over the steps, from 1);
+// -1 for a group the schedule's step does not have or a seq below 1.
+class StepOfSeq {
+ public:
+  explicit StepOfSeq(const workloads::Schedule& s) {
+    for (const auto& op : s.step) ++per_step_[workloads::shim_group(s, op)];
+  }
+  int operator()(const std::string& group, int64_t seq) const {
+    auto it = per_step_.find(group);
+    if (it == per_step_.end() || seq < 1) return -1;
+    return static_cast<int>((seq - 1) / it->second);
+  }
+
+ private:
+  std::map<std::string, int> per_step_;
+};
+}  // namespace
+
 std::vector<StepFigures> step_figures(const workloads::Schedule& s, const std::string& mode,
                                       const std::vector<workloads::OpRecord>& rows,
                                       const std::vector<phase::ControllerEvent>& events) {
@@ -76,16 +95,14 @@ std::vector<StepFigures> step_figures(const workloads::Schedule& s, const std::s
     }
   }
   // A reconfiguration served (group, seq): the group's seq-th op counted over the steps.
-  std::map<std::string, int> per_step;
-  for (const auto& op : s.step) ++per_step[workloads::shim_group(s, op)];
+  const StepOfSeq step_of(s);
   std::map<int, std::set<std::pair<std::string, int64_t>>> reconf, asked;
   for (const auto& e : events) {
     const bool start = e.kind == phase::ControllerEvent::Kind::kReconfigStart && e.value == 1;
     const bool request = e.kind == phase::ControllerEvent::Kind::kRequest;
     if (!start && !request) continue;
-    auto it = per_step.find(e.group);
-    if (it == per_step.end() || e.seq < 1) continue;
-    const int st = static_cast<int>((e.seq - 1) / it->second);
+    const int st = step_of(e.group, e.seq);
+    if (st < 0) continue;
     (start ? reconf : asked)[st].insert({e.group, e.seq});
   }
 
@@ -935,8 +952,7 @@ class PhaseWorkloadRun {
   // Each reconfiguration of the mode to the op that asked for it: the controller's latest
   // reconfig_start on the rail before the command, whose (group, seq) gives the step.
   void join_reconfigs(size_t first, const std::vector<phase::ControllerEvent>& events) {
-    std::map<std::string, int> per_step;
-    for (const auto& op : pw_.schedule.step) ++per_step[workloads::shim_group(pw_.schedule, op)];
+    const StepOfSeq step_of(pw_.schedule);
     std::lock_guard lock(reconfig_mu_);
     for (size_t i = first; i < reconfigs_.size(); ++i) {
       auto& r = reconfigs_[i];
@@ -948,8 +964,7 @@ class PhaseWorkloadRun {
       if (!best) continue;
       r.group = best->group;
       r.seq = best->seq;
-      auto it = per_step.find(best->group);
-      if (it != per_step.end() && best->seq >= 1) r.step = static_cast<int>((best->seq - 1) / it->second);
+      r.step = step_of(best->group, best->seq);
     }
   }
 
