@@ -71,14 +71,20 @@ std::map<Endpoint, Intent> intents_between(const MappingLinks& before, const Map
   return out;
 }
 
+const IterationIntent* Intents::find(const std::string& r, int iteration, const std::string& mapping) const {
+  if (!run.empty() && r != run) return nullptr;
+  auto it = iterations.find(iteration);
+  if (it == iterations.end()) return nullptr;
+  if (!mapping.empty() && mapping != it->second.mapping) return nullptr;
+  return &it->second;
+}
+
 Intent Intents::at(const std::string& r, int iteration, const std::string& mapping, const std::string& host,
                    const std::string& interface) const {
-  if (!run.empty() && r != run) return Intent::kUnknown;
-  auto it = iterations.find(iteration);
-  if (it == iterations.end()) return Intent::kUnknown;
-  if (!mapping.empty() && mapping != it->second.mapping) return Intent::kUnknown;
-  auto p = it->second.ports.find(Endpoint{host, interface});
-  return p == it->second.ports.end() ? Intent::kStay : p->second;
+  const IterationIntent* it = find(r, iteration, mapping);
+  if (!it) return Intent::kUnknown;
+  auto p = it->ports.find(Endpoint{host, interface});
+  return p == it->ports.end() ? Intent::kStay : p->second;
 }
 
 Intents derive_intents(const std::map<std::string, MappingLinks>& mappings, const std::string& initial,
@@ -90,8 +96,12 @@ Intents derive_intents(const std::map<std::string, MappingLinks>& mappings, cons
   if (auto it = mappings.find(initial); it != mappings.end()) current = &it->second;
   for (const auto& a : applied) {
     auto next = mappings.find(a.mapping);
-    if (current && next != mappings.end())
-      out.iterations[a.iteration] = {a.mapping, intents_between(*current, next->second)};
+    if (current && next != mappings.end()) {
+      IterationIntent& ii = out.iterations[a.iteration];
+      ii = {a.mapping, intents_between(*current, next->second), {}, {}};
+      for (const auto& [e, p] : partners(*current)) ii.peer_before[e] = p.host;
+      for (const auto& [e, p] : partners(next->second)) ii.peer_after[e] = p.host;
+    }
     current = a.ok && next != mappings.end() ? &next->second : nullptr;
   }
   return out;
@@ -169,6 +179,12 @@ struct Pair {
   Kind firmware = Kind::kLinkFirmware;
   bool has_light = false, has_firmware = false;
   bool has_carrier = false, has_rdma = false;  // carrier rows; rdma stalled/resumed rows
+};
+
+// A row's partner hosts before and after its reconfiguration ("" for none), when known.
+struct RdmaPeers {
+  bool known = false;
+  std::string before, after;
 };
 
 bool is_layer(Kind k) { return k != Kind::kCommand && k != Kind::kAck; }
@@ -308,6 +324,25 @@ Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options,
     }
   }
 
+  // With intents, each row's partner before and after (RdmaPeers): which of the host's
+  // peer-labelled RDMA queue pairs its stall and resume come from.
+  std::vector<std::vector<RdmaPeers>> peers(iters.size(), std::vector<RdmaPeers>(pairs.size()));
+  if (intents) {
+    for (size_t ii = 0; ii < iters.size(); ++ii) {
+      const IterationIntent* known =
+          iters[ii].number < 1 ? nullptr
+                               : intents->find(strs.str(iters[ii].run), iters[ii].number, strs.str(iters[ii].mapping));
+      if (!known) continue;
+      for (size_t pi = 0; pi < pairs.size(); ++pi) {
+        Endpoint ep{std::string(strs.str(pairs[pi].host)), std::string(strs.str(pairs[pi].iface))};
+        RdmaPeers& rp = peers[ii][pi];
+        rp.known = true;
+        if (auto b = known->peer_before.find(ep); b != known->peer_before.end()) rp.before = b->second;
+        if (auto a = known->peer_after.find(ep); a != known->peer_after.end()) rp.after = a->second;
+      }
+    }
+  }
+
   // Each pair's last state per layer over the whole timeline (-1: none yet): a port coming up
   // from dark has no down edge in its iteration, so its up edge is a 0->1 change (or a first
   // reading of 1) at or after the command.
@@ -343,6 +378,19 @@ Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options,
     // A port coming up: only up edges at or after the command count; it has no down edges.
     const bool up = intent[iter_of[i]][pi] == Intent::kUp;
     const bool after_command = !it.issued || e.t_ns >= *it.issued;
+    if ((e.kind == Kind::kStalled || e.kind == Kind::kResumed) && !strs.str(e.peer).empty() &&
+        peers[iter_of[i]][pi].known) {
+      // A peer-labelled queue pair with the mapping's partners known: the stall is the old
+      // partner's pair's last one before the resume, the resume the new partner's first after the
+      // command (its circuit was dark before it; for a port that keeps its partner, after a stall).
+      const RdmaPeers& rp = peers[iter_of[i]][pi];
+      std::string_view peer = strs.str(e.peer);
+      if (e.kind == Kind::kStalled && !up && peer == rp.before && !ps.resumed) ps.stalled = e.t_ns;
+      if (e.kind == Kind::kResumed && peer == rp.after && after_command && !ps.resumed &&
+          (up || ps.stalled || rp.before != rp.after))
+        ps.resumed = e.t_ns;
+      continue;
+    }
     if (e.kind == Kind::kStalled) {
       if (!up && !ps.stalled) ps.stalled = e.t_ns;
       continue;

@@ -35,6 +35,11 @@ std::string_view interface_of(std::string_view subject) {
   return subject;
 }
 
+std::string_view peer_of(std::string_view subject) {
+  auto at = subject.find('@');
+  return at == std::string_view::npos ? std::string_view() : subject.substr(at + 1);
+}
+
 bool classify(std::string_view source, std::string_view signal, Kind& kind) {
   // Dispatch on the signal's length first: the bulk of a timeline (rdma `completion`, counters)
   // is rejected by one comparison.
@@ -125,6 +130,7 @@ class Parser {
       e.host = t.strings.intern(fields_[c_host]);
       std::string_view subject = fields_[c_subject];
       e.subject = t.strings.intern(kind == Kind::kCommand || kind == Kind::kAck ? subject : interface_of(subject));
+      if (kind == Kind::kStalled || kind == Kind::kResumed) e.peer = t.strings.intern(peer_of(subject));
       if (c_run >= 0) e.run = t.strings.intern(fields_[c_run]);
       if (c_iter >= 0) e.iteration = number<int32_t>(fields_[c_iter], "iteration");
       t.events.push_back(e);

@@ -220,7 +220,8 @@ void parse_probes(const YamlDoc& doc, const YAML::Node& probes, ExperimentSpec& 
       RdmaSpec& r = spec.rdma;
       r.enabled = true;
       if (v.IsNull()) continue;
-      only_keys(doc, v, {"pairs", "interval_ms", "timeout", "retry_cnt", "port"});
+      only_keys(doc, v, {"pairs", "interval_ms", "timeout", "retry_cnt", "port", "pin_neighbours"});
+      if (v["pin_neighbours"]) r.pin_neighbours = as_bool(doc, v["pin_neighbours"]);
       if (v["interval_ms"]) r.interval_ms = int_in(doc, v["interval_ms"], 1, 60000, "interval_ms");
       if (v["timeout"]) r.timeout = int_in(doc, v["timeout"], 1, 31, "timeout");
       if (v["retry_cnt"]) r.retry_cnt = int_in(doc, v["retry_cnt"], 0, 7, "retry_cnt");
@@ -489,5 +490,9 @@ ExperimentSpec parse_experiment_spec(const YamlDoc& doc) {
 }
 
 ExperimentSpec load_experiment_spec(const std::string& path) { return parse_experiment_spec(load_yaml_file(path)); }
+
+bool rdma_pins_neighbours(const ExperimentSpec& spec) {
+  return spec.rdma.pin_neighbours.value_or(!spec.vlab.empty() && !spec.forwarding.enabled);
+}
 
 }  // namespace ocslab::runner

@@ -38,6 +38,7 @@
 #include "ocslab/common/secret.h"
 #include "ocslab/ocsctl/driver.h"
 #include "ocslab/ocsctl/ssh_session.h"
+#include "ocslab/runner/host_prep.h"
 #include "ocslab/ocsctl/switch_url.h"
 #include "ocslab/phase/orchestrator.h"
 #include "ocslab/runner/experiment_spec.h"
@@ -493,97 +494,23 @@ ClockOffset measure_offset(const ocs::SshOptions& ssh) {
   return best;
 }
 
-// One command over a fresh session; a non-zero exit is an error naming the host and command.
-std::string must_exec(const HostEntry& h, const std::string& cmd) {
-  ocs::SshSession s(ssh_options(h));
-  auto r = s.exec(cmd, std::chrono::seconds(60));
-  if (r.exit_status != 0)
-    throw Error(fmt::format("{}: `{}` failed (status {}): {}", h.name, cmd, r.exit_status, r.err.empty() ? r.out : r.err));
-  return r.out;
-}
-
 // workload.rxe and workload.pin_neighbours: done on the ranks' hosts before the first mode,
-// undone (only what was added) when the run ends however it ends.
-class HostPrep {
- public:
-  explicit HostPrep(const ExperimentSpec& spec) : spec_(spec) {}
-  // Separate from the constructor: what was done before a failure is still undone.
-  void prepare(const PhaseWorkloadSpec& pw, const std::function<void(const std::string&)>& log) {
-    const ExperimentSpec& spec = spec_;
-    std::set<size_t> used;
-    for (const auto& r : pw.ranks) used.insert(r.host);
-    for (size_t h : used) {
-      for (const auto& nic : pw.rxe) {
-        // `rdma link` lists "link rxe_x/1 state ACTIVE ... netdev NIC": a NIC that has a device keeps it.
-        std::string out = must_exec(spec.hosts[h], fmt::format("if rdma link show | grep -qw 'netdev {0}'; then echo "
-                                                               "present; else rdma link add rxe_{0} type rxe netdev {0} "
-                                                               "&& echo added; fi",
-                                                               nic));
-        if (out.find("added") != std::string::npos) {
-          undo_.emplace_back(h, fmt::format("rdma link delete rxe_{}", nic));
-          log(fmt::format("{}: Soft-RoCE device rxe_{} added on {}", spec.hosts[h].name, nic, nic));
-        }
-      }
-    }
-    if (!pw.pin_neighbours) return;
-    // Every rank's data NIC: its MAC and IPv4 address, read on its host.
-    struct Addr {
-      size_t host;
-      std::string nic, mac, ip;
-    };
-    std::vector<Addr> addrs;
-    for (const auto& r : pw.ranks) {
-      const HostEntry& he = spec.hosts[r.host];
-      std::string out = must_exec(he, fmt::format("cat {} && ip -4 -o addr show dev {}",
-                                                  shell_quote("/sys/class/net/" + r.nic + "/address"), shell_quote(r.nic)));
-      std::istringstream in(out);
-      Addr a{r.host, r.nic, "", ""};
-      std::getline(in, a.mac);
-      std::string line;
-      while (a.ip.empty() && std::getline(in, line)) {
-        auto at = line.find(" inet ");
-        if (at == std::string::npos) continue;
-        std::istringstream w(line.substr(at + 6));
-        w >> a.ip;
-        a.ip = a.ip.substr(0, a.ip.find('/'));
-      }
-      if (a.mac.empty() || a.ip.empty())
-        throw Error(fmt::format("pin_neighbours: {}:{} has no IPv4 address or MAC ({})", he.name, r.nic, out));
-      addrs.push_back(a);
-    }
-    for (const auto& me : addrs) {
-      std::string cmd;
-      for (const auto& peer : addrs) {
-        if (peer.host == me.host && peer.nic == me.nic) continue;
-        if (peer.ip == me.ip) continue;
-        cmd += fmt::format("{}ip neigh replace {} lladdr {} dev {} nud permanent", cmd.empty() ? "" : " && ", peer.ip,
-                           peer.mac, me.nic);
-        undo_.emplace_back(me.host, fmt::format("ip neigh del {} dev {}", peer.ip, me.nic));
-      }
-      if (!cmd.empty()) must_exec(spec.hosts[me.host], cmd);
-    }
-    log(fmt::format("pinned the neighbours of {} data NIC(s)", addrs.size()));
+// undone (only what was added) when the run ends however it ends (HostPrep, host_prep.h).
+void prepare_hosts(HostPrep& prep, const PhaseWorkloadSpec& pw, const std::function<void(const std::string&)>& log) {
+  std::set<size_t> used;
+  std::set<NicRef> nics;
+  for (const auto& r : pw.ranks) {
+    used.insert(r.host);
+    nics.insert({r.host, r.nic});
   }
-  ~HostPrep() {
-    std::map<size_t, std::string> per_host;
-    for (auto it = undo_.rbegin(); it != undo_.rend(); ++it)
-      per_host[it->first] += it->second + " 2>/dev/null; ";
-    for (const auto& [h, cmd] : per_host) {
-      try {
-        ocs::SshSession s(ssh_options(spec_.hosts[h]));
-        s.exec(cmd + "true", std::chrono::seconds(60));
-      } catch (const std::exception& e) {
-        spdlog::warn("{}: could not undo the host preparation: {}", spec_.hosts[h].name, e.what());
-      }
-    }
-  }
-  HostPrep(const HostPrep&) = delete;
-  HostPrep& operator=(const HostPrep&) = delete;
-
- private:
-  const ExperimentSpec& spec_;
-  std::vector<std::pair<size_t, std::string>> undo_;
-};
+  prep.add_rxe({used.begin(), used.end()}, pw.rxe, log);
+  if (!pw.pin_neighbours) return;
+  // Every rank's data NIC with every other: any two ranks may share a circuit.
+  std::vector<std::pair<NicRef, NicRef>> pairs;
+  for (auto a = nics.begin(); a != nics.end(); ++a)
+    for (auto b = std::next(a); b != nics.end(); ++b) pairs.emplace_back(*a, *b);
+  prep.pin_neighbours(pairs, log);
+}
 
 const char* kRankFiles[] = {"ops-rank{}.csv", "timeline-rank{}.csv", "shim-rank{}.csv", "phase-table-rank{}.csv"};
 
@@ -709,7 +636,7 @@ class PhaseWorkloadRun {
     for (const auto& r : pw_.ranks) used_hosts_.insert(r.host);
     measure_offsets();
     std::optional<HostPrep> prep;  // undone when the run ends, however it ends
-    if (pw_.pin_neighbours || !pw_.rxe.empty()) prep.emplace(spec_).prepare(pw_, ctx_.logger());
+    if (pw_.pin_neighbours || !pw_.rxe.empty()) prepare_hosts(prep.emplace(spec_), pw_, ctx_.logger());
     if (!spec_.probes.empty() || spec_.rdma.enabled) {
       capture_ = std::make_unique<HostCapture>(target_, ctx_, folder_, result_.run_id);
       capture_->start();

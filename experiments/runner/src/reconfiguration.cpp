@@ -29,6 +29,7 @@
 #include "ocslab/runner/capture_store.h"
 #include "ocslab/runner/experiment_type.h"
 #include "ocslab/runner/host_capture.h"
+#include "ocslab/runner/host_prep.h"
 #include "ocslab/runner/lab_forwarding.h"
 #include "ocslab/runner/ocs_power_monitor.h"
 #include "ocslab/runner/run_context.h"
@@ -275,6 +276,7 @@ class ReconfigurationRun {
     facts_ = query_all_facts(ssh_, spec_.hosts);
     run_start_ns_ = realtime_ns();
     setup_first_mapping();
+    prepare_hosts();
     start_agents();
     write_start_record();
     try {
@@ -415,6 +417,16 @@ class ReconfigurationRun {
     ctx_.log(fmt::format("mapping '{}' applied ({} circuit(s) made, {} removed)", setup_.mapping, setup_.added,
                          setup_.removed));
     fwd_ = forwarding_start(spec_, ssh_, result_.folder, ctx_.logger());
+  }
+
+  // probes.rdma.pin_neighbours (on by default in a virtual lab): each pair's NICs get permanent
+  // neighbour entries for each other before the queue pairs start, removed when the run ends.
+  void prepare_hosts() {
+    if (!spec_.rdma.enabled || !rdma_pins_neighbours(spec_)) return;
+    std::vector<std::pair<NicRef, NicRef>> pairs;
+    for (const Link& l : spec_.rdma.pairs) pairs.push_back({{l.a_host, l.a_nic}, {l.b_host, l.b_nic}});
+    prep_ = std::make_unique<HostPrep>(spec_);
+    prep_->pin_neighbours(pairs, [this](const std::string& m) { ctx_.log(m); });
   }
 
   void start_agents() {
@@ -726,6 +738,9 @@ class ReconfigurationRun {
       meta["mappings"][m.name] = links;
     }
     meta["initial_mapping"] = spec_.mappings.empty() ? std::string() : spec_.mappings[0].name;
+    // What the runner changed on the hosts for the run (and undid after it).
+    meta["host_preparation"] = prep_ ? prep_->record() : json::object();
+    meta["host_preparation"]["pin_neighbours"] = spec_.rdma.enabled && rdma_pins_neighbours(spec_);
     meta["problems"] = result_.problems;
     meta["timeline_rows"] = result_.samples;
     if (recovered_ns_) {
@@ -779,6 +794,7 @@ class ReconfigurationRun {
   std::string restored_mapping_;  // --restore-switch: the mapping put back on the switch
   ReconfigRecord setup_;
   std::unique_ptr<LabForwarding> fwd_;
+  std::unique_ptr<HostPrep> prep_;  // pinned neighbours, undone when the run object goes
   std::map<std::string, bool> reported_lost_;
   std::map<std::string, int> resumed_seen_;
   std::map<std::string, std::string> host_states_;  // the last state reported per host (host_state events)

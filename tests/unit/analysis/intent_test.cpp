@@ -337,3 +337,50 @@ TEST_CASE("with intents on a capture without an iteration column: cut by command
   CHECK(row(b, 1, "h3").status == Status::kOk);
   CHECK(dur(row(b, 1, "h3"), kTotal) == "90.000000");
 }
+
+// h1 moves from h2 (mapping A) to h3 (mapping B) and runs a queue pair to each on eth1 (the
+// RDMA probe's pairs: mappings). The pair to h2 jitters while its circuit works (a stall at -60 ms
+// and its resume at -45 ms, as TCG guests do), then its real last completion is at +2 ms; the
+// pair to h3 carries its first traffic at +150 ms, after carrier. With intents the row takes the
+// stall of the pair to the old partner and the resume of the pair to the new one; without, the
+// first stall and the resume after it, whatever pair: the jitter, before the command.
+TEST_CASE("with intents a port's RDMA stall and resume come from its old and new partner's queue pairs") {
+  IntentTimeline tl;
+  const int64_t w = kIt0 - 3 * kIs;
+  tl.row(w, "h1", "carrier", "eth1", "carrier", "1", 0);
+  tl.row(kIt0 - 60 * kIms, "h1", "rdma", "rxe_eth1/eth1@h2", "stalled", "1", 1);
+  tl.row(kIt0 - 45 * kIms, "h1", "rdma", "rxe_eth1/eth1@h2", "resumed", "15", 1, "ms");
+  tl.row(kIt0, "switch", "ocs", "B", "command", "1", 1);
+  tl.row(kIt0 + 2 * kIms, "h1", "rdma", "rxe_eth1/eth1@h2", "stalled", "1", 1);
+  tl.row(kIt0 + 4 * kIms, "h1", "carrier", "eth1", "carrier", "0", 1);
+  tl.row(kIt0 + 5 * kIms, "switch", "ocs", "B", "ack", "1", 1);
+  tl.row(kIt0 + 133 * kIms, "h1", "carrier", "eth1", "carrier", "1", 1);
+  tl.row(kIt0 + 150 * kIms, "h1", "rdma", "rxe_eth1/eth1@h3", "stalled", "1", 1);  // with its resume
+  tl.row(kIt0 + 150 * kIms, "h1", "rdma", "rxe_eth1/eth1@h3", "resumed", "5150", 1, "ms");
+  Intents in = a_to_b();
+  Timeline t = parse_timeline(tl.text, "t.csv");
+
+  Breakdown with = compute_breakdown(t, {}, &in);
+  const BreakdownRow& r = row(with, 1, "h1");
+  CHECK(r.intent == Intent::kMove);
+  CHECK(r.status == Status::kOk);
+  CHECK(r.edges[kRdmaStalled] == kIt0 + 2 * kIms);
+  CHECK(r.edges[kRdmaResumed] == kIt0 + 150 * kIms);
+  CHECK(dur(r, kRdma) == "17.000000");
+  CHECK(dur(r, kOutage) == "148.000000");
+
+  Breakdown without = compute_breakdown(t);
+  const BreakdownRow& o = row(without, 1, "h1");
+  CHECK(o.edges[kRdmaStalled] == kIt0 - 60 * kIms);
+  CHECK(o.edges[kRdmaResumed] == kIt0 - 45 * kIms);
+  CHECK(dur(o, kRdma) == "-178.000000");
+
+  // A pair whose circuit never comes back leaves the row incomplete, however the other pair does.
+  IntentTimeline lost = tl;
+  lost.text = lost.text.substr(0, lost.text.rfind(fmt::format("{},h1,rdma,rxe_eth1/eth1@h3,stalled", kIt0 + 150 * kIms)));
+  lost.row(kIt0 + 150 * kIms, "h1", "rdma", "rxe_eth1/eth1@h2", "resumed", "148", 1, "ms");  // the old partner's
+  Breakdown l = compute_breakdown(parse_timeline(lost.text, "t.csv"), {}, &in);
+  CHECK(row(l, 1, "h1").edges[kRdmaStalled] == kIt0 + 2 * kIms);
+  CHECK_FALSE(row(l, 1, "h1").edges[kRdmaResumed].has_value());
+  CHECK(row(l, 1, "h1").status == Status::kIncomplete);
+}

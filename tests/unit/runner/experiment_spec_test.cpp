@@ -41,6 +41,8 @@ TEST_CASE("the demo spec loads with the lab's hosts, ports and derived RDMA pair
   CHECK(s.rdma.enabled);
   CHECK(s.rdma.pairs.size() == 4);  // one per distinct link of either mapping
   CHECK(s.rdma.timeout == 12);
+  CHECK_FALSE(s.rdma.pin_neighbours.has_value());
+  CHECK(rdma_pins_neighbours(s));  // a virtual lab without forwarding: pinned by default
   REQUIRE(s.probes.size() == 2);
   auto sched = s.schedule();
   REQUIRE(sched.size() == 10);
@@ -87,6 +89,9 @@ TEST_CASE("a bad spec is refused with file:line:col before anything runs", "[run
              Catch::Matchers::Contains("order must be alternate or random"));
   CHECK_THAT(error_of(std::string(kLab) + kMaps + "probes: {rdma: {pairs: [h1:eth1 -> h1:eth1]}}\n"),
              Catch::Matchers::Contains("links a NIC to itself"));
+  CHECK_THAT(error_of(std::string(kLab) + kMaps + "probes: {rdma: {pin_neighbours: sometimes}}\n"),
+             Catch::Matchers::Contains("test.yaml:5:33: expected true or false"));
+  CHECK_FALSE(rdma_pins_neighbours(parse(std::string(kLab) + kMaps + "probes: {rdma: {pin_neighbours: false}}\n")));
   CHECK_THAT(error_of("lab: {vlab: ../labs/no-such-lab.yaml}\n" + std::string(kMaps)),
              Catch::Matchers::Contains("the virtual-lab file is not valid"));
   CHECK_THAT(error_of(std::string(kMaps)), Catch::Matchers::Contains("'lab'"));
@@ -117,6 +122,10 @@ TEST_CASE("an inventory of real hosts: ssh targets, ports and the switch URL", "
   CHECK(s.hosts[2].mgmt == "10.0.0.13");
   CHECK(s.switch_url == "tl1://admin@10.0.0.5:3082");
   CHECK(s.allow.to_string() == "1..3,33..35");
+  CHECK_FALSE(rdma_pins_neighbours(s));  // real hosts: their neighbour tables are left alone
+  auto pinned = parse(std::string(inv) + "switch: {url: 'tl1://admin@10.0.0.5:3082'}\n" + maps +
+                      "probes: {rdma: {pin_neighbours: true}}\n");
+  CHECK(rdma_pins_neighbours(pinned));
   CHECK_THAT(error_of(std::string(inv) + maps), Catch::Matchers::Contains("switch.url is needed"));
   CHECK_THAT(error_of("lab:\n  inventory:\n    - {name: x, ssh: 'h:99999', nics: [{name: e, tx_port: 1, rx_port: 2}]}\n" +
                       std::string(maps)),

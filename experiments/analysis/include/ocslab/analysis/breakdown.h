@@ -49,6 +49,11 @@ std::map<Endpoint, Intent> intents_between(const MappingLinks& before, const Map
 struct IterationIntent {
   std::string mapping;               // the mapping it applies; a row whose command names another gets kUnknown
   std::map<Endpoint, Intent> ports;  // a port not listed had no circuit before or after: kStay
+  // Each port's partner host before and after (absent: no circuit). The RDMA probe runs one
+  // queue pair per link of every mapping and labels each with its peer (`rxe0/eth1@h3`): a
+  // port's outage is its old partner's pair stalling and its new partner's pair resuming, not
+  // another pair's jitter.
+  std::map<Endpoint, std::string> peer_before, peer_after;
 };
 
 // The intents of a run's reconfigurations, by iteration number (1..N); an iteration not listed
@@ -59,6 +64,8 @@ struct Intents {
   std::map<int, IterationIntent> iterations;
   Intent at(const std::string& run, int iteration, const std::string& mapping, const std::string& host,
             const std::string& interface) const;
+  // The reconfiguration's intents, or null where at() would say kUnknown for every port.
+  const IterationIntent* find(const std::string& run, int iteration, const std::string& mapping) const;
 };
 
 // The intents of a sequence of reconfigurations: `initial` is the mapping in place before the

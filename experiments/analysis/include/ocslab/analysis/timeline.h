@@ -49,6 +49,7 @@ struct Event {
   double value = 0;
   uint32_t host = 0;       // string id
   uint32_t subject = 0;    // string id: the interface for layer rows, the raw subject for ocs rows
+  uint32_t peer = 0;       // string id: rdma stalled/resumed rows, the peer after '@' ("" without)
   uint32_t run = 0;        // string id ("" without a run column)
   int32_t iteration = -1;  // -1 without an iteration column
   Kind kind = Kind::kCommand;
@@ -67,6 +68,8 @@ struct Timeline {
 // The interface a subject names: the part before the first '@', after its last '/'
 // (`rxe_eth1/eth1@h2` -> `eth1`).
 std::string_view interface_of(std::string_view subject);
+// The peer label after '@' of an rdma subject ("rxe0/eth1@h3" -> "h3"), "" without one.
+std::string_view peer_of(std::string_view subject);
 
 // Which breakdown input a row is, if any.
 bool classify(std::string_view source, std::string_view signal, Kind& kind);

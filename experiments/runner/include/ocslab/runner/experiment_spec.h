@@ -64,6 +64,10 @@ struct RdmaSpec {
   int timeout = 14;     // local ACK timeout exponent: 4.096 us x 2^timeout
   int retry_cnt = 7;
   int port = 18520;     // first TCP port of the QP exchanges (one per pair); probes::kRdmaControlPort, off perftest's 18515
+  // Permanent neighbour entries between the two NICs of every pair for the run (HostPrep,
+  // host_prep.h): what a hardware QP's address vector gives. Empty: on a virtual lab without
+  // host-based forwarding (which owns the neighbour tables then), off on real hosts.
+  std::optional<bool> pin_neighbours;
   // Client host/nic -> server host/nic. From `pairs: mappings` every link of every mapping
   // gives one pair (a side is the client), so traffic resumes after every reconfiguration.
   std::vector<Link> pairs;
@@ -75,6 +79,10 @@ struct PhaseWorkloadSpec;  // phase_workload.h
 
 inline constexpr const char* kReconfigLatency = "reconfig-latency";
 inline constexpr const char* kPhaseWorkload = "phase-workload";
+
+struct ExperimentSpec;
+// Whether the run pins the RDMA pairs' neighbours (RdmaSpec::pin_neighbours and its default).
+bool rdma_pins_neighbours(const ExperimentSpec& spec);
 
 struct ExperimentSpec {
   std::string type = kReconfigLatency;  // or kPhaseWorkload: then phase_workload is set, no mappings
