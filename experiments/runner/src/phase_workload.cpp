@@ -636,7 +636,10 @@ class PhaseWorkloadRun {
     for (const auto& r : pw_.ranks) used_hosts_.insert(r.host);
     measure_offsets();
     std::optional<HostPrep> prep;  // undone when the run ends, however it ends
-    if (pw_.pin_neighbours || !pw_.rxe.empty()) prepare_hosts(prep.emplace(spec_), pw_, ctx_.logger());
+    if (pw_.pin_neighbours || !pw_.rxe.empty()) {
+      prepare_hosts(prep.emplace(spec_), pw_, ctx_.logger());
+      host_preparation_ = prep->record();
+    }
     if (!spec_.probes.empty() || spec_.rdma.enabled) {
       capture_ = std::make_unique<HostCapture>(target_, ctx_, folder_, result_.run_id);
       capture_->start();
@@ -1368,6 +1371,7 @@ class PhaseWorkloadRun {
       std::lock_guard lock(reconfig_mu_);
       meta["reconfigurations"] = reconfigs_.size();
     }
+    meta["host_preparation"] = host_preparation_;  // Soft-RoCE devices added, neighbours pinned (undone after)
     meta["problems"] = result_.problems;
     meta["clock_offsets"] = json::object();
     for (const auto& [h, o] : offsets_) {
@@ -1394,6 +1398,7 @@ class PhaseWorkloadRun {
   std::set<size_t> used_hosts_;
   std::map<std::string, ClockOffset> offsets_;
   json meta_modes_ = json::array();
+  json host_preparation_ = json::object();
   size_t timeline_rows_ = 0;
   std::unique_ptr<HostCapture> capture_;  // probes: (probes: in the spec) through every mode
   mutable std::mutex reconfig_mu_;        // reconfigs_: the rails' workers record into it
