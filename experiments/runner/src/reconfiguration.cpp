@@ -726,6 +726,10 @@ class ReconfigurationRun {
       meta["mappings"][m.name] = links;
     }
     meta["initial_mapping"] = spec_.mappings.empty() ? std::string() : spec_.mappings[0].name;
+    // The switch ports in front of every NIC: the fault localisation names them.
+    meta["switch_ports"] = json::array();
+    for (const auto& h : spec_.hosts)
+      for (const auto& n : h.nics) meta["switch_ports"].push_back({h.name, n.name, n.tx_port, n.rx_port});
     meta["problems"] = result_.problems;
     meta["timeline_rows"] = result_.samples;
     if (recovered_ns_) {
