@@ -2,20 +2,61 @@
 // a timeline or give an ocslab::ConfigError, and any timeline must give a breakdown whose
 // statuses agree with its edges and a summary over its ok rows; with intents, the rows of ports
 // that move, stay or are unknown as without, and the new rules only for ports coming up or
-// going dark.
+// going dark; and a fault localisation naming, for each reconfiguration that did not complete,
+// one of its stopped ports at the lowest layer any of them stopped at, never a port meant to go
+// dark, in a summary.json that reads back as JSON.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <set>
 #include <sstream>
 #include <string>
 
 #include "ocslab/analysis/breakdown.h"
+#include "ocslab/analysis/localisation.h"
 #include "ocslab/analysis/summary.h"
 #include "ocslab/analysis/timeline.h"
 #include "ocslab/common/error.h"
 
 using namespace ocslab::analysis;
+
+namespace {
+
+// The localisation of a breakdown agrees with its rows (see the file's comment).
+void check_localisation(const Breakdown& b, const Timeline& t) {
+  std::map<std::pair<std::string, int>, std::vector<const BreakdownRow*>> stopped;
+  for (const auto& r : b.rows) {
+    auto layer = stopped_layer(r);
+    if (layer.has_value() != (r.status == Status::kFailed || r.status == Status::kIncomplete)) __builtin_trap();
+    if (layer) stopped[{r.run, r.iteration}].push_back(&r);
+  }
+  auto faults = localise(b, &t);
+  if (faults.size() != stopped.size()) __builtin_trap();
+  std::set<uint32_t> lines;
+  for (const auto& e : t.events) lines.insert(e.line);
+  for (const auto& l : faults) {
+    auto it = stopped.find({l.run, l.iteration});
+    if (it == stopped.end() || l.stopped.size() != it->second.size() || l.stopped.empty()) __builtin_trap();
+    bool named = false;
+    for (const BreakdownRow* r : it->second) {
+      if (*stopped_layer(*r) < l.layer) __builtin_trap();  // the earliest divergence is the lowest layer
+      named = named || (r->host == l.host && r->interface == l.interface && *stopped_layer(*r) == l.layer);
+    }
+    if (!named || l.stopped.front().host != l.host || l.stopped.front().interface != l.interface) __builtin_trap();
+    if (l.resumed > l.ports || l.stopped.size() > l.ports || l.verdict.empty() || l.evidence.empty()) __builtin_trap();
+    for (const auto& e : l.evidence)
+      if (e.text.empty() || (e.line && !lines.count(e.line))) __builtin_trap();  // a line the timeline kept
+  }
+  SummaryContext c{"fuzz.csv", t.rows, t.events.size(), -30, &faults, &t};
+  auto j = summary_json(b, summarize(b), c);
+  if (j["faults"].size() != faults.size()) __builtin_trap();
+  if (nlohmann::json::parse(j.dump(), nullptr, false).is_discarded()) __builtin_trap();
+  if (summary_text(b, summarize(b), c).find("fault localisation: ") == std::string::npos) __builtin_trap();
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
@@ -51,6 +92,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   write_breakdown_csv(b, out);
   std::string csv = out.str();
   if (std::count(csv.begin(), csv.end(), '\n') < static_cast<long>(b.rows.size() + 1)) __builtin_trap();
+  check_localisation(b, t);
 
   // The same timeline with an intent for every row (chosen from its names): the same rows; a
   // port that moves, stays or is unknown reads as without intents; only a port meant to go dark
@@ -87,5 +129,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (outi.str().find(",total_ms,intent\n") == std::string::npos) __builtin_trap();
   for (const auto& s : summarize(bi))
     if (s.count && !(s.min <= s.median && s.median <= s.max)) __builtin_trap();
+  check_localisation(bi, t);
+  for (const auto& l : localise(bi))
+    for (const auto& p : l.stopped)
+      for (const auto& r : bi.rows)
+        if (r.iteration == l.iteration && r.run == l.run && r.host == p.host && r.interface == p.interface &&
+            r.status == Status::kDisconnected)
+          __builtin_trap();  // a port meant to go dark is not a fault
   return 0;
 }

@@ -158,6 +158,8 @@ constexpr int64_t kWindowBeforeCommandNs = 200'000'000;  // an iteration starts 
 constexpr int64_t kMinGapNs = 1'000'000'000;             // edge-cut iterations: > 1 s apart
 
 enum Layer { kLight, kFirmwareLayer, kCarrierLayer, kLayerCount };
+static_assert((1u << kLight) == kAwaitedLight && (1u << kFirmwareLayer) == kAwaitedFirmware &&
+              (1u << kCarrierLayer) == kAwaitedCarrier);
 
 struct PairState {
   std::array<std::optional<int64_t>, kLayerCount> down, up;
@@ -460,8 +462,10 @@ Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options,
           if (!probed[l] || (it.issued && state_before(pi, l, *it.issued) == 1)) continue;
           expected = true;
           came_up = came_up && ps.up[l].has_value();
+          r.awaited |= static_cast<uint8_t>(1u << l);  // kLight, kFirmwareLayer, kCarrierLayer: bits 1, 2, 4
         }
         came_up = came_up && (!p.has_rdma || ps.resumed);
+        if (p.has_rdma) r.awaited |= kAwaitedRdma;
       }
       bool went_down = ps.stalled.has_value();
       bool stayed_down = ps.stalled && !ps.resumed;

@@ -56,7 +56,64 @@ std::array<size_t, kIntents.size()> intent_counts(const Breakdown& b) {
   return n;
 }
 
+// The summary's localisation: the caller's, else computed here.
+std::vector<Localisation> faults_of(const Breakdown& b, const SummaryContext& c) {
+  return c.faults ? *c.faults : localise(b, c.timeline_data);
+}
+
 }  // namespace
+
+std::string fault_headline(const Localisation& l) {
+  std::string where;
+  if (!l.run.empty()) where += "run " + l.run;
+  if (!l.mapping.empty()) where += (where.empty() ? "" : ", ") + std::string("mapping ") + l.mapping;
+  return fmt::format("reconfiguration {}{}: {}", l.iteration, where.empty() ? "" : " (" + where + ")", l.verdict);
+}
+
+std::string faults_text(const std::vector<Localisation>& faults, const std::string& timeline) {
+  if (faults.empty()) return "fault localisation: none (every reconfiguration completed on every port that took part)\n";
+  std::string t = fmt::format("fault localisation: {} reconfiguration(s) did not complete\n", faults.size());
+  for (const auto& l : faults) {
+    t += fault_headline(l) + "\n";
+    for (const auto& e : l.evidence) {
+      if (e.line > 0 && timeline.empty())
+        t += fmt::format("  line {}  {}\n", e.line, e.text);
+      else if (e.line > 0)
+        t += fmt::format("  {}:{}  {}\n", timeline, e.line, e.text);
+      else
+        t += fmt::format("  {}\n", e.text);
+    }
+  }
+  return t;
+}
+
+nlohmann::ordered_json fault_json(const Localisation& l) {
+  nlohmann::ordered_json j;
+  j["run"] = l.run;
+  j["iteration"] = l.iteration;
+  j["mapping"] = l.mapping;
+  j["host"] = l.host;
+  j["interface"] = l.interface;
+  j["port"] = l.port ? nlohmann::ordered_json{{"tx", l.port->tx}, {"rx", l.port->rx}} : nlohmann::ordered_json(nullptr);
+  j["layer"] = chain_layer_name(l.layer);
+  j["common"] = l.common;
+  j["ports"] = l.ports;
+  j["resumed"] = l.resumed;
+  j["verdict"] = l.verdict;
+  nlohmann::ordered_json stopped = nlohmann::ordered_json::array();
+  for (const auto& s : l.stopped) {
+    stopped.push_back({{"host", s.host},
+                       {"interface", s.interface},
+                       {"layer", chain_layer_name(s.layer)},
+                       {"last_edge_ns", s.last_edge_ns ? nlohmann::ordered_json(*s.last_edge_ns) : nullptr}});
+  }
+  j["stopped"] = stopped;
+  nlohmann::ordered_json evidence = nlohmann::ordered_json::array();
+  for (const auto& e : l.evidence)
+    evidence.push_back({{"line", e.line ? nlohmann::ordered_json(e.line) : nullptr}, {"text", e.text}});
+  j["evidence"] = evidence;
+  return j;
+}
 
 std::string summary_text(const Breakdown& b, const std::vector<ColumnSummary>& s, const SummaryContext& c) {
   auto n = status_counts(b);
@@ -83,6 +140,7 @@ std::string summary_text(const Breakdown& b, const std::vector<ColumnSummary>& s
                        x.median, x.p90, x.p99, x.max);
     }
   }
+  t += "\n" + faults_text(faults_of(b, c), c.timeline);
   return t;
 }
 
@@ -113,6 +171,9 @@ nlohmann::ordered_json summary_json(const Breakdown& b, const std::vector<Column
     cols[x.column] = o;
   }
   j["durations_ms"] = cols;
+  nlohmann::ordered_json faults = nlohmann::ordered_json::array();
+  for (const auto& l : faults_of(b, c)) faults.push_back(fault_json(l));
+  j["faults"] = faults;
   return j;
 }
 

@@ -741,6 +741,10 @@ class ReconfigurationRun {
     // What the runner changed on the hosts for the run (and undid after it).
     meta["host_preparation"] = prep_ ? prep_->record() : json::object();
     meta["host_preparation"]["pin_neighbours"] = spec_.rdma.enabled && rdma_pins_neighbours(spec_);
+    // The switch ports in front of every NIC: the fault localisation names them.
+    meta["switch_ports"] = json::array();
+    for (const auto& h : spec_.hosts)
+      for (const auto& n : h.nics) meta["switch_ports"].push_back({h.name, n.name, n.tx_port, n.rx_port});
     meta["problems"] = result_.problems;
     meta["timeline_rows"] = result_.samples;
     if (recovered_ns_) {

@@ -15,6 +15,7 @@
 #include "ocslab/common/file.h"
 #include "ocslab/common/suggest.h"
 #include "ocslab/analysis/breakdown.h"
+#include "ocslab/analysis/localisation.h"
 #include "ocslab/analysis/summary.h"
 #include "ocslab/analysis/timeline.h"
 #include "ocslab/cli/ocslab_cli.h"
@@ -34,8 +35,12 @@ or the CSV of `ocslab-agent capture`, which has no run/iteration columns) and wr
   breakdown.csv   one row per reconfiguration x host x interface: each layer's edges and
                   the durations between them (control, switching, dark, firmware, carrier,
                   kernel, rdma, outage, total; ms)
-  summary.txt     per duration: count, min, median, p90, p99, max over the `ok` rows
-  summary.json    the same, machine-readable
+  summary.txt     per duration: count, min, median, p90, p99, max over the `ok` rows; then
+                  the fault localisation: for each reconfiguration that did not complete,
+                  the host/interface whose layers stopped first (the earliest divergence from
+                  the others), the layer (switch, light, firmware, carrier, rdma) and the
+                  timeline rows that show it
+  summary.json    the same, machine-readable (`faults`)
 into FOLDER (for a file: the file's folder), then prints summary.txt.
 
 A file without an iteration column is cut into reconfigurations by its `ocs` `command`
@@ -102,9 +107,31 @@ std::optional<analysis::Intents> intents_from_meta(const std::string& path) {
   return in;
 }
 
+// The switch ports in front of each host's NICs from meta.json's `switch_ports` ([[host, nic,
+// tx, rx], ...], written by `ocslab run`), for the fault localisation to name; none when the
+// file or the key is missing (older runs); ConfigError when it is malformed.
+std::optional<std::map<analysis::Endpoint, analysis::SwitchPorts>> ports_from_meta(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return std::nullopt;
+  nlohmann::json j = nlohmann::json::parse(read_file_or_empty(path), nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("switch_ports")) return std::nullopt;
+  const auto& jp = j["switch_ports"];
+  auto entry_ok = [](const nlohmann::json& e) {
+    return e.is_array() && e.size() == 4 && e[0].is_string() && e[1].is_string() && e[2].is_number_integer() &&
+           e[3].is_number_integer();
+  };
+  if (!jp.is_array() || !std::all_of(jp.begin(), jp.end(), entry_ok))
+    throw ConfigError(path + ": `switch_ports` is not a list of [host, nic, tx port, rx port]");
+  std::map<analysis::Endpoint, analysis::SwitchPorts> ports;
+  for (const auto& e : jp)
+    ports[{e[0].get<std::string>(), e[1].get<std::string>()}] = {e[2].get<int>(), e[3].get<int>()};
+  return ports;
+}
+
 }  // namespace
 
-int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+                std::vector<analysis::Localisation>* faults_out) {
   (void)err;
   std::string input, out_dir;
   bool json = false, no_intents = false;
@@ -166,7 +193,9 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
   if (!no_intents) intents = intents_from_meta(meta_path);
   analysis::Breakdown b = analysis::compute_breakdown(tl, options, intents ? &*intents : nullptr);
   auto stats = analysis::summarize(b);
-  analysis::SummaryContext ctx{timeline_path, tl.rows, tl.events.size(), options.dark_dbm};
+  auto ports = ports_from_meta(meta_path);
+  std::vector<analysis::Localisation> faults = analysis::localise(b, &tl, ports ? &*ports : nullptr);
+  analysis::SummaryContext ctx{timeline_path, tl.rows, tl.events.size(), options.dark_dbm, &faults, &tl};
   std::string text = analysis::summary_text(b, stats, ctx);
   std::string js = analysis::summary_json(b, stats, ctx).dump(2) + "\n";
 
@@ -184,6 +213,7 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
   write("summary.txt", [&](std::ostream& f) { f << text; });
   write("summary.json", [&](std::ostream& f) { f << js; });
   out << (json ? js : text);
+  if (faults_out) *faults_out = std::move(faults);
   return kExitOk;
 }
 

@@ -8,6 +8,10 @@
 
 #include "ocslab/common/error.h"
 
+namespace ocslab::analysis {
+struct Localisation;
+}
+
 namespace ocslab::cli {
 // A bad command line: run_ocslab prints it and exits 1.
 struct UsageError : Error {
@@ -19,7 +23,9 @@ struct UsageError : Error {
 UsageError unknown_word(const std::string& what, const std::string& word, const std::vector<std::string>& candidates,
                         const std::string& help_command);  // cli_args.cpp
 
-int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);  // analyze_cli.cpp
+// `faults`: filled with the fault localisation of the analysed timeline (ocslab run names it).
+int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+                std::vector<analysis::Localisation>* faults = nullptr);  // analyze_cli.cpp
 int run_plot(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);     // plot_cli.cpp
 int run_controller(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);  // controller_cli.cpp
 int run_forwarding(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);  // forwarding_cli.cpp

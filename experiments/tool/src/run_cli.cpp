@@ -13,6 +13,8 @@
 
 #include "cli_args.h"
 #include "commands.h"
+#include "ocslab/analysis/localisation.h"
+#include "ocslab/analysis/summary.h"
 #include "ocslab/common/clock.h"
 #include "ocslab/common/interrupt.h"
 #include "ocslab/common/version.h"
@@ -83,7 +85,9 @@ table (docs/experiments.md, "Phase-workload experiments").
 Exit codes (the table in ocslab --help): 0 the run was clean; 2 a bad spec (nothing touched);
 5 the run had problems (a
 failed reconfiguration, a lost host, failed switch polls, a rank that failed: each is printed as
-"problem:" and kept in meta.json, and the results folder is still written) or could not start;
+"problem:" and kept in meta.json, and the results folder is still written; a reconfiguration
+that did not complete on every port: printed as "fault:", the last line naming the host, NIC
+and layer where the first one stopped, summary.txt has the evidence) or could not start;
 130 Ctrl-C, which stops the schedule, stops the probes and writes what was captured.
 Spec schema and every output column: docs/experiments.md.
 )";
@@ -219,14 +223,15 @@ int report_reconfiguration_run(const runner::RunResult& r, const ReportOptions& 
                      r.reconfigurations.size(), r.samples, r.hosts.size(), secs, r.folder);
   std::vector<std::string> analyze_args = {"analyze", r.folder};
   if (ro.as_json) analyze_args.push_back("--json");
-  int rc = run_analyze(analyze_args, out, err);
+  std::vector<analysis::Localisation> faults;
+  int rc = run_analyze(analyze_args, out, err, &faults);
   if (rc == kExitOk && ro.plot) rc = draw_plots(r.folder, err);
   for (const auto& p : r.problems) err << "ocslab run: problem: " << p << "\n";
   if (r.interrupted) return kExitInterrupted;
-  // A failed reconfiguration, a lost host, failed switch polls: the results are written, but a
-  // script must not take them for a clean run.
+  // A failed reconfiguration, a lost host, failed switch polls, a port that did not come back:
+  // the results are written, but a script must not take them for a clean run.
   if (rc == kExitOk && !r.problems.empty()) rc = kExitFailed;
-  return rc;
+  return report_faults(faults, r.folder, rc, err);
 }
 
 // What `ocslab run` prints for each experiment type: the --check plan and the report of a run.
@@ -247,6 +252,27 @@ const TypeCli& type_cli(const std::string& type) {
 }
 
 }  // namespace
+
+// The fault localisation of a run's reconfigurations that did not complete (summary.txt has
+// the evidence): one line each, then a last line naming where the first one stopped, so the
+// tail of a log says which host, NIC and layer to look at.
+int report_faults(const std::vector<analysis::Localisation>& faults, const std::string& folder, int rc,
+                  std::ostream& err) {
+  if (faults.empty()) return rc;
+  constexpr size_t kListed = 10;
+  for (size_t i = 0; i < faults.size() && i < kListed; ++i)
+    err << "ocslab run: fault: " << analysis::fault_headline(faults[i]) << "\n";
+  if (faults.size() > kListed) err << fmt::format("ocslab run: fault: ... and {} more\n", faults.size() - kListed);
+  const analysis::Localisation& f = faults.front();
+  const char* layer = analysis::chain_layer_name(f.layer);
+  std::string what = f.layer == analysis::ChainLayer::kSwitch ? "the switch did not acknowledge it"
+                     : f.common ? fmt::format("every port stopped at {} (a shared cause)", layer)
+                                : fmt::format("{}/{} stopped at {}", f.host, f.interface, layer);
+  err << fmt::format("ocslab run: {} reconfiguration(s) did not complete; the first, reconfiguration {}: {} "
+                     "(evidence: {}/summary.txt)\n",
+                     faults.size(), f.iteration, what, folder);
+  return rc == kExitOk ? kExitFailed : rc;
+}
 
 nlohmann::json run_end_event(const runner::RunResult& r, int exit_code) {
   return runner::make_run_event("run_end",

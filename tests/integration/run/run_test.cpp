@@ -266,7 +266,7 @@ TEST_CASE("an agent killed mid-run: reported, the others go on, its samples up t
 
 TEST_CASE("the switch connection dropped mid-run: the reconfiguration is marked failed and the run goes on",
           "[run][faults]") {
-  // Through `ocslab run` itself: the run writes its results and exits 3 (it had problems).
+  // Through `ocslab run` itself: the run writes its results and exits 5, kExitFailed (it had problems).
   Lab lab;
   const std::string spec = lab.write_spec(lab.spec_text(8, 0.5));
   const std::string out_dir = lab.dir.path() + "/out";

@@ -112,6 +112,9 @@ enum Duration : int {
 };
 const std::array<const char*, kDurationCount>& duration_columns();  // "control_ms", ...
 
+// BreakdownRow::awaited's bits.
+constexpr uint8_t kAwaitedLight = 1, kAwaitedFirmware = 2, kAwaitedCarrier = 4, kAwaitedRdma = 8;
+
 struct BreakdownRow {
   std::string run;
   int iteration = 0;
@@ -121,6 +124,9 @@ struct BreakdownRow {
   Status status = Status::kOk;
   Intent intent = Intent::kUnknown;  // kUnknown unless the breakdown had intents
   std::array<std::optional<int64_t>, kEdgeCount> edges;
+  // A port coming up (intent kUp): the layers it had to bring up, one bit each (kAwaitedLight,
+  // ...), so a localisation can tell a layer that never came up from one that is not probed.
+  uint8_t awaited = 0;
 
   // ns, empty when either end is missing.
   std::optional<int64_t> duration_ns(Duration d) const;

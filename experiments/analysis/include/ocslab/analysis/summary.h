@@ -1,5 +1,6 @@
 // Summary statistics of a breakdown (summary.txt / summary.json): per duration column, over
-// the rows with status `ok` that have a value, count, min, median, p90, p99 and max in ms.
+// the rows with status `ok` that have a value, count, min, median, p90, p99 and max in ms; then
+// the fault localisation of every reconfiguration that did not complete (localisation.h).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "ocslab/analysis/breakdown.h"
+#include "ocslab/analysis/localisation.h"
 
 namespace ocslab::analysis {
 
@@ -30,9 +32,20 @@ struct SummaryContext {
   size_t timeline_rows = 0;
   size_t kept_rows = 0;
   double dark_dbm = -30;
+  // The fault localisation of the breakdown (localise()); null: the summary localises itself,
+  // with `timeline_data` for the evidence's line numbers when it is given.
+  const std::vector<Localisation>* faults = nullptr;
+  const Timeline* timeline_data = nullptr;
 };
 
 std::string summary_text(const Breakdown& b, const std::vector<ColumnSummary>& s, const SummaryContext& c);
 nlohmann::ordered_json summary_json(const Breakdown& b, const std::vector<ColumnSummary>& s, const SummaryContext& c);
+
+// The "fault localisation" section of summary.txt (`timeline`: the path its line numbers are
+// of), and one localisation as summary.json's `faults` has it.
+std::string faults_text(const std::vector<Localisation>& faults, const std::string& timeline);
+nlohmann::ordered_json fault_json(const Localisation& l);
+// "reconfiguration 2 (mapping full): h3/eth1 stopped at firmware; 3 of 4 port(s) resumed"
+std::string fault_headline(const Localisation& l);
 
 }  // namespace ocslab::analysis

@@ -14,6 +14,9 @@
 namespace ocslab::runner {
 struct RunResult;
 }
+namespace ocslab::analysis {
+struct Localisation;
+}
 
 namespace ocslab::cli {
 
@@ -34,5 +37,12 @@ size_t vlab_ssh_remote_start(const std::vector<std::string>& args);
 // The last event of `ocslab run --json-stream` (runner/run_events.h): the results folder, the
 // exit code the run ends with, whether Ctrl-C stopped it, its counts and its problems.
 nlohmann::json run_end_event(const runner::RunResult& r, int exit_code);
+
+// How `ocslab run` ends a reconfiguration run whose summary localised faults (analysis/
+// localisation.h): one "ocslab run: fault:" line each, then a last line naming the host, NIC
+// and layer where the first one stopped. Returns kExitFailed (a run with problems) when there
+// is a fault and `rc` is kExitOk, else `rc`.
+int report_faults(const std::vector<analysis::Localisation>& faults, const std::string& folder, int rc,
+                  std::ostream& err);
 
 }  // namespace ocslab::cli
