@@ -166,8 +166,8 @@ std::vector<int> size_list(const std::string& list) {
 }
 
 void print_header() {
-  std::printf("%6s %4s %5s %11s %7s %13s %23s %11s %7s %10s %8s %9s %9s %8s %10s %8s %5s %6s\n", "hosts", "K", "peak",
-              "startup ms", "x N=1", "slowest host", "queue/ssh/hello/clock", "samples/s", "x N=1", "per host/s",
+  std::printf("%6s %4s %5s %11s %7s %11s %13s %23s %11s %7s %10s %8s %9s %9s %8s %10s %8s %5s %6s\n", "hosts", "K", "peak",
+              "startup ms", "x N=1", "connect ms", "slowest host", "queue/ssh/hello/clock", "samples/s", "x N=1", "per host/s",
               "us/smp", "runner %", "machine %", "lag ms", "delivered", "missing", "lost", "failed");
 }
 
@@ -176,9 +176,9 @@ void print_row(const Row& r, const Row& base, int cores) {
   char phases[64];
   std::snprintf(phases, sizeof(phases), "%lld/%lld/%lld/%lld", (long long)p.queue.count(), (long long)p.ssh.count(),
                 (long long)p.hello.count(), (long long)p.clock.count());
-  std::printf("%6d %4s %5d %11.1f %7.2f %13.1f %23s %11.0f %7.2f %10.0f %8.1f %9.0f %9.0f %8.0f %10llu %8llu %5llu %6llu\n",
+  std::printf("%6d %4s %5d %11.1f %7.2f %11.1f %13.1f %23s %11.0f %7.2f %10.0f %8.1f %9.0f %9.0f %8.0f %10llu %8llu %5llu %6llu\n",
               r.hosts, r.concurrency >= kUnbounded ? "-" : std::to_string(r.concurrency).c_str(), r.peak, r.startup_ms,
-              r.startup_ms / base.startup_ms, r.slowest_connect_ms, phases, r.samples_per_s,
+              r.startup_ms / base.startup_ms, r.connect_ms, r.slowest_connect_ms, phases, r.samples_per_s,
               r.samples_per_s / base.samples_per_s, r.samples_per_s / r.hosts, r.runner_us_per_sample,
               100 * r.runner_cpu / cores, 100 * r.machine_cpu / cores, r.lag_ms, (unsigned long long)r.samples,
               (unsigned long long)r.missing, (unsigned long long)r.lost, (unsigned long long)r.failed);
