@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <limits>
 #include <thread>
@@ -48,11 +49,19 @@ json AgentClient::read_message(ocs::Deadline deadline, bool* timed_out) {
       return m;
     }
     if (!stream_) throw ocs::ConnectionError("agent session is closed");
+    // A stream gives what it has even past the deadline, so one that never runs dry (a backlog
+    // of samples) would keep poll_for, and the reader thread of a runner that wants to stop,
+    // here for as long as it lasts.
+    if (ocs::Clock::now() >= deadline) {
+      *timed_out = true;
+      return {};
+    }
     std::string bytes = stream_->read_some(deadline);
     if (bytes.empty()) {
       *timed_out = true;
       return {};
     }
+    last_bytes_ = ocs::Clock::now();
     reader_.feed(bytes);
   }
 }
@@ -61,13 +70,27 @@ json AgentClient::request(Request r) {
   if (!stream_) throw ocs::ConnectionError("agent session is closed");
   r.id = next_id_++;
   stream_->write(request_line(r));
-  auto deadline = ocs::Clock::now() + timeout_;
+  const auto sent = ocs::Clock::now();
+  const auto cap = sent + kBacklogWaitFactor * timeout_;
+  auto deadline = sent + timeout_;
   for (;;) {
     bool timed_out = false;
     json m = read_message(deadline, &timed_out);
     if (timed_out) {
+      // The reply queues behind the samples sent before it: while they keep arriving (a backlog
+      // a saturated runner is still draining, as at probes.stop on a hundred hosts) the agent
+      // is answering, so the timeout counts its silence, up to the cap in all.
+      const auto now = ocs::Clock::now();
+      if (now - last_bytes_ < timeout_ && now < cap) {
+        deadline = std::min(last_bytes_ + timeout_, cap);
+        continue;
+      }
+      const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - sent).count();
       throw ocs::TimeoutError(std::string("no reply to ") + to_string(r.type) + " from " + describe() + " within " +
-                              std::to_string(timeout_.count()) + " ms");
+                              std::to_string(timeout_.count()) + " ms" +
+                              (now >= cap ? " (samples kept coming ahead of it for " + std::to_string(waited) +
+                                                " ms, the most a reply waits behind them)"
+                                          : std::string()));
     }
     if (m.value("id", json()) != r.id) {
       if (m["type"] == "error") spdlog::warn("{}: agent error: {}", describe(), m.value("message", ""));

@@ -132,10 +132,13 @@ Link parse_link(const YamlDoc& doc, const YAML::Node& node, const ExperimentSpec
 }
 
 void parse_lab(const YamlDoc& doc, const YAML::Node& lab, ExperimentSpec& spec) {
-  only_keys(doc, lab, {"vlab", "keep", "inventory"});
+  only_keys(doc, lab, {"vlab", "keep", "inventory", "connect_concurrency"});
   bool has_vlab = lab["vlab"].IsDefined(), has_inv = lab["inventory"].IsDefined();
   if (has_vlab == has_inv) throw config_error(doc, lab, "lab needs exactly one of 'vlab' (a virtual-lab file) or 'inventory'");
   if (lab["keep"]) spec.keep_lab = as_bool(doc, lab["keep"]);
+  if (lab["connect_concurrency"]) {
+    spec.connect_concurrency = int_in(doc, lab["connect_concurrency"], 1, 1024, "connect_concurrency");
+  }
   if (has_vlab) {
     spec.vlab = resolve_path(doc.origin, as_string(doc, lab["vlab"]));
     vlab::LabSpec l;

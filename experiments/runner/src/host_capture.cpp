@@ -31,7 +31,8 @@ std::function<void(Sample&)> clock_correction(const HostReport& r, int64_t befor
 }
 
 void release_whole_spools(const CaptureStore& store, const std::vector<HostReport>& hosts,
-                          const std::vector<HostTarget>& targets, const std::function<void(const std::string&)>& log) {
+                          const std::vector<HostTarget>& targets, const std::function<void(const std::string&)>& log,
+                          HandshakeGate& gate) {
   std::map<std::string, CaptureStreamInfo> streams;
   for (auto& st : store.streams()) streams[st.name] = st;
   std::vector<std::string> errors(targets.size());
@@ -50,12 +51,34 @@ void release_whole_spools(const CaptureStore& store, const std::vector<HostRepor
                       r->started.capture, on_disk, r->last_seq));
       continue;
     }
-    threads.emplace_back([&, i, capture = r->started.capture] { errors[i] = release_spool(targets[i], capture); });
+    threads.emplace_back([&, i, capture = r->started.capture] { errors[i] = release_spool(targets[i], capture, &gate); });
   }
   for (auto& t : threads) t.join();
   for (const auto& e : errors) {
     if (!e.empty()) log(e + " (the agent's retention deletes it later)");
   }
+}
+
+std::string connect_summary(SessionPool& pool, std::chrono::steady_clock::duration took) {
+  size_t reached = 0;
+  const HostReport* slowest = nullptr;
+  std::vector<HostReport> reports;
+  for (auto& s : pool.sessions()) reports.push_back(s->report());
+  for (const auto& r : reports) {
+    if (r.hello.pid <= 0) continue;
+    ++reached;
+    if (!slowest || r.connect_time > slowest->connect_time) slowest = &r;
+  }
+  std::string out = fmt::format(
+      "agents reached on {} of {} host(s) in {} ms, at most {} SSH handshake(s) at a time (peak {})", reached,
+      reports.size(), std::chrono::duration_cast<std::chrono::milliseconds>(took).count(), pool.gate().limit(),
+      pool.gate().peak());
+  if (slowest) {
+    const ConnectPhases& p = slowest->connect_phases;
+    out += fmt::format("; slowest {} {} ms (queue {}, ssh {}, hello {}, clock {})", slowest->name,
+                       slowest->connect_time.count(), p.queue.count(), p.ssh.count(), p.hello.count(), p.clock.count());
+  }
+  return out;
 }
 
 std::vector<CaptureInput> capture_inputs(const CaptureStore& store, const std::vector<HostReport>& hosts,
@@ -84,9 +107,9 @@ std::vector<CaptureInput> capture_inputs(const CaptureStore& store, const std::v
 HostCapture::HostCapture(Target& target, const RunContext& ctx, const std::string& folder, const std::string& run_id)
     : target_(target), ctx_(ctx), folder_(folder), targets_(host_targets(target, run_id)) {
   store_ = std::make_unique<CaptureStore>(folder + "/capture");
-  pool_ = std::make_unique<SessionPool>([this](const std::string& host, const agent::SeqSample& s) {
-    store_->append(host_stream(host), s.sample, s.seq);
-  });
+  pool_ = std::make_unique<SessionPool>(
+      [this](const std::string& host, const agent::SeqSample& s) { store_->append(host_stream(host), s.sample, s.seq); },
+      target.spec.connect_concurrency);
   for (const auto& t : targets_) pool_->add(t);
 }
 
@@ -111,7 +134,9 @@ std::string per_host(const std::vector<HostTarget>& targets, const std::vector<s
 }  // namespace
 
 void HostCapture::start() {
+  const auto t0 = std::chrono::steady_clock::now();
   std::string failed = per_host(targets_, pool_->connect_all());
+  ctx_.log(connect_summary(*pool_, std::chrono::steady_clock::now() - t0));
   if (failed.empty()) {
     before_ns_ = realtime_ns();
     failed = per_host(targets_, pool_->start_all());
@@ -189,7 +214,7 @@ HostCapture::Outcome HostCapture::finish(const std::string& timeline_path, const
   auto inputs = capture_inputs(*store_, out.hosts, before_ns_, after_ns_, out.problems);
   try {
     out.rows = merge_capture(inputs, timeline_path, run, iteration, store_->dir() + "/.merge");
-    release_whole_spools(*store_, out.hosts, targets_, ctx_.logger());
+    release_whole_spools(*store_, out.hosts, targets_, ctx_.logger(), pool_->gate());
   } catch (const Error& e) {
     out.problems.push_back(e.what());
   }

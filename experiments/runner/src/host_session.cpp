@@ -67,7 +67,8 @@ const char* to_string(HostState s) {
   return "?";
 }
 
-HostSession::HostSession(HostTarget target, HostSampleSink sink) : target_(std::move(target)), sink_(std::move(sink)) {
+HostSession::HostSession(HostTarget target, HostSampleSink sink, std::shared_ptr<HandshakeGate> gate)
+    : target_(std::move(target)), sink_(std::move(sink)), gate_(std::move(gate)) {
   report_.name = target_.name;
 }
 
@@ -119,26 +120,45 @@ void HostSession::deliver(const agent::SeqSample& s) {
   if (recovering_) ++report_.recovered;
 }
 
-std::unique_ptr<agent::AgentClient> HostSession::open_client() {
-  auto c = std::make_unique<agent::AgentClient>(agent::ssh_exec(target_.ssh, target_.agent_command),
-                                                target_.request_timeout);
+std::unique_ptr<agent::AgentClient> HostSession::open_client(ConnectPhases* phases) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<ocs::Stream> stream;
+  {
+    HandshakeGate::Ticket ticket = gate_ ? gate_->enter() : HandshakeGate::Ticket();
+    const auto t1 = std::chrono::steady_clock::now();
+    stream = agent::ssh_exec(target_.ssh, target_.agent_command);  // authenticated, channel open
+    if (phases) {
+      phases->queue = std::chrono::duration_cast<std::chrono::milliseconds>(t1 - t0);
+      phases->ssh = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t1);
+    }
+  }
+  auto c = std::make_unique<agent::AgentClient>(std::move(stream), target_.request_timeout);
   c->on_sample([this](const agent::SeqSample& s) { deliver(s); });
   return c;
 }
 
 void HostSession::connect() {
   if (client_) throw Error(target_.name + ": already connected");
-  auto t0 = std::chrono::steady_clock::now();
+  using std::chrono::duration_cast;
+  using std::chrono::milliseconds;
+  using std::chrono::steady_clock;
+  const auto t0 = steady_clock::now();
   try {
-    auto c = open_client();
+    ConnectPhases phases;
+    auto c = open_client(&phases);
+    const auto t1 = steady_clock::now();
     agent::HelloInfo hello = c->hello();
+    const auto t2 = steady_clock::now();
     agent::ClockEstimate clock = c->estimate_clock(target_.clock_exchanges);
+    const auto t3 = steady_clock::now();
+    phases.hello = duration_cast<milliseconds>(t2 - t1);
+    phases.clock = duration_cast<milliseconds>(t3 - t2);
     {
       std::lock_guard lock(mutex_);
       report_.hello = std::move(hello);
       report_.clock_before = clock;
-      report_.connect_time =
-          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+      report_.connect_time = duration_cast<milliseconds>(t3 - t0);
+      report_.connect_phases = phases;
       health_.state = HostState::kConnected;
       health_.error.clear();
     }
@@ -434,9 +454,14 @@ std::string spool_run_id(const std::string& run_id) {
   return out;
 }
 
-std::string release_spool(const HostTarget& target, const std::string& capture) {
+std::string release_spool(const HostTarget& target, const std::string& capture, HandshakeGate* gate) {
   try {
-    agent::AgentClient c(agent::ssh_exec(target.ssh, target.agent_command), target.request_timeout);
+    std::unique_ptr<ocs::Stream> stream;
+    {
+      HandshakeGate::Ticket ticket = gate ? gate->enter() : HandshakeGate::Ticket();
+      stream = agent::ssh_exec(target.ssh, target.agent_command);
+    }
+    agent::AgentClient c(std::move(stream), target.request_timeout);
     c.hello();
     c.delete_spool(capture);
     c.bye();
@@ -473,7 +498,7 @@ std::vector<std::string> fan_out(std::vector<std::unique_ptr<HostSession>>& sess
 }  // namespace
 
 void SessionPool::add(HostTarget target) {
-  sessions_.push_back(std::make_unique<HostSession>(std::move(target), sink_));
+  sessions_.push_back(std::make_unique<HostSession>(std::move(target), sink_, gate_));
 }
 
 std::vector<std::string> SessionPool::connect_all() {

@@ -69,11 +69,14 @@ struct HostFacts {
   std::string error;
 };
 
-// kernel and NIC driver / firmware strings, over a short SSH session of its own.
-HostFacts query_facts(const ocs::SshOptions& ssh, const HostEntry& h) {
+// kernel and NIC driver / firmware strings, over a short SSH session of its own, its handshake
+// through the run's gate (lab.connect_concurrency).
+HostFacts query_facts(const ocs::SshOptions& ssh, const HostEntry& h, HandshakeGate& gate) {
   HostFacts f;
   try {
+    HandshakeGate::Ticket ticket = gate.enter();
     ocs::SshSession s(ssh);
+    ticket.release();
     std::string cmd = "uname -r";
     for (const auto& n : h.nics) cmd += "; echo " + shell_quote("@@" + n.name) + "; ethtool -i " + shell_quote(n.name) + " 2>&1";
     auto r = s.exec(cmd, std::chrono::seconds(20));
@@ -100,10 +103,11 @@ HostFacts query_facts(const ocs::SshOptions& ssh, const HostEntry& h) {
 }
 
 // Every host's facts at once, while nothing is measured yet.
-std::vector<HostFacts> query_all_facts(const std::vector<ocs::SshOptions>& ssh, const std::vector<HostEntry>& hosts) {
+std::vector<HostFacts> query_all_facts(const std::vector<ocs::SshOptions>& ssh, const std::vector<HostEntry>& hosts,
+                                       HandshakeGate& gate) {
   std::vector<HostFacts> facts(hosts.size());
   std::vector<std::thread> th;
-  for (size_t i = 0; i < hosts.size(); ++i) th.emplace_back([&, i] { facts[i] = query_facts(ssh[i], hosts[i]); });
+  for (size_t i = 0; i < hosts.size(); ++i) th.emplace_back([&, i] { facts[i] = query_facts(ssh[i], hosts[i], gate); });
   for (auto& t : th) t.join();
   return facts;
 }
@@ -198,6 +202,11 @@ std::string per_host_errors(const std::vector<HostEntry>& hosts, const std::vect
   return failed;
 }
 
+// Where a host's connect went (ConnectPhases), for meta.json.
+json connect_phases_json(const ConnectPhases& p) {
+  return {{"queue", p.queue.count()}, {"ssh", p.ssh.count()}, {"hello", p.hello.count()}, {"clock", p.clock.count()}};
+}
+
 json host_meta(const HostEntry& h, const HostFacts& facts, const HostReport* r) {
   json j = {{"name", h.name}, {"kernel", facts.kernel}, {"nics", facts.nics}};
   if (!facts.error.empty()) j["facts_error"] = facts.error;
@@ -220,6 +229,7 @@ json host_meta(const HostEntry& h, const HostFacts& facts, const HostReport* r) 
   j["lost"] = r->lost;
   j["errors"] = r->errors;
   j["connect_ms"] = r->connect_time.count();
+  j["connect_phases_ms"] = connect_phases_json(r->connect_phases);
   return j;
 }
 
@@ -273,7 +283,7 @@ class ReconfigurationRun {
   void run() {
     open_switch();
     open_sessions();
-    facts_ = query_all_facts(ssh_, spec_.hosts);
+    facts_ = query_all_facts(ssh_, spec_.hosts, *gate_);
     run_start_ns_ = realtime_ns();
     setup_first_mapping();
     prepare_hosts();
@@ -333,9 +343,10 @@ class ReconfigurationRun {
       ssh_.push_back(targets[i].ssh);
       const std::string stream = host_stream(targets[i].name);
       const uint64_t from = on_disk[stream];
-      HostSession session(targets[i], [this](const std::string& host, const agent::SeqSample& x) {
-        store_->append(host_stream(host), x.sample, x.seq);
-      });
+      HostSession session(
+          targets[i],
+          [this](const std::string& host, const agent::SeqSample& x) { store_->append(host_stream(host), x.sample, x.seq); },
+          gate_);
       HostReport r = session.reattach(hello, from);
       r.clock_before = before;
       r.started.capture = h.value("capture", "");  // run.json has them from the start
@@ -369,7 +380,7 @@ class ReconfigurationRun {
   // last seq, keeps its spool (the agent's retention deletes it later). Failures are logged:
   // the run's data is safe either way.
   void release_spools(const std::vector<HostTarget>& targets) {
-    release_whole_spools(*store_, result_.hosts, targets, ctx_.logger());
+    release_whole_spools(*store_, result_.hosts, targets, ctx_.logger(), *gate_);
   }
 
   // RESULTS/run.json: what `ocslab recover` needs if this process dies from here on (meta.json
@@ -400,9 +411,9 @@ class ReconfigurationRun {
     // Every sample goes to disk as it arrives (RESULTS/capture/); nothing of a run is kept in
     // memory, whatever its length.
     store_ = std::make_unique<CaptureStore>(result_.folder + "/capture");
-    pool_ = std::make_unique<SessionPool>([this](const std::string& host, const agent::SeqSample& s) {
-      store_->append(host_stream(host), s.sample, s.seq);
-    });
+    pool_ = std::make_unique<SessionPool>(
+        [this](const std::string& host, const agent::SeqSample& s) { store_->append(host_stream(host), s.sample, s.seq); },
+        gate_);
     for (auto& t : host_targets(target_, result_.run_id)) {
       ssh_.push_back(t.ssh);
       pool_->add(std::move(t));
@@ -430,7 +441,9 @@ class ReconfigurationRun {
   }
 
   void start_agents() {
+    const auto t0 = std::chrono::steady_clock::now();
     std::string failed = per_host_errors(spec_.hosts, pool_->connect_all());
+    ctx_.log(connect_summary(*pool_, std::chrono::steady_clock::now() - t0));
     if (!failed.empty()) {
       pool_->stop_all();
       throw Error("cannot reach the agents of every host:" + failed);
@@ -727,6 +740,7 @@ class ReconfigurationRun {
       }
       meta["hosts"].push_back(host_meta(spec_.hosts[i], facts_[i], r));
     }
+    meta["connect"] = {{"concurrency", gate_->limit()}, {"peak", gate_->peak()}};
     meta["reconfigurations"] = reconfigurations_meta(result_.reconfigurations);
     // Every mapping's links and the one applied at setup: `ocslab analyze` derives from them
     // what each reconfiguration meant to do to each port (move, come up, go dark, stay).
@@ -790,6 +804,8 @@ class ReconfigurationRun {
   std::unique_ptr<ocs::OcsDriver> driver_;
   ocs::SwitchInfo info_;
   std::unique_ptr<CaptureStore> store_;  // before pool_: the sessions' threads append to it
+  // Every SSH handshake to the hosts (pool, reattach, spool.delete): lab.connect_concurrency.
+  std::shared_ptr<HandshakeGate> gate_ = std::make_shared<HandshakeGate>(spec_.connect_concurrency);
   std::unique_ptr<SessionPool> pool_;
   std::vector<ocs::SshOptions> ssh_;
   std::vector<HostFacts> facts_;

@@ -268,7 +268,10 @@ TEST_CASE("the switch connection dropped mid-run: the reconfiguration is marked 
           "[run][faults]") {
   // Through `ocslab run` itself: the run writes its results and exits 5, kExitFailed (it had problems).
   Lab lab;
-  const std::string spec = lab.write_spec(lab.spec_text(8, 0.5));
+  // Also: lab.connect_concurrency reaches the run's session pool (3 hosts, at most 2 handshakes).
+  std::string text = lab.spec_text(8, 0.5);
+  text.replace(text.find("lab:\n"), 5, "lab:\n  connect_concurrency: 2\n");
+  const std::string spec = lab.write_spec(text);
   const std::string out_dir = lab.dir.path() + "/out";
   std::ostringstream out, err;
   int rc = -1;
@@ -291,6 +294,13 @@ TEST_CASE("the switch connection dropped mid-run: the reconfiguration is marked 
   CHECK_THAT(out.str(), Catch::Contains("reconfigs    8"));  // the summary is printed all the same
 
   auto meta = nlohmann::json::parse(std::ifstream(out_dir + "/meta.json"));
+  CHECK(meta["connect"]["concurrency"] == 2);
+  CHECK(meta["connect"]["peak"] == 2);  // three hosts at once, two let through
+  for (const auto& h : meta["hosts"]) {
+    CHECK(h["connect_phases_ms"]["ssh"].get<int64_t>() > 0);
+    CHECK(h["connect_ms"].get<int64_t>() >= h["connect_phases_ms"]["queue"].get<int64_t>());
+  }
+  CHECK_THAT(out.str() + err.str(), Catch::Contains("at most 2 SSH handshake(s) at a time (peak 2)"));
   REQUIRE(meta["reconfigurations"].size() == 8);
   int failed = 0;
   for (const auto& rec : meta["reconfigurations"]) failed += rec["ok"].get<bool>() ? 0 : 1;

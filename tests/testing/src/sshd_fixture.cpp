@@ -79,12 +79,13 @@ SshdFixture::SshdFixture(const SshdOptions& options) {
           << "AuthorizedKeysFile " << dir_ << "/authorized_keys\n"
           << "PubkeyAuthentication yes\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
           << "PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\nUseDNS no\n"
-          << "LogLevel ERROR\nMaxStartups 100:30:200\nMaxSessions 100\n"
+          << "LogLevel ERROR\nMaxSessions 100\n"
           // sshd runs every command as `$SHELL -c ...`, and bash then sources ~/.bashrc when it
           // is a top-level shell (SHLVL < 2). A developer's .bashrc (pyenv init, ...) costs each
           // session up to a second of CPU: tens of concurrent sessions (runner fan-out tests)
           // then miss their request timeouts. The commands tests run need nothing from it.
           << "SetEnv SHLVL=1\n";
+      if (!options.max_startups.empty()) cfg << "MaxStartups " << options.max_startups << "\n";
       if (!options.netconf_subsystem.empty()) cfg << "Subsystem netconf " << options.netconf_subsystem << "\n";
       // ForceCommand would also override subsystems, so a fixture serves one or the other.
       if (!options.force_command.empty()) cfg << "ForceCommand " << options.force_command << "\n";

@@ -159,3 +159,23 @@ TEST_CASE("samples get the iteration of the reconfiguration they follow", "[runn
   CHECK(iteration_of(19'800'000'000, issued) == 2);
   CHECK(iteration_of(99'000'000'000, issued) == 2);
 }
+
+TEST_CASE("lab.connect_concurrency bounds the SSH handshakes: default 8, a positive integer or refused at file:line:col",
+          "[runner][spec]") {
+  CHECK(parse(std::string(kLab) + kMaps).connect_concurrency == 8);
+  CHECK(kDefaultConnectConcurrency < 10);  // below sshd's default MaxStartups 10:30:100
+  CHECK(parse("lab: {vlab: ../labs/four-hosts.yaml, connect_concurrency: 3}\n" + std::string(kMaps))
+            .connect_concurrency == 3);
+  CHECK(parse("lab:\n  vlab: ../labs/four-hosts.yaml\n  connect_concurrency: 1\n" + std::string(kMaps))
+            .connect_concurrency == 1);
+  CHECK_THAT(error_of("lab:\n  vlab: ../labs/four-hosts.yaml\n  connect_concurrency: 0\n" + std::string(kMaps)),
+             Contains("test.yaml:3:24: connect_concurrency must be in [1, 1024], got 0"));
+  CHECK_THAT(error_of("lab:\n  vlab: ../labs/four-hosts.yaml\n  connect_concurrency: -4\n" + std::string(kMaps)),
+             Contains("test.yaml:3:24: connect_concurrency must be in [1, 1024], got -4"));
+  CHECK_THAT(error_of("lab:\n  vlab: ../labs/four-hosts.yaml\n  connect_concurrency: 2.5\n" + std::string(kMaps)),
+             Contains("test.yaml:3:24: expected an integer, got '2.5'"));
+  CHECK_THAT(error_of("lab:\n  vlab: ../labs/four-hosts.yaml\n  connect_concurrency: many\n" + std::string(kMaps)),
+             Contains("test.yaml:3:24: expected an integer, got 'many'"));
+  CHECK_THAT(error_of("lab:\n  vlab: ../labs/four-hosts.yaml\n  connect_concurrency: [4]\n" + std::string(kMaps)),
+             Contains("test.yaml:3:24: expected an integer"));
+}

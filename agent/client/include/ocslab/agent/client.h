@@ -63,11 +63,17 @@ struct FetchResult {
 // arrive, and each page has the request timeout to itself, so any gap is recoverable.
 constexpr uint64_t kDefaultFetchPage = 20000;
 
+// How long a request waits for its reply at most while samples keep arriving ahead of it, in
+// request timeouts (AgentClient).
+constexpr int kBacklogWaitFactor = 8;
+
 class AgentClient {
  public:
   using SampleCallback = std::function<void(const SeqSample&)>;
 
-  // timeout: how long each request waits for its reply.
+  // timeout: how long each request waits for its reply with nothing from the agent. Samples that
+  // arrive ahead of the reply count as the agent answering (a backlog being drained), up to
+  // kBacklogWaitFactor x timeout in all.
   explicit AgentClient(std::unique_ptr<ocs::Stream> stream,
                        std::chrono::milliseconds timeout = std::chrono::milliseconds(10000));
   ~AgentClient();
@@ -116,6 +122,7 @@ class AgentClient {
   LineReader reader_;
   long long next_id_ = 1;
   uint64_t last_seq_ = 0;
+  ocs::Clock::time_point last_bytes_{};  // when the stream last gave bytes
 };
 
 // A channel on a fresh SSH session running `command` (exec request); with ForceCommand set on

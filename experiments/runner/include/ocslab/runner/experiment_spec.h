@@ -15,6 +15,7 @@
 #include "ocslab/ocsctl/port_set.h"
 #include "ocslab/ocsctl/types.h"
 #include "ocslab/runner/forwarding_spec.h"
+#include "ocslab/runner/handshake_gate.h"
 
 namespace ocslab::runner {
 
@@ -94,6 +95,9 @@ struct ExperimentSpec {
   std::string vlab_name;   // that lab's name
   bool keep_lab = true;    // leave a virtual lab the runner started running afterwards
   std::vector<HostEntry> hosts;  // from the vlab file or the inventory
+  // lab.connect_concurrency: at most this many SSH handshakes to the hosts at once (the runner's
+  // session pools, HandshakeGate); below sshd's default MaxStartups (10:30:100) by default.
+  int connect_concurrency = kDefaultConnectConcurrency;
   // switch
   std::string switch_url;  // empty with a virtual lab: the lab's
   ocs::PortSet allow;      // defaults to the ports of every NIC the mappings name

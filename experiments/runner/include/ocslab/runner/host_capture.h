@@ -6,6 +6,7 @@
 // release) are the free functions below.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -37,9 +38,15 @@ std::function<void(Sample&)> clock_correction(const HostReport& r, int64_t befor
 
 // Once a capture's samples are safely in the results (store closed), each host's spool whose
 // capture is whole on disk goes (spool.delete), all hosts at once; a lost host, a failed
-// stream or one short of the agent's last seq keeps its spool. Failures are logged.
+// stream or one short of the agent's last seq keeps its spool. Failures are logged. gate: the
+// session pool's, so these handshakes count against lab.connect_concurrency too.
 void release_whole_spools(const CaptureStore& store, const std::vector<HostReport>& hosts,
-                          const std::vector<HostTarget>& targets, const std::function<void(const std::string&)>& log);
+                          const std::vector<HostTarget>& targets, const std::function<void(const std::string&)>& log,
+                          HandshakeGate& gate);
+
+// One line for the run's log after connect_all: hosts reached, the time it took, the
+// handshake bound and its peak, and the slowest host's phases (ConnectPhases).
+std::string connect_summary(SessionPool& pool, std::chrono::steady_clock::duration took);
 
 // After store.close(): its streams as merge_capture inputs in merge order (each host's with its
 // clock correction, then the runner's own and the lab's), and one problem per failed stream.

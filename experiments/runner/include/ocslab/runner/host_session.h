@@ -3,7 +3,8 @@
 // after, its probes, and a reader thread that hands every sample to the runner. When the
 // session drops, stop() reconnects once and fetches what the live stream missed from the
 // agent's spool; when the agent itself is gone the host is reported lost and what arrived up to
-// then is kept. A SessionPool opens many hosts in parallel.
+// then is kept. A SessionPool opens many hosts in parallel, at most connect_concurrency SSH
+// handshakes at a time (HandshakeGate).
 #pragma once
 
 #include <atomic>
@@ -18,6 +19,7 @@
 #include "ocslab/agent/client.h"
 #include "ocslab/agent/protocol.h"
 #include "ocslab/ocsctl/stream.h"
+#include "ocslab/runner/handshake_gate.h"
 
 namespace ocslab::runner {
 
@@ -56,6 +58,13 @@ struct HostHealth {
   std::string resume_note;     // what the last of them fetched (for the run's log)
 };
 
+// Where a host's connect() went, in order: waiting for a handshake slot (HandshakeGate), the
+// SSH handshake up to the exec channel, the agent's hello (its bridge starts the daemon when
+// none runs), the clock estimate. connect_time is their sum.
+struct ConnectPhases {
+  std::chrono::milliseconds queue{0}, ssh{0}, hello{0}, clock{0};
+};
+
 struct HostReport {
   std::string name;
   agent::HelloInfo hello;
@@ -69,7 +78,8 @@ struct HostReport {
   long long pid_after = 0;                    // the agent's pid at the reconnect after a dropped session (0: none);
                                               // differs from hello.pid when the daemon died and a fresh one answered
   std::vector<std::string> errors;            // every failure, in order, with the time it happened
-  std::chrono::milliseconds connect_time{0};  // SSH + hello + first clock estimate
+  std::chrono::milliseconds connect_time{0};  // queue + SSH + hello + first clock estimate
+  ConnectPhases connect_phases;
 };
 
 // Called from the session's reader thread (one per host), or from the thread in start()/stop()
@@ -79,7 +89,8 @@ using HostSampleSink = std::function<void(const std::string& host, const agent::
 
 class HostSession {
  public:
-  HostSession(HostTarget target, HostSampleSink sink);
+  // gate: bounds the SSH handshakes of every session that shares it (null: unbounded).
+  HostSession(HostTarget target, HostSampleSink sink, std::shared_ptr<HandshakeGate> gate = nullptr);
   ~HostSession();  // stops the reader, closes the session (does not stop the agent's probes)
   HostSession(const HostSession&) = delete;
   HostSession& operator=(const HostSession&) = delete;
@@ -122,7 +133,9 @@ class HostSession {
   // Hands a sample to the sink unless its seq was delivered already (live and replayed
   // streams may overlap after a reconnect).
   void deliver(const agent::SeqSample& s);
-  std::unique_ptr<agent::AgentClient> open_client();
+  // A fresh SSH session to the agent, its handshake through the gate; phases (when given) gets
+  // the time spent waiting for the gate and in the handshake.
+  std::unique_ptr<agent::AgentClient> open_client(ConnectPhases* phases = nullptr);
   // Ends the reader thread (drop: closes the session from inside it, as a cut link would).
   void join_reader();
   // After a dropped session: one reconnect, probes.stop, spool.fetch of the gap.
@@ -130,6 +143,7 @@ class HostSession {
 
   HostTarget target_;
   HostSampleSink sink_;
+  std::shared_ptr<HandshakeGate> gate_;
   // Used by one thread at a time: the reader while it runs, else the caller (AgentClient is
   // not thread-safe).
   std::unique_ptr<agent::AgentClient> client_;
@@ -147,14 +161,21 @@ class HostSession {
 // spool.delete of one host's capture on a session of its own (SSH, hello, spool.delete, bye),
 // sent once the runner has that capture's samples safely in its results folder. Returns ""
 // or what failed, naming the host; never throws. The agent's retention deletes a spool that
-// is never confirmed.
-std::string release_spool(const HostTarget& target, const std::string& capture);
+// is never confirmed. gate: the pool's, so releases count against connect_concurrency too.
+std::string release_spool(const HostTarget& target, const std::string& capture, HandshakeGate* gate = nullptr);
 
 // Many hosts at once: connect() and start() fan out on one thread per host and return when all
-// are done; failures are per host (the others go on). stop_all() likewise.
+// are done; failures are per host (the others go on). stop_all() likewise. Every SSH handshake
+// of its sessions (connect, resume, the reconnect at stop) waits for one of connect_concurrency
+// slots, so a large lab neither trips sshd's MaxStartups nor queues a hundred key exchanges
+// for two cores; hello, clock estimate and probes.start run on all hosts in parallel.
 class SessionPool {
  public:
-  explicit SessionPool(HostSampleSink sink) : sink_(std::move(sink)) {}
+  // connect_concurrency >= 1 (HandshakeGate throws otherwise).
+  explicit SessionPool(HostSampleSink sink, int connect_concurrency = kDefaultConnectConcurrency)
+      : sink_(std::move(sink)), gate_(std::make_shared<HandshakeGate>(connect_concurrency)) {}
+  // A gate shared with other sessions of the run (its reattach and spool.delete sessions).
+  SessionPool(HostSampleSink sink, std::shared_ptr<HandshakeGate> gate) : sink_(std::move(sink)), gate_(std::move(gate)) {}
   void add(HostTarget target);
   // Returns one error string per host, empty when it succeeded.
   std::vector<std::string> connect_all();
@@ -162,9 +183,13 @@ class SessionPool {
   std::vector<HostReport> stop_all();
   std::vector<HostHealth> health() const;
   std::vector<std::unique_ptr<HostSession>>& sessions() { return sessions_; }
+  // The gate every session of this pool shares (limit, peak so far); also for release_spool.
+  HandshakeGate& gate() { return *gate_; }
+  const HandshakeGate& gate() const { return *gate_; }
 
  private:
   HostSampleSink sink_;
+  std::shared_ptr<HandshakeGate> gate_;
   std::vector<std::unique_ptr<HostSession>> sessions_;
 };
 

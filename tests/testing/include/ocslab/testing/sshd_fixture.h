@@ -12,6 +12,10 @@ struct SshdOptions {
   // Set one of the two (sshd's ForceCommand would override the subsystem too).
   std::string force_command;      // run for every session (TL1 over SSH: a shell channel)
   std::string netconf_subsystem;  // command for "Subsystem netconf"
+  // sshd's MaxStartups. The fixture's own is generous, for tests that open tens of sessions at
+  // once; "" leaves sshd's default (10:30:100: from 10 unauthenticated connections on it drops
+  // 30 % of new ones), as a stock lab host has it.
+  std::string max_startups = "100:30:200";
 };
 
 class SshdFixture {
