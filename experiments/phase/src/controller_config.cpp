@@ -12,10 +12,8 @@
 
 namespace ocslab::phase {
 
-namespace {
-
-void parse_policy_keys(const YamlDoc& doc, ControllerConfig& c) {
-  const auto& root = doc.root;
+PolicyConfig parse_policy_config(const YamlDoc& doc, const YAML::Node& root) {
+  PolicyConfig c;
   if (auto p = root["policy"]) {
     auto name = as_string(doc, p);
     auto policy = parse_policy(name);
@@ -30,7 +28,7 @@ void parse_policy_keys(const YamlDoc& doc, ControllerConfig& c) {
                          fmt::format("{} is for policy safe-window (this job's policy is {})",
                                      table ? "phase_table" : "switch_time_ms", to_string(c.policy)));
     }
-    return;
+    return c;
   }
   if (!table || !st) {
     throw config_error(doc, root["policy"],
@@ -46,9 +44,8 @@ void parse_policy_keys(const YamlDoc& doc, ControllerConfig& c) {
   c.switch_time_ms = as_double(doc, st);
   if (!(c.switch_time_ms > 0 && c.switch_time_ms <= 3'600'000))
     throw config_error(doc, st, "switch_time_ms must be > 0 and at most 3600000");
+  return c;
 }
-
-}  // namespace
 
 ControllerConfig parse_controller_config(const YamlDoc& doc) {
   const auto& root = doc.root;
@@ -131,7 +128,10 @@ ControllerConfig parse_controller_config(const YamlDoc& doc) {
     if (v < 0 || v > 100) throw config_error(doc, m, "max_retries must be 0..100");
     c.max_retries = static_cast<int>(v);
   }
-  parse_policy_keys(doc, c);
+  auto pc = parse_policy_config(doc, root);
+  c.policy = pc.policy;
+  c.phase_table = pc.phase_table;
+  c.switch_time_ms = pc.switch_time_ms;
   auto rails = require(doc, root, "rails");
   if (!rails.IsSequence() || rails.size() == 0) throw config_error(doc, rails, "rails is a non-empty list");
   std::set<std::string> names;

@@ -108,13 +108,9 @@ WindowDecision decide_safe_window(const PhaseWindows& table, int64_t index, std:
     d.why = fmt::format("op {} is not in the phase table ({} ops): no prediction, reconfigure", index, table.ops.size());
     return d;
   }
-  if (w->group != group) {
-    d.why = fmt::format("op {} is {} in the phase table, not {}: no prediction, reconfigure", index, w->group, group);
-    return d;
-  }
   d.idle_us = w->idle_us;
   d.reconfigure = w->idle_us > switch_time.count();
-  d.why = fmt::format("op {} ({}): idle window {} us {} switch time {} us", index, w->group, w->idle_us,
+  d.why = fmt::format("op {} ({}): idle window {} us {} switch time {} us", index, group, w->idle_us,
                       d.reconfigure ? ">" : "<=", switch_time.count());
   return d;
 }

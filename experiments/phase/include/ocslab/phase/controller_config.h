@@ -60,6 +60,17 @@ struct ControllerConfig {
 // but reads no file; load_controller_config also loads the phase table (errors name its
 // file:line:col), all before any switch is touched.
 ControllerConfig parse_controller_config(const YamlDoc& doc);
+
+// The policy keys of a mapping (the controller file's root, a phase-workload spec's phase:):
+// policy, phase_table (resolved against the document's folder), switch_time_ms. Refuses an
+// unknown policy, safe-window without its table or switch time, and those keys under another
+// policy, naming file:line:col. Reads no file.
+struct PolicyConfig {
+  Policy policy = Policy::kOnRequest;
+  std::string phase_table;
+  double switch_time_ms = 0;
+};
+PolicyConfig parse_policy_config(const YamlDoc& doc, const YAML::Node& map);
 ControllerConfig load_controller_config(const std::string& path);
 // The shims' token: the inline one, or token_file read with read_secret_file's checks (a
 // regular file owned by this user, mode 0600 or stricter, no symlink); empty when neither.

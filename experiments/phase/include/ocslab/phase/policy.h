@@ -55,9 +55,10 @@ struct WindowDecision {
 };
 
 // safe-window: reconfigure for op `index` of `group` only when its predicted idle window is
-// strictly longer than `switch_time`. An op the table does not know (index outside it, or a
-// row of another group) is not predictable: it reconfigures, as on-request would, and `why`
-// says so.
+// strictly longer than `switch_time`. The op is looked up by its index in the step, the same
+// on every rank; the row's group is one rank's name for it (ranks of one op name different
+// groups: dp0s0, dp2s0...), so it is not compared. An op past the table's end is not
+// predictable: it reconfigures, as on-request would, and `why` says so.
 WindowDecision decide_safe_window(const PhaseWindows& table, int64_t index, std::string_view group,
                                   std::chrono::microseconds switch_time);
 
