@@ -359,7 +359,7 @@ void ControllerCore::request(ConnId c, const Message& m) {
   if (b.ready.size() < g.ranks.size()) return;
   // Only a symmetric group's run is granted (a stage's ring along one dimension, which no other
   // stage's change disturbs); pipeline groups ask for every op.
-  Pending p{m.group, m.seq, b.digit, std::move(b.ready), g.digit > 0 ? std::max<int64_t>(b.run, 0) : 0, b.op};
+  Pending p{m.group, m.seq, b.digit, std::move(b.ready), g.digit > 0 ? std::max<int64_t>(b.run, 0) : 0};
   barriers_.erase(key);
   if (g.digit < 0) {
     ack_all(p, false);  // management: every rank asked, nothing to change
@@ -493,7 +493,7 @@ void ControllerCore::pump() {
 
 bool ControllerCore::decline(const Pending& p) {
   if (cfg_.policy != Policy::kSafeWindow) return false;
-  auto d = decide_safe_window(cfg_.windows, p.op, p.group, cfg_.switch_time);
+  auto d = decide_safe_window(cfg_.windows, p.group, p.seq, cfg_.switch_time);
   if (d.reconfigure) return false;
   ++declined_;
   auto e = event(Kind::kDeclined);

@@ -95,23 +95,28 @@ PhaseWindows PhaseWindows::load(const std::string& path) {
   return t;
 }
 
-const OpWindow* PhaseWindows::find(int64_t index) const {
-  if (index < 0 || index >= static_cast<int64_t>(ops.size())) return nullptr;
-  return &ops[static_cast<size_t>(index)];
+const OpWindow* PhaseWindows::find(std::string_view group, int64_t seq) const {
+  if (seq < 1) return nullptr;
+  std::vector<const OpWindow*> rows;
+  for (const auto& w : ops) {
+    if (w.group == group) rows.push_back(&w);
+  }
+  if (rows.empty()) return nullptr;
+  return rows[static_cast<size_t>((seq - 1) % static_cast<int64_t>(rows.size()))];
 }
 
-WindowDecision decide_safe_window(const PhaseWindows& table, int64_t index, std::string_view group,
+WindowDecision decide_safe_window(const PhaseWindows& table, std::string_view group, int64_t seq,
                                   std::chrono::microseconds switch_time) {
   WindowDecision d;
-  const OpWindow* w = table.find(index);
+  const OpWindow* w = table.find(group, seq);
   if (!w) {
-    d.why = fmt::format("op {} is not in the phase table ({} ops): no prediction, reconfigure", index, table.ops.size());
+    d.why = fmt::format("{}#{}: the phase table has no op of group {}: no prediction, reconfigure", group, seq, group);
     return d;
   }
   d.idle_us = w->idle_us;
   d.reconfigure = w->idle_us > switch_time.count();
-  d.why = fmt::format("op {} ({}): idle window {} us {} switch time {} us", index, group, w->idle_us,
-                      d.reconfigure ? ">" : "<=", switch_time.count());
+  d.why = fmt::format("{}#{} (op {} of the step): idle window {} us {} switch time {} us", group, seq, w->index,
+                      w->idle_us, d.reconfigure ? ">" : "<=", switch_time.count());
   return d;
 }
 

@@ -83,7 +83,11 @@ std::vector<RankRun> run_steps(const JobLayout& L, int port, ShimMode mode, int 
 
 PhaseWindows windows(int64_t cp_idle_us, int64_t dp_idle_us) {
   PhaseWindows w;
-  w.ops = {{0, "cp0s0", "allgather", 2 << 20, cp_idle_us}, {1, "dp0s0", "allreduce", 4 << 20, dp_idle_us}};
+  // The job's step: both CP groups' allgathers, then both DP groups' allreduces.
+  w.ops = {{0, "cp0s0", "allgather", 2 << 20, cp_idle_us},
+           {1, "cp1s0", "allgather", 2 << 20, cp_idle_us},
+           {2, "dp0s0", "allreduce", 4 << 20, dp_idle_us},
+           {3, "dp2s0", "allreduce", 4 << 20, dp_idle_us}};
   return w;
 }
 
@@ -130,7 +134,7 @@ TEST_CASE("safe-window reconfigures only in long windows; declined ops still com
   const auto mode = GENERATE(ShimMode::kOnDemand, ShimMode::kProvisioning);
   INFO("mode " << (mode == ShimMode::kOnDemand ? "on-demand" : "provisioning"));
 
-  // Op 0 (CP) has 40 ms before it, op 1 (DP) 0.8 ms; the switch takes 5 ms.
+  // The CP ops have 40 ms before them, the DP ops 0.8 ms; the switch takes 5 ms.
   auto mixed = run_policy(Policy::kSafeWindow, windows(40000, 800), mode, kSteps);
   REQUIRE(mixed.errors.empty());
   // Ground truth: the switch made circuits once, for the first CP op (1 -> 2); the CP rings

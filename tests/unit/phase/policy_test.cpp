@@ -50,28 +50,31 @@ TEST_CASE("safe-window reconfigures only when the idle window exceeds the switch
   auto t = windows_of({{0, "pp0", "send", 1 << 20, 1000},
                        {1, "dp0s0", "allreduce", 4 << 20, 5000},
                        {2, "cp0s0", "allgather", 2 << 20, 20000}});
-  auto short_w = decide_safe_window(t, 0, "pp0", 5000us);
+  auto short_w = decide_safe_window(t, "pp0", 1, 5000us);
   CHECK_FALSE(short_w.reconfigure);
   CHECK(short_w.idle_us == 1000);
-  CHECK(short_w.why == "op 0 (pp0): idle window 1000 us <= switch time 5000 us");
-  auto equal = decide_safe_window(t, 1, "dp0s0", 5000us);  // equal is not longer
+  CHECK(short_w.why == "pp0#1 (op 0 of the step): idle window 1000 us <= switch time 5000 us");
+  auto equal = decide_safe_window(t, "dp0s0", 1, 5000us);  // equal is not longer
   CHECK_FALSE(equal.reconfigure);
   CHECK(equal.idle_us == 5000);
-  auto long_w = decide_safe_window(t, 2, "cp0s0", 5000us);
+  auto long_w = decide_safe_window(t, "cp0s0", 1, 5000us);
   CHECK(long_w.reconfigure);
   CHECK(long_w.idle_us == 20000);
-  CHECK(long_w.why == "op 2 (cp0s0): idle window 20000 us > switch time 5000 us");
-  CHECK(decide_safe_window(t, 1, "dp0s0", 4999us).reconfigure);
-  // Nothing predicted: reconfigure as on-request would, and say why.
-  auto unknown = decide_safe_window(t, 3, "pp0", 5000us);
+  CHECK(long_w.why == "cp0s0#1 (op 2 of the step): idle window 20000 us > switch time 5000 us");
+  CHECK(decide_safe_window(t, "dp0s0", 1, 4999us).reconfigure);
+  // A group the table lacks: no prediction, reconfigure as on-request would, and say why.
+  auto unknown = decide_safe_window(t, "pp1", 1, 5000us);
   CHECK(unknown.reconfigure);
   CHECK(unknown.idle_us == -1);
-  CHECK(unknown.why == "op 3 is not in the phase table (3 ops): no prediction, reconfigure");
-  // The index is what counts: another rank's group at the same position gets the same window.
-  auto other = decide_safe_window(t, 0, "pp1", 5000us);
-  CHECK_FALSE(other.reconfigure);
-  CHECK(other.idle_us == 1000);
-  CHECK(other.why == "op 0 (pp1): idle window 1000 us <= switch time 5000 us");
+  CHECK(unknown.why == "pp1#1: the phase table has no op of group pp1: no prediction, reconfigure");
+  // A group with two ops per step: seq walks its rows, step after step.
+  auto two = windows_of({{0, "pp0", "send", 1, 100}, {1, "dp0s0", "allreduce", 1, 7}, {2, "pp0", "recv", 1, 90000}});
+  CHECK(decide_safe_window(two, "pp0", 1, 5000us).idle_us == 100);
+  CHECK(decide_safe_window(two, "pp0", 2, 5000us).idle_us == 90000);
+  CHECK(decide_safe_window(two, "pp0", 3, 5000us).idle_us == 100);
+  CHECK(decide_safe_window(two, "pp0", 4, 5000us).reconfigure);
+  CHECK(decide_safe_window(two, "dp0s0", 5, 5000us).idle_us == 7);
+  CHECK(decide_safe_window(two, "pp0", 0, 5000us).idle_us == -1);  // seqs start at 1
 }
 
 TEST_CASE("the phase table with idle windows loads, and its mistakes name file:line:col", "[phase][policy]") {
@@ -84,9 +87,10 @@ TEST_CASE("the phase table with idle windows loads, and its mistakes name file:l
     CHECK(t.ops[1].type == "allreduce");
     CHECK(t.ops[1].bytes == 4194304);
     CHECK(t.ops[1].idle_us == 25000);
-    CHECK(t.find(1) == &t.ops[1]);
-    CHECK(t.find(2) == nullptr);
-    CHECK(t.find(-1) == nullptr);
+    CHECK(t.find("dp0s0", 1) == &t.ops[1]);
+    CHECK(t.find("dp0s0", 2) == &t.ops[1]);  // one op per step: every seq is that row
+    CHECK(t.find("dp1s0", 1) == nullptr);
+    CHECK(t.find("pp0", 0) == nullptr);
   }
   auto error_of = [](const std::string& text) {
     TempFile f(text);
@@ -153,7 +157,7 @@ CoreConfig safe_window_config() {
   c.rails = {"rail0"};
   c.initial = {TopoId::uniform(c.layout, 1)};
   c.policy = Policy::kSafeWindow;
-  // Op 0 of the step has 100 us before it, op 1 50 ms; the switch takes 5 ms.
+  // pp-0's first op of the step has 100 us before it, its second 50 ms; the switch takes 5 ms.
   c.windows = windows_of({{0, "pp-0", "send", 1 << 20, 100}, {1, "pp-0", "send", 1 << 20, 50000}});
   c.switch_time = 5000us;
   return c;
@@ -202,7 +206,8 @@ TEST_CASE("controller core, safe-window: a short window keeps the circuits and A
     act.sent[static_cast<ConnId>(rank + 1)].clear();
     return out;
   };
-  // Op 0 (100 us <= 5 ms): declined. Both ranks ACKed at once on "11", fallback for this op only.
+  // seq 1 = the step's op 0 (100 us <= 5 ms): declined. Both ranks ACKed at once on "11",
+  // fallback for this op only.
   request(0, 1, 0);
   request(2, 1, 0);
   CHECK(act.reprograms.empty());
@@ -224,12 +229,12 @@ TEST_CASE("controller core, safe-window: a short window keeps the circuits and A
     CHECK(e.group == "pp-0");
     CHECK(e.seq == 1);
     CHECK(e.value == 100);
-    CHECK(e.detail == "op 0 (pp-0): idle window 100 us <= switch time 5000 us");
+    CHECK(e.detail == "pp-0#1 (op 0 of the step): idle window 100 us <= switch time 5000 us");
   }
   CHECK(declined_events == 1);
   done(0, 1);
   done(2, 1);
-  // Op 1 (50 ms > 5 ms): reconfigured to "00", ACKed after the rail confirmed.
+  // seq 2 = op 1 (50 ms > 5 ms): reconfigured to "00", ACKed after the rail confirmed.
   request(0, 2, 1);
   request(2, 2, 1);
   REQUIRE(act.reprograms == std::vector<size_t>{0});

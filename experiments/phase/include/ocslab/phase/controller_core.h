@@ -156,7 +156,6 @@ class ControllerCore {
     // Ops of the group after seq that every member declared back to back (request "run"):
     // granted with this ACK (ack "keep") for a symmetric group; 0 otherwise.
     int64_t keep = 0;
-    int64_t op = -1;  // the op's index in the step (the request's "op"), for safe-window
   };
   struct Reconfig {
     uint64_t id = 0;

@@ -30,22 +30,26 @@ std::optional<Policy> parse_policy(std::string_view name);
 // The accepted names, for error messages: "on-request, safe-window, greedy".
 std::string policy_names();
 
-// One op of a step with its predicted idle window: the time between the end of the rank's
-// previous op and the start of this one (compute the switch can hide behind).
+// One op of a step with its predicted idle window: the time between the end of the previous
+// op and the start of this one (compute the switch can hide behind).
 struct OpWindow {
   int index = 0;
-  std::string group;
+  std::string group;  // the shim's group name (what requests carry)
   std::string type;
   uint64_t bytes = 0;
   int64_t idle_us = 0;
 };
 
-// The phase table with windows: CSV with header "index,group,type,bytes,idle_us" (the shim's
-// phase table plus a column), one row per op in step order. Errors name file:line:col.
+// The job's phase table with windows: CSV with header "index,group,type,bytes,idle_us", one row
+// per op of the job's step in order (every group's ops, as the schedule's step lists them: the
+// shim's per-rank table plus a column, over all ranks). Errors name file:line:col.
 struct PhaseWindows {
   std::vector<OpWindow> ops;
   static PhaseWindows load(const std::string& path);
-  const OpWindow* find(int64_t index) const;
+  // The row of the group's `seq`-th op (1, 2, ... over the whole run): the group's rows in step
+  // order, seq wrapping around them step after step. Null when the table has no row of the
+  // group or seq < 1.
+  const OpWindow* find(std::string_view group, int64_t seq) const;
 };
 
 struct WindowDecision {
@@ -54,12 +58,11 @@ struct WindowDecision {
   std::string why;       // one line, for the controller's events
 };
 
-// safe-window: reconfigure for op `index` of `group` only when its predicted idle window is
-// strictly longer than `switch_time`. The op is looked up by its index in the step, the same
-// on every rank; the row's group is one rank's name for it (ranks of one op name different
-// groups: dp0s0, dp2s0...), so it is not compared. An op past the table's end is not
+// safe-window: reconfigure for the `seq`-th op of `group` only when its predicted idle window is
+// strictly longer than `switch_time`. The barrier's key (group, seq) is the same on every
+// member, unlike the op's index in each rank's own step. An op of a group the table lacks is not
 // predictable: it reconfigures, as on-request would, and `why` says so.
-WindowDecision decide_safe_window(const PhaseWindows& table, int64_t index, std::string_view group,
+WindowDecision decide_safe_window(const PhaseWindows& table, std::string_view group, int64_t seq,
                                   std::chrono::microseconds switch_time);
 
 // A wish for a circuit: rank `src` transmits to rank `dst`, carrying `bytes`.
