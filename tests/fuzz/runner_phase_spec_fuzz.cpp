@@ -1,6 +1,7 @@
 // Phase-workload specs are user input: any text must give a spec whose placement, slots and
 // command lines are consistent, or an ocslab::Error; never crash. The spec's origin is a folder
-// holding a valid schedule (sched.yaml, the DP=2 x PP=2 shape) so inputs get past the file.
+// holding a valid schedule (sched.yaml, the DP=2 x PP=2 shape) and a phase table with idle windows
+// (phases.csv, for policy safe-window) so inputs get past the files.
 #include <unistd.h>
 
 #include <cstddef>
@@ -27,6 +28,9 @@ std::string origin() {
                                         "step:\n  - {group: pp0, op: sendrecv, bytes: 4KiB}\n"
                                         "  - {group: dp-s0, op: allreduce, bytes: 4KiB}\n"
                                         "  - {group: world, op: barrier}\n";
+    // safe-window's phase table with idle windows (phase.phase_table: phases.csv)
+    std::ofstream(d + "/phases.csv") << "index,group,type,bytes,idle_us\n0,pp0,sendrecv,4096,100\n"
+                                        "1,dp-s0,allreduce,4096,50000\n2,world,barrier,0,0\n";
     return d + "/spec.yaml";
   }();
   return dir;

@@ -191,6 +191,9 @@ void Controller::Impl::start() {
     strands.push_back(asio::make_strand(workers.get_executor()));
   }
   cc.token = opt.token;
+  cc.policy = opt.policy;
+  cc.windows = opt.windows;
+  cc.switch_time = opt.switch_time;
   boost::system::error_code ec;
   tcp::endpoint ep(asio::ip::make_address(opt.listen_host, ec), static_cast<unsigned short>(opt.listen_port));
   if (ec) throw Error(fmt::format("controller {}: bad listen address '{}': {}", L.job, opt.listen_host, ec.message()));
@@ -294,7 +297,8 @@ void Controller::Impl::reprogram(size_t k) {
   asio::post(strands[k], [this, orch, k] {
     auto [t, v] = core->intended(k);  // the newest intention when the work runs
     try {
-      auto report = orch->set_topology(opt.layout.job, t);
+      auto report = opt.policy == Policy::kGreedy ? orch->allocate_topology(opt.layout.job, t).reconfig
+                                                  : orch->set_topology(opt.layout.job, t);
       if (report.changed() && opt.injected_switch_time.count() > 0) std::this_thread::sleep_for(opt.injected_switch_time);
       if (opt.on_reprogram) opt.on_reprogram(report);
       asio::post(io, [this, k, v = v, t = t] { core->on_rail_result(k, v, true, {}, t); });
@@ -349,5 +353,6 @@ std::vector<std::string> Controller::problems() const {
   return impl_->core ? impl_->core->problems() : std::vector<std::string>{};
 }
 bool Controller::in_fallback() const { return impl_->core && impl_->core->in_fallback(); }
+size_t Controller::declined() const { return impl_->core ? impl_->core->declined() : 0; }
 
 }  // namespace ocslab::phase

@@ -12,11 +12,47 @@
 
 namespace ocslab::phase {
 
+PolicyConfig parse_policy_config(const YamlDoc& doc, const YAML::Node& root) {
+  PolicyConfig c;
+  if (auto p = root["policy"]) {
+    auto name = as_string(doc, p);
+    auto policy = parse_policy(name);
+    if (!policy) throw config_error(doc, p, fmt::format("policy '{}' is not one of {}", name, policy_names()));
+    c.policy = *policy;
+  }
+  auto table = root["phase_table"];
+  auto st = root["switch_time_ms"];
+  if (c.policy != Policy::kSafeWindow) {
+    if (table || st) {
+      throw config_error(doc, table ? table : st,
+                         fmt::format("{} is for policy safe-window (this job's policy is {})",
+                                     table ? "phase_table" : "switch_time_ms", to_string(c.policy)));
+    }
+    return c;
+  }
+  if (!table || !st) {
+    throw config_error(doc, root["policy"],
+                       fmt::format("policy safe-window needs {}: the predicted idle windows come from the phase table "
+                                   "(index,group,type,bytes,idle_us) and are compared with the switch time",
+                                   !table ? "phase_table" : "switch_time_ms"));
+  }
+  c.phase_table = as_string(doc, table);
+  if (c.phase_table.empty()) throw config_error(doc, table, "phase_table must name a file");
+  std::filesystem::path path(c.phase_table);
+  if (path.is_relative() && !doc.origin.empty())
+    c.phase_table = (std::filesystem::path(doc.origin).parent_path() / path).string();
+  c.switch_time_ms = as_double(doc, st);
+  if (!(c.switch_time_ms > 0 && c.switch_time_ms <= 3'600'000))
+    throw config_error(doc, st, "switch_time_ms must be > 0 and at most 3600000");
+  return c;
+}
+
 ControllerConfig parse_controller_config(const YamlDoc& doc) {
   const auto& root = doc.root;
   if (!root.IsMap()) throw config_error(doc, root, "a controller file is a mapping (job, pp, dims, rails, ...)");
   only_keys(doc, root,
-            {"job", "pp", "dims", "initial", "listen", "token", "token_file", "ack_timeout_ms", "max_retries", "rails"});
+            {"job", "pp", "dims", "initial", "listen", "token", "token_file", "ack_timeout_ms", "max_retries", "policy",
+             "phase_table", "switch_time_ms", "rails"});
   ControllerConfig c;
   c.origin = doc.origin;
   c.layout.job = as_string(doc, require(doc, root, "job"));
@@ -92,6 +128,10 @@ ControllerConfig parse_controller_config(const YamlDoc& doc) {
     if (v < 0 || v > 100) throw config_error(doc, m, "max_retries must be 0..100");
     c.max_retries = static_cast<int>(v);
   }
+  auto pc = parse_policy_config(doc, root);
+  c.policy = pc.policy;
+  c.phase_table = pc.phase_table;
+  c.switch_time_ms = pc.switch_time_ms;
   auto rails = require(doc, root, "rails");
   if (!rails.IsSequence() || rails.size() == 0) throw config_error(doc, rails, "rails is a non-empty list");
   std::set<std::string> names;
@@ -152,7 +192,9 @@ ControllerConfig parse_controller_config(const YamlDoc& doc) {
 }
 
 ControllerConfig load_controller_config(const std::string& path) {
-  return parse_controller_config(load_yaml_file(path));
+  auto c = parse_controller_config(load_yaml_file(path));
+  if (c.policy == Policy::kSafeWindow) c.windows = PhaseWindows::load(c.phase_table);
+  return c;
 }
 
 std::string controller_token(const ControllerConfig& c) {

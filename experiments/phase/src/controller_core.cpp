@@ -37,6 +37,8 @@ std::string_view to_string(ControllerEvent::Kind k) {
       return "disconnect";
     case Kind::kRejected:
       return "rejected";
+    case Kind::kDeclined:
+      return "declined";
   }
   return "?";
 }
@@ -69,6 +71,12 @@ ControllerCore::ControllerCore(CoreConfig config, CoreActions& actions)
   if (cfg_.initial.size() != cfg_.rails.size())
     throw Error(fmt::format("controller {}: {} rails but {} initial topologies", cfg_.layout.job, cfg_.rails.size(),
                             cfg_.initial.size()));
+  if (cfg_.policy == Policy::kSafeWindow) {
+    if (cfg_.windows.ops.empty())
+      throw Error(fmt::format("controller {}: policy safe-window needs a phase table with idle windows", cfg_.layout.job));
+    if (cfg_.switch_time.count() <= 0)
+      throw Error(fmt::format("controller {}: policy safe-window needs the switch time (> 0)", cfg_.layout.job));
+  }
   current_ = cfg_.initial;
   intended_ = current_;
   confirmed_.assign(cfg_.rails.size(), 0);
@@ -382,9 +390,11 @@ void ControllerCore::done_msg(ConnId c, const Message& m) {
   pump();
 }
 
-void ControllerCore::ack_all(const Pending& p, bool reconfigured) {
+void ControllerCore::ack_all(const Pending& p, bool reconfigured, bool declined) {
   const auto& g = groups_.at(p.group);
-  const bool fb = fallback_ != Fallback::kNo;
+  // A declined op runs over the circuits as they are (or the fallback ring): its ACK says
+  // fallback, for this op only; nothing is granted with it.
+  const bool fb = fallback_ != Fallback::kNo || declined;
   // A granted run: the group's next `keep` ops count as ACKed now, on the same topology. Each
   // stays in flight (G2 holds the group's stages) until that op's done. Not in fallback.
   const int64_t keep = fb || g.digit <= 0 ? 0 : p.keep;
@@ -424,6 +434,7 @@ void ControllerCore::ack_all(const Pending& p, bool reconfigured) {
     e.seq = p.seq;
     e.stages = g.digit >= 0 ? g.stages : std::vector<int>{};
     e.value = reconfigured;
+    if (declined) e.detail = "declined: runs over the circuits as they are";
     record(e);
     act_.send(it->second, a);
   }
@@ -461,6 +472,10 @@ void ControllerCore::pump() {
       it = queue_.erase(it);
       continue;
     }
+    if (decline(*it)) {  // safe-window: the window is too short, keep the circuits
+      it = queue_.erase(it);
+      continue;
+    }
     bool hold = false;
     for (int st : touched)
       hold = hold || busy_[static_cast<size_t>(st)] || inflight_[static_cast<size_t>(st)] > 0 || blocked.count(st);
@@ -474,6 +489,22 @@ void ControllerCore::pump() {
     it = queue_.erase(it);
     start_reconfig(std::move(p), next, {touched.begin(), touched.end()});
   }
+}
+
+bool ControllerCore::decline(const Pending& p) {
+  if (cfg_.policy != Policy::kSafeWindow) return false;
+  auto d = decide_safe_window(cfg_.windows, p.group, p.seq, cfg_.switch_time);
+  if (d.reconfigure) return false;
+  ++declined_;
+  auto e = event(Kind::kDeclined);
+  e.group = p.group;
+  e.seq = p.seq;
+  e.stages = groups_.at(p.group).stages;
+  e.value = static_cast<double>(d.idle_us);
+  e.detail = d.why;
+  record(e);
+  ack_all(p, false, true);
+  return true;
 }
 
 void ControllerCore::start_reconfig(Pending p, const std::vector<TopoId>& next, const std::vector<int>& stages) {

@@ -239,6 +239,7 @@ ReconfigReport Orchestrator::set_topology(const std::string& job, const TopoId& 
   r.plan_ms = elapsed_ms(t0, now());
   execute(j, r, target);
   j.topo = topo;
+  j.greedy.reset();
   spdlog::debug("rail {}: job {} {} -> {}: {} removed, {} added in {:.3f} ms", rail_, job, r.from, r.to,
                 r.removed.size(), r.added.size(), r.total_ms);
   return r;
@@ -256,6 +257,7 @@ ReconfigReport Orchestrator::set_giant_ring(const std::string& job) {
   r.plan_ms = elapsed_ms(t0, now());
   execute(j, r, target);
   j.topo.reset();
+  j.greedy.reset();
   return r;
 }
 
@@ -289,16 +291,146 @@ MaskReport Orchestrator::mask_port(ocs::Port port) {
     m.to = spare;
     *pos = *spare;
     // Circuits on the failed slot's ports go; the rank's edges are re-made on the spare.
-    auto edges = j.topo ? j.table->compose(*j.topo) : j.table->giant_ring();
+    auto edges = j.topo ? j.table->compose(*j.topo) : j.greedy ? *j.greedy : j.table->giant_ring();
     auto target = target_of(j, edges);
     auto r = diff(j, target);
-    r.from = j.topo ? j.topo->str() : "ring";
+    r.from = j.topo ? j.topo->str() : j.greedy ? "greedy" : "ring";
     r.to = r.from;
     execute(j, r, target);
     m.reapplied = std::move(r);
     break;
   }
   return m;
+}
+
+void Orchestrator::validate_plan(const Job& j, const ReconfigReport& r, const std::set<int>& locked_stages) const {
+  const auto& name = j.layout.job;
+  auto rank_of = [&](ocs::Port p) {
+    for (size_t i = 0; i < j.slots.size(); ++i) {
+      if (j.slots[i].ingress == p || j.slots[i].egress == p) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  const auto& allow = driver_->options().allow;
+  for (const auto& c : r.added) {
+    for (auto p : {c.ingress, c.egress}) {
+      if (masked_.count(p)) {
+        throw InfeasibleError(fmt::format("rail {}: job {}: the plan needs rank {}'s port {}, which is masked; nothing "
+                                          "was sent",
+                                          rail_, name, rank_of(p), p));
+      }
+      if (allow && !allow->contains(p)) {
+        throw InfeasibleError(fmt::format("rail {}: job {}: the plan needs rank {}'s port {}, outside the switch "
+                                          "allow-list {}; nothing was sent",
+                                          rail_, name, rank_of(p), p, allow->to_string()));
+      }
+    }
+  }
+  for (const auto* list : {&r.removed, &r.added}) {
+    for (const auto& c : *list) {
+      for (auto p : {c.ingress, c.egress}) {
+        const int rank = rank_of(p);
+        const int stage = rank < 0 ? -1 : j.layout.stage_of(rank);
+        if (locked_stages.count(stage)) {
+          throw InfeasibleError(fmt::format("rail {}: job {}: the plan changes rank {}'s port {} on stage {}, which has "
+                                            "an op in flight or is under reconfiguration (G1/G2); nothing was sent",
+                                            rail_, name, rank, p, stage));
+        }
+      }
+    }
+  }
+  try {
+    driver_->check_circuits(r.added);  // switch size and the driver's own checks
+  } catch (const InfeasibleError&) {
+    throw;
+  } catch (const Error& e) {
+    throw InfeasibleError(fmt::format("rail {}: job {}: {}; nothing was sent", rail_, name, e.what()));
+  }
+}
+
+GreedyReport Orchestrator::allocate(const std::string& job, const std::vector<Demand>& demands,
+                                    const std::set<int>& locked_stages) {
+  std::lock_guard lock(mutex_);
+  return allocate_locked(job_ref(job), demands, locked_stages, std::nullopt);
+}
+
+GreedyReport Orchestrator::allocate_topology(const std::string& job, const TopoId& topo) {
+  std::lock_guard lock(mutex_);
+  auto& j = job_ref(job);
+  topo.validate(j.layout);
+  std::vector<Demand> demands;
+  for (const auto& e : j.table->compose(topo)) demands.push_back({e.src, e.dst, 1});
+  return allocate_locked(j, demands, {}, topo);
+}
+
+GreedyReport Orchestrator::allocate_locked(Job& j, const std::vector<Demand>& demands,
+                                           const std::set<int>& locked_stages, const std::optional<TopoId>& as) {
+  const auto& job = j.layout.job;
+  auto t0 = now();
+  GreedyReport g;
+  try {
+    g.allocation = allocate_greedy(demands, j.layout.ranks());
+  } catch (const TopologyError& e) {
+    throw InfeasibleError(fmt::format("rail {}: job {}: {}", rail_, job, e.what()));
+  }
+  std::vector<RankEdge> edges;
+  for (const auto& d : g.allocation.granted) edges.push_back({d.src, d.dst});
+  auto target = target_of(j, edges);
+  auto& r = g.reconfig;
+  r = diff(j, target);
+  r.from = j.topo ? j.topo->str() : "ring";
+  r.to = as ? as->str() : "greedy";
+  std::set<int> stages;
+  for (const auto& c : r.removed) stages.insert(j.layout.stage_of(static_cast<int>(
+      std::find_if(j.slots.begin(), j.slots.end(), [&](const Slot& s) { return s.ingress == c.ingress; }) -
+      j.slots.begin())));
+  for (const auto& d : g.allocation.granted) stages.insert(j.layout.stage_of(d.src));
+  r.stages.assign(stages.begin(), stages.end());
+  validate_plan(j, r, locked_stages);  // everything is checked before the first command
+  r.plan_ms = elapsed_ms(t0, now());
+  r.started = now();
+  if (r.changed()) {
+    auto record = [&] {
+      if (auto t = driver_->last_timing()) r.calls.push_back(*t);
+    };
+    try {
+      if (!r.removed.empty()) {
+        std::vector<ocs::Port> ingress;
+        for (const auto& c : r.removed) ingress.push_back(c.ingress);
+        driver_->disconnect(ingress);
+        record();
+      }
+    } catch (...) {
+      resync(j);
+      throw;
+    }
+    try {
+      if (!r.added.empty()) {
+        driver_->connect(r.added);
+        record();
+      }
+    } catch (...) {
+      // Commit or nothing: remake what this plan removed, then report the refusal.
+      try {
+        if (!r.removed.empty()) driver_->connect(r.removed);
+      } catch (const std::exception& e) {
+        spdlog::warn("rail {}: job {}: rolling back a refused greedy plan failed: {}", rail_, job, e.what());
+      }
+      resync(j);
+      throw;
+    }
+  }
+  j.circuits = target;
+  if (as && g.allocation.dropped.empty()) {
+    j.topo = as;
+    j.greedy.reset();
+  } else {
+    j.topo.reset();
+    j.greedy = edges;
+  }
+  r.finished = now();
+  r.total_ms = elapsed_ms(r.started, r.finished);
+  return g;
 }
 
 std::set<ocs::Port> Orchestrator::masked() const {

@@ -784,6 +784,9 @@ class PhaseWorkloadRun {
     co.rails = {std::move(rail)};
     co.ack_timeout = std::chrono::milliseconds(pw_.ack_timeout_ms);
     co.max_retries = pw_.max_retries;
+    co.policy = pw_.policy;
+    co.windows = pw_.windows;
+    co.switch_time = std::chrono::microseconds(static_cast<int64_t>(pw_.switch_time_ms * 1000));
     if (pw_.inject_delay && m.switching_ms > 0) {
       co.injected_switch_time = std::chrono::microseconds(static_cast<int64_t>(m.switching_ms * 1000));
       // The injected time comes on top of every attempt: the ack timeout must leave room for it.
@@ -1129,6 +1132,11 @@ class PhaseWorkloadRun {
     result_.problems.insert(result_.problems.end(), m.problems.begin(), m.problems.end());
     int reconfigs = 0;
     for (const auto& f : figures) reconfigs += f.reconfigurations;
+    const auto declined = std::count_if(events.begin(), events.end(), [](const phase::ControllerEvent& e) {
+      return e.kind == phase::ControllerEvent::Kind::kDeclined;
+    });
+    if (pw_.policy == phase::Policy::kSafeWindow && m.mode != "native")
+      ctx_.log(fmt::format("{}: policy safe-window declined {} reconfigurations", m.label, declined));
     meta_modes_.push_back({{"mode", m.mode},
                            {"label", m.label},
                            {"switching_ms", m.switching_ms < 0 ? json(nullptr) : json(m.switching_ms)},
@@ -1141,6 +1149,7 @@ class PhaseWorkloadRun {
                            {"rows", got.rows.size()},
                            {"timeline_rows", got.samples.size()},
                            {"reconfigurations", reconfigs},
+                           {"declined", declined},
                            {"fallback", fallback},
                            {"problems", m.problems}});
     ctx_.log(fmt::format("{}: {} row(s) from {} rank(s), {} reconfiguration(s) in {:.1f} s", m.label, got.rows.size(),
@@ -1354,7 +1363,11 @@ class PhaseWorkloadRun {
     }
     meta["phase"] = {{"job", pw_.layout.job},          {"pp", pw_.layout.pp}, {"digits", pw_.layout.describe_digits()},
                      {"initial", pw_.initial.str()},   {"rail", pw_.rail},    {"switch", switch_text()},
-                     {"allow", spec_.allow.to_string()}};
+                     {"allow", spec_.allow.to_string()}, {"policy", phase::to_string(pw_.policy)}};
+    if (pw_.policy == phase::Policy::kSafeWindow) {
+      meta["phase"]["phase_table"] = pw_.phase_table;
+      meta["phase"]["switch_time_ms"] = pw_.switch_time_ms;
+    }
     meta["modes"] = meta_modes_;
     meta["native"] = {{"topology", pw_.native.str()}, {"unconnected_groups", pw_.native_unconnected}};
     meta["native"]["group_if"] = json::object();

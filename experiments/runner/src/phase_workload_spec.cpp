@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "ocslab/phase/controller_config.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/phase_workload.h"
 #include "ocslab/workloads/shim_hooks.h"
@@ -546,13 +547,19 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
   const auto& ph = require(doc, root, "phase");
   if (!ph.IsMap()) throw config_error(doc, ph, "phase must be a map (job, pp, dims, initial, ...)");
   only_keys(doc, ph,
-            {"job", "pp", "dims", "initial", "native", "settle_ms", "rail", "listen", "controller", "ack_timeout_ms", "max_retries"});
+            {"job", "pp", "dims", "initial", "native", "settle_ms", "rail", "listen", "controller", "ack_timeout_ms", "max_retries",
+             "policy", "phase_table", "switch_time_ms"});
   parse_layout(doc, ph, spec, pw);
   if (ph["rail"]) pw.rail = as_string(doc, ph["rail"]);
   if (const auto& l = ph["listen"]) parse_listen(doc, l, pw);
   if (ph["ack_timeout_ms"]) pw.ack_timeout_ms = int_in(doc, ph["ack_timeout_ms"], 1, 3'600'000, "ack_timeout_ms");
   if (ph["settle_ms"]) pw.settle_ms = int_in(doc, ph["settle_ms"], 0, 600'000, "settle_ms");
   if (ph["max_retries"]) pw.max_retries = int_in(doc, ph["max_retries"], 0, 100, "max_retries");
+  auto policy = phase::parse_policy_config(doc, ph);  // before anything is touched
+  pw.policy = policy.policy;
+  pw.phase_table = policy.phase_table;
+  pw.switch_time_ms = policy.switch_time_ms;
+  if (pw.policy == phase::Policy::kSafeWindow) pw.windows = phase::PhaseWindows::load(pw.phase_table);
   check_groups(doc, require(doc, wl, "schedule"), pw);
   pick_native(doc, ph, wl, pw);
   if (const auto& sw = root["sweep"]) parse_sweep(doc, sw, spec, pw);

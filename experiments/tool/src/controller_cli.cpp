@@ -102,6 +102,11 @@ int run_controller(const std::vector<std::string>& args, std::ostream& out, std:
                        : !cfg.token.empty()    ? std::string("inline")
                                                : std::string("none: loopback only"),
                        cfg.ack_timeout_ms, cfg.max_retries);
+    out << fmt::format("policy {}{}\n", phase::to_string(cfg.policy),
+                       cfg.policy == phase::Policy::kSafeWindow
+                           ? fmt::format(" (switch time {} ms, {} ops in {})", cfg.switch_time_ms,
+                                         cfg.windows.ops.size(), cfg.phase_table)
+                           : std::string());
     return kExitOk;
   }
   phase::ControllerOptions co;
@@ -111,6 +116,9 @@ int run_controller(const std::vector<std::string>& args, std::ostream& out, std:
   co.listen_port = cfg.listen_port;
   co.ack_timeout = std::chrono::milliseconds(cfg.ack_timeout_ms);
   co.max_retries = cfg.max_retries;
+  co.policy = cfg.policy;
+  co.windows = cfg.windows;
+  co.switch_time = std::chrono::microseconds(static_cast<int64_t>(cfg.switch_time_ms * 1000));
   for (const auto& r : cfg.rails) {
     ocs::DriverOptions o;
     o.allow = r.allow;
@@ -148,6 +156,8 @@ int run_controller(const std::vector<std::string>& args, std::ostream& out, std:
     w.flush();
   }
   for (const auto& p : ctl.problems()) err << "ocslab controller: problem: " << p << "\n";
+  if (cfg.policy == phase::Policy::kSafeWindow)
+    err << fmt::format("ocslab controller: policy safe-window declined {} reconfigurations\n", ctl.declined());
   if (interrupt.raised()) return kExitInterrupted;
   return ctl.in_fallback() ? kExitFailed : kExitOk;
 }

@@ -146,3 +146,73 @@ TEST_CASE("ocslab controller reads its token file only when private, before touc
   std::remove(cfg.c_str());
   std::remove((base + ".token").c_str());
 }
+
+TEST_CASE("ocslab controller under safe-window: --check shows the policy, a bad table is refused before the switch, "
+          "a short window is declined and reported",
+          "[phase][cli][policy]") {
+  Lab lab;
+  ::setenv("OCSLAB_OCS_PASSWORD", "root", 1);
+  const std::string base = "/tmp/ocslab-phase-cli-policy-" + std::to_string(::getpid());
+  int port = free_port();
+  // Two stages of one rank each, wired "11"; the PP op (op 0 of the step) has 200 us before it.
+  auto cfg = write_config(base + ".yaml", lab, port, 2, 1);
+  std::ofstream(cfg, std::ios::app) << "policy: safe-window\nphase_table: " << base
+                                    << ".csv\nswitch_time_ms: 5\n";
+  std::ofstream(base + ".csv") << "index,group,type,bytes,idle_us\n0,pp,send,64,oops\n";
+  std::ostringstream out, err;
+  CHECK(ocslab::cli::run_ocslab({"controller", cfg, "--duration", "0.1"}, out, err) == ocslab::cli::kExitInput);
+  CHECK_THAT(err.str(), Catch::Contains(base + ".csv:2:14: idle_us must be a non-negative integer, got 'oops'"));
+  CHECK(lab.circuits().empty());  // refused before any switch was touched
+  std::ofstream(base + ".csv") << "index,group,type,bytes,idle_us\n0,pp,send,64,200\n";
+  std::ostringstream cout_, cerr_;
+  REQUIRE(ocslab::cli::run_ocslab({"controller", cfg, "--check"}, cout_, cerr_) == ocslab::cli::kExitOk);
+  CHECK_THAT(cout_.str(), Catch::Contains("policy safe-window (switch time 5 ms, 1 ops in " + base + ".csv)"));
+
+  std::ostringstream rout, rerr;
+  int rc = -1;
+  std::thread cli([&] { rc = ocslab::cli::run_ocslab({"controller", cfg, "--duration", "3"}, rout, rerr); });
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::vector<std::unique_ptr<Shim>> shims;
+  while (shims.empty() && std::chrono::steady_clock::now() < deadline) {
+    try {
+      ShimOptions so;
+      so.port = port;
+      so.job = "cli";
+      so.world = 2;
+      so.rank = 0;
+      auto s0 = std::make_unique<Shim>(so);
+      so.rank = 1;
+      auto s1 = std::make_unique<Shim>(so);
+      shims.push_back(std::move(s0));
+      shims.push_back(std::move(s1));
+    } catch (const std::exception&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // retry interval of this bounded wait
+    }
+  }
+  REQUIRE(shims.size() == 2);
+  std::vector<Decision> d(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      auto& s = *shims[static_cast<size_t>(r)];
+      s.add_group("pp", "pp", {0, 1});
+      d[static_cast<size_t>(r)] = s.pre_communication({"pp", "send", 64, 0});  // wants "00": declined
+      s.post_communication({"pp", "send", 64, 0});
+    });
+  }
+  for (auto& t : ranks) t.join();
+  shims.clear();
+  cli.join();
+  INFO(rerr.str());
+  CHECK(rc == ocslab::cli::kExitOk);
+  for (const auto& x : d) {
+    CHECK_FALSE(x.reconfigured);
+    CHECK(x.fallback);  // this op ran over the circuits as they were
+    CHECK(x.topo.at("rail0") == "11");
+  }
+  CHECK_THAT(rerr.str(), Catch::Contains("ocslab controller: policy safe-window declined 1 reconfigurations"));
+  // The switch kept the initial "11" (each stage's lone rank has no DP peer: no circuits).
+  CHECK(lab.circuits().empty());
+  std::remove(cfg.c_str());
+  std::remove((base + ".csv").c_str());
+}

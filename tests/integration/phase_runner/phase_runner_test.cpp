@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -239,6 +240,8 @@ TEST_CASE("phase-workload on loopback: 4 ranks over SSH, both modes, against the
   CHECK(meta["type"] == "phase-workload");
   CHECK(meta["modes"].size() == 2);
   CHECK(meta["workload"]["ranks"][3]["slot"] == "4-12");
+  CHECK(meta["phase"]["policy"] == "on-request");  // the job's orchestrator policy, the default here
+  CHECK(meta["modes"][0]["declined"] == 0);
   // Same machine: every "host" clock agrees with the runner's within the measurement.
   for (const std::string h : {"h1", "h2", "h3", "h4"}) {
     INFO(h << ": " << meta["clock_offsets"][h].dump());
@@ -262,6 +265,87 @@ TEST_CASE("phase-workload: a spec with fewer hosts than ranks is refused before 
   REQUIRE(cli::run_ocslab({"run", lab.spec(4), "--check"}, o2, e2) == 0);
   CHECK_THAT(o2.str(), Contains("rank 3: h4:lo slot 4-12") && Contains("--phase-mode provisioning --profile-steps 1"));
   CHECK(lab.emu.connects() == 0);
+}
+
+TEST_CASE("phase-workload: a bad orchestrator policy is refused before anything runs, naming file:line:col",
+          "[phase-runner]") {
+  Lab lab;
+  const std::string spec = lab.spec(4);
+  std::string text;
+  {
+    std::ifstream in(spec);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const std::string anchor = "ack_timeout_ms: 5000}";
+  REQUIRE(text.find(anchor) != std::string::npos);
+  const auto line_no = std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(text.find(anchor)), '\n') + 1;
+  std::ofstream(lab.dir.path() + "/bad.csv") << "index,group,type,bytes,idle_us\n0,pp0,sendrecv,4096,soon\n";
+  struct Case {
+    std::string keys, message;
+  };
+  for (const auto& c : std::vector<Case>{
+           {"policy: lazy", spec + ":" + std::to_string(line_no) + ":"},
+           {"policy: lazy", "policy 'lazy' is not one of on-request, safe-window, greedy"},
+           {"policy: safe-window, switch_time_ms: 5", "policy safe-window needs phase_table"},
+           {"policy: safe-window, phase_table: bad.csv", "policy safe-window needs switch_time_ms"},
+           {"policy: safe-window, phase_table: bad.csv, switch_time_ms: 5",
+            lab.dir.path() + "/bad.csv:2:21: idle_us must be a non-negative integer, got 'soon'"},
+       }) {
+    INFO(c.keys);
+    auto t = text;
+    t.replace(t.find(anchor), anchor.size(), "ack_timeout_ms: 5000, " + c.keys + "}");
+    std::ofstream(spec) << t;
+    std::ostringstream out, err;
+    CHECK(cli::run_ocslab({"run", spec, "-o", lab.dir.path() + "/results"}, out, err) == cli::kExitInput);
+    CHECK_THAT(err.str(), Contains(c.message));
+    CHECK_FALSE(fs::exists(lab.dir.path() + "/results"));
+  }
+  CHECK(lab.emu.connects() == 0);  // the switch was not touched
+}
+
+TEST_CASE("phase-workload under safe-window: the short DP windows are declined and counted in meta.json",
+          "[phase-runner][policy]") {
+  Lab lab;
+  // dp-pp-4-phase: ops 0..3 are the pipeline sends (long windows), 4 and 5 the per-stage
+  // allreduces (100 us before them, shorter than the declared 100 ms switch), 6..8 management.
+  std::ofstream(lab.dir.path() + "/phases.csv") << "index,group,type,bytes,idle_us\n"
+                                                   "0,pp0,sendrecv,65536,1000000\n1,pp1,sendrecv,65536,1000000\n"
+                                                   "2,pp0,sendrecv,65536,1000000\n3,pp1,sendrecv,65536,1000000\n"
+                                                   "4,dp-s0,allreduce,262144,100\n5,dp-s1,allreduce,262144,100\n"
+                                                   "6,world,reducescatter,131072,0\n7,world,allgather,131072,0\n"
+                                                   "8,world,barrier,0,0\n";
+  const std::string spec = lab.spec(4, "  modes: [on-demand]\n", "dp-pp-4-phase", "[--compute-ms, 10, --steps, 2]");
+  std::string text;
+  {
+    std::ifstream in(spec);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const std::string anchor = "ack_timeout_ms: 5000}";
+  REQUIRE(text.find(anchor) != std::string::npos);
+  text.replace(text.find(anchor), anchor.size(),
+               "ack_timeout_ms: 5000, policy: safe-window, phase_table: phases.csv, switch_time_ms: 100}");
+  std::ofstream(spec) << text;
+  std::string out_dir = lab.dir.path() + "/results";
+  std::ostringstream out, err;
+  int rc = cli::run_ocslab({"run", spec, "-o", out_dir}, out, err);
+  INFO(err.str());
+  REQUIRE(rc == 0);
+  auto sched = workloads::load_schedule(source_dir() + "/experiments/workloads/schedules/dp-pp-4-phase.yaml");
+  const int steps = sched.warmup + 2;
+  // The pipeline phase ("00") is wired once, in the first step; from then on both stages' DP
+  // allreduces are declined every step (2 per step) and run over the pipeline circuits.
+  int reconfigs = 0;
+  for (const auto& f : read_csv(out_dir + "/phase-steps.csv")) reconfigs += std::stoi(f.at("reconfigurations"));
+  CHECK(reconfigs == 1);
+  auto meta = nlohmann::json::parse(std::ifstream(out_dir + "/meta.json"));
+  CHECK(meta["phase"]["policy"] == "safe-window");
+  CHECK(meta["phase"]["switch_time_ms"] == 100.0);
+  REQUIRE(meta["modes"].size() == 1);
+  CHECK(meta["modes"][0]["declined"] == 2 * steps);
+  CHECK(meta["modes"][0]["fallback"] == false);
+  CHECK_THAT(err.str(), Contains("policy safe-window declined " + std::to_string(2 * steps) + " reconfigurations"));
+  // Ground truth: one connect for the placement (when it made circuits) and one for "00".
+  CHECK(lab.emu.connects() == (meta["modes"][0]["placement_circuits_added"].get<int>() > 0 ? 1 : 0) + 1);
 }
 
 TEST_CASE("phase-workload: a rank that fails is reported with its message", "[phase-runner]") {

@@ -48,6 +48,13 @@ struct ControllerOptions {
   // Called on the rail's worker thread after every reprogramming attempt that returned (circuits
   // changed or not), with the orchestrator's report: the runner records each reconfiguration.
   std::function<void(const ReconfigReport&)> on_reprogram;
+  // The orchestrator policy (policy.h, docs/phase-control.md#orchestrator-policies).
+  // safe-window: reconfigure only when the phase table's idle window before the op exceeds
+  // switch_time (both required, else start() throws). greedy: each rail's change is allocated
+  // and validated whole (Orchestrator::allocate_topology) before anything is sent.
+  Policy policy = Policy::kOnRequest;
+  PhaseWindows windows;
+  std::chrono::microseconds switch_time{0};
 };
 
 // ControllerEvent and its to_string: controller_core.h.
@@ -71,6 +78,8 @@ class Controller {
   std::vector<ControllerEvent> events() const;
   std::vector<std::string> problems() const;  // disconnects, rejections, fallbacks, in words
   bool in_fallback() const;
+  // Reconfigurations the safe-window policy declined (0 under the other policies).
+  size_t declined() const;
 
   struct Impl;  // opaque; public only so the source file's session type can name it
 

@@ -24,6 +24,9 @@ namespace ocslab::phase {
 //                                 # is required to listen on anything but loopback
 //   ack_timeout_ms: 2000          # optional (10000)
 //   max_retries: 2                # optional (2)
+//   policy: safe-window           # optional: on-request (default), safe-window or greedy
+//   phase_table: phases.csv       # safe-window: index,group,type,bytes,idle_us (relative: next to this file)
+//   switch_time_ms: 25            # safe-window: reconfigure only when idle_us exceeds this
 //   rails:
 //     - name: rail0
 //       switch: tl1://admin@10.0.0.5:3082
@@ -46,10 +49,28 @@ struct ControllerConfig {
   std::string token_file;  // `token_file:`, relative paths resolved against the file's folder
   int ack_timeout_ms = 10000;
   int max_retries = 2;
+  Policy policy = Policy::kOnRequest;
+  std::string phase_table;   // safe-window's table, relative paths resolved against the file's folder
+  double switch_time_ms = 0;  // safe-window's switch time
+  PhaseWindows windows;       // load_controller_config reads phase_table (parse_controller_config does not)
   std::vector<RailConfig> rails;
 };
 
+// Checks the policy's keys (unknown name, safe-window without phase_table or switch_time_ms)
+// but reads no file; load_controller_config also loads the phase table (errors name its
+// file:line:col), all before any switch is touched.
 ControllerConfig parse_controller_config(const YamlDoc& doc);
+
+// The policy keys of a mapping (the controller file's root, a phase-workload spec's phase:):
+// policy, phase_table (resolved against the document's folder), switch_time_ms. Refuses an
+// unknown policy, safe-window without its table or switch time, and those keys under another
+// policy, naming file:line:col. Reads no file.
+struct PolicyConfig {
+  Policy policy = Policy::kOnRequest;
+  std::string phase_table;
+  double switch_time_ms = 0;
+};
+PolicyConfig parse_policy_config(const YamlDoc& doc, const YAML::Node& map);
 ControllerConfig load_controller_config(const std::string& path);
 // The shims' token: the inline one, or token_file read with read_secret_file's checks (a
 // regular file owned by this user, mode 0600 or stricter, no symlink); empty when neither.

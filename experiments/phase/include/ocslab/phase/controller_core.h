@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "ocslab/phase/policy.h"
 #include "ocslab/phase/protocol.h"
 #include "ocslab/phase/topology.h"
 
@@ -43,6 +44,7 @@ struct ControllerEvent {
     kRingReady,   // the giant ring is wired on a rail (or failed, see detail)
     kDisconnect,  // a rank's connection ended without bye
     kRejected,    // bad input (detail names rank and group)
+    kDeclined,    // safe-window kept the circuits: the window was too short (value: idle_us)
   };
   Kind kind = Kind::kRequest;
   int64_t mono_ns = 0;
@@ -88,6 +90,11 @@ struct CoreConfig {
   // connection is refused before it can name a rank. Empty: no authentication (loopback only,
   // enforced by Controller::start).
   std::string token;
+  // The orchestrator policy (policy.h). safe-window needs `windows` (the phase table with its
+  // idle_us column) and `switch_time` > 0, else the constructor throws.
+  Policy policy = Policy::kOnRequest;
+  PhaseWindows windows;
+  std::chrono::microseconds switch_time{0};
 };
 
 class ControllerCore {
@@ -118,6 +125,8 @@ class ControllerCore {
   std::vector<ControllerEvent> events() const;
   std::vector<std::string> problems() const;  // disconnects, rejections, fallbacks, in words
   bool in_fallback() const { return fallback_flag_; }
+  // Reconfigurations safe-window declined (each ACKed its ranks on the circuits as they were).
+  size_t declined() const { return declined_; }
   const CoreConfig& config() const { return cfg_; }
 
  private:
@@ -166,7 +175,10 @@ class ControllerCore {
   void request(ConnId c, const Message& m);
   void done_msg(ConnId c, const Message& m);
   void pump();
-  void ack_all(const Pending& p, bool reconfigured);
+  // declined: safe-window kept the circuits; the ACK says fallback for this op only.
+  void ack_all(const Pending& p, bool reconfigured, bool declined = false);
+  // safe-window: true when the change `p` needs is declined (ACKed at once, counted).
+  bool decline(const Pending& p);
   void start_reconfig(Pending p, const std::vector<TopoId>& next, const std::vector<int>& stages);
   void dispatch(uint64_t id, size_t rail, int attempt);
   void retry_or_fallback(Reconfig& r, size_t rail, const std::string& why);
@@ -204,6 +216,7 @@ class ControllerCore {
   std::vector<ControllerEvent> events_;
   std::vector<std::string> problems_;
   std::atomic<bool> fallback_flag_{false};
+  std::atomic<size_t> declined_{0};
   // Refusals of clients that never joined: the first kRecordedRefusals are events and
   // problems, the rest only counted, so strangers cannot grow the controller's memory.
   static constexpr size_t kRecordedRefusals = 16;

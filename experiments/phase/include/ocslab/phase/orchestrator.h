@@ -14,6 +14,7 @@
 
 #include "ocslab/common/clock.h"
 #include "ocslab/ocsctl/driver.h"
+#include "ocslab/phase/policy.h"
 #include "ocslab/phase/topology.h"
 
 namespace ocslab::phase {
@@ -41,6 +42,12 @@ struct ReconfigReport {
   double plan_ms = 0;   // diffing and validation before the first command
   double total_ms = 0;  // started -> finished (monotonic)
   bool changed() const { return !removed.empty() || !added.empty(); }
+};
+
+// What a greedy allocation granted and what it sent.
+struct GreedyReport {
+  GreedyAllocation allocation;
+  ReconfigReport reconfig;
 };
 
 struct MaskReport {
@@ -72,6 +79,20 @@ class Orchestrator {
   // Wires the job as one ring over all its ranks (the static fallback when the control
   // plane cannot keep up); set_topology afterwards leaves the fallback.
   ReconfigReport set_giant_ring(const std::string& job);
+  // The greedy policy: replaces the job's circuits with allocate_greedy(demands) (largest
+  // demands first while transmitters and receivers are free). The whole plan is validated before
+  // anything is sent: every new circuit's ports must be healthy (not masked) and inside the
+  // driver's allow-list, and no circuit may change on a stage in `locked_stages` (the stages the
+  // controller has an op in flight on or under reconfiguration: G1/G2). A plan that fails any
+  // check throws InfeasibleError naming the job, the rank and the port, and nothing is sent.
+  // Commit is one disconnect and one connect; a connect the switch refuses is rolled back
+  // (the removed circuits are remade) before the error is rethrown. Afterwards the job has no
+  // topo_id (topology() is empty) until the next set_topology.
+  GreedyReport allocate(const std::string& job, const std::vector<Demand>& demands,
+                        const std::set<int>& locked_stages = {});
+  // The controller's greedy policy: set_topology through allocate, every edge of `topo` one
+  // demand; the job keeps `topo` as its topo_id when every edge was granted.
+  GreedyReport allocate_topology(const std::string& job, const TopoId& topo);
   // What set_topology would change, without touching the switch.
   ReconfigReport plan(const std::string& job, const TopoId& topo) const;
 
@@ -93,7 +114,8 @@ class Orchestrator {
     JobLayout layout;
     std::unique_ptr<SubMappingTable> table;
     std::vector<Slot> slots;                  // by rank
-    std::optional<TopoId> topo;               // empty while in the giant-ring fallback
+    std::optional<TopoId> topo;               // empty while in the giant-ring fallback or greedy
+    std::optional<std::vector<RankEdge>> greedy;  // the edges a greedy allocation granted
     std::map<ocs::Port, ocs::Port> circuits;  // ingress -> egress, on this job's ports only
   };
   Job& job_ref(const std::string& job);
@@ -104,6 +126,10 @@ class Orchestrator {
   void execute(Job& j, ReconfigReport& r, const std::map<ocs::Port, ocs::Port>& target);
   void execute_unchecked(Job& j, ReconfigReport& r, const std::map<ocs::Port, ocs::Port>& target);
   void resync(Job& j);
+  // allocate's checks of a planned change (throws InfeasibleError); sends nothing.
+  GreedyReport allocate_locked(Job& j, const std::vector<Demand>& demands, const std::set<int>& locked_stages,
+                              const std::optional<TopoId>& as);
+  void validate_plan(const Job& j, const ReconfigReport& r, const std::set<int>& locked_stages) const;
   std::map<ocs::Port, ocs::Port> target_of(const Job& j, const std::vector<RankEdge>& edges) const;
   bool slot_free(const Slot& s) const;
   bool slot_masked(const Slot& s) const;

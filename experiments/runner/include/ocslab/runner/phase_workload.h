@@ -91,6 +91,12 @@ struct PhaseWorkloadSpec {
   std::string controller_host;  // how the ranks reach the runner's controller
   int ack_timeout_ms = 10000;
   int max_retries = 2;
+  // The orchestrator policy (phase.policy; docs/phase-control.md#orchestrator-policies) and,
+  // for safe-window, its phase table with idle windows (loaded while parsing) and switch time.
+  phase::Policy policy = phase::Policy::kOnRequest;
+  std::string phase_table;
+  double switch_time_ms = 0;
+  phase::PhaseWindows windows;
   // After a mode's placement made circuits (from the previous mode's last topology): the wait
   // before its ranks start, for the links to come up (phase.settle_ms).
   int settle_ms = 0;
