@@ -44,6 +44,30 @@ std::string write_config(const std::string& path, const Lab& lab, int port, int 
   return path;
 }
 
+// Ranks 0 and 1 of job "cli", connected once the controller listens (retried for up to 10 s);
+// empty when it never did.
+std::vector<std::unique_ptr<Shim>> connect_two_ranks(int port) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::vector<std::unique_ptr<Shim>> shims;
+  while (shims.empty() && std::chrono::steady_clock::now() < deadline) {
+    try {
+      ShimOptions so;
+      so.port = port;
+      so.job = "cli";
+      so.world = 2;
+      so.rank = 0;
+      auto s0 = std::make_unique<Shim>(so);
+      so.rank = 1;
+      auto s1 = std::make_unique<Shim>(so);
+      shims.push_back(std::move(s0));
+      shims.push_back(std::move(s1));
+    } catch (const std::exception&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // retry interval of this bounded wait
+    }
+  }
+  return shims;
+}
+
 }  // namespace
 
 TEST_CASE("ocslab controller --check prints the plan; bad files exit 2 naming the line", "[phase][cli]") {
@@ -78,24 +102,7 @@ TEST_CASE("ocslab controller serves shims and rewires the switch", "[phase][cli]
     rc = ocslab::cli::run_ocslab({"controller", cfg, "--duration", "4", "--events", events}, out, err);
   });
   // Wait until the job is wired (2 circuits) and the controller listens.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  std::vector<std::unique_ptr<Shim>> shims;
-  while (shims.empty() && std::chrono::steady_clock::now() < deadline) {
-    try {
-      ShimOptions so;
-      so.port = port;
-      so.job = "cli";
-      so.world = 2;
-      so.rank = 0;
-      auto s0 = std::make_unique<Shim>(so);
-      so.rank = 1;
-      auto s1 = std::make_unique<Shim>(so);
-      shims.push_back(std::move(s0));
-      shims.push_back(std::move(s1));
-    } catch (const std::exception&) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // retry interval of this bounded wait
-    }
-  }
+  std::vector<std::unique_ptr<Shim>> shims = connect_two_ranks(port);
   REQUIRE(shims.size() == 2);
   std::vector<Decision> d(2);
   std::vector<std::thread> ranks;
@@ -171,24 +178,7 @@ TEST_CASE("ocslab controller under safe-window: --check shows the policy, a bad 
   std::ostringstream rout, rerr;
   int rc = -1;
   std::thread cli([&] { rc = ocslab::cli::run_ocslab({"controller", cfg, "--duration", "3"}, rout, rerr); });
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  std::vector<std::unique_ptr<Shim>> shims;
-  while (shims.empty() && std::chrono::steady_clock::now() < deadline) {
-    try {
-      ShimOptions so;
-      so.port = port;
-      so.job = "cli";
-      so.world = 2;
-      so.rank = 0;
-      auto s0 = std::make_unique<Shim>(so);
-      so.rank = 1;
-      auto s1 = std::make_unique<Shim>(so);
-      shims.push_back(std::move(s0));
-      shims.push_back(std::move(s1));
-    } catch (const std::exception&) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // retry interval of this bounded wait
-    }
-  }
+  std::vector<std::unique_ptr<Shim>> shims = connect_two_ranks(port);
   REQUIRE(shims.size() == 2);
   std::vector<Decision> d(2);
   std::vector<std::thread> ranks;
