@@ -10,6 +10,8 @@
 
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -51,8 +53,14 @@ TEST_CASE("ocslab run of the virtual-lab phase-workload spec", "[vlab][phase-run
   INFO(r.out << r.err);
   REQUIRE(r.status == 0);
   CHECK_THAT(r.out + r.err, Contains("Soft-RoCE device rxe_lan0 added on lan0"));
-  CHECK_THAT(r.out + r.err, Contains("pinned the neighbours of 4 data NIC(s)"));
+  // 4 ranks' data NICs, every pair both ways: 12 permanent entries, recorded in meta.json.
+  CHECK_THAT(r.out + r.err, Contains("pinned 12 neighbour entries between 4 data NIC(s)"));
   CHECK_THAT(read_file_or_empty(out + "/meta.json"), Contains("\"problems\": []"));
+  {
+    nlohmann::json meta = nlohmann::json::parse(read_file_or_empty(out + "/meta.json"));
+    CHECK(meta.at("host_preparation").at("rxe_added").size() == 4);
+    CHECK(meta.at("host_preparation").at("pinned_neighbours").size() == 12);
+  }
 
   // phase-steps.csv: both modes, 1 warm-up + 3 steps each; the schedule rewires the rail three
   // times per step (pipeline sends "00", stage 0's and stage 1's allreduces "10", "11").
