@@ -120,17 +120,12 @@ void HostSession::deliver(const agent::SeqSample& s) {
   if (recovering_) ++report_.recovered;
 }
 
-std::unique_ptr<agent::AgentClient> HostSession::open_client(ConnectPhases* phases) {
-  const auto t0 = std::chrono::steady_clock::now();
+std::unique_ptr<agent::AgentClient> HostSession::open_client(std::chrono::steady_clock::time_point* queue_end) {
   std::unique_ptr<ocs::Stream> stream;
   {
     HandshakeGate::Ticket ticket = gate_ ? gate_->enter() : HandshakeGate::Ticket();
-    const auto t1 = std::chrono::steady_clock::now();
+    if (queue_end) *queue_end = std::chrono::steady_clock::now();
     stream = agent::ssh_exec(target_.ssh, target_.agent_command);  // authenticated, channel open
-    if (phases) {
-      phases->queue = std::chrono::duration_cast<std::chrono::milliseconds>(t1 - t0);
-      phases->ssh = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t1);
-    }
   }
   auto c = std::make_unique<agent::AgentClient>(std::move(stream), target_.request_timeout);
   c->on_sample([this](const agent::SeqSample& s) { deliver(s); });
@@ -145,8 +140,12 @@ void HostSession::connect() {
   const auto t0 = steady_clock::now();
   try {
     ConnectPhases phases;
-    auto c = open_client(&phases);
+    steady_clock::time_point queued = t0;
+    auto c = open_client(&queued);
     const auto t1 = steady_clock::now();
+    // One clock reading ends a phase and starts the next: no time between them is left out.
+    phases.queue = duration_cast<milliseconds>(queued - t0);
+    phases.ssh = duration_cast<milliseconds>(t1 - queued);
     agent::HelloInfo hello = c->hello();
     const auto t2 = steady_clock::now();
     agent::ClockEstimate clock = c->estimate_clock(target_.clock_exchanges);

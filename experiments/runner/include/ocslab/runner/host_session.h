@@ -59,8 +59,9 @@ struct HostHealth {
 };
 
 // Where a host's connect() went, in order: waiting for a handshake slot (HandshakeGate), the
-// SSH handshake up to the exec channel, the agent's hello (its bridge starts the daemon when
-// none runs), the clock estimate. connect_time is their sum.
+// SSH handshake up to the exec channel and the agent client's set-up, the agent's hello (its
+// bridge starts the daemon when none runs), the clock estimate. The phases are contiguous, so
+// connect_time is their sum (each is rounded down to the ms: the sum may be up to 3 ms short).
 struct ConnectPhases {
   std::chrono::milliseconds queue{0}, ssh{0}, hello{0}, clock{0};
 };
@@ -133,9 +134,9 @@ class HostSession {
   // Hands a sample to the sink unless its seq was delivered already (live and replayed
   // streams may overlap after a reconnect).
   void deliver(const agent::SeqSample& s);
-  // A fresh SSH session to the agent, its handshake through the gate; phases (when given) gets
-  // the time spent waiting for the gate and in the handshake.
-  std::unique_ptr<agent::AgentClient> open_client(ConnectPhases* phases = nullptr);
+  // A fresh SSH session to the agent, its handshake through the gate; queue_end (when given)
+  // gets the moment the gate let it through.
+  std::unique_ptr<agent::AgentClient> open_client(std::chrono::steady_clock::time_point* queue_end = nullptr);
   // Ends the reader thread (drop: closes the session from inside it, as a cut link would).
   void join_reader();
   // After a dropped session: one reconnect, probes.stop, spool.fetch of the gap.
