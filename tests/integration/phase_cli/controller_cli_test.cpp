@@ -68,6 +68,22 @@ std::vector<std::unique_ptr<Shim>> connect_two_ranks(int port) {
   return shims;
 }
 
+// Both ranks send once on group "pp" (ranks 0 and 1) at the same time; their decisions, by rank.
+std::vector<Decision> both_ranks_send(const std::vector<std::unique_ptr<Shim>>& shims) {
+  std::vector<Decision> d(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      auto& s = *shims[static_cast<size_t>(r)];
+      s.add_group("pp", "pp", {0, 1});
+      d[static_cast<size_t>(r)] = s.pre_communication({"pp", "send", 64, 0});
+      s.post_communication({"pp", "send", 64, 0});
+    });
+  }
+  for (auto& t : ranks) t.join();
+  return d;
+}
+
 }  // namespace
 
 TEST_CASE("ocslab controller --check prints the plan; bad files exit 2 naming the line", "[phase][cli]") {
@@ -104,17 +120,7 @@ TEST_CASE("ocslab controller serves shims and rewires the switch", "[phase][cli]
   // Wait until the job is wired (2 circuits) and the controller listens.
   std::vector<std::unique_ptr<Shim>> shims = connect_two_ranks(port);
   REQUIRE(shims.size() == 2);
-  std::vector<Decision> d(2);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < 2; ++r) {
-    ranks.emplace_back([&, r] {
-      auto& s = *shims[static_cast<size_t>(r)];
-      s.add_group("pp", "pp", {0, 1});
-      d[static_cast<size_t>(r)] = s.pre_communication({"pp", "send", 64, 0});  // "11" -> "00"
-      s.post_communication({"pp", "send", 64, 0});
-    });
-  }
-  for (auto& t : ranks) t.join();
+  std::vector<Decision> d = both_ranks_send(shims);  // "11" -> "00"
   shims.clear();
   cli.join();
   CHECK(rc == ocslab::cli::kExitOk);
@@ -180,17 +186,7 @@ TEST_CASE("ocslab controller under safe-window: --check shows the policy, a bad 
   std::thread cli([&] { rc = ocslab::cli::run_ocslab({"controller", cfg, "--duration", "3"}, rout, rerr); });
   std::vector<std::unique_ptr<Shim>> shims = connect_two_ranks(port);
   REQUIRE(shims.size() == 2);
-  std::vector<Decision> d(2);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < 2; ++r) {
-    ranks.emplace_back([&, r] {
-      auto& s = *shims[static_cast<size_t>(r)];
-      s.add_group("pp", "pp", {0, 1});
-      d[static_cast<size_t>(r)] = s.pre_communication({"pp", "send", 64, 0});  // wants "00": declined
-      s.post_communication({"pp", "send", 64, 0});
-    });
-  }
-  for (auto& t : ranks) t.join();
+  std::vector<Decision> d = both_ranks_send(shims);  // wants "00": declined
   shims.clear();
   cli.join();
   INFO(rerr.str());
