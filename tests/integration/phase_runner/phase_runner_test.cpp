@@ -441,9 +441,12 @@ TEST_CASE("phase-workload: native, on-demand and provisioning over a switching-l
             << " reconfigurations per step\n";
   CHECK(reconf.at("native@-") == 0);
   CHECK(n_reconfig == Approx(3));
-  // On demand pays every switch: at least N_reconfig x 25 ms above native. Compared on each
-  // run's fastest measured step: what else runs on the machine only ever adds to a step (ctest
-  // runs two tests at once), so the floors carry the switching cost without that noise.
+  // On demand pays every switch: N_reconfig x 25 ms above native. Compared on each run's fastest
+  // measured step: what else runs on the machine only ever adds to a step (ctest runs two tests
+  // at once), so the floors carry the switching cost without most of that noise. Not all of it:
+  // the expected difference is the bound itself (the mean difference was 72-83 ms over four runs
+  // under ASan, 2026-11-28) and a floor is one step of one rank, so the bound has the same 20 %
+  // the slope below has (once, under ASan: 253.5 ms on demand against a native floor of 183.4).
   std::map<std::string, double> floor_ms;
   for (const auto& f : read_csv(out_dir + "/phase-steps.csv")) {
     if (f.at("warmup") != "0") continue;
@@ -453,7 +456,7 @@ TEST_CASE("phase-workload: native, on-demand and provisioning over a switching-l
   }
   std::cout << "fastest measured step: native " << floor_ms.at("native@-") << " ms, on-demand at 25 ms "
             << floor_ms.at("on-demand@25.000") << " ms\n";
-  CHECK(floor_ms.at("on-demand@25.000") >= floor_ms.at("native@-") + n_reconfig * 25);
+  CHECK(floor_ms.at("on-demand@25.000") - floor_ms.at("native@-") >= 0.8 * n_reconfig * 25);
   // Provisioning hides the switch behind the compute: within 10% of native at 25 ms (floors, as above).
   std::cout << "fastest measured step: provisioning at 25 ms " << floor_ms.at("provisioning@25.000") << " ms\n";
   CHECK(floor_ms.at("provisioning@25.000") <= floor_ms.at("native@-") * 1.10);
