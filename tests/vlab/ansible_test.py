@@ -60,12 +60,32 @@ def playbook(name, *extra, check_mode=False, mitogen=True):
         raise
     print(f"{name}{' --check' if check_mode else ''}: rc {p.returncode} in {time.time() - t0:.0f} s, recap "
           + json.dumps(out["stats"]), flush=True)
+    print_slowest_tasks(out)
     for play in out["plays"]:  # say which task failed, and why
         for t in play["tasks"]:
             for h, r in t["hosts"].items():
                 if r.get("failed") or r.get("unreachable"):
                     print(f"  {h}: {t['task']['name']}: {str(r.get('msg', ''))[:400]} {str(r.get('stderr', ''))[:300]}")
     return p.returncode, out
+
+
+def print_slowest_tasks(out, n=5):
+    # Where a playbook's seconds went (the JSON callback's start and end of each task, over all
+    # hosts at once): the CI log then says which tasks to look at when the test grows.
+    def seconds(d):
+        from datetime import datetime
+        f = "%Y-%m-%dT%H:%M:%S.%fZ"
+        return (datetime.strptime(d["end"], f) - datetime.strptime(d["start"], f)).total_seconds()
+    timed = []
+    for play in out["plays"]:
+        for t in play["tasks"]:
+            d = t["task"].get("duration")
+            if d and d.get("start") and d.get("end"):
+                timed.append((seconds(d), t["task"]["name"]))
+    timed.sort(reverse=True)
+    total = sum(s for s, _ in timed)
+    print(f"  tasks: {len(timed)}, {total:.0f} s in all; the slowest: "
+          + "; ".join(f"{name} {s:.1f} s" for s, name in timed[:n]), flush=True)
 
 
 def task_results(out, task_name):

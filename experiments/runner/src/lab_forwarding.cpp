@@ -337,6 +337,54 @@ std::vector<FilterCount> LabForwarding::read_counters(const std::vector<fw::Host
   return out;
 }
 
+std::vector<std::vector<std::pair<size_t, size_t>>> verify_rounds(size_t hosts) {
+  std::vector<std::vector<std::pair<size_t, size_t>>> rounds;
+  std::vector<std::vector<bool>> busy;  // per round, per host: already a source or destination in it
+  for (size_t s = 0; s < hosts; ++s)
+    for (size_t d = 0; d < hosts; ++d) {
+      if (s == d) continue;
+      size_t r = 0;
+      while (r < rounds.size() && (busy[r][s] || busy[r][d])) ++r;
+      if (r == rounds.size()) {
+        rounds.emplace_back();
+        busy.emplace_back(hosts, false);
+      }
+      rounds[r].push_back({s, d});
+      busy[r][s] = busy[r][d] = true;
+    }
+  return rounds;
+}
+
+void LabForwarding::ping_pair(PairResult& p, size_t s, size_t d, int port, const std::string& secret) {
+  const auto& f = spec_.forwarding;
+  Exec server, client;
+  auto t0 = std::chrono::steady_clock::now();
+  std::thread srv([&] {
+    // The server listens on its management address only: where the client connects.
+    server = run(d,
+                 fmt::format("ping --if {} --listen {}:{} --secret-file - --count {} --timeout-s {}", p.dst_if,
+                             hosts_[d].mgmt, port, f.ping_count, f.ping_timeout_s + 5),
+                 secret);
+  });
+  client = run(s,
+               fmt::format("ping --if {} --connect {}:{} --secret-file - --count {} --timeout-s {}", p.src_if,
+                           hosts_[d].mgmt, port, f.ping_count, f.ping_timeout_s),
+               secret);
+  srv.join();
+  p.elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  try {
+    json c = json::parse(last_line(client.out));
+    p.ok = c.value("ok", 0LL);
+    p.errors = c.value("errors", 0LL);
+    p.reachable = client.status == 0 && server.status == 0;
+  } catch (const std::exception&) {
+    p.reachable = false;
+  }
+  if (!p.reachable)
+    p.error = last_line(client.err.empty() ? client.out : client.err) +
+              (server.status != 0 ? " / server: " + last_line(server.err.empty() ? server.out : server.err) : "");
+}
+
 VerifyMatrix LabForwarding::verify(const Mapping& mapping) {
   fw::Fabric fabric = fabric_for(spec_, mapping);
   fw::Routes routes = fw::compute_routes(fabric, route_options(spec_, fabric));
@@ -345,54 +393,37 @@ VerifyMatrix LabForwarding::verify(const Mapping& mapping) {
   m.mapping = mapping.name;
   for (const auto& h : hosts_) m.hosts.push_back(h.name);
   auto counters = read_counters(plans, &m.in_sync);
-  const auto& f = spec_.forwarding;
   // The pings' QP exchanges are authenticated: a fresh secret, sent to both sides on standard
   // input over the SSH session (not on a command line another user of the host could read).
   const std::string secret = random_token() + "\n";
-  // One pair at a time: a relay's filter counts per destination address, so concurrent pairs
-  // toward the same address would be indistinguishable. The "after" read of a pair is the
-  // "before" of the next.
-  for (size_t s = 0; s < hosts_.size(); ++s)
-    for (size_t d = 0; d < hosts_.size(); ++d) {
-      if (s == d) continue;
-      PairResult p = plan_pair(fabric, routes, hosts_[s].name, hosts_[d].name);
-      int port = f.ping_port + (next_port_++ % 2000);
-      Exec server, client;
-      auto t0 = std::chrono::steady_clock::now();
-      std::thread srv([&] {
-        // The server listens on its management address only: where the client connects.
-        server = run(d,
-                     fmt::format("ping --if {} --listen {}:{} --secret-file - --count {} --timeout-s {}", p.dst_if,
-                                 hosts_[d].mgmt, port, f.ping_count, f.ping_timeout_s + 5),
-                     secret);
-      });
-      client = run(s,
-                   fmt::format("ping --if {} --connect {}:{} --secret-file - --count {} --timeout-s {}", p.src_if,
-                               hosts_[d].mgmt, port, f.ping_count, f.ping_timeout_s),
-                   secret);
-      srv.join();
-      p.elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      try {
-        json c = json::parse(last_line(client.out));
-        p.ok = c.value("ok", 0LL);
-        p.errors = c.value("errors", 0LL);
-        p.reachable = client.status == 0 && server.status == 0;
-      } catch (const std::exception&) {
-        p.reachable = false;
-      }
-      if (!p.reachable)
-        p.error = last_line(client.err.empty() ? client.out : client.err) +
-                  (server.status != 0 ? " / server: " + last_line(server.err.empty() ? server.out : server.err) : "");
-      auto after = read_counters(plans, nullptr);
-      if (p.reachable) {
-        // Each good SEND crossed every relay on the way at least once.
-        p.relays =
-            relays_from_counters(counters, after, p.dst_ip, static_cast<uint64_t>(f.ping_count), p.expected_relays);
-        p.hops = 1 + static_cast<int>(p.relays.size());
-      }
-      counters = std::move(after);
-      m.pairs.push_back(std::move(p));
+  // The pairs of a round run at once (verify_rounds): a relay's filter counts per destination
+  // address and the replies go to the sources, so the pairs of a round, whose hosts are all
+  // distinct, move disjoint counters. The counters are read once per round; the "after" read of
+  // a round is the "before" of the next.
+  const size_t n = hosts_.size();
+  std::vector<PairResult> results(n * n);
+  for (const auto& round : verify_rounds(n)) {
+    std::vector<std::thread> pings;
+    for (auto [s, d] : round) {
+      results[s * n + d] = plan_pair(fabric, routes, hosts_[s].name, hosts_[d].name);
+      int port = spec_.forwarding.ping_port + (next_port_++ % 2000);
+      pings.emplace_back([&, s = s, d = d, port] { ping_pair(results[s * n + d], s, d, port, secret); });
     }
+    for (auto& t : pings) t.join();
+    auto after = read_counters(plans, nullptr);
+    for (auto [s, d] : round) {
+      PairResult& p = results[s * n + d];
+      if (!p.reachable) continue;
+      // Each good SEND crossed every relay on the way at least once.
+      p.relays = relays_from_counters(counters, after, p.dst_ip, static_cast<uint64_t>(spec_.forwarding.ping_count),
+                                      p.expected_relays);
+      p.hops = 1 + static_cast<int>(p.relays.size());
+    }
+    counters = std::move(after);
+  }
+  for (size_t s = 0; s < n; ++s)
+    for (size_t d = 0; d < n; ++d)
+      if (s != d) m.pairs.push_back(std::move(results[s * n + d]));
   return m;
 }
 

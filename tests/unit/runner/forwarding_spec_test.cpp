@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <set>
 #include <string>
 
 #include "ocslab/forwarding/routes.h"
@@ -237,4 +238,30 @@ TEST_CASE("the matrix files on a full disk: the one that does not fit is named, 
   const std::string base = disk.path() + "/forwarding-verify-0-m";
   CHECK_THROWS_WITH(write_matrix_files(m, disk.path(), 0), Contains("cannot write " + base + ".json"));
   CHECK(read_file(base + ".csv") == read_file(roomy.path() + "/m.csv"));
+}
+
+TEST_CASE("verify matrix rounds: every ordered pair once, no host twice in a round", "[runner][forwarding]") {
+  for (size_t n : {1u, 2u, 3u, 4u, 5u, 8u, 16u}) {
+    INFO(n << " hosts");
+    auto rounds = verify_rounds(n);
+    std::set<std::pair<size_t, size_t>> seen;
+    for (const auto& round : rounds) {
+      CHECK_FALSE(round.empty());
+      std::set<size_t> hosts;
+      for (auto [s, d] : round) {
+        CHECK(s != d);
+        CHECK(s < n);
+        CHECK(d < n);
+        CHECK(hosts.insert(s).second);  // a source is in no other pair of its round...
+        CHECK(hosts.insert(d).second);  // ...nor is a destination, nor one host both
+        CHECK(seen.insert({s, d}).second);
+      }
+    }
+    CHECK(seen.size() == n * (n - 1));
+    CHECK(rounds.size() <= 3 * n);
+  }
+  // The fewest possible where n is even and the greedy order finds it: 2 (n - 1) rounds of n / 2.
+  CHECK(verify_rounds(4).size() == 6);
+  CHECK(verify_rounds(16).size() == 30);
+  CHECK(verify_rounds(4)[0] == std::vector<std::pair<size_t, size_t>>{{0, 1}, {2, 3}});
 }

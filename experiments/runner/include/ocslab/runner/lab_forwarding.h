@@ -98,6 +98,13 @@ std::vector<std::string> relays_from_counters(const std::vector<FilterCount>& be
 PairResult plan_pair(const forwarding::Fabric& fabric, const forwarding::Routes& routes, const std::string& src,
                      const std::string& dst);
 
+// Pure: the verify matrix's ordered pairs (source, destination) of `hosts` hosts, as rounds whose
+// pairs can run at once: in a round every host is in one pair at most (a source is never also a
+// destination, so no pair's replies move the counters another pair is judged by). Greedy in host
+// order: 6 rounds for 4 hosts and 30 for 16 (the fewest possible, 2 (n - 1)), 2-3 n for others,
+// where the pairs one at a time took n (n - 1) turns.
+std::vector<std::vector<std::pair<size_t, size_t>>> verify_rounds(size_t hosts);
+
 // Every host's plan for the mapping, macvlans included for hosts with if2: macvlan.
 std::vector<forwarding::HostPlan> lab_plans(const ExperimentSpec& spec, const Mapping& mapping);
 
@@ -138,6 +145,9 @@ class LabForwarding {
   Exec run(size_t i, const std::string& args, const std::string& input = {});
   std::vector<FilterCount> read_counters(const std::vector<forwarding::HostPlan>& plans,
                                          std::map<std::string, bool>* in_sync);
+  // One pair's ping (server on host d, client on host s, on `port`): fills in p's reachability,
+  // not its hops. p comes planned (plan_pair).
+  void ping_pair(PairResult& p, size_t s, size_t d, int port, const std::string& secret);
 
   const ExperimentSpec& spec_;
   std::vector<ForwardingHostAccess> hosts_;
