@@ -186,6 +186,9 @@ TEST_CASE("the QEMU command line wires each data NIC to its emulator port and QM
   s.hosts.push_back(h);
   std::string inv = ansible_inventory(s);
   CHECK_THAT(inv, Contains("    ocslab_nic_kind: virtio\n") && Contains("    ocslab_vlab: lab1\n"));
+  // The guests' Python is this machine's: no interpreter discovery (under Mitogen it bootstraps
+  // the guest's interpreter again).
+  CHECK_THAT(inv, Contains("    ansible_python_interpreter: /usr/bin/python3\n"));
   CHECK_THAT(inv, Contains("{name: eth1, mac: \"52:54:00:6c:02:01\", ip: 10.1.0.2/24, rdma_device: \"rxe_eth1\""));
   CHECK_THAT(guest_sshd_config(s, h),
              Contains("AuthorizedKeysFile /var/lib/x/labs/lab1/hosts/h2/authorized_keys .ssh/authorized_keys"));
