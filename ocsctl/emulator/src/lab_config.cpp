@@ -257,7 +257,8 @@ std::vector<std::string> parse_hold_down(const YamlDoc& doc, const YAML::Node& n
     if (known && std::find(known->begin(), known->end(), name) == known->end()) {
       std::string names;
       for (const auto& k : *known) names += (names.empty() ? "" : ", ") + k;
-      throw config_error(doc, n, "hold_down: unknown NIC '" + name + "' (NICs: " + (names.empty() ? "none" : names) + ")");
+      throw config_error(doc, n,
+                         "hold_down: unknown NIC '" + name + "' (NICs: " + (names.empty() ? "none" : names) + ")");
     }
     out.push_back(name);
   }

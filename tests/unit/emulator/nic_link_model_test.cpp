@@ -297,8 +297,8 @@ TEST_CASE("a NIC held down: light back never raises the link, light loss still d
 
   // Every hold and release is in the ground truth; no firmware delay is drawn while held.
   std::vector<std::pair<std::string, double>> expect = {
-      {"light", 1},     {"link", 1},  {"held_down", 1}, {"light", 0},          {"link", 0},
-      {"light", 1},     {"held_down", 0}, {"firmware_delay", 100}, {"link", 1}};
+      {"light", 1}, {"link", 1},      {"held_down", 1},        {"light", 0}, {"link", 0},
+      {"light", 1}, {"held_down", 0}, {"firmware_delay", 100}, {"link", 1}};
   CHECK(f.truth_events() == expect);
   for (const auto& s : f.truth.samples()) {
     if (s.signal == "held_down") CHECK(s.unit == "bool");

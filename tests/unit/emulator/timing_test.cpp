@@ -262,14 +262,15 @@ TEST_CASE("a timing file's hold_down: the set of NICs held down, checked against
   CHECK_FALSE(u.empty());
   CHECK_FALSE(parse("switch: {switching_ms: 5}\n").hold_down);  // absent: holds unchanged
 
-  CHECK_THROWS_WITH(parse("hold_down: h1-eth1\n"), Contains("timing.yaml:1:12: hold_down: expected a list of NIC names"));
+  CHECK_THROWS_WITH(parse("hold_down: h1-eth1\n"),
+                    Contains("timing.yaml:1:12: hold_down: expected a list of NIC names"));
   CHECK_THROWS_WITH(parse("hold_down: [a, {b: 1}]\n"), Contains("timing.yaml:1:16: hold_down: expected a NIC name"));
   CHECK_THROWS_WITH(parse("hold_down:\n  - a\n  - a\n"), Contains("timing.yaml:3:5: hold_down: NIC 'a' named twice"));
 
-  EmulatorConfig cfg = parse_emulator_config(load_yaml_string(
-      "switch: {size: 4x4}\nnics:\n  - {name: h1-eth1, tx_port: 1, rx_port: 5, tap: {name: t1}}\n"
-      "  - {name: h2-eth1, tx_port: 2, rx_port: 6, tap: {name: t2}}\n",
-      "lab.yaml"));
+  EmulatorConfig cfg = parse_emulator_config(
+      load_yaml_string("switch: {size: 4x4}\nnics:\n  - {name: h1-eth1, tx_port: 1, rx_port: 5, tap: {name: t1}}\n"
+                       "  - {name: h2-eth1, tx_port: 2, rx_port: 6, tap: {name: t2}}\n",
+                       "lab.yaml"));
   auto doc = load_yaml_string("nic_model: ideal\nhold_down: [h2-eth1, h9-eth1]\n", "timing.yaml");
   CHECK_THROWS_WITH(parse_timing_update(doc, cfg),
                     Contains("timing.yaml:2:22: hold_down: unknown NIC 'h9-eth1' (NICs: h1-eth1, h2-eth1)"));
