@@ -14,8 +14,11 @@
 
 #include "cli_run.h"
 #include "ocslab/cli/ocslab_cli.h"
+#include "ocslab/common/clock.h"
 #include "ocslab/common/file.h"
 #include "ocslab/emulator/emulator.h"
+#include "ocslab/runner/fault_injection.h"
+#include "ocslab/testing/source_dir.h"
 #include "ocslab/testing/sshd_fixture.h"
 #include "ocslab/vlab/lab_state.h"
 #include "ocslab/vlab/lab_timing.h"
@@ -368,6 +371,97 @@ TEST_CASE("vlab timing --hold-down / --release / --release-all change the held s
   r = run_cli({"vlab", "status", "--cache", c.path, "--hold-down", "h1:eth1"});
   CHECK(r.rc == ocslab::cli::kExitUsage);
   CHECK_THAT(r.err, Contains("--hold-down only applies to `ocslab vlab timing`"));
+}
+
+TEST_CASE("the runner's fault injector holds a NIC before its reconfiguration and leaves the lab as found",
+          "[vlab][timing]") {
+  Cache c;
+  LabState lab = c.add_lab("inject", gone_pid(), two_hosts());
+  FakeSupervisor sup(lab.dir, two_nic_switch());
+  REQUIRE(run_cli({"vlab", "timing", "inject", "--cache", c.path, "--hold-down", "h1:eth1"}).rc == 0);  // held before
+
+  runner::ExperimentSpec spec;
+  for (const auto& h : two_hosts()) {
+    runner::HostEntry e;
+    e.name = h.name;
+    e.nics.push_back(runner::NicEntry{"eth1", 0, 0});
+    spec.hosts.push_back(e);
+  }
+  runner::FaultSpec f;
+  f.host = 1;
+  f.nic = "eth1";
+  f.before_iteration = 2;
+  spec.faults.push_back(f);
+  std::vector<Sample> rows;
+  std::vector<std::string> logs;
+  {
+    runner::FaultInjector faults(
+        spec, lab.dir, [&](const Sample& s) { rows.push_back(s); }, [&](const std::string& m) { logs.push_back(m); });
+    CHECK(faults.before_reconfiguration(1).empty());
+    CHECK(rows.empty());
+    CHECK(LabState::load(lab.dir).timing.held_down == std::vector<std::string>{"h1:eth1"});
+
+    const int64_t before = realtime_ns();
+    CHECK(faults.before_reconfiguration(2).empty());
+    CHECK(LabState::load(lab.dir).timing.held_down == std::vector<std::string>{"h1:eth1", "h2:eth1"});
+    REQUIRE(rows.size() == 1);
+    CHECK(rows[0].host == "h2");
+    CHECK(rows[0].source == "fault");
+    CHECK(rows[0].subject == "eth1");
+    CHECK(rows[0].signal == "held_down");
+    CHECK(rows[0].value == 1);
+    CHECK(rows[0].t_ns >= before);
+    CHECK(faults.record()[0]["held_ns"] == rows[0].t_ns);
+    CHECK(faults.record()[0]["released_ns"] == 0);
+
+    CHECK(faults.release().empty());
+    CHECK(LabState::load(lab.dir).timing.held_down == std::vector<std::string>{"h1:eth1"});  // as found
+    REQUIRE(rows.size() == 2);
+    CHECK(rows[1].value == 0);
+    auto rec = faults.record();
+    CHECK(rec[0]["kind"] == "nic-held-down");
+    CHECK(rec[0]["host"] == "h2");
+    CHECK(rec[0]["nic"] == "eth1");
+    CHECK(rec[0]["before_iteration"] == 2);
+    CHECK(rec[0]["released_ns"] == rows[1].t_ns);
+    CHECK(rec[0]["error"] == "");
+    CHECK(faults.release().empty());  // once
+  }
+  CHECK(rows.size() == 2);  // the destructor found nothing left to release
+  CHECK(LabState::load(lab.dir).timing.generation == 3);
+
+  // A lab that stopped answering: the hold is a problem of the run, not an exception.
+  runner::ExperimentSpec gone = spec;
+  runner::FaultInjector dead(
+      gone, c.path + "/labs/nosuch", [&](const Sample& s) { rows.push_back(s); },
+      [&](const std::string& m) { logs.push_back(m); });
+  auto problems = dead.before_reconfiguration(2);
+  REQUIRE(problems.size() == 1);
+  CHECK_THAT(problems[0], Contains("fault nic-held-down h2:eth1 before reconfiguration 2 not injected"));
+  CHECK(dead.record()[0]["held_ns"] == 0);
+  CHECK(dead.record()[0]["error"] != "");
+}
+
+TEST_CASE("ocslab run --check shows a spec's faults; --reconfigurations may not cut one off", "[vlab][timing]") {
+  testing::TempDir dir;
+  const std::string spec = dir.path() + "/held.yaml";
+  write_file(spec, "lab: {vlab: " + testing::source_dir() + "/experiments/labs/four-hosts.yaml}\n" +
+                       "mappings:\n"
+                       "  rail-a: [h1:eth1 <-> h2:eth1, h3:eth1 <-> h4:eth1]\n"
+                       "  rail-b: [h1:eth1 <-> h3:eth1, h2:eth1 <-> h4:eth1]\n"
+                       "schedule: {reconfigurations: 3}\n"
+                       "probes: {carrier: {}}\n"
+                       "faults:\n"
+                       "  - {kind: nic-held-down, nic: h3:eth1, before_iteration: 2}\n");
+  Result r = run_cli({"run", spec, "--check"});
+  CHECK(r.rc == 0);
+  CHECK_THAT(r.out, Contains("injected fault: nic-held-down on h3:eth1 before reconfiguration 2 (released when the run "
+                             "ends)"));
+  r = run_cli({"run", spec, "--check", "--reconfigurations", "1"});
+  CHECK(r.rc == ocslab::cli::kExitInput);
+  CHECK_THAT(r.err, Contains(spec + ":8:5: before_iteration 2 is after the run's last reconfiguration "
+                                    "(--reconfigurations 1)"));
+  CHECK(run_cli({"run", spec, "--check", "--reconfigurations", "2"}).rc == 0);
 }
 
 }  // namespace vlab_timing_test
