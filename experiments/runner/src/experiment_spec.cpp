@@ -9,6 +9,7 @@
 #include <random>
 #include <regex>
 #include <set>
+#include <tuple>
 
 #include "ocslab/common/ifname.h"
 #include "ocslab/runner/phase_workload.h"
@@ -312,7 +313,7 @@ void parse_type(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& spec
   if (root["sweep"] && !phase_type) {
     throw config_error(doc, root["sweep"], fmt::format("'sweep' needs type: {}", kPhaseWorkload));
   }
-  for (const char* k : {"mappings", "schedule"}) {
+  for (const char* k : {"mappings", "schedule", "faults"}) {
     if (root[k] && phase_type) {
       throw config_error(doc, root[k], fmt::format("'{}' is not part of a {} spec (the schedule is workload.schedule)", k, kPhaseWorkload));
     }
@@ -457,10 +458,69 @@ void rdma_pairs_from_mappings(ExperimentSpec& spec) {
   }
 }
 
-// The reconfig-latency sections: mappings, schedule, probes, forwarding.
+std::string location(const YamlDoc& doc, const YAML::Node& node) {
+  return fmt::format("{}:{}:{}", doc.origin, node.Mark().line + 1, node.Mark().column + 1);
+}
+
+// One entry of faults: {kind, nic, before_iteration}, after the schedule (its iteration must be
+// one of the run's reconfigurations).
+FaultSpec parse_fault(const YamlDoc& doc, const YAML::Node& node, const ExperimentSpec& spec) {
+  if (!node.IsMap()) {
+    throw config_error(doc, node, "a fault is a map {kind: nic-held-down, nic: HOST:NIC, before_iteration: N}");
+  }
+  only_keys(doc, node, {"kind", "nic", "before_iteration"});
+  FaultSpec f;
+  f.where = location(doc, node);
+  f.kind = as_string(doc, require(doc, node, "kind"));
+  if (f.kind != kNicHeldDown) {
+    throw config_error(doc, node["kind"], fmt::format("unknown fault kind '{}' (known: {})", f.kind, kNicHeldDown));
+  }
+  const auto& nic = require(doc, node, "nic");
+  std::tie(f.host, f.nic) = parse_end(doc, nic, as_string(doc, nic), spec);
+  const auto& it = require(doc, node, "before_iteration");
+  long long i = as_int(doc, it);
+  if (i < 1) throw config_error(doc, it, fmt::format("before_iteration must be 1 or more, got {}", i));
+  if (i > spec.reconfigurations) {
+    throw config_error(doc, it,
+                       fmt::format("before_iteration {} is after the run's last reconfiguration (the schedule "
+                                   "has {}): the fault would never be injected",
+                                   i, spec.reconfigurations));
+  }
+  f.before_iteration = static_cast<int>(i);
+  return f;
+}
+
+// faults: a list; only a virtual lab's emulated firmware can hold a link down. A NIC is held
+// once: a hold lasts to the end of the run.
+void parse_faults(const YamlDoc& doc, const YAML::Node& faults, ExperimentSpec& spec) {
+  if (spec.vlab.empty()) {
+    throw config_error(doc, faults,
+                       "faults need a virtual lab (lab.vlab): a NIC's link is held down by the lab's "
+                       "emulated NIC firmware, which real hosts and a real switch do not have");
+  }
+  if (!faults.IsSequence()) {
+    throw config_error(doc, faults,
+                       "faults must be a list of {kind: nic-held-down, nic: HOST:NIC, before_iteration: N}");
+  }
+  for (const auto& node : faults) {
+    FaultSpec f = parse_fault(doc, node, spec);
+    for (const auto& o : spec.faults) {
+      if (o.host == f.host && o.nic == f.nic) {
+        throw config_error(doc, node["nic"],
+                           fmt::format("{}:{} is held down already (at {}): a hold lasts to the end "
+                                       "of the run",
+                                       spec.hosts[f.host].name, f.nic, o.where));
+      }
+    }
+    spec.faults.push_back(std::move(f));
+  }
+}
+
+// The reconfig-latency sections: mappings, schedule, probes, forwarding, faults.
 void parse_reconfiguration_sections(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& spec) {
   parse_mappings(doc, root, spec);
   if (const auto& s = root["schedule"]) parse_schedule(doc, s, spec);
+  if (const auto& f = root["faults"]) parse_faults(doc, f, spec);
   if (const auto& p = root["probes"]) parse_probes(doc, p, spec);
   if (spec.rdma.enabled && spec.rdma.pairs.empty()) rdma_pairs_from_mappings(spec);
   if (const auto& f = root["forwarding"]) {
@@ -474,7 +534,9 @@ void parse_reconfiguration_sections(const YamlDoc& doc, const YAML::Node& root, 
 ExperimentSpec parse_experiment_spec(const YamlDoc& doc) {
   const auto& root = doc.root;
   if (!root.IsMap()) throw config_error(doc, root, "an experiment spec is a map (name, lab, switch, mappings, ...)");
-  only_keys(doc, root, {"type", "name", "lab", "switch", "mappings", "schedule", "probes", "seed", "output", "workload", "phase", "forwarding", "sweep"});
+  only_keys(doc, root,
+            {"type", "name", "lab", "switch", "mappings", "schedule", "probes", "seed", "output", "workload", "phase",
+             "forwarding", "sweep", "faults"});
   ExperimentSpec spec;
   spec.origin = doc.origin;
   parse_type(doc, root, spec);

@@ -19,15 +19,16 @@
 #include <thread>
 
 #include "ocslab/common/bounded_line.h"
-#include "ocslab/common/secret.h"
 #include "ocslab/common/clock.h"
 #include "ocslab/common/csv_reader.h"
 #include "ocslab/common/file.h"
+#include "ocslab/common/secret.h"
 #include "ocslab/common/shell.h"
 #include "ocslab/ocsctl/driver.h"
 #include "ocslab/ocsctl/ssh_session.h"
 #include "ocslab/runner/capture_store.h"
 #include "ocslab/runner/experiment_type.h"
+#include "ocslab/runner/fault_injection.h"
 #include "ocslab/runner/host_capture.h"
 #include "ocslab/runner/host_prep.h"
 #include "ocslab/runner/lab_forwarding.h"
@@ -291,12 +292,14 @@ class ReconfigurationRun {
     write_start_record();
     try {
       start_power_monitor();
+      start_faults();
       run_schedule();
     } catch (...) {
       abandon_capture();
       throw;
     }
     stop_and_collect();
+    release_faults();
     std::string write_error = write_results();
     if (write_error.empty()) {
       std::vector<HostTarget> targets;
@@ -472,6 +475,22 @@ class ReconfigurationRun {
     monitor_->start();
   }
 
+  // faults: (a virtual lab's) NICs held down from just before their reconfiguration; each hold
+  // and release is a row of the control stream.
+  void start_faults() {
+    if (spec_.faults.empty() || !target_.is_vlab()) return;
+    faults_ = std::make_unique<FaultInjector>(
+        spec_, target_.lab.dir, [this](const Sample& s) { store_->append(kControlStream, s); },
+        [this](const std::string& m) { ctx_.log(m); });
+  }
+
+  // Once the probes stopped (a release brings the link up, which is not part of the last
+  // reconfiguration), and before the capture closes: the lab's holds as the run found them.
+  void release_faults() {
+    if (!faults_) return;
+    for (const auto& p : faults_->release()) problem(p);
+  }
+
   // Warm-up (after the settle time when the first mapping made circuits: links come up), then
   // each reconfiguration and its dwell; Ctrl-C ends it early.
   void run_schedule() {
@@ -485,6 +504,9 @@ class ReconfigurationRun {
     });
     for (int i = 1; go && i <= n; ++i) {
       const Mapping& m = spec_.mappings[schedule[static_cast<size_t>(i - 1)]];
+      if (faults_) {
+        for (const auto& p : faults_->before_reconfiguration(i)) problem(p);
+      }
       if (!reconfigure(m, i)) break;
       int64_t until = monotonic_ns() + static_cast<int64_t>(spec_.dwell_s * 1e9);
       go = wait_until(until, ctx_, [&] {
@@ -654,7 +676,8 @@ class ReconfigurationRun {
   }
 
   // The probes were started and the run is cut short (an exception in the schedule): every
-  // host's probes are stopped and what they sent so far stays in capture/ on disk. Errors here
+  // host's probes are stopped, what they sent so far stays in capture/ on disk, and injected
+  // faults are released (the lab's holds as the run found them). Errors here
   // are logged, not thrown: the original one is what the caller must see.
   void abandon_capture() {
     try {
@@ -662,6 +685,9 @@ class ReconfigurationRun {
       result_.hosts = pool_->stop_all();
     } catch (const std::exception& e) {
       ctx_.log(std::string("stopping the probes after a failure: ") + e.what());
+    }
+    if (faults_) {
+      for (const auto& p : faults_->release()) ctx_.log(p);  // release() reports, never throws
     }
     try {
       store_->close();
@@ -759,6 +785,8 @@ class ReconfigurationRun {
     meta["switch_ports"] = json::array();
     for (const auto& h : spec_.hosts)
       for (const auto& n : h.nics) meta["switch_ports"].push_back({h.name, n.name, n.tx_port, n.rx_port});
+    // Injected faults (`faults:`), each with when it was held and released.
+    meta["faults"] = faults_ ? faults_->record() : json::array();
     meta["problems"] = result_.problems;
     meta["timeline_rows"] = result_.samples;
     if (recovered_ns_) {
@@ -819,6 +847,8 @@ class ReconfigurationRun {
   std::map<std::string, int> resumed_seen_;
   std::map<std::string, std::string> host_states_;  // the last state reported per host (host_state events)
   std::unique_ptr<OcsPowerMonitor> monitor_;  // declared after: its destructor joins first
+  // After store_: a run cut short releases its holds (appending their rows) before the store goes.
+  std::unique_ptr<FaultInjector> faults_;
 };
 
 class Reconfiguration final : public ExperimentType {

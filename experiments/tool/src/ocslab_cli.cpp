@@ -74,9 +74,10 @@ Usage:
   ocslab vlab status [NAME] [--json] [--cache DIR]
         the labs that are up, their hosts, and any host or supervisor that died.
   ocslab vlab timing NAME [--preset P] [--switching-ms V] [--nic-model PRESET] [--los-ms V]
-                   [--firmware-up-ms V] [--cache DIR] [--json]
-        show, or change without rebooting, the lab's switching time and NIC link model
-        (ocslab vlab timing --help).
+                   [--firmware-up-ms V] [--hold-down HOST:NIC]... [--release HOST:NIC]...
+                   [--release-all] [--cache DIR] [--json]
+        show, or change without rebooting, the lab's switching time and NIC link model, and
+        hold NIC links down (fault injection) (ocslab vlab timing --help).
   ocslab vlab ssh HOST [--lab NAME] [COMMAND...]
         an SSH session (or one command) on a host, with the lab's key and known_hosts.
         --lab and --cache may also follow HOST; the command starts at the first other word
@@ -102,7 +103,8 @@ Lab file reference and a worked example: docs/virtual-lab.md
 const char* kTimingHelp = R"(ocslab vlab timing - the timing of a running lab, changed without rebooting it
 
 Usage: ocslab vlab timing NAME [--preset P] [--switching-ms V] [--nic-model PRESET] [--los-ms V]
-                          [--firmware-up-ms V] [--cache DIR] [--json]
+                          [--firmware-up-ms V] [--hold-down HOST:NIC]... [--release HOST:NIC]...
+                          [--release-all] [--cache DIR] [--json]
 
 With no timing option: prints the lab's current timing (text, or JSON with --json).
 With options: writes <lab>/timing.yaml, has the lab's supervisor apply it (SIGHUP), waits up
@@ -120,6 +122,12 @@ Options (the lab file's keys and syntax, docs/virtual-lab.md):
   --firmware-up-ms V   light back -> link up: milliseconds or a distribution, as --switching-ms
                        (--los-ms / --firmware-up-ms without --nic-model give a custom model:
                        what they do not set takes the lab file's defaults, as in nic_model)
+  --hold-down HOST:NIC hold this data NIC's link down (repeatable; added to those held): the
+                       emulated firmware never raises it, so light returning leaves it down;
+                       light loss still takes it down
+  --release HOST:NIC   release a held NIC (repeatable): with light, its link comes up after the
+                       firmware delay
+  --release-all        release every held NIC (before --hold-down adds any)
   --cache DIR          where the lab's run folder is (default as for `up`)
   --json               {"lab", "timing_generation", "timing_error", "timing": {...}}
 
@@ -127,6 +135,9 @@ Example: sweep the switching time of lab `rail4` without rebooting it
   ocslab vlab timing rail4 --switching-ms 5
   ocslab vlab timing rail4 --switching-ms '{uniform: [20, 40]}' --nic-model cx6dx-no-autoneg
   ocslab vlab timing rail4 --json
+Example: h3's eth1 does not come back after the next reconfiguration, then it does
+  ocslab vlab timing rail4 --hold-down h3:eth1
+  ocslab vlab timing rail4 --release-all
 )";
 
 // The options that only `vlab timing` takes (with the LabTiming field each sets).
@@ -139,8 +150,13 @@ const std::map<std::string, std::optional<std::string> vlab::LabTiming::*> kTimi
 
 struct Args {
   std::vector<std::string> positional;
-  std::map<std::string, std::string> options;  // --name value (or "" for flags)
+  std::map<std::string, std::string> options;           // --name value (or "" for flags); the last one given
+  std::map<std::string, std::vector<std::string>> all;  // every value of each option, in order
   bool has(const std::string& k) const { return options.count(k) != 0; }
+  std::vector<std::string> values(const std::string& k) const {
+    auto it = all.find(k);
+    return it == all.end() ? std::vector<std::string>{} : it->second;
+  }
   std::string get(const std::string& k, const std::string& dflt = {}) const {
     auto it = options.find(k);
     return it == options.end() ? dflt : it->second;
@@ -151,9 +167,11 @@ struct Args {
 // `vlab ssh` passes only the words before its remote command (vlab_ssh_remote_start).
 Args parse(const std::vector<std::string>& words, size_t first) {
   static const std::map<std::string, bool> kKnown = {
-      {"--cache", true},     {"--timeout", true}, {"--lab", true},           {"--json", false},
-      {"--help", false},     {"-h", false},       {"--preset", true},        {"--switching-ms", true},
-      {"--nic-model", true}, {"--los-ms", true},  {"--firmware-up-ms", true}};
+      {"--cache", true},   {"--timeout", true},        {"--lab", true},
+      {"--json", false},   {"--help", false},          {"-h", false},
+      {"--preset", true},  {"--switching-ms", true},   {"--nic-model", true},
+      {"--los-ms", true},  {"--firmware-up-ms", true}, {"--hold-down", true},
+      {"--release", true}, {"--release-all", false}};
   Args a;
   for (size_t i = first; i < words.size(); ++i) {
     const std::string& w = words[i];
@@ -179,6 +197,7 @@ Args parse(const std::vector<std::string>& words, size_t first) {
         if (i + 1 >= words.size()) throw UsageError(name + " needs a value");
         a.options[name] = words[++i];
       }
+      a.all[name].push_back(a.options[name]);
       continue;
     }
     a.positional.push_back(w);
@@ -262,13 +281,41 @@ void print_timing(const std::string& lab, const vlab::TimingState& t, bool json,
   }
 }
 
+// --hold-down / --release / --release-all: the set of NICs held down afterwards (those held
+// now, none with --release-all, less --release, plus --hold-down), each named checked against
+// the lab. Unset when none of them is given.
+void held_after(const Args& a, const std::string& dir, vlab::LabTiming& t) {
+  if (!a.has("--hold-down") && !a.has("--release") && !a.has("--release-all")) return;
+  vlab::TimingState now = vlab::lab_timing(dir);  // the lab must be running
+  vlab::LabState lab = vlab::LabState::load(dir);
+  auto check = [&](const std::string& option, const std::string& nic) {
+    try {
+      vlab::emulator_nic_name(lab, nic);
+    } catch (const ConfigError& e) {
+      throw ConfigError(option + " '" + nic + "': " + e.what());
+    }
+  };
+  std::vector<std::string> held = a.has("--release-all") ? std::vector<std::string>{} : now.held_down;
+  for (const auto& nic : a.values("--release")) {
+    check("--release", nic);
+    held.erase(std::remove(held.begin(), held.end(), nic), held.end());
+  }
+  for (const auto& nic : a.values("--hold-down")) {
+    check("--hold-down", nic);
+    if (std::find(held.begin(), held.end(), nic) == held.end()) held.push_back(nic);
+  }
+  t.hold_down = held;
+}
+
 int cmd_timing(const Args& a, std::ostream& out, std::ostream&) {
   if (a.positional.size() > 1) throw UsageError("usage: ocslab vlab timing NAME [OPTIONS] (ocslab vlab timing --help)");
   vlab::LabTiming t;
   for (const auto& [option, field] : kTimingOptions) {
     if (a.has(option)) t.*field = a.get(option);
   }
+  vlab::timing_yaml(t);  // a bad value is named before the lab is looked at
   std::string dir = lab_dir_for(a, a.positional.empty() ? "" : a.positional[0]);
+  held_after(a, dir, t);
   std::string lab = fs::path(dir).filename().string();
   vlab::TimingState now = t.empty() ? vlab::lab_timing(dir) : vlab::set_lab_timing(dir, t, std::chrono::seconds(10));
   print_timing(lab, now, a.has("--json"), out);
@@ -422,6 +469,9 @@ int run_vlab(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (sub != "timing") {
     for (const auto& [option, field] : kTimingOptions) {
       if (a.has(option)) throw UsageError(option + " only applies to `ocslab vlab timing`");
+    }
+    for (const char* option : {"--hold-down", "--release", "--release-all"}) {
+      if (a.has(option)) throw UsageError(std::string(option) + " only applies to `ocslab vlab timing`");
     }
   }
   if (sub == "timing") return cmd_timing(a, out, err);

@@ -77,6 +77,12 @@ Options:
                           folder, exit code); the summary then goes to stderr
   --check                 validate the spec (and the lab file it names), print the plan, stop
 
+In a virtual lab, the spec's `faults:` injects faults: `- {kind: nic-held-down, nic: h3:eth1,
+before_iteration: 2}` holds that NIC's link down from just before reconfiguration 2 to the end
+of the run (its light returns, its firmware never raises the link), recorded in meta.json and
+the timeline; the lab's holds are put back as found when the run ends (docs/experiments.md,
+"Fault injection").
+
 With `type: phase-workload` the spec runs a collective workload under the embedded phase
 controller once per phase mode and writes phase-steps.csv, phase-summary.txt, phase.png and per
 mode the ranks' rows, shim samples, controller events and timeline.csv; prints the per-step
@@ -164,6 +170,10 @@ void print_reconfiguration_plan(const runner::ExperimentSpec& spec, std::ostream
   out << "probes:";
   for (const auto& p : spec.probes) out << " " << p.name << " (" << p.interval_ms << " ms)";
   out << "\n";
+  for (const auto& f : spec.faults) {
+    out << fmt::format("injected fault: {} on {}:{} before reconfiguration {} (released when the run ends)\n", f.kind,
+                       spec.hosts[f.host].name, f.nic, f.before_iteration);
+  }
   if (spec.rdma.enabled) {
     out << "rdma pairs (client -> server, every " << spec.rdma.interval_ms << " ms):";
     for (const auto& l : spec.rdma.pairs) {
@@ -368,7 +378,17 @@ int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (json_stream && (as_json || check)) throw UsageError("--json-stream goes with neither --json nor --check");
 
   runner::ExperimentSpec spec = runner::load_experiment_spec(spec_path);  // ConfigError: exit 2, nothing touched
-  if (reconfigs > 0) spec.reconfigurations = reconfigs;
+  if (reconfigs > 0) {
+    spec.reconfigurations = reconfigs;
+    for (const auto& f : spec.faults) {  // a fault after the shortened run's end would never happen
+      if (f.before_iteration > reconfigs) {
+        throw ConfigError(
+            fmt::format("{}: before_iteration {} is after the run's last reconfiguration "
+                        "(--reconfigurations {}): the fault would never be injected",
+                        f.where, f.before_iteration, reconfigs));
+      }
+    }
+  }
   if (dwell > 0) spec.dwell_s = dwell;
   const TypeCli& type = type_cli(spec.type);
   if (check) {

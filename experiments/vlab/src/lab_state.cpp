@@ -1,6 +1,7 @@
 #include "ocslab/vlab/lab_state.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -83,6 +84,7 @@ json timing_json(const TimingState& t) {
           {"firmware_up", distribution_json(t.firmware_up)},
           {"rapid_window_ms", t.rapid_window_ms},
           {"rapid_extra", distribution_json(t.rapid_extra)},
+          {"held_down", t.held_down},
           {"summary", t.summary()}};
 }
 
@@ -98,6 +100,7 @@ void timing_from(const json& j, TimingState& t) {
   t.firmware_up = distribution_from(v.value("firmware_up", json::object()));
   t.rapid_window_ms = v.value("rapid_window_ms", 0.0);
   t.rapid_extra = distribution_from(v.value("rapid_extra", json::object()));
+  t.held_down = v.value("held_down", std::vector<std::string>{});
 }
 
 }  // namespace
@@ -107,7 +110,9 @@ std::string TimingState::summary() const {
   if (nic_model.empty()) return out + ", no NICs";
   out += fmt::format(", NICs {} (up {}, LOS {} ms", nic_model, firmware_up.to_string(), los_ms);
   if (rapid_window_ms > 0) out += fmt::format(", +{} within {} ms", rapid_extra.to_string(), rapid_window_ms);
-  return out + ")";
+  out += ")";
+  if (!held_down.empty()) out += fmt::format("; held down: {}", fmt::join(held_down, ", "));
+  return out;
 }
 
 std::string LabState::switch_url() const { return fmt::format("tl1://{}@127.0.0.1:{}", switch_user, tl1_port); }

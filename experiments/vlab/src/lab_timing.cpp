@@ -93,7 +93,21 @@ std::string read_timing_file(const std::string& path) {
   return *text;
 }
 
-void record_applied(TimingState& t, const emu::TimingUpdate& u) {
+// The lab's HOST:NIC for an emulator NIC name (HOST-NIC); the name itself if none matches.
+std::string lab_nic_name(const LabState& lab, const std::string& emulator_name) {
+  for (const auto& h : lab.hosts) {
+    for (const auto& n : h.nics) {
+      if (h.name + "-" + n.name == emulator_name) return h.name + ":" + n.name;
+    }
+  }
+  return emulator_name;
+}
+
+void record_applied(TimingState& t, const emu::TimingUpdate& u, const LabState& lab) {
+  if (u.hold_down) {
+    t.held_down.clear();
+    for (const auto& name : *u.hold_down) t.held_down.push_back(lab_nic_name(lab, name));
+  }
   if (u.switching) {
     t.switch_preset = u.switch_preset;
     t.switching = *u.switching;
@@ -109,7 +123,35 @@ void record_applied(TimingState& t, const emu::TimingUpdate& u) {
 
 }  // namespace
 
-bool LabTiming::empty() const { return !switch_preset && !switching_ms && !nic_model && !los_ms && !firmware_up_ms; }
+bool LabTiming::empty() const {
+  return !switch_preset && !switching_ms && !nic_model && !los_ms && !firmware_up_ms && !hold_down;
+}
+
+std::string emulator_nic_name(const LabState& lab, const std::string& host_nic) {
+  std::string known;
+  for (const auto& h : lab.hosts) {
+    for (const auto& n : h.nics) {
+      if (h.name + ":" + n.name == host_nic) return h.name + "-" + n.name;
+      known += (known.empty() ? "" : ", ") + h.name + ":" + n.name;
+    }
+  }
+  throw ConfigError(
+      fmt::format("lab {} has no data NIC '{}' (NICs: {})", lab.name, host_nic, known.empty() ? "none" : known));
+}
+
+std::string timing_yaml(const LabTiming& t, const LabState& lab) {
+  if (!t.hold_down) return timing_yaml(t);
+  LabTiming named = t;
+  named.hold_down->clear();
+  for (const auto& nic : *t.hold_down) {
+    try {
+      named.hold_down->push_back(emulator_nic_name(lab, nic));
+    } catch (const ConfigError& e) {
+      throw ConfigError(std::string("hold_down: ") + e.what());
+    }
+  }
+  return timing_yaml(named);
+}
 
 std::string timing_yaml(const LabTiming& t) {
   YAML::Node root(YAML::NodeType::Map);
@@ -120,6 +162,12 @@ std::string timing_yaml(const LabTiming& t) {
     root["switch"] = sw;
   }
   if (t.nic_model || t.los_ms || t.firmware_up_ms) root["nic_model"] = nic_model_node(t);
+  if (t.hold_down) {
+    YAML::Node held(YAML::NodeType::Sequence);
+    for (const auto& nic : *t.hold_down) held.push_back(nic);
+    held.SetStyle(YAML::EmitterStyle::Flow);
+    root["hold_down"] = held;
+  }
   YAML::Emitter out;
   out << root;
   std::string text = std::string("# written by `ocslab vlab timing`\n") + out.c_str() + "\n";
@@ -130,8 +178,9 @@ std::string timing_yaml(const LabTiming& t) {
 TimingState lab_timing(const std::string& lab_dir) { return running_lab(lab_dir).timing; }
 
 TimingState set_lab_timing(const std::string& lab_dir, const LabTiming& t, std::chrono::milliseconds wait) {
-  std::string text = timing_yaml(t);
+  timing_yaml(t);  // a bad value is refused before the lab is looked at
   LabState s = running_lab(lab_dir);
+  std::string text = timing_yaml(t, s);
   write_timing_file(s.timing_file(), text);
   const uint64_t before = s.timing.generation;
   if (::kill(s.supervisor_pid, SIGHUP) != 0) {
@@ -158,9 +207,9 @@ void reload_lab_timing(LabState& lab, emu::Emulator& emulator) {
   ++lab.timing.generation;
   try {
     const std::string path = lab.timing_file();
-    emu::TimingUpdate u = emu::parse_timing_update(load_yaml_string(read_timing_file(path), path));
+    emu::TimingUpdate u = emu::parse_timing_update(load_yaml_string(read_timing_file(path), path), emulator.config());
     emulator.retime(u);
-    record_applied(lab.timing, u);
+    record_applied(lab.timing, u, lab);
     lab.timing.error.clear();
   } catch (const std::exception& e) {
     lab.timing.error = e.what();

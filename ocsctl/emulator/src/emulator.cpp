@@ -2,12 +2,15 @@
 
 #include "listen_socket.h"
 
+#include <algorithm>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <deque>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+
+#include "ocslab/common/error.h"
 
 namespace ocslab::emu {
 
@@ -130,6 +133,7 @@ void Emulator::start() {
     // No circuit is lit yet: every NIC starts with its link down, as on a dark fibre.
     call([this] {
       for (auto& l : links_) l->force(false);
+      apply_holds();  // those a retime before start asked for
       return 0;
     });
   } catch (...) {
@@ -159,6 +163,13 @@ void Emulator::stop() {
 }
 
 void Emulator::retime(const TimingUpdate& update) {
+  // Refused before anything changes: an update applies whole or not at all. NIC names never
+  // change after construction, so reading them off the loop thread is safe.
+  for (const auto& name : update.hold_down.value_or(std::vector<std::string>{})) {
+    bool known = false;
+    for (const auto& n : config_.nics) known = known || n.attachment.name == name;
+    if (!known) throw Error("hold_down: unknown NIC '" + name + "'");
+  }
   if (!started_) {
     apply_timing(update);  // no loop thread yet: nothing else touches the model
     return;
@@ -183,6 +194,16 @@ void Emulator::apply_timing(const TimingUpdate& update) {
       truth_.record("emulator", config_.nics[i].attachment.name, "firmware_up_mean",
                     update.nic_link->firmware_up.mean_ms(), "ms");
     }
+  }
+  if (update.hold_down) {
+    held_down_ = *update.hold_down;
+    apply_holds();
+  }
+}
+
+void Emulator::apply_holds() {
+  for (auto& link : links_) {
+    link->set_held_down(std::find(held_down_.begin(), held_down_.end(), link->name()) != held_down_.end());
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <map>
 #include <set>
@@ -239,12 +240,37 @@ EmulatorConfig parse_emulator_config(const YamlDoc& doc) {
   return cfg;
 }
 
-TimingUpdate parse_timing_update(const YamlDoc& doc) {
+namespace {
+
+// hold_down: a list of NIC names, each once; `known` (when given) are the NICs there are.
+std::vector<std::string> parse_hold_down(const YamlDoc& doc, const YAML::Node& node,
+                                         const std::vector<std::string>* known) {
+  if (node.IsNull()) return {};
+  if (!node.IsSequence()) throw config_error(doc, node, "hold_down: expected a list of NIC names (e.g. [h1-eth1])");
+  std::vector<std::string> out;
+  for (const auto& n : node) {
+    if (!n.IsScalar()) throw config_error(doc, n, "hold_down: expected a NIC name");
+    std::string name = n.Scalar();
+    if (std::find(out.begin(), out.end(), name) != out.end()) {
+      throw config_error(doc, n, "hold_down: NIC '" + name + "' named twice");
+    }
+    if (known && std::find(known->begin(), known->end(), name) == known->end()) {
+      std::string names;
+      for (const auto& k : *known) names += (names.empty() ? "" : ", ") + k;
+      throw config_error(doc, n,
+                         "hold_down: unknown NIC '" + name + "' (NICs: " + (names.empty() ? "none" : names) + ")");
+    }
+    out.push_back(name);
+  }
+  return out;
+}
+
+TimingUpdate parse_timing(const YamlDoc& doc, const std::vector<std::string>* known_nics) {
   const YAML::Node& root = doc.root;
   TimingUpdate u;
   if (!root.IsDefined() || root.IsNull()) return u;
-  if (!root.IsMap()) throw config_error(doc, root, "expected a mapping with 'switch' and/or 'nic_model'");
-  only_keys(doc, root, {"switch", "nic_model"});
+  if (!root.IsMap()) throw config_error(doc, root, "expected a mapping with 'switch', 'nic_model' and/or 'hold_down'");
+  only_keys(doc, root, {"switch", "nic_model", "hold_down"});
   if (const YAML::Node sw = root["switch"]) {
     if (!sw.IsMap()) throw config_error(doc, sw, "expected a mapping with 'preset' and/or 'switching_ms'");
     only_keys(doc, sw, {"preset", "switching_ms"});
@@ -254,7 +280,18 @@ TimingUpdate parse_timing_update(const YamlDoc& doc) {
     if (!u.switching) throw config_error(doc, sw, "give 'preset' and/or 'switching_ms'");
   }
   if (root["nic_model"]) u.nic_link = parse_nic_link(doc, root["nic_model"], u.nic_preset);
+  if (root["hold_down"]) u.hold_down = parse_hold_down(doc, root["hold_down"], known_nics);
   return u;
+}
+
+}  // namespace
+
+TimingUpdate parse_timing_update(const YamlDoc& doc) { return parse_timing(doc, nullptr); }
+
+TimingUpdate parse_timing_update(const YamlDoc& doc, const EmulatorConfig& config) {
+  std::vector<std::string> names;
+  for (const auto& n : config.nics) names.push_back(n.attachment.name);
+  return parse_timing(doc, &names);
 }
 
 EmulatorConfig load_emulator_config(const std::string& path) { return parse_emulator_config(load_yaml_file(path)); }

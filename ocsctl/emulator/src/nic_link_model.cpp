@@ -97,8 +97,29 @@ void NicLinkModel::on_light(bool lit) {
     if (link_up_) schedule(params_.los_ms, false);
     return;
   }
-  // Light back before LOS fired: the link never went down, nothing to do.
-  if (link_up_) return;
+  // Light back before LOS fired: the link never went down, nothing to do. A held link stays
+  // down: its firmware never raises it.
+  if (link_up_ || held_down_) return;
+  start_link_up();
+}
+
+void NicLinkModel::set_held_down(bool held) {
+  if (held == held_down_) return;
+  held_down_ = held;
+  truth_.record("emulator", name_, "held_down", held ? 1 : 0, "bool");
+  if (held) {
+    // A down link's pending transition is a link-up: the firmware never gets to raise it. An up
+    // link's pending one is the LOS drop, which still happens.
+    if (!link_up_) {
+      ++generation_;
+      timer_.cancel();
+    }
+    return;
+  }
+  if (light_ && !link_up_) start_link_up();
+}
+
+void NicLinkModel::start_link_up() {
   double ms = params_.firmware_up.sample_ms(rng_);
   if (params_.rapid_window_ms > 0 && last_up_mono_ns_ != 0 &&
       static_cast<double>(monotonic_ns() - last_up_mono_ns_) <= params_.rapid_window_ms * 1e6) {

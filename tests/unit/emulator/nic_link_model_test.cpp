@@ -268,3 +268,81 @@ TEST_CASE("destroying a model with a transition pending leaves nothing behind") 
   CHECK(f.told == std::vector<bool>{false});
   CHECK(f.driver_states() == std::vector<bool>{false});
 }
+
+TEST_CASE("a NIC held down: light back never raises the link, light loss still drops it, release raises it") {
+  Fixture f(fixed_params(20, 100));
+  f.model->force(true);
+  f.model->set_held_down(true);
+  CHECK(f.model->held_down());
+  f.run_for(50);
+  CHECK(f.model->link_up());  // the hold stops the firmware raising the link, not an up link
+
+  f.model->on_light(false);  // a reconfiguration moves this NIC's circuit: dark ...
+  REQUIRE(f.run_until([&] { return !f.model->link_up(); }, 2000));
+  f.model->on_light(true);  // ... and lit again
+  f.run_for(400);           // four firmware delays
+  CHECK_FALSE(f.model->link_up());
+  CHECK(f.driver_states() == std::vector<bool>{true, false});
+  CHECK(f.told == std::vector<bool>{true, false});
+
+  int64_t released = monotonic_ns();
+  f.model->set_held_down(false);
+  CHECK_FALSE(f.model->link_up());  // not at once: after the firmware delay
+  REQUIRE(f.run_until([&] { return f.model->link_up(); }, 3000));
+  double up = ms_since(released, f.calls->back().mono_ns);
+  INFO("release -> link up took " << up << " ms, configured 100");
+  CHECK(up >= 99.5);
+  CHECK(up < 250);
+  CHECK(f.driver_states() == std::vector<bool>{true, false, true});
+
+  // Every hold and release is in the ground truth; no firmware delay is drawn while held.
+  std::vector<std::pair<std::string, double>> expect = {
+      {"light", 1}, {"link", 1},      {"held_down", 1},        {"light", 0}, {"link", 0},
+      {"light", 1}, {"held_down", 0}, {"firmware_delay", 100}, {"link", 1}};
+  CHECK(f.truth_events() == expect);
+  for (const auto& s : f.truth.samples()) {
+    if (s.signal == "held_down") CHECK(s.unit == "bool");
+    CHECK(s.subject == "h1-eth1");
+  }
+}
+
+TEST_CASE("holding a NIC cancels a link-up the firmware was counting; holding twice records once") {
+  Fixture f(fixed_params(0, 200));
+  f.model->force(false);
+  f.model->on_light(true);  // the firmware starts its 200 ms
+  f.run_for(50);
+  f.model->set_held_down(true);
+  f.model->set_held_down(true);  // the state it has: no second row
+  f.run_for(400);
+  CHECK_FALSE(f.model->link_up());
+  CHECK(f.driver_states() == std::vector<bool>{false});
+
+  // Released while dark: nothing comes up until the light does, then after the firmware delay.
+  f.model->on_light(false);
+  f.model->set_held_down(false);
+  f.model->set_held_down(false);
+  f.run_for(300);
+  CHECK_FALSE(f.model->link_up());
+  int64_t lit = monotonic_ns();
+  f.model->on_light(true);
+  REQUIRE(f.run_until([&] { return f.model->link_up(); }, 3000));
+  CHECK(ms_since(lit, f.calls->back().mono_ns) >= 199.5);
+
+  int holds = 0, releases = 0;
+  for (const auto& s : f.truth.samples()) {
+    if (s.signal == "held_down") (s.value == 1 ? holds : releases) += 1;
+  }
+  CHECK(holds == 1);
+  CHECK(releases == 1);
+}
+
+TEST_CASE("an ideal NIC released with light present comes up at once") {
+  Fixture f(NicLinkParams::preset("ideal"));
+  f.model->force(false);
+  f.model->set_held_down(true);
+  f.model->on_light(true);
+  CHECK_FALSE(f.model->link_up());
+  f.model->set_held_down(false);
+  CHECK(f.model->link_up());  // firmware delay 0: no timer involved
+  CHECK(f.told == std::vector<bool>{false, true});
+}

@@ -249,4 +249,70 @@ TEST_CASE("retime: every NIC's new firmware_up applies to the next light return"
   emu.stop();
 }
 
+TEST_CASE("a timing file's hold_down: the set of NICs held down, checked against the emulator's",
+          "[emulator][timing]") {
+  TimingUpdate u = parse("hold_down: [h3-eth1, h1-eth2]\n");
+  REQUIRE(u.hold_down);
+  CHECK(*u.hold_down == std::vector<std::string>{"h3-eth1", "h1-eth2"});
+  CHECK_FALSE(u.switching);
+  CHECK_FALSE(u.empty());
+  u = parse("hold_down: []\n");  // releases every NIC
+  REQUIRE(u.hold_down);
+  CHECK(u.hold_down->empty());
+  CHECK_FALSE(u.empty());
+  CHECK_FALSE(parse("switch: {switching_ms: 5}\n").hold_down);  // absent: holds unchanged
+
+  CHECK_THROWS_WITH(parse("hold_down: h1-eth1\n"),
+                    Contains("timing.yaml:1:12: hold_down: expected a list of NIC names"));
+  CHECK_THROWS_WITH(parse("hold_down: [a, {b: 1}]\n"), Contains("timing.yaml:1:16: hold_down: expected a NIC name"));
+  CHECK_THROWS_WITH(parse("hold_down:\n  - a\n  - a\n"), Contains("timing.yaml:3:5: hold_down: NIC 'a' named twice"));
+
+  EmulatorConfig cfg = parse_emulator_config(
+      load_yaml_string("switch: {size: 4x4}\nnics:\n  - {name: h1-eth1, tx_port: 1, rx_port: 5, tap: {name: t1}}\n"
+                       "  - {name: h2-eth1, tx_port: 2, rx_port: 6, tap: {name: t2}}\n",
+                       "lab.yaml"));
+  auto doc = load_yaml_string("nic_model: ideal\nhold_down: [h2-eth1, h9-eth1]\n", "timing.yaml");
+  CHECK_THROWS_WITH(parse_timing_update(doc, cfg),
+                    Contains("timing.yaml:2:22: hold_down: unknown NIC 'h9-eth1' (NICs: h1-eth1, h2-eth1)"));
+  auto ok = parse_timing_update(load_yaml_string("hold_down: [h2-eth1]\n", "timing.yaml"), cfg);
+  CHECK(*ok.hold_down == std::vector<std::string>{"h2-eth1"});
+}
+
+TEST_CASE("retime: a NIC held down stays down when its light returns and comes up after release",
+          "[emulator][timing]") {
+  testing::TempDir dir;
+  QmpResponder qmp(dir.path() + "/qmp.sock");
+  int listen = free_loopback_port(SOCK_DGRAM), peer = free_loopback_port(SOCK_DGRAM);
+  std::string lab = fmt::format(
+      "switch: {{size: 4x4, switching_ms: 1}}\n"
+      "nic_model: {{firmware_up_ms: 30}}\n"
+      "nics:\n"
+      "  - {{name: n1, tx_port: 1, rx_port: 5, udp: {{listen: 127.0.0.1:{}, peer: 127.0.0.1:{}}},\n"
+      "     qmp: {{socket: {}/qmp.sock, netdev: d1}}}}\n",
+      listen, peer, dir.path());
+  Emulator emu(parse_emulator_config(load_yaml_string(lab, "lab.yaml")));
+  emu.start();
+  // A NIC it does not have is refused, and nothing changes.
+  CHECK_THROWS_WITH(emu.retime(parse("nic_model: ideal\nhold_down: [n2]\n")), Contains("unknown NIC 'n2'"));
+  CHECK(emu.config().nics[0].link.firmware_up.to_string() == "fixed 30 ms");
+
+  int64_t t0 = monotonic_ns();
+  emu.retime(parse("hold_down: [n1]\n"));
+  auto held = await_sample(emu.truth(), "n1", "held_down", 1, t0, std::chrono::seconds(0));
+  CHECK(held);
+  auto ack = start_connect(emu, 1, 5, std::make_shared<std::promise<int64_t>>());
+  auto lit = await_sample(emu.truth(), "n1", "light", 1, t0, std::chrono::seconds(5));
+  REQUIRE(lit);
+  // Ten firmware delays later the link is still down: nothing to wait for but time here.
+  CHECK_FALSE(await_sample(emu.truth(), "n1", "link", 1, t0, std::chrono::milliseconds(300)));
+
+  emu.retime(parse("hold_down: []\n"));
+  auto released = await_sample(emu.truth(), "n1", "held_down", 0, t0, std::chrono::seconds(0));
+  REQUIRE(released);
+  auto up = await_sample(emu.truth(), "n1", "link", 1, t0, std::chrono::seconds(5));
+  REQUIRE(up);
+  CHECK(gap_ms(*released, *up) >= 30.0);
+  emu.stop();
+}
+
 }  // namespace timing_test

@@ -179,3 +179,63 @@ TEST_CASE("lab.connect_concurrency bounds the SSH handshakes: default 8, a posit
   CHECK_THAT(error_of("lab:\n  vlab: ../labs/four-hosts.yaml\n  connect_concurrency: [4]\n" + std::string(kMaps)),
              Contains("test.yaml:3:24: expected an integer"));
 }
+
+TEST_CASE("faults: a NIC held down before a reconfiguration, checked against the lab and the schedule",
+          "[runner][spec]") {
+  auto s = parse(std::string(kLab) + kMaps + "schedule: {reconfigurations: 3}\n" +
+                 "faults:\n"
+                 "  - {kind: nic-held-down, nic: h3:eth1, before_iteration: 2}\n"
+                 "  - kind: nic-held-down\n"
+                 "    nic: h1:eth1\n"
+                 "    before_iteration: 3\n");
+  REQUIRE(s.faults.size() == 2);
+  CHECK(s.faults[0].kind == kNicHeldDown);
+  CHECK(s.hosts[s.faults[0].host].name == "h3");
+  CHECK(s.faults[0].nic == "eth1");
+  CHECK(s.faults[0].before_iteration == 2);
+  CHECK_THAT(s.faults[0].where, Contains("test.yaml:7:5"));
+  CHECK(s.hosts[s.faults[1].host].name == "h1");
+  CHECK(s.faults[1].before_iteration == 3);
+  CHECK(parse(std::string(kLab) + kMaps).faults.empty());
+}
+
+TEST_CASE("faults: bad entries are refused at file:line:col before anything runs", "[runner][spec]") {
+  const std::string head = std::string(kLab) + kMaps + "schedule: {reconfigurations: 3}\nfaults:\n";
+  auto fault = [&](const std::string& entry) { return error_of(head + "  - " + entry + "\n"); };
+  CHECK_THAT(fault("{kind: nic-flapping, nic: h3:eth1, before_iteration: 2}"),
+             Contains("test.yaml:7:12: unknown fault kind 'nic-flapping' (known: nic-held-down)"));
+  CHECK_THAT(fault("{kind: nic-held-down, nic: h9:eth1, before_iteration: 2}"),
+             Contains("test.yaml:7:32: unknown host 'h9' in 'h9:eth1' (the lab has: h1, h2, h3, h4)"));
+  CHECK_THAT(fault("{kind: nic-held-down, nic: h3:eth4, before_iteration: 2}"),
+             Contains("test.yaml:7:32: host 'h3' has no data NIC 'eth4' (it has: eth1)"));
+  CHECK_THAT(fault("{kind: nic-held-down, nic: h3, before_iteration: 2}"), Contains("expected HOST:NIC"));
+  // The "fault at a time after the run ends" case: the schedule has 3 reconfigurations.
+  CHECK_THAT(
+      fault("{kind: nic-held-down, nic: h3:eth1, before_iteration: 4}"),
+      Contains("test.yaml:7:59: before_iteration 4 is after the run's last reconfiguration (the schedule has 3)"));
+  CHECK_THAT(fault("{kind: nic-held-down, nic: h3:eth1, before_iteration: 0}"),
+             Contains("test.yaml:7:59: before_iteration must be 1 or more, got 0"));
+  CHECK_THAT(fault("{kind: nic-held-down, nic: h3:eth1}"), Contains("test.yaml:7:5: missing key 'before_iteration'"));
+  CHECK_THAT(fault("{kind: nic-held-down, nic: h3:eth1, before_iteration: 1, for_s: 3}"),
+             Contains("test.yaml:7:") && Contains("unknown key 'for_s'"));
+  CHECK_THAT(fault("nic-held-down h3:eth1"), Contains("test.yaml:7:5: a fault is a map {kind: nic-held-down"));
+  CHECK_THAT(error_of(head.substr(0, head.size() - 1) + " {kind: nic-held-down}\n"),
+             Contains("test.yaml:6:9: faults must be a list"));
+  CHECK_THAT(error_of(head + "  - {kind: nic-held-down, nic: h3:eth1, before_iteration: 1}\n" +
+                      "  - {kind: nic-held-down, nic: h3:eth1, before_iteration: 2}\n"),
+             Contains("test.yaml:8:32: h3:eth1 is held down already (at ") && Contains("test.yaml:7:5)"));
+  // Only a virtual lab's emulated firmware can hold a link down.
+  const char* inv =
+      "lab:\n  inventory:\n"
+      "    - {name: gpu1, ssh: 10.0.0.11, nics: [{name: ens1f0, tx_port: 1, rx_port: 33}]}\n"
+      "    - {name: gpu2, ssh: 10.0.0.12, nics: [{name: ens1f0, tx_port: 2, rx_port: 34}]}\n"
+      "    - {name: gpu3, ssh: 10.0.0.13, nics: [{name: ens1f0, tx_port: 3, rx_port: 35}]}\n"
+      "switch: {url: 'tl1://admin@10.0.0.5:3082'}\n"
+      "mappings:\n  a: [gpu1:ens1f0 <-> gpu2:ens1f0]\n  b: [gpu1:ens1f0 <-> gpu3:ens1f0]\n";
+  CHECK_THAT(error_of(std::string(inv) + "faults:\n  - {kind: nic-held-down, nic: gpu1:ens1f0, before_iteration: 1}\n"),
+             Contains("test.yaml:11:3: faults need a virtual lab (lab.vlab)"));
+  // A phase workload has no reconfiguration schedule to place a fault in.
+  CHECK_THAT(error_of("type: phase-workload\n" + std::string(kLab) +
+                      "faults:\n  - {kind: nic-held-down, nic: h3:eth1, before_iteration: 1}\n"),
+             Contains("'faults' is not part of a phase-workload spec"));
+}

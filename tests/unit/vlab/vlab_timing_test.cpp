@@ -14,7 +14,11 @@
 
 #include "cli_run.h"
 #include "ocslab/cli/ocslab_cli.h"
+#include "ocslab/common/clock.h"
+#include "ocslab/common/file.h"
 #include "ocslab/emulator/emulator.h"
+#include "ocslab/runner/fault_injection.h"
+#include "ocslab/testing/source_dir.h"
 #include "ocslab/testing/sshd_fixture.h"
 #include "ocslab/vlab/lab_state.h"
 #include "ocslab/vlab/lab_timing.h"
@@ -45,15 +49,37 @@ pid_t gone_pid() {
   return p;
 }
 
+// Two hosts with one data NIC each, as the emulator names them (HOST-NIC); attached to TAPs
+// that are only made if the emulator starts, which the hold tests do not need.
+emu::EmulatorConfig two_nic_switch() {
+  return emu::parse_emulator_config(
+      load_yaml_string("switch: {size: 4x4, switching_ms: 25}\nnic_model: cx6dx-no-autoneg\nnics:\n"
+                       "  - {name: h1-eth1, tx_port: 1, rx_port: 5, tap: {name: t1}}\n"
+                       "  - {name: h2-eth1, tx_port: 2, rx_port: 6, tap: {name: t2}}\n",
+                       "lab.yaml"));
+}
+
+std::vector<HostState> two_hosts() {
+  std::vector<HostState> hosts(2);
+  for (int i = 0; i < 2; ++i) {
+    hosts[static_cast<size_t>(i)].name = "h" + std::to_string(i + 1);
+    NicState n;
+    n.name = "eth1";
+    hosts[static_cast<size_t>(i)].nics.push_back(n);
+  }
+  return hosts;
+}
+
 struct Cache {
   testing::TempDir dir;
   const std::string& path = dir.path();
-  LabState add_lab(const std::string& name, pid_t supervisor) const {
+  LabState add_lab(const std::string& name, pid_t supervisor, std::vector<HostState> hosts = {}) const {
     LabState s;
     s.name = name;
     s.dir = labs_dir(path) + "/" + name;
     s.phase = "running";
     s.supervisor_pid = supervisor;
+    s.hosts = std::move(hosts);
     s.timing = initial_timing(small_switch());
     fs::create_directories(s.dir);
     s.save();
@@ -65,10 +91,11 @@ void write_file(const std::string& path, const std::string& text) { std::ofstrea
 
 // Stands in for lab_supervise once the lab runs: a real emulator, state.json, and SIGHUP
 // answered by reload_lab_timing + save, until SIGTERM. Signals the parent through a pipe once
-// it is ready, so nothing waits on a clock.
+// it is ready, so nothing waits on a clock. An emulator with TAP NICs is not started (that
+// needs CAP_NET_ADMIN); it takes its timing all the same.
 class FakeSupervisor {
  public:
-  explicit FakeSupervisor(const std::string& dir) {
+  explicit FakeSupervisor(const std::string& dir, emu::EmulatorConfig config = small_switch()) {
     sigset_t set, old;
     sigemptyset(&set);
     sigaddset(&set, SIGHUP);
@@ -79,7 +106,7 @@ class FakeSupervisor {
     pid_ = ::fork();
     if (pid_ == 0) {
       ::close(fds[0]);
-      ::_exit(serve(dir, set, fds[1]));
+      ::_exit(serve(dir, std::move(config), set, fds[1]));
     }
     ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
     ::close(fds[1]);
@@ -94,11 +121,12 @@ class FakeSupervisor {
   pid_t pid() const { return pid_; }
 
  private:
-  static int serve(const std::string& dir, const sigset_t& set, int ready_fd) {
+  static int serve(const std::string& dir, emu::EmulatorConfig config, const sigset_t& set, int ready_fd) {
     try {
       LabState s = LabState::load(dir);
-      emu::Emulator emulator(small_switch());
-      emulator.start();
+      const bool start = config.nics.empty();
+      emu::Emulator emulator(std::move(config));
+      if (start) emulator.start();
       s.supervisor_pid = ::getpid();
       s.timing = initial_timing(emulator.config());
       s.save();
@@ -250,6 +278,190 @@ TEST_CASE("vlab timing changes a running supervisor's emulator over SIGHUP and s
   CHECK_THAT(r.out, Contains("lab live timing (generation 2): switch rotor (fixed 0.01 ms), NICs cx6dx-no-autoneg"));
   r = run_cli({"vlab", "status", "live", "--cache", c.path});
   CHECK_THAT(r.out, Contains("  timing: switch rotor (fixed 0.01 ms)"));
+}
+
+TEST_CASE("timing_yaml with the lab: hold_down in the emulator's names, an unknown NIC named", "[vlab][timing]") {
+  LabState lab;
+  lab.name = "holds";
+  lab.hosts = two_hosts();
+  LabTiming t;
+  t.hold_down = std::vector<std::string>{"h2:eth1"};
+  std::string text = timing_yaml(t, lab);
+  CHECK_THAT(text, Contains("hold_down: [h2-eth1]"));
+  auto u = emu::parse_timing_update(load_yaml_string(text, "timing.yaml"), two_nic_switch());
+  CHECK(*u.hold_down == std::vector<std::string>{"h2-eth1"});
+  t.hold_down->clear();  // releases all: an empty list, not an absent key
+  CHECK_THAT(timing_yaml(t, lab), Contains("hold_down: []"));
+  t.hold_down = std::vector<std::string>{"h2:eth1", "h3:eth1"};
+  CHECK_THROWS_WITH(timing_yaml(t, lab),
+                    Contains("hold_down: lab holds has no data NIC 'h3:eth1' (NICs: h1:eth1, h2:eth1)"));
+  CHECK(emulator_nic_name(lab, "h1:eth1") == "h1-eth1");
+  CHECK_FALSE(LabTiming{}.hold_down);
+  CHECK_FALSE(t.empty());
+}
+
+TEST_CASE("reload_lab_timing holds NICs down and records them as HOST:NIC; an unknown one is refused",
+          "[vlab][timing]") {
+  testing::TempDir dir;
+  LabState s;
+  s.name = "reload";
+  s.dir = dir.path();
+  s.hosts = two_hosts();
+  emu::Emulator emulator(two_nic_switch());
+  s.timing = initial_timing(emulator.config());
+  CHECK(s.timing.held_down.empty());
+
+  write_file(s.timing_file(), "hold_down: [h2-eth1]\n");
+  reload_lab_timing(s, emulator);
+  CHECK(s.timing.error.empty());
+  CHECK(s.timing.held_down == std::vector<std::string>{"h2:eth1"});
+  CHECK_THAT(s.timing.summary(), Contains("; held down: h2:eth1"));
+
+  write_file(s.timing_file(), "switch: {switching_ms: 7}\nhold_down:\n  - h2-eth1\n  - h7-eth1\n");
+  reload_lab_timing(s, emulator);
+  CHECK(s.timing.generation == 2);
+  CHECK_THAT(s.timing.error,
+             Contains(s.timing_file() + ":4:5: hold_down: unknown NIC 'h7-eth1' (NICs: h1-eth1, h2-eth1)"));
+  CHECK(s.timing.held_down == std::vector<std::string>{"h2:eth1"});  // nothing changed
+  CHECK(s.timing.switching.to_string() == "fixed 25 ms");
+
+  // The held set survives state.json.
+  LabState back = LabState::from_json(s.to_json(), "state.json");
+  CHECK(back.timing.held_down == std::vector<std::string>{"h2:eth1"});
+}
+
+TEST_CASE("vlab timing --hold-down / --release / --release-all change the held set of a running lab",
+          "[vlab][timing]") {
+  Cache c;
+  LabState lab = c.add_lab("faulty", gone_pid(), two_hosts());
+  FakeSupervisor sup(lab.dir, two_nic_switch());
+  auto timing = [&](std::vector<std::string> words) {
+    std::vector<std::string> args = {"vlab", "timing", "faulty", "--cache", c.path};
+    args.insert(args.end(), words.begin(), words.end());
+    return run_cli(args);
+  };
+  Result r = timing({"--hold-down", "h2:eth1", "--json"});
+  REQUIRE(r.rc == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["timing"]["held_down"] == nlohmann::json::array({"h2:eth1"}));
+  CHECK(j["timing_generation"] == 1);
+  CHECK_THAT(read_file(lab.timing_file()), Contains("hold_down: [h2-eth1]"));
+
+  r = timing({"--hold-down=h1:eth1", "--hold-down", "h2:eth1"});  // added to those held, once each
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.out, Contains("lab faulty timing (generation 2): ") && Contains("; held down: h2:eth1, h1:eth1"));
+  r = timing({"--release", "h2:eth1"});
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.out, Contains("; held down: h1:eth1"));
+  r = run_cli({"vlab", "status", "faulty", "--cache", c.path});
+  CHECK_THAT(r.out, Contains("  timing: ") && Contains("; held down: h1:eth1"));
+
+  // A NIC the lab does not have is refused naming the option, before anything is written.
+  r = timing({"--hold-down", "h3:eth1"});
+  CHECK(r.rc == ocslab::cli::kExitInput);
+  CHECK_THAT(r.err, Contains("--hold-down 'h3:eth1': lab faulty has no data NIC 'h3:eth1' (NICs: h1:eth1, h2:eth1)"));
+  CHECK(LabState::load(lab.dir).timing.generation == 3);
+
+  r = timing({"--release-all", "--json"});
+  REQUIRE(r.rc == 0);
+  j = nlohmann::json::parse(r.out);
+  CHECK(j["timing"]["held_down"].empty());
+  CHECK_THAT(j["timing"]["summary"].get<std::string>(), !Contains("held down"));
+
+  r = run_cli({"vlab", "status", "--cache", c.path, "--hold-down", "h1:eth1"});
+  CHECK(r.rc == ocslab::cli::kExitUsage);
+  CHECK_THAT(r.err, Contains("--hold-down only applies to `ocslab vlab timing`"));
+}
+
+TEST_CASE("the runner's fault injector holds a NIC before its reconfiguration and leaves the lab as found",
+          "[vlab][timing]") {
+  Cache c;
+  LabState lab = c.add_lab("inject", gone_pid(), two_hosts());
+  FakeSupervisor sup(lab.dir, two_nic_switch());
+  REQUIRE(run_cli({"vlab", "timing", "inject", "--cache", c.path, "--hold-down", "h1:eth1"}).rc == 0);  // held before
+
+  runner::ExperimentSpec spec;
+  for (const auto& h : two_hosts()) {
+    runner::HostEntry e;
+    e.name = h.name;
+    e.nics.push_back(runner::NicEntry{"eth1", 0, 0});
+    spec.hosts.push_back(e);
+  }
+  runner::FaultSpec f;
+  f.host = 1;
+  f.nic = "eth1";
+  f.before_iteration = 2;
+  spec.faults.push_back(f);
+  std::vector<Sample> rows;
+  std::vector<std::string> logs;
+  {
+    runner::FaultInjector faults(
+        spec, lab.dir, [&](const Sample& s) { rows.push_back(s); }, [&](const std::string& m) { logs.push_back(m); });
+    CHECK(faults.before_reconfiguration(1).empty());
+    CHECK(rows.empty());
+    CHECK(LabState::load(lab.dir).timing.held_down == std::vector<std::string>{"h1:eth1"});
+
+    const int64_t before = realtime_ns();
+    CHECK(faults.before_reconfiguration(2).empty());
+    CHECK(LabState::load(lab.dir).timing.held_down == std::vector<std::string>{"h1:eth1", "h2:eth1"});
+    REQUIRE(rows.size() == 1);
+    CHECK(rows[0].host == "h2");
+    CHECK(rows[0].source == "fault");
+    CHECK(rows[0].subject == "eth1");
+    CHECK(rows[0].signal == "held_down");
+    CHECK(rows[0].value == 1);
+    CHECK(rows[0].t_ns >= before);
+    CHECK(faults.record()[0]["held_ns"] == rows[0].t_ns);
+    CHECK(faults.record()[0]["released_ns"] == 0);
+
+    CHECK(faults.release().empty());
+    CHECK(LabState::load(lab.dir).timing.held_down == std::vector<std::string>{"h1:eth1"});  // as found
+    REQUIRE(rows.size() == 2);
+    CHECK(rows[1].value == 0);
+    auto rec = faults.record();
+    CHECK(rec[0]["kind"] == "nic-held-down");
+    CHECK(rec[0]["host"] == "h2");
+    CHECK(rec[0]["nic"] == "eth1");
+    CHECK(rec[0]["before_iteration"] == 2);
+    CHECK(rec[0]["released_ns"] == rows[1].t_ns);
+    CHECK(rec[0]["error"] == "");
+    CHECK(faults.release().empty());  // once
+  }
+  CHECK(rows.size() == 2);  // the destructor found nothing left to release
+  CHECK(LabState::load(lab.dir).timing.generation == 3);
+
+  // A lab that stopped answering: the hold is a problem of the run, not an exception.
+  runner::ExperimentSpec gone = spec;
+  runner::FaultInjector dead(
+      gone, c.path + "/labs/nosuch", [&](const Sample& s) { rows.push_back(s); },
+      [&](const std::string& m) { logs.push_back(m); });
+  auto problems = dead.before_reconfiguration(2);
+  REQUIRE(problems.size() == 1);
+  CHECK_THAT(problems[0], Contains("fault nic-held-down h2:eth1 before reconfiguration 2 not injected"));
+  CHECK(dead.record()[0]["held_ns"] == 0);
+  CHECK(dead.record()[0]["error"] != "");
+}
+
+TEST_CASE("ocslab run --check shows a spec's faults; --reconfigurations may not cut one off", "[vlab][timing]") {
+  testing::TempDir dir;
+  const std::string spec = dir.path() + "/held.yaml";
+  write_file(spec, "lab: {vlab: " + testing::source_dir() + "/experiments/labs/four-hosts.yaml}\n" +
+                       "mappings:\n"
+                       "  rail-a: [h1:eth1 <-> h2:eth1, h3:eth1 <-> h4:eth1]\n"
+                       "  rail-b: [h1:eth1 <-> h3:eth1, h2:eth1 <-> h4:eth1]\n"
+                       "schedule: {reconfigurations: 3}\n"
+                       "probes: {carrier: {}}\n"
+                       "faults:\n"
+                       "  - {kind: nic-held-down, nic: h3:eth1, before_iteration: 2}\n");
+  Result r = run_cli({"run", spec, "--check"});
+  CHECK(r.rc == 0);
+  CHECK_THAT(r.out, Contains("injected fault: nic-held-down on h3:eth1 before reconfiguration 2 (released when the run "
+                             "ends)"));
+  r = run_cli({"run", spec, "--check", "--reconfigurations", "1"});
+  CHECK(r.rc == ocslab::cli::kExitInput);
+  CHECK_THAT(r.err, Contains(spec + ":8:5: before_iteration 2 is after the run's last reconfiguration "
+                                    "(--reconfigurations 1)"));
+  CHECK(run_cli({"run", spec, "--check", "--reconfigurations", "2"}).rc == 0);
 }
 
 }  // namespace vlab_timing_test

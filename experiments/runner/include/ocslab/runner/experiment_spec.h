@@ -76,6 +76,19 @@ struct RdmaSpec {
 
 enum class Order { kAlternate, kRandom };
 
+inline constexpr const char* kNicHeldDown = "nic-held-down";
+
+// One injected fault (`faults:`, virtual lab only). nic-held-down: the NIC's link is held down
+// by the lab's emulated firmware from just before reconfiguration before_iteration's command
+// to the end of the run (light returning never brings it up), then released.
+struct FaultSpec {
+  std::string kind = kNicHeldDown;
+  size_t host = 0;  // index into ExperimentSpec::hosts
+  std::string nic;
+  int before_iteration = 1;  // 1..reconfigurations
+  std::string where;         // file:line:col of the entry, for messages
+};
+
 struct PhaseWorkloadSpec;  // phase_workload.h
 
 inline constexpr const char* kReconfigLatency = "reconfig-latency";
@@ -116,6 +129,7 @@ struct ExperimentSpec {
   std::vector<ProbeSpec> probes;
   RdmaSpec rdma;
   ForwardingSpec forwarding;  // host-based forwarding per mapping (forwarding_spec.h); off unless given
+  std::vector<FaultSpec> faults;  // injected faults, in the spec's order
   uint64_t seed = 1;
   std::string output = "results";  // a folder <output>/<name>-<YYYYmmdd-HHMMSS> is made in it
   // The mapping of reconfiguration i (1..N), given the seed: alternate cycles through the

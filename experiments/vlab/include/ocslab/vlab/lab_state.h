@@ -55,8 +55,11 @@ struct TimingState {
   emu::Distribution firmware_up;
   double rapid_window_ms = 0;
   emu::Distribution rapid_extra;
+  // NICs whose link is held down (fault injection), as the lab names them: HOST:NIC.
+  std::vector<std::string> held_down;
 
-  // One line: "switch polatis-6000 (fixed 25 ms), NICs cx6dx-autoneg (up normal ..., LOS 1 ms)".
+  // One line: "switch polatis-6000 (fixed 25 ms), NICs cx6dx-autoneg (up normal ..., LOS 1 ms)",
+  // then "; held down: h3:eth1" when a NIC is.
   std::string summary() const;
 };
 

@@ -1,13 +1,16 @@
 // Changing the timing of a running virtual lab without rebooting it: the switch's switching
-// time and every NIC's link model. The caller writes <lab>/timing.yaml (the lab file's
-// `switch: {preset, switching_ms}` and `nic_model` syntax) and sends the supervisor SIGHUP;
-// the supervisor applies it to its emulator and records the outcome in state.json
-// (timing_generation, timing_error, timing). `ocslab vlab timing` is the command line of it.
+// time, every NIC's link model, and which NICs' links are held down (fault injection: the
+// emulated firmware never raises a held link). The caller writes <lab>/timing.yaml (the lab
+// file's `switch: {preset, switching_ms}` and `nic_model` syntax, and `hold_down: [emulator NIC
+// names]`) and sends the supervisor SIGHUP; the supervisor applies it to its emulator and
+// records the outcome in state.json (timing_generation, timing_error, timing). `ocslab vlab
+// timing` is the command line of it; the runner's fault injection uses set_lab_timing.
 #pragma once
 
 #include <chrono>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ocslab/emulator/emulator.h"
 #include "ocslab/vlab/lab_state.h"
@@ -21,18 +24,30 @@ struct LabTiming {
   std::optional<std::string> nic_model;       // --nic-model: a NIC link preset
   std::optional<std::string> los_ms;          // --los-ms: ms
   std::optional<std::string> firmware_up_ms;  // --firmware-up-ms: as switching_ms
+  // The full set of NICs held down from now on, as the lab names them (HOST:NIC); the others
+  // are released, an empty set releases all. Absent: the holds stay as they are.
+  std::optional<std::vector<std::string>> hold_down;
   bool empty() const;
 };
 
 // The timing.yaml text for t. Checks every value on its own first and throws ConfigError
 // naming the option and its value ("--switching-ms '-5': a delay cannot be negative").
+// hold_down is written as given (the emulator's names, HOST-NIC); use the overload with the
+// lab to have its HOST:NIC names checked and translated.
 std::string timing_yaml(const LabTiming& t);
+// The same for `lab`: each hold_down NIC must be one of its data NICs (HOST:NIC), else
+// ConfigError "hold_down: lab NAME has no NIC 'h9:eth1' (NICs: ...)".
+std::string timing_yaml(const LabTiming& t, const LabState& lab);
+
+// The emulator's name of the lab's data NIC "HOST:NIC" (HOST-NIC). Throws ConfigError naming
+// it and the lab's NICs when the lab has no such NIC.
+std::string emulator_nic_name(const LabState& lab, const std::string& host_nic);
 
 // The timing of the running lab in lab_dir (state.json). Throws Error naming the lab when it
 // is not running.
 TimingState lab_timing(const std::string& lab_dir);
 
-// Writes <lab_dir>/timing.yaml (0600, temp file + rename), sends SIGHUP to the supervisor and
+// Writes <lab_dir>/timing.yaml (0600, temp file + rename; timing_yaml(t, lab)), sends SIGHUP to the supervisor and
 // waits up to `wait` for timing_generation to advance; returns the timing then in force.
 // Throws ConfigError for a bad value (before the lab is touched), Error naming the lab when
 // it is not running, when the supervisor refused the file (its timing_error) or did not

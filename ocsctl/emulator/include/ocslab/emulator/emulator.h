@@ -54,11 +54,15 @@ class Emulator {
   // event loop: circuit moves and light changes that start afterwards use the new timing,
   // those under way keep their draw. Each change is a ground-truth row (signals
   // switching_mean on the switch, firmware_up_mean per NIC, in ms). config() follows it.
+  // update.hold_down, when given, is the set of NICs held down from now on (the others are
+  // released; NicLinkModel::set_held_down, ground-truth signal held_down per NIC that
+  // changes). Throws Error naming a hold_down NIC the emulator does not have, changing nothing.
   void retime(const TimingUpdate& update);
 
  private:
   void start_events_server();
   void apply_timing(const TimingUpdate& update);  // on the loop thread
+  void apply_holds();                             // held_down_ to every NIC, on the loop thread
 
   EmulatorConfig config_;
   boost::asio::io_context io_;
@@ -66,6 +70,7 @@ class Emulator {
   std::unique_ptr<SwitchModel> model_;
   std::unique_ptr<DataPlane> data_plane_;
   std::vector<std::unique_ptr<NicLinkModel>> links_;
+  std::vector<std::string> held_down_;  // the NICs the last retime held down (by name)
   std::unique_ptr<ControlPlane> control_;
   struct EventsServer;
   std::unique_ptr<EventsServer> events_;

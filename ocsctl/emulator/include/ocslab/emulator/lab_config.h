@@ -62,19 +62,27 @@ EmulatorConfig load_emulator_config(const std::string& path);
 NicLinkParams parse_nic_link(const YamlDoc& doc, const YAML::Node& node, std::string& preset_name);
 EmulatorConfig parse_emulator_config(const YamlDoc& doc);
 
-// A new timing for a running emulator: the switch's switching time and every NIC's link
-// model, each optional (absent: unchanged).
+// A new timing for a running emulator: the switch's switching time, every NIC's link model
+// and which NICs are held down (fault injection, NicLinkModel::set_held_down), each optional
+// (absent: unchanged).
 struct TimingUpdate {
   std::optional<Distribution> switching;
   std::string switch_preset;  // the preset the switching time came from; "custom" for switching_ms alone
   std::optional<NicLinkParams> nic_link;
   std::string nic_preset;  // as parse_nic_link names it
-  bool empty() const { return !switching && !nic_link; }
+  // The full set of NICs held down from now on, by emulator NIC name: every other NIC is
+  // released; an empty list releases all.
+  std::optional<std::vector<std::string>> hold_down;
+  bool empty() const { return !switching && !nic_link && !hold_down; }
 };
 
-// A timing file: {switch: {preset: NAME, switching_ms: DIST}, nic_model: MODEL}, both
-// optional, each in exactly the lab file's syntax (switching_ms wins over the preset's
-// time). Throws ConfigError "file:line:col: ..." like the lab file's parser.
+// A timing file: {switch: {preset: NAME, switching_ms: DIST}, nic_model: MODEL, hold_down:
+// [NIC, ...]}, all optional, the first two in exactly the lab file's syntax (switching_ms wins
+// over the preset's time). Throws ConfigError "file:line:col: ..." like the lab file's parser
+// (a NIC named twice in hold_down included).
 TimingUpdate parse_timing_update(const YamlDoc& doc);
+// The same, and a hold_down NIC that `config` does not have is refused, naming it and the
+// NICs it has.
+TimingUpdate parse_timing_update(const YamlDoc& doc, const EmulatorConfig& config);
 
 }  // namespace ocslab::emu

@@ -57,9 +57,20 @@ class NicLinkModel {
   // Sets the initial state without delays (at emulator start). Call on the io_context thread.
   void force(bool up);
 
+  // Fault injection: a link held down is never raised by the firmware. While held, light
+  // returning leaves a down link down (no firmware delay is drawn) and a link-up already
+  // pending is cancelled; light loss still takes an up link down after LOS (a link that is up
+  // when the hold starts stays up until then). Releasing it with light present brings the link
+  // up after a firmware delay drawn at the release, as if the light had just returned. Each
+  // change is a ground-truth row (signal held_down, 1 / 0); setting the state it already has
+  // does nothing. Call on the io_context thread.
+  void set_held_down(bool held);
+  bool held_down() const { return held_down_; }
+
  private:
   void apply(bool up);
   void schedule(double delay_ms, bool up);
+  void start_link_up();  // draws the firmware delay and schedules the link-up
 
   std::string name_;
   NicLinkParams params_;
@@ -70,6 +81,7 @@ class NicLinkModel {
   boost::asio::steady_timer timer_;
   bool light_ = false;
   bool link_up_ = false;
+  bool held_down_ = false;
   int64_t last_up_mono_ns_ = 0;
   // Bumped whenever the pending transition is superseded: a timer that already fired and
   // queued its handler cannot be cancelled, so the handler checks it is still current.
