@@ -24,24 +24,6 @@ using namespace vlab_test;
 
 namespace {
 
-std::vector<std::map<std::string, std::string>> read_csv(const std::string& path) {
-  std::ifstream in(path);
-  REQUIRE(in);
-  std::string line;
-  std::vector<std::string> header;
-  std::vector<std::map<std::string, std::string>> rows;
-  std::getline(in, line);
-  header = split_csv_line(line);
-  while (std::getline(in, line)) {
-    auto f = split_csv_line(line);
-    REQUIRE(f.size() == header.size());
-    std::map<std::string, std::string> row;
-    for (size_t i = 0; i < f.size(); ++i) row[header[i]] = f[i];
-    rows.push_back(row);
-  }
-  return rows;
-}
-
 std::string fmt_name(double s, double f) {
   std::ostringstream o;
   o << "calib-" << s << "-" << f;
@@ -95,7 +77,7 @@ void calibrate(double switching_ms, double firmware_ms, const char* shared_lab) 
   std::string output = r.out + r.err;
   INFO(output);
   REQUIRE(r.status == 0);
-  auto rows = read_csv(out + "/breakdown.csv");
+  auto rows = read_csv_rows(out + "/breakdown.csv");
   INFO(output);
   REQUIRE(rows.size() == 3 * 4);  // 3 reconfigurations x 4 hosts
   for (const auto& r : rows) {

@@ -14,36 +14,12 @@
 #include <vector>
 
 #include "lab_fixture.h"
-#include "ocslab/common/csv_reader.h"
 #include "ocslab/common/exit_code.h"
 #include "ocslab/testing/sshd_fixture.h"
 
 using namespace vlab_test;
 using Catch::Matchers::Contains;
 using json = nlohmann::json;
-
-namespace fault_injection_test {
-
-std::vector<std::map<std::string, std::string>> read_rows(const std::string& path) {
-  std::ifstream in(path);
-  REQUIRE(in);
-  std::string line;
-  std::getline(in, line);
-  std::vector<std::string> header = split_csv_line(line);
-  std::vector<std::map<std::string, std::string>> rows;
-  while (std::getline(in, line)) {
-    auto f = split_csv_line(line);
-    REQUIRE(f.size() == header.size());
-    std::map<std::string, std::string> row;
-    for (size_t i = 0; i < f.size(); ++i) row[header[i]] = f[i];
-    rows.push_back(row);
-  }
-  return rows;
-}
-
-}  // namespace fault_injection_test
-
-using namespace fault_injection_test;
 
 TEST_CASE("a NIC held down after a reconfiguration: localised to that host and NIC at the firmware layer",
           "[vlab][fault-injection]") {
@@ -59,7 +35,7 @@ TEST_CASE("a NIC held down after a reconfiguration: localised to that host and N
   CHECK_THAT(output, Contains("fault: ") && Contains("h3/eth1") && Contains("stopped at firmware"));
 
   // The breakdown: reconfiguration 1 complete everywhere; in 2, h3/eth1 is the one incomplete row.
-  auto rows = read_rows(out + "/breakdown.csv");
+  auto rows = read_csv_rows(out + "/breakdown.csv");
   REQUIRE(rows.size() == 2 * 4);
   for (const auto& row : rows) {
     INFO("iteration " << row.at("iteration") << " " << row.at("host") << ":" << row.at("interface"));

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "ocslab/common/csv_reader.h"
 #include "ocslab/ocsctl/driver.h"
 #include "ocslab/ocsctl/switch_url.h"
 #include "ocslab/testing/processes.h"
@@ -437,6 +438,24 @@ std::string Lab::snapshot(const std::string& host) const {
   ocs::ExecResult r = exec(host, kSnapshotScript);
   if (r.exit_status != 0) throw std::runtime_error(host + ": snapshot failed: " + r.err);
   return r.out;
+}
+
+std::vector<std::map<std::string, std::string>> read_csv_rows(const std::string& path) {
+  std::ifstream in(path);
+  INFO(path);
+  REQUIRE(in);
+  std::string line;
+  std::getline(in, line);
+  const std::vector<std::string> header = split_csv_line(line);
+  std::vector<std::map<std::string, std::string>> rows;
+  while (std::getline(in, line)) {
+    auto f = split_csv_line(line);
+    REQUIRE(f.size() == header.size());
+    std::map<std::string, std::string> row;
+    for (size_t i = 0; i < f.size(); ++i) row[header[i]] = f[i];
+    rows.push_back(row);
+  }
+  return rows;
 }
 
 std::string Lab::baseline(const std::string& host) const { return read_file_or_empty(baseline_file(state_, host)); }

@@ -35,6 +35,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,6 +55,10 @@ namespace fs = std::filesystem;
 
 // A file of the source tree: $OCSLAB_SOURCE_DIR/rel (ctest sets it), else ./rel.
 std::string source_path(const std::string& rel);
+
+// A CSV file the runner wrote (breakdown.csv, sweep.csv, ...), one map per row from its header's
+// column names to the row's fields; REQUIREs the file and every row's field count.
+std::vector<std::map<std::string, std::string>> read_csv_rows(const std::string& path);
 
 // A test tool built into build/tests (vlab_forwarding_tc, vlab_rdma_probe): under
 // $OCSLAB_TEST_BIN_DIR, else next to the bin/ folder the `ocslab` binary is in.

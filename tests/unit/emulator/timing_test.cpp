@@ -136,6 +136,19 @@ std::future<int64_t> start_connect(Emulator& emu, Port in, Port out, std::shared
   return fut;
 }
 
+// A lab of one NIC, n1 (switch ports 1 -> 5, its QMP at dir/qmp.sock), on a 4x4 switch that
+// switches in 1 ms, with a fixed firmware link-up delay.
+std::string one_nic_lab(const std::string& dir, int firmware_up_ms) {
+  int listen = free_loopback_port(SOCK_DGRAM), peer = free_loopback_port(SOCK_DGRAM);
+  return fmt::format(
+      "switch: {{size: 4x4, switching_ms: 1}}\n"
+      "nic_model: {{firmware_up_ms: {}}}\n"
+      "nics:\n"
+      "  - {{name: n1, tx_port: 1, rx_port: 5, udp: {{listen: 127.0.0.1:{}, peer: 127.0.0.1:{}}},\n"
+      "     qmp: {{socket: {}/qmp.sock, netdev: d1}}}}\n",
+      firmware_up_ms, listen, peer, dir);
+}
+
 }  // namespace
 
 TEST_CASE("a timing file takes the lab file's switch preset, switching_ms and nic_model", "[emulator][timing]") {
@@ -213,15 +226,7 @@ TEST_CASE("retime: the next connect takes the new switching time, a move under w
 TEST_CASE("retime: every NIC's new firmware_up applies to the next light return", "[emulator][timing]") {
   testing::TempDir dir;
   QmpResponder qmp(dir.path() + "/qmp.sock");
-  int listen = free_loopback_port(SOCK_DGRAM), peer = free_loopback_port(SOCK_DGRAM);
-  std::string lab = fmt::format(
-      "switch: {{size: 4x4, switching_ms: 1}}\n"
-      "nic_model: {{firmware_up_ms: 400}}\n"
-      "nics:\n"
-      "  - {{name: n1, tx_port: 1, rx_port: 5, udp: {{listen: 127.0.0.1:{}, peer: 127.0.0.1:{}}},\n"
-      "     qmp: {{socket: {}/qmp.sock, netdev: d1}}}}\n",
-      listen, peer, dir.path());
-  Emulator emu(parse_emulator_config(load_yaml_string(lab, "lab.yaml")));
+  Emulator emu(parse_emulator_config(load_yaml_string(one_nic_lab(dir.path(), 400), "lab.yaml")));
   emu.start();
   auto light_to_link_ms = [&](int64_t since) {
     auto lit = await_sample(emu.truth(), "n1", "light", 1, since, std::chrono::seconds(5));
@@ -282,15 +287,7 @@ TEST_CASE("retime: a NIC held down stays down when its light returns and comes u
           "[emulator][timing]") {
   testing::TempDir dir;
   QmpResponder qmp(dir.path() + "/qmp.sock");
-  int listen = free_loopback_port(SOCK_DGRAM), peer = free_loopback_port(SOCK_DGRAM);
-  std::string lab = fmt::format(
-      "switch: {{size: 4x4, switching_ms: 1}}\n"
-      "nic_model: {{firmware_up_ms: 30}}\n"
-      "nics:\n"
-      "  - {{name: n1, tx_port: 1, rx_port: 5, udp: {{listen: 127.0.0.1:{}, peer: 127.0.0.1:{}}},\n"
-      "     qmp: {{socket: {}/qmp.sock, netdev: d1}}}}\n",
-      listen, peer, dir.path());
-  Emulator emu(parse_emulator_config(load_yaml_string(lab, "lab.yaml")));
+  Emulator emu(parse_emulator_config(load_yaml_string(one_nic_lab(dir.path(), 30), "lab.yaml")));
   emu.start();
   // A NIC it does not have is refused, and nothing changes.
   CHECK_THROWS_WITH(emu.retime(parse("nic_model: ideal\nhold_down: [n2]\n")), Contains("unknown NIC 'n2'"));
