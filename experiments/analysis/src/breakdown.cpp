@@ -338,9 +338,14 @@ Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options,
       for (size_t pi = 0; pi < pairs.size(); ++pi) {
         Endpoint ep{std::string(strs.str(pairs[pi].host)), std::string(strs.str(pairs[pi].iface))};
         RdmaPeers& rp = peers[ii][pi];
-        rp.known = true;
-        if (auto b = known->peer_before.find(ep); b != known->peer_before.end()) rp.before = b->second;
-        if (auto a = known->peer_after.find(ep); a != known->peer_after.end()) rp.after = a->second;
+        // Known when the mappings give the port a partner before or after the command; a port
+        // they name in neither (a NIC the mappings leave out) keeps the first stall and resume of
+        // any of its queue pairs, as without intents.
+        auto b = known->peer_before.find(ep);
+        auto a = known->peer_after.find(ep);
+        if (b != known->peer_before.end()) rp.before = b->second;
+        if (a != known->peer_after.end()) rp.after = a->second;
+        rp.known = b != known->peer_before.end() || a != known->peer_after.end();
       }
     }
   }

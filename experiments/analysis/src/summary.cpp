@@ -144,6 +144,10 @@ std::string summary_text(const Breakdown& b, const std::vector<ColumnSummary>& s
   return t;
 }
 
+std::string summary_json_text(const nlohmann::ordered_json& j) {
+  return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
 nlohmann::ordered_json summary_json(const Breakdown& b, const std::vector<ColumnSummary>& s, const SummaryContext& c) {
   auto n = status_counts(b);
   nlohmann::ordered_json j;

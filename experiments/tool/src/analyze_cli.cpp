@@ -197,7 +197,7 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
   std::vector<analysis::Localisation> faults = analysis::localise(b, &tl, ports ? &*ports : nullptr);
   analysis::SummaryContext ctx{timeline_path, tl.rows, tl.events.size(), options.dark_dbm, &faults, &tl};
   std::string text = analysis::summary_text(b, stats, ctx);
-  std::string js = analysis::summary_json(b, stats, ctx).dump(2) + "\n";
+  std::string js = analysis::summary_json_text(analysis::summary_json(b, stats, ctx));
 
   fs::create_directories(out_dir, ec);
   if (ec) throw Error("cannot create the output folder '" + out_dir + "': " + ec.message());

@@ -364,6 +364,23 @@ TEST_CASE("the summary counts only ok rows that have a value") {
   CHECK(j["reconfigurations"] == 4);
 }
 
+TEST_CASE("summary.json stays valid JSON when a timeline's names are not UTF-8") {
+  // A host name with a byte that is no UTF-8 (found by analysis_timeline_fuzz): nlohmann's dump
+  // threw type_error 316 and `ocslab analyze` ended in std::terminate.
+  RunnerTimeline tl;
+  tl.row(kT0, "switch", "ocs", "m", "command", "1", 1);
+  tl.row(kT0 + kMs, "switch", "ocs", "m", "ack", "1", 1);
+  tl.row(kT0 + 10 * kMs, "h\xff" "1", "carrier", "eth1", "carrier", "0", 1);
+  Breakdown b = analyze(tl.text);
+  REQUIRE(b.rows.size() == 1);
+  CHECK(b.rows[0].host == "h\xff" "1");
+  std::string text = summary_json_text(summary_json(b, summarize(b), SummaryContext{"t.csv", 3, 3, -30}));
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  REQUIRE_FALSE(j.is_discarded());
+  CHECK(text.back() == '\n');
+  CHECK(text.find("h\xef\xbf\xbd" "1") != std::string::npos);  // the byte became U+FFFD
+}
+
 TEST_CASE("a carrier flap the kernel coalesced (carrier_inferred) is a down edge at the up's time") {
   RunnerTimeline tl;
   tl.row(kT0 - 5 * kS, "h1", "carrier", "eth2", "carrier", "1", 0);

@@ -40,6 +40,9 @@ struct SummaryContext {
 
 std::string summary_text(const Breakdown& b, const std::vector<ColumnSummary>& s, const SummaryContext& c);
 nlohmann::ordered_json summary_json(const Breakdown& b, const std::vector<ColumnSummary>& s, const SummaryContext& c);
+// summary.json's text (indent 2, a newline at the end). A timeline's names are bytes, not
+// always UTF-8: invalid sequences become U+FFFD instead of the exception nlohmann's dump throws.
+std::string summary_json_text(const nlohmann::ordered_json& j);
 
 // The "fault localisation" section of summary.txt (`timeline`: the path its line numbers are
 // of), and one localisation as summary.json's `faults` has it.
