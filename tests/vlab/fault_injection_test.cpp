@@ -1,9 +1,12 @@
-// Fault injection and localisation in the virtual lab (issue 23): a NIC's link held down by the
-// lab's emulated firmware before a reconfiguration (`faults:` in the spec). Its light comes back,
-// its link never does: the breakdown has that one port `incomplete` and every other row `ok`, the
-// summary localises the fault to the host and NIC at the firmware layer with the other ports
-// resumed, the run exits 5 naming it, and the hold is gone from the lab afterwards.
+// Circuits removed on purpose, made from dark, and a fault in the virtual lab (issue 23,
+// tests/vlab/labs/held-down.spec.yaml): ports whose circuit a mapping removes are
+// `disconnected`, ports that gain one from dark are `ok` with their link-up latency measured
+// from the command; then a NIC's link held down by the lab's emulated firmware before a
+// reconfiguration (`faults:`): its light comes back, its link never does. That port is the only
+// `incomplete` row, the summary localises the fault to its host and NIC at the firmware layer
+// with the other ports resumed, the run exits 5 naming it, and no hold is left in the lab.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -31,18 +34,44 @@ TEST_CASE("a NIC held down after a reconfiguration: localised to that host and N
   std::cout << output;
   INFO(output);
   CHECK(r.status == kExitFailed);  // 5: the run finished, a reconfiguration did not complete
-  CHECK_THAT(output, Contains("injected nic-held-down on h3:eth1 before reconfiguration 2"));
+  CHECK_THAT(output, Contains("injected nic-held-down on h3:eth1 before reconfiguration 3"));
   CHECK_THAT(output, Contains("fault: ") && Contains("h3/eth1") && Contains("stopped at firmware"));
 
-  // The breakdown: reconfiguration 1 complete everywhere; in 2, h3/eth1 is the one incomplete row.
+  // The breakdown, with each port's intent from the mappings (meta.json).
   auto rows = read_csv_rows(out + "/breakdown.csv");
-  REQUIRE(rows.size() == 2 * 4);
+  REQUIRE(rows.size() == 3 * 4);
   for (const auto& row : rows) {
-    INFO("iteration " << row.at("iteration") << " " << row.at("host") << ":" << row.at("interface"));
-    if (row.at("iteration") == "2" && row.at("host") == "h3") {
+    const std::string& it = row.at("iteration");
+    const std::string& h = row.at("host");
+    const bool pair34 = h == "h3" || h == "h4";
+    INFO("iteration " << it << " " << h << ":" << row.at("interface") << " intent " << row.at("intent") << " status "
+                      << row.at("status"));
+    if (it == "1" && pair34) {
+      // Removed on purpose: disconnected, never incomplete; its down edges are recorded.
+      CHECK(row.at("intent") == "dark");
+      CHECK(row.at("status") == "disconnected");
+      CHECK_FALSE(row.at("carrier_down_ns").empty());
+    } else if (it == "1") {
+      CHECK(row.at("intent") == "stay");  // h1-h2 is in both mappings
+      CHECK(row.at("status") == "unaffected");
+    } else if (it == "2" && pair34) {
+      // Up from dark: ok, its link-up latency measured from the command, layer by layer.
+      CHECK(row.at("intent") == "up");
+      CHECK(row.at("status") == "ok");
+      for (const char* c : {"switching_ms", "firmware_ms", "carrier_ms", "total_ms"}) {
+        INFO(c);
+        REQUIRE_FALSE(row.at(c).empty());
+      }
+      CHECK(std::fabs(std::stod(row.at("switching_ms")) - 25) <= 10);   // command -> light back
+      CHECK(std::fabs(std::stod(row.at("firmware_ms")) - 1500) <= 50);  // light -> firmware link up
+      CHECK(row.at("dark_ms").empty());                                  // it was dark before
+    } else if (it == "3" && h == "h3") {
+      // Held down: the one port that was to come back and did not.
+      CHECK(row.at("intent") == "move");
       CHECK(row.at("status") == "incomplete");
       CHECK(row.at("carrier_ms").empty());
     } else {
+      CHECK(row.at("intent") == "move");
       CHECK(row.at("status") == "ok");
       CHECK_FALSE(row.at("carrier_ms").empty());
     }
@@ -52,7 +81,7 @@ TEST_CASE("a NIC held down after a reconfiguration: localised to that host and N
   json summary = json::parse(std::ifstream(out + "/summary.json"));
   REQUIRE(summary.at("faults").size() == 1);
   const json& f = summary.at("faults")[0];
-  CHECK(f.at("iteration") == 2);
+  CHECK(f.at("iteration") == 3);
   CHECK(f.at("host") == "h3");
   CHECK(f.at("interface") == "eth1");
   CHECK(f.at("layer") == "firmware");
@@ -68,7 +97,7 @@ TEST_CASE("a NIC held down after a reconfiguration: localised to that host and N
   REQUIRE(meta.at("faults").size() == 1);
   CHECK(meta.at("faults")[0].at("host") == "h3");
   CHECK(meta.at("faults")[0].at("nic") == "eth1");
-  CHECK(meta.at("faults")[0].at("before_iteration") == 2);
+  CHECK(meta.at("faults")[0].at("before_iteration") == 3);
   ProgramResult timing = ocslab_cli({"vlab", "timing", lab.state().name, "--json"});
   INFO(timing.out << timing.err);
   REQUIRE(timing.status == 0);
