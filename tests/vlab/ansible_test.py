@@ -17,6 +17,7 @@ AnsiballZ's imports), so the two site.yml runs take about 170 s instead of 470 s
 recaps. check.yml runs under Ansible's own linear strategy and ssh connection, the path a lab
 uses by default, so both paths reach the guests in every run (docs/testing.md).
 """
+from datetime import datetime
 import json
 import os
 import signal
@@ -73,7 +74,6 @@ def print_slowest_tasks(out, n=5):
     # Where a playbook's seconds went (the JSON callback's start and end of each task, over all
     # hosts at once): the CI log then says which tasks to look at when the test grows.
     def seconds(d):
-        from datetime import datetime
         f = "%Y-%m-%dT%H:%M:%S.%fZ"
         return (datetime.strptime(d["end"], f) - datetime.strptime(d["start"], f)).total_seconds()
     timed = []

@@ -403,13 +403,15 @@ VerifyMatrix LabForwarding::verify(const Mapping& mapping) {
   const size_t n = hosts_.size();
   std::vector<PairResult> results(n * n);
   for (const auto& round : verify_rounds(n)) {
-    std::vector<std::thread> pings;
+    std::vector<int> ports;
     for (auto [s, d] : round) {
       results[s * n + d] = plan_pair(fabric, routes, hosts_[s].name, hosts_[d].name);
-      int port = spec_.forwarding.ping_port + (next_port_++ % 2000);
-      pings.emplace_back([&, s = s, d = d, port] { ping_pair(results[s * n + d], s, d, port, secret); });
+      ports.push_back(spec_.forwarding.ping_port + (next_port_++ % 2000));
     }
-    for (auto& t : pings) t.join();
+    fan_out(round.size(), [&](size_t k) {
+      auto [s, d] = round[k];
+      ping_pair(results[s * n + d], s, d, ports[k], secret);
+    });
     auto after = read_counters(plans, nullptr);
     for (auto [s, d] : round) {
       PairResult& p = results[s * n + d];
