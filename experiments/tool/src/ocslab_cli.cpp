@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <charconv>
 #include <atomic>
 #include <cstring>
 #include <filesystem>
@@ -75,7 +76,8 @@ Usage:
         the labs that are up, their hosts, and any host or supervisor that died.
   ocslab vlab timing NAME [--preset P] [--switching-ms V] [--nic-model PRESET] [--los-ms V]
                    [--firmware-up-ms V] [--hold-down HOST:NIC]... [--release HOST:NIC]...
-                   [--release-all] [--cache DIR] [--json]
+                   [--dark-port PORT]... [--light-port PORT]... [--release-all]
+                   [--cache DIR] [--json]
         show, or change without rebooting, the lab's switching time and NIC link model, and
         hold NIC links down (fault injection) (ocslab vlab timing --help).
   ocslab vlab ssh HOST [--lab NAME] [COMMAND...]
@@ -104,7 +106,8 @@ const char* kTimingHelp = R"(ocslab vlab timing - the timing of a running lab, c
 
 Usage: ocslab vlab timing NAME [--preset P] [--switching-ms V] [--nic-model PRESET] [--los-ms V]
                           [--firmware-up-ms V] [--hold-down HOST:NIC]... [--release HOST:NIC]...
-                          [--release-all] [--cache DIR] [--json]
+                          [--dark-port PORT]... [--light-port PORT]... [--release-all]
+                          [--cache DIR] [--json]
 
 With no timing option: prints the lab's current timing (text, or JSON with --json).
 With options: writes <lab>/timing.yaml, has the lab's supervisor apply it (SIGHUP), waits up
@@ -127,7 +130,12 @@ Options (the lab file's keys and syntax, docs/virtual-lab.md):
                        light loss still takes it down
   --release HOST:NIC   release a held NIC (repeatable): with light, its link comes up after the
                        firmware delay
-  --release-all        release every held NIC (before --hold-down adds any)
+  --dark-port PORT     a failed switch port (repeatable; added to those dark): its shutter
+                       closes, so no light passes it either way until it is lit again; PORT
+                       is the switch's port number (a NIC's tx_port or rx_port in the lab file)
+  --light-port PORT    open a port darkened with --dark-port again (repeatable)
+  --release-all        release every held NIC and light every dark port (before --hold-down
+                       and --dark-port add any)
   --cache DIR          where the lab's run folder is (default as for `up`)
   --json               {"lab", "timing_generation", "timing_error", "timing": {...}}
 
@@ -138,6 +146,9 @@ Example: sweep the switching time of lab `rail4` without rebooting it
 Example: h3's eth1 does not come back after the next reconfiguration, then it does
   ocslab vlab timing rail4 --hold-down h3:eth1
   ocslab vlab timing rail4 --release-all
+Example: switch port 19 (h3:eth1's receive port) fails, then comes back
+  ocslab vlab timing rail4 --dark-port 19
+  ocslab vlab timing rail4 --light-port 19
 )";
 
 // The options that only `vlab timing` takes (with the LabTiming field each sets).
@@ -171,7 +182,8 @@ Args parse(const std::vector<std::string>& words, size_t first) {
       {"--json", false},   {"--help", false},          {"-h", false},
       {"--preset", true},  {"--switching-ms", true},   {"--nic-model", true},
       {"--los-ms", true},  {"--firmware-up-ms", true}, {"--hold-down", true},
-      {"--release", true}, {"--release-all", false}};
+      {"--release", true}, {"--release-all", false},   {"--dark-port", true},
+      {"--light-port", true}};
   Args a;
   for (size_t i = first; i < words.size(); ++i) {
     const std::string& w = words[i];
@@ -307,6 +319,32 @@ void held_after(const Args& a, const std::string& dir, vlab::LabTiming& t) {
   t.hold_down = held;
 }
 
+// A switch port given to `option`, as a number (its range is the emulator's to check).
+int port_value(const std::string& option, const std::string& text) {
+  int port = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), port);
+  if (ec != std::errc() || end != text.data() + text.size() || port < 1) {
+    throw ConfigError(option + " '" + text + "': expected a switch port number (1 or more)");
+  }
+  return port;
+}
+
+// --dark-port / --light-port / --release-all: the set of ports dark afterwards (those dark now,
+// none with --release-all, less --light-port, plus --dark-port). Unset when none is given.
+void dark_after(const Args& a, const std::string& dir, vlab::LabTiming& t) {
+  if (!a.has("--dark-port") && !a.has("--light-port") && !a.has("--release-all")) return;
+  std::vector<int> dark = a.has("--release-all") ? std::vector<int>{} : vlab::lab_timing(dir).dark_ports;
+  for (const auto& text : a.values("--light-port")) {
+    int port = port_value("--light-port", text);
+    dark.erase(std::remove(dark.begin(), dark.end(), port), dark.end());
+  }
+  for (const auto& text : a.values("--dark-port")) {
+    int port = port_value("--dark-port", text);
+    if (std::find(dark.begin(), dark.end(), port) == dark.end()) dark.push_back(port);
+  }
+  t.dark_ports = dark;
+}
+
 int cmd_timing(const Args& a, std::ostream& out, std::ostream&) {
   if (a.positional.size() > 1) throw UsageError("usage: ocslab vlab timing NAME [OPTIONS] (ocslab vlab timing --help)");
   vlab::LabTiming t;
@@ -316,6 +354,7 @@ int cmd_timing(const Args& a, std::ostream& out, std::ostream&) {
   vlab::timing_yaml(t);  // a bad value is named before the lab is looked at
   std::string dir = lab_dir_for(a, a.positional.empty() ? "" : a.positional[0]);
   held_after(a, dir, t);
+  dark_after(a, dir, t);
   std::string lab = fs::path(dir).filename().string();
   vlab::TimingState now = t.empty() ? vlab::lab_timing(dir) : vlab::set_lab_timing(dir, t, std::chrono::seconds(10));
   print_timing(lab, now, a.has("--json"), out);
@@ -470,7 +509,7 @@ int run_vlab(const std::vector<std::string>& args, std::ostream& out, std::ostre
     for (const auto& [option, field] : kTimingOptions) {
       if (a.has(option)) throw UsageError(option + " only applies to `ocslab vlab timing`");
     }
-    for (const char* option : {"--hold-down", "--release", "--release-all"}) {
+    for (const char* option : {"--hold-down", "--release", "--release-all", "--dark-port", "--light-port"}) {
       if (a.has(option)) throw UsageError(std::string(option) + " only applies to `ocslab vlab timing`");
     }
   }

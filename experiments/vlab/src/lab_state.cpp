@@ -85,6 +85,7 @@ json timing_json(const TimingState& t) {
           {"rapid_window_ms", t.rapid_window_ms},
           {"rapid_extra", distribution_json(t.rapid_extra)},
           {"held_down", t.held_down},
+          {"dark_ports", t.dark_ports},
           {"summary", t.summary()}};
 }
 
@@ -101,6 +102,7 @@ void timing_from(const json& j, TimingState& t) {
   t.rapid_window_ms = v.value("rapid_window_ms", 0.0);
   t.rapid_extra = distribution_from(v.value("rapid_extra", json::object()));
   t.held_down = v.value("held_down", std::vector<std::string>{});
+  t.dark_ports = v.value("dark_ports", std::vector<int>{});
 }
 
 }  // namespace
@@ -112,6 +114,7 @@ std::string TimingState::summary() const {
   if (rapid_window_ms > 0) out += fmt::format(", +{} within {} ms", rapid_extra.to_string(), rapid_window_ms);
   out += ")";
   if (!held_down.empty()) out += fmt::format("; held down: {}", fmt::join(held_down, ", "));
+  if (!dark_ports.empty()) out += fmt::format("; dark ports: {}", fmt::join(dark_ports, ", "));
   return out;
 }
 

@@ -108,6 +108,7 @@ void record_applied(TimingState& t, const emu::TimingUpdate& u, const LabState& 
     t.held_down.clear();
     for (const auto& name : *u.hold_down) t.held_down.push_back(lab_nic_name(lab, name));
   }
+  if (u.dark_ports) t.dark_ports.assign(u.dark_ports->begin(), u.dark_ports->end());
   if (u.switching) {
     t.switch_preset = u.switch_preset;
     t.switching = *u.switching;
@@ -124,7 +125,7 @@ void record_applied(TimingState& t, const emu::TimingUpdate& u, const LabState& 
 }  // namespace
 
 bool LabTiming::empty() const {
-  return !switch_preset && !switching_ms && !nic_model && !los_ms && !firmware_up_ms && !hold_down;
+  return !switch_preset && !switching_ms && !nic_model && !los_ms && !firmware_up_ms && !hold_down && !dark_ports;
 }
 
 std::string emulator_nic_name(const LabState& lab, const std::string& host_nic) {
@@ -167,6 +168,12 @@ std::string timing_yaml(const LabTiming& t) {
     for (const auto& nic : *t.hold_down) held.push_back(nic);
     held.SetStyle(YAML::EmitterStyle::Flow);
     root["hold_down"] = held;
+  }
+  if (t.dark_ports) {
+    YAML::Node dark(YAML::NodeType::Sequence);
+    for (int p : *t.dark_ports) dark.push_back(p);
+    dark.SetStyle(YAML::EmitterStyle::Flow);
+    root["dark_ports"] = dark;
   }
   YAML::Emitter out;
   out << root;

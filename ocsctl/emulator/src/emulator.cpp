@@ -7,6 +7,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <deque>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -170,6 +171,10 @@ void Emulator::retime(const TimingUpdate& update) {
     for (const auto& n : config_.nics) known = known || n.attachment.name == name;
     if (!known) throw Error("hold_down: unknown NIC '" + name + "'");
   }
+  const int total = config_.sw.ingress_ports + config_.sw.egress_ports;
+  for (Port p : update.dark_ports.value_or(std::vector<Port>{})) {
+    if (p < 1 || p > total) throw Error(fmt::format("dark_ports: the switch has no port {} (ports 1..{})", p, total));
+  }
   if (!started_) {
     apply_timing(update);  // no loop thread yet: nothing else touches the model
     return;
@@ -199,6 +204,22 @@ void Emulator::apply_timing(const TimingUpdate& update) {
     held_down_ = *update.hold_down;
     apply_holds();
   }
+  if (update.dark_ports) apply_dark_ports(*update.dark_ports);
+}
+
+void Emulator::apply_dark_ports(const std::vector<Port>& dark) {
+  std::vector<Port> open;
+  for (Port p : dark_ports_) {
+    if (std::find(dark.begin(), dark.end(), p) == dark.end()) open.push_back(p);
+  }
+  std::vector<Port> close;
+  for (Port p : dark) {
+    if (std::find(dark_ports_.begin(), dark_ports_.end(), p) == dark_ports_.end()) close.push_back(p);
+  }
+  // Ports checked by retime(); the model records each change in the ground truth.
+  if (!open.empty()) model_->set_shutter(open, false);
+  if (!close.empty()) model_->set_shutter(close, true);
+  dark_ports_ = dark;
 }
 
 void Emulator::apply_holds() {

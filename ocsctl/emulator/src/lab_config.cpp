@@ -265,12 +265,35 @@ std::vector<std::string> parse_hold_down(const YamlDoc& doc, const YAML::Node& n
   return out;
 }
 
-TimingUpdate parse_timing(const YamlDoc& doc, const std::vector<std::string>* known_nics) {
+// dark_ports: a list of switch ports, each once; `total` (when not 0) is how many the switch has.
+std::vector<Port> parse_dark_ports(const YamlDoc& doc, const YAML::Node& node, int total) {
+  if (node.IsNull()) return {};
+  if (!node.IsSequence()) throw config_error(doc, node, "dark_ports: expected a list of switch ports (e.g. [3, 19])");
+  std::vector<Port> out;
+  for (const auto& n : node) {
+    int port = 0;
+    if (!n.IsScalar() || !YAML::convert<int>::decode(n, port) || port < 1) {
+      throw config_error(doc, n, "dark_ports: expected a switch port number (1 or more)");
+    }
+    if (std::find(out.begin(), out.end(), port) != out.end()) {
+      throw config_error(doc, n, fmt::format("dark_ports: port {} named twice", port));
+    }
+    if (total > 0 && port > total) {
+      throw config_error(doc, n, fmt::format("dark_ports: the switch has no port {} (ports 1..{})", port, total));
+    }
+    out.push_back(port);
+  }
+  return out;
+}
+
+TimingUpdate parse_timing(const YamlDoc& doc, const std::vector<std::string>* known_nics, int total_ports) {
   const YAML::Node& root = doc.root;
   TimingUpdate u;
   if (!root.IsDefined() || root.IsNull()) return u;
-  if (!root.IsMap()) throw config_error(doc, root, "expected a mapping with 'switch', 'nic_model' and/or 'hold_down'");
-  only_keys(doc, root, {"switch", "nic_model", "hold_down"});
+  if (!root.IsMap()) {
+    throw config_error(doc, root, "expected a mapping with 'switch', 'nic_model', 'hold_down' and/or 'dark_ports'");
+  }
+  only_keys(doc, root, {"switch", "nic_model", "hold_down", "dark_ports"});
   if (const YAML::Node sw = root["switch"]) {
     if (!sw.IsMap()) throw config_error(doc, sw, "expected a mapping with 'preset' and/or 'switching_ms'");
     only_keys(doc, sw, {"preset", "switching_ms"});
@@ -281,17 +304,18 @@ TimingUpdate parse_timing(const YamlDoc& doc, const std::vector<std::string>* kn
   }
   if (root["nic_model"]) u.nic_link = parse_nic_link(doc, root["nic_model"], u.nic_preset);
   if (root["hold_down"]) u.hold_down = parse_hold_down(doc, root["hold_down"], known_nics);
+  if (root["dark_ports"]) u.dark_ports = parse_dark_ports(doc, root["dark_ports"], total_ports);
   return u;
 }
 
 }  // namespace
 
-TimingUpdate parse_timing_update(const YamlDoc& doc) { return parse_timing(doc, nullptr); }
+TimingUpdate parse_timing_update(const YamlDoc& doc) { return parse_timing(doc, nullptr, 0); }
 
 TimingUpdate parse_timing_update(const YamlDoc& doc, const EmulatorConfig& config) {
   std::vector<std::string> names;
   for (const auto& n : config.nics) names.push_back(n.attachment.name);
-  return parse_timing(doc, &names);
+  return parse_timing(doc, &names, config.sw.ingress_ports + config.sw.egress_ports);
 }
 
 EmulatorConfig load_emulator_config(const std::string& path) { return parse_emulator_config(load_yaml_file(path)); }

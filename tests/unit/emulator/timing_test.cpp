@@ -312,4 +312,64 @@ TEST_CASE("retime: a NIC held down stays down when its light returns and comes u
   emu.stop();
 }
 
+TEST_CASE("a timing file's dark_ports: the set of switch ports darkened, checked against the switch's",
+          "[emulator][timing]") {
+  TimingUpdate u = parse("dark_ports: [3, 19]\n");
+  REQUIRE(u.dark_ports);
+  CHECK(*u.dark_ports == std::vector<Port>{3, 19});
+  CHECK_FALSE(u.hold_down);
+  CHECK_FALSE(u.empty());
+  u = parse("dark_ports: []\n");  // lights every port the channel darkened
+  REQUIRE(u.dark_ports);
+  CHECK(u.dark_ports->empty());
+  CHECK_FALSE(parse("hold_down: []\n").dark_ports);  // absent: unchanged
+
+  CHECK_THROWS_WITH(parse("dark_ports: 3\n"), Contains("timing.yaml:1:13: dark_ports: expected a list of switch ports"));
+  CHECK_THROWS_WITH(parse("dark_ports: [3, x]\n"),
+                    Contains("timing.yaml:1:17: dark_ports: expected a switch port number (1 or more)"));
+  CHECK_THROWS_WITH(parse("dark_ports: [0]\n"), Contains("timing.yaml:1:14: dark_ports: expected a switch port number"));
+  CHECK_THROWS_WITH(parse("dark_ports: [5, 5]\n"), Contains("timing.yaml:1:17: dark_ports: port 5 named twice"));
+
+  EmulatorConfig cfg = parse_emulator_config(
+      load_yaml_string("switch: {size: 4x4}\nnics:\n  - {name: h1-eth1, tx_port: 1, rx_port: 5, tap: {name: t1}}\n",
+                       "lab.yaml"));
+  CHECK_THROWS_WITH(parse_timing_update(load_yaml_string("dark_ports: [2, 9]\n", "timing.yaml"), cfg),
+                    Contains("timing.yaml:1:17: dark_ports: the switch has no port 9 (ports 1..8)"));
+  CHECK(*parse_timing_update(load_yaml_string("dark_ports: [8]\n", "timing.yaml"), cfg).dark_ports ==
+        std::vector<Port>{8});
+}
+
+TEST_CASE("retime: a dark port keeps its circuit's light from the NIC until it is lit again", "[emulator][timing]") {
+  testing::TempDir dir;
+  QmpResponder qmp(dir.path() + "/qmp.sock");
+  Emulator emu(parse_emulator_config(load_yaml_string(one_nic_lab(dir.path(), 30), "lab.yaml")));
+  emu.start();
+  // A port the switch does not have is refused, and nothing changes.
+  CHECK_THROWS_WITH(emu.retime(parse("dark_ports: [1, 9]\n")), Contains("the switch has no port 9 (ports 1..8)"));
+  int64_t t0 = monotonic_ns();
+  auto ack = start_connect(emu, 1, 5, std::make_shared<std::promise<int64_t>>());
+  REQUIRE(await_sample(emu.truth(), "n1", "link", 1, t0, std::chrono::seconds(5)));
+
+  // The NIC's receive port goes dark: light and link go down, and stay down.
+  int64_t t1 = monotonic_ns();
+  emu.retime(parse("dark_ports: [5]\n"));
+  CHECK(emu.call([&] { return emu.model().shutter_closed(5); }));
+  auto dark = await_sample(emu.truth(), "n1", "light", 0, t1, std::chrono::seconds(5));
+  REQUIRE(dark);
+  REQUIRE(await_sample(emu.truth(), "n1", "link", 0, t1, std::chrono::seconds(5)));
+  CHECK(await_sample(emu.truth(), "port 5", "shutter_closed", 1, t1, std::chrono::seconds(0)));
+  CHECK_FALSE(await_sample(emu.truth(), "n1", "light", 1, dark->mono_ns, std::chrono::milliseconds(200)));
+
+  // A shutter the control plane closed is not the channel's: lighting the channel's ports
+  // leaves it closed.
+  REQUIRE_FALSE(emu.call([&] { return emu.model().set_shutter({2}, true); }));
+  int64_t t2 = monotonic_ns();
+  emu.retime(parse("dark_ports: []\n"));
+  CHECK_FALSE(emu.call([&] { return emu.model().shutter_closed(5); }));
+  CHECK(emu.call([&] { return emu.model().shutter_closed(2); }));
+  REQUIRE(await_sample(emu.truth(), "n1", "light", 1, t2, std::chrono::seconds(5)));
+  REQUIRE(await_sample(emu.truth(), "n1", "link", 1, t2, std::chrono::seconds(5)));
+  emu.stop();
+}
+
 }  // namespace timing_test

@@ -29,6 +29,7 @@ namespace vlab_timing_test {
 
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
+using Catch::Matchers::EndsWith;
 using namespace ocslab;
 using namespace ocslab::vlab;
 
@@ -371,6 +372,54 @@ TEST_CASE("vlab timing --hold-down / --release / --release-all change the held s
   r = run_cli({"vlab", "status", "--cache", c.path, "--hold-down", "h1:eth1"});
   CHECK(r.rc == ocslab::cli::kExitUsage);
   CHECK_THAT(r.err, Contains("--hold-down only applies to `ocslab vlab timing`"));
+}
+
+TEST_CASE("vlab timing --dark-port / --light-port / --release-all change the lab's dark ports", "[vlab][timing]") {
+  Cache c;
+  LabState lab = c.add_lab("dark", gone_pid(), two_hosts());
+  FakeSupervisor sup(lab.dir, two_nic_switch());
+  auto timing = [&](std::vector<std::string> words) {
+    std::vector<std::string> args = {"vlab", "timing", "dark", "--cache", c.path};
+    args.insert(args.end(), words.begin(), words.end());
+    return run_cli(args);
+  };
+  Result r = timing({"--dark-port", "6", "--json"});
+  REQUIRE(r.rc == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["timing"]["dark_ports"] == nlohmann::json::array({6}));
+  CHECK_THAT(read_file(lab.timing_file()), Contains("dark_ports: [6]"));
+  CHECK_FALSE(read_file(lab.timing_file()).find("hold_down") != std::string::npos);  // holds untouched
+
+  r = timing({"--dark-port", "1", "--dark-port=6", "--hold-down", "h2:eth1"});  // added, once each
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.out, Contains("; held down: h2:eth1; dark ports: 6, 1"));
+  r = timing({"--light-port", "6"});
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.out, EndsWith("; dark ports: 1\n"));
+  // The state survives state.json, and `vlab status` shows it.
+  CHECK(LabState::load(lab.dir).timing.dark_ports == std::vector<int>{1});
+  CHECK_THAT(run_cli({"vlab", "status", "dark", "--cache", c.path}).out, Contains("; dark ports: 1"));
+
+  // Not a port number: named before anything is written; a port the switch lacks: the
+  // supervisor's refusal, and nothing changes.
+  const uint64_t gen = LabState::load(lab.dir).timing.generation;
+  r = timing({"--dark-port", "x1"});
+  CHECK(r.rc == ocslab::cli::kExitInput);
+  CHECK_THAT(r.err, Contains("--dark-port 'x1': expected a switch port number (1 or more)"));
+  CHECK(LabState::load(lab.dir).timing.generation == gen);
+  r = timing({"--dark-port", "9"});
+  CHECK(r.rc != 0);
+  CHECK_THAT(r.err, Contains("dark_ports: the switch has no port 9 (ports 1..8)"));
+  CHECK(LabState::load(lab.dir).timing.dark_ports == std::vector<int>{1});
+
+  r = timing({"--release-all", "--json"});  // lights every dark port and releases every hold
+  REQUIRE(r.rc == 0);
+  j = nlohmann::json::parse(r.out);
+  CHECK(j["timing"]["dark_ports"].empty());
+  CHECK(j["timing"]["held_down"].empty());
+  r = run_cli({"vlab", "status", "--cache", c.path, "--dark-port", "1"});
+  CHECK(r.rc == ocslab::cli::kExitUsage);
+  CHECK_THAT(r.err, Contains("--dark-port only applies to `ocslab vlab timing`"));
 }
 
 TEST_CASE("the runner's fault injector holds a NIC before its reconfiguration and leaves the lab as found",

@@ -57,9 +57,11 @@ struct TimingState {
   emu::Distribution rapid_extra;
   // NICs whose link is held down (fault injection), as the lab names them: HOST:NIC.
   std::vector<std::string> held_down;
+  // Switch ports darkened through this channel (fault injection: shutters closed).
+  std::vector<int> dark_ports;
 
   // One line: "switch polatis-6000 (fixed 25 ms), NICs cx6dx-autoneg (up normal ..., LOS 1 ms)",
-  // then "; held down: h3:eth1" when a NIC is.
+  // then "; held down: h3:eth1" when a NIC is and "; dark ports: 19" when a port is.
   std::string summary() const;
 };
 

@@ -1,8 +1,9 @@
 // Changing the timing of a running virtual lab without rebooting it: the switch's switching
-// time, every NIC's link model, and which NICs' links are held down (fault injection: the
-// emulated firmware never raises a held link). The caller writes <lab>/timing.yaml (the lab
+// time, every NIC's link model, which NICs' links are held down (fault injection: the
+// emulated firmware never raises a held link) and which switch ports are dark (fault
+// injection: a failed port, its shutter closed). The caller writes <lab>/timing.yaml (the lab
 // file's `switch: {preset, switching_ms}` and `nic_model` syntax, and `hold_down: [emulator NIC
-// names]`) and sends the supervisor SIGHUP; the supervisor applies it to its emulator and
+// names]`, `dark_ports: [switch ports]`) and sends the supervisor SIGHUP; the supervisor applies it to its emulator and
 // records the outcome in state.json (timing_generation, timing_error, timing). `ocslab vlab
 // timing` is the command line of it; the runner's fault injection uses set_lab_timing.
 #pragma once
@@ -27,6 +28,9 @@ struct LabTiming {
   // The full set of NICs held down from now on, as the lab names them (HOST:NIC); the others
   // are released, an empty set releases all. Absent: the holds stay as they are.
   std::optional<std::vector<std::string>> hold_down;
+  // The full set of switch ports dark from now on (shutters closed); those darkened before and
+  // not listed are lit again, an empty set lights all. Absent: as they are.
+  std::optional<std::vector<int>> dark_ports;
   bool empty() const;
 };
 

@@ -56,13 +56,17 @@ class Emulator {
   // switching_mean on the switch, firmware_up_mean per NIC, in ms). config() follows it.
   // update.hold_down, when given, is the set of NICs held down from now on (the others are
   // released; NicLinkModel::set_held_down, ground-truth signal held_down per NIC that
-  // changes). Throws Error naming a hold_down NIC the emulator does not have, changing nothing.
+  // changes). update.dark_ports, when given, is the set of switch ports dark from now on: their
+  // shutters are closed (SwitchModel::set_shutter, ground-truth signal shutter_closed per port
+  // that changes) and those this channel closed before and not listed are opened. Throws Error
+  // naming a hold_down NIC or a dark port the emulator does not have, changing nothing.
   void retime(const TimingUpdate& update);
 
  private:
   void start_events_server();
   void apply_timing(const TimingUpdate& update);  // on the loop thread
   void apply_holds();                             // held_down_ to every NIC, on the loop thread
+  void apply_dark_ports(const std::vector<Port>& dark);  // shutters, on the loop thread
 
   EmulatorConfig config_;
   boost::asio::io_context io_;
@@ -71,6 +75,7 @@ class Emulator {
   std::unique_ptr<DataPlane> data_plane_;
   std::vector<std::unique_ptr<NicLinkModel>> links_;
   std::vector<std::string> held_down_;  // the NICs the last retime held down (by name)
+  std::vector<Port> dark_ports_;        // the ports the last retime darkened
   std::unique_ptr<ControlPlane> control_;
   struct EventsServer;
   std::unique_ptr<EventsServer> events_;

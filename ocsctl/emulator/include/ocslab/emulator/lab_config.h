@@ -62,9 +62,9 @@ EmulatorConfig load_emulator_config(const std::string& path);
 NicLinkParams parse_nic_link(const YamlDoc& doc, const YAML::Node& node, std::string& preset_name);
 EmulatorConfig parse_emulator_config(const YamlDoc& doc);
 
-// A new timing for a running emulator: the switch's switching time, every NIC's link model
-// and which NICs are held down (fault injection, NicLinkModel::set_held_down), each optional
-// (absent: unchanged).
+// A new timing for a running emulator: the switch's switching time, every NIC's link model,
+// which NICs are held down (fault injection, NicLinkModel::set_held_down) and which switch
+// ports are dark (fault injection: their shutters closed), each optional (absent: unchanged).
 struct TimingUpdate {
   std::optional<Distribution> switching;
   std::string switch_preset;  // the preset the switching time came from; "custom" for switching_ms alone
@@ -73,16 +73,20 @@ struct TimingUpdate {
   // The full set of NICs held down from now on, by emulator NIC name: every other NIC is
   // released; an empty list releases all.
   std::optional<std::vector<std::string>> hold_down;
-  bool empty() const { return !switching && !nic_link && !hold_down; }
+  // The full set of switch ports dark from now on (a failed port: its shutter closed, no light
+  // passes it either way); ports this channel darkened before and not listed are lit again,
+  // shutters closed over the control plane are left alone. An empty list lights all again.
+  std::optional<std::vector<Port>> dark_ports;
+  bool empty() const { return !switching && !nic_link && !hold_down && !dark_ports; }
 };
 
 // A timing file: {switch: {preset: NAME, switching_ms: DIST}, nic_model: MODEL, hold_down:
-// [NIC, ...]}, all optional, the first two in exactly the lab file's syntax (switching_ms wins
+// [NIC, ...], dark_ports: [PORT, ...]}, all optional, the first two in exactly the lab file's syntax (switching_ms wins
 // over the preset's time). Throws ConfigError "file:line:col: ..." like the lab file's parser
 // (a NIC named twice in hold_down included).
 TimingUpdate parse_timing_update(const YamlDoc& doc);
-// The same, and a hold_down NIC that `config` does not have is refused, naming it and the
-// NICs it has.
+// The same, and a hold_down NIC that `config` does not have, or a dark port its switch does
+// not have, is refused, naming it and what there is.
 TimingUpdate parse_timing_update(const YamlDoc& doc, const EmulatorConfig& config);
 
 }  // namespace ocslab::emu
