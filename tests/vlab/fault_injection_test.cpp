@@ -5,6 +5,8 @@
 // reconfiguration (`faults:`): its light comes back, its link never does. That port is the only
 // `incomplete` row, the summary localises the fault to its host and NIC at the firmware layer
 // with the other ports resumed, the run exits 5 naming it, and no hold is left in the lab.
+// Then a switch port that fails (tests/vlab/labs/port-dark.spec.yaml): localised to the NIC
+// behind it at the light layer.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <fstream>
@@ -104,6 +106,72 @@ TEST_CASE("a NIC held down after a reconfiguration: localised to that host and N
   json t = json::parse(timing.out);
   CHECK(t.at("timing").at("held_down").empty());
   // Released, h3's link comes back after the firmware delay (1.5 s) like any other.
+  auto carrier = [&] { return lab.run("h3", "cat /sys/class/net/eth1/carrier"); };
+  for (int i = 0; i < 20 && carrier() != "1\n"; ++i) std::this_thread::sleep_for(500ms);
+  CHECK(carrier() == "1\n");
+}
+
+TEST_CASE("a switch port dark before a reconfiguration: localised to the NIC behind it at the light layer",
+          "[vlab][fault-injection]") {
+  Lab lab(kSharedFour, 60s, Sharing::kShared);
+  testing::TempDir dir;
+  const std::string out = dir.path() + "/results";
+  ProgramResult r = ocslab_cli({"run", source_path("tests/vlab/labs/port-dark.spec.yaml"), "--no-plot", "-o", out});
+  const std::string output = r.out + r.err;
+  std::cout << output;
+  INFO(output);
+  CHECK(r.status == kExitFailed);
+  CHECK_THAT(output, Contains("injected port-dark on switch port 19 (h3:eth1 rx) before reconfiguration 2"));
+  CHECK_THAT(output, Contains("fault: ") && Contains("h3/eth1") && Contains("stopped at light"));
+
+  auto rows = read_csv_rows(out + "/breakdown.csv");
+  REQUIRE(rows.size() == 2 * 4);
+  for (const auto& row : rows) {
+    INFO("iteration " << row.at("iteration") << " " << row.at("host") << " status " << row.at("status"));
+    CHECK(row.at("intent") == "move");
+    if (row.at("iteration") == "2" && row.at("host") == "h3") {
+      // Its light went with the port, before the command, and never came back.
+      CHECK(row.at("status") == "incomplete");
+      CHECK_FALSE(row.at("light_lost_ns").empty());
+      CHECK(row.at("light_back_ns").empty());
+      CHECK(row.at("firmware_up_ns").empty());
+    } else {
+      CHECK(row.at("status") == "ok");  // iteration 1 every port; iteration 2 the other three
+      CHECK_FALSE(row.at("carrier_ms").empty());
+    }
+  }
+
+  json summary = json::parse(std::ifstream(out + "/summary.json"));
+  REQUIRE(summary.at("faults").size() == 1);
+  const json& f = summary.at("faults")[0];
+  CHECK(f.at("iteration") == 2);
+  CHECK(f.at("host") == "h3");
+  CHECK(f.at("interface") == "eth1");
+  CHECK(f.at("layer") == "light");
+  CHECK(f.at("ports") == 4);
+  CHECK(f.at("resumed") == 3);
+
+  // On record: meta.json, the runner's row and the emulator's shutter in the timeline.
+  json meta = json::parse(std::ifstream(out + "/meta.json"));
+  REQUIRE(meta.at("faults").size() == 1);
+  CHECK(meta.at("faults")[0].at("kind") == "port-dark");
+  CHECK(meta.at("faults")[0].at("port") == 19);
+  CHECK(meta.at("faults")[0].at("host") == "h3");
+  CHECK(meta.at("faults")[0].at("error") == "");
+  bool fault_row = false, shutter_row = false;
+  for (const auto& row : read_csv_rows(out + "/timeline.csv")) {
+    if (row.at("subject") != "port 19") continue;
+    fault_row = fault_row || (row.at("source") == "fault" && row.at("signal") == "dark" && row.at("value") == "1");
+    shutter_row = shutter_row || (row.at("signal") == "shutter_closed" && row.at("value") == "1");
+  }
+  CHECK(fault_row);
+  CHECK(shutter_row);
+
+  // The lab's ports are lit again, and h3's link comes back.
+  ProgramResult timing = ocslab_cli({"vlab", "timing", lab.state().name, "--json"});
+  INFO(timing.out << timing.err);
+  REQUIRE(timing.status == 0);
+  CHECK(json::parse(timing.out).at("timing").at("dark_ports").empty());
   auto carrier = [&] { return lab.run("h3", "cat /sys/class/net/eth1/carrier"); };
   for (int i = 0; i < 20 && carrier() != "1\n"; ++i) std::this_thread::sleep_for(500ms);
   CHECK(carrier() == "1\n");

@@ -369,16 +369,18 @@ std::string Lab::reset() {
   std::sort(circuits.begin(), circuits.end());
   std::string left;
   if (circuits != initial_circuits_) left += "  switch: the lab file's circuits could not be restored\n";
-  // NICs a case held down (fault injection) and did not release: released, so their links come
-  // back with the circuits (the guests' snapshots below wait for them).
+  // NICs a case held down and ports it darkened (fault injection) and did not release: released
+  // and lit, so their links come back with the circuits (the guests' snapshots below wait for them).
   try {
-    if (!vlab::lab_timing(state_.dir).held_down.empty()) {
+    const vlab::TimingState now = vlab::lab_timing(state_.dir);
+    if (!now.held_down.empty() || !now.dark_ports.empty()) {
       vlab::LabTiming release;
       release.hold_down = std::vector<std::string>{};
+      release.dark_ports = std::vector<int>{};
       vlab::set_lab_timing(state_.dir, release, 10s);
     }
   } catch (const std::exception& e) {
-    left += std::string("  emulator: the NICs held down could not be released: ") + e.what() + "\n";
+    left += std::string("  emulator: the NICs held down and dark ports could not be released: ") + e.what() + "\n";
   }
   // Each host's line of the timing report: what its reset cost and, when polls were needed, what
   // the first poll still found different (the report says where a reset's seconds go).

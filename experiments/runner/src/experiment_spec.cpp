@@ -462,21 +462,55 @@ std::string location(const YamlDoc& doc, const YAML::Node& node) {
   return fmt::format("{}:{}:{}", doc.origin, node.Mark().line + 1, node.Mark().column + 1);
 }
 
-// One entry of faults: {kind, nic, before_iteration}, after the schedule (its iteration must be
-// one of the run's reconfigurations).
-FaultSpec parse_fault(const YamlDoc& doc, const YAML::Node& node, const ExperimentSpec& spec) {
-  if (!node.IsMap()) {
-    throw config_error(doc, node, "a fault is a map {kind: nic-held-down, nic: HOST:NIC, before_iteration: N}");
+constexpr const char* kFaultShapes =
+    "{kind: nic-held-down, nic: HOST:NIC, before_iteration: N} or {kind: port-dark, port: PORT, before_iteration: N}";
+
+// port-dark's port: a switch port of one of the lab's NICs (f.host and f.nic become that NIC),
+// inside switch.allow (the run touches no other port).
+void parse_fault_port(const YamlDoc& doc, const YAML::Node& node, const ExperimentSpec& spec, FaultSpec& f) {
+  long long p = as_int(doc, node);
+  ocs::PortSet nic_ports;
+  for (size_t h = 0; h < spec.hosts.size(); ++h) {
+    for (const auto& n : spec.hosts[h].nics) {
+      if (n.tx_port == p || n.rx_port == p) {
+        f.host = h;
+        f.nic = n.name;
+        f.port = static_cast<ocs::Port>(p);
+      }
+      nic_ports.insert(n.tx_port);
+      nic_ports.insert(n.rx_port);
+    }
   }
-  only_keys(doc, node, {"kind", "nic", "before_iteration"});
+  if (f.port == 0) {
+    throw config_error(doc, node,
+                       fmt::format("unknown port {}: no NIC of the lab is on it (the lab's NIC ports: {})", p,
+                                   nic_ports.to_string()));
+  }
+  if (!spec.allow.contains(f.port)) {
+    throw config_error(doc, node,
+                       fmt::format("port {} ({}:{}) is outside switch.allow ({}): the run may not touch it", p,
+                                   spec.hosts[f.host].name, f.nic, spec.allow.to_string()));
+  }
+}
+
+// One entry of faults: {kind, nic | port, before_iteration}, after the mappings (switch.allow)
+// and the schedule (its iteration must be one of the run's reconfigurations).
+FaultSpec parse_fault(const YamlDoc& doc, const YAML::Node& node, const ExperimentSpec& spec) {
+  if (!node.IsMap()) throw config_error(doc, node, std::string("a fault is a map ") + kFaultShapes);
   FaultSpec f;
   f.where = location(doc, node);
   f.kind = as_string(doc, require(doc, node, "kind"));
-  if (f.kind != kNicHeldDown) {
-    throw config_error(doc, node["kind"], fmt::format("unknown fault kind '{}' (known: {})", f.kind, kNicHeldDown));
+  if (f.kind == kNicHeldDown) {
+    only_keys(doc, node, {"kind", "nic", "before_iteration"});
+    const auto& nic = require(doc, node, "nic");
+    std::tie(f.host, f.nic) = parse_end(doc, nic, as_string(doc, nic), spec);
+  } else if (f.kind == kPortDark) {
+    only_keys(doc, node, {"kind", "port", "before_iteration"});
+    parse_fault_port(doc, require(doc, node, "port"), spec, f);
+  } else {
+    throw config_error(doc, node["kind"],
+                       fmt::format("unknown fault kind '{}' (known: {}, {})", f.kind, kNicHeldDown, kPortDark));
   }
-  const auto& nic = require(doc, node, "nic");
-  std::tie(f.host, f.nic) = parse_end(doc, nic, as_string(doc, nic), spec);
   const auto& it = require(doc, node, "before_iteration");
   long long i = as_int(doc, it);
   if (i < 1) throw config_error(doc, it, fmt::format("before_iteration must be 1 or more, got {}", i));
@@ -490,22 +524,26 @@ FaultSpec parse_fault(const YamlDoc& doc, const YAML::Node& node, const Experime
   return f;
 }
 
-// faults: a list; only a virtual lab's emulated firmware can hold a link down. A NIC is held
-// once: a hold lasts to the end of the run.
+// faults: a list; only a virtual lab's emulator can hold a link down or darken a port. A NIC
+// is held, a port darkened, once: a fault lasts to the end of the run.
 void parse_faults(const YamlDoc& doc, const YAML::Node& faults, ExperimentSpec& spec) {
   if (spec.vlab.empty()) {
     throw config_error(doc, faults,
                        "faults need a virtual lab (lab.vlab): a NIC's link is held down by the lab's "
-                       "emulated NIC firmware, which real hosts and a real switch do not have");
+                       "emulated NIC firmware and a port darkened by its emulated switch, which real hosts "
+                       "and a real switch do not offer");
   }
-  if (!faults.IsSequence()) {
-    throw config_error(doc, faults,
-                       "faults must be a list of {kind: nic-held-down, nic: HOST:NIC, before_iteration: N}");
-  }
+  if (!faults.IsSequence()) throw config_error(doc, faults, std::string("faults must be a list of ") + kFaultShapes);
   for (const auto& node : faults) {
     FaultSpec f = parse_fault(doc, node, spec);
     for (const auto& o : spec.faults) {
-      if (o.host == f.host && o.nic == f.nic) {
+      if (f.kind == kPortDark && o.kind == kPortDark && o.port == f.port) {
+        throw config_error(doc, node["port"],
+                           fmt::format("port {} is dark already (at {}): a dark port stays dark to the end of "
+                                       "the run",
+                                       f.port, o.where));
+      }
+      if (f.kind == kNicHeldDown && o.kind == kNicHeldDown && o.host == f.host && o.nic == f.nic) {
         throw config_error(doc, node["nic"],
                            fmt::format("{}:{} is held down already (at {}): a hold lasts to the end "
                                        "of the run",

@@ -35,20 +35,35 @@ FaultInjector::~FaultInjector() {
   }
 }
 
-Sample FaultInjector::row(const std::string& host, const std::string& nic, bool held, int64_t t_ns) {
-  return Sample{t_ns, 0, host, "fault", nic, "held_down", held ? 1.0 : 0.0, "bool"};
+Sample FaultInjector::row(const ExperimentSpec& spec, const FaultSpec& f, bool on, int64_t t_ns) {
+  if (f.kind == kPortDark) return Sample{t_ns, 0, "switch", "fault", fmt::format("port {}", f.port), "dark", on ? 1.0 : 0.0, "bool"};
+  return Sample{t_ns, 0, spec.hosts[f.host].name, "fault", f.nic, "held_down", on ? 1.0 : 0.0, "bool"};
 }
 
-std::vector<std::string> FaultInjector::lab_set(const std::string& adding) const {
-  std::vector<std::string> set = found_;
-  auto add = [&set](const std::string& nic) {
-    if (std::find(set.begin(), set.end(), nic) == set.end()) set.push_back(nic);
-  };
+std::string FaultInjector::describe(const ExperimentSpec& spec, const FaultSpec& f) {
+  if (f.kind != kPortDark) return fmt::format("{} on {}", f.kind, nic_name(spec, f));
+  const auto& nics = spec.hosts[f.host].nics;
+  auto n = std::find_if(nics.begin(), nics.end(), [&](const NicEntry& e) { return e.name == f.nic; });
+  const char* side = n != nics.end() && n->tx_port == f.port ? "tx" : "rx";
+  return fmt::format("{} on switch port {} ({} {})", f.kind, f.port, nic_name(spec, f), side);
+}
+
+vlab::LabTiming FaultInjector::lab_set(size_t adding) const {
+  vlab::LabTiming t;
+  t.hold_down = found_;
+  t.dark_ports = found_dark_;
   for (size_t k = 0; k < spec_.faults.size(); ++k) {
-    if (applied_[k].held_ns) add(nic_name(spec_, spec_.faults[k]));
+    if (!applied_[k].held_ns && k != adding) continue;
+    const FaultSpec& f = spec_.faults[k];
+    if (f.kind == kPortDark) {
+      if (std::find(t.dark_ports->begin(), t.dark_ports->end(), f.port) == t.dark_ports->end()) {
+        t.dark_ports->push_back(f.port);
+      }
+    } else if (std::find(t.hold_down->begin(), t.hold_down->end(), nic_name(spec_, f)) == t.hold_down->end()) {
+      t.hold_down->push_back(nic_name(spec_, f));
+    }
   }
-  add(adding);
-  return set;
+  return t;
 }
 
 std::vector<std::string> FaultInjector::before_reconfiguration(int i) {
@@ -56,24 +71,24 @@ std::vector<std::string> FaultInjector::before_reconfiguration(int i) {
   for (size_t k = 0; k < spec_.faults.size(); ++k) {
     const FaultSpec& f = spec_.faults[k];
     if (f.before_iteration != i) continue;
-    const std::string nic = nic_name(spec_, f);
+    const std::string what = describe(spec_, f);
     try {
       if (!found_read_) {
-        found_ = vlab::lab_timing(lab_dir_).held_down;
+        vlab::TimingState now = vlab::lab_timing(lab_dir_);
+        found_ = now.held_down;
+        found_dark_ = now.dark_ports;
         found_read_ = true;
       }
-      vlab::LabTiming t;
-      t.hold_down = lab_set(nic);
-      vlab::set_lab_timing(lab_dir_, t, kApplyWait);
+      applied_[k].asked_ns = realtime_ns();
+      vlab::set_lab_timing(lab_dir_, lab_set(k), kApplyWait);
       applied_[k].held_ns = realtime_ns();
-      row_(row(spec_.hosts[f.host].name, f.nic, true, applied_[k].held_ns));
+      row_(row(spec_, f, true, applied_[k].held_ns));
       // Not "fault:": that prefix is the localisation's verdict at the end of a run.
-      log_(fmt::format("injected {} on {} before reconfiguration {} (its link stays down until the run ends)", f.kind,
-                       nic, i));
+      log_(fmt::format("injected {} before reconfiguration {} ({} until the run ends)", what, i,
+                       f.kind == kPortDark ? "no light passes the port" : "its link stays down"));
     } catch (const std::exception& e) {
       applied_[k].error = e.what();
-      problems.push_back(
-          fmt::format("fault {} {} before reconfiguration {} not injected: {}", f.kind, nic, i, e.what()));
+      problems.push_back(fmt::format("fault {} before reconfiguration {} not injected: {}", what, i, e.what()));
     }
   }
   return problems;
@@ -84,24 +99,34 @@ std::vector<std::string> FaultInjector::release() {
   released_ = true;
   vlab::LabTiming t;
   t.hold_down = found_;
+  t.dark_ports = found_dark_;
   try {
     vlab::set_lab_timing(lab_dir_, t, kApplyWait);
   } catch (const std::exception& e) {
     for (auto& a : applied_) {
       if (a.held_ns) a.error = std::string("release failed: ") + e.what();
     }
-    return {std::string("the injected faults were not released (the lab's NICs may still be held down; `ocslab vlab "
-                        "timing LAB --release-all`): ") +
+    return {std::string("the injected faults were not released (the lab's NICs may still be held down and its "
+                        "ports dark; `ocslab vlab timing LAB --release-all`): ") +
             e.what()};
   }
   const int64_t now = realtime_ns();
   for (size_t k = 0; k < spec_.faults.size(); ++k) {
     if (!applied_[k].held_ns) continue;
     applied_[k].released_ns = now;
-    row_(row(spec_.hosts[spec_.faults[k].host].name, spec_.faults[k].nic, false, now));
+    row_(row(spec_, spec_.faults[k], false, now));
   }
-  log_("faults released: the lab's NIC holds are as the run found them");
+  log_("faults released: the lab's NIC holds and dark ports are as the run found them");
   return {};
+}
+
+int64_t FaultInjector::injected_ns(int i) const {
+  int64_t first = 0;
+  for (size_t k = 0; k < spec_.faults.size(); ++k) {
+    const int64_t t = applied_[k].held_ns ? applied_[k].asked_ns : 0;
+    if (spec_.faults[k].before_iteration == i && t && (!first || t < first)) first = t;
+  }
+  return first;
 }
 
 nlohmann::json FaultInjector::record() const {
@@ -112,6 +137,7 @@ nlohmann::json FaultInjector::record() const {
     out.push_back({{"kind", f.kind},
                    {"host", spec_.hosts[f.host].name},
                    {"nic", f.nic},
+                   {"port", f.port},
                    {"before_iteration", f.before_iteration},
                    {"where", f.where},
                    {"held_ns", a.held_ns},

@@ -722,7 +722,13 @@ class ReconfigurationRun {
   std::string write_results() {
     auto inputs = close_capture();
     std::vector<int64_t> issued;
-    for (const auto& r : result_.reconfigurations) issued.push_back(r.issued_ns);
+    for (const auto& r : result_.reconfigurations) {
+      // A fault injected for a reconfiguration (a port darkened just before its command) starts
+      // that iteration, however long the lab took to apply it: its light loss is this
+      // reconfiguration's, not the dwell's of the one before.
+      const int64_t injected = faults_ ? faults_->injected_ns(r.iteration) : 0;
+      issued.push_back(injected ? std::min(r.issued_ns, injected + kIterationGuardNs) : r.issued_ns);
+    }
     std::sort(issued.begin(), issued.end());
     std::string write_error;
     try {

@@ -21,6 +21,7 @@
 #include "ocslab/cli/ocslab_cli.h"
 #include "ocslab/cli/plot.h"
 #include "ocslab/runner/experiment_spec.h"
+#include "ocslab/runner/fault_injection.h"
 #include "ocslab/runner/runner.h"
 
 namespace ocslab::cli {
@@ -79,9 +80,10 @@ Options:
 
 In a virtual lab, the spec's `faults:` injects faults: `- {kind: nic-held-down, nic: h3:eth1,
 before_iteration: 2}` holds that NIC's link down from just before reconfiguration 2 to the end
-of the run (its light returns, its firmware never raises the link), recorded in meta.json and
-the timeline; the lab's holds are put back as found when the run ends (docs/experiments.md,
-"Fault injection").
+of the run (its light returns, its firmware never raises the link); `- {kind: port-dark, port:
+19, before_iteration: 2}` fails switch port 19 (its shutter closes: no light passes it). Both
+are recorded in meta.json and the timeline; the lab's holds and dark ports are put back as
+found when the run ends (docs/experiments.md, "Fault injection").
 
 With `type: phase-workload` the spec runs a collective workload under the embedded phase
 controller once per phase mode and writes phase-steps.csv, phase-summary.txt, phase.png and per
@@ -171,8 +173,8 @@ void print_reconfiguration_plan(const runner::ExperimentSpec& spec, std::ostream
   for (const auto& p : spec.probes) out << " " << p.name << " (" << p.interval_ms << " ms)";
   out << "\n";
   for (const auto& f : spec.faults) {
-    out << fmt::format("injected fault: {} on {}:{} before reconfiguration {} (released when the run ends)\n", f.kind,
-                       spec.hosts[f.host].name, f.nic, f.before_iteration);
+    out << fmt::format("injected fault: {} before reconfiguration {} (released when the run ends)\n",
+                       runner::FaultInjector::describe(spec, f), f.before_iteration);
   }
   if (spec.rdma.enabled) {
     out << "rdma pairs (client -> server, every " << spec.rdma.interval_ms << " ms):";

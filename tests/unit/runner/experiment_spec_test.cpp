@@ -3,6 +3,7 @@
 #include <string>
 
 #include "ocslab/runner/experiment_spec.h"
+#include "ocslab/runner/fault_injection.h"
 #include "ocslab/runner/runner.h"
 #include "spec_test_support.h"
 
@@ -199,11 +200,35 @@ TEST_CASE("faults: a NIC held down before a reconfiguration, checked against the
   CHECK(parse(std::string(kLab) + kMaps).faults.empty());
 }
 
+TEST_CASE("faults: a switch port darkened before a reconfiguration, the NIC on it found from the lab",
+          "[runner][spec]") {
+  auto s = parse(std::string(kLab) + kMaps + "schedule: {reconfigurations: 3}\n" +
+                 "faults:\n"
+                 "  - {kind: port-dark, port: 19, before_iteration: 2}\n"
+                 "  - {kind: port-dark, port: 2, before_iteration: 3}\n"
+                 "  - {kind: nic-held-down, nic: h3:eth1, before_iteration: 3}\n");  // same NIC: another fault
+  REQUIRE(s.faults.size() == 3);
+  CHECK(s.faults[0].kind == kPortDark);
+  CHECK(s.faults[0].port == 19);
+  CHECK(s.hosts[s.faults[0].host].name == "h3");  // four-hosts.yaml: h3:eth1 is tx 3, rx 19
+  CHECK(s.faults[0].nic == "eth1");
+  CHECK(s.faults[0].before_iteration == 2);
+  CHECK(FaultInjector::describe(s, s.faults[0]) == "port-dark on switch port 19 (h3:eth1 rx)");
+  CHECK(FaultInjector::describe(s, s.faults[1]) == "port-dark on switch port 2 (h2:eth1 tx)");
+  CHECK(FaultInjector::describe(s, s.faults[2]) == "nic-held-down on h3:eth1");
+  Sample row = FaultInjector::row(s, s.faults[0], true, 5);
+  CHECK(row.host == "switch");
+  CHECK(row.source == "fault");
+  CHECK(row.subject == "port 19");
+  CHECK(row.signal == "dark");
+  CHECK(row.value == 1.0);
+}
+
 TEST_CASE("faults: bad entries are refused at file:line:col before anything runs", "[runner][spec]") {
   const std::string head = std::string(kLab) + kMaps + "schedule: {reconfigurations: 3}\nfaults:\n";
   auto fault = [&](const std::string& entry) { return error_of(head + "  - " + entry + "\n"); };
   CHECK_THAT(fault("{kind: nic-flapping, nic: h3:eth1, before_iteration: 2}"),
-             Contains("test.yaml:7:12: unknown fault kind 'nic-flapping' (known: nic-held-down)"));
+             Contains("test.yaml:7:12: unknown fault kind 'nic-flapping' (known: nic-held-down, port-dark)"));
   CHECK_THAT(fault("{kind: nic-held-down, nic: h9:eth1, before_iteration: 2}"),
              Contains("test.yaml:7:32: unknown host 'h9' in 'h9:eth1' (the lab has: h1, h2, h3, h4)"));
   CHECK_THAT(fault("{kind: nic-held-down, nic: h3:eth4, before_iteration: 2}"),
@@ -224,6 +249,23 @@ TEST_CASE("faults: bad entries are refused at file:line:col before anything runs
   CHECK_THAT(error_of(head + "  - {kind: nic-held-down, nic: h3:eth1, before_iteration: 1}\n" +
                       "  - {kind: nic-held-down, nic: h3:eth1, before_iteration: 2}\n"),
              Contains("test.yaml:8:32: h3:eth1 is held down already (at ") && Contains("test.yaml:7:5)"));
+  // port-dark: a port of the lab's NICs, inside switch.allow, darkened once.
+  CHECK_THAT(fault("{kind: port-dark, port: 30, before_iteration: 2}"),
+             Contains("test.yaml:7:29: unknown port 30: no NIC of the lab is on it (the lab's NIC ports: 1..4,17..20)"));
+  CHECK_THAT(fault("{kind: port-dark, port: x, before_iteration: 2}"), Contains("test.yaml:7:29: expected an integer, got 'x'"));
+  CHECK_THAT(fault("{kind: port-dark, nic: h3:eth1, before_iteration: 2}"),
+             Contains("test.yaml:7:") && Contains("unknown key 'nic'"));
+  CHECK_THAT(fault("{kind: port-dark, before_iteration: 2}"), Contains("test.yaml:7:5: missing key 'port'"));
+  CHECK_THAT(fault("{kind: port-dark, port: 19, before_iteration: 4}"),
+             Contains("before_iteration 4 is after the run's last reconfiguration (the schedule has 3)"));
+  CHECK_THAT(error_of(head + "  - {kind: port-dark, port: 19, before_iteration: 1}\n" +
+                      "  - {kind: port-dark, port: 19, before_iteration: 2}\n"),
+             Contains("test.yaml:8:29: port 19 is dark already (at ") && Contains("test.yaml:7:5)"));
+  const std::string narrow = std::string(kLab) + "switch: {allow: '1..3,17..19'}\nmappings:\n" +
+                             "  a: [h1:eth1 <-> h2:eth1]\n  b: [h1:eth1 <-> h3:eth1]\n" +
+                             "schedule: {reconfigurations: 2}\nfaults:\n";
+  CHECK_THAT(error_of(narrow + "  - {kind: port-dark, port: 20, before_iteration: 1}\n"),
+             Contains("port 20 (h4:eth1) is outside switch.allow (1..3,17..19): the run may not touch it"));
   // Only a virtual lab's emulated firmware can hold a link down.
   const char* inv =
       "lab:\n  inventory:\n"

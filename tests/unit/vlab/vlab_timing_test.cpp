@@ -486,9 +486,66 @@ TEST_CASE("the runner's fault injector holds a NIC before its reconfiguration an
       [&](const std::string& m) { logs.push_back(m); });
   auto problems = dead.before_reconfiguration(2);
   REQUIRE(problems.size() == 1);
-  CHECK_THAT(problems[0], Contains("fault nic-held-down h2:eth1 before reconfiguration 2 not injected"));
+  CHECK_THAT(problems[0], Contains("fault nic-held-down on h2:eth1 before reconfiguration 2 not injected"));
   CHECK(dead.record()[0]["held_ns"] == 0);
   CHECK(dead.record()[0]["error"] != "");
+}
+
+TEST_CASE("the runner's fault injector darkens a port beside the lab's own and puts both sets back as found",
+          "[vlab][timing]") {
+  Cache c;
+  LabState lab = c.add_lab("darken", gone_pid(), two_hosts());
+  FakeSupervisor sup(lab.dir, two_nic_switch());
+  REQUIRE(run_cli({"vlab", "timing", "darken", "--cache", c.path, "--dark-port", "1", "--hold-down", "h1:eth1"}).rc ==
+          0);  // the lab's own, before the run
+
+  runner::ExperimentSpec spec;
+  for (const auto& h : two_hosts()) {
+    runner::HostEntry e;
+    e.name = h.name;
+    e.nics.push_back(runner::NicEntry{"eth1", h.name == "h1" ? 1 : 2, h.name == "h1" ? 5 : 6});
+    spec.hosts.push_back(e);
+  }
+  runner::FaultSpec dark;
+  dark.kind = runner::kPortDark;
+  dark.port = 6;
+  dark.host = 1;
+  dark.nic = "eth1";
+  dark.before_iteration = 1;
+  runner::FaultSpec held;
+  held.host = 1;
+  held.nic = "eth1";
+  held.before_iteration = 2;
+  spec.faults = {dark, held};
+  std::vector<Sample> rows;
+  std::vector<std::string> logs;
+  runner::FaultInjector faults(
+      spec, lab.dir, [&](const Sample& s) { rows.push_back(s); }, [&](const std::string& m) { logs.push_back(m); });
+  CHECK(faults.before_reconfiguration(1).empty());
+  CHECK(LabState::load(lab.dir).timing.dark_ports == std::vector<int>{1, 6});
+  CHECK(LabState::load(lab.dir).timing.held_down == std::vector<std::string>{"h1:eth1"});
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].host == "switch");
+  CHECK(rows[0].subject == "port 6");
+  CHECK(rows[0].signal == "dark");
+  CHECK_THAT(logs.back(), Contains("injected port-dark on switch port 6 (h2:eth1 rx) before reconfiguration 1 (no "
+                                   "light passes the port until the run ends)"));
+  // The next fault keeps the port dark while it holds the NIC.
+  CHECK(faults.before_reconfiguration(2).empty());
+  CHECK(LabState::load(lab.dir).timing.dark_ports == std::vector<int>{1, 6});
+  CHECK(LabState::load(lab.dir).timing.held_down == std::vector<std::string>{"h1:eth1", "h2:eth1"});
+
+  CHECK(faults.release().empty());
+  CHECK(LabState::load(lab.dir).timing.dark_ports == std::vector<int>{1});  // as found
+  CHECK(LabState::load(lab.dir).timing.held_down == std::vector<std::string>{"h1:eth1"});
+  REQUIRE(rows.size() == 4);
+  CHECK(rows[2].subject == "port 6");
+  CHECK(rows[2].value == 0);
+  auto rec = faults.record();
+  CHECK(rec[0]["kind"] == "port-dark");
+  CHECK(rec[0]["port"] == 6);
+  CHECK(rec[0]["host"] == "h2");
+  CHECK(rec[1]["port"] == 0);
 }
 
 TEST_CASE("ocslab run --check shows a spec's faults; --reconfigurations may not cut one off", "[vlab][timing]") {

@@ -1,8 +1,9 @@
 // Fault injection in a virtual lab (the spec's `faults:`, docs/experiments.md#fault-injection):
-// a NIC's link held down by the lab's emulated firmware from just before a reconfiguration to
-// the end of the run. The holds go through the lab's timing channel (vlab::set_lab_timing,
-// `hold_down`), so the emulator records each in its ground truth; the runner records each hold
-// and release as a timeline row and in meta.json, and puts the lab's holds back as it found
+// from just before a reconfiguration to the end of the run, a NIC's link held down by the lab's
+// emulated firmware (nic-held-down) or a switch port darkened, its shutter closed (port-dark).
+// Both go through the lab's timing channel (vlab::set_lab_timing, `hold_down` / `dark_ports`),
+// so the emulator records each in its ground truth; the runner records each fault and its end
+// as a timeline row and in meta.json, and puts the lab's holds and dark ports back as it found
 // them when the run ends, however it ends.
 #pragma once
 
@@ -14,6 +15,7 @@
 
 #include "ocslab/common/sample.h"
 #include "ocslab/runner/experiment_spec.h"
+#include "ocslab/vlab/lab_timing.h"
 
 namespace ocslab::runner {
 
@@ -27,28 +29,37 @@ class FaultInjector {
   FaultInjector(const FaultInjector&) = delete;
   FaultInjector& operator=(const FaultInjector&) = delete;
 
-  // Holds the NICs whose fault is due before reconfiguration i (the lab's holds as found, plus
-  // every NIC held so far). Returns a problem per fault that could not be injected.
+  // Injects the faults due before reconfiguration i (the lab's holds and dark ports as found,
+  // plus every fault injected so far). Returns a problem per fault that could not be injected.
   std::vector<std::string> before_reconfiguration(int i);
-  // Puts the lab's holds back as they were before the first hold (nothing when none was made).
-  // Returns the problem when that failed.
+  // Puts the lab's holds and dark ports back as they were before the first fault (nothing when
+  // none was injected). Returns the problem when that failed.
   std::vector<std::string> release();
 
-  // meta.json's `faults`: per fault kind, host, nic, before_iteration, where, held_ns / held,
-  // released_ns / released (0 and "" when it did not happen) and error.
+  // When the lab was asked to apply the first fault due before reconfiguration i (ns since the
+  // epoch; 0: none was applied). Each is asked for just before the command; applying it takes
+  // the lab some ms, and its effects (light lost) come in between.
+  int64_t injected_ns(int i) const;
+
+  // meta.json's `faults`: per fault kind, host, nic, port (port-dark; 0 otherwise),
+  // before_iteration, where, held_ns / held (injected), released_ns / released (0 and "" when
+  // it did not happen) and error.
   nlohmann::json record() const;
 
-  // The timeline rows of a hold (value 1) and a release (0): host, source "fault", subject the
-  // NIC, signal "held_down", unit bool.
-  static Sample row(const std::string& host, const std::string& nic, bool held, int64_t t_ns);
+  // A fault's timeline row when it is injected (value 1) and undone (0), source "fault", unit
+  // bool: nic-held-down host and NIC, signal "held_down"; port-dark host "switch", subject
+  // "port P", signal "dark".
+  static Sample row(const ExperimentSpec& spec, const FaultSpec& f, bool on, int64_t t_ns);
+  // "nic-held-down on h3:eth1", "port-dark on switch port 19 (h3:eth1 rx)".
+  static std::string describe(const ExperimentSpec& spec, const FaultSpec& f);
 
  private:
   struct Applied {
-    int64_t held_ns = 0, released_ns = 0;
+    int64_t asked_ns = 0, held_ns = 0, released_ns = 0;
     std::string error;
   };
-  // The lab's holds as found, every NIC held so far, and `adding` (HOST:NIC each).
-  std::vector<std::string> lab_set(const std::string& adding) const;
+  // The lab's holds and dark ports as found, with every fault injected so far and fault k.
+  vlab::LabTiming lab_set(size_t k) const;
 
   const ExperimentSpec& spec_;
   std::string lab_dir_;
@@ -56,7 +67,8 @@ class FaultInjector {
   Log log_;
   std::vector<Applied> applied_;  // one per spec_.faults
   bool found_read_ = false;
-  std::vector<std::string> found_;  // the lab's held NICs before the first hold (HOST:NIC)
+  std::vector<std::string> found_;  // the lab's held NICs before the first fault (HOST:NIC)
+  std::vector<int> found_dark_;     // the lab's dark ports before the first fault
   bool released_ = false;
 };
 

@@ -78,9 +78,12 @@ uint64_t merge_capture(const std::vector<CaptureInput>& inputs, const std::strin
                        const std::function<int(int64_t)>& iteration, const std::string& work_dir,
                        size_t chunk_rows = size_t{1} << 16);
 
+// How long before its command an iteration starts: what a command's first effects may precede it by.
+inline constexpr int64_t kIterationGuardNs = 200'000'000;
+
 // The iteration of a sample at t: 0 before the first reconfiguration's issue time minus the
 // guard, i when t is in [issued_i - guard, issued_{i+1} - guard).
-int iteration_of(int64_t t_ns, const std::vector<int64_t>& issued_ns, int64_t guard_ns = 200'000'000);
+int iteration_of(int64_t t_ns, const std::vector<int64_t>& issued_ns, int64_t guard_ns = kIterationGuardNs);
 
 
 // Runs the experiment: the spec's type (experiment_type.h) on its resolved target (target.h)
