@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "ocslab/common/clock.h"
+#include "ocslab/common/file.h"
 #include "ocslab/runner/run_context.h"
 #include "ocslab/vlab/lab_timing.h"
 
@@ -20,12 +21,26 @@ std::string nic_name(const ExperimentSpec& spec, const FaultSpec& f) { return sp
 
 }  // namespace
 
-FaultInjector::FaultInjector(const ExperimentSpec& spec, std::string lab_dir, Row row, Log log)
+FaultInjector::FaultInjector(const ExperimentSpec& spec, std::string lab_dir, Row row, Log log, std::string journal)
     : spec_(spec),
       lab_dir_(std::move(lab_dir)),
       row_(std::move(row)),
       log_(std::move(log)),
+      journal_(std::move(journal)),
       applied_(spec.faults.size()) {}
+
+void FaultInjector::save_journal() {
+  if (journal_.empty()) return;
+  nlohmann::json j = {{"lab_dir", lab_dir_},
+                      {"found_held_down", found_},
+                      {"found_dark_ports", found_dark_},
+                      {"faults", record()}};
+  try {
+    write_text(journal_, j.dump(2) + "\n");
+  } catch (const std::exception& e) {
+    log_(std::string("the fault journal (what `ocslab recover` would undo) was not written: ") + e.what());
+  }
+}
 
 FaultInjector::~FaultInjector() {
   try {
@@ -80,8 +95,10 @@ std::vector<std::string> FaultInjector::before_reconfiguration(int i) {
         found_read_ = true;
       }
       applied_[k].asked_ns = realtime_ns();
+      save_journal();  // before the lab changes: a runner that dies now leaves it undoable
       vlab::set_lab_timing(lab_dir_, lab_set(k), kApplyWait);
       applied_[k].held_ns = realtime_ns();
+      save_journal();
       row_(row(spec_, f, true, applied_[k].held_ns));
       // Not "fault:": that prefix is the localisation's verdict at the end of a run.
       log_(fmt::format("injected {} before reconfiguration {} ({} until the run ends)", what, i,
@@ -116,6 +133,7 @@ std::vector<std::string> FaultInjector::release() {
     applied_[k].released_ns = now;
     row_(row(spec_, spec_.faults[k], false, now));
   }
+  save_journal();
   log_("faults released: the lab's NIC holds and dark ports are as the run found them");
   return {};
 }
@@ -129,6 +147,51 @@ int64_t FaultInjector::injected_ns(int i) const {
   return first;
 }
 
+nlohmann::json FaultInjector::release_journal(const std::string& journal, std::vector<std::string>& problems,
+                                              const Log& log) {
+  auto text = read_file_or_empty(journal);
+  if (text.empty()) return nlohmann::json::array();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+    nlohmann::json& faults = j.at("faults");
+    bool pending = false;
+    for (const auto& f : faults) {
+      pending = pending || ((f.value("held_ns", int64_t{0}) || f.value("asked_ns", int64_t{0})) &&
+                            !f.value("released_ns", int64_t{0}));
+    }
+    if (!pending) return faults;
+    vlab::LabTiming t;
+    t.hold_down = j.at("found_held_down").get<std::vector<std::string>>();
+    t.dark_ports = j.at("found_dark_ports").get<std::vector<int>>();
+    const std::string lab_dir = j.at("lab_dir").get<std::string>();
+    try {
+      vlab::set_lab_timing(lab_dir, t, kApplyWait);
+    } catch (const std::exception& e) {
+      problems.push_back(fmt::format("the faults the run injected were not released (`ocslab vlab timing LAB "
+                                     "--release-all`): {}",
+                                     e.what()));
+      return faults;
+    }
+    const int64_t now = realtime_ns();
+    for (auto& f : faults) {
+      if ((f.value("held_ns", int64_t{0}) || f.value("asked_ns", int64_t{0})) && !f.value("released_ns", int64_t{0})) {
+        f["released_ns"] = now;
+        f["released"] = iso_time(now);
+        f["released_by"] = "ocslab recover";
+      }
+    }
+    write_text(journal, j.dump(2) + "\n");
+    log("faults released by `ocslab recover`: the lab's NIC holds and dark ports are as the run found them");
+    return faults;
+  } catch (const nlohmann::json::exception& e) {
+    problems.push_back(fmt::format("{}: not a fault journal ({}): the lab's holds and dark ports were not checked; "
+                                   "`ocslab vlab timing LAB` shows them",
+                                   journal, e.what()));
+    return nlohmann::json::array();
+  }
+}
+
 nlohmann::json FaultInjector::record() const {
   nlohmann::json out = nlohmann::json::array();
   for (size_t k = 0; k < spec_.faults.size(); ++k) {
@@ -139,6 +202,7 @@ nlohmann::json FaultInjector::record() const {
                    {"nic", f.nic},
                    {"port", f.port},
                    {"before_iteration", f.before_iteration},
+                   {"asked_ns", a.asked_ns},
                    {"where", f.where},
                    {"held_ns", a.held_ns},
                    {"held", a.held_ns ? iso_time(a.held_ns) : std::string()},

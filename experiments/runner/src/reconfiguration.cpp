@@ -369,6 +369,8 @@ class ReconfigurationRun {
     for (const auto& r : result_.hosts) {
       if (r.lost) result_.problems.push_back("host " + r.name + " lost");
     }
+    recovered_faults_ = FaultInjector::release_journal(result_.folder + "/" + kFaultJournal, result_.problems,
+                                                       [this](const std::string& m) { ctx_.log(m); });
     if (restore_switch) restore_final_mapping();
     std::string write_error = write_results();
     if (write_error.empty()) release_spools(targets);
@@ -475,13 +477,14 @@ class ReconfigurationRun {
     monitor_->start();
   }
 
-  // faults: (a virtual lab's) NICs held down from just before their reconfiguration; each hold
-  // and release is a row of the control stream.
+  // faults: (a virtual lab's) NICs held down and ports darkened from just before their
+  // reconfiguration; each fault and its release is a row of the control stream, and
+  // faults.json the journal `ocslab recover` undoes them from.
   void start_faults() {
     if (spec_.faults.empty() || !target_.is_vlab()) return;
     faults_ = std::make_unique<FaultInjector>(
         spec_, target_.lab.dir, [this](const Sample& s) { store_->append(kControlStream, s); },
-        [this](const std::string& m) { ctx_.log(m); });
+        [this](const std::string& m) { ctx_.log(m); }, result_.folder + "/" + kFaultJournal);
   }
 
   // Once the probes stopped (a release brings the link up, which is not part of the last
@@ -792,7 +795,7 @@ class ReconfigurationRun {
     for (const auto& h : spec_.hosts)
       for (const auto& n : h.nics) meta["switch_ports"].push_back({h.name, n.name, n.tx_port, n.rx_port});
     // Injected faults (`faults:`), each with when it was held and released.
-    meta["faults"] = faults_ ? faults_->record() : json::array();
+    meta["faults"] = faults_ ? faults_->record() : recovered_faults_;
     meta["problems"] = result_.problems;
     meta["timeline_rows"] = result_.samples;
     if (recovered_ns_) {
@@ -855,6 +858,7 @@ class ReconfigurationRun {
   std::unique_ptr<OcsPowerMonitor> monitor_;  // declared after: its destructor joins first
   // After store_: a run cut short releases its holds (appending their rows) before the store goes.
   std::unique_ptr<FaultInjector> faults_;
+  json recovered_faults_ = json::array();  // `ocslab recover`: the journal's faults
 };
 
 class Reconfiguration final : public ExperimentType {

@@ -548,6 +548,75 @@ TEST_CASE("the runner's fault injector darkens a port beside the lab's own and p
   CHECK(rec[1]["port"] == 0);
 }
 
+TEST_CASE("the fault journal: a runner that dies with faults in force leaves them for `ocslab recover` to undo",
+          "[vlab][timing]") {
+  Cache c;
+  LabState lab = c.add_lab("journal", gone_pid(), two_hosts());
+  FakeSupervisor sup(lab.dir, two_nic_switch());
+  REQUIRE(run_cli({"vlab", "timing", "journal", "--cache", c.path, "--dark-port", "1"}).rc == 0);  // the lab's own
+  runner::ExperimentSpec spec;
+  for (const auto& h : two_hosts()) {
+    runner::HostEntry e;
+    e.name = h.name;
+    e.nics.push_back(runner::NicEntry{"eth1", h.name == "h1" ? 1 : 2, h.name == "h1" ? 5 : 6});
+    spec.hosts.push_back(e);
+  }
+  runner::FaultSpec dark;
+  dark.kind = runner::kPortDark;
+  dark.port = 6;
+  dark.host = 1;
+  dark.nic = "eth1";
+  dark.before_iteration = 1;
+  runner::FaultSpec held;
+  held.host = 0;
+  held.nic = "eth1";
+  held.before_iteration = 2;
+  spec.faults = {dark, held};
+  testing::TempDir results;
+  const std::string journal = results.path() + "/" + runner::kFaultJournal;
+  std::vector<std::string> logs;
+  auto log = [&](const std::string& m) { logs.push_back(m); };
+  // The "runner" injects the first fault in a child process that then dies without unwinding
+  // (no destructor releases anything), as a killed runner does.
+  const pid_t runner_pid = ::fork();
+  REQUIRE(runner_pid >= 0);
+  if (runner_pid == 0) {
+    runner::FaultInjector faults(spec, lab.dir, [](const Sample&) {}, [](const std::string&) {}, journal);
+    ::_exit(faults.before_reconfiguration(1).empty() ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(runner_pid, &status, 0) == runner_pid);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  CHECK(LabState::load(lab.dir).timing.dark_ports == std::vector<int>{1, 6});
+  auto j = nlohmann::json::parse(read_file(journal));
+  CHECK(j["found_dark_ports"] == nlohmann::json::array({1}));
+  CHECK(j["faults"][0]["held_ns"] != 0);
+  CHECK(j["faults"][1]["held_ns"] == 0);  // not yet due
+
+  std::vector<std::string> problems;
+  auto rec = runner::FaultInjector::release_journal(journal, problems, log);
+  CHECK(problems.empty());
+  CHECK(LabState::load(lab.dir).timing.dark_ports == std::vector<int>{1});  // as the run found it
+  CHECK(LabState::load(lab.dir).timing.held_down.empty());
+  REQUIRE(rec.size() == 2);
+  CHECK(rec[0]["released_ns"] != 0);
+  CHECK(rec[0]["released_by"] == "ocslab recover");
+  CHECK(rec[1]["released_ns"] == 0);  // never injected: nothing to release
+  CHECK_THAT(logs.back(), Contains("faults released by `ocslab recover`"));
+  // A second recovery finds nothing pending and changes nothing.
+  const uint64_t gen = LabState::load(lab.dir).timing.generation;
+  CHECK(runner::FaultInjector::release_journal(journal, problems, log).size() == 2);
+  CHECK(LabState::load(lab.dir).timing.generation == gen);
+  // No journal: no faults; a damaged one: a problem naming it, the lab untouched.
+  CHECK(runner::FaultInjector::release_journal(results.path() + "/none.json", problems, log).empty());
+  write_file(journal, "{\"faults\": [{\"held_ns\": 5}]}");
+  CHECK(runner::FaultInjector::release_journal(journal, problems, log).empty());
+  REQUIRE(problems.size() == 1);
+  CHECK_THAT(problems[0], Contains(journal + ": not a fault journal"));
+  CHECK(LabState::load(lab.dir).timing.generation == gen);
+}
+
 TEST_CASE("ocslab run --check shows a spec's faults; --reconfigurations may not cut one off", "[vlab][timing]") {
   testing::TempDir dir;
   const std::string spec = dir.path() + "/held.yaml";

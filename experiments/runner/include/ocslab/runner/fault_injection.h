@@ -19,12 +19,18 @@
 
 namespace ocslab::runner {
 
+// The journal's name in a results folder.
+inline constexpr const char* kFaultJournal = "faults.json";
+
 class FaultInjector {
  public:
   using Row = std::function<void(const Sample&)>;  // a timeline row (runner clock)
   using Log = std::function<void(const std::string&)>;
-  // lab_dir: the running virtual lab's run folder.
-  FaultInjector(const ExperimentSpec& spec, std::string lab_dir, Row row, Log log);
+  // lab_dir: the running virtual lab's run folder. journal (when not empty): a file rewritten
+  // atomically before each fault is applied and after each release (the lab, what it had as
+  // found, record()), so that `ocslab recover` can undo what a runner that died left in force
+  // (release_journal).
+  FaultInjector(const ExperimentSpec& spec, std::string lab_dir, Row row, Log log, std::string journal = {});
   ~FaultInjector();  // releases what is still held; errors are logged
   FaultInjector(const FaultInjector&) = delete;
   FaultInjector& operator=(const FaultInjector&) = delete;
@@ -53,6 +59,13 @@ class FaultInjector {
   // "nic-held-down on h3:eth1", "port-dark on switch port 19 (h3:eth1 rx)".
   static std::string describe(const ExperimentSpec& spec, const FaultSpec& f);
 
+  // `ocslab recover`: reads a journal a FaultInjector wrote. When a fault it records was applied
+  // (or asked for) and not released, puts the lab's holds and dark ports back as the run found
+  // them and marks those faults released now (the journal is rewritten). Returns the faults'
+  // record (meta.json's `faults`; empty without a journal) and adds a problem per failure.
+  static nlohmann::json release_journal(const std::string& journal, std::vector<std::string>& problems,
+                                        const Log& log);
+
  private:
   struct Applied {
     int64_t asked_ns = 0, held_ns = 0, released_ns = 0;
@@ -60,11 +73,13 @@ class FaultInjector {
   };
   // The lab's holds and dark ports as found, with every fault injected so far and fault k.
   vlab::LabTiming lab_set(size_t k) const;
+  void save_journal();  // a failure is logged: the run goes on without it
 
   const ExperimentSpec& spec_;
   std::string lab_dir_;
   Row row_;
   Log log_;
+  std::string journal_;
   std::vector<Applied> applied_;  // one per spec_.faults
   bool found_read_ = false;
   std::vector<std::string> found_;  // the lab's held NICs before the first fault (HOST:NIC)
