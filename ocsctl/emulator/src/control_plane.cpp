@@ -3,6 +3,7 @@
 #include <libssh/libssh.h>
 
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <future>
 #include <mutex>
@@ -11,6 +12,7 @@
 #include "ocslab/emulator/netconf_session.h"
 #include "ocslab/emulator/scpi_session.h"
 #include "ocslab/emulator/tl1_session.h"
+#include "gated_session.h"
 #include "ssh_listener.h"
 #include "tcp_listener.h"
 
@@ -65,6 +67,8 @@ struct ControlPlane::Impl {
   ControlPlaneConfig config;
   std::shared_ptr<LightEvents> events = std::make_shared<LightEvents>();
   SessionCounter open = std::make_shared<std::atomic<size_t>>(0);
+  std::shared_ptr<ControlGate> gate = std::make_shared<ControlGate>();
+  boost::asio::steady_timer reachable_again{io};  // records the end of an unreachable spell
   std::shared_ptr<TcpListener> tl1, scpi;
   std::unique_ptr<SshListener> tl1_ssh, netconf;
   HostKey key;
@@ -78,17 +82,29 @@ struct ControlPlane::Impl {
     GroundTruth* t = &truth;
     auto cfg = config;
     auto ev = events;
-    return [m, t, cfg, ev, over_ssh](ProtocolSession::SendFn send, ProtocolSession::CloseFn close) {
+    return gated([m, t, cfg, ev, over_ssh](ProtocolSession::SendFn send, ProtocolSession::CloseFn close) {
       return std::make_unique<Tl1Session>(*m, *t, cfg, std::move(send), Tl1SessionOptions{over_ssh, ev}, std::move(close));
-    };
+    });
   }
   template <class S>
   SessionFactory factory() {
     SwitchModel* m = &model;
     GroundTruth* t = &truth;
     auto cfg = config;
-    return [m, t, cfg](ProtocolSession::SendFn send, ProtocolSession::CloseFn close) {
+    return gated([m, t, cfg](ProtocolSession::SendFn send, ProtocolSession::CloseFn close) {
       return std::make_unique<S>(*m, *t, cfg, std::move(send), std::move(close));
+    });
+  }
+  // Every session behind the control plane's gate (silence()).
+  SessionFactory gated(SessionFactory make) {
+    SwitchModel* m = &model;
+    GroundTruth* t = &truth;
+    boost::asio::io_context* loop = &io;
+    auto cfg = config;
+    auto g = gate;
+    return [m, t, cfg, g, loop, make](ProtocolSession::SendFn send,
+                                      ProtocolSession::CloseFn close) -> std::unique_ptr<ProtocolSession> {
+      return std::make_unique<GatedSession>(make(std::move(send), std::move(close)), g, *loop, *m, *t, cfg);
     };
   }
 
@@ -207,5 +223,18 @@ std::string ControlPlane::known_hosts(const std::string& host, int port) const {
 }
 
 size_t ControlPlane::open_sessions() const { return *impl_->open; }
+
+void ControlPlane::silence(std::chrono::milliseconds for_how_long) {
+  auto& d = *impl_;
+  const auto until = std::chrono::steady_clock::now() + for_how_long;
+  if (until <= d.gate->closed_until) return;  // inside a longer spell already
+  if (!d.gate->closed()) d.truth.record("switch", "control", "unreachable", 1, "bool");
+  d.gate->closed_until = until;
+  d.reachable_again.expires_at(until);
+  GroundTruth* truth = &d.truth;
+  d.reachable_again.async_wait([truth](const boost::system::error_code& ec) {
+    if (!ec) truth->record("switch", "control", "unreachable", 0, "bool");
+  });
+}
 
 }  // namespace ocslab::emu

@@ -6,6 +6,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
+#include <cmath>
 #include <deque>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -205,6 +206,9 @@ void Emulator::apply_timing(const TimingUpdate& update) {
     apply_holds();
   }
   if (update.dark_ports) apply_dark_ports(*update.dark_ports);
+  if (update.unreachable_ms && control_) {
+    control_->silence(std::chrono::milliseconds(static_cast<int64_t>(std::ceil(*update.unreachable_ms))));
+  }
 }
 
 void Emulator::apply_dark_ports(const std::vector<Port>& dark) {

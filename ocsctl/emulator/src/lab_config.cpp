@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <map>
 #include <set>
 #include <string_view>
@@ -265,6 +266,9 @@ std::vector<std::string> parse_hold_down(const YamlDoc& doc, const YAML::Node& n
   return out;
 }
 
+// An unreachable spell longer than an hour is a mistake, not a fault to inject.
+constexpr double kMaxUnreachableMs = 3'600'000;
+
 // dark_ports: a list of switch ports, each once; `total` (when not 0) is how many the switch has.
 std::vector<Port> parse_dark_ports(const YamlDoc& doc, const YAML::Node& node, int total) {
   if (node.IsNull()) return {};
@@ -291,9 +295,10 @@ TimingUpdate parse_timing(const YamlDoc& doc, const std::vector<std::string>* kn
   TimingUpdate u;
   if (!root.IsDefined() || root.IsNull()) return u;
   if (!root.IsMap()) {
-    throw config_error(doc, root, "expected a mapping with 'switch', 'nic_model', 'hold_down' and/or 'dark_ports'");
+    throw config_error(doc, root,
+                       "expected a mapping with 'switch', 'nic_model', 'hold_down', 'dark_ports' and/or 'unreachable_ms'");
   }
-  only_keys(doc, root, {"switch", "nic_model", "hold_down", "dark_ports"});
+  only_keys(doc, root, {"switch", "nic_model", "hold_down", "dark_ports", "unreachable_ms"});
   if (const YAML::Node sw = root["switch"]) {
     if (!sw.IsMap()) throw config_error(doc, sw, "expected a mapping with 'preset' and/or 'switching_ms'");
     only_keys(doc, sw, {"preset", "switching_ms"});
@@ -305,6 +310,13 @@ TimingUpdate parse_timing(const YamlDoc& doc, const std::vector<std::string>* kn
   if (root["nic_model"]) u.nic_link = parse_nic_link(doc, root["nic_model"], u.nic_preset);
   if (root["hold_down"]) u.hold_down = parse_hold_down(doc, root["hold_down"], known_nics);
   if (root["dark_ports"]) u.dark_ports = parse_dark_ports(doc, root["dark_ports"], total_ports);
+  if (const YAML::Node n = root["unreachable_ms"]) {
+    double ms = -1;
+    if (!n.IsScalar() || !YAML::convert<double>::decode(n, ms) || !std::isfinite(ms) || ms <= 0 || ms > kMaxUnreachableMs) {
+      throw config_error(doc, n, fmt::format("unreachable_ms: expected milliseconds above 0, at most {:.0f}", kMaxUnreachableMs));
+    }
+    u.unreachable_ms = ms;
+  }
   return u;
 }
 

@@ -317,3 +317,44 @@ TEST_CASE("many concurrent TL1 and SCPI connections are served side by side", "[
   CHECK(lab.wait_sessions(4) == 4);
   healthy.check();
 }
+
+TEST_CASE("an unreachable switch (fault injection): every protocol's command waits out the spell, in order",
+          "[emulator_cp][robustness]") {
+  Lab lab(small_switch(1));
+  for (Protocol proto : {Protocol::kTl1, Protocol::kTl1Ssh, Protocol::kNetconf, Protocol::kScpi}) {
+    INFO("protocol " << static_cast<int>(proto));
+    auto drv = lab.driver(proto);  // logged in before the spell: an open session goes silent too
+    const Port in = 1 + static_cast<Port>(proto), out = 17 + static_cast<Port>(proto);
+    const auto t0 = std::chrono::steady_clock::now();
+    lab.call([&] {
+      lab.cp.silence(400ms);
+      return 0;
+    });
+    drv->apply({{in, out}}, ocs::ApplyMode::kMerge);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    CHECK(took >= 400ms);
+    CHECK(took < 3000ms);
+    // Nothing reached the switch before the spell ended: the circuit is there now.
+    auto circuits = lab.call([&] { return lab.model.circuits(); });
+    CHECK(std::find(circuits.begin(), circuits.end(), Circuit{in, out}) != circuits.end());
+  }
+  CHECK(lab.count("switch", "control", "unreachable", 1.0) == 4);
+  CHECK(testing::poll_until([&] { return lab.count("switch", "control", "unreachable", 0.0) == 4; }, 2000ms));
+
+  // Commands sent during the spell are applied after it, each once and in order.
+  auto drv = lab.driver(Protocol::kTl1);
+  lab.call([&] {
+    lab.cp.silence(300ms);
+    return 0;
+  });
+  lab.call([&] {
+    lab.cp.silence(100ms);  // a shorter spell inside a longer one changes nothing
+    return 0;
+  });
+  const auto t1 = std::chrono::steady_clock::now();
+  drv->apply({{9, 25}}, ocs::ApplyMode::kMerge);
+  drv->apply({{9, 26}}, ocs::ApplyMode::kReplace);
+  CHECK(std::chrono::steady_clock::now() - t1 >= 300ms);
+  auto circuits = lab.call([&] { return lab.model.circuits(); });
+  CHECK(circuits == std::vector<Circuit>{{9, 26}});
+}

@@ -339,6 +339,20 @@ TEST_CASE("a timing file's dark_ports: the set of switch ports darkened, checked
         std::vector<Port>{8});
 }
 
+TEST_CASE("a timing file's unreachable_ms: a one-off spell of milliseconds, checked", "[emulator][timing]") {
+  TimingUpdate u = parse("unreachable_ms: 2500\n");
+  REQUIRE(u.unreachable_ms);
+  CHECK(*u.unreachable_ms == 2500);
+  CHECK_FALSE(u.empty());
+  CHECK_FALSE(parse("dark_ports: []\n").unreachable_ms);
+  for (const char* bad : {"unreachable_ms: 0\n", "unreachable_ms: -5\n", "unreachable_ms: .inf\n",
+                          "unreachable_ms: [1]\n", "unreachable_ms: x\n", "unreachable_ms: 3600001\n"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(parse(bad), Contains("timing.yaml:1:17: unreachable_ms: expected milliseconds above 0, at most "
+                                           "3600000"));
+  }
+}
+
 TEST_CASE("retime: a dark port keeps its circuit's light from the NIC until it is lit again", "[emulator][timing]") {
   testing::TempDir dir;
   QmpResponder qmp(dir.path() + "/qmp.sock");

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +38,11 @@ class ControlPlane {
   // clients verify the emulator's host key instead of trusting it blindly.
   std::string known_hosts(const std::string& host, int port) const;
   size_t open_sessions() const;
+  // Fault injection, on the loop thread: the switch is unreachable for this long from now. What
+  // clients send meanwhile reaches no session (each connection holds it, in order) and is
+  // served when it ends; a longer spell extends one in progress. Ground truth: `unreachable`
+  // 1 on `control` when it starts, 0 when it ends.
+  void silence(std::chrono::milliseconds for_how_long);
 
  private:
   struct Impl;

@@ -58,7 +58,9 @@ class Emulator {
   // released; NicLinkModel::set_held_down, ground-truth signal held_down per NIC that
   // changes). update.dark_ports, when given, is the set of switch ports dark from now on: their
   // shutters are closed (SwitchModel::set_shutter, ground-truth signal shutter_closed per port
-  // that changes) and those this channel closed before and not listed are opened. Throws Error
+  // that changes) and those this channel closed before and not listed are opened.
+  // update.unreachable_ms makes the control plane unreachable that long from now
+  // (ControlPlane::silence; nothing without a control plane). Throws Error
   // naming a hold_down NIC or a dark port the emulator does not have, changing nothing.
   void retime(const TimingUpdate& update);
 

@@ -77,11 +77,14 @@ struct TimingUpdate {
   // passes it either way); ports this channel darkened before and not listed are lit again,
   // shutters closed over the control plane are left alone. An empty list lights all again.
   std::optional<std::vector<Port>> dark_ports;
-  bool empty() const { return !switching && !nic_link && !hold_down && !dark_ports; }
+  // The switch's control plane is unreachable for this many ms from now (fault injection:
+  // ControlPlane::silence); a one-off, not a state.
+  std::optional<double> unreachable_ms;
+  bool empty() const { return !switching && !nic_link && !hold_down && !dark_ports && !unreachable_ms; }
 };
 
 // A timing file: {switch: {preset: NAME, switching_ms: DIST}, nic_model: MODEL, hold_down:
-// [NIC, ...], dark_ports: [PORT, ...]}, all optional, the first two in exactly the lab file's syntax (switching_ms wins
+// [NIC, ...], dark_ports: [PORT, ...], unreachable_ms: MS}, all optional, the first two in exactly the lab file's syntax (switching_ms wins
 // over the preset's time). Throws ConfigError "file:line:col: ..." like the lab file's parser
 // (a NIC named twice in hold_down included).
 TimingUpdate parse_timing_update(const YamlDoc& doc);
