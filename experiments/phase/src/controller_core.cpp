@@ -161,12 +161,17 @@ void ControllerCore::reject(ConnId c, const std::string& text, bool close,
 void ControllerCore::on_line(ConnId c, std::string_view line) {
   if (line.empty()) return;
   Message m;
-  try {
-    const Conn& conn = conns_.at(c);
-    m = decode(line, conn.rank >= 0 ? fmt::format("rank {}", conn.rank) : fmt::format("client {}", conn.peer));
-  } catch (const ProtocolError& e) {
-    reject(c, e.what(), true);
-    return;
+  if (auto quick = wire::decode_compact(line)) {  // the usual line: no JSON document, no `where` text
+    m = std::move(*quick);
+  } else {
+    try {
+      const Conn& conn = conns_.at(c);
+      m = wire::decode_json(line,
+                            conn.rank >= 0 ? fmt::format("rank {}", conn.rank) : fmt::format("client {}", conn.peer));
+    } catch (const ProtocolError& e) {
+      reject(c, e.what(), true);
+      return;
+    }
   }
   if (m.type != MsgType::kHello && conns_.at(c).rank < 0) {
     reject(c, fmt::format("client {}: '{}' before hello", conns_.at(c).peer, to_string(m.type)), true);
