@@ -6,7 +6,9 @@
 // the kernel's per-thread accounting) apart from its rail workers and the ranks' own threads,
 // so that what the controller spends is told apart from waiting for 512 client threads to be
 // scheduled on a few CPUs.
-//   phase_controller [--rounds-scale F]
+//   phase_controller [--rounds-scale F] [--ranks N]
+// --ranks N: only the rows with N ranks (and their overhead and service lines), for profiling.
+// The controller's event-loop thread is named ctl-loop (perf report --comm ctl-loop).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -25,11 +27,11 @@
 #include <tuple>
 #include <vector>
 
-#include "ocslab/testing/phase_lab.h"
 #include "ocslab/common/log.h"
 #include "ocslab/phase/controller.h"
 #include "ocslab/phase/orchestrator.h"
 #include "ocslab/phase/shim.h"
+#include "ocslab/testing/phase_lab.h"
 
 using namespace ocslab;
 using namespace ocslab::phase;
@@ -71,6 +73,11 @@ int64_t cpu_ns(const std::set<int>& tids) {
   return sum;
 }
 
+// Names these threads (/proc/self/task/T/comm) so that a profile tells them apart.
+void name_threads(const std::set<int>& tids, const char* name) {
+  for (int t : tids) std::ofstream("/proc/self/task/" + std::to_string(t) + "/comm") << name;
+}
+
 int64_t thread_cpu_ns() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -104,6 +111,8 @@ Result run(int n, int rounds, bool reconfigure) {
   const auto workers = minus(thread_ids(), before);  // the rail thread pool, made with the controller
   ctl.start();
   const auto loop = minus(minus(thread_ids(), before), workers);  // the event loop, made by start()
+  name_threads(loop, "ctl-loop");
+  name_threads(workers, "ctl-rail");
   // Every rank connects and registers its groups before the measured span starts.
   std::latch ready(n), go(1);
   std::atomic<int64_t> ranks_ns{0};
@@ -226,8 +235,10 @@ std::vector<double> direct_libocs(int n, int rounds) {
 
 int main(int argc, char** argv) {
   double scale = 1.0;
+  int only = 0;
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--rounds-scale") == 0) scale = std::atof(argv[i + 1]);
+    if (std::strcmp(argv[i], "--ranks") == 0) only = std::atoi(argv[i + 1]);
   }
   spdlog::set_level(spdlog::level::warn);
   std::printf("phase controller benchmark: loopback TCP, OCS emulator over TL1, switch time 0 ms, one rail\n");
@@ -242,6 +253,7 @@ int main(int argc, char** argv) {
   std::vector<std::pair<int, Result>> reconf;
   std::vector<std::tuple<int, int, bool, Service>> services;
   for (auto [n, rounds] : rows) {
+    if (only > 0 && n != only) continue;
     rounds = std::max(rounds, 4);
     for (bool rc : {false, true}) {
       auto r = run(n, rounds, rc);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -10,7 +11,6 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
-#include <array>
 #include <deque>
 #include <future>
 #include <map>
@@ -73,10 +73,12 @@ struct Session : std::enable_shared_from_this<Session> {
     auto ep = sock.remote_endpoint(ec);
     peer = ec ? "?" : fmt::format("{}:{}", ep.address().to_string(), ep.port());
     sock.set_option(tcp::no_delay(true), ec);
+    sock.non_blocking(true, ec);  // send() writes directly; the async operations work either way
   }
   // Until it joined, the whole connection has one deadline: the hello must be in by then.
   void start() {
-    arm(ctl.opt.hello_timeout, fmt::format("no accepted hello within {} ms of connecting", ctl.opt.hello_timeout.count()));
+    arm(ctl.opt.hello_timeout,
+        fmt::format("no accepted hello within {} ms of connecting", ctl.opt.hello_timeout.count()));
     read();
   }
   void read() {
@@ -104,15 +106,15 @@ struct Session : std::enable_shared_from_this<Session> {
   // whatever arrives in between; no deadline while no line is in progress.
   void pace() {
     if (!ctl.core->joined(id)) return;  // still the hello deadline
-    if (!joined) {  // just joined: the hello deadline is met, lines get their own from now on
+    if (!joined) {                      // just joined: the hello deadline is met, lines get their own from now on
       joined = true;
       disarm();
     }
     if (!lines.partial()) {
       disarm();
     } else if (!armed) {
-      arm(ctl.opt.line_timeout, fmt::format("a line still incomplete {} ms after its first byte",
-                                            ctl.opt.line_timeout.count()));
+      arm(ctl.opt.line_timeout,
+          fmt::format("a line still incomplete {} ms after its first byte", ctl.opt.line_timeout.count()));
     }
   }
   void arm(std::chrono::milliseconds after, std::string why) {
@@ -130,25 +132,45 @@ struct Session : std::enable_shared_from_this<Session> {
     ++generation;
     deadline.cancel();
   }
+  // Most lines go out at once: one non-blocking send, with no queue, handler or allocation.
+  // Whatever the socket does not take waits in outq, in order, for one gathering async write.
   void send(const Message& m) {
     if (closed) return;
-    outq.push_back(encode(m) + "\n");
-    if (outq.size() == 1) write();
+    std::string line = encode(m);
+    line += '\n';
+    if (writing) {
+      outq.push_back(std::move(line));
+      return;
+    }
+    boost::system::error_code ec;
+    const size_t n = sock.write_some(asio::buffer(line), ec);
+    if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
+      // Not from inside the core's call: it may be walking its ranks.
+      asio::post(ctl.io, [self = shared_from_this(), why = ec.message()] { self->close(why); });
+      return;
+    }
+    if (n == line.size()) return;
+    outq.push_back(line.substr(n));
+    write();
   }
+  // Everything queued so far in one async_write; what was queued meanwhile goes next.
   void write() {
-    asio::async_write(sock, asio::buffer(outq.front()),
-                      [self = shared_from_this()](boost::system::error_code ec, size_t) {
-                        if (ec) {
-                          self->close(ec.message());
-                          return;
-                        }
-                        self->outq.pop_front();
-                        if (!self->outq.empty()) {
-                          self->write();
-                        } else if (self->close_after_write) {
-                          self->close("closed by the controller");
-                        }
-                      });
+    writing = true;
+    std::vector<asio::const_buffer> bufs;
+    for (const auto& s : outq) bufs.push_back(asio::buffer(s));
+    asio::async_write(sock, bufs, [self = shared_from_this(), k = outq.size()](boost::system::error_code ec, size_t) {
+      self->writing = false;
+      if (ec) {
+        self->close(ec.message());
+        return;
+      }
+      self->outq.erase(self->outq.begin(), self->outq.begin() + static_cast<std::ptrdiff_t>(k));
+      if (!self->outq.empty()) {
+        self->write();
+      } else if (self->close_after_write) {
+        self->close("closed by the controller");
+      }
+    });
   }
   void close(const std::string& reason) {
     if (closed) return;
@@ -169,7 +191,8 @@ struct Session : std::enable_shared_from_this<Session> {
   bool armed = false;
   bool joined = false;
   uint64_t generation = 0;
-  std::deque<std::string> outq;
+  std::deque<std::string> outq;  // lines (or a line's rest) the socket has not taken yet
+  bool writing = false;          // an async_write of outq's first lines is under way
   std::string peer;
   bool closed = false;
   bool ours = false;  // closed by the controller (stopping), not a rank failure
@@ -278,7 +301,8 @@ std::shared_ptr<Session> Controller::Impl::find(ConnId c) const {
 }
 
 void Controller::Impl::send(ConnId c, const Message& m) {
-  if (auto s = find(c)) s->send(m);
+  auto it = sessions.find(c);  // no shared_ptr copy: this runs for every ACK
+  if (it != sessions.end()) it->second->send(m);
 }
 
 void Controller::Impl::close(ConnId c) {
@@ -289,7 +313,8 @@ void Controller::Impl::close_after_send(ConnId c) {
   auto s = find(c);
   if (!s) return;
   s->close_after_write = true;
-  if (s->outq.empty()) s->close("rejected");
+  // Written already: close once the core's call returned, as a write's completion would.
+  if (!s->writing) asio::post(io, [s] { s->close("closed by the controller"); });
 }
 
 void Controller::Impl::reprogram(size_t k) {
@@ -299,11 +324,13 @@ void Controller::Impl::reprogram(size_t k) {
     try {
       auto report = opt.policy == Policy::kGreedy ? orch->allocate_topology(opt.layout.job, t).reconfig
                                                   : orch->set_topology(opt.layout.job, t);
-      if (report.changed() && opt.injected_switch_time.count() > 0) std::this_thread::sleep_for(opt.injected_switch_time);
+      if (report.changed() && opt.injected_switch_time.count() > 0)
+        std::this_thread::sleep_for(opt.injected_switch_time);
       if (opt.on_reprogram) opt.on_reprogram(report);
       asio::post(io, [this, k, v = v, t = t] { core->on_rail_result(k, v, true, {}, t); });
     } catch (const std::exception& ex) {
-      asio::post(io, [this, k, v = v, t = t, err = std::string(ex.what())] { core->on_rail_result(k, v, false, err, t); });
+      asio::post(io,
+                 [this, k, v = v, t = t, err = std::string(ex.what())] { core->on_rail_result(k, v, false, err, t); });
     }
   });
 }

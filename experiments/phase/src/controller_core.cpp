@@ -73,7 +73,8 @@ ControllerCore::ControllerCore(CoreConfig config, CoreActions& actions)
                             cfg_.initial.size()));
   if (cfg_.policy == Policy::kSafeWindow) {
     if (cfg_.windows.ops.empty())
-      throw Error(fmt::format("controller {}: policy safe-window needs a phase table with idle windows", cfg_.layout.job));
+      throw Error(
+          fmt::format("controller {}: policy safe-window needs a phase table with idle windows", cfg_.layout.job));
     if (cfg_.switch_time.count() <= 0)
       throw Error(fmt::format("controller {}: policy safe-window needs the switch time (> 0)", cfg_.layout.job));
   }
@@ -129,8 +130,7 @@ bool ControllerCore::joined(ConnId c) const {
   return it != conns_.end() && it->second.rank >= 0;
 }
 
-void ControllerCore::reject(ConnId c, const std::string& text, bool close,
-                              const std::string& group, int64_t seq) {
+void ControllerCore::reject(ConnId c, const std::string& text, bool close, const std::string& group, int64_t seq) {
   if (conns_.at(c).rank < 0 && ++refused_strangers_ > kRecordedRefusals) {
     if (refused_strangers_ == kRecordedRefusals + 1)
       problem(fmt::format("more than {} clients refused before joining; further refusals are not recorded",
@@ -161,12 +161,17 @@ void ControllerCore::reject(ConnId c, const std::string& text, bool close,
 void ControllerCore::on_line(ConnId c, std::string_view line) {
   if (line.empty()) return;
   Message m;
-  try {
-    const Conn& conn = conns_.at(c);
-    m = decode(line, conn.rank >= 0 ? fmt::format("rank {}", conn.rank) : fmt::format("client {}", conn.peer));
-  } catch (const ProtocolError& e) {
-    reject(c, e.what(), true);
-    return;
+  if (auto quick = wire::decode_compact(line)) {  // the usual line: no JSON document, no `where` text
+    m = std::move(*quick);
+  } else {
+    try {
+      const Conn& conn = conns_.at(c);
+      m = wire::decode_json(line,
+                            conn.rank >= 0 ? fmt::format("rank {}", conn.rank) : fmt::format("client {}", conn.peer));
+    } catch (const ProtocolError& e) {
+      reject(c, e.what(), true);
+      return;
+    }
   }
   if (m.type != MsgType::kHello && conns_.at(c).rank < 0) {
     reject(c, fmt::format("client {}: '{}' before hello", conns_.at(c).peer, to_string(m.type)), true);
@@ -319,7 +324,9 @@ void ControllerCore::request(ConnId c, const Message& m) {
     }
     digit = *m.digit;
   }
-  for (int x : g.ranks) {
+  // Scanned only once a rank was lost: the group may hold every rank of the job.
+  for (size_t i = 0; !lost_.empty() && i < g.ranks.size(); ++i) {
+    const int x = g.ranks[i];
     if (lost_.count(x)) {
       return reject(c, fmt::format("rank {} group {}: rank {} of the group is disconnected", r, m.group, x), false,
                     m.group, m.seq);
@@ -373,8 +380,9 @@ void ControllerCore::done_msg(ConnId c, const Message& m) {
   auto& ops = rank_ops_[conns_.at(c).rank];
   auto it = ops.find({m.group, m.seq});
   if (it == ops.end()) {
-    return reject(c, fmt::format("rank {} group {}: done for seq {} that was never ACKed", conns_.at(c).rank, m.group, m.seq),
-                  false, m.group, m.seq);
+    return reject(
+        c, fmt::format("rank {} group {}: done for seq {} that was never ACKed", conns_.at(c).rank, m.group, m.seq),
+        false, m.group, m.seq);
   }
   ops.erase(it);
   const auto& g = groups_.at(m.group);
@@ -402,7 +410,7 @@ void ControllerCore::ack_all(const Pending& p, bool reconfigured, bool declined)
   int64_t t = monotonic_ns();
   for (int r : g.ranks) {
     auto it = rank_conn_.find(r);
-    if (it == rank_conn_.end()) continue;    // lost meanwhile: reported already
+    if (it == rank_conn_.end()) continue;  // lost meanwhile: reported already
     for (int64_t k = 0; k <= keep; ++k) {
       rank_ops_[r].insert({p.group, p.seq + k});  // management ops too, so their done is accepted
       if (g.digit >= 0) {

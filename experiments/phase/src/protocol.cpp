@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "wire_compact.h"
+
 namespace ocslab::phase {
 
 namespace {
@@ -38,6 +40,7 @@ class Reader {
   [[noreturn]] void fail(const char* key, const char* what) const {
     throw ProtocolError(fmt::format("{}: field '{}' {}", where_, key, what));
   }
+  [[noreturn]] void refuse(const std::string& text) const { throw ProtocolError(text); }
   std::string str(const char* key, bool required = true) const {
     auto v = find(key);
     if (!v) {
@@ -110,6 +113,84 @@ class Reader {
 
 constexpr int64_t kMaxSeq = int64_t{1} << 53;
 
+// Each type's fields, from either reader.
+template <class R>
+void read_fields(const R& r, Message& m) {
+  switch (m.type) {
+    case MsgType::kHello:
+      m.job = r.str("job");
+      m.rank = static_cast<int>(r.integer("rank", 0, 1 << 20));
+      m.world = static_cast<int>(r.integer("world", 1, 1 << 20));
+      m.token = r.str("token", false);
+      break;
+    case MsgType::kRegister:
+      m.group = r.str("group");
+      m.dim = r.str("dim");
+      m.ranks = r.ints("ranks");
+      break;
+    case MsgType::kRequest:
+      m.group = r.str("group");
+      m.seq = r.integer("seq", 0, kMaxSeq);
+      m.op = r.integer("op", -1, kMaxSeq, false, -1);
+      m.provision = r.boolean("provision");
+      if (r.find("digit")) m.digit = static_cast<int>(r.integer("digit", 0, 9));
+      m.run = r.integer("run", 0, kMaxRun, false, 0);
+      break;
+    case MsgType::kDone:
+      m.group = r.str("group");
+      m.seq = r.integer("seq", 0, kMaxSeq);
+      break;
+    case MsgType::kBye:
+      break;
+    case MsgType::kWelcome:
+      m.job = r.str("job");
+      m.rank = static_cast<int>(r.integer("rank", 0, 1 << 20));
+      m.topo = r.string_map("topo");
+      m.fallback = r.boolean("fallback");
+      break;
+    case MsgType::kRegistered:
+      m.group = r.str("group");
+      break;
+    case MsgType::kAck:
+      m.group = r.str("group");
+      m.seq = r.integer("seq", 0, kMaxSeq);
+      m.topo = r.string_map("topo");
+      m.reconfigured = r.boolean("reconfigured");
+      m.fallback = r.boolean("fallback");
+      m.wait_us = r.integer("wait_us", 0, kMaxSeq, false, 0);
+      m.keep = r.integer("keep", 0, kMaxRun, false, 0);
+      break;
+    case MsgType::kFallback:
+      m.reason = r.str("reason");
+      break;
+    case MsgType::kPeerLost:
+      m.rank = static_cast<int>(r.integer("rank", 0, 1 << 20));
+      m.groups = r.strings("groups");
+      m.reason = r.str("reason", false);
+      break;
+    case MsgType::kError:
+      m.message = r.str("message");
+      m.group = r.str("group", false);
+      m.seq = r.integer("seq", 0, kMaxSeq, false, -1);
+      break;
+  }
+}
+
+// The ACK's keys run past "type" and "v" (to "wait_us").
+std::string encode_ack(const Message& m) {
+  wire::CompactWriter w;
+  w.boolean("fallback", m.fallback);
+  w.str("group", m.group);
+  if (m.keep > 0) w.integer("keep", m.keep);
+  w.boolean("reconfigured", m.reconfigured);
+  w.integer("seq", m.seq);
+  w.string_map("topo", m.topo);
+  w.str("type", "ack");
+  w.integer("v", kProtocolVersion);
+  w.integer("wait_us", m.wait_us);
+  return std::move(w).done();
+}
+
 }  // namespace
 
 std::string_view to_string(MsgType t) {
@@ -119,7 +200,9 @@ std::string_view to_string(MsgType t) {
   return "?";
 }
 
-std::string encode(const Message& m) {
+namespace wire {
+
+std::string encode_json(const Message& m) {
   json j;
   j["v"] = kProtocolVersion;
   j["type"] = std::string(to_string(m.type));
@@ -184,15 +267,79 @@ std::string encode(const Message& m) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-Message decode(std::string_view line, std::string_view where) {
-  if (line.size() > kMaxLine)
-    throw ProtocolError(fmt::format("{}: line of {} bytes exceeds {}", where, line.size(), kMaxLine));
-  json j = json::parse(line, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) throw ProtocolError(fmt::format("{}: not a JSON object", where));
-  Reader r(j, where);
+}  // namespace wire
+
+// What encode_json writes, without a JSON document: each type's keys in nlohmann's (sorted) order.
+std::string encode(const Message& m) {
+  wire::CompactWriter w;
+  const auto type = to_string(m.type);
+  switch (m.type) {
+    case MsgType::kHello:
+      w.str("job", m.job);
+      w.integer("rank", m.rank);
+      if (!m.token.empty()) w.str("token", m.token);
+      w.str("type", type);
+      w.integer("v", kProtocolVersion);
+      w.integer("world", m.world);
+      return std::move(w).done();
+    case MsgType::kRegister:
+      w.str("dim", m.dim);
+      w.str("group", m.group);
+      w.ints("ranks", m.ranks);
+      break;
+    case MsgType::kRequest:
+      if (m.digit) w.integer("digit", *m.digit);
+      w.str("group", m.group);
+      w.integer("op", m.op);
+      w.boolean("provision", m.provision);
+      if (m.run > 0) w.integer("run", m.run);
+      w.integer("seq", m.seq);
+      break;
+    case MsgType::kDone:
+      w.str("group", m.group);
+      w.integer("seq", m.seq);
+      break;
+    case MsgType::kBye:
+      break;
+    case MsgType::kWelcome:
+      w.boolean("fallback", m.fallback);
+      w.str("job", m.job);
+      w.integer("rank", m.rank);
+      w.string_map("topo", m.topo);
+      break;
+    case MsgType::kRegistered:
+      w.str("group", m.group);
+      break;
+    case MsgType::kAck:
+      return encode_ack(m);
+    case MsgType::kFallback:
+      w.str("reason", m.reason);
+      break;
+    case MsgType::kPeerLost:
+      w.strings("groups", m.groups);
+      w.integer("rank", m.rank);
+      w.str("reason", m.reason);
+      break;
+    case MsgType::kError:
+      if (!m.group.empty()) w.str("group", m.group);
+      w.str("message", m.message);
+      if (m.seq >= 0) w.integer("seq", m.seq);
+      break;
+  }
+  w.str("type", type);
+  w.integer("v", kProtocolVersion);
+  return std::move(w).done();
+}
+
+namespace {
+
+// The message a reader's document holds: the same checks, in the same order, whichever reader
+// (nlohmann's, or the compact one of wire_compact.h) answers them.
+template <class R>
+Message read_message(const R& r, std::string_view where) {
   auto v = r.integer("v", 0, 1 << 30);
   if (v != kProtocolVersion) {
-    throw ProtocolError(fmt::format("{}: protocol version {} (this side speaks {})", where, v, kProtocolVersion));
+    r.refuse(fmt::format("{}: protocol version {} (this side speaks {})", where, v, kProtocolVersion));
   }
   auto type = r.str("type");
   Message m;
@@ -203,66 +350,39 @@ Message decode(std::string_view line, std::string_view where) {
       known = true;
     }
   }
-  if (!known) throw ProtocolError(fmt::format("{}: unknown message type '{}'", where, type));
-  switch (m.type) {
-    case MsgType::kHello:
-      m.job = r.str("job");
-      m.rank = static_cast<int>(r.integer("rank", 0, 1 << 20));
-      m.world = static_cast<int>(r.integer("world", 1, 1 << 20));
-      m.token = r.str("token", false);
-      break;
-    case MsgType::kRegister:
-      m.group = r.str("group");
-      m.dim = r.str("dim");
-      m.ranks = r.ints("ranks");
-      break;
-    case MsgType::kRequest:
-      m.group = r.str("group");
-      m.seq = r.integer("seq", 0, kMaxSeq);
-      m.op = r.integer("op", -1, kMaxSeq, false, -1);
-      m.provision = r.boolean("provision");
-      if (r.find("digit")) m.digit = static_cast<int>(r.integer("digit", 0, 9));
-      m.run = r.integer("run", 0, kMaxRun, false, 0);
-      break;
-    case MsgType::kDone:
-      m.group = r.str("group");
-      m.seq = r.integer("seq", 0, kMaxSeq);
-      break;
-    case MsgType::kBye:
-      break;
-    case MsgType::kWelcome:
-      m.job = r.str("job");
-      m.rank = static_cast<int>(r.integer("rank", 0, 1 << 20));
-      m.topo = r.string_map("topo");
-      m.fallback = r.boolean("fallback");
-      break;
-    case MsgType::kRegistered:
-      m.group = r.str("group");
-      break;
-    case MsgType::kAck:
-      m.group = r.str("group");
-      m.seq = r.integer("seq", 0, kMaxSeq);
-      m.topo = r.string_map("topo");
-      m.reconfigured = r.boolean("reconfigured");
-      m.fallback = r.boolean("fallback");
-      m.wait_us = r.integer("wait_us", 0, kMaxSeq, false, 0);
-      m.keep = r.integer("keep", 0, kMaxRun, false, 0);
-      break;
-    case MsgType::kFallback:
-      m.reason = r.str("reason");
-      break;
-    case MsgType::kPeerLost:
-      m.rank = static_cast<int>(r.integer("rank", 0, 1 << 20));
-      m.groups = r.strings("groups");
-      m.reason = r.str("reason", false);
-      break;
-    case MsgType::kError:
-      m.message = r.str("message");
-      m.group = r.str("group", false);
-      m.seq = r.integer("seq", 0, kMaxSeq, false, -1);
-      break;
-  }
+  if (!known) r.refuse(fmt::format("{}: unknown message type '{}'", where, type));
+  read_fields(r, m);
   return m;
+}
+
+}  // namespace
+
+namespace wire {
+
+Message decode_json(std::string_view line, std::string_view where) {
+  if (line.size() > kMaxLine)
+    throw ProtocolError(fmt::format("{}: line of {} bytes exceeds {}", where, line.size(), kMaxLine));
+  json j = json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throw ProtocolError(fmt::format("{}: not a JSON object", where));
+  return read_message(Reader(j, where), where);
+}
+
+std::optional<Message> decode_compact(std::string_view line) {
+  if (line.size() > kMaxLine) return std::nullopt;
+  thread_local CompactDoc doc;  // keeps its item buffer from line to line
+  if (!doc.parse(line)) return std::nullopt;
+  try {
+    return read_message(CompactReader(doc), {});
+  } catch (const NotCompact&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace wire
+
+Message decode(std::string_view line, std::string_view where) {
+  if (auto m = wire::decode_compact(line)) return std::move(*m);
+  return wire::decode_json(line, where);
 }
 
 }  // namespace ocslab::phase

@@ -71,12 +71,27 @@ struct Message {
   std::string reason;               // kFallback, kPeerLost
   std::string message;              // kError
   std::vector<std::string> groups;  // kPeerLost
+
+  bool operator==(const Message&) const = default;
 };
 
-// One line, without the trailing '\n'.
+// One line, without the trailing '\n'. Byte for byte what wire::encode_json writes.
 std::string encode(const Message& m);
 // Throws ProtocolError naming the field ("line 3: field 'seq' must be an integer") for any
 // malformed, unknown-type or wrong-version input. `where` prefixes the message.
+// The same as wire::decode_json, taking wire::decode_compact's quick path when it can.
 Message decode(std::string_view line, std::string_view where = "message");
+
+// The two halves of encode and decode, for the tests and the fuzz target that hold them equal.
+namespace wire {
+// Through an nlohmann::json document (sorted keys, compact, invalid UTF-8 replaced by U+FFFD).
+std::string encode_json(const Message& m);
+Message decode_json(std::string_view line, std::string_view where = "message");
+// Without a JSON document: the message when the line is in the compact form encode writes
+// (no whitespace, keys once, printable-ASCII strings without escapes, integers up to 18
+// digits) and passes every check, which is then what decode_json gives; otherwise nullopt,
+// never an error: decode_json decides, and names the field. Thread-safe.
+std::optional<Message> decode_compact(std::string_view line);
+}  // namespace wire
 
 }  // namespace ocslab::phase

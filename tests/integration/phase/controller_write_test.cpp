@@ -1,0 +1,109 @@
+// The controller's writes: a line goes out with one non-blocking send when the socket takes it,
+// and what it does not take is queued and written later, gathered, in order. A client that reads
+// nothing until it has sent everything makes the controller's socket full, so that its replies
+// go through the queue, several lines per write: each must still arrive whole and in order.
+#include <catch2/catch.hpp>
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "ocslab/phase/controller.h"
+#include "ocslab/phase/protocol.h"
+#include "ocslab/testing/phase_lab.h"
+
+using namespace phase_test;
+using namespace ocslab::phase;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+int connect_small_window(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  int small = 4096;  // the controller's socket fills after a few KB
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+  return fd;
+}
+
+void send_all(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+    REQUIRE(n > 0);
+    off += static_cast<size_t>(n);
+  }
+}
+
+// The lines the controller sent, until `count` arrived or `limit` passed.
+std::vector<std::string> read_lines(int fd, size_t count, std::chrono::milliseconds limit) {
+  std::vector<std::string> lines;
+  std::string buf;
+  const auto end = Clock::now() + limit;
+  while (lines.size() < count && Clock::now() < end) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 200) <= 0) continue;
+    char chunk[65536];
+    ssize_t n = ::recv(fd, chunk, sizeof(chunk), 0);
+    if (n <= 0) break;
+    buf.append(chunk, static_cast<size_t>(n));
+    for (size_t nl = buf.find('\n'); nl != std::string::npos; nl = buf.find('\n')) {
+      lines.push_back(buf.substr(0, nl));
+      buf.erase(0, nl + 1);
+    }
+  }
+  return lines;
+}
+
+}  // namespace
+
+TEST_CASE("controller: replies the socket cannot take at once are queued and arrive whole and in order",
+          "[phase][controller]") {
+  Lab lab(phase_switch(0));
+  JobLayout L{"job", 1, {{"dp", 2}}};
+  Controller ctl(controller_options(L, {lab.rail(L, TopoId::uniform(L, 1))}));
+  ctl.start();
+  int fd = connect_small_window(ctl.port());
+  Message h;
+  h.type = MsgType::kHello;
+  h.job = "job";
+  h.rank = 0;
+  h.world = 2;
+  // 160 registrations with 60 KB group names: ~9.6 MB of replies the client does not read yet,
+  // more than a socket buffer holds (net.ipv4.tcp_wmem allows 4 MB at most).
+  constexpr int kGroups = 160;
+  std::string out = encode(h) + "\n";
+  std::vector<std::string> names;
+  for (int i = 0; i < kGroups; ++i) {
+    names.push_back(std::to_string(i) + "-" + std::string(60000, static_cast<char>('a' + i % 26)));
+    Message r;
+    r.type = MsgType::kRegister;
+    r.group = names.back();
+    r.dim = "dp";
+    r.ranks = {0, 1};
+    out += encode(r) + "\n";
+  }
+  send_all(fd, out);
+  auto lines = read_lines(fd, kGroups + 1, std::chrono::seconds(20));
+  CHECK(ctl.problems().empty());  // nothing refused, nobody dropped
+  ::close(fd);
+  ctl.stop();
+  REQUIRE(lines.size() == kGroups + 1);
+  CHECK(decode(lines[0]).type == MsgType::kWelcome);
+  for (int i = 0; i < kGroups; ++i) {
+    INFO("reply " << i);
+    auto m = decode(lines[static_cast<size_t>(i) + 1]);
+    CHECK(m.type == MsgType::kRegistered);
+    CHECK(m.group == names[static_cast<size_t>(i)]);
+  }
+}
