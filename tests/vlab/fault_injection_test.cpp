@@ -111,7 +111,7 @@ TEST_CASE("a NIC held down after a reconfiguration: localised to that host and N
   CHECK(carrier() == "1\n");
 }
 
-TEST_CASE("a switch port dark before a reconfiguration: localised to the NIC behind it at the light layer",
+TEST_CASE("an unreachable switch, then a dark port: the run waits out the one and localises the other at the light layer",
           "[vlab][fault-injection]") {
   Lab lab(kSharedFour, 60s, Sharing::kShared);
   testing::TempDir dir;
@@ -122,6 +122,7 @@ TEST_CASE("a switch port dark before a reconfiguration: localised to the NIC beh
   INFO(output);
   CHECK(r.status == kExitFailed);
   CHECK_THAT(output, Contains("injected port-dark on switch port 19 (h3:eth1 rx) before reconfiguration 2"));
+  CHECK_THAT(output, Contains("injected switch-unreachable for 1500 ms before reconfiguration 1"));
   CHECK_THAT(output, Contains("fault: ") && Contains("h3/eth1") && Contains("stopped at light"));
 
   auto rows = read_csv_rows(out + "/breakdown.csv");
@@ -153,19 +154,37 @@ TEST_CASE("a switch port dark before a reconfiguration: localised to the NIC beh
 
   // On record: meta.json, the runner's row and the emulator's shutter in the timeline.
   json meta = json::parse(std::ifstream(out + "/meta.json"));
-  REQUIRE(meta.at("faults").size() == 1);
-  CHECK(meta.at("faults")[0].at("kind") == "port-dark");
-  CHECK(meta.at("faults")[0].at("port") == 19);
-  CHECK(meta.at("faults")[0].at("host") == "h3");
-  CHECK(meta.at("faults")[0].at("error") == "");
-  bool fault_row = false, shutter_row = false;
+  REQUIRE(meta.at("faults").size() == 2);
+  const json& spell = meta.at("faults")[0];
+  CHECK(spell.at("kind") == "switch-unreachable");
+  CHECK(spell.at("error") == "");
+  const json& dark = meta.at("faults")[1];
+  CHECK(dark.at("kind") == "port-dark");
+  CHECK(dark.at("port") == 19);
+  CHECK(dark.at("host") == "h3");
+  CHECK(dark.at("error") == "");
+  // The unreachable switch: reconfiguration 1's command went out once the spell was over.
+  REQUIRE(meta.at("reconfigurations").size() == 2);
+  const double waited_ms =
+      static_cast<double>(meta.at("reconfigurations")[0].at("issued_ns").get<int64_t>() -
+                          spell.at("asked_ns").get<int64_t>()) /
+      1e6;
+  CHECK(waited_ms >= 1500);
+  CHECK(waited_ms < 4000);
+  bool fault_row = false, shutter_row = false, spell_start = false, spell_end = false;
   for (const auto& row : read_csv_rows(out + "/timeline.csv")) {
+    if (row.at("subject") == "control" && row.at("signal") == "unreachable" && row.at("source") == "switch") {
+      spell_start = spell_start || row.at("value") == "1";  // the emulator's ground truth
+      spell_end = spell_end || row.at("value") == "0";
+    }
     if (row.at("subject") != "port 19") continue;
     fault_row = fault_row || (row.at("source") == "fault" && row.at("signal") == "dark" && row.at("value") == "1");
     shutter_row = shutter_row || (row.at("signal") == "shutter_closed" && row.at("value") == "1");
   }
   CHECK(fault_row);
   CHECK(shutter_row);
+  CHECK(spell_start);
+  CHECK(spell_end);
 
   // The lab's ports are lit again, and h3's link comes back.
   ProgramResult timing = ocslab_cli({"vlab", "timing", lab.state().name, "--json"});

@@ -463,7 +463,8 @@ std::string location(const YamlDoc& doc, const YAML::Node& node) {
 }
 
 constexpr const char* kFaultShapes =
-    "{kind: nic-held-down, nic: HOST:NIC, before_iteration: N} or {kind: port-dark, port: PORT, before_iteration: N}";
+    "{kind: nic-held-down, nic: HOST:NIC, before_iteration: N}, {kind: port-dark, port: PORT, before_iteration: N} "
+    "or {kind: switch-unreachable, for_ms: MS, before_iteration: N}";
 
 // port-dark's port: a switch port of one of the lab's NICs (f.host and f.nic become that NIC),
 // inside switch.allow (the run touches no other port).
@@ -507,9 +508,16 @@ FaultSpec parse_fault(const YamlDoc& doc, const YAML::Node& node, const Experime
   } else if (f.kind == kPortDark) {
     only_keys(doc, node, {"kind", "port", "before_iteration"});
     parse_fault_port(doc, require(doc, node, "port"), spec, f);
+  } else if (f.kind == kSwitchUnreachable) {
+    only_keys(doc, node, {"kind", "for_ms", "before_iteration"});
+    const auto& ms = require(doc, node, "for_ms");
+    f.for_ms = as_double(doc, ms);
+    if (!(f.for_ms > 0) || f.for_ms > 3'600'000) {
+      throw config_error(doc, ms, fmt::format("for_ms must be above 0 and at most 3600000 (an hour), got {}", f.for_ms));
+    }
   } else {
-    throw config_error(doc, node["kind"],
-                       fmt::format("unknown fault kind '{}' (known: {}, {})", f.kind, kNicHeldDown, kPortDark));
+    throw config_error(doc, node["kind"], fmt::format("unknown fault kind '{}' (known: {}, {}, {})", f.kind,
+                                                      kNicHeldDown, kPortDark, kSwitchUnreachable));
   }
   const auto& it = require(doc, node, "before_iteration");
   long long i = as_int(doc, it);

@@ -51,16 +51,25 @@ FaultInjector::~FaultInjector() {
 }
 
 Sample FaultInjector::row(const ExperimentSpec& spec, const FaultSpec& f, bool on, int64_t t_ns) {
+  if (f.kind == kSwitchUnreachable) return Sample{t_ns, 0, "switch", "fault", "control", "unreachable", on ? 1.0 : 0.0, "bool"};
   if (f.kind == kPortDark) return Sample{t_ns, 0, "switch", "fault", fmt::format("port {}", f.port), "dark", on ? 1.0 : 0.0, "bool"};
   return Sample{t_ns, 0, spec.hosts[f.host].name, "fault", f.nic, "held_down", on ? 1.0 : 0.0, "bool"};
 }
 
 std::string FaultInjector::describe(const ExperimentSpec& spec, const FaultSpec& f) {
+  if (f.kind == kSwitchUnreachable) return fmt::format("{} for {} ms", f.kind, f.for_ms);
   if (f.kind != kPortDark) return fmt::format("{} on {}", f.kind, nic_name(spec, f));
   const auto& nics = spec.hosts[f.host].nics;
   auto n = std::find_if(nics.begin(), nics.end(), [&](const NicEntry& e) { return e.name == f.nic; });
   const char* side = n != nics.end() && n->tx_port == f.port ? "tx" : "rx";
   return fmt::format("{} on switch port {} ({} {})", f.kind, f.port, nic_name(spec, f), side);
+}
+
+vlab::LabTiming FaultInjector::lab_timing_for(size_t k) const {
+  if (spec_.faults[k].kind != kSwitchUnreachable) return lab_set(k);
+  vlab::LabTiming t;  // the holds and dark ports as they are
+  t.unreachable_ms = fmt::format("{}", spec_.faults[k].for_ms);
+  return t;
 }
 
 vlab::LabTiming FaultInjector::lab_set(size_t adding) const {
@@ -70,6 +79,7 @@ vlab::LabTiming FaultInjector::lab_set(size_t adding) const {
   for (size_t k = 0; k < spec_.faults.size(); ++k) {
     if (!applied_[k].held_ns && k != adding) continue;
     const FaultSpec& f = spec_.faults[k];
+    if (f.kind == kSwitchUnreachable) continue;  // a spell, not a state: lab_timing() asks for it
     if (f.kind == kPortDark) {
       if (std::find(t.dark_ports->begin(), t.dark_ports->end(), f.port) == t.dark_ports->end()) {
         t.dark_ports->push_back(f.port);
@@ -96,13 +106,19 @@ std::vector<std::string> FaultInjector::before_reconfiguration(int i) {
       }
       applied_[k].asked_ns = realtime_ns();
       save_journal();  // before the lab changes: a runner that dies now leaves it undoable
-      vlab::set_lab_timing(lab_dir_, lab_set(k), kApplyWait);
+      vlab::set_lab_timing(lab_dir_, lab_timing_for(k), kApplyWait);
       applied_[k].held_ns = realtime_ns();
+      if (f.kind == kSwitchUnreachable) {  // it ends by itself
+        applied_[k].released_ns = applied_[k].held_ns + static_cast<int64_t>(f.for_ms * 1e6);
+      }
       save_journal();
       row_(row(spec_, f, true, applied_[k].held_ns));
       // Not "fault:": that prefix is the localisation's verdict at the end of a run.
-      log_(fmt::format("injected {} before reconfiguration {} ({} until the run ends)", what, i,
-                       f.kind == kPortDark ? "no light passes the port" : "its link stays down"));
+      log_(f.kind == kSwitchUnreachable
+               ? fmt::format("injected {} before reconfiguration {} (its control plane answers nothing until then)",
+                             what, i)
+               : fmt::format("injected {} before reconfiguration {} ({} until the run ends)", what, i,
+                             f.kind == kPortDark ? "no light passes the port" : "its link stays down"));
     } catch (const std::exception& e) {
       applied_[k].error = e.what();
       problems.push_back(fmt::format("fault {} before reconfiguration {} not injected: {}", what, i, e.what()));
@@ -130,8 +146,9 @@ std::vector<std::string> FaultInjector::release() {
   const int64_t now = realtime_ns();
   for (size_t k = 0; k < spec_.faults.size(); ++k) {
     if (!applied_[k].held_ns) continue;
-    applied_[k].released_ns = now;
-    row_(row(spec_, spec_.faults[k], false, now));
+    // An unreachable spell ended by itself: its end is when it was due.
+    if (spec_.faults[k].kind != kSwitchUnreachable) applied_[k].released_ns = now;
+    row_(row(spec_, spec_.faults[k], false, applied_[k].released_ns));
   }
   save_journal();
   log_("faults released: the lab's NIC holds and dark ports are as the run found them");
@@ -158,7 +175,7 @@ nlohmann::json FaultInjector::release_journal(const std::string& journal, std::v
     bool pending = false;
     for (const auto& f : faults) {
       pending = pending || ((f.value("held_ns", int64_t{0}) || f.value("asked_ns", int64_t{0})) &&
-                            !f.value("released_ns", int64_t{0}));
+                            !f.value("released_ns", int64_t{0}) && f.value("kind", "") != kSwitchUnreachable);
     }
     if (!pending) return faults;
     vlab::LabTiming t;
@@ -175,7 +192,8 @@ nlohmann::json FaultInjector::release_journal(const std::string& journal, std::v
     }
     const int64_t now = realtime_ns();
     for (auto& f : faults) {
-      if ((f.value("held_ns", int64_t{0}) || f.value("asked_ns", int64_t{0})) && !f.value("released_ns", int64_t{0})) {
+      if ((f.value("held_ns", int64_t{0}) || f.value("asked_ns", int64_t{0})) && !f.value("released_ns", int64_t{0}) &&
+          f.value("kind", "") != kSwitchUnreachable) {
         f["released_ns"] = now;
         f["released"] = iso_time(now);
         f["released_by"] = "ocslab recover";
@@ -198,9 +216,10 @@ nlohmann::json FaultInjector::record() const {
     const FaultSpec& f = spec_.faults[k];
     const Applied& a = applied_[k];
     out.push_back({{"kind", f.kind},
-                   {"host", spec_.hosts[f.host].name},
+                   {"host", f.kind == kSwitchUnreachable ? std::string() : spec_.hosts[f.host].name},
                    {"nic", f.nic},
                    {"port", f.port},
+                   {"for_ms", f.for_ms},
                    {"before_iteration", f.before_iteration},
                    {"asked_ns", a.asked_ns},
                    {"where", f.where},

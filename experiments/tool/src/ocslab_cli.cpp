@@ -77,7 +77,7 @@ Usage:
   ocslab vlab timing NAME [--preset P] [--switching-ms V] [--nic-model PRESET] [--los-ms V]
                    [--firmware-up-ms V] [--hold-down HOST:NIC]... [--release HOST:NIC]...
                    [--dark-port PORT]... [--light-port PORT]... [--release-all]
-                   [--cache DIR] [--json]
+                   [--unreachable-ms V] [--cache DIR] [--json]
         show, or change without rebooting, the lab's switching time and NIC link model, and
         hold NIC links down (fault injection) (ocslab vlab timing --help).
   ocslab vlab ssh HOST [--lab NAME] [COMMAND...]
@@ -107,7 +107,7 @@ const char* kTimingHelp = R"(ocslab vlab timing - the timing of a running lab, c
 Usage: ocslab vlab timing NAME [--preset P] [--switching-ms V] [--nic-model PRESET] [--los-ms V]
                           [--firmware-up-ms V] [--hold-down HOST:NIC]... [--release HOST:NIC]...
                           [--dark-port PORT]... [--light-port PORT]... [--release-all]
-                          [--cache DIR] [--json]
+                          [--unreachable-ms V] [--cache DIR] [--json]
 
 With no timing option: prints the lab's current timing (text, or JSON with --json).
 With options: writes <lab>/timing.yaml, has the lab's supervisor apply it (SIGHUP), waits up
@@ -134,6 +134,8 @@ Options (the lab file's keys and syntax, docs/virtual-lab.md):
                        closes, so no light passes it either way until it is lit again; PORT
                        is the switch's port number (a NIC's tx_port or rx_port in the lab file)
   --light-port PORT    open a port darkened with --dark-port again (repeatable)
+  --unreachable-ms V   the switch's control plane is unreachable for V ms from now: what
+                       clients send meanwhile is held and served when the spell ends
   --release-all        release every held NIC and light every dark port (before --hold-down
                        and --dark-port add any)
   --cache DIR          where the lab's run folder is (default as for `up`)
@@ -154,6 +156,7 @@ Example: switch port 19 (h3:eth1's receive port) fails, then comes back
 // The options that only `vlab timing` takes (with the LabTiming field each sets).
 const std::map<std::string, std::optional<std::string> vlab::LabTiming::*> kTimingOptions = {
     {"--preset", &vlab::LabTiming::switch_preset},
+    {"--unreachable-ms", &vlab::LabTiming::unreachable_ms},
     {"--switching-ms", &vlab::LabTiming::switching_ms},
     {"--nic-model", &vlab::LabTiming::nic_model},
     {"--los-ms", &vlab::LabTiming::los_ms},
@@ -183,7 +186,7 @@ Args parse(const std::vector<std::string>& words, size_t first) {
       {"--preset", true},  {"--switching-ms", true},   {"--nic-model", true},
       {"--los-ms", true},  {"--firmware-up-ms", true}, {"--hold-down", true},
       {"--release", true}, {"--release-all", false},   {"--dark-port", true},
-      {"--light-port", true}};
+      {"--light-port", true}, {"--unreachable-ms", true}};
   Args a;
   for (size_t i = first; i < words.size(); ++i) {
     const std::string& w = words[i];

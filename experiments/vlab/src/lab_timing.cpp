@@ -125,7 +125,8 @@ void record_applied(TimingState& t, const emu::TimingUpdate& u, const LabState& 
 }  // namespace
 
 bool LabTiming::empty() const {
-  return !switch_preset && !switching_ms && !nic_model && !los_ms && !firmware_up_ms && !hold_down && !dark_ports;
+  return !switch_preset && !switching_ms && !nic_model && !los_ms && !firmware_up_ms && !hold_down && !dark_ports &&
+         !unreachable_ms;
 }
 
 std::string emulator_nic_name(const LabState& lab, const std::string& host_nic) {
@@ -168,6 +169,14 @@ std::string timing_yaml(const LabTiming& t) {
     for (const auto& nic : *t.hold_down) held.push_back(nic);
     held.SetStyle(YAML::EmitterStyle::Flow);
     root["hold_down"] = held;
+  }
+  if (t.unreachable_ms) {
+    root["unreachable_ms"] = checked_value("--unreachable-ms", *t.unreachable_ms, [](const YamlDoc& d, const YAML::Node& n) {
+      double ms = 0;
+      if (!n.IsScalar() || !YAML::convert<double>::decode(n, ms) || !(ms > 0)) {
+        throw config_error(d, n, "expected milliseconds above 0");
+      }
+    });
   }
   if (t.dark_ports) {
     YAML::Node dark(YAML::NodeType::Sequence);

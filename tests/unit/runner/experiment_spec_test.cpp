@@ -206,8 +206,16 @@ TEST_CASE("faults: a switch port darkened before a reconfiguration, the NIC on i
                  "faults:\n"
                  "  - {kind: port-dark, port: 19, before_iteration: 2}\n"
                  "  - {kind: port-dark, port: 2, before_iteration: 3}\n"
-                 "  - {kind: nic-held-down, nic: h3:eth1, before_iteration: 3}\n");  // same NIC: another fault
-  REQUIRE(s.faults.size() == 3);
+                 "  - {kind: nic-held-down, nic: h3:eth1, before_iteration: 3}\n"  // same NIC: another fault
+                 "  - {kind: switch-unreachable, for_ms: 1500, before_iteration: 1}\n");
+  REQUIRE(s.faults.size() == 4);
+  CHECK(s.faults[3].kind == kSwitchUnreachable);
+  CHECK(s.faults[3].for_ms == 1500);
+  CHECK(FaultInjector::describe(s, s.faults[3]) == "switch-unreachable for 1500 ms");
+  Sample spell = FaultInjector::row(s, s.faults[3], true, 7);
+  CHECK(spell.host == "switch");
+  CHECK(spell.subject == "control");
+  CHECK(spell.signal == "unreachable");
   CHECK(s.faults[0].kind == kPortDark);
   CHECK(s.faults[0].port == 19);
   CHECK(s.hosts[s.faults[0].host].name == "h3");  // four-hosts.yaml: h3:eth1 is tx 3, rx 19
@@ -228,7 +236,15 @@ TEST_CASE("faults: bad entries are refused at file:line:col before anything runs
   const std::string head = std::string(kLab) + kMaps + "schedule: {reconfigurations: 3}\nfaults:\n";
   auto fault = [&](const std::string& entry) { return error_of(head + "  - " + entry + "\n"); };
   CHECK_THAT(fault("{kind: nic-flapping, nic: h3:eth1, before_iteration: 2}"),
-             Contains("test.yaml:7:12: unknown fault kind 'nic-flapping' (known: nic-held-down, port-dark)"));
+             Contains("test.yaml:7:12: unknown fault kind 'nic-flapping' (known: nic-held-down, port-dark, "
+                      "switch-unreachable)"));
+  CHECK_THAT(fault("{kind: switch-unreachable, for_ms: 0, before_iteration: 2}"),
+             Contains("test.yaml:7:40: for_ms must be above 0 and at most 3600000 (an hour), got 0"));
+  CHECK_THAT(fault("{kind: switch-unreachable, for_ms: 4000000, before_iteration: 2}"),
+             Contains("for_ms must be above 0 and at most 3600000"));
+  CHECK_THAT(fault("{kind: switch-unreachable, before_iteration: 2}"), Contains("missing key 'for_ms'"));
+  CHECK_THAT(fault("{kind: switch-unreachable, for_ms: 10, port: 3, before_iteration: 2}"),
+             Contains("unknown key 'port'"));
   CHECK_THAT(fault("{kind: nic-held-down, nic: h9:eth1, before_iteration: 2}"),
              Contains("test.yaml:7:32: unknown host 'h9' in 'h9:eth1' (the lab has: h1, h2, h3, h4)"));
   CHECK_THAT(fault("{kind: nic-held-down, nic: h3:eth4, before_iteration: 2}"),

@@ -543,9 +543,55 @@ TEST_CASE("the runner's fault injector darkens a port beside the lab's own and p
   CHECK(rows[2].value == 0);
   auto rec = faults.record();
   CHECK(rec[0]["kind"] == "port-dark");
+  CHECK(rec[0]["for_ms"] == 0);
   CHECK(rec[0]["port"] == 6);
   CHECK(rec[0]["host"] == "h2");
   CHECK(rec[1]["port"] == 0);
+}
+
+TEST_CASE("the runner's fault injector asks the lab for an unreachable spell and leaves holds and dark ports alone",
+          "[vlab][timing]") {
+  Cache c;
+  LabState lab = c.add_lab("spell", gone_pid(), two_hosts());
+  FakeSupervisor sup(lab.dir, two_nic_switch());
+  REQUIRE(run_cli({"vlab", "timing", "spell", "--cache", c.path, "--dark-port", "1"}).rc == 0);
+  runner::ExperimentSpec spec;
+  for (const auto& h : two_hosts()) {
+    runner::HostEntry e;
+    e.name = h.name;
+    e.nics.push_back(runner::NicEntry{"eth1", 0, 0});
+    spec.hosts.push_back(e);
+  }
+  runner::FaultSpec f;
+  f.kind = runner::kSwitchUnreachable;
+  f.for_ms = 250;
+  f.before_iteration = 1;
+  spec.faults = {f};
+  testing::TempDir results;
+  std::vector<Sample> rows;
+  std::vector<std::string> logs;
+  runner::FaultInjector faults(
+      spec, lab.dir, [&](const Sample& s) { rows.push_back(s); }, [&](const std::string& m) { logs.push_back(m); },
+      results.path() + "/" + runner::kFaultJournal);
+  CHECK(faults.before_reconfiguration(1).empty());
+  CHECK_THAT(read_file(lab.timing_file()), Contains("unreachable_ms: 250") && !Contains("dark_ports"));
+  CHECK(LabState::load(lab.dir).timing.dark_ports == std::vector<int>{1});  // untouched
+  CHECK_THAT(logs.back(), Contains("injected switch-unreachable for 250 ms before reconfiguration 1"));
+  auto rec = faults.record();
+  CHECK(rec[0]["host"] == "");
+  CHECK(rec[0]["for_ms"] == 250);
+  CHECK(rec[0]["released_ns"].get<int64_t>() == rec[0]["held_ns"].get<int64_t>() + 250'000'000);
+  // Nothing for `ocslab recover` to undo: the spell ends by itself.
+  std::vector<std::string> problems;
+  const uint64_t gen = LabState::load(lab.dir).timing.generation;
+  CHECK(runner::FaultInjector::release_journal(results.path() + "/" + runner::kFaultJournal, problems,
+                                               [](const std::string&) {})
+            .size() == 1);
+  CHECK(LabState::load(lab.dir).timing.generation == gen);
+  CHECK(faults.release().empty());
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[1].value == 0);
+  CHECK(rows[1].t_ns == rec[0]["released_ns"].get<int64_t>());  // when it ended, not when the run did
 }
 
 TEST_CASE("the fault journal: a runner that dies with faults in force leaves them for `ocslab recover` to undo",

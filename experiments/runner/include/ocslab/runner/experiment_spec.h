@@ -78,16 +78,20 @@ enum class Order { kAlternate, kRandom };
 
 inline constexpr const char* kNicHeldDown = "nic-held-down";
 inline constexpr const char* kPortDark = "port-dark";
+inline constexpr const char* kSwitchUnreachable = "switch-unreachable";
 
 // One injected fault (`faults:`, virtual lab only), from just before reconfiguration
 // before_iteration's command to the end of the run, then undone. nic-held-down: the NIC's link
 // is held down by the lab's emulated firmware (light returning never brings it up).
 // port-dark: a switch port fails (its shutter closed: no light passes it either way).
+// switch-unreachable: the switch's control plane answers nothing for for_ms (then it serves
+// what was sent meanwhile); it ends by itself.
 struct FaultSpec {
   std::string kind = kNicHeldDown;
   size_t host = 0;  // index into ExperimentSpec::hosts; port-dark: the NIC on the port
   std::string nic;
   ocs::Port port = 0;  // port-dark: the switch port (the NIC's tx_port or rx_port)
+  double for_ms = 0;   // switch-unreachable: how long
   int before_iteration = 1;  // 1..reconfigurations
   std::string where;         // file:line:col of the entry, for messages
 };

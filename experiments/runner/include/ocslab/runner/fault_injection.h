@@ -73,6 +73,7 @@ class FaultInjector {
   };
   // The lab's holds and dark ports as found, with every fault injected so far and fault k.
   vlab::LabTiming lab_set(size_t k) const;
+  vlab::LabTiming lab_timing_for(size_t k) const;  // what applying fault k asks of the lab
   void save_journal();  // a failure is logged: the run goes on without it
 
   const ExperimentSpec& spec_;

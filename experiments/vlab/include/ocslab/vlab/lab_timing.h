@@ -31,6 +31,7 @@ struct LabTiming {
   // The full set of switch ports dark from now on (shutters closed); those darkened before and
   // not listed are lit again, an empty set lights all. Absent: as they are.
   std::optional<std::vector<int>> dark_ports;
+  std::optional<std::string> unreachable_ms;  // --unreachable-ms: the switch unreachable this long from now
   bool empty() const;
 };
 
