@@ -14,29 +14,14 @@
 
 #include "ocslab/common/config.h"
 #include "ocslab/common/error.h"
+#include "emulator_checks.h"
 #include "ocslab/emulator/lab_config.h"
 
 namespace emu = ocslab::emu;
 
-namespace {
-
-// int64 nanoseconds hold about 9.2e12 ms; a delay must stay well inside that.
-bool schedulable_ms(double ms) { return std::isfinite(ms) && ms >= 0 && ms < 9e12; }
-
-void check_delay(const emu::Distribution& d, std::mt19937_64& rng) {
-  if (!schedulable_ms(d.a_ms) || !schedulable_ms(d.b_ms) || !schedulable_ms(d.floor_ms)) __builtin_trap();
-  for (int i = 0; i < 4; ++i) {
-    if (d.sample(rng).count() < 0) __builtin_trap();
-  }
-}
-
-void check_link(const emu::NicLinkParams& p, std::mt19937_64& rng) {
-  if (!schedulable_ms(p.los_ms) || !schedulable_ms(p.rapid_window_ms) || !schedulable_ms(p.max_up_ms)) __builtin_trap();
-  check_delay(p.firmware_up, rng);
-  check_delay(p.rapid_extra, rng);
-}
-
-}  // namespace
+using emu_fuzz::check_delay;
+using emu_fuzz::check_link;
+using emu_fuzz::schedulable_ms;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 8192) return 0;  // bigger files only make each run slower, not different

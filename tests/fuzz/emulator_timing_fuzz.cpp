@@ -2,7 +2,8 @@
 // applied to the emulator: switching time, NIC link model, held NICs, dark ports): any bytes
 // must give an ocslab::Error naming the input, or an update the emulator can apply as is: every
 // delay a finite non-negative number of ms its timers can hold, every held NIC one of the
-// emulator's and every dark port one of its switch's, each named once.
+// emulator's and every dark port one of its switch's, each named once, and an unreachable
+// spell above 0 and within an hour.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -12,20 +13,12 @@
 
 #include "ocslab/common/config.h"
 #include "ocslab/common/error.h"
+#include "emulator_checks.h"
 #include "ocslab/emulator/lab_config.h"
 
 namespace emu = ocslab::emu;
 
 namespace {
-
-bool schedulable_ms(double ms) { return std::isfinite(ms) && ms >= 0 && ms < 9e12; }
-
-void check_delay(const emu::Distribution& d, std::mt19937_64& rng) {
-  if (!schedulable_ms(d.a_ms) || !schedulable_ms(d.b_ms) || !schedulable_ms(d.floor_ms)) __builtin_trap();
-  for (int i = 0; i < 4; ++i) {
-    if (d.sample(rng).count() < 0) __builtin_trap();
-  }
-}
 
 // The emulator the updates are for: a 4x4 switch (ports 1..8) with two NICs.
 const emu::EmulatorConfig& config() {
@@ -48,15 +41,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;  // refused with a message; anything else escaping is a bug
   }
   std::mt19937_64 rng(1);
-  if (u.switching) check_delay(*u.switching, rng);
-  if (u.nic_link) {
-    const auto& p = *u.nic_link;
-    if (!schedulable_ms(p.los_ms) || !schedulable_ms(p.rapid_window_ms) || !schedulable_ms(p.max_up_ms)) {
-      __builtin_trap();
-    }
-    check_delay(p.firmware_up, rng);
-    check_delay(p.rapid_extra, rng);
-  }
+  if (u.switching) emu_fuzz::check_delay(*u.switching, rng);
+  if (u.nic_link) emu_fuzz::check_link(*u.nic_link, rng);
+  if (u.unreachable_ms && !(*u.unreachable_ms > 0 && *u.unreachable_ms <= 3'600'000)) __builtin_trap();
   std::set<std::string> held;
   for (const auto& name : u.hold_down.value_or(std::vector<std::string>{})) {
     if (name != "h1-eth1" && name != "h2-eth1") __builtin_trap();

@@ -20,6 +20,7 @@
 #include "ocslab/phase/protocol.h"
 #include "ocslab/phase/shim.h"
 #include "ocslab/testing/phase_lab.h"
+#include "ocslab/testing/tcp_server.h"
 
 using namespace phase_test;
 using namespace ocslab::phase;
@@ -41,16 +42,7 @@ long rss_kb() {
   return -1;
 }
 
-int connect_to(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
-  return fd;
-}
+int connect_to(int port) { return ocslab::testing::connect_loopback(port); }
 
 bool send_text(int fd, const std::string& s) {
   return ::send(fd, s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size());

@@ -16,6 +16,7 @@
 #include "ocslab/phase/controller.h"
 #include "ocslab/phase/protocol.h"
 #include "ocslab/testing/phase_lab.h"
+#include "ocslab/testing/tcp_server.h"
 
 using namespace phase_test;
 using namespace ocslab::phase;
@@ -23,18 +24,8 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-int connect_small_window(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(fd >= 0);
-  int small = 4096;  // the controller's socket fills after a few KB
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
-  return fd;
-}
+// The controller's socket to it fills after a few KB.
+int connect_small_window(int port) { return ocslab::testing::connect_loopback(port, 4096); }
 
 void send_all(int fd, const std::string& s) {
   size_t off = 0;

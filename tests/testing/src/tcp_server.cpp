@@ -12,6 +12,21 @@
 
 namespace ocslab::testing {
 
+int connect_loopback(int port, int rcvbuf) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw std::runtime_error("socket: " + std::to_string(errno));
+  if (rcvbuf > 0) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    throw std::runtime_error("connect to 127.0.0.1:" + std::to_string(port) + " failed");
+  }
+  return fd;
+}
+
 TcpServer::TcpServer(std::function<void(int fd)> handler, int port) : handler_(std::move(handler)) {
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   int one = 1;

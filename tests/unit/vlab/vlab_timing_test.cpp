@@ -71,6 +71,38 @@ std::vector<HostState> two_hosts() {
   return hosts;
 }
 
+// The runner's view of two_hosts(): h1:eth1 on switch ports 1 -> 5, h2:eth1 on 2 -> 6
+// (two_nic_switch), with these faults.
+runner::ExperimentSpec two_host_spec(std::vector<runner::FaultSpec> faults) {
+  runner::ExperimentSpec spec;
+  for (const auto& h : two_hosts()) {
+    runner::HostEntry e;
+    e.name = h.name;
+    e.nics.push_back(runner::NicEntry{"eth1", h.name == "h1" ? 1 : 2, h.name == "h1" ? 5 : 6});
+    spec.hosts.push_back(e);
+  }
+  spec.faults = std::move(faults);
+  return spec;
+}
+
+runner::FaultSpec port_dark(ocs::Port port, size_t host, int before) {
+  runner::FaultSpec f;
+  f.kind = runner::kPortDark;
+  f.port = port;
+  f.host = host;
+  f.nic = "eth1";
+  f.before_iteration = before;
+  return f;
+}
+
+runner::FaultSpec nic_held(size_t host, int before) {
+  runner::FaultSpec f;
+  f.host = host;
+  f.nic = "eth1";
+  f.before_iteration = before;
+  return f;
+}
+
 struct Cache {
   testing::TempDir dir;
   const std::string& path = dir.path();
@@ -499,24 +531,7 @@ TEST_CASE("the runner's fault injector darkens a port beside the lab's own and p
   REQUIRE(run_cli({"vlab", "timing", "darken", "--cache", c.path, "--dark-port", "1", "--hold-down", "h1:eth1"}).rc ==
           0);  // the lab's own, before the run
 
-  runner::ExperimentSpec spec;
-  for (const auto& h : two_hosts()) {
-    runner::HostEntry e;
-    e.name = h.name;
-    e.nics.push_back(runner::NicEntry{"eth1", h.name == "h1" ? 1 : 2, h.name == "h1" ? 5 : 6});
-    spec.hosts.push_back(e);
-  }
-  runner::FaultSpec dark;
-  dark.kind = runner::kPortDark;
-  dark.port = 6;
-  dark.host = 1;
-  dark.nic = "eth1";
-  dark.before_iteration = 1;
-  runner::FaultSpec held;
-  held.host = 1;
-  held.nic = "eth1";
-  held.before_iteration = 2;
-  spec.faults = {dark, held};
+  runner::ExperimentSpec spec = two_host_spec({port_dark(6, 1, 1), nic_held(1, 2)});
   std::vector<Sample> rows;
   std::vector<std::string> logs;
   runner::FaultInjector faults(
@@ -555,18 +570,11 @@ TEST_CASE("the runner's fault injector asks the lab for an unreachable spell and
   LabState lab = c.add_lab("spell", gone_pid(), two_hosts());
   FakeSupervisor sup(lab.dir, two_nic_switch());
   REQUIRE(run_cli({"vlab", "timing", "spell", "--cache", c.path, "--dark-port", "1"}).rc == 0);
-  runner::ExperimentSpec spec;
-  for (const auto& h : two_hosts()) {
-    runner::HostEntry e;
-    e.name = h.name;
-    e.nics.push_back(runner::NicEntry{"eth1", 0, 0});
-    spec.hosts.push_back(e);
-  }
   runner::FaultSpec f;
   f.kind = runner::kSwitchUnreachable;
   f.for_ms = 250;
   f.before_iteration = 1;
-  spec.faults = {f};
+  runner::ExperimentSpec spec = two_host_spec({f});
   testing::TempDir results;
   std::vector<Sample> rows;
   std::vector<std::string> logs;
@@ -600,24 +608,7 @@ TEST_CASE("the fault journal: a runner that dies with faults in force leaves the
   LabState lab = c.add_lab("journal", gone_pid(), two_hosts());
   FakeSupervisor sup(lab.dir, two_nic_switch());
   REQUIRE(run_cli({"vlab", "timing", "journal", "--cache", c.path, "--dark-port", "1"}).rc == 0);  // the lab's own
-  runner::ExperimentSpec spec;
-  for (const auto& h : two_hosts()) {
-    runner::HostEntry e;
-    e.name = h.name;
-    e.nics.push_back(runner::NicEntry{"eth1", h.name == "h1" ? 1 : 2, h.name == "h1" ? 5 : 6});
-    spec.hosts.push_back(e);
-  }
-  runner::FaultSpec dark;
-  dark.kind = runner::kPortDark;
-  dark.port = 6;
-  dark.host = 1;
-  dark.nic = "eth1";
-  dark.before_iteration = 1;
-  runner::FaultSpec held;
-  held.host = 0;
-  held.nic = "eth1";
-  held.before_iteration = 2;
-  spec.faults = {dark, held};
+  runner::ExperimentSpec spec = two_host_spec({port_dark(6, 1, 1), nic_held(0, 2)});
   testing::TempDir results;
   const std::string journal = results.path() + "/" + runner::kFaultJournal;
   std::vector<std::string> logs;

@@ -11,6 +11,10 @@
 
 namespace ocslab::testing {
 
+// A blocking TCP client socket connected to 127.0.0.1:port (receive buffer rcvbuf bytes when
+// above 0, set before connecting); throws std::runtime_error naming the port when it cannot.
+int connect_loopback(int port, int rcvbuf = 0);
+
 class TcpServer {
  public:
   // handler(fd): owns the connection until it returns; the server closes fd afterwards.
