@@ -46,8 +46,15 @@ void check_rdma_resume(const std::vector<std::map<std::string, std::string>>& ro
     double ms = std::stod(r.at("rdma_ms"));
     std::cout << "calib-25-1500: iteration " << r.at("iteration") << " " << r.at("host")
               << " rdma resumed " << ms << " ms after carrier\n";
-    CHECK(ms >= -20);   // the carrier probe's 1 ms and the clock correction's uncertainty
-    CHECK(ms <= 200);   // a second's ARP retransmission is what this excludes
+    // RDMA cannot resume before the link is up. The bound is taken against the emulator's own
+    // firmware link-up (exact, on this machine's clock), not the guest's carrier reading: a
+    // loaded TCG guest can see its carrier tens of ms late (a CI run, 2026-11-28: kernel_ms up to
+    // 38.8 ms, and one row's RDMA resume 25.5 ms before its carrier reading).
+    REQUIRE_FALSE(r.at("firmware_up_ns").empty());
+    const double after_link_ms =
+        static_cast<double>(std::stoll(r.at("rdma_resumed_ns")) - std::stoll(r.at("firmware_up_ns"))) / 1e6;
+    CHECK(after_link_ms >= -20);  // the clock correction's uncertainty (guest agent vs this machine)
+    CHECK(ms <= 200);             // a second's ARP retransmission is what this excludes
     rdma.push_back(ms);
   }
   std::sort(rdma.begin(), rdma.end());
