@@ -19,6 +19,11 @@ constexpr std::chrono::seconds kApplyWait{10};
 
 std::string nic_name(const ExperimentSpec& spec, const FaultSpec& f) { return spec.hosts[f.host].name + ":" + f.nic; }
 
+template <class T>
+void add_once(std::vector<T>& set, const T& v) {
+  if (std::find(set.begin(), set.end(), v) == set.end()) set.push_back(v);
+}
+
 }  // namespace
 
 FaultInjector::FaultInjector(const ExperimentSpec& spec, std::string lab_dir, Row row, Log log, std::string journal)
@@ -81,11 +86,9 @@ vlab::LabTiming FaultInjector::lab_set(size_t adding) const {
     const FaultSpec& f = spec_.faults[k];
     if (f.kind == kSwitchUnreachable) continue;  // a spell, not a state: lab_timing() asks for it
     if (f.kind == kPortDark) {
-      if (std::find(t.dark_ports->begin(), t.dark_ports->end(), f.port) == t.dark_ports->end()) {
-        t.dark_ports->push_back(f.port);
-      }
-    } else if (std::find(t.hold_down->begin(), t.hold_down->end(), nic_name(spec_, f)) == t.hold_down->end()) {
-      t.hold_down->push_back(nic_name(spec_, f));
+      add_once(*t.dark_ports, static_cast<int>(f.port));
+    } else {
+      add_once(*t.hold_down, nic_name(spec_, f));
     }
   }
   return t;
@@ -172,12 +175,12 @@ nlohmann::json FaultInjector::release_journal(const std::string& journal, std::v
   try {
     j = nlohmann::json::parse(text);
     nlohmann::json& faults = j.at("faults");
-    bool pending = false;
-    for (const auto& f : faults) {
-      pending = pending || ((f.value("held_ns", int64_t{0}) || f.value("asked_ns", int64_t{0})) &&
-                            !f.value("released_ns", int64_t{0}) && f.value("kind", "") != kSwitchUnreachable);
-    }
-    if (!pending) return faults;
+    // Applied (or asked for when the runner died) and not released; a spell ends by itself.
+    auto pending = [](const nlohmann::json& f) {
+      return (f.value("held_ns", int64_t{0}) || f.value("asked_ns", int64_t{0})) && !f.value("released_ns", int64_t{0}) &&
+             f.value("kind", "") != kSwitchUnreachable;
+    };
+    if (std::none_of(faults.begin(), faults.end(), pending)) return faults;
     vlab::LabTiming t;
     t.hold_down = j.at("found_held_down").get<std::vector<std::string>>();
     t.dark_ports = j.at("found_dark_ports").get<std::vector<int>>();
@@ -192,8 +195,7 @@ nlohmann::json FaultInjector::release_journal(const std::string& journal, std::v
     }
     const int64_t now = realtime_ns();
     for (auto& f : faults) {
-      if ((f.value("held_ns", int64_t{0}) || f.value("asked_ns", int64_t{0})) && !f.value("released_ns", int64_t{0}) &&
-          f.value("kind", "") != kSwitchUnreachable) {
+      if (pending(f)) {
         f["released_ns"] = now;
         f["released"] = iso_time(now);
         f["released_by"] = "ocslab recover";
