@@ -99,6 +99,7 @@ LabState plan_lab(const LabSpec& spec, const std::string& dir, const KernelImage
   s.initramfs = dir + "/initramfs.cpio";
   s.switch_user = spec.emulator.control.user;
   s.switch_password = spec.emulator.control.password;
+  s.slurm = spec.slurm;
   for (size_t hi = 0; hi < spec.hosts.size(); ++hi) {
     const HostSpec& h = spec.hosts[hi];
     HostState hs;
@@ -152,6 +153,17 @@ void make_keys(const LabState& s) {
 }
 
 void write_guest_files(const LabState& s) {
+  fs::create_directories(s.shared_dir());
+  if (s.slurm) {
+    // One munge key per lab (1 KiB from the kernel's CSPRNG), private like the SSH keys.
+    fs::create_directories(s.slurm_dir());
+    std::string key(1024, '\0');
+    std::ifstream rnd("/dev/urandom", std::ios::binary);
+    if (!rnd.read(key.data(), static_cast<std::streamsize>(key.size()))) throw Error("cannot read /dev/urandom");
+    write_private_file(s.slurm_dir() + "/munge.key", key);
+    write_text(s.slurm_dir() + "/slurm.conf", slurm_conf(s));
+    write_text(s.slurm_dir() + "/cgroup.conf", slurm_cgroup_conf());
+  }
   for (const auto& h : s.hosts) {
     std::string hd = s.host_dir(h.name);
     write_text(hd + "/inittab", guest_inittab(s, h));
@@ -180,7 +192,7 @@ ocs::SshOptions ssh_options(const LabState& s, const HostState& h) {
 std::string probe_host(const LabState& s, const HostState& h) {
   try {
     ocs::SshSession session(ssh_options(s, h));
-    auto r = session.exec(ready_check_command(h), 10000ms);
+    auto r = session.exec(ready_check_command(s, h), 10000ms);
     std::string out = r.out;
     while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
     return r.exit_status == 0 ? "ready" : out;

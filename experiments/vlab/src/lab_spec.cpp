@@ -84,7 +84,7 @@ LabSpec parse_lab_spec(const YamlDoc& doc) {
   const YAML::Node& root = doc.root;
   if (!root.IsMap()) throw config_error(doc, root, "expected a mapping with 'switch', 'hosts' and 'links'");
   // No ground_truth key: the lab always records it in its run folder (ground-truth.csv).
-  only_keys(doc, root, {"name", "switch", "nic_model", "hosts", "links"});
+  only_keys(doc, root, {"name", "switch", "nic_model", "hosts", "links", "slurm"});
   LabSpec lab;
   lab.origin = doc.origin;
   lab.emulator = emu::parse_emulator_config(doc);  // switch, nic_model, ground_truth
@@ -93,6 +93,7 @@ LabSpec parse_lab_spec(const YamlDoc& doc) {
     throw config_error(doc, root["name"] ? root["name"] : root,
                        "lab name '" + lab.name + "' must be lower-case letters, digits and '-' (at most 40)");
   }
+  if (root["slurm"]) lab.slurm = as_bool(doc, root["slurm"]);
   const auto& sw = lab.emulator.sw;
 
   const YAML::Node hosts = require(doc, root, "hosts");

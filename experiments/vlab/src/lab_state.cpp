@@ -169,6 +169,7 @@ std::string LabState::to_json() const {
             {"client_key", client_key()},
             {"known_hosts", known_hosts()},
             {"hosts", hs},
+            {"slurm", slurm},
             {"timing_generation", timing.generation},
             {"timing_error", timing.error},
             {"timing", timing_json(timing)}};
@@ -213,6 +214,7 @@ LabState LabState::from_json(const std::string& text, const std::string& origin)
       hs.exit = h.value("exit", "");
       s.hosts.push_back(std::move(hs));
     }
+    s.slurm = j.value("slurm", false);
     timing_from(j, s.timing);
     return s;
   } catch (const json::exception& e) {

@@ -178,9 +178,15 @@ TEST_CASE("the QEMU command line wires each data NIC to its emulator port and QM
   CHECK_THAT(init, Contains("ip link set ocstmp2 name eth1"));
   CHECK_THAT(init, Contains(kGuestReadyLine));
 
-  std::string check = ready_check_command(h);
+  // The lab's shared folder: read-write, at the same path as on this machine.
+  CHECK_THAT(argv, Contains("local,path=" + s.shared_dir() + ",mount_tag=shared,security_model=none"));
+  CHECK_THAT(init, Contains("mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 shared " + s.shared_dir()));
+  CHECK_THAT(init, !Contains("slurmd"));
+
+  std::string check = ready_check_command(s, h);
   CHECK_THAT(check, Contains("rxe_eth1/ports/1/state") && Contains("ACTIVE"));
   CHECK_THAT(check, Contains("[ -e /sys/class/infiniband/rxe_eth2/ports/1/state ]"));
+  CHECK_THAT(check, !Contains("sinfo"));
 
   // ansible/ reads the NIC kind from the inventory, and the runner user's own keys must work.
   s.hosts.push_back(h);
@@ -192,6 +198,43 @@ TEST_CASE("the QEMU command line wires each data NIC to its emulator port and QM
   CHECK_THAT(inv, Contains("{name: eth1, mac: \"52:54:00:6c:02:01\", ip: 10.1.0.2/24, rdma_device: \"rxe_eth1\""));
   CHECK_THAT(guest_sshd_config(s, h),
              Contains("AuthorizedKeysFile /var/lib/x/labs/lab1/hosts/h2/authorized_keys .ssh/authorized_keys"));
+}
+
+TEST_CASE("a lab file's 'slurm: true' gives a Slurm cluster: controller on the first host, every host a node") {
+  CHECK_FALSE(parse(kGood).slurm);
+  LabSpec spec = parse(variant("name: lab1\n", "name: lab1\nslurm: true\n"));
+  CHECK(spec.slurm);
+  CHECK_THAT(error_of(variant("name: lab1\n", "name: lab1\nslurm: maybe\n")), StartsWith("lab.yaml:2:"));
+
+  LabState s;
+  s.name = "lab1";
+  s.dir = "/var/lib/x/labs/lab1";
+  s.slurm = true;
+  for (int i = 1; i <= 3; ++i) {
+    HostState h;
+    h.name = "h" + std::to_string(i);
+    h.cpus = i == 3 ? 2 : 1;
+    h.lan_ip = "192.168.127." + std::to_string(i) + "/24";
+    s.hosts.push_back(h);
+  }
+  std::string conf = slurm_conf(s);
+  CHECK_THAT(conf, Contains("SlurmctldHost=h1(192.168.127.1)\n") && Contains("AuthType=auth/munge\n"));
+  CHECK_THAT(conf, Contains("NodeName=h2 NodeAddr=192.168.127.2 CPUs=1 State=UNKNOWN\n"));
+  CHECK_THAT(conf, Contains("NodeName=h3 NodeAddr=192.168.127.3 CPUs=2 State=UNKNOWN\n"));
+  CHECK_THAT(conf, Contains("PartitionName=lab Nodes=ALL Default=YES"));
+  CHECK_THAT(slurm_cgroup_conf(), Contains("IgnoreSystemd=yes"));
+  // The controller starts on h1 only; munged and slurmd everywhere, with the lab's key.
+  std::string init1 = guest_init_script(s, s.hosts[0]);
+  std::string init2 = guest_init_script(s, s.hosts[1]);
+  CHECK_THAT(init1, Contains("slurmctld ||") && Contains("slurmd ||"));
+  CHECK_THAT(init2, !Contains("slurmctld ||") && Contains("slurmd ||"));
+  CHECK_THAT(init2, Contains("cp /var/lib/x/labs/lab1/slurm/munge.key /etc/munge/munge.key"));
+  CHECK_THAT(init2, Contains("runuser -u munge -- /usr/sbin/munged"));
+  // Ready once the node takes jobs; Slurm starts before sshd and the ready line.
+  CHECK_THAT(ready_check_command(s, s.hosts[1]), Contains("sinfo -h -n h2 -o %T"));
+  CHECK(init2.find("slurmd ||") < init2.find(kGuestReadyLine));
+  // state.json keeps it.
+  CHECK(LabState::from_json(s.to_json(), "state.json").slurm);
 }
 
 TEST_CASE("cpio newc archive: headers, names padded to 4 bytes, trailer") {

@@ -52,6 +52,9 @@ struct LabSpec {
   emu::EmulatorConfig emulator;  // switch and defaults; nics are filled in at start
   std::vector<HostSpec> hosts;
   std::vector<LinkSpec> links;
+  // 'slurm: true': a Slurm cluster in the guests when the lab comes up (munged and slurmd on
+  // every host, slurmctld on the first), for the runner's srun launcher (docs/virtual-lab.md).
+  bool slurm = false;
 
   const DataNicSpec& nic(NicRef r) const { return hosts[r.host].nics[r.nic]; }
   // The emulator's name for a data NIC: "<host>-<nic>".

@@ -76,6 +76,7 @@ struct LabState {
   std::string switch_user, switch_password;
   int tl1_port = 0, events_port = 0, netconf_port = 0, scpi_port = 0;
   std::vector<HostState> hosts;
+  bool slurm = false;  // the lab file's 'slurm: true': a Slurm cluster runs in the guests
   TimingState timing;  // state.json: timing_generation, timing_error, timing {...}
 
   std::string switch_url() const;  // tl1://admin@127.0.0.1:PORT
@@ -85,6 +86,11 @@ struct LabState {
   std::string inventory() const { return dir + "/inventory.yml"; }
   std::string ground_truth() const { return dir + "/ground-truth.csv"; }
   std::string timing_file() const { return dir + "/timing.yaml"; }
+  // A folder this machine and every guest share read-write, at this same path in the guests
+  // (9p): where the mpirun / srun launchers' ranks write their files.
+  std::string shared_dir() const { return dir + "/shared"; }
+  // slurm.conf, cgroup.conf and the munge key the guests copy at boot (when slurm is on).
+  std::string slurm_dir() const { return dir + "/slurm"; }
   const HostState& host(const std::string& name) const;  // throws Error naming the known hosts
 
   std::string to_json() const;
