@@ -38,6 +38,7 @@
 #include "ocslab/common/secret.h"
 #include "ocslab/ocsctl/driver.h"
 #include "ocslab/ocsctl/ssh_session.h"
+#include "ocslab/runner/job_launcher.h"
 #include "ocslab/runner/host_prep.h"
 #include "ocslab/ocsctl/switch_url.h"
 #include "ocslab/phase/orchestrator.h"
@@ -527,6 +528,7 @@ struct ModeRun {
   std::mutex mu;  // problems, while the ranks' threads run
   std::vector<std::string> problems;
   int64_t started_ns = 0, ended_ns = 0;
+  std::string job_id;  // mpirun / srun: the launcher's job (Slurm's allocation, Open MPI's job)
   void problem(std::string p) {
     std::lock_guard lock(mu);
     problems.push_back(std::move(p));
@@ -640,6 +642,7 @@ class PhaseWorkloadRun {
       prepare_hosts(prep.emplace(spec_), pw_, ctx_.logger());
       host_preparation_ = prep->record();
     }
+    if (pw_.launcher != Launcher::kSsh) prepare_job_launcher();
     if (!spec_.probes.empty() || spec_.rdma.enabled) {
       capture_ = std::make_unique<HostCapture>(target_, ctx_, folder_, result_.run_id);
       capture_->start();
@@ -1053,15 +1056,72 @@ class PhaseWorkloadRun {
     }
   }
 
-  // ---- mpirun / srun: one command for the whole job, run here; the launcher reaches the nodes
-  // itself and the ranks write into a folder every node shares.
+  // ---- mpirun / srun: one command for the whole job, run here or on launcher.host; the
+  // launcher reaches the nodes itself and the ranks write into a folder every node shares.
+
+  // Before the first mode: where the launcher runs, the shared folder (a virtual lab's own
+  // when the spec names none), the runner's own launcher arguments and, for srun, the job's
+  // Slurm allocation. Throws before any rank starts when Slurm refuses the allocation.
+  void prepare_job_launcher() {
+    if (!pw_.launcher_host.empty()) {
+      for (const auto& h : spec_.hosts) {
+        if (h.name == pw_.launcher_host) launcher_place_ = {h.name, ssh_options(h)};
+      }
+    }
+    shared_root_ = pw_.shared_dir;
+    if (shared_root_.empty() && target_.is_vlab()) shared_root_ = target_.lab.shared_dir();
+    if (!shared_root_.empty()) {
+      shared_root_ += "/" + result_.run_id;
+      fs::create_directories(shared_root_);
+    }
+    if (pw_.launcher == Launcher::kMpirun) {
+      launcher_extra_ = {"--display-map"};  // its "Data for JOB [N,1]" is the job id meta.json records
+      if (target_.is_vlab()) add_vlab_mpirun_args();
+    }
+    if (pw_.launcher == Launcher::kSrun) {
+      const auto runs = static_cast<int64_t>(plan().size());
+      const int minutes = static_cast<int>((runs * wait_limit().count() + 59) / 60) + 1;
+      auto argv = salloc_argv(pw_, spec_.hosts, "ocslab-" + result_.run_id, minutes);
+      if (pw_.launcher_program.find('/') != std::string::npos)  // salloc next to the srun the spec names
+        argv[0] = (fs::path(pw_.launcher_program).parent_path() / "salloc").string();
+      ctx_.log(fmt::format("srun launcher: {} on {}", shell_join(argv), launcher_place_.where()));
+      allocation_.emplace(launcher_place_, argv, folder_ + "/salloc.log");
+      ctx_.log(fmt::format("srun launcher: Slurm job {} allocated ({} minute(s) at most; released at the end)",
+                           allocation_->job_id(), minutes));
+    }
+  }
+
+  // In a virtual lab mpirun runs as root in a guest and reaches the others over the management
+  // LAN (every guest's eth0 has the same QEMU user-network address) with the lab's key,
+  // checking the hosts' keys against a known_hosts file written for the guests' names.
+  void add_vlab_mpirun_args() {
+    std::string known;
+    for (const auto& h : target_.lab.hosts) {
+      std::string pub = read_file_or_empty(target_.lab.host_dir(h.name) + "/ssh_host_ed25519_key.pub");
+      std::istringstream in(pub);
+      std::string type, key;
+      in >> type >> key;
+      known += fmt::format("{},{} {} {}\n", h.name, h.lan_ip.substr(0, h.lan_ip.find('/')), type, key);
+    }
+    const std::string known_file = (shared_root_.empty() ? folder_ : shared_root_) + "/known_hosts";
+    write_text(known_file, known);
+    launcher_extra_.insert(launcher_extra_.end(),
+                           {"--allow-run-as-root", "--mca", "plm_rsh_args",
+                            fmt::format("-i {} -o UserKnownHostsFile={} -o StrictHostKeyChecking=yes -o LogLevel=ERROR",
+                                        target_.lab.client_key(), known_file),
+                            "--mca", "oob_tcp_if_include", "lan0", "--mca", "btl_tcp_if_include", "lan0", "--mca",
+                            "routed", "direct"});
+  }
 
   void run_job_launcher(ModeRun& m) {
-    std::string shared = pw_.shared_dir.empty() ? m.dir : pw_.shared_dir + "/" + result_.run_id + "/" + m.label;
+    const bool shared_given = !shared_root_.empty();
+    std::string shared = shared_given ? shared_root_ + "/" + m.label : m.dir;
     fs::create_directories(shared);
     m.launch.output_dir = shared;
-    m.launch.schedule = pw_.shared_dir.empty() ? folder_ + "/schedule.yaml" : shared + "/schedule.yaml";
-    if (!pw_.shared_dir.empty()) write_text(m.launch.schedule, schedule_text_);
+    m.launch.schedule = shared_given ? shared + "/schedule.yaml" : folder_ + "/schedule.yaml";
+    if (shared_given) write_text(m.launch.schedule, schedule_text_);
+    m.launch.launcher_args = launcher_extra_;
+    if (allocation_) m.launch.job_id = allocation_->job_id();
     // The ranks read the token from the shared folder: a new 0600 file, removed after the job.
     m.launch.token_file = shared + "/controller.token";
     write_secret_file(m.launch.token_file, token_);
@@ -1073,16 +1133,22 @@ class PhaseWorkloadRun {
       }
     } remove_token{m.launch.token_file};
     auto argv = launcher_argv(pw_, spec_.hosts, m.launch);
-    write_text(m.dir + "/launcher.log", "$ " + shell_join(argv) + "\n");
-    ctx_.log(fmt::format("{}: {}", m.label, shell_join(argv)));
-    SpawnOptions so;
-    so.log_file = m.dir + "/launcher.log";
-    int status = wait_for_launcher(m, argv[0], spawn_program(argv, so));
-    if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
-      m.problem(fmt::format("{}: {} exited with status {} (see {}/launcher.log)", m.label, argv[0], WEXITSTATUS(status),
-                            m.dir));
+    const std::string log = m.dir + "/launcher.log";
+    write_text(log, "$ " + shell_join(argv) + "\n");
+    ctx_.log(fmt::format("{}: {} on {}", m.label, shell_join(argv), launcher_place_.where()));
+    try {
+      auto o = run_launcher_command(launcher_place_, argv, log, wait_limit(), ctx_.options().interrupted);
+      m.job_id = allocation_ ? allocation_->job_id() : mpirun_job_id(o.output);
+      if (o.timed_out || ctx_.interrupted()) {
+        m.problem(fmt::format("{}: {} stopped ({})", m.label, argv[0], ctx_.interrupted() ? "interrupted" : "timed out"));
+      } else if (o.exit_status != 0) {
+        m.problem(fmt::format("{}: {} on {} exited with status {} (see {})", m.label, argv[0],
+                              launcher_place_.where(), o.exit_status, log));
+      }
+    } catch (const std::exception& e) {
+      m.problem(fmt::format("{}: {} on {}: {}", m.label, argv[0], launcher_place_.where(), e.what()));
     }
-    if (pw_.shared_dir.empty()) return;
+    if (!shared_given) return;
     for (int r = 0; r < ranks(); ++r) {
       for (const char* pattern : kRankFiles) {
         std::string name = fmt::format(fmt::runtime(pattern), r);
@@ -1090,22 +1156,6 @@ class PhaseWorkloadRun {
         if (fs::exists(shared + "/" + name))
           fs::copy_file(shared + "/" + name, m.dir + "/" + name, fs::copy_options::overwrite_existing, ec);
       }
-    }
-  }
-
-  // The launcher's wait status; SIGTERM on Ctrl-C or past the ranks' timeout.
-  int wait_for_launcher(ModeRun& m, const std::string& program, pid_t pid) const {
-    int status = 0;
-    auto deadline = std::chrono::steady_clock::now() + wait_limit();
-    while (true) {
-      if (::waitpid(pid, &status, WNOHANG) == pid) return status;
-      if (std::chrono::steady_clock::now() > deadline || ctx_.interrupted()) {
-        ::kill(pid, SIGTERM);
-        ::waitpid(pid, &status, 0);
-        m.problem(fmt::format("{}: {} stopped ({})", m.label, program, ctx_.interrupted() ? "interrupted" : "timed out"));
-        return status;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
 
@@ -1151,6 +1201,7 @@ class PhaseWorkloadRun {
                            {"reconfigurations", reconfigs},
                            {"declined", declined},
                            {"fallback", fallback},
+                           {"job_id", m.job_id.empty() ? json(nullptr) : json(m.job_id)},
                            {"problems", m.problems}});
     ctx_.log(fmt::format("{}: {} row(s) from {} rank(s), {} reconfiguration(s) in {:.1f} s", m.label, got.rows.size(),
                          ranks(), reconfigs, static_cast<double>(m.ended_ns - m.started_ns) / 1e9));
@@ -1355,6 +1406,12 @@ class PhaseWorkloadRun {
                         {"schedule", pw_.schedule_path},
                         {"launcher", to_string(pw_.launcher)},
                         {"ranks", json::array()}};
+    if (pw_.launcher != Launcher::kSsh) {
+      // Where the one command ran, the Slurm allocation (srun) or Open MPI's job (mpirun) per mode.
+      meta["workload"]["launcher_host"] = pw_.launcher_host.empty() ? json(nullptr) : json(pw_.launcher_host);
+      meta["workload"]["shared_dir"] = shared_root_;
+      if (allocation_) meta["workload"]["job_id"] = allocation_->job_id();
+    }
     for (size_t r = 0; r < pw_.ranks.size(); ++r) {
       meta["workload"]["ranks"].push_back({{"rank", r},
                                            {"host", spec_.hosts[pw_.ranks[r].host].name},
@@ -1406,6 +1463,10 @@ class PhaseWorkloadRun {
   std::string folder_;         // absolute
   std::string schedule_text_;  // the schedule file, as the ranks get it
   std::string token_;          // the controllers' shared secret for this run
+  std::string shared_root_;    // mpirun / srun: the folder the ranks write into (per mode below it)
+  LauncherPlace launcher_place_;
+  std::vector<std::string> launcher_extra_;         // the runner's own launcher arguments
+  std::optional<SlurmAllocation> allocation_;       // srun: held from before the first mode to the end
   std::string program_;        // as the ranks' hosts see it
   std::vector<phase::Slot> slots_;
   std::set<size_t> used_hosts_;

@@ -279,6 +279,18 @@ void parse_sweep(const YamlDoc& doc, const YAML::Node& sw, const ExperimentSpec&
 void check_launcher(const YamlDoc& doc, const YAML::Node& where, const ExperimentSpec& spec,
                     const PhaseWorkloadSpec& pw) {
   if (pw.launcher == Launcher::kSsh) return;
+  if (!pw.launcher_host.empty()) {
+    bool known = false;
+    std::string names;
+    for (const auto& h : spec.hosts) {
+      known = known || h.name == pw.launcher_host;
+      names += (names.empty() ? "" : ", ") + h.name;
+    }
+    if (!known) {
+      throw config_error(doc, where["host"] ? where["host"] : where,
+                         fmt::format("launcher.host: unknown host '{}' (the lab has: {})", pw.launcher_host, names));
+    }
+  }
   // One command line: hosts in blocks (rank order = placement order), one --if for all.
   std::vector<size_t> order;
   std::map<size_t, int> count;
@@ -343,18 +355,20 @@ void parse_launcher(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec&
     // (YAML::Node assignment would write into the node it refers to: pick the node instead.)
     const YAML::Node name_node = l.IsMap() ? require(doc, l, "name") : l;
     if (l.IsMap()) {
-      only_keys(doc, l, {"name", "program", "args"});
+      only_keys(doc, l, {"name", "program", "args", "host"});
       name = as_string(doc, name_node);
       if (l["program"]) pw.launcher_program = as_string(doc, l["program"]);
       if (l["args"]) pw.launcher_args = strings(doc, l["args"], "launcher.args");
+      if (l["host"]) pw.launcher_host = as_string(doc, l["host"]);
     } else {
       name = as_string(doc, l);
     }
     if (name == "ssh") {
       pw.launcher = Launcher::kSsh;
-      if (l.IsMap() && (l["program"] || l["args"])) {
+      if (l.IsMap() && (l["program"] || l["args"] || l["host"])) {
         throw config_error(doc, l,
-                           "the ssh launcher takes no program or args (the runner's SSH sessions start the ranks)");
+                           "the ssh launcher takes no program, args or host (the runner's SSH sessions start the "
+                           "ranks)");
       }
     } else if (name == "mpirun") {
       pw.launcher = Launcher::kMpirun;
@@ -411,10 +425,6 @@ void parse_host_prep(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec
                              std::string::npos)
         throw config_error(doc, wl["rxe"], fmt::format("rxe: '{}' is not an interface name", nic));
     }
-  }
-  if ((pw.pin_neighbours || !pw.rxe.empty()) && pw.launcher != Launcher::kSsh) {
-    throw config_error(doc, wl["pin_neighbours"] ? wl["pin_neighbours"] : wl["rxe"],
-                       "pin_neighbours and rxe prepare the hosts over the runner's SSH sessions: ssh launcher only");
   }
 
 }
@@ -608,10 +618,13 @@ std::vector<std::string> rank_argv(const PhaseWorkloadSpec& spec, const std::vec
 std::vector<std::string> launcher_argv(const PhaseWorkloadSpec& spec, const std::vector<HostEntry>& hosts,
                                        const RankLaunch& l) {
   if (spec.launcher == Launcher::kSsh) throw Error("launcher_argv: the ssh launcher starts one command per rank");
-  std::vector<std::pair<std::string, int>> blocks;  // host (as the launcher reaches it), ranks on it
+  // Hosts as the launcher reaches them: from a host of the lab (launcher.host) by their names,
+  // the cluster's own (Slurm's node names); from the runner's machine as the runner does.
+  std::vector<std::pair<std::string, int>> blocks;  // host, ranks on it
   size_t last = SIZE_MAX;
   for (const auto& r : spec.ranks) {
-    const std::string& h = hosts.at(r.host).ssh_host.empty() ? hosts.at(r.host).name : hosts.at(r.host).ssh_host;
+    const HostEntry& e = hosts.at(r.host);
+    const std::string& h = !spec.launcher_host.empty() || e.ssh_host.empty() ? e.name : e.ssh_host;
     if (blocks.empty() || last != r.host) blocks.push_back({h, 0});
     last = r.host;
     ++blocks.back().second;
@@ -625,10 +638,12 @@ std::vector<std::string> launcher_argv(const PhaseWorkloadSpec& spec, const std:
   } else {
     std::string nl;
     for (const auto& [h, k] : blocks) nl += (nl.empty() ? "" : ",") + h;
+    if (!l.job_id.empty()) a.push_back("--jobid=" + l.job_id);
     a.insert(a.end(), {"--nodes=" + std::to_string(blocks.size()), "--ntasks=" + std::to_string(n),
                        "--ntasks-per-node=" + std::to_string(blocks.front().second), "--nodelist=" + nl,
                        "--distribution=block"});
   }
+  a.insert(a.end(), l.launcher_args.begin(), l.launcher_args.end());
   a.insert(a.end(), spec.launcher_args.begin(), spec.launcher_args.end());
   // The program takes rank and world size from the launcher's environment (OMPI_COMM_WORLD_RANK,
   // SLURM_PROCID), and its host label from the machine's hostname.
@@ -636,6 +651,26 @@ std::vector<std::string> launcher_argv(const PhaseWorkloadSpec& spec, const std:
                      "--output", l.output_dir});
   append_rank_options(a, spec, l, spec.ranks.front().nic);
   return a;
+}
+
+std::vector<std::string> salloc_argv(const PhaseWorkloadSpec& spec, const std::vector<HostEntry>& hosts,
+                                     const std::string& job_name, int minutes) {
+  std::vector<std::string> nodes;
+  std::map<std::string, int> per;
+  for (const auto& r : spec.ranks) {
+    const std::string& n = hosts.at(r.host).name;
+    if (per[n]++ == 0) nodes.push_back(n);
+  }
+  std::string nl;
+  for (const auto& n : nodes) nl += (nl.empty() ? "" : ",") + n;
+  return {"salloc",
+          "--no-shell",
+          "--job-name=" + job_name,
+          "--nodes=" + std::to_string(nodes.size()),
+          "--nodelist=" + nl,
+          "--ntasks-per-node=" + std::to_string(per[nodes.front()]),
+          "--time=" + std::to_string(minutes),
+          "--immediate=60"};
 }
 
 }  // namespace ocslab::runner

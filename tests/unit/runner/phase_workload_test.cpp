@@ -9,7 +9,9 @@
 #include <sstream>
 #include <string>
 
+#include "ocslab/common/file.h"
 #include "ocslab/runner/experiment_spec.h"
+#include "ocslab/runner/job_launcher.h"
 #include "ocslab/runner/phase_workload.h"
 #include "spec_test_support.h"
 
@@ -131,7 +133,14 @@ TEST_CASE("phase-workload specs are refused before anything is touched, naming f
     e = error_of(
         kHead + "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, launcher: {name: ssh, args: [-v]}}\n" +
         kPhase);
-    CHECK_THAT(e, Contains("the ssh launcher takes no program or args"));
+    CHECK_THAT(e, Contains("the ssh launcher takes no program, args or host"));
+    e = error_of(kHead +
+                 "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, launcher: {name: srun, host: h9}}\n" +
+                 kPhase);
+    CHECK_THAT(e, Contains(spec + ":4:") && Contains("launcher.host: unknown host 'h9' (the lab has: h1, h2, h3, h4)"));
+    auto ok = parse(kHead + "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, "
+                            "launcher: {name: mpirun, host: h2}}\n" + kPhase);
+    CHECK(ok.phase_workload->launcher_host == "h2");
   }
   SECTION("launcher placement constraints") {
     std::string w = "workload:\n  schedule: ../workloads/schedules/dp-pp-4-phase.yaml\n";
@@ -211,7 +220,9 @@ TEST_CASE("launcher command lines", "[runner][phase-workload]") {
                "dppp",
                "provisioning",
                "127.0.0.1:18600",
-               ""};  // no token file: the argv has no --controller-token-file
+               "",
+               "",
+               {}};  // no token file: the argv has no --controller-token-file
   std::vector<std::string> want = {"/opt/bin/ocslab-collbench-verbs",
                                    "--schedule",
                                    "/tmp/x/schedule.yaml",
@@ -291,6 +302,25 @@ TEST_CASE("launcher command lines", "[runner][phase-workload]") {
           "ocslab-collbench-nccl --schedule /tmp/x/schedule.yaml --nranks 4 --rendezvous 127.0.0.1:18600 --output "
           "/tmp/x --controller 10.0.0.1:7100 --job dppp --phase-mode provisioning --profile-steps 1 --timeout-s 90 "
           "--max-msg 16KiB");
+  }
+  SECTION("launcher.host: hosts by their names, srun inside the runner's allocation") {
+    s.hosts[0].ssh_host = "127.0.0.1";
+    s.hosts[1].ssh_host = "127.0.0.1";
+    pw.launcher = Launcher::kSrun;
+    pw.launcher_program = "srun";
+    pw.launcher_host = "h1";
+    pw.pass_if = false;
+    l.job_id = "42";
+    auto a = shell_join(launcher_argv(pw, s.hosts, l));
+    CHECK_THAT(a, Contains("srun --jobid=42 --nodes=2 --ntasks=4 --ntasks-per-node=2 --nodelist=h1,h2 "));
+    CHECK(shell_join(salloc_argv(pw, s.hosts, "ocslab-run1", 7)) ==
+          "salloc --no-shell --job-name=ocslab-run1 --nodes=2 --nodelist=h1,h2 --ntasks-per-node=2 --time=7 "
+          "--immediate=60");
+    pw.launcher = Launcher::kMpirun;
+    pw.launcher_program = "mpirun";
+    l.launcher_args = {"--display-map"};
+    CHECK_THAT(shell_join(launcher_argv(pw, s.hosts, l)),
+               Contains("mpirun -np 4 -H h1:2,h2:2 --map-by slot --display-map /opt/bin/ocslab-collbench-verbs"));
   }
   CHECK(shell_join({"a b", "it's", "", "x=1,y"}) == "'a b' 'it'\\''s' '' x=1,y");
 }
@@ -378,7 +408,7 @@ TEST_CASE("lab preparation options: group_if, rxe, pin_neighbours", "[runner][ph
     REQUIRE(pw.group_if.size() == 1);
     CHECK(pw.group_if[0] == std::pair<std::string, std::string>{"world", "lan0"});
     RankLaunch l{"/lab/bin/ocslab-collbench-verbs", "/tmp/x/schedule.yaml", "/tmp/x", "10.0.2.2:7100", "dppp",
-                 "on-demand", "h1:18600", ""};
+                 "on-demand", "h1:18600", "", "", {}};
     auto argv = rank_argv(pw, s.hosts, 1, l);
     auto at = std::find(argv.begin(), argv.end(), "--group-if");
     REQUIRE(at != argv.end());
@@ -399,7 +429,7 @@ TEST_CASE("lab preparation options: group_if, rxe, pin_neighbours", "[runner][ph
     CHECK_THAT(e, Contains("no group 'wrld'"));
     CHECK_THAT(e, Contains("world"));
   }
-  SECTION("bad interface names and non-ssh launchers are refused") {
+  SECTION("bad interface names are refused; host preparation goes with every launcher") {
     CHECK_THAT(error_of(kHead +
                         "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, group_if: {world: 'a b'}}\n" +
                         kPhase),
@@ -407,11 +437,13 @@ TEST_CASE("lab preparation options: group_if, rxe, pin_neighbours", "[runner][ph
     CHECK_THAT(error_of(kHead + "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, rxe: ['x;rm']}\n" +
                         kPhase),
                Contains("rxe: 'x;rm' is not an interface name"));
-    CHECK_THAT(error_of("type: phase-workload\n" + inventory(4) +
-                        "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, launcher: srun, "
-                        "pin_neighbours: true}\n"
-                        "phase: {pp: 2, dims: [{name: dp, size: 2}], controller: 10.0.0.1}\n"),
-               Contains("ssh launcher only"));
+    // The runner prepares the hosts over its own SSH sessions, whoever starts the ranks.
+    auto s = parse("type: phase-workload\n" + inventory(4) +
+                   "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, launcher: srun, "
+                   "pin_neighbours: true, rxe: [lan0]}\n"
+                   "phase: {pp: 2, dims: [{name: dp, size: 2}], controller: 10.0.0.1}\n");
+    CHECK(s.phase_workload->pin_neighbours);
+    CHECK(s.phase_workload->rxe == std::vector<std::string>{"lan0"});
   }
 }
 
@@ -438,7 +470,7 @@ TEST_CASE("native mode: the static topology and the groups it leaves without a c
     const auto& pw = *s.phase_workload;
     CHECK(pw.native.str() == "11");
     CHECK(pw.native_unconnected == std::vector<std::string>{"pp0", "pp1"});
-    RankLaunch l{"prog", "sched", "out", "10.0.2.2:7000", "dppp", "native", "h1:18600", "/tmp/tok"};
+    RankLaunch l{"prog", "sched", "out", "10.0.2.2:7000", "dppp", "native", "h1:18600", "/tmp/tok", "", {}};
     auto a = rank_argv(pw, s.hosts, 1, l);
     CHECK(std::find(a.begin(), a.end(), "--controller") == a.end());  // no controller in native mode
     CHECK(std::find(a.begin(), a.end(), "--controller-token-file") == a.end());
@@ -567,3 +599,40 @@ TEST_CASE("sweep figures: relative to native, the estimate, the slope and the ov
 }
 
 }  // namespace phase_workload_test
+
+TEST_CASE("job ids from what salloc and mpirun print", "[runner][phase-workload]") {
+  CHECK(salloc_job_id("salloc: Granted job allocation 42\nsalloc: Waiting for resource configuration\n") == "42");
+  CHECK(salloc_job_id("salloc: error: Job submit/allocate failed: Requested node configuration is not available\n")
+            .empty());
+  CHECK(mpirun_job_id(" ========================   JOB MAP   ========================\n\n"
+                      " Data for node: h1\tNum slots: 1\tMax slots: 0\tNum procs: 1\n"
+                      " \tProcess OMPI jobid: [35398,1] App: 0 Process rank: 0 Bound: N/A\n\n"
+                      " =============================================================\n"
+                      " Data for JOB [35398,1] offset 0 Total slots allocated 4\n") == "35398,1");
+  CHECK(mpirun_job_id("no map here").empty());
+}
+
+TEST_CASE("a launcher command runs here with its output in the log; a Slurm refusal names what Slurm said",
+          "[runner][phase-workload]") {
+  const std::string log = fs::temp_directory_path().string() + "/ocslab-launcher-" + std::to_string(::getpid()) + ".log";
+  struct Rm {
+    std::string p;
+    ~Rm() { fs::remove(p); }
+  } rm{log};
+  auto o = run_launcher_command({}, {"sh", "-c", "echo salloc: Granted job allocation 7; exit 3"}, log,
+                                std::chrono::seconds(10));
+  CHECK(o.exit_status == 3);
+  CHECK_FALSE(o.timed_out);
+  CHECK(salloc_job_id(o.output) == "7");
+  CHECK_THAT(read_file_or_empty(log), Contains("Granted job allocation 7"));
+  o = run_launcher_command({}, {"sleep", "5"}, log, std::chrono::seconds(1));
+  CHECK(o.timed_out);
+  // A salloc that exits non-zero: the allocation's error carries its words and where it ran.
+  try {
+    SlurmAllocation a({}, {"sh", "-c", "echo 'salloc: error: Invalid user id' >&2; exit 1"}, log);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK_THAT(std::string(e.what()), Contains("srun launcher: no Slurm allocation: sh on this machine exited with "
+                                               "status 1: salloc: error: Invalid user id"));
+  }
+}

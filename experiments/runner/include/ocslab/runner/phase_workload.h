@@ -51,6 +51,9 @@ struct PhaseWorkloadSpec {
   Launcher launcher = Launcher::kSsh;
   std::string launcher_program;            // mpirun / srun (or a path)
   std::vector<std::string> launcher_args;  // extra arguments for mpirun / srun
+  // launcher.host: the lab host (a cluster node) the launcher runs on over SSH, where mpirun /
+  // srun normally run; empty: this machine. Hosts are then named to it by their names.
+  std::string launcher_host;
   // Folder every rank writes into, seen by the ranks: for ssh a per-run folder on each host
   // that the runner fetches and removes; for mpirun / srun a shared folder (default: the results
   // folder itself, which must then be on a file system the nodes share).
@@ -121,6 +124,8 @@ struct RankLaunch {
   std::string mode;
   std::string rendezvous;  // HOST:PORT of rank 0
   std::string token_file;  // the controller's token, as the ranks see it (a 0600 file); only its path is in argv
+  std::string job_id;      // srun: the runner's Slurm allocation (--jobid)
+  std::vector<std::string> launcher_args;  // the runner's own, before the spec's launcher.args
 };
 
 // The argv of rank r under the ssh launcher: program, schedule, --rank/--nranks/--rendezvous,
@@ -131,6 +136,10 @@ std::vector<std::string> rank_argv(const PhaseWorkloadSpec& spec, const std::vec
 // launcher's environment; hosts in placement order, block distribution).
 std::vector<std::string> launcher_argv(const PhaseWorkloadSpec& spec, const std::vector<HostEntry>& hosts,
                                        const RankLaunch& l);
+// The srun launcher's allocation: salloc --no-shell over the placement's nodes and tasks per
+// node, named job_name, for `minutes`, waiting at most 60 s for the nodes.
+std::vector<std::string> salloc_argv(const PhaseWorkloadSpec& spec, const std::vector<HostEntry>& hosts,
+                                     const std::string& job_name, int minutes);
 // argv joined for a POSIX shell (each word single-quoted when it needs it).
 using ocslab::shell_join;
 
