@@ -4,7 +4,8 @@
 // (slurm: true). Checked like the SSH launcher's run (phase_runner_test.cpp): every rank's rows
 // verified, three reconfigurations in every step; plus meta.json's launcher and job id, Slurm's
 // own record of the job, the allocation released, and Slurm's refusals (more nodes or tasks
-// per node than the cluster has) reaching the runner's error before any rank could start.
+// per node than the cluster has, a munge key the controller does not share) reaching the
+// runner's error before any rank could start.
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
 
@@ -127,6 +128,30 @@ TEST_CASE("the phase workload launched by mpirun and by srun in a Slurm allocati
                    Contains("srun launcher: no Slurm allocation: salloc on h1 exited with status 1: ") && Contains(said));
       }
     }
+    // A munge key the controller does not share: a second munged on h1 with a key of its own,
+    // and salloc's slurm.conf pointing at that munged's socket (the shared lab's reset ends it).
+    lab.run("h1",
+            "set -e; mkdir -p /tmp/m2; chmod 0755 /tmp/m2; dd if=/dev/urandom of=/tmp/m2/key bs=1024 count=1 2>/dev/null; "
+            "chown munge /tmp/m2 /tmp/m2/key; chmod 0400 /tmp/m2/key; "
+            "runuser -u munge -- munged --socket=/tmp/m2/sock --key-file=/tmp/m2/key --pid-file=/tmp/m2/pid "
+            "--seed-file=/tmp/m2/seed --log-file=/tmp/m2/log; "
+            "sed 's#^AuthType=auth/munge#AuthType=auth/munge\\nAuthInfo=socket=/tmp/m2/sock#' /etc/slurm/slurm.conf "
+            "> /tmp/m2/slurm.conf; grep -q AuthInfo=socket=/tmp/m2/sock /tmp/m2/slurm.conf");
+    const std::string before = lab.run("h1", "wc -l < /var/log/slurmctld.log");
+    try {
+      runner::SlurmAllocation a(
+          h1, {"env", "SLURM_CONF=/tmp/m2/slurm.conf", "salloc", "--no-shell", "--immediate=10", "--time=1", "-N1"}, log);
+      FAIL("Slurm granted an allocation under another munge key as job " << a.job_id());
+    } catch (const Error& e) {
+      std::cout << e.what() << "\n";
+      // What salloc says varies ("Protocol authentication error", "Zero Bytes were transmitted
+      // or received": the controller drops the connection); the controller's log names munge.
+      CHECK_THAT(std::string(e.what()), Contains("srun launcher: no Slurm allocation: env on h1 exited with status 1: ") &&
+                                            Contains("salloc: error: Job submit/allocate failed: "));
+    }
+    CHECK_THAT(lab.run("h1", "tail -n +" + std::to_string(std::stoi(before) + 1) + " /var/log/slurmctld.log"),
+               Contains("Munge decode failed: Invalid credential") &&
+                   Contains("REQUEST_RESOURCE_ALLOCATION has authentication error"));
   }
   std::cout << fmt::format("launchers case: {:.1f} s\n",
                            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

@@ -1071,8 +1071,12 @@ class PhaseWorkloadRun {
     shared_root_ = pw_.shared_dir;
     if (shared_root_.empty() && target_.is_vlab()) shared_root_ = target_.lab.shared_dir();
     if (!shared_root_.empty()) {
-      shared_root_ += "/" + result_.run_id;
+      // A new folder per run (mkdtemp: never an earlier run's, whose rank files a rank that
+      // writes nothing would otherwise pass off as its own; never removed by the runner).
       fs::create_directories(shared_root_);
+      std::string tmpl = shared_root_ + "/" + result_.run_id + ".XXXXXX";
+      if (!::mkdtemp(tmpl.data())) throw SystemError("mkdtemp " + tmpl, errno);
+      shared_root_ = tmpl;
     }
     if (pw_.launcher == Launcher::kMpirun) {
       launcher_extra_ = {"--display-map"};  // its "Data for JOB [N,1]" is the job id meta.json records
