@@ -1079,6 +1079,7 @@ class PhaseWorkloadRun {
       shared_root_ = tmpl;
     }
     if (pw_.launcher == Launcher::kMpirun) {
+      if (!pw_.launcher_host.empty()) check_names_resolve();
       launcher_extra_ = {"--display-map"};  // its "Data for JOB [N,1]" is the job id meta.json records
       if (target_.is_vlab()) add_vlab_mpirun_args();
     }
@@ -1092,6 +1093,32 @@ class PhaseWorkloadRun {
       allocation_.emplace(launcher_place_, argv, folder_ + "/salloc.log");
       ctx_.log(fmt::format("srun launcher: Slurm job {} allocated ({} minute(s) at most; released at the end)",
                            allocation_->job_id(), minutes));
+    }
+  }
+
+  // mpirun on a lab host names the others by their inventory names: each must resolve there
+  // (getent, as mpirun's ssh will), else the job's host list cannot be used. Before any rank.
+  void check_names_resolve() {
+    std::vector<std::string> names;
+    for (size_t h : used_hosts_) names.push_back(spec_.hosts[h].name);
+    ocs::SshSession s(*launcher_place_.ssh);
+    auto r = s.exec("getent hosts " + shell_join(names), std::chrono::seconds(30));
+    std::set<std::string> found;
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);) {
+      std::istringstream words(line);
+      std::string w;
+      words >> w;  // the address
+      while (words >> w) found.insert(w);
+    }
+    std::string missing;
+    for (const auto& n : names) {
+      if (!found.count(n)) missing += (missing.empty() ? "" : ", ") + n;
+    }
+    if (!missing.empty()) {
+      throw Error(fmt::format("mpirun launcher: on {} (launcher.host) these hosts of the placement do not resolve "
+                              "(getent hosts): {}; mpirun -H names them so: add them to its /etc/hosts or DNS",
+                              launcher_place_.where(), missing));
     }
   }
 

@@ -562,3 +562,42 @@ TEST_CASE("phase-workload: Opus-evaluation input the lab cannot run is refused b
   std::ofstream(sched) << text.replace(text.find("compute_ms: -5}"), 15, "compute_ms: soon}");
   refused(spec, sched + ":19:");
 }
+
+namespace {
+
+// A job launcher's spec: the ranks run wherever the launcher puts them, so the controller's
+// address is named (the loopback here).
+std::string launcher_spec(Lab& lab, const std::string& launcher) {
+  std::string p = lab.spec(4, "  launcher: " + launcher + "\n");
+  std::string text = read_file_or_empty(p);
+  const std::string from = "listen: '127.0.0.1:0'";
+  text.replace(text.find(from), from.size(), from + ", controller: 127.0.0.1");
+  std::ofstream(p) << text;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("phase-workload: mpirun / srun on a lab host that cannot run the job are refused before any rank starts",
+          "[phase-runner][launchers]") {
+  Lab lab;
+  // mpirun on h1 (this machine over the loopback sshd) names the others h1..h4, which do not
+  // resolve here: refused with the names, the switch never touched.
+  std::ostringstream out, err;
+  int rc = cli::run_ocslab(
+      {"run", launcher_spec(lab, "{name: mpirun, host: h1}"), "-o", lab.dir.path() + "/results-mpirun"}, out, err);
+  INFO(out.str() << err.str());
+  CHECK(rc != 0);
+  CHECK_THAT(err.str(), Contains("mpirun launcher: on h1 (launcher.host) these hosts of the placement do not resolve "
+                                 "(getent hosts): h1, h2, h3, h4"));
+  CHECK(lab.emu.connects() == 0);
+  // srun on h1: no Slurm cluster here, so salloc fails and says why; nothing started either.
+  std::ostringstream out2, err2;
+  rc = cli::run_ocslab({"run", launcher_spec(lab, "{name: srun, host: h1}"), "-o", lab.dir.path() + "/results-srun"},
+                       out2, err2);
+  INFO(out2.str() << err2.str());
+  CHECK(rc != 0);
+  CHECK_THAT(err2.str(), Contains("srun launcher: no Slurm allocation: salloc on h1 exited with status "));
+  CHECK_THAT(err2.str(), Contains("salloc: "));
+  CHECK(lab.emu.connects() == 0);
+}
