@@ -103,7 +103,8 @@ bool SshSession::keyboard_interactive(const std::string& password) {
 }
 
 ExecResult SshSession::exec(const std::string& command, std::chrono::milliseconds timeout, const std::string& input,
-                            const std::function<void(std::string_view)>& on_output) {
+                            const std::function<void(std::string_view)>& on_output,
+                            const std::function<void()>& on_tick) {
   if (!session_) throw ConnectionError(what_ + " is closed");
   ssh_channel ch = ssh_channel_new(session_);
   if (!ch) fail("open channel");
@@ -128,6 +129,7 @@ ExecResult SshSession::exec(const std::string& command, std::chrono::millisecond
   auto deadline = Clock::now() + timeout;
   char buf[16384];
   for (;;) {
+    if (on_tick) on_tick();
     bool got = false;
     for (int is_stderr = 0; is_stderr < 2; ++is_stderr) {
       int n = ssh_channel_read_nonblocking(ch, buf, sizeof(buf), is_stderr);

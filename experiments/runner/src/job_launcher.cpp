@@ -59,18 +59,36 @@ LauncherOutcome run_here(const std::vector<std::string>& argv, const std::string
 }
 
 LauncherOutcome run_there(const LauncherPlace& place, const std::vector<std::string>& argv,
-                          const std::string& log_file, std::chrono::seconds limit) {
-  // timeout(1) on the host: the launcher ends there too when the runner stops waiting. 124 is
-  // timeout's own status for that.
+                          const std::string& log_file, std::chrono::seconds limit,
+                          const std::atomic<bool>* interrupted) {
+  // timeout(1) on the host: the launcher ends there too when the runner stops waiting (124 is
+  // timeout's own status for that). The shell prints its pid first, which exec hands to
+  // timeout: on Ctrl-C a second session sends it SIGTERM, which timeout passes to the launcher.
   std::vector<std::string> cmd = {"timeout", "-s", "TERM", std::to_string(limit.count())};
   cmd.insert(cmd.end(), argv.begin(), argv.end());
   ocs::SshSession s(*place.ssh);
   LauncherOutcome o;
-  auto r = s.exec("cd / && exec " + shell_join(cmd) + " 2>&1", limit + std::chrono::seconds(15), {},
+  bool stopped = false;
+  auto on_tick = [&] {
+    if (stopped || !interrupted || !interrupted->load()) return;
+    static const std::regex pid_re(R"(ocslab-launcher-pid ([0-9]+))");
+    std::smatch m;
+    if (!std::regex_search(o.output, m, pid_re)) return;  // not started yet: next tick
+    stopped = true;
+    try {
+      ocs::SshSession k(*place.ssh);
+      k.exec("kill -TERM " + m[1].str(), std::chrono::seconds(15));
+    } catch (const std::exception& e) {
+      spdlog::warn("could not stop the launcher on {}: {}", place.where(), e.what());
+    }
+  };
+  auto r = s.exec("cd / && echo ocslab-launcher-pid $$ && exec " + shell_join(cmd) + " 2>&1",
+                  limit + std::chrono::seconds(15), {},
                   [&](std::string_view chunk) {
                     o.output.append(chunk);
                     append(log_file, std::string(chunk));
-                  });
+                  },
+                  on_tick);
   o.exit_status = r.exit_status;
   o.timed_out = r.exit_status == 124;
   return o;
@@ -83,7 +101,7 @@ LauncherOutcome run_launcher_command(const LauncherPlace& place, const std::vect
                                      const std::atomic<bool>* interrupted) {
   if (argv.empty()) throw Error("run_launcher_command: no command");
   return place.host_name.empty() ? run_here(argv, log_file, limit, interrupted)
-                                 : run_there(place, argv, log_file, limit);
+                                 : run_there(place, argv, log_file, limit, interrupted);
 }
 
 std::string salloc_job_id(const std::string& output) {

@@ -24,6 +24,7 @@
 #include "ocslab/common/process.h"
 #include "ocslab/ocsctl/credentials.h"
 #include "ocslab/runner/experiment_spec.h"
+#include "ocslab/runner/job_launcher.h"
 #include "ocslab/runner/runner.h"
 #include "ocslab/testing/processes.h"
 #include "ocslab/testing/source_dir.h"
@@ -600,4 +601,43 @@ TEST_CASE("phase-workload: mpirun / srun on a lab host that cannot run the job a
   CHECK_THAT(err2.str(), Contains("srun launcher: no Slurm allocation: salloc on h1 exited with status "));
   CHECK_THAT(err2.str(), Contains("salloc: "));
   CHECK(lab.emu.connects() == 0);
+}
+
+TEST_CASE("a launcher on a host over SSH: Ctrl-C stops it there, its output reaches the log", "[phase-runner][launchers]") {
+  testing::SshdFixture sshd{testing::SshdOptions{}};
+  testing::TempDir dir;
+  runner::LauncherPlace place;
+  place.host_name = "h1";
+  ocs::SshOptions o;
+  o.host = "127.0.0.1";
+  o.port = sshd.port();
+  o.user = sshd.user();
+  o.identity_file = sshd.client_key();
+  o.known_hosts_file = sshd.known_hosts();
+  place.ssh = o;
+  const std::string log = dir.path() + "/launcher.log";
+  // A unique sleep, so the check below finds only this one.
+  const std::string secs = std::to_string(600 + ::getpid() % 300);
+  std::atomic<bool> stop{false};
+  std::thread ctrl_c([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    stop = true;
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  auto out = runner::run_launcher_command(place, {"sh", "-c", "echo started; exec sleep " + secs}, log,
+                                          std::chrono::seconds(120), &stop);
+  ctrl_c.join();
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(out.output);
+  CHECK(took < 15);  // not the 120 s limit
+  CHECK_FALSE(out.timed_out);
+  CHECK(out.exit_status != 0);
+  CHECK_THAT(read_file_or_empty(log), Contains("started"));
+  auto left = run_program_status({"pgrep", "-f", "^sleep " + secs + "$"});
+  CHECK(left.status == 1);  // no such process left
+  // Without Ctrl-C it runs to the end and its status comes back.
+  stop = false;
+  out = runner::run_launcher_command(place, {"sh", "-c", "echo two; exit 7"}, log, std::chrono::seconds(60), &stop);
+  CHECK(out.exit_status == 7);
+  CHECK_THAT(out.output, Contains("two"));
 }

@@ -36,9 +36,11 @@ class SshSession {
   // Runs command in a fresh channel, feeding `input` to its standard input, and collects its
   // output until it exits. `on_output`, when set, also sees each piece of standard output the
   // moment it arrives (a remote monitor's events, stamped on arrival). Throws TimeoutError when
-  // it has not finished within `timeout`, ConnectionError when the connection breaks.
+  // it has not finished within `timeout`, ConnectionError when the connection breaks. `on_tick`,
+  // when set, runs at least every 200 ms while the command runs (a caller's Ctrl-C check).
   ExecResult exec(const std::string& command, std::chrono::milliseconds timeout, const std::string& input = {},
-                  const std::function<void(std::string_view)>& on_output = {});
+                  const std::function<void(std::string_view)>& on_output = {},
+                  const std::function<void()>& on_tick = {});
 
   // Disconnects (idempotent).
   void close();

@@ -29,7 +29,8 @@ struct LauncherOutcome {
 
 // Runs argv at `place` to completion (at most `limit`; over SSH it runs under timeout(1) there,
 // so a launcher the runner gave up on does not keep the job running), appending its output to
-// log_file. A local launcher is sent SIGTERM when `interrupted` becomes true.
+// log_file. When `interrupted` becomes true the launcher is sent SIGTERM (over a second SSH
+// session when it runs on a host) and its end is awaited.
 LauncherOutcome run_launcher_command(const LauncherPlace& place, const std::vector<std::string>& argv,
                                      const std::string& log_file, std::chrono::seconds limit,
                                      const std::atomic<bool>* interrupted = nullptr);
