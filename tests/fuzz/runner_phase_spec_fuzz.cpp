@@ -51,7 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!s.allow.contains(sl.ingress) || !s.allow.contains(sl.egress)) __builtin_trap();
     }
     RankLaunch l{pw.program, "s.yaml", "out", "127.0.0.1:1", pw.layout.job, pw.modes.front(), "127.0.0.1:2",
-                 "out/controller.token"};
+                 "out/controller.token", "", {}};
     for (int r = 0; r < pw.schedule.ranks; ++r) (void)shell_join(rank_argv(pw, s.hosts, r, l));
     if (pw.launcher != Launcher::kSsh) (void)launcher_argv(pw, s.hosts, l);
   } catch (const ocslab::Error&) {
