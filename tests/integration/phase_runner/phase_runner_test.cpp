@@ -26,6 +26,7 @@
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/job_launcher.h"
 #include "ocslab/runner/runner.h"
+#include "ocslab/testing/agent_lab.h"
 #include "ocslab/testing/processes.h"
 #include "ocslab/testing/source_dir.h"
 #include "ocslab/testing/sshd_fixture.h"
@@ -608,13 +609,7 @@ TEST_CASE("a launcher on a host over SSH: Ctrl-C stops it there, its output reac
   testing::TempDir dir;
   runner::LauncherPlace place;
   place.host_name = "h1";
-  ocs::SshOptions o;
-  o.host = "127.0.0.1";
-  o.port = sshd.port();
-  o.user = sshd.user();
-  o.identity_file = sshd.client_key();
-  o.known_hosts_file = sshd.known_hosts();
-  place.ssh = o;
+  place.ssh = testing::agent_ssh_options(sshd);  // the loopback sshd's options
   const std::string log = dir.path() + "/launcher.log";
   // A unique sleep, so the check below finds only this one.
   const std::string secs = std::to_string(600 + ::getpid() % 300);
