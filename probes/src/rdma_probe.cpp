@@ -292,7 +292,7 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
     // When traffic counts as stalled and a completion as a resume (outage_tracker.h).
     OutageTracker outage(now(), m.cfg.outage_factor * static_cast<double>(interval_ns));
     bool paired = false, outstanding = false;
-    uint64_t seq = 0;
+    uint64_t seq = 0, pairings = 0;
     int64_t next_send = monotonic_ns();
     const int64_t counter_ns = static_cast<int64_t>(m.cfg.counter_period.count()) * 1'000'000;
     const bool have_counters = m.counters && !m.counters->empty();
@@ -346,6 +346,13 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
           paired = true;
           outstanding = false;
           if (server) outage.attempted(now());
+          // Any pair after the first is a re-creation: after a QP error the client's in-place
+          // re-pair can fail (the server's reply missed the deadline) and come back here over
+          // a fresh control connection; the new QP is re-created all the same.
+          if (pairings++ > 0) {
+            ++recreated_;
+            m.emit(now(), "qp_recreated", m.qp->qp_num, "qpn");
+          }
         } catch (const std::exception& e) {
           setup_failed(e);
           continue;
@@ -382,6 +389,7 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
             m.ctl.reset();
           } else if (st == BoundedLineReader::Status::kLine) {
             m.server_pair(remote);
+            ++pairings;
             ++recreated_;
             m.emit(now(), "qp_recreated", m.qp->qp_num, "qpn");
           }
@@ -434,6 +442,7 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
         // The QP is in error: a fresh pair, exchanged over the management network.
         try {
           m.client_pair();
+          ++pairings;
           ++recreated_;
           m.emit(now(), "qp_recreated", m.qp->qp_num, "qpn");
         } catch (const std::exception& e) {

@@ -62,7 +62,8 @@ struct RdmaProbeConfig {
 //                the probe's start when pairing failed first (the peer's link was dark)
 //   resumed      t = the first good completion after it, value = the gap in ms, unit "ms"
 //   qp_error     value = the ibv_wc_status that put the QP in error
-//   qp_recreated value = the new QP number (both sides re-create and re-exchange)
+//   qp_recreated value = the new QP number: every pair after the first (both sides re-create and
+//                re-exchange, on the same control connection or a fresh one)
 //   setup_error  value = 0; the reason is logged (peer unreachable, ...): the probe retries
 //   hw_base.<c>  value = hardware counter hw_counters/<c> at its first read (start), unit "count"
 //   hw.<c>       value = its change since the previous read, emitted only when it changed
