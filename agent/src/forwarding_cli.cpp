@@ -45,6 +45,9 @@ po::options_description forwarding_options() {
       "if2-macvlan",
       "create each port's if2 as a macvlan (mode private) over its if1 (virtual lab, NICs without "
       "NPAR/SR-IOV); ocslab owns and removes only macvlans it created")(
+      "every-nic",
+      "plan from --fabric: every NIC reaches every address through its own circuit (an RDMA queue pair "
+      "sends only through its own NIC): neighbours on the other NICs, filters on their peers' if2s")(
       "no-relay",
       "program only routes and neighbours: leave out the plan's clsacts and filters (a kernel "
       "without flower; ocslab's earlier relay state is removed)")("json", "print JSON instead of text")(
@@ -116,7 +119,7 @@ fw::HostPlan host_plan(const po::variables_map& vm, const std::string& host, std
   if (!f.find_host(host))
     throw ConfigError(
         fmt::format("{}: no host '{}' in the fabric (give --host)", vm["fabric"].as<std::string>(), host));
-  fw::Plan plan = fw::make_plan(f, fw::compute_routes(f));
+  fw::Plan plan = fw::make_plan(f, fw::compute_routes(f), fw::PlanOptions{vm.count("every-nic") > 0});
   if (unreachable)
     for (const auto& u : plan.unreachable)
       if (u.rfind(host + " -> ", 0) == 0) unreachable->push_back(u);

@@ -216,7 +216,7 @@ void check_complete(const ExperimentSpec& spec, const std::vector<std::set<std::
 
 ForwardingSpec parse_forwarding_spec(const YamlDoc& doc, const YAML::Node& node, const ExperimentSpec& spec) {
   if (!node.IsMap()) throw config_error(doc, node, "forwarding must be a map (if2, routes, verify, hosts, ...)");
-  only_keys(doc, node, {"if2", "routes", "verify", "relay", "state_dir", "ping", "hosts"});
+  only_keys(doc, node, {"if2", "routes", "verify", "relay", "every_nic", "state_dir", "ping", "hosts"});
   ForwardingSpec f;
   f.enabled = true;
   f.where = position(doc, node);
@@ -230,6 +230,7 @@ ForwardingSpec parse_forwarding_spec(const YamlDoc& doc, const YAML::Node& node,
   if (const auto& r = node["routes"]) parse_routes(doc, r, spec, f);
   if (const auto& v = node["verify"]) f.verify = parse_verify(doc, v);
   if (node["relay"]) f.relay = as_bool(doc, node["relay"]);
+  if (node["every_nic"]) f.every_nic = as_bool(doc, node["every_nic"]);
   if (node["state_dir"]) {
     f.state_dir = as_string(doc, node["state_dir"]);
     if (f.state_dir.empty() || f.state_dir[0] != '/')

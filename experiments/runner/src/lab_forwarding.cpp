@@ -100,7 +100,8 @@ PairResult plan_pair(const fw::Fabric& fabric, const fw::Routes& routes, const s
 
 std::vector<fw::HostPlan> lab_plans(const ExperimentSpec& spec, const Mapping& mapping) {
   fw::Fabric fabric = fabric_for(spec, mapping);
-  fw::Plan plan = fw::make_plan(fabric, fw::compute_routes(fabric, route_options(spec, fabric)));
+  fw::Plan plan = fw::make_plan(fabric, fw::compute_routes(fabric, route_options(spec, fabric)),
+                                fw::PlanOptions{spec.forwarding.every_nic});
   std::vector<fw::HostPlan> out;
   for (size_t h = 0; h < spec.hosts.size(); ++h) {
     fw::HostPlan p = plan.host(spec.hosts[h].name);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -24,13 +25,88 @@ std::string next_mac(const Fabric& fabric, const DestinationTree& t, const Hop& 
   return hop.to == t.dst ? to->if1.mac : to->if2->mac;
 }
 
+using FilterLists = std::map<std::pair<std::string, std::string>, std::vector<std::pair<uint32_t, FilterRule>>>;
+
+// The other end of `port`'s circuit; nullopt when it has none.
+std::optional<PortRef> peer_of(const Fabric& fabric, const PortRef& port) {
+  auto c = fabric.circuit_of(port);
+  if (!c) return std::nullopt;
+  const Circuit& circuit = fabric.circuits[*c];
+  return circuit.a == port ? circuit.b : circuit.a;
+}
+
+// PlanOptions::every_nic: the neighbours on every other connected port (returned per host, with
+// their destination for ordering) and the filters on the peers' if2s that carry those frames
+// onto the trees (added to `filters`).
+using ExtraNeighbours = std::map<std::string, std::vector<std::pair<uint32_t, NeighbourRule>>>;
+ExtraNeighbours every_nic_rules(const Fabric& fabric, const Routes& routes, FilterLists& filters) {
+  ExtraNeighbours out;
+  std::set<std::tuple<std::string, std::string, uint32_t>> have;  // (host, if2, destination)
+  for (const auto& [key, list] : filters)
+    for (const auto& [ip, f] : list) have.insert({key.first, key.second, ip});
+  // The filter with which the host of `in` passes D's frames arriving on in's if2 on: along its
+  // own tree, or, as D's owner (frames for D reach it on another port), out of D's port to D's
+  // circuit partner, whose tree hands them straight back. nullopt when there is no way on.
+  auto relay_filter = [&](const DestinationTree& t, const PortRef& in) -> std::optional<FilterRule> {
+    FilterRule f;
+    f.dev = fabric.find_port(in)->if2->name;
+    f.dst = format_ipv4(t.ip) + "/32";
+    if (in.host == t.dst.host) {
+      auto partner = peer_of(fabric, t.dst);
+      if (!partner || partner->host == t.dst.host) return std::nullopt;
+      f.set_eth_dst = fabric.find_port(*partner)->if2->mac;
+      f.redirect_dev = fabric.find_port(t.dst)->if1.name;
+    } else {
+      auto it = t.next.find(in.host);
+      if (it == t.next.end()) return std::nullopt;
+      f.set_eth_dst = next_mac(fabric, t, it->second);
+      f.redirect_dev = fabric.find_port(it->second.from)->if1.name;
+    }
+    return f;
+  };
+  auto add_filter = [&](const DestinationTree& t, const PortRef& in, const FilterRule& f) {
+    if (have.insert({in.host, f.dev, t.ip}).second) filters[{in.host, f.dev}].push_back({t.ip, f});
+  };
+  for (const auto& t : routes.trees()) {
+    std::string dst = format_ipv4(t.ip);
+    for (const auto& h : fabric.hosts) {
+      if (h.name == t.dst.host) continue;
+      auto planned = t.next.find(h.name);
+      if (planned == t.next.end()) continue;  // unreachable from h: make_plan reports it
+      for (const auto& x : h.ports) {
+        PortRef xref{h.name, x.name};
+        if (planned->second.from == xref) continue;
+        auto peer = peer_of(fabric, xref);
+        if (!peer) continue;
+        if (*peer == t.dst) {  // a circuit straight to D (the tree took another equal one)
+          out[h.name].push_back({t.ip, {dst, fabric.find_port(*peer)->if1.mac, x.if1.name}});
+          continue;
+        }
+        auto first = relay_filter(t, *peer);
+        if (!first) continue;
+        std::optional<FilterRule> back;
+        std::optional<PortRef> partner;
+        if (peer->host == t.dst.host) {
+          partner = peer_of(fabric, t.dst);
+          back = relay_filter(t, *partner);
+          if (!back) continue;
+        }
+        add_filter(t, *peer, *first);
+        if (back) add_filter(t, *partner, *back);
+        out[h.name].push_back({t.ip, {dst, fabric.find_port(*peer)->if2->mac, x.if1.name}});
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
-Plan make_plan(const Fabric& fabric, const Routes& routes) {
+Plan make_plan(const Fabric& fabric, const Routes& routes, const PlanOptions& options) {
   Plan plan;
   std::map<std::string, HostPlan> by_host;
   // (if2 device owner, device) -> filters awaiting priorities
-  std::map<std::pair<std::string, std::string>, std::vector<std::pair<uint32_t, FilterRule>>> filters;
+  FilterLists filters;
   for (const auto& h : fabric.hosts) {
     HostPlan& hp = by_host[h.name];
     hp.host = h.name;
@@ -69,6 +145,8 @@ Plan make_plan(const Fabric& fabric, const Routes& routes) {
       }
     }
   }
+  ExtraNeighbours extra;
+  if (options.every_nic) extra = every_nic_rules(fabric, routes, filters);
   for (auto& [host, order] : route_order) {
     HostPlan& hp = by_host[host];
     std::sort(order.begin(), order.end());
@@ -80,6 +158,12 @@ Plan make_plan(const Fabric& fabric, const Routes& routes) {
     }
     hp.routes = std::move(r);
     hp.neighbours = std::move(n);
+  }
+  // Every-NIC neighbours after the routes' own, by destination then device.
+  for (auto& [host, list] : extra) {
+    std::sort(list.begin(), list.end(),
+              [](const auto& x, const auto& y) { return std::tie(x.first, x.second.dev) < std::tie(y.first, y.second.dev); });
+    for (auto& [ip, n] : list) by_host[host].neighbours.push_back(std::move(n));
   }
   for (auto& [key, list] : filters) {
     std::sort(list.begin(), list.end(), [](const auto& x, const auto& y) { return x.first < y.first; });

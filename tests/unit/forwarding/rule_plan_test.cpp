@@ -113,3 +113,132 @@ TEST_CASE("the three-host line: h1 cannot reach h2's far port without passing th
         "ip neigh replace 10.0.2.1 lladdr 02:00:00:01:00:02 dev eth1 nud permanent");
   CHECK(plan.unreachable == std::vector<std::string>{"h02 -> 10.0.1.1 (h01:p0)", "h00 -> 10.0.1.2 (h01:p1)"});
 }
+
+namespace {
+
+// Where a frame that host `h` sends out of its port `x` to `dst` ends up, following only the
+// plan's rules, as RDMA does: the first hop's MAC from h's neighbour for dst on x's if1 (the
+// subnet route on x), then each relay's filter on the if2 the frame arrives on. Returns the
+// number of hops to dst's own if1, or -1 with `why` set (no neighbour, no filter, a frame for
+// another MAC, a loop).
+int walk(const Fabric& f, const Plan& plan, const PortRef& x, const PortRef& dst, std::string& why) {
+  const Port* dst_port = f.find_port(dst);
+  std::string ip = format_ipv4(dst_port->if1.ip.addr);
+  const HostPlan& hp = plan.host(x.host);
+  std::string mac;
+  for (const auto& n : hp.neighbours)
+    if (n.dst == ip && n.dev == f.find_port(x)->if1.name) mac = n.lladdr;
+  if (mac.empty()) {
+    why = "no neighbour for " + ip + " on " + to_string(x);
+    return -1;
+  }
+  PortRef out = x;
+  for (int hops = 1; hops <= 4 * static_cast<int>(f.hosts.size()); ++hops) {
+    auto c = f.circuit_of(out);
+    if (!c) {
+      why = to_string(out) + " has no circuit";
+      return -1;
+    }
+    PortRef in = f.circuits[*c].a == out ? f.circuits[*c].b : f.circuits[*c].a;
+    const Port* in_port = f.find_port(in);
+    if (mac == in_port->if1.mac) {
+      if (in == dst) return hops;
+      why = "delivered to " + to_string(in) + " instead of " + to_string(dst);
+      return -1;
+    }
+    if (mac != in_port->if2->mac) {
+      why = "frame for " + mac + " on " + to_string(in);
+      return -1;
+    }
+    const FilterRule* rule = nullptr;
+    for (const auto& fr : plan.host(in.host).filters)
+      if (fr.dev == in_port->if2->name && fr.dst == ip + "/32") rule = &fr;
+    if (!rule) {
+      why = "no filter for " + ip + " on " + in.host + " " + in_port->if2->name;
+      return -1;
+    }
+    mac = rule->set_eth_dst;
+    out.host = in.host;
+    out.port.clear();
+    for (const auto& p : f.find_host(in.host)->ports)
+      if (p.if1.name == rule->redirect_dev) out.port = p.name;
+  }
+  why = "a loop";
+  return -1;
+}
+
+// Every connected NIC of every host reaches every other host's every connected address; the
+// NIC its route leaves takes exactly the routed path.
+void check_every_nic(const Fabric& f) {
+  Routes routes = compute_routes(f);
+  Plan plan = make_plan(f, routes, PlanOptions{true});
+  Plan plain = make_plan(f, routes);
+  size_t walks = 0, plain_fails = 0;
+  for (const auto& t : routes.trees())
+    for (const auto& h : f.hosts) {
+      if (h.name == t.dst.host || !t.next.count(h.name)) continue;
+      for (const auto& x : h.ports) {
+        PortRef xref{h.name, x.name};
+        if (!f.circuit_of(xref)) continue;
+        std::string why;
+        int hops = walk(f, plan, xref, t.dst, why);
+        INFO(to_string(xref) << " -> " << to_string(t.dst) << ": " << why);
+        CHECK(hops > 0);
+        if (t.next.at(h.name).from == xref) {
+          CHECK(hops == t.distance.at(h.name));
+          CHECK(walk(f, plain, xref, t.dst, why) == hops);  // the plan without the option agrees
+        } else if (walk(f, plain, xref, t.dst, why) < 0) {
+          ++plain_fails;  // what the option is for
+        }
+        ++walks;
+      }
+    }
+  CHECK(walks > 0);
+  CHECK(plain_fails > 0);
+  // The option only adds: every rule of the plain plan is in it, unchanged but for priorities.
+  for (const auto& hp : plain.hosts) {
+    const HostPlan& full = plan.host(hp.host);
+    CHECK(full.routes.size() == hp.routes.size());
+    CHECK(full.neighbours.size() > hp.neighbours.size());
+    for (const auto& n : hp.neighbours) {
+      bool found = false;
+      for (const auto& m : full.neighbours) found = found || (m.dst == n.dst && m.dev == n.dev && m.lladdr == n.lladdr);
+      CHECK(found);
+    }
+    CHECK(full.filters.size() >= hp.filters.size());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("every_nic: each NIC reaches each address through its own circuit (ring, torus, 4-regular, TopoOpt 12x4)") {
+  SECTION("ring of 6") { check_every_nic(fabrics::ring(6)); }
+  SECTION("torus 3x4") { check_every_nic(fabrics::torus(3, 4)); }
+  SECTION("random 4-regular, 16 hosts") { check_every_nic(fabrics::random_regular(16, 4, 7)); }
+  SECTION("TopoOpt 12 x 4: a ring and a stride-5 ring (experiments/labs/topoopt-12.yaml)") {
+    Fabric f = fabrics::hosts_with_ports(12, 4);
+    for (int i = 0; i < 12; ++i) {
+      fabrics::connect(f, i, 0, (i + 1) % 12, 1);
+      fabrics::connect(f, i, 2, (i + 5) % 12, 3);
+    }
+    check_every_nic(f);
+  }
+}
+
+TEST_CASE("every_nic: a frame for the owner's other port is bounced off that port's circuit partner") {
+  // ring of 3: h_i:p1 <-> h_{i+1}:p0; hNN:pJ has address 10.0.NN.(J+1).
+  Fabric f = fabrics::ring(3);
+  Plan plan = make_plan(f, compute_routes(f), PlanOptions{true});
+  std::string why;
+  // h00 reaches h01:p0 (10.0.1.1) straight out of p1. Out of p0 the frame goes to h02, whose
+  // tree sends it back through h00 (a path may not enter h01 by its other port): 3 hops.
+  CHECK(walk(f, plan, {"h00", "p0"}, {"h01", "p0"}, why) == 3);
+  // h00's route to h01:p1 (10.0.1.2) leaves p0 (through h02). Out of p1 the frame lands on
+  // h01, the owner, at p0: h01 sends it out of p1 to h02:p0, which hands it straight back.
+  CHECK(walk(f, plan, {"h00", "p1"}, {"h01", "p1"}, why) == 3);
+  INFO(why);
+  bool bounce = false;
+  for (const auto& fr : plan.host("h01").filters)
+    bounce = bounce || (fr.dev == "eth1v" && fr.dst == "10.0.1.2/32" && fr.redirect_dev == "eth2");
+  CHECK(bounce);
+}

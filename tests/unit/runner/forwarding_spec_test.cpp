@@ -59,7 +59,7 @@ TEST_CASE("the forwarding section: lab defaults, options, per-NIC values", "[run
   CHECK(n.if2_mac == "02:00:00:00:02:11");
 
   auto o = parse(std::string(kHead) +
-                     "forwarding:\n  if2: device\n  verify: true\n  relay: false\n"
+                     "forwarding:\n  if2: device\n  verify: true\n  relay: false\n  every_nic: true\n"
                      "  routes: {balance: true, traffic: ring, ring: [h1, h3, h2, h4]}\n"
                      "  ping: {count: 5, timeout_s: 3, port: 19000}\n" +
                      kMacs +
@@ -67,6 +67,7 @@ TEST_CASE("the forwarding section: lab defaults, options, per-NIC values", "[run
                  kOrigin);
   CHECK(o.forwarding.verify == VerifyWhen::kFirst);
   CHECK_FALSE(o.forwarding.relay);
+  CHECK(o.forwarding.every_nic);
   CHECK(o.forwarding.balance);
   CHECK(o.forwarding.ring == std::vector<std::string>{"h1", "h3", "h2", "h4"});
   CHECK(o.forwarding.ping_count == 5);
@@ -75,8 +76,9 @@ TEST_CASE("the forwarding section: lab defaults, options, per-NIC values", "[run
   CHECK(o.forwarding.hosts[2].if2 == If2Mode::kMacvlan);
   CHECK(o.forwarding.hosts[2].nics[0].if2 == "p1v");
   CHECK(o.forwarding.hosts[2].nics[0].rdma == "mlx5_0");
-  // Without the section, forwarding is off.
+  // Without the section, forwarding is off; every_nic is opt-in.
   CHECK_FALSE(parse(kHead, kOrigin).forwarding.enabled);
+  CHECK_FALSE(parse(std::string(kHead) + "forwarding:\n  verify: true\n" + kMacs, kOrigin).forwarding.every_nic);
   // if2 names reach netlink and the hosts' shells: the kernel's rule, named in the error.
   CHECK_THAT(error_of(std::string(kHead) + "forwarding:\n  if2: macvlan\n" + kMacs +
                           "    h3: {nics: {eth1: {if2: 'p1v/../x', if2_mac: '02:00:00:00:03:10'}}}\n",

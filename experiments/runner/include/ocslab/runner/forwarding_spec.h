@@ -43,6 +43,7 @@ struct ForwardingSpec {
   std::string traffic = "all-to-all";  // all-to-all | ring (with `ring` below as the order)
   std::vector<std::string> ring;       // ring order (default: the spec's host order)
   bool relay = true;                   // false: routes and neighbours only (--no-relay)
+  bool every_nic = false;              // every NIC reaches every address (PlanOptions::every_nic)
   VerifyWhen verify = VerifyWhen::kNever;
   std::string state_dir = "/var/lib/ocslab/forwarding";
   // The verify matrix's RC ping: good completions per pair, give-up time, first TCP port of the

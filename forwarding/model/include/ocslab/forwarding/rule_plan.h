@@ -79,8 +79,22 @@ struct Plan {
   const HostPlan& host(const std::string& name) const;
 };
 
+struct PlanOptions {
+  // Every NIC reaches every destination through its own circuit, not only the NIC its route
+  // leaves. An RDMA device sends through its own port only (Soft-RoCE binds its route lookup to
+  // its netdev, so a /32 route through another NIC never applies; a ConnectX port has one
+  // link): a queue pair on NIC X whose peer's address is routed out of NIC Z is unreachable
+  // unless X has a path of its own. Per host H, connected port X and destination D whose route
+  // leaves another port: a neighbour `D lladdr <X's peer's if2 MAC> dev X` (the subnet route on
+  // X then carries the frame), and on X's peer a filter for D on that if2 that follows the
+  // peer's own tree. When X's peer is D's owner on another port, the owner sends the frame out
+  // of D's port to D's circuit partner, whose tree hands it straight back (two extra hops; no
+  // other rule kind can deliver a frame to another local NIC's RDMA device).
+  bool every_nic = false;
+};
+
 // Throws Error if a device would need more filters than the priority range holds.
-Plan make_plan(const Fabric& fabric, const Routes& routes);
+Plan make_plan(const Fabric& fabric, const Routes& routes, const PlanOptions& options = {});
 
 std::string render(const RouteRule& r);      // ip route replace D/32 dev X src S proto 79
 std::string render(const NeighbourRule& n);  // ip neigh replace D lladdr M dev X nud permanent
