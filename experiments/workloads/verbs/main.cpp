@@ -51,6 +51,9 @@ void add_verbs_options(po::options_description& desc) {
                      "network interface of the RoCE port (selects the RDMA device and its RoCE v2 GID)")(
       "group-if", po::value<std::vector<std::string>>()->composing(),
       "GROUP=IFACE: run that group's ops on another interface (repeatable; same on every rank)")(
+      "peer-if", po::value<std::vector<std::string>>()->composing(),
+      "RANK=IFACE: this rank's queue pairs with RANK use IFACE's device (repeatable; per rank: a host whose NICs "
+      "each have a circuit to one neighbour)")(
       "ib-port", po::value<int>()->default_value(1), "port of the RDMA device")(
       "qp-timeout", po::value<int>()->default_value(14), "RC local ACK timeout exponent: 4.096 us x 2^N (0..31)")(
       "qp-retry", po::value<int>()->default_value(7), "RC retry count (0..7)")(
@@ -77,6 +80,25 @@ int run_verbs(const po::variables_map& vm, const Job& job) {
         throw Error("--group-if '" + gi + "': want GROUP=IFACE");
       }
       vo.group_iface[gi.substr(0, eq)] = gi.substr(eq + 1);
+    }
+  }
+  if (vm.count("peer-if")) {
+    for (const auto& pi : vm["peer-if"].as<std::vector<std::string>>()) {
+      auto eq = pi.find('=');
+      int peer = -1;
+      size_t used = 0;
+      try {
+        peer = std::stoi(pi.substr(0, eq), &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (eq == std::string::npos || eq == 0 || used != eq || peer < 0 || eq + 1 == pi.size()) {
+        throw Error("--peer-if '" + pi + "': want RANK=IFACE (a rank number)");
+      }
+      if (peer >= job.schedule.ranks || peer == o.rank)
+        throw Error(fmt::format("--peer-if '{}': no rank {} to talk to (ranks 0..{}, this rank {})", pi, peer,
+                                job.schedule.ranks - 1, o.rank));
+      vo.peer_iface[peer] = pi.substr(eq + 1);
     }
   }
   vo.port = vm["ib-port"].as<int>();

@@ -136,7 +136,8 @@ VerbsBackend::VerbsBackend(const Schedule& s, int rank, const VerbsOptions& o, R
   std::mt19937 rng(std::random_device{}());
   std::string announce;
   for (const auto& [key, _] : wanted) {
-    Device& d = device_for(key.second);
+    auto own = o_.peer_iface.find(key.first);
+    Device& d = device_for(own == o_.peer_iface.end() ? key.second : own->second);
     auto c = std::make_unique<Conn>();
     c->peer = key.first;
     c->dev = &d;

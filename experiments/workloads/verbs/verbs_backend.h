@@ -20,6 +20,10 @@ namespace ocslab::workloads {
 struct VerbsOptions {
   std::string interface;                           // netdev of the RoCE port ("eth1"): device + RoCE v2 GID
   std::map<std::string, std::string> group_iface;  // group name -> interface (default: interface)
+  // peer rank -> the interface whose device this rank's queue pairs with that peer use (a host
+  // with several NICs, each circuit to one neighbour: TopoOpt). The pair keeps the group's
+  // interface name as its key, so both sides still match it; only the device and GID change.
+  std::map<int, std::string> peer_iface;
   int port = 1;
   uint8_t timeout = 14;  // local ACK timeout 4.096 us * 2^timeout
   uint8_t retry_cnt = 7;

@@ -106,6 +106,21 @@ TEST_CASE("ocslab-collbench-verbs: help and bad input", "[workloads]") {
   CHECK(r.rc == 2);
   CHECK_THAT(r.out, Contains("could not reach rank 0 at a:18600"));
 
+  // --peer-if: malformed or naming no other rank, refused before the rendezvous.
+  const std::string four = "-s " + sched("dp-pp-4.yaml") + " --rank 1 --nranks 4 --rendezvous 127.0.0.1:1 --if lo ";
+  r = run(four + "--peer-if two=eth2");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("--peer-if 'two=eth2': want RANK=IFACE"));
+  r = run(four + "--peer-if 2=");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("--peer-if '2=': want RANK=IFACE"));
+  r = run(four + "--peer-if 4=eth2");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("--peer-if '4=eth2': no rank 4 to talk to (ranks 0..3, this rank 1)"));
+  r = run(four + "--peer-if 1=eth2");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.out, Contains("no rank 1 to talk to"));
+
   // Phase-control flags: bad values are named before anything starts.
   const std::string base = "-s " + sched("dp-pp-4.yaml") + " --rank 1 --nranks 4 --rendezvous 127.0.0.1:1 --if lo ";
   r = run(base + "--controller 127.0.0.1:7100 --job j --phase-mode fast");
