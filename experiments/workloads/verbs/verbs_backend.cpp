@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <random>
 #include <sstream>
 
@@ -240,8 +241,8 @@ void VerbsBackend::exchange(const Op& op, Conn* to, const float* send_from, uint
                             float* recv_to, uint64_t recv_count) {
   // Messages above the device's limit (Soft-RoCE: 8 MiB) go as segments; the peer splits its
   // side of the same transfer identically, so segment k meets segment k.
-  Device* dev = to ? to->dev : from->dev;
-  uint64_t seg = dev->max_msg_floats;
+  // With --peer-if the two sides may be on different devices: the smaller limit.
+  uint64_t seg = std::min(to ? to->dev->max_msg_floats : UINT64_MAX, from ? from->dev->max_msg_floats : UINT64_MAX);
   uint64_t nsend = to ? std::max<uint64_t>(1, (send_count + seg - 1) / seg) : 0;
   uint64_t nrecv = from ? std::max<uint64_t>(1, (recv_count + seg - 1) / seg) : 0;
   for (uint64_t k = 0; k < std::max(nsend, nrecv); ++k) {
@@ -263,7 +264,9 @@ void VerbsBackend::post_and_wait(const Op& op, Conn* to, const float* send_from,
     sge.lkey = in_scratch ? d.scratch_mr->lkey : d.data_mr->lkey;
     return sge;
   };
-  Device* dev = to ? to->dev : from->dev;
+  // The completion queues to poll: one, or two when --peer-if put the peers on different devices.
+  ibv_cq* cqs[2] = {to ? to->dev->cq : from->dev->cq, nullptr};
+  if (to && from && from->dev != to->dev) cqs[1] = from->dev->cq;
   int pending = 0;
   if (from) {
     ibv_sge sge = sge_of(recv_to, recv_count, *from->dev);
@@ -294,8 +297,10 @@ void VerbsBackend::post_and_wait(const Op& op, Conn* to, const float* send_from,
   auto deadline = std::chrono::steady_clock::now() + o_.op_timeout;
   ibv_wc wc[4];
   unsigned polls = 0;
+  unsigned turn = 0;
   while (pending > 0) {
-    int got = ibv_poll_cq(dev->cq, 4, wc);
+    ibv_cq* cq = cqs[1] && (turn++ & 1) ? cqs[1] : cqs[0];
+    int got = ibv_poll_cq(cq, 4, wc);
     if (got < 0) throw Error(op_where(op) + ": ibv_poll_cq failed");
     for (int k = 0; k < got; ++k) {
       if (wc[k].status != IBV_WC_SUCCESS) {
