@@ -81,6 +81,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!valid_name(host.name, 20) || !host_names.insert(host.name).second) __builtin_trap();
     if (lab.host_index(host.name) != h) __builtin_trap();
     if (host.cpus < 1 || host.cpus > 16 || host.memory_mb < 256 || host.memory_mb > 16384) __builtin_trap();
+    if (host.tcg_cache_mb != 0 && (host.tcg_cache_mb < 32 || host.tcg_cache_mb > 1024)) __builtin_trap();
     if (host.nics.empty()) __builtin_trap();
     std::set<std::string> nic_names;
     for (size_t i = 0; i < host.nics.size(); ++i) {

@@ -106,6 +106,7 @@ LabState plan_lab(const LabSpec& spec, const std::string& dir, const KernelImage
     hs.name = h.name;
     hs.cpus = h.cpus;
     hs.memory_mb = h.memory_mb;
+    hs.tcg_cache_mb = h.tcg_cache_mb;
     hs.ssh_port = free_loopback_port(SOCK_STREAM);
     hs.mgmt_mac = fmt::format("52:54:00:6b:{:02x}:00", hi + 1);
     hs.lan_mac = fmt::format("52:54:00:6b:{:02x}:01", hi + 1);

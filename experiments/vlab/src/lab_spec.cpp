@@ -120,7 +120,7 @@ LabSpec parse_lab_spec(const YamlDoc& doc) {
   if (root["nic_model"]) default_link = emu::parse_nic_link(doc, root["nic_model"], default_preset);
 
   for (const auto& h : hosts) {
-    only_keys(doc, h, {"name", "cpus", "memory_mb", "nics"});
+    only_keys(doc, h, {"name", "cpus", "memory_mb", "tcg_cache_mb", "nics"});
     HostSpec host;
     host.name = as_string(doc, require(doc, h, "name"));
     if (!valid_name(host.name, 20)) {
@@ -137,6 +137,11 @@ LabSpec parse_lab_spec(const YamlDoc& doc) {
       long long m = as_int(doc, h["memory_mb"]);
       if (m < 256 || m > 16384) throw config_error(doc, h["memory_mb"], "memory_mb must be 256..16384");
       host.memory_mb = static_cast<int>(m);
+    }
+    if (h["tcg_cache_mb"]) {
+      long long m = as_int(doc, h["tcg_cache_mb"]);
+      if (m < 32 || m > 1024) throw config_error(doc, h["tcg_cache_mb"], "tcg_cache_mb must be 32..1024 (MiB)");
+      host.tcg_cache_mb = static_cast<int>(m);
     }
     const YAML::Node nics = require(doc, h, "nics");
     if (!nics.IsSequence() || nics.size() == 0)

@@ -137,6 +137,7 @@ std::string LabState::to_json() const {
     hs.push_back({{"name", h.name},
                   {"cpus", h.cpus},
                   {"memory_mb", h.memory_mb},
+                  {"tcg_cache_mb", h.tcg_cache_mb},
                   {"ssh_port", h.ssh_port},
                   {"mgmt_mac", h.mgmt_mac},
                   {"lan_mac", h.lan_mac},
@@ -202,6 +203,7 @@ LabState LabState::from_json(const std::string& text, const std::string& origin)
       hs.name = h.at("name");
       hs.cpus = h.value("cpus", 1);
       hs.memory_mb = h.value("memory_mb", 512);
+      hs.tcg_cache_mb = h.value("tcg_cache_mb", 0);
       hs.ssh_port = h.at("ssh_port");
       hs.mgmt_mac = h.value("mgmt_mac", "");
       hs.lan_mac = h.value("lan_mac", "");

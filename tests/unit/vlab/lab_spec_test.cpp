@@ -57,6 +57,8 @@ TEST_CASE("a valid lab file gives hosts, NICs with defaults, and the links' circ
   REQUIRE(lab.hosts.size() == 2);
   CHECK(lab.hosts[0].memory_mb == 384);
   CHECK(lab.hosts[1].memory_mb == 512);
+  CHECK(lab.hosts[0].tcg_cache_mb == 0);  // QEMU's default
+  CHECK(parse(variant("memory_mb: 384", "memory_mb: 384\n    tcg_cache_mb: 128")).hosts[0].tcg_cache_mb == 128);
   const auto& h1 = lab.hosts[0].nics[0];
   CHECK(h1.mac == "52:54:00:6c:01:01");
   CHECK(h1.rdma);
@@ -118,6 +120,8 @@ TEST_CASE("lab file errors name file:line:col and the culprit") {
                  Contains("h2:x-eth1 has the emulator NIC name h2-x-eth1 of the NIC at line 4; rename a host or NIC"));
   CHECK_THAT(error_of(variant("name: eth2", "name: eth0")), Contains("eth0 (management)"));
   CHECK_THAT(error_of(variant("memory_mb: 384", "memory_mb: 64")), Contains("memory_mb must be"));
+  CHECK_THAT(error_of(variant("memory_mb: 384", "tcg_cache_mb: 4096")),
+             Contains("lab.yaml:7:19: tcg_cache_mb must be 32..1024 (MiB)"));
   CHECK_THAT(error_of(variant("memory_mb: 384", "colour: blue")), Contains("unknown key 'colour'"));
   CHECK_THAT(error_of(variant("h1:eth1 <-> h2:eth1", "h1:eth1 -> h2:eth1")), Contains("HOST:NIC <-> HOST:NIC"));
   CHECK_THAT(error_of(std::string(kGood) + "  - h2:eth1 <-> h2:eth2\n"), Contains("NIC h2:eth1 used twice"));
@@ -160,7 +164,7 @@ TEST_CASE("the QEMU command line wires each data NIC to its emulator port and QM
 
   std::string argv;
   for (const auto& a : qemu_argv(s, h)) argv += a + " ";
-  CHECK_THAT(argv, Contains("-accel tcg"));
+  CHECK_THAT(argv, Contains("-accel tcg -cpu"));  // QEMU's own translation cache size
   CHECK_THAT(argv, Contains("-smp 2 -m 768"));
   CHECK_THAT(argv, Contains("hostfwd=tcp:127.0.0.1:2202-:22"));
   CHECK_THAT(argv, Contains("socket,id=eth1,udp=127.0.0.1:40001,localaddr=127.0.0.1:40002"));
@@ -168,6 +172,10 @@ TEST_CASE("the QEMU command line wires each data NIC to its emulator port and QM
   CHECK_THAT(argv, Contains("unix:/var/lib/x/labs/lab1/hosts/h2/qmp-eth1.sock,server=on,wait=off"));
   CHECK_THAT(argv, Contains("readonly=on"));
   CHECK_THAT(argv, Contains("socket,id=lan,udp=127.0.0.1:40011,localaddr=127.0.0.1:40012"));
+  h.tcg_cache_mb = 128;
+  argv.clear();
+  for (const auto& a : qemu_argv(s, h)) argv += a + " ";
+  CHECK_THAT(argv, Contains("-accel tcg,tb-size=128 -cpu"));
 
   std::string init = guest_init_script(s, h);
   CHECK_THAT(init, Contains("ip addr add 10.1.0.2/24 dev eth1"));
@@ -190,6 +198,7 @@ TEST_CASE("the QEMU command line wires each data NIC to its emulator port and QM
 
   // ansible/ reads the NIC kind from the inventory, and the runner user's own keys must work.
   s.hosts.push_back(h);
+  CHECK(LabState::from_json(s.to_json(), "state.json").hosts.at(0).tcg_cache_mb == 128);  // kept for restarts
   std::string inv = ansible_inventory(s);
   CHECK_THAT(inv, Contains("    ocslab_nic_kind: virtio\n") && Contains("    ocslab_vlab: lab1\n"));
   // The guests' Python is this machine's: no interpreter discovery (under Mitogen it bootstraps

@@ -30,6 +30,7 @@ struct NicState {
 struct HostState {
   std::string name;
   int cpus = 1, memory_mb = 512;
+  int tcg_cache_mb = 0;  // HostSpec::tcg_cache_mb
   int ssh_port = 0;
   std::string mgmt_mac;
   // The lab's management LAN (NIC lan0): every host on one L2 segment, as behind a lab's
