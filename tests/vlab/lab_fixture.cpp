@@ -286,6 +286,7 @@ Lab::Lab(const std::string& lab_file, std::chrono::milliseconds command_timeout,
   std::sort(initial_circuits_.begin(), initial_circuits_.end());
   if (sharing_ == Sharing::kShared && healthy_running(lab_file)) {
     auto t0 = std::chrono::steady_clock::now();
+    refresh_if_rebuilt();
     std::string left = reset();
     double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (left.empty()) {
@@ -298,6 +299,33 @@ Lab::Lab(const std::string& lab_file, std::chrono::milliseconds command_timeout,
   }
   boot(lab_file);
   if (sharing_ == Sharing::kShared) take_baseline();
+}
+
+// The guests cache this machine's files (9p cache=loose, docs/virtual-lab.md): a shared lab
+// booted before the last build would run the old binaries by their build paths (the agent, the
+// test tools). When a binary is newer than the lab (or its last refresh), every guest drops its
+// caches once. A fresh CI run builds first and boots after: nothing to do there.
+void Lab::refresh_if_rebuilt() {
+  std::error_code ec;
+  const std::string marker = state_.dir + "/caches-dropped";
+  auto since = fs::last_write_time(state_.dir + "/state.json", ec);
+  if (ec) return;
+  if (auto m = fs::last_write_time(marker, ec); !ec && m > since) since = m;
+  bool newer = false;
+  for (const std::string& dir : {fs::path(testing::bin_path("ocslab")).parent_path().string(),
+                                 fs::path(test_tool_path("x")).parent_path().string()}) {
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      std::error_code e2;
+      if (e.is_regular_file(e2) && e.last_write_time(e2) > since) newer = true;
+    }
+  }
+  if (!newer) return;
+  for (const auto& h : state_.hosts) {
+    auto r = exec(h.name, "sync; echo 3 > /proc/sys/vm/drop_caches", command_timeout_);
+    if (r.exit_status != 0) std::cout << "shared lab " << name_ << ": " << h.name << " kept its caches: " << r.err;
+  }
+  std::ofstream(marker) << "binaries newer than the lab: guest caches dropped\n";
+  std::cout << "shared lab " << name_ << ": rebuilt binaries since it booted; the guests' caches were dropped\n";
 }
 
 bool Lab::healthy_running(const std::string& lab_file) {

@@ -129,6 +129,7 @@ class Lab {
   // Reset to the baseline; returns what still differs after waiting for it (empty: clean).
   std::string reset();
   bool healthy_running(const std::string& lab_file);
+  void refresh_if_rebuilt();
 
   std::string name_;
   vlab::LabState state_;
