@@ -15,7 +15,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     auto fabric = ocslab::forwarding::load_fabric_string(text, "fuzz.yaml");
     auto routes = ocslab::forwarding::compute_routes(fabric);
-    (void)ocslab::forwarding::make_plan(fabric, routes);
+    auto plain = ocslab::forwarding::make_plan(fabric, routes);
+    // every_nic only adds rules: the same routes, at least as many neighbours and filters.
+    auto every = ocslab::forwarding::make_plan(fabric, routes, {.every_nic = true});
+    if (every.hosts.size() != plain.hosts.size()) __builtin_trap();
+    for (size_t h = 0; h < plain.hosts.size(); ++h) {
+      if (every.hosts[h].routes.size() != plain.hosts[h].routes.size() ||
+          every.hosts[h].neighbours.size() < plain.hosts[h].neighbours.size() ||
+          every.hosts[h].filters.size() < plain.hosts[h].filters.size())
+        __builtin_trap();
+    }
   } catch (const ocslab::Error&) {
   }
   return 0;
