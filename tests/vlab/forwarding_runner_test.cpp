@@ -18,6 +18,7 @@
 #include "ocslab/common/process.h"
 #include "ocslab/ocsctl/ssh_session.h"
 #include "ocslab/testing/sshd_fixture.h"
+#include <thread>
 #include "ocslab/vlab/lab_spec.h"
 #include "ocslab/vlab/lab_state.h"
 
@@ -142,6 +143,37 @@ TEST_CASE("the runner applies forwarding per mapping, verifies the matrix, re-ap
   CHECK_THAT(f.out,
              Contains("12 of 12 pairs reachable, 12 over the planned path; hosts out of sync with the plan: none"));
   CHECK(fs::exists(out + "/by-hand/forwarding-verify-0-ring-b.csv"));
+
+  // every_nic on ring B: RDMA from h1's eth1, the NIC its routes to these addresses do not
+  // leave. To h2's eth1 (10.0.0.20, routed out of h1's eth2 via h3): out of eth1 to h4, whose
+  // tree comes back through h1; h2's reply leaves its eth1 to h3, whose tree goes through h2
+  // and h4. To h4's eth1 (10.0.0.41, routed via h3 and h2): h1's eth1 reaches h4 at its eth2,
+  // and h4 sends it out of eth1 to h2, which hands it straight back (the owner's bounce).
+  f = ocslab_cli({"forwarding", "apply", source_path("tests/vlab/labs/fwdrun-ring-every-nic.spec.yaml"), "--mapping",
+                  "ring-b"});
+  INFO(f.out << f.err);
+  REQUIRE(f.status == 0);
+  const std::string agent = testing::bin_path("ocslab-agent");
+  for (const char* h : {"h1", "h2", "h4"})
+    REQUIRE(guest(h, "umask 077; echo 0123456789abcdef0123456789abcdef > /tmp/every-nic.secret").exit_status == 0);
+  int port = 19480;
+  for (const auto& target : {std::pair<std::string, std::string>{"h2", "eth1"}, {"h4", "eth1"}}) {
+    const std::string dst = target.first, dst_if = target.second;  // copies: a lambda captures them
+    std::string listen = lab.host(dst).lan_ip.substr(0, lab.host(dst).lan_ip.find('/')) + ":" + std::to_string(++port);
+    ocs::ExecResult srv;
+    std::thread t([&] {
+      srv = guest(dst, agent + " forwarding ping --if " + dst_if + " --listen " + listen +
+                           " --secret-file /tmp/every-nic.secret --count 5 --timeout-s 40");
+    });
+    auto cli = guest("h1", agent + " forwarding ping --if eth1 --connect " + listen +
+                               " --secret-file /tmp/every-nic.secret --count 5 --timeout-s 35");
+    t.join();
+    std::cout << "every_nic: h1 eth1 -> " << dst << " " << dst_if << ": " << cli.out;
+    INFO(dst << ": " << cli.out << cli.err << "\nserver: " << srv.out << srv.err);
+    CHECK(cli.exit_status == 0);
+    CHECK(srv.exit_status == 0);
+    CHECK_THAT(cli.out, Contains("\"ok\":5"));
+  }
   f = ocslab_cli({"forwarding", "clear", spec});
   CHECK(f.status == 0);
   no_state();

@@ -106,23 +106,20 @@ TEST_CASE("ocslab-collbench-verbs: help and bad input", "[workloads]") {
   CHECK(r.rc == 2);
   CHECK_THAT(r.out, Contains("could not reach rank 0 at a:18600"));
 
-  // --peer-if: malformed or naming no other rank, refused before the rendezvous.
-  const std::string four = "-s " + sched("dp-pp-4.yaml") + " --rank 1 --nranks 4 --rendezvous 127.0.0.1:1 --if lo ";
-  r = run(four + "--peer-if two=eth2");
-  CHECK(r.rc == 2);
-  CHECK_THAT(r.out, Contains("--peer-if 'two=eth2': want RANK=IFACE"));
-  r = run(four + "--peer-if 2=");
-  CHECK(r.rc == 2);
-  CHECK_THAT(r.out, Contains("--peer-if '2=': want RANK=IFACE"));
-  r = run(four + "--peer-if 4=eth2");
-  CHECK(r.rc == 2);
-  CHECK_THAT(r.out, Contains("--peer-if '4=eth2': no rank 4 to talk to (ranks 0..3, this rank 1)"));
-  r = run(four + "--peer-if 1=eth2");
-  CHECK(r.rc == 2);
-  CHECK_THAT(r.out, Contains("no rank 1 to talk to"));
-
-  // Phase-control flags: bad values are named before anything starts.
+  // Bad values of the per-rank flags are named before anything starts.
   const std::string base = "-s " + sched("dp-pp-4.yaml") + " --rank 1 --nranks 4 --rendezvous 127.0.0.1:1 --if lo ";
+  // --peer-if: malformed or naming no other rank, refused before the rendezvous.
+  for (const auto& [arg, message] : std::vector<std::pair<std::string, std::string>>{
+           {"two=eth2", "--peer-if 'two=eth2': want RANK=IFACE"},
+           {"2=", "--peer-if '2=': want RANK=IFACE"},
+           {"4=eth2", "--peer-if '4=eth2': no rank 4 to talk to (ranks 0..3, this rank 1)"},
+           {"1=eth2", "--peer-if '1=eth2': no rank 1 to talk to"}}) {
+    r = run(base + "--peer-if " + arg);
+    CHECK(r.rc == 2);
+    CHECK_THAT(r.out, Contains(message));
+  }
+
+  // Phase-control flags.
   r = run(base + "--controller 127.0.0.1:7100 --job j --phase-mode fast");
   CHECK(r.rc == 2);
   CHECK_THAT(r.out, Contains("--phase-mode 'fast': want on-demand or provisioning"));
