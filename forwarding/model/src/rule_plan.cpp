@@ -161,8 +161,9 @@ Plan make_plan(const Fabric& fabric, const Routes& routes, const PlanOptions& op
   }
   // Every-NIC neighbours after the routes' own, by destination then device.
   for (auto& [host, list] : extra) {
-    std::sort(list.begin(), list.end(),
-              [](const auto& x, const auto& y) { return std::tie(x.first, x.second.dev) < std::tie(y.first, y.second.dev); });
+    std::sort(list.begin(), list.end(), [](const auto& x, const auto& y) {
+      return std::tie(x.first, x.second.dev) < std::tie(y.first, y.second.dev);
+    });
     for (auto& [ip, n] : list) by_host[host].neighbours.push_back(std::move(n));
   }
   for (auto& [key, list] : filters) {
