@@ -292,7 +292,8 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
     // When traffic counts as stalled and a completion as a resume (outage_tracker.h).
     OutageTracker outage(now(), m.cfg.outage_factor * static_cast<double>(interval_ns));
     bool paired = false, outstanding = false;
-    uint64_t seq = 0, pairings = 0;
+    uint64_t seq = 0;
+    bool paired_before = false;  // a pair after the first is a re-creation
     int64_t next_send = monotonic_ns();
     const int64_t counter_ns = static_cast<int64_t>(m.cfg.counter_period.count()) * 1'000'000;
     const bool have_counters = m.counters && !m.counters->empty();
@@ -302,6 +303,10 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
     auto until_counters_ns = [&](int64_t wait_ns) {
       if (!have_counters || counter_ns <= 0) return wait_ns;
       return std::clamp<int64_t>(next_counters - monotonic_ns(), 0, wait_ns);
+    };
+    auto recreated = [&] {
+      ++recreated_;
+      m.emit(now(), "qp_recreated", m.qp->qp_num, "qpn");
     };
     auto setup_failed = [&](const std::exception& e) {
       paired = false;
@@ -349,10 +354,8 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
           // Any pair after the first is a re-creation: after a QP error the client's in-place
           // re-pair can fail (the server's reply missed the deadline) and come back here over
           // a fresh control connection; the new QP is re-created all the same.
-          if (pairings++ > 0) {
-            ++recreated_;
-            m.emit(now(), "qp_recreated", m.qp->qp_num, "qpn");
-          }
+          if (paired_before) recreated();
+          paired_before = true;
         } catch (const std::exception& e) {
           setup_failed(e);
           continue;
@@ -389,9 +392,7 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
             m.ctl.reset();
           } else if (st == BoundedLineReader::Status::kLine) {
             m.server_pair(remote);
-            ++pairings;
-            ++recreated_;
-            m.emit(now(), "qp_recreated", m.qp->qp_num, "qpn");
+            recreated();
           }
         } catch (const std::exception& e) {
           setup_failed(e);
@@ -442,9 +443,7 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
         // The QP is in error: a fresh pair, exchanged over the management network.
         try {
           m.client_pair();
-          ++pairings;
-          ++recreated_;
-          m.emit(now(), "qp_recreated", m.qp->qp_num, "qpn");
+          recreated();
         } catch (const std::exception& e) {
           setup_failed(e);
         }

@@ -2,8 +2,12 @@
 // host memory, one process per rank, and prints an nccl-tests-like table on rank 0.
 #include <fmt/format.h>
 
+#include <charconv>
 #include <iostream>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "ocslab/common/error.h"
 #include "ocslab/workloads/collbench_main.h"
@@ -62,6 +66,21 @@ void add_verbs_options(po::options_description& desc) {
       "device's limit, at most 1GiB)");
 }
 
+// The KEY=VALUE values of a repeatable option, in order; a value without both halves is refused
+// naming the option and the form it wants.
+std::vector<std::pair<std::string, std::string>> assignments(const po::variables_map& vm, const std::string& option,
+                                                              const std::string& want) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (!vm.count(option)) return out;
+  for (const auto& v : vm[option].as<std::vector<std::string>>()) {
+    auto eq = v.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
+      throw Error("--" + option + " '" + v + "': want " + want);
+    out.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+  }
+  return out;
+}
+
 int run_verbs(const po::variables_map& vm, const Job& job) {
   const CommonOptions& o = job.options;
   if (vm.count("ngpus") && vm["ngpus"].as<int>() != 1) {
@@ -73,33 +92,16 @@ int run_verbs(const po::variables_map& vm, const Job& job) {
   if (!vm.count("if")) throw Error("missing --if IFACE (the network interface of the RoCE port)");
   VerbsOptions vo;
   vo.interface = vm["if"].as<std::string>();
-  if (vm.count("group-if")) {
-    for (const auto& gi : vm["group-if"].as<std::vector<std::string>>()) {
-      auto eq = gi.find('=');
-      if (eq == std::string::npos || eq == 0 || eq + 1 == gi.size()) {
-        throw Error("--group-if '" + gi + "': want GROUP=IFACE");
-      }
-      vo.group_iface[gi.substr(0, eq)] = gi.substr(eq + 1);
-    }
-  }
-  if (vm.count("peer-if")) {
-    for (const auto& pi : vm["peer-if"].as<std::vector<std::string>>()) {
-      auto eq = pi.find('=');
-      int peer = -1;
-      size_t used = 0;
-      try {
-        peer = std::stoi(pi.substr(0, eq), &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (eq == std::string::npos || eq == 0 || used != eq || peer < 0 || eq + 1 == pi.size()) {
-        throw Error("--peer-if '" + pi + "': want RANK=IFACE (a rank number)");
-      }
-      if (peer >= job.schedule.ranks || peer == o.rank)
-        throw Error(fmt::format("--peer-if '{}': no rank {} to talk to (ranks 0..{}, this rank {})", pi, peer,
-                                job.schedule.ranks - 1, o.rank));
-      vo.peer_iface[peer] = pi.substr(eq + 1);
-    }
+  for (const auto& [group, iface] : assignments(vm, "group-if", "GROUP=IFACE")) vo.group_iface[group] = iface;
+  for (const auto& [key, iface] : assignments(vm, "peer-if", "RANK=IFACE (a rank number)")) {
+    int peer = -1;
+    auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), peer);
+    if (ec != std::errc() || end != key.data() + key.size() || peer < 0)
+      throw Error("--peer-if '" + key + "=" + iface + "': want RANK=IFACE (a rank number)");
+    if (peer >= job.schedule.ranks || peer == o.rank)
+      throw Error(fmt::format("--peer-if '{}={}': no rank {} to talk to (ranks 0..{}, this rank {})", key, iface, peer,
+                              job.schedule.ranks - 1, o.rank));
+    vo.peer_iface[peer] = iface;
   }
   vo.port = vm["ib-port"].as<int>();
   int t = vm["qp-timeout"].as<int>(), r = vm["qp-retry"].as<int>();
