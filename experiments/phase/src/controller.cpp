@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -49,6 +50,7 @@ struct Controller::Impl : CoreActions {
   void arm_timer(uint64_t reconfig, size_t rail, int attempt, std::chrono::milliseconds after) override;
   void cancel_timer(uint64_t reconfig, size_t rail) override;
   void build_ring(size_t rail) override;
+  void mask(size_t rail, int port) override;
 
   ControllerOptions opt;
   std::unique_ptr<ControllerCore> core;
@@ -59,7 +61,8 @@ struct Controller::Impl : CoreActions {
   asio::thread_pool workers;
   std::vector<asio::strand<asio::thread_pool::executor_type>> strands;
   int bound_port = 0;
-  bool started = false, stopped = false;
+  bool started = false;
+  std::atomic<bool> stopped{false};  // read by port_failed's callers' threads
   std::map<ConnId, std::shared_ptr<Session>> sessions;
   ConnId next_conn = 0;
   size_t dropped_at_limit = 0;
@@ -364,6 +367,39 @@ void Controller::Impl::build_ring(size_t k) {
       err = ex.what();
     }
     asio::post(io, [this, k, err] { core->on_ring_result(k, err); });
+  });
+}
+
+void Controller::Impl::mask(size_t k, int port) {
+  auto orch = opt.rails[k];
+  asio::post(strands[k], [this, orch, k, port] {
+    MaskOutcome o;
+    try {
+      auto m = orch->mask_port(static_cast<ocs::Port>(port));
+      if (m.reapplied && opt.on_reprogram) opt.on_reprogram(*m.reapplied);
+      if (opt.on_mask) opt.on_mask(orch->rail(), m);
+      if (m.from && m.to) {
+        o.rank = m.rank;
+        o.from = *m.from;
+        o.to = *m.to;
+      }
+    } catch (const std::exception& ex) {
+      o.error = ex.what();
+    }
+    asio::post(io, [this, k, port, o] { core->on_mask_result(k, port, o); });
+  });
+}
+
+void Controller::port_failed(const std::string& rail, int port, std::string evidence, int64_t seen_mono_ns) {
+  auto& im = *impl_;
+  size_t k = 0;
+  while (k < im.opt.rails.size() && im.opt.rails[k]->rail() != rail) ++k;
+  if (k == im.opt.rails.size()) throw Error(fmt::format("controller: no rail named '{}'", rail));
+  if (!im.core || !im.started) throw Error("controller: port_failed before start()");
+  if (im.stopped) return;
+  if (seen_mono_ns == 0) seen_mono_ns = now().monotonic_ns;
+  asio::post(im.io, [&im, k, port, ev = std::move(evidence), seen_mono_ns] {
+    if (!im.stopped) im.core->on_port_failed(k, port, ev, seen_mono_ns);
   });
 }
 

@@ -39,6 +39,10 @@ std::string_view to_string(ControllerEvent::Kind k) {
       return "rejected";
     case Kind::kDeclined:
       return "declined";
+    case Kind::kPortFailed:
+      return "port_failed";
+    case Kind::kMasked:
+      return "masked";
   }
   return "?";
 }
@@ -710,6 +714,53 @@ void ControllerCore::closed(ConnId c, const std::string& reason, bool ours) {
     return;
   }
   lose_rank(r, reason);
+}
+
+void ControllerCore::on_port_failed(size_t rail, int port, const std::string& evidence, int64_t seen_mono_ns) {
+  if (rail >= cfg_.rails.size()) return;
+  if (!failed_.emplace(std::pair{rail, port}, std::pair{seen_mono_ns, evidence}).second) return;  // reported before
+  auto e = event(Kind::kPortFailed);
+  e.rail = cfg_.rails[rail];
+  e.value = port;
+  e.detail = evidence;
+  record(e);
+  problem(fmt::format("rail {}: port {} failed: {}", cfg_.rails[rail], port, evidence));
+  act_.mask(rail, port);
+}
+
+void ControllerCore::on_mask_result(size_t rail, int port, const MaskOutcome& o) {
+  if (rail >= cfg_.rails.size()) return;
+  const auto& name = cfg_.rails[rail];
+  auto e = event(Kind::kMasked);
+  e.rail = name;
+  e.rank = o.error.empty() ? o.rank : -1;
+  auto seen = failed_.find({rail, port});
+  if (seen != failed_.end() && seen->second.first > 0)
+    e.value = static_cast<double>(now().monotonic_ns - seen->second.first) / 1e6;
+  if (!o.error.empty()) {
+    e.detail = fmt::format("port {}: {}", port, o.error);
+    record(e);
+    problem(fmt::format("rail {}: port {} could not be masked: {}", name, port, o.error));
+    return;
+  }
+  if (o.rank < 0) {
+    e.detail = fmt::format("port {} masked; it was on no rank's slot", port);
+    record(e);
+    return;
+  }
+  e.detail = fmt::format("port {} masked; rank {} moved from slot {}/{} to {}/{}", port, o.rank, o.from.ingress,
+                         o.from.egress, o.to.ingress, o.to.egress);
+  record(e);
+  problem(fmt::format("rail {}: {} ({:.1f} ms after the failure was seen)", name, e.detail, e.value));
+  Message m;
+  m.type = MsgType::kMasked;
+  m.rail = name;
+  m.rank = o.rank;
+  m.port = port;
+  m.ingress = o.to.ingress;
+  m.egress = o.to.egress;
+  if (seen != failed_.end()) m.reason = seen->second.second;
+  broadcast(m);
 }
 
 void ControllerCore::lose_rank(int r, const std::string& reason) {

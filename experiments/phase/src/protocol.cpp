@@ -25,6 +25,7 @@ constexpr TypeName kTypes[] = {
     {MsgType::kAck, "ack"},
     {MsgType::kFallback, "fallback"},
     {MsgType::kPeerLost, "peer_lost"},
+    {MsgType::kMasked, "masked"},
     {MsgType::kError, "error"},
 };
 
@@ -112,6 +113,7 @@ class Reader {
 };
 
 constexpr int64_t kMaxSeq = int64_t{1} << 53;
+constexpr int64_t kMaxPort = 1 << 20;  // a switch port number (kMasked)
 
 // Each type's fields, from either reader.
 template <class R>
@@ -166,6 +168,14 @@ void read_fields(const R& r, Message& m) {
     case MsgType::kPeerLost:
       m.rank = static_cast<int>(r.integer("rank", 0, 1 << 20));
       m.groups = r.strings("groups");
+      m.reason = r.str("reason", false);
+      break;
+    case MsgType::kMasked:
+      m.rail = r.str("rail");
+      m.rank = static_cast<int>(r.integer("rank", 0, 1 << 20));
+      m.port = static_cast<int>(r.integer("port", 1, kMaxPort));
+      m.ingress = static_cast<int>(r.integer("ingress", 1, kMaxPort));
+      m.egress = static_cast<int>(r.integer("egress", 1, kMaxPort));
       m.reason = r.str("reason", false);
       break;
     case MsgType::kError:
@@ -258,6 +268,14 @@ std::string encode_json(const Message& m) {
       j["groups"] = m.groups;
       j["reason"] = m.reason;
       break;
+    case MsgType::kMasked:
+      j["rail"] = m.rail;
+      j["rank"] = m.rank;
+      j["port"] = m.port;
+      j["ingress"] = m.ingress;
+      j["egress"] = m.egress;
+      j["reason"] = m.reason;
+      break;
     case MsgType::kError:
       j["message"] = m.message;
       if (!m.group.empty()) j["group"] = m.group;
@@ -317,6 +335,14 @@ std::string encode(const Message& m) {
       break;
     case MsgType::kPeerLost:
       w.strings("groups", m.groups);
+      w.integer("rank", m.rank);
+      w.str("reason", m.reason);
+      break;
+    case MsgType::kMasked:
+      w.integer("egress", m.egress);
+      w.integer("ingress", m.ingress);
+      w.integer("port", m.port);
+      w.str("rail", m.rail);
       w.integer("rank", m.rank);
       w.str("reason", m.reason);
       break;

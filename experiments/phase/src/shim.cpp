@@ -236,6 +236,14 @@ void Shim::handle(const std::string& line) {
       sample(fmt::format("rank{}", options_.rank), "peer_lost", m.rank, "rank");
       break;
     }
+    case MsgType::kMasked: {
+      moves_.push_back(SlotMove{m.rail, m.rank, m.port, m.ingress, m.egress, m.reason});
+      reports_.push_back(fmt::format("{}: port {} failed ({}); rank {} moved to slot {}/{}", m.rail, m.port,
+                                     m.reason.empty() ? "no reason given" : m.reason, m.rank, m.ingress, m.egress));
+      spdlog::warn("rank {}: {}", options_.rank, reports_.back());
+      sample(fmt::format("rank{}", m.rank), "slot_moved", m.port, "port");
+      break;
+    }
     case MsgType::kError:
       if (!m.group.empty() && m.seq >= 0) {
         errors_[{m.group, m.seq}] = m.message;

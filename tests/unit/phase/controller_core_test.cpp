@@ -1,12 +1,14 @@
 // The controller's logic driven by hand, without a socket, a thread or a timer: protocol lines
 // in, CoreActions recorded, rail results and timer expiries fed back when the test says so.
 // The same logic runs behind real sockets in tests/integration/phase (controller_test.cpp).
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "ocslab/common/clock.h"
 #include "ocslab/phase/controller_core.h"
 
 namespace controller_core_test {
@@ -20,7 +22,7 @@ JobLayout layout() { return JobLayout{"job", 2, {{"dp", 2}}}; }
 struct Recorder : CoreActions {
   ControllerCore* core = nullptr;
   std::map<ConnId, std::vector<Message>> sent;
-  std::vector<size_t> reprograms;                  // rails, in order asked
+  std::vector<size_t> reprograms;                    // rails, in order asked
   std::map<std::pair<uint64_t, size_t>, int> armed;  // (reconfig, rail) -> attempt
   std::vector<size_t> rings;
   std::set<ConnId> closing;
@@ -34,6 +36,8 @@ struct Recorder : CoreActions {
   }
   void cancel_timer(uint64_t id, size_t rail) override { armed.erase({id, rail}); }
   void build_ring(size_t rail) override { rings.push_back(rail); }
+  void mask(size_t rail, int port) override { masks.emplace_back(rail, port); }
+  std::vector<std::pair<size_t, int>> masks;  // (rail, port), in order asked
 };
 
 struct Harness {
@@ -274,8 +278,9 @@ TEST_CASE("controller core: a rank that disconnects fails the barriers it was in
   h.core.closed(Harness::conn(2), "connection reset", false);
   auto err = h.take(0, MsgType::kError);
   REQUIRE(err.size() == 1);
-  CHECK(err[0].message == "group pp-0 seq 1 cannot complete: rank 2 disconnected (connection reset); its groups: "
-                          "dp-s1, pp-0");
+  CHECK(err[0].message ==
+        "group pp-0 seq 1 cannot complete: rank 2 disconnected (connection reset); its groups: "
+        "dp-s1, pp-0");
   auto lost = h.take(1, MsgType::kPeerLost);
   REQUIRE(lost.size() == 1);
   CHECK(lost[0].rank == 2);
@@ -292,8 +297,7 @@ TEST_CASE("controller core: a rank that disconnects fails the barriers it was in
   CHECK(h.count(Kind::kDisconnect) == 1);
 }
 
-TEST_CASE("controller core: bad input is rejected naming rank and group, and a bad client is closed",
-          "[phase][core]") {
+TEST_CASE("controller core: bad input is rejected naming rank and group, and a bad client is closed", "[phase][core]") {
   Harness h;
   h.core.opened(Harness::conn(0), "127.0.0.1:40000");
   h.core.on_line(Harness::conn(0), "{not json");
@@ -341,8 +345,8 @@ TEST_CASE("controller core: a hello without the token joins nothing; strangers' 
     REQUIRE(act.sent[c].size() == 1);
     CHECK_THAT(act.sent[c][0].message, Catch::Contains(c % 2 ? "without the controller's token" : "wrong token"));
   }
-  CHECK(core.events().size() == 16);     // the first 16 refusals are recorded ...
-  CHECK(core.problems().size() == 17);   // ... then one line says the rest are only counted
+  CHECK(core.events().size() == 16);    // the first 16 refusals are recorded ...
+  CHECK(core.problems().size() == 17);  // ... then one line says the rest are only counted
   h.token = cfg.token;
   h.rank = 0;
   core.opened(100, "127.0.0.1:1");
@@ -353,10 +357,10 @@ TEST_CASE("controller core: a hello without the token joins nothing; strangers' 
   CHECK(act.reprograms.empty());
 }
 
-
-TEST_CASE("controller core: a run every member declared is granted with one ACK and holds its stage until the "
-          "last done",
-          "[phase][core]") {
+TEST_CASE(
+    "controller core: a run every member declared is granted with one ACK and holds its stage until the "
+    "last done",
+    "[phase][core]") {
   Harness h;
   for (int r = 0; r < 4; ++r) h.join(r);
   for (int r = 0; r < 4; ++r) h.take(r, MsgType::kWelcome);
@@ -441,6 +445,63 @@ TEST_CASE("controller core: no grant when a member declares no run, for pipeline
   a = h.take(2, MsgType::kAck);
   REQUIRE(a.size() == 1);
   CHECK(a[0].keep == 0);  // an explicit digit is never granted ahead
+}
+
+TEST_CASE("controller core: a failed port is masked once and a rank that moved is announced to every shim",
+          "[phase][core]") {
+  Harness h(2);
+  for (int r = 0; r < 4; ++r) h.join(r);
+  for (int r = 0; r < 4; ++r) h.take(r, MsgType::kMasked);
+  const int64_t seen = ocslab::now().monotonic_ns - 40'000'000;  // first seen 40 ms ago
+  h.core.on_port_failed(1, 19, "no light on port 19 (h3:eth2) for 2 polls", seen);
+  h.core.on_port_failed(1, 19, "again", 0);  // reported twice: one mask
+  h.core.on_port_failed(7, 19, "no such rail", 0);
+  REQUIRE(h.act.masks == std::vector<std::pair<size_t, int>>{{1, 19}});
+  CHECK(h.count(Kind::kPortFailed) == 1);
+  for (int r = 0; r < 4; ++r) CHECK(h.take(r, MsgType::kMasked).empty());  // nothing said before the move
+
+  MaskOutcome o;
+  o.rank = 2;
+  o.from = Slot{3, 19};
+  o.to = Slot{5, 21};
+  h.core.on_mask_result(1, 19, o);
+  for (int r = 0; r < 4; ++r) {
+    auto m = h.take(r, MsgType::kMasked);
+    REQUIRE(m.size() == 1);
+    CHECK(m[0].rail == "rail1");
+    CHECK(m[0].rank == 2);
+    CHECK(m[0].port == 19);
+    CHECK(m[0].ingress == 5);
+    CHECK(m[0].egress == 21);
+    CHECK(m[0].reason == "no light on port 19 (h3:eth2) for 2 polls");
+  }
+  const auto ev = h.core.events();
+  auto masked = std::find_if(ev.begin(), ev.end(), [](const ControllerEvent& e) { return e.kind == Kind::kMasked; });
+  REQUIRE(masked != ev.end());
+  CHECK(masked->rail == "rail1");
+  CHECK(masked->rank == 2);
+  CHECK(masked->value >= 40.0);  // from the first sight of the failure
+  CHECK(masked->detail == "port 19 masked; rank 2 moved from slot 3/19 to 5/21");
+  CHECK_FALSE(h.core.in_fallback());
+}
+
+TEST_CASE("controller core: a port that cannot be masked is a problem naming it, and no shim is told",
+          "[phase][core]") {
+  Harness h;
+  for (int r = 0; r < 4; ++r) h.join(r);
+  for (int r = 0; r < 4; ++r) h.take(r, MsgType::kMasked);
+  h.core.on_port_failed(0, 3, "no light", 0);
+  MaskOutcome o;
+  o.error = "rail rail0: port 3 failed under job job rank 2; no healthy spare slot remains (1 masked)";
+  h.core.on_mask_result(0, 3, o);
+  for (int r = 0; r < 4; ++r) CHECK(h.take(r, MsgType::kMasked).empty());
+  auto problems = h.core.problems();
+  REQUIRE_FALSE(problems.empty());
+  CHECK_THAT(problems.back(), Catch::Contains("rail rail0: port 3 could not be masked") &&
+                                  Catch::Contains("no healthy spare slot remains"));
+  const auto ev = h.core.events();
+  CHECK(std::count_if(ev.begin(), ev.end(),
+                      [](const ControllerEvent& e) { return e.kind == Kind::kMasked && e.rank == -1; }) == 1);
 }
 
 }  // namespace controller_core_test

@@ -79,8 +79,9 @@ TEST_CASE("safe-window reconfigures only when the idle window exceeds the switch
 
 TEST_CASE("the phase table with idle windows loads, and its mistakes name file:line:col", "[phase][policy]") {
   {
-    TempFile f("# step of gpt\nindex,group,type,bytes,idle_us\n0,pp0,send,1048576,300\n1,dp0s0,allreduce,4194304,"
-               "25000\n");
+    TempFile f(
+        "# step of gpt\nindex,group,type,bytes,idle_us\n0,pp0,send,1048576,300\n1,dp0s0,allreduce,4194304,"
+        "25000\n");
     auto t = PhaseWindows::load(f.path);
     REQUIRE(t.ops.size() == 2);
     CHECK(t.ops[1].group == "dp0s0");
@@ -148,6 +149,7 @@ struct Actions : CoreActions {
   void arm_timer(uint64_t, size_t, int, std::chrono::milliseconds) override {}
   void cancel_timer(uint64_t, size_t) override {}
   void build_ring(size_t) override {}
+  void mask(size_t, int) override {}
 };
 
 // PP=2, DP=2 (ranks 0,1 | 2,3), one rail at "11"; group pp-0 = ranks 0 and 2 (digit 0).
@@ -297,10 +299,10 @@ TEST_CASE("the controller file selects a policy; bad policy keys name file:line:
   CHECK(parse_text(replaced(replaced(replaced(kPolicyFile, "safe-window", "greedy"), "phase_table: phases.csv\n", ""),
                             "switch_time_ms: 2.5\n", ""))
             .policy == Policy::kGreedy);
-  CHECK(parse_text(replaced(replaced(replaced(kPolicyFile, "policy: safe-window\n", ""), "phase_table: phases.csv\n",
-                                     ""),
-                            "switch_time_ms: 2.5\n", ""))
-            .policy == Policy::kOnRequest);
+  CHECK(
+      parse_text(replaced(replaced(replaced(kPolicyFile, "policy: safe-window\n", ""), "phase_table: phases.csv\n", ""),
+                          "switch_time_ms: 2.5\n", ""))
+          .policy == Policy::kOnRequest);
   CHECK_THROWS_WITH(parse_text(replaced(kPolicyFile, "safe-window", "lazy")),
                     "c.yaml:4:9: policy 'lazy' is not one of on-request, safe-window, greedy");
   CHECK_THROWS_WITH(parse_text(replaced(kPolicyFile, "phase_table: phases.csv\n", "")),

@@ -26,9 +26,9 @@ std::vector<Message> sample_messages() {
                                        "slash/and ~",
                                        std::string("nul\0x", 5)};
   std::vector<Message> out;
-  for (auto t :
-       {MsgType::kHello, MsgType::kRegister, MsgType::kRequest, MsgType::kDone, MsgType::kBye, MsgType::kWelcome,
-        MsgType::kRegistered, MsgType::kAck, MsgType::kFallback, MsgType::kPeerLost, MsgType::kError}) {
+  for (auto t : {MsgType::kHello, MsgType::kRegister, MsgType::kRequest, MsgType::kDone, MsgType::kBye,
+                 MsgType::kWelcome, MsgType::kRegistered, MsgType::kAck, MsgType::kFallback, MsgType::kPeerLost,
+                 MsgType::kMasked, MsgType::kError}) {
     for (size_t i = 0; i < texts.size(); ++i) {
       const bool set = i % 2 == 0;
       Message m;
@@ -54,6 +54,10 @@ std::vector<Message> sample_messages() {
       m.reason = texts[(i + 3) % texts.size()];
       m.message = texts[i];
       m.groups = set ? std::vector<std::string>{"a", texts[i]} : std::vector<std::string>{};
+      m.rail = texts[(i + 4) % texts.size()];
+      m.port = set ? 1048576 : 19;
+      m.ingress = static_cast<int>(i) + 1;
+      m.egress = static_cast<int>(i) + 17;
       out.push_back(m);
     }
   }

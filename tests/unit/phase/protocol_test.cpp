@@ -43,7 +43,7 @@ TEST_CASE("every message type round-trips through one JSON line", "[phase][proto
   CHECK(da.wait_us == 1500);
 
   for (auto t : {MsgType::kHello, MsgType::kRegister, MsgType::kDone, MsgType::kBye, MsgType::kWelcome,
-                 MsgType::kRegistered, MsgType::kFallback, MsgType::kPeerLost, MsgType::kError}) {
+                 MsgType::kRegistered, MsgType::kFallback, MsgType::kPeerLost, MsgType::kMasked, MsgType::kError}) {
     Message x;
     x.type = t;
     x.job = "j";
@@ -55,9 +55,33 @@ TEST_CASE("every message type round-trips through one JSON line", "[phase][proto
     x.seq = 1;
     x.reason = "r";
     x.message = "m";
+    x.rail = "rail1";
+    x.port = 19;
+    x.ingress = 5;
+    x.egress = 21;
     INFO(to_string(t));
     CHECK(decode(encode(x)).type == t);
   }
+}
+
+TEST_CASE("masked names the rail, the failed port and the rank's new slot", "[phase][protocol]") {
+  Message m;
+  m.type = MsgType::kMasked;
+  m.rail = "rail0";
+  m.rank = 2;
+  m.port = 19;
+  m.ingress = 5;
+  m.egress = 21;
+  m.reason = "no light on port 19";
+  const auto line = encode(m);
+  CHECK(
+      line ==
+      R"({"egress":21,"ingress":5,"port":19,"rail":"rail0","rank":2,"reason":"no light on port 19","type":"masked","v":2})");
+  CHECK(decode(line) == m);
+  CHECK_THROWS_WITH(decode(R"({"egress":21,"ingress":5,"port":0,"rail":"rail0","rank":2,"type":"masked","v":2})"),
+                    Catch::Contains("field 'port' = 0 is outside 1..1048576"));
+  CHECK_THROWS_WITH(decode(R"({"egress":21,"port":19,"rail":"rail0","rank":2,"type":"masked","v":2})"),
+                    Catch::Contains("'ingress'"));
 }
 
 TEST_CASE("a request declares its run and an ACK grants it; both are left out when 0", "[phase][protocol]") {

@@ -1,12 +1,11 @@
 // The per-job controller: a Boost.Asio TCP server (one event loop, no thread per connection)
-// that the ranks' shims talk to, around the socket-free ControllerCore (controller_core.h). It keeps the job's group registry, counts ready ranks per
-// (group, op sequence number), and only once every rank of a group asked does it change the
-// fabric: the rails' orchestrators run on worker threads (one strand per rail, so a slow
-// switch never blocks the loop), and every rank is ACKed after every rail confirmed.
-// Per-stage locking enforces G1 (no op starts on a stage under reconfiguration) and G2 (no
-// reconfiguration of a stage while an op is in flight on it). A rail that does not confirm
-// in time is retried; after repeated failures the job falls back to a static giant ring and
-// every shim is told so.
+// that the ranks' shims talk to, around the socket-free ControllerCore (controller_core.h). It keeps the job's group
+// registry, counts ready ranks per (group, op sequence number), and only once every rank of a group asked does it
+// change the fabric: the rails' orchestrators run on worker threads (one strand per rail, so a slow switch never blocks
+// the loop), and every rank is ACKed after every rail confirmed. Per-stage locking enforces G1 (no op starts on a stage
+// under reconfiguration) and G2 (no reconfiguration of a stage while an op is in flight on it). A rail that does not
+// confirm in time is retried; after repeated failures the job falls back to a static giant ring and every shim is told
+// so.
 #pragma once
 
 #include <chrono>
@@ -48,6 +47,9 @@ struct ControllerOptions {
   // Called on the rail's worker thread after every reprogramming attempt that returned (circuits
   // changed or not), with the orchestrator's report: the runner records each reconfiguration.
   std::function<void(const ReconfigReport&)> on_reprogram;
+  // Called on the rail's worker thread after a failed port was masked (port_failed), with the
+  // orchestrator's report (its `reapplied` is the re-made circuits, also given to on_reprogram).
+  std::function<void(const std::string& rail, const MaskReport&)> on_mask;
   // The orchestrator policy (policy.h, docs/phase-control.md#orchestrator-policies).
   // safe-window: reconfigure only when the phase table's idle window before the op exceeds
   // switch_time (both required, else start() throws). greedy: each rail's change is allocated
@@ -80,6 +82,14 @@ class Controller {
   bool in_fallback() const;
   // Reconfigurations the safe-window policy declined (0 under the other policies).
   size_t declined() const;
+
+  // A port of the named rail failed (a detector saw no light on a made circuit, ...): the
+  // controller masks it once, in order with the rail's reprogramming (Orchestrator::mask_port:
+  // the rank on it moves to a free healthy slot and its circuits are re-made there), records
+  // port_failed and masked events, and tells every shim (`masked`). seen_mono_ns: when the
+  // evidence was first seen (monotonic clock; 0: now). Thread-safe; returns at once. Throws
+  // ocslab::Error for a rail the job does not have.
+  void port_failed(const std::string& rail, int port, std::string evidence, int64_t seen_mono_ns = 0);
 
   struct Impl;  // opaque; public only so the source file's session type can name it
 

@@ -45,6 +45,9 @@ struct ControllerEvent {
     kDisconnect,  // a rank's connection ended without bye
     kRejected,    // bad input (detail names rank and group)
     kDeclined,    // safe-window kept the circuits: the window was too short (value: idle_us)
+    kPortFailed,  // a rail's port was reported failed (value: the port; detail: the evidence)
+    kMasked,      // the rail masked it (rank: the rank moved, -1 none; value: ms from the failure
+                  // being seen to the circuits re-made on the spare; detail: the move or the error)
   };
   Kind kind = Kind::kRequest;
   int64_t mono_ns = 0;
@@ -78,14 +81,24 @@ class CoreActions {
   virtual void cancel_timer(uint64_t reconfig, size_t rail) = 0;
   // Wire the job's static giant ring on the rail, then report on_ring_result.
   virtual void build_ring(size_t rail) = 0;
+  // Mask the failed port on the rail (Orchestrator::mask_port, in order with the rail's
+  // reprogramming), then report on_mask_result.
+  virtual void mask(size_t rail, int port) = 0;
+};
+
+// What masking a failed port did (Orchestrator::mask_port's report, in the core's terms).
+struct MaskOutcome {
+  int rank = -1;      // the rank that moved; -1: the port was on no rank's slot
+  Slot from, to;      // its slot before and after (when rank >= 0 and no error)
+  std::string error;  // not empty: nothing moved (no healthy spare: InfeasibleError's text)
 };
 
 struct CoreConfig {
   JobLayout layout;
-  std::vector<std::string> rails;  // rail names, in order
-  std::vector<TopoId> initial;     // per rail: the job's topology on it now
+  std::vector<std::string> rails;                // rail names, in order
+  std::vector<TopoId> initial;                   // per rail: the job's topology on it now
   std::chrono::milliseconds ack_timeout{10000};  // per rail and attempt
-  int max_retries = 2;  // attempts after the first before falling back to the giant ring
+  int max_retries = 2;                           // attempts after the first before falling back to the giant ring
   // The shims' shared secret: every hello must carry it (compared in constant time), else the
   // connection is refused before it can name a rank. Empty: no authentication (loopback only,
   // enforced by Controller::start).
@@ -116,6 +129,12 @@ class ControllerCore {
   void on_rail_result(size_t rail, uint64_t version, bool ok, const std::string& error, const TopoId& topo);
   void on_timeout(uint64_t reconfig, size_t rail, int attempt);
   void on_ring_result(size_t rail, const std::string& error);
+  // A port of the rail failed: `seen_mono_ns` is when the evidence was first seen (a power
+  // monitor's first dark reading; monotonic clock), `evidence` says what it was. The core records
+  // it and asks for the port to be masked once; a port reported again is ignored.
+  void on_port_failed(size_t rail, int port, const std::string& evidence, int64_t seen_mono_ns);
+  // The rail's answer to mask(): a rank that moved is announced to every shim (`masked`).
+  void on_mask_result(size_t rail, int port, const MaskOutcome& outcome);
   // Cancels every timer still armed (the runner is stopping).
   void cancel_timers();
 
@@ -203,6 +222,8 @@ class ControllerCore {
   std::map<int, std::multiset<std::pair<std::string, int64_t>>> rank_ops_;
   std::map<uint64_t, Reconfig> active_;
   uint64_t next_id_ = 0;
+  // (rail, port) -> when the failure was first seen (monotonic ns) and its evidence
+  std::map<std::pair<size_t, int>, std::pair<int64_t, std::string>> failed_;
   std::vector<TopoId> current_;      // per rail, confirmed
   std::vector<uint64_t> confirmed_;  // per rail
   Fallback fallback_ = Fallback::kNo;

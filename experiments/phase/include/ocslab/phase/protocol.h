@@ -40,6 +40,8 @@ enum class MsgType {
   kAck,         // group, seq, topo, reconfigured, fallback, wait_us, [keep]
   kFallback,    // reason: the controller gave up reconfiguring; fabric is (being) set to a giant ring
   kPeerLost,    // rank, groups, reason
+  kMasked,      // rail, rank, port, ingress, egress, reason: a failed port was masked and the rank
+                // moved to the spare slot ingress/egress on that rail (its circuits re-made there)
   kError,       // message, [group, seq]
 };
 
@@ -71,6 +73,11 @@ struct Message {
   std::string reason;               // kFallback, kPeerLost
   std::string message;              // kError
   std::vector<std::string> groups;  // kPeerLost
+  // kMasked: the rail, the failed port and the rank's new slot (rank: the rank that moved).
+  std::string rail;
+  int port = 0;
+  int ingress = 0;
+  int egress = 0;
 
   bool operator==(const Message&) const = default;
 };

@@ -95,8 +95,19 @@ struct Decision {
   // false for management ops, ops run in fallback without a controller, and ops granted by an
   // earlier ACK of their group (a `topo_hit` sample): their topology was provably in force.
   bool barrier = false;
-  double wait_ms = 0;         // time the hook blocked
+  double wait_ms = 0;                       // time the hook blocked
   std::map<std::string, std::string> topo;  // rail -> topo_id the op runs on
+};
+
+// A failed port the controller masked (its `masked` message): on `rail` the rank's slot moved
+// from the one holding `port` to ingress/egress, where its circuits were re-made.
+struct SlotMove {
+  std::string rail;
+  int rank = -1;
+  int port = 0;
+  int ingress = 0;
+  int egress = 0;
+  std::string reason;
 };
 
 class Shim {
@@ -122,6 +133,9 @@ class Shim {
   // Every report the shim received or raised (fallback, peer lost, controller lost), in words.
   const std::vector<std::string>& reports() const { return reports_; }
   const std::vector<Sample>& samples() const { return samples_; }
+  // Every masked port the controller announced (any rank's), in arrival order. Messages are
+  // read while the shim waits for an ACK, so a move shows here by the next op's hook.
+  const std::vector<SlotMove>& slot_moves() const { return moves_; }
   void write_csv(const std::string& path) const;
   const PhaseTable& phase_table() const { return table_; }
   bool provisioning_active() const { return options_.mode == ShimMode::kProvisioning && table_ready_; }
@@ -166,6 +180,7 @@ class Shim {
   bool fallback_ = false;
   std::string fallback_reason_;
   std::vector<std::string> reports_;
+  std::vector<SlotMove> moves_;
   std::vector<Sample> samples_;
   PhaseTable table_;
   bool table_ready_ = false;
