@@ -52,7 +52,7 @@ ControllerConfig parse_controller_config(const YamlDoc& doc) {
   if (!root.IsMap()) throw config_error(doc, root, "a controller file is a mapping (job, pp, dims, rails, ...)");
   only_keys(doc, root,
             {"job", "pp", "dims", "initial", "listen", "token", "token_file", "ack_timeout_ms", "max_retries", "policy",
-             "phase_table", "switch_time_ms", "rails"});
+             "phase_table", "switch_time_ms", "detect", "rails"});
   ControllerConfig c;
   c.origin = doc.origin;
   c.layout.job = as_string(doc, require(doc, root, "job"));
@@ -106,7 +106,8 @@ ControllerConfig parse_controller_config(const YamlDoc& doc) {
     c.token_file = as_string(doc, t);
     if (c.token_file.empty()) throw config_error(doc, t, "token_file must name a file");
     std::filesystem::path p(c.token_file);
-    if (p.is_relative() && !doc.origin.empty()) c.token_file = (std::filesystem::path(doc.origin).parent_path() / p).string();
+    if (p.is_relative() && !doc.origin.empty())
+      c.token_file = (std::filesystem::path(doc.origin).parent_path() / p).string();
   }
   if (c.token.empty() && c.token_file.empty()) {
     boost::system::error_code ec;
@@ -132,6 +133,27 @@ ControllerConfig parse_controller_config(const YamlDoc& doc) {
   c.policy = pc.policy;
   c.phase_table = pc.phase_table;
   c.switch_time_ms = pc.switch_time_ms;
+  if (auto d = root["detect"]) {
+    if (!d.IsMap()) throw config_error(doc, d, "detect is {interval_ms, threshold_dbm, dark_polls, settle_ms}");
+    only_keys(doc, d, {"interval_ms", "threshold_dbm", "dark_polls", "settle_ms"});
+    PortWatchOptions w;
+    auto ranged = [&](const char* key, int64_t lo, int64_t hi, int64_t fallback) -> int64_t {
+      auto n = d[key];
+      if (!n) return fallback;
+      auto v = as_int(doc, n);
+      if (v < lo || v > hi) throw config_error(doc, n, fmt::format("detect.{} must be {}..{}", key, lo, hi));
+      return v;
+    };
+    w.interval = std::chrono::milliseconds(ranged("interval_ms", 1, 60'000, w.interval.count()));
+    w.dark_polls = static_cast<int>(ranged("dark_polls", 1, 100, w.dark_polls));
+    w.settle = std::chrono::milliseconds(ranged("settle_ms", 0, 600'000, 0));
+    if (auto t = d["threshold_dbm"]) {
+      auto v = as_double(doc, t);
+      if (!(v >= -100 && v <= 10)) throw config_error(doc, t, "detect.threshold_dbm must be -100..10");
+      w.threshold_dbm = v;
+    }
+    c.detect = w;
+  }
   auto rails = require(doc, root, "rails");
   if (!rails.IsSequence() || rails.size() == 0) throw config_error(doc, rails, "rails is a non-empty list");
   std::set<std::string> names;

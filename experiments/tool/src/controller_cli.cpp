@@ -7,22 +7,23 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <ostream>
 #include <thread>
 
 #include "cli_args.h"
 #include "commands.h"
-#include "ocslab/common/interrupt.h"
 #include "ocslab/cli/ocslab_cli.h"
 #include "ocslab/common/csv_writer.h"
+#include "ocslab/common/interrupt.h"
 #include "ocslab/ocsctl/driver.h"
 #include "ocslab/phase/controller.h"
 #include "ocslab/phase/controller_config.h"
+#include "ocslab/phase/port_watch.h"
 
 namespace ocslab::cli {
 
 namespace {
-
 
 constexpr const char* kControllerHelp = R"(ocslab controller - the phase controller of one job (Opus-style)
 
@@ -43,9 +44,15 @@ hello within 5 s of connecting, each line within 5 s of its first byte, 64 KiB a
 Options:
   --check             validate CONFIG, print the plan (rails, slots, sub-mappings), exit
   --events FILE.csv   write every controller event (request, ack, done, reconfig_start/end,
-                      timeout, retry, fallback, ring_ready, disconnect, rejected) at exit
+                      timeout, retry, fallback, ring_ready, disconnect, rejected, declined,
+                      port_failed, masked) at exit
   --duration SECONDS  stop after this long
   -h, --help          this text
+
+With detect: in CONFIG, each rail's circuits are watched through the switch's power monitors
+(a second session per rail): a port whose light is lost on a made circuit is masked, the rank
+on it moves to a spare slot (slots beyond the job's ranks) and its circuits are re-made there,
+and every shim is told (docs/phase-control.md, "Failed ports").
 
 Switch passwords come from $OCSLAB_OCS_PASSWORD (bound to $OCSLAB_OCS_PASSWORD_HOST; alone,
 loopback switches only) or the credentials file (docs/ocsctl.md).
@@ -102,6 +109,11 @@ int run_controller(const std::vector<std::string>& args, std::ostream& out, std:
                        : !cfg.token.empty()    ? std::string("inline")
                                                : std::string("none: loopback only"),
                        cfg.ack_timeout_ms, cfg.max_retries);
+    if (cfg.detect) {
+      out << fmt::format("detect: every {} ms, dark below {} dBm for {} readings, settle {} ms\n",
+                         cfg.detect->interval.count(), cfg.detect->threshold_dbm, cfg.detect->dark_polls,
+                         cfg.detect->settle.count() ? cfg.detect->settle.count() : 3 * cfg.detect->interval.count());
+    }
     out << fmt::format("policy {}{}\n", phase::to_string(cfg.policy),
                        cfg.policy == phase::Policy::kSafeWindow
                            ? fmt::format(" (switch time {} ms, {} ops in {})", cfg.switch_time_ms,
@@ -132,6 +144,18 @@ int run_controller(const std::vector<std::string>& args, std::ostream& out, std:
   }
   phase::Controller ctl(co);
   ctl.start();
+  std::vector<std::unique_ptr<phase::PortWatch>> watches;
+  if (cfg.detect) {
+    for (size_t k = 0; k < cfg.rails.size(); ++k) {
+      ocs::DriverOptions o;
+      o.allow = cfg.rails[k].allow;
+      watches.push_back(std::make_unique<phase::PortWatch>(
+          co.rails[k], ocs::make_driver(ocs::SwitchUrl::parse(cfg.rails[k].url), o),
+          [&ctl](const phase::PortFailure& f) { ctl.port_failed(f.rail, f.port, f.evidence, f.seen_mono_ns); },
+          *cfg.detect));
+      watches.back()->start();
+    }
+  }
   out << fmt::format("{{\"listen\":\"{}:{}\",\"job\":\"{}\",\"rails\":{}}}\n", cfg.listen_host, ctl.port(),
                      cfg.layout.job, cfg.rails.size())
       << std::flush;
@@ -143,6 +167,7 @@ int run_controller(const std::vector<std::string>& args, std::ostream& out, std:
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   interrupt.restore();
+  watches.clear();  // stopped before the controller they report to
   ctl.stop();
   if (!events_path.empty()) {
     CsvWriter w(events_path);

@@ -10,14 +10,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <sstream>
 #include <thread>
 
-#include "ocslab/testing/phase_lab.h"
 #include "ocslab/cli/ocslab_cli.h"
 #include "ocslab/phase/shim.h"
+#include "ocslab/testing/phase_lab.h"
 
 using namespace phase_test;
 using namespace ocslab::phase;
@@ -140,6 +142,59 @@ TEST_CASE("ocslab controller serves shims and rewires the switch", "[phase][cli]
   std::remove(events.c_str());
 }
 
+TEST_CASE("ocslab controller with detect: masks a port whose light is lost and moves the rank to the spare slot",
+          "[phase][cli][mask]") {
+  Lab lab;
+  ::setenv("OCSLAB_OCS_PASSWORD", "root", 1);
+  int port = free_port();
+  // Ranks 0 and 1 on slots 1-65 and 2-66 (a DP ring of two: 1->66, 2->65); slot 3-67 is the spare.
+  auto cfg = "/tmp/ocslab-phase-cli-detect-" + std::to_string(::getpid()) + ".yaml";
+  std::ofstream(cfg) << "job: cli\npp: 1\ndims: [{name: dp, size: 2}]\nlisten: 127.0.0.1:" << port
+                     << "\ndetect: {interval_ms: 10, dark_polls: 2}\nrails:\n  - name: rail0\n    switch: " << lab.url()
+                     << "\n    allow: 1..3,65..67\n    slots: [1-65, 2-66, 3-67]\n";
+  std::ostringstream cout_, cerr_;
+  CHECK(ocslab::cli::run_ocslab({"controller", cfg, "--check"}, cout_, cerr_) == ocslab::cli::kExitOk);
+  CHECK_THAT(cout_.str(), Catch::Contains("detect: every 10 ms, dark below -25 dBm for 2 readings, settle 30 ms"));
+
+  auto events = "/tmp/ocslab-phase-cli-detect-" + std::to_string(::getpid()) + ".csv";
+  std::ostringstream out, err;
+  int rc = -1;
+  std::thread cli([&] {
+    rc = ocslab::cli::run_ocslab({"controller", cfg, "--duration", "3", "--events", events}, out, err);
+  });
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (lab.circuits().size() < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(lab.circuits().size() == 2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the watch has seen the circuits lit
+  std::promise<bool> closed;
+  boost::asio::post(lab.io, [&] { closed.set_value(!lab.model.set_shutter({66}, true).has_value()); });
+  REQUIRE(closed.get_future().get());
+  cli.join();
+  INFO(err.str());
+  CHECK(rc == ocslab::cli::kExitOk);  // masked onto the spare: the job never fell back
+  auto wired = lab.circuits();
+  std::sort(wired.begin(), wired.end());
+  CHECK(wired == std::vector<ocslab::ocs::Circuit>{{1, 67}, {3, 65}});
+  std::ifstream ev(events);
+  std::string all((std::istreambuf_iterator<char>(ev)), std::istreambuf_iterator<char>());
+  CHECK_THAT(all, Catch::Contains(",port_failed,-1,rail0,") &&
+                      Catch::Contains("no light leaves egress port 66 of circuit 1->66") &&
+                      Catch::Contains(",masked,1,rail0,") &&
+                      Catch::Contains("port 66 masked; rank 1 moved from slot 2/66 to 3/67"));
+  CHECK_THAT(err.str(), Catch::Contains("problem: rail rail0: port 66 masked; rank 1 moved from slot 2/66 to 3/67"));
+
+  // Bad detect keys name the line.
+  std::ofstream(cfg) << "job: cli\npp: 1\ndims: [{name: dp, size: 2}]\ndetect: {interval_ms: 0}\nrails:\n  - name: "
+                        "rail0\n    switch: "
+                     << lab.url() << "\n    slots: [1-65, 2-66]\n";
+  std::ostringstream out2, err2;
+  CHECK(ocslab::cli::run_ocslab({"controller", cfg, "--check"}, out2, err2) == ocslab::cli::kExitInput);
+  CHECK_THAT(err2.str(), Catch::Contains(cfg + ":4:") && Catch::Contains("detect.interval_ms must be 1..60000"));
+  std::remove(cfg.c_str());
+  std::remove(events.c_str());
+}
+
 TEST_CASE("ocslab controller reads its token file only when private, before touching a switch",
           "[phase][cli][security]") {
   Lab lab;
@@ -160,17 +215,17 @@ TEST_CASE("ocslab controller reads its token file only when private, before touc
   std::remove((base + ".token").c_str());
 }
 
-TEST_CASE("ocslab controller under safe-window: --check shows the policy, a bad table is refused before the switch, "
-          "a short window is declined and reported",
-          "[phase][cli][policy]") {
+TEST_CASE(
+    "ocslab controller under safe-window: --check shows the policy, a bad table is refused before the switch, "
+    "a short window is declined and reported",
+    "[phase][cli][policy]") {
   Lab lab;
   ::setenv("OCSLAB_OCS_PASSWORD", "root", 1);
   const std::string base = "/tmp/ocslab-phase-cli-policy-" + std::to_string(::getpid());
   int port = free_port();
   // Two stages of one rank each, wired "11"; the PP op (op 0 of the step) has 200 us before it.
   auto cfg = write_config(base + ".yaml", lab, port, 2, 1);
-  std::ofstream(cfg, std::ios::app) << "policy: safe-window\nphase_table: " << base
-                                    << ".csv\nswitch_time_ms: 5\n";
+  std::ofstream(cfg, std::ios::app) << "policy: safe-window\nphase_table: " << base << ".csv\nswitch_time_ms: 5\n";
   std::ofstream(base + ".csv") << "index,group,type,bytes,idle_us\n0,pp,send,64,oops\n";
   std::ostringstream out, err;
   CHECK(ocslab::cli::run_ocslab({"controller", cfg, "--duration", "0.1"}, out, err) == ocslab::cli::kExitInput);

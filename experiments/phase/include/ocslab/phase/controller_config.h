@@ -10,6 +10,7 @@
 #include "ocslab/common/config.h"
 #include "ocslab/ocsctl/port_set.h"
 #include "ocslab/phase/controller.h"
+#include "ocslab/phase/port_watch.h"
 #include "ocslab/phase/topology.h"
 
 namespace ocslab::phase {
@@ -27,6 +28,11 @@ namespace ocslab::phase {
 //   policy: safe-window           # optional: on-request (default), safe-window or greedy
 //   phase_table: phases.csv       # safe-window: index,group,type,bytes,idle_us (relative: next to this file)
 //   switch_time_ms: 25            # safe-window: reconfigure only when idle_us exceeds this
+//   detect:                       # optional: watch each rail's circuits, mask failed ports
+//     interval_ms: 20             #   power readings per rail (1..60000)
+//     threshold_dbm: -25          #   dark below this (-100..10)
+//     dark_polls: 2               #   consecutive dark readings make a failure (1..100)
+//     settle_ms: 60               #   a circuit younger than this is not judged (0..600000; 0: 3 intervals)
 //   rails:
 //     - name: rail0
 //       switch: tl1://admin@10.0.0.5:3082
@@ -53,6 +59,7 @@ struct ControllerConfig {
   std::string phase_table;   // safe-window's table, relative paths resolved against the file's folder
   double switch_time_ms = 0;  // safe-window's switch time
   PhaseWindows windows;       // load_controller_config reads phase_table (parse_controller_config does not)
+  std::optional<PortWatchOptions> detect;  // `detect:`: a PortWatch per rail feeds Controller::port_failed
   std::vector<RailConfig> rails;
 };
 
