@@ -61,6 +61,47 @@ Exit codes (the table in ocslab --help): 0 done, 1 bad command line, 2 bad CONFI
 Format and protocol: docs/phase-control.md
 )";
 
+// --check: the job, each rail's slots and initial circuits, the listener, the policy and detection.
+void print_plan(const phase::ControllerConfig& cfg, const phase::SubMappingTable& table, std::ostream& out) {
+  out << fmt::format("job {}: pp={} ranks={} ({}), initial topo_id {}, {} sub-mappings / {} entries\n", cfg.layout.job,
+                     cfg.layout.pp, cfg.layout.ranks(), cfg.layout.describe_digits(), cfg.initial.str(), table.count(),
+                     table.stored_entries());
+  for (const auto& r : cfg.rails) {
+    out << fmt::format("rail {}: {} slots on {}{}\n", r.name, r.slots.size(), r.url,
+                       r.allow ? " (allow " + r.allow->to_string() + ")" : std::string());
+    auto circuits = phase::to_circuits(table.compose(cfg.initial), r.slots);
+    for (const auto& c : circuits) out << "  " << ocs::to_string(c) << "\n";
+  }
+  out << fmt::format("listen {}:{} (token {}), ack timeout {} ms, {} retries\n", cfg.listen_host, cfg.listen_port,
+                     !cfg.token_file.empty() ? "from " + cfg.token_file
+                     : !cfg.token.empty()    ? std::string("inline")
+                                             : std::string("none: loopback only"),
+                     cfg.ack_timeout_ms, cfg.max_retries);
+  if (cfg.detect) {
+    out << fmt::format("detect: every {} ms, dark below {} dBm for {} readings, settle {} ms\n",
+                       cfg.detect->interval.count(), cfg.detect->threshold_dbm, cfg.detect->dark_polls,
+                       cfg.detect->settle.count() ? cfg.detect->settle.count() : 3 * cfg.detect->interval.count());
+  }
+  out << fmt::format("policy {}{}\n", phase::to_string(cfg.policy),
+                     cfg.policy == phase::Policy::kSafeWindow
+                         ? fmt::format(" (switch time {} ms, {} ops in {})", cfg.switch_time_ms, cfg.windows.ops.size(),
+                                       cfg.phase_table)
+                         : std::string());
+}
+
+// --events: every controller event, one CSV row each.
+void write_events(const std::string& path, const std::vector<phase::ControllerEvent>& events) {
+  CsvWriter w(path);
+  w.header({"mono_ns", "t_ns", "kind", "rank", "rail", "group", "seq", "stages", "value", "detail"});
+  for (const auto& e : events) {
+    std::string st;
+    for (int s : e.stages) st += (st.empty() ? "" : " ") + std::to_string(s);
+    w.row({std::to_string(e.mono_ns), std::to_string(e.real_ns), std::string(phase::to_string(e.kind)),
+           std::to_string(e.rank), e.rail, e.group, std::to_string(e.seq), st, fmt::format("{}", e.value), e.detail});
+  }
+  w.flush();
+}
+
 }  // namespace
 
 int run_controller(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -95,30 +136,7 @@ int run_controller(const std::vector<std::string>& args, std::ostream& out, std:
   auto cfg = phase::load_controller_config(config_path);
   phase::SubMappingTable table(cfg.layout);
   if (check) {
-    out << fmt::format("job {}: pp={} ranks={} ({}), initial topo_id {}, {} sub-mappings / {} entries\n",
-                       cfg.layout.job, cfg.layout.pp, cfg.layout.ranks(), cfg.layout.describe_digits(),
-                       cfg.initial.str(), table.count(), table.stored_entries());
-    for (const auto& r : cfg.rails) {
-      out << fmt::format("rail {}: {} slots on {}{}\n", r.name, r.slots.size(), r.url,
-                         r.allow ? " (allow " + r.allow->to_string() + ")" : std::string());
-      auto circuits = phase::to_circuits(table.compose(cfg.initial), r.slots);
-      for (const auto& c : circuits) out << "  " << ocs::to_string(c) << "\n";
-    }
-    out << fmt::format("listen {}:{} (token {}), ack timeout {} ms, {} retries\n", cfg.listen_host, cfg.listen_port,
-                       !cfg.token_file.empty() ? "from " + cfg.token_file
-                       : !cfg.token.empty()    ? std::string("inline")
-                                               : std::string("none: loopback only"),
-                       cfg.ack_timeout_ms, cfg.max_retries);
-    if (cfg.detect) {
-      out << fmt::format("detect: every {} ms, dark below {} dBm for {} readings, settle {} ms\n",
-                         cfg.detect->interval.count(), cfg.detect->threshold_dbm, cfg.detect->dark_polls,
-                         cfg.detect->settle.count() ? cfg.detect->settle.count() : 3 * cfg.detect->interval.count());
-    }
-    out << fmt::format("policy {}{}\n", phase::to_string(cfg.policy),
-                       cfg.policy == phase::Policy::kSafeWindow
-                           ? fmt::format(" (switch time {} ms, {} ops in {})", cfg.switch_time_ms,
-                                         cfg.windows.ops.size(), cfg.phase_table)
-                           : std::string());
+    print_plan(cfg, table, out);
     return kExitOk;
   }
   phase::ControllerOptions co;
@@ -169,17 +187,7 @@ int run_controller(const std::vector<std::string>& args, std::ostream& out, std:
   interrupt.restore();
   watches.clear();  // stopped before the controller they report to
   ctl.stop();
-  if (!events_path.empty()) {
-    CsvWriter w(events_path);
-    w.header({"mono_ns", "t_ns", "kind", "rank", "rail", "group", "seq", "stages", "value", "detail"});
-    for (const auto& e : ctl.events()) {
-      std::string st;
-      for (int s : e.stages) st += (st.empty() ? "" : " ") + std::to_string(s);
-      w.row({std::to_string(e.mono_ns), std::to_string(e.real_ns), std::string(phase::to_string(e.kind)),
-             std::to_string(e.rank), e.rail, e.group, std::to_string(e.seq), st, fmt::format("{}", e.value), e.detail});
-    }
-    w.flush();
-  }
+  if (!events_path.empty()) write_events(events_path, ctl.events());
   for (const auto& p : ctl.problems()) err << "ocslab controller: problem: " << p << "\n";
   if (cfg.policy == phase::Policy::kSafeWindow)
     err << fmt::format("ocslab controller: policy safe-window declined {} reconfigurations\n", ctl.declined());
