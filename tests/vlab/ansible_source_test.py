@@ -46,7 +46,10 @@ def run(cmd, **kw):
 
 
 commit = run(["git", "-C", src, "rev-parse", "--short=12", "HEAD"]).stdout.strip()
-configure_args = ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
+# One object per source: a unity build's generated sources hold the tree's absolute path, so
+# they would never match between the two trees.
+configure_args = ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache",
+                  "-DOCSLAB_UNITY_BUILD=OFF"]
 
 
 def ccache_env(base):

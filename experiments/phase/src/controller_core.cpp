@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "ocslab/common/clock.h"
+#include "ocslab/common/csv_writer.h"
 #include "ocslab/common/error.h"
 #include "ocslab/common/log.h"
 #include "ocslab/common/secret.h"
@@ -45,6 +46,18 @@ std::string_view to_string(ControllerEvent::Kind k) {
       return "masked";
   }
   return "?";
+}
+
+void write_events_csv(const std::string& path, const std::vector<ControllerEvent>& events) {
+  CsvWriter w(path);
+  w.header({"mono_ns", "t_ns", "kind", "rank", "rail", "group", "seq", "stages", "value", "detail"});
+  for (const auto& e : events) {
+    std::string st;
+    for (int s : e.stages) st += (st.empty() ? "" : " ") + std::to_string(s);
+    w.row({std::to_string(e.mono_ns), std::to_string(e.real_ns), std::string(to_string(e.kind)), std::to_string(e.rank),
+           e.rail, e.group, std::to_string(e.seq), st, fmt::format("{}", e.value), e.detail});
+  }
+  w.flush();
 }
 
 namespace {

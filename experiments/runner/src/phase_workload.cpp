@@ -14,18 +14,18 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <tuple>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <functional>
+#include <map>
 #include <mutex>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "ocslab/analysis/breakdown.h"
 #include "ocslab/analysis/summary.h"
@@ -38,14 +38,14 @@
 #include "ocslab/common/secret.h"
 #include "ocslab/ocsctl/driver.h"
 #include "ocslab/ocsctl/ssh_session.h"
-#include "ocslab/runner/job_launcher.h"
-#include "ocslab/runner/host_prep.h"
 #include "ocslab/ocsctl/switch_url.h"
 #include "ocslab/phase/orchestrator.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/experiment_type.h"
 #include "ocslab/runner/host_capture.h"
+#include "ocslab/runner/host_prep.h"
 #include "ocslab/runner/idle_windows.h"
+#include "ocslab/runner/job_launcher.h"
 #include "ocslab/runner/remote_dir.h"
 #include "ocslab/runner/run_context.h"
 #include "ocslab/runner/runner.h"
@@ -263,9 +263,9 @@ std::vector<SweepPoint> sweep_points(const std::vector<StepFigures>& figures) {
 }
 
 const std::vector<std::string>& sweep_csv_columns() {
-  static const std::vector<std::string> c = {"mode",       "switching_ms",       "repetition", "steps",
-                                             "step_ms",    "step_ms_sd",         "relative_to_native",
-                                             "reconfigs_per_step", "wait_ms", "barriers_per_step", "estimate_ms"};
+  static const std::vector<std::string> c = {"mode",    "switching_ms",      "repetition",         "steps",
+                                             "step_ms", "step_ms_sd",        "relative_to_native", "reconfigs_per_step",
+                                             "wait_ms", "barriers_per_step", "estimate_ms"};
   return c;
 }
 
@@ -336,21 +336,23 @@ void print_overhead(std::ostream& out, const std::vector<SweepPoint>& points) {
       ++n;
     }
     if (n == 0) continue;
-    std::string at = mode == "native" ? std::string("static fabric")
+    std::string at = mode == "native"   ? std::string("static fabric")
                      : lowest[mode] < 0 ? std::string("the switch's own switching time")
                                         : fmt::format("{:g} ms switching", lowest[mode]);
-    std::string vs = native && mode != "native" ? fmt::format(", x{:.3f} native ({:+.2f}% overhead)", rel / n, (rel / n - 1) * 100)
-                                                : std::string();
-    out << fmt::format("# {:<13} at {}: step {:.2f} ms{}, fabric wait {:.2f} ms, {:.2f} reconfigurations and {:.2f} "
-                       "controller barriers per step\n",
-                       mode, at, step / n, vs, wait / n, reconf / n, barriers / n);
+    std::string vs = native && mode != "native"
+                         ? fmt::format(", x{:.3f} native ({:+.2f}% overhead)", rel / n, (rel / n - 1) * 100)
+                         : std::string();
+    out << fmt::format(
+        "# {:<13} at {}: step {:.2f} ms{}, fabric wait {:.2f} ms, {:.2f} reconfigurations and {:.2f} "
+        "controller barriers per step\n",
+        mode, at, step / n, vs, wait / n, reconf / n, barriers / n);
   }
   for (const auto& mode : order) {
     if (auto s = sweep_slope(points, mode); s && mode != "native") {
-      out << fmt::format("# {:<13} sweep slope: {:.3f} ms of step time per ms of switching; {:.2f} reconfigurations "
-                         "per step (x{:.2f})\n",
-                         mode, s->slope, s->reconfigs_per_step,
-                         s->reconfigs_per_step > 0 ? s->slope / s->reconfigs_per_step : 0.0);
+      out << fmt::format(
+          "# {:<13} sweep slope: {:.3f} ms of step time per ms of switching; {:.2f} reconfigurations "
+          "per step (x{:.2f})\n",
+          mode, s->slope, s->reconfigs_per_step, s->reconfigs_per_step > 0 ? s->slope / s->reconfigs_per_step : 0.0);
     }
   }
 }
@@ -367,8 +369,8 @@ std::string run_label(const StepFigures& f) {
 
 void print_step_table(std::ostream& out, const std::vector<StepFigures>& figures) {
   out << fmt::format("{:<22} {:>4} {:>6} {:>4} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8} {:>7} {:>5}\n", "mode", "step",
-                     "warmup", "rank", "step_ms", "compute_ms", "comm_ms", "wait_ms", "reconfigs", "barriers",
-                     "native", "rows");
+                     "warmup", "rank", "step_ms", "compute_ms", "comm_ms", "wait_ms", "reconfigs", "barriers", "native",
+                     "rows");
   for (const auto& f : figures) {
     out << fmt::format("{:<22} {:>4} {:>6} {:>4} {:>10.2f} {:>10.2f} {:>10.2f} {:>10.2f} {:>9} {:>8} {:>7} {:>5}\n",
                        run_label(f), f.step, f.warmup ? "yes" : "", f.rank, f.step_ms, f.compute_ms, f.comm_ms,
@@ -436,18 +438,6 @@ std::vector<Sample> read_samples(const std::string& path, std::vector<std::strin
     }
   }
   return out;
-}
-
-void write_events(const std::string& path, const std::vector<phase::ControllerEvent>& events) {
-  CsvWriter w(path);
-  w.header({"mono_ns", "t_ns", "kind", "rank", "rail", "group", "seq", "stages", "value", "detail"});
-  for (const auto& e : events) {
-    std::string st;
-    for (int s : e.stages) st += (st.empty() ? "" : " ") + std::to_string(s);
-    w.row({std::to_string(e.mono_ns), std::to_string(e.real_ns), std::string(phase::to_string(e.kind)),
-           std::to_string(e.rank), e.rail, e.group, std::to_string(e.seq), st, fmt::format("{}", e.value), e.detail});
-  }
-  w.flush();
 }
 
 // The line of a failed rank's output that says why: its program's own "<name>: ..." message
@@ -521,9 +511,9 @@ struct ModeRun {
   std::string label;         // the folder's name: the mode, "-<ms>ms" per sweep point, "-r<k>" per repetition
   double switching_ms = -1;  // the sweep point (-1: the switch's own timing)
   int repetition = 1;
-  size_t first_reconfig = 0;  // index of its first reconfiguration in the run's record
+  size_t first_reconfig = 0;   // index of its first reconfiguration in the run's record
   size_t placement_added = 0;  // circuits its placement made (the switch's state from the previous run)
-  std::string dir;  // <results>/<label>
+  std::string dir;             // <results>/<label>
   RankLaunch launch;
   std::mutex mu;  // problems, while the ranks' threads run
   std::vector<std::string> problems;
@@ -546,11 +536,12 @@ std::vector<Sample> controller_samples(const std::vector<phase::ControllerEvent>
   std::vector<Sample> out;
   for (const auto& e : events) {
     std::string subject = e.group.empty() ? e.rail : e.group + "#" + std::to_string(e.seq);
-    if (e.kind == phase::ControllerEvent::Kind::kReconfigStart || e.kind == phase::ControllerEvent::Kind::kReconfigEnd) {
+    if (e.kind == phase::ControllerEvent::Kind::kReconfigStart ||
+        e.kind == phase::ControllerEvent::Kind::kReconfigEnd) {
       subject = e.rail + " " + subject;
     }
-    out.push_back(Sample{e.real_ns, 0, e.rank >= 0 ? fmt::format("rank{}", e.rank) : "controller", "controller", subject,
-                         std::string(phase::to_string(e.kind)), e.value, ""});
+    out.push_back(Sample{e.real_ns, 0, e.rank >= 0 ? fmt::format("rank{}", e.rank) : "controller", "controller",
+                         subject, std::string(phase::to_string(e.kind)), e.value, ""});
   }
   return out;
 }
@@ -564,7 +555,7 @@ struct PhaseReconfig {
   int64_t issued_ns = 0, acked_ns = 0;
   size_t added = 0, removed = 0;
   std::vector<ocs::Port> ports;  // every port a command named
-  std::string group;  // the op's shim group and sequence number (controller events)
+  std::string group;             // the op's shim group and sequence number (controller events)
   int64_t seq = -1;
   int step = -1;
 };
@@ -1116,9 +1107,10 @@ class PhaseWorkloadRun {
       if (!found.count(n)) missing += (missing.empty() ? "" : ", ") + n;
     }
     if (!missing.empty()) {
-      throw Error(fmt::format("mpirun launcher: on {} (launcher.host) these hosts of the placement do not resolve "
-                              "(getent hosts): {}; mpirun -H names them so: add them to its /etc/hosts or DNS",
-                              launcher_place_.where(), missing));
+      throw Error(
+          fmt::format("mpirun launcher: on {} (launcher.host) these hosts of the placement do not resolve "
+                      "(getent hosts): {}; mpirun -H names them so: add them to its /etc/hosts or DNS",
+                      launcher_place_.where(), missing));
     }
   }
 
@@ -1136,12 +1128,12 @@ class PhaseWorkloadRun {
     }
     const std::string known_file = (shared_root_.empty() ? folder_ : shared_root_) + "/known_hosts";
     write_text(known_file, known);
-    launcher_extra_.insert(launcher_extra_.end(),
-                           {"--allow-run-as-root", "--mca", "plm_rsh_args",
-                            fmt::format("-i {} -o UserKnownHostsFile={} -o StrictHostKeyChecking=yes -o LogLevel=ERROR",
-                                        target_.lab.client_key(), known_file),
-                            "--mca", "oob_tcp_if_include", "lan0", "--mca", "btl_tcp_if_include", "lan0", "--mca",
-                            "routed", "direct"});
+    launcher_extra_.insert(
+        launcher_extra_.end(),
+        {"--allow-run-as-root", "--mca", "plm_rsh_args",
+         fmt::format("-i {} -o UserKnownHostsFile={} -o StrictHostKeyChecking=yes -o LogLevel=ERROR",
+                     target_.lab.client_key(), known_file),
+         "--mca", "oob_tcp_if_include", "lan0", "--mca", "btl_tcp_if_include", "lan0", "--mca", "routed", "direct"});
   }
 
   void run_job_launcher(ModeRun& m) {
@@ -1171,10 +1163,11 @@ class PhaseWorkloadRun {
       auto o = run_launcher_command(launcher_place_, argv, log, wait_limit(), ctx_.options().interrupted);
       m.job_id = allocation_ ? allocation_->job_id() : mpirun_job_id(o.output);
       if (o.timed_out || ctx_.interrupted()) {
-        m.problem(fmt::format("{}: {} stopped ({})", m.label, argv[0], ctx_.interrupted() ? "interrupted" : "timed out"));
+        m.problem(
+            fmt::format("{}: {} stopped ({})", m.label, argv[0], ctx_.interrupted() ? "interrupted" : "timed out"));
       } else if (o.exit_status != 0) {
-        m.problem(fmt::format("{}: {} on {} exited with status {} (see {})", m.label, argv[0],
-                              launcher_place_.where(), o.exit_status, log));
+        m.problem(fmt::format("{}: {} on {} exited with status {} (see {})", m.label, argv[0], launcher_place_.where(),
+                              o.exit_status, log));
       }
     } catch (const std::exception& e) {
       m.problem(fmt::format("{}: {} on {}: {}", m.label, argv[0], launcher_place_.where(), e.what()));
@@ -1193,7 +1186,7 @@ class PhaseWorkloadRun {
   // ---- after a mode: the controller's events, the ranks' rows, figures, the mode's timeline
 
   void finish_mode(ModeRun& m, const std::vector<phase::ControllerEvent>& events, bool fallback) {
-    if (m.mode != "native") write_events(m.dir + "/controller-events.csv", events);
+    if (m.mode != "native") phase::write_events_csv(m.dir + "/controller-events.csv", events);
     ModeRows got = read_rank_files(m);
     auto figures = step_figures(pw_.schedule, m.mode, got.rows, events);
     for (auto& f : figures) {
@@ -1409,7 +1402,8 @@ class PhaseWorkloadRun {
     std::istringstream in(text.str());
     std::string line, out;
     std::getline(in, line);
-    out = line + ",mode,label,switching_ms,repetition,step,group,seq,topo_from,topo_to,circuits_added,circuits_removed\n";
+    out =
+        line + ",mode,label,switching_ms,repetition,step,group,seq,topo_from,topo_to,circuits_added,circuits_removed\n";
     size_t k = 0;
     while (std::getline(in, line)) {
       const auto& row = b.rows.at(k++);
@@ -1419,8 +1413,9 @@ class PhaseWorkloadRun {
         continue;
       }
       const auto& r = recs[i];
-      out += line + "," + fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", r.mode, r.label, ms_or_empty(r.switching_ms),
-                                      r.repetition, r.step, r.group, r.seq, r.from, r.to, r.added, r.removed);
+      out += line + "," +
+             fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", r.mode, r.label, ms_or_empty(r.switching_ms),
+                         r.repetition, r.step, r.group, r.seq, r.from, r.to, r.added, r.removed);
     }
     write_text(folder_ + "/breakdown.csv", out);
     breakdown_rows_ = b.rows.size();
@@ -1431,8 +1426,9 @@ class PhaseWorkloadRun {
     meta["run"] = result_.run_id;
     meta["type"] = kPhaseWorkload;
     meta["ocslab_version"] = ctx_.options().version;
-    meta["spec"] = {
-        {"file", fs::absolute(spec_.origin).string()}, {"name", spec_.name}, {"text", read_file_or_empty(spec_.origin)}};
+    meta["spec"] = {{"file", fs::absolute(spec_.origin).string()},
+                    {"name", spec_.name},
+                    {"text", read_file_or_empty(spec_.origin)}};
     meta["workload"] = {{"program", program_},
                         {"schedule", pw_.schedule_path},
                         {"launcher", to_string(pw_.launcher)},
@@ -1449,9 +1445,14 @@ class PhaseWorkloadRun {
                                            {"nic", pw_.ranks[r].nic},
                                            {"slot", fmt::format("{}-{}", slots_[r].ingress, slots_[r].egress)}});
     }
-    meta["phase"] = {{"job", pw_.layout.job},          {"pp", pw_.layout.pp}, {"digits", pw_.layout.describe_digits()},
-                     {"initial", pw_.initial.str()},   {"rail", pw_.rail},    {"switch", switch_text()},
-                     {"allow", spec_.allow.to_string()}, {"policy", phase::to_string(pw_.policy)}};
+    meta["phase"] = {{"job", pw_.layout.job},
+                     {"pp", pw_.layout.pp},
+                     {"digits", pw_.layout.describe_digits()},
+                     {"initial", pw_.initial.str()},
+                     {"rail", pw_.rail},
+                     {"switch", switch_text()},
+                     {"allow", spec_.allow.to_string()},
+                     {"policy", phase::to_string(pw_.policy)}};
     if (pw_.policy == phase::Policy::kSafeWindow) {
       meta["phase"]["phase_table"] = pw_.phase_table;
       meta["phase"]["switch_time_ms"] = pw_.switch_time_ms;
@@ -1476,12 +1477,13 @@ class PhaseWorkloadRun {
     meta["problems"] = result_.problems;
     meta["clock_offsets"] = json::object();
     for (const auto& [h, o] : offsets_) {
-      meta["clock_offsets"][h] = o.uncertainty_ns < 0
-                                     ? json{{"error", o.error}}
-                                     : json{{"offset_ns", o.offset_ns}, {"uncertainty_ns", o.uncertainty_ns}, {"by", o.by}};
+      meta["clock_offsets"][h] =
+          o.uncertainty_ns < 0 ? json{{"error", o.error}}
+                               : json{{"offset_ns", o.offset_ns}, {"uncertainty_ns", o.uncertainty_ns}, {"by", o.by}};
     }
     meta["clocks"] =
-        "timeline.csv: rank samples corrected by clock_offsets (ssh launcher); ops-rank and shim-rank files: the host's "
+        "timeline.csv: rank samples corrected by clock_offsets (ssh launcher); ops-rank and shim-rank files: the "
+        "host's "
         "own clock";
     return meta;
   }
@@ -1496,9 +1498,9 @@ class PhaseWorkloadRun {
   std::string token_;          // the controllers' shared secret for this run
   std::string shared_root_;    // mpirun / srun: the folder the ranks write into (per mode below it)
   LauncherPlace launcher_place_;
-  std::vector<std::string> launcher_extra_;         // the runner's own launcher arguments
-  std::optional<SlurmAllocation> allocation_;       // srun: held from before the first mode to the end
-  std::string program_;        // as the ranks' hosts see it
+  std::vector<std::string> launcher_extra_;    // the runner's own launcher arguments
+  std::optional<SlurmAllocation> allocation_;  // srun: held from before the first mode to the end
+  std::string program_;                        // as the ranks' hosts see it
   std::vector<phase::Slot> slots_;
   std::set<size_t> used_hosts_;
   std::map<std::string, ClockOffset> offsets_;
@@ -1508,9 +1510,9 @@ class PhaseWorkloadRun {
   std::unique_ptr<HostCapture> capture_;  // probes: (probes: in the spec) through every mode
   mutable std::mutex reconfig_mu_;        // reconfigs_: the rails' workers record into it
   std::vector<PhaseReconfig> reconfigs_;
-  std::set<std::string> host_problems_;   // reported once each
+  std::set<std::string> host_problems_;  // reported once each
   json capture_meta_ = nullptr;
-  std::string breakdown_summary_;  // summary.txt's per-layer part (probes only)
+  std::string breakdown_summary_;                       // summary.txt's per-layer part (probes only)
   std::vector<std::pair<IdleWindow, double>> windows_;  // every run's, with its switching time
   std::vector<WindowSummary> window_summaries_;
   size_t breakdown_rows_ = 0;

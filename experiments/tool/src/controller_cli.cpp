@@ -14,7 +14,6 @@
 #include "cli_args.h"
 #include "commands.h"
 #include "ocslab/cli/ocslab_cli.h"
-#include "ocslab/common/csv_writer.h"
 #include "ocslab/common/interrupt.h"
 #include "ocslab/ocsctl/driver.h"
 #include "ocslab/phase/controller.h"
@@ -87,19 +86,6 @@ void print_plan(const phase::ControllerConfig& cfg, const phase::SubMappingTable
                          ? fmt::format(" (switch time {} ms, {} ops in {})", cfg.switch_time_ms, cfg.windows.ops.size(),
                                        cfg.phase_table)
                          : std::string());
-}
-
-// --events: every controller event, one CSV row each.
-void write_events(const std::string& path, const std::vector<phase::ControllerEvent>& events) {
-  CsvWriter w(path);
-  w.header({"mono_ns", "t_ns", "kind", "rank", "rail", "group", "seq", "stages", "value", "detail"});
-  for (const auto& e : events) {
-    std::string st;
-    for (int s : e.stages) st += (st.empty() ? "" : " ") + std::to_string(s);
-    w.row({std::to_string(e.mono_ns), std::to_string(e.real_ns), std::string(phase::to_string(e.kind)),
-           std::to_string(e.rank), e.rail, e.group, std::to_string(e.seq), st, fmt::format("{}", e.value), e.detail});
-  }
-  w.flush();
 }
 
 }  // namespace
@@ -187,7 +173,7 @@ int run_controller(const std::vector<std::string>& args, std::ostream& out, std:
   interrupt.restore();
   watches.clear();  // stopped before the controller they report to
   ctl.stop();
-  if (!events_path.empty()) write_events(events_path, ctl.events());
+  if (!events_path.empty()) phase::write_events_csv(events_path, ctl.events());
   for (const auto& p : ctl.problems()) err << "ocslab controller: problem: " << p << "\n";
   if (cfg.policy == phase::Policy::kSafeWindow)
     err << fmt::format("ocslab controller: policy safe-window declined {} reconfigurations\n", ctl.declined());

@@ -61,6 +61,9 @@ struct ControllerEvent {
   std::string detail;
 };
 std::string_view to_string(ControllerEvent::Kind k);
+// The events as CSV (mono_ns,t_ns,kind,rank,rail,group,seq,stages,value,detail): the runner's
+// controller-events.csv and `ocslab controller --events`. Throws ocslab::Error naming the file.
+void write_events_csv(const std::string& path, const std::vector<ControllerEvent>& events);
 
 using ConnId = uint64_t;
 
