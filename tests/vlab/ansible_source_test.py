@@ -1,14 +1,14 @@
 #!/usr/bin/python3
 """The Ansible `source` install method on a virtual-lab guest: ansible/agent.yml with
 ocslab_install_method=source on h2 of the ansible-two lab archives the checkout's HEAD, installs the
-build packages, unpacks it to /usr/local/src/ocslab-<commit>, configures the agent-only build,
+build packages, unpacks it to /tmp/ocslab-source-test/ocslab-<commit>, configures the agent-only build,
 builds, installs /usr/local/bin/ocslab-agent and starts the service; a second run changes nothing
 (changed=0). Then the installed binary must run in the guest and be the one its build folder made.
 
 Not in CI (docs/testing.md): a TCG guest compiles about a hundred times slower than this machine
 (one agent source file took over ten minutes), so the guest's compiler goes through ccache, which
-this script first fills by building the same archive the same way here (CCACHE_BASEDIR makes the
-paths relative, so the guest's compiles hit). The configure step, the compiler identification, the
+this script first fills by building the same archive the same way here, at the same path under
+/tmp (the guest's /tmp is its own), so the guest's compiles hit. The configure step, the compiler identification, the
 links, the CLI-docs step and the install still run in the guest. About 15 minutes.
 
 Usage: ansible_source_test.py BUILD_DIR SOURCE_DIR   (commit first: the archive is HEAD)
@@ -28,10 +28,12 @@ lab = "ansible-two"
 cache = os.environ.get("OCSLAB_VLAB_CACHE", os.path.expanduser("~/.cache/ocslab/vlab"))
 labdir = os.path.join(cache, "labs", lab)
 inv = os.path.join(labdir, "inventory.yml")
-# Outside /tmp: the guests mount their own tmpfs there, and see the rest of this machine's root.
+# The cache outside /tmp, where the guests see it (they see this machine's root, but mount a
+# tmpfs of their own on /tmp). The source tree at the same path on both sides, under /tmp, so
+# the guest builds its own copy and every compile's paths match the primed ones.
 work = os.path.join(build, "ansible-source")
 ccache_dir = os.path.join(work, "ccache")
-prime_root = os.path.join(work, "prime")
+prime_root = "/tmp/ocslab-source-test"
 failures = []
 
 
@@ -83,8 +85,9 @@ def playbook():
     extra = {"ocslab_install_method": "source", "ocslab_install_build": False,
              "ocslab_install_build_dir": build,
              "ocslab_install_packages_dir": os.path.join(work, "packages"),
+             "ocslab_install_source_root": prime_root,
              "ocslab_install_source_cmake_args": configure_args,
-             "ocslab_install_source_environment": ccache_env("/usr/local/src")}
+             "ocslab_install_source_environment": ccache_env(prime_root)}
     cmd = ["ansible-playbook", "-i", inv, "--limit", "h2", "-e",
            "@" + os.path.join(src, "tests/vlab/ansible/vlab-vars.yml"), "-e", json.dumps(extra),
            os.path.join(src, "ansible", "agent.yml")]
@@ -132,7 +135,7 @@ try:
     check(rc == 0 and out["stats"]["h2"]["changed"] == 0,
           f"a second run changes nothing (changed={out['stats']['h2']['changed']})")
 
-    tree = f"/usr/local/src/ocslab-{commit}"
+    tree = f"{prime_root}/ocslab-{commit}"
     r = ssh(port["h2"], f"/usr/local/bin/ocslab-agent --version && cmp /usr/local/bin/ocslab-agent "
                         f"{tree}/build/bin/ocslab-agent && echo same-binary && grep -c ocslab_agent_client "
                         f"{tree}/build/build.ninja && ls {tree}/build/CMakeCache.txt && "
