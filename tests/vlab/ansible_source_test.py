@@ -55,7 +55,11 @@ configure_args = ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LA
 
 
 def ccache_env(base):
-    return {"CCACHE_DIR": ccache_dir, "CCACHE_BASEDIR": base, "CCACHE_NOHASHDIR": "1"}
+    # ccache hashes the locale (the compiler's messages depend on it), which Ansible's module
+    # environment sets otherwise; the guest's headers are freshly unpacked (new ctime), which
+    # would keep ccache from trusting its manifest of them.
+    return {"CCACHE_DIR": ccache_dir, "CCACHE_BASEDIR": base, "CCACHE_NOHASHDIR": "1",
+            "CCACHE_SLOPPINESS": "include_file_ctime,include_file_mtime", "LANG": "C", "LC_ALL": "C"}
 
 
 def prime():
