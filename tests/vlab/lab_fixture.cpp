@@ -2,11 +2,11 @@
 
 #include <signal.h>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
-#include <fmt/format.h>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -239,6 +239,63 @@ std::vector<std::string> on_every_host(const vlab::LabState& s,
   return out;
 }
 
+// The timing a lab booted from spec has (what `ocslab vlab timing` shows before any change).
+vlab::TimingState lab_file_timing(const vlab::LabSpec& spec) {
+  emu::EmulatorConfig cfg = spec.emulator;
+  cfg.nics.clear();
+  for (const auto& h : spec.hosts) {
+    for (const auto& n : h.nics) {
+      emu::NicConfig nc;
+      nc.link = n.link;
+      nc.link_preset = n.link_preset;
+      cfg.nics.push_back(nc);
+    }
+  }
+  return vlab::initial_timing(cfg);
+}
+
+// The switch's and the NICs' timing alike (holds and dark ports aside).
+bool same_timing(const vlab::TimingState& a, const vlab::TimingState& b) {
+  return a.switch_preset == b.switch_preset && a.switching.to_string() == b.switching.to_string() &&
+         a.nic_model == b.nic_model && a.los_ms == b.los_ms && a.firmware_up.to_string() == b.firmware_up.to_string() &&
+         a.rapid_window_ms == b.rapid_window_ms && a.rapid_extra.to_string() == b.rapid_extra.to_string();
+}
+
+// A distribution in the lab file's YAML syntax (the timing channel's input).
+std::string distribution_yaml(const emu::Distribution& d) {
+  switch (d.kind) {
+    case emu::Distribution::Kind::kUniform:
+      return fmt::format("{{uniform: [{}, {}]}}", d.a_ms, d.b_ms);
+    case emu::Distribution::Kind::kNormal:
+      return fmt::format("{{normal: {{mean: {}, sd: {}, floor: {}}}}}", d.a_ms, d.b_ms, d.floor_ms);
+    case emu::Distribution::Kind::kFixed:
+      break;
+  }
+  return fmt::format("{}", d.a_ms);
+}
+
+// The timing-channel options that give a running lab timing t: the presets by name (a NIC
+// preset brings its rapid re-link window), their numbers as t has them. A lab whose NICs have
+// different models ("mixed") cannot be given one by this channel: its NIC model is left.
+vlab::LabTiming timing_options(const vlab::TimingState& t) {
+  vlab::LabTiming o;
+  if (t.switch_preset != "custom" && !t.switch_preset.empty()) o.switch_preset = t.switch_preset;
+  o.switching_ms = distribution_yaml(t.switching);
+  if (t.nic_model == "mixed" || t.nic_model.empty()) return o;
+  if (t.nic_model != "custom") o.nic_model = t.nic_model;
+  o.los_ms = fmt::format("{}", t.los_ms);
+  o.firmware_up_ms = distribution_yaml(t.firmware_up);
+  return o;
+}
+
+void merge_timing(vlab::LabTiming& into, const vlab::LabTiming& from) {
+  into.switch_preset = from.switch_preset;
+  into.switching_ms = from.switching_ms;
+  into.nic_model = from.nic_model;
+  into.los_ms = from.los_ms;
+  into.firmware_up_ms = from.firmware_up_ms;
+}
+
 }  // namespace
 
 std::vector<std::string> processes_of(const std::string& dir) {
@@ -262,9 +319,7 @@ void require_nothing_left(const std::string& dir) {
   CHECK_FALSE(fs::exists(dir));
 }
 
-std::string source_path(const std::string& rel) {
-  return testing::source_dir() + "/" + rel;
-}
+std::string source_path(const std::string& rel) { return testing::source_dir() + "/" + rel; }
 
 std::string test_tool_path(const std::string& name) {
   if (const char* d = std::getenv("OCSLAB_TEST_BIN_DIR"); d && *d) return std::string(d) + "/" + name;
@@ -282,6 +337,7 @@ Lab::Lab(const std::string& lab_file, std::chrono::milliseconds command_timeout,
     : command_timeout_(command_timeout), sharing_(sharing) {
   vlab::LabSpec spec = vlab::load_lab_spec(source_path(lab_file));
   name_ = spec.name;
+  file_timing_ = lab_file_timing(spec);
   initial_circuits_ = spec.initial_circuits();
   std::sort(initial_circuits_.begin(), initial_circuits_.end());
   if (sharing_ == Sharing::kShared && healthy_running(lab_file)) {
@@ -399,16 +455,25 @@ std::string Lab::reset() {
   if (circuits != initial_circuits_) left += "  switch: the lab file's circuits could not be restored\n";
   // NICs a case held down and ports it darkened (fault injection) and did not release: released
   // and lit, so their links come back with the circuits (the guests' snapshots below wait for them).
+  // A switching time or NIC model a case set (Lab::retime): the lab file's again.
   try {
     const vlab::TimingState now = vlab::lab_timing(state_.dir);
+    vlab::LabTiming put_back;
     if (!now.held_down.empty() || !now.dark_ports.empty()) {
-      vlab::LabTiming release;
-      release.hold_down = std::vector<std::string>{};
-      release.dark_ports = std::vector<int>{};
-      vlab::set_lab_timing(state_.dir, release, 10s);
+      put_back.hold_down = std::vector<std::string>{};
+      put_back.dark_ports = std::vector<int>{};
+    }
+    if (!same_timing(now, file_timing_)) merge_timing(put_back, timing_options(file_timing_));
+    if (!put_back.empty()) {
+      const vlab::TimingState after = vlab::set_lab_timing(state_.dir, put_back, 10s);
+      if (!same_timing(after, file_timing_)) {
+        left += "  emulator: the lab file's timing (" + file_timing_.summary() +
+                ") could not be restored: " + after.summary() + "\n";
+      }
     }
   } catch (const std::exception& e) {
-    left += std::string("  emulator: the NICs held down and dark ports could not be released: ") + e.what() + "\n";
+    left += std::string("  emulator: the lab file's timing, holds and dark ports could not be restored: ") + e.what() +
+            "\n";
   }
   // Each host's line of the timing report: what its reset cost and, when polls were needed, what
   // the first poll still found different (the report says where a reset's seconds go).
@@ -428,9 +493,9 @@ std::string Lab::reset() {
     }
     // The baseline travels in the command (a here-document), not on stdin, which the session
     // does not close.
-    ocs::ExecResult r = s.exec("cat > /dev/shm/ocslab-test-baseline <<'OCSLAB_BASELINE_END'\n" + base +
-                                   "OCSLAB_BASELINE_END\n" + kResetScript,
-                               command_timeout_);
+    ocs::ExecResult r = s.exec(
+        "cat > /dev/shm/ocslab-test-baseline <<'OCSLAB_BASELINE_END'\n" + base + "OCSLAB_BASELINE_END\n" + kResetScript,
+        command_timeout_);
     if (r.exit_status != 0)
       return "  " + host + ": reset script exited " + std::to_string(r.exit_status) + ": " + r.err + "\n";
     line = host + " reset (script done at " + seconds_since(t0);
@@ -456,6 +521,14 @@ std::string Lab::reset() {
   }
   for (const auto& r : results) left += r;
   return left;
+}
+
+vlab::TimingState Lab::retime(const vlab::LabTiming& t) const {
+  vlab::TimingState now = vlab::set_lab_timing(state_.dir, t, 10s);
+  std::cout << "lab " << name_ << " retimed: " << now.summary() << "\n";
+  INFO(now.summary());
+  REQUIRE(now.error.empty());
+  return now;
 }
 
 std::unique_ptr<ocs::OcsDriver> Lab::switch_driver() const {

@@ -46,6 +46,7 @@
 #include "ocslab/ocsctl/ssh_session.h"
 #include "ocslab/ocsctl/types.h"
 #include "ocslab/vlab/lab_state.h"
+#include "ocslab/vlab/lab_timing.h"
 
 namespace vlab_test {
 
@@ -109,6 +110,10 @@ class Lab {
   // the baseline taken right after the shared lab booted (empty for a lab of its own).
   std::string snapshot(const std::string& host) const;
   std::string baseline(const std::string& host) const;
+  // Changes the running lab's switching time and NIC link model for this case (`ocslab vlab
+  // timing`, no reboot) and REQUIREs that the lab took it. The next case's reset puts the lab
+  // file's own timing back (a shared lab is then the lab file's again, whatever this case did).
+  vlab::TimingState retime(const vlab::LabTiming& t) const;
   // A driver for the lab's emulated switch (TL1, the lab's password).
   std::unique_ptr<ocs::OcsDriver> switch_driver() const;
   // The lab file's circuits, as the switch had them after boot.
@@ -136,6 +141,7 @@ class Lab {
   std::chrono::milliseconds command_timeout_;
   Sharing sharing_;
   std::vector<ocs::Circuit> initial_circuits_;
+  vlab::TimingState file_timing_;  // the lab file's switch and NIC timing, as a booted lab has it
   bool up_ = false;
 };
 
