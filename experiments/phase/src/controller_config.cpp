@@ -12,6 +12,28 @@
 
 namespace ocslab::phase {
 
+PortWatchOptions parse_detect_config(const YamlDoc& doc, const YAML::Node& d) {
+  if (!d.IsMap()) throw config_error(doc, d, "detect is {interval_ms, threshold_dbm, dark_polls, settle_ms}");
+  only_keys(doc, d, {"interval_ms", "threshold_dbm", "dark_polls", "settle_ms"});
+  PortWatchOptions w;
+  auto ranged = [&](const char* key, int64_t lo, int64_t hi, int64_t fallback) -> int64_t {
+    auto n = d[key];
+    if (!n) return fallback;
+    auto v = as_int(doc, n);
+    if (v < lo || v > hi) throw config_error(doc, n, fmt::format("detect.{} must be {}..{}", key, lo, hi));
+    return v;
+  };
+  w.interval = std::chrono::milliseconds(ranged("interval_ms", 1, 60'000, w.interval.count()));
+  w.dark_polls = static_cast<int>(ranged("dark_polls", 1, 100, w.dark_polls));
+  w.settle = std::chrono::milliseconds(ranged("settle_ms", 0, 600'000, 0));
+  if (auto t = d["threshold_dbm"]) {
+    auto v = as_double(doc, t);
+    if (!(v >= -100 && v <= 10)) throw config_error(doc, t, "detect.threshold_dbm must be -100..10");
+    w.threshold_dbm = v;
+  }
+  return w;
+}
+
 PolicyConfig parse_policy_config(const YamlDoc& doc, const YAML::Node& root) {
   PolicyConfig c;
   if (auto p = root["policy"]) {
@@ -133,27 +155,7 @@ ControllerConfig parse_controller_config(const YamlDoc& doc) {
   c.policy = pc.policy;
   c.phase_table = pc.phase_table;
   c.switch_time_ms = pc.switch_time_ms;
-  if (auto d = root["detect"]) {
-    if (!d.IsMap()) throw config_error(doc, d, "detect is {interval_ms, threshold_dbm, dark_polls, settle_ms}");
-    only_keys(doc, d, {"interval_ms", "threshold_dbm", "dark_polls", "settle_ms"});
-    PortWatchOptions w;
-    auto ranged = [&](const char* key, int64_t lo, int64_t hi, int64_t fallback) -> int64_t {
-      auto n = d[key];
-      if (!n) return fallback;
-      auto v = as_int(doc, n);
-      if (v < lo || v > hi) throw config_error(doc, n, fmt::format("detect.{} must be {}..{}", key, lo, hi));
-      return v;
-    };
-    w.interval = std::chrono::milliseconds(ranged("interval_ms", 1, 60'000, w.interval.count()));
-    w.dark_polls = static_cast<int>(ranged("dark_polls", 1, 100, w.dark_polls));
-    w.settle = std::chrono::milliseconds(ranged("settle_ms", 0, 600'000, 0));
-    if (auto t = d["threshold_dbm"]) {
-      auto v = as_double(doc, t);
-      if (!(v >= -100 && v <= 10)) throw config_error(doc, t, "detect.threshold_dbm must be -100..10");
-      w.threshold_dbm = v;
-    }
-    c.detect = w;
-  }
+  if (auto d = root["detect"]) c.detect = parse_detect_config(doc, d);
   auto rails = require(doc, root, "rails");
   if (!rails.IsSequence() || rails.size() == 0) throw config_error(doc, rails, "rails is a non-empty list");
   std::set<std::string> names;

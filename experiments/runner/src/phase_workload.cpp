@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -40,6 +41,7 @@
 #include "ocslab/ocsctl/ssh_session.h"
 #include "ocslab/ocsctl/switch_url.h"
 #include "ocslab/phase/orchestrator.h"
+#include "ocslab/phase/port_watch.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/experiment_type.h"
 #include "ocslab/runner/host_capture.h"
@@ -725,7 +727,9 @@ class PhaseWorkloadRun {
     auto rail = std::make_shared<phase::Orchestrator>(pw_.rail, slots_, ocs::make_driver(sw.url, sw.options));
     const phase::TopoId& topo = m.mode == "native" ? pw_.native : pw_.initial;
     const int64_t t0 = realtime_ns();
-    auto placed = rail->add_job(pw_.layout, topo, slots_);
+    // The job on the ranks' slots; the spares' slots stay free for a rank whose port fails.
+    auto placed = rail->add_job(pw_.layout, topo,
+                                std::vector<phase::Slot>(slots_.begin(), slots_.begin() + static_cast<long>(ranks())));
     m.placement_added = placed.added.size();
     ctx_.log(fmt::format("{}: job {} wired as {} on rail {} ({} circuit(s) made, {} removed)", m.label, pw_.layout.job,
                          topo.str(), pw_.rail, placed.added.size(), placed.removed.size()));
@@ -819,6 +823,18 @@ class PhaseWorkloadRun {
       ctl.emplace(controller_options(rail, m));
       ctl->start();
     }
+    // phase.detect: the rail's circuits watched through the switch's power monitors (a driver
+    // session of its own); a failed port is masked by the controller onto a spare slot.
+    std::unique_ptr<phase::PortWatch> watch;
+    if (ctl && pw_.detect) {
+      SwitchAccess sw = target_.switch_access();
+      phase::Controller* c = &*ctl;
+      watch = std::make_unique<phase::PortWatch>(
+          rail, ocs::make_driver(sw.url, sw.options),
+          [c](const phase::PortFailure& f) { c->port_failed(f.rail, f.port, f.evidence, f.seen_mono_ns); },
+          *pw_.detect);
+      watch->start();
+    }
     m.launch = launch_settings(m.mode, ctl ? ctl->port() : 0);
     m.started_ns = realtime_ns();
     if (pw_.launcher == Launcher::kSsh) {
@@ -828,10 +844,13 @@ class PhaseWorkloadRun {
     }
     m.ended_ns = realtime_ns();
     std::vector<phase::ControllerEvent> events;
+    if (watch) watch->stop();
     if (ctl) {
       ctl->stop();
       events = ctl->events();
-      for (const auto& p : ctl->problems()) m.problems.push_back(m.label + ": controller: " + p);
+      for (const auto& p : ctl->problems()) {
+        if (!recovered_port_note(events, p)) m.problems.push_back(m.label + ": controller: " + p);
+      }
       if (ctl->in_fallback()) m.problems.push_back(m.label + ": the controller fell back to the giant ring");
     }
     join_reconfigs(first_reconfig, events);
@@ -1211,6 +1230,7 @@ class PhaseWorkloadRun {
     });
     if (pw_.policy == phase::Policy::kSafeWindow && m.mode != "native")
       ctx_.log(fmt::format("{}: policy safe-window declined {} reconfigurations", m.label, declined));
+    const json masks = mask_record(m, events);
     meta_modes_.push_back({{"mode", m.mode},
                            {"label", m.label},
                            {"switching_ms", m.switching_ms < 0 ? json(nullptr) : json(m.switching_ms)},
@@ -1224,11 +1244,74 @@ class PhaseWorkloadRun {
                            {"timeline_rows", got.samples.size()},
                            {"reconfigurations", reconfigs},
                            {"declined", declined},
+                           {"masks", masks},
                            {"fallback", fallback},
                            {"job_id", m.job_id.empty() ? json(nullptr) : json(m.job_id)},
                            {"problems", m.problems}});
     ctx_.log(fmt::format("{}: {} row(s) from {} rank(s), {} reconfiguration(s) in {:.1f} s", m.label, got.rows.size(),
                          ranks(), reconfigs, static_cast<double>(m.ended_ns - m.started_ns) / 1e9));
+  }
+
+  // Whether a controller problem is the report of a port failure that was masked onto a spare
+  // (its port_failed and its masked notes): the run recovered from it, so it is listed under
+  // summary.txt's failed ports (mask_record) and is not a problem of the run. A failure that no
+  // rank could move away from stays a problem.
+  static bool recovered_port_note(const std::vector<phase::ControllerEvent>& events, const std::string& problem) {
+    for (const auto& e : events) {
+      if (e.kind != phase::ControllerEvent::Kind::kMasked || e.rank < 0) continue;
+      const int port = static_cast<int>(std::strtol(e.detail.c_str() + std::strlen("port "), nullptr, 10));
+      if (e.detail.rfind("port ", 0) != 0 || port <= 0) continue;
+      for (const std::string& head : {fmt::format("rail {}: port {} failed: ", e.rail, port),
+                                      fmt::format("rail {}: port {} masked; ", e.rail, port)}) {
+        if (problem.rfind(head, 0) == 0) return true;
+      }
+    }
+    return false;
+  }
+
+  // The mode's failed ports (phase.detect) from the controller's events: per port_failed, when
+  // the port was seen dark and reported, the evidence, and what the mask did (the rank moved and
+  // its new slot, recovery = first dark reading -> circuits re-made on the spare, or why
+  // nothing moved). Each is a line of summary.txt and a problem when no rank could move.
+  json mask_record(const ModeRun& m, const std::vector<phase::ControllerEvent>& events) {
+    json out = json::array();
+    for (const auto& e : events) {
+      if (e.kind == phase::ControllerEvent::Kind::kPortFailed) {
+        out.push_back({{"rail", e.rail},
+                       {"port", static_cast<int>(e.value)},
+                       {"reported", e.real_ns},
+                       {"evidence", e.detail},
+                       {"rank", nullptr},
+                       {"recovery_ms", nullptr},
+                       {"move", ""}});
+      } else if (e.kind == phase::ControllerEvent::Kind::kMasked) {
+        for (auto it = out.rbegin(); it != out.rend(); ++it) {
+          if ((*it)["rail"] != e.rail || !(*it)["rank"].is_null() || !(*it)["move"].get<std::string>().empty())
+            continue;
+          (*it)["rank"] = e.rank >= 0 ? json(e.rank) : json(nullptr);
+          (*it)["recovery_ms"] = e.rank >= 0 ? json(e.value) : json(nullptr);
+          (*it)["move"] = e.detail;
+          break;
+        }
+      }
+    }
+    for (const auto& x : out) {
+      const double at_s = static_cast<double>(x["reported"].get<int64_t>() - m.started_ns) / 1e9;
+      std::string line =
+          fmt::format("{}: rail {} port {} failed, reported at +{:.3f} s ({})", m.label, x["rail"].get<std::string>(),
+                      x["port"].get<int>(), at_s, x["evidence"].get<std::string>());
+      if (!x["rank"].is_null()) {
+        line += fmt::format("; masked: {}; recovered {:.1f} ms after the first dark reading",
+                            x["move"].get<std::string>(), x["recovery_ms"].get<double>());
+      } else {
+        line += "; not masked: " + (x["move"].get<std::string>().empty() ? std::string("no answer from the rail")
+                                                                         : x["move"].get<std::string>());
+        result_.problems.push_back(line);
+      }
+      ctx_.log(line);
+      mask_lines_ += line + "\n";
+    }
+    return out;
   }
 
   // A host's clock minus the runner's where it was measured (ssh launcher), else 0.
@@ -1303,7 +1386,8 @@ class PhaseWorkloadRun {
       print_window_summary(windows, window_summaries_);
       write_text(folder_ + "/windows-summary.txt", windows.str());
     }
-    write_text(folder_ + "/summary.txt", table.str() + "\n" + windows.str() + breakdown_summary_);
+    const std::string masks = mask_lines_.empty() ? std::string() : "\nFailed ports (phase.detect):\n" + mask_lines_;
+    write_text(folder_ + "/summary.txt", table.str() + "\n" + windows.str() + masks + breakdown_summary_);
   }
 
   // ---- probes: the capture's timeline, one breakdown row per reconfiguration x host x NIC
@@ -1512,6 +1596,7 @@ class PhaseWorkloadRun {
   std::vector<PhaseReconfig> reconfigs_;
   std::set<std::string> host_problems_;  // reported once each
   json capture_meta_ = nullptr;
+  std::string mask_lines_;                              // summary.txt's failed ports (phase.detect), one line each
   std::string breakdown_summary_;                       // summary.txt's per-layer part (probes only)
   std::vector<std::pair<IdleWindow, double>> windows_;  // every run's, with its switching time
   std::vector<WindowSummary> window_summaries_;

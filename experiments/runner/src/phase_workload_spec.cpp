@@ -33,7 +33,9 @@ const char* to_string(Launcher l) {
 
 std::vector<phase::Slot> PhaseWorkloadSpec::slots(const std::vector<HostEntry>& hosts) const {
   std::vector<phase::Slot> out;
-  for (const auto& r : ranks) {
+  std::vector<RankPlacement> all = ranks;
+  all.insert(all.end(), spares.begin(), spares.end());
+  for (const auto& r : all) {
     const NicEntry* n = hosts.at(r.host).nic(r.nic);
     if (!n) throw Error(fmt::format("host {} has no NIC {}", hosts.at(r.host).name, r.nic));
     out.push_back({n->tx_port, n->rx_port});
@@ -68,6 +70,72 @@ int int_in(const YamlDoc& doc, const YAML::Node& n, long long lo, long long hi, 
 
 bool loopback(const std::string& h) { return h == "127.0.0.1" || h == "localhost" || h == "::1"; }
 
+// A HOST or HOST:NIC of the lab (HOST alone: its first data NIC); `who` names the entry in
+// the messages ("rank 2", "spare 0").
+RankPlacement lab_nic(const YamlDoc& doc, const YAML::Node& e, const ExperimentSpec& spec, const std::string& who) {
+  std::string text = as_string(doc, e);
+  auto colon = text.find(':');
+  std::string host = text.substr(0, colon);
+  RankPlacement rp;
+  bool found = false;
+  for (size_t h = 0; h < spec.hosts.size(); ++h) {
+    if (spec.hosts[h].name == host) {
+      rp.host = h;
+      found = true;
+    }
+  }
+  if (!found) {
+    std::string known;
+    for (const auto& x : spec.hosts) known += (known.empty() ? "" : ", ") + x.name;
+    throw config_error(doc, e, fmt::format("{}: unknown host '{}' (the lab has: {})", who, host, known));
+  }
+  const HostEntry& he = spec.hosts[rp.host];
+  if (colon == std::string::npos) {
+    if (he.nics.empty()) throw config_error(doc, e, fmt::format("host '{}' has no data NIC", host));
+    rp.nic = he.nics.front().name;
+    return rp;
+  }
+  rp.nic = text.substr(colon + 1);
+  if (!he.nic(rp.nic)) {
+    std::string known;
+    for (const auto& x : he.nics) known += (known.empty() ? "" : ", ") + x.name;
+    throw config_error(doc, e,
+                       fmt::format("{}: host '{}' has no data NIC '{}' (it has: {})", who, host, rp.nic, known));
+  }
+  return rp;
+}
+
+// phase.spares: free slots of the rail for a rank whose port fails, each a NIC of the lab that
+// no rank and no other spare uses, both of its ports inside switch.allow when one is given (the
+// run touches no other port; without one, the allow-list is the ranks' and spares' slots).
+void parse_spares(const YamlDoc& doc, const YAML::Node& node, const ExperimentSpec& spec, PhaseWorkloadSpec& pw) {
+  if (!node.IsSequence())
+    throw config_error(doc, node, "phase.spares must be a list of HOST:NIC (free slots of the rail)");
+  for (const auto& e : node) {
+    RankPlacement sp = lab_nic(doc, e, spec, fmt::format("spare {}", pw.spares.size()));
+    const HostEntry& he = spec.hosts[sp.host];
+    for (size_t k = 0; k < pw.ranks.size(); ++k) {
+      if (pw.ranks[k].host == sp.host && pw.ranks[k].nic == sp.nic)
+        throw config_error(doc, e,
+                           fmt::format("spare {}:{} is rank {}'s NIC: a spare is a free slot", he.name, sp.nic, k));
+    }
+    for (const auto& o : pw.spares) {
+      if (o.host == sp.host && o.nic == sp.nic)
+        throw config_error(doc, e, fmt::format("spare {}:{} is listed twice", he.name, sp.nic));
+    }
+    const NicEntry* n = he.nic(sp.nic);
+    for (ocs::Port p : {n->tx_port, n->rx_port}) {
+      if (!spec.allow.empty() && !spec.allow.contains(p)) {
+        throw config_error(doc, e,
+                           fmt::format("spare {}:{} (ports {}-{}) is outside switch.allow ({}): the run may not "
+                                       "touch port {}",
+                                       he.name, sp.nic, n->tx_port, n->rx_port, spec.allow.to_string(), p));
+      }
+    }
+    pw.spares.push_back(sp);
+  }
+}
+
 void parse_placement(const YamlDoc& doc, const YAML::Node& wl, const ExperimentSpec& spec, PhaseWorkloadSpec& pw) {
   const int n = pw.schedule.ranks;
   if (const auto& pl = wl["placement"]) {
@@ -78,37 +146,8 @@ void parse_placement(const YamlDoc& doc, const YAML::Node& wl, const ExperimentS
           fmt::format("placement lists {} rank(s) but schedule {} has {} ranks", pl.size(), pw.schedule.origin, n));
     }
     for (const auto& e : pl) {
-      std::string text = as_string(doc, e);
-      auto colon = text.find(':');
-      std::string host = text.substr(0, colon);
-      RankPlacement rp;
-      bool found = false;
-      for (size_t h = 0; h < spec.hosts.size(); ++h) {
-        if (spec.hosts[h].name == host) {
-          rp.host = h;
-          found = true;
-        }
-      }
-      if (!found) {
-        std::string known;
-        for (const auto& x : spec.hosts) known += (known.empty() ? "" : ", ") + x.name;
-        throw config_error(doc, e,
-                           fmt::format("rank {}: unknown host '{}' (the lab has: {})", pw.ranks.size(), host, known));
-      }
-      const HostEntry& he = spec.hosts[rp.host];
-      if (colon == std::string::npos) {
-        if (he.nics.empty()) throw config_error(doc, e, fmt::format("host '{}' has no data NIC", host));
-        rp.nic = he.nics.front().name;
-      } else {
-        rp.nic = text.substr(colon + 1);
-        if (!he.nic(rp.nic)) {
-          std::string known;
-          for (const auto& x : he.nics) known += (known.empty() ? "" : ", ") + x.name;
-          throw config_error(doc, e,
-                             fmt::format("rank {}: host '{}' has no data NIC '{}' (it has: {})", pw.ranks.size(), host,
-                                         rp.nic, known));
-        }
-      }
+      RankPlacement rp = lab_nic(doc, e, spec, fmt::format("rank {}", pw.ranks.size()));
+      const std::string host = spec.hosts[rp.host].name;
       for (size_t k = 0; k < pw.ranks.size(); ++k) {
         if (pw.ranks[k].host == rp.host && pw.ranks[k].nic == rp.nic) {
           throw config_error(doc, e,
@@ -182,10 +221,12 @@ void pick_native(const YamlDoc& doc, const YAML::Node& ph, const YAML::Node& wl,
   const bool wanted = std::find(pw.modes.begin(), pw.modes.end(), "native") != pw.modes.end();
   if (!wanted) {
     for (const char* k : {"native"}) {
-      if (ph[k]) throw config_error(doc, ph[k], "phase.native is the topology of the native mode: add native to workload.modes");
+      if (ph[k])
+        throw config_error(doc, ph[k], "phase.native is the topology of the native mode: add native to workload.modes");
     }
     if (wl["native_group_if"]) {
-      throw config_error(doc, wl["native_group_if"], "native_group_if is for the native mode: add native to workload.modes");
+      throw config_error(doc, wl["native_group_if"],
+                         "native_group_if is for the native mode: add native to workload.modes");
     }
     return;
   }
@@ -209,9 +250,10 @@ void pick_native(const YamlDoc& doc, const YAML::Node& ph, const YAML::Node& wl,
     double candidates = 1;
     for (int s = 0; s < L.pp; ++s) candidates *= digits;
     if (candidates > 100000) {
-      throw config_error(doc, ph, fmt::format("job {} has {:.0f} possible topologies: name the native one with "
-                                              "phase.native",
-                                              L.job, candidates));
+      throw config_error(doc, ph,
+                         fmt::format("job {} has {:.0f} possible topologies: name the native one with "
+                                     "phase.native",
+                                     L.job, candidates));
     }
     pw.native = pw.initial;
     uint64_t best = served(pw.native);
@@ -250,7 +292,8 @@ void pick_native(const YamlDoc& doc, const YAML::Node& ph, const YAML::Node& wl,
 
 // sweep: {switching_ms: [...], repetitions: N, inject: BOOL}.
 void parse_sweep(const YamlDoc& doc, const YAML::Node& sw, const ExperimentSpec& spec, PhaseWorkloadSpec& pw) {
-  if (!sw.IsMap()) throw config_error(doc, sw, "sweep is a map {switching_ms: [MS, ...], repetitions: N, inject: BOOL}");
+  if (!sw.IsMap())
+    throw config_error(doc, sw, "sweep is a map {switching_ms: [MS, ...], repetitions: N, inject: BOOL}");
   only_keys(doc, sw, {"switching_ms", "repetitions", "inject"});
   const auto& list = require(doc, sw, "switching_ms");
   if (!list.IsSequence() || list.size() == 0)
@@ -395,13 +438,14 @@ std::vector<std::pair<std::string, std::string>> parse_group_map(const YamlDoc& 
   if (!gi.IsMap()) throw config_error(doc, gi, fmt::format("{} is a map GROUP: NIC (e.g. {{world: lan0}})", key));
   for (const auto& kv : gi) {
     std::string g = as_string(doc, kv.first), nic = as_string(doc, kv.second);
-    bool known = std::any_of(pw.schedule.groups.begin(), pw.schedule.groups.end(),
-                             [&](const auto& x) { return x.name == g; });
+    bool known =
+        std::any_of(pw.schedule.groups.begin(), pw.schedule.groups.end(), [&](const auto& x) { return x.name == g; });
     if (!known) {
       std::string names;
       for (const auto& x : pw.schedule.groups) names += (names.empty() ? "" : ", ") + x.name;
-      throw config_error(doc, kv.first,
-                         fmt::format("{}: schedule {} has no group '{}' (it has: {})", key, pw.schedule.origin, g, names));
+      throw config_error(
+          doc, kv.first,
+          fmt::format("{}: schedule {} has no group '{}' (it has: {})", key, pw.schedule.origin, g, names));
     }
     if (nic.empty() || nic.find_first_of(" \t/'\"=") != std::string::npos)
       throw config_error(doc, kv.second, fmt::format("{}: '{}' is not an interface name", key, nic));
@@ -426,7 +470,6 @@ void parse_host_prep(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec
         throw config_error(doc, wl["rxe"], fmt::format("rxe: '{}' is not an interface name", nic));
     }
   }
-
 }
 
 // workload: everything but the placement (parsed once phase: gave the layout).
@@ -557,8 +600,8 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
   const auto& ph = require(doc, root, "phase");
   if (!ph.IsMap()) throw config_error(doc, ph, "phase must be a map (job, pp, dims, initial, ...)");
   only_keys(doc, ph,
-            {"job", "pp", "dims", "initial", "native", "settle_ms", "rail", "listen", "controller", "ack_timeout_ms", "max_retries",
-             "policy", "phase_table", "switch_time_ms"});
+            {"job", "pp", "dims", "initial", "native", "settle_ms", "rail", "listen", "controller", "ack_timeout_ms",
+             "max_retries", "policy", "phase_table", "switch_time_ms", "spares", "detect"});
   parse_layout(doc, ph, spec, pw);
   if (ph["rail"]) pw.rail = as_string(doc, ph["rail"]);
   if (const auto& l = ph["listen"]) parse_listen(doc, l, pw);
@@ -574,6 +617,8 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
   pick_native(doc, ph, wl, pw);
   if (const auto& sw = root["sweep"]) parse_sweep(doc, sw, spec, pw);
   parse_placement(doc, wl, spec, pw);
+  if (const auto& sp = ph["spares"]) parse_spares(doc, sp, spec, pw);
+  if (const auto& d = ph["detect"]) pw.detect = phase::parse_detect_config(doc, d);
   check_launcher(doc, wl["launcher"] ? wl["launcher"] : wl, spec, pw);
   pick_controller_host(doc, ph, spec, pw);
   return pw;
@@ -607,10 +652,19 @@ void append_rank_options(std::vector<std::string>& a, const PhaseWorkloadSpec& s
 std::vector<std::string> rank_argv(const PhaseWorkloadSpec& spec, const std::vector<HostEntry>& hosts, int rank,
                                    const RankLaunch& l) {
   const RankPlacement& p = spec.ranks.at(static_cast<size_t>(rank));
-  std::vector<std::string> a = {l.program,   "--schedule",          l.schedule,   "--rank",
-                                std::to_string(rank), "--nranks", std::to_string(spec.schedule.ranks),
-                                "--rendezvous", l.rendezvous,      "--host",     hosts.at(p.host).name,
-                                "--output",  l.output_dir};
+  std::vector<std::string> a = {l.program,
+                                "--schedule",
+                                l.schedule,
+                                "--rank",
+                                std::to_string(rank),
+                                "--nranks",
+                                std::to_string(spec.schedule.ranks),
+                                "--rendezvous",
+                                l.rendezvous,
+                                "--host",
+                                hosts.at(p.host).name,
+                                "--output",
+                                l.output_dir};
   append_rank_options(a, spec, l, p.nic);
   return a;
 }

@@ -2,7 +2,10 @@
 // a real loopback sshd (the runner's SSH path), the ranks are the collective workload over TCP
 // (no RDMA device here), the controller and orchestrator run inside the runner against the
 // project's OCS emulator (`ocsctl emulate`, TL1, 100 ms switching). Both phase modes.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
@@ -19,6 +22,7 @@
 #include <sstream>
 #include <thread>
 
+#include <fmt/format.h>
 #include "ocslab/cli/ocslab_cli.h"
 #include "ocslab/common/file.h"
 #include "ocslab/common/process.h"
@@ -32,7 +36,6 @@
 #include "ocslab/testing/sshd_fixture.h"
 #include "ocslab/testing/wait.h"
 #include "ocslab/workloads/schedule.h"
-#include <fmt/format.h>
 
 using namespace ocslab;
 namespace fs = std::filesystem;
@@ -52,10 +55,10 @@ class Emulator {
     std::string ready = dir_ + "/ready.json";
     SpawnOptions o;
     o.log_file = dir_ + "/emulator.log";
-    pid_ =
-        spawn_program({testing::bin_path("ocsctl"), "emulate", "--size", "8x8", "--switching-ms", std::to_string(switching_ms), "--listen",
-                       "127.0.0.1:" + std::to_string(port_), "--ready-file", ready, "--ground-truth", ground_truth()},
-                      o);
+    pid_ = spawn_program(
+        {testing::bin_path("ocsctl"), "emulate", "--size", "8x8", "--switching-ms", std::to_string(switching_ms),
+         "--listen", "127.0.0.1:" + std::to_string(port_), "--ready-file", ready, "--ground-truth", ground_truth()},
+        o);
     testing::poll_until([&] { return fs::exists(ready); }, std::chrono::seconds(5), std::chrono::milliseconds(25));
     REQUIRE(fs::exists(ready));
   }
@@ -64,6 +67,7 @@ class Emulator {
     ::waitpid(pid_, nullptr, 0);
   }
   std::string url() const { return "tl1://admin@127.0.0.1:" + std::to_string(port_); }
+  int port() const { return port_; }
   std::string ground_truth() const { return dir_ + "/ground-truth.csv"; }
   // Circuit-making commands the switch answered.
   int connects() const {
@@ -129,6 +133,33 @@ std::vector<std::map<std::string, std::string>> read_csv(const std::string& path
     rows.push_back(r);
   }
   return rows;
+}
+
+// One TL1 command to the emulator as a lab engineer would type it (login first); the reply's text.
+std::string tl1(int port, const std::string& command) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string got;
+  for (const std::string& c : {std::string("ACT-USER::admin:1::root;"), command}) {
+    REQUIRE(::write(fd, c.data(), c.size()) == static_cast<ssize_t>(c.size()));
+    std::string reply;
+    char buf[512];
+    while (reply.find(';') == std::string::npos) {
+      ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n <= 0) break;
+      reply.append(buf, static_cast<size_t>(n));
+    }
+    got = reply;
+  }
+  ::close(fd);
+  return got;
 }
 
 }  // namespace
@@ -280,7 +311,8 @@ TEST_CASE("phase-workload: a bad orchestrator policy is refused before anything 
   }
   const std::string anchor = "ack_timeout_ms: 5000}";
   REQUIRE(text.find(anchor) != std::string::npos);
-  const auto line_no = std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(text.find(anchor)), '\n') + 1;
+  const auto line_no =
+      std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(text.find(anchor)), '\n') + 1;
   std::ofstream(lab.dir.path() + "/bad.csv") << "index,group,type,bytes,idle_us\n0,pp0,sendrecv,4096,soon\n";
   struct Case {
     std::string keys, message;
@@ -426,7 +458,7 @@ TEST_CASE("phase-workload: native, on-demand and provisioning over a switching-l
   REQUIRE(rc == 0);
 
   auto points = read_csv(out_dir + "/sweep.csv");
-  REQUIRE(points.size() == 7u);  // native once, two modes at three points
+  REQUIRE(points.size() == 7u);        // native once, two modes at three points
   std::map<std::string, double> step;  // "mode@ms" -> mean step time
   std::map<std::string, double> reconf;
   for (const auto& p : points) {
@@ -525,13 +557,15 @@ TEST_CASE("phase-workload: native, on-demand and provisioning over a switching-l
   for (const auto& p : read_csv(bare_dir + "/sweep.csv")) bare_step[p.at("mode")] = std::stod(p.at("step_ms"));
   const double with_compute = step.at("on-demand@25.000") - step.at("provisioning@25.000");
   const double without = bare_step.at("on-demand") - bare_step.at("provisioning");
-  std::cout << fmt::format("provisioning's advantage over on-demand at 25 ms switching: {:.1f} ms per step with 150 ms "
-                           "of compute, {:.1f} ms without compute (on-demand {:.1f}, provisioning {:.1f} ms)\n",
-                           with_compute, without, bare_step.at("on-demand"), bare_step.at("provisioning"));
+  std::cout << fmt::format(
+      "provisioning's advantage over on-demand at 25 ms switching: {:.1f} ms per step with 150 ms "
+      "of compute, {:.1f} ms without compute (on-demand {:.1f}, provisioning {:.1f} ms)\n",
+      with_compute, without, bare_step.at("on-demand"), bare_step.at("provisioning"));
   CHECK(without < with_compute);
 }
 
-TEST_CASE("phase-workload: Opus-evaluation input the lab cannot run is refused before anything runs", "[phase-runner][opus]") {
+TEST_CASE("phase-workload: Opus-evaluation input the lab cannot run is refused before anything runs",
+          "[phase-runner][opus]") {
   Lab lab(0);
   auto refused = [&](const std::string& spec, const std::string& what) {
     std::ostringstream out, err;
@@ -604,7 +638,8 @@ TEST_CASE("phase-workload: mpirun / srun on a lab host that cannot run the job a
   CHECK(lab.emu.connects() == 0);
 }
 
-TEST_CASE("a launcher on a host over SSH: Ctrl-C stops it there, its output reaches the log", "[phase-runner][launchers]") {
+TEST_CASE("a launcher on a host over SSH: Ctrl-C stops it there, its output reaches the log",
+          "[phase-runner][launchers]") {
   testing::SshdFixture sshd{testing::SshdOptions{}};
   testing::TempDir dir;
   runner::LauncherPlace place;
@@ -635,4 +670,102 @@ TEST_CASE("a launcher on a host over SSH: Ctrl-C stops it there, its output reac
   out = runner::run_launcher_command(place, {"sh", "-c", "echo two; exit 7"}, log, std::chrono::seconds(60), &stop);
   CHECK(out.exit_status == 7);
   CHECK_THAT(out.output, Contains("two"));
+}
+
+TEST_CASE("phase-workload with phase.detect: a port that goes dark is masked onto the spare and the run goes on",
+          "[phase-runner][mask]") {
+  Lab lab;
+  // Four ranks on h1..h4 (slots 1/9 .. 4/12) and h5's NIC as the rail's spare slot (5/13).
+  std::string spec = lab.spec(5, "  modes: [on-demand]\n", "dp-pp-4-phase", "[--compute-ms, 150, --steps, 6]");
+  {
+    std::string text = read_file_or_empty(spec);
+    const std::string anchor = "ack_timeout_ms: 5000}";
+    REQUIRE(text.find(anchor) != std::string::npos);
+    text.replace(text.find(anchor), anchor.size(),
+                 "ack_timeout_ms: 5000, spares: [h5:lo], detect: {interval_ms: 20, dark_polls: 2}}");
+    std::ofstream(spec) << text;
+  }
+  std::string out_dir = lab.dir.path() + "/results";
+  std::ostringstream out, err;
+  // Rank 2's receive fibre (egress port 11) goes dark while the job runs: its shutter closed
+  // through the switch's own TL1 command, as an operator or a failing port would.
+  std::atomic<bool> done{false};
+  std::string shutter_reply;
+  std::thread fault([&] {
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    while (!done && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!done) shutter_reply = tl1(lab.emu.port(), "OPR-PORT-SHUTTER::11:2:;");
+  });
+  int rc = cli::run_ocslab({"run", spec, "-o", out_dir}, out, err);
+  done = true;
+  fault.join();
+  std::cout << out.str() << err.str() << std::flush;
+  INFO(err.str());
+  INFO("shutter: " << shutter_reply);
+  CHECK_THAT(shutter_reply, Contains("COMPLD"));
+  REQUIRE(rc == 0);  // masked onto the spare: not a problem of the run
+
+  nlohmann::json meta = nlohmann::json::parse(read_file_or_empty(out_dir + "/meta.json"));
+  const auto& masks = meta.at("modes").at(0).at("masks");
+  REQUIRE(masks.size() == 1);
+  CHECK(masks[0].at("rail") == "rail0");
+  CHECK(masks[0].at("port") == 11);
+  CHECK(masks[0].at("rank") == 2);
+  CHECK_THAT(masks[0].at("evidence").get<std::string>(), Contains("egress port 11"));
+  CHECK_THAT(masks[0].at("move").get<std::string>(), Contains("rank 2 moved from slot 3/11 to 5/13"));
+  // Recovery: the first dark reading -> the circuits re-made on the spare (the emulator's 100 ms
+  // switching at least once).
+  CHECK(masks[0].at("recovery_ms").get<double>() >= 100);
+  CHECK(masks[0].at("recovery_ms").get<double>() < 5000);
+  const std::string summary = read_file_or_empty(out_dir + "/summary.txt");
+  CHECK_THAT(summary, Contains("Failed ports (phase.detect):") && Contains("rail rail0 port 11 failed") &&
+                          Contains("recovered"));
+  // The job finished on the spare: every rank's steps are in phase-steps.csv.
+  auto sched = workloads::load_schedule(source_dir() + "/experiments/workloads/schedules/dp-pp-4-phase.yaml");
+  CHECK(read_csv(out_dir + "/phase-steps.csv").size() == static_cast<size_t>(sched.warmup + 6));
+  // The spare's ports were switched (ENT-PATCH to egress 13 or from ingress 5 after the fault).
+  const std::string truth = read_file_or_empty(lab.emu.ground_truth());
+  CHECK_THAT(truth, Contains("shutter_closed"));
+}
+
+TEST_CASE("phase-workload: spares and detect are checked before anything runs, naming file:line:col",
+          "[phase-runner][mask]") {
+  Lab lab(0);
+  auto refused = [&](const std::string& replacement, const std::string& what) {
+    std::string spec = lab.spec(5);
+    std::string text = read_file_or_empty(spec);
+    const std::string anchor = "ack_timeout_ms: 5000}";
+    text.replace(text.find(anchor), anchor.size(), "ack_timeout_ms: 5000, " + replacement + "}");
+    std::ofstream(spec) << text;
+    std::ostringstream out, err;
+    int rc = cli::run_ocslab({"run", spec, "-o", lab.dir.path() + "/results"}, out, err);
+    INFO(replacement << "\n" << err.str());
+    CHECK(rc == cli::kExitInput);
+    CHECK_THAT(err.str(), Contains(spec + ":") && Contains(what));
+    CHECK_FALSE(fs::exists(lab.dir.path() + "/results"));
+    CHECK(lab.emu.connects() == 0);  // the switch was not touched
+  };
+  refused("spares: [h9:lo]", "spare 0: unknown host 'h9'");
+  refused("spares: [h5:eth7]", "host 'h5' has no data NIC 'eth7'");
+  refused("spares: [h2:lo]", "spare h2:lo is rank 1's NIC");
+  refused("spares: [h5:lo, h5:lo]", "spare h5:lo is listed twice");
+  refused("detect: {interval_ms: 0}", "detect.interval_ms must be 1..60000");
+  {  // a spare outside the switch's allow-list
+    std::string spec = lab.spec(5);
+    std::string text = read_file_or_empty(spec);
+    const std::string sw = "switch: {url: '" + lab.emu.url() + "'";
+    REQUIRE(text.find(sw) != std::string::npos);
+    text.replace(text.find(sw), sw.size(), sw + ", allow: '1..4,9..12'");
+    text.replace(text.find("ack_timeout_ms: 5000}"), 21, "ack_timeout_ms: 5000, spares: [h5:lo]}");
+    std::ofstream(spec) << text;
+    std::ostringstream out, err;
+    int rc = cli::run_ocslab({"run", spec, "-o", lab.dir.path() + "/results"}, out, err);
+    INFO(err.str());
+    CHECK(rc == cli::kExitInput);
+    CHECK_THAT(err.str(), Contains(spec + ":") && Contains("spare h5:lo (ports 5-13) is outside switch.allow") &&
+                              Contains("port 5"));
+    CHECK(lab.emu.connects() == 0);
+  }
+  refused("detect: {dark_polls: 2, colour: red}", "colour");
 }

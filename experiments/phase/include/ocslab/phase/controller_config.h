@@ -56,7 +56,7 @@ struct ControllerConfig {
   int ack_timeout_ms = 10000;
   int max_retries = 2;
   Policy policy = Policy::kOnRequest;
-  std::string phase_table;   // safe-window's table, relative paths resolved against the file's folder
+  std::string phase_table;    // safe-window's table, relative paths resolved against the file's folder
   double switch_time_ms = 0;  // safe-window's switch time
   PhaseWindows windows;       // load_controller_config reads phase_table (parse_controller_config does not)
   std::optional<PortWatchOptions> detect;  // `detect:`: a PortWatch per rail feeds Controller::port_failed
@@ -78,6 +78,10 @@ struct PolicyConfig {
   double switch_time_ms = 0;
 };
 PolicyConfig parse_policy_config(const YamlDoc& doc, const YAML::Node& map);
+// `detect: {interval_ms, threshold_dbm, dark_polls, settle_ms}` (each optional; ranges checked,
+// errors at file:line:col): the PortWatch options of the controller config and of the runner's
+// phase-workload spec (phase.detect).
+PortWatchOptions parse_detect_config(const YamlDoc& doc, const YAML::Node& node);
 ControllerConfig load_controller_config(const std::string& path);
 // The shims' token: the inline one, or token_file read with read_secret_file's checks (a
 // regular file owned by this user, mode 0600 or stricter, no symlink); empty when neither.

@@ -15,6 +15,7 @@
 #include "ocslab/common/config.h"
 #include "ocslab/common/shell.h"
 #include "ocslab/phase/controller.h"
+#include "ocslab/phase/port_watch.h"
 #include "ocslab/phase/topology.h"
 #include "ocslab/workloads/op_record.h"
 #include "ocslab/workloads/schedule.h"
@@ -104,7 +105,15 @@ struct PhaseWorkloadSpec {
   // before its ranks start, for the links to come up (phase.settle_ms).
   int settle_ms = 0;
 
-  // The rail's slots in rank order (each rank's NIC: tx_port -> ingress, rx_port -> egress).
+  // Spare slots on the rail (phase.spares, HOST:NIC each, no rank's NIC): where the controller
+  // moves a rank whose port failed. With phase.detect the rail's circuits are watched through
+  // the switch's power monitors (phase::PortWatch) and a failed port is masked
+  // (Controller::port_failed); docs/phase-control.md#failed-ports-detection-masking-recovery.
+  std::vector<RankPlacement> spares;
+  std::optional<phase::PortWatchOptions> detect;
+
+  // The rail's slots (each NIC: tx_port -> ingress, rx_port -> egress): the ranks' in rank
+  // order, then the spares'.
   std::vector<phase::Slot> slots(const std::vector<HostEntry>& hosts) const;
 };
 
@@ -189,9 +198,9 @@ struct SweepPoint {
   double step_ms = 0, step_ms_sd = 0;
   double relative = 0;  // to native's mean (0: no native)
   double reconfigs_per_step = 0;
-  double wait_ms = 0;          // fabric wait per step
+  double wait_ms = 0;  // fabric wait per step
   double barriers_per_step = 0;
-  double estimate_ms = -1;     // T_native + N_reconfig x T_switch (-1: native, or no native)
+  double estimate_ms = -1;  // T_native + N_reconfig x T_switch (-1: native, or no native)
 };
 std::vector<SweepPoint> sweep_points(const std::vector<StepFigures>& figures);
 const std::vector<std::string>& sweep_csv_columns();
