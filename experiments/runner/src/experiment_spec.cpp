@@ -90,7 +90,8 @@ std::vector<std::string> string_list(const YamlDoc& doc, const YAML::Node& n) {
 
 double positive(const YamlDoc& doc, const YAML::Node& n, double min, double max, const char* what) {
   double v = as_double(doc, n);
-  if (!(v >= min && v <= max)) throw config_error(doc, n, fmt::format("{} must be in [{}, {}], got {}", what, min, max, v));
+  if (!(v >= min && v <= max))
+    throw config_error(doc, n, fmt::format("{} must be in [{}, {}], got {}", what, min, max, v));
   return v;
 }
 
@@ -135,7 +136,8 @@ Link parse_link(const YamlDoc& doc, const YAML::Node& node, const ExperimentSpec
 void parse_lab(const YamlDoc& doc, const YAML::Node& lab, ExperimentSpec& spec) {
   only_keys(doc, lab, {"vlab", "keep", "inventory", "connect_concurrency"});
   bool has_vlab = lab["vlab"].IsDefined(), has_inv = lab["inventory"].IsDefined();
-  if (has_vlab == has_inv) throw config_error(doc, lab, "lab needs exactly one of 'vlab' (a virtual-lab file) or 'inventory'");
+  if (has_vlab == has_inv)
+    throw config_error(doc, lab, "lab needs exactly one of 'vlab' (a virtual-lab file) or 'inventory'");
   if (lab["keep"]) spec.keep_lab = as_bool(doc, lab["keep"]);
   if (lab["connect_concurrency"]) {
     spec.connect_concurrency = int_in(doc, lab["connect_concurrency"], 1, 1024, "connect_concurrency");
@@ -185,7 +187,8 @@ void parse_lab(const YamlDoc& doc, const YAML::Node& lab, ExperimentSpec& spec) 
       }
       rest = rest.substr(0, colon);
     }
-    if (rest.empty() || h.user.empty()) throw config_error(doc, hn["ssh"], "'" + ssh + "': expected [USER@]HOST[:PORT]");
+    if (rest.empty() || h.user.empty())
+      throw config_error(doc, hn["ssh"], "'" + ssh + "': expected [USER@]HOST[:PORT]");
     h.ssh_host = rest;
     if (hn["identity_file"]) h.identity_file = resolve_path(doc.origin, as_string(doc, hn["identity_file"]));
     if (hn["known_hosts"]) h.known_hosts = resolve_path(doc.origin, as_string(doc, hn["known_hosts"]));
@@ -216,7 +219,8 @@ void parse_probes(const YamlDoc& doc, const YAML::Node& probes, ExperimentSpec& 
   for (const auto& kv : probes) {
     std::string name = as_string(doc, kv.first);
     if (!kKnown.count(name)) {
-      throw config_error(doc, kv.first, "unknown probe '" + name + "' (known: carrier, firmware, heartbeat, rdma, rx_power)");
+      throw config_error(doc, kv.first,
+                         "unknown probe '" + name + "' (known: carrier, firmware, heartbeat, rdma, rx_power)");
     }
     const YAML::Node& v = kv.second;
     if (!v.IsNull() && !v.IsMap()) throw config_error(doc, v, "settings of probe '" + name + "' must be a map");
@@ -302,8 +306,9 @@ void parse_type(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& spec
   if (root["type"]) {
     spec.type = as_string(doc, root["type"]);
     if (spec.type != kReconfigLatency && spec.type != kPhaseWorkload) {
-      throw config_error(doc, root["type"], fmt::format("unknown experiment type '{}' (known: {}, {})", spec.type,
-                                                        kReconfigLatency, kPhaseWorkload));
+      throw config_error(
+          doc, root["type"],
+          fmt::format("unknown experiment type '{}' (known: {}, {})", spec.type, kReconfigLatency, kPhaseWorkload));
     }
   }
   const bool phase_type = spec.type == kPhaseWorkload;
@@ -315,7 +320,9 @@ void parse_type(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& spec
   }
   for (const char* k : {"mappings", "schedule", "faults"}) {
     if (root[k] && phase_type) {
-      throw config_error(doc, root[k], fmt::format("'{}' is not part of a {} spec (the schedule is workload.schedule)", k, kPhaseWorkload));
+      throw config_error(
+          doc, root[k],
+          fmt::format("'{}' is not part of a {} spec (the schedule is workload.schedule)", k, kPhaseWorkload));
     }
   }
 }
@@ -341,7 +348,8 @@ void parse_switch(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& sp
     if (sw["known_hosts"]) spec.switch_known_hosts = resolve_path(doc.origin, as_string(doc, sw["known_hosts"]));
   }
   if (spec.switch_url.empty() && spec.vlab.empty()) {
-    throw config_error(doc, root["switch"] ? root["switch"] : root, "switch.url is needed with an inventory of real hosts");
+    throw config_error(doc, root["switch"] ? root["switch"] : root,
+                       "switch.url is needed with an inventory of real hosts");
   }
 }
 
@@ -353,24 +361,25 @@ void parse_phase_sections(const YamlDoc& doc, const YAML::Node& root, Experiment
   if (const auto& p = root["probes"]) {
     parse_probes(doc, p, spec);
     if (spec.rdma.enabled && spec.rdma.pairs.empty()) {
-      throw config_error(doc, p["rdma"], fmt::format("probes.rdma in a {} spec needs pairs: a list of 'HOST:NIC -> "
-                                                     "HOST:NIC' (there are no mappings to take them from)",
-                                                     kPhaseWorkload));
+      throw config_error(doc, p["rdma"],
+                         fmt::format("probes.rdma in a {} spec needs pairs: a list of 'HOST:NIC -> "
+                                     "HOST:NIC' (there are no mappings to take them from)",
+                                     kPhaseWorkload));
     }
   }
   auto pw = std::make_shared<PhaseWorkloadSpec>(parse_phase_workload(doc, spec));
-  for (const auto& slot : pw->slots(spec.hosts)) {
-    for (auto p : {slot.ingress, slot.egress}) {
-      if (spec.allow.empty()) continue;
-      if (!spec.allow.contains(p)) {
-        throw config_error(doc, root["switch"]["allow"], fmt::format("switch port {} of a rank's slot is outside switch.allow ({})", p, spec.allow.to_string()));
+  const bool given = !spec.allow.empty();
+  for (const auto& rail : pw->rail_list()) {
+    for (const auto& slot : PhaseWorkloadSpec::slots_of(rail, spec.hosts)) {
+      for (auto p : {slot.ingress, slot.egress}) {
+        if (!given) {
+          spec.allow.insert(p);
+        } else if (!spec.allow.contains(p)) {
+          throw config_error(doc, root["switch"]["allow"],
+                             fmt::format("switch port {} of a slot of rail {} is outside switch.allow ({})", p,
+                                         rail.name, spec.allow.to_string()));
+        }
       }
-    }
-  }
-  if (spec.allow.empty()) {
-    for (const auto& slot : pw->slots(spec.hosts)) {
-      spec.allow.insert(slot.ingress);
-      spec.allow.insert(slot.egress);
     }
   }
   spec.phase_workload = std::move(pw);
@@ -390,7 +399,8 @@ Mapping parse_mapping(const YamlDoc& doc, const YAML::Node& name, const YAML::No
     Link l = parse_link(doc, ln, spec, "<->");
     for (const auto& end : {std::make_pair(l.a_host, l.a_nic), std::make_pair(l.b_host, l.b_nic)}) {
       if (!nics.insert(end).second) {
-        throw config_error(doc, ln, fmt::format("mapping '{}' uses {}:{} twice", m.name, spec.hosts[end.first].name, end.second));
+        throw config_error(
+            doc, ln, fmt::format("mapping '{}' uses {}:{} twice", m.name, spec.hosts[end.first].name, end.second));
       }
     }
     const NicEntry& a = *spec.hosts[l.a_host].nic(l.a_nic);
@@ -400,8 +410,9 @@ Mapping parse_mapping(const YamlDoc& doc, const YAML::Node& name, const YAML::No
     for (auto p : {a.tx_port, a.rx_port, b.tx_port, b.rx_port}) {
       ports.insert(p);
       if (!spec.allow.empty() && !spec.allow.contains(p)) {
-        throw config_error(doc, ln, fmt::format("link '{}' needs switch port {}, which is outside switch.allow ({})",
-                                                as_string(doc, ln), p, spec.allow.to_string()));
+        throw config_error(doc, ln,
+                           fmt::format("link '{}' needs switch port {}, which is outside switch.allow ({})",
+                                       as_string(doc, ln), p, spec.allow.to_string()));
       }
     }
     m.links.push_back(std::move(l));
@@ -483,9 +494,9 @@ void parse_fault_port(const YamlDoc& doc, const YAML::Node& node, const Experime
     }
   }
   if (f.port == 0) {
-    throw config_error(doc, node,
-                       fmt::format("unknown port {}: no NIC of the lab is on it (the lab's NIC ports: {})", p,
-                                   nic_ports.to_string()));
+    throw config_error(
+        doc, node,
+        fmt::format("unknown port {}: no NIC of the lab is on it (the lab's NIC ports: {})", p, nic_ports.to_string()));
   }
   if (!spec.allow.contains(f.port)) {
     throw config_error(doc, node,
@@ -513,11 +524,13 @@ FaultSpec parse_fault(const YamlDoc& doc, const YAML::Node& node, const Experime
     const auto& ms = require(doc, node, "for_ms");
     f.for_ms = as_double(doc, ms);
     if (!(f.for_ms > 0) || f.for_ms > 3'600'000) {
-      throw config_error(doc, ms, fmt::format("for_ms must be above 0 and at most 3600000 (an hour), got {}", f.for_ms));
+      throw config_error(doc, ms,
+                         fmt::format("for_ms must be above 0 and at most 3600000 (an hour), got {}", f.for_ms));
     }
   } else {
-    throw config_error(doc, node["kind"], fmt::format("unknown fault kind '{}' (known: {}, {}, {})", f.kind,
-                                                      kNicHeldDown, kPortDark, kSwitchUnreachable));
+    throw config_error(doc, node["kind"],
+                       fmt::format("unknown fault kind '{}' (known: {}, {}, {})", f.kind, kNicHeldDown, kPortDark,
+                                   kSwitchUnreachable));
   }
   const auto& it = require(doc, node, "before_iteration");
   long long i = as_int(doc, it);
@@ -587,7 +600,9 @@ ExperimentSpec parse_experiment_spec(const YamlDoc& doc) {
   spec.origin = doc.origin;
   parse_type(doc, root, spec);
   spec.name = root["name"] ? as_string(doc, root["name"]) : fs::path(doc.origin).stem().string();
-  if (!valid_name(spec.name)) throw config_error(doc, root["name"] ? root["name"] : root, "'" + spec.name + "' is not a valid experiment name (letters, digits, . _ -)");
+  if (!valid_name(spec.name))
+    throw config_error(doc, root["name"] ? root["name"] : root,
+                       "'" + spec.name + "' is not a valid experiment name (letters, digits, . _ -)");
   parse_lab(doc, require(doc, root, "lab"), spec);
   parse_switch(doc, root, spec);
   if (spec.type == kPhaseWorkload) {

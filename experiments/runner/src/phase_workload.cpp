@@ -551,6 +551,7 @@ std::vector<Sample> controller_samples(const std::vector<phase::ControllerEvent>
 // One reconfiguration the controller made, with the op that asked for it.
 struct PhaseReconfig {
   std::string label, mode;  // the run (ModeRun::label) and its mode
+  std::string rail;         // the rail the orchestrator reprogrammed
   double switching_ms = -1;
   int repetition = 1;
   std::string from, to;  // topo_ids
@@ -627,7 +628,9 @@ class PhaseWorkloadRun {
     write_text(folder_ + "/schedule.yaml", schedule_text_);
     token_ = random_token();  // this run's controller secret: the ranks get it over SSH
     program_ = install_program();
-    slots_ = pw_.slots(spec_.hosts);
+    rails_ = pw_.rail_list();
+    for (const auto& r : rails_) rail_slots_.push_back(PhaseWorkloadSpec::slots_of(r, spec_.hosts));
+    slots_ = rail_slots_.front();
     for (const auto& r : pw_.ranks) used_hosts_.insert(r.host);
     measure_offsets();
     std::optional<HostPrep> prep;  // undone when the run ends, however it ends
@@ -720,26 +723,35 @@ class PhaseWorkloadRun {
   }
 
   // A fresh control plane per mode: the fabric starts from the same initial topology.
-  // Native mode keeps the rail on pw_.native for the whole run; the others start from the initial
-  // topology and let the controller move it.
-  std::shared_ptr<phase::Orchestrator> open_rail(ModeRun& m) {
+  // Native mode keeps the rails on pw_.native for the whole run; the others start from the
+  // initial topology and let the controller move them. One orchestrator per rail, each with its
+  // own driver session; the job on the ranks' slots, the spares' slots left free for a rank
+  // whose port fails.
+  std::vector<std::shared_ptr<phase::Orchestrator>> open_rails(ModeRun& m) {
     SwitchAccess sw = target_.switch_access();
-    auto rail = std::make_shared<phase::Orchestrator>(pw_.rail, slots_, ocs::make_driver(sw.url, sw.options));
     const phase::TopoId& topo = m.mode == "native" ? pw_.native : pw_.initial;
     const int64_t t0 = realtime_ns();
-    // The job on the ranks' slots; the spares' slots stay free for a rank whose port fails.
-    auto placed = rail->add_job(pw_.layout, topo,
-                                std::vector<phase::Slot>(slots_.begin(), slots_.begin() + static_cast<long>(ranks())));
-    m.placement_added = placed.added.size();
-    ctx_.log(fmt::format("{}: job {} wired as {} on rail {} ({} circuit(s) made, {} removed)", m.label, pw_.layout.job,
-                         topo.str(), pw_.rail, placed.added.size(), placed.removed.size()));
+    std::vector<std::shared_ptr<phase::Orchestrator>> rails;
+    bool changed = false;
+    m.placement_added = 0;
+    for (size_t k = 0; k < rails_.size(); ++k) {
+      const auto& slots = rail_slots_[k];
+      auto rail = std::make_shared<phase::Orchestrator>(rails_[k].name, slots, ocs::make_driver(sw.url, sw.options));
+      auto placed = rail->add_job(pw_.layout, topo,
+                                  std::vector<phase::Slot>(slots.begin(), slots.begin() + static_cast<long>(ranks())));
+      m.placement_added += placed.added.size();
+      changed = changed || placed.changed();
+      ctx_.log(fmt::format("{}: job {} wired as {} on rail {} ({} circuit(s) made, {} removed)", m.label,
+                           pw_.layout.job, topo.str(), rails_[k].name, placed.added.size(), placed.removed.size()));
+      rails.push_back(std::move(rail));
+    }
     // Circuits the placement made: their links need the switch's and the NICs' time to come up
     // before the ranks use them (the settle time of a reconfiguration experiment).
-    if (placed.changed() && capture_) {
+    if (changed && capture_) {
       capture_->control(Sample{t0, 0, "switch", "ocs", m.label + " setup " + topo.str(), "setup", 1, ""});
     }
-    if (placed.changed()) std::this_thread::sleep_for(std::chrono::milliseconds(pw_.settle_ms));
-    return rail;
+    if (changed) std::this_thread::sleep_for(std::chrono::milliseconds(pw_.settle_ms));
+    return rails;
   }
 
   // A reconfiguration the controller's rail made (on its worker thread): recorded for the
@@ -749,6 +761,7 @@ class PhaseWorkloadRun {
     PhaseReconfig rec;
     rec.label = m.label;
     rec.mode = m.mode;
+    rec.rail = r.rail;
     rec.switching_ms = m.switching_ms;
     rec.repetition = m.repetition;
     rec.from = r.from;
@@ -765,7 +778,7 @@ class PhaseWorkloadRun {
     rec.removed = r.removed.size();
     rec.ports = r.ports_touched;
     if (capture_) {
-      const std::string subject = m.label + " " + r.to;
+      const std::string subject = m.label + " " + (rails_.size() > 1 ? r.rail + " " : std::string()) + r.to;
       capture_->control(Sample{rec.issued_ns, 0, "switch", "ocs", subject, "command", 1, ""});
       capture_->control(Sample{rec.acked_ns, 0, "switch", "ocs", subject, "ack", 1, "bool"});
     }
@@ -773,13 +786,14 @@ class PhaseWorkloadRun {
     reconfigs_.push_back(std::move(rec));
   }
 
-  phase::ControllerOptions controller_options(std::shared_ptr<phase::Orchestrator> rail, const ModeRun& m) {
+  phase::ControllerOptions controller_options(std::vector<std::shared_ptr<phase::Orchestrator>> rails,
+                                              const ModeRun& m) {
     phase::ControllerOptions co;
     co.listen_host = pw_.listen_host;
     co.listen_port = pw_.listen_port;
     co.token = token_;
     co.layout = pw_.layout;
-    co.rails = {std::move(rail)};
+    co.rails = std::move(rails);
     co.ack_timeout = std::chrono::milliseconds(pw_.ack_timeout_ms);
     co.max_retries = pw_.max_retries;
     co.policy = pw_.policy;
@@ -817,23 +831,25 @@ class PhaseWorkloadRun {
     fs::create_directories(m.dir);
     const size_t first_reconfig = reconfig_count();
     m.first_reconfig = first_reconfig;
-    auto rail = open_rail(m);
+    auto rails = open_rails(m);
     std::optional<phase::Controller> ctl;  // none in native mode: the fabric stays as wired
     if (m.mode != "native") {
-      ctl.emplace(controller_options(rail, m));
+      ctl.emplace(controller_options(rails, m));
       ctl->start();
     }
-    // phase.detect: the rail's circuits watched through the switch's power monitors (a driver
-    // session of its own); a failed port is masked by the controller onto a spare slot.
-    std::unique_ptr<phase::PortWatch> watch;
+    // phase.detect: each rail's circuits watched through the switch's power monitors (a driver
+    // session per rail); a failed port is masked by the controller onto a spare slot.
+    std::vector<std::unique_ptr<phase::PortWatch>> watches;
     if (ctl && pw_.detect) {
       SwitchAccess sw = target_.switch_access();
       phase::Controller* c = &*ctl;
-      watch = std::make_unique<phase::PortWatch>(
-          rail, ocs::make_driver(sw.url, sw.options),
-          [c](const phase::PortFailure& f) { c->port_failed(f.rail, f.port, f.evidence, f.seen_mono_ns); },
-          *pw_.detect);
-      watch->start();
+      for (const auto& rail : rails) {
+        watches.push_back(std::make_unique<phase::PortWatch>(
+            rail, ocs::make_driver(sw.url, sw.options),
+            [c](const phase::PortFailure& f) { c->port_failed(f.rail, f.port, f.evidence, f.seen_mono_ns); },
+            *pw_.detect));
+        watches.back()->start();
+      }
     }
     m.launch = launch_settings(m.mode, ctl ? ctl->port() : 0);
     m.started_ns = realtime_ns();
@@ -844,7 +860,7 @@ class PhaseWorkloadRun {
     }
     m.ended_ns = realtime_ns();
     std::vector<phase::ControllerEvent> events;
-    if (watch) watch->stop();
+    for (auto& w : watches) w->stop();
     if (ctl) {
       ctl->stop();
       events = ctl->events();
@@ -1252,6 +1268,24 @@ class PhaseWorkloadRun {
                          ranks(), reconfigs, static_cast<double>(m.ended_ns - m.started_ns) / 1e9));
   }
 
+  // meta.json's phase.rails: per rail its name, each rank's NIC and slot, the spares.
+  json rails_meta() const {
+    json out = json::array();
+    for (size_t k = 0; k < rails_.size(); ++k) {
+      json nics = json::array(), spares = json::array();
+      const auto& rail = rails_[k];
+      for (size_t i = 0; i < rail.nics.size() + rail.spares.size(); ++i) {
+        const RankPlacement& p = i < rail.nics.size() ? rail.nics[i] : rail.spares[i - rail.nics.size()];
+        json e = {{"host", spec_.hosts[p.host].name},
+                  {"nic", p.nic},
+                  {"slot", fmt::format("{}-{}", rail_slots_[k][i].ingress, rail_slots_[k][i].egress)}};
+        (i < rail.nics.size() ? nics : spares).push_back(e);
+      }
+      out.push_back({{"name", rail.name}, {"nics", nics}, {"spares", spares}});
+    }
+    return out;
+  }
+
   // Whether a controller problem is the report of a port failure that was masked onto a spare
   // (its port_failed and its masked notes): the run recovered from it, so it is listed under
   // summary.txt's failed ports (mask_record) and is not a problem of the run. A failure that no
@@ -1431,7 +1465,7 @@ class PhaseWorkloadRun {
     for (const auto& r : recs) {
       ReconfigRecord rr;
       rr.iteration = static_cast<int>(result_.reconfigurations.size()) + 1;
-      rr.mapping = r.label + " " + r.to;
+      rr.mapping = r.label + " " + (rails_.size() > 1 ? r.rail + " " : std::string()) + r.to;
       rr.issued_ns = r.issued_ns;
       rr.acked_ns = r.acked_ns;
       rr.ok = true;
@@ -1486,20 +1520,20 @@ class PhaseWorkloadRun {
     std::istringstream in(text.str());
     std::string line, out;
     std::getline(in, line);
-    out =
-        line + ",mode,label,switching_ms,repetition,step,group,seq,topo_from,topo_to,circuits_added,circuits_removed\n";
+    out = line +
+          ",mode,label,switching_ms,repetition,step,group,seq,topo_from,topo_to,circuits_added,circuits_removed,rail\n";
     size_t k = 0;
     while (std::getline(in, line)) {
       const auto& row = b.rows.at(k++);
       const size_t i = static_cast<size_t>(std::max(1, row.iteration) - 1);
       if (i >= recs.size()) {
-        out += line + ",,,,,,,,,,,\n";
+        out += line + ",,,,,,,,,,,,\n";
         continue;
       }
       const auto& r = recs[i];
       out += line + "," +
-             fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", r.mode, r.label, ms_or_empty(r.switching_ms),
-                         r.repetition, r.step, r.group, r.seq, r.from, r.to, r.added, r.removed);
+             fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}\n", r.mode, r.label, ms_or_empty(r.switching_ms),
+                         r.repetition, r.step, r.group, r.seq, r.from, r.to, r.added, r.removed, r.rail);
     }
     write_text(folder_ + "/breakdown.csv", out);
     breakdown_rows_ = b.rows.size();
@@ -1533,7 +1567,8 @@ class PhaseWorkloadRun {
                      {"pp", pw_.layout.pp},
                      {"digits", pw_.layout.describe_digits()},
                      {"initial", pw_.initial.str()},
-                     {"rail", pw_.rail},
+                     {"rail", rails_.front().name},
+                     {"rails", rails_meta()},
                      {"switch", switch_text()},
                      {"allow", spec_.allow.to_string()},
                      {"policy", phase::to_string(pw_.policy)}};
@@ -1585,7 +1620,9 @@ class PhaseWorkloadRun {
   std::vector<std::string> launcher_extra_;    // the runner's own launcher arguments
   std::optional<SlurmAllocation> allocation_;  // srun: held from before the first mode to the end
   std::string program_;                        // as the ranks' hosts see it
-  std::vector<phase::Slot> slots_;
+  std::vector<phase::Slot> slots_;             // the first rail's (the ranks' placement NICs)
+  std::vector<RailSpec> rails_;
+  std::vector<std::vector<phase::Slot>> rail_slots_;  // per rail: the ranks' slots, then the spares'
   std::set<size_t> used_hosts_;
   std::map<std::string, ClockOffset> offsets_;
   json meta_modes_ = json::array();

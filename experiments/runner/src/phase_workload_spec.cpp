@@ -31,16 +31,25 @@ const char* to_string(Launcher l) {
   return "?";
 }
 
-std::vector<phase::Slot> PhaseWorkloadSpec::slots(const std::vector<HostEntry>& hosts) const {
+std::vector<RailSpec> PhaseWorkloadSpec::rail_list() const {
+  if (!rails.empty()) return rails;
+  return {RailSpec{rail, ranks, spares}};
+}
+
+std::vector<phase::Slot> PhaseWorkloadSpec::slots_of(const RailSpec& r, const std::vector<HostEntry>& hosts) {
   std::vector<phase::Slot> out;
-  std::vector<RankPlacement> all = ranks;
-  all.insert(all.end(), spares.begin(), spares.end());
-  for (const auto& r : all) {
-    const NicEntry* n = hosts.at(r.host).nic(r.nic);
-    if (!n) throw Error(fmt::format("host {} has no NIC {}", hosts.at(r.host).name, r.nic));
+  std::vector<RankPlacement> all = r.nics;
+  all.insert(all.end(), r.spares.begin(), r.spares.end());
+  for (const auto& p : all) {
+    const NicEntry* n = hosts.at(p.host).nic(p.nic);
+    if (!n) throw Error(fmt::format("host {} has no NIC {}", hosts.at(p.host).name, p.nic));
     out.push_back({n->tx_port, n->rx_port});
   }
   return out;
+}
+
+std::vector<phase::Slot> PhaseWorkloadSpec::slots(const std::vector<HostEntry>& hosts) const {
+  return slots_of(rail_list().front(), hosts);
 }
 
 namespace {
@@ -105,23 +114,21 @@ RankPlacement lab_nic(const YamlDoc& doc, const YAML::Node& e, const ExperimentS
   return rp;
 }
 
-// phase.spares: free slots of the rail for a rank whose port fails, each a NIC of the lab that
-// no rank and no other spare uses, both of its ports inside switch.allow when one is given (the
-// run touches no other port; without one, the allow-list is the ranks' and spares' slots).
-void parse_spares(const YamlDoc& doc, const YAML::Node& node, const ExperimentSpec& spec, PhaseWorkloadSpec& pw) {
-  if (!node.IsSequence())
-    throw config_error(doc, node, "phase.spares must be a list of HOST:NIC (free slots of the rail)");
+// A rail's spares (phase.spares, or a rail's `spares` in phase.rails): free slots for a rank
+// whose port fails, each a NIC of the lab that nothing else of the job uses (`used`: every NIC
+// taken so far, by what took it), both of its ports inside switch.allow when one is given (the
+// run touches no other port; without one, the allow-list is the job's slots).
+std::vector<RankPlacement> parse_spares(const YamlDoc& doc, const YAML::Node& node, const ExperimentSpec& spec,
+                                        std::map<std::pair<size_t, std::string>, std::string>& used) {
+  if (!node.IsSequence()) throw config_error(doc, node, "spares must be a list of HOST:NIC (free slots of the rail)");
+  std::vector<RankPlacement> out;
   for (const auto& e : node) {
-    RankPlacement sp = lab_nic(doc, e, spec, fmt::format("spare {}", pw.spares.size()));
+    RankPlacement sp = lab_nic(doc, e, spec, fmt::format("spare {}", out.size()));
     const HostEntry& he = spec.hosts[sp.host];
-    for (size_t k = 0; k < pw.ranks.size(); ++k) {
-      if (pw.ranks[k].host == sp.host && pw.ranks[k].nic == sp.nic)
-        throw config_error(doc, e,
-                           fmt::format("spare {}:{} is rank {}'s NIC: a spare is a free slot", he.name, sp.nic, k));
-    }
-    for (const auto& o : pw.spares) {
-      if (o.host == sp.host && o.nic == sp.nic)
-        throw config_error(doc, e, fmt::format("spare {}:{} is listed twice", he.name, sp.nic));
+    auto [it, fresh] = used.emplace(std::make_pair(sp.host, sp.nic), "a spare");
+    if (!fresh) {
+      throw config_error(
+          doc, e, fmt::format("spare {}:{} is {}'s NIC already: a spare is a free slot", he.name, sp.nic, it->second));
     }
     const NicEntry* n = he.nic(sp.nic);
     for (ocs::Port p : {n->tx_port, n->rx_port}) {
@@ -132,7 +139,60 @@ void parse_spares(const YamlDoc& doc, const YAML::Node& node, const ExperimentSp
                                        he.name, sp.nic, n->tx_port, n->rx_port, spec.allow.to_string(), p));
       }
     }
-    pw.spares.push_back(sp);
+    out.push_back(sp);
+  }
+  return out;
+}
+
+// The NICs the ranks' placement took (rank r's: "rank r").
+std::map<std::pair<size_t, std::string>, std::string> placement_nics(const PhaseWorkloadSpec& pw) {
+  std::map<std::pair<size_t, std::string>, std::string> used;
+  for (size_t r = 0; r < pw.ranks.size(); ++r) used[{pw.ranks[r].host, pw.ranks[r].nic}] = fmt::format("rank {}", r);
+  return used;
+}
+
+// phase.rails: [{name, nics: [HOST:NIC per rank], spares: [...]}]. Each rank's NIC on a rail is
+// on the rank's host; no NIC is on two rails; the first rail's NICs are the ranks' placement NICs
+// (the data NICs the ranks are started with).
+void parse_rails(const YamlDoc& doc, const YAML::Node& node, const ExperimentSpec& spec, PhaseWorkloadSpec& pw) {
+  if (!node.IsSequence() || node.size() == 0)
+    throw config_error(doc, node, "phase.rails must be a non-empty list of {name, nics, spares}");
+  std::map<std::pair<size_t, std::string>, std::string> used;
+  std::set<std::string> names;
+  for (const auto& r : node) {
+    if (!r.IsMap()) throw config_error(doc, r, "a rail is {name, nics: [HOST:NIC per rank], spares: [HOST:NIC]}");
+    only_keys(doc, r, {"name", "nics", "spares"});
+    RailSpec rail;
+    rail.name = as_string(doc, require(doc, r, "name"));
+    if (rail.name.empty() || !names.insert(rail.name).second)
+      throw config_error(doc, r["name"], fmt::format("rail name '{}' is empty or given twice", rail.name));
+    const auto& nics = require(doc, r, "nics");
+    if (!nics.IsSequence() || nics.size() != pw.ranks.size()) {
+      throw config_error(
+          doc, nics,
+          fmt::format("rail {}: nics must list one HOST:NIC per rank ({} ranks)", rail.name, pw.ranks.size()));
+    }
+    for (const auto& e : nics) {
+      const size_t rank = rail.nics.size();
+      RankPlacement p = lab_nic(doc, e, spec, fmt::format("rail {} rank {}", rail.name, rank));
+      const std::string& host = spec.hosts[p.host].name;
+      if (p.host != pw.ranks[rank].host) {
+        throw config_error(doc, e,
+                           fmt::format("rail {}: rank {} runs on {}, but its NIC {}:{} is on another host", rail.name,
+                                       rank, spec.hosts[pw.ranks[rank].host].name, host, p.nic));
+      }
+      if (names.size() == 1 && p.nic != pw.ranks[rank].nic) {
+        throw config_error(doc, e,
+                           fmt::format("rail {} (the first rail): rank {}'s NIC must be its placement NIC {}:{}, the "
+                                       "one the rank is started with",
+                                       rail.name, rank, host, pw.ranks[rank].nic));
+      }
+      auto [it, fresh] = used.emplace(std::make_pair(p.host, p.nic), fmt::format("rail {} rank {}", rail.name, rank));
+      if (!fresh) throw config_error(doc, e, fmt::format("{}:{} is {}'s NIC already", host, p.nic, it->second));
+      rail.nics.push_back(p);
+    }
+    if (const auto& sp = r["spares"]) rail.spares = parse_spares(doc, sp, spec, used);
+    pw.rails.push_back(std::move(rail));
   }
 }
 
@@ -601,7 +661,7 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
   if (!ph.IsMap()) throw config_error(doc, ph, "phase must be a map (job, pp, dims, initial, ...)");
   only_keys(doc, ph,
             {"job", "pp", "dims", "initial", "native", "settle_ms", "rail", "listen", "controller", "ack_timeout_ms",
-             "max_retries", "policy", "phase_table", "switch_time_ms", "spares", "detect"});
+             "max_retries", "policy", "phase_table", "switch_time_ms", "spares", "detect", "rails"});
   parse_layout(doc, ph, spec, pw);
   if (ph["rail"]) pw.rail = as_string(doc, ph["rail"]);
   if (const auto& l = ph["listen"]) parse_listen(doc, l, pw);
@@ -617,7 +677,16 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
   pick_native(doc, ph, wl, pw);
   if (const auto& sw = root["sweep"]) parse_sweep(doc, sw, spec, pw);
   parse_placement(doc, wl, spec, pw);
-  if (const auto& sp = ph["spares"]) parse_spares(doc, sp, spec, pw);
+  if (const auto& rails = ph["rails"]) {
+    for (const char* k : {"rail", "spares"}) {
+      if (ph[k])
+        throw config_error(doc, ph[k], fmt::format("phase.{} and phase.rails: give it per rail in phase.rails", k));
+    }
+    parse_rails(doc, rails, spec, pw);
+  } else if (const auto& sp = ph["spares"]) {
+    auto used = placement_nics(pw);
+    pw.spares = parse_spares(doc, sp, spec, used);
+  }
   if (const auto& d = ph["detect"]) pw.detect = phase::parse_detect_config(doc, d);
   check_launcher(doc, wl["launcher"] ? wl["launcher"] : wl, spec, pw);
   pick_controller_host(doc, ph, spec, pw);

@@ -1,9 +1,9 @@
 // `ocslab run SPEC.yaml`: the experiment (runner/), then `ocslab analyze` and `ocslab plot`
 // over its folder, then the summary on standard output.
-#include <algorithm>
 #include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <atomic>
 #include <chrono>
@@ -15,11 +15,11 @@
 #include "commands.h"
 #include "ocslab/analysis/localisation.h"
 #include "ocslab/analysis/summary.h"
+#include "ocslab/cli/ocslab_cli.h"
+#include "ocslab/cli/plot.h"
 #include "ocslab/common/clock.h"
 #include "ocslab/common/interrupt.h"
 #include "ocslab/common/version.h"
-#include "ocslab/cli/ocslab_cli.h"
-#include "ocslab/cli/plot.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/fault_injection.h"
 #include "ocslab/runner/runner.h"
@@ -27,7 +27,6 @@
 namespace ocslab::cli {
 
 namespace {
-
 
 const char* kRecoverHelp = R"(ocslab recover - finish the results folder of a run whose runner died
 
@@ -106,12 +105,30 @@ void print_phase_plan(const runner::ExperimentSpec& spec, std::ostream& out) {
   out << fmt::format("spec {} is valid: phase-workload, {} rank(s) of {} ({}), modes:", spec.origin, pw.schedule.ranks,
                      pw.program, pw.schedule_path);
   for (const auto& m : pw.modes) out << " " << m;
-  out << fmt::format("\njob {}: pp={} ({}), initial topo_id {}, rail {}, switch ports {}\n", pw.layout.job, pw.layout.pp,
-                     pw.layout.describe_digits(), pw.initial.str(), pw.rail, spec.allow.to_string());
+  const auto rails = pw.rail_list();
+  std::string names;
+  for (const auto& r : rails) names += (names.empty() ? "" : ", ") + r.name;
+  out << fmt::format("\njob {}: pp={} ({}), initial topo_id {}, rail{} {}, switch ports {}\n", pw.layout.job,
+                     pw.layout.pp, pw.layout.describe_digits(), pw.initial.str(), rails.size() > 1 ? "s" : "", names,
+                     spec.allow.to_string());
   auto slots = pw.slots(spec.hosts);
   for (size_t r = 0; r < pw.ranks.size(); ++r) {
     out << fmt::format("rank {}: {}:{} slot {}-{}\n", r, spec.hosts[pw.ranks[r].host].name, pw.ranks[r].nic,
                        slots[r].ingress, slots[r].egress);
+  }
+  // The other rails' NICs, and every rail's spares (the first rail's NICs are the lines above).
+  for (size_t k = 0; k < rails.size(); ++k) {
+    const auto rs = runner::PhaseWorkloadSpec::slots_of(rails[k], spec.hosts);
+    for (size_t i = k == 0 ? rails[k].nics.size() : 0; i < rs.size(); ++i) {
+      const bool spare = i >= rails[k].nics.size();
+      const auto& p = spare ? rails[k].spares[i - rails[k].nics.size()] : rails[k].nics[i];
+      out << fmt::format("rail {}: {}{}:{} slot {}-{}\n", rails[k].name, spare ? "spare " : fmt::format("rank {}: ", i),
+                         spec.hosts[p.host].name, p.nic, rs[i].ingress, rs[i].egress);
+    }
+  }
+  if (pw.detect) {
+    out << fmt::format("detect: every {} ms, dark below {} dBm for {} readings\n", pw.detect->interval.count(),
+                       pw.detect->threshold_dbm, pw.detect->dark_polls);
   }
   runner::RankLaunch l;
   l.program = pw.program;
@@ -280,9 +297,10 @@ int report_faults(const std::vector<analysis::Localisation>& faults, const std::
   std::string what = f.layer == analysis::ChainLayer::kSwitch ? "the switch did not acknowledge it"
                      : f.common ? fmt::format("every port stopped at {} (a shared cause)", layer)
                                 : fmt::format("{}/{} stopped at {}", f.host, f.interface, layer);
-  err << fmt::format("ocslab run: {} reconfiguration(s) did not complete; the first, reconfiguration {}: {} "
-                     "(evidence: {}/summary.txt)\n",
-                     faults.size(), f.iteration, what, folder);
+  err << fmt::format(
+      "ocslab run: {} reconfiguration(s) did not complete; the first, reconfiguration {}: {} "
+      "(evidence: {}/summary.txt)\n",
+      faults.size(), f.iteration, what, folder);
   return rc == kExitOk ? kExitFailed : rc;
 }
 

@@ -51,12 +51,13 @@ using ocslab::testing::source_dir;
 
 class Emulator {
  public:
-  explicit Emulator(const std::string& dir, int switching_ms = 100) : dir_(dir), port_(testing::free_loopback_port()) {
+  explicit Emulator(const std::string& dir, int switching_ms = 100, const std::string& size = "8x8")
+      : dir_(dir), port_(testing::free_loopback_port()) {
     std::string ready = dir_ + "/ready.json";
     SpawnOptions o;
     o.log_file = dir_ + "/emulator.log";
     pid_ = spawn_program(
-        {testing::bin_path("ocsctl"), "emulate", "--size", "8x8", "--switching-ms", std::to_string(switching_ms),
+        {testing::bin_path("ocsctl"), "emulate", "--size", size, "--switching-ms", std::to_string(switching_ms),
          "--listen", "127.0.0.1:" + std::to_string(port_), "--ready-file", ready, "--ground-truth", ground_truth()},
         o);
     testing::poll_until([&] { return fs::exists(ready); }, std::chrono::seconds(5), std::chrono::milliseconds(25));
@@ -87,7 +88,11 @@ struct Lab {
   testing::TempDir dir;
   testing::SshdFixture sshd{testing::SshdOptions{}};
   Emulator emu;
-  explicit Lab(int switching_ms = 100) : emu(dir.path(), switching_ms) { ::setenv(ocs::kPasswordEnv, "root", 1); }
+  // two_rails: a 16x16 switch and two NICs per host, lo (ports i / 16+i) and d2 (8+i / 24+i).
+  explicit Lab(int switching_ms = 100, bool two_rails = false)
+      : emu(dir.path(), switching_ms, two_rails ? "16x16" : "8x8"), two_rails_(two_rails) {
+    ::setenv(ocs::kPasswordEnv, "root", 1);
+  }
   ~Lab() { ::unsetenv(ocs::kPasswordEnv); }
   std::string spec(int hosts, const std::string& extra_workload = "", const std::string& schedule = "dp-pp-4-phase",
                    const std::string& args = "[--compute-ms, 120, --steps, " + std::to_string(kSteps) + "]",
@@ -96,8 +101,13 @@ struct Lab {
     s << "type: phase-workload\nname: phases\nlab:\n  inventory:\n";
     for (int i = 1; i <= hosts; ++i) {
       s << "    - {name: h" << i << ", ssh: '" << sshd.user() << "@127.0.0.1:" << sshd.port() << "', identity_file: '"
-        << sshd.client_key() << "', known_hosts: '" << sshd.known_hosts() << "', nics: [{name: lo, tx_port: " << i
-        << ", rx_port: " << 8 + i << "}]}\n";
+        << sshd.client_key() << "', known_hosts: '" << sshd.known_hosts() << "', nics: [";
+      if (two_rails_) {
+        s << "{name: lo, tx_port: " << i << ", rx_port: " << 16 + i << "}, {name: d2, tx_port: " << 8 + i
+          << ", rx_port: " << 24 + i << "}]}\n";
+      } else {
+        s << "{name: lo, tx_port: " << i << ", rx_port: " << 8 + i << "}]}\n";
+      }
     }
     s << "switch: {url: '" << emu.url() << "'}\n"
       << "workload:\n"
@@ -114,6 +124,7 @@ struct Lab {
     std::ofstream(p) << s.str();
     return p;
   }
+  bool two_rails_ = false;
 };
 
 std::vector<std::map<std::string, std::string>> read_csv(const std::string& path) {
@@ -749,7 +760,7 @@ TEST_CASE("phase-workload: spares and detect are checked before anything runs, n
   refused("spares: [h9:lo]", "spare 0: unknown host 'h9'");
   refused("spares: [h5:eth7]", "host 'h5' has no data NIC 'eth7'");
   refused("spares: [h2:lo]", "spare h2:lo is rank 1's NIC");
-  refused("spares: [h5:lo, h5:lo]", "spare h5:lo is listed twice");
+  refused("spares: [h5:lo, h5:lo]", "spare h5:lo is a spare's NIC already");
   refused("detect: {interval_ms: 0}", "detect.interval_ms must be 1..60000");
   {  // a spare outside the switch's allow-list
     std::string spec = lab.spec(5);
@@ -768,4 +779,96 @@ TEST_CASE("phase-workload: spares and detect are checked before anything runs, n
     CHECK(lab.emu.connects() == 0);
   }
   refused("detect: {dark_polls: 2, colour: red}", "colour");
+}
+
+TEST_CASE("phase-workload on two rails: one orchestrator each, a dark port on the second masked onto its spare",
+          "[phase-runner][mask][rails]") {
+  Lab lab(100, true);
+  // Ranks on h1..h4; rail0 on their lo NICs (the ranks' data NICs), rail1 on d2; h5 has a spare
+  // on each rail.
+  std::string spec = lab.spec(5, "  modes: [on-demand]\n", "dp-pp-4-phase", "[--compute-ms, 150, --steps, 6]");
+  {
+    std::string text = read_file_or_empty(spec);
+    const std::string anchor = "ack_timeout_ms: 5000}";
+    REQUIRE(text.find(anchor) != std::string::npos);
+    text.replace(text.find(anchor), anchor.size(),
+                 "ack_timeout_ms: 5000, detect: {interval_ms: 20, dark_polls: 2}, rails: ["
+                 "{name: rail0, nics: [h1:lo, h2:lo, h3:lo, h4:lo], spares: [h5:lo]}, "
+                 "{name: rail1, nics: [h1:d2, h2:d2, h3:d2, h4:d2], spares: [h5:d2]}]}");
+    std::ofstream(spec) << text;
+  }
+  {  // --check shows both rails
+    std::ostringstream out, err;
+    REQUIRE(cli::run_ocslab({"run", spec, "--check"}, out, err) == 0);
+    CHECK_THAT(out.str(),
+               Contains("rail rail1: rank 2: h3:d2 slot 11-27") && Contains("rail rail1: spare h5:d2 slot 13-29"));
+  }
+  std::string out_dir = lab.dir.path() + "/results";
+  std::ostringstream out, err;
+  // Rank 2's receive fibre on rail1 (egress port 27) goes dark 3 s into the run.
+  std::atomic<bool> done{false};
+  std::string shutter_reply;
+  std::thread fault([&] {
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    while (!done && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!done) shutter_reply = tl1(lab.emu.port(), "OPR-PORT-SHUTTER::27:2:;");
+  });
+  int rc = cli::run_ocslab({"run", spec, "-o", out_dir}, out, err);
+  done = true;
+  fault.join();
+  std::cout << out.str() << err.str() << std::flush;
+  INFO(err.str());
+  CHECK_THAT(shutter_reply, Contains("COMPLD"));
+  REQUIRE(rc == 0);
+  CHECK_THAT(err.str(), Contains("on rail rail0 (4 circuit(s) made") && Contains("on rail rail1 (4 circuit(s) made"));
+
+  nlohmann::json meta = nlohmann::json::parse(read_file_or_empty(out_dir + "/meta.json"));
+  const auto& rails = meta.at("phase").at("rails");
+  REQUIRE(rails.size() == 2);
+  CHECK(rails[1].at("name") == "rail1");
+  CHECK(rails[1].at("nics").at(2).at("slot") == "11-27");
+  CHECK(rails[1].at("spares").at(0).at("slot") == "13-29");
+  const auto& masks = meta.at("modes").at(0).at("masks");
+  REQUIRE(masks.size() == 1);
+  CHECK(masks[0].at("rail") == "rail1");
+  CHECK(masks[0].at("port") == 27);
+  CHECK(masks[0].at("rank") == 2);
+  CHECK_THAT(masks[0].at("move").get<std::string>(), Contains("rank 2 moved from slot 11/27 to 13/29"));
+  CHECK(masks[0].at("recovery_ms").get<double>() >= 100);
+  // Both rails were reprogrammed through the run: the controller's events name each.
+  const std::string events = read_file_or_empty(out_dir + "/on-demand/controller-events.csv");
+  CHECK_THAT(events, Contains(",rail0,") && Contains(",rail1,") && Contains("masked"));
+  auto sched = workloads::load_schedule(source_dir() + "/experiments/workloads/schedules/dp-pp-4-phase.yaml");
+  CHECK(read_csv(out_dir + "/phase-steps.csv").size() == static_cast<size_t>(sched.warmup + 6));
+}
+
+TEST_CASE("phase-workload: phase.rails is checked before anything runs, naming file:line:col",
+          "[phase-runner][rails]") {
+  Lab lab(0, true);
+  auto refused = [&](const std::string& rails, const std::string& what) {
+    std::string spec = lab.spec(5);
+    std::string text = read_file_or_empty(spec);
+    text.replace(text.find("ack_timeout_ms: 5000}"), 21, "ack_timeout_ms: 5000, " + rails + "}");
+    std::ofstream(spec) << text;
+    std::ostringstream out, err;
+    int rc = cli::run_ocslab({"run", spec, "-o", lab.dir.path() + "/results"}, out, err);
+    INFO(rails << "\n" << err.str());
+    CHECK(rc == cli::kExitInput);
+    CHECK_THAT(err.str(), Contains(spec + ":") && Contains(what));
+    CHECK(lab.emu.connects() == 0);
+  };
+  const std::string r0 = "{name: rail0, nics: [h1:lo, h2:lo, h3:lo, h4:lo]}";
+  refused("rails: [" + r0 + ", {name: rail1, nics: [h1:d2, h2:d2, h3:d2]}]",
+          "rail rail1: nics must list one HOST:NIC per rank (4 ranks)");
+  refused("rails: [" + r0 + ", {name: rail1, nics: [h1:d2, h2:d2, h4:d2, h3:d2]}]",
+          "rail rail1: rank 2 runs on h3, but its NIC h4:d2 is on another host");
+  refused("rails: [" + r0 + ", {name: rail0, nics: [h1:d2, h2:d2, h3:d2, h4:d2]}]",
+          "rail name 'rail0' is empty or given twice");
+  refused("rails: [{name: rail0, nics: [h1:d2, h2:lo, h3:lo, h4:lo]}]", "rank 0's NIC must be its placement NIC h1:lo");
+  refused("rails: [" + r0 + ", {name: rail1, nics: [h1:d2, h2:d2, h3:d2, h4:d2], spares: [h2:d2]}]",
+          "spare h2:d2 is rail rail1 rank 1's NIC already");
+  refused("rails: [" + r0 + ", {name: rail1, nics: [h1:d2, h2:d2, h3:d2, h4:d2], spares: [h9:d2]}]",
+          "spare 0: unknown host 'h9'");
+  refused("rails: [" + r0 + "], spares: [h5:lo]", "phase.spares and phase.rails: give it per rail in phase.rails");
 }

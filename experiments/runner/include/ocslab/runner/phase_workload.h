@@ -36,6 +36,14 @@ struct RankPlacement {
   std::string nic;
 };
 
+// One rail of a multi-rail job (phase.rails): each rank's NIC on it (on the rank's host), and
+// its spare slots. The rail's slots are those NICs' ports, ranks first, then spares.
+struct RailSpec {
+  std::string name;
+  std::vector<RankPlacement> nics;    // one per rank, in rank order
+  std::vector<RankPlacement> spares;  // free NICs for a rank whose port on this rail fails
+};
+
 struct PhaseWorkloadSpec {
   // workload
   std::string program = "ocslab-collbench-verbs";  // a name (this build's binary is used in a
@@ -111,9 +119,17 @@ struct PhaseWorkloadSpec {
   // (Controller::port_failed); docs/phase-control.md#failed-ports-detection-masking-recovery.
   std::vector<RankPlacement> spares;
   std::optional<phase::PortWatchOptions> detect;
+  // phase.rails: several rails, one orchestrator each under the one controller (each rank has a
+  // NIC per rail; the rails share the spec's switch on disjoint ports). Empty: the one rail
+  // `rail` on the ranks' placement NICs with `spares`.
+  std::vector<RailSpec> rails;
 
-  // The rail's slots (each NIC: tx_port -> ingress, rx_port -> egress): the ranks' in rank
-  // order, then the spares'.
+  // The job's rails: `rails`, or the one rail the placement and `spares` make.
+  std::vector<RailSpec> rail_list() const;
+  // A rail's slots (each NIC: tx_port -> ingress, rx_port -> egress): the ranks' in rank order,
+  // then the spares'.
+  static std::vector<phase::Slot> slots_of(const RailSpec& rail, const std::vector<HostEntry>& hosts);
+  // The first rail's slots.
   std::vector<phase::Slot> slots(const std::vector<HostEntry>& hosts) const;
 };
 
