@@ -173,6 +173,26 @@ std::string tl1(int port, const std::string& command) {
   return got;
 }
 
+// `ocslab run SPEC -o OUT_DIR` while egress `port`'s shutter is closed through the switch's own
+// TL1 command 3 s in (as an operator or a failing port would). Returns the run's exit code;
+// err gets its log, shutter_reply the switch's reply ("" when the run ended first).
+int run_with_dark_port(const Emulator& emu, const std::string& spec, const std::string& out_dir, int port,
+                       std::ostringstream& err, std::string& shutter_reply) {
+  std::ostringstream out;
+  std::atomic<bool> done{false};
+  std::thread fault([&] {
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    while (!done && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!done) shutter_reply = tl1(emu.port(), fmt::format("OPR-PORT-SHUTTER::{}:2:;", port));
+  });
+  int rc = cli::run_ocslab({"run", spec, "-o", out_dir}, out, err);
+  done = true;
+  fault.join();
+  std::cout << out.str() << err.str() << std::flush;
+  return rc;
+}
+
 }  // namespace
 
 TEST_CASE("phase-workload on loopback: 4 ranks over SSH, both modes, against the emulator", "[phase-runner]") {
@@ -697,21 +717,10 @@ TEST_CASE("phase-workload with phase.detect: a port that goes dark is masked ont
     std::ofstream(spec) << text;
   }
   std::string out_dir = lab.dir.path() + "/results";
-  std::ostringstream out, err;
-  // Rank 2's receive fibre (egress port 11) goes dark while the job runs: its shutter closed
-  // through the switch's own TL1 command, as an operator or a failing port would.
-  std::atomic<bool> done{false};
+  // Rank 2's receive fibre (egress port 11) goes dark while the job runs.
+  std::ostringstream err;
   std::string shutter_reply;
-  std::thread fault([&] {
-    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-    while (!done && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (!done) shutter_reply = tl1(lab.emu.port(), "OPR-PORT-SHUTTER::11:2:;");
-  });
-  int rc = cli::run_ocslab({"run", spec, "-o", out_dir}, out, err);
-  done = true;
-  fault.join();
-  std::cout << out.str() << err.str() << std::flush;
+  int rc = run_with_dark_port(lab.emu, spec, out_dir, 11, err, shutter_reply);
   INFO(err.str());
   INFO("shutter: " << shutter_reply);
   CHECK_THAT(shutter_reply, Contains("COMPLD"));
@@ -804,20 +813,10 @@ TEST_CASE("phase-workload on two rails: one orchestrator each, a dark port on th
                Contains("rail rail1: rank 2: h3:d2 slot 11-27") && Contains("rail rail1: spare h5:d2 slot 13-29"));
   }
   std::string out_dir = lab.dir.path() + "/results";
-  std::ostringstream out, err;
   // Rank 2's receive fibre on rail1 (egress port 27) goes dark 3 s into the run.
-  std::atomic<bool> done{false};
+  std::ostringstream err;
   std::string shutter_reply;
-  std::thread fault([&] {
-    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-    while (!done && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (!done) shutter_reply = tl1(lab.emu.port(), "OPR-PORT-SHUTTER::27:2:;");
-  });
-  int rc = cli::run_ocslab({"run", spec, "-o", out_dir}, out, err);
-  done = true;
-  fault.join();
-  std::cout << out.str() << err.str() << std::flush;
+  int rc = run_with_dark_port(lab.emu, spec, out_dir, 27, err, shutter_reply);
   INFO(err.str());
   CHECK_THAT(shutter_reply, Contains("COMPLD"));
   REQUIRE(rc == 0);
