@@ -1292,9 +1292,9 @@ class PhaseWorkloadRun {
   // rank could move away from stays a problem.
   static bool recovered_port_note(const std::vector<phase::ControllerEvent>& events, const std::string& problem) {
     for (const auto& e : events) {
-      if (e.kind != phase::ControllerEvent::Kind::kMasked || e.rank < 0) continue;
+      if (e.kind != phase::ControllerEvent::Kind::kMasked || e.rank < 0 || e.detail.rfind("port ", 0) != 0) continue;
       const int port = static_cast<int>(std::strtol(e.detail.c_str() + std::strlen("port "), nullptr, 10));
-      if (e.detail.rfind("port ", 0) != 0 || port <= 0) continue;
+      if (port <= 0) continue;
       for (const std::string& head : {fmt::format("rail {}: port {} failed: ", e.rail, port),
                                       fmt::format("rail {}: port {} masked; ", e.rail, port)}) {
         if (problem.rfind(head, 0) == 0) return true;
@@ -1315,13 +1315,16 @@ class PhaseWorkloadRun {
                        {"port", static_cast<int>(e.value)},
                        {"reported", e.real_ns},
                        {"evidence", e.detail},
+                       {"masked", false},
                        {"rank", nullptr},
                        {"recovery_ms", nullptr},
                        {"move", ""}});
       } else if (e.kind == phase::ControllerEvent::Kind::kMasked) {
         for (auto it = out.rbegin(); it != out.rend(); ++it) {
-          if ((*it)["rail"] != e.rail || !(*it)["rank"].is_null() || !(*it)["move"].get<std::string>().empty())
-            continue;
+          if ((*it)["rail"] != e.rail || !(*it)["move"].get<std::string>().empty()) continue;
+          // Masked: a rank moved, or the port was on no rank's slot (nothing to move); else the
+          // detail is why it could not be masked.
+          (*it)["masked"] = e.rank >= 0 || e.detail.find(" masked; ") != std::string::npos;
           (*it)["rank"] = e.rank >= 0 ? json(e.rank) : json(nullptr);
           (*it)["recovery_ms"] = e.rank >= 0 ? json(e.value) : json(nullptr);
           (*it)["move"] = e.detail;
@@ -1337,6 +1340,8 @@ class PhaseWorkloadRun {
       if (!x["rank"].is_null()) {
         line += fmt::format("; masked: {}; recovered {:.1f} ms after the first dark reading",
                             x["move"].get<std::string>(), x["recovery_ms"].get<double>());
+      } else if (x["masked"].get<bool>()) {
+        line += "; masked: " + x["move"].get<std::string>();
       } else {
         line += "; not masked: " + (x["move"].get<std::string>().empty() ? std::string("no answer from the rail")
                                                                          : x["move"].get<std::string>());
