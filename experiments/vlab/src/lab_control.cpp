@@ -82,13 +82,21 @@ void check_cache_location(const std::string& cache) {
   }
 }
 
-// Two distinct free loopback UDP ports: our end and QEMU's end of one `-netdev socket,udp=`.
-std::pair<int, int> udp_port_pair() {
-  int ours = free_loopback_port(SOCK_DGRAM), qemu = 0;
-  do {
-    qemu = free_loopback_port(SOCK_DGRAM);
-  } while (qemu == ours);
-  return {ours, qemu};
+// Two free loopback UDP ports, our end and QEMU's end of one `-netdev socket,udp=`, neither one
+// the lab took already (`taken`, which gets both). Each draw binds port 0 and closes it, so the
+// kernel may hand out a port again (a lab of 4 hosts with 2 NICs each draws 24), and two ends
+// given the same port make QEMU fail at start with "can't bind ... Address already in use", as
+// the ring lab did in a CI run (2026-11-29; its folder was removed, so which two is not known).
+std::pair<int, int> udp_port_pair(std::set<int>& taken) {
+  auto draw = [&] {
+    int p = 0;
+    do {
+      p = free_loopback_port(SOCK_DGRAM);
+    } while (!taken.insert(p).second);
+    return p;
+  };
+  const int ours = draw();
+  return {ours, draw()};
 }
 
 LabState plan_lab(const LabSpec& spec, const std::string& dir, const KernelImage& kernel) {
@@ -103,6 +111,7 @@ LabState plan_lab(const LabSpec& spec, const std::string& dir, const KernelImage
   s.switch_user = spec.emulator.control.user;
   s.switch_password = spec.emulator.control.password;
   s.slurm = spec.slurm;
+  std::set<int> udp_ports;  // every port of the lab distinct
   for (size_t hi = 0; hi < spec.hosts.size(); ++hi) {
     const HostSpec& h = spec.hosts[hi];
     HostState hs;
@@ -114,7 +123,7 @@ LabState plan_lab(const LabSpec& spec, const std::string& dir, const KernelImage
     hs.mgmt_mac = fmt::format("52:54:00:6b:{:02x}:00", hi + 1);
     hs.lan_mac = fmt::format("52:54:00:6b:{:02x}:01", hi + 1);
     hs.lan_ip = fmt::format("{}{}/24", kLanPrefix, hi + 1);
-    std::tie(hs.lan_hub_port, hs.lan_qemu_port) = udp_port_pair();
+    std::tie(hs.lan_hub_port, hs.lan_qemu_port) = udp_port_pair(udp_ports);
     for (size_t ni = 0; ni < h.nics.size(); ++ni) {
       const DataNicSpec& n = h.nics[ni];
       NicState ns;
@@ -126,7 +135,7 @@ LabState plan_lab(const LabSpec& spec, const std::string& dir, const KernelImage
       ns.if2_mac = n.if2_mac;
       ns.tx_port = n.tx_port;
       ns.rx_port = n.rx_port;
-      std::tie(ns.emulator_udp_port, ns.qemu_udp_port) = udp_port_pair();
+      std::tie(ns.emulator_udp_port, ns.qemu_udp_port) = udp_port_pair(udp_ports);
       ns.qmp_socket = dir + "/hosts/" + h.name + "/qmp-" + n.name + ".sock";
       ns.linked_at_start = spec.linked_at_start(NicRef{hi, ni});
       hs.nics.push_back(ns);
