@@ -473,7 +473,8 @@ TEST_CASE("phase-workload: Ctrl-C stops the ranks over SSH and keeps the folder"
   CHECK(ranks_left() == 0u);
 }
 
-TEST_CASE("phase-workload: native, on-demand and provisioning over a switching-latency sweep", "[phase-runner][opus]") {
+TEST_CASE("phase-workload: native, on-demand and provisioning over a switching-latency sweep",
+          "[phase-runner][opus][sweep]") {
   // The switch itself switches at once; the runner's controller injects each point's switching
   // time (sweep.inject), so the step time follows N_reconfig x T_switch on demand. The schedule
   // has 150 ms of modelled compute per step in front of the phases that need new circuits.
