@@ -26,7 +26,9 @@ namespace {
 constexpr uid_t kNobody = 65534;
 
 // ocslab-agent ARGS as nobody, with XDG_RUNTIME_DIR set to xdg (unset when empty); bounded by
-// timeout(1) so an agent that wrongly starts serving cannot hang the test.
+// timeout(1) so an agent that wrongly starts serving cannot hang the test. 20 s: an agent that
+// serves stdin until its end needs well under a second, but under ASan beside other entries one
+// took over 5 s (status 124, the sanitizer stage of 2026-11-29).
 ocslab::ProgramResult agent_as_nobody(const std::string& xdg, const std::vector<std::string>& args) {
   std::vector<std::string> argv = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env"};
   if (xdg.empty()) {
@@ -35,13 +37,13 @@ ocslab::ProgramResult agent_as_nobody(const std::string& xdg, const std::vector<
   } else {
     argv.push_back("XDG_RUNTIME_DIR=" + xdg);
   }
-  argv.insert(argv.end(), {"timeout", "5", ocslab::testing::bin_path("ocslab-agent")});
+  argv.insert(argv.end(), {"timeout", "20", ocslab::testing::bin_path("ocslab-agent")});
   argv.insert(argv.end(), args.begin(), args.end());
   return ocslab::run_program_status(argv);
 }
 
 ocslab::ProgramResult agent(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {"timeout", "5", ocslab::testing::bin_path("ocslab-agent")};
+  std::vector<std::string> argv = {"timeout", "20", ocslab::testing::bin_path("ocslab-agent")};
   argv.insert(argv.end(), args.begin(), args.end());
   return ocslab::run_program_status(argv);
 }
