@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -630,7 +629,6 @@ class PhaseWorkloadRun {
     program_ = install_program();
     rails_ = pw_.rail_list();
     for (const auto& r : rails_) rail_slots_.push_back(PhaseWorkloadSpec::slots_of(r, spec_.hosts));
-    slots_ = rail_slots_.front();
     for (const auto& r : pw_.ranks) used_hosts_.insert(r.host);
     measure_offsets();
     std::optional<HostPrep> prep;  // undone when the run ends, however it ends
@@ -864,8 +862,9 @@ class PhaseWorkloadRun {
     if (ctl) {
       ctl->stop();
       events = ctl->events();
+      const auto masks = port_masks(events);
       for (const auto& p : ctl->problems()) {
-        if (!recovered_port_note(events, p)) m.problems.push_back(m.label + ": controller: " + p);
+        if (!recovered_port_note(masks, p)) m.problems.push_back(m.label + ": controller: " + p);
       }
       if (ctl->in_fallback()) m.problems.push_back(m.label + ": the controller fell back to the giant ring");
     }
@@ -1286,65 +1285,86 @@ class PhaseWorkloadRun {
     return out;
   }
 
-  // Whether a controller problem is the report of a port failure that was masked onto a spare
-  // (its port_failed and its masked notes): the run recovered from it, so it is listed under
-  // summary.txt's failed ports (mask_record) and is not a problem of the run. A failure that no
-  // rank could move away from stays a problem.
-  static bool recovered_port_note(const std::vector<phase::ControllerEvent>& events, const std::string& problem) {
+  // One failed port of a mode (phase.detect): its port_failed event and what the mask did.
+  struct PortMask {
+    std::string rail;
+    int port = 0;
+    int64_t reported_ns = 0;
+    std::string evidence;
+    bool answered = false;  // a masked event came for it
+    bool masked = false;    // a rank moved, or the port was on no rank's slot (nothing to move)
+    int rank = -1;          // the rank moved (-1: none)
+    double recovery_ms = 0;
+    std::string move;  // the masked event's detail: the move, or why nothing moved
+  };
+
+  // The mode's failed ports from the controller's events: each port_failed with the masked
+  // event that answered it (the next one on its rail).
+  static std::vector<PortMask> port_masks(const std::vector<phase::ControllerEvent>& events) {
+    std::vector<PortMask> out;
     for (const auto& e : events) {
-      if (e.kind != phase::ControllerEvent::Kind::kMasked || e.rank < 0 || e.detail.rfind("port ", 0) != 0) continue;
-      const int port = static_cast<int>(std::strtol(e.detail.c_str() + std::strlen("port "), nullptr, 10));
-      if (port <= 0) continue;
-      for (const std::string& head : {fmt::format("rail {}: port {} failed: ", e.rail, port),
-                                      fmt::format("rail {}: port {} masked; ", e.rail, port)}) {
+      if (e.kind == phase::ControllerEvent::Kind::kPortFailed) {
+        PortMask pm;
+        pm.rail = e.rail;
+        pm.port = static_cast<int>(e.value);
+        pm.reported_ns = e.real_ns;
+        pm.evidence = e.detail;
+        out.push_back(std::move(pm));
+      } else if (e.kind == phase::ControllerEvent::Kind::kMasked) {
+        for (auto it = out.rbegin(); it != out.rend(); ++it) {
+          if (it->rail != e.rail || it->answered) continue;
+          it->answered = true;
+          it->masked = e.rank >= 0 || e.detail.find(" masked; ") != std::string::npos;
+          it->rank = e.rank;
+          it->recovery_ms = e.rank >= 0 ? e.value : 0;
+          it->move = e.detail;
+          break;
+        }
+      }
+    }
+    return out;
+  }
+
+  // Whether a controller problem is the report of a port failure that was masked (its
+  // port_failed and its masked notes): the run recovered from it, so it is listed under
+  // summary.txt's failed ports (mask_record) and is not a problem of the run. A failure that
+  // could not be masked stays a problem.
+  static bool recovered_port_note(const std::vector<PortMask>& masks, const std::string& problem) {
+    for (const auto& pm : masks) {
+      if (!pm.masked) continue;
+      for (const std::string& head : {fmt::format("rail {}: port {} failed: ", pm.rail, pm.port),
+                                      fmt::format("rail {}: port {} masked; ", pm.rail, pm.port)}) {
         if (problem.rfind(head, 0) == 0) return true;
       }
     }
     return false;
   }
 
-  // The mode's failed ports (phase.detect) from the controller's events: per port_failed, when
-  // the port was seen dark and reported, the evidence, and what the mask did (the rank moved and
-  // its new slot, recovery = first dark reading -> circuits re-made on the spare, or why
-  // nothing moved). Each is a line of summary.txt and a problem when no rank could move.
+  // meta.json's masks of a mode and its lines of summary.txt: per failed port when it was
+  // reported, the evidence, and what the mask did (the rank moved and its new slot, recovery =
+  // first dark reading -> circuits re-made on the spare, or why nothing moved); a problem when
+  // it could not be masked.
   json mask_record(const ModeRun& m, const std::vector<phase::ControllerEvent>& events) {
     json out = json::array();
-    for (const auto& e : events) {
-      if (e.kind == phase::ControllerEvent::Kind::kPortFailed) {
-        out.push_back({{"rail", e.rail},
-                       {"port", static_cast<int>(e.value)},
-                       {"reported", e.real_ns},
-                       {"evidence", e.detail},
-                       {"masked", false},
-                       {"rank", nullptr},
-                       {"recovery_ms", nullptr},
-                       {"move", ""}});
-      } else if (e.kind == phase::ControllerEvent::Kind::kMasked) {
-        for (auto it = out.rbegin(); it != out.rend(); ++it) {
-          if ((*it)["rail"] != e.rail || !(*it)["move"].get<std::string>().empty()) continue;
-          // Masked: a rank moved, or the port was on no rank's slot (nothing to move); else the
-          // detail is why it could not be masked.
-          (*it)["masked"] = e.rank >= 0 || e.detail.find(" masked; ") != std::string::npos;
-          (*it)["rank"] = e.rank >= 0 ? json(e.rank) : json(nullptr);
-          (*it)["recovery_ms"] = e.rank >= 0 ? json(e.value) : json(nullptr);
-          (*it)["move"] = e.detail;
-          break;
-        }
-      }
-    }
-    for (const auto& x : out) {
-      const double at_s = static_cast<double>(x["reported"].get<int64_t>() - m.started_ns) / 1e9;
-      std::string line =
-          fmt::format("{}: rail {} port {} failed, reported at +{:.3f} s ({})", m.label, x["rail"].get<std::string>(),
-                      x["port"].get<int>(), at_s, x["evidence"].get<std::string>());
-      if (!x["rank"].is_null()) {
-        line += fmt::format("; masked: {}; recovered {:.1f} ms after the first dark reading",
-                            x["move"].get<std::string>(), x["recovery_ms"].get<double>());
-      } else if (x["masked"].get<bool>()) {
-        line += "; masked: " + x["move"].get<std::string>();
+    for (const auto& pm : port_masks(events)) {
+      const bool moved = pm.rank >= 0;
+      out.push_back({{"rail", pm.rail},
+                     {"port", pm.port},
+                     {"reported", pm.reported_ns},
+                     {"evidence", pm.evidence},
+                     {"masked", pm.masked},
+                     {"rank", moved ? json(pm.rank) : json(nullptr)},
+                     {"recovery_ms", moved ? json(pm.recovery_ms) : json(nullptr)},
+                     {"move", pm.move}});
+      const double at_s = static_cast<double>(pm.reported_ns - m.started_ns) / 1e9;
+      std::string line = fmt::format("{}: rail {} port {} failed, reported at +{:.3f} s ({})", m.label, pm.rail,
+                                     pm.port, at_s, pm.evidence);
+      if (moved) {
+        line += fmt::format("; masked: {}; recovered {:.1f} ms after the first dark reading", pm.move, pm.recovery_ms);
+      } else if (pm.masked) {
+        line += "; masked: " + pm.move;
       } else {
-        line += "; not masked: " + (x["move"].get<std::string>().empty() ? std::string("no answer from the rail")
-                                                                         : x["move"].get<std::string>());
+        line += "; not masked: " + (pm.move.empty() ? std::string("no answer from the rail") : pm.move);
         result_.problems.push_back(line);
       }
       ctx_.log(line);
@@ -1563,10 +1583,11 @@ class PhaseWorkloadRun {
       if (allocation_) meta["workload"]["job_id"] = allocation_->job_id();
     }
     for (size_t r = 0; r < pw_.ranks.size(); ++r) {
-      meta["workload"]["ranks"].push_back({{"rank", r},
-                                           {"host", spec_.hosts[pw_.ranks[r].host].name},
-                                           {"nic", pw_.ranks[r].nic},
-                                           {"slot", fmt::format("{}-{}", slots_[r].ingress, slots_[r].egress)}});
+      meta["workload"]["ranks"].push_back(
+          {{"rank", r},
+           {"host", spec_.hosts[pw_.ranks[r].host].name},
+           {"nic", pw_.ranks[r].nic},
+           {"slot", fmt::format("{}-{}", rail_slots_.front()[r].ingress, rail_slots_.front()[r].egress)}});
     }
     meta["phase"] = {{"job", pw_.layout.job},
                      {"pp", pw_.layout.pp},
@@ -1625,7 +1646,6 @@ class PhaseWorkloadRun {
   std::vector<std::string> launcher_extra_;    // the runner's own launcher arguments
   std::optional<SlurmAllocation> allocation_;  // srun: held from before the first mode to the end
   std::string program_;                        // as the ranks' hosts see it
-  std::vector<phase::Slot> slots_;             // the first rail's (the ranks' placement NICs)
   std::vector<RailSpec> rails_;
   std::vector<std::vector<phase::Slot>> rail_slots_;  // per rail: the ranks' slots, then the spares'
   std::set<size_t> used_hosts_;
