@@ -146,6 +146,16 @@ std::vector<std::map<std::string, std::string>> read_csv(const std::string& path
   return rows;
 }
 
+// Adds `keys` (YAML flow, e.g. "spares: [h5:lo]") to the phase: map of a spec Lab::spec wrote.
+void add_phase_keys(const std::string& spec, const std::string& keys) {
+  std::string text = read_file_or_empty(spec);
+  const std::string anchor = "ack_timeout_ms: 5000}";
+  const auto at = text.find(anchor);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, anchor.size(), "ack_timeout_ms: 5000, " + keys + "}");
+  std::ofstream(spec) << text;
+}
+
 // One TL1 command to the emulator as a lab engineer would type it (login first); the reply's text.
 std::string tl1(int port, const std::string& command) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -709,14 +719,7 @@ TEST_CASE("phase-workload with phase.detect: a port that goes dark is masked ont
   Lab lab;
   // Four ranks on h1..h4 (slots 1/9 .. 4/12) and h5's NIC as the rail's spare slot (5/13).
   std::string spec = lab.spec(5, "  modes: [on-demand]\n", "dp-pp-4-phase", "[--compute-ms, 150, --steps, 6]");
-  {
-    std::string text = read_file_or_empty(spec);
-    const std::string anchor = "ack_timeout_ms: 5000}";
-    REQUIRE(text.find(anchor) != std::string::npos);
-    text.replace(text.find(anchor), anchor.size(),
-                 "ack_timeout_ms: 5000, spares: [h5:lo], detect: {interval_ms: 20, dark_polls: 2}}");
-    std::ofstream(spec) << text;
-  }
+  add_phase_keys(spec, "spares: [h5:lo], detect: {interval_ms: 20, dark_polls: 2}");
   std::string out_dir = lab.dir.path() + "/results";
   // Rank 2's receive fibre (egress port 11) goes dark while the job runs.
   std::ostringstream err;
@@ -750,23 +753,28 @@ TEST_CASE("phase-workload with phase.detect: a port that goes dark is masked ont
   CHECK_THAT(truth, Contains("shutter_closed"));
 }
 
+namespace {
+
+// A 5-host spec of `lab` with `keys` added to its phase: map is refused at its file:line:col
+// with `what`, before the results folder is made or the switch touched.
+void refused_phase_keys(Lab& lab, const std::string& keys, const std::string& what) {
+  std::string spec = lab.spec(5);
+  add_phase_keys(spec, keys);
+  std::ostringstream out, err;
+  int rc = cli::run_ocslab({"run", spec, "-o", lab.dir.path() + "/results"}, out, err);
+  INFO(keys << "\n" << err.str());
+  CHECK(rc == cli::kExitInput);
+  CHECK_THAT(err.str(), Contains(spec + ":") && Contains(what));
+  CHECK_FALSE(fs::exists(lab.dir.path() + "/results"));
+  CHECK(lab.emu.connects() == 0);  // the switch was not touched
+}
+
+}  // namespace
+
 TEST_CASE("phase-workload: spares and detect are checked before anything runs, naming file:line:col",
           "[phase-runner][mask]") {
   Lab lab(0);
-  auto refused = [&](const std::string& replacement, const std::string& what) {
-    std::string spec = lab.spec(5);
-    std::string text = read_file_or_empty(spec);
-    const std::string anchor = "ack_timeout_ms: 5000}";
-    text.replace(text.find(anchor), anchor.size(), "ack_timeout_ms: 5000, " + replacement + "}");
-    std::ofstream(spec) << text;
-    std::ostringstream out, err;
-    int rc = cli::run_ocslab({"run", spec, "-o", lab.dir.path() + "/results"}, out, err);
-    INFO(replacement << "\n" << err.str());
-    CHECK(rc == cli::kExitInput);
-    CHECK_THAT(err.str(), Contains(spec + ":") && Contains(what));
-    CHECK_FALSE(fs::exists(lab.dir.path() + "/results"));
-    CHECK(lab.emu.connects() == 0);  // the switch was not touched
-  };
+  auto refused = [&](const std::string& keys, const std::string& what) { refused_phase_keys(lab, keys, what); };
   refused("spares: [h9:lo]", "spare 0: unknown host 'h9'");
   refused("spares: [h5:eth7]", "host 'h5' has no data NIC 'eth7'");
   refused("spares: [h2:lo]", "spare h2:lo is rank 1's NIC");
@@ -797,16 +805,10 @@ TEST_CASE("phase-workload on two rails: one orchestrator each, a dark port on th
   // Ranks on h1..h4; rail0 on their lo NICs (the ranks' data NICs), rail1 on d2; h5 has a spare
   // on each rail.
   std::string spec = lab.spec(5, "  modes: [on-demand]\n", "dp-pp-4-phase", "[--compute-ms, 150, --steps, 6]");
-  {
-    std::string text = read_file_or_empty(spec);
-    const std::string anchor = "ack_timeout_ms: 5000}";
-    REQUIRE(text.find(anchor) != std::string::npos);
-    text.replace(text.find(anchor), anchor.size(),
-                 "ack_timeout_ms: 5000, detect: {interval_ms: 20, dark_polls: 2}, rails: ["
+  add_phase_keys(spec,
+                 "detect: {interval_ms: 20, dark_polls: 2}, rails: ["
                  "{name: rail0, nics: [h1:lo, h2:lo, h3:lo, h4:lo], spares: [h5:lo]}, "
-                 "{name: rail1, nics: [h1:d2, h2:d2, h3:d2, h4:d2], spares: [h5:d2]}]}");
-    std::ofstream(spec) << text;
-  }
+                 "{name: rail1, nics: [h1:d2, h2:d2, h3:d2, h4:d2], spares: [h5:d2]}]");
   {  // --check shows both rails
     std::ostringstream out, err;
     REQUIRE(cli::run_ocslab({"run", spec, "--check"}, out, err) == 0);
@@ -846,18 +848,7 @@ TEST_CASE("phase-workload on two rails: one orchestrator each, a dark port on th
 TEST_CASE("phase-workload: phase.rails is checked before anything runs, naming file:line:col",
           "[phase-runner][rails]") {
   Lab lab(0, true);
-  auto refused = [&](const std::string& rails, const std::string& what) {
-    std::string spec = lab.spec(5);
-    std::string text = read_file_or_empty(spec);
-    text.replace(text.find("ack_timeout_ms: 5000}"), 21, "ack_timeout_ms: 5000, " + rails + "}");
-    std::ofstream(spec) << text;
-    std::ostringstream out, err;
-    int rc = cli::run_ocslab({"run", spec, "-o", lab.dir.path() + "/results"}, out, err);
-    INFO(rails << "\n" << err.str());
-    CHECK(rc == cli::kExitInput);
-    CHECK_THAT(err.str(), Contains(spec + ":") && Contains(what));
-    CHECK(lab.emu.connects() == 0);
-  };
+  auto refused = [&](const std::string& keys, const std::string& what) { refused_phase_keys(lab, keys, what); };
   const std::string r0 = "{name: rail0, nics: [h1:lo, h2:lo, h3:lo, h4:lo]}";
   refused("rails: [" + r0 + ", {name: rail1, nics: [h1:d2, h2:d2, h3:d2]}]",
           "rail rail1: nics must list one HOST:NIC per rank (4 ranks)");
