@@ -1,10 +1,15 @@
 // Calibration of the whole measurement chain: with known emulator settings (a fixed switching
 // time, an ideal NIC whose firmware brings the link up a fixed time after light returns),
-// `ocslab run` on the virtual lab must recover both numbers from what it measured: light back
-// minus command issued within 10 ms of the switching time, carrier up (in the guest, clock
-// offset corrected) minus light back within 50 ms of the firmware delay, for every
-// reconfiguration. A second setting, given to the same running lab, proves the numbers follow
-// the settings.
+// `ocslab run` on the virtual lab must recover both numbers from what it measured, for every
+// reconfiguration: light back minus command issued within 10 ms of the switching time, and the
+// firmware's link-up minus light back within 20 ms of the firmware delay. The guest's carrier
+// (its kernel's reading, clock offset corrected) must follow the firmware: never before it by
+// more than the clock correction's uncertainty, at most 100 ms after it on any row, and its
+// median over the run within 25 ms of the firmware delay. The median is the calibration (a
+// wrong clock offset or a lost edge shifts every row); the per-row bound is what a TCG guest
+// sharing two cores with three others adds: in the project's CI on 2026-11-29 one row's
+// carrier came 48.1 ms after the firmware's link-up, where the median was 8.7 ms. A second
+// setting, given to the same running lab, proves the numbers follow the settings.
 #include <fmt/format.h>
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -98,15 +103,25 @@ void calibrate(double switching_ms, double firmware_ms) {
   auto rows = read_csv_rows(out + "/breakdown.csv");
   INFO(output);
   REQUIRE(rows.size() == 3 * 4);  // 3 reconfigurations x 4 hosts
+  std::vector<double> carriers;
   for (const auto& r : rows) {
     INFO("iteration " << r.at("iteration") << " " << r.at("host") << ":" << r.at("interface"));
     REQUIRE(r.at("status") == "ok");
-    double sw = std::stod(r.at("switching_ms")), carrier = std::stod(r.at("carrier_ms"));
+    const double sw = std::stod(r.at("switching_ms")), firmware = std::stod(r.at("firmware_ms")),
+                 carrier = std::stod(r.at("carrier_ms"));
     std::cout << name << ": iteration " << r.at("iteration") << " " << r.at("host") << ":" << r.at("interface")
-              << " switching " << sw << " ms, carrier after light " << carrier << " ms\n";
+              << " switching " << sw << " ms, firmware up after light " << firmware << " ms, carrier after light "
+              << carrier << " ms\n";
     CHECK(std::fabs(sw - switching_ms) <= 10);
-    CHECK(std::fabs(carrier - firmware_ms) <= 50);
+    CHECK(std::fabs(firmware - firmware_ms) <= 20);
+    CHECK(carrier - firmware >= -20);  // the clock correction's uncertainty (guest agent vs this machine)
+    CHECK(carrier - firmware <= 100);  // the guest kernel's lag on a loaded TCG guest
+    carriers.push_back(carrier);
   }
+  std::sort(carriers.begin(), carriers.end());
+  const double median = carriers[carriers.size() / 2];
+  std::cout << name << ": carrier after light, median " << median << " ms over " << carriers.size() << " rows\n";
+  CHECK(std::fabs(median - firmware_ms) <= 25);
   if (file_timing) check_rdma_resume(rows, out, lab);
 }
 
