@@ -94,28 +94,44 @@ file_entries | tag F
 
 const std::string kSnapshotScript = kGuestPrelude + kSnapshotFunction + "snapshot\n";
 
-// Puts a guest back to the baseline in /dev/shm/ocslab-test-baseline (the snapshot's lines, written
-// by a here-document in front of this script): whatever is not in it goes (processes, namespaces,
-// links, qdiscs, addresses, routes, rules, neighbours, Soft-RoCE links, files), what the baseline
-// has and is missing comes back (addresses, links up, Soft-RoCE links, sysctl values).
-// Idempotent; the snapshot afterwards is the check. One awk compares a snapshot taken after the
-// stray processes are gone with the baseline and plans every command; the kernel's share runs
-// as two `ip -batch` and one `tc -batch`: about 30 programs per dirty guest where a loop per
-// link, address and route ran about 110 (10.7 s for a dirty guest on an idle machine; every
-// program costs about 0.1 s in a TCG guest).
+// Checks a guest against the baseline in /dev/shm/ocslab-test-baseline (the snapshot's lines,
+// written by a here-document in front of this script) and, when it differs, puts it back and
+// waits until it matches, all in one run of the script: a guest the last case did not touch costs
+// one snapshot; a dirty one its snapshot, the reset and the snapshots until it is clean (one or two),
+// with no round trip to this machine in between. Whatever is not in the baseline goes
+// (processes, namespaces, links, qdiscs, addresses, routes, rules, neighbours, Soft-RoCE links,
+// files), what the baseline has and is missing comes back (addresses, links up, Soft-RoCE links,
+// sysctl values). One awk compares the snapshot (taken again only when stray processes had to
+// be killed) with the baseline and plans every command; the kernel's share runs as two `ip
+// -batch` and one `tc -batch`: about 30 programs per dirty guest where a loop per link, address
+// and route ran about 110 (every program costs about 0.1 s in a TCG guest).
+// What it prints for Lab::reset, one line each: "OCSLAB-RESET untouched", or "OCSLAB-RESET
+// applied UPTIME" and then "OCSLAB-RESET clean POLLS UPTIME" or "OCSLAB-RESET dirty POLLS
+// UPTIME"; the first differing poll's snapshot between "OCSLAB-RESET first" and "OCSLAB-RESET
+// end", and the last one of a guest that stays dirty between "OCSLAB-RESET last" and
+// "OCSLAB-RESET end". UPTIME is the guest's /proc/uptime, from "OCSLAB-RESET start UPTIME".
 const std::string kResetScript = kGuestPrelude + kSnapshotFunction + R"SH(
 B=/dev/shm/ocslab-test-baseline
+NOW=/dev/shm/ocslab-test-now
+uptime_s() { read -r up _ < /proc/uptime; printf '%s' "$up"; }
+finish() { rm -f "$B" "$NOW"; exit 0; }
+echo "OCSLAB-RESET start $(uptime_s)"
+snapshot > "$NOW"
+if cmp -s "$B" "$NOW"; then echo "OCSLAB-RESET untouched"; finish; fi
 # Processes the baseline does not have, until none is left (three rounds at most: a killed
 # process may still be listed while it exits).
+killed=
 for round in 1 2 3; do
   pids=$(processes | awk 'NR == FNR { if (substr($0, 1, 2) == "P ") keep[substr($0, 3)] = 1; next }
                           $1 != 1 { pid = $1; sub(/^[0-9]+ /, ""); if (!($0 in keep)) print pid }' "$B" -)
   [ -n "$pids" ] || break
   kill -9 $pids 2>/dev/null
+  killed=1
 done
+[ -n "$killed" ] && snapshot > "$NOW"
 # The plan, one command per line, tagged by what runs it. The management NIC (eth0: how this very
 # session reaches the guest) is the lab's: its addresses, routes and qdiscs are never touched.
-plan=$(snapshot | awk '
+plan=$(awk '
   function dev(name) { sub(/@.*/, "", name); return name }
   function field_after(key,   i) { for (i = 2; i < NF; i++) if ($i == key) return $(i + 1); return "" }
   NR == FNR {
@@ -159,7 +175,7 @@ plan=$(snapshot | awk '
     for (k in sys) if (k != "net.ipv4.ip_forward") { p = k; gsub(/\./, "/", p); print "SYS " p " " sys[k] }
     for (d in brd) if (!(d in crd)) print "RADD " d " " brd[d]
     for (f in files) print "RM " f
-  }' "$B" -)
+  }' "$B" "$NOW")
 # Namespaces first (their veths take their peers here with them), then the kernel batches, then
 # what needs the links back (Soft-RoCE), then files. Shell builtins sort the plan.
 netns= umount= ip4= ip6= tcb= late= rm_list=
@@ -193,7 +209,24 @@ done <<EOF_LATE
 $late
 EOF_LATE
 [ -n "$rm_list" ] && printf '%s' "$rm_list" | xargs -r -d '\n' rm -rf --
-rm -f "$B"
+echo "OCSLAB-RESET applied $(uptime_s)"
+# Links, Soft-RoCE ports and killed processes take a moment: the snapshot until it matches, for
+# up to 60 s (the firmware delay of the slowest NIC model included).
+read -r up _ < /proc/uptime
+deadline=$((${up%.*} + 60))
+polls=0
+while :; do
+  snapshot > "$NOW"
+  polls=$((polls + 1))
+  if cmp -s "$B" "$NOW"; then echo "OCSLAB-RESET clean $polls $(uptime_s)"; finish; fi
+  if [ "$polls" -eq 1 ]; then echo "OCSLAB-RESET first"; cat "$NOW"; echo "OCSLAB-RESET end"; fi
+  read -r up _ < /proc/uptime
+  if [ "${up%.*}" -ge "$deadline" ]; then
+    echo "OCSLAB-RESET dirty $polls $(uptime_s)"
+    echo "OCSLAB-RESET last"; cat "$NOW"; echo "OCSLAB-RESET end"
+    finish
+  fi
+done
 )SH";
 
 // Lines only in want ("-") and only in got ("+"), for a message.
@@ -215,6 +248,52 @@ std::string diff_lines(const std::string& want, const std::string& got) {
     if (g.count(l) > w.count(l)) d += "  + " + l + "\n";
   }
   return d;
+}
+
+// What one run of kResetScript reported (its "OCSLAB-RESET" lines).
+struct ResetReport {
+  bool untouched = false;
+  bool clean = false;
+  int polls = 0;
+  double applied_s = 0;  // the guest's seconds from the script's start to the reset applied
+  std::string first;     // the first poll's snapshot, when it still differed
+  std::string last;      // the last snapshot of a guest that stayed dirty
+};
+
+ResetReport parse_reset_report(const std::string& out) {
+  ResetReport rep;
+  std::stringstream in(out);
+  double start = 0;
+  std::string* section = nullptr;
+  const std::string tag = "OCSLAB-RESET ";
+  for (std::string l; std::getline(in, l);) {
+    if (l.rfind(tag, 0) != 0) {
+      if (section) *section += l + "\n";
+      continue;
+    }
+    std::stringstream f(l.substr(tag.size()));
+    std::string word;
+    f >> word;
+    double at = 0;
+    if (word == "start") {
+      f >> start;
+    } else if (word == "untouched") {
+      rep.untouched = true;
+    } else if (word == "applied") {
+      f >> at;
+      rep.applied_s = at - start;
+    } else if (word == "clean" || word == "dirty") {
+      rep.clean = word == "clean";
+      f >> rep.polls;
+    } else if (word == "first") {
+      section = &rep.first;
+    } else if (word == "last") {
+      section = &rep.last;
+    } else if (word == "end") {
+      section = nullptr;
+    }
+  }
+  return rep;
 }
 
 std::string baseline_file(const vlab::LabState& s, const std::string& host) {
@@ -478,43 +557,31 @@ std::string Lab::reset() {
   // Each host's line of the timing report: what its reset cost and, when polls were needed, what
   // the first poll still found different (the report says where a reset's seconds go).
   std::vector<std::string> timing(state_.hosts.size());
-  auto seconds_since = [](std::chrono::steady_clock::time_point t0) {
-    return fmt::format("{:.1f} s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  };
   auto results = on_every_host(state_, [&](const std::string& host, size_t index) -> std::string {
     auto t0 = std::chrono::steady_clock::now();
-    std::string& line = timing[index];
-    std::string base = baseline(host);
-    ocs::SshSession s(ssh(host));
-    // A guest the last case did not touch costs one snapshot.
-    if (s.exec(kSnapshotScript, command_timeout_).out == base) {
-      line = host + " untouched (" + seconds_since(t0) + ")";
-      return "";
-    }
+    const std::string base = baseline(host);
     // The baseline travels in the command (a here-document), not on stdin, which the session
-    // does not close.
-    ocs::ExecResult r = s.exec(
+    // does not close. One run of the script checks, resets and waits (kResetScript).
+    ocs::ExecResult r = ocs::SshSession(ssh(host)).exec(
         "cat > /dev/shm/ocslab-test-baseline <<'OCSLAB_BASELINE_END'\n" + base + "OCSLAB_BASELINE_END\n" + kResetScript,
-        command_timeout_);
+        command_timeout_ + 60s);
+    const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (r.exit_status != 0)
       return "  " + host + ": reset script exited " + std::to_string(r.exit_status) + ": " + r.err + "\n";
-    line = host + " reset (script done at " + seconds_since(t0);
-    // Links, Soft-RoCE ports and killed processes take a moment: poll the snapshot (up to 60 s,
-    // the firmware delay of the slowest NIC model included).
-    std::string diff, first_diff;
-    int polls = 0;
-    auto deadline = std::chrono::steady_clock::now() + 60s;
-    do {
-      diff = diff_lines(base, s.exec(kSnapshotScript, command_timeout_).out);
-      ++polls;
-      if (diff.empty()) {
-        line += fmt::format(", clean at {} after {} snapshot(s))", seconds_since(t0), polls);
-        if (!first_diff.empty()) line += "; the first still showed:\n" + first_diff.substr(0, 600);
-        return "";
-      }
-      if (first_diff.empty()) first_diff = diff;
-    } while (std::chrono::steady_clock::now() < deadline);
-    return "  " + host + " differs from its baseline:\n" + diff;
+    const ResetReport rep = parse_reset_report(r.out);
+    std::string& line = timing[index];
+    if (rep.untouched) {
+      line = fmt::format("{} untouched ({:.1f} s)", host, total_s);
+      return "";
+    }
+    line = fmt::format("{} reset (script done at {:.1f} s", host, rep.applied_s);
+    if (!rep.clean) {
+      line += fmt::format(", still dirty at {:.1f} s after {} snapshot(s))", total_s, rep.polls);
+      return "  " + host + " differs from its baseline:\n" + diff_lines(base, rep.last);
+    }
+    line += fmt::format(", clean at {:.1f} s after {} snapshot(s))", total_s, rep.polls);
+    if (!rep.first.empty()) line += "; the first still showed:\n" + diff_lines(base, rep.first).substr(0, 600);
+    return "";
   });
   for (const auto& t : timing) {
     if (!t.empty()) std::cout << "  reset " << name_ << ": " << t << "\n";
