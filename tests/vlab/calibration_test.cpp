@@ -30,6 +30,12 @@ using namespace vlab_test;
 
 namespace {
 
+// The middle value (the upper one of an even count) of a non-empty set of rows.
+double upper_median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 std::string fmt_name(double s, double f) {
   std::ostringstream o;
   o << "calib-" << s << "-" << f;
@@ -63,8 +69,7 @@ void check_rdma_resume(const std::vector<std::map<std::string, std::string>>& ro
     CHECK(ms <= 200);             // a second's ARP retransmission is what this excludes
     rdma.push_back(ms);
   }
-  std::sort(rdma.begin(), rdma.end());
-  double median = rdma[rdma.size() / 2];
+  const double median = upper_median(rdma);
   std::cout << "calib-25-1500: rdma_ms median " << median << " ms over " << rdma.size() << " rows\n";
   CHECK(median <= 4 * 16.8);
   std::ifstream in(out + "/meta.json");
@@ -118,8 +123,7 @@ void calibrate(double switching_ms, double firmware_ms) {
     CHECK(carrier - firmware <= 100);  // the guest kernel's lag on a loaded TCG guest
     carriers.push_back(carrier);
   }
-  std::sort(carriers.begin(), carriers.end());
-  const double median = carriers[carriers.size() / 2];
+  const double median = upper_median(carriers);
   std::cout << name << ": carrier after light, median " << median << " ms over " << carriers.size() << " rows\n";
   CHECK(std::fabs(median - firmware_ms) <= 25);
   if (file_timing) check_rdma_resume(rows, out, lab);
