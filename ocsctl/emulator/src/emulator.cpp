@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ocslab/common/error.h"
+#include "ocslab/emulator/link_delivery.h"
 
 namespace ocslab::emu {
 
@@ -107,8 +108,11 @@ void Emulator::start() {
     }
     for (size_t i = 0; i < config_.nics.size(); ++i) {
       const auto& a = config_.nics[i].attachment;
-      auto driver = a.kind == NicAttachment::Kind::kTap ? make_tap_carrier_driver(data_plane_->tap_fd(i), a.tap_name)
-                                                        : make_qmp_link_driver(a.qmp_socket, a.qmp_netdev);
+      // TUNSETCARRIER returns at once; QMP waits for that host's QEMU, so it is delivered on a
+      // thread of its own (link_delivery.h).
+      auto driver = a.kind == NicAttachment::Kind::kTap
+                        ? make_tap_carrier_driver(data_plane_->tap_fd(i), a.tap_name)
+                        : make_async_link_driver(make_qmp_link_driver(a.qmp_socket, a.qmp_netdev), truth_, a.name);
       DataPlane* dp = data_plane_.get();
       links_.push_back(std::make_unique<NicLinkModel>(
           io_, a.name, config_.nics[i].link, std::move(driver), truth_, [dp, i](bool up) { dp->set_nic_link(i, up); },
