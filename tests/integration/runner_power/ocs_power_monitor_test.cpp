@@ -204,8 +204,11 @@ TEST_CASE("ocs_power monitor: the switch killed mid-monitor, samples resume when
   CHECK_FALSE(down.last_error.empty());
   CHECK(got.matching("eth1", "power_dbm", killed.monotonic_ns).empty());
 
-  emu = start_emulator(port);  // a fresh switch: no circuit, port 9 dark
+  // Stamped before the fresh switch (no circuit, port 9 dark) listens: the monitor's next retry
+  // may reach it before start_emulator returns (a CI run of 2026-11-29, four entries at a time,
+  // had its first answered poll, and so the light edge, before a stamp taken after it).
   Timestamp back = now();
+  emu = start_emulator(port);
   auto resumed = got.wait_for("eth1", "light", 0, back.monotonic_ns, 3s);
   REQUIRE(resumed);
   CHECK(resumed->mono_ns - back.monotonic_ns <= 1'000'000'000LL);
