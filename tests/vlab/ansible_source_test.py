@@ -55,11 +55,14 @@ configure_args = ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LA
 
 
 def ccache_env(base):
-    # ccache hashes the locale (the compiler's messages depend on it), which Ansible's module
-    # environment sets otherwise; the guest's headers are freshly unpacked (new ctime), which
-    # would keep ccache from trusting its manifest of them.
+    # ccache hashes the locale variables that are set (the compiler's messages depend on them):
+    # Ansible's module environment sets LC_CTYPE=C.UTF-8, which this machine's shell leaves unset,
+    # and that one line of ccache's input (CCACHE_DEBUG's input-text files, 2026-11-29) was what
+    # made every compile in the guest miss. The guest's headers are freshly unpacked (new ctime),
+    # which would keep ccache from trusting its manifest of them.
     return {"CCACHE_DIR": ccache_dir, "CCACHE_BASEDIR": base, "CCACHE_NOHASHDIR": "1",
-            "CCACHE_SLOPPINESS": "include_file_ctime,include_file_mtime", "LANG": "C", "LC_ALL": "C"}
+            "CCACHE_SLOPPINESS": "include_file_ctime,include_file_mtime", "LANG": "C", "LC_ALL": "C",
+            "LC_CTYPE": "C"}
 
 
 def prime():
