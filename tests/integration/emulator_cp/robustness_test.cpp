@@ -343,6 +343,10 @@ TEST_CASE("an unreachable switch (fault injection): every protocol's command wai
 
   // Commands sent during the spell are applied after it, each once and in order.
   auto drv = lab.driver(Protocol::kTl1);
+  // Stamped before the spell begins: the spell runs from the silence call on the emulator's loop,
+  // and a stamp after the second call came 3.8 ms late under ASan beside three other entries (a
+  // fresh-clone CI run, 2026-11-29), so the 300 ms looked short.
+  const auto t1 = std::chrono::steady_clock::now();
   lab.call([&] {
     lab.cp.silence(300ms);
     return 0;
@@ -351,7 +355,6 @@ TEST_CASE("an unreachable switch (fault injection): every protocol's command wai
     lab.cp.silence(100ms);  // a shorter spell inside a longer one changes nothing
     return 0;
   });
-  const auto t1 = std::chrono::steady_clock::now();
   drv->apply({{9, 25}}, ocs::ApplyMode::kMerge);
   drv->apply({{9, 26}}, ocs::ApplyMode::kReplace);
   CHECK(std::chrono::steady_clock::now() - t1 >= 300ms);
