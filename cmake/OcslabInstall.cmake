@@ -132,4 +132,30 @@ the forwarding model. Static libraries, public headers, a CMake package
 # Static libraries: shlibdeps finds nothing to compute, so the -dev packages of what they link.
 set(CPACK_DEBIAN_LIBOCS-DEV_PACKAGE_DEPENDS
     "libssh-dev, libpugixml-dev, libmnl-dev, libfmt-dev, libspdlog-dev, libyaml-cpp-dev, nlohmann-json3-dev")
+
+# Debian wants /usr/share/doc/<package>/changelog.Debian.gz in every binary package (lintian's
+# no-changelog error otherwise), which CPack does not write: one entry per package for this
+# version, gzipped as dh_compress does (-9, no name or time stamp in the header). The entry's
+# date is the configure time, or SOURCE_DATE_EPOCH where that is set (a reproducible build).
+find_program(OCSLAB_GZIP gzip)
+if(OCSLAB_GZIP)
+  string(TIMESTAMP _changelog_date "%a, %d %b %Y %H:%M:%S +0000" UTC)
+  foreach(_package IN LISTS CPACK_COMPONENTS_ALL)
+    set(_dir ${PROJECT_BINARY_DIR}/install/changelog/${_package})
+    file(WRITE ${_dir}/changelog.Debian "${_package} (${PROJECT_VERSION}-${CPACK_DEBIAN_PACKAGE_RELEASE}) unstable; urgency=medium
+
+  * Packaged by CPack from the ocslab source tree (make deb, docs/install.md).
+
+ -- ${CPACK_DEBIAN_PACKAGE_MAINTAINER}  ${_changelog_date}
+")
+    execute_process(COMMAND ${OCSLAB_GZIP} -9 -n -c INPUT_FILE ${_dir}/changelog.Debian
+                    OUTPUT_FILE ${_dir}/changelog.Debian.gz RESULT_VARIABLE _gzip_rc)
+    if(NOT _gzip_rc EQUAL 0)
+      message(FATAL_ERROR "gzip of ${_dir}/changelog.Debian failed: ${_gzip_rc}")
+    endif()
+    install(FILES ${_dir}/changelog.Debian.gz DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/${_package} COMPONENT ${_package})
+  endforeach()
+else()
+  message(STATUS "gzip not found: the Debian packages will have no changelog.Debian.gz")
+endif()
 include(CPack)

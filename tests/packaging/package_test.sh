@@ -47,6 +47,13 @@ has libocs-dev /usr/lib/cmake/ocslab/ocslabConfig.cmake
 has libocs-dev /usr/lib/pkgconfig/ocslab.pc
 lacks libocs-dev /usr/bin/
 lacks libocs-dev tl1_codec.h
+# Every package has its Debian changelog (lintian's no-changelog), a gzip of one entry for this
+# version.
+for p in ocslab ocslab-agent libocs-dev; do
+  has "$p" "/usr/share/doc/$p/changelog.Debian.gz"
+  dpkg-deb --fsys-tarfile "$(deb "$p")" | tar -xO "./usr/share/doc/$p/changelog.Debian.gz" | gzip -dc \
+    | sed -n 1p | grep -qx "$p (${version}-1) unstable; urgency=medium" || fail "$p: changelog.Debian.gz has no entry for ${version}-1"
+done
 
 # Depends: computed by dpkg-shlibdeps from the binaries (libssh for ocsctl, libibverbs and
 # libnl-route for the agent); the -dev package's is written in cmake/OcslabInstall.cmake.
