@@ -68,9 +68,7 @@ class AsyncLinkDriver : public LinkDriver {
       inner_->set_link(up);
     } catch (const std::exception& e) {
       if (rethrow) throw;
-      // The firmware state still changed (the data plane follows it); only the host did not see it.
-      spdlog::error("{}: link {} not delivered to the host: {}", name_, up ? "up" : "down", e.what());
-      truth_.record("emulator", name_, "link_driver_error", 1, "bool");
+      record_undelivered_link(truth_, name_, up, e);
       return;
     }
     truth_.record("emulator", name_, "link_delivery", static_cast<double>(monotonic_ns() - asked_mono_ns) / 1e6, "ms");
@@ -87,6 +85,11 @@ class AsyncLinkDriver : public LinkDriver {
 };
 
 }  // namespace
+
+void record_undelivered_link(GroundTruth& truth, const std::string& nic_name, bool up, const std::exception& why) {
+  spdlog::error("{}: link {} not delivered to the host: {}", nic_name, up ? "up" : "down", why.what());
+  truth.record("emulator", nic_name, "link_driver_error", 1, "bool");
+}
 
 std::unique_ptr<LinkDriver> make_async_link_driver(std::unique_ptr<LinkDriver> inner, GroundTruth& truth,
                                                    std::string nic_name) {

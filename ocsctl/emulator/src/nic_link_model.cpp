@@ -1,12 +1,11 @@
 #include "ocslab/emulator/nic_link_model.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <chrono>
 
 #include "ocslab/common/clock.h"
 #include "ocslab/common/error.h"
+#include "ocslab/emulator/link_delivery.h"
 
 namespace ocslab::emu {
 
@@ -154,10 +153,8 @@ void NicLinkModel::apply(bool up) {
     try {
       driver_->set_link(up);
     } catch (const std::exception& e) {
-      // The firmware state still changed (the data plane follows it); only the host did not
-      // see it. Thrown out of a timer handler this would stop the whole emulator loop.
-      spdlog::error("{}: link {} not delivered to the host: {}", name_, up ? "up" : "down", e.what());
-      truth_.record("emulator", name_, "link_driver_error", 1, "bool");
+      // Thrown out of a timer handler this would stop the whole emulator loop.
+      record_undelivered_link(truth_, name_, up, e);
     }
   }
   if (on_link_) on_link_(up);

@@ -11,9 +11,11 @@
 #include <vector>
 
 #include "ocslab/common/error.h"
+#include "ocslab/testing/wait.h"
 
 using namespace ocslab;
 using namespace ocslab::emu;
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -101,9 +103,7 @@ TEST_CASE("async link delivery: a host that does not answer delays only its own 
   REQUIRE(gate->wait_for([&] { return gate->delivered.size() == 4; }));
   CHECK(gate->delivered == std::vector<bool>{false, true, false, true});
   // Each delivery is a row once the host answered (the last may follow its answer by a moment).
-  for (int i = 0; i < 1000 && rows(truth, "link_delivery").size() < 4; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  testing::poll_until([&] { return rows(truth, "link_delivery").size() >= 4; }, 1000ms);
   auto delivery = rows(truth, "link_delivery");
   REQUIRE(delivery.size() == 4);
   for (const auto& [subject, ms] : delivery) {
@@ -122,9 +122,7 @@ TEST_CASE("async link delivery: a later failure is a ground-truth row, not an ex
     gate->fail = true;
   }
   CHECK_NOTHROW(d->set_link(true));
-  for (int i = 0; i < 10000 && rows(truth, "link_driver_error").empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  testing::poll_until([&] { return !rows(truth, "link_driver_error").empty(); }, 10000ms);
   CHECK(rows(truth, "link_driver_error") == std::vector<std::pair<std::string, double>>{{"h2-eth1", 1}});
   {
     std::lock_guard lock(gate->m);

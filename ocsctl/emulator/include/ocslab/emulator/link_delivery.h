@@ -6,6 +6,7 @@
 // NIC's carrier, which is where a real host's driver latency shows as well.
 #pragma once
 
+#include <exception>
 #include <memory>
 #include <string>
 
@@ -22,5 +23,10 @@ namespace ocslab::emu {
 // answer. Destroying the wrapper waits for a delivery in progress and drops queued ones.
 std::unique_ptr<LinkDriver> make_async_link_driver(std::unique_ptr<LinkDriver> inner, GroundTruth& truth,
                                                    std::string nic_name);
+
+// A link change the host was not told of: logged with its reason and recorded as the
+// ground-truth row `link_driver_error` (1). The firmware state changed all the same (the data
+// plane follows it). Used wherever a delivery fails after start, on the loop or off it.
+void record_undelivered_link(GroundTruth& truth, const std::string& nic_name, bool up, const std::exception& why);
 
 }  // namespace ocslab::emu
