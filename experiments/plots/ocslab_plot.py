@@ -213,7 +213,7 @@ class Breakdown:
         if intents is not None:
             up = sum(1 for r in self.ok_rows() if (r.get("intent") or "").strip() == "up")
             note += f" ({up} of them newly connected)"
-        left = [f"{statuses[k]} {k}" for k in ("failed", "incomplete", "disconnected", "unaffected")
+        left = [f"{statuses[k]} {k}" for k in ("failed", "incomplete", "lost", "disconnected", "unaffected")
                 if statuses.get(k)]
         if left:
             note += "; not plotted: " + ", ".join(left)

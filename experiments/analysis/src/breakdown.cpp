@@ -24,6 +24,8 @@ const char* status_name(Status s) {
       return "incomplete";
     case Status::kDisconnected:
       return "disconnected";
+    case Status::kLost:
+      return "lost";
   }
   return "?";
 }
@@ -490,6 +492,14 @@ Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options,
         r.status = Status::kIncomplete;
       } else {
         r.status = Status::kOk;
+      }
+      // The host's capture ended before the command: whatever the switch side saw, the host's own
+      // layers were not observed (a failed command stays failed: that is the switch's).
+      if (r.status != Status::kFailed && it.issued) {
+        if (auto hb = tl.last_heartbeat(r.run, r.host); hb && *hb < *it.issued) {
+          r.status = Status::kLost;
+          r.capture_end_ns = hb;
+        }
       }
       out.rows.push_back(std::move(r));
     }

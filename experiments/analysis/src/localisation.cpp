@@ -21,6 +21,8 @@ const char* chain_layer_name(ChainLayer l) {
       return "carrier";
     case ChainLayer::kRdma:
       return "rdma";
+    case ChainLayer::kCapture:
+      return "capture";
   }
   return "?";
 }
@@ -42,6 +44,7 @@ std::pair<Edge, Edge> edges_of(ChainLayer l) {
     case ChainLayer::kRdma:
       return {kRdmaStalled, kRdmaResumed};
     case ChainLayer::kSwitch:
+    case ChainLayer::kCapture:
       break;
   }
   return {kIssued, kAcked};
@@ -93,6 +96,8 @@ bool kind_in_layer(Kind k, ChainLayer l, bool up) {
       return k == (up ? Kind::kResumed : Kind::kStalled);
     case ChainLayer::kSwitch:
       return k == (up ? Kind::kAck : Kind::kCommand);
+    case ChainLayer::kCapture:  // heartbeats are not events
+      break;
   }
   return false;
 }
@@ -164,7 +169,12 @@ class Explainer {
   std::string name() const { return l_.host + "/" + l_.interface; }
 
   void verdict() {
-    if (l_.layer == ChainLayer::kSwitch) {
+    if (l_.layer == ChainLayer::kCapture) {
+      std::string port = l_.port ? fmt::format(" (switch ports tx {} rx {})", l_.port->tx, l_.port->rx) : "";
+      l_.verdict = fmt::format("{}{}: no capture, {}'s agent was lost before the command; {} of {} port(s) resumed",
+                               name(), port, l_.host, l_.resumed, l_.ports);
+      if (l_.stopped.size() > 1) l_.verdict += fmt::format(", {} more stopped", l_.stopped.size() - 1);
+    } else if (l_.layer == ChainLayer::kSwitch) {
       l_.verdict = fmt::format(
           "the switch did not acknowledge the command: all {} port(s) failed; not one host's fault", l_.ports);
     } else if (l_.common) {
@@ -215,6 +225,22 @@ class Explainer {
         wanted_evidence.push_back(l_.evidence.size() - 1);
       }
     }
+  }
+
+  // A lost row: when its host's capture ended, and how many of the others were observed.
+  void capture() {
+    if (fault_.capture_end_ns) {
+      l_.evidence.push_back({0, fmt::format("{}'s last heartbeat at {}, before the command: nothing from {} after it",
+                                            l_.host, at(*fault_.capture_end_ns), l_.host)});
+    }
+    size_t others = 0, observed = 0;
+    for (const BreakdownRow* r : rows_) {
+      if (r == &fault_ || !takes_part(*r)) continue;
+      ++others;
+      observed += r->status != Status::kLost;
+    }
+    l_.evidence.push_back({0, fmt::format("{} of {} other port(s) were observed through the reconfiguration", observed,
+                                          others)});
   }
 
   // What the other ports that took part did at the layer the fault stopped at.
@@ -270,6 +296,7 @@ class Explainer {
 
 std::optional<ChainLayer> stopped_layer(const BreakdownRow& r) {
   if (r.status == Status::kFailed) return ChainLayer::kSwitch;
+  if (r.status == Status::kLost) return ChainLayer::kCapture;
   if (r.status != Status::kIncomplete) return std::nullopt;
   for (ChainLayer l : kPortLayers) {
     auto [down, up] = edges_of(l);
@@ -330,7 +357,8 @@ std::vector<Localisation> localise(const Breakdown& b, const Timeline* timeline,
     for (const auto& s : stopped) l.stopped.push_back(s.first);
     const bool same =
         std::all_of(l.stopped.begin(), l.stopped.end(), [&](const StoppedPort& s) { return s.layer == l.layer; });
-    l.common = l.layer == ChainLayer::kSwitch || (same && l.stopped.size() >= 2 && l.stopped.size() == l.ports);
+    l.common = l.layer == ChainLayer::kSwitch ||
+               (l.layer != ChainLayer::kCapture && same && l.stopped.size() >= 2 && l.stopped.size() == l.ports);
 
     Explainer ex(l, rows, fault);
     ex.verdict();
@@ -352,7 +380,11 @@ std::vector<Localisation> localise(const Breakdown& b, const Timeline* timeline,
       std::vector<size_t> filled;
       ex.own_chain(wanted, filled);
       for (size_t e : filled) wanted_at.emplace_back(out.size(), e);
-      ex.peers();
+      if (l.layer == ChainLayer::kCapture) {
+        ex.capture();
+      } else {
+        ex.peers();
+      }
     }
     out.push_back(std::move(l));
   }

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -25,6 +27,21 @@ uint32_t StringTable::intern(std::string_view s) {
   strings_.emplace_back(s);
   ids_.emplace(std::string(s), id);
   return id;
+}
+
+std::optional<uint32_t> StringTable::find(std::string_view s) const {
+  auto it = ids_.find(s);
+  if (it == ids_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<int64_t> Timeline::last_heartbeat(const std::string& run, const std::string& host) const {
+  auto r = strings.find(run);
+  auto h = strings.find(host);
+  if (!r || !h) return std::nullopt;
+  auto it = last_heartbeat_ns.find(heartbeat_key(*r, *h));
+  if (it == last_heartbeat_ns.end()) return std::nullopt;
+  return it->second;
 }
 
 std::string_view interface_of(std::string_view subject) {
@@ -120,7 +137,16 @@ class Parser {
         next_release += kReleaseEvery;
       }
       Kind kind;
-      if (!classify(fields_[c_source], fields_[c_signal], kind)) continue;
+      if (!classify(fields_[c_source], fields_[c_signal], kind)) {
+        if (fields_[c_source] == "heartbeat" && fields_[c_signal] == "heartbeat") {
+          const int64_t t_ns = number<int64_t>(fields_[c_t], "t_ns");
+          const uint32_t run = c_run >= 0 ? t.strings.intern(fields_[c_run]) : 0;
+          int64_t& last = t.last_heartbeat_ns.try_emplace(Timeline::heartbeat_key(run, t.strings.intern(fields_[c_host])),
+                                                          t_ns).first->second;
+          last = std::max(last, t_ns);
+        }
+        continue;
+      }
       Event e;
       e.kind = kind;
       e.line = static_cast<uint32_t>(record_line_);

@@ -475,7 +475,8 @@ std::string location(const YamlDoc& doc, const YAML::Node& node) {
 
 constexpr const char* kFaultShapes =
     "{kind: nic-held-down, nic: HOST:NIC, before_iteration: N}, {kind: port-dark, port: PORT, before_iteration: N} "
-    "or {kind: switch-unreachable, for_ms: MS, before_iteration: N}";
+    "{kind: switch-unreachable, for_ms: MS, before_iteration: N} or {kind: agent-killed, host: HOST, "
+    "before_iteration: N}";
 
 // port-dark's port: a switch port of one of the lab's NICs (f.host and f.nic become that NIC),
 // inside switch.allow (the run touches no other port).
@@ -527,10 +528,29 @@ FaultSpec parse_fault(const YamlDoc& doc, const YAML::Node& node, const Experime
       throw config_error(doc, ms,
                          fmt::format("for_ms must be above 0 and at most 3600000 (an hour), got {}", f.for_ms));
     }
+  } else if (f.kind == kAgentKilled) {
+    only_keys(doc, node, {"kind", "host", "before_iteration"});
+    const auto& h = require(doc, node, "host");
+    const std::string name = as_string(doc, h);
+    auto it = std::find_if(spec.hosts.begin(), spec.hosts.end(), [&](const HostEntry& e) { return e.name == name; });
+    if (it == spec.hosts.end()) {
+      std::string known;
+      for (const auto& x : spec.hosts) known += (known.empty() ? "" : ", ") + x.name;
+      throw config_error(doc, h, fmt::format("unknown host '{}' (the lab has: {})", name, known));
+    }
+    f.host = static_cast<size_t>(it - spec.hosts.begin());
   } else {
     throw config_error(doc, node["kind"],
-                       fmt::format("unknown fault kind '{}' (known: {}, {}, {})", f.kind, kNicHeldDown, kPortDark,
-                                   kSwitchUnreachable));
+                       fmt::format("unknown fault kind '{}' (known: {}, {}, {}, {})", f.kind, kNicHeldDown, kPortDark,
+                                   kSwitchUnreachable, kAgentKilled));
+  }
+  if (spec.vlab.empty() && f.kind != kAgentKilled) {
+    throw config_error(doc, node["kind"],
+                       fmt::format("a {} fault needs a virtual lab (lab.vlab): a NIC's link is held down by the "
+                                   "lab's emulated NIC firmware, a port darkened and the switch silenced by its "
+                                   "emulated switch, which real hosts and a real switch do not offer (on real "
+                                   "hosts only {} can be injected)",
+                                   f.kind, kAgentKilled));
   }
   const auto& it = require(doc, node, "before_iteration");
   long long i = as_int(doc, it);
@@ -545,15 +565,10 @@ FaultSpec parse_fault(const YamlDoc& doc, const YAML::Node& node, const Experime
   return f;
 }
 
-// faults: a list; only a virtual lab's emulator can hold a link down or darken a port. A NIC
-// is held, a port darkened, once: a fault lasts to the end of the run.
+// faults: a list; only a virtual lab's emulator can hold a link down or darken a port (an agent
+// can be killed anywhere). A NIC is held, a port darkened, an agent killed once: a fault lasts
+// to the end of the run.
 void parse_faults(const YamlDoc& doc, const YAML::Node& faults, ExperimentSpec& spec) {
-  if (spec.vlab.empty()) {
-    throw config_error(doc, faults,
-                       "faults need a virtual lab (lab.vlab): a NIC's link is held down by the lab's "
-                       "emulated NIC firmware and a port darkened by its emulated switch, which real hosts "
-                       "and a real switch do not offer");
-  }
   if (!faults.IsSequence()) throw config_error(doc, faults, std::string("faults must be a list of ") + kFaultShapes);
   for (const auto& node : faults) {
     FaultSpec f = parse_fault(doc, node, spec);
@@ -569,6 +584,11 @@ void parse_faults(const YamlDoc& doc, const YAML::Node& faults, ExperimentSpec& 
                            fmt::format("{}:{} is held down already (at {}): a hold lasts to the end "
                                        "of the run",
                                        spec.hosts[f.host].name, f.nic, o.where));
+      }
+      if (f.kind == kAgentKilled && o.kind == kAgentKilled && o.host == f.host) {
+        throw config_error(doc, node["host"],
+                           fmt::format("{}'s agent is killed already (at {}): it stays dead to the end of the run",
+                                       spec.hosts[f.host].name, o.where));
       }
     }
     spec.faults.push_back(std::move(f));

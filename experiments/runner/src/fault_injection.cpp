@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "ocslab/common/clock.h"
+#include "ocslab/common/error.h"
 #include "ocslab/common/file.h"
 #include "ocslab/runner/run_context.h"
 #include "ocslab/vlab/lab_timing.h"
@@ -26,11 +27,13 @@ void add_once(std::vector<T>& set, const T& v) {
 
 }  // namespace
 
-FaultInjector::FaultInjector(const ExperimentSpec& spec, std::string lab_dir, Row row, Log log, std::string journal)
+FaultInjector::FaultInjector(const ExperimentSpec& spec, std::string lab_dir, Row row, Log log, std::string journal,
+                             KillAgent kill_agent)
     : spec_(spec),
       lab_dir_(std::move(lab_dir)),
       row_(std::move(row)),
       log_(std::move(log)),
+      kill_agent_(std::move(kill_agent)),
       journal_(std::move(journal)),
       applied_(spec.faults.size()) {}
 
@@ -58,16 +61,24 @@ FaultInjector::~FaultInjector() {
 Sample FaultInjector::row(const ExperimentSpec& spec, const FaultSpec& f, bool on, int64_t t_ns) {
   if (f.kind == kSwitchUnreachable) return Sample{t_ns, 0, "switch", "fault", "control", "unreachable", on ? 1.0 : 0.0, "bool"};
   if (f.kind == kPortDark) return Sample{t_ns, 0, "switch", "fault", fmt::format("port {}", f.port), "dark", on ? 1.0 : 0.0, "bool"};
+  if (f.kind == kAgentKilled) return Sample{t_ns, 0, spec.hosts[f.host].name, "fault", "agent", "killed", on ? 1.0 : 0.0, "bool"};
   return Sample{t_ns, 0, spec.hosts[f.host].name, "fault", f.nic, "held_down", on ? 1.0 : 0.0, "bool"};
 }
 
 std::string FaultInjector::describe(const ExperimentSpec& spec, const FaultSpec& f) {
   if (f.kind == kSwitchUnreachable) return fmt::format("{} for {} ms", f.kind, f.for_ms);
+  if (f.kind == kAgentKilled) return fmt::format("{} on {}", f.kind, spec.hosts[f.host].name);
   if (f.kind != kPortDark) return fmt::format("{} on {}", f.kind, nic_name(spec, f));
   const auto& nics = spec.hosts[f.host].nics;
   auto n = std::find_if(nics.begin(), nics.end(), [&](const NicEntry& e) { return e.name == f.nic; });
   const char* side = n != nics.end() && n->tx_port == f.port ? "tx" : "rx";
   return fmt::format("{} on switch port {} ({} {})", f.kind, f.port, nic_name(spec, f), side);
+}
+
+std::string FaultInjector::lasts(const FaultSpec& f) {
+  if (f.kind == kSwitchUnreachable) return fmt::format("ends by itself after {} ms", f.for_ms);
+  if (f.kind == kAgentKilled) return "not undone: the host is lost for the rest of the run";
+  return "released when the run ends";
 }
 
 vlab::LabTiming FaultInjector::lab_timing_for(size_t k) const {
@@ -84,7 +95,7 @@ vlab::LabTiming FaultInjector::lab_set(size_t adding) const {
   for (size_t k = 0; k < spec_.faults.size(); ++k) {
     if (!applied_[k].held_ns && k != adding) continue;
     const FaultSpec& f = spec_.faults[k];
-    if (f.kind == kSwitchUnreachable) continue;  // a spell, not a state: lab_timing() asks for it
+    if (f.kind == kSwitchUnreachable || f.kind == kAgentKilled) continue;  // not a hold or a dark port
     if (f.kind == kPortDark) {
       add_once(*t.dark_ports, static_cast<int>(f.port));
     } else {
@@ -100,6 +111,13 @@ std::vector<std::string> FaultInjector::before_reconfiguration(int i) {
     const FaultSpec& f = spec_.faults[k];
     if (f.before_iteration != i) continue;
     const std::string what = describe(spec_, f);
+    if (f.kind == kAgentKilled) {
+      inject_kill(k, i);
+      if (!applied_[k].error.empty()) {
+        problems.push_back(fmt::format("fault {} before reconfiguration {} not injected: {}", what, i, applied_[k].error));
+      }
+      continue;
+    }
     try {
       if (!found_read_) {
         vlab::TimingState now = vlab::lab_timing(lab_dir_);
@@ -130,6 +148,24 @@ std::vector<std::string> FaultInjector::before_reconfiguration(int i) {
   return problems;
 }
 
+void FaultInjector::inject_kill(size_t k, int i) {
+  const FaultSpec& f = spec_.faults[k];
+  applied_[k].asked_ns = realtime_ns();
+  save_journal();
+  try {
+    if (!kill_agent_) throw Error("this run cannot kill agents");
+    kill_agent_(f.host);
+  } catch (const std::exception& e) {
+    applied_[k].error = e.what();
+    save_journal();
+    return;
+  }
+  applied_[k].held_ns = realtime_ns();
+  save_journal();
+  row_(row(spec_, f, true, applied_[k].held_ns));
+  log_(fmt::format("injected {} before reconfiguration {} (SIGKILL; {})", describe(spec_, f), i, lasts(f)));
+}
+
 std::vector<std::string> FaultInjector::release() {
   if (released_ || !found_read_) return {};
   released_ = true;
@@ -148,7 +184,7 @@ std::vector<std::string> FaultInjector::release() {
   }
   const int64_t now = realtime_ns();
   for (size_t k = 0; k < spec_.faults.size(); ++k) {
-    if (!applied_[k].held_ns) continue;
+    if (!applied_[k].held_ns || spec_.faults[k].kind == kAgentKilled) continue;  // a killed agent stays dead
     // An unreachable spell ended by itself: its end is when it was due.
     if (spec_.faults[k].kind != kSwitchUnreachable) applied_[k].released_ns = now;
     row_(row(spec_, spec_.faults[k], false, applied_[k].released_ns));
@@ -178,7 +214,7 @@ nlohmann::json FaultInjector::release_journal(const std::string& journal, std::v
     // Applied (or asked for when the runner died) and not released; a spell ends by itself.
     auto pending = [](const nlohmann::json& f) {
       return (f.value("held_ns", int64_t{0}) || f.value("asked_ns", int64_t{0})) && !f.value("released_ns", int64_t{0}) &&
-             f.value("kind", "") != kSwitchUnreachable;
+             f.value("kind", "") != kSwitchUnreachable && f.value("kind", "") != kAgentKilled;
     };
     if (std::none_of(faults.begin(), faults.end(), pending)) return faults;
     vlab::LabTiming t;

@@ -477,14 +477,36 @@ class ReconfigurationRun {
     monitor_->start();
   }
 
-  // faults: (a virtual lab's) NICs held down and ports darkened from just before their
-  // reconfiguration; each fault and its release is a row of the control stream, and
-  // faults.json the journal `ocslab recover` undoes them from.
+  // faults: (a virtual lab's) NICs held down and ports darkened, and (any lab's) agents killed,
+  // from just before their reconfiguration; each fault and its release is a row of the control
+  // stream, and faults.json the journal `ocslab recover` undoes them from.
   void start_faults() {
-    if (spec_.faults.empty() || !target_.is_vlab()) return;
+    if (spec_.faults.empty()) return;
     faults_ = std::make_unique<FaultInjector>(
-        spec_, target_.lab.dir, [this](const Sample& s) { store_->append(kControlStream, s); },
-        [this](const std::string& m) { ctx_.log(m); }, result_.folder + "/" + kFaultJournal);
+        spec_, target_.is_vlab() ? target_.lab.dir : std::string(),
+        [this](const Sample& s) { store_->append(kControlStream, s); }, [this](const std::string& m) { ctx_.log(m); },
+        result_.folder + "/" + kFaultJournal, [this](size_t host) { kill_agent(host); });
+  }
+
+  // agent-killed: SIGKILL to the daemon that said hello for the host (no goodbye, as a crash),
+  // over a session of its own, and only when that pid is still an ocslab-agent.
+  void kill_agent(size_t host) {
+    const auto& name = spec_.hosts.at(host).name;
+    long long pid = 0;
+    for (auto& s : pool_->sessions()) {
+      if (s->target().name == name) pid = s->hello().pid;
+    }
+    if (pid <= 0) throw Error(name + ": its agent's pid is not known (it never said hello)");
+    ocs::SshSession s(ssh_.at(host));
+    auto r = s.exec(fmt::format("case \"$(cat /proc/{0}/comm 2>/dev/null)\" in ocslab-agent*) kill -KILL {0};; "
+                                "*) echo 'pid {0} is not an ocslab-agent any more'; exit 3;; esac",
+                                pid),
+                    std::chrono::seconds(10));
+    if (r.exit_status != 0) {
+      std::string why = r.err.empty() ? r.out : r.err;
+      while (!why.empty() && (why.back() == '\n' || why.back() == '\r')) why.pop_back();
+      throw Error(fmt::format("{}: killing its agent (pid {}) failed (status {}): {}", name, pid, r.exit_status, why));
+    }
   }
 
   // Once the probes stopped (a release brings the link up, which is not part of the last

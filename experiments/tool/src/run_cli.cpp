@@ -190,8 +190,8 @@ void print_reconfiguration_plan(const runner::ExperimentSpec& spec, std::ostream
   for (const auto& p : spec.probes) out << " " << p.name << " (" << p.interval_ms << " ms)";
   out << "\n";
   for (const auto& f : spec.faults) {
-    out << fmt::format("injected fault: {} before reconfiguration {} (released when the run ends)\n",
-                       runner::FaultInjector::describe(spec, f), f.before_iteration);
+    out << fmt::format("injected fault: {} before reconfiguration {} ({})\n", runner::FaultInjector::describe(spec, f),
+                       f.before_iteration, runner::FaultInjector::lasts(f));
   }
   if (spec.rdma.enabled) {
     out << "rdma pairs (client -> server, every " << spec.rdma.interval_ms << " ms):";

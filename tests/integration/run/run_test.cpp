@@ -2,6 +2,7 @@
 // real loopback sshd (one socket each), the switch is `ocsctl emulate` in a child process.
 // Faults: an agent killed mid-run, the switch connection dropped mid-run, a bad spec.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <dirent.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -262,6 +263,111 @@ TEST_CASE("an agent killed mid-run: reported, the others go on, its samples up t
     CHECK(fs::exists(h["spool"].get<std::string>()) == (k == 1));
   }
   fs::remove(meta["hosts"][1]["spool"].get<std::string>());
+}
+
+TEST_CASE("an agent-killed fault in the spec: the host is lost at its reconfiguration, recorded and named",
+          "[run][faults]") {
+  // The spec's own fault, on real (loopback) hosts: the runner kills h2's daemon over SSH just
+  // before reconfiguration 3's command, through `ocslab run`, which then exits 5 (kExitFailed).
+  Lab lab;
+  const std::string spec =
+      lab.write_spec(lab.spec_text(5, 0.4) + "faults:\n  - {kind: agent-killed, host: h2, before_iteration: 3}\n");
+  const std::string out_dir = lab.dir.path() + "/out";
+  std::ostringstream out, err;
+  const int64_t started_ns = realtime_ns();
+  int rc = cli::run_ocslab({"run", spec, "-o", out_dir, "--no-plot"}, out, err);
+  INFO(out.str() + err.str());
+  CHECK(rc == cli::kExitFailed);
+  CHECK_THAT(err.str(), Catch::Contains("ocslab run: injected agent-killed on h2 before reconfiguration 3 (SIGKILL; "
+                                        "not undone: the host is lost for the rest of the run)"));
+  CHECK_THAT(err.str(), Catch::Contains("host h2 lost"));
+
+  auto meta = nlohmann::json::parse(std::ifstream(out_dir + "/meta.json"));
+  REQUIRE(meta["faults"].size() == 1);
+  const auto& f = meta["faults"][0];
+  CHECK(f["kind"] == "agent-killed");
+  CHECK(f["host"] == "h2");
+  CHECK(f["before_iteration"] == 3);
+  CHECK(f["error"] == "");
+  CHECK(f["released_ns"] == 0);  // not undone
+  const int64_t killed_ns = f["held_ns"].get<int64_t>();
+  CHECK(killed_ns > started_ns);
+  CHECK(meta["hosts"][1]["lost"] == true);
+  CHECK(meta["hosts"][0]["lost"] == false);
+  CHECK(meta["hosts"][2]["lost"] == false);
+  // The daemon that said hello is dead (the session's reconnect may have started a fresh one,
+  // which has no capture: the host stays lost).
+  const auto victim = meta["hosts"][1]["agent"]["pid"].get<long long>();
+  CHECK(victim > 0);
+  std::string stat;
+  std::getline(std::ifstream("/proc/" + std::to_string(victim) + "/stat"), stat);
+  INFO("the killed daemon's /proc stat: " << stat);
+  CHECK((stat.empty() || stat.find(") Z ") != std::string::npos));  // gone, or a zombie no one reaped yet
+  // Reconfiguration 3's command came after the kill, and the kill after reconfiguration 2's.
+  int64_t cmd2 = 0, cmd3 = 0;
+  for (const auto& rec : meta["reconfigurations"]) {
+    if (rec["iteration"] == 2) cmd2 = rec["issued_ns"].get<int64_t>();
+    if (rec["iteration"] == 3) cmd3 = rec["issued_ns"].get<int64_t>();
+  }
+  CHECK(cmd2 < killed_ns);
+  CHECK(killed_ns < cmd3);
+
+  auto rows = read_timeline(out_dir + "/timeline.csv");
+  int fault_rows = 0;
+  int64_t last_h2 = 0, last_h1 = 0;
+  for (const auto& row : rows) {
+    if (row.source == "fault") {
+      ++fault_rows;
+      CHECK(row.host == "h2");
+      CHECK(row.subject == "agent");
+      CHECK(row.signal == "killed");
+      CHECK(row.value == 1.0);
+      CHECK(row.t_ns == killed_ns);
+      CHECK(row.iteration == 3);  // the fault starts reconfiguration 3
+    }
+    if (row.source == "heartbeat" && row.host == "h2") last_h2 = std::max(last_h2, row.t_ns);
+    if (row.source == "heartbeat" && row.host == "h1") last_h1 = std::max(last_h1, row.t_ns);
+  }
+  CHECK(fault_rows == 1);
+  CHECK(last_h2 < killed_ns + 100'000'000);  // nothing from h2 after the kill...
+  CHECK(last_h2 > killed_ns - 300'000'000);  // ...but everything up to it
+  CHECK(last_h1 > killed_ns + 700'000'000);  // h1 captured to the end (two more dwells)
+  // From reconfiguration 3 on every h2 row is `lost` (its capture ended before the command),
+  // not `ok` on the switch's light alone; rows of 1 and 2 are judged as usual.
+  std::ifstream bd(out_dir + "/breakdown.csv");
+  std::string line;
+  std::getline(bd, line);
+  int lost = 0;
+  while (std::getline(bd, line)) {
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    REQUIRE(f.size() > 5);
+    const int iteration = std::stoi(f[1]);
+    INFO(line);
+    if (f[3] == "h2" && iteration >= 3) {
+      CHECK(f[5] == "lost");
+      ++lost;
+    } else {
+      CHECK(f[5] != "lost");
+    }
+  }
+  CHECK(lost == 3);
+  auto summary = nlohmann::json::parse(std::ifstream(out_dir + "/summary.json"));
+  CHECK(summary["status"]["lost"] == 3);
+  // The fault localisation names h2, at the capture, for each of them.
+  std::ifstream st(out_dir + "/summary.txt");
+  std::string text((std::istreambuf_iterator<char>(st)), std::istreambuf_iterator<char>());
+  CHECK_THAT(text, Catch::Contains(", 3 lost (no capture)"));
+  CHECK_THAT(text, Catch::Contains("fault localisation: 3 reconfiguration(s) did not complete"));
+  for (int i = 3; i <= 5; ++i) {
+    CHECK_THAT(text, Catch::Contains(fmt::format("reconfiguration {} (run ", i)) &&
+                         Catch::Contains("h2/lo (switch ports tx 2 rx 10): no capture, h2's agent was lost before the "
+                                         "command"));
+  }
+  CHECK_THAT(text, Catch::Contains("h2's last heartbeat at -"));
+  CHECK_THAT(err.str(), Catch::Contains("ocslab run: fault: reconfiguration 3 (") &&
+                            Catch::Contains("no capture, h2's agent was lost before the command"));
 }
 
 TEST_CASE("the switch connection dropped mid-run: the reconfiguration is marked failed and the run goes on",

@@ -3,6 +3,9 @@
 #include <catch2/catch.hpp>
 
 #include <fmt/format.h>
+#include <map>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -307,4 +310,78 @@ TEST_CASE("stopped_layer follows each status's rule") {
   r.edges[kFirmwareUp] = 5;
   CHECK(stopped_layer(r) == ChainLayer::kRdma);  // light and carrier were not awaited
   CHECK(std::string(chain_layer_name(ChainLayer::kFirmware)) == "firmware");
+}
+
+TEST_CASE("a host whose capture ended before the command: its row is lost, localised at the capture, not the light") {
+  // h3's agent dies 40 ms before the command: its heartbeats (every 10 ms) stop then. The
+  // switch side still sees its light go and come back (emulator rows, as a power monitor's
+  // would be), but its firmware and carrier rows never come: they were not captured, not down.
+  LineTimeline tl;
+  for (int64_t t = -200; t <= 300; t += 10) {
+    for (const char* h : {"h1", "h2", "h3", "h4"}) {
+      if (std::string(h) == "h3" && t > -40) continue;
+      tl.row(kLocT0 + t * kLocMs, h, "heartbeat", "agent", "heartbeat", 1);
+    }
+  }
+  four_hosts(tl, {});
+  // four_hosts wrote h3's firmware and carrier rows too: drop them, as a dead agent sends none.
+  std::string kept;
+  std::istringstream in(tl.text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(",h3,emulator,eth1,link,") != std::string::npos || line.find(",h3,carrier,") != std::string::npos)
+      continue;
+    kept += line + "\n";
+  }
+  Timeline t = parse_timeline(kept, "t.csv");
+  CHECK(t.last_heartbeat("r1", "h3") == kLocT0 - 40 * kLocMs);
+  CHECK(t.last_heartbeat("r1", "h1") == kLocT0 + 300 * kLocMs);
+  CHECK_FALSE(t.last_heartbeat("r1", "switch"));
+  CHECK_FALSE(t.last_heartbeat("r2", "h1"));
+  Breakdown b = compute_breakdown(t);
+  REQUIRE(b.rows.size() == 4);
+  for (const auto& r : b.rows) {
+    INFO(r.host);
+    CHECK(r.status == (r.host == "h3" ? Status::kLost : Status::kOk));
+    CHECK(r.capture_end_ns == (r.host == "h3" ? std::optional<int64_t>(kLocT0 - 40 * kLocMs) : std::nullopt));
+  }
+  CHECK(b.rows[2].edges[kLightBack] == kLocT0 + 32 * kLocMs);  // the switch side's edges are kept
+
+  auto faults = localise(b, &t);
+  REQUIRE(faults.size() == 1);
+  const Localisation& l = faults[0];
+  CHECK(l.host == "h3");
+  CHECK(l.layer == ChainLayer::kCapture);
+  CHECK_FALSE(l.common);
+  CHECK(l.ports == 4);
+  CHECK(l.resumed == 3);
+  CHECK(l.verdict == "h3/eth1: no capture, h3's agent was lost before the command; 3 of 4 port(s) resumed");
+  REQUIRE(l.evidence.size() == 3);
+  CHECK(l.evidence[0].text == "h3/eth1 light lost at +2.000 ms, back at +32.000 ms");
+  CHECK(l.evidence[0].line > 0);
+  CHECK(l.evidence[1] ==
+        Evidence{0, "h3's last heartbeat at -40.000 ms, before the command: nothing from h3 after it"});
+  CHECK(l.evidence[2] == Evidence{0, "3 of 3 other port(s) were observed through the reconfiguration"});
+
+  // A port that stopped at a layer of the network is named before a lost one.
+  LineTimeline both;
+  for (int64_t t2 = -200; t2 <= 300; t2 += 10) {
+    for (const char* h : {"h1", "h2", "h3", "h4"}) {
+      if (std::string(h) == "h3" && t2 > -40) continue;
+      both.row(kLocT0 + t2 * kLocMs, h, "heartbeat", "agent", "heartbeat", 1);
+    }
+  }
+  four_hosts(both, {{"h2", "carrier"}});
+  Timeline t2 = parse_timeline(both.text, "t.csv");
+  auto f2 = localise(compute_breakdown(t2), &t2);
+  REQUIRE(f2.size() == 1);
+  CHECK(f2[0].host == "h2");
+  CHECK(f2[0].layer == ChainLayer::kCarrier);
+  REQUIRE(f2[0].stopped.size() == 2);
+  CHECK(f2[0].stopped[1].host == "h3");
+  CHECK(f2[0].stopped[1].layer == ChainLayer::kCapture);
+
+  // summary.json counts the lost rows; the text says so only when there are some.
+  SummaryContext c{"t.csv", t.rows, t.events.size(), -30, &faults, nullptr};
+  CHECK(summary_json(b, summarize(b), c)["status"]["lost"] == 1);
+  CHECK_THAT(summary_text(b, summarize(b), c), Catch::Contains("0 disconnected, 1 lost (no capture)\n"));
 }

@@ -237,7 +237,7 @@ TEST_CASE("faults: bad entries are refused at file:line:col before anything runs
   auto fault = [&](const std::string& entry) { return error_of(head + "  - " + entry + "\n"); };
   CHECK_THAT(fault("{kind: nic-flapping, nic: h3:eth1, before_iteration: 2}"),
              Contains("test.yaml:7:12: unknown fault kind 'nic-flapping' (known: nic-held-down, port-dark, "
-                      "switch-unreachable)"));
+                      "switch-unreachable, agent-killed)"));
   CHECK_THAT(fault("{kind: switch-unreachable, for_ms: 0, before_iteration: 2}"),
              Contains("test.yaml:7:40: for_ms must be above 0 and at most 3600000 (an hour), got 0"));
   CHECK_THAT(fault("{kind: switch-unreachable, for_ms: 4000000, before_iteration: 2}"),
@@ -291,7 +291,28 @@ TEST_CASE("faults: bad entries are refused at file:line:col before anything runs
       "switch: {url: 'tl1://admin@10.0.0.5:3082'}\n"
       "mappings:\n  a: [gpu1:ens1f0 <-> gpu2:ens1f0]\n  b: [gpu1:ens1f0 <-> gpu3:ens1f0]\n";
   CHECK_THAT(error_of(std::string(inv) + "faults:\n  - {kind: nic-held-down, nic: gpu1:ens1f0, before_iteration: 1}\n"),
-             Contains("test.yaml:11:3: faults need a virtual lab (lab.vlab)"));
+             Contains("test.yaml:11:12: a nic-held-down fault needs a virtual lab (lab.vlab)") &&
+                 Contains("on real hosts only agent-killed can be injected"));
+  CHECK_THAT(error_of(std::string(inv) + "faults:\n  - {kind: port-dark, port: 33, before_iteration: 1}\n"),
+             Contains("test.yaml:11:12: a port-dark fault needs a virtual lab"));
+  // An agent can be killed on real hosts too (over SSH, like any of the runner's commands).
+  auto real = parse(std::string(inv) +
+                    "schedule: {reconfigurations: 3}\nfaults:\n  - {kind: agent-killed, host: gpu2, before_iteration: 2}\n");
+  REQUIRE(real.faults.size() == 1);
+  CHECK(real.faults[0].kind == "agent-killed");
+  CHECK(real.faults[0].host == 1);
+  CHECK(real.faults[0].nic.empty());
+  CHECK(real.faults[0].before_iteration == 2);
+  CHECK_THAT(real.faults[0].where, Catch::EndsWith("test.yaml:12:5"));
+  CHECK_THAT(error_of(std::string(inv) + "faults:\n  - {kind: agent-killed, host: gpu9, before_iteration: 1}\n"),
+             Contains("test.yaml:11:32: unknown host 'gpu9' (the lab has: gpu1, gpu2, gpu3)"));
+  CHECK_THAT(error_of(std::string(inv) + "faults:\n  - {kind: agent-killed, nic: gpu1:ens1f0, before_iteration: 1}\n"),
+             Contains("test.yaml:11:") && Contains("unknown key 'nic'"));
+  CHECK_THAT(error_of(std::string(inv) + "faults:\n  - {kind: agent-killed, before_iteration: 1}\n"),
+             Contains("test.yaml:11:5: missing key 'host'"));
+  CHECK_THAT(error_of(std::string(inv) + "faults:\n  - {kind: agent-killed, host: gpu1, before_iteration: 1}\n" +
+                      "  - {kind: agent-killed, host: gpu1, before_iteration: 2}\n"),
+             Contains("test.yaml:12:32: gpu1's agent is killed already (at ") && Contains("test.yaml:11:5)"));
   // A phase workload has no reconfiguration schedule to place a fault in.
   CHECK_THAT(error_of("type: phase-workload\n" + std::string(kLab) +
                       "faults:\n  - {kind: nic-held-down, nic: h3:eth1, before_iteration: 1}\n"),

@@ -16,8 +16,11 @@
 namespace ocslab::analysis {
 
 // kDisconnected: a port whose circuit the new mapping removed on purpose (only with intents).
-enum class Status { kOk, kFailed, kUnaffected, kIncomplete, kDisconnected };
-constexpr size_t kStatusCount = 5;
+// kLost: the host's capture had ended before the command (its heartbeats stop earlier: the
+// agent died, was killed, or its host went away), so what the port saw is not known; edges
+// the switch side saw (its power monitor, a virtual lab's ground truth) are kept.
+enum class Status { kOk, kFailed, kUnaffected, kIncomplete, kDisconnected, kLost };
+constexpr size_t kStatusCount = 6;
 const char* status_name(Status s);
 
 // What a reconfiguration was meant to do to one host/interface, from the mapping before it and
@@ -127,6 +130,8 @@ struct BreakdownRow {
   // A port coming up (intent kUp): the layers it had to bring up, one bit each (kAwaitedLight,
   // ...), so a localisation can tell a layer that never came up from one that is not probed.
   uint8_t awaited = 0;
+  // kLost: the host's last heartbeat (its capture's end), before the command.
+  std::optional<int64_t> capture_end_ns;
 
   // ns, empty when either end is missing.
   std::optional<int64_t> duration_ns(Duration d) const;

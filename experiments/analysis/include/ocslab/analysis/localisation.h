@@ -19,13 +19,16 @@ namespace ocslab::analysis {
 
 // The chain a port goes through after a command, each layer needing the one before it: the
 // switch acknowledges, light arrives, the NIC firmware's link comes up, the kernel's carrier,
-// then RDMA traffic.
-enum class ChainLayer { kSwitch, kLight, kFirmware, kCarrier, kRdma };
-const char* chain_layer_name(ChainLayer l);  // "switch", "light", "firmware", "carrier", "rdma"
+// then RDMA traffic. kCapture is not a layer of the network: the host's capture had ended (a
+// lost row), so where its chain stopped is not known; a port that stopped at a layer of the
+// network is named before it.
+enum class ChainLayer { kSwitch, kLight, kFirmware, kCarrier, kRdma, kCapture };
+const char* chain_layer_name(ChainLayer l);  // "switch", "light", "firmware", "carrier", "rdma", "capture"
 
 // Where a row's chain stopped: kSwitch for a failed row (no ack, or ack 0); for an incomplete
 // row the first layer that went down and did not come back (a port coming up: the first awaited
-// layer that did not come up); none for every other status (ok, unaffected, disconnected).
+// layer that did not come up); kCapture for a lost row; none for every other status (ok,
+// unaffected, disconnected).
 std::optional<ChainLayer> stopped_layer(const BreakdownRow& r);
 
 // The switch ports in front of a host's NIC, where the caller knows them (0: not known).

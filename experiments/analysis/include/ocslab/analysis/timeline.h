@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -32,6 +33,7 @@ class StringTable {
  public:
   StringTable();
   uint32_t intern(std::string_view s);
+  std::optional<uint32_t> find(std::string_view s) const;  // the id of a string interned already
   const std::string& str(uint32_t id) const { return strings_[id]; }
   size_t size() const { return strings_.size(); }
 
@@ -63,6 +65,13 @@ struct Timeline {
   bool has_run = false;
   bool has_iteration = false;
   size_t rows = 0;  // data rows read, kept or not
+  // The last heartbeat row of each host, by heartbeat_key(run, host) (string ids): a host whose
+  // heartbeats stop before a reconfiguration's command had no capture then (its agent lost).
+  // Hosts without heartbeat rows are not listed.
+  std::unordered_map<uint64_t, int64_t> last_heartbeat_ns;
+  static uint64_t heartbeat_key(uint32_t run, uint32_t host) { return (uint64_t{run} << 32) | host; }
+  // The last heartbeat of host in run, if it has any; run "" matches a timeline without runs.
+  std::optional<int64_t> last_heartbeat(const std::string& run, const std::string& host) const;
 };
 
 // The interface a subject names: the part before the first '@', after its last '/'

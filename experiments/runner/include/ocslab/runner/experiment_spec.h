@@ -79,17 +79,19 @@ enum class Order { kAlternate, kRandom };
 inline constexpr const char* kNicHeldDown = "nic-held-down";
 inline constexpr const char* kPortDark = "port-dark";
 inline constexpr const char* kSwitchUnreachable = "switch-unreachable";
+inline constexpr const char* kAgentKilled = "agent-killed";
 
-// One injected fault (`faults:`, virtual lab only), from just before reconfiguration
-// before_iteration's command to the end of the run, then undone. nic-held-down: the NIC's link
-// is held down by the lab's emulated firmware (light returning never brings it up).
-// port-dark: a switch port fails (its shutter closed: no light passes it either way).
-// switch-unreachable: the switch's control plane answers nothing for for_ms (then it serves
-// what was sent meanwhile); it ends by itself.
+// One injected fault (`faults:`), from just before reconfiguration before_iteration's command
+// to the end of the run, then undone. Virtual lab only: nic-held-down: the NIC's link is held
+// down by the lab's emulated firmware (light returning never brings it up). port-dark: a switch
+// port fails (its shutter closed: no light passes it either way). switch-unreachable: the
+// switch's control plane answers nothing for for_ms (then it serves what was sent meanwhile); it
+// ends by itself. Any lab: agent-killed: the host's capture daemon is killed (SIGKILL, over SSH);
+// the host is lost for the rest of the run, and nothing is undone.
 struct FaultSpec {
   std::string kind = kNicHeldDown;
   size_t host = 0;  // index into ExperimentSpec::hosts; port-dark: the NIC on the port
-  std::string nic;
+  std::string nic;  // empty for agent-killed
   ocs::Port port = 0;  // port-dark: the switch port (the NIC's tx_port or rx_port)
   double for_ms = 0;   // switch-unreachable: how long
   int before_iteration = 1;  // 1..reconfigurations

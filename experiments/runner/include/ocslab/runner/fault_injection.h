@@ -1,10 +1,12 @@
-// Fault injection in a virtual lab (the spec's `faults:`, docs/experiments.md#fault-injection):
-// from just before a reconfiguration to the end of the run, a NIC's link held down by the lab's
+// Fault injection (the spec's `faults:`, docs/experiments.md#fault-injection): from just before
+// a reconfiguration to the end of the run, in a virtual lab a NIC's link held down by the lab's
 // emulated firmware (nic-held-down) or a switch port darkened, its shutter closed (port-dark).
 // Both go through the lab's timing channel (vlab::set_lab_timing, `hold_down` / `dark_ports`),
 // so the emulator records each in its ground truth; the runner records each fault and its end
 // as a timeline row and in meta.json, and puts the lab's holds and dark ports back as it found
-// them when the run ends, however it ends.
+// them when the run ends, however it ends. On any lab, a host's agent killed (agent-killed,
+// through the KillAgent the runner gives: it knows the daemon's pid and the host's SSH); that
+// one is not undone.
 #pragma once
 
 #include <cstdint>
@@ -26,11 +28,15 @@ class FaultInjector {
  public:
   using Row = std::function<void(const Sample&)>;  // a timeline row (runner clock)
   using Log = std::function<void(const std::string&)>;
-  // lab_dir: the running virtual lab's run folder. journal (when not empty): a file rewritten
+  // Kills the agent daemon of spec.hosts[host] (SIGKILL: no goodbye); throws Error naming what
+  // failed. Needed when the spec has an agent-killed fault.
+  using KillAgent = std::function<void(size_t host)>;
+  // lab_dir: the running virtual lab's run folder (empty on real hosts: only agent-killed then). journal (when not empty): a file rewritten
   // atomically before each fault is applied and after each release (the lab, what it had as
   // found, record()), so that `ocslab recover` can undo what a runner that died left in force
   // (release_journal).
-  FaultInjector(const ExperimentSpec& spec, std::string lab_dir, Row row, Log log, std::string journal = {});
+  FaultInjector(const ExperimentSpec& spec, std::string lab_dir, Row row, Log log, std::string journal = {},
+                KillAgent kill_agent = {});
   ~FaultInjector();  // releases what is still held; errors are logged
   FaultInjector(const FaultInjector&) = delete;
   FaultInjector& operator=(const FaultInjector&) = delete;
@@ -54,10 +60,14 @@ class FaultInjector {
 
   // A fault's timeline row when it is injected (value 1) and undone (0), source "fault", unit
   // bool: nic-held-down host and NIC, signal "held_down"; port-dark host "switch", subject
-  // "port P", signal "dark".
+  // "port P", signal "dark"; agent-killed the host, subject "agent", signal "killed" (value 1
+  // only: it is not undone).
   static Sample row(const ExperimentSpec& spec, const FaultSpec& f, bool on, int64_t t_ns);
-  // "nic-held-down on h3:eth1", "port-dark on switch port 19 (h3:eth1 rx)".
+  // "nic-held-down on h3:eth1", "port-dark on switch port 19 (h3:eth1 rx)", "agent-killed on h2".
   static std::string describe(const ExperimentSpec& spec, const FaultSpec& f);
+  // How long it lasts, in words: "released when the run ends", "ends by itself after 1500 ms",
+  // "not undone: the host is lost for the rest of the run".
+  static std::string lasts(const FaultSpec& f);
 
   // `ocslab recover`: reads a journal a FaultInjector wrote. When a fault it records was applied
   // (or asked for) and not released, puts the lab's holds and dark ports back as the run found
@@ -75,11 +85,13 @@ class FaultInjector {
   vlab::LabTiming lab_set(size_t k) const;
   vlab::LabTiming lab_timing_for(size_t k) const;  // what applying fault k asks of the lab
   void save_journal();  // a failure is logged: the run goes on without it
+  void inject_kill(size_t k, int i);  // agent-killed fault k before reconfiguration i; a failure in applied_[k].error
 
   const ExperimentSpec& spec_;
   std::string lab_dir_;
   Row row_;
   Log log_;
+  KillAgent kill_agent_;
   std::string journal_;
   std::vector<Applied> applied_;  // one per spec_.faults
   bool found_read_ = false;
