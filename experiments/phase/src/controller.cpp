@@ -220,6 +220,7 @@ void Controller::Impl::start() {
   cc.policy = opt.policy;
   cc.windows = opt.windows;
   cc.switch_time = opt.switch_time;
+  cc.on_event = opt.on_event;
   boost::system::error_code ec;
   tcp::endpoint ep(asio::ip::make_address(opt.listen_host, ec), static_cast<unsigned short>(opt.listen_port));
   if (ec) throw Error(fmt::format("controller {}: bad listen address '{}': {}", L.job, opt.listen_host, ec.message()));

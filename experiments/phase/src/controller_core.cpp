@@ -107,6 +107,7 @@ void ControllerCore::record(ControllerEvent e) {
   auto t = now();
   e.mono_ns = t.monotonic_ns;
   e.real_ns = t.realtime_ns;
+  if (cfg_.on_event) cfg_.on_event(e);
   std::lock_guard lock(events_mu_);
   events_.push_back(std::move(e));
 }

@@ -318,7 +318,7 @@ void parse_type(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& spec
   if (root["sweep"] && !phase_type) {
     throw config_error(doc, root["sweep"], fmt::format("'sweep' needs type: {}", kPhaseWorkload));
   }
-  for (const char* k : {"mappings", "schedule", "faults"}) {
+  for (const char* k : {"mappings", "schedule"}) {
     if (root[k] && phase_type) {
       throw config_error(
           doc, root[k],
@@ -353,8 +353,11 @@ void parse_switch(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& sp
   }
 }
 
+void parse_faults(const YamlDoc& doc, const YAML::Node& faults, ExperimentSpec& spec, const PhaseWorkloadSpec* pw);
+
 // workload: and phase: (phase_workload_spec.cpp); the ranks' slots must be inside switch.allow,
-// which defaults to them.
+// which defaults to them; then faults (their ports inside switch.allow, their ranks and steps
+// the job's).
 void parse_phase_sections(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& spec) {
   // Probes run on every host through the whole run (all modes and sweep points); there are no
   // mappings to take RDMA probe pairs from, so they are listed.
@@ -382,6 +385,7 @@ void parse_phase_sections(const YamlDoc& doc, const YAML::Node& root, Experiment
       }
     }
   }
+  if (const auto& f = root["faults"]) parse_faults(doc, f, spec, pw.get());
   spec.phase_workload = std::move(pw);
 }
 
@@ -477,6 +481,10 @@ constexpr const char* kFaultShapes =
     "{kind: nic-held-down, nic: HOST:NIC, before_iteration: N}, {kind: port-dark, port: PORT, before_iteration: N} "
     "{kind: switch-unreachable, for_ms: MS, before_iteration: N} or {kind: agent-killed, host: HOST, "
     "before_iteration: N}";
+constexpr const char* kPhaseFaultShapes =
+    "{kind: rank-killed, rank: R, at_step: N | after_s: S}, {kind: nic-held-down, nic: HOST:NIC, at_step: N | "
+    "after_s: S}, {kind: port-dark, port: PORT, at_step: N | after_s: S} or {kind: switch-unreachable, for_ms: MS, "
+    "at_step: N | after_s: S}";
 
 // port-dark's port: a switch port of one of the lab's NICs (f.host and f.nic become that NIC),
 // inside switch.allow (the run touches no other port).
@@ -506,22 +514,119 @@ void parse_fault_port(const YamlDoc& doc, const YAML::Node& node, const Experime
   }
 }
 
-// One entry of faults: {kind, nic | port, before_iteration}, after the mappings (switch.allow)
-// and the schedule (its iteration must be one of the run's reconfigurations).
-FaultSpec parse_fault(const YamlDoc& doc, const YAML::Node& node, const ExperimentSpec& spec) {
-  if (!node.IsMap()) throw config_error(doc, node, std::string("a fault is a map ") + kFaultShapes);
+// The steps a phase workload's ranks run, warm-up included: the schedule's, or the spec's
+// workload.args where they give --steps / --warmup.
+int phase_total_steps(const PhaseWorkloadSpec& pw) {
+  int steps = pw.schedule.steps, warmup = pw.schedule.warmup;
+  for (size_t i = 0; i + 1 < pw.args.size(); ++i) {
+    try {
+      if (pw.args[i] == "--steps") steps = std::stoi(pw.args[i + 1]);
+      if (pw.args[i] == "--warmup") warmup = std::stoi(pw.args[i + 1]);
+    } catch (const std::exception&) {
+      // the program refuses it itself
+    }
+  }
+  return steps + warmup;
+}
+
+// When a fault comes: before_iteration (reconfig-latency), at_step or after_s (phase-workload).
+void parse_fault_trigger(const YamlDoc& doc, const YAML::Node& node, const ExperimentSpec& spec,
+                         const PhaseWorkloadSpec* pw, FaultSpec& f) {
+  if (!pw) {
+    const auto& it = require(doc, node, "before_iteration");
+    long long i = as_int(doc, it);
+    if (i < 1) throw config_error(doc, it, fmt::format("before_iteration must be 1 or more, got {}", i));
+    if (i > spec.reconfigurations) {
+      throw config_error(doc, it,
+                         fmt::format("before_iteration {} is after the run's last reconfiguration (the schedule "
+                                     "has {}): the fault would never be injected",
+                                     i, spec.reconfigurations));
+    }
+    f.before_iteration = static_cast<int>(i);
+    return;
+  }
+  f.before_iteration = 0;
+  if (node["at_step"] && node["after_s"]) {
+    throw config_error(doc, node["after_s"], "give at_step or after_s, not both");
+  }
+  if (const auto& st = node["at_step"]) {
+    long long n = as_int(doc, st);
+    const int total = phase_total_steps(*pw);
+    if (n < 0 || n >= total) {
+      throw config_error(doc, st,
+                         fmt::format("at_step {} is not a step of the run: its ranks run steps 0..{} (warm-up "
+                                     "included): the fault would never be injected",
+                                     n, total - 1));
+    }
+    f.at_step = static_cast<int>(n);
+  } else if (const auto& a = node["after_s"]) {
+    f.after_s = as_double(doc, a);
+    if (!(f.after_s > 0) || f.after_s >= pw->timeout_s) {
+      throw config_error(doc, a,
+                         fmt::format("after_s must be above 0 and below workload.timeout_s ({} s, when the ranks "
+                                     "are stopped), got {}: the fault would never be injected",
+                                     pw->timeout_s, f.after_s));
+    }
+  } else {
+    throw config_error(doc, node, "missing key 'at_step' or 'after_s': when the fault comes in each run of the job");
+  }
+}
+
+// One entry of faults: {kind, nic | port | host | rank, trigger}, after the mappings
+// (switch.allow) and the schedule (its iteration must be one of the run's reconfigurations), or
+// after a phase workload's placement (pw: its ranks and steps; the trigger is at_step / after_s).
+FaultSpec parse_fault(const YamlDoc& doc, const YAML::Node& node, const ExperimentSpec& spec,
+                      const PhaseWorkloadSpec* pw) {
+  if (!node.IsMap())
+    throw config_error(doc, node, std::string("a fault is a map ") + (pw ? kPhaseFaultShapes : kFaultShapes));
   FaultSpec f;
   f.where = location(doc, node);
   f.kind = as_string(doc, require(doc, node, "kind"));
-  if (f.kind == kNicHeldDown) {
-    only_keys(doc, node, {"kind", "nic", "before_iteration"});
+  // The kind's own key and the trigger's.
+  auto keys = [&](const char* own) {
+    if (pw) {
+      only_keys(doc, node, {"kind", own, "at_step", "after_s"});
+    } else {
+      only_keys(doc, node, {"kind", own, "before_iteration"});
+    }
+  };
+  if (pw && f.kind == kAgentKilled) {
+    throw config_error(doc, node["kind"],
+                       fmt::format("{} is a reconfig-latency fault (its hosts' agents capture each "
+                                   "reconfiguration); a {} spec has {}, {}, {} and {}",
+                                   kAgentKilled, kPhaseWorkload, kRankKilled, kNicHeldDown, kPortDark,
+                                   kSwitchUnreachable));
+  }
+  if (f.kind == kRankKilled) {
+    if (!pw) {
+      throw config_error(doc, node["kind"],
+                         fmt::format("{} needs a {} spec (it kills one of the job's ranks)", kRankKilled,
+                                     kPhaseWorkload));
+    }
+    keys("rank");
+    const auto& r = require(doc, node, "rank");
+    long long rank = as_int(doc, r);
+    const auto n = static_cast<long long>(pw->ranks.size());
+    if (rank < 0 || rank >= n) {
+      throw config_error(doc, r, fmt::format("unknown rank {}: the job has ranks 0..{}", rank, n - 1));
+    }
+    f.rank = static_cast<int>(rank);
+    f.host = pw->ranks[static_cast<size_t>(rank)].host;
+    if (pw->launcher != Launcher::kSsh) {
+      throw config_error(doc, node["kind"],
+                         fmt::format("{} needs workload.launcher ssh (the runner starts each rank itself and knows "
+                                     "its process; {} starts them on its own)",
+                                     kRankKilled, to_string(pw->launcher)));
+    }
+  } else if (f.kind == kNicHeldDown) {
+    keys("nic");
     const auto& nic = require(doc, node, "nic");
     std::tie(f.host, f.nic) = parse_end(doc, nic, as_string(doc, nic), spec);
   } else if (f.kind == kPortDark) {
-    only_keys(doc, node, {"kind", "port", "before_iteration"});
+    keys("port");
     parse_fault_port(doc, require(doc, node, "port"), spec, f);
   } else if (f.kind == kSwitchUnreachable) {
-    only_keys(doc, node, {"kind", "for_ms", "before_iteration"});
+    keys("for_ms");
     const auto& ms = require(doc, node, "for_ms");
     f.for_ms = as_double(doc, ms);
     if (!(f.for_ms > 0) || f.for_ms > 3'600'000) {
@@ -529,7 +634,7 @@ FaultSpec parse_fault(const YamlDoc& doc, const YAML::Node& node, const Experime
                          fmt::format("for_ms must be above 0 and at most 3600000 (an hour), got {}", f.for_ms));
     }
   } else if (f.kind == kAgentKilled) {
-    only_keys(doc, node, {"kind", "host", "before_iteration"});
+    keys("host");
     const auto& h = require(doc, node, "host");
     const std::string name = as_string(doc, h);
     auto it = std::find_if(spec.hosts.begin(), spec.hosts.end(), [&](const HostEntry& e) { return e.name == name; });
@@ -541,37 +646,31 @@ FaultSpec parse_fault(const YamlDoc& doc, const YAML::Node& node, const Experime
     f.host = static_cast<size_t>(it - spec.hosts.begin());
   } else {
     throw config_error(doc, node["kind"],
-                       fmt::format("unknown fault kind '{}' (known: {}, {}, {}, {})", f.kind, kNicHeldDown, kPortDark,
-                                   kSwitchUnreachable, kAgentKilled));
+                       pw ? fmt::format("unknown fault kind '{}' (known: {}, {}, {}, {})", f.kind, kRankKilled,
+                                        kNicHeldDown, kPortDark, kSwitchUnreachable)
+                          : fmt::format("unknown fault kind '{}' (known: {}, {}, {}, {})", f.kind, kNicHeldDown,
+                                        kPortDark, kSwitchUnreachable, kAgentKilled));
   }
-  if (spec.vlab.empty() && f.kind != kAgentKilled) {
+  if (spec.vlab.empty() && f.kind != kAgentKilled && f.kind != kRankKilled) {
     throw config_error(doc, node["kind"],
                        fmt::format("a {} fault needs a virtual lab (lab.vlab): a NIC's link is held down by the "
                                    "lab's emulated NIC firmware, a port darkened and the switch silenced by its "
                                    "emulated switch, which real hosts and a real switch do not offer (on real "
                                    "hosts only {} can be injected)",
-                                   f.kind, kAgentKilled));
+                                   f.kind, pw ? kRankKilled : kAgentKilled));
   }
-  const auto& it = require(doc, node, "before_iteration");
-  long long i = as_int(doc, it);
-  if (i < 1) throw config_error(doc, it, fmt::format("before_iteration must be 1 or more, got {}", i));
-  if (i > spec.reconfigurations) {
-    throw config_error(doc, it,
-                       fmt::format("before_iteration {} is after the run's last reconfiguration (the schedule "
-                                   "has {}): the fault would never be injected",
-                                   i, spec.reconfigurations));
-  }
-  f.before_iteration = static_cast<int>(i);
+  parse_fault_trigger(doc, node, spec, pw, f);
   return f;
 }
 
 // faults: a list; only a virtual lab's emulator can hold a link down or darken a port (an agent
 // can be killed anywhere). A NIC is held, a port darkened, an agent killed once: a fault lasts
 // to the end of the run.
-void parse_faults(const YamlDoc& doc, const YAML::Node& faults, ExperimentSpec& spec) {
-  if (!faults.IsSequence()) throw config_error(doc, faults, std::string("faults must be a list of ") + kFaultShapes);
+void parse_faults(const YamlDoc& doc, const YAML::Node& faults, ExperimentSpec& spec, const PhaseWorkloadSpec* pw) {
+  if (!faults.IsSequence())
+    throw config_error(doc, faults, std::string("faults must be a list of ") + (pw ? kPhaseFaultShapes : kFaultShapes));
   for (const auto& node : faults) {
-    FaultSpec f = parse_fault(doc, node, spec);
+    FaultSpec f = parse_fault(doc, node, spec, pw);
     for (const auto& o : spec.faults) {
       if (f.kind == kPortDark && o.kind == kPortDark && o.port == f.port) {
         throw config_error(doc, node["port"],
@@ -584,6 +683,11 @@ void parse_faults(const YamlDoc& doc, const YAML::Node& faults, ExperimentSpec& 
                            fmt::format("{}:{} is held down already (at {}): a hold lasts to the end "
                                        "of the run",
                                        spec.hosts[f.host].name, f.nic, o.where));
+      }
+      if (f.kind == kRankKilled && o.kind == kRankKilled && o.rank == f.rank) {
+        throw config_error(doc, node["rank"],
+                           fmt::format("rank {} is killed already (at {}): it stays dead to the end of the run",
+                                       f.rank, o.where));
       }
       if (f.kind == kAgentKilled && o.kind == kAgentKilled && o.host == f.host) {
         throw config_error(doc, node["host"],
@@ -599,7 +703,7 @@ void parse_faults(const YamlDoc& doc, const YAML::Node& faults, ExperimentSpec& 
 void parse_reconfiguration_sections(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& spec) {
   parse_mappings(doc, root, spec);
   if (const auto& s = root["schedule"]) parse_schedule(doc, s, spec);
-  if (const auto& f = root["faults"]) parse_faults(doc, f, spec);
+  if (const auto& f = root["faults"]) parse_faults(doc, f, spec, nullptr);
   if (const auto& p = root["probes"]) parse_probes(doc, p, spec);
   if (spec.rdma.enabled && spec.rdma.pairs.empty()) rdma_pairs_from_mappings(spec);
   if (const auto& f = root["forwarding"]) {

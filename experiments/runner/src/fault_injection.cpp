@@ -28,12 +28,12 @@ void add_once(std::vector<T>& set, const T& v) {
 }  // namespace
 
 FaultInjector::FaultInjector(const ExperimentSpec& spec, std::string lab_dir, Row row, Log log, std::string journal,
-                             KillAgent kill_agent)
+                             Kill kill)
     : spec_(spec),
       lab_dir_(std::move(lab_dir)),
       row_(std::move(row)),
       log_(std::move(log)),
-      kill_agent_(std::move(kill_agent)),
+      kill_(std::move(kill)),
       journal_(std::move(journal)),
       applied_(spec.faults.size()) {}
 
@@ -62,12 +62,17 @@ Sample FaultInjector::row(const ExperimentSpec& spec, const FaultSpec& f, bool o
   if (f.kind == kSwitchUnreachable) return Sample{t_ns, 0, "switch", "fault", "control", "unreachable", on ? 1.0 : 0.0, "bool"};
   if (f.kind == kPortDark) return Sample{t_ns, 0, "switch", "fault", fmt::format("port {}", f.port), "dark", on ? 1.0 : 0.0, "bool"};
   if (f.kind == kAgentKilled) return Sample{t_ns, 0, spec.hosts[f.host].name, "fault", "agent", "killed", on ? 1.0 : 0.0, "bool"};
+  if (f.kind == kRankKilled) {
+    return Sample{t_ns, 0, spec.hosts[f.host].name, "fault", fmt::format("rank {}", f.rank), "killed", on ? 1.0 : 0.0,
+                  "bool"};
+  }
   return Sample{t_ns, 0, spec.hosts[f.host].name, "fault", f.nic, "held_down", on ? 1.0 : 0.0, "bool"};
 }
 
 std::string FaultInjector::describe(const ExperimentSpec& spec, const FaultSpec& f) {
   if (f.kind == kSwitchUnreachable) return fmt::format("{} for {} ms", f.kind, f.for_ms);
   if (f.kind == kAgentKilled) return fmt::format("{} on {}", f.kind, spec.hosts[f.host].name);
+  if (f.kind == kRankKilled) return fmt::format("{} on rank {} ({})", f.kind, f.rank, spec.hosts[f.host].name);
   if (f.kind != kPortDark) return fmt::format("{} on {}", f.kind, nic_name(spec, f));
   const auto& nics = spec.hosts[f.host].nics;
   auto n = std::find_if(nics.begin(), nics.end(), [&](const NicEntry& e) { return e.name == f.nic; });
@@ -78,7 +83,14 @@ std::string FaultInjector::describe(const ExperimentSpec& spec, const FaultSpec&
 std::string FaultInjector::lasts(const FaultSpec& f) {
   if (f.kind == kSwitchUnreachable) return fmt::format("ends by itself after {} ms", f.for_ms);
   if (f.kind == kAgentKilled) return "not undone: the host is lost for the rest of the run";
+  if (f.kind == kRankKilled) return "not undone: the job goes on without it or stops";
   return "released when the run ends";
+}
+
+std::string FaultInjector::when(const FaultSpec& f) {
+  if (f.at_step >= 0) return fmt::format("at step {}", f.at_step);
+  if (f.after_s > 0) return fmt::format("{} s after the ranks started", f.after_s);
+  return fmt::format("before reconfiguration {}", f.before_iteration);
 }
 
 vlab::LabTiming FaultInjector::lab_timing_for(size_t k) const {
@@ -95,7 +107,7 @@ vlab::LabTiming FaultInjector::lab_set(size_t adding) const {
   for (size_t k = 0; k < spec_.faults.size(); ++k) {
     if (!applied_[k].held_ns && k != adding) continue;
     const FaultSpec& f = spec_.faults[k];
-    if (f.kind == kSwitchUnreachable || f.kind == kAgentKilled) continue;  // not a hold or a dark port
+    if (f.kind == kSwitchUnreachable || f.kind == kAgentKilled || f.kind == kRankKilled) continue;  // not a lab state
     if (f.kind == kPortDark) {
       add_once(*t.dark_ports, static_cast<int>(f.port));
     } else {
@@ -108,53 +120,55 @@ vlab::LabTiming FaultInjector::lab_set(size_t adding) const {
 std::vector<std::string> FaultInjector::before_reconfiguration(int i) {
   std::vector<std::string> problems;
   for (size_t k = 0; k < spec_.faults.size(); ++k) {
-    const FaultSpec& f = spec_.faults[k];
-    if (f.before_iteration != i) continue;
-    const std::string what = describe(spec_, f);
-    if (f.kind == kAgentKilled) {
-      inject_kill(k, i);
-      if (!applied_[k].error.empty()) {
-        problems.push_back(fmt::format("fault {} before reconfiguration {} not injected: {}", what, i, applied_[k].error));
-      }
-      continue;
-    }
-    try {
-      if (!found_read_) {
-        vlab::TimingState now = vlab::lab_timing(lab_dir_);
-        found_ = now.held_down;
-        found_dark_ = now.dark_ports;
-        found_read_ = true;
-      }
-      applied_[k].asked_ns = realtime_ns();
-      save_journal();  // before the lab changes: a runner that dies now leaves it undoable
-      vlab::set_lab_timing(lab_dir_, lab_timing_for(k), kApplyWait);
-      applied_[k].held_ns = realtime_ns();
-      if (f.kind == kSwitchUnreachable) {  // it ends by itself
-        applied_[k].released_ns = applied_[k].held_ns + static_cast<int64_t>(f.for_ms * 1e6);
-      }
-      save_journal();
-      row_(row(spec_, f, true, applied_[k].held_ns));
-      // Not "fault:": that prefix is the localisation's verdict at the end of a run.
-      log_(f.kind == kSwitchUnreachable
-               ? fmt::format("injected {} before reconfiguration {} (its control plane answers nothing until then)",
-                             what, i)
-               : fmt::format("injected {} before reconfiguration {} ({} until the run ends)", what, i,
-                             f.kind == kPortDark ? "no light passes the port" : "its link stays down"));
-    } catch (const std::exception& e) {
-      applied_[k].error = e.what();
-      problems.push_back(fmt::format("fault {} before reconfiguration {} not injected: {}", what, i, e.what()));
-    }
+    if (spec_.faults[k].before_iteration != i) continue;
+    if (auto p = inject(k, when(spec_.faults[k]))) problems.push_back(*p);
   }
   return problems;
 }
 
-void FaultInjector::inject_kill(size_t k, int i) {
+std::optional<std::string> FaultInjector::inject(size_t k, const std::string& when) {
+  const FaultSpec& f = spec_.faults.at(k);
+  const std::string what = describe(spec_, f);
+  if (f.kind == kAgentKilled || f.kind == kRankKilled) {
+    inject_kill(k, when);
+    if (applied_[k].error.empty()) return std::nullopt;
+    return fmt::format("fault {} {} not injected: {}", what, when, applied_[k].error);
+  }
+  try {
+    if (!found_read_) {
+      vlab::TimingState now = vlab::lab_timing(lab_dir_);
+      found_ = now.held_down;
+      found_dark_ = now.dark_ports;
+      found_read_ = true;
+    }
+    applied_[k].asked_ns = realtime_ns();
+    save_journal();  // before the lab changes: a runner that dies now leaves it undoable
+    vlab::set_lab_timing(lab_dir_, lab_timing_for(k), kApplyWait);
+    applied_[k].held_ns = realtime_ns();
+    if (f.kind == kSwitchUnreachable) {  // it ends by itself
+      applied_[k].released_ns = applied_[k].held_ns + static_cast<int64_t>(f.for_ms * 1e6);
+    }
+    save_journal();
+    row_(row(spec_, f, true, applied_[k].held_ns));
+    // Not "fault:": that prefix is the localisation's verdict at the end of a run.
+    log_(f.kind == kSwitchUnreachable
+             ? fmt::format("injected {} {} (its control plane answers nothing until then)", what, when)
+             : fmt::format("injected {} {} ({} until the run ends)", what, when,
+                           f.kind == kPortDark ? "no light passes the port" : "its link stays down"));
+  } catch (const std::exception& e) {
+    applied_[k].error = e.what();
+    return fmt::format("fault {} {} not injected: {}", what, when, e.what());
+  }
+  return std::nullopt;
+}
+
+void FaultInjector::inject_kill(size_t k, const std::string& when) {
   const FaultSpec& f = spec_.faults[k];
   applied_[k].asked_ns = realtime_ns();
   save_journal();
   try {
-    if (!kill_agent_) throw Error("this run cannot kill agents");
-    kill_agent_(f.host);
+    if (!kill_) throw Error("this run cannot kill processes");
+    kill_(f);
   } catch (const std::exception& e) {
     applied_[k].error = e.what();
     save_journal();
@@ -163,7 +177,7 @@ void FaultInjector::inject_kill(size_t k, int i) {
   applied_[k].held_ns = realtime_ns();
   save_journal();
   row_(row(spec_, f, true, applied_[k].held_ns));
-  log_(fmt::format("injected {} before reconfiguration {} (SIGKILL; {})", describe(spec_, f), i, lasts(f)));
+  log_(fmt::format("injected {} {} (SIGKILL; {})", describe(spec_, f), when, lasts(f)));
 }
 
 std::vector<std::string> FaultInjector::release() {
@@ -184,7 +198,8 @@ std::vector<std::string> FaultInjector::release() {
   }
   const int64_t now = realtime_ns();
   for (size_t k = 0; k < spec_.faults.size(); ++k) {
-    if (!applied_[k].held_ns || spec_.faults[k].kind == kAgentKilled) continue;  // a killed agent stays dead
+    const auto& kind = spec_.faults[k].kind;
+    if (!applied_[k].held_ns || kind == kAgentKilled || kind == kRankKilled) continue;  // a killed process stays dead
     // An unreachable spell ended by itself: its end is when it was due.
     if (spec_.faults[k].kind != kSwitchUnreachable) applied_[k].released_ns = now;
     row_(row(spec_, spec_.faults[k], false, applied_[k].released_ns));
@@ -214,7 +229,8 @@ nlohmann::json FaultInjector::release_journal(const std::string& journal, std::v
     // Applied (or asked for when the runner died) and not released; a spell ends by itself.
     auto pending = [](const nlohmann::json& f) {
       return (f.value("held_ns", int64_t{0}) || f.value("asked_ns", int64_t{0})) && !f.value("released_ns", int64_t{0}) &&
-             f.value("kind", "") != kSwitchUnreachable && f.value("kind", "") != kAgentKilled;
+             f.value("kind", "") != kSwitchUnreachable && f.value("kind", "") != kAgentKilled &&
+             f.value("kind", "") != kRankKilled;
     };
     if (std::none_of(faults.begin(), faults.end(), pending)) return faults;
     vlab::LabTiming t;
@@ -259,6 +275,9 @@ nlohmann::json FaultInjector::record() const {
                    {"port", f.port},
                    {"for_ms", f.for_ms},
                    {"before_iteration", f.before_iteration},
+                   {"rank", f.rank},
+                   {"at_step", f.at_step},
+                   {"after_s", f.after_s},
                    {"asked_ns", a.asked_ns},
                    {"where", f.where},
                    {"held_ns", a.held_ns},

@@ -47,6 +47,7 @@
 #include "ocslab/runner/host_prep.h"
 #include "ocslab/runner/idle_windows.h"
 #include "ocslab/runner/job_launcher.h"
+#include "ocslab/runner/phase_faults.h"
 #include "ocslab/runner/remote_dir.h"
 #include "ocslab/runner/run_context.h"
 #include "ocslab/runner/runner.h"
@@ -520,6 +521,10 @@ struct ModeRun {
   std::vector<std::string> problems;
   int64_t started_ns = 0, ended_ns = 0;
   std::string job_id;  // mpirun / srun: the launcher's job (Slurm's allocation, Open MPI's job)
+  // ssh launcher: each rank's pid on its host while the ranks run (null otherwise).
+  const std::vector<std::atomic<long long>>* pids = nullptr;
+  std::vector<Sample> fault_rows;       // the injected faults' timeline rows
+  nlohmann::json faults = nlohmann::json::array();  // meta.json's record of them
   void problem(std::string p) {
     std::lock_guard lock(mu);
     problems.push_back(std::move(p));
@@ -830,9 +835,20 @@ class PhaseWorkloadRun {
     const size_t first_reconfig = reconfig_count();
     m.first_reconfig = first_reconfig;
     auto rails = open_rails(m);
+    // faults: injected in this run of the job at their step or time (phase_faults.h).
+    std::unique_ptr<PhaseFaults> faults;
+    if (!spec_.faults.empty()) {
+      faults = std::make_unique<PhaseFaults>(
+          spec_, target_.is_vlab() ? target_.lab.dir : std::string(),
+          [step_of = StepOfSeq(pw_.schedule)](const phase::ControllerEvent& e) { return step_of(e.group, e.seq); },
+          [this, label = m.label](const std::string& line) { ctx_.log(label + ": " + line); }, m.dir + "/faults.json",
+          [this, &m](const FaultSpec& f) { kill_rank(m, f.rank); });
+    }
     std::optional<phase::Controller> ctl;  // none in native mode: the fabric stays as wired
     if (m.mode != "native") {
-      ctl.emplace(controller_options(rails, m));
+      auto co = controller_options(rails, m);
+      if (faults) co.on_event = [p = faults.get()](const phase::ControllerEvent& e) { p->on_event(e); };
+      ctl.emplace(std::move(co));
       ctl->start();
     }
     // phase.detect: each rail's circuits watched through the switch's power monitors (a driver
@@ -851,12 +867,19 @@ class PhaseWorkloadRun {
     }
     m.launch = launch_settings(m.mode, ctl ? ctl->port() : 0);
     m.started_ns = realtime_ns();
+    if (faults) faults->start();
     if (pw_.launcher == Launcher::kSsh) {
       run_over_ssh(m);
     } else {
       run_job_launcher(m);
     }
     m.ended_ns = realtime_ns();
+    if (faults) {
+      for (auto& p : faults->stop()) m.problem(m.label + ": " + p);
+      for (auto& p : faults->release()) m.problem(m.label + ": " + p);
+      m.fault_rows = faults->rows();
+      m.faults = faults->record();
+    }
     std::vector<phase::ControllerEvent> events;
     for (auto& w : watches) w->stop();
     if (ctl) {
@@ -937,6 +960,7 @@ class PhaseWorkloadRun {
     // Each rank's pid on its host (its first output line), so Ctrl-C can end exactly it.
     std::vector<std::atomic<long long>> pids(static_cast<size_t>(ranks()));
     std::atomic<int> running{ranks()};
+    m.pids = &pids;
     std::vector<std::thread> threads;
     for (int r = 0; r < ranks(); ++r) {
       threads.emplace_back([&, r] {
@@ -953,7 +977,29 @@ class PhaseWorkloadRun {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     for (auto& t : threads) t.join();
+    m.pids = nullptr;
     remove_on_hosts(m, remote, fetch_rank_files(m, remote));
+  }
+
+  // rank-killed: SIGKILL to the rank's process over a session of its own, only while it is still
+  // the program the runner started there (its /proc/PID/comm).
+  void kill_rank(const ModeRun& m, int r) const {
+    const auto* pids = m.pids;
+    const long long pid = pids ? (*pids)[static_cast<size_t>(r)].load() : 0;
+    if (pid <= 0) throw Error(fmt::format("rank {} has no process to kill (not started yet, or not over SSH)", r));
+    std::string comm = fs::path(rank_argv(pw_, spec_.hosts, r, m.launch).front()).filename().string();
+    comm = comm.substr(0, 15);  // the kernel keeps 15 characters of a command's name
+    ocs::SshSession s(ssh_options(host_of_rank(r)));
+    auto res = s.exec(fmt::format("case \"$(cat /proc/{0}/comm 2>/dev/null)\" in {1}*) kill -KILL {0};; "
+                                  "*) echo 'pid {0} is no longer the program of rank {2}'; exit 3;; esac",
+                                  pid, shell_quote(comm), r),
+                      std::chrono::seconds(10));
+    if (res.exit_status != 0) {
+      std::string why = res.err.empty() ? res.out : res.err;
+      while (!why.empty() && (why.back() == '\n' || why.back() == '\r')) why.pop_back();
+      throw Error(fmt::format("rank {} on {}: kill -KILL {} failed (status {}): {}", r, host_of_rank(r).name, pid,
+                              res.exit_status, why));
+    }
   }
 
   size_t host_index(int r) const { return pw_.ranks[static_cast<size_t>(r)].host; }
@@ -1232,6 +1278,7 @@ class PhaseWorkloadRun {
     for (auto& smp : got.samples) smp.t_ns -= offset_of(smp.host);
     auto ctl_samples = controller_samples(events);
     got.samples.insert(got.samples.end(), ctl_samples.begin(), ctl_samples.end());
+    got.samples.insert(got.samples.end(), m.fault_rows.begin(), m.fault_rows.end());
     std::stable_sort(got.samples.begin(), got.samples.end(),
                      [](const Sample& a, const Sample& b) { return a.t_ns < b.t_ns; });
     write_mode_timeline(m, got);
@@ -1260,6 +1307,7 @@ class PhaseWorkloadRun {
                            {"reconfigurations", reconfigs},
                            {"declined", declined},
                            {"masks", masks},
+                           {"faults", m.faults},
                            {"fallback", fallback},
                            {"job_id", m.job_id.empty() ? json(nullptr) : json(m.job_id)},
                            {"problems", m.problems}});

@@ -485,7 +485,7 @@ class ReconfigurationRun {
     faults_ = std::make_unique<FaultInjector>(
         spec_, target_.is_vlab() ? target_.lab.dir : std::string(),
         [this](const Sample& s) { store_->append(kControlStream, s); }, [this](const std::string& m) { ctx_.log(m); },
-        result_.folder + "/" + kFaultJournal, [this](size_t host) { kill_agent(host); });
+        result_.folder + "/" + kFaultJournal, [this](const FaultSpec& f) { kill_agent(f.host); });
   }
 
   // agent-killed: SIGKILL to the daemon that said hello for the host (no goodbye, as a crash),

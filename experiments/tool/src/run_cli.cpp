@@ -99,6 +99,12 @@ and layer where the first one stopped, summary.txt has the evidence) or could no
 Spec schema and every output column: docs/experiments.md.
 )";
 
+// `--check`'s line for an injected fault.
+void print_fault(const runner::ExperimentSpec& spec, const runner::FaultSpec& f, std::ostream& out) {
+  out << fmt::format("injected fault: {} {} ({})\n", runner::FaultInjector::describe(spec, f),
+                     runner::FaultInjector::when(f), runner::FaultInjector::lasts(f));
+}
+
 // `--check` of a phase-workload spec: placement, slots, the controller and each mode's command.
 void print_phase_plan(const runner::ExperimentSpec& spec, std::ostream& out) {
   const auto& pw = *spec.phase_workload;
@@ -171,6 +177,7 @@ void print_phase_plan(const runner::ExperimentSpec& spec, std::ostream& out) {
       out << "  $ " << runner::shell_join(runner::launcher_argv(pw, spec.hosts, l)) << "\n";
     }
   }
+  for (const auto& f : spec.faults) print_fault(spec, f, out);
 }
 
 // `--check` of a reconfig-latency spec: hosts, schedule, switch ports, circuits, probes.
@@ -190,8 +197,7 @@ void print_reconfiguration_plan(const runner::ExperimentSpec& spec, std::ostream
   for (const auto& p : spec.probes) out << " " << p.name << " (" << p.interval_ms << " ms)";
   out << "\n";
   for (const auto& f : spec.faults) {
-    out << fmt::format("injected fault: {} before reconfiguration {} ({})\n", runner::FaultInjector::describe(spec, f),
-                       f.before_iteration, runner::FaultInjector::lasts(f));
+    print_fault(spec, f, out);
   }
   if (spec.rdma.enabled) {
     out << "rdma pairs (client -> server, every " << spec.rdma.interval_ms << " ms):";

@@ -24,6 +24,7 @@
 
 #include <fmt/format.h>
 #include "ocslab/cli/ocslab_cli.h"
+#include "ocslab/common/clock.h"
 #include "ocslab/common/file.h"
 #include "ocslab/common/process.h"
 #include "ocslab/ocsctl/credentials.h"
@@ -36,6 +37,7 @@
 #include "ocslab/testing/sshd_fixture.h"
 #include "ocslab/testing/wait.h"
 #include "ocslab/workloads/schedule.h"
+#include "ocslab/workloads/shim_hooks.h"
 
 using namespace ocslab;
 namespace fs = std::filesystem;
@@ -451,6 +453,92 @@ TEST_CASE("phase-workload: a rank that fails is reported with its message", "[ph
   CHECK(rc == cli::kExitFailed);
   CHECK_THAT(err.str(), Contains("on-demand: rank 2 on h3 exited with status 1") && Contains("no-such-flag"));
   CHECK_THAT(err.str(), Contains("rank 0 wrote no rows"));
+}
+
+TEST_CASE("phase-workload: a rank-killed fault at a step: that rank dies there, the others stop naming it",
+          "[phase-runner][faults]") {
+  Lab lab;
+  // Rank 2 (on h3) is killed when the controller gets step 3's first request; the ranks run
+  // steps 0..kSteps-1 plus the schedule's warm-up, so step 3 is mid-run.
+  std::string spec = lab.spec(4, "  modes: [on-demand]\n", "dp-pp-4-phase",
+                              "[--compute-ms, 120, --steps, " + std::to_string(kSteps) + "]",
+                              "faults:\n  - {kind: rank-killed, rank: 2, at_step: 3}\n");
+  {  // --check names the plan
+    std::ostringstream out, err;
+    REQUIRE(cli::run_ocslab({"run", spec, "--check"}, out, err) == 0);
+    CHECK_THAT(out.str(), Contains("injected fault: rank-killed on rank 2 (h3) at step 3 (not undone: the job goes on "
+                                   "without it or stops)"));
+  }
+  const std::string out_dir = lab.dir.path() + "/results";
+  std::ostringstream out, err;
+  const int64_t t0 = realtime_ns();
+  int rc = cli::run_ocslab({"run", spec, "-o", out_dir}, out, err);
+  INFO(err.str());
+  CHECK(rc == cli::kExitFailed);
+  CHECK_THAT(err.str(), Contains("on-demand: injected rank-killed on rank 2 (h3) at step 3 (SIGKILL; not undone"));
+  CHECK_THAT(err.str(), Contains("on-demand: rank 2 on h3 was killed by a signal"));
+
+  nlohmann::json meta = nlohmann::json::parse(read_file_or_empty(out_dir + "/meta.json"));
+  const auto& faults = meta.at("modes").at(0).at("faults");
+  REQUIRE(faults.size() == 1);
+  CHECK(faults[0].at("kind") == "rank-killed");
+  CHECK(faults[0].at("rank") == 2);
+  CHECK(faults[0].at("host") == "h3");
+  CHECK(faults[0].at("at_step") == 3);
+  CHECK(faults[0].at("error") == "");
+  const int64_t killed = faults[0].at("held_ns").get<int64_t>();
+  CHECK(killed > t0);
+  // It died at step 3: the controller got requests of step 3 and of no later step (the others
+  // lost their peer there). A request's step: its seq (from 1) over the group's ops per step.
+  auto sched = workloads::load_schedule(source_dir() + "/experiments/workloads/schedules/dp-pp-4-phase.yaml");
+  REQUIRE(sched.warmup + kSteps > 4);
+  std::map<std::string, int> per_step;
+  for (const auto& op : sched.step) ++per_step[workloads::shim_group(sched, op)];
+  int last_step = -1;
+  int64_t first_of_3 = 0;
+  for (const auto& e : read_csv(out_dir + "/on-demand/controller-events.csv")) {
+    if (e.at("kind") != "request") continue;
+    REQUIRE(per_step.count(e.at("group")));
+    const int step = (std::stoi(e.at("seq")) - 1) / per_step[e.at("group")];
+    last_step = std::max(last_step, step);
+    if (step == 3 && !first_of_3) first_of_3 = std::stoll(e.at("t_ns"));
+  }
+  CHECK(last_step == 3);
+  CHECK(first_of_3 > 0);
+  CHECK(first_of_3 <= killed);  // the kill came after step 3's first request
+  CHECK(killed - first_of_3 < 2'000'000'000);
+  // The timeline has the fault's row at the kill, host h3, subject "rank 2".
+  const std::string timeline = read_file_or_empty(out_dir + "/on-demand/timeline.csv");
+  CHECK_THAT(timeline, Contains(fmt::format("{},h3,fault,rank 2,killed,1", killed)));
+  // The others stopped naming the rank they lost.
+  CHECK_THAT(err.str(), Contains("rank 2 of the group is disconnected"));
+}
+
+TEST_CASE("phase-workload: faults are checked before anything runs, naming file:line:col", "[phase-runner][faults]") {
+  Lab lab(0);
+  auto refused = [&](const std::string& fault, const std::string& what) {
+    std::string spec = lab.spec(4, "", "dp-pp-4-phase", "[--compute-ms, 120, --steps, 4]", "faults:\n  - " + fault + "\n");
+    std::ostringstream out, err;
+    int rc = cli::run_ocslab({"run", spec, "-o", lab.dir.path() + "/results"}, out, err);
+    INFO(fault << "\n" << err.str());
+    CHECK(rc == cli::kExitInput);
+    CHECK_THAT(err.str(), Contains(spec + ":") && Contains(what));
+    CHECK_FALSE(fs::exists(lab.dir.path() + "/results"));
+    CHECK(lab.emu.connects() == 0);
+  };
+  auto sched = workloads::load_schedule(source_dir() + "/experiments/workloads/schedules/dp-pp-4-phase.yaml");
+  const int last = sched.warmup + 4 - 1;
+  refused("{kind: rank-killed, rank: 4, at_step: 1}", "unknown rank 4: the job has ranks 0..3");
+  refused("{kind: rank-killed, rank: 1, at_step: " + std::to_string(last + 1) + "}",
+          fmt::format("at_step {} is not a step of the run: its ranks run steps 0..{}", last + 1, last));
+  refused("{kind: rank-killed, rank: 1, after_s: 60}", "after_s must be above 0 and below workload.timeout_s (60 s");
+  refused("{kind: rank-killed, rank: 1}", "missing key 'at_step' or 'after_s'");
+  refused("{kind: rank-killed, rank: 1, at_step: 1, after_s: 2}", "give at_step or after_s, not both");
+  refused("{kind: rank-killed, rank: 1, before_iteration: 1}", "unknown key 'before_iteration'");
+  refused("{kind: port-dark, port: 3, at_step: 1}", "a port-dark fault needs a virtual lab");
+  refused("{kind: agent-killed, host: h1, at_step: 1}", "agent-killed is a reconfig-latency fault");
+  refused("{kind: rank-flapping, rank: 1, at_step: 1}",
+          "unknown fault kind 'rank-flapping' (known: rank-killed, nic-held-down, port-dark, switch-unreachable)");
 }
 
 TEST_CASE("phase-workload: Ctrl-C stops the ranks over SSH and keeps the folder", "[phase-runner]") {

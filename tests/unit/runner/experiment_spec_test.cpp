@@ -313,8 +313,8 @@ TEST_CASE("faults: bad entries are refused at file:line:col before anything runs
   CHECK_THAT(error_of(std::string(inv) + "faults:\n  - {kind: agent-killed, host: gpu1, before_iteration: 1}\n" +
                       "  - {kind: agent-killed, host: gpu1, before_iteration: 2}\n"),
              Contains("test.yaml:12:32: gpu1's agent is killed already (at ") && Contains("test.yaml:11:5)"));
-  // A phase workload has no reconfiguration schedule to place a fault in.
-  CHECK_THAT(error_of("type: phase-workload\n" + std::string(kLab) +
-                      "faults:\n  - {kind: nic-held-down, nic: h3:eth1, before_iteration: 1}\n"),
-             Contains("'faults' is not part of a phase-workload spec"));
+  // A reconfig-latency run has no ranks to kill (a phase workload's faults: integration_phase_runner).
+  CHECK_THAT(error_of(std::string(kLab) + kMaps + "schedule: {reconfigurations: 3}\n" +
+                      "faults:\n  - {kind: rank-killed, rank: 1, before_iteration: 1}\n"),
+             Contains("test.yaml:") && Contains("rank-killed needs a phase-workload spec (it kills one of the job's ranks)"));
 }

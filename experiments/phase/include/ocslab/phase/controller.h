@@ -50,6 +50,9 @@ struct ControllerOptions {
   // Called on the rail's worker thread after a failed port was masked (port_failed), with the
   // orchestrator's report (its `reapplied` is the re-made circuits, also given to on_reprogram).
   std::function<void(const std::string& rail, const MaskReport&)> on_mask;
+  // Called with every event the controller records, as it does (on its own thread; quick, and
+  // never calling back into the controller): a runner's step-triggered faults watch requests.
+  std::function<void(const ControllerEvent&)> on_event;
   // The orchestrator policy (policy.h, docs/phase-control.md#orchestrator-policies).
   // safe-window: reconfigure only when the phase table's idle window before the op exceeds
   // switch_time (both required, else start() throws). greedy: each rail's change is allocated

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -111,6 +112,9 @@ struct CoreConfig {
   Policy policy = Policy::kOnRequest;
   PhaseWindows windows;
   std::chrono::microseconds switch_time{0};
+  // Called with every event as it is recorded, on the thread that records it (not under a lock
+  // of the core's): it must be quick and must not call back into the controller.
+  std::function<void(const ControllerEvent&)> on_event;
 };
 
 class ControllerCore {

@@ -80,6 +80,7 @@ inline constexpr const char* kNicHeldDown = "nic-held-down";
 inline constexpr const char* kPortDark = "port-dark";
 inline constexpr const char* kSwitchUnreachable = "switch-unreachable";
 inline constexpr const char* kAgentKilled = "agent-killed";
+inline constexpr const char* kRankKilled = "rank-killed";
 
 // One injected fault (`faults:`), from just before reconfiguration before_iteration's command
 // to the end of the run, then undone. Virtual lab only: nic-held-down: the NIC's link is held
@@ -87,14 +88,20 @@ inline constexpr const char* kAgentKilled = "agent-killed";
 // port fails (its shutter closed: no light passes it either way). switch-unreachable: the
 // switch's control plane answers nothing for for_ms (then it serves what was sent meanwhile); it
 // ends by itself. Any lab: agent-killed: the host's capture daemon is killed (SIGKILL, over SSH);
-// the host is lost for the rest of the run, and nothing is undone.
+// the host is lost for the rest of the run, and nothing is undone. In a phase-workload spec a
+// fault comes at a step (at_step: when the controller gets the step's first request) or a time
+// (after_s: after the ranks started) of every run of the job, instead of before_iteration, and
+// rank-killed kills one rank's process (SIGKILL, over SSH; any lab).
 struct FaultSpec {
   std::string kind = kNicHeldDown;
   size_t host = 0;  // index into ExperimentSpec::hosts; port-dark: the NIC on the port
   std::string nic;  // empty for agent-killed
   ocs::Port port = 0;  // port-dark: the switch port (the NIC's tx_port or rx_port)
   double for_ms = 0;   // switch-unreachable: how long
-  int before_iteration = 1;  // 1..reconfigurations
+  int before_iteration = 1;  // 1..reconfigurations (reconfig-latency; 0 in a phase-workload spec)
+  int rank = -1;             // rank-killed: the rank (host: its host)
+  int at_step = -1;          // phase-workload: the step (0 = the first, warm-up included); -1: after_s
+  double after_s = -1;       // phase-workload: seconds after the ranks started; -1: at_step
   std::string where;         // file:line:col of the entry, for messages
 };
 

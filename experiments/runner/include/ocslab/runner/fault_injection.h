@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -28,15 +29,15 @@ class FaultInjector {
  public:
   using Row = std::function<void(const Sample&)>;  // a timeline row (runner clock)
   using Log = std::function<void(const std::string&)>;
-  // Kills the agent daemon of spec.hosts[host] (SIGKILL: no goodbye); throws Error naming what
-  // failed. Needed when the spec has an agent-killed fault.
-  using KillAgent = std::function<void(size_t host)>;
+  // Kills the process an agent-killed (the host's agent daemon) or rank-killed (the rank) fault
+  // names, with SIGKILL (no goodbye); throws Error naming what failed. Needed for those kinds.
+  using Kill = std::function<void(const FaultSpec&)>;
   // lab_dir: the running virtual lab's run folder (empty on real hosts: only agent-killed then). journal (when not empty): a file rewritten
   // atomically before each fault is applied and after each release (the lab, what it had as
   // found, record()), so that `ocslab recover` can undo what a runner that died left in force
   // (release_journal).
   FaultInjector(const ExperimentSpec& spec, std::string lab_dir, Row row, Log log, std::string journal = {},
-                KillAgent kill_agent = {});
+                Kill kill = {});
   ~FaultInjector();  // releases what is still held; errors are logged
   FaultInjector(const FaultInjector&) = delete;
   FaultInjector& operator=(const FaultInjector&) = delete;
@@ -44,6 +45,9 @@ class FaultInjector {
   // Injects the faults due before reconfiguration i (the lab's holds and dark ports as found,
   // plus every fault injected so far). Returns a problem per fault that could not be injected.
   std::vector<std::string> before_reconfiguration(int i);
+  // Injects fault k now (`when` says when in words for the log and the problem: "at step 3");
+  // the problem when it could not be. A phase workload calls it from its own trigger.
+  std::optional<std::string> inject(size_t k, const std::string& when);
   // Puts the lab's holds and dark ports back as they were before the first fault (nothing when
   // none was injected). Returns the problem when that failed.
   std::vector<std::string> release();
@@ -68,6 +72,8 @@ class FaultInjector {
   // How long it lasts, in words: "released when the run ends", "ends by itself after 1500 ms",
   // "not undone: the host is lost for the rest of the run".
   static std::string lasts(const FaultSpec& f);
+  // When it comes, in words: "before reconfiguration 2", "at step 3", "5 s after the ranks started".
+  static std::string when(const FaultSpec& f);
 
   // `ocslab recover`: reads a journal a FaultInjector wrote. When a fault it records was applied
   // (or asked for) and not released, puts the lab's holds and dark ports back as the run found
@@ -85,13 +91,13 @@ class FaultInjector {
   vlab::LabTiming lab_set(size_t k) const;
   vlab::LabTiming lab_timing_for(size_t k) const;  // what applying fault k asks of the lab
   void save_journal();  // a failure is logged: the run goes on without it
-  void inject_kill(size_t k, int i);  // agent-killed fault k before reconfiguration i; a failure in applied_[k].error
+  void inject_kill(size_t k, const std::string& when);  // agent- or rank-killed fault k; a failure in applied_[k].error
 
   const ExperimentSpec& spec_;
   std::string lab_dir_;
   Row row_;
   Log log_;
-  KillAgent kill_agent_;
+  Kill kill_;
   std::string journal_;
   std::vector<Applied> applied_;  // one per spec_.faults
   bool found_read_ = false;
