@@ -496,7 +496,7 @@ Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options,
       // The host's capture ended before the command: whatever the switch side saw, the host's own
       // layers were not observed (a failed command stays failed: that is the switch's).
       if (r.status != Status::kFailed && it.issued) {
-        if (auto hb = tl.last_heartbeat(r.run, r.host); hb && *hb < *it.issued) {
+        if (auto hb = tl.capture_lost_at(r.run, r.host); hb && *hb < *it.issued) {
           r.status = Status::kLost;
           r.capture_end_ns = hb;
         }

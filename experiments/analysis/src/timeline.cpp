@@ -35,13 +35,26 @@ std::optional<uint32_t> StringTable::find(std::string_view s) const {
   return it->second;
 }
 
-std::optional<int64_t> Timeline::last_heartbeat(const std::string& run, const std::string& host) const {
+std::optional<Timeline::Heartbeats> Timeline::heartbeats_of(const std::string& run, const std::string& host) const {
   auto r = strings.find(run);
   auto h = strings.find(host);
   if (!r || !h) return std::nullopt;
-  auto it = last_heartbeat_ns.find(heartbeat_key(*r, *h));
-  if (it == last_heartbeat_ns.end()) return std::nullopt;
+  auto it = heartbeats.find(heartbeat_key(*r, *h));
+  if (it == heartbeats.end()) return std::nullopt;
   return it->second;
+}
+
+std::optional<int64_t> Timeline::capture_lost_at(const std::string& run, const std::string& host) const {
+  auto own = heartbeats_of(run, host);
+  auto r = strings.find(run);
+  if (!own || !r) return std::nullopt;
+  int64_t run_end = 0;
+  for (const auto& [key, hb] : heartbeats)
+    if ((key >> 32) == *r) run_end = std::max(run_end, hb.last_ns);
+  constexpr int64_t kMinSlackNs = 100'000'000;
+  const int64_t slack = std::max(kMinSlackNs, 2 * own->gap_ns);
+  if (run_end - own->last_ns <= slack) return std::nullopt;
+  return own->last_ns;
 }
 
 std::string_view interface_of(std::string_view subject) {
@@ -141,9 +154,14 @@ class Parser {
         if (fields_[c_source] == "heartbeat" && fields_[c_signal] == "heartbeat") {
           const int64_t t_ns = number<int64_t>(fields_[c_t], "t_ns");
           const uint32_t run = c_run >= 0 ? t.strings.intern(fields_[c_run]) : 0;
-          int64_t& last = t.last_heartbeat_ns.try_emplace(Timeline::heartbeat_key(run, t.strings.intern(fields_[c_host])),
-                                                          t_ns).first->second;
-          last = std::max(last, t_ns);
+          auto [it, fresh] = t.heartbeats.try_emplace(Timeline::heartbeat_key(run, t.strings.intern(fields_[c_host])),
+                                                      Timeline::Heartbeats{t_ns, t_ns, 0});
+          Timeline::Heartbeats& hb = it->second;
+          if (!fresh && t_ns > hb.last_ns) {
+            hb.gap_ns = t_ns - hb.last_ns;
+            hb.last_ns = t_ns;
+          }
+          hb.first_ns = std::min(hb.first_ns, t_ns);
         }
         continue;
       }

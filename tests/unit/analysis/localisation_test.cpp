@@ -333,10 +333,14 @@ TEST_CASE("a host whose capture ended before the command: its row is lost, local
     kept += line + "\n";
   }
   Timeline t = parse_timeline(kept, "t.csv");
-  CHECK(t.last_heartbeat("r1", "h3") == kLocT0 - 40 * kLocMs);
-  CHECK(t.last_heartbeat("r1", "h1") == kLocT0 + 300 * kLocMs);
-  CHECK_FALSE(t.last_heartbeat("r1", "switch"));
-  CHECK_FALSE(t.last_heartbeat("r2", "h1"));
+  REQUIRE(t.heartbeats_of("r1", "h3"));
+  CHECK(t.heartbeats_of("r1", "h3")->last_ns == kLocT0 - 40 * kLocMs);
+  CHECK(t.heartbeats_of("r1", "h3")->gap_ns == 10 * kLocMs);
+  CHECK(t.heartbeats_of("r1", "h1")->last_ns == kLocT0 + 300 * kLocMs);
+  CHECK_FALSE(t.heartbeats_of("r1", "switch"));
+  CHECK_FALSE(t.heartbeats_of("r2", "h1"));
+  CHECK(t.capture_lost_at("r1", "h3") == kLocT0 - 40 * kLocMs);  // the others went on 340 ms longer
+  CHECK_FALSE(t.capture_lost_at("r1", "h1"));
   Breakdown b = compute_breakdown(t);
   REQUIRE(b.rows.size() == 4);
   for (const auto& r : b.rows) {
@@ -361,6 +365,18 @@ TEST_CASE("a host whose capture ended before the command: its row is lost, local
   CHECK(l.evidence[1] ==
         Evidence{0, "h3's last heartbeat at -40.000 ms, before the command: nothing from h3 after it"});
   CHECK(l.evidence[2] == Evidence{0, "3 of 3 other port(s) were observed through the reconfiguration"});
+
+  // A run whose captures all end together (the last reconfiguration, a heartbeat slower than
+  // its dwell) loses no host: every host's last heartbeat may precede the last command.
+  {
+    LineTimeline slow;
+    for (int64_t t3 = -2000; t3 <= -500; t3 += 500) {
+      for (const char* h : {"h1", "h2", "h3", "h4"}) slow.row(kLocT0 + t3 * kLocMs, h, "heartbeat", "agent", "heartbeat", 1);
+    }
+    four_hosts(slow, {});
+    Timeline ts = parse_timeline(slow.text, "t.csv");
+    for (const auto& r : compute_breakdown(ts).rows) CHECK(r.status == Status::kOk);
+  }
 
   // A port that stopped at a layer of the network is named before a lost one.
   LineTimeline both;

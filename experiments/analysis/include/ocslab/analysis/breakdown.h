@@ -16,9 +16,10 @@
 namespace ocslab::analysis {
 
 // kDisconnected: a port whose circuit the new mapping removed on purpose (only with intents).
-// kLost: the host's capture had ended before the command (its heartbeats stop earlier: the
-// agent died, was killed, or its host went away), so what the port saw is not known; edges
-// the switch side saw (its power monitor, a virtual lab's ground truth) are kept.
+// kLost: the host's capture had ended before the command while the others' went on
+// (Timeline::capture_lost_at: the agent died, was killed, or its host went away), so what the
+// port saw is not known; edges the switch side saw (its power monitor, a virtual lab's ground
+// truth) are kept.
 enum class Status { kOk, kFailed, kUnaffected, kIncomplete, kDisconnected, kLost };
 constexpr size_t kStatusCount = 6;
 const char* status_name(Status s);

@@ -65,13 +65,20 @@ struct Timeline {
   bool has_run = false;
   bool has_iteration = false;
   size_t rows = 0;  // data rows read, kept or not
-  // The last heartbeat row of each host, by heartbeat_key(run, host) (string ids): a host whose
-  // heartbeats stop before a reconfiguration's command had no capture then (its agent lost).
-  // Hosts without heartbeat rows are not listed.
-  std::unordered_map<uint64_t, int64_t> last_heartbeat_ns;
+  // Each host's heartbeats, by heartbeat_key(run, host) (string ids): the last one and the gap
+  // before it. A host whose heartbeats stop before a reconfiguration's command, while other
+  // hosts' go on well after (more than two of its gaps), had no capture then: its agent was
+  // lost. Hosts without heartbeat rows are not listed.
+  struct Heartbeats {
+    int64_t first_ns = 0, last_ns = 0, gap_ns = 0;
+  };
+  std::unordered_map<uint64_t, Heartbeats> heartbeats;
   static uint64_t heartbeat_key(uint32_t run, uint32_t host) { return (uint64_t{run} << 32) | host; }
-  // The last heartbeat of host in run, if it has any; run "" matches a timeline without runs.
-  std::optional<int64_t> last_heartbeat(const std::string& run, const std::string& host) const;
+  // A host's heartbeats in run, if it has any; run "" matches a timeline without runs.
+  std::optional<Heartbeats> heartbeats_of(const std::string& run, const std::string& host) const;
+  // When host's capture ended before the rest of the run's: its last heartbeat, when the run's
+  // other hosts sent heartbeats more than two of its gaps (at least 100 ms) after it.
+  std::optional<int64_t> capture_lost_at(const std::string& run, const std::string& host) const;
 };
 
 // The interface a subject names: the part before the first '@', after its last '/'
