@@ -47,6 +47,7 @@
 #include "ocslab/runner/host_prep.h"
 #include "ocslab/runner/idle_windows.h"
 #include "ocslab/runner/job_launcher.h"
+#include "ocslab/runner/job_localisation.h"
 #include "ocslab/runner/phase_faults.h"
 #include "ocslab/runner/remote_dir.h"
 #include "ocslab/runner/run_context.h"
@@ -523,6 +524,7 @@ struct ModeRun {
   std::string job_id;  // mpirun / srun: the launcher's job (Slurm's allocation, Open MPI's job)
   // ssh launcher: each rank's pid on its host while the ranks run (null otherwise).
   const std::vector<std::atomic<long long>>* pids = nullptr;
+  std::vector<RankEnd> ends;            // ssh launcher: how each rank ended (under mu)
   std::vector<Sample> fault_rows;       // the injected faults' timeline rows
   nlohmann::json faults = nlohmann::json::array();  // meta.json's record of them
   void problem(std::string p) {
@@ -1052,8 +1054,13 @@ class PhaseWorkloadRun {
         pid = std::atoll(head.substr(16, nl - 16).c_str());
       });
       text += res.out + res.err + fmt::format("# exit status {}\n", res.exit_status);
+      std::string last;
+      if (res.exit_status != 0) last = why_it_failed(res.err.empty() ? res.out : res.err, m.launch.program);
+      {
+        std::lock_guard lock(m.mu);
+        m.ends.push_back({r, h.name, res.exit_status, last, realtime_ns()});
+      }
       if (res.exit_status != 0) {
-        std::string last = why_it_failed(res.err.empty() ? res.out : res.err, m.launch.program);
         m.problem(fmt::format("{}: rank {} on {} {}: {}", m.label, r, h.name,
                               res.exit_status < 0 ? std::string("was killed by a signal")
                                                   : fmt::format("exited with status {}", res.exit_status),
@@ -1061,6 +1068,10 @@ class PhaseWorkloadRun {
       }
     } catch (const std::exception& e) {
       text += std::string("# ") + e.what() + "\n";
+      {
+        std::lock_guard lock(m.mu);
+        m.ends.push_back({r, h.name, 255, e.what(), realtime_ns()});  // as ssh's own failure status
+      }
       m.problem(fmt::format("{}: rank {} on {}: {}", m.label, r, h.name, e.what()));
     }
     try {
@@ -1293,6 +1304,7 @@ class PhaseWorkloadRun {
     if (pw_.policy == phase::Policy::kSafeWindow && m.mode != "native")
       ctx_.log(fmt::format("{}: policy safe-window declined {} reconfigurations", m.label, declined));
     const json masks = mask_record(m, events);
+    const json stopped = job_record(m, events);
     meta_modes_.push_back({{"mode", m.mode},
                            {"label", m.label},
                            {"switching_ms", m.switching_ms < 0 ? json(nullptr) : json(m.switching_ms)},
@@ -1308,6 +1320,7 @@ class PhaseWorkloadRun {
                            {"declined", declined},
                            {"masks", masks},
                            {"faults", m.faults},
+                           {"job_stopped", stopped},
                            {"fallback", fallback},
                            {"job_id", m.job_id.empty() ? json(nullptr) : json(m.job_id)},
                            {"problems", m.problems}});
@@ -1386,6 +1399,26 @@ class PhaseWorkloadRun {
       }
     }
     return false;
+  }
+
+  // When ranks failed: the rank that stopped first, when, how, the step it was in (localise_job),
+  // for meta.json's `job_stopped` (null when every rank finished), summary.txt and the log.
+  json job_record(const ModeRun& m, const std::vector<phase::ControllerEvent>& events) {
+    StepOfSeq step_of(pw_.schedule);
+    auto loc = localise_job(
+        events, m.ends, [&](const std::string& g, int64_t seq) { return step_of(g, seq); }, m.started_ns);
+    if (!loc) return nullptr;
+    ctx_.log(fmt::format("fault: {}: {}", m.label, loc->verdict));
+    job_lines_ += fmt::format("{}: {}\n", m.label, loc->verdict);
+    for (const auto& e : loc->evidence) job_lines_ += "  " + e + "\n";
+    return {{"rank", loc->rank},
+            {"host", loc->host},
+            {"step", loc->step < 0 ? json(nullptr) : json(loc->step)},
+            {"stopped_ns", loc->stopped_ns},
+            {"how", loc->how},
+            {"failed_ranks", loc->failed},
+            {"verdict", loc->verdict},
+            {"evidence", loc->evidence}};
   }
 
   // meta.json's masks of a mode and its lines of summary.txt: per failed port when it was
@@ -1494,7 +1527,8 @@ class PhaseWorkloadRun {
       write_text(folder_ + "/windows-summary.txt", windows.str());
     }
     const std::string masks = mask_lines_.empty() ? std::string() : "\nFailed ports (phase.detect):\n" + mask_lines_;
-    write_text(folder_ + "/summary.txt", table.str() + "\n" + windows.str() + masks + breakdown_summary_);
+    const std::string stopped = job_lines_.empty() ? std::string() : "\nWhere the job stopped:\n" + job_lines_;
+    write_text(folder_ + "/summary.txt", table.str() + "\n" + windows.str() + masks + stopped + breakdown_summary_);
   }
 
   // ---- probes: the capture's timeline, one breakdown row per reconfiguration x host x NIC
@@ -1707,6 +1741,7 @@ class PhaseWorkloadRun {
   std::set<std::string> host_problems_;  // reported once each
   json capture_meta_ = nullptr;
   std::string mask_lines_;                              // summary.txt's failed ports (phase.detect), one line each
+  std::string job_lines_;                               // summary.txt's "Where the job stopped", per failed run
   std::string breakdown_summary_;                       // summary.txt's per-layer part (probes only)
   std::vector<std::pair<IdleWindow, double>> windows_;  // every run's, with its switching time
   std::vector<WindowSummary> window_summaries_;

@@ -512,6 +512,21 @@ TEST_CASE("phase-workload: a rank-killed fault at a step: that rank dies there, 
   CHECK_THAT(timeline, Contains(fmt::format("{},h3,fault,rank 2,killed,1", killed)));
   // The others stopped naming the rank they lost.
   CHECK_THAT(err.str(), Contains("rank 2 of the group is disconnected"));
+  // Where the job stopped: rank 2 first, in step 3, killed; the others after it.
+  const auto& stopped = meta.at("modes").at(0).at("job_stopped");
+  CHECK(stopped.at("rank") == 2);
+  CHECK(stopped.at("host") == "h3");
+  CHECK(stopped.at("step") == 3);
+  CHECK(stopped.at("how") == "was killed by a signal");
+  CHECK(stopped.at("failed_ranks") == 4);
+  CHECK(stopped.at("stopped_ns").get<int64_t>() >= killed);
+  CHECK(stopped.at("stopped_ns").get<int64_t>() - killed < 1'000'000'000);
+  const std::string summary = read_file_or_empty(out_dir + "/summary.txt");
+  CHECK_THAT(summary, Contains("Where the job stopped:\non-demand: step 3 did not complete: rank 2 on h3 stopped first "
+                               "(was killed by a signal) at +"));
+  CHECK_THAT(summary, Contains("3 other rank(s) stopped after it"));
+  CHECK_THAT(summary, Contains("  rank 0 on h1 exited with status 2 at +"));
+  CHECK_THAT(err.str(), Contains("ocslab run: fault: on-demand: step 3 did not complete: rank 2 on h3 stopped first"));
 }
 
 TEST_CASE("phase-workload: faults are checked before anything runs, naming file:line:col", "[phase-runner][faults]") {

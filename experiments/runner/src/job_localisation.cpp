@@ -1,0 +1,95 @@
+#include "ocslab/runner/job_localisation.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace ocslab::runner {
+
+namespace {
+
+using Kind = phase::ControllerEvent::Kind;
+
+struct Stop {
+  int rank = -1;
+  std::string host, how, message;
+  int64_t t_ns = 0;
+  bool disconnected = false;  // its controller connection closed without a bye
+};
+
+std::string how_of(const RankEnd& e) {
+  if (e.exit_status < 0) return "was killed by a signal";
+  return fmt::format("exited with status {}", e.exit_status);
+}
+
+}  // namespace
+
+std::optional<JobLocalisation> localise_job(const std::vector<phase::ControllerEvent>& events,
+                                            const std::vector<RankEnd>& ends,
+                                            const std::function<int(const std::string&, int64_t)>& step_of,
+                                            int64_t t0_ns) {
+  std::map<int, Stop> stops;
+  std::map<int, int> last_step;
+  for (const auto& e : events) {
+    if (e.rank < 0) continue;
+    if (e.kind == Kind::kRequest) {
+      const int s = step_of(e.group, e.seq);
+      if (s >= 0) last_step[e.rank] = std::max(last_step[e.rank], s);
+    } else if (e.kind == Kind::kDisconnect && !stops.count(e.rank)) {
+      Stop& st = stops[e.rank];
+      st.rank = e.rank;
+      st.t_ns = e.real_ns;
+      st.disconnected = true;
+      st.how = "disconnected";
+    }
+  }
+  for (const auto& end : ends) {
+    if (end.exit_status == 0) continue;
+    auto [it, fresh] = stops.try_emplace(end.rank);
+    Stop& st = it->second;
+    st.rank = end.rank;
+    if (fresh) st.t_ns = end.ended_ns;  // no disconnect seen: when its launcher saw it end
+    st.host = end.host;
+    st.how = how_of(end);
+    st.message = end.message;
+  }
+  for (const auto& end : ends) {
+    if (auto it = stops.find(end.rank); it != stops.end() && it->second.host.empty()) it->second.host = end.host;
+  }
+  if (stops.empty()) return std::nullopt;
+
+  std::vector<Stop> order;
+  for (auto& [r, st] : stops) order.push_back(st);
+  std::sort(order.begin(), order.end(),
+            [](const Stop& a, const Stop& b) { return std::tie(a.t_ns, a.rank) < std::tie(b.t_ns, b.rank); });
+  const Stop& first = order.front();
+  JobLocalisation l;
+  l.rank = first.rank;
+  l.host = first.host;
+  l.stopped_ns = first.t_ns;
+  l.how = first.how;
+  l.failed = order.size();
+  if (auto it = last_step.find(first.rank); it != last_step.end()) l.step = it->second;
+  const std::string where = first.host.empty() ? "" : " on " + first.host;
+  const std::string step = l.step >= 0 ? fmt::format("step {}", l.step) : std::string("the job");
+  l.verdict = fmt::format("{} did not complete: rank {}{} stopped first ({}) at +{:.3f} s", step, first.rank, where,
+                          first.how, static_cast<double>(first.t_ns - t0_ns) / 1e9);
+  if (order.size() > 1) {
+    l.verdict += fmt::format("; {} other rank(s) stopped after it, the first {:.1f} ms later", order.size() - 1,
+                             static_cast<double>(order[1].t_ns - first.t_ns) / 1e6);
+  }
+  for (const auto& st : order) {
+    std::string line = fmt::format("rank {}{} {} at {:+.1f} ms", st.rank, st.host.empty() ? "" : " on " + st.host,
+                                   st.how, static_cast<double>(st.t_ns - first.t_ns) / 1e6);
+    if (st.disconnected && st.how != "disconnected") line += " (its controller connection closed then)";
+    if (auto it = last_step.find(st.rank); it != last_step.end())
+      line += fmt::format(", last request in step {}", it->second);
+    if (!st.message.empty()) line += ": " + st.message;
+    l.evidence.push_back(line);
+  }
+  return l;
+}
+
+}  // namespace ocslab::runner
