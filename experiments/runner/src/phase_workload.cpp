@@ -1280,6 +1280,7 @@ class PhaseWorkloadRun {
     if (m.mode != "native") phase::write_events_csv(m.dir + "/controller-events.csv", events);
     ModeRows got = read_rank_files(m);
     auto figures = step_figures(pw_.schedule, m.mode, got.rows, events);
+    drop_incomplete_steps(m, figures);
     for (auto& f : figures) {
       f.switching_ms = m.switching_ms;
       f.repetition = m.repetition;
@@ -1399,6 +1400,26 @@ class PhaseWorkloadRun {
       }
     }
     return false;
+  }
+
+  // A run whose ranks failed leaves the ops they finished (collbench writes each as it
+  // completes), but the step they failed in, and any step a killed rank's rows are missing from,
+  // is not a step of the job: its figures would be a part of one. Those steps are left out of
+  // the figures, said once.
+  void drop_incomplete_steps(ModeRun& m, std::vector<StepFigures>& figures) const {
+    int per_step = 0;
+    for (const auto& op : pw_.schedule.step) {
+      for (int r = 0; r < pw_.schedule.ranks; ++r) per_step += pw_.schedule.involves(op, r) ? 1 : 0;
+    }
+    std::string dropped;
+    size_t n = 0;
+    std::erase_if(figures, [&](const StepFigures& f) {
+      if (f.rows >= per_step) return false;
+      dropped += fmt::format("{}{} ({} of {} op rows)", dropped.empty() ? "" : ", ", f.step, f.rows, per_step);
+      ++n;
+      return true;
+    });
+    if (n > 0) ctx_.log(fmt::format("{}: step(s) {} incomplete: left out of the step figures", m.label, dropped));
   }
 
   // When ranks failed: the rank that stopped first, when, how, the step it was in (localise_job),

@@ -147,7 +147,7 @@ int launcher_local_rank() {
 }
 
 std::vector<OpRecord> run_steps(const Schedule& s, int rank, const std::string& host, Backend& backend,
-                                PhaseHooks& hooks, bool verify) {
+                                PhaseHooks& hooks, bool verify, const std::function<void(const OpRecord&)>& on_record) {
   std::vector<OpRecord> records;
   int total = s.warmup + s.steps;
   uint64_t per_step = s.step.size();
@@ -231,25 +231,40 @@ std::vector<OpRecord> run_steps(const Schedule& s, int rank, const std::string& 
                                  op_name(op.type), g.name, s.origin, op.line, step, r.wrong, op.bytes / 4);
       }
       records.push_back(r);
+      if (on_record) on_record(records.back());
     }
   }
   return records;
 }
 
-void write_outputs(const std::string& folder, int rank, const std::vector<OpRecord>& records) {
+OutputWriter::OutputWriter(const std::string& folder, int rank) {
   std::error_code ec;
   std::filesystem::create_directories(folder, ec);
   if (ec) throw Error("cannot create the output folder " + folder + ": " + ec.message());
-  {
-    CsvWriter w(fmt::format("{}/ops-rank{}.csv", folder, rank));
-    w.header(op_csv_columns());
-    for (const auto& r : records) w.row(op_csv_fields(r));
-  }
-  CsvWriter w(fmt::format("{}/timeline-rank{}.csv", folder, rank));
-  w.header(sample_csv_columns());
-  for (const auto& r : records) {
-    for (const auto& smp : op_samples(r)) w.row(sample_csv_fields(smp));
-  }
+  ops_ = std::make_unique<CsvWriter>(fmt::format("{}/ops-rank{}.csv", folder, rank));
+  ops_->header(op_csv_columns());
+  timeline_ = std::make_unique<CsvWriter>(fmt::format("{}/timeline-rank{}.csv", folder, rank));
+  timeline_->header(sample_csv_columns());
+  ops_->flush();
+  timeline_->flush();
+}
+
+void OutputWriter::add(const OpRecord& r) {
+  ops_->row(op_csv_fields(r));
+  for (const auto& smp : op_samples(r)) timeline_->row(sample_csv_fields(smp));
+  ops_->flush();
+  timeline_->flush();
+}
+
+void OutputWriter::close() {
+  ops_->close();
+  timeline_->close();
+}
+
+void write_outputs(const std::string& folder, int rank, const std::vector<OpRecord>& records) {
+  OutputWriter w(folder, rank);
+  for (const auto& r : records) w.add(r);
+  w.close();
 }
 
 std::string rendezvous_tag(const Schedule& s, const std::string& backend_name) {
@@ -261,8 +276,14 @@ int run_and_report(const Schedule& s, const CommonOptions& o, const std::string&
                    PhaseHooks& hooks, Rendezvous& rv) {
   // A transport failure throws out of here: the peers then see this rank's rendezvous
   // connection close and stop with a message naming it. Wrong data is recorded and reported.
-  std::vector<OpRecord> records = run_steps(s, o.rank, o.host, backend, hooks, o.verify);
-  if (!o.output.empty()) write_outputs(o.output, o.rank, records);
+  // The rank's files get each op as it completes: a failure (or a kill) keeps what ran.
+  std::unique_ptr<OutputWriter> out;
+  if (!o.output.empty()) out = std::make_unique<OutputWriter>(o.output, o.rank);
+  std::vector<OpRecord> records =
+      run_steps(s, o.rank, o.host, backend, hooks, o.verify, [&](const OpRecord& r) {
+        if (out) out->add(r);
+      });
+  if (out) out->close();
   uint64_t my_wrong = 0;
   for (const auto& r : records) my_wrong += r.wrong;
   auto all_blobs = rv.all_gather(encode_records(records));

@@ -527,6 +527,13 @@ TEST_CASE("phase-workload: a rank-killed fault at a step: that rank dies there, 
   CHECK_THAT(summary, Contains("3 other rank(s) stopped after it"));
   CHECK_THAT(summary, Contains("  rank 0 on h1 exited with status 2 at +"));
   CHECK_THAT(err.str(), Contains("ocslab run: fault: on-demand: step 3 did not complete: rank 2 on h3 stopped first"));
+  // What ran before is kept: every rank's ops of steps 0..2 reached its file as they completed
+  // (the killed rank's too), so those steps have their figures; step 3, cut short, has none.
+  CHECK_THAT(err.str(), Contains("on-demand: step(s) 3 (") && Contains("incomplete: left out of the step figures"));
+  CHECK_THAT(err.str(), !Contains("wrote no rows"));
+  std::vector<int> steps;
+  for (const auto& f : read_csv(out_dir + "/phase-steps.csv")) steps.push_back(std::stoi(f.at("step")));
+  CHECK(steps == std::vector<int>{0, 1, 2});
 }
 
 TEST_CASE("phase-workload: faults are checked before anything runs, naming file:line:col", "[phase-runner][faults]") {

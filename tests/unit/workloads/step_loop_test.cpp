@@ -166,6 +166,12 @@ TEST_CASE("a hook that throws stops the loop with its message", "[workloads]") {
   RecordingBackend backend(s, 1, &log);
   CHECK_THROWS_WITH(run_steps(s, 1, "h", backend, refuse, true), Contains("fabric not ready for group pp"));
   CHECK(log.back() == "prepare 1");  // the pp op never ran
+  // The ops that ran before it reached on_record, in order, before the throw.
+  std::vector<std::string> log2;
+  RecordingBackend again(s, 1, &log2);
+  std::vector<int> seen;
+  CHECK_THROWS(run_steps(s, 1, "h", again, refuse, true, [&](const OpRecord& r) { seen.push_back(r.index); }));
+  CHECK(seen == std::vector<int>{0});  // op 0 (dp) finished; op 1 (pp) was refused
 }
 
 TEST_CASE("write_outputs writes the rank's ops and timeline files", "[workloads]") {

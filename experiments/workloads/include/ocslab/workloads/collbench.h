@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ocslab/common/csv_writer.h"
 #include "ocslab/workloads/hooks.h"
 #include "ocslab/workloads/op_record.h"
 #include "ocslab/workloads/rendezvous.h"
@@ -74,12 +75,26 @@ int launcher_local_rank();
 // prepare, compute (the step's before the rank's first op of the step, then the op's; each
 // drawn per rank, step and op and timed into the record), pre hook, run (timed), post hook,
 // verify. Wrong data is counted in the record and
-// named on stderr (op, step, schedule line); transport and hook failures throw.
+// named on stderr (op, step, schedule line); transport and hook failures throw. on_record (when
+// given) gets each record as soon as its op is verified, so what ran is kept however the loop ends.
 std::vector<OpRecord> run_steps(const Schedule& s, int rank, const std::string& host, Backend& backend,
-                                PhaseHooks& hooks, bool verify);
+                                PhaseHooks& hooks, bool verify,
+                                const std::function<void(const OpRecord&)>& on_record = {});
 
 // Writes ops-rank<R>.csv and timeline-rank<R>.csv into folder (created when missing).
 void write_outputs(const std::string& folder, int rank, const std::vector<OpRecord>& records);
+
+// The same two files written as the ops complete: each record reaches the files (flushed to the
+// kernel) when add() returns, so a rank that fails or is killed leaves every op it finished.
+class OutputWriter {
+ public:
+  OutputWriter(const std::string& folder, int rank);
+  void add(const OpRecord& r);
+  void close();  // throws ocslab::Error naming a file that could not be written
+
+ private:
+  std::unique_ptr<CsvWriter> ops_, timeline_;
+};
 
 // The whole program after the transport is set up: run, write the rank's files, gather every
 // rank's records at rank 0 and print the table there. Returns the process exit code (0, or 7
