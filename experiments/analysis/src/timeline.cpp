@@ -155,13 +155,12 @@ class Parser {
           const int64_t t_ns = number<int64_t>(fields_[c_t], "t_ns");
           const uint32_t run = c_run >= 0 ? t.strings.intern(fields_[c_run]) : 0;
           auto [it, fresh] = t.heartbeats.try_emplace(Timeline::heartbeat_key(run, t.strings.intern(fields_[c_host])),
-                                                      Timeline::Heartbeats{t_ns, t_ns, 0});
+                                                      Timeline::Heartbeats{t_ns, 0});
           Timeline::Heartbeats& hb = it->second;
           if (!fresh && t_ns > hb.last_ns) {
             hb.gap_ns = t_ns - hb.last_ns;
             hb.last_ns = t_ns;
           }
-          hb.first_ns = std::min(hb.first_ns, t_ns);
         }
         continue;
       }

@@ -26,6 +26,12 @@ const NicEntry* HostEntry::nic(const std::string& n) const {
   return nullptr;
 }
 
+std::string ExperimentSpec::host_names() const {
+  std::string known;
+  for (const auto& x : hosts) known += (known.empty() ? "" : ", ") + x.name;
+  return known;
+}
+
 size_t ExperimentSpec::host_index(const std::string& n) const {
   for (size_t i = 0; i < hosts.size(); ++i) {
     if (hosts[i].name == n) return i;
@@ -116,9 +122,8 @@ std::pair<size_t, std::string> parse_end(const YamlDoc& doc, const YAML::Node& n
     }
     return {h, nic};
   }
-  std::string known;
-  for (const auto& x : spec.hosts) known += (known.empty() ? "" : ", ") + x.name;
-  throw config_error(doc, node, fmt::format("unknown host '{}' in '{}' (the lab has: {})", host, text, known));
+  throw config_error(doc, node,
+                     fmt::format("unknown host '{}' in '{}' (the lab has: {})", host, text, spec.host_names()));
 }
 
 Link parse_link(const YamlDoc& doc, const YAML::Node& node, const ExperimentSpec& spec, const std::string& arrow) {
@@ -639,9 +644,7 @@ FaultSpec parse_fault(const YamlDoc& doc, const YAML::Node& node, const Experime
     const std::string name = as_string(doc, h);
     auto it = std::find_if(spec.hosts.begin(), spec.hosts.end(), [&](const HostEntry& e) { return e.name == name; });
     if (it == spec.hosts.end()) {
-      std::string known;
-      for (const auto& x : spec.hosts) known += (known.empty() ? "" : ", ") + x.name;
-      throw config_error(doc, h, fmt::format("unknown host '{}' (the lab has: {})", name, known));
+      throw config_error(doc, h, fmt::format("unknown host '{}' (the lab has: {})", name, spec.host_names()));
     }
     f.host = static_cast<size_t>(it - spec.hosts.begin());
   } else {

@@ -49,6 +49,7 @@
 #include "ocslab/runner/job_launcher.h"
 #include "ocslab/runner/job_localisation.h"
 #include "ocslab/runner/phase_faults.h"
+#include "ocslab/runner/remote_kill.h"
 #include "ocslab/runner/remote_dir.h"
 #include "ocslab/runner/run_context.h"
 #include "ocslab/runner/runner.h"
@@ -986,23 +987,11 @@ class PhaseWorkloadRun {
   // rank-killed: SIGKILL to the rank's process over a session of its own, only while it is still
   // the program the runner started there (its /proc/PID/comm).
   void kill_rank(const ModeRun& m, int r) const {
-    const auto* pids = m.pids;
-    const long long pid = pids ? (*pids)[static_cast<size_t>(r)].load() : 0;
-    if (pid <= 0) throw Error(fmt::format("rank {} has no process to kill (not started yet, or not over SSH)", r));
-    std::string comm = fs::path(rank_argv(pw_, spec_.hosts, r, m.launch).front()).filename().string();
-    comm = comm.substr(0, 15);  // the kernel keeps 15 characters of a command's name
-    ocs::SshSession s(ssh_options(host_of_rank(r)));
-    auto res = s.exec(fmt::format("case \"$(cat /proc/{0}/comm 2>/dev/null)\" in {1}*) kill -KILL {0};; "
-                                  "*) echo 'pid {0} is no longer the program of rank {2}'; exit 3;; esac",
-                                  pid, shell_quote(comm), r),
-                      std::chrono::seconds(10));
-    if (res.exit_status != 0) {
-      std::string why = res.err.empty() ? res.out : res.err;
-      while (!why.empty() && (why.back() == '\n' || why.back() == '\r')) why.pop_back();
-      throw Error(fmt::format("rank {} on {}: kill -KILL {} failed (status {}): {}", r, host_of_rank(r).name, pid,
-                              res.exit_status, why));
-    }
+    const long long pid = m.pids ? (*m.pids)[static_cast<size_t>(r)].load() : 0;
+    const std::string program = fs::path(rank_argv(pw_, spec_.hosts, r, m.launch).front()).filename().string();
+    kill_program(ssh_options(host_of_rank(r)), pid, program, fmt::format("rank {} on {}", r, host_of_rank(r).name));
   }
+
 
   size_t host_index(int r) const { return pw_.ranks[static_cast<size_t>(r)].host; }
 

@@ -94,9 +94,7 @@ RankPlacement lab_nic(const YamlDoc& doc, const YAML::Node& e, const ExperimentS
     }
   }
   if (!found) {
-    std::string known;
-    for (const auto& x : spec.hosts) known += (known.empty() ? "" : ", ") + x.name;
-    throw config_error(doc, e, fmt::format("{}: unknown host '{}' (the lab has: {})", who, host, known));
+    throw config_error(doc, e, fmt::format("{}: unknown host '{}' (the lab has: {})", who, host, spec.host_names()));
   }
   const HostEntry& he = spec.hosts[rp.host];
   if (colon == std::string::npos) {

@@ -33,6 +33,7 @@
 #include "ocslab/runner/host_prep.h"
 #include "ocslab/runner/lab_forwarding.h"
 #include "ocslab/runner/ocs_power_monitor.h"
+#include "ocslab/runner/remote_kill.h"
 #include "ocslab/runner/run_context.h"
 #include "ocslab/runner/runner.h"
 #include "ocslab/runner/target.h"
@@ -496,18 +497,9 @@ class ReconfigurationRun {
     for (auto& s : pool_->sessions()) {
       if (s->target().name == name) pid = s->hello().pid;
     }
-    if (pid <= 0) throw Error(name + ": its agent's pid is not known (it never said hello)");
-    ocs::SshSession s(ssh_.at(host));
-    auto r = s.exec(fmt::format("case \"$(cat /proc/{0}/comm 2>/dev/null)\" in ocslab-agent*) kill -KILL {0};; "
-                                "*) echo 'pid {0} is not an ocslab-agent any more'; exit 3;; esac",
-                                pid),
-                    std::chrono::seconds(10));
-    if (r.exit_status != 0) {
-      std::string why = r.err.empty() ? r.out : r.err;
-      while (!why.empty() && (why.back() == '\n' || why.back() == '\r')) why.pop_back();
-      throw Error(fmt::format("{}: killing its agent (pid {}) failed (status {}): {}", name, pid, r.exit_status, why));
-    }
+    kill_program(ssh_.at(host), pid, "ocslab-agent", name + "'s agent");
   }
+
 
   // Once the probes stopped (a release brings the link up, which is not part of the last
   // reconfiguration), and before the capture closes: the lab's holds as the run found them.

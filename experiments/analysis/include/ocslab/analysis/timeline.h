@@ -70,7 +70,7 @@ struct Timeline {
   // hosts' go on well after (more than two of its gaps), had no capture then: its agent was
   // lost. Hosts without heartbeat rows are not listed.
   struct Heartbeats {
-    int64_t first_ns = 0, last_ns = 0, gap_ns = 0;
+    int64_t last_ns = 0, gap_ns = 0;
   };
   std::unordered_map<uint64_t, Heartbeats> heartbeats;
   static uint64_t heartbeat_key(uint32_t run, uint32_t host) { return (uint64_t{run} << 32) | host; }

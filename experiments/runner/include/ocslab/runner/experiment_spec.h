@@ -152,6 +152,7 @@ struct ExperimentSpec {
   // mappings after the first; random picks any mapping other than the current one.
   std::vector<size_t> schedule() const;
   size_t host_index(const std::string& name) const;  // throws Error
+  std::string host_names() const;                     // "h1, h2, h3": for messages naming the lab's hosts
 };
 
 // Throws ConfigError naming file:line:col.
