@@ -71,7 +71,7 @@ ProgramResult ocslab_cli(const std::vector<std::string>& args);
 // The labs several cases share (the ctest fixtures of tests/CMakeLists.txt's OCSLAB_VLAB_SHARED).
 inline constexpr const char* kSharedFour = "tests/vlab/labs/four-hosts-fw1500.yaml";  // 4 x 1 NIC, 25 ms, fw 1.5 s
 inline constexpr const char* kSharedRing = "tests/vlab/labs/fwdrun-ring.yaml";        // ring4: 4 x 2 NICs
-inline constexpr const char* kSharedPhase = "experiments/labs/phase-four.yaml";       // 4 x 1 NIC, liquid crystal
+inline constexpr const char* kSharedPhase = "experiments/labs/phase-four.yaml";       // 4 x 2 NICs, h3 a standby, liquid crystal
 
 enum class Sharing {
   kOwn,     // booted for this case and taken down when it ends

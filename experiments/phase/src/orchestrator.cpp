@@ -261,6 +261,14 @@ ReconfigReport Orchestrator::set_giant_ring(const std::string& job) {
   return r;
 }
 
+void Orchestrator::set_slot_hosts(std::vector<std::string> hosts) {
+  std::lock_guard lock(mutex_);
+  if (!hosts.empty() && hosts.size() != slots_.size()) {
+    throw Error(fmt::format("rail {}: {} slot host(s) for {} slot(s)", rail_, hosts.size(), slots_.size()));
+  }
+  slot_hosts_ = std::move(hosts);
+}
+
 MaskReport Orchestrator::mask_port(ocs::Port port) {
   std::lock_guard lock(mutex_);
   MaskReport m;
@@ -277,8 +285,15 @@ MaskReport Orchestrator::mask_port(ocs::Port port) {
     m.rank = static_cast<int>(pos - j.slots.begin());
     m.from = failed;
     std::optional<Slot> spare;
+    auto host_of = [&](const Slot& s) -> std::string {
+      if (slot_hosts_.empty()) return {};
+      return slot_hosts_[static_cast<size_t>(std::find(slots_.begin(), slots_.end(), s) - slots_.begin())];
+    };
+    const std::string failed_host = host_of(failed);
     for (const auto& s : slots_) {
-      if (slot_free(s) && !slot_masked(s)) {
+      if (!slot_free(s) || slot_masked(s)) continue;
+      if (!spare) spare = s;  // the first healthy one, unless the failed slot's host has one
+      if (!failed_host.empty() && host_of(s) == failed_host) {
         spare = s;
         break;
       }

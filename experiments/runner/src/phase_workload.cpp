@@ -743,6 +743,12 @@ class PhaseWorkloadRun {
     for (size_t k = 0; k < rails_.size(); ++k) {
       const auto& slots = rail_slots_[k];
       auto rail = std::make_shared<phase::Orchestrator>(rails_[k].name, slots, ocs::make_driver(sw.url, sw.options));
+      // A failed port's rank takes a spare on its own host first (a standby NIC it can follow).
+      std::vector<std::string> hosts;
+      for (const auto* list : {&rails_[k].nics, &rails_[k].spares}) {
+        for (const auto& p : *list) hosts.push_back(spec_.hosts[p.host].name);
+      }
+      rail->set_slot_hosts(std::move(hosts));
       auto placed = rail->add_job(pw_.layout, topo,
                                   std::vector<phase::Slot>(slots.begin(), slots.begin() + static_cast<long>(ranks())));
       m.placement_added += placed.added.size();
@@ -1341,11 +1347,15 @@ class PhaseWorkloadRun {
     std::string rail;
     int port = 0;
     int64_t reported_ns = 0;
+    int64_t reported_mono_ns = 0;
     std::string evidence;
     bool answered = false;  // a masked event came for it
     bool masked = false;    // a rank moved, or the port was on no rank's slot (nothing to move)
     int rank = -1;          // the rank moved (-1: none)
     double recovery_ms = 0;
+    // First dark reading -> the controller had the report (the detection); known when a rank
+    // moved (the masked event's value counts from the first dark reading).
+    std::optional<double> detect_ms;
     std::string move;  // the masked event's detail: the move, or why nothing moved
   };
 
@@ -1359,6 +1369,7 @@ class PhaseWorkloadRun {
         pm.rail = e.rail;
         pm.port = static_cast<int>(e.value);
         pm.reported_ns = e.real_ns;
+        pm.reported_mono_ns = e.mono_ns;
         pm.evidence = e.detail;
         out.push_back(std::move(pm));
       } else if (e.kind == phase::ControllerEvent::Kind::kMasked) {
@@ -1368,6 +1379,7 @@ class PhaseWorkloadRun {
           it->masked = e.rank >= 0 || e.detail.find(" masked; ") != std::string::npos;
           it->rank = e.rank;
           it->recovery_ms = e.rank >= 0 ? e.value : 0;
+          if (e.rank >= 0) it->detect_ms = e.value - static_cast<double>(e.mono_ns - it->reported_mono_ns) / 1e6;
           it->move = e.detail;
           break;
         }
@@ -1445,11 +1457,15 @@ class PhaseWorkloadRun {
                      {"evidence", pm.evidence},
                      {"masked", pm.masked},
                      {"rank", moved ? json(pm.rank) : json(nullptr)},
+                     {"detect_ms", pm.detect_ms ? json(*pm.detect_ms) : json(nullptr)},
                      {"recovery_ms", moved ? json(pm.recovery_ms) : json(nullptr)},
                      {"move", pm.move}});
       const double at_s = static_cast<double>(pm.reported_ns - m.started_ns) / 1e9;
-      std::string line = fmt::format("{}: rail {} port {} failed, reported at +{:.3f} s ({})", m.label, pm.rail,
-                                     pm.port, at_s, pm.evidence);
+      std::string line = fmt::format("{}: rail {} port {} failed, reported at +{:.3f} s{} ({})", m.label, pm.rail,
+                                     pm.port, at_s,
+                                     pm.detect_ms ? fmt::format(", {:.1f} ms after its first dark reading", *pm.detect_ms)
+                                                  : std::string(),
+                                     pm.evidence);
       if (moved) {
         line += fmt::format("; masked: {}; recovered {:.1f} ms after the first dark reading", pm.move, pm.recovery_ms);
       } else if (pm.masked) {

@@ -240,7 +240,8 @@ void print_inventory(const vlab::LabState& s, std::ostream& out) {
     for (size_t i = 0; i < h.nics.size(); ++i) {
       const auto& n = h.nics[i];
       out << fmt::format("{:<8} {:<6} {:<8} {:<9} {:<18} {:<18} {:<10} {:<6} {}\n", i ? "" : h.name,
-                         i ? "" : (h.alive ? "up" : "DEAD"), i ? "" : std::to_string(h.ssh_port), n.name, n.ip, n.mac,
+                         i ? "" : (h.alive ? "up" : "DEAD"), i ? "" : std::to_string(h.ssh_port), n.name,
+                         n.standby_for.empty() ? n.ip : "standby of " + n.standby_for, n.mac,
                          n.rdma_device.empty() ? "-" : n.rdma_device, fmt::format("{}>{}", n.tx_port, n.rx_port),
                          n.if2.empty() ? "-" : n.if2 + " " + n.if2_mac);
     }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace ocslab::vlab {
 
 std::string control_qmp_socket(const LabState& lab, const HostState& h) { return lab.host_dir(h.name) + "/qmp.sock"; }
@@ -80,6 +82,27 @@ echo '+cpuset +cpu +memory +pids' > /sys/fs/cgroup/system.slice/cgroup.subtree_c
                      fmt::arg("dir", lab.slurm_dir()), fmt::arg("state", kSlurmStateDir),
                      fmt::arg("ctld", !lab.hosts.empty() && h.name == lab.hosts.front().name ? "slurmctld || fail \"slurmctld (log /var/log/slurmctld.log)\"\n"
                                                                : ""));
+}
+
+// A NIC with a standby (lab_spec.h): the NIC's own interface becomes "<name>p", and a bond named
+// after the NIC, with its MAC, enslaves it and the standby. The bond is what the NIC's address,
+// Soft-RoCE device and neighbours see, so a rank's queue pairs survive a move to the standby as on
+// a ConnectX RoCE LAG. The bond's mode is broadcast: every frame leaves through each slave that
+// has a link, which with the primary's port failed (dark) is the standby alone. Active-backup,
+// RoCE LAG's mode, does not work under Soft-RoCE: each change of active slave (every circuit
+// change flaps the primary) makes the kernel delete and re-add the bond's GIDs
+// (NETDEV_BONDING_FAILOVER), and a queue pair, whose source GID is an index into that table, then
+// fails its next send with a local QP operation error ("qp#22 Failed allocating skb").
+std::string bond_script(const NicState& n, size_t n_tmp, const NicState& standby, size_t s_tmp) {
+  std::string s;
+  s += "modprobe bonding max_bonds=0 || fail \"modprobe bonding\"\n";
+  s += fmt::format("ip link set ocstmp{} name {}p || fail \"name {}p\"\n", n_tmp, n.name, n.name);
+  s += fmt::format("ip link set ocstmp{} name {} || fail \"name {}\"\n", s_tmp, standby.name, standby.name);
+  s += fmt::format("ip link add {0} address {1} type bond mode broadcast miimon 10 || fail \"bond {0}\"\n", n.name,
+                   n.mac);
+  s += fmt::format("ip link set {0}p master {0} && ip link set {1} master {0} || fail \"enslave {0}p, {1} to {0}\"\n",
+                   n.name, standby.name);
+  return s;
 }
 
 }  // namespace
@@ -182,7 +205,13 @@ mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 shared {shared} || fai
                               }()));
   for (size_t i = 0; i < h.nics.size(); ++i) {
     const auto& n = h.nics[i];
-    s += fmt::format("ip link set ocstmp{} name {} || fail \"name {}\"\n", i + 2, n.name, n.name);
+    if (!n.standby_for.empty()) continue;  // enslaved with its primary, below
+    auto standby = std::find_if(h.nics.begin(), h.nics.end(), [&](const NicState& x) { return x.standby_for == n.name; });
+    if (standby == h.nics.end()) {
+      s += fmt::format("ip link set ocstmp{} name {} || fail \"name {}\"\n", i + 2, n.name, n.name);
+    } else {
+      s += bond_script(n, i + 2, *standby, static_cast<size_t>(standby - h.nics.begin()) + 2);
+    }
     s += fmt::format("ip addr add {} dev {} || fail \"address {}\"\n", n.ip, n.name, n.ip);
     s += fmt::format("ip link set {} up\n", n.name);
     if (!n.if2.empty()) {

@@ -138,6 +138,7 @@ LabState plan_lab(const LabSpec& spec, const std::string& dir, const KernelImage
       std::tie(ns.emulator_udp_port, ns.qemu_udp_port) = udp_port_pair(udp_ports);
       ns.qmp_socket = dir + "/hosts/" + h.name + "/qmp-" + n.name + ".sock";
       ns.linked_at_start = spec.linked_at_start(NicRef{hi, ni});
+      ns.standby_for = n.standby_for;
       hs.nics.push_back(ns);
     }
     s.hosts.push_back(std::move(hs));
@@ -264,6 +265,7 @@ std::string ansible_inventory(const LabState& s) {
     out += fmt::format("    {}:\n      ansible_host: 127.0.0.1\n      ansible_port: {}\n      ocslab_nics:\n", h.name,
                        h.ssh_port);
     for (const auto& n : h.nics) {
+      if (!n.standby_for.empty()) continue;  // a bond slave the guest configures; no address of its own
       out += fmt::format(
           "        - {{name: {}, mac: \"{}\", ip: {}, rdma_device: \"{}\", if2: \"{}\", if2_mac: \"{}\", tx_port: {}, "
           "rx_port: {}}}\n",

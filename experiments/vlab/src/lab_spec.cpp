@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -55,6 +56,60 @@ std::string parse_cidr(const YamlDoc& doc, const YAML::Node& n) {
 bool valid_name(const std::string& s, size_t max) {
   static const std::regex re("^[a-z][a-z0-9-]*$");
   return !s.empty() && s.size() <= max && std::regex_match(s, re);
+}
+
+// `standby_for: NAME`: this NIC backs up the host's NIC NAME, declared before it, in an
+// active-backup bond that keeps NAME's address and Soft-RoCE device (lab_spec.h).
+void parse_standby(const YamlDoc& doc, const YAML::Node& n, const HostSpec& host, DataNicSpec& nic) {
+  for (const char* key : {"ip", "rdma", "if2", "if2_mac"}) {
+    if (n[key]) {
+      throw config_error(doc, n[key],
+                         fmt::format("{}:{} is a standby NIC: it takes its primary's address and Soft-RoCE device, so "
+                                     "'{}' belongs on the primary",
+                                     host.name, nic.name, key));
+    }
+  }
+  nic.standby_for = as_string(doc, n["standby_for"]);
+  nic.rdma = false;
+  auto primary = std::find_if(host.nics.begin(), host.nics.end(),
+                              [&](const DataNicSpec& p) { return p.name == nic.standby_for; });
+  if (primary == host.nics.end()) {
+    throw config_error(doc, n["standby_for"],
+                       fmt::format("{}:{}: standby_for '{}' is not a NIC of {} listed before it", host.name, nic.name,
+                                   nic.standby_for, host.name));
+  }
+  if (!primary->standby_for.empty()) {
+    throw config_error(doc, n["standby_for"],
+                       fmt::format("{}:{}: {} is itself a standby (of {})", host.name, nic.name, primary->name,
+                                   primary->standby_for));
+  }
+  if (primary->if2) {
+    throw config_error(doc, n["standby_for"],
+                       fmt::format("{}:{}: {} has a macvlan (if2), which a bond cannot carry here", host.name,
+                                   nic.name, primary->name));
+  }
+  for (const auto& other : host.nics) {
+    if (other.standby_for == nic.standby_for) {
+      throw config_error(doc, n["standby_for"],
+                         fmt::format("{}:{}: {} has a standby already ({})", host.name, nic.name, nic.standby_for,
+                                     other.name));
+    }
+  }
+}
+
+// A bonded primary's own interface is "<name>p" in the guest: no NIC of the host may be called so.
+void check_standby_names(const YamlDoc& doc, const YAML::Node& nics, const HostSpec& host) {
+  for (const auto& s : host.nics) {
+    if (s.standby_for.empty()) continue;
+    const std::string inner = s.standby_for + "p";
+    for (size_t i = 0; i < host.nics.size(); ++i) {
+      if (host.nics[i].name == inner) {
+        throw config_error(doc, nics[i]["name"],
+                           fmt::format("{}:{}: the name is taken by {}'s own interface in its bond with standby {}",
+                                       host.name, inner, s.standby_for, s.name));
+      }
+    }
+  }
 }
 
 // "h1:eth1"
@@ -148,7 +203,7 @@ LabSpec parse_lab_spec(const YamlDoc& doc) {
       throw config_error(doc, nics, host.name + ": 'nics' must be a non-empty list");
     std::map<std::string, YAML::Node> nic_names;
     for (const auto& n : nics) {
-      only_keys(doc, n, {"name", "mac", "ip", "tx_port", "rx_port", "rdma", "if2", "if2_mac", "model"});
+      only_keys(doc, n, {"name", "mac", "ip", "tx_port", "rx_port", "rdma", "if2", "if2_mac", "model", "standby_for"});
       DataNicSpec nic;
       nic.name = as_string(doc, require(doc, n, "name"));
       if (!valid_name(nic.name, 14) || nic.name == "eth0" || nic.name == "lo") {
@@ -168,8 +223,12 @@ LabSpec parse_lab_spec(const YamlDoc& doc) {
       size_t hi = lab.hosts.size() + 1, ni = host.nics.size() + 1;
       nic.mac = n["mac"] ? parse_mac(doc, n["mac"]) : fmt::format("52:54:00:6c:{:02x}:{:02x}", hi, ni);
       once(macs, nic.mac, n["mac"] ? n["mac"] : n, "MAC");
-      nic.ip = parse_cidr(doc, require(doc, n, "ip"));
-      once(ips, nic.address(), n["ip"], "address");
+      if (n["standby_for"]) {
+        parse_standby(doc, n, host, nic);
+      } else {
+        nic.ip = parse_cidr(doc, require(doc, n, "ip"));
+        once(ips, nic.address(), n["ip"], "address");
+      }
       // Range-checked as written, before narrowing to a port: 4294967297 is not port 1.
       const long long tx = as_int(doc, require(doc, n, "tx_port"));
       const long long rx = as_int(doc, require(doc, n, "rx_port"));
@@ -197,6 +256,7 @@ LabSpec parse_lab_spec(const YamlDoc& doc) {
       if (n["model"]) nic.link = emu::parse_nic_link(doc, n["model"], nic.link_preset);
       host.nics.push_back(std::move(nic));
     }
+    check_standby_names(doc, nics, host);
     lab.hosts.push_back(std::move(host));
   }
 

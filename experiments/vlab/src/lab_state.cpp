@@ -32,7 +32,8 @@ json nic_json(const NicState& n) {
           {"emulator_udp_port", n.emulator_udp_port},
           {"qemu_udp_port", n.qemu_udp_port},
           {"qmp_socket", n.qmp_socket},
-          {"linked_at_start", n.linked_at_start}};
+          {"linked_at_start", n.linked_at_start},
+          {"standby_for", n.standby_for}};
 }
 
 NicState nic_from(const json& j) {
@@ -43,6 +44,7 @@ NicState nic_from(const json& j) {
   n.rdma_device = j.value("rdma_device", "");
   n.if2 = j.value("if2", "");
   n.if2_mac = j.value("if2_mac", "");
+  n.standby_for = j.value("standby_for", "");
   n.tx_port = j.at("tx_port");
   n.rx_port = j.at("rx_port");
   n.emulator_udp_port = j.at("emulator_udp_port");

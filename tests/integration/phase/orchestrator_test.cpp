@@ -217,6 +217,23 @@ TEST_CASE("a failed port moves its rank to a spare slot, or the job is reported 
   CHECK_THROWS_WITH(orch.mask_port(99), Catch::Contains("port 99 is not one of the rail's slot ports"));
 }
 
+TEST_CASE("a failed port's rank takes the spare on its own host first, then any", "[phase][orchestrator]") {
+  Lab lab;
+  Orchestrator orch("rail0", lab.slots(1, 6), lab.driver());  // ranks on slots 1..4, spares 5 and 6
+  // Slot 6 is h3's standby NIC, slot 5 another host's spare.
+  orch.set_slot_hosts({"h1", "h2", "h3", "h4", "h5", "h3"});
+  JobLayout j{"j", 2, {{"dp", 2}}};
+  orch.add_job(j, TopoId::parse("11", j));
+  auto m = orch.mask_port(orch.slots_of("j")[2].egress);  // rank 2, on h3
+  REQUIRE(m.to);
+  CHECK(*m.to == Slot{6, 70});  // not the first free slot (5): h3's own
+  // h4 has no spare of its own: the first healthy free slot.
+  m = orch.mask_port(orch.slots_of("j")[3].ingress);
+  REQUIRE(m.to);
+  CHECK(*m.to == Slot{5, 69});
+  CHECK_THROWS_WITH(orch.set_slot_hosts({"h1"}), Catch::Contains("rail rail0: 1 slot host(s) for 6 slot(s)"));
+}
+
 TEST_CASE("a refused reprogramming is reported and read back, so a retry converges", "[phase][orchestrator]") {
   Lab lab;
   Orchestrator orch("rail0", lab.slots(1, 4), lab.driver());

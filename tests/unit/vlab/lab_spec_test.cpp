@@ -209,6 +209,75 @@ TEST_CASE("the QEMU command line wires each data NIC to its emulator port and QM
              Contains("AuthorizedKeysFile /var/lib/x/labs/lab1/hosts/h2/authorized_keys .ssh/authorized_keys"));
 }
 
+TEST_CASE("a standby NIC: an active-backup bond in the guest that keeps its primary's name, address and Soft-RoCE") {
+  const std::string with_standby = variant(
+      "      - {name: eth1, ip: 10.1.0.2/24, tx_port: 2, rx_port: 10, if2: true}\n",
+      "      - {name: eth1, ip: 10.1.0.2/24, tx_port: 2, rx_port: 10}\n"
+      "      - {name: eth1s, standby_for: eth1, tx_port: 4, rx_port: 12}\n");
+  LabSpec lab = parse(with_standby);
+  const auto& nics = lab.hosts.at(1).nics;
+  REQUIRE(nics.size() == 3);
+  CHECK(nics[1].name == "eth1s");
+  CHECK(nics[1].standby_for == "eth1");
+  CHECK(nics[1].ip.empty());
+  CHECK_FALSE(nics[1].rdma);
+  CHECK(nics[1].tx_port == 4);
+  CHECK(nics[1].rx_port == 12);
+  CHECK(nics[0].standby_for.empty());
+
+  auto err = [&](const std::string& line) {
+    return error_of(variant("      - {name: eth1, ip: 10.1.0.2/24, tx_port: 2, rx_port: 10, if2: true}\n",
+                            "      - {name: eth1, ip: 10.1.0.2/24, tx_port: 2, rx_port: 10}\n" + line));
+  };
+  CHECK_THAT(err("      - {name: eth1s, standby_for: eth7, tx_port: 4, rx_port: 12}\n"),
+             Contains("lab.yaml:13:36:") && Contains("h2:eth1s: standby_for 'eth7' is not a NIC of h2 listed before it"));
+  CHECK_THAT(err("      - {name: eth1s, standby_for: eth1, ip: 10.1.0.9/24, tx_port: 4, rx_port: 12}\n"),
+             Contains("h2:eth1s is a standby NIC") && Contains("'ip' belongs on the primary"));
+  CHECK_THAT(err("      - {name: eth1s, standby_for: eth1, tx_port: 4, rx_port: 12}\n"
+                 "      - {name: eth1t, standby_for: eth1, tx_port: 5, rx_port: 13}\n"),
+             Contains("lab.yaml:14:36:") && Contains("eth1 has a standby already (eth1s)"));
+  CHECK_THAT(err("      - {name: eth1s, standby_for: eth1, tx_port: 4, rx_port: 12}\n"
+                 "      - {name: eth3, standby_for: eth1s, tx_port: 5, rx_port: 13}\n"),
+             Contains("eth1s is itself a standby (of eth1)"));
+  CHECK_THAT(err("      - {name: eth1s, standby_for: eth1, tx_port: 4, rx_port: 12}\n"
+                 "      - {name: eth1p, ip: 10.3.0.2/24, tx_port: 5, rx_port: 13}\n"),
+             Contains("h2:eth1p: the name is taken by eth1's own interface in its bond with standby eth1s"));
+  CHECK_THAT(error_of(variant("if2: true}", "if2: true}\n      - {name: eth1s, standby_for: eth1, tx_port: 4, rx_port: 12}")),
+             Contains("eth1 has a macvlan (if2)"));
+
+  // The guest: the primary's interface renamed, the bond made with its MAC and both enslaved;
+  // the address and Soft-RoCE device on the bond; the standby has neither.
+  LabState s;
+  s.name = "lab1";
+  s.dir = "/var/lib/x/labs/lab1";
+  HostState h;
+  h.name = "h2";
+  NicState p;
+  p.name = "eth1";
+  p.mac = "52:54:00:6c:02:01";
+  p.ip = "10.1.0.2/24";
+  p.rdma_device = "rxe_eth1";
+  p.linked_at_start = true;
+  NicState sb;
+  sb.name = "eth1s";
+  sb.mac = "52:54:00:6c:02:02";
+  sb.standby_for = "eth1";
+  h.nics = {p, sb};
+  std::string init = guest_init_script(s, h);
+  CHECK_THAT(init, Contains("ip link set ocstmp2 name eth1p"));
+  CHECK_THAT(init, Contains("ip link set ocstmp3 name eth1s"));
+  CHECK_THAT(init, Contains("ip link add eth1 address 52:54:00:6c:02:01 type bond mode broadcast miimon 10"));
+  CHECK_THAT(init, Contains("ip link set eth1p master eth1 && ip link set eth1s master eth1"));
+  CHECK_THAT(init, Contains("ip addr add 10.1.0.2/24 dev eth1"));
+  CHECK_THAT(init, Contains("rdma link add rxe_eth1 type rxe netdev eth1"));
+  CHECK_THAT(init, !Contains("dev eth1s") && !Contains("name eth1 ||"));
+  // The bond comes before its address: the order the guest runs it in.
+  CHECK(init.find("type bond mode") < init.find("ip addr add 10.1.0.2/24 dev eth1"));
+  s.hosts.push_back(h);
+  CHECK(LabState::from_json(s.to_json(), "state.json").hosts.at(0).nics.at(1).standby_for == "eth1");
+  CHECK_THAT(ansible_inventory(s), !Contains("eth1s"));  // a bond slave: nothing for ansible/ to configure
+}
+
 TEST_CASE("a lab file's 'slurm: true' gives a Slurm cluster: controller on the first host, every host a node") {
   CHECK_FALSE(parse(kGood).slurm);
   LabSpec spec = parse(variant("name: lab1\n", "name: lab1\nslurm: true\n"));

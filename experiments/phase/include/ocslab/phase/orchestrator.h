@@ -98,8 +98,13 @@ class Orchestrator {
 
   // Marks a port failed. A job rank on it moves to a free healthy slot and the job's current
   // topology is re-applied there; without a spare the job is reported infeasible
-  // (InfeasibleError naming job, rank, port) and keeps running on what it has.
+  // (InfeasibleError naming job, rank, port) and keeps running on what it has. Where the slots
+  // have hosts (set_slot_hosts), a spare on the failed slot's host is taken first: the one a
+  // rank can follow without re-patching (its own standby NIC).
   MaskReport mask_port(ocs::Port port);
+  // The host each slot's NIC is on, in slot order (empty names: unknown). Only mask_port's choice
+  // of spare reads it.
+  void set_slot_hosts(std::vector<std::string> hosts);
   std::set<ocs::Port> masked() const;
 
   // Snapshot accessors (thread-safe).
@@ -136,6 +141,7 @@ class Orchestrator {
 
   std::string rail_;
   std::vector<Slot> slots_;
+  std::vector<std::string> slot_hosts_;  // parallel to slots_, or empty
   std::unique_ptr<ocs::OcsDriver> driver_;
   mutable std::mutex mutex_;  // one reprogramming at a time on a rail; guards everything below
   std::map<std::string, Job> jobs_;

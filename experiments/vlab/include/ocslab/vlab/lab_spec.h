@@ -1,5 +1,5 @@
 // The virtual lab's file: the emulator's switch section plus the hosts (CPU, memory, data
-// NICs with their MAC, address, switch ports, Soft-RoCE and macvlan "if2") and the circuits
+// NICs with their MAC, address, switch ports, Soft-RoCE, macvlan "if2" and standby) and the circuits
 // made when the lab comes up. Validated completely before anything starts; every error names
 // file:line:col.
 #pragma once
@@ -23,6 +23,11 @@ struct DataNicSpec {
   std::string if2_mac;  // set when if2
   emu::NicLinkParams link;
   std::string link_preset;
+  // Non-empty: this NIC is the standby of the host's NIC of that name (declared before it). In the
+  // guest the two are an active-backup bond that carries the primary's name, address and
+  // Soft-RoCE device, with the primary's own interface renamed "<name>p" (what RoCE LAG makes of
+  // two ConnectX ports). A standby has no address and no Soft-RoCE device of its own.
+  std::string standby_for;
   std::string rdma_device() const { return "rxe_" + name; }
   std::string if2_name() const { return name + "v"; }
   std::string address() const { return ip.substr(0, ip.find('/')); }

@@ -25,6 +25,7 @@ struct NicState {
   int qemu_udp_port = 0;      // QEMU's end
   std::string qmp_socket;     // the emulator drives this NIC's link here
   bool linked_at_start = false;
+  std::string standby_for;  // DataNicSpec::standby_for: empty, or the NIC whose bond it backs up
 };
 
 struct HostState {
