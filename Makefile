@@ -25,7 +25,7 @@ LAUNCHER     := $(shell command -v ccache >/dev/null 2>&1 && echo -DCMAKE_CXX_CO
 export CCACHE_BASEDIR ?= $(CURDIR)
 CMAKE_GEN    := -G Ninja $(LAUNCHER)
 
-.PHONY: all deps build test check demo instrumented sanitize fuzz fuzz-smoke bench format deb package clean fault-matrix opus-eval
+.PHONY: all deps build test check demo instrumented sanitize fuzz fuzz-smoke bench format deb package clean fault-matrix failure-cost opus-eval
 
 all: build
 
@@ -83,6 +83,12 @@ sanitize: instrumented
 fault-matrix: build
 	OCSLAB_BIN_DIR=$(CURDIR)/$(BUILD)/bin OCSLAB_TEST_BIN_DIR=$(CURDIR)/$(BUILD)/tests OCSLAB_SOURCE_DIR=$(CURDIR) \
 	  $(BUILD)/tests/vlab_e2e "[.fault-matrix]" --durations yes
+
+# What a failure costs a phase workload (docs/experiments.md): a hidden virtual-lab case, about 4
+# minutes on the shared phase lab (booted when not up, left up), printing the failure-cost table.
+failure-cost: build
+	OCSLAB_BIN_DIR=$(CURDIR)/$(BUILD)/bin OCSLAB_TEST_BIN_DIR=$(CURDIR)/$(BUILD)/tests OCSLAB_SOURCE_DIR=$(CURDIR) \
+	  $(BUILD)/tests/vlab_e2e "[.failure-cost]" --durations yes
 
 # The Opus evaluation (docs/experiments.md): a hidden virtual-lab case, about 10 minutes on the
 # shared phase lab (booted when not up, left up: `build/bin/ocslab vlab down phase-four`).

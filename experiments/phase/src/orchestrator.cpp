@@ -166,14 +166,23 @@ ReconfigReport Orchestrator::add_job(const JobLayout& layout, const TopoId& init
                                         layout.job, need, j.slots.size()));
     }
   }
-  // Learn what is already wired on the job's ports, so the first diff is honest.
-  std::set<ocs::Port> ingress, egress;
+  // Learn what is already wired on the job's ports, so the first diff is honest. A circuit from
+  // one of them to a free slot of this rail (a spare a rank was masked onto in an earlier run)
+  // is the rail's own: the diff removes it.
+  std::set<ocs::Port> ingress, egress, free_ingress, free_egress;
   for (const auto& s : j.slots) {
     ingress.insert(s.ingress);
     egress.insert(s.egress);
   }
+  for (const auto& s : slots_) {
+    if (slot_free(s) && !ingress.count(s.ingress)) {
+      free_ingress.insert(s.ingress);
+      free_egress.insert(s.egress);
+    }
+  }
   for (const auto& c : driver_->list()) {
-    if (ingress.count(c.ingress) && egress.count(c.egress)) {
+    if ((ingress.count(c.ingress) && (egress.count(c.egress) || free_egress.count(c.egress))) ||
+        (free_ingress.count(c.ingress) && egress.count(c.egress))) {
       j.circuits[c.ingress] = c.egress;
     } else if (ingress.count(c.ingress) || egress.count(c.egress)) {
       throw InfeasibleError(fmt::format("rail {}: job {}: circuit {} links one of its ports to a port it does not own",

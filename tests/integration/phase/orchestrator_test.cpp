@@ -218,20 +218,44 @@ TEST_CASE("a failed port moves its rank to a spare slot, or the job is reported 
 }
 
 TEST_CASE("a failed port's rank takes the spare on its own host first, then any", "[phase][orchestrator]") {
-  Lab lab;
-  Orchestrator orch("rail0", lab.slots(1, 6), lab.driver());  // ranks on slots 1..4, spares 5 and 6
-  // Slot 6 is h3's standby NIC, slot 5 another host's spare.
-  orch.set_slot_hosts({"h1", "h2", "h3", "h4", "h5", "h3"});
   JobLayout j{"j", 2, {{"dp", 2}}};
-  orch.add_job(j, TopoId::parse("11", j));
-  auto m = orch.mask_port(orch.slots_of("j")[2].egress);  // rank 2, on h3
-  REQUIRE(m.to);
-  CHECK(*m.to == Slot{6, 70});  // not the first free slot (5): h3's own
-  // h4 has no spare of its own: the first healthy free slot.
-  m = orch.mask_port(orch.slots_of("j")[3].ingress);
-  REQUIRE(m.to);
-  CHECK(*m.to == Slot{5, 69});
-  CHECK_THROWS_WITH(orch.set_slot_hosts({"h1"}), Catch::Contains("rail rail0: 1 slot host(s) for 6 slot(s)"));
+  // Slot 6 is h3's standby NIC, slot 5 another host's spare.
+  const std::vector<std::string> hosts = {"h1", "h2", "h3", "h4", "h5", "h3"};
+  {
+    Lab lab;
+    Orchestrator orch("rail0", lab.slots(1, 6), lab.driver());  // ranks on slots 1..4, spares 5 and 6
+    orch.set_slot_hosts(hosts);
+    orch.add_job(j, TopoId::parse("11", j));
+    auto m = orch.mask_port(orch.slots_of("j")[2].egress);  // rank 2, on h3
+    REQUIRE(m.to);
+    CHECK(*m.to == Slot{6, 70});  // not the first free slot (5): h3's own
+    // h4 has no spare of its own: the first healthy free slot.
+    m = orch.mask_port(orch.slots_of("j")[3].ingress);
+    REQUIRE(m.to);
+    CHECK(*m.to == Slot{5, 69});
+    CHECK_THROWS_WITH(orch.set_slot_hosts({"h1"}), Catch::Contains("rail rail0: 1 slot host(s) for 6 slot(s)"));
+  }
+  // The next run's orchestrator finds the circuits a mask left between the job's slots and a
+  // spare: its own rail's, so placing the job on slots 1..4 again removes them.
+  Lab lab;
+  {
+    Orchestrator orch("rail0", lab.slots(1, 6), lab.driver());
+    orch.set_slot_hosts(hosts);
+    orch.add_job(j, TopoId::parse("11", j));
+    orch.mask_port(orch.slots_of("j")[2].egress);
+  }
+  CHECK(sorted(lab.circuits()) == sorted({{1, 66}, {2, 65}, {4, 70}, {6, 68}}));
+  Orchestrator next("rail0", lab.slots(1, 6), lab.driver());
+  auto placed = next.add_job(j, TopoId::parse("11", j), lab.slots(1, 4));
+  CHECK(sorted(placed.removed) == sorted({{4, 70}, {6, 68}}));
+  CHECK(sorted(lab.circuits()) == sorted({{1, 66}, {2, 65}, {3, 68}, {4, 67}}));
+  // A circuit from a job port to a port of no slot of the rail is someone else's: refused.
+  auto other = lab.driver();
+  other->disconnect({1});
+  other->connect({{1, 71}});
+  Orchestrator third("rail0", lab.slots(1, 6), lab.driver());
+  CHECK_THROWS_WITH(third.add_job(j, TopoId::parse("11", j), lab.slots(1, 4)),
+                    Catch::Contains("circuit 1-71 links one of its ports to a port it does not own"));
 }
 
 TEST_CASE("a refused reprogramming is reported and read back, so a retry converges", "[phase][orchestrator]") {
