@@ -91,7 +91,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!unicast_mac(nic.mac) || !macs.insert(nic.mac).second) __builtin_trap();
       if (nic.if2 && (!unicast_mac(nic.if2_mac) || !macs.insert(nic.if2_mac).second)) __builtin_trap();
       if (!nic.if2 && !nic.if2_mac.empty()) __builtin_trap();
-      if (!plain_cidr(nic.ip) || !addresses.insert(nic.address()).second) __builtin_trap();
+      if (nic.standby_for.empty()) {
+        if (!plain_cidr(nic.ip) || !addresses.insert(nic.address()).second) __builtin_trap();
+      } else {
+        // A standby: no address, Soft-RoCE or macvlan of its own; its primary is an earlier NIC
+        // of the host, not a standby itself, without a macvlan, and has no other standby.
+        if (!nic.ip.empty() || nic.rdma || nic.if2) __builtin_trap();
+        size_t primaries = 0, standbys = 0;
+        for (size_t k = 0; k < i; ++k) {
+          const auto& p = host.nics[k];
+          if (p.name == nic.standby_for && p.standby_for.empty() && !p.if2) ++primaries;
+          if (p.standby_for == nic.standby_for) ++standbys;
+        }
+        if (primaries != 1 || standbys != 0) __builtin_trap();
+        for (const auto& other : host.nics) {
+          if (other.name == nic.standby_for + "p") __builtin_trap();  // the bond's own interface name
+        }
+      }
       if (nic.tx_port < 1 || nic.tx_port > in_ports) __builtin_trap();
       if (nic.rx_port <= in_ports || nic.rx_port > in_ports + out_ports) __builtin_trap();
       if (!tx_used.insert(nic.tx_port).second || !rx_used.insert(nic.rx_port).second) __builtin_trap();

@@ -37,6 +37,16 @@ using vlab_test::read_file;
 using vlab_test::Sharing;
 using vlab_test::source_path;
 
+namespace {
+
+// A results folder removed when the case ends, passed or not.
+struct RemovedAtEnd {
+  std::string dir;
+  ~RemovedAtEnd() { fs::remove_all(dir); }
+};
+
+}  // namespace
+
 TEST_CASE("ocslab run of the virtual-lab phase-workload spec", "[vlab][phase-runner]") {
   auto t0 = std::chrono::steady_clock::now();
   const std::string out = fs::temp_directory_path().string() + "/ocslab-phase-runner-" + std::to_string(::getpid());
@@ -44,10 +54,7 @@ TEST_CASE("ocslab run of the virtual-lab phase-workload spec", "[vlab][phase-run
   // The spec's lab is the shared phase lab (vlab_phase uses it too): it is up and reset here, and
   // the runner runs on it as it is (a lab it did not start it leaves up, lab.keep or not).
   Lab lab(kSharedPhase, std::chrono::seconds(120), Sharing::kShared);
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() { fs::remove_all(dir); }
-  } cleanup{out};
+  RemovedAtEnd cleanup{out};
   auto r = ocslab_cli({"run", source_path("experiments/specs/dp-pp-phases-vlab.yaml"), "-o", out, "--no-plot"});
   std::cout << r.out << r.err;
   INFO(r.out << r.err);
@@ -124,10 +131,7 @@ TEST_CASE("a port fails under the phase workload: masked onto h3's standby, ever
   const std::string out = fs::temp_directory_path().string() + "/ocslab-phase-failover-" + std::to_string(::getpid());
   fs::remove_all(out);
   Lab lab(kSharedPhase, std::chrono::seconds(120), Sharing::kShared);
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() { fs::remove_all(dir); }
-  } cleanup{out};
+  RemovedAtEnd cleanup{out};
   auto packets = [&](const std::string& nic) {
     return std::stol(lab.run("h3", "cat /sys/class/net/" + nic + "/statistics/tx_packets"));
   };

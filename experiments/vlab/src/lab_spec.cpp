@@ -58,8 +58,8 @@ bool valid_name(const std::string& s, size_t max) {
   return !s.empty() && s.size() <= max && std::regex_match(s, re);
 }
 
-// `standby_for: NAME`: this NIC backs up the host's NIC NAME, declared before it, in an
-// active-backup bond that keeps NAME's address and Soft-RoCE device (lab_spec.h).
+// `standby_for: NAME`: this NIC backs up the host's NIC NAME, declared before it, in a bond that
+// keeps NAME's address and Soft-RoCE device (lab_spec.h).
 void parse_standby(const YamlDoc& doc, const YAML::Node& n, const HostSpec& host, DataNicSpec& nic) {
   for (const char* key : {"ip", "rdma", "if2", "if2_mac"}) {
     if (n[key]) {

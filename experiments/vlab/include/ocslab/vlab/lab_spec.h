@@ -24,9 +24,10 @@ struct DataNicSpec {
   emu::NicLinkParams link;
   std::string link_preset;
   // Non-empty: this NIC is the standby of the host's NIC of that name (declared before it). In the
-  // guest the two are an active-backup bond that carries the primary's name, address and
-  // Soft-RoCE device, with the primary's own interface renamed "<name>p" (what RoCE LAG makes of
-  // two ConnectX ports). A standby has no address and no Soft-RoCE device of its own.
+  // guest the two are a bond that carries the primary's name, address and Soft-RoCE device, with
+  // the primary's own interface renamed "<name>p" (what RoCE LAG makes of two ConnectX ports;
+  // guest_config.cpp says why the bond's mode is broadcast). A standby has no address and no
+  // Soft-RoCE device of its own.
   std::string standby_for;
   std::string rdma_device() const { return "rxe_" + name; }
   std::string if2_name() const { return name + "v"; }
