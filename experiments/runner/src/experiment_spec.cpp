@@ -160,7 +160,7 @@ void parse_lab(const YamlDoc& doc, const YAML::Node& lab, ExperimentSpec& spec) 
       HostEntry e;
       e.name = h.name;
       e.mgmt = h.name;  // the lab's management LAN resolves host names (/etc/hosts in every guest)
-      for (const auto& n : h.nics) e.nics.push_back(NicEntry{n.name, n.tx_port, n.rx_port});
+      for (const auto& n : h.nics) e.nics.push_back(NicEntry{n.name, n.tx_port, n.rx_port, n.standby_for});
       spec.hosts.push_back(std::move(e));
     }
     return;

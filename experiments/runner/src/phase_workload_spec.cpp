@@ -112,6 +112,20 @@ RankPlacement lab_nic(const YamlDoc& doc, const YAML::Node& e, const ExperimentS
   return rp;
 }
 
+// A rank's NIC (its placement, or its NIC on a rail) must not be a standby: in the guest a standby
+// is a bond slave without an address; the rank belongs on the bond, its primary's name.
+void refuse_standby(const YamlDoc& doc, const YAML::Node& e, const ExperimentSpec& spec, const RankPlacement& p,
+                    const std::string& who) {
+  const NicEntry* n = spec.hosts[p.host].nic(p.nic);
+  if (n && !n->standby_for.empty()) {
+    const std::string& host = spec.hosts[p.host].name;
+    throw config_error(doc, e,
+                       fmt::format("{}: {}:{} is {}'s standby NIC, which carries no rank of its own: use {}:{} (a "
+                                   "standby can be a spare)",
+                                   who, host, p.nic, n->standby_for, host, n->standby_for));
+  }
+}
+
 // A rail's spares (phase.spares, or a rail's `spares` in phase.rails): free slots for a rank
 // whose port fails, each a NIC of the lab that nothing else of the job uses (`used`: every NIC
 // taken so far, by what took it), both of its ports inside switch.allow when one is given (the
@@ -173,6 +187,7 @@ void parse_rails(const YamlDoc& doc, const YAML::Node& node, const ExperimentSpe
     for (const auto& e : nics) {
       const size_t rank = rail.nics.size();
       RankPlacement p = lab_nic(doc, e, spec, fmt::format("rail {} rank {}", rail.name, rank));
+      refuse_standby(doc, e, spec, p, fmt::format("rail {} rank {}", rail.name, rank));
       const std::string& host = spec.hosts[p.host].name;
       if (p.host != pw.ranks[rank].host) {
         throw config_error(doc, e,
@@ -205,6 +220,7 @@ void parse_placement(const YamlDoc& doc, const YAML::Node& wl, const ExperimentS
     }
     for (const auto& e : pl) {
       RankPlacement rp = lab_nic(doc, e, spec, fmt::format("rank {}", pw.ranks.size()));
+      refuse_standby(doc, e, spec, rp, fmt::format("rank {}", pw.ranks.size()));
       const std::string host = spec.hosts[rp.host].name;
       for (size_t k = 0; k < pw.ranks.size(); ++k) {
         if (pw.ranks[k].host == rp.host && pw.ranks[k].nic == rp.nic) {

@@ -636,3 +636,36 @@ TEST_CASE("a launcher command runs here with its output in the log; a Slurm refu
                                                "status 1: salloc: error: Invalid user id"));
   }
 }
+
+TEST_CASE("a lab's standby NIC can be a spare but not a rank's NIC", "[runner][phase-workload]") {
+  // The failover spec as shipped: h3's standby eth1s is rail0's spare.
+  auto s = load_experiment_spec(source_dir() + "/experiments/specs/dp-pp-failover-vlab.yaml");
+  REQUIRE(s.phase_workload);
+  REQUIRE(s.phase_workload->rails.size() == 2);
+  REQUIRE(s.phase_workload->rails[0].spares.size() == 1);
+  CHECK(s.phase_workload->rails[0].spares[0].nic == "eth1s");
+  CHECK(s.hosts[2].nic("eth1s")->standby_for == "eth1");
+
+  // The same spec with the standby as rank 2's NIC: refused, naming the NIC to use instead.
+  std::string text = read_file_or_empty(source_dir() + "/experiments/specs/dp-pp-failover-vlab.yaml");
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"../labs/phase-four.yaml", source_dir() + "/experiments/labs/phase-four.yaml"},
+           {"../workloads/schedules/", source_dir() + "/experiments/workloads/schedules/"},
+           {"placement: [h1:eth1, h2:eth1, h3:eth1, h4:eth1]", "placement: [h1:eth1, h2:eth1, h3:eth1s, h4:eth1]"}}) {
+    auto pos = text.find(from);
+    REQUIRE(pos != std::string::npos);
+    text.replace(pos, from.size(), to);
+  }
+  const std::string path = std::filesystem::temp_directory_path().string() + "/ocslab-standby-spec-" +
+                           std::to_string(::getpid()) + ".yaml";
+  std::ofstream(path) << text;
+  std::string err;
+  try {
+    load_experiment_spec(path);
+  } catch (const ConfigError& e) {
+    err = e.what();
+  }
+  std::filesystem::remove(path);
+  CHECK_THAT(err, Contains(".yaml:18:33: ") &&
+                      Contains("rank 2: h3:eth1s is eth1's standby NIC, which carries no rank of its own: use h3:eth1"));
+}

@@ -22,6 +22,9 @@ namespace ocslab::runner {
 struct NicEntry {
   std::string name;  // interface on the host ("eth1", "ens1f0")
   ocs::Port tx_port = 0, rx_port = 0;
+  // A virtual lab's standby NIC: the NIC it backs up in a bond (docs/virtual-lab.md, "Standby
+  // NICs"). It can be a rail's spare but carries no rank: the bond's traffic is the primary's.
+  std::string standby_for = {};
 };
 
 struct HostEntry {
