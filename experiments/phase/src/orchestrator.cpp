@@ -294,15 +294,15 @@ MaskReport Orchestrator::mask_port(ocs::Port port) {
     m.rank = static_cast<int>(pos - j.slots.begin());
     m.from = failed;
     std::optional<Slot> spare;
-    auto host_of = [&](const Slot& s) -> std::string {
-      if (slot_hosts_.empty()) return {};
-      return slot_hosts_[static_cast<size_t>(std::find(slots_.begin(), slots_.end(), s) - slots_.begin())];
+    const size_t failed_at = static_cast<size_t>(it - slots_.begin());
+    auto on_failed_host = [&](size_t i) {
+      return !slot_hosts_.empty() && !slot_hosts_[failed_at].empty() && slot_hosts_[i] == slot_hosts_[failed_at];
     };
-    const std::string failed_host = host_of(failed);
-    for (const auto& s : slots_) {
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      const Slot& s = slots_[i];
       if (!slot_free(s) || slot_masked(s)) continue;
       if (!spare) spare = s;  // the first healthy one, unless the failed slot's host has one
-      if (!failed_host.empty() && host_of(s) == failed_host) {
+      if (on_failed_host(i)) {
         spare = s;
         break;
       }
