@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "ocslab/common/exit_code.h"
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -19,6 +20,7 @@
 
 #include "lab_fixture.h"
 #include "ocslab/common/bounded_line.h"
+#include "ocslab/common/file.h"
 #include "ocslab/common/secret.h"
 #include "ocslab/common/process.h"
 #include "ocslab/ocsctl/driver.h"
@@ -30,6 +32,7 @@
 #include "ocslab/vlab/lab_state.h"
 
 using namespace vlab_test;
+namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 
 namespace {
@@ -136,6 +139,16 @@ TEST_CASE("two hosts: up, RDMA ping-pong through the emulated switch, a dead VM 
           "[vlab]") {
   Lab lab("experiments/labs/two-hosts.yaml", 60s);
   std::string dir = lab.state().dir;
+  // The guests boot the kernel's ELF, unpacked once from Debian's vmlinuz, through its PVH entry
+  // (no decompressor run under emulation at every boot); state.json and QEMU's command line say so.
+  const std::string image = lab.state().boot_image;
+  CHECK(fs::path(image).filename().string().rfind("vmlinux-", 0) == 0);
+  CHECK(fs::exists(image));
+  for (const char* h : {"h1", "h2"}) {
+    std::string cmdline = read_file_or_empty("/proc/" + std::to_string(lab.state().host(h).pid) + "/cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    CHECK_THAT(cmdline, Contains(" -kernel " + image + " "));
+  }
   rdma_ping_pong(lab, "h2", "h1", 200);
 
   // A VM that dies is reported by status (and `down` still cleans up after it).

@@ -17,7 +17,7 @@ std::vector<std::string> qemu_argv(const LabState& lab, const HostState& h) {
       // KVM hangs on these machines (docs/virtual-lab.md#what-up-does): software emulation.
       "-accel", h.tcg_cache_mb > 0 ? fmt::format("tcg,tb-size={}", h.tcg_cache_mb) : "tcg", "-cpu", "max", "-smp",
       std::to_string(h.cpus), "-m", std::to_string(h.memory_mb), "-nodefaults", "-no-user-config", "-display", "none",
-      "-no-reboot", "-kernel", lab.vmlinuz, "-initrd", lab.initramfs, "-append",
+      "-no-reboot", "-kernel", lab.boot_image.empty() ? lab.vmlinuz : lab.boot_image, "-initrd", lab.initramfs, "-append",
       fmt::format(
           // clocksource=hpet: under TCG on a busy machine the guest calibrates its TSC wrongly at
           // boot (a clock running about twice too slow was measured, beyond what chrony can

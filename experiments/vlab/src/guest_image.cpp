@@ -15,6 +15,7 @@
 #include "ocslab/common/file.h"
 #include "ocslab/common/process.h"
 #include "ocslab/vlab/cpio.h"
+#include "ocslab/vlab/kernel_image.h"
 
 namespace fs = std::filesystem;
 
@@ -47,6 +48,28 @@ std::optional<KernelImage> cached_kernel(const fs::path& dir) {
   for (const auto& e : fs::directory_iterator(dir / "root/lib/modules")) k.version = e.path().filename().string();
   k.vmlinuz = (dir / "root/boot" / ("vmlinuz-" + k.version)).string();
   if (k.version.empty() || !fs::exists(k.vmlinuz)) return std::nullopt;
+  k.boot_image = k.vmlinuz;
+  return k;
+}
+
+// The kernel's ELF for a direct boot, unpacked once beside vmlinuz; a kernel it cannot be made
+// for is tried once (the reason is kept in boot/vmlinux-<version>.none) and boots as vmlinuz.
+KernelImage with_boot_image(KernelImage k, const ProgressFn& progress) {
+  const fs::path elf = fs::path(k.root) / "boot" / ("vmlinux-" + k.version);
+  const fs::path none = elf.string() + ".none";
+  if (fs::exists(elf)) {
+    k.boot_image = elf.string();
+    return k;
+  }
+  if (fs::exists(none)) return k;
+  progress("unpacking " + fs::path(k.vmlinuz).filename().string() + " for a direct (PVH) boot");
+  PvhKernel pvh = unpack_pvh_kernel(k.vmlinuz, elf.string());
+  if (!pvh.path.empty()) {
+    k.boot_image = pvh.path;
+  } else {
+    progress("the guests boot " + k.vmlinuz + ": " + pvh.why);
+    std::ofstream(none) << pvh.why << "\n";
+  }
   return k;
 }
 
@@ -72,14 +95,14 @@ KernelImage ensure_kernel(const std::string& cache_dir, const ProgressFn& progre
       auto k = cached_kernel(e.path());
       if (k && (!best || k->package > best->package)) best = k;
     }
-    if (best) return *best;
+    if (best) return with_boot_image(*best, progress);
     throw Error(
         "cannot find Debian's kernel package: 'apt-cache depends linux-image-amd64' names none, even after "
         "apt-get update, and " +
         kernels.string() + " holds no kernel yet");
   }
   fs::path dir = kernels / *package;
-  if (auto k = cached_kernel(dir)) return *k;
+  if (auto k = cached_kernel(dir)) return with_boot_image(*k, progress);
 
   progress("fetching " + *package + " with apt into " + dir.string());
   fs::path debs = kernels / "debs";
@@ -106,7 +129,7 @@ KernelImage ensure_kernel(const std::string& cache_dir, const ProgressFn& progre
   fs::remove(deb);
   auto k = cached_kernel(dir);
   if (!k) throw Error(dir.string() + ": the extracted kernel has no vmlinuz");
-  return *k;
+  return with_boot_image(*k, progress);
 }
 
 std::vector<std::string> initramfs_modules(const KernelImage& kernel) {

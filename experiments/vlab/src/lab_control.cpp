@@ -106,6 +106,7 @@ LabState plan_lab(const LabSpec& spec, const std::string& dir, const KernelImage
   s.spec = fs::absolute(spec.origin).string();
   s.kernel = kernel.package;
   s.vmlinuz = kernel.vmlinuz;
+  s.boot_image = kernel.boot_image;
   s.modules_dir = fs::absolute(kernel.root).string() + "/lib/modules";
   s.initramfs = dir + "/initramfs.cpio";
   s.switch_user = spec.emulator.control.user;

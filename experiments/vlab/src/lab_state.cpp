@@ -159,6 +159,7 @@ std::string LabState::to_json() const {
             {"supervisor_pid", supervisor_pid},
             {"kernel", kernel},
             {"vmlinuz", vmlinuz},
+            {"boot_image", boot_image},
             {"initramfs", initramfs},
             {"modules_dir", modules_dir},
             {"switch",
@@ -191,6 +192,7 @@ LabState LabState::from_json(const std::string& text, const std::string& origin)
     s.supervisor_pid = j.value("supervisor_pid", 0);
     s.kernel = j.value("kernel", "");
     s.vmlinuz = j.value("vmlinuz", "");
+    s.boot_image = j.value("boot_image", "");
     s.initramfs = j.value("initramfs", "");
     s.modules_dir = j.value("modules_dir", "");
     const json& sw = j.at("switch");

@@ -17,11 +17,16 @@ struct KernelImage {
   std::string version;  // 6.1.0-56-amd64 (the module tree's name)
   std::string root;     // extracted package; lib/modules/<version> is indexed with depmod
   std::string vmlinuz;
+  // What QEMU's -kernel loads: the ELF unpacked from vmlinuz for a direct (PVH) boot where that
+  // could be made (kernel_image.h), else vmlinuz itself.
+  std::string boot_image;
   std::string modules_dir() const { return root + "/lib/modules/" + version; }
 };
 
 // Finds the kernel that Debian's linux-image-amd64 depends on (apt-get update first when the
-// package lists do not know it), downloads and extracts it into <cache>/kernel/<package> once.
+// package lists do not know it), downloads and extracts it into <cache>/kernel/<package> once,
+// and unpacks its vmlinuz for a direct boot once (boot/vmlinux-<version>; when that cannot be
+// made, progress says why and the guests boot vmlinuz).
 // With no package lists and no network, falls back to the newest kernel already cached.
 // Throws Error naming the apt/dpkg step that failed.
 KernelImage ensure_kernel(const std::string& cache_dir, const ProgressFn& progress);

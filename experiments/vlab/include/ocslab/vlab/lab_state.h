@@ -75,6 +75,7 @@ struct LabState {
   std::string error;
   pid_t supervisor_pid = 0;
   std::string kernel, vmlinuz, initramfs, modules_dir;
+  std::string boot_image;  // what -kernel loads (KernelImage::boot_image); empty in older state: vmlinuz
   std::string switch_user, switch_password;
   int tl1_port = 0, events_port = 0, netconf_port = 0, scpi_port = 0;
   std::vector<HostState> hosts;
