@@ -131,6 +131,10 @@ class Lab {
  private:
   void boot(const std::string& lab_file);
   void take_baseline();
+  // True (and the marker gone) for the first shared-lab case within two minutes of the
+  // baseline taken at boot: nothing can have changed the guests since.
+  bool first_since_boot();
+  std::string fresh_marker() const;
   // Reset to the baseline; returns what still differs after waiting for it (empty: clean).
   std::string reset();
   bool healthy_running(const std::string& lab_file);
