@@ -639,12 +639,14 @@ class PhaseWorkloadRun {
     for (const auto& r : rails_) rail_slots_.push_back(PhaseWorkloadSpec::slots_of(r, spec_.hosts));
     for (const auto& r : pw_.ranks) used_hosts_.insert(r.host);
     measure_offsets();
+    // The launcher first: an allocation Slurm refuses (or a name mpirun could not resolve) ends
+    // the run before any host was prepared, and a refusal costs no host preparation and undo.
+    if (pw_.launcher != Launcher::kSsh) prepare_job_launcher();
     std::optional<HostPrep> prep;  // undone when the run ends, however it ends
     if (pw_.pin_neighbours || !pw_.rxe.empty()) {
       prepare_hosts(prep.emplace(spec_), pw_, ctx_.logger());
       host_preparation_ = prep->record();
     }
-    if (pw_.launcher != Launcher::kSsh) prepare_job_launcher();
     if (!spec_.probes.empty() || spec_.rdma.enabled) {
       capture_ = std::make_unique<HostCapture>(target_, ctx_, folder_, result_.run_id);
       capture_->start();
