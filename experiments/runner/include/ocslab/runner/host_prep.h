@@ -12,7 +12,9 @@
 
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,7 +57,9 @@ class HostPrep {
   struct Addr {
     std::string mac, ip;
   };
-  Addr address_of(const NicRef& n) const;
+  // Every NIC's MAC and IPv4 address: one session per host, all hosts at once.
+  std::map<NicRef, Addr> addresses_of(const std::set<NicRef>& nics) const;
+  Addr parse_address(const NicRef& n, const std::string& out) const;
 
   const ExperimentSpec& spec_;
   std::vector<std::pair<size_t, std::string>> undo_;  // host, command; run in reverse order
