@@ -509,6 +509,17 @@ void prepare_hosts(HostPrep& prep, const PhaseWorkloadSpec& pw, const std::funct
 
 const char* kRankFiles[] = {"ops-rank{}.csv", "timeline-rank{}.csv", "shim-rank{}.csv", "phase-table-rank{}.csv"};
 
+// fn(item) for every item at once, one thread each (SSH round trips to different hosts);
+// returns when all are done. fn reports its own failures: an exception escaping it ends the
+// program (std::thread), so every caller catches inside.
+template <typename Item, typename Fn>
+void each_at_once(const std::vector<Item>& items, Fn fn) {
+  std::vector<std::thread> threads;
+  threads.reserve(items.size());
+  for (const auto& item : items) threads.emplace_back([&fn, &item] { fn(item); });
+  for (auto& t : threads) t.join();
+}
+
 // One phase mode's run: where its files go, what went wrong, when it ran.
 struct ModeRun {
   std::string mode;
@@ -1007,16 +1018,25 @@ class PhaseWorkloadRun {
   // the schedule in it: real hosts need not share a file system.
   std::map<size_t, std::string> make_remote_dirs(const std::string& mode) const {
     const std::string prefix = remote_dir_prefix(result_.run_id, mode);
-    std::map<size_t, std::string> dirs;
-    for (size_t h : used_hosts_) {
+    std::map<size_t, std::string> dirs, errors;
+    std::mutex mu;
+    each_at_once(std::vector<size_t>(used_hosts_.begin(), used_hosts_.end()), [&](size_t h) {
+      std::string dir;
       try {
         ocs::SshSession s(ssh_options(spec_.hosts[h]));
-        dirs[h] = make_remote_dir(s, prefix, "schedule.yaml", schedule_text_);
-        write_token(s, dirs[h]);
+        dir = make_remote_dir(s, prefix, "schedule.yaml", schedule_text_);
+        write_token(s, dir);
+        std::lock_guard lock(mu);
+        dirs[h] = dir;
       } catch (const std::exception& e) {
-        for (const auto& [made, dir] : dirs) remove_quietly(made, dir);  // only the schedule's copies
-        throw Error(fmt::format("{}: cannot make the ranks' folder: {}", spec_.hosts[h].name, e.what()));
+        std::lock_guard lock(mu);
+        if (!dir.empty()) dirs[h] = dir;  // made, its token not written: removed below with the others
+        errors[h] = fmt::format("{}: cannot make the ranks' folder: {}", spec_.hosts[h].name, e.what());
       }
+    });
+    if (!errors.empty()) {
+      for (const auto& [made, dir] : dirs) remove_quietly(made, dir);  // only the schedule's copies
+      throw Error(errors.begin()->second);  // the first host's, in spec order
     }
     return dirs;
   }
@@ -1097,7 +1117,11 @@ class PhaseWorkloadRun {
   // host's). Returns the hosts whose folder must stay: a file there was not verified.
   std::set<size_t> fetch_rank_files(ModeRun& m, const std::map<size_t, std::string>& remote) const {
     std::set<size_t> keep;
-    for (int r = 0; r < ranks(); ++r) {
+    std::mutex mu;
+    std::vector<int> all(static_cast<size_t>(ranks()));
+    for (int r = 0; r < ranks(); ++r) all[static_cast<size_t>(r)] = r;
+    // Every rank's files at once (each rank's own names, into the mode's folder).
+    each_at_once(all, [&](int r) {
       const HostEntry& h = host_of_rank(r);
       std::vector<std::string> names;
       for (const char* pattern : kRankFiles) names.push_back(fmt::format(fmt::runtime(pattern), r));
@@ -1105,25 +1129,31 @@ class PhaseWorkloadRun {
         ocs::SshSession s(ssh_options(h));
         auto got = fetch_verified(s, remote.at(host_index(r)), names, m.dir);
         for (const auto& p : got.problems) m.problem(fmt::format("{}: rank {} on {}: {}", m.label, r, h.name, p));
-        if (!got.verified()) keep.insert(host_index(r));
+        if (!got.verified()) {
+          std::lock_guard lock(mu);
+          keep.insert(host_index(r));
+        }
       } catch (const std::exception& e) {
         m.problem(fmt::format("{}: fetching rank {}'s files from {}: {}", m.label, r, h.name, e.what()));
+        std::lock_guard lock(mu);
         keep.insert(host_index(r));
       }
-    }
+    });
     return keep;
   }
 
   // Each host's folder is removed once all its files were verified; otherwise it stays, named.
   void remove_on_hosts(ModeRun& m, const std::map<size_t, std::string>& remote, const std::set<size_t>& keep) const {
+    std::vector<std::pair<size_t, std::string>> gone;
     for (const auto& [h, dir] : remote) {
       if (keep.count(h)) {
         m.problem(fmt::format("{}: kept {} on {}: not every rank file in it was copied and verified", m.label, dir,
                               spec_.hosts[h].name));
       } else {
-        remove_quietly(h, dir);
+        gone.emplace_back(h, dir);
       }
     }
+    each_at_once(gone, [this](const std::pair<size_t, std::string>& hd) { remove_quietly(hd.first, hd.second); });
   }
 
   void remove_quietly(size_t h, const std::string& dir) const {
