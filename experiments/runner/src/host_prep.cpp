@@ -5,13 +5,12 @@
 
 #include <chrono>
 #include <map>
-#include <mutex>
-#include <thread>
 #include <regex>
 #include <set>
 #include <sstream>
 
 #include "ocslab/common/error.h"
+#include "ocslab/common/in_parallel.h"
 #include "ocslab/common/shell.h"
 #include "ocslab/ocsctl/ssh_session.h"
 #include "ocslab/runner/target.h"
@@ -38,23 +37,22 @@ struct HostOutput {
 
 std::map<size_t, HostOutput> exec_each(const ExperimentSpec& spec, const std::map<size_t, std::string>& cmds) {
   std::map<size_t, HostOutput> res;
-  for (const auto& [h, cmd] : cmds) res[h];  // every entry exists before the threads write
-  std::vector<std::thread> threads;
-  for (const auto& [h, cmd] : cmds) {
-    threads.emplace_back([&spec, &r = res[h], &cmd = cmd, h = h] {
-      const HostEntry& he = spec.hosts[h];
-      try {
-        ocs::SshSession s(ssh_options(he));
-        auto x = s.exec(cmd, std::chrono::seconds(60));
-        r.out = x.out;
-        if (x.exit_status != 0)
-          r.error = fmt::format("{}: `{}` failed (status {}): {}", he.name, cmd, x.exit_status, x.err.empty() ? x.out : x.err);
-      } catch (const std::exception& e) {
-        r.error = fmt::format("{}: {}", he.name, e.what());
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  const std::vector<std::pair<size_t, std::string>> jobs(cmds.begin(), cmds.end());
+  for (const auto& [h, cmd] : jobs) res[h];  // every entry exists before the threads write
+  in_parallel(jobs.size(), [&](size_t i) {
+    const auto& [h, cmd] = jobs[i];
+    HostOutput& r = res.at(h);
+    const HostEntry& he = spec.hosts[h];
+    try {
+      ocs::SshSession s(ssh_options(he));
+      auto x = s.exec(cmd, std::chrono::seconds(60));
+      r.out = x.out;
+      if (x.exit_status != 0)
+        r.error = fmt::format("{}: `{}` failed (status {}): {}", he.name, cmd, x.exit_status, x.err.empty() ? x.out : x.err);
+    } catch (const std::exception& e) {
+      r.error = fmt::format("{}: {}", he.name, e.what());
+    }
+  });
   return res;
 }
 
@@ -69,18 +67,16 @@ HostPrep::~HostPrep() {
   for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) per_host[it->first] += it->second + " 2>/dev/null; ";
   for (auto& [h, cmd] : per_host) cmd += "true";
   // Every host at once; a host that cannot be reached is named and the others are still undone.
-  std::vector<std::thread> threads;
-  for (const auto& [h, cmd] : per_host) {
-    threads.emplace_back([this, h = h, cmd = cmd] {
-      try {
-        ocs::SshSession s(ssh_options(spec_.hosts[h]));
-        s.exec(cmd, std::chrono::seconds(60));
-      } catch (const std::exception& e) {
-        spdlog::warn("{}: could not undo the host preparation: {}", spec_.hosts[h].name, e.what());
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  const std::vector<std::pair<size_t, std::string>> jobs(per_host.begin(), per_host.end());
+  in_parallel(jobs.size(), [&](size_t i) {
+    const auto& [h, cmd] = jobs[i];
+    try {
+      ocs::SshSession s(ssh_options(spec_.hosts[h]));
+      s.exec(cmd, std::chrono::seconds(60));
+    } catch (const std::exception& e) {
+      spdlog::warn("{}: could not undo the host preparation: {}", spec_.hosts[h].name, e.what());
+    }
+  });
 }
 
 void HostPrep::add_rxe(const std::vector<size_t>& hosts, const std::vector<std::string>& nics, const Log& log) {

@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include "ocslab/common/in_parallel.h"
 #include "ocslab/common/bounded_line.h"
 #include "ocslab/common/clock.h"
 #include "ocslab/common/csv_writer.h"
@@ -28,13 +29,6 @@ using json = nlohmann::json;
 using namespace std::chrono_literals;
 
 namespace {
-
-// Runs fn(i) for every i on a thread each; returns when all are done.
-void fan_out(size_t n, const std::function<void(size_t)>& fn) {
-  std::vector<std::thread> th;
-  for (size_t i = 0; i < n; ++i) th.emplace_back([&, i] { fn(i); });
-  for (auto& t : th) t.join();
-}
 
 // What a failed agent command said: its standard error (or output), the last lines only, for
 // a message that names the cause without flooding the log.
@@ -255,7 +249,7 @@ std::vector<ForwardingApplyRecord> LabForwarding::apply(const Mapping& mapping, 
                       (spec_.forwarding.relay ? "" : " --no-relay");
   std::vector<ForwardingApplyRecord> recs(hosts_.size());
   dirty_ = true;
-  fan_out(hosts_.size(), [&](size_t i) {
+  in_parallel(hosts_.size(), [&](size_t i) {
     auto& r = recs[i];
     r.host = hosts_[i].name;
     r.mapping = mapping.name;
@@ -286,7 +280,7 @@ std::vector<ForwardingApplyRecord> LabForwarding::apply(const Mapping& mapping, 
   // operation); a host whose answer never came (the session dropped twice) may hold it, so it
   // gets the rollback too: with the op id that undoes this apply only, or is a no-op.
   std::vector<std::string> rb_err(hosts_.size());
-  fan_out(hosts_.size(), [&](size_t i) {
+  in_parallel(hosts_.size(), [&](size_t i) {
     if (recs[i].ok && !recs[i].journaled) return;
     Exec x = run(i, "rollback --state-dir " + shell_quote(spec_.forwarding.state_dir) + " --op-id " + op_id);
     if (x.status != 0) rb_err[i] = failure_text(x.err, x.out, x.status);
@@ -300,7 +294,7 @@ std::vector<ForwardingApplyRecord> LabForwarding::apply(const Mapping& mapping, 
 
 std::vector<std::string> LabForwarding::clear() {
   std::vector<std::string> errors(hosts_.size());
-  fan_out(hosts_.size(), [&](size_t i) {
+  in_parallel(hosts_.size(), [&](size_t i) {
     Exec x = run(i, "clear --host " + shell_quote(hosts_[i].name) + " --state-dir " + shell_quote(spec_.forwarding.state_dir));
     if (x.status != 0) errors[i] = failure_text(x.err, x.out, x.status);
   });
@@ -315,7 +309,7 @@ std::vector<FilterCount> LabForwarding::read_counters(const std::vector<fw::Host
   std::vector<std::vector<FilterCount>> per(hosts_.size());
   std::vector<int> sync(hosts_.size(), -1);
   std::string flags = " --state-dir " + shell_quote(spec_.forwarding.state_dir) + (spec_.forwarding.relay ? "" : " --no-relay");
-  fan_out(hosts_.size(), [&](size_t i) {
+  in_parallel(hosts_.size(), [&](size_t i) {
     if (plans[i].filters.empty() && !in_sync) return;  // relays nothing: no counters to read
     Exec x = run(i, "verify --plan - --json" + flags, fw::to_json(plans[i]).dump());
     if (x.status != kExitOk && x.status != kExitMismatch) {  // 7: verify found a difference
@@ -409,7 +403,7 @@ VerifyMatrix LabForwarding::verify(const Mapping& mapping) {
       results[s * n + d] = plan_pair(fabric, routes, hosts_[s].name, hosts_[d].name);
       ports.push_back(spec_.forwarding.ping_port + (next_port_++ % 2000));
     }
-    fan_out(round.size(), [&](size_t k) {
+    in_parallel(round.size(), [&](size_t k) {
       auto [s, d] = round[k];
       ping_pair(results[s * n + d], s, d, ports[k], secret);
     });

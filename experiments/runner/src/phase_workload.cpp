@@ -34,6 +34,7 @@
 #include "ocslab/common/csv_reader.h"
 #include "ocslab/common/csv_writer.h"
 #include "ocslab/common/file.h"
+#include "ocslab/common/in_parallel.h"
 #include "ocslab/common/process.h"
 #include "ocslab/common/secret.h"
 #include "ocslab/ocsctl/driver.h"
@@ -508,17 +509,6 @@ void prepare_hosts(HostPrep& prep, const PhaseWorkloadSpec& pw, const std::funct
 }
 
 const char* kRankFiles[] = {"ops-rank{}.csv", "timeline-rank{}.csv", "shim-rank{}.csv", "phase-table-rank{}.csv"};
-
-// fn(item) for every item at once, one thread each (SSH round trips to different hosts);
-// returns when all are done. fn reports its own failures: an exception escaping it ends the
-// program (std::thread), so every caller catches inside.
-template <typename Item, typename Fn>
-void each_at_once(const std::vector<Item>& items, Fn fn) {
-  std::vector<std::thread> threads;
-  threads.reserve(items.size());
-  for (const auto& item : items) threads.emplace_back([&fn, &item] { fn(item); });
-  for (auto& t : threads) t.join();
-}
 
 // One phase mode's run: where its files go, what went wrong, when it ran.
 struct ModeRun {
@@ -1020,7 +1010,9 @@ class PhaseWorkloadRun {
     const std::string prefix = remote_dir_prefix(result_.run_id, mode);
     std::map<size_t, std::string> dirs, errors;
     std::mutex mu;
-    each_at_once(std::vector<size_t>(used_hosts_.begin(), used_hosts_.end()), [&](size_t h) {
+    const std::vector<size_t> hosts(used_hosts_.begin(), used_hosts_.end());
+    in_parallel(hosts.size(), [&](size_t i) {
+      const size_t h = hosts[i];
       std::string dir;
       try {
         ocs::SshSession s(ssh_options(spec_.hosts[h]));
@@ -1118,10 +1110,9 @@ class PhaseWorkloadRun {
   std::set<size_t> fetch_rank_files(ModeRun& m, const std::map<size_t, std::string>& remote) const {
     std::set<size_t> keep;
     std::mutex mu;
-    std::vector<int> all(static_cast<size_t>(ranks()));
-    for (int r = 0; r < ranks(); ++r) all[static_cast<size_t>(r)] = r;
     // Every rank's files at once (each rank's own names, into the mode's folder).
-    each_at_once(all, [&](int r) {
+    in_parallel(static_cast<size_t>(ranks()), [&](size_t i) {
+      const int r = static_cast<int>(i);
       const HostEntry& h = host_of_rank(r);
       std::vector<std::string> names;
       for (const char* pattern : kRankFiles) names.push_back(fmt::format(fmt::runtime(pattern), r));
@@ -1153,7 +1144,7 @@ class PhaseWorkloadRun {
         gone.emplace_back(h, dir);
       }
     }
-    each_at_once(gone, [this](const std::pair<size_t, std::string>& hd) { remove_quietly(hd.first, hd.second); });
+    in_parallel(gone.size(), [&](size_t i) { remove_quietly(gone[i].first, gone[i].second); });
   }
 
   void remove_quietly(size_t h, const std::string& dir) const {

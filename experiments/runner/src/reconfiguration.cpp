@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "ocslab/common/in_parallel.h"
 #include "ocslab/common/bounded_line.h"
 #include "ocslab/common/clock.h"
 #include "ocslab/common/csv_reader.h"
@@ -108,9 +109,7 @@ HostFacts query_facts(const ocs::SshOptions& ssh, const HostEntry& h, HandshakeG
 std::vector<HostFacts> query_all_facts(const std::vector<ocs::SshOptions>& ssh, const std::vector<HostEntry>& hosts,
                                        HandshakeGate& gate) {
   std::vector<HostFacts> facts(hosts.size());
-  std::vector<std::thread> th;
-  for (size_t i = 0; i < hosts.size(); ++i) th.emplace_back([&, i] { facts[i] = query_facts(ssh[i], hosts[i], gate); });
-  for (auto& t : th) t.join();
+  in_parallel(hosts.size(), [&](size_t i) { facts[i] = query_facts(ssh[i], hosts[i], gate); });
   return facts;
 }
 
