@@ -50,6 +50,11 @@ TempDir::TempDir() {
 }
 
 TempDir::~TempDir() {
+  // OCSLAB_KEEP_TEST_DIRS=1: left for a look (a run's results folder, its emulator's record).
+  if (const char* keep = std::getenv("OCSLAB_KEEP_TEST_DIRS"); keep && *keep && std::string(keep) != "0") {
+    std::fprintf(stderr, "kept %s (OCSLAB_KEEP_TEST_DIRS)\n", path_.c_str());
+    return;
+  }
   std::string cmd = "rm -rf '" + path_ + "'";
   if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "warning: cannot remove %s\n", path_.c_str());
 }
