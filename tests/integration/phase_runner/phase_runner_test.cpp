@@ -666,9 +666,35 @@ TEST_CASE("phase-workload: native, on-demand and provisioning over a switching-l
   std::cout << "fastest measured step: native " << floor_ms.at("native@-") << " ms, on-demand at 25 ms "
             << floor_ms.at("on-demand@25.000") << " ms\n";
   CHECK(floor_ms.at("on-demand@25.000") - floor_ms.at("native@-") >= 0.8 * n_reconfig * 25);
-  // Provisioning hides the switch behind the compute: within 10% of native at 25 ms (floors, as above).
-  std::cout << "fastest measured step: provisioning at 25 ms " << floor_ms.at("provisioning@25.000") << " ms\n";
-  CHECK(floor_ms.at("provisioning@25.000") <= floor_ms.at("native@-") * 1.10);
+  // Provisioning hides the switch behind the compute, as far as the compute window is long enough
+  // for it. The two DP changes of a step are asked for together, after the backward pipeline ops,
+  // and get the same 50 ms of compute (the stages compute in parallel). Their circuits share
+  // stages ("00" -> "10" -> "11"), so the controller runs them one after the other: 2 x (25 ms
+  // injected + the emulator's command) against 50 ms, which leaves 2-5 ms per step unhidden on an
+  // idle machine and twice any extra command latency on a slow one. (Once, 2026-11-29, alone in a
+  // CI run: a floor of 181 ms against native's 158, with 20-40 ms of every step spent in the ops,
+  // as DP switches of 35-40 ms would leave; that run's records were not kept.) The bound is therefore
+  // native's floor + 10 % + what this run's own DP switch times leave outside the window, taken
+  // from the controller's records (reconfig_start -> reconfig_end). Provisioning that does not
+  // provision pays all three switches, about 75 ms, and still fails it.
+  std::map<std::string, int64_t> dp_start;
+  std::vector<double> dp_switch_ms;
+  for (const auto& e : read_csv(out_dir + "/provisioning-25ms-r1/controller-events.csv")) {
+    if (e.at("group").rfind("dp", 0) != 0) continue;
+    const std::string key = e.at("group") + "#" + e.at("seq");
+    if (e.at("kind") == "reconfig_start") dp_start[key] = std::stoll(e.at("mono_ns"));
+    if (e.at("kind") == "reconfig_end" && dp_start.count(key))
+      dp_switch_ms.push_back(static_cast<double>(std::stoll(e.at("mono_ns")) - dp_start[key]) / 1e6);
+  }
+  REQUIRE(dp_switch_ms.size() >= 10u);  // two per step, warm-up included
+  std::sort(dp_switch_ms.begin(), dp_switch_ms.end());
+  const double dp_switch = dp_switch_ms[dp_switch_ms.size() / 2];
+  const double unhidden = std::max(0.0, 2 * dp_switch - 50);
+  std::cout << "fastest measured step: provisioning at 25 ms " << floor_ms.at("provisioning@25.000")
+            << " ms; a DP switch took " << dp_switch << " ms (median), " << unhidden
+            << " ms per step outside the 50 ms window\n";
+  CHECK(dp_switch >= 25);
+  CHECK(floor_ms.at("provisioning@25.000") <= floor_ms.at("native@-") * 1.10 + unhidden);
   // The sweep follows T_native + N_reconfig x T_switch: the on-demand slope (over the runs'
   // fastest measured steps) within 20% of N_reconfig.
   auto slope = [&](const std::string& mode) {
