@@ -33,6 +33,7 @@
 #include "ocslab/runner/runner.h"
 #include "ocslab/testing/agent_lab.h"
 #include "ocslab/testing/processes.h"
+#include "ocslab/testing/quiet_background.h"
 #include "ocslab/testing/source_dir.h"
 #include "ocslab/testing/sshd_fixture.h"
 #include "ocslab/testing/wait.h"
@@ -621,6 +622,7 @@ TEST_CASE("phase-workload: native, on-demand and provisioning over a switching-l
   // The switch itself switches at once; the runner's controller injects each point's switching
   // time (sweep.inject), so the step time follows N_reconfig x T_switch on demand. The schedule
   // has 150 ms of modelled compute per step in front of the phases that need new circuits.
+  testing::QuietBackground quiet;  // its bounds are step times of this machine's ranks
   Lab lab(0);
   const std::string out_dir = lab.dir.path() + "/results";
   const std::string spec =
