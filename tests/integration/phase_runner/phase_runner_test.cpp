@@ -521,8 +521,10 @@ TEST_CASE("phase-workload: a rank-killed fault at a step: that rank dies there, 
   // The timeline has the fault's row at the kill, host h3, subject "rank 2".
   const std::string timeline = read_file_or_empty(out_dir + "/on-demand/timeline.csv");
   CHECK_THAT(timeline, Contains(fmt::format("{},h3,fault,rank 2,killed,1", killed)));
-  // The others stopped naming the rank they lost.
-  CHECK_THAT(err.str(), Contains("rank 2 of the group is disconnected"));
+  // The others stopped naming the rank they lost: through the controller (a barrier with it) or,
+  // when their own connection to it broke first (seen under ASan, 2026-11-30), through that.
+  CHECK_THAT(err.str(), Contains("rank 2 of the group is disconnected") ||
+                            Contains("receive from rank 2: Connection reset by peer"));
   // Where the job stopped: rank 2 first, in step 3, killed; the others after it.
   const auto& stopped = meta.at("modes").at(0).at("job_stopped");
   CHECK(stopped.at("rank") == 2);
