@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <tuple>
 
 namespace ocslab::runner {
@@ -29,9 +30,11 @@ std::string how_of(const RankEnd& e) {
 std::optional<JobLocalisation> localise_job(const std::vector<phase::ControllerEvent>& events,
                                             const std::vector<RankEnd>& ends,
                                             const std::function<int(const std::string&, int64_t)>& step_of,
-                                            int64_t t0_ns) {
+                                            int64_t t0_ns, const std::map<int, int>& row_steps) {
   std::map<int, Stop> stops;
   std::map<int, int> last_step;
+  std::set<int> rows_later;  // ranks whose rows place them after their last request's step
+  std::set<int> by_rows;     // ranks placed by their rows alone (no request: native mode)
   for (const auto& e : events) {
     if (e.rank < 0) continue;
     if (e.kind == Kind::kRequest) {
@@ -43,6 +46,15 @@ std::optional<JobLocalisation> localise_job(const std::vector<phase::ControllerE
       st.t_ns = e.real_ns;
       st.disconnected = true;
       st.how = "disconnected";
+    }
+  }
+  for (const auto& [rank, s] : row_steps) {  // finished a step's ops and stopped before the next's first request
+    auto [it, fresh] = last_step.try_emplace(rank, s);
+    if (fresh) {
+      by_rows.insert(rank);
+    } else if (s > it->second) {
+      it->second = s;
+      rows_later.insert(rank);
     }
   }
   for (const auto& end : ends) {
@@ -84,12 +96,35 @@ std::optional<JobLocalisation> localise_job(const std::vector<phase::ControllerE
     std::string line = fmt::format("rank {}{} {} at {:+.1f} ms", st.rank, st.host.empty() ? "" : " on " + st.host,
                                    st.how, static_cast<double>(st.t_ns - first.t_ns) / 1e6);
     if (st.disconnected && st.how != "disconnected") line += " (its controller connection closed then)";
-    if (auto it = last_step.find(st.rank); it != last_step.end())
-      line += fmt::format(", last request in step {}", it->second);
+    if (auto it = last_step.find(st.rank); it != last_step.end()) {
+      if (rows_later.count(st.rank))
+        line += fmt::format(", every op through step {} finished", it->second - 1);
+      else if (by_rows.count(st.rank))
+        line += fmt::format(", in step {} by its op rows", it->second);
+      else
+        line += fmt::format(", last request in step {}", it->second);
+    }
     if (!st.message.empty()) line += ": " + st.message;
     l.evidence.push_back(line);
   }
   return l;
+}
+
+std::map<int, int> rows_step_of(const std::vector<std::pair<int, int>>& rank_step_rows,
+                                const std::vector<int>& ops_per_step) {
+  std::map<int, std::map<int, int>> done;  // rank -> step -> rows
+  for (const auto& [rank, step] : rank_step_rows) ++done[rank][step];
+  std::map<int, int> out;
+  for (const auto& [rank, steps] : done) {
+    if (rank < 0 || static_cast<size_t>(rank) >= ops_per_step.size() || ops_per_step[static_cast<size_t>(rank)] <= 0)
+      continue;
+    int s = 0;
+    for (auto it = steps.find(s); it != steps.end() && it->second >= ops_per_step[static_cast<size_t>(rank)];
+         it = steps.find(++s)) {
+    }
+    out[rank] = s;
+  }
+  return out;
 }
 
 }  // namespace ocslab::runner

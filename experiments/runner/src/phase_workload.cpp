@@ -848,13 +848,20 @@ class PhaseWorkloadRun {
     m.first_reconfig = first_reconfig;
     auto rails = open_rails(m);
     // faults: injected in this run of the job at their step or time (phase_faults.h).
+    // rank-killed: a session to each such rank's host opened now, so the kill lands at its step
+    // (remote_kill.h); before `faults`, whose thread uses them, so destroyed after it.
+    std::map<int, std::unique_ptr<RemoteKiller>> killers;
+    for (const auto& f : spec_.faults) {
+      if (f.kind == kRankKilled && !killers.count(f.rank))
+        killers[f.rank] = std::make_unique<RemoteKiller>(ssh_options(host_of_rank(f.rank)));
+    }
     std::unique_ptr<PhaseFaults> faults;
     if (!spec_.faults.empty()) {
       faults = std::make_unique<PhaseFaults>(
           spec_, target_.is_vlab() ? target_.lab.dir : std::string(),
           [step_of = StepOfSeq(pw_.schedule)](const phase::ControllerEvent& e) { return step_of(e.group, e.seq); },
           [this, label = m.label](const std::string& line) { ctx_.log(label + ": " + line); }, m.dir + "/faults.json",
-          [this, &m](const FaultSpec& f) { kill_rank(m, f.rank); });
+          [this, &m, &killers](const FaultSpec& f) { kill_rank(m, f.rank, *killers.at(f.rank)); });
     }
     std::optional<phase::Controller> ctl;  // none in native mode: the fabric stays as wired
     if (m.mode != "native") {
@@ -993,12 +1000,12 @@ class PhaseWorkloadRun {
     remove_on_hosts(m, remote, fetch_rank_files(m, remote));
   }
 
-  // rank-killed: SIGKILL to the rank's process over a session of its own, only while it is still
-  // the program the runner started there (its /proc/PID/comm).
-  void kill_rank(const ModeRun& m, int r) const {
+  // rank-killed: SIGKILL to the rank's process over the session opened for it before the ranks
+  // started, only while it is still the program the runner started there (its /proc/PID/comm).
+  void kill_rank(const ModeRun& m, int r, RemoteKiller& killer) const {
     const long long pid = m.pids ? (*m.pids)[static_cast<size_t>(r)].load() : 0;
     const std::string program = fs::path(rank_argv(pw_, spec_.hosts, r, m.launch).front()).filename().string();
-    kill_program(ssh_options(host_of_rank(r)), pid, program, fmt::format("rank {} on {}", r, host_of_rank(r).name));
+    killer.kill(pid, program, fmt::format("rank {} on {}", r, host_of_rank(r).name));
   }
 
 
@@ -1323,7 +1330,7 @@ class PhaseWorkloadRun {
     if (pw_.policy == phase::Policy::kSafeWindow && m.mode != "native")
       ctx_.log(fmt::format("{}: policy safe-window declined {} reconfigurations", m.label, declined));
     const json masks = mask_record(m, events);
-    const json stopped = job_record(m, events);
+    const json stopped = job_record(m, events, got.rows);
     meta_modes_.push_back({{"mode", m.mode},
                            {"label", m.label},
                            {"switching_ms", m.switching_ms < 0 ? json(nullptr) : json(m.switching_ms)},
@@ -1448,10 +1455,18 @@ class PhaseWorkloadRun {
 
   // When ranks failed: the rank that stopped first, when, how, the step it was in (localise_job),
   // for meta.json's `job_stopped` (null when every rank finished), summary.txt and the log.
-  json job_record(const ModeRun& m, const std::vector<phase::ControllerEvent>& events) {
+  json job_record(const ModeRun& m, const std::vector<phase::ControllerEvent>& events,
+                  const std::vector<workloads::OpRecord>& rows) {
     StepOfSeq step_of(pw_.schedule);
+    std::vector<int> ops_per_step(static_cast<size_t>(pw_.schedule.ranks), 0);
+    for (const auto& op : pw_.schedule.step) {
+      for (int r = 0; r < pw_.schedule.ranks; ++r) ops_per_step[static_cast<size_t>(r)] += pw_.schedule.involves(op, r);
+    }
+    std::vector<std::pair<int, int>> rank_steps;
+    for (const auto& row : rows) rank_steps.emplace_back(row.rank, row.step);
     auto loc = localise_job(
-        events, m.ends, [&](const std::string& g, int64_t seq) { return step_of(g, seq); }, m.started_ns);
+        events, m.ends, [&](const std::string& g, int64_t seq) { return step_of(g, seq); }, m.started_ns,
+        rows_step_of(rank_steps, ops_per_step));
     if (!loc) return nullptr;
     ctx_.log(fmt::format("fault: {}: {}", m.label, loc->verdict));
     job_lines_ += fmt::format("{}: {}\n", m.label, loc->verdict);

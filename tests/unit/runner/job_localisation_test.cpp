@@ -101,3 +101,51 @@ TEST_CASE("job localisation: nothing when every rank finished; a launcher's job 
   CHECK(n->verdict == "the job did not complete: rank 1 on h2 stopped first (exited with status 1) at +0.300 s");
   CHECK(n->evidence == std::vector<std::string>{"rank 1 on h2 exited with status 1 at +0.0 ms: bad flag"});
 }
+
+TEST_CASE("job localisation: a rank that finished a step's ops and stopped before its next request was in the next step",
+          "[runner][faults]") {
+  // Steps of two dp ops. Rank 2 asked for step 3's ops (seq 7, 8) and finished them (its rows),
+  // then was killed in step 4's compute, before step 4's first request; rank 0 got to step 4.
+  std::vector<phase::ControllerEvent> events;
+  for (int seq = 1; seq <= 8; ++seq) events.push_back(ev(Kind::kRequest, 2, seq * 100, "dp", seq));
+  for (int seq = 1; seq <= 9; ++seq) events.push_back(ev(Kind::kRequest, 0, seq * 100, "dp", seq));
+  events.push_back(ev(Kind::kDisconnect, 2, 1000));
+  std::vector<RankEnd> ends = {{0, "h1", 2, "rank 2 of the group is disconnected", kT0 + 1100 * kMs},
+                               {2, "h3", -1, "", kT0 + 1200 * kMs}};
+  std::vector<std::pair<int, int>> rows;
+  for (int step = 0; step <= 3; ++step) {
+    rows.emplace_back(2, step);
+    rows.emplace_back(2, step);
+    rows.emplace_back(0, step);
+    rows.emplace_back(0, step);
+  }
+  rows.emplace_back(0, 4);  // rank 0: one of step 4's two ops
+  const auto row_steps = rows_step_of(rows, {2, 2, 2});
+  CHECK(row_steps == std::map<int, int>{{0, 4}, {2, 4}});
+
+  auto without = localise_job(events, ends, step_of, kT0);  // the requests alone
+  REQUIRE(without);
+  CHECK(without->step == 3);
+  auto l = localise_job(events, ends, step_of, kT0, row_steps);
+  REQUIRE(l);
+  CHECK(l->rank == 2);
+  CHECK(l->step == 4);
+  CHECK(l->verdict.rfind("step 4 did not complete: rank 2 on h3 stopped first (was killed by a signal)", 0) == 0);
+  REQUIRE(l->evidence.size() == 2);
+  CHECK(l->evidence[0] ==
+        "rank 2 on h3 was killed by a signal at +0.0 ms (its controller connection closed then), every op through "
+        "step 3 finished");
+  CHECK(l->evidence[1] ==
+        "rank 0 on h1 exited with status 2 at +100.0 ms, last request in step 4: rank 2 of the group is disconnected");
+
+  // Rows behind the requests change nothing (a rank asks for an op before it finishes it).
+  CHECK(localise_job(events, ends, step_of, kT0, {{2, 3}})->step == 3);
+  // Native mode: no requests, the rows alone place the rank; a rank in no op or out of range is absent.
+  auto n = localise_job({}, {{1, "h2", -1, "", kT0 + 300 * kMs}}, step_of, kT0, {{1, 2}});
+  REQUIRE(n);
+  CHECK(n->step == 2);
+  CHECK(n->evidence == std::vector<std::string>{"rank 1 on h2 was killed by a signal at +0.0 ms, in step 2 by its op rows"});
+  CHECK(rows_step_of({{0, 0}, {1, 0}, {5, 0}, {-1, 0}}, {1, 0}) == std::map<int, int>{{0, 1}});
+  // A gap: step 1's rows missing, step 2's there: the rank is placed at the first unfinished step.
+  CHECK(rows_step_of({{0, 0}, {0, 2}}, {1}) == std::map<int, int>{{0, 1}});
+}
