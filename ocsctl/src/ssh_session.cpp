@@ -108,13 +108,17 @@ ExecResult SshSession::exec(const std::string& command, std::chrono::millisecond
   if (!session_) throw ConnectionError(what_ + " is closed");
   ssh_channel ch = ssh_channel_new(session_);
   if (!ch) fail("open channel");
+  // fail() closes the session, and ssh_free frees the session's channels with it: the guard then
+  // has nothing left to free (freeing it again crashed when a dropped connection failed an exec).
   struct ChannelGuard {
     ssh_channel c;
+    const ssh_session& session;
     ~ChannelGuard() {
+      if (!session) return;
       ssh_channel_close(c);
       ssh_channel_free(c);
     }
-  } guard{ch};
+  } guard{ch, session_};
   if (ssh_channel_open_session(ch) != SSH_OK) fail("open channel");
   if (ssh_channel_request_exec(ch, command.c_str()) != SSH_OK) fail("exec '" + command + "'");
   std::string_view in = input;

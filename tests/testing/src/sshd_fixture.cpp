@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -14,8 +15,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 namespace ocslab::testing {
@@ -97,6 +101,9 @@ SshdFixture::SshdFixture(const SshdOptions& options) {
     }
     pid_ = ::fork();
     if (pid_ == 0) {
+      // A test that crashes takes its sshd with it: a listener left behind would hold the test's
+      // output pipe open and ctest would wait on it until the entry's timeout.
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
       // sshd re-executes itself and insists on an absolute argv[0].
       ::execl("/usr/sbin/sshd", "/usr/sbin/sshd", "-D", "-e", "-f", (dir_ + "/sshd_config").c_str(), nullptr);
       ::_exit(127);
@@ -123,6 +130,38 @@ SshdFixture::SshdFixture(const SshdOptions& options) {
     ::waitpid(pid_, nullptr, 0);
   }
   throw std::runtime_error("sshd did not start (config in " + dir_ + ")");
+}
+
+namespace {
+
+pid_t parent_of(pid_t p) {
+  std::ifstream in("/proc/" + std::to_string(p) + "/stat");
+  std::string line;
+  std::getline(in, line);
+  const auto close = line.rfind(')');  // the comm before it may hold spaces and parentheses
+  if (close == std::string::npos) return -1;
+  char state = 0;
+  int ppid = -1;
+  if (std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) != 2) return -1;
+  return ppid;
+}
+
+}  // namespace
+
+int SshdFixture::drop_connections() const {
+  std::set<pid_t> under;
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+      const std::string name = e.path().filename().string();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      const pid_t p = static_cast<pid_t>(std::stol(name));
+      const pid_t pp = parent_of(p);
+      if ((pp == pid_ || under.count(pp)) && under.insert(p).second) grew = true;
+    }
+  }
+  for (pid_t p : under) ::kill(p, SIGKILL);
+  return static_cast<int>(under.size());
 }
 
 SshdFixture::~SshdFixture() {

@@ -30,6 +30,10 @@ class SshdFixture {
   std::string client_key() const { return dir_ + "/client_key"; }
   std::string known_hosts() const { return dir_ + "/known_hosts"; }
   std::string user() const;  // the user tests log in as (the current user)
+  // SIGKILL to every process under this sshd (its connections' processes), not to the listener:
+  // drops the sessions it serves, as a host that rebooted or a middlebox would, and touches
+  // nothing else on the machine. Returns how many processes it killed.
+  int drop_connections() const;
 
  private:
   std::string dir_;
