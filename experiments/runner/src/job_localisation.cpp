@@ -118,10 +118,9 @@ std::map<int, int> rows_step_of(const std::vector<std::pair<int, int>>& rank_ste
   for (const auto& [rank, steps] : done) {
     if (rank < 0 || static_cast<size_t>(rank) >= ops_per_step.size() || ops_per_step[static_cast<size_t>(rank)] <= 0)
       continue;
+    const int need = ops_per_step[static_cast<size_t>(rank)];
     int s = 0;
-    for (auto it = steps.find(s); it != steps.end() && it->second >= ops_per_step[static_cast<size_t>(rank)];
-         it = steps.find(++s)) {
-    }
+    while (steps.count(s) && steps.at(s) >= need) ++s;
     out[rank] = s;
   }
   return out;

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -82,6 +83,16 @@ class StepOfSeq {
  private:
   std::map<std::string, int> per_step_;
 };
+
+// Per rank, the ops of one step it takes part in (a step's op rows from that rank).
+std::vector<int> ops_per_step_of_ranks(const workloads::Schedule& s) {
+  std::vector<int> out(static_cast<size_t>(s.ranks), 0);
+  for (const auto& op : s.step) {
+    for (int r = 0; r < s.ranks; ++r) out[static_cast<size_t>(r)] += s.involves(op, r) ? 1 : 0;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<StepFigures> step_figures(const workloads::Schedule& s, const std::string& mode,
@@ -1438,10 +1449,8 @@ class PhaseWorkloadRun {
   // is not a step of the job: its figures would be a part of one. Those steps are left out of
   // the figures, said once.
   void drop_incomplete_steps(ModeRun& m, std::vector<StepFigures>& figures) const {
-    int per_step = 0;
-    for (const auto& op : pw_.schedule.step) {
-      for (int r = 0; r < pw_.schedule.ranks; ++r) per_step += pw_.schedule.involves(op, r) ? 1 : 0;
-    }
+    const auto per_rank = ops_per_step_of_ranks(pw_.schedule);
+    const int per_step = std::accumulate(per_rank.begin(), per_rank.end(), 0);
     std::string dropped;
     size_t n = 0;
     std::erase_if(figures, [&](const StepFigures& f) {
@@ -1458,15 +1467,11 @@ class PhaseWorkloadRun {
   json job_record(const ModeRun& m, const std::vector<phase::ControllerEvent>& events,
                   const std::vector<workloads::OpRecord>& rows) {
     StepOfSeq step_of(pw_.schedule);
-    std::vector<int> ops_per_step(static_cast<size_t>(pw_.schedule.ranks), 0);
-    for (const auto& op : pw_.schedule.step) {
-      for (int r = 0; r < pw_.schedule.ranks; ++r) ops_per_step[static_cast<size_t>(r)] += pw_.schedule.involves(op, r);
-    }
     std::vector<std::pair<int, int>> rank_steps;
     for (const auto& row : rows) rank_steps.emplace_back(row.rank, row.step);
     auto loc = localise_job(
         events, m.ends, [&](const std::string& g, int64_t seq) { return step_of(g, seq); }, m.started_ns,
-        rows_step_of(rank_steps, ops_per_step));
+        rows_step_of(rank_steps, ops_per_step_of_ranks(pw_.schedule)));
     if (!loc) return nullptr;
     ctx_.log(fmt::format("fault: {}: {}", m.label, loc->verdict));
     job_lines_ += fmt::format("{}: {}\n", m.label, loc->verdict);

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <filesystem>
+#include <map>
 #include <optional>
 
 namespace ocslab::testing {
@@ -51,6 +53,33 @@ std::vector<ProcessEntry> list_processes() {
     auto cmdline = read_proc_file("/proc/" + name + "/cmdline");
     if (!cmdline) continue;
     out.push_back({static_cast<pid_t>(std::stol(name)), std::move(*cmdline)});
+  }
+  return out;
+}
+
+std::vector<pid_t> descendants_of(pid_t root) {
+  std::multimap<pid_t, pid_t> children;  // parent -> child
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    auto stat = read_proc_file("/proc/" + name + "/stat");
+    if (!stat) continue;
+    const auto close = stat->rfind(')');  // the comm before it may hold spaces and parentheses
+    char state = 0;
+    int ppid = -1;
+    if (close == std::string::npos || std::sscanf(stat->c_str() + close + 1, " %c %d", &state, &ppid) != 2) continue;
+    children.emplace(static_cast<pid_t>(ppid), static_cast<pid_t>(std::stol(name)));
+  }
+  std::vector<pid_t> out;
+  std::vector<pid_t> todo{root};
+  while (!todo.empty()) {
+    const pid_t p = todo.back();
+    todo.pop_back();
+    for (auto [it, last] = children.equal_range(p); it != last; ++it) {
+      out.push_back(it->second);
+      todo.push_back(it->second);
+    }
   }
   return out;
 }

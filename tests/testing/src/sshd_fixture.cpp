@@ -1,6 +1,7 @@
 #include "ocslab/testing/sshd_fixture.h"
 
 #include "ocslab/common/process.h"
+#include "ocslab/testing/processes.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -15,9 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
-#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -132,34 +131,8 @@ SshdFixture::SshdFixture(const SshdOptions& options) {
   throw std::runtime_error("sshd did not start (config in " + dir_ + ")");
 }
 
-namespace {
-
-pid_t parent_of(pid_t p) {
-  std::ifstream in("/proc/" + std::to_string(p) + "/stat");
-  std::string line;
-  std::getline(in, line);
-  const auto close = line.rfind(')');  // the comm before it may hold spaces and parentheses
-  if (close == std::string::npos) return -1;
-  char state = 0;
-  int ppid = -1;
-  if (std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) != 2) return -1;
-  return ppid;
-}
-
-}  // namespace
-
 int SshdFixture::drop_connections() const {
-  std::set<pid_t> under;
-  for (bool grew = true; grew;) {
-    grew = false;
-    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-      const std::string name = e.path().filename().string();
-      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      const pid_t p = static_cast<pid_t>(std::stol(name));
-      const pid_t pp = parent_of(p);
-      if ((pp == pid_ || under.count(pp)) && under.insert(p).second) grew = true;
-    }
-  }
+  const auto under = descendants_of(pid_);
   for (pid_t p : under) ::kill(p, SIGKILL);
   return static_cast<int>(under.size());
 }

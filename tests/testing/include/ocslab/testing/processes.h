@@ -26,4 +26,8 @@ std::vector<ProcessEntry> list_processes();
 // The processes whose command line (in args_text() form) contains `needle`.
 std::vector<ProcessEntry> processes_matching(const std::string& needle);
 
+// Every process under `root` (its children, theirs, ...; not root itself), from one pass over
+// each process's /proc/PID/stat.
+std::vector<pid_t> descendants_of(pid_t root);
+
 }  // namespace ocslab::testing
