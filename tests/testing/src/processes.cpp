@@ -33,6 +33,17 @@ std::optional<std::string> read_proc_file(const std::string& path) {
   return out;
 }
 
+// Calls fn(pid, name) for every process directory in /proc (name: the pid as the kernel spells it).
+template <typename Fn>
+void for_each_pid(Fn&& fn) {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    fn(static_cast<pid_t>(std::stol(name)), name);
+  }
+}
+
 }  // namespace
 
 std::string ProcessEntry::args_text() const {
@@ -46,31 +57,23 @@ std::string ProcessEntry::args_text() const {
 
 std::vector<ProcessEntry> list_processes() {
   std::vector<ProcessEntry> out;
-  std::error_code ec;
-  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    auto cmdline = read_proc_file("/proc/" + name + "/cmdline");
-    if (!cmdline) continue;
-    out.push_back({static_cast<pid_t>(std::stol(name)), std::move(*cmdline)});
-  }
+  for_each_pid([&](pid_t pid, const std::string& name) {
+    if (auto cmdline = read_proc_file("/proc/" + name + "/cmdline")) out.push_back({pid, std::move(*cmdline)});
+  });
   return out;
 }
 
 std::vector<pid_t> descendants_of(pid_t root) {
   std::multimap<pid_t, pid_t> children;  // parent -> child
-  std::error_code ec;
-  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+  for_each_pid([&](pid_t pid, const std::string& name) {
     auto stat = read_proc_file("/proc/" + name + "/stat");
-    if (!stat) continue;
+    if (!stat) return;
     const auto close = stat->rfind(')');  // the comm before it may hold spaces and parentheses
     char state = 0;
     int ppid = -1;
-    if (close == std::string::npos || std::sscanf(stat->c_str() + close + 1, " %c %d", &state, &ppid) != 2) continue;
-    children.emplace(static_cast<pid_t>(ppid), static_cast<pid_t>(std::stol(name)));
-  }
+    if (close == std::string::npos || std::sscanf(stat->c_str() + close + 1, " %c %d", &state, &ppid) != 2) return;
+    children.emplace(static_cast<pid_t>(ppid), pid);
+  });
   std::vector<pid_t> out;
   std::vector<pid_t> todo{root};
   while (!todo.empty()) {
