@@ -815,8 +815,9 @@ class ReconfigurationRun {
       meta["recovered"] = {{"by", "ocslab recover"}, {"at", iso_time(recovered_ns_)}};
       if (!restored_mapping_.empty()) meta["recovered"]["switch_restored"] = restored_mapping_;
     }
-    // The raw record timeline.csv was merged from (docs/results.md): per stream its file, rows,
-    // the last agent sequence number on disk and any write failure.
+    // The raw record timeline.csv was merged from (docs/experiments.md, "How a run is kept on
+    // disk"): per stream its file, rows, the last agent sequence number on disk and any write
+    // failure.
     meta["capture"] = json::array();
     if (store_) {
       for (const auto& st : store_->streams()) {

@@ -1,4 +1,4 @@
-// The run's samples on disk as they arrive (docs/results.md, "How a run is kept on disk"): one
+// The run's samples on disk as they arrive (docs/experiments.md, "How a run is kept on disk"): one
 // append-only CSV per stream under RESULTS/capture/ (a host's samples on the host's clock with
 // the agent's sequence number, the switch commands, the switch's power monitor, forwarding, a
 // virtual lab's ground truth), synced every second by a thread of its own. Memory is the
