@@ -25,17 +25,25 @@ LAUNCHER     := $(shell command -v ccache >/dev/null 2>&1 && echo -DCMAKE_CXX_CO
 export CCACHE_BASEDIR ?= $(CURDIR)
 CMAKE_GEN    := -G Ninja $(LAUNCHER)
 
-.PHONY: all deps build test check demo instrumented sanitize fuzz fuzz-smoke bench format deb package clean fault-matrix failure-cost opus-eval
+.PHONY: all deps deps-build build test check demo instrumented sanitize fuzz fuzz-smoke bench format deb package clean fault-matrix failure-cost opus-eval
 
 all: build
 
+# Packages (scripts/install-deps, docs/install.md): `make deps` installs the DEPS profiles, by
+# default test, everything CI needs (check, demo and the instrumented build depend on it);
+# `make build` needs only the build profile. Either is silent when the packages are present,
+# and as a user other than root names the missing ones instead of installing them.
+DEPS ?= test
 deps:
-	@scripts/install-deps
+	@scripts/install-deps $(DEPS)
 
-$(BUILD)/build.ninja: | deps
+deps-build:
+	@scripts/install-deps build
+
+$(BUILD)/build.ninja: | deps-build
 	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOCSLAB_WERROR=ON $(BUILD_FLAGS)
 
-build: deps $(BUILD)/build.ninja
+build: deps-build $(BUILD)/build.ninja
 	cmake --build $(BUILD)
 
 # Tests that share no state run CTEST_JOBS at a time; the virtual-lab tests run alone (RUN_SERIAL:
@@ -45,7 +53,7 @@ build: deps $(BUILD)/build.ninja
 # contention surfaced a timing race in each of two fresh-clone runs (both fixed, 2026-11-29), so
 # it stays at two until runs show no others (docs/testing.md). Ends with the ten slowest tests
 # and the Catch2 totals (scripts/test-summary).
-test: build
+test: deps build
 	ctest --test-dir $(BUILD) --output-on-failure --timeout 600 -j$(CTEST_JOBS) \
 	  $(CTEST_OUTPUT) \
 	  --output-junit $(CURDIR)/$(BUILD)/ctest-junit.xml; rc=$$?; \
@@ -80,19 +88,19 @@ sanitize: instrumented
 
 # The fault matrix (docs/guarantees.md): a hidden virtual-lab case, about 15 minutes on the shared
 # four-host lab (booted when not up, left up: `build/bin/ocslab vlab down vlab-test-four`).
-fault-matrix: build
+fault-matrix: deps build
 	OCSLAB_BIN_DIR=$(CURDIR)/$(BUILD)/bin OCSLAB_TEST_BIN_DIR=$(CURDIR)/$(BUILD)/tests OCSLAB_SOURCE_DIR=$(CURDIR) \
 	  $(BUILD)/tests/vlab_e2e "[.fault-matrix]" --durations yes
 
 # What a failure costs a phase workload (docs/experiments.md): a hidden virtual-lab case, about 4
 # minutes on the shared phase lab (booted when not up, left up), printing the failure-cost table.
-failure-cost: build
+failure-cost: deps build
 	OCSLAB_BIN_DIR=$(CURDIR)/$(BUILD)/bin OCSLAB_TEST_BIN_DIR=$(CURDIR)/$(BUILD)/tests OCSLAB_SOURCE_DIR=$(CURDIR) \
 	  $(BUILD)/tests/vlab_e2e "[.failure-cost]" --durations yes
 
 # The Opus evaluation (docs/experiments.md): a hidden virtual-lab case, about 10 minutes on the
 # shared phase lab (booted when not up, left up: `build/bin/ocslab vlab down phase-four`).
-opus-eval: build
+opus-eval: deps build
 	OCSLAB_BIN_DIR=$(CURDIR)/$(BUILD)/bin OCSLAB_TEST_BIN_DIR=$(CURDIR)/$(BUILD)/tests OCSLAB_SOURCE_DIR=$(CURDIR) \
 	  $(BUILD)/tests/vlab_e2e "[.opus-eval]" --durations yes
 
@@ -104,7 +112,7 @@ fuzz-smoke: instrumented
 fuzz: instrumented
 	scripts/run-fuzzers $(INSTR_BUILD)/fuzz tests/fuzz/corpus 60 $(FUZZ_JOBS)
 
-bench: build
+bench: deps build
 	scripts/run-benchmarks $(BUILD)/bench
 
 # The three Debian packages (ocslab, ocslab-agent, libocs-dev) in $(BUILD)/packages/, made by
