@@ -53,7 +53,8 @@ done
 printf 'See `%s::%s`.\n' Agent merge_capture > "$t/member.md"
 # shellcheck disable=SC2086
 out=$("$src/scripts/check-doc-names" $args "$t/member.md" 2>&1)
-case $out in *"member.md:1: \`Agent"::"merge_capture\`: no file that declares Agent holds merge_capture"*) ;;
+q=::
+case $out in *"member.md:1: \`Agent${q}merge_capture\`: no file that declares Agent holds merge_capture"*) ;;
   *) echo "FAIL: a member of another class passed: $out"; fail=1 ;; esac
 [ $fail -eq 0 ] && echo "check-doc-names self-test: ok"
 exit $fail

@@ -58,7 +58,9 @@ cp "$t/build" "$t/installed"
 chmod 644 "$t/installed"
 out=$(as_user "$deps" build 2>&1)
 rc=$?
-[ $rc -eq 0 ] && [ -z "$out" ] || { echo "FAIL: build profile present: exit $rc, output '$out', want 0 and nothing"; fail=1; }
+if [ $rc -ne 0 ] || [ -n "$out" ]; then
+  echo "FAIL: build profile present: exit $rc, output '$out', want 0 and nothing"; fail=1
+fi
 grep -vx -e cmake -e catch2 "$t/build" > "$t/installed"
 out=$(as_user "$deps" build 2>&1)
 rc=$?
