@@ -195,8 +195,10 @@ int run_with_dark_port(const Emulator& emu, const std::string& spec, const std::
   std::ostringstream out;
   std::atomic<bool> done{false};
   std::thread fault([&] {
+    // load-bound: the fault lands 3 s into the run unless it ended first; a slow run takes the fault at another step.
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
     while (!done && std::chrono::steady_clock::now() < until)
+      // load-safe: the poll interval of the wait above.
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (!done) shutter_reply = tl1(emu.port(), fmt::format("OPR-PORT-SHUTTER::{}:2:;", port));
   });
@@ -557,7 +559,8 @@ TEST_CASE("phase-workload: a rank-killed fault at a step: that rank dies there, 
 TEST_CASE("phase-workload: faults are checked before anything runs, naming file:line:col", "[phase-runner][faults]") {
   Lab lab(0);
   auto refused = [&](const std::string& fault, const std::string& what) {
-    std::string spec = lab.spec(4, "", "dp-pp-4-phase", "[--compute-ms, 120, --steps, 4]", "faults:\n  - " + fault + "\n");
+    std::string spec =
+        lab.spec(4, "", "dp-pp-4-phase", "[--compute-ms, 120, --steps, 4]", "faults:\n  - " + fault + "\n");
     std::ostringstream out, err;
     int rc = cli::run_ocslab({"run", spec, "-o", lab.dir.path() + "/results"}, out, err);
     INFO(fault << "\n" << err.str());
@@ -601,6 +604,7 @@ TEST_CASE("phase-workload: Ctrl-C stops the ranks over SSH and keeps the folder"
   // Once the switch was wired for the job and the ranks run (rows are minutes away: 7 steps of
   // 9 x 120 ms compute), interrupt as the SIGINT handler of `ocslab run` does.
   testing::poll_until([&] { return lab.emu.connects() >= 2; }, std::chrono::seconds(10), std::chrono::milliseconds(25));
+  // load-bound: the ranks run a while before the interrupt; a slow machine moves where in the schedule it lands.
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // kept: the ranks run a while before the interrupt
   interrupted = true;
   t.join();
@@ -856,6 +860,7 @@ TEST_CASE("a launcher on a host over SSH: Ctrl-C stops it there, its output reac
   const std::string secs = std::to_string(600 + ::getpid() % 300);
   std::atomic<bool> stop{false};
   std::thread ctrl_c([&] {
+    // load-bound: the interrupt comes 1.5 s into the run; a slow machine moves where in the schedule it lands.
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     stop = true;
   });
