@@ -25,7 +25,7 @@ LAUNCHER     := $(shell command -v ccache >/dev/null 2>&1 && echo -DCMAKE_CXX_CO
 export CCACHE_BASEDIR ?= $(CURDIR)
 CMAKE_GEN    := -G Ninja $(LAUNCHER)
 
-.PHONY: all deps deps-build build test check demo instrumented sanitize fuzz fuzz-smoke bench format deb package clean fault-matrix failure-cost opus-eval
+.PHONY: all deps deps-build build test check check-under-load demo instrumented sanitize fuzz fuzz-smoke bench format deb package clean fault-matrix failure-cost opus-eval
 
 all: build
 
@@ -60,6 +60,17 @@ test: deps build
 	  scripts/test-summary $(BUILD)/ctest-junit.xml; exit $$rc
 
 check: test
+
+# The unit and integration tests of each build in LOAD_BUILDS while stress-ng keeps every core
+# and some memory busy, LOAD_REPS times (docs/testing.md, "Under load"): every failed entry with
+# its failed cases and the load, then one summary line per repetition and build. LOAD_TESTS: a
+# ctest -R regex to narrow the entries (one flaky entry, again and again).
+LOAD_REPS   ?= 1
+LOAD_BUILDS ?= release instrumented
+LOAD_TESTS  ?=
+check-under-load: deps $(if $(filter release,$(LOAD_BUILDS)),build) $(if $(filter instrumented,$(LOAD_BUILDS)),instrumented)
+	scripts/check-under-load --reps $(LOAD_REPS) --builds "$(LOAD_BUILDS)" --jobs $(CTEST_JOBS) \
+	  --release-dir $(BUILD) --instr-dir $(INSTR_BUILD) --tests "$(LOAD_TESTS)"
 
 # The main job: boots the default 4-host virtual lab (left running; `build/bin/ocslab vlab down
 # four-hosts` stops it), 10 reconfigurations between two rail mappings, results/demo-<time>/.

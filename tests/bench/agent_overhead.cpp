@@ -64,11 +64,11 @@
 #include "ocslab/agent/client.h"
 #include "ocslab/agent/registry.h"
 #include "ocslab/common/bounded_line.h"
-#include "ocslab/common/secret.h"
 #include "ocslab/common/clock.h"
 #include "ocslab/common/csv_writer.h"
 #include "ocslab/common/error.h"
 #include "ocslab/common/process.h"
+#include "ocslab/common/secret.h"
 #include "ocslab/testing/sshd_fixture.h"
 
 using namespace ocslab;
@@ -158,6 +158,7 @@ class LinkToggler {
     bool up = true;
     while (!stop_ && !g_interrupted) {
       next += period;
+      // load-safe: a benchmark: paces the baseline poller at its period.
       std::this_thread::sleep_until(next);  // kept: paces the baseline poller at its period
       if (::ioctl(fd, SIOCGIFFLAGS, &ifr) != 0) {
         error_ = std::string("SIOCGIFFLAGS vb1: ") + std::strerror(errno);
@@ -501,11 +502,13 @@ void guest_overhead(const Settings& s, const std::string& spool) {
         if (st.available) running.push_back(std::move(probe));
       }
       print_probes(r);
+      // load-safe: a benchmark: warm-up before the measured window.
       std::this_thread::sleep_for(2s);  // kept: warm-up before the measured window
       uint64_t n0 = count;
       auto t0 = Clock::now();
       double c0 = cpu_seconds(::getpid());
       auto [idle0, total0] = machine_idle_total();
+      // load-safe: a benchmark: the measured window; rates are counted over its measured length.
       std::this_thread::sleep_for(std::chrono::duration<double>(s.seconds));  // kept: the measured window
       auto [idle1, total1] = machine_idle_total();
       double c1 = cpu_seconds(::getpid());
@@ -574,6 +577,7 @@ int vlab_overhead(const Settings& s) {
                                     " --interval-us 1000 --duration-s " + std::to_string(server_s) + " > /dev/null"},
                                so);
   // kept: the guest server listens before the client starts (nothing to wait on over vlab ssh)
+  // load-bound: a benchmark: the guest server listens before the client starts (nothing to wait on over vlab ssh).
   std::this_thread::sleep_for(2s);
   char seconds[32];
   std::snprintf(seconds, sizeof(seconds), "%g", s.seconds);

@@ -96,6 +96,7 @@ Phase run_phase(const Socket& tx, const Socket& rx, int to_port, size_t size, do
   at_end = received.load();
   // Frames still in flight when the sender stops are not counted: the rate is what arrived
   // while the sender ran.
+  // load-safe: a benchmark: the measured sending window.
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // kept: the measured sending window
   stop = true;
   receiver.join();

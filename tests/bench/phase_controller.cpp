@@ -163,6 +163,7 @@ Result run(int n, int rounds, bool reconfigure) {
   svc.wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - wall0).count();
   // A rank's last done is sent without waiting for the controller: count its handling too.
   const size_t expected = static_cast<size_t>(2 * n) * static_cast<size_t>(rounds);
+  // load-safe: a benchmark: the ceiling of a wait for every message (the event); a hang guard.
   for (auto until = Clock::now() + std::chrono::seconds(5); Clock::now() < until;) {
     const auto events = ctl.events();
     svc.messages = 0;
@@ -171,6 +172,7 @@ Result run(int n, int rounds, bool reconfigure) {
       svc.messages += events[i].kind == K::kRequest || events[i].kind == K::kDone;
     }
     if (svc.messages >= expected || failures) break;
+    // load-safe: a benchmark: the poll interval of the wait for the messages.
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   svc.loop_ns = cpu_ns(loop) - loop0;

@@ -44,7 +44,7 @@ struct Row {
   int concurrency = 0, peak = 0;  // the handshake bound and the most in flight at once
   double startup_ms = 0, connect_ms = 0, slowest_connect_ms = 0;
   double samples_per_s = 0;
-  double runner_cpu = 0;  // CPU the runner process used in the steady state, in cores
+  double runner_cpu = 0;   // CPU the runner process used in the steady state, in cores
   double machine_cpu = 0;  // CPU the whole machine used then (runner, agents, sshd, anyone else), in cores
   ConnectPhases slowest;   // the slowest host's connect phases
   double runner_us_per_sample = 0;
@@ -118,11 +118,13 @@ Row measure(const testing::SshdFixture& sshd, int hosts, double seconds, int int
   }
   // Throughput over the steady state: samples delivered between two marks, not counting the
   // start-up (the hosts did not all start at the same instant).
+  // load-safe: a benchmark: warm-up before the measured window.
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // kept: warm-up before the measured window
   uint64_t n0 = delivered.load();
   double c0 = cpu_seconds();
   auto j0 = machine_jiffies();
   auto m0 = Clock::now();
+  // load-safe: a benchmark: the measured window; rates are counted over its measured length.
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));  // kept: the measured window
   uint64_t n1 = delivered.load();
   double c1 = cpu_seconds();
@@ -136,7 +138,8 @@ Row measure(const testing::SshdFixture& sshd, int hosts, double seconds, int int
   row.samples_per_s = static_cast<double>(n1 - n0) / wall_s;
   row.runner_cpu = (c1 - c0) / wall_s;
   if (j1.second > j0.second) {
-    row.machine_cpu = (j1.first - j0.first) / (j1.second - j0.second) * static_cast<double>(::sysconf(_SC_NPROCESSORS_ONLN));
+    row.machine_cpu =
+        (j1.first - j0.first) / (j1.second - j0.second) * static_cast<double>(::sysconf(_SC_NPROCESSORS_ONLN));
   }
   if (n1 > n0) row.runner_us_per_sample = (c1 - c0) * 1e6 / static_cast<double>(n1 - n0);
   for (const auto& r : pool.stop_all()) {
@@ -166,9 +169,10 @@ std::vector<int> size_list(const std::string& list) {
 }
 
 void print_header() {
-  std::printf("%6s %4s %5s %11s %7s %11s %13s %23s %11s %7s %10s %8s %9s %9s %8s %10s %8s %5s %6s\n", "hosts", "K", "peak",
-              "startup ms", "x N=1", "connect ms", "slowest host", "queue/ssh/hello/clock", "samples/s", "x N=1", "per host/s",
-              "us/smp", "runner %", "machine %", "lag ms", "delivered", "missing", "lost", "failed");
+  std::printf("%6s %4s %5s %11s %7s %11s %13s %23s %11s %7s %10s %8s %9s %9s %8s %10s %8s %5s %6s\n", "hosts", "K",
+              "peak", "startup ms", "x N=1", "connect ms", "slowest host", "queue/ssh/hello/clock", "samples/s",
+              "x N=1", "per host/s", "us/smp", "runner %", "machine %", "lag ms", "delivered", "missing", "lost",
+              "failed");
 }
 
 void print_row(const Row& r, const Row& base, int cores) {
@@ -176,12 +180,14 @@ void print_row(const Row& r, const Row& base, int cores) {
   char phases[64];
   std::snprintf(phases, sizeof(phases), "%lld/%lld/%lld/%lld", (long long)p.queue.count(), (long long)p.ssh.count(),
                 (long long)p.hello.count(), (long long)p.clock.count());
-  std::printf("%6d %4s %5d %11.1f %7.2f %11.1f %13.1f %23s %11.0f %7.2f %10.0f %8.1f %9.0f %9.0f %8.0f %10llu %8llu %5llu %6llu\n",
-              r.hosts, r.concurrency >= kUnbounded ? "-" : std::to_string(r.concurrency).c_str(), r.peak, r.startup_ms,
-              r.startup_ms / base.startup_ms, r.connect_ms, r.slowest_connect_ms, phases, r.samples_per_s,
-              r.samples_per_s / base.samples_per_s, r.samples_per_s / r.hosts, r.runner_us_per_sample,
-              100 * r.runner_cpu / cores, 100 * r.machine_cpu / cores, r.lag_ms, (unsigned long long)r.samples,
-              (unsigned long long)r.missing, (unsigned long long)r.lost, (unsigned long long)r.failed);
+  std::printf(
+      "%6d %4s %5d %11.1f %7.2f %11.1f %13.1f %23s %11.0f %7.2f %10.0f %8.1f %9.0f %9.0f %8.0f %10llu %8llu %5llu "
+      "%6llu\n",
+      r.hosts, r.concurrency >= kUnbounded ? "-" : std::to_string(r.concurrency).c_str(), r.peak, r.startup_ms,
+      r.startup_ms / base.startup_ms, r.connect_ms, r.slowest_connect_ms, phases, r.samples_per_s,
+      r.samples_per_s / base.samples_per_s, r.samples_per_s / r.hosts, r.runner_us_per_sample,
+      100 * r.runner_cpu / cores, 100 * r.machine_cpu / cores, r.lag_ms, (unsigned long long)r.samples,
+      (unsigned long long)r.missing, (unsigned long long)r.lost, (unsigned long long)r.failed);
   if (r.with_errors) {
     std::printf("       (%llu hosts reported errors; %llu samples recovered from spools)\n",
                 (unsigned long long)r.with_errors, (unsigned long long)r.recovered);
@@ -213,9 +219,10 @@ int main(int argc, char** argv) {
   so.max_startups = "";  // sshd's default, 10:30:100
   testing::SshdFixture sshd{so};
   const int cores = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
-  std::printf("runner fan-out: heartbeat every %d ms per host, %.1f s capture, one loopback sshd (MaxStartups "
-              "default), %d CPUs; %% columns: of all %d cores; phases: the slowest host's, ms\n",
-              interval_ms, seconds, cores, cores);
+  std::printf(
+      "runner fan-out: heartbeat every %d ms per host, %.1f s capture, one loopback sshd (MaxStartups "
+      "default), %d CPUs; %% columns: of all %d cores; phases: the slowest host's, ms\n",
+      interval_ms, seconds, cores, cores);
   print_header();
   Row base;
   for (int n : sizes) {

@@ -151,6 +151,7 @@ Replay run_case(Agent& agent, uint64_t n, uint64_t page, const std::string& self
         spool = st["spool"].get<std::string>();
         break;
       }
+      // load-safe: a benchmark: the poll interval of a wait for the spool to fill (the event).
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     control.stop();

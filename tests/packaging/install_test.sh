@@ -105,7 +105,8 @@ export HOME=$work OCSLAB_OCS_PASSWORD=root  # no credentials file of the user's
 "$stage/bin/ocsctl" emulate --size 16x16 --switching-ms 1 --listen 0 --ready-file "$work/ready.json" \
   >"$work/emulate.log" 2>&1 &
 emu_pid=$!
-for _ in $(seq 200); do [[ -s "$work/ready.json" ]] && break; sleep 0.05; done  # the emulator writes it once it listens
+# load-safe: polls for the ready file (the event); 1,200 tries (60 s) are a hang guard.
+for _ in $(seq 1200); do [[ -s "$work/ready.json" ]] && break; sleep 0.05; done  # the emulator writes it once it listens
 [[ -s "$work/ready.json" ]] || { cat "$work/emulate.log"; fail "emulator not ready"; }
 port=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["tl1"])' "$work/ready.json")
 url=tl1://admin@127.0.0.1:$port

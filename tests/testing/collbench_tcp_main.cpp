@@ -7,13 +7,13 @@
 // spent on the host by the shared step loop (Backend::compute's default) and recorded in the
 // rows; the older --compute-ms sleeps before every collective inside prepare (not recorded),
 // and adds to the schedule's.
-#include <algorithm>
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <cstring>
 #include <iostream>
@@ -106,6 +106,7 @@ class TcpBackend : public Backend {
   }
 
   void prepare(const Op& op, uint64_t seq) override {
+    // load-safe: models a rank's compute (--compute-ms), a workload parameter, not a wait for an event.
     if (compute_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(compute_ms_));  // kept: models compute
     seq_ = seq;
     buf_.assign(buffer_floats(op), 0.0f);

@@ -30,23 +30,40 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--proto") proto = value();
-    else if (a == "--listen") listen_port = std::stoi(value());
-    else if (a == "--state") state = value();
-    else if (a == "--size") size = value();
-    else if (a == "--prompt") q.prompt = true;
-    else if (a == "--bare-lf") q.bare_lf = true;
-    else if (a == "--autonomous") q.autonomous = true;
-    else if (a == "--split") q.split_writes = true;
-    else if (a == "--netconf-base10") q.netconf_base11 = false;
-    else if (a == "--netconf-revision") q.netconf_revision = value();
-    else if (a == "--drop-on") q.drop_on = value();
-    else if (a == "--never-reply-to") q.never_reply_to = value();
-    else if (a == "--garbage-on") q.garbage_on = value();
-    else if (a == "--deny-on") q.deny_on = value();
-    else if (a == "--faults-after") q.faults_after = std::stoi(value());
-    else if (a == "--delay-ms") q.reply_delay_ms = std::stoi(value());
-    else if (a == "--replace-patched") q.replace_patched = true;
+    if (a == "--proto")
+      proto = value();
+    else if (a == "--listen")
+      listen_port = std::stoi(value());
+    else if (a == "--state")
+      state = value();
+    else if (a == "--size")
+      size = value();
+    else if (a == "--prompt")
+      q.prompt = true;
+    else if (a == "--bare-lf")
+      q.bare_lf = true;
+    else if (a == "--autonomous")
+      q.autonomous = true;
+    else if (a == "--split")
+      q.split_writes = true;
+    else if (a == "--netconf-base10")
+      q.netconf_base11 = false;
+    else if (a == "--netconf-revision")
+      q.netconf_revision = value();
+    else if (a == "--drop-on")
+      q.drop_on = value();
+    else if (a == "--never-reply-to")
+      q.never_reply_to = value();
+    else if (a == "--garbage-on")
+      q.garbage_on = value();
+    else if (a == "--deny-on")
+      q.deny_on = value();
+    else if (a == "--faults-after")
+      q.faults_after = std::stoi(value());
+    else if (a == "--delay-ms")
+      q.reply_delay_ms = std::stoi(value());
+    else if (a == "--replace-patched")
+      q.replace_patched = true;
     else {
       std::fprintf(stderr, "ocs-testpeer: unknown option %s\n", a.c_str());
       return 2;
@@ -58,17 +75,26 @@ int main(int argc, char** argv) {
     return 2;
   }
   PeerSwitch sw(n, m, state);
-  PeerProtocol p = proto == "scpi" ? PeerProtocol::kScpi : proto == "netconf" ? PeerProtocol::kNetconf : PeerProtocol::kTl1;
+  PeerProtocol p = proto == "scpi"      ? PeerProtocol::kScpi
+                   : proto == "netconf" ? PeerProtocol::kNetconf
+                                        : PeerProtocol::kTl1;
   if (listen_port >= 0) {
     TcpPeer peer(p, sw, q);
     std::printf("%d\n", peer.port());
     std::fflush(stdout);
+    // load-safe: an idle main thread; the peer's work runs on its own threads until it is killed.
     for (;;) std::this_thread::sleep_for(std::chrono::hours(1));  // kept: serve until killed
   }
   switch (p) {
-    case PeerProtocol::kTl1: serve_tl1_session(0, 1, sw, q); break;
-    case PeerProtocol::kScpi: serve_scpi_session(0, 1, sw, q); break;
-    case PeerProtocol::kNetconf: serve_netconf_session(0, 1, sw, q); break;
+    case PeerProtocol::kTl1:
+      serve_tl1_session(0, 1, sw, q);
+      break;
+    case PeerProtocol::kScpi:
+      serve_scpi_session(0, 1, sw, q);
+      break;
+    case PeerProtocol::kNetconf:
+      serve_netconf_session(0, 1, sw, q);
+      break;
   }
   return 0;
 }

@@ -111,6 +111,7 @@ echo "before: $(dpkg-query -W -f='${Status} ${Version}' ocslab-agent)"
 files=$(dpkg -L ocslab-agent) || exit 1
 conffiles=$(dpkg-query -W -f='${Conffiles}' ocslab-agent | awk '{print $1}')
 sed -i '/ocslab-agent-run$/d' /etc/inittab && kill -HUP 1
+# load-bound: assumes the agent exited within 1 s of SIGTERM before the purge.
 kill -TERM $(cat /run/ocslab-agent/agent.pid) 2>/dev/null; sleep 1
 DEBIAN_FRONTEND=noninteractive apt-get purge -y ocslab-agent >/dev/null || exit 1
 left=""
@@ -210,6 +211,7 @@ try:
     script = ('{"type":"hello","id":1,"version":1}\n'
               '{"type":"probes.start","id":2,"probes":[{"name":"carrier","interfaces":["eth1"],"interval_ms":10}]}\n')
     # sleep 3 / sleep 1 kept: 3 s of capture, then 1 s for the replies before stdin closes.
+    # load-bound: assumes the replies come within the 1 s before stdin closes.
     cmd = ("(cat; sleep 3; echo '{\"type\":\"probes.stop\",\"id\":3}'; echo '{\"type\":\"bye\",\"id\":4}'; sleep 1) | "
            "sudo -n /usr/bin/ocslab-agent serve --stdio --socket /run/ocslab-agent/agent.sock")
     r = ssh(port["h1"], cmd, user="ocslab", stdin=script)

@@ -67,7 +67,7 @@ void check_held_down_run(Lab& lab) {
       }
       CHECK(std::fabs(std::stod(row.at("switching_ms")) - 25) <= 10);   // command -> light back
       CHECK(std::fabs(std::stod(row.at("firmware_ms")) - 1500) <= 50);  // light -> firmware link up
-      CHECK(row.at("dark_ms").empty());                                  // it was dark before
+      CHECK(row.at("dark_ms").empty());                                 // it was dark before
     } else if (it == "3" && h == "h3") {
       // Held down: the one port that was to come back and did not.
       CHECK(row.at("intent") == "move");
@@ -108,6 +108,7 @@ void check_held_down_run(Lab& lab) {
   CHECK(t.at("timing").at("held_down").empty());
   // Released, h3's link comes back after the firmware delay (1.5 s) like any other.
   auto carrier = [&] { return lab.run("h3", "cat /sys/class/net/eth1/carrier"); };
+  // load-safe: polls the guest's carrier (the event); 10 s are a hang guard.
   for (int i = 0; i < 20 && carrier() != "1\n"; ++i) std::this_thread::sleep_for(500ms);
   CHECK(carrier() == "1\n");
 }
@@ -165,10 +166,9 @@ void check_port_dark_run(Lab& lab) {
   CHECK(dark.at("error") == "");
   // The unreachable switch: reconfiguration 1's command went out once the spell was over.
   REQUIRE(meta.at("reconfigurations").size() == 2);
-  const double waited_ms =
-      static_cast<double>(meta.at("reconfigurations")[0].at("issued_ns").get<int64_t>() -
-                          spell.at("asked_ns").get<int64_t>()) /
-      1e6;
+  const double waited_ms = static_cast<double>(meta.at("reconfigurations")[0].at("issued_ns").get<int64_t>() -
+                                               spell.at("asked_ns").get<int64_t>()) /
+                           1e6;
   CHECK(waited_ms >= 1500);
   CHECK(waited_ms < 4000);
   bool fault_row = false, shutter_row = false, spell_start = false, spell_end = false;
@@ -192,6 +192,7 @@ void check_port_dark_run(Lab& lab) {
   REQUIRE(timing.status == 0);
   CHECK(json::parse(timing.out).at("timing").at("dark_ports").empty());
   auto carrier = [&] { return lab.run("h3", "cat /sys/class/net/eth1/carrier"); };
+  // load-safe: polls the guest's carrier (the event); 10 s are a hang guard.
   for (int i = 0; i < 20 && carrier() != "1\n"; ++i) std::this_thread::sleep_for(500ms);
   CHECK(carrier() == "1\n");
 }

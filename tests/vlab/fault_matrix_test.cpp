@@ -21,9 +21,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
 #include <cstdio>
 #include <cstdlib>
-#include <fmt/format.h>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -54,8 +54,7 @@ const std::vector<std::string> kHosts = {"h1", "h2", "h3", "h4"};
 // runner sees its switch session end mid-run, as when a switch or its network drops it).
 class SwitchRelay {
  public:
-  explicit SwitchRelay(int upstream_port)
-      : server_([upstream_port](int fd) { relay(fd, upstream_port); }) {}
+  explicit SwitchRelay(int upstream_port) : server_([upstream_port](int fd) { relay(fd, upstream_port); }) {}
   int port() const { return server_.port(); }
   void drop() { server_.drop_connections(); }
 
@@ -108,7 +107,6 @@ std::string spec_text(const std::string& lab_file, const std::string& switch_url
   return s;
 }
 
-
 struct Tally {
   uint64_t expected = 0, rows = 0, lost = 0, duplicated = 0;
 };
@@ -143,11 +141,12 @@ long daemon_pid(const Lab& lab, const std::string& host) {
 // Kills the sshd process that carries the runner's bridge session on `host` (the bridge's
 // nearest ancestor named sshd): the runner's SSH connection ends as if the network cut it.
 std::string kill_bridge_sshd(const Lab& lab, const std::string& host) {
-  auto r = lab.exec(host,
-                    "b=$(ps -eo pid,args | awk '/serve --stdio/ && !/awk/ {print $1; exit}'); [ -n \"$b\" ] || exit 3; "
-                    "p=$b; while [ \"$p\" -gt 1 ]; do p=$(awk '{print $4}' /proc/$p/stat); "
-                    "case \"$(cat /proc/$p/cmdline | tr '\\0' ' ')\" in sshd*) kill -9 $p; echo \"bridge $b, sshd $p killed\"; "
-                    "exit 0;; esac; done; exit 4");
+  auto r = lab.exec(
+      host,
+      "b=$(ps -eo pid,args | awk '/serve --stdio/ && !/awk/ {print $1; exit}'); [ -n \"$b\" ] || exit 3; "
+      "p=$b; while [ \"$p\" -gt 1 ]; do p=$(awk '{print $4}' /proc/$p/stat); "
+      "case \"$(cat /proc/$p/cmdline | tr '\\0' ' ')\" in sshd*) kill -9 $p; echo \"bridge $b, sshd $p killed\"; "
+      "exit 0;; esac; done; exit 4");
   REQUIRE(r.exit_status == 0);
   return r.out;
 }
@@ -186,7 +185,8 @@ TEST_CASE("fault matrix: runner, agent, SSH, switch and spool faults under full-
     }
   } unmount;
   if (fault == "spool-full") {
-    lab.run("h4", "mkdir -p /var/spool/ocslab-agent && mount -t tmpfs -o size=256k,mode=0700 tmpfs /var/spool/ocslab-agent");
+    lab.run("h4",
+            "mkdir -p /var/spool/ocslab-agent && mount -t tmpfs -o size=256k,mode=0700 tmpfs /var/spool/ocslab-agent");
     unmount.lab = &lab;
   }
   const std::string spec = work + "/" + fault + ".yaml";
@@ -198,8 +198,9 @@ TEST_CASE("fault matrix: runner, agent, SSH, switch and spool faults under full-
   pid_t runner = spawn_program({testing::bin_path("ocslab"), "run", spec, "-o", out, "--no-plot"}, so);
   const std::string control = out + "/capture/runner.control.csv";
   // The fault lands after the third switch command: capture running on every host, mid-schedule.
-  bool mid_run = testing::poll_until([&] { return fs::exists(out + "/run.json") && testing::count_rows(control, ",command,") >= 3; },
-                                     std::chrono::seconds(300), std::chrono::milliseconds(200));
+  bool mid_run = testing::poll_until(
+      [&] { return fs::exists(out + "/run.json") && testing::count_rows(control, ",command,") >= 3; },
+      std::chrono::seconds(300), std::chrono::milliseconds(200));
   INFO(read_file_or_empty(so.log_file));
   REQUIRE(mid_run);
   uint64_t agent_kill_spooled = 0;
@@ -239,6 +240,7 @@ TEST_CASE("fault matrix: runner, agent, SSH, switch and spool faults under full-
   ::waitpid(runner, &status, 0);
   if (fault == "runner-kill") {
     REQUIRE(WIFSIGNALED(status));
+    // load-safe: a gap in which the agents go on capturing; a longer one only means more to recover.
     std::this_thread::sleep_for(std::chrono::seconds(5));  // the agents go on capturing meanwhile
     auto r = ocslab_cli({"recover", out, "--no-plot"});
     std::cout << r.out << r.err;
@@ -249,8 +251,9 @@ TEST_CASE("fault matrix: runner, agent, SSH, switch and spool faults under full-
   }
   if (fault == "agent-kill") {
     // What the dead agent's spool had persisted: its last whole line's seq.
-    auto r = lab.exec("h2", "f=$(ls -t /var/spool/ocslab-agent/*.jsonl | head -1); tail -c 4096 \"$f\" | "
-                            "grep -o '^{\"type\":\"sample\",\"seq\":[0-9]*' | tail -1 | grep -o '[0-9]*$'");
+    auto r = lab.exec("h2",
+                      "f=$(ls -t /var/spool/ocslab-agent/*.jsonl | head -1); tail -c 4096 \"$f\" | "
+                      "grep -o '^{\"type\":\"sample\",\"seq\":[0-9]*' | tail -1 | grep -o '[0-9]*$'");
     agent_kill_spooled = std::strtoull(r.out.c_str(), nullptr, 10);
     REQUIRE(agent_kill_spooled > 0);
   }

@@ -5,7 +5,6 @@
 // ring, re-applies and verifies again, and clears every host at the end.
 #include <catch2/catch.hpp>
 
-#include "ocslab/common/exit_code.h"
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -13,12 +12,14 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include "ocslab/common/exit_code.h"
 
+#include <thread>
 #include "lab_fixture.h"
 #include "ocslab/common/process.h"
 #include "ocslab/ocsctl/ssh_session.h"
+#include "ocslab/runner/target.h"
 #include "ocslab/testing/sshd_fixture.h"
-#include <thread>
 #include "ocslab/vlab/lab_spec.h"
 #include "ocslab/vlab/lab_state.h"
 
@@ -63,7 +64,8 @@ TEST_CASE("the runner applies forwarding per mapping, verifies the matrix, re-ap
   // Ring A (the lab's links): every pair reachable; h1 <-> h3 and h2 <-> h4 opposite, two hops
   // through the planned relay, whose filter counted the ping.
   REQUIRE(fs::exists(out + "/forwarding-verify-0-ring-a.csv"));
-  std::cout << read_file_or_empty(out + "/forwarding-verify-0-ring-a.txt") << read_file_or_empty(out + "/forwarding-verify-1-ring-b.txt");
+  std::cout << read_file_or_empty(out + "/forwarding-verify-0-ring-a.txt")
+            << read_file_or_empty(out + "/forwarding-verify-1-ring-b.txt");
   json a = json::parse(read_file_or_empty(out + "/forwarding-verify-0-ring-a.json"));
   CHECK(a["pairs"].size() == 12);
   CHECK(a["all_reachable"] == true);
@@ -149,11 +151,14 @@ TEST_CASE("the runner applies forwarding per mapping, verifies the matrix, re-ap
   // tree comes back through h1; h2's reply leaves its eth1 to h3, whose tree goes through h2
   // and h4. To h4's eth1 (10.0.0.41, routed via h3 and h2): h1's eth1 reaches h4 at its eth2,
   // and h4 sends it out of eth1 to h2, which hands it straight back (the owner's bounce).
-  f = ocslab_cli({"forwarding", "apply", source_path("tests/vlab/labs/fwdrun-ring-every-nic.spec.yaml"), "--mapping",
-                  "ring-b"});
+  f = ocslab_cli(
+      {"forwarding", "apply", source_path("tests/vlab/labs/fwdrun-ring-every-nic.spec.yaml"), "--mapping", "ring-b"});
   INFO(f.out << f.err);
   REQUIRE(f.status == 0);
-  const std::string agent = testing::bin_path("ocslab-agent");
+  // The agent where the guests see it, installed the way `ocslab run` gives it to them (the lab's
+  // bin folder, runner::install_binary): the build's own path is not theirs when the checkout is
+  // under /tmp, which each guest replaces with its own (exit 127, 2026-12).
+  const std::string agent = runner::install_binary(testing::bin_path("ocslab-agent"), lab.dir + "/bin", "ocslab-agent");
   for (const char* h : {"h1", "h2", "h4"})
     REQUIRE(guest(h, "umask 077; echo 0123456789abcdef0123456789abcdef > /tmp/every-nic.secret").exit_status == 0);
   int port = 19480;

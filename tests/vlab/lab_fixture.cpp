@@ -391,6 +391,7 @@ void require_nothing_left(const std::string& dir) {
     left = processes_of(dir);
     if (left.empty()) break;
     // `vlab down` has returned: what is left is exiting; 5 s in 100 ms polls.
+    // load-safe: the poll interval of a bounded wait for the lab's processes to exit.
     std::this_thread::sleep_for(100ms);
   }
   INFO("still running: " << (left.empty() ? "" : left.front()));

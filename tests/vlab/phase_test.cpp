@@ -67,6 +67,7 @@ class ControllerProcess {
     SpawnOptions so;
     so.log_file = log;
     pid_ = spawn_program({testing::bin_path("ocslab"), "controller", config, "--events", events}, so);
+    // load-safe: the ceiling of a wait for the controller's port (the event); a hang guard.
     auto deadline = std::chrono::steady_clock::now() + 30s;
     while (port_ == 0) {
       std::string text = read_file_or_empty(log);
@@ -78,6 +79,7 @@ class ControllerProcess {
       INFO("controller log:\n" << text);
       REQUIRE(process_alive(pid_));
       REQUIRE(std::chrono::steady_clock::now() < deadline);
+      // load-safe: the poll interval of the wait for the port.
       std::this_thread::sleep_for(50ms);  // poll interval of this bounded wait
     }
   }

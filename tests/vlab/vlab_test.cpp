@@ -7,7 +7,6 @@
 
 #include <catch2/catch.hpp>
 
-#include "ocslab/common/exit_code.h"
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -17,12 +16,13 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include "ocslab/common/exit_code.h"
 
 #include "lab_fixture.h"
 #include "ocslab/common/bounded_line.h"
 #include "ocslab/common/file.h"
-#include "ocslab/common/secret.h"
 #include "ocslab/common/process.h"
+#include "ocslab/common/secret.h"
 #include "ocslab/ocsctl/driver.h"
 #include "ocslab/ocsctl/ssh_session.h"
 #include "ocslab/ocsctl/switch_url.h"
@@ -48,12 +48,14 @@ std::string rdma_ping_pong(const Lab& lab, const std::string& server, const std:
     ocs::SshSession s(lab.ssh(server));
     srv = s.exec("timeout 90 ib_send_lat " + args, 100s);
   });
+  // load-bound: assumes the guest's server listens within 2 s; a refused connect is retried below.
   std::this_thread::sleep_for(2s);  // kept: the server listens before the client starts
   ocs::SshSession c(lab.ssh(client));
   ocs::ExecResult cli;
   for (int attempt = 0; attempt < 5; ++attempt) {  // the server may still be starting
     cli = c.exec("timeout 90 ib_send_lat " + args + " " + server_ip, 100s);
     if (cli.exit_status == 0) break;
+    // load-safe: the retry pause after a refused connect.
     std::this_thread::sleep_for(1s);  // kept: retry pause after a refused connect
   }
   t.join();
@@ -71,12 +73,13 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 // Polls `cmd` on host until its output contains `want`; returns when it did (seconds since
 // `from`), or -1 after `limit`.
-double wait_for(const Lab& lab, const std::string& host, const std::string& cmd, const std::string& want,
-                std::chrono::steady_clock::time_point from, std::chrono::seconds limit) {
+double wait_for_output(const Lab& lab, const std::string& host, const std::string& cmd, const std::string& want,
+                       std::chrono::steady_clock::time_point from, std::chrono::seconds limit) {
   ocs::SshSession s(lab.ssh(host));
   while (std::chrono::steady_clock::now() - from < limit) {
     auto r = s.exec(cmd, 10s);
     if (r.out.find(want) != std::string::npos) return seconds_since(from);
+    // load-safe: the poll interval of a bounded wait for the output.
     std::this_thread::sleep_for(20ms);  // poll interval of this bounded wait
   }
   return -1;
@@ -120,6 +123,7 @@ TEST_CASE("Ctrl-C during up stops everything it started", "[vlab]") {
   // Interrupt once the supervisor has started the hosts.
   bool running = false;
   for (int i = 0; i < 600 && !running; ++i) {
+    // load-safe: the poll interval of a bounded wait.
     std::this_thread::sleep_for(100ms);  // poll interval of this bounded wait
     try {
       running = vlab::LabState::load(dir).phase == "running";
@@ -153,6 +157,7 @@ TEST_CASE("two hosts: up, RDMA ping-pong through the emulated switch, a dead VM 
 
   // A VM that dies is reported by status (and `down` still cleans up after it).
   ::kill(lab.state().host("h2").pid, SIGKILL);
+  // load-bound: assumes QEMU is reaped and `vlab status` notices within 1 s.
   std::this_thread::sleep_for(1s);  // kept: QEMU is reaped and status notices
   ProgramResult st = ocslab_cli({"vlab", "status", "two-hosts"});
   INFO(st.out << st.err);
@@ -203,6 +208,7 @@ class LinkMonitor {
   // Seconds from `from` to the first line after `from` that contains `what`; -1 if none came
   // within `limit`.
   double wait_line(std::chrono::steady_clock::time_point from, const std::string& what, std::chrono::seconds limit) {
+    // load-safe: the ceiling of a wait for a line (the event); a hang guard.
     auto deadline = std::chrono::steady_clock::now() + limit;
     while (std::chrono::steady_clock::now() < deadline) {
       {
@@ -212,6 +218,7 @@ class LinkMonitor {
           if (t >= from && line.find(what) != std::string::npos) return std::chrono::duration<double>(t - from).count();
         }
       }
+      // load-safe: the poll interval of the wait for a line.
       std::this_thread::sleep_for(5ms);  // poll interval of this bounded wait
     }
     return -1;
@@ -261,10 +268,10 @@ std::vector<std::vector<std::string>> rdma_probe_across_outage(
   ocs::ExecResult server, client;
   std::thread srv([&] {
     ocs::SshSession s(lab.ssh("h2"));
-    server = s.exec(tool + " --role server --if eth1 --control h2:18520 --secret " + secret +
-                        " --duration-s 16 --host h2",
-                    60s);
+    server = s.exec(
+        tool + " --role server --if eth1 --control h2:18520 --secret " + secret + " --duration-s 16 --host h2", 60s);
   });
+  // load-bound: assumes the guest's server listens within 2 s.
   std::this_thread::sleep_for(2s);  // kept: the server listens before the client starts
   std::thread cli([&] {
     ocs::SshSession s(lab.ssh("h1"));
@@ -272,8 +279,11 @@ std::vector<std::vector<std::string>> rdma_probe_across_outage(
                         " --duration-s 12 --host h1 " + client_args,
                     60s);
   });
+  // load-safe: traffic flows before the circuit change; a longer while changes no check.
   std::this_thread::sleep_for(4s);  // kept: traffic flows before the circuit change
   driver.disconnect({1, 2});
+  // load-safe: the dark time is taken from the stamps around it, so a late wake lengthens what is measured, not the
+  // error.
   std::this_thread::sleep_for(1s);  // kept: the dark time is what is measured
   driver.connect({{1, 18}, {2, 17}});
   cli.join();
@@ -328,7 +338,7 @@ TEST_CASE(
       std::cout << (m == &h1 ? "h1" : "h2") << ": carrier down " << down << " s after the command was issued\n";
       CHECK(down >= 0);
     }
-    for (const char* h : {"h1", "h2"}) CHECK(wait_for(lab, h, probe, "carrier=0 rdma=1: DOWN", t_off, 20s) >= 0);
+    for (const char* h : {"h1", "h2"}) CHECK(wait_for_output(lab, h, probe, "carrier=0 rdma=1: DOWN", t_off, 20s) >= 0);
     // h3-h4 were not touched.
     CHECK_THAT(lab.run("h3", probe), Contains("carrier=1 rdma=4: ACTIVE"));
 
@@ -341,7 +351,7 @@ TEST_CASE(
       CHECK(up >= 1.4);
       CHECK(up <= 1.5 + 1.0);  // the TCG guest and the stream add latency, never remove it
     }
-    double active = wait_for(lab, "h1", probe, "rdma=4: ACTIVE", t_ack, 20s);
+    double active = wait_for_output(lab, "h1", probe, "rdma=4: ACTIVE", t_ack, 20s);
     std::cout << "h1: Soft-RoCE port seen ACTIVE " << active << " s after the switch acknowledged\n";
     CHECK(active >= 1.4);
     std::cout << "h1 `ip -ts monitor link` (guest clock):\n" << h1.text() << "h2:\n" << h2.text();
@@ -401,8 +411,11 @@ TEST_CASE(
                       " && cat /tmp/cap.csv",
                   60s);
     });
+    // load-safe: traffic flows before the circuit change; a longer while changes no check.
     std::this_thread::sleep_for(4s);  // kept: traffic flows before the circuit change
     driver->disconnect({1, 2});
+    // load-safe: the dark time is taken from the stamps around it, so a late wake lengthens what is measured, not the
+    // error.
     std::this_thread::sleep_for(1s);  // kept: the dark time is what is measured
     driver->connect({{1, 18}, {2, 17}});
     t.join();

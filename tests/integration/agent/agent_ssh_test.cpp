@@ -77,6 +77,7 @@ TEST_CASE("a dropped SSH session loses no sample: the gap comes from the spool",
   REQUIRE(last_before_drop > 0);
 
   // The daemon keeps capturing while no session is connected.
+  // load-safe: a gap in which nobody listens; a longer one (a late wake) only means more to replay.
   std::this_thread::sleep_for(1000ms);  // kept: the gap is the point, the spool fills while nobody listens
 
   AgentClient second(ssh_exec(ssh_options(sshd), "ocslab-agent serve --stdio"));

@@ -28,8 +28,16 @@ constexpr uid_t kNobody = 65534;
 // ocslab-agent ARGS as nobody, with XDG_RUNTIME_DIR set to xdg (unset when empty); bounded by
 // timeout(1) so an agent that wrongly starts serving cannot hang the test. 20 s: an agent that
 // serves stdin until its end needs well under a second, but under ASan beside other entries one
-// took over 5 s (status 124, the sanitizer stage of 2026-11-29).
+// took over 5 s (status 124, the sanitizer stage of 2026-11-29). nobody runs a copy of the build's
+// agent in a folder of its own that nobody can reach: the checkout may not be reachable (a clone
+// in root's home, mode 0700: "Permission denied").
 ocslab::ProgramResult agent_as_nobody(const std::string& xdg, const std::vector<std::string>& args) {
+  ocslab::testing::TempDir bin;
+  REQUIRE(::chmod(bin.path().c_str(), 0755) == 0);
+  const std::string copy = bin.path() + "/ocslab-agent";
+  fs::copy_file(ocslab::testing::bin_path("ocslab-agent"), copy);
+  fs::permissions(copy, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                            fs::perms::others_exec);
   std::vector<std::string> argv = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env"};
   if (xdg.empty()) {
     argv.push_back("-u");
@@ -37,7 +45,7 @@ ocslab::ProgramResult agent_as_nobody(const std::string& xdg, const std::vector<
   } else {
     argv.push_back("XDG_RUNTIME_DIR=" + xdg);
   }
-  argv.insert(argv.end(), {"timeout", "20", ocslab::testing::bin_path("ocslab-agent")});
+  argv.insert(argv.end(), {"timeout", "20", copy});
   argv.insert(argv.end(), args.begin(), args.end());
   return ocslab::run_program_status(argv);
 }
@@ -63,6 +71,13 @@ bool empty_dir(const std::string& path) { return fs::is_directory(path) && fs::i
 TEST_CASE("a non-root agent's /tmp runtime folder made by another user is refused", "[agent][local-files]") {
   const std::string base = "/tmp/ocslab-agent-" + std::to_string(kNobody);
   fs::remove_all(base);  // a left-over of an earlier run: the test plants its own
+  struct RemoveAtEnd {
+    std::string path;
+    ~RemoveAtEnd() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  } remove_at_end{base};  // also when a REQUIRE below ends the case
   REQUIRE(::mkdir(base.c_str(), 0777) == 0);
   REQUIRE(::chmod(base.c_str(), 0777) == 0);  // root's, open to all: a trap for nobody's agent
   auto r = agent_as_nobody("", {"serve", "--stdio", "--no-daemon"});

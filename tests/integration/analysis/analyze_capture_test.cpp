@@ -61,14 +61,18 @@ TEST_CASE("ocslab analyze finds the two carrier outages of a real ocslab-agent c
     return ocslab::run_program({"ip", "netns", "exec", ns.name(), ocslab::testing::bin_path("ocslab-agent"), "capture",
                                 "--probes", "carrier", "--if", "ana0", "--duration", "9", "--host", "h1", "-o", csv});
   });
+  // load-bound: the capture's start cannot be observed from outside; 2 s are assumed enough for it to be running.
   std::this_thread::sleep_for(2000ms);  // kept: see above, the start cannot be observed
   const std::vector<std::chrono::milliseconds> dark = {1000ms, 600ms};
   std::vector<int64_t> down_at;
   for (auto d : dark) {
     down_at.push_back(ocslab::realtime_ns());
     ns.ip("link set dev anb0 down");
+    // load-safe: the dark time the analysis measures is taken from the stamps around it, so a late wake lengthens what
+    // is measured, not the error.
     std::this_thread::sleep_for(d);  // kept: the dark time is what the analysis must measure
     ns.ip("link set dev anb0 up");
+    // load-safe: a lower bound: past linkwatch's 1 s window; a late wake only lengthens it.
     std::this_thread::sleep_for(1500ms);  // kept: light between losses, past linkwatch's 1 s window
   }
   capture.get();

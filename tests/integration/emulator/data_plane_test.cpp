@@ -250,7 +250,7 @@ TEST_CASE("carrier follows the light through the NIC link model, with the firmwa
     dp.set_path(dp.nics()[1].tx_port, std::nullopt);
     model->on_light(false);
   });
-  auto down = watcher.wait_for(false, dark, 3000);
+  auto down = watcher.wait_for_edge(false, dark, 3000);
   REQUIRE(down);
   // Linkwatch batches non-urgent events (carrier loss is one) up to a second apart.
   std::printf("carrier down seen in the namespace %.1f ms after the light went (LOS 1 ms + linkwatch)\n",
@@ -259,12 +259,13 @@ TEST_CASE("carrier follows the light through the NIC link model, with the firmwa
   CHECK_FALSE(model->link_up());
 
   // Let linkwatch's one-second pacing run out, so the up event below is not paced by it.
+  // load-safe: a lower bound: past linkwatch's 1 s pacing; a late wake only lengthens it.
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // kept: kernel pacing, not an event
   int64_t lit = on_loop([&] {
     dp.set_path(dp.nics()[1].tx_port, dp.nics()[0].rx_port);
     model->on_light(true);
   });
-  auto up = watcher.wait_for(true, lit, 3000);
+  auto up = watcher.wait_for_edge(true, lit, 3000);
   REQUIRE(up);
   double measured = static_cast<double>(up->mono_ns - lit) / 1e6;
   std::printf("carrier up seen in the namespace %.1f ms after the light returned (configured firmware delay %.0f ms)\n",
@@ -281,11 +282,13 @@ TEST_CASE("carrier follows the light through the NIC link model, with the firmwa
 
   // A flap while the firmware is still bringing the link up: the host never sees carrier.
   int64_t dark2 = on_loop([&] { model->on_light(false); });
-  REQUIRE(watcher.wait_for(false, dark2, 3000));
+  REQUIRE(watcher.wait_for_edge(false, dark2, 3000));
   int64_t relit = on_loop([&] { model->on_light(true); });
+  // load-bound: the flap must stay shorter than the link-up delay it is checked against; a long preemption here
+  // lengthens the flap.
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // kept: the short flap is the point
   on_loop([&] { model->on_light(false); });
-  CHECK_FALSE(watcher.wait_for(true, relit, 600));
+  CHECK_FALSE(watcher.wait_for_edge(true, relit, 600));
   CHECK_FALSE(model->link_up());
   CHECK(lab.ns[0]->exec_status("sh -c 'ip link show dev " + lab.tap(0) + " | grep -q NO-CARRIER'") == 0);
   on_loop([&] { model.reset(); });

@@ -88,7 +88,7 @@ TEST_CASE("emulated switch: ping over a circuit pair, carrier follows reconfigur
   ocs::DriverOptions opts;
   opts.password = "root";
   auto sw = ocs::make_driver(ocs::SwitchUrl::parse("tl1://admin@127.0.0.1:" + std::to_string(*emu.ports().tl1)), opts);
-  const std::vector<ocs::Circuit> pair = {{1, 10}, {2, 9}};  // a -> b and b -> a
+  const std::vector<ocs::Circuit> pair = {{1, 10}, {2, 9}};   // a -> b and b -> a
   const std::vector<ocs::Circuit> away = {{1, 11}, {2, 12}};  // to egress ports nobody listens on
 
   // Dark switch: no carrier, no traffic.
@@ -96,21 +96,21 @@ TEST_CASE("emulated switch: ping over a circuit pair, carrier follows reconfigur
 
   int64_t t0 = monotonic_ns();
   sw->apply(pair, ocs::ApplyMode::kReplace);
-  auto up_a = carrier_a.wait_for(true, t0, 5000), up_b = carrier_b.wait_for(true, t0, 5000);
+  auto up_a = carrier_a.wait_for_edge(true, t0, 5000), up_b = carrier_b.wait_for_edge(true, t0, 5000);
   REQUIRE(up_a);
   REQUIRE(up_b);
   CHECK(ping() == 0);
 
   int64_t t1 = monotonic_ns();
   sw->apply(away, ocs::ApplyMode::kReplace);
-  auto down_a = carrier_a.wait_for(false, t1, 3000), down_b = carrier_b.wait_for(false, t1, 3000);
+  auto down_a = carrier_a.wait_for_edge(false, t1, 3000), down_b = carrier_b.wait_for_edge(false, t1, 3000);
   REQUIRE(down_a);  // seen by the hosts' own kernels through rtnetlink
   REQUIRE(down_b);
   CHECK(ping() != 0);
 
   int64_t t2 = monotonic_ns();
   ocs::ApplyReport back = sw->apply(pair, ocs::ApplyMode::kReplace);
-  auto back_a = carrier_a.wait_for(true, t2, 5000), back_b = carrier_b.wait_for(true, t2, 5000);
+  auto back_a = carrier_a.wait_for_edge(true, t2, 5000), back_b = carrier_b.wait_for_edge(true, t2, 5000);
   REQUIRE(back_a);
   REQUIRE(back_b);
   CHECK(ping() == 0);
@@ -131,9 +131,10 @@ TEST_CASE("emulated switch: ping over a circuit pair, carrier follows reconfigur
     REQUIRE(link);
     double modelled_ms = static_cast<double>(link->mono_ns - light->mono_ns) / 1e6;
     double seen_ms = static_cast<double>(carrier_up.mono_ns - light->mono_ns) / 1e6;
-    std::printf("%s: light back -> carrier up in the host: %.1f ms (configured firmware delay %.0f ms; model drew "
-                "%.1f ms, link row after %.1f ms)\n",
-                nic, seen_ms, kFirmwareMs, drawn->value, modelled_ms);
+    std::printf(
+        "%s: light back -> carrier up in the host: %.1f ms (configured firmware delay %.0f ms; model drew "
+        "%.1f ms, link row after %.1f ms)\n",
+        nic, seen_ms, kFirmwareMs, drawn->value, modelled_ms);
     CHECK(drawn->mono_ns - light->mono_ns < 5'000'000);  // drawn as the light returned
     CHECK(modelled_ms >= kFirmwareMs - 0.5);             // never early
     CHECK(modelled_ms == Approx(kFirmwareMs).margin(20));

@@ -178,7 +178,7 @@ std::vector<CarrierEvent> CarrierWatcher::events() const {
   return events_;
 }
 
-std::optional<CarrierEvent> CarrierWatcher::wait_for(bool up, int64_t since_mono_ns, int timeout_ms) const {
+std::optional<CarrierEvent> CarrierWatcher::wait_for_edge(bool up, int64_t since_mono_ns, int timeout_ms) const {
   std::optional<CarrierEvent> found;
   testing::poll_until(
       [&] {
@@ -245,6 +245,7 @@ void QemuProcess::wait_for_socket(const std::string& path, int timeout_ms) const
     ::close(fd);
     // This probe held QEMU's single QMP slot; QEMU accepts the next client once it sees it close.
     if (ready) return;
+    // load-safe: the retry interval of a bounded wait for QEMU's QMP slot.
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // retry interval of this bounded wait
   }
   throw std::runtime_error("QEMU's QMP socket " + path + " did not appear");

@@ -74,7 +74,7 @@ class CarrierWatcher {
   CarrierWatcher& operator=(const CarrierWatcher&) = delete;
   std::vector<CarrierEvent> events() const;
   // First event after since_mono_ns whose carrier equals `up`, waiting up to timeout_ms.
-  std::optional<CarrierEvent> wait_for(bool up, int64_t since_mono_ns, int timeout_ms) const;
+  std::optional<CarrierEvent> wait_for_edge(bool up, int64_t since_mono_ns, int timeout_ms) const;
 
  private:
   void run(std::string netns);

@@ -69,10 +69,14 @@ struct Lab {
   std::string url(ocs::Protocol proto) const {
     auto p = cp.ports();
     switch (proto) {
-      case ocs::Protocol::kTl1: return "tl1://admin@127.0.0.1:" + std::to_string(*p.tl1);
-      case ocs::Protocol::kTl1Ssh: return "tl1+ssh://admin@127.0.0.1:" + std::to_string(*p.tl1_ssh);
-      case ocs::Protocol::kNetconf: return "netconf://admin@127.0.0.1:" + std::to_string(*p.netconf);
-      case ocs::Protocol::kScpi: return "scpi://127.0.0.1:" + std::to_string(*p.scpi);
+      case ocs::Protocol::kTl1:
+        return "tl1://admin@127.0.0.1:" + std::to_string(*p.tl1);
+      case ocs::Protocol::kTl1Ssh:
+        return "tl1+ssh://admin@127.0.0.1:" + std::to_string(*p.tl1_ssh);
+      case ocs::Protocol::kNetconf:
+        return "netconf://admin@127.0.0.1:" + std::to_string(*p.netconf);
+      case ocs::Protocol::kScpi:
+        return "scpi://127.0.0.1:" + std::to_string(*p.scpi);
     }
     return {};
   }
@@ -152,6 +156,7 @@ class RawClient {
   }
   // Reads until `until` appears (or the timeout passes / the peer closes); returns all read.
   std::string read_until(const std::string& until, std::chrono::milliseconds timeout = 3000ms) {
+    // load-safe: the ceiling of a wait for `until` (the event); a hang guard.
     auto end = std::chrono::steady_clock::now() + timeout;
     while (got_.find(until) == std::string::npos && std::chrono::steady_clock::now() < end) {
       char buf[4096];
@@ -163,6 +168,7 @@ class RawClient {
   }
   // True when the server closed the connection within the timeout.
   bool closed_by_peer(std::chrono::milliseconds timeout = 3000ms) {
+    // load-safe: the ceiling of a wait for the peer's close (the event); a hang guard.
     auto end = std::chrono::steady_clock::now() + timeout;
     while (std::chrono::steady_clock::now() < end) {
       char buf[4096];

@@ -19,15 +19,31 @@ using ocs::Protocol;
 namespace {
 
 const std::vector<std::string> kTl1Seeds = {
-    "ACT-USER::admin:1::root;",   "ENT-PATCH::1,17:2:;",         "DLT-PATCH::ALL:3:;",
-    "RTRV-PATCH:::4:;",           "RTRV-PORT-POWER::1&&32:5:;",  "RTRV-EQPT::SYSTEM:6:::PARAMETER=SIZE;",
-    "ENT-PATCH::1&&16,17&&32:7:;", "SET-PORT-PMON::3:8:::WAVE=1310;", "DLT-PATCH::1&&2000000000:9:;",
-    "ENT-PATCH::\"1,17\":10:;",   "RTRV-HDR:::11;",              "OPR-PORT-SHUTTER::5:12:;",
+    "ACT-USER::admin:1::root;",
+    "ENT-PATCH::1,17:2:;",
+    "DLT-PATCH::ALL:3:;",
+    "RTRV-PATCH:::4:;",
+    "RTRV-PORT-POWER::1&&32:5:;",
+    "RTRV-EQPT::SYSTEM:6:::PARAMETER=SIZE;",
+    "ENT-PATCH::1&&16,17&&32:7:;",
+    "SET-PORT-PMON::3:8:::WAVE=1310;",
+    "DLT-PATCH::1&&2000000000:9:;",
+    "ENT-PATCH::\"1,17\":10:;",
+    "RTRV-HDR:::11;",
+    "OPR-PORT-SHUTTER::5:12:;",
 };
 const std::vector<std::string> kScpiSeeds = {
-    "*IDN?",  ":OXC:SWITch:CONNect:ADD (@1,2),(@17,18)", ":OXC:SWIT:CONN:STAT?", ":SYST:ERR?",
-    "*CLS;*OPC?", ":oxc:swit:conn:sub (@1),(@17)", ":PMON:POW? (@1:32)", ":OXC:SWIT:DISC:ALL",
-    ":OXC:SWIT:CONN:PORT? 2", ":OXC:SWIT:CONN:ADD (@1:1000000),(@17)", ":OXC:SWIT:CONN:ONLY (@3),(@19)",
+    "*IDN?",
+    ":OXC:SWITch:CONNect:ADD (@1,2),(@17,18)",
+    ":OXC:SWIT:CONN:STAT?",
+    ":SYST:ERR?",
+    "*CLS;*OPC?",
+    ":oxc:swit:conn:sub (@1),(@17)",
+    ":PMON:POW? (@1:32)",
+    ":OXC:SWIT:DISC:ALL",
+    ":OXC:SWIT:CONN:PORT? 2",
+    ":OXC:SWIT:CONN:ADD (@1:1000000),(@17)",
+    ":OXC:SWIT:CONN:ONLY (@3),(@19)",
 };
 
 // A seed command with bytes flipped, inserted, deleted or cut; sometimes pure noise.
@@ -45,10 +61,18 @@ std::string mutate(std::mt19937& rng, const std::vector<std::string>& seeds, con
     size_t at = std::uniform_int_distribution<size_t>(0, s.size() - 1)(rng);
     char c = static_cast<char>(std::uniform_int_distribution<int>(0, 255)(rng));
     switch (pick(rng) % 4) {
-      case 0: s[at] = c; break;
-      case 1: s.insert(s.begin() + static_cast<long>(at), c); break;
-      case 2: s.erase(at, 1); break;
-      default: s.resize(at); break;
+      case 0:
+        s[at] = c;
+        break;
+      case 1:
+        s.insert(s.begin() + static_cast<long>(at), c);
+        break;
+      case 2:
+        s.erase(at, 1);
+        break;
+      default:
+        s.resize(at);
+        break;
     }
   }
   return s + (pick(rng) < 8 ? end : "");
@@ -93,6 +117,7 @@ std::unique_ptr<ocs::Stream> ssh_channel(const Lab& lab, int port, const std::st
 std::string ssh_read(ocs::Stream& s, const std::string& needle, std::chrono::milliseconds timeout, bool& closed) {
   std::string got;
   closed = false;
+  // load-safe: the ceiling of a wait for needle (the event); a hang guard.
   auto end = ocs::Clock::now() + timeout;
   while (got.find(needle) == std::string::npos && ocs::Clock::now() < end) {
     try {
@@ -112,6 +137,7 @@ TEST_CASE("fuzzed TL1 and SCPI streams neither crash nor disturb healthy session
   Healthy healthy(lab);
   std::mt19937 rng(20240607);
   const auto ports = lab.cp.ports();
+  // load-safe: the length of a stress run (clients coming and going), not an expected latency.
   auto deadline = std::chrono::steady_clock::now() + 20s;
   int clients = 0;
   for (int round = 0; round < 60 && std::chrono::steady_clock::now() < deadline; ++round) {
@@ -128,8 +154,10 @@ TEST_CASE("fuzzed TL1 and SCPI streams neither crash nor disturb healthy session
       if (!c.send(std::string_view(burst).substr(off, n))) break;
       off += n;
     }
-    if (round % 3 == 0) c.abort();  // vanish without reading the replies
-    else c.read_until(tl1 ? "\r\n;" : "\r\n", 50ms);
+    if (round % 3 == 0)
+      c.abort();  // vanish without reading the replies
+    else
+      c.read_until(tl1 ? "\r\n;" : "\r\n", 50ms);
     if (round % 10 == 9) healthy.check();
   }
   // Over-long input on both: TL1 refuses a command over 64 KiB, SCPI reports an overrun.
@@ -155,10 +183,9 @@ TEST_CASE("truncated and malformed NETCONF over SSH get an rpc-error or a clean 
   Lab lab;
   Healthy healthy(lab);
   const int port = *lab.cp.ports().netconf;
-  const std::string hello11 = ocs::encode_frame(ocs::build_hello({ocs::kNetconfBase10, ocs::kNetconfBase11}),
-                                                ocs::Framing::kEndOfMessage);
-  const std::string hello10 =
-      ocs::encode_frame(ocs::build_hello({ocs::kNetconfBase10}), ocs::Framing::kEndOfMessage);
+  const std::string hello11 =
+      ocs::encode_frame(ocs::build_hello({ocs::kNetconfBase10, ocs::kNetconfBase11}), ocs::Framing::kEndOfMessage);
+  const std::string hello10 = ocs::encode_frame(ocs::build_hello({ocs::kNetconfBase10}), ocs::Framing::kEndOfMessage);
   struct Case {
     const char* what;
     std::string hello, bytes;
@@ -168,11 +195,17 @@ TEST_CASE("truncated and malformed NETCONF over SSH get an rpc-error or a clean 
   std::vector<Case> cases = {
       {"bad chunk header", hello11, "\n#xyz\n<rpc/>\n##\n", true, true},
       {"chunk size beyond the limit", hello11, "\n#99999999999\n<rpc", true, true},
-      {"XML that is not well-formed (chunked)", hello11, ocs::encode_frame("<rpc message-id='1'><get>", ocs::Framing::kChunked), true, false},
+      {"XML that is not well-formed (chunked)", hello11,
+       ocs::encode_frame("<rpc message-id='1'><get>", ocs::Framing::kChunked), true, false},
       {"XML that is not well-formed (EOM)", hello10, "<<<garbage]]>]]>", true, false},
-      {"rpc without an operation", hello11, ocs::encode_frame("<rpc xmlns='urn:ietf:params:xml:ns:netconf:base:1.0' message-id='5'/>", ocs::Framing::kChunked), true, false},
-      {"unknown operation", hello11, ocs::encode_frame(ocs::build_rpc(6, "<reboot/>"), ocs::Framing::kChunked), true, false},
-      {"not a hello first", "", ocs::encode_frame(ocs::build_rpc(1, "<get/>"), ocs::Framing::kEndOfMessage), false, true},
+      {"rpc without an operation", hello11,
+       ocs::encode_frame("<rpc xmlns='urn:ietf:params:xml:ns:netconf:base:1.0' message-id='5'/>",
+                         ocs::Framing::kChunked),
+       true, false},
+      {"unknown operation", hello11, ocs::encode_frame(ocs::build_rpc(6, "<reboot/>"), ocs::Framing::kChunked), true,
+       false},
+      {"not a hello first", "", ocs::encode_frame(ocs::build_rpc(1, "<get/>"), ocs::Framing::kEndOfMessage), false,
+       true},
       {"truncated chunk then vanish", hello11, "\n#500\n<rpc message-id='9'>", false, false},
   };
   for (const auto& c : cases) {
@@ -192,8 +225,8 @@ TEST_CASE("truncated and malformed NETCONF over SSH get an rpc-error or a clean 
     if (c.expect_close) CHECK(closed);
     if (!c.expect_close) {
       // Still a working session: a valid get answers with data.
-      s->write(ocs::encode_frame(ocs::build_rpc(42, "<get/>"), c.hello == hello10 ? ocs::Framing::kEndOfMessage
-                                                                                  : ocs::Framing::kChunked));
+      s->write(ocs::encode_frame(ocs::build_rpc(42, "<get/>"),
+                                 c.hello == hello10 ? ocs::Framing::kEndOfMessage : ocs::Framing::kChunked));
       CHECK_THAT(ssh_read(*s, "message-id=\"42\"", 3000ms, closed), Catch::Matchers::Contains("product-information"));
     }
   }
@@ -201,7 +234,8 @@ TEST_CASE("truncated and malformed NETCONF over SSH get an rpc-error or a clean 
   CHECK(lab.wait_sessions(4) == 4);
 }
 
-TEST_CASE("garbage during SSH key exchange and failed logins leave the SSH ports serving", "[emulator_cp][robustness]") {
+TEST_CASE("garbage during SSH key exchange and failed logins leave the SSH ports serving",
+          "[emulator_cp][robustness]") {
   Lab lab;
   Healthy healthy(lab);
   std::mt19937 rng(7);
@@ -214,8 +248,10 @@ TEST_CASE("garbage during SSH key exchange and failed logins leave the SSH ports
         junk += static_cast<char>(std::uniform_int_distribution<int>(0, 255)(rng));
       }
       c.send(junk);
-      if (i % 3 == 0) c.abort();
-      else CHECK(c.closed_by_peer(12000ms));  // the server hangs up on a broken key exchange
+      if (i % 3 == 0)
+        c.abort();
+      else
+        CHECK(c.closed_by_peer(12000ms));  // the server hangs up on a broken key exchange
     }
     // A wrong password is refused; the listener keeps going.
     ocs::SshOptions o;
@@ -243,6 +279,7 @@ TEST_CASE("clients vanishing mid-command, also while the mirrors settle, are cle
     c.send("ACT-USER::admin:1::root;");
     c.read_until("M  1 COMPLD");
     c.send("ENT-PATCH::" + std::to_string(5 + i) + "," + std::to_string(21 + i) + ":2:;RTRV-PATCH:::3:;");
+    // load-safe: aims the abort into the settle; an abort after the settle is a case the emulator must survive as well.
     std::this_thread::sleep_for(20ms);  // kept: paces the abort into the settle (mirrors still moving)
     c.abort();
   }
@@ -256,6 +293,7 @@ TEST_CASE("clients vanishing mid-command, also while the mirrors settle, are cle
   {
     auto s = ssh_channel(lab, *ports.tl1_ssh, "");
     s->write("ENT-PATCH::10,26:4:;\r\n");
+    // load-safe: aims the close into the settle; a close after the settle is a case the emulator must survive as well.
     std::this_thread::sleep_for(20ms);  // kept: paces the close into the settle
     s->close();
   }
@@ -263,9 +301,12 @@ TEST_CASE("clients vanishing mid-command, also while the mirrors settle, are cle
     auto s = ssh_channel(lab, *ports.netconf, "netconf");
     bool closed = false;
     ssh_read(*s, "]]>]]>", 3000ms, closed);
-    s->write(ocs::encode_frame(ocs::build_hello({ocs::kNetconfBase10, ocs::kNetconfBase11}), ocs::Framing::kEndOfMessage));
-    s->write(ocs::encode_frame(ocs::build_rpc(1, ocs::build_edit_config(ocs::build_cross_connects({{11, 27}}, {}, "pair"))),
-                               ocs::Framing::kChunked));
+    s->write(
+        ocs::encode_frame(ocs::build_hello({ocs::kNetconfBase10, ocs::kNetconfBase11}), ocs::Framing::kEndOfMessage));
+    s->write(
+        ocs::encode_frame(ocs::build_rpc(1, ocs::build_edit_config(ocs::build_cross_connects({{11, 27}}, {}, "pair"))),
+                          ocs::Framing::kChunked));
+    // load-safe: aims the close into the settle; a close after the settle is a case the emulator must survive as well.
     std::this_thread::sleep_for(20ms);  // kept: paces the close into the settle
     s->close();
   }
@@ -309,7 +350,8 @@ TEST_CASE("many concurrent TL1 and SCPI connections are served side by side", "[
     auto got = tl1[i]->read_until("M  x" + std::to_string(i) + " COMPLD");
     CHECK_THAT(got, Catch::Matchers::Contains("SYSTEM:SIZE=16x16"));
     CHECK_THAT(got, Catch::Matchers::Contains("EMU-OCS"));
-    CHECK_THAT(scpi[i]->read_until("\r\n"), Catch::Matchers::Contains("POLATIS,6000,OCSLAB-EMU-0001,ocslab-emulator;16,16"));
+    CHECK_THAT(scpi[i]->read_until("\r\n"),
+               Catch::Matchers::Contains("POLATIS,6000,OCSLAB-EMU-0001,ocslab-emulator;16,16"));
   }
   healthy.check();
   tl1.clear();

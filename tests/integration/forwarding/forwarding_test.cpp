@@ -45,7 +45,7 @@ struct Result {
 // Runs a shell command; stdout and stderr apart.
 Result sh(const std::string& cmd) {
   static int n = 0;
-  std::string base = fmt::format("/tmp/fwdnl-it-{}-{}", ::getpid(), n++);
+  std::string base = fmt::format("/tmp/ocslab-t-fwdnl-it-{}-{}", ::getpid(), n++);
   int status = std::system((cmd + " >" + base + ".out 2>" + base + ".err").c_str());
   Result r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, ocslab::read_file_or_empty(base + ".out"), ocslab::read_file_or_empty(base + ".err")};
   fs::remove(base + ".out");
@@ -71,9 +71,9 @@ class Lab {
   // devs: (name, address/prefix)
   explicit Lab(const std::vector<std::pair<std::string, std::string>>& devs) {
     static int count = 0;
-    ns = fmt::format("fwdnl-{}-{}", ::getpid(), count);
+    ns = fmt::format("ocslab-t-fwdnl-{}-{}", ::getpid(), count);
     peer = ns + "p";
-    state = fmt::format("/tmp/fwdnl-state-{}-{}", ::getpid(), count++);
+    state = fmt::format("/tmp/ocslab-t-fwdnl-state-{}-{}", ::getpid(), count++);
     fs::remove_all(state);
     must("ip netns add " + ns);
     must("ip netns add " + peer);

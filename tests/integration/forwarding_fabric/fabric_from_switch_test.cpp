@@ -28,9 +28,7 @@ using Catch::Matchers::StartsWith;
 
 namespace {
 
-std::string example(const std::string& name) {
-  return ocslab::testing::source_dir() + "/forwarding/examples/" + name;
-}
+std::string example(const std::string& name) { return ocslab::testing::source_dir() + "/forwarding/examples/" + name; }
 
 std::string plan_json(const forwarding::Fabric& f) {
   return to_json(forwarding::make_plan(f, forwarding::compute_routes(f))).dump();
@@ -46,7 +44,8 @@ class Emulator {
     pid_ = spawn_program({testing::bin_path("ocsctl"), "emulate", "--size", "16x16", "--switching-ms", "1", "--listen",
                           "0", "--netconf", "0", "--ready-file", ready},
                          o);
-    for (int i = 0; i < 200 && ::access(ready.c_str(), R_OK) != 0; ++i) ::usleep(50000);
+    // load-safe: polls for the ready file (the event); 1,200 tries (60 s) are a hang guard.
+    for (int i = 0; i < 1200 && ::access(ready.c_str(), R_OK) != 0; ++i) ::usleep(50000);
     INFO(ocslab::read_file_or_empty(o.log_file));
     REQUIRE(::access(ready.c_str(), R_OK) == 0);
     auto j = nlohmann::json::parse(ocslab::read_file_or_empty(ready));
@@ -108,14 +107,16 @@ TEST_CASE("forwarding fabric --from-switch: the emulator's circuits give the map
     REQUIRE(r.status == 0);
     CHECK(r.out == "wrote " + out + ": 4 hosts, 8 ports, 4 circuits\n");
     CHECK(r.err == "note: 1 circuit(s) between ports the wiring does not name ignored: 12-30\n");
-    CHECK_THAT(ocslab::read_file_or_empty(out), StartsWith("# Derived by ocslab-agent forwarding fabric from the wiring " + wiring +
-                                      "\n# and the circuits of switch " + emu.tl1 + ".\nhosts:\n"));
+    CHECK_THAT(ocslab::read_file_or_empty(out),
+               StartsWith("# Derived by ocslab-agent forwarding fabric from the wiring " + wiring +
+                          "\n# and the circuits of switch " + emu.tl1 + ".\nhosts:\n"));
     forwarding::Fabric derived = forwarding::load_fabric_file(out);
     CHECK(plan_json(derived) == plan_json(forwarding::load_fabric_file(example("ring4.yaml"))));
     // The same fabric as from the mapping file, except the comment naming the source.
     auto m = agent({"--wiring", wiring, "--mapping", example("ring4-a.mapping.yaml")});
     REQUIRE(m.status == 0);
-    CHECK(ocslab::read_file_or_empty(out).substr(ocslab::read_file_or_empty(out).find("hosts:")) == m.out.substr(m.out.find("hosts:")));
+    CHECK(ocslab::read_file_or_empty(out).substr(ocslab::read_file_or_empty(out).find("hosts:")) ==
+          m.out.substr(m.out.find("hosts:")));
     // --allow: the foreign circuit is not read at all; a wired port outside it is refused.
     auto a = agent({"--wiring", wiring, "--from-switch", emu.tl1, "--credentials", creds, "--allow", "1..8,17..24"});
     INFO(a.err);

@@ -5,8 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <catch2/catch.hpp>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -14,10 +14,10 @@
 
 #include "ocslab/common/csv_reader.h"
 #include "ocslab/common/file.h"
-#include "ocslab/tool/cli.h"
 #include "ocslab/ocsctl/credentials.h"
 #include "ocslab/testing/peers.h"
 #include "ocslab/testing/sshd_fixture.h"
+#include "ocslab/tool/cli.h"
 
 using namespace ocslab;
 using namespace ocslab::ocs;
@@ -192,7 +192,8 @@ TEST_CASE("ocsctl maps switch refusals and dead switches to exit codes", "[cli]"
   CHECK(f.sw.circuits() == std::vector<Circuit>{{1, 18}});
   std::ostringstream out, err;
   int port = testing::free_loopback_port();
-  int rc = run_ocsctl({"-s", "tl1://admin@127.0.0.1:" + std::to_string(port), "--connect-timeout-ms", "1000", "list"}, out, err);
+  int rc = run_ocsctl({"-s", "tl1://admin@127.0.0.1:" + std::to_string(port), "--connect-timeout-ms", "1000", "list"},
+                      out, err);
   CHECK(rc == kExitUnreachable);
   CHECK_THAT(err.str(), Catch::Contains("127.0.0.1:" + std::to_string(port)));
 }
@@ -323,7 +324,8 @@ TEST_CASE("ocsctl bench: Ctrl-C stops between toggles with every row written, ex
     }
   } reaper{pid};
   // Rows reach the file toggle by toggle: wait for a few toggles' worth, then interrupt.
-  for (int i = 0; i < 200 && read_lines(csv).size() < 31; ++i) ::usleep(25000);
+  // load-safe: polls for the rows (the event); 2,400 tries (60 s) are a hang guard.
+  for (int i = 0; i < 2400 && read_lines(csv).size() < 31; ++i) ::usleep(25000);
   ::kill(pid, SIGINT);
   int status = 0;
   ::waitpid(pid, &status, 0);
@@ -343,7 +345,8 @@ TEST_CASE("ocsctl bench: Ctrl-C stops between toggles with every row written, ex
     CHECK(lines[i].rfind(std::to_string((i - 1) / 3) + ",", 0) == 0);  // toggles 0, 1, ... in order
   }
   CHECK_THAT(ocslab::read_file_or_empty(out), Catch::Contains(fmt::format("reconfiguration  {:>5}", toggles)));
-  CHECK_THAT(ocslab::read_file_or_empty(err), Catch::Contains(fmt::format("bench interrupted after {} of 1000000 toggles", toggles)));
+  CHECK_THAT(ocslab::read_file_or_empty(err),
+             Catch::Contains(fmt::format("bench interrupted after {} of 1000000 toggles", toggles)));
 }
 
 TEST_CASE("ocsctl watch-power writes CSV samples", "[cli]") {
@@ -418,7 +421,8 @@ TEST_CASE("ocsctl --json reports every failure as a JSON object on stdout", "[cl
   std::ostringstream out, err;
   int port = testing::free_loopback_port();
   int rc = run_ocsctl(
-      {"--json", "-s", "tl1://admin@127.0.0.1:" + std::to_string(port), "--connect-timeout-ms", "1000", "list"}, out, err);
+      {"--json", "-s", "tl1://admin@127.0.0.1:" + std::to_string(port), "--connect-timeout-ms", "1000", "list"}, out,
+      err);
   expect_error({rc, out.str(), err.str()}, kExitUnreachable, "127.0.0.1");
   // Without --json stdout stays empty on failure.
   auto plain = f.run({"connect", "1-18"});
@@ -437,7 +441,8 @@ TEST_CASE("the ocsctl binary returns documented exit codes", "[cli]") {
   CHECK(code("--version") == 0);
   CHECK(code("--bogus") == 1);
   CHECK(code("-s http://x list") == 2);
-  CHECK(code("-s tl1://127.0.0.1:" + std::to_string(testing::free_loopback_port()) + " --connect-timeout-ms 500 list") == 4);
+  CHECK(code("-s tl1://127.0.0.1:" + std::to_string(testing::free_loopback_port()) +
+             " --connect-timeout-ms 500 list") == 4);
 }
 
 TEST_CASE("the ocsctl binary sends the password only to its host, and warns when TL1 carries it in clear",
@@ -498,12 +503,14 @@ TEST_CASE("ocsctl emulate: --dry-run prints the wiring; a running emulator serve
             ready.c_str(), nullptr);
     ::_exit(127);
   }
-  for (int i = 0; i < 100 && ::access(ready.c_str(), R_OK) != 0; ++i) ::usleep(50000);
+  // load-safe: polls for the ready file (the event); 1,200 tries (60 s) are a hang guard.
+  for (int i = 0; i < 1200 && ::access(ready.c_str(), R_OK) != 0; ++i) ::usleep(50000);
   REQUIRE(::access(ready.c_str(), R_OK) == 0);
   auto ports = nlohmann::json::parse(std::ifstream(ready));
   ::setenv(kPasswordEnv, "root", 1);
   std::ostringstream o3, e3;
-  int rc = run_ocsctl({"-s", "tl1://admin@127.0.0.1:" + std::to_string(ports["tl1"].get<int>()), "connect", "1-9"}, o3, e3);
+  int rc =
+      run_ocsctl({"-s", "tl1://admin@127.0.0.1:" + std::to_string(ports["tl1"].get<int>()), "connect", "1-9"}, o3, e3);
   std::ostringstream o4, e4;
   int rc2 = run_ocsctl({"-s", "scpi://127.0.0.1:" + std::to_string(ports["scpi"].get<int>()), "--csv", "list"}, o4, e4);
   ::unsetenv(kPasswordEnv);

@@ -182,8 +182,8 @@ TEST_CASE("scpi driver: the allow-list refuses before anything is sent") {
   sw.connect({{1, 25}}, false);  // made by someone else: its far end is not ours
   sw.clear_history();
 
-  CHECK_THROWS_WITH(drv.connect({{5, 21}}), Catch::Contains("port 5 is outside the allow-list") &&
-                                                Catch::Contains("nothing was sent"));
+  CHECK_THROWS_WITH(drv.connect({{5, 21}}),
+                    Catch::Contains("port 5 is outside the allow-list") && Catch::Contains("nothing was sent"));
   CHECK(sw.history().empty());
 
   CHECK_THROWS_AS(drv.disconnect({1}), PortError);
@@ -334,6 +334,7 @@ TEST_CASE("scpi peer: other spellings, compound queries and the error queue") {
   PeerSwitch sw(4, 4);
   TcpPeer peer(PeerProtocol::kScpi, sw);
   auto s = tcp_connect("127.0.0.1", peer.port(), std::chrono::milliseconds(2000));
+  // load-safe: the ceiling of each read of a reply already on its way; a hang guard.
   auto deadline = [] { return Clock::now() + std::chrono::milliseconds(2000); };
   auto read_line = [&] {
     std::string buf;

@@ -80,8 +80,8 @@ SwitchUrl url_of(const TcpPeer& peer) {
 }
 
 size_t count_with(const std::vector<std::string>& history, const std::string& needle) {
-  return static_cast<size_t>(
-      std::count_if(history.begin(), history.end(), [&](const std::string& h) { return h.find(needle) != std::string::npos; }));
+  return static_cast<size_t>(std::count_if(history.begin(), history.end(),
+                                           [&](const std::string& h) { return h.find(needle) != std::string::npos; }));
 }
 
 std::vector<Circuit> sorted(std::vector<Circuit> cs) {
@@ -552,6 +552,7 @@ TEST_CASE("TL1 keep-alive sends RTRV-HDR when idle and recovers a lost connectio
   d.open();
   sw.clear_history();
   size_t timings_before = rec.timing_copy().size();
+  // load-bound: a fixed window in which the keep-alive rate is counted; a starved keep-alive thread sends fewer.
   std::this_thread::sleep_for(450ms);  // kept: a fixed window in which the keep-alive rate is counted
   auto hdrs = count_with(sw.history(), "RTRV-HDR:::");
   CHECK(hdrs >= 2);
@@ -587,6 +588,7 @@ TEST_CASE("TL1 keep-alive stays quiet while the connection is busy") {
     if (i > 0 && start - last_start >= o.keepalive_interval) ++long_gaps;
     last_start = start;
     d.list();
+    // load-safe: paces the calls over two keep-alive periods; the checks count per period, not per call.
     std::this_thread::sleep_for(20ms);  // kept: paces the calls, 400 ms of traffic spanning two keep-alive periods
   }
   INFO("calls more than one keep-alive interval apart: " << long_gaps);
@@ -597,7 +599,8 @@ TEST_CASE("TL1 keep-alive stays quiet while the connection is busy") {
 TEST_CASE("TL1 over real SSH") {
   TempDir tmp;
   std::string state = tmp.path() + "/state.json";
-  SshdFixture sshd({.force_command = bin_path("ocs-testpeer") + " --proto tl1 --state " + state, .netconf_subsystem = {}});
+  SshdFixture sshd(
+      {.force_command = bin_path("ocs-testpeer") + " --proto tl1 --state " + state, .netconf_subsystem = {}});
   auto url = SwitchUrl::parse("tl1+ssh://" + sshd.user() + "@127.0.0.1:" + std::to_string(sshd.port()));
   DriverOptions o;
   o.identity_file = sshd.client_key();

@@ -136,8 +136,10 @@ RunResult run_ranks(const JobLayout& L, int port, ShimMode mode, int steps, uint
           for (const auto& op : step) {
             auto d = shim.pre_communication(op);
             res.decisions[static_cast<size_t>(r)].push_back(d);
+            // load-safe: models the collective; the checks compare decisions, not durations.
             std::this_thread::sleep_for(std::chrono::microseconds(us(rng)));  // kept: models the collective
             shim.post_communication(op);
+            // load-safe: models compute; the checks compare decisions, not durations.
             std::this_thread::sleep_for(std::chrono::microseconds(us(rng)));  // kept: models compute
           }
         }
@@ -445,6 +447,7 @@ TEST_CASE("a rank that disconnects is reported to the controller and to its peer
   // Rank 0 waits in the barrier of cp0 op 1; rank 2 vanishes instead of asking.
   std::thread killer([&] {
     // kept: rank 0 blocks inside pre_communication below, which the test cannot observe from here
+    // load-bound: assumes rank 0 is blocked inside pre_communication after 300 ms, which the test cannot observe.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     r2.vanish();
   });
@@ -611,6 +614,7 @@ TEST_CASE("a run of one group's ops asks once: the ACK grants the rest on every 
         for (int s = 0; s < 3; ++s) {
           for (const auto& op : step) {
             d[static_cast<size_t>(r)].push_back(shim.pre_communication(op));
+            // load-safe: models the collective; the checks compare decisions, not durations.
             std::this_thread::sleep_for(std::chrono::milliseconds(2));
             shim.post_communication(op);
           }
@@ -661,6 +665,7 @@ TEST_CASE("a run of one group's ops asks once: the ACK grants the rest on every 
       done += e.kind == ControllerEvent::Kind::kDone;
     }
     if (done == 2u * 3 * 4) break;
+    // load-safe: the poll interval of a wait for all decisions (the event).
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ctl.stop();

@@ -40,6 +40,7 @@ void send_all(int fd, const std::string& s) {
 std::vector<std::string> read_lines(int fd, size_t count, std::chrono::milliseconds limit) {
   std::vector<std::string> lines;
   std::string buf;
+  // load-safe: the ceiling of a wait for count lines (the event); a hang guard.
   const auto end = Clock::now() + limit;
   while (lines.size() < count && Clock::now() < end) {
     pollfd p{fd, POLLIN, 0};

@@ -40,7 +40,8 @@ struct RankRun {
 };
 
 // Every rank: `steps` steps of [its CP allgather (op 0), its DP allreduce (op 1)] under a shim.
-std::vector<RankRun> run_steps(const JobLayout& L, int port, ShimMode mode, int steps, std::vector<std::string>& errors) {
+std::vector<RankRun> run_steps(const JobLayout& L, int port, ShimMode mode, int steps,
+                               std::vector<std::string>& errors) {
   std::vector<RankRun> out(static_cast<size_t>(L.ranks()));
   std::mutex mu;
   std::vector<std::thread> threads;
@@ -65,6 +66,7 @@ std::vector<RankRun> run_steps(const JobLayout& L, int port, ShimMode mode, int 
           for (const auto& op : step) {
             auto d = shim.pre_communication(op);
             out[static_cast<size_t>(r)].decisions.push_back(d);
+            // load-safe: models the collective; the checks compare decisions, not durations.
             std::this_thread::sleep_for(std::chrono::microseconds(300));  // kept: models the collective
             shim.post_communication(op);
           }
@@ -92,8 +94,8 @@ PhaseWindows windows(int64_t cp_idle_us, int64_t dp_idle_us) {
 }
 
 struct PolicyRun {
-  size_t connects = 0;     // the emulator's ENT-PATCH commands during the run
-  size_t declined = 0;     // Controller::declined()
+  size_t connects = 0;  // the emulator's ENT-PATCH commands during the run
+  size_t declined = 0;  // Controller::declined()
   size_t declined_events = 0;
   std::vector<std::string> reconfigured_groups;  // group of every reconfig_start
   std::vector<RankRun> ranks;
@@ -227,9 +229,10 @@ TEST_CASE("greedy: more demanded pairs than ports get the largest-first allocati
   CHECK(sorted_circuits(lab) == std::vector<ocs::Circuit>{{1, 66}, {2, 67}, {3, 65}});
 }
 
-TEST_CASE("greedy: a plan that changes a locked stage (G1/G2) is refused whole; the controller's greedy rails "
-          "change topology through it",
-          "[phase][policy][integration]") {
+TEST_CASE(
+    "greedy: a plan that changes a locked stage (G1/G2) is refused whole; the controller's greedy rails "
+    "change topology through it",
+    "[phase][policy][integration]") {
   Lab lab(phase_switch(1));
   // PP=2, DP=2: ranks 0,1 | 2,3 on slots 1..4, both stages on their DP rings ("11").
   const JobLayout L{"l", 2, {{"dp", 2}}};
@@ -240,8 +243,8 @@ TEST_CASE("greedy: a plan that changes a locked stage (G1/G2) is refused whole; 
   // Stage 1 has an op in flight. 0->2 would take rank 2's receiver (stage 1): refused.
   CHECK_THROWS_WITH(rail->allocate("l", {{0, 2, 10}, {1, 0, 5}, {2, 3, 1}, {3, 2, 1}}, {1}),
                     Catch::Contains("job l: the plan changes rank") && Catch::Contains("on stage 1, which has an op in "
-                                                                                      "flight or is under "
-                                                                                      "reconfiguration (G1/G2)"));
+                                                                                       "flight or is under "
+                                                                                       "reconfiguration (G1/G2)"));
   CHECK(sorted_circuits(lab) == before);
   CHECK(lab.ports_touched(mark).empty());
   // Dropping stage 0's 0->1 leaves stage 1 alone: allowed under the same lock.

@@ -96,6 +96,7 @@ TEST_CASE(
       wo);
   watch.start();
   // Every circuit lit: a few polls find nothing.
+  // load-safe: time for polls that must find nothing; a slow machine can only hide a fault, not fail the case.
   std::this_thread::sleep_for(std::chrono::milliseconds(150));
   {
     std::lock_guard lock(mu);
@@ -106,6 +107,7 @@ TEST_CASE(
   // Rank 2's receive port fails: light still enters at 2, none leaves at 67.
   const int64_t closed_ns = ocslab::now().monotonic_ns;
   REQUIRE(close_shutter(lab, 67));
+  // load-safe: the ceiling of a wait for the mask (the event); a hang guard.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   auto masked = [&] {
     for (const auto& e : ctl.events())
@@ -113,6 +115,7 @@ TEST_CASE(
     return false;
   };
   while (!masked() && std::chrono::steady_clock::now() < deadline)
+    // load-safe: the poll interval of the wait for the mask.
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   watch.stop();
   REQUIRE(masked());

@@ -49,6 +49,7 @@ std::string write_config(const std::string& path, const Lab& lab, int port, int 
 // Ranks 0 and 1 of job "cli", connected once the controller listens (retried for up to 10 s);
 // empty when it never did.
 std::vector<std::unique_ptr<Shim>> connect_two_ranks(int port) {
+  // load-safe: the ceiling of the retries until the controller listens; a hang guard.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   std::vector<std::unique_ptr<Shim>> shims;
   while (shims.empty() && std::chrono::steady_clock::now() < deadline) {
@@ -64,6 +65,7 @@ std::vector<std::unique_ptr<Shim>> connect_two_ranks(int port) {
       shims.push_back(std::move(s0));
       shims.push_back(std::move(s1));
     } catch (const std::exception&) {
+      // load-safe: the retry interval of this bounded wait.
       std::this_thread::sleep_for(std::chrono::milliseconds(50));  // retry interval of this bounded wait
     }
   }
@@ -162,10 +164,14 @@ TEST_CASE("ocslab controller with detect: masks a port whose light is lost and m
   std::thread cli([&] {
     rc = ocslab::cli::run_ocslab({"controller", cfg, "--duration", "3", "--events", events}, out, err);
   });
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  // load-safe: the ceiling of a wait for the circuits (the event); a hang guard.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (lab.circuits().size() < 2 && std::chrono::steady_clock::now() < deadline)
+    // load-safe: the poll interval of the wait for the circuits.
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   REQUIRE(lab.circuits().size() == 2);
+  // load-bound: assumes the controller's port watch has polled the lit circuits within 200 ms; not observable from
+  // here.
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the watch has seen the circuits lit
   std::promise<bool> closed;
   boost::asio::post(lab.io, [&] { closed.set_value(!lab.model.set_shutter({66}, true).has_value()); });

@@ -20,10 +20,10 @@
 #include <set>
 #include <thread>
 
-#include "ocslab/testing/phase_lab.h"
+#include "ocslab/common/secret.h"
 #include "ocslab/phase/controller.h"
 #include "ocslab/phase/orchestrator.h"
-#include "ocslab/common/secret.h"
+#include "ocslab/testing/phase_lab.h"
 #include "ocslab/testing/source_dir.h"
 #include "ocslab/workloads/collbench.h"
 #include "ocslab/workloads/ring.h"
@@ -55,6 +55,7 @@ struct InMemoryBackend : Backend {
     return v;
   }
   void prepare(const Op& op, uint64_t sq) override {
+    // load-safe: models the forward/backward compute; a workload parameter.
     std::this_thread::sleep_for(kCompute);  // the forward/backward work before this collective
     seq = sq;
     buf = input_of(op, rank);
@@ -63,6 +64,7 @@ struct InMemoryBackend : Backend {
     const Group& g = s.group_of(op);
     const uint64_t n = buffer_floats(op);
     const int size = static_cast<int>(g.ranks.size());
+    // load-safe: models the transfer; a workload parameter.
     std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the transfer
     switch (op.type) {
       case OpType::kAllReduce:
@@ -643,6 +645,7 @@ TEST_CASE("the workloads' shim presents the controller's token from a private fi
   CHECK_NOTHROW(ShimHooks(s, 1, options({})));
   ::unsetenv("OCSLAB_CONTROLLER_TOKEN");
   std::filesystem::permissions(file, std::filesystem::perms::group_read, std::filesystem::perm_options::add);
-  CHECK_THROWS_WITH(options({"--controller-token-file", file}), Contains("--controller-token-file") && Contains("chmod 600"));
+  CHECK_THROWS_WITH(options({"--controller-token-file", file}),
+                    Contains("--controller-token-file") && Contains("chmod 600"));
   std::filesystem::remove_all(dir);
 }

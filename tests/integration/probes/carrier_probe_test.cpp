@@ -278,14 +278,17 @@ TEST_CASE("carrier probe records every TAP carrier transition, the coalesced fla
   }
   // Linkwatch runs non-urgent events (a carrier loss on a TAP) at most once a second; waiting
   // out that window makes the first down below go out at once.
+  // load-safe: a lower bound: past linkwatch's 1 s window; a late wake only lengthens it.
   std::this_thread::sleep_for(1100ms);  // kept: kernel pacing, not an observable event
 
   std::vector<Step> steps;
   // Slow transitions, each more than a second after the previous linkwatch run.
   for (int i = 0; i < 2; ++i) {
     steps.push_back({false, tap.set_carrier(false), false});
+    // load-safe: a lower bound: past linkwatch's 1 s window; a late wake only lengthens it.
     std::this_thread::sleep_for(1100ms);  // kept: past linkwatch's one-second window
     steps.push_back({true, tap.set_carrier(true), false});
+    // load-safe: a lower bound: past linkwatch's 1 s window; a late wake only lengthens it.
     std::this_thread::sleep_for(1100ms);  // kept: past linkwatch's one-second window
   }
   // A down that starts a linkwatch window (reported at once), the up that follows (urgent: the
@@ -293,15 +296,19 @@ TEST_CASE("carrier probe records every TAP carrier transition, the coalesced fla
   // the off is held back until the window ends, the on is no longer urgent (the qdisc never
   // went down), and the kernel sends one message showing "up" with both counters advanced.
   steps.push_back({false, tap.set_carrier(false), false});
+  // load-bound: fast transitions must fall inside linkwatch's 1 s window; a long preemption moves them out.
   std::this_thread::sleep_for(150ms);  // kept: fast transitions inside linkwatch's window are the point
   steps.push_back({true, tap.set_carrier(true), false});
+  // load-bound: as above, inside linkwatch's window.
   std::this_thread::sleep_for(150ms);  // kept: as above
   steps.push_back({false, tap.set_carrier(false), true});
+  // load-bound: as above, inside linkwatch's window.
   std::this_thread::sleep_for(30ms);  // kept: as above
   steps.push_back({true, tap.set_carrier(true), true});
 
   size_t expected = 1 + steps.size();
   REQUIRE(got.wait([&](const auto& v) { return count_transitions(v, "ctap0") >= expected; }, 3s));
+  // load-safe: time for transitions that must not come; a slow machine can only hide a fault, not fail the case.
   std::this_thread::sleep_for(1200ms);  // nothing more may come: no invented transitions
   auto t = transitions(got.samples(), "ctap0");
   // The whole record, relative to the first scripted change, for the CI log.
@@ -429,6 +436,7 @@ TEST_CASE("carrier probe: stop() wakes an idle probe at once") {
   CarrierProbe probe({.interfaces = {"lo"}, .netns = ns.name(), .host = "h"});
   REQUIRE(probe.start(got.sink()).available);
   REQUIRE(got.wait([](const auto& v) { return count_transitions(v, "lo") >= 1; }, 2s));
+  // load-bound: assumes the probe's threads are asleep in poll after 50 ms; the case then measures their idle CPU.
   std::this_thread::sleep_for(50ms);  // the threads are asleep in poll / wait now
   auto begin = now();
   probe.stop();
@@ -492,8 +500,10 @@ TEST_CASE("carrier probe: after socket overruns the counters account for every t
   REQUIRE(probe.overruns() > 0);
 
   // Settle on a known final state (up) and let the probe catch up.
+  // load-bound: assumes the bursts' backlog drained within 300 ms before the final toggle.
   std::this_thread::sleep_for(300ms);  // kept: the bursts' backlog drains before the final toggle
-  toggle_admin(ns, "cvb", 2);  // down, up
+  toggle_admin(ns, "cvb", 2);          // down, up
+  // load-safe: a lower bound: past linkwatch's window, so the final up has been sent; a late wake only lengthens it.
   std::this_thread::sleep_for(1500ms);  // kept: past linkwatch's window, so the final up has been sent
   probe.stop();
 

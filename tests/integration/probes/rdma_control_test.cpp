@@ -63,6 +63,7 @@ struct Closed {
 };
 Closed wait_closed(int fd, Clock::time_point t0, std::chrono::milliseconds limit) {
   Closed c;
+  // load-safe: the ceiling of a wait for the close (the event); a hang guard.
   auto end = Clock::now() + limit;
   while (Clock::now() < end) {
     pollfd p{fd, POLLIN, 0};
@@ -144,6 +145,7 @@ double good_client(uint16_t port, const std::string& secret, uint32_t qpn) {
   auto q = parse_qp_line("QP " + std::to_string(qpn) + " 7 " + kGid);
   REQUIRE(q);
   c.send(q->line());
+  // load-safe: the ceiling of a read of a reply already on its way; a hang guard.
   QpInfo back = c.read_qp(Clock::now() + 2s, -1);
   CHECK(back.qpn == qpn + 1);
   return ms_since(t0);
@@ -216,6 +218,7 @@ TEST_CASE("RDMA control: hostile clients are dropped in time, the real peer stil
   });
 
   // The real peer, while all of them are connected: not held up by any.
+  // load-bound: assumes the hostile clients connected within 100 ms, before the real peer.
   std::this_thread::sleep_for(100ms);  // kept: the hostile clients connect first
   // Under 900 ms: before any of them could have been dropped by the 1 s deadline (slack for a
   // loaded CI machine; it is ~1 ms when idle).
@@ -254,6 +257,7 @@ TEST_CASE("RDMA control: hostile clients are dropped in time, the real peer stil
   CHECK(good_client(loop.port(), secret, 200) < 900);
   int idle = connect_to(loop.port());
   REQUIRE(::send(idle, "AUTH 12", 7, MSG_NOSIGNAL) == 7);
+  // load-bound: assumes the server accepted the idle client within 50 ms, before the stop.
   std::this_thread::sleep_for(50ms);  // kept: the server has accepted it before the stop
   double stop_ms = loop.stop();
   ::close(idle);

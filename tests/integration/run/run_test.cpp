@@ -1,13 +1,13 @@
 // The runner end to end on this machine: "hosts" are ocslab-agent daemons reached through a
 // real loopback sshd (one socket each), the switch is `ocsctl emulate` in a child process.
 // Faults: an agent killed mid-run, the switch connection dropped mid-run, a bad spec.
-#include <catch2/catch.hpp>
-#include <fmt/format.h>
 #include <dirent.h>
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -50,10 +50,10 @@ class Emulator {
     fs::remove(ready);
     SpawnOptions o;
     o.log_file = dir_ + "/emulator.log";
-    pid_ = spawn_program({testing::bin_path("ocsctl"), "emulate", "--size", "8x8", "--switching-ms", "5", "--listen",
-                          "127.0.0.1:" + std::to_string(port_), "--ready-file", ready, "--ground-truth",
-                          ground_truth()},
-                         o);
+    pid_ =
+        spawn_program({testing::bin_path("ocsctl"), "emulate", "--size", "8x8", "--switching-ms", "5", "--listen",
+                       "127.0.0.1:" + std::to_string(port_), "--ready-file", ready, "--ground-truth", ground_truth()},
+                      o);
     testing::poll_until([&] { return fs::exists(ready); }, std::chrono::seconds(5), std::chrono::milliseconds(25));
     REQUIRE(fs::exists(ready));
   }
@@ -158,8 +158,8 @@ struct Lab {
     for (const auto& h : hosts) {
       s << "    - {name: " << h << ", ssh: '" << sshd.user() << "@127.0.0.1:" << sshd.port() << "', identity_file: '"
         << sshd.client_key() << "', known_hosts: '" << sshd.known_hosts() << "', agent: '"
-        << testing::bin_path("ocslab-agent") << "', agent_socket: '" << socket(h) << "', nics: [{name: lo, tx_port: "
-        << port << ", rx_port: " << port + 8 << "}]}\n";
+        << testing::bin_path("ocslab-agent") << "', agent_socket: '" << socket(h)
+        << "', nics: [{name: lo, tx_port: " << port << ", rx_port: " << port + 8 << "}]}\n";
       ++port;
     }
     s << "switch: {url: '" << emu.url() << "', power_monitor: {interval_ms: 20}}\n"
@@ -217,6 +217,7 @@ TEST_CASE("an agent killed mid-run: reported, the others go on, its samples up t
       },
       std::chrono::seconds(60), std::chrono::milliseconds(25));
   REQUIRE(pids.size() == 1);
+  // load-bound: the kill must land mid-schedule 1.5 s in; a slow run is further from its end, not closer.
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // kept: the kill must land mid-schedule
   int64_t killed_ns = realtime_ns();
   ::kill(pids[0], SIGKILL);
@@ -237,8 +238,8 @@ TEST_CASE("an agent killed mid-run: reported, the others go on, its samples up t
     if (!first.count(row.host)) first[row.host] = row.t_ns;
   }
   REQUIRE(last.count("h2"));
-  CHECK(last["h2"] < killed_ns + 100'000'000);   // nothing after the kill
-  CHECK(last["h2"] > killed_ns - 500'000'000);   // but everything up to it
+  CHECK(last["h2"] < killed_ns + 100'000'000);    // nothing after the kill
+  CHECK(last["h2"] > killed_ns - 500'000'000);    // but everything up to it
   CHECK(last["h1"] > killed_ns + 2'000'000'000);  // the others kept capturing to the end
   CHECK(last["h3"] > killed_ns + 2'000'000'000);
   // The switch's own power monitor saw h3's light come and go with the mappings (b lights it).
@@ -388,9 +389,10 @@ TEST_CASE("the switch connection dropped mid-run: the reconfiguration is marked 
   // the same port with no circuits.
   testing::poll_until([&] { return lab.emu.connects() >= 2; }, std::chrono::seconds(30), std::chrono::milliseconds(25));
   REQUIRE(lab.emu.connects() >= 2);
-  // kept: the reply reaches the runner (nothing the test can observe from outside the runner)
+  // load-bound: assumes the reply reached the runner within 100 ms; not observable from outside the runner.
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   lab.emu.kill_now();
+  // load-safe: the outage's length, a lower bound (about 4 dwells); a late wake only lengthens it.
   std::this_thread::sleep_for(std::chrono::milliseconds(2000));  // kept: the outage itself (about 4 dwells)
   lab.emu.start();
   t.join();
@@ -482,8 +484,8 @@ TEST_CASE("Ctrl-C during the schedule stops the run and keeps what was captured"
       last = std::max(last, row.t_ns);
     }
   }
-  CHECK(heartbeats > 50);                    // the capture up to the interrupt is kept
-  CHECK(last > stopped_ns - 300'000'000);    // right up to it
+  CHECK(heartbeats > 50);                  // the capture up to the interrupt is kept
+  CHECK(last > stopped_ns - 300'000'000);  // right up to it
   auto meta = nlohmann::json::parse(std::ifstream(o.output_dir + "/meta.json"));
   CHECK(meta["interrupted"] == true);
   for (size_t k = 0; k < lab.hosts.size(); ++k) CHECK(meta["hosts"][k]["lost"] == false);
@@ -512,10 +514,10 @@ TEST_CASE("a full disk under timeline.csv fails `ocslab run` naming the file", "
   std::ostringstream out, err;
   int rc = cli::run_ocslab({"run", spec, "-o", out_dir}, out, err);
   CHECK(rc == cli::kExitFailed);
-  CHECK_THAT(err.str(), Catch::Contains("cannot write " + out_dir + "/timeline.csv: ") &&
-                            Catch::Contains(std::strerror(ENOSPC)));
+  CHECK_THAT(err.str(),
+             Catch::Contains("cannot write " + out_dir + "/timeline.csv: ") && Catch::Contains(std::strerror(ENOSPC)));
   CHECK_THAT(err.str(), !Catch::Contains("timeline rows from"));  // no success summary
-  CHECK_FALSE(fs::exists(out_dir + "/timeline.csv"));              // nothing half-written under its name
+  CHECK_FALSE(fs::exists(out_dir + "/timeline.csv"));             // nothing half-written under its name
   // meta.json records the failure for whoever looks at the folder, and the capture it would
   // have been merged from is whole on disk.
   auto meta = nlohmann::json::parse(std::ifstream(out_dir + "/meta.json"));
@@ -536,8 +538,9 @@ TEST_CASE("kill -9 of the runner mid-run, then `ocslab recover`: every host's sa
   so.log_file = lab.dir.path() + "/runner.log";
   pid_t runner = spawn_program({testing::bin_path("ocslab"), "run", spec, "-o", out_dir, "--no-plot"}, so);
   const std::string control = out_dir + "/capture/runner.control.csv";
-  bool mid_run = testing::poll_until([&] { return fs::exists(out_dir + "/run.json") && testing::count_rows(control, ",command,") >= 3; },
-                                     std::chrono::seconds(40), std::chrono::milliseconds(50));
+  bool mid_run = testing::poll_until(
+      [&] { return fs::exists(out_dir + "/run.json") && testing::count_rows(control, ",command,") >= 3; },
+      std::chrono::seconds(40), std::chrono::milliseconds(50));
   ::kill(runner, SIGKILL);
   int status = 0;
   ::waitpid(runner, &status, 0);
@@ -545,6 +548,7 @@ TEST_CASE("kill -9 of the runner mid-run, then `ocslab recover`: every host's sa
   REQUIRE(mid_run);
   CHECK(WIFSIGNALED(status));
   CHECK_FALSE(fs::exists(out_dir + "/timeline.csv"));
+  // load-safe: a gap in which the agents go on spooling; a longer one only means more to recover.
   std::this_thread::sleep_for(std::chrono::milliseconds(800));  // the agents go on spooling meanwhile
 
   // The switch: whatever mapping the kill left it on; --restore-switch puts the schedule's last back.
@@ -634,6 +638,7 @@ TEST_CASE("an SSH session dropped mid-run: a new session fetches the gap and fol
       },
       std::chrono::seconds(60), std::chrono::milliseconds(25));
   REQUIRE(bridge != 0);
+  // load-bound: the drop must land mid-schedule 1.5 s in; a slow run is further from its end, not closer.
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // kept: the drop must land mid-schedule
   pid_t sshd = bridge;
   while (sshd > 1 && read_file_or_empty("/proc/" + std::to_string(sshd) + "/comm").rfind("sshd", 0) != 0)
@@ -654,9 +659,10 @@ TEST_CASE("an SSH session dropped mid-run: a new session fetches the gap and fol
   // Expected vs captured, from the agent's own sequence numbers: 1..last_seq, each once.
   auto seqs = testing::capture_seqs(o.output_dir + "/capture/host.h2.csv");
   const uint64_t last = h2["last_seq"].get<uint64_t>();
-  std::printf("h2: session dropped mid-run: expected %llu samples (agent's last seq), captured %zu, %llu from the spool\n",
-              static_cast<unsigned long long>(last), seqs.size(),
-              static_cast<unsigned long long>(h2["recovered_from_spool"].get<uint64_t>()));
+  std::printf(
+      "h2: session dropped mid-run: expected %llu samples (agent's last seq), captured %zu, %llu from the spool\n",
+      static_cast<unsigned long long>(last), seqs.size(),
+      static_cast<unsigned long long>(h2["recovered_from_spool"].get<uint64_t>()));
   REQUIRE(seqs.size() == last);
   bool in_order = true;
   for (size_t i = 0; i < seqs.size(); ++i) in_order = in_order && seqs[i] == i + 1;

@@ -113,10 +113,10 @@ TEST_CASE("32 hosts through one sshd with its default MaxStartups: none refused 
   auto reports = pool.stop_all();
   REQUIRE(reports.size() == kHosts);
   for (const auto& r : reports) fanout_test::check_whole(r);
-  std::printf("fan-out against sshd's default MaxStartups: %d hosts connected and started in %lld ms, peak %d "
-              "handshakes\n",
-              kHosts, (long long)std::chrono::duration_cast<std::chrono::milliseconds>(took).count(),
-              pool.gate().peak());
+  std::printf(
+      "fan-out against sshd's default MaxStartups: %d hosts connected and started in %lld ms, peak %d "
+      "handshakes\n",
+      kHosts, (long long)std::chrono::duration_cast<std::chrono::milliseconds>(took).count(), pool.gate().peak());
 }
 
 TEST_CASE("probes.stop behind a backlog the runner is still draining: answered, nothing reconnects",
@@ -130,12 +130,15 @@ TEST_CASE("probes.stop behind a backlog the runner is still draining: answered, 
   HostTarget t = lab.target("backlog", 1);
   t.request_timeout = 1500ms;
   HostSession s(t, [&](const std::string&, const agent::SeqSample&) {
+    // load-safe: the stalled consumer under test (the poll interval of its hold).
     while (hold.load()) std::this_thread::sleep_for(1ms);  // kept: the stalled consumer under test
+    // load-safe: the slow consumer under test: a lower bound on its slowness.
     if (++delivered % 10 == 0) std::this_thread::sleep_for(15ms);  // kept: the slow consumer under test
   });
   s.connect();
   lab.reaper.add(s.hello().pid);
   s.start();
+  // load-safe: a capture that builds a backlog; a longer one only builds more.
   std::this_thread::sleep_for(2000ms);  // kept: the capture that builds the backlog
   const auto t0 = std::chrono::steady_clock::now();
   hold = false;

@@ -165,6 +165,7 @@ TEST_CASE("a dropped session: stop() reconnects once and takes the gap from the 
   CHECK_FALSE(h.error.empty());
   uint64_t before = h.samples;
   // The daemon goes on capturing while no session follows it (about 100 samples).
+  // load-safe: time for samples that must not reach the dropped session; a slow machine can only hide a fault.
   std::this_thread::sleep_for(500ms);  // kept: time must pass to show no sample reaches the dropped session
   CHECK(s.health().samples == before);
   HostReport r = s.stop();
@@ -205,6 +206,7 @@ TEST_CASE("an agent killed mid-run: its host is lost with what it sent, the othe
   HostHealth lost = pool.health()[0];
   CHECK_FALSE(lost.error.empty());
   CHECK(pool.health()[1].state == HostState::kCapturing);
+  // load-safe: the killed host's gap and the survivor's capture go on a while; a longer while changes no check.
   std::this_thread::sleep_for(300ms);  // kept: the killed host's gap and the survivor's capture go on a while
 
   auto reports = pool.stop_all();
@@ -245,6 +247,7 @@ TEST_CASE("fan-out: 16 hosts through one sshd capture at once, every host's seqs
   auto started = pool.start_all();
   for (const auto& e : started) CHECK(e == "");
   auto t1 = std::chrono::steady_clock::now();
+  // load-bound: a fixed capture window, the rates below are measured over it.
   std::this_thread::sleep_for(1000ms);  // kept: a fixed capture window, the rates below are measured over it
   for (const auto& h : pool.health()) {
     CHECK(h.state == HostState::kCapturing);

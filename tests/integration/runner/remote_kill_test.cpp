@@ -36,7 +36,8 @@ struct Sleeper {
     }
     REQUIRE(pid > 0);
     // Running `sleep` (its comm) before the test names it: exec has happened.
-    for (int i = 0; i < 200 && comm() != "sleep"; ++i) ::usleep(10'000);
+    // load-safe: polls for the exec (the event); 3,000 tries (30 s) are a hang guard.
+    for (int i = 0; i < 3000 && comm() != "sleep"; ++i) ::usleep(10'000);
     REQUIRE(comm() == "sleep");
   }
   ~Sleeper() {
@@ -54,11 +55,12 @@ struct Sleeper {
   // How it ended: the signal that killed it (0: exited); waits at most ~5 s.
   int killed_by() {
     int status = 0;
-    for (int i = 0; i < 500; ++i) {
+    for (int i = 0; i < 3000; ++i) {
       if (::waitpid(pid, &status, WNOHANG) == pid) {
         pid = -1;
         return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
       }
+      // load-safe: the poll interval of a wait for the process's exit; 3,000 tries (30 s) are a hang guard.
       ::usleep(10'000);
     }
     return -1;  // still running

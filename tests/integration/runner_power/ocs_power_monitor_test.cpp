@@ -66,8 +66,8 @@ struct Collected {
     return out;
   }
   // The first sample of subject/signal with this value at or after since_mono, waiting for it.
-  std::optional<Sample> wait_for(const std::string& subject, const std::string& signal, double value,
-                                 int64_t since_mono, std::chrono::milliseconds timeout) {
+  std::optional<Sample> wait_for_sample(const std::string& subject, const std::string& signal, double value,
+                                        int64_t since_mono, std::chrono::milliseconds timeout) {
     std::optional<Sample> found;
     ocslab::testing::poll_until(
         [&] {
@@ -109,8 +109,8 @@ TEST_CASE("ocs_power monitor: light follows the emulator's ground truth within t
   mon.start();  // idempotent
 
   // The first poll reports both ports dark.
-  REQUIRE(got.wait_for("eth1", "light", 0, 0, 3s));
-  REQUIRE(got.wait_for("eth2", "light", 0, 0, 3s));
+  REQUIRE(got.wait_for_sample("eth1", "light", 0, 0, 3s));
+  REQUIRE(got.wait_for_sample("eth2", "light", 0, 0, 3s));
   auto first = got.matching("eth1", "power_dbm");
   REQUIRE(first.size() == 1);
   CHECK(first[0].value == Approx(-60));
@@ -122,7 +122,7 @@ TEST_CASE("ocs_power monitor: light follows the emulator's ground truth within t
   auto sw = ocs::make_driver(url, driver_options());
   Timestamp issued = now();
   sw->connect({{1, 9}});
-  auto lit = got.wait_for("eth1", "light", 1, issued.monotonic_ns, 3s);
+  auto lit = got.wait_for_sample("eth1", "light", 1, issued.monotonic_ns, 3s);
   REQUIRE(lit);
   auto gt_on = truth_light(*emu, "port 9", 1, issued.monotonic_ns);
   REQUIRE(gt_on);
@@ -134,6 +134,7 @@ TEST_CASE("ocs_power monitor: light follows the emulator's ground truth within t
   CHECK(lit->mono_ns - gt_on->mono_ns <= kTwoPollsNs + kSlackNs);
   CHECK(lit->mono_ns - issued.monotonic_ns <= kSwitchingMs * 1'000'000LL + kTwoPollsNs + kSlackNs);
   CHECK(lit->t_ns > 0);
+  // load-safe: time for a repeated reading that must not come; a slow machine can only hide a fault.
   std::this_thread::sleep_for(100ms);  // kept: a quiet spell, to show a steady reading is not repeated
   auto power = got.matching("eth1", "power_dbm", issued.monotonic_ns);
   REQUIRE(!power.empty());
@@ -142,7 +143,7 @@ TEST_CASE("ocs_power monitor: light follows the emulator's ground truth within t
 
   issued = now();
   sw->disconnect({9});
-  auto dark = got.wait_for("eth1", "light", 0, issued.monotonic_ns, 3s);
+  auto dark = got.wait_for_sample("eth1", "light", 0, issued.monotonic_ns, 3s);
   REQUIRE(dark);
   auto gt_off = truth_light(*emu, "port 9", 0, issued.monotonic_ns);
   REQUIRE(gt_off);
@@ -192,7 +193,7 @@ TEST_CASE("ocs_power monitor: the switch killed mid-monitor, samples resume when
   mon.start();
   auto sw = ocs::make_driver(url, driver_options());
   sw->connect({{1, 9}});
-  REQUIRE(got.wait_for("eth1", "light", 1, 0, 3s));
+  REQUIRE(got.wait_for_sample("eth1", "light", 1, 0, 3s));
 
   emu.reset();  // every session dropped, nothing listens
   Timestamp killed = now();
@@ -209,11 +210,11 @@ TEST_CASE("ocs_power monitor: the switch killed mid-monitor, samples resume when
   // had its first answered poll, and so the light edge, before a stamp taken after it).
   Timestamp back = now();
   emu = start_emulator(port);
-  auto resumed = got.wait_for("eth1", "light", 0, back.monotonic_ns, 3s);
+  auto resumed = got.wait_for_sample("eth1", "light", 0, back.monotonic_ns, 3s);
   REQUIRE(resumed);
   CHECK(resumed->mono_ns - back.monotonic_ns <= 1'000'000'000LL);
   // Every port's power is emitted again after the gap, also where it did not change.
-  REQUIRE(got.wait_for("eth2", "power_dbm", -60, back.monotonic_ns, 1s));
+  REQUIRE(got.wait_for_sample("eth2", "power_dbm", -60, back.monotonic_ns, 1s));
   CHECK(got.matching("eth2", "light", back.monotonic_ns).empty());  // still dark: no new light edge
 
   Timestamp issued = now();
@@ -222,7 +223,7 @@ TEST_CASE("ocs_power monitor: the switch killed mid-monitor, samples resume when
   } catch (const ocs::ConnectionError&) {
     sw->connect({{1, 9}});  // its session died with the switch: the driver reconnects on the next call
   }
-  REQUIRE(got.wait_for("eth1", "light", 1, issued.monotonic_ns, 3s));
+  REQUIRE(got.wait_for_sample("eth1", "light", 1, issued.monotonic_ns, 3s));
   mon.stop();
   auto st = mon.stats();
   CHECK(st.failure_runs == 1);

@@ -97,6 +97,7 @@ class NetconfSession {
 
   bool send(const std::string& xml) {
     if (q_.reply_delay_ms > 0)
+      // load-safe: the reply_delay_ms quirk: a slow switch, a lower bound that load only lengthens.
       std::this_thread::sleep_for(std::chrono::milliseconds(q_.reply_delay_ms));  // kept: the reply_delay_ms quirk
     if (!q_.split_writes) return write_all(out_, encode_frame(xml, framing_));
     // Several small chunks, written a few bytes at a time: exercises client reassembly.
@@ -104,6 +105,7 @@ class NetconfSession {
     size_t step = std::max<size_t>(7, framed.size() / 64);
     for (size_t off = 0; off < framed.size(); off += step) {
       if (!write_all(out_, framed.substr(off, step))) return false;
+      // load-safe: the split_writes quirk paces its pieces.
       std::this_thread::sleep_for(std::chrono::milliseconds(1));  // kept: the split_writes quirk paces its pieces
     }
     return true;
@@ -124,7 +126,8 @@ class NetconfSession {
     if (contains(text, q_.never_reply_to)) return true;
     if (contains(text, q_.garbage_on)) {
       // Breaks either framing: a bad chunk header, or non-XML before the EOM marker.
-      return write_all(out_, framing_ == Framing::kChunked ? "\n#x1\n\x01\x02garbage\n##\n" : "\x01\x02<<garbage]]>]]>");
+      return write_all(out_,
+                       framing_ == Framing::kChunked ? "\n#x1\n\x01\x02garbage\n##\n" : "\x01\x02<<garbage]]>]]>");
     }
     RpcRequest req;
     try {
@@ -135,7 +138,7 @@ class NetconfSession {
     }
     if (contains(text, q_.deny_on)) {
       return reply(build_error_reply(req.message_id, {"application", "operation-failed", "error",
-                                                     "Command refused by switch policy (" + q_.deny_on + ")"}));
+                                                      "Command refused by switch policy (" + q_.deny_on + ")"}));
     }
     try {
       if (req.operation == "get" || req.operation == "get-config") {

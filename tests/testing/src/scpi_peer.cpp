@@ -3,11 +3,11 @@
 // :SYST:ERR?, and a query that fails prints nothing either, as on real instruments.
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <cerrno>
 #include <chrono>
 #include <deque>
 #include <optional>
-#include <fmt/format.h>
 #include <set>
 #include <string>
 #include <thread>
@@ -31,8 +31,7 @@ bool has_text(const std::string& text, const std::string& needle) {
 
 class ScpiSession {
  public:
-  ScpiSession(int in_fd, int out_fd, PeerSwitch& sw, const PeerQuirks& q)
-      : in_(in_fd), out_(out_fd), sw_(sw), q_(q) {}
+  ScpiSession(int in_fd, int out_fd, PeerSwitch& sw, const PeerQuirks& q) : in_(in_fd), out_(out_fd), sw_(sw), q_(q) {}
 
   void run() {
     std::string buf;
@@ -53,9 +52,7 @@ class ScpiSession {
   }
 
  private:
-  void push_error(int code, const std::string& msg) {
-    errors_.push(code, msg);
-  }
+  void push_error(int code, const std::string& msg) { errors_.push(code, msg); }
 
   // Returns false when the session must end (drop_on).
   bool handle_line(const std::string& line) {
@@ -98,6 +95,7 @@ class ScpiSession {
 
   void send(const std::string& data) {
     if (q_.reply_delay_ms > 0)
+      // load-safe: the reply_delay_ms quirk: a slow switch, a lower bound that load only lengthens.
       std::this_thread::sleep_for(std::chrono::milliseconds(q_.reply_delay_ms));  // kept: the reply_delay_ms quirk
     if (!q_.split_writes) {
       write_all(out_, data);
@@ -105,6 +103,7 @@ class ScpiSession {
     }
     for (size_t i = 0; i < data.size(); i += 3) {
       if (!write_all(out_, data.substr(i, 3))) return;
+      // load-safe: the split_writes quirk paces its pieces.
       std::this_thread::sleep_for(std::chrono::milliseconds(2));  // kept: the split_writes quirk paces its pieces
     }
   }
@@ -148,9 +147,12 @@ class ScpiSession {
 
   void switch_result(const std::string& err) {
     if (err.empty()) return;
-    if (err.starts_with("Invalid OXC port")) push_error(-222, "Data out of range; " + err);
-    else if (err.starts_with("Port used twice")) push_error(-221, "Settings conflict; " + err);
-    else push_error(-200, "Execution error; " + err);
+    if (err.starts_with("Invalid OXC port"))
+      push_error(-222, "Data out of range; " + err);
+    else if (err.starts_with("Port used twice"))
+      push_error(-221, "Settings conflict; " + err);
+    else
+      push_error(-200, "Execution error; " + err);
   }
 
   std::optional<std::string> execute(const ScpiCommand& c) {

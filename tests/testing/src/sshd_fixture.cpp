@@ -107,8 +107,9 @@ SshdFixture::SshdFixture(const SshdOptions& options) {
       ::execl("/usr/sbin/sshd", "/usr/sbin/sshd", "-D", "-e", "-f", (dir_ + "/sshd_config").c_str(), nullptr);
       ::_exit(127);
     }
-    // Ready when the port accepts connections.
-    for (int i = 0; i < 100; ++i) {
+    // Ready when the port accepts connections; 1,500 tries (30 s) are a hang guard: a loaded machine can
+    // take seconds to start sshd.
+    for (int i = 0; i < 1500; ++i) {
       int fd = ::socket(AF_INET, SOCK_STREAM, 0);
       sockaddr_in addr{};
       addr.sin_family = AF_INET;
@@ -123,6 +124,7 @@ SshdFixture::SshdFixture(const SshdOptions& options) {
       }
       int status = 0;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) break;  // died (port taken?): retry
+      // load-safe: the retry interval of the bounded wait for sshd's port.
       std::this_thread::sleep_for(std::chrono::milliseconds(20));  // retry interval of this bounded wait for the port
     }
     ::kill(pid_, SIGTERM);

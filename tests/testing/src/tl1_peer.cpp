@@ -34,7 +34,11 @@ Reply deny(std::string code, std::string comment) { return Reply{false, {}, std:
 class Tl1Session {
  public:
   Tl1Session(int in_fd, int out_fd, PeerSwitch& sw, const PeerQuirks& q)
-      : in_(in_fd), out_(out_fd), sw_(sw), q_(q), eol_(q.bare_lf ? "\n" : "\r\n"),
+      : in_(in_fd),
+        out_(out_fd),
+        sw_(sw),
+        q_(q),
+        eol_(q.bare_lf ? "\n" : "\r\n"),
         // sshd starts the stdio peer only after SSH authentication: that session starts logged in.
         logged_in_(in_fd != out_fd) {}
 
@@ -93,6 +97,7 @@ class Tl1Session {
     if (contains(text, q_.never_reply_to)) return true;
     std::string ctag = "0";
     if (q_.reply_delay_ms > 0)
+      // load-safe: the reply_delay_ms quirk: a slow switch, a lower bound that load only lengthens.
       std::this_thread::sleep_for(std::chrono::milliseconds(q_.reply_delay_ms));  // kept: the reply_delay_ms quirk
     if (contains(text, q_.garbage_on)) return send("\x02\x7f#@! garbage 0xDEADBEEF" + eol_);
     Reply r;
@@ -199,14 +204,17 @@ class Tl1Session {
     ++atag_;
     bool alarm = atag_ % 2 == 1;
     return header() +
-           fmt::format("{} {} {}{}", alarm ? "*C" : "A ", 1000 + atag_, alarm ? "REPT ALM EQPT" : "REPT EVT PORT", eol_) +
-           "   " + ocs::tl1_quote_data(alarm ? "PSU-1:CR,PWR,SA:\"Power supply 1 failed\"" : "5:LOS,TC") + eol_ + terminator();
+           fmt::format("{} {} {}{}", alarm ? "*C" : "A ", 1000 + atag_, alarm ? "REPT ALM EQPT" : "REPT EVT PORT",
+                       eol_) +
+           "   " + ocs::tl1_quote_data(alarm ? "PSU-1:CR,PWR,SA:\"Power supply 1 failed\"" : "5:LOS,TC") + eol_ +
+           terminator();
   }
 
   bool send(const std::string& data) {
     if (!q_.split_writes) return write_all(out_, data);
     for (size_t i = 0; i < data.size(); i += 3) {
       if (!write_all(out_, data.substr(i, 3))) return false;
+      // load-safe: the split_writes quirk paces its pieces.
       std::this_thread::sleep_for(std::chrono::milliseconds(1));  // kept: the split_writes quirk paces its pieces
     }
     return true;

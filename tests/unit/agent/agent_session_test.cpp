@@ -21,6 +21,7 @@
 #include "ocslab/testing/fd_stream.h"
 #include "ocslab/testing/small_disk.h"
 #include "ocslab/testing/sshd_fixture.h"
+#include "ocslab/testing/wait.h"
 
 using namespace ocslab::agent;
 using namespace std::chrono_literals;
@@ -183,8 +184,13 @@ TEST_CASE("a full pipe or socket loses, repeats and reorders no sample", "[agent
     }
     client.start(probes);
     for (int round = 0; round < 3; ++round) {
-      std::this_thread::sleep_for(300ms);  // not reading: about 2400 samples, 400 KB, queue up
-      client.status();                     // a reply behind them
+      // Not reading while the agent produces 1,800 more samples (about 300 KB, 300 ms on a quiet
+      // machine): they queue up. Counted at the agent, so a slow machine only takes longer.
+      const uint64_t target = (round + 1) * uint64_t{1800};
+      ocslab::testing::wait_until(
+          "the agent's sequence to reach " + std::to_string(target),
+          [&] { return agent.status()["last_seq"].get<uint64_t>() >= target; }, 60s);
+      client.status();  // a reply behind them
       client.poll_for(100ms);
     }
     uint64_t last = client.stop();
@@ -211,7 +217,9 @@ TEST_CASE("a session joining mid-capture gets the gap from the spool, then live,
   Served a(agent), b(agent);
   AgentClient starter(a.stream());
   starter.start({heartbeat(2)});
-  std::this_thread::sleep_for(200ms);  // kept: the spool fills before the late session joins
+  // The spool holds a gap before the late session joins (a quiet machine: about 200 ms).
+  ocslab::testing::wait_until(
+      "samples in the spool", [&] { return agent.status()["last_seq"].get<uint64_t>() >= 20; }, 60s);
 
   AgentClient late(b.stream());
   std::map<uint64_t, int> count;
@@ -239,7 +247,9 @@ TEST_CASE("a paged fetch replays the gap page by page, in order, and follows liv
   Served a(agent), b(agent);
   AgentClient starter(a.stream());
   starter.start({heartbeat(1)});
-  std::this_thread::sleep_for(200ms);  // kept: the spool fills before the late session joins
+  // The spool holds a gap before the late session joins (a quiet machine: about 200 ms).
+  ocslab::testing::wait_until(
+      "samples in the spool", [&] { return agent.status()["last_seq"].get<uint64_t>() >= 20; }, 60s);
 
   AgentClient late(b.stream());
   std::vector<uint64_t> got;
@@ -325,12 +335,8 @@ TEST_CASE("the retention timer deletes a spool that grew old while no capture st
   REQUIRE(::utimensat(AT_FDCWD, old_spool.c_str(), t, 0) == 0);
   const std::string young = dir.path() + "/spool/capture-20000101T000000-1-2.jsonl";
   std::ofstream(young) << "{}\n";
-  bool gone = false;
-  for (int i = 0; i < 50 && !gone; ++i) {
-    std::this_thread::sleep_for(100ms);  // kept: the timer runs every second
-    gone = !std::filesystem::exists(old_spool);
-  }
-  CHECK(gone);
+  // The retention timer runs every second; 30 s is a hang guard.
+  CHECK(ocslab::testing::poll_until([&] { return !std::filesystem::exists(old_spool); }, 30s, 100ms));
   CHECK(std::filesystem::exists(young));
 }
 

@@ -74,6 +74,7 @@ TEST_CASE("spool flushes a batch once it is older than the interval", "[agent][s
   Spool spool(path, {1000, std::chrono::milliseconds(20)});
   spool.append(1, sample_line(1, sample(1)));
   CHECK(file_lines(path) == 0);
+  // load-safe: a lower bound: the flush interval must have passed; a late wake only lengthens it.
   std::this_thread::sleep_for(std::chrono::milliseconds(30));  // kept: the 20 ms flush interval must pass
   spool.flush_if_due();
   CHECK(file_lines(path) == 1);

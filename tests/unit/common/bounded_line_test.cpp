@@ -47,6 +47,7 @@ TEST_CASE("bounded lines: lines in one read and across reads, EOF", "[common][bo
   Pair p;
   BoundedLineReader r(p.a, "peer-x", 16);
   p.send("one\ntw");
+  // load-safe: a hang guard: the bytes are in the socket before the read starts.
   auto deadline = BoundedLineReader::Clock::now() + 2s;
   CHECK(r.read_line(deadline) == std::optional<std::string>("one"));
   std::string line;
@@ -65,10 +66,12 @@ TEST_CASE("bounded lines: a line over the limit is an error naming the peer", "[
   BoundedLineReader r(p.a, "peer-x", 16);
   SECTION("exactly the limit is a line") {
     p.send(std::string(16, 'a') + "\n");
+    // load-safe: a hang guard: the bytes are in the socket before the read starts.
     CHECK(r.read_line(BoundedLineReader::Clock::now() + 1s)->size() == 16);
   }
   SECTION("one byte more, with its newline") {
     p.send(std::string(17, 'a') + "\n");
+    // load-safe: a hang guard: the bytes are in the socket before the read starts.
     std::string e = error_of(r, BoundedLineReader::Clock::now() + 1s);
     CHECK(e.find("peer-x") != std::string::npos);
     CHECK(e.find("longer than 16 bytes") != std::string::npos);
@@ -79,6 +82,7 @@ TEST_CASE("bounded lines: a line over the limit is an error naming the peer", "[
       for (int i = 0; i < 16; ++i)
         if (::send(p.b, chunk.data(), chunk.size(), MSG_NOSIGNAL) < 0) break;
     });
+    // load-safe: a hang guard for a read fed by the writer thread; the error is the event.
     std::string e = error_of(r, BoundedLineReader::Clock::now() + 2s);
     CHECK(r.partial() <= 17);
     ::shutdown(p.a, SHUT_RDWR);  // the writer's pending send fails instead of blocking
@@ -95,6 +99,8 @@ TEST_CASE("bounded lines: the deadline is absolute, not reset by each byte", "[c
     // A byte every 50 ms: a per-byte timeout of 300 ms would never fire.
     while (!done) {
       if (::send(p.b, "x", 1, MSG_NOSIGNAL) != 1) break;
+      // load-safe: paces the trickling sender; a slower trickle only makes the per-byte timeout it rules out less
+      // likely to fire.
       std::this_thread::sleep_for(50ms);
     }
   });
@@ -116,6 +122,7 @@ TEST_CASE("bounded lines: a cancel fd ends a blocked read at once", "[common][bo
   int ev = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   REQUIRE(ev >= 0);
   std::thread canceller([&] {
+    // load-safe: the cancel may come at any time during the read; the read must end on it whenever it comes.
     std::this_thread::sleep_for(50ms);
     uint64_t one = 1;
     REQUIRE(::write(ev, &one, sizeof(one)) == sizeof(one));
@@ -147,6 +154,7 @@ TEST_CASE("bounded lines: loopback TCP peer names its address", "[common][bounde
   CHECK(peer.rfind("127.0.0.1:", 0) == 0);
   BoundedLineReader r(s, peer, 8);
   REQUIRE(::send(c, "0123456789", 10, MSG_NOSIGNAL) == 10);
+  // load-safe: a hang guard: the bytes are in the socket before the read starts.
   std::string e = error_of(r, BoundedLineReader::Clock::now() + 1s);
   CHECK(e.rfind(peer + ": line longer than 8 bytes", 0) == 0);
   for (int fd : {c, s, ls}) ::close(fd);

@@ -111,11 +111,13 @@ TEST_CASE("json lines writer on a full disk throws naming the file", "[jsonl]") 
 }
 
 TEST_CASE("yaml errors carry file, line and column") {
-  CHECK_THROWS_WITH(load_yaml_string("a: [1, 2\n", "lab.yaml"), Catch::StartsWith("lab.yaml:") && Catch::Contains("YAML syntax error"));
+  CHECK_THROWS_WITH(load_yaml_string("a: [1, 2\n", "lab.yaml"),
+                    Catch::StartsWith("lab.yaml:") && Catch::Contains("YAML syntax error"));
   auto doc = load_yaml_string("hosts:\n  h1:\n    cpus: many\n", "lab.yaml");
   auto cpus = doc.root["hosts"]["h1"]["cpus"];
   CHECK_THROWS_WITH(as_int(doc, cpus), Catch::StartsWith("lab.yaml:3:11: expected an integer, got 'many'"));
-  CHECK_THROWS_WITH(require(doc, doc.root["hosts"]["h1"], "memory"), Catch::StartsWith("lab.yaml:3:5: missing key 'memory'"));
+  CHECK_THROWS_WITH(require(doc, doc.root["hosts"]["h1"], "memory"),
+                    Catch::StartsWith("lab.yaml:3:5: missing key 'memory'"));
   CHECK_THROWS_WITH(load_yaml_file("/nonexistent/x.yaml"), Catch::Contains("/nonexistent/x.yaml: cannot open file"));
 }
 
@@ -155,6 +157,7 @@ TEST_CASE("a paired clock measures its offset again after the refresh interval")
   PairedClock clock(std::chrono::milliseconds(1));
   clock.now();
   CHECK(clock.calibrations() == 1);
+  // load-safe: a lower bound: the 1 ms calibration period must have passed; a late wake only lengthens it.
   std::this_thread::sleep_for(std::chrono::milliseconds(2));  // kept: the 1 ms calibration period must pass
   clock.now();
   CHECK(clock.calibrations() == 2);

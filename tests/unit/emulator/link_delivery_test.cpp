@@ -37,8 +37,9 @@ struct Gate {
     cv.notify_all();
   }
   template <class Pred>
-  bool wait_for(Pred pred) {
+  bool wait_until(Pred pred) {
     std::unique_lock lock(m);
+    // load-safe: an event wait (pred); the 10 s are a hang guard.
     return cv.wait_for(lock, std::chrono::seconds(10), [&] { return pred(); });
   }
 };
@@ -94,13 +95,13 @@ TEST_CASE("async link delivery: a host that does not answer delays only its own 
   d->set_link(true);
   d->set_link(false);
   d->set_link(true);
-  REQUIRE(gate->wait_for([&] { return gate->entered == 2; }));  // the first queued one is at the host
+  REQUIRE(gate->wait_until([&] { return gate->entered == 2; }));  // the first queued one is at the host
   {
     std::lock_guard lock(gate->m);
     CHECK(gate->delivered == std::vector<bool>{false});
   }
   gate->set_open(true);
-  REQUIRE(gate->wait_for([&] { return gate->delivered.size() == 4; }));
+  REQUIRE(gate->wait_until([&] { return gate->delivered.size() == 4; }));
   CHECK(gate->delivered == std::vector<bool>{false, true, false, true});
   // Each delivery is a row once the host answered (the last may follow its answer by a moment).
   testing::poll_until([&] { return rows(truth, "link_delivery").size() >= 4; }, 1000ms);
@@ -129,7 +130,7 @@ TEST_CASE("async link delivery: a later failure is a ground-truth row, not an ex
     gate->fail = false;
   }
   d->set_link(false);
-  REQUIRE(gate->wait_for([&] { return gate->delivered.size() == 3; }));
+  REQUIRE(gate->wait_until([&] { return gate->delivered.size() == 3; }));
   CHECK(gate->delivered == std::vector<bool>{false, true, false});
 }
 
@@ -141,10 +142,11 @@ TEST_CASE("async link delivery: destroying it waits for the change at the host, 
   gate->set_open(false);
   d->set_link(true);
   d->set_link(false);
-  REQUIRE(gate->wait_for([&] { return gate->entered == 2; }));
+  REQUIRE(gate->wait_until([&] { return gate->entered == 2; }));
   // The host answers a moment later; whether the destructor has begun by then is up to the
   // scheduler, so the queued change may or may not be delivered; nothing may come after.
   std::thread opener([&] {
+    // load-safe: either outcome is accepted (see above); the delay only makes the destructor's side likelier.
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     gate->set_open(true);
   });
@@ -157,6 +159,7 @@ TEST_CASE("async link delivery: destroying it waits for the change at the host, 
   }
   REQUIRE(at_reset.size() >= 2);
   CHECK(std::vector<bool>(at_reset.begin(), at_reset.begin() + 2) == std::vector<bool>{false, true});
+  // load-safe: time for a delivery that must not come; a slow machine can only hide a fault, not fail the case.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   std::lock_guard lock(gate->m);
   CHECK(gate->delivered == at_reset);

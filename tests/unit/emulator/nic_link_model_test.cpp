@@ -8,6 +8,7 @@
 
 #include "ocslab/common/clock.h"
 #include "ocslab/common/error.h"
+#include "ocslab/testing/io_run.h"
 
 using namespace ocslab;
 using namespace ocslab::emu;
@@ -43,19 +44,21 @@ struct Fixture {
         io, "h1-eth1", std::move(p), std::make_unique<RecordingDriver>(calls, failing_driver), truth,
         [this](bool up) { told.push_back(up); }, 1234);
   }
-  // Runs the event loop until pred holds or timeout_ms passes; returns pred().
+  // Runs the event loop until pred holds or timeout_ms passes; returns pred(). timeout_ms is a
+  // hang guard: pred is the event.
   template <class Pred>
   bool run_until(Pred pred, int timeout_ms) {
     int64_t end = monotonic_ns() + int64_t{timeout_ms} * 1'000'000;
     while (!pred() && monotonic_ns() < end) {
       io.restart();
+      // load-safe: one slice of the event wait above; pred is asked after each.
       io.run_for(std::chrono::milliseconds(2));
     }
     return pred();
   }
-  void run_for(int ms) {
-    run_until([] { return false; }, ms);
-  }
+  // Every timer due within ms has run, however late this thread ran (testing::run_through); a
+  // wall-clock window (io.run_for) can end before a due timer's handler on a loaded machine.
+  void run_through(int ms) { ocslab::testing::run_through(io, std::chrono::milliseconds(ms)); }
   std::vector<bool> driver_states() const {
     std::vector<bool> v;
     for (const auto& c : *calls) v.push_back(c.up);
@@ -113,13 +116,13 @@ TEST_CASE("loss of light takes the link down after LOS, light back brings it up 
   CHECK(up >= 249.5);
   CHECK(up < 400);
 
-  f.run_for(100);
+  f.run_through(100);
   CHECK(f.driver_states() == std::vector<bool>{true, false, true});  // no duplicates
   CHECK(f.told == std::vector<bool>{true, false, true});
 
   auto samples = f.truth.samples();
-  std::vector<std::pair<std::string, double>> expect = {{"light", 1}, {"link", 1},           {"light", 0}, {"link", 0},
-                                                        {"light", 1}, {"firmware_delay", 250}, {"link", 1}};
+  std::vector<std::pair<std::string, double>> expect = {
+      {"light", 1}, {"link", 1}, {"light", 0}, {"link", 0}, {"light", 1}, {"firmware_delay", 250}, {"link", 1}};
   CHECK(f.truth_events() == expect);
   for (const auto& s : samples) {
     CHECK(s.host == "ocs1");
@@ -136,9 +139,9 @@ TEST_CASE("light lost while the firmware is still bringing the link up cancels t
   Fixture f(fixed_params(0, 300));
   f.model->force(false);
   f.model->on_light(true);
-  f.run_for(100);
+  f.run_through(100);
   f.model->on_light(false);  // flap before the firmware finished
-  f.run_for(400);
+  f.run_through(400);
   CHECK_FALSE(f.model->link_up());
   CHECK(f.driver_states() == std::vector<bool>{false});  // only force(false), never up
 
@@ -156,9 +159,9 @@ TEST_CASE("a dark blip shorter than LOS never takes the link down") {
   Fixture f(fixed_params(200, 1000));
   f.model->force(true);
   f.model->on_light(false);
-  f.run_for(50);
+  f.run_through(50);
   f.model->on_light(true);
-  f.run_for(400);
+  f.run_through(400);
   CHECK(f.model->link_up());
   CHECK(f.driver_states() == std::vector<bool>{true});
   std::vector<std::pair<std::string, double>> expect = {{"light", 1}, {"link", 1}, {"light", 0}, {"light", 1}};
@@ -185,7 +188,7 @@ TEST_CASE("a reconfiguration soon after the previous link-up adds the rapid pena
   };
   double first = cycle();  // no previous link-up: plain firmware delay
   double rapid = cycle();  // right after the first link-up
-  f.run_for(1100);         // leave the rapid window
+  f.run_through(1100);     // leave the rapid window
   double calm = cycle();
   INFO("first " << first << " ms, rapid " << rapid << " ms, calm " << calm << " ms");
   CHECK(first >= 99.5);
@@ -264,7 +267,7 @@ TEST_CASE("destroying a model with a transition pending leaves nothing behind") 
   f.model->force(false);
   f.model->on_light(true);
   f.model.reset();
-  f.run_for(100);  // the cancelled handler runs now; under ASan any use of the model would show
+  f.run_through(100);  // the cancelled handler runs now; under ASan any use of the model would show
   CHECK(f.told == std::vector<bool>{false});
   CHECK(f.driver_states() == std::vector<bool>{false});
 }
@@ -274,13 +277,13 @@ TEST_CASE("a NIC held down: light back never raises the link, light loss still d
   f.model->force(true);
   f.model->set_held_down(true);
   CHECK(f.model->held_down());
-  f.run_for(50);
+  f.run_through(50);
   CHECK(f.model->link_up());  // the hold stops the firmware raising the link, not an up link
 
   f.model->on_light(false);  // a reconfiguration moves this NIC's circuit: dark ...
   REQUIRE(f.run_until([&] { return !f.model->link_up(); }, 2000));
   f.model->on_light(true);  // ... and lit again
-  f.run_for(400);           // four firmware delays
+  f.run_through(400);       // four firmware delays
   CHECK_FALSE(f.model->link_up());
   CHECK(f.driver_states() == std::vector<bool>{true, false});
   CHECK(f.told == std::vector<bool>{true, false});
@@ -310,10 +313,10 @@ TEST_CASE("holding a NIC cancels a link-up the firmware was counting; holding tw
   Fixture f(fixed_params(0, 200));
   f.model->force(false);
   f.model->on_light(true);  // the firmware starts its 200 ms
-  f.run_for(50);
+  f.run_through(50);
   f.model->set_held_down(true);
   f.model->set_held_down(true);  // the state it has: no second row
-  f.run_for(400);
+  f.run_through(400);
   CHECK_FALSE(f.model->link_up());
   CHECK(f.driver_states() == std::vector<bool>{false});
 
@@ -321,7 +324,7 @@ TEST_CASE("holding a NIC cancels a link-up the firmware was counting; holding tw
   f.model->on_light(false);
   f.model->set_held_down(false);
   f.model->set_held_down(false);
-  f.run_for(300);
+  f.run_through(300);
   CHECK_FALSE(f.model->link_up());
   int64_t lit = monotonic_ns();
   f.model->on_light(true);

@@ -28,7 +28,7 @@ struct Rig {
     model.on_path([this](Port in, std::optional<Port> out) { paths.emplace_back(in, out); });
     model.on_light([this](Port out, bool lit, double) { lights.emplace_back(out, lit); });
   }
-  void run_for(std::chrono::milliseconds d) { ocslab::testing::run_through(io, d); }
+  void run_through(std::chrono::milliseconds d) { ocslab::testing::run_through(io, d); }
   int count(const std::string& signal) {
     int n = 0;
     for (const auto& s : truth.samples()) n += s.signal == signal;
@@ -57,7 +57,7 @@ TEST_CASE("a circuit lights its egress only after the switching time", "[emulato
   CHECK(r.model.circuits() == std::vector<Circuit>{{1, 5}});
   CHECK_FALSE(r.model.lit(5));
   CHECK(r.model.power_dbm(5) == -60.0);
-  r.run_for(std::chrono::milliseconds(200));
+  r.run_through(std::chrono::milliseconds(200));
   REQUIRE(done);
   double waited_ms = static_cast<double>(t_done - t0) / 1e6;
   CHECK(waited_ms >= 40.0);
@@ -73,7 +73,7 @@ TEST_CASE("a circuit lights its egress only after the switching time", "[emulato
 TEST_CASE("moving a circuit darkens the old egress at once and lights the new one later", "[emulator]") {
   Rig r(small(20));
   REQUIRE_FALSE(r.model.connect({{1, 5}, {2, 6}}, [] {}));
-  r.run_for(std::chrono::milliseconds(100));
+  r.run_through(std::chrono::milliseconds(100));
   r.lights.clear();
   r.paths.clear();
   REQUIRE_FALSE(r.model.disconnect({1, 2}));
@@ -81,7 +81,7 @@ TEST_CASE("moving a circuit darkens the old egress at once and lights the new on
   CHECK_FALSE(r.model.lit(6));
   REQUIRE_FALSE(r.model.connect({{1, 6}, {2, 5}}, [] {}));
   CHECK(r.lights == std::vector<std::pair<Port, bool>>{{5, false}, {6, false}});
-  r.run_for(std::chrono::milliseconds(100));
+  r.run_through(std::chrono::milliseconds(100));
   CHECK(r.model.lit(5));
   CHECK(r.model.lit(6));
   CHECK(r.model.circuits() == std::vector<Circuit>{{1, 6}, {2, 5}});
@@ -116,7 +116,7 @@ TEST_CASE("a superseded move still completes its command", "[emulator]") {
   int done = 0;
   REQUIRE_FALSE(r.model.connect({{1, 5}}, [&] { ++done; }));
   REQUIRE_FALSE(r.model.disconnect({1}));
-  r.run_for(std::chrono::milliseconds(100));
+  r.run_through(std::chrono::milliseconds(100));
   CHECK(done == 1);
   CHECK(r.model.circuits().empty());
   CHECK(r.lights.empty());  // never lit
@@ -125,7 +125,7 @@ TEST_CASE("a superseded move still completes its command", "[emulator]") {
 TEST_CASE("shutters and blocking fabrics darken circuits", "[emulator]") {
   Rig r(small(0));
   REQUIRE_FALSE(r.model.connect({{1, 5}}, [] {}));
-  r.run_for(std::chrono::milliseconds(20));
+  r.run_through(std::chrono::milliseconds(20));
   REQUIRE(r.model.lit(5));
   REQUIRE_FALSE(r.model.set_shutter({1}, true));
   CHECK_FALSE(r.model.lit(5));
@@ -137,11 +137,11 @@ TEST_CASE("shutters and blocking fabrics darken circuits", "[emulator]") {
   p.blocking = true;
   Rig b(p);
   REQUIRE_FALSE(b.model.connect({{1, 5}}, [] {}));
-  b.run_for(std::chrono::milliseconds(80));
+  b.run_through(std::chrono::milliseconds(80));
   REQUIRE(b.model.lit(5));
   REQUIRE_FALSE(b.model.connect({{2, 6}}, [] {}));
   CHECK_FALSE(b.model.lit(5));  // blocking: everything dark while a mirror moves
-  b.run_for(std::chrono::milliseconds(80));
+  b.run_through(std::chrono::milliseconds(80));
   CHECK(b.model.lit(5));
   CHECK(b.model.lit(6));
 }
@@ -185,11 +185,11 @@ TEST_CASE("announced light follows the model through replacing, shutters and blo
   p.replace_patched = true;
   Rig r(p);
   REQUIRE_FALSE(r.model.connect({{1, 5}, {2, 6}, {3, 7}}, [] {}));
-  r.run_for(std::chrono::milliseconds(20));
+  r.run_through(std::chrono::milliseconds(20));
   CHECK(agrees(r));
   REQUIRE_FALSE(r.model.connect({{4, 5}, {1, 8}}, [] {}));  // 4 takes 5 from 1, 1 moves to 8
   CHECK(agrees(r));
-  r.run_for(std::chrono::milliseconds(20));
+  r.run_through(std::chrono::milliseconds(20));
   CHECK(agrees(r));
   CHECK(r.model.circuits() == std::vector<Circuit>{{1, 8}, {2, 6}, {3, 7}, {4, 5}});
   REQUIRE_FALSE(r.model.set_shutter({6}, true));  // at the egress end
@@ -207,12 +207,12 @@ TEST_CASE("announced light follows the model through replacing, shutters and blo
   pb.blocking = true;
   Rig b(pb);
   REQUIRE_FALSE(b.model.connect({{1, 5}, {2, 6}}, [] {}));
-  b.run_for(std::chrono::milliseconds(80));
+  b.run_through(std::chrono::milliseconds(80));
   CHECK(agrees(b));
   REQUIRE_FALSE(b.model.connect({{3, 7}}, [] {}));
   CHECK_FALSE(b.model.lit(5));
   CHECK(agrees(b));  // every lit circuit announced dark while a mirror moves
-  b.run_for(std::chrono::milliseconds(80));
+  b.run_through(std::chrono::milliseconds(80));
   CHECK(b.model.lit(5));
   CHECK(agrees(b));  // and lit again, with the new one, when it settles
 }
@@ -223,7 +223,8 @@ TEST_CASE("switch presets follow the published switching times", "[emulator]") {
   CHECK(SwitchParams::preset("liquid-crystal").switching.mean_ms() == 100);
   CHECK(SwitchParams::preset("rotor").switching.mean_ms() == Approx(0.01));
   CHECK(SwitchParams::preset("robotic-patch-panel").switching.mean_ms() == 120000);
-  CHECK_THROWS_WITH(SwitchParams::preset("polatis"), Catch::Contains("unknown switch preset 'polatis'") && Catch::Contains("mems-3d"));
+  CHECK_THROWS_WITH(SwitchParams::preset("polatis"),
+                    Catch::Contains("unknown switch preset 'polatis'") && Catch::Contains("mems-3d"));
 }
 
 }  // namespace switch_model_test

@@ -56,6 +56,7 @@ std::optional<Sample> await_sample(GroundTruth& truth, const std::string& subjec
     }
   }
   std::unique_lock lock(m);
+  // load-safe: an event wait (a matching sample); timeout is its hang guard.
   cv.wait_for(lock, timeout, [&] { return found.has_value(); });
   auto out = found;
   lock.unlock();
@@ -202,12 +203,16 @@ TEST_CASE("retime: the next connect takes the new switching time, a move under w
   emu.retime(parse("switch: {switching_ms: 20}\n"));
   int64_t t_fast = monotonic_ns();
   auto fast = start_connect(emu, 2, 6, std::make_shared<std::promise<int64_t>>());
+  // load-safe: a hang guard; the future's value is the event.
   REQUIRE(fast.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
   double fast_ms = static_cast<double>(fast.get() - t_fast) / 1e6;
   CHECK(fast_ms >= 20.0);
   CHECK(fast_ms < 1000.0);
   // The move that started before the change is still switching with its 1000 ms draw.
+  // load-bound: asks the slow move's state at once; it is still switching only if the fast move took under its 1000 ms
+  // draw, the bound checked above.
   CHECK(slow.wait_for(std::chrono::seconds(0)) == std::future_status::timeout);
+  // load-safe: a hang guard; the future's value is the event.
   REQUIRE(slow.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
 
   std::map<std::string, double> drawn;  // switch_start records the drawn time, in ms
@@ -324,15 +329,16 @@ TEST_CASE("a timing file's dark_ports: the set of switch ports darkened, checked
   CHECK(u.dark_ports->empty());
   CHECK_FALSE(parse("hold_down: []\n").dark_ports);  // absent: unchanged
 
-  CHECK_THROWS_WITH(parse("dark_ports: 3\n"), Contains("timing.yaml:1:13: dark_ports: expected a list of switch ports"));
+  CHECK_THROWS_WITH(parse("dark_ports: 3\n"),
+                    Contains("timing.yaml:1:13: dark_ports: expected a list of switch ports"));
   CHECK_THROWS_WITH(parse("dark_ports: [3, x]\n"),
                     Contains("timing.yaml:1:17: dark_ports: expected a switch port number (1 or more)"));
-  CHECK_THROWS_WITH(parse("dark_ports: [0]\n"), Contains("timing.yaml:1:14: dark_ports: expected a switch port number"));
+  CHECK_THROWS_WITH(parse("dark_ports: [0]\n"),
+                    Contains("timing.yaml:1:14: dark_ports: expected a switch port number"));
   CHECK_THROWS_WITH(parse("dark_ports: [5, 5]\n"), Contains("timing.yaml:1:17: dark_ports: port 5 named twice"));
 
-  EmulatorConfig cfg = parse_emulator_config(
-      load_yaml_string("switch: {size: 4x4}\nnics:\n  - {name: h1-eth1, tx_port: 1, rx_port: 5, tap: {name: t1}}\n",
-                       "lab.yaml"));
+  EmulatorConfig cfg = parse_emulator_config(load_yaml_string(
+      "switch: {size: 4x4}\nnics:\n  - {name: h1-eth1, tx_port: 1, rx_port: 5, tap: {name: t1}}\n", "lab.yaml"));
   CHECK_THROWS_WITH(parse_timing_update(load_yaml_string("dark_ports: [2, 9]\n", "timing.yaml"), cfg),
                     Contains("timing.yaml:1:17: dark_ports: the switch has no port 9 (ports 1..8)"));
   CHECK(*parse_timing_update(load_yaml_string("dark_ports: [8]\n", "timing.yaml"), cfg).dark_ports ==

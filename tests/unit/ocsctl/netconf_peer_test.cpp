@@ -17,6 +17,7 @@ struct RawClient {
   explicit RawClient(int port) : stream(tcp_connect("127.0.0.1", port, 2000ms)) {}
 
   NetconfMessage next(std::string* wire = nullptr) {
+    // load-safe: a hang guard for one message from the peer.
     Deadline deadline = Clock::now() + 3s;
     for (;;) {
       if (auto m = decoder.next()) return parse_netconf_message(*m);
@@ -70,16 +71,20 @@ TEST_CASE("netconf peer over TCP: chunked after a base:1.1 hello, rpc-errors") {
   CHECK_THROWS_WITH(parse_rpc_reply(unsupported), Catch::Contains("operation-not-supported"));
 
   // Wrong list name for this revision (2018: "pair"), and a delete of a missing pair.
-  c.stream->write(encode_frame(build_rpc(4, build_edit_config(build_cross_connects({{1, 33}}, {}, "pairs"))), Framing::kChunked));
+  c.stream->write(
+      encode_frame(build_rpc(4, build_edit_config(build_cross_connects({{1, 33}}, {}, "pairs"))), Framing::kChunked));
   CHECK_THROWS_WITH(parse_rpc_reply(c.next()), Catch::Contains("unknown-element"));
-  c.stream->write(encode_frame(build_rpc(5, build_edit_config(build_cross_connects({}, {9}, "pair"))), Framing::kChunked));
+  c.stream->write(
+      encode_frame(build_rpc(5, build_edit_config(build_cross_connects({}, {9}, "pair"))), Framing::kChunked));
   CHECK_THROWS_WITH(parse_rpc_reply(c.next()), Catch::Contains("data-missing"));
   CHECK(sw.circuits().empty());
 
-  c.stream->write(encode_frame(build_rpc(6, build_edit_config(build_cross_connects({{1, 33}}, {}, "pair"))), Framing::kChunked));
+  c.stream->write(
+      encode_frame(build_rpc(6, build_edit_config(build_cross_connects({{1, 33}}, {}, "pair"))), Framing::kChunked));
   CHECK(parse_rpc_reply(c.next()).ok);
   CHECK(sw.circuits() == std::vector<Circuit>{{1, 33}});
-  c.stream->write(encode_frame(build_rpc(7, "<get-config><source><running/></source></get-config>"), Framing::kChunked));
+  c.stream->write(
+      encode_frame(build_rpc(7, "<get-config><source><running/></source></get-config>"), Framing::kChunked));
   auto config = parse_rpc_reply(c.next());
   CHECK(parse_cross_connects(config.data) == std::vector<Circuit>{{1, 33}});
   CHECK(parse_port_config_ids(config.data).size() == 64);
@@ -109,8 +114,9 @@ TEST_CASE("netconf peer over TCP: base:1.0 only keeps end-of-message framing") {
   std::string wire;
   CHECK(parse_rpc_reply(c.next(&wire)).ok);
   CHECK(wire.substr(wire.size() - 6) == "]]>]]>");
-  c.stream->write(encode_frame(build_rpc(2, build_get("<cross-connects xmlns=\"http://www.polatis.com/yang/optical-switch\"/>")),
-                               Framing::kEndOfMessage));
+  c.stream->write(
+      encode_frame(build_rpc(2, build_get("<cross-connects xmlns=\"http://www.polatis.com/yang/optical-switch\"/>")),
+                   Framing::kEndOfMessage));
   auto reply = parse_rpc_reply(c.next());
   REQUIRE(reply.data);
   CHECK(children_local(child_local(reply.data, "cross-connects"), "pairs").size() == 1);

@@ -79,6 +79,7 @@ class SettableChannel : public FirmwareCommandChannel {
   }
   bool wait_parked() {
     std::unique_lock lk(mu_);
+    // load-safe: an event wait (a reader parked); 2 s is its hang guard.
     return cv_.wait_for(lk, 2s, [this] { return parked_ > 0; });
   }
   void release() {
@@ -128,6 +129,7 @@ class ScriptedEvents : public FirmwareEventChannel {
       fail_once_ = false;
       throw Error("mlx5dv_devx_get_event on mlx5_0: Value too large (EOVERFLOW)");
     }
+    // load-safe: the replayed channel's blocking read: an event wait whose timeout is the probe's own.
     if (!cv_.wait_for(lk, timeout, [this] { return !queue_.empty(); })) return std::nullopt;
     Bytes r = queue_.front();
     queue_.pop_front();
@@ -271,7 +273,7 @@ TEST_CASE("firmware probe emits PORT_CHANGE events as they are read, polls stay 
   CHECK(st.method == "devx QUERY_VPORT_STATE + PORT_CHANGE events");
   CHECK(st.reason.empty());
   CHECK(events->subscribed() == std::vector<uint16_t>{0x09});
-  REQUIRE(c.wait_for([](const Sample& s) { return s.signal == "link"; }));
+  REQUIRE(c.wait_for_sample([](const Sample& s) { return s.signal == "link"; }));
 
   // 1. The link goes down and the firmware raises DOWN while the next poll is parked: link 0
   //    comes from the event, with its marker, at the time the event was read.
@@ -279,7 +281,7 @@ TEST_CASE("firmware probe emits PORT_CHANGE events as they are read, polls stay 
   REQUIRE(channel->wait_parked());
   channel->set(reply(0, 1));
   events->push(port_down());
-  REQUIRE(c.wait_for([](const Sample& s) { return s.signal == "link" && s.value == 0; }));
+  REQUIRE(c.wait_for_sample([](const Sample& s) { return s.signal == "link" && s.value == 0; }));
   // 2. The polls then agree: no second link 0.
   channel->release();
   size_t calls = channel->calls();
@@ -290,10 +292,10 @@ TEST_CASE("firmware probe emits PORT_CHANGE events as they are read, polls stay 
   REQUIRE(eventually([&] { return c.signal("link").size() == 3; }));
   // 4. A late ACTIVE event for a link already up: the marker only.
   events->push(port_active());
-  REQUIRE(c.wait_for([](const Sample& s) { return s.signal == "port_change" && s.value == 4; }));
+  REQUIRE(c.wait_for_sample([](const Sample& s) { return s.signal == "port_change" && s.value == 4; }));
   // 5. A PKEY change on the port: a marker, no link change.
   events->push(record(0x09, 7, 1));
-  REQUIRE(c.wait_for([](const Sample& s) { return s.signal == "port_change" && s.value == 7; }));
+  REQUIRE(c.wait_for_sample([](const Sample& s) { return s.signal == "port_change" && s.value == 7; }));
   probe.stop();
 
   CHECK(link_story(c) ==
@@ -328,7 +330,7 @@ TEST_CASE("firmware probe ignores other ports, other event types and refuses sho
   events->push(record(0x0d, 1, 2));  // NIC_VPORT_CHANGE, not a port event
   events->push(Bytes(40, 0));        // cut short
   events->push(port_down(2));        // this one counts
-  REQUIRE(c.wait_for([](const Sample& s) { return s.signal == "port_change"; }));
+  REQUIRE(c.wait_for_sample([](const Sample& s) { return s.signal == "port_change"; }));
   REQUIRE(eventually([&] { return events->drained(); }));
   probe.stop();
   CHECK(link_story(c) == std::vector<std::string>{"link=1", "port_change=1", "link=0"});
@@ -341,15 +343,15 @@ TEST_CASE("a poll in flight while an event is read does not undo the event", "[f
   FirmwareProbe probe(config(), {channel, nullptr, events});
   Collector c;
   REQUIRE(probe.start(c.sink()).available);
-  REQUIRE(c.wait_for([](const Sample& s) { return s.signal == "link"; }));
+  REQUIRE(c.wait_for_sample([](const Sample& s) { return s.signal == "link"; }));
   // The next query has already taken its answer ("up") when the DOWN event is read and
   // emitted; its answer is older than the event and must not bounce the link back up.
   channel->hook_next([&] {
     channel->set(reply(0, 1));  // the firmware's state from now on; this query answered before
     events->push(port_down());
-    c.wait_for([](const Sample& s) { return s.signal == "link" && s.value == 0; });
+    c.wait_for_sample([](const Sample& s) { return s.signal == "link" && s.value == 0; });
   });
-  REQUIRE(c.wait_for([](const Sample& s) { return s.signal == "link" && s.value == 0; }));
+  REQUIRE(c.wait_for_sample([](const Sample& s) { return s.signal == "link" && s.value == 0; }));
   size_t calls = channel->calls();
   REQUIRE(eventually([&] { return channel->calls() >= calls + 5; }));
   probe.stop();
@@ -368,8 +370,9 @@ TEST_CASE("firmware probe polls on when the PORT_CHANGE subscription fails", "[f
   CHECK_THAT(st.reason, Catch::Contains("mlx5dv_devx_subscribe_devx_event 0x09"));
   CHECK_THAT(st.reason, Catch::Contains("polling only"));
   channel->set(reply(0, 1));
-  REQUIRE(c.wait_for([](const Sample& s) { return s.signal == "link" && s.value == 0; }));
+  REQUIRE(c.wait_for_sample([](const Sample& s) { return s.signal == "link" && s.value == 0; }));
   events->push(port_active());  // never read: the channel is not subscribed
+  // load-safe: time for a read that must not happen; a slow machine can only hide a fault, not fail the case.
   std::this_thread::sleep_for(50ms);  // kept: time for a read that must not happen
   probe.stop();
   CHECK(events->reads() == 0);
@@ -384,7 +387,7 @@ TEST_CASE("firmware probe keeps polling when event reads fail, and stops promptl
   Collector c;
   REQUIRE(probe.start(c.sink()).available);
   channel->set(reply(0, 1));
-  REQUIRE(c.wait_for([](const Sample& s) { return s.signal == "link" && s.value == 0; }));
+  REQUIRE(c.wait_for_sample([](const Sample& s) { return s.signal == "link" && s.value == 0; }));
   REQUIRE(eventually([&] { return probe.failed_events() >= 2; }));
   auto t0 = std::chrono::steady_clock::now();
   probe.stop();
@@ -403,7 +406,7 @@ TEST_CASE("after one failed event read (events dropped) the next events are read
   FirmwareProbe probe(config(10s), {channel, nullptr, events});
   Collector c;
   REQUIRE(probe.start(c.sink()).available);
-  REQUIRE(c.wait_for([](const Sample& s) { return s.signal == "link" && s.value == 1; }));
+  REQUIRE(c.wait_for_sample([](const Sample& s) { return s.signal == "link" && s.value == 1; }));
   probe.stop();
   CHECK(probe.failed_events() == 1);
   CHECK(link_story(c) == std::vector<std::string>{"link=0", "port_change=4", "link=1"});

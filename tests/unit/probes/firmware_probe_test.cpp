@@ -297,6 +297,8 @@ TEST_CASE("firmware probe polls on a steady schedule and stops promptly", "[firm
   FirmwareProbe probe(config(20ms), {channel, nullptr, nullptr});
   Collector c;
   REQUIRE(probe.start(c.sink()).available);
+  // load-bound: the window over which the poll rate is counted (6 to 13 polls of 20 ms in 210 ms): a starved probe
+  // thread polls fewer.
   std::this_thread::sleep_for(210ms);  // kept: the window over which the poll rate is counted
   auto t0 = std::chrono::steady_clock::now();
   probe.stop();

@@ -94,7 +94,7 @@ TEST_CASE("rx_power probe emits dBm, mW and LOS per lane with both clocks") {
   CHECK(st.reason.empty());
   CHECK(st.method == "replay (qsfp0 SFF-8636; sfp0 SFF-8472; dd0 CMIS)");
   // Several polls: the first (taken in start) plus at least two from the thread.
-  REQUIRE(c.wait_for([](const Sample&) { return true; }));
+  REQUIRE(c.wait_for_sample([](const Sample&) { return true; }));
   c.wait([](const std::vector<Sample>& v) { return v.size() >= size_t{3} * (12 + 3 + 24); }, 2s);
   probe.stop();
   auto samples = c.samples();
@@ -138,6 +138,7 @@ TEST_CASE("rx_power probe emits dBm, mW and LOS per lane with both clocks") {
   }
   // Nothing is emitted after stop() returned.
   size_t n = c.samples().size();
+  // load-safe: time for a sample that must not come; a slow machine can only hide a fault, not fail the case.
   std::this_thread::sleep_for(30ms);  // kept: time for a sample that must not come
   CHECK(c.samples().size() == n);
   probe.stop();  // idempotent
@@ -149,6 +150,7 @@ TEST_CASE("rx_power probe reads only the planned bytes, static ones once") {
   RxPowerProbe probe({{"sfp0"}, 5ms, "h"}, reader);
   Collector c;
   REQUIRE(probe.start(c.sink()).available);
+  // load-bound: a run of polls counted below (at least 3 of 5 ms in 50 ms): a starved probe thread polls fewer.
   std::this_thread::sleep_for(50ms);  // kept: a run of polls whose reads are counted below
   probe.stop();
   ReadPlan plan = read_plan(ModuleType::kSff8472);
@@ -179,20 +181,21 @@ TEST_CASE("rx_power probe follows light going off and a module pulled and plugge
   dark.rx = {0, 0, 0, 0};
   dark.los_byte = 0x0F;
   reader->set("qsfp0", dark.image());
-  CHECK(c.wait_for(
+  CHECK(c.wait_for_sample(
       [](const Sample& s) { return s.subject == "qsfp0/lane1" && s.signal == "rx_power_mw" && s.value == 0; }));
-  CHECK(c.wait_for([](const Sample& s) { return s.subject == "qsfp0/lane1" && s.signal == "los" && s.value == 1; }));
+  CHECK(c.wait_for_sample(
+      [](const Sample& s) { return s.subject == "qsfp0/lane1" && s.signal == "los" && s.value == 1; }));
 
   reader->remove("qsfp0");
-  CHECK(c.wait_for([](const Sample& s) {
+  CHECK(c.wait_for_sample([](const Sample& s) {
     return s.subject == "qsfp0" && s.signal == "module_readable" && s.value == 0 && s.unit == "bool";
   }));
   Cmis replacement;  // a different module type comes back in the cage
   replacement.rx[0].fill(10000);
   reader->set("qsfp0", replacement.image());
-  CHECK(c.wait_for(
+  CHECK(c.wait_for_sample(
       [](const Sample& s) { return s.subject == "qsfp0" && s.signal == "module_readable" && s.value == 1; }));
-  CHECK(c.wait_for([](const Sample& s) { return s.subject == "qsfp0/lane8" && s.signal == "rx_power_mw"; }));
+  CHECK(c.wait_for_sample([](const Sample& s) { return s.subject == "qsfp0/lane8" && s.signal == "rx_power_mw"; }));
   probe.stop();
 }
 
@@ -217,6 +220,7 @@ TEST_CASE("rx_power probe is unavailable, naming each interface, when nothing is
   CHECK_THAT(st.reason, Catch::Contains("sfp0: SFP has no digital diagnostics"));
   CHECK_THAT(st.reason, Catch::Contains("weird0: unknown identifier 0x07"));
   CHECK_THAT(st.reason, Catch::Contains("flat0: CMIS module has flat memory"));
+  // load-safe: time for a poll that must not happen; a slow machine can only hide a fault, not fail the case.
   std::this_thread::sleep_for(20ms);  // kept: time for a poll that must not happen
   probe.stop();
   CHECK(c.samples().empty());
@@ -231,7 +235,7 @@ TEST_CASE("rx_power probe runs on the interfaces that work and names the others"
   ProbeStatus st = probe.start(c.sink());
   CHECK(st.available);
   CHECK_THAT(st.reason, Catch::Contains("left out") && Catch::Contains("veth7"));
-  CHECK(c.wait_for([](const Sample& s) { return s.subject == "qsfp0/lane4"; }));
+  CHECK(c.wait_for_sample([](const Sample& s) { return s.subject == "qsfp0/lane4"; }));
   probe.stop();
   for (const auto& s : c.samples()) CHECK(s.subject.rfind("qsfp0", 0) == 0);
   CHECK_THROWS_AS(probe.start(c.sink()), ocslab::Error);

@@ -20,6 +20,7 @@
 #include "ocslab/runner/run_context.h"
 #include "ocslab/runner/runner.h"
 #include "ocslab/testing/sshd_fixture.h"
+#include "ocslab/testing/wait.h"
 
 using namespace ocslab;
 using namespace ocslab::runner;
@@ -140,7 +141,9 @@ TEST_CASE("capture store: kill -9 of the writer loses nothing older than the syn
   if (pid == 0) {
     CaptureStore store(cap, std::chrono::milliseconds(100));
     for (int i = 1; i <= 5000; ++i) store.append("host.h1", sample(i, "h1", "eth1", 1), i);
-    std::this_thread::sleep_for(std::chrono::milliseconds(400));  // a few sync intervals
+    // The periodic sync (100 ms) has written every row: kill then, not after a guessed 400 ms,
+    // which a loaded machine can pass before the sync thread ran. 60 s is a hang guard.
+    testing::poll_until([&] { return lines_of(cap + "/host.h1.csv") == 5001; }, std::chrono::seconds(60));
     ::kill(::getpid(), SIGKILL);  // no destructor, no close
     ::_exit(99);
   }
@@ -150,8 +153,9 @@ TEST_CASE("capture store: kill -9 of the writer loses nothing older than the syn
   CHECK(WTERMSIG(status) == SIGKILL);
   CHECK(lines_of(cap + "/host.h1.csv") == 5001);
   // and the files merge as they are
-  CHECK(merge_capture({{cap + "/host.h1.csv", {}}}, dir.path() + "/timeline.csv", "r", [](int64_t) { return 0; },
-                      dir.path() + "/w") == 5000);
+  CHECK(merge_capture(
+            {{cap + "/host.h1.csv", {}}}, dir.path() + "/timeline.csv", "r", [](int64_t) { return 0; },
+            dir.path() + "/w") == 5000);
 }
 
 TEST_CASE("capture store: a full disk stops one stream, keeps what it wrote, reports once", "[runner][capture]") {
@@ -176,8 +180,8 @@ TEST_CASE("capture store: a full disk stops one stream, keeps what it wrote, rep
     CHECK(st[0].rows + st[0].dropped == 20000);
     CHECK(st[0].dropped > 0);
     // What reached the disk is whole rows up to the failed write, and it merges.
-    uint64_t merged = merge_capture({{st[0].path, {}}}, dir.path() + "/timeline.csv", "r", [](int64_t) { return 0; },
-                                    dir.path() + "/w");
+    uint64_t merged = merge_capture(
+        {{st[0].path, {}}}, dir.path() + "/timeline.csv", "r", [](int64_t) { return 0; }, dir.path() + "/w");
     CHECK(merged > 1000);
     CHECK(merged <= st[0].rows);
   }
@@ -223,8 +227,9 @@ TEST_CASE("capture store: resume after a crash cuts the half-written last line a
   CHECK(st[1].name == "runner.control");
   store->append("host.h1", sample(11, "h1", "eth1", 0), 11);
   store->close();
-  CHECK(merge_capture({{cap + "/host.h1.csv", {}}}, dir.path() + "/t.csv", "r", [](int64_t) { return 0; },
-                      dir.path() + "/w") == 11);
+  CHECK(merge_capture(
+            {{cap + "/host.h1.csv", {}}}, dir.path() + "/t.csv", "r", [](int64_t) { return 0; }, dir.path() + "/w") ==
+        11);
   CHECK(lines_of(cap + "/host.h1.csv") == 12);
   CHECK_THROWS_WITH(CaptureStore::resume(dir.path() + "/none"), Catch::Contains("no capture folder"));
 }

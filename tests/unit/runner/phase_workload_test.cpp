@@ -109,7 +109,7 @@ TEST_CASE("phase-workload settings: placement, launcher, modes, args", "[runner]
 TEST_CASE("phase-workload specs are refused before anything is touched, naming file:line", "[runner][phase-workload]") {
   const std::string spec = source_dir() + "/experiments/specs/test.yaml";
   SECTION("an unknown schedule group names the schedule's line") {
-    std::string dir = "/tmp/phaserunner-unit-" + std::to_string(::getpid());
+    std::string dir = "/tmp/ocslab-t-phaserunner-unit-" + std::to_string(::getpid());
     std::filesystem::create_directories(dir);
     std::ofstream(dir + "/bad.yaml") << "ranks: 2\ngroups:\n  - {name: dp0, kind: dp, ranks: [0, 1]}\n"
                                         "step:\n  - {group: dp0, op: allreduce, bytes: 1KiB}\n"

@@ -34,6 +34,7 @@ TEST_CASE("ranks all-gather their blobs through rank 0 whatever order they start
       REQUIRE(second[3].size() == 3000);
       return first;
     }));
+    // load-safe: staggers the starts so rank 0 likely comes last; any order must pass, so a late start cannot fail it.
     std::this_thread::sleep_for(50ms);  // kept: staggers the starts so rank 0 really comes last
   }
   for (auto& f : ranks) {
@@ -82,9 +83,10 @@ TEST_CASE("rendezvous frames: hello and all-gather parsing refuse anything else"
   CHECK(h->rank == 3);
   CHECK(h->nranks == 4);
   CHECK(h->tag == "dp-pp 4");
-  for (std::string bad : std::vector<std::string>{"", "ocslab-collbench 1 rank=3 nranks=4 tag=", "ocslab-collbench 2 rank=3 nranks=4 tag=t",
-                          "ocslab-collbench 1 rank=-1 nranks=4 tag=t", "ocslab-collbench 1 rank=3 nranks=4 tag=a\nb",
-                          std::string("ocslab-collbench 1 rank=3 nranks=4 tag=a\0b", 42)}) {
+  for (std::string bad : std::vector<std::string>{
+           "", "ocslab-collbench 1 rank=3 nranks=4 tag=", "ocslab-collbench 2 rank=3 nranks=4 tag=t",
+           "ocslab-collbench 1 rank=-1 nranks=4 tag=t", "ocslab-collbench 1 rank=3 nranks=4 tag=a\nb",
+           std::string("ocslab-collbench 1 rank=3 nranks=4 tag=a\0b", 42)}) {
     INFO(bad);
     CHECK_FALSE(parse_rendezvous_hello(bad));
   }
@@ -107,13 +109,15 @@ TEST_CASE("rendezvous: an oversized or trickled hello is refused within the limi
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<uint16_t>(port));
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    for (int i = 0; i < 100 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0; ++i)
+    for (int i = 0; i < 3000 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0; ++i)
+      // load-safe: retries until the listener is up; 3,000 tries (60 s) are a hang guard.
       std::this_thread::sleep_for(20ms);
     return fd;
   };
   SECTION("100 MB announced and sent") {
     int port = free_loopback_port(SOCK_STREAM);
-    auto root = std::async(std::launch::async, [&] { Rendezvous rv(0, 2, "127.0.0.1:" + std::to_string(port), "t", 5s); });
+    auto root =
+        std::async(std::launch::async, [&] { Rendezvous rv(0, 2, "127.0.0.1:" + std::to_string(port), "t", 5s); });
     int fd = connect_raw(port);
     uint32_t len = htonl(100u << 20);
     std::string chunk(1 << 20, 'x');
@@ -142,6 +146,7 @@ TEST_CASE("rendezvous: an oversized or trickled hello is refused within the limi
     auto sender = std::thread([&] {
       for (char c : hello) {
         if (::send(fd, &c, 1, MSG_NOSIGNAL) != 1) break;
+        // load-safe: paces the slow sender (a byte a second); slower only strengthens the case.
         for (int i = 0; i < 10 && !stop; ++i) std::this_thread::sleep_for(100ms);  // a byte a second
         if (stop) break;
       }
@@ -163,7 +168,8 @@ int connect_loopback(int port, const char* ip = "127.0.0.1") {
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
   ::inet_pton(AF_INET, ip, &a.sin_addr);
-  for (int i = 0; i < 100 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0; ++i)
+  for (int i = 0; i < 3000 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0; ++i)
+    // load-safe: retries until the listener is up; 3,000 tries (60 s) are a hang guard.
     std::this_thread::sleep_for(20ms);
   return fd;
 }
@@ -213,6 +219,7 @@ TEST_CASE("rendezvous with the run's token: strangers are dropped and the real r
       ssize_t n = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n <= 0) {
         if (n < 0 && errno == EAGAIN) {
+          // load-safe: the retry interval of a non-blocking read loop that waits for the bytes.
           std::this_thread::sleep_for(10ms);
           continue;
         }
@@ -247,8 +254,10 @@ TEST_CASE("rendezvous with the run's token: strangers are dropped and the real r
 TEST_CASE("rendezvous: rank 0 listens on the rendezvous host only, unless told otherwise", "[workloads][rendezvous]") {
   int port = free_loopback_port(SOCK_STREAM);
   SECTION("the address the ranks use, not every address") {
-    auto root = std::async(std::launch::async,
-                           [&] { Rendezvous rv(0, 2, "127.0.0.1:" + std::to_string(port), "t", 1500ms); });
+    auto root =
+        std::async(std::launch::async, [&] { Rendezvous rv(0, 2, "127.0.0.1:" + std::to_string(port), "t", 1500ms); });
+    // load-safe: time for rank 0 to listen; a late listener can only hide a fault (the refused connect), and rank
+    // 0's 1.5 s end is its own timeout.
     std::this_thread::sleep_for(200ms);
     // 127.0.0.2 is this machine too (all of 127/8 is on lo): a wildcard listener would take it.
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -263,8 +272,9 @@ TEST_CASE("rendezvous: rank 0 listens on the rendezvous host only, unless told o
   SECTION("--rendezvous-listen 0.0.0.0 when asked") {
     RendezvousOptions opts;
     opts.listen = "0.0.0.0";
-    auto root = std::async(std::launch::async,
-                           [&] { return Rendezvous(0, 2, "127.0.0.1:" + std::to_string(port), "t", 10s, opts).nranks(); });
+    auto root = std::async(std::launch::async, [&] {
+      return Rendezvous(0, 2, "127.0.0.1:" + std::to_string(port), "t", 10s, opts).nranks();
+    });
     Rendezvous one(1, 2, "127.0.0.2:" + std::to_string(port), "t", 10s);
     CHECK(root.get() == 2);
   }

@@ -56,6 +56,7 @@ struct RecordingBackend : Backend {
   void run(const Op& op) override {
     log->push_back(std::string("run ") + std::string(op_name(op.type)));
     const int64_t begin = realtime_ns();
+    // load-safe: models the collective's transfer time; the checks compare the order of events, not their length.
     std::this_thread::sleep_for(2ms);  // kept: models the collective's transfer time
     run_span[last_seq] = {begin, realtime_ns()};
     if (corrupt) return;
@@ -84,6 +85,7 @@ struct SlowHooks : PhaseHooks {
                    std::to_string(d.index) + " seq " + std::to_string(d.seq) + " rank " + std::to_string(d.rank) +
                    " members " + std::to_string(d.ranks->size()) + " " + std::to_string(d.src) + "->" +
                    std::to_string(d.dst));
+    // load-safe: models a reconfiguration; the checks compare the order of events, not their length.
     if (d.kind == "pp") std::this_thread::sleep_for(30ms);  // "the fabric is being reconfigured"
     pre_returned[d.seq] = realtime_ns();
   }
@@ -117,7 +119,7 @@ TEST_CASE("the step loop runs a rank's ops between its hooks and records hook ti
     CHECK(r.start_ns >= r.wait_start_ns);
     CHECK(r.end_ns >= r.start_ns);
     if (r.kind == "pp") {
-      CHECK(r.wait_ns >= 30'000'000);     // the hook's 30 ms, not the op's
+      CHECK(r.wait_ns >= 30'000'000);  // the hook's 30 ms, not the op's
       // The wait is not in the op's time: the op's span starts after the hook returned and holds
       // the transport's own run() (exact on any load; a wall-clock bound on the op's duration
       // failed on a loaded 2-core machine, where a 2 ms sleep took 40-100 ms).

@@ -66,8 +66,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::cerr << "rdma probe: " << status.method << "\n";
+  // load-safe: the probe runs for the duration it was asked (a command-line parameter).
   auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(duration);
   while (!g_stop && std::chrono::steady_clock::now() < end)
+    // load-safe: the poll interval of the run above.
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // kept: runs for the requested duration
   probe.stop();
   ocslab::CsvWriter csv(std::cout);

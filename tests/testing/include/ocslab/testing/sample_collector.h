@@ -36,11 +36,13 @@ class SampleCollector {
   // Waits until pred(all samples so far) holds or timeout passes; returns whether it held.
   bool wait(const std::function<bool(const std::vector<Sample>&)>& pred, std::chrono::milliseconds timeout) {
     std::unique_lock lock(mu_);
+    // load-safe: an event wait (pred over the samples); timeout is its hang guard.
     return cv_.wait_for(lock, timeout, [&] { return pred(samples_); });
   }
-  // Waits (2 s at most) until some sample satisfies pred.
+  // Waits until some sample satisfies pred. The 10 s are a hang guard, not an expected latency: a
+  // probe's thread can be descheduled for a second on a loaded 2-core machine under ASan.
   template <typename Pred>
-  bool wait_for(Pred pred) {
+  bool wait_for_sample(Pred pred) {
     return wait(
         [&](const std::vector<Sample>& all) {
           for (const auto& s : all) {
@@ -48,7 +50,7 @@ class SampleCollector {
           }
           return false;
         },
-        std::chrono::seconds(2));
+        std::chrono::seconds(10));
   }
 
  private:

@@ -15,10 +15,12 @@ namespace ocslab::testing {
 // is asked once more at the deadline, so a slow last poll does not lose an event.
 inline bool poll_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout,
                        std::chrono::milliseconds every = std::chrono::milliseconds(10)) {
+  // load-safe: the ceiling of this bounded wait: a hang guard its callers choose.
   const auto end = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     if (pred()) return true;
     if (std::chrono::steady_clock::now() >= end) return pred();
+    // load-safe: the poll interval of a bounded wait.
     std::this_thread::sleep_for(every);  // the poll interval of a bounded wait, not a guess
   }
 }
