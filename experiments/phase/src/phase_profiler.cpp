@@ -78,10 +78,28 @@ void PhaseProfiler::add(ProfiledOp op) {
   }
   sig_.push_back(it->second);
   ops_.push_back(std::move(op));
-  // The run of each period p ending at the new op: one longer when it equals the op p before.
-  const size_t periods = std::min(n, static_cast<size_t>(options_.max_period));
-  if (run_.size() < periods) run_.resize(periods, 0);
-  for (size_t p = 1; p <= periods; ++p) run_[p - 1] = sig_[n] == sig_[n - p] ? run_[p - 1] + 1 : 0;
+  if (!marked_) {
+    // The run of each period p ending at the new op: one longer when it equals the op p before.
+    const size_t periods = std::min(n, static_cast<size_t>(options_.max_period));
+    if (run_.size() < periods) run_.resize(periods, 0);
+    for (size_t p = 1; p <= periods; ++p) run_[p - 1] = sig_[n] == sig_[n - p] ? run_[p - 1] + 1 : 0;
+  }
+  // A stream that does not repeat must not grow without bound (the shim profiles on): only the
+  // last `steps` closed steps and the open one can still become the table, or, unmarked, the
+  // last `steps` periods of the longest step looked for.
+  const size_t wanted = static_cast<size_t>(std::max(options_.steps, 2));
+  size_t drop = 0;
+  if (marked_ && marks_.size() > wanted + 1) drop = marks_[marks_.size() - wanted - 1];
+  if (!marked_ && ops_.size() > 2 * wanted * static_cast<size_t>(options_.max_period)) drop = ops_.size() / 2;
+  if (drop > 0) {
+    ops_.erase(ops_.begin(), ops_.begin() + static_cast<std::ptrdiff_t>(drop));
+    sig_.erase(sig_.begin(), sig_.begin() + static_cast<std::ptrdiff_t>(drop));
+    dropped_steps_ +=
+        static_cast<size_t>(std::count_if(marks_.begin(), marks_.end(), [&](size_t m) { return m < drop; }));
+    std::erase_if(marks_, [&](size_t m) { return m < drop; });
+    for (auto& m : marks_) m -= drop;
+    dropped_ += drop;
+  }
 }
 
 void PhaseProfiler::end_last(int64_t end_ns) {
@@ -114,7 +132,7 @@ ProfileResult PhaseProfiler::learn_marked() const {
   }
   ProfileResult r;
   if (static_cast<int>(steps.size()) < want) {
-    r.reason = fmt::format("{} whole step(s) profiled, {} needed", steps.size(), want);
+    r.reason = fmt::format("{} whole step(s) profiled, {} needed", dropped_steps_ + steps.size(), want);
     return r;
   }
   // Name where the newest differing step parts from the one after it.
@@ -127,7 +145,7 @@ ProfileResult PhaseProfiler::learn_marked() const {
   r.reason = fmt::format(
       "the op sequence does not repeat: step {} has {} at op {} where step {} has {}; the last {} step(s) agree, {} "
       "needed",
-      steps.size() - run, what_a, j, steps.size() - run + 1, what_b, run, want);
+      dropped_steps_ + steps.size() - run, what_a, j, dropped_steps_ + steps.size() - run + 1, what_b, run, want);
   return r;
 }
 
@@ -136,7 +154,8 @@ ProfileResult PhaseProfiler::learn_period() const {
   const auto want = static_cast<size_t>(std::max(options_.steps, 2));
   const size_t n = ops_.size();
   for (size_t p = 1; p <= run_.size(); ++p) {
-    const size_t covered = static_cast<size_t>(run_[p - 1]) + p;  // the repeating tail, in ops
+    // The repeating tail, in ops (its run may reach into ops already dropped).
+    const size_t covered = std::min(static_cast<size_t>(run_[p - 1]) + p, n);
     const size_t warmup = n - covered;
     if (covered / p >= want && warmup <= covered) {
       return {describe(warmup, p, static_cast<int>(covered / p), false), {}};
@@ -152,7 +171,7 @@ ProfileResult PhaseProfiler::learn_period() const {
 
 LearnedPhases PhaseProfiler::describe(size_t first, size_t period, int steps, bool marked) const {
   LearnedPhases l;
-  l.warmup_ops = static_cast<int>(first);
+  l.warmup_ops = static_cast<int>(dropped_ + first);
   l.steps = steps;
   l.marked = marked;
   for (size_t i = 0; i < period; ++i) {

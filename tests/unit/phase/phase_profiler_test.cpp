@@ -244,6 +244,34 @@ TEST_CASE("online: a marked step closes at the next mark; the table is ready at 
   }
 }
 
+TEST_CASE("a long stream that does not repeat is profiled in bounded memory and still learns later",
+          "[phase][profiler]") {
+  // dp-pp-4-phase for 40 steps, the first 30 with other sizes each step (a job whose shapes
+  // change), then 10 alike.
+  const auto s = repo_schedule("dp-pp-4-phase.yaml", 40);
+  auto stream = recorded(s, 0, true);
+  const size_t per_step = declared_phase_table(s, 0).ops.size();
+  PhaseProfiler p;
+  for (size_t i = 0; i < stream.size(); ++i) {
+    if (i < 30 * per_step) stream[i].bytes += i / per_step + 1;
+    p.add(stream[i]);
+    if (i + 1 == 30 * per_step + 1) {  // the first op of step 31: step 30 closed
+      auto r = p.result();
+      CHECK_FALSE(r.learned);
+      CHECK_THAT(r.reason, Contains("step 29 has pp0 send 65565 B at op 0 where step 30 has pp0 send 65566 B"));
+    }
+  }
+  p.finish();
+  CHECK(p.ops() == 40 * per_step);
+  auto r = p.result();
+  REQUIRE(r.learned);
+  CHECK(r.learned->table.ops == declared_phase_table(s, 0).ops);
+  // Only the newest steps are kept: older ones that repeated count as warm-up.
+  CHECK(r.learned->steps >= 5);
+  CHECK(r.learned->warmup_ops >= static_cast<int>(30 * per_step));
+  CHECK(r.learned->warmup_ops + r.learned->steps * static_cast<int>(per_step) == static_cast<int>(40 * per_step));
+}
+
 TEST_CASE("merge_ranks refuses ranks that disagree on an op or on the order", "[phase][profiler]") {
   const auto s = repo_schedule("dp-pp-4-phase.yaml", 5);
   auto r0 = *learn_phases(recorded(s, 0, true)).learned;

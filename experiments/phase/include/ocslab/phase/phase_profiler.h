@@ -66,9 +66,11 @@ struct LearnedPhases {
   std::vector<int> boundaries;                     // table index of each phase's first op (0 included)
   std::vector<int> pipeline_sends;                 // table indexes of the point-to-point ops
   std::map<std::string, std::vector<int>> groups;  // group -> members, as the ops gave them
-  int warmup_ops = 0;                              // ops before the first profiled step (they differ from the step)
-  int steps = 0;                                   // whole steps that repeated
-  bool marked = false;                             // steps came from the caller's marks (else: found by period)
+  // Ops before the profiled steps: they differ from the step, or are older than the newest
+  // `steps` + 1 marked steps the profiler keeps (a stream that does not repeat is not kept whole).
+  int warmup_ops = 0;
+  int steps = 0;        // whole steps that repeated, among those kept
+  bool marked = false;  // steps came from the caller's marks (else: found by period)
 
   // The ops O1 asks the controller for in a step: phase boundaries and pipeline sends (the
   // union, in table order).
@@ -109,7 +111,7 @@ class PhaseProfiler {
   ProfileResult result() const;
   // The stream is over: the last marked step is whole.
   void finish() { finished_ = true; }
-  size_t ops() const { return ops_.size(); }
+  size_t ops() const { return dropped_ + ops_.size(); }
   bool marked() const { return marked_; }
 
  private:
@@ -122,6 +124,8 @@ class PhaseProfiler {
   std::vector<int> sig_;  // per op: an id for (group, kind, type, bytes)
   std::map<std::tuple<std::string, OpKind, std::string, uint64_t>, int> ids_;
   std::vector<size_t> marks_;  // op positions marked as step starts
+  size_t dropped_ = 0;         // ops dropped from the front: too old to become the table
+  size_t dropped_steps_ = 0;   // marked steps among them
   bool marked_ = false, finished_ = false;
   // Unmarked: run_[p - 1] = how many of the last ops equal the op p before them.
   std::vector<int64_t> run_;
