@@ -17,6 +17,7 @@
 #include "ocslab/common/clock.h"
 #include "ocslab/common/csv_writer.h"
 #include "ocslab/common/log.h"
+#include "ocslab/phase/phase_profiler.h"
 #include "ocslab/phase/protocol.h"
 
 namespace ocslab::phase {
@@ -86,6 +87,8 @@ Shim::Shim(ShimOptions options) : options_(std::move(options)) {
   if (!options_.phase_table.empty()) {
     table_ = PhaseTable::load(options_.phase_table);
     table_ready_ = true;
+  } else {
+    profiler_ = std::make_unique<PhaseProfiler>(ProfileOptions{.steps = options_.profile_steps});
   }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -310,28 +313,45 @@ void Shim::add_group(const std::string& name, const std::string& dim, const std:
     throw PhaseError(
         fmt::format("rank {} group {}: registration not confirmed ({})", options_.rank, name, fallback_reason_));
   dims_[name] = dim;
+  members_[name] = ranks;
 }
 
 void Shim::note_op(const OpDescriptor& op) {
-  if (table_ready_) return;
-  if (op.index == 0 && !profiled_.empty() && !profiled_.back().empty()) {
-    if (static_cast<int>(profiled_.size()) >= options_.profile_steps) {
-      bool same =
-          std::all_of(profiled_.begin(), profiled_.end(), [&](const auto& s) { return s == profiled_.front(); });
-      if (same) {
-        table_.ops = profiled_.back();
-        table_ready_ = true;
-        sample(fmt::format("rank{}", options_.rank), "phase_table_ready", static_cast<double>(table_.ops.size()),
-               "ops");
-        return;
-      }
-      reports_.push_back(fmt::format("rank {}: the op sequence differs across the first {} steps; staying on demand",
-                                     options_.rank, profiled_.size()));
-      profiled_.erase(profiled_.begin());
+  if (table_ready_ || !profiler_) return;
+  ProfiledOp p;
+  p.group = op.group;
+  p.ranks = members_[op.group];
+  p.type = op.type;
+  p.kind = kind_of_type(op.type);
+  p.bytes = op.bytes;
+  p.start_ns = now().monotonic_ns;
+  p.step_start = op.index == 0;
+  profiler_->add(std::move(p));
+  if (op.index != 0) return;
+  // This op's mark closes the step before it: the open step is not looked at.
+  auto r = profiler_->result();
+  if (r.learned) {
+    table_ = r.learned->table;
+    learned_ = std::make_unique<LearnedPhases>(std::move(*r.learned));
+    table_ready_ = true;
+    profiler_.reset();
+    sample(fmt::format("rank{}", options_.rank), "phase_table_ready", static_cast<double>(table_.ops.size()), "ops");
+    if (warned_no_table_) {
+      reports_.push_back(fmt::format("rank {}: phase table learned after all, after {} warm-up ops", options_.rank,
+                                     learned_->warmup_ops));
     }
+    return;
   }
-  if (op.index == 0 || profiled_.empty()) profiled_.emplace_back();
-  profiled_.back().push_back({op.index, op.group, op.type, op.bytes});
+  if (++steps_started_ > options_.profile_steps && !warned_no_table_) {
+    warned_no_table_ = true;  // once: profiling goes on, and a later repetition still counts
+    reports_.push_back(fmt::format("rank {}: no phase table after {} profiled steps ({}); every op asks the controller",
+                                   options_.rank, steps_started_ - 1, r.reason));
+    spdlog::warn("{}", reports_.back());
+  }
+}
+
+void Shim::note_op_end() {
+  if (profiler_) profiler_->end_last(now().monotonic_ns);
 }
 
 int64_t Shim::run_after(int index, const std::string& group) const {
@@ -455,6 +475,7 @@ void Shim::post_communication(const OpDescriptor& op) {
   }
   const int64_t seq = seq_[op.group];
   sample(fmt::format("rank{} {}#{}", options_.rank, op.group, seq), "op_end", static_cast<double>(op.bytes), "bytes");
+  note_op_end();
   if (fd_ < 0) return;
   if (dim->second != "mgmt") {
     Message m;

@@ -26,11 +26,61 @@ std::string shim_group(const Schedule& s, const Op& op) {
   return fmt::format("{}:{}-{}", g.name, std::min(op.src, op.dst), std::max(op.src, op.dst));
 }
 
+namespace {
+
+// The members of op's shim group: the pair of a sendrecv's pair group, else the group's ranks.
+std::vector<int> shim_members(const Schedule& s, const Op& op) {
+  if (shim_group(s, op) != s.group_of(op).name) return {std::min(op.src, op.dst), std::max(op.src, op.dst)};
+  return s.group_of(op).ranks;
+}
+
+}  // namespace
+
+phase::OpDescriptor shim_descriptor(const Schedule& s, size_t i, int rank, int local_index) {
+  const Op& op = s.step.at(i);
+  phase::OpDescriptor o;
+  o.group = shim_group(s, op);
+  if (op.type == OpType::kSendRecv) {
+    o.type = rank == op.src ? "send" : "recv";
+  } else {
+    o.type = std::string(op_name(op.type));
+  }
+  o.bytes = op.bytes;
+  o.index = local_index;
+  return o;
+}
+
+phase::PhaseTable declared_phase_table(const Schedule& s, int rank) {
+  phase::PhaseTable t;
+  for (size_t i = 0; i < s.step.size(); ++i) {
+    if (!s.involves(s.step[i], rank)) continue;
+    auto d = shim_descriptor(s, i, rank, static_cast<int>(t.ops.size()));
+    t.ops.push_back({d.index, d.group, d.type, d.bytes});
+  }
+  return t;
+}
+
+phase::ProfiledOp profiled_op(const Schedule& s, const OpRecord& r, bool step_start) {
+  const Op& op = s.step.at(static_cast<size_t>(r.index));
+  auto d = shim_descriptor(s, static_cast<size_t>(r.index), r.rank, 0);
+  phase::ProfiledOp p;
+  p.group = d.group;
+  p.ranks = shim_members(s, op);
+  p.type = d.type;
+  p.kind = phase::kind_of_type(p.type);
+  p.bytes = d.bytes;
+  // From entering the pre hook: the wait for the fabric is part of the op, not idle time.
+  p.start_ns = r.wait_start_ns != 0 ? r.wait_start_ns : r.start_ns;
+  p.end_ns = r.end_ns;
+  p.step_start = step_start;
+  return p;
+}
+
 ShimHooks::ShimHooks(const Schedule& s, int rank, phase::ShimOptions options) {
   options.rank = rank;
   shim_ = std::make_unique<phase::Shim>(std::move(options));
-  local_index_.assign(s.step.size(), -1);
   group_of_op_.resize(s.step.size());
+  descriptors_.resize(s.step.size());
   int local = 0;
   // Register in schedule order, each shim group once: both ends of a pair group register the
   // same name, dim and members, which the controller accepts.
@@ -39,27 +89,15 @@ ShimHooks::ShimHooks(const Schedule& s, int rank, phase::ShimOptions options) {
     const Op& op = s.step[i];
     group_of_op_[i] = shim_group(s, op);
     if (!s.involves(op, rank)) continue;
-    local_index_[i] = local++;
+    descriptors_[i] = shim_descriptor(s, i, rank, local);
+    ++local;
     if (!registered.insert(group_of_op_[i]).second) continue;
-    const Group& g = s.group_of(op);
-    std::vector<int> members = g.ranks;
-    if (group_of_op_[i] != g.name) members = {std::min(op.src, op.dst), std::max(op.src, op.dst)};
-    shim_->add_group(group_of_op_[i], shim_dim(g), members);
+    shim_->add_group(group_of_op_[i], shim_dim(s.group_of(op)), shim_members(s, op));
   }
 }
 
 phase::OpDescriptor ShimHooks::descriptor(const OpDesc& d) const {
-  auto i = static_cast<size_t>(d.index);
-  phase::OpDescriptor o;
-  o.group = group_of_op_.at(i);
-  if (d.type == OpType::kSendRecv) {
-    o.type = d.rank == d.src ? "send" : "recv";
-  } else {
-    o.type = std::string(op_name(d.type));
-  }
-  o.bytes = d.bytes;
-  o.index = local_index_.at(i);
-  return o;
+  return descriptors_.at(static_cast<size_t>(d.index));
 }
 
 void ShimHooks::pre_communication(const OpDesc& d) { last_ = shim_->pre_communication(descriptor(d)); }

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -61,6 +62,9 @@ struct PhaseTable {
 
 enum class ShimMode { kOnDemand, kProvisioning };
 
+class PhaseProfiler;   // phase_profiler.h
+struct LearnedPhases;  // phase_profiler.h
+
 struct ShimOptions {
   std::string host = "127.0.0.1";
   int port = 0;
@@ -70,8 +74,9 @@ struct ShimOptions {
   // The controller's shared secret, sent in the hello (empty: a controller without one).
   std::string token;
   ShimMode mode = ShimMode::kOnDemand;
-  // Provisioning needs the step's op sequence: from this file when set, otherwise profiled
-  // over the first profile_steps steps (run on demand meanwhile).
+  // Provisioning needs the step's op sequence: from this file when set, otherwise learned by
+  // the phase profiler (phase_profiler.h) once profile_steps steps in a row were the same
+  // (every op asks meanwhile; earlier steps that differ are the warm-up). >= 1.
   std::string phase_table;
   int profile_steps = 1;
   std::string sample_host = "localhost";  // the Sample's host column
@@ -138,6 +143,9 @@ class Shim {
   const std::vector<SlotMove>& slot_moves() const { return moves_; }
   void write_csv(const std::string& path) const;
   const PhaseTable& phase_table() const { return table_; }
+  // The profiled step (phases, boundaries, pipeline sends, idle times; write_phases_csv writes
+  // it), null until profiling learned it and with a loaded table.
+  const LearnedPhases* learned() const { return learned_.get(); }
   bool provisioning_active() const { return options_.mode == ShimMode::kProvisioning && table_ready_; }
 
  private:
@@ -147,7 +155,9 @@ class Shim {
   void handle(const std::string& line);
   void lose_controller(const std::string& why);
   void sample(const std::string& subject, const std::string& signal, double value, const std::string& unit);
+  // Profiling: the op starts (index 0 marks a step) and, in the post hook, ends.
   void note_op(const OpDescriptor& op);
+  void note_op_end();
   void send_request(const std::string& group, int64_t seq, int64_t op, bool provision);
   // Ops of the same group that follow the op at table index `index` back to back in the phase
   // table (0 when the table is not ready, the op is not in it, or skipping is off).
@@ -184,8 +194,12 @@ class Shim {
   std::vector<Sample> samples_;
   PhaseTable table_;
   bool table_ready_ = false;
-  std::vector<std::vector<PhaseEntry>> profiled_;  // steps seen while profiling
-  std::map<std::string, std::string> topo_;        // last known rail -> topo_id
+  std::map<std::string, std::vector<int>> members_;  // group -> ranks, for the profiler
+  std::unique_ptr<PhaseProfiler> profiler_;          // until the table is learned
+  std::unique_ptr<LearnedPhases> learned_;
+  int steps_started_ = 0;  // while profiling
+  bool warned_no_table_ = false;
+  std::map<std::string, std::string> topo_;  // last known rail -> topo_id
 };
 
 }  // namespace ocslab::phase

@@ -12,8 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "ocslab/phase/phase_profiler.h"
 #include "ocslab/phase/shim.h"
 #include "ocslab/workloads/hooks.h"
+#include "ocslab/workloads/op_record.h"
 #include "ocslab/workloads/schedule.h"
 
 namespace ocslab::workloads {
@@ -28,6 +30,18 @@ std::string shim_dim(const Group& g);
 // two ranks, which gets a pair group "<group>:<a>-<b>" (a < b) of its own so the controller
 // waits for the two ranks that take part, not for the whole group.
 std::string shim_group(const Schedule& s, const Op& op);
+
+// What the shim on `rank` is told about the step's op `i` (the rank takes part in it): its shim
+// group, "send" or "recv" for a sendrecv, its bytes, and `local_index`, the op's position among
+// the rank's ops of the step.
+phase::OpDescriptor shim_descriptor(const Schedule& s, size_t i, int rank, int local_index);
+// The phase table a shim on `rank` holds for the schedule: the rank's ops of one step in order,
+// as shim_descriptor gives them (what a learned table must equal).
+phase::PhaseTable declared_phase_table(const Schedule& s, int rank);
+// A measured op as the phase profiler takes it: the shim's group and members, kind, type and
+// bytes, the op's span from its record (from entering the pre hook to the op's end), and
+// step_start as the caller says (the rank's first op of a step, when steps are marked).
+phase::ProfiledOp profiled_op(const Schedule& s, const OpRecord& r, bool step_start);
 
 class ShimHooks : public PhaseHooks {
  public:
@@ -44,10 +58,10 @@ class ShimHooks : public PhaseHooks {
   phase::OpDescriptor descriptor(const OpDesc& d) const;
 
   std::unique_ptr<phase::Shim> shim_;
-  // Schedule op index -> position among this rank's ops of the step: the shim starts a step
-  // (for profiling and provisioning) at index 0, which must be an op the rank takes part in.
-  std::vector<int> local_index_;
-  std::vector<std::string> group_of_op_;
+  std::vector<std::string> group_of_op_;  // schedule op index -> shim group
+  // Schedule op index -> what the shim is told (index: the op's position among this rank's ops
+  // of the step; the shim starts a step, for profiling and provisioning, at index 0).
+  std::vector<phase::OpDescriptor> descriptors_;
   phase::Decision last_;
 };
 
