@@ -34,15 +34,26 @@ class ControllerError(RuntimeError):
     raised by init_process_group, before the job's first step."""
 
 
+# Longest flag first: --controller is a prefix of --controller-token-file.
+_FLAGS = (("OCSLAB_CONTROLLER_TOKEN_FILE", "--controller-token-file"), ("OCSLAB_CONTROLLER", "--controller"),
+          ("OCSLAB_JOB", "--job"))
+
+
 def _env_args():
     """The collective workloads' controller flags, from the environment."""
     args = []
-    for env, flag in (("OCSLAB_CONTROLLER", "--controller"), ("OCSLAB_JOB", "--job"),
-                      ("OCSLAB_CONTROLLER_TOKEN_FILE", "--controller-token-file")):
+    for env, flag in _FLAGS:
         value = os.environ.get(env)
         if value:
             args += [flag, value]
     return args
+
+
+def _env_names(message):
+    """The shim's parser names its flags; here they came from the environment."""
+    for env, flag in _FLAGS:
+        message = message.replace(flag, env)
+    return message
 
 
 class _Process:
@@ -82,7 +93,7 @@ class _Process:
             options = _shim.shim_options(_env_args(), self.rank, self.world, socket.gethostname(), int(ack_wait))
             self.shim = _shim.Shim(options)
         except (ValueError, _shim.ShimError) as e:
-            raise ControllerError(f"ocslab backend, rank {self.rank}, controller {where}: {e}") from None
+            raise ControllerError(f"ocslab backend, rank {self.rank}, controller {where}: {_env_names(str(e))}") from None
         self.csv = os.environ.get("OCSLAB_SHIM_CSV", "").replace("{rank}", str(self.rank)) or None
         atexit.register(self.close)
 
