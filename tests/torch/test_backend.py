@@ -185,6 +185,15 @@ class BackendTest(unittest.TestCase):
         results = ranks.run_ranks(LAUNCH + ["--backend", "ocslab", "--steps", STEPS], env=env)
         self.assert_all_fail_at_init(results, "connect to controller 127.0.0.1:")
 
+    def test_bad_settings_fail_at_init_naming_the_variable(self):
+        env = {"OCSLAB_CONTROLLER": "127.0.0.1:7100", "OCSLAB_JOB": "", "OCSLAB_LAYOUT": "pp=1",
+               "OCSLAB_CONTROLLER_TOKEN_FILE": ""}
+        self.assert_all_fail_at_init(ranks.run_ranks(LAUNCH + ["--backend", "ocslab"], world=1, env=env),
+                                     "OCSLAB_CONTROLLER needs OCSLAB_JOB NAME")
+        env.update(OCSLAB_JOB="torch", OCSLAB_LAYOUT="pp=2,dp=2")
+        self.assert_all_fail_at_init(ranks.run_ranks(LAUNCH + ["--backend", "ocslab"], world=1, env=env),
+                                     "OCSLAB_LAYOUT: layout 'pp=2,dp=2': 4 ranks, but the world has 1")
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -37,7 +37,8 @@ class LayoutTest(unittest.TestCase):
     def test_bad_layouts_name_the_input(self):
         for text, world, words in (("", 4, "no pp=N"), ("dp=2,pp=2", 4, "pp must come first"),
                                    ("pp=2,dp=x", 4, "'dp=x' is not NAME=SIZE"), ("pp=2,dp=0", 4, "'dp=0'"),
-                                   ("pp=2,dp=2,dp=1", 4, "'dp' given twice"), ("pp=2,dp=2", 6, "4 ranks, but the world has 6")):
+                                   ("pp=2,dp=2,dp=1", 4, "'dp' given twice"),
+                                   ("pp=2,dp=2", 6, "4 ranks, but the world has 6")):
             with self.assertRaises(LayoutError) as e:
                 Layout.parse(text, world)
             self.assertIn(words, str(e.exception), text)

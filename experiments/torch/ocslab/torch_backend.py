@@ -56,6 +56,13 @@ def _env_names(message):
     return message
 
 
+def _layout(world):
+    try:
+        return groups.Layout.parse(os.environ.get("OCSLAB_LAYOUT", ""), world)
+    except groups.LayoutError as e:
+        raise ValueError(f"OCSLAB_LAYOUT: {e}") from None
+
+
 class _Process:
     """What all process groups of this process share: the one shim connection (one rank =
     one shim, as in the C++ workloads), the groups registered with it, the op counter."""
@@ -86,14 +93,15 @@ class _Process:
                                   f"is missing ({e}); it is built where pybind11 and the Python headers are "
                                   f"installed (docs/install.md)") from None
         try:
-            self.layout = groups.Layout.parse(os.environ.get("OCSLAB_LAYOUT", ""), self.world)
+            self.layout = _layout(self.world)
             ack_wait = os.environ.get("OCSLAB_ACK_WAIT_MS", "60000")
             if not ack_wait.isdigit():
                 raise ValueError(f"OCSLAB_ACK_WAIT_MS '{ack_wait}': want milliseconds")
             options = _shim.shim_options(_env_args(), self.rank, self.world, socket.gethostname(), int(ack_wait))
             self.shim = _shim.Shim(options)
         except (ValueError, _shim.ShimError) as e:
-            raise ControllerError(f"ocslab backend, rank {self.rank}, controller {where}: {_env_names(str(e))}") from None
+            why = _env_names(str(e))
+            raise ControllerError(f"ocslab backend, rank {self.rank}, controller {where}: {why}") from None
         self.csv = os.environ.get("OCSLAB_SHIM_CSV", "").replace("{rank}", str(self.rank)) or None
         atexit.register(self.close)
 
