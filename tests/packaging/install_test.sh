@@ -32,6 +32,15 @@ expect=(bin/ocslab bin/ocsctl bin/ocslab-agent bin/ocslab-collbench-verbs
         include/ocslab/ocsctl/credentials.h include/ocslab/ocsctl/stream.h include/ocslab/common/error.h
         include/ocslab/common/clock.h include/ocslab/agent/client.h include/ocslab/forwarding/fabric.h)
 [[ -x "$build/bin/ocslab-collbench-nccl" ]] && expect+=(bin/ocslab-collbench-nccl)
+# The PyTorch backend's package, where the build made it (pybind11 and the Python headers found).
+pkg=lib/python3/dist-packages/ocslab
+if [[ -d "$build/python/ocslab" ]]; then
+  expect+=($pkg/__init__.py $pkg/groups.py $pkg/torch_backend.py share/doc/ocslab/examples/torch/train_lm.py)
+  compgen -G "$stage/$pkg/_shim*.so" >/dev/null || fail "not installed: $pkg/_shim*.so"
+  # The installed module loads on its own (its static libraries linked in) and parses the flags.
+  PYTHONPATH=$stage/lib/python3/dist-packages /usr/bin/python3 -c \
+    'import ocslab._shim as s; assert s.shim_options([], 0, 1, "h") is None' || fail "import ocslab._shim"
+fi
 for f in "${expect[@]}"; do [[ -f "$stage/$f" ]] || fail "not installed: $f"; done
 for f in libocslab_common.a libocslab_ocs.a libocslab_agent_client.a libocslab_forwarding_model.a \
          cmake/ocslab/ocslabConfig.cmake cmake/ocslab/ocslabConfigVersion.cmake cmake/ocslab/ocslabTargets.cmake \

@@ -28,6 +28,7 @@ has ocslab /usr/share/doc/ocslab/README.md
 has ocslab /usr/share/doc/ocslab/install.md
 has ocslab /usr/share/man/man1/ocsctl.1.gz
 has ocslab /usr/share/bash-completion/completions/ocslab
+if [[ -d "$build/python/ocslab" ]]; then has ocslab /usr/lib/python3/dist-packages/ocslab/torch_backend.py; fi
 lacks ocslab 'ocslab-agent$'
 lacks ocslab 'ocslab-agent.8.gz$'
 lacks ocslab 'ocslab-collbench-nccl$'  # links CUDA and NCCL, which no Debian package provides

@@ -1,0 +1,199 @@
+"""Integration test of the ocslab torch backend on loopback: the example DP x PP job trains on
+4 local ranks with gloo and with backend "ocslab" (pass-through, and under a real `ocslab
+controller` rewiring the OCS emulator), with the same loss at every step; a wrong token or an
+unreachable controller stops every rank at init_process_group with a clear error.
+
+Environment (set by ctest, tests/CMakeLists.txt): OCSLAB_BIN_DIR (ocslab, ocsctl) and
+PYTHONPATH with the build tree's ocslab package (its C++ module included).
+"""
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+import ranks
+
+STEPS = "4"
+BIN = os.environ.get("OCSLAB_BIN_DIR", "")
+LAUNCH = ["-m", "ocslab.torch_backend", ranks.EXAMPLE]
+
+
+def native():
+    """The plain gloo run's losses, computed once for every test that compares with it."""
+    if native.cache is None:
+        results = ranks.run_ranks([ranks.EXAMPLE, "--steps", STEPS])
+        for rank, (rc, _, err) in enumerate(results):
+            assert rc == 0, f"gloo rank {rank} exited {rc}: {err[-2000:]}"
+        native.cache = ranks.losses(results)
+        assert sorted(native.cache) == list(range(int(STEPS))), native.cache
+    return native.cache
+
+
+native.cache = None
+
+
+class Controller:
+    """`ocsctl emulate` (an 8x8 switch) and `ocslab controller` for job "torch" (pp=2, dp=2)
+    on loopback, with a token file; events are read after stop()."""
+
+    def __init__(self, dir):
+        self.dir = dir
+        self.token = os.path.join(dir, "token")
+        with open(os.open(self.token, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            f.write("torch-backend-test-token-0123456789\n")
+        ready = os.path.join(dir, "ready.json")
+        switch_port = ranks.free_port()
+        self.emulator = subprocess.Popen(
+            [os.path.join(BIN, "ocsctl"), "emulate", "--size", "8x8", "--switching-ms", "5", "--listen",
+             f"127.0.0.1:{switch_port}", "--ready-file", ready],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while not os.path.exists(ready):
+            assert time.monotonic() < deadline and self.emulator.poll() is None, "the emulator did not start"
+            time.sleep(0.05)
+        cfg = os.path.join(dir, "job.yaml")
+        with open(cfg, "w") as f:
+            f.write(f"job: torch\npp: 2\ndims: [{{name: dp, size: 2}}]\nlisten: 127.0.0.1:0\ntoken_file: token\n"
+                    f"ack_timeout_ms: 5000\nrails:\n  - name: rail0\n    switch: tl1://admin@127.0.0.1:{switch_port}\n"
+                    f"    allow: 1..4,9..12\n    slots: [1-9, 2-10, 3-11, 4-12]\n")
+        self.events = os.path.join(dir, "events.csv")
+        self.stderr = open(os.path.join(dir, "controller.log"), "w+")
+        env = dict(os.environ, OCSLAB_OCS_PASSWORD="root")
+        self.proc = subprocess.Popen([os.path.join(BIN, "ocslab"), "controller", cfg, "--events", self.events],
+                                     stdout=subprocess.PIPE, stderr=self.stderr, text=True, env=env)
+        first = self.proc.stdout.readline()
+        assert first, f"the controller printed nothing: {self.log()}"
+        self.listen = json.loads(first)["listen"]
+
+    def log(self):
+        if self.stderr.closed:
+            with open(self.stderr.name) as f:
+                return f.read()
+        self.stderr.seek(0)
+        return self.stderr.read()
+
+    def env(self, token_file=None):
+        return {"OCSLAB_CONTROLLER": self.listen, "OCSLAB_JOB": "torch", "OCSLAB_LAYOUT": "pp=2,dp=2",
+                "OCSLAB_CONTROLLER_TOKEN_FILE": token_file or self.token,
+                "OCSLAB_SHIM_CSV": os.path.join(self.dir, "shim-rank{rank}.csv")}
+
+    def stop(self):
+        """Stops the controller (it writes its events then) and the emulator; the events' rows."""
+        for p in (self.proc, self.emulator):
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT if p is self.proc else signal.SIGTERM)
+                try:
+                    p.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        self.proc.stdout.close()
+        self.stderr.close()
+        if not os.path.exists(self.events):
+            return []
+        with open(self.events) as f:
+            return list(csv.DictReader(f))
+
+
+class BackendTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="ocslab-torch-")
+        self.controller = None
+
+    def tearDown(self):
+        if self.controller:
+            self.controller.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_pass_through_trains_like_gloo(self):
+        env = {k: "" for k in ("OCSLAB_CONTROLLER", "OCSLAB_JOB", "OCSLAB_CONTROLLER_TOKEN_FILE")}
+        results = ranks.run_ranks(LAUNCH + ["--backend", "ocslab", "--steps", STEPS], env=env)
+        for rank, (rc, _, err) in enumerate(results):
+            self.assertEqual(rc, 0, f"rank {rank}: {err[-2000:]}")
+            # Said once per rank, so a native run under the backend's name is never mistaken for a controlled one.
+            self.assertEqual(err.count("no controller (OCSLAB_CONTROLLER unset)"), 1, err)
+        self.assertEqual(ranks.losses(results), native())
+
+    def test_ddp_reaches_the_backend(self):
+        job = os.path.join(ranks.HERE, "ddp_job.py")
+        grads = []
+        for argv in ([job, "gloo"], ["-m", "ocslab.torch_backend", job, "ocslab"]):
+            results = ranks.run_ranks(argv, world=2)
+            for rank, (rc, _, err) in enumerate(results):
+                self.assertEqual(rc, 0, f"{argv} rank {rank}: {err[-2000:]}")
+            grads.append([out.strip() for _, out, _ in results])
+        self.assertEqual(grads[0][0], grads[0][1])  # averaged over the ranks
+        self.assertEqual(grads[1], grads[0])
+
+    def test_controller_sees_every_group_and_the_losses_stay(self):
+        self.controller = c = Controller(self.dir)
+        results = ranks.run_ranks(LAUNCH + ["--backend", "ocslab", "--steps", STEPS], env=c.env())
+        for rank, (rc, _, err) in enumerate(results):
+            self.assertEqual(rc, 0, f"rank {rank}: {err[-2000:]}\ncontroller: {c.log()[-2000:]}")
+        self.assertEqual(ranks.losses(results), native())
+        events = c.stop()
+        requests = {}
+        for e in events:
+            if e["kind"] == "request":
+                requests.setdefault(e["group"], set()).add(int(e["rank"]))
+        # The pipeline pairs (sends on the default group) and each stage's data-parallel group,
+        # each asked for by exactly its members.
+        self.assertEqual(requests, {"g0.2": {0, 2}, "g1.3": {1, 3}, "g0.1": {0, 1}, "g2.3": {2, 3}}, c.log())
+        per_group = sum(1 for e in events if e["kind"] == "request" and e["group"] == "g0.1")
+        self.assertEqual(per_group, 2 * int(STEPS))  # one all-reduce per step on each of its two ranks
+        reconfigs = sum(1 for e in events if e["kind"] == "reconfig_end")
+        self.assertGreater(reconfigs, 0)
+        self.assertFalse([e for e in events if e["kind"] in ("fallback", "disconnect", "rejected")], c.log())
+        # Each rank's shim wrote its Samples (OCSLAB_SHIM_CSV): requests on its own groups, and
+        # rewirings seen from the ranks as from the controller.
+        rewired = 0
+        for rank in range(4):
+            with open(os.path.join(self.dir, f"shim-rank{rank}.csv")) as f:
+                rows = list(csv.DictReader(f))
+            self.assertTrue(any(r["signal"] == "request" and r["subject"].startswith(f"rank{rank} g") for r in rows))
+            rewired += sum(1 for r in rows if r["signal"] == "reconfigured" and r["value"] == "1")
+        self.assertGreater(rewired, 0)
+
+    def assert_all_fail_at_init(self, results, words):
+        for rank, (rc, out, err) in enumerate(results):
+            self.assertNotEqual(rc, 0, f"rank {rank} succeeded: {out}")
+            self.assertNotIn("step ", out)  # before the first step
+            self.assertIn("ControllerError: ocslab backend, rank", err)
+            self.assertIn(words, err)
+
+    def test_wrong_token_fails_at_init(self):
+        self.controller = c = Controller(self.dir)
+        bad = os.path.join(self.dir, "bad-token")
+        with open(os.open(bad, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            f.write("not-the-controllers-token-at-all\n")
+        results = ranks.run_ranks(LAUNCH + ["--backend", "ocslab", "--steps", STEPS], env=c.env(bad))
+        self.assert_all_fail_at_init(results, "with a wrong token; refused")
+        self.assertFalse([e for e in c.stop() if e["kind"] == "request"])
+
+    def test_unreachable_controller_fails_at_init(self):
+        token = os.path.join(self.dir, "token")
+        with open(os.open(token, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            f.write("torch-backend-test-token-0123456789\n")
+        env = {"OCSLAB_CONTROLLER": f"127.0.0.1:{ranks.free_port()}", "OCSLAB_JOB": "torch",
+               "OCSLAB_LAYOUT": "pp=2,dp=2", "OCSLAB_CONTROLLER_TOKEN_FILE": token}
+        results = ranks.run_ranks(LAUNCH + ["--backend", "ocslab", "--steps", STEPS], env=env)
+        self.assert_all_fail_at_init(results, "connect to controller 127.0.0.1:")
+
+    def test_bad_settings_fail_at_init_naming_the_variable(self):
+        env = {"OCSLAB_CONTROLLER": "127.0.0.1:7100", "OCSLAB_JOB": "", "OCSLAB_LAYOUT": "pp=1",
+               "OCSLAB_CONTROLLER_TOKEN_FILE": ""}
+        self.assert_all_fail_at_init(ranks.run_ranks(LAUNCH + ["--backend", "ocslab"], world=1, env=env),
+                                     "OCSLAB_CONTROLLER needs OCSLAB_JOB NAME")
+        env.update(OCSLAB_JOB="torch", OCSLAB_LAYOUT="pp=2,dp=2")
+        self.assert_all_fail_at_init(ranks.run_ranks(LAUNCH + ["--backend", "ocslab"], world=1, env=env),
+                                     "OCSLAB_LAYOUT: layout 'pp=2,dp=2': 4 ranks, but the world has 1")
+
+
+if __name__ == "__main__":
+    unittest.main()
