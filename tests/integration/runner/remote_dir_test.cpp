@@ -129,7 +129,7 @@ TEST_CASE("a host answering ../ names or names not asked for is refused: nothing
   write(script, "case \"$SSH_ORIGINAL_COMMAND\" in *printf*) cat " + answer +
                     ";; *) exec sh -c \"$SSH_ORIGINAL_COMMAND\";; esac\n");
   REQUIRE(::chmod(script.c_str(), 0755) == 0);
-  testing::SshdFixture sshd{testing::SshdOptions{.force_command = "sh " + script}};
+  testing::SshdFixture sshd{testing::SshdOptions{.force_command = "sh " + script, .netconf_subsystem = {}}};
   ocs::SshSession session{testing::agent_ssh_options(sshd)};
   const std::string prefix = runner::remote_dir_prefix("hostile", "names");
   std::string dir = runner::make_remote_dir(session, prefix, "schedule.yaml", "x\n");
