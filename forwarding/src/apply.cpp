@@ -20,6 +20,9 @@
 #include <sstream>
 #include <thread>
 
+#include "ocslab/common/durable_file.h"
+#include "ocslab/common/file.h"
+#include "ocslab/common/safe_fs.h"
 #include "ocslab/forwarding/if2_link.h"
 #include "ocslab/forwarding/route_netlink.h"
 #include "ocslab/forwarding/tc_netlink.h"
@@ -29,6 +32,9 @@ namespace fs = std::filesystem;
 namespace ocslab::forwarding {
 
 namespace {
+
+// Far above any lab's journal (a few KiB per host); a bound on what is read as root.
+constexpr size_t kMaxJournalBytes = 64 << 20;
 
 volatile std::sig_atomic_t g_signal = 0;
 void on_signal(int s) { g_signal = s; }
@@ -66,16 +72,19 @@ void check_signal() {
   if (int s = g_signal) throw Interrupted(fmt::format("interrupted by {}", s == SIGINT ? "SIGINT" : "SIGTERM"));
 }
 
-// One operation at a time per state directory.
+// One operation at a time per state directory. The directory is checked first: this runs as
+// root and its journal decides what a rollback deletes, so it must be root's (the running
+// user's) and writable by nobody else; the lock is never opened through a symlink.
 class DirLock {
  public:
   explicit DirLock(const std::string& dir) {
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) throw SystemError("cannot create the forwarding state directory " + dir, ec.value());
+    try {
+      ensure_own_dir(dir, DirPolicy::kOwned);
+    } catch (const Error& e) {
+      throw Error(std::string("forwarding state directory: ") + e.what());
+    }
+    fd_ = open_no_follow(dir + "/lock", O_RDWR | O_CREAT, 0600, "forwarding lock");
     std::string path = dir + "/lock";
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd_ < 0) throw SystemError("cannot open " + path, errno);
     if (::flock(fd_, LOCK_EX | LOCK_NB) < 0) {
       int e = errno;
       ::close(fd_);
@@ -109,20 +118,11 @@ void fsync_path(const std::string& path, int flags) {
   if (rc < 0) throw SystemError("fsync " + path, e);
 }
 
-// Written to a temporary file, synced, renamed over the journal and the directory synced: a
-// crash leaves either the old or the new journal, never a torn one.
+// Written to a new temporary file (O_EXCL|O_NOFOLLOW, a unique name), synced, renamed over the
+// journal and the directory synced: a crash leaves either the old or the new journal, never a
+// torn one, and nothing is written through a symlink planted at a predictable name.
 void write_journal(const std::string& dir, const Journal& j) {
-  std::string path = dir + "/journal.json";
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << to_json(j).dump(1) << "\n";
-    f.flush();
-    if (!f) throw Error("cannot write " + tmp);
-  }
-  fsync_path(tmp, O_RDONLY);
-  if (::rename(tmp.c_str(), path.c_str()) < 0) throw SystemError("rename " + tmp + " -> " + path, errno);
-  fsync_path(dir, O_RDONLY | O_DIRECTORY);
+  write_file_atomic(dir + "/journal.json", [&](DurableFile& f) { f.append(to_json(j).dump(1) + "\n"); });
 }
 
 void remove_journal(const std::string& dir) {
@@ -385,12 +385,11 @@ Forwarder::Forwarder(ApplyOptions options) : opt_(std::move(options)) {}
 std::string Forwarder::journal_path() const { return opt_.state_dir + "/journal.json"; }
 
 std::optional<Journal> Forwarder::journal() const {
-  std::ifstream f(journal_path());
-  if (!f) return std::nullopt;
-  std::stringstream ss;
-  ss << f.rdbuf();
+  // Never through a symlink: the journal names what a rollback deletes.
+  auto text = read_checked_file(journal_path(), "forwarding journal", kMaxJournalBytes, FileAccess::kAny);
+  if (!text) return std::nullopt;
   try {
-    return journal_from_json(nlohmann::json::parse(ss.str()));
+    return journal_from_json(nlohmann::json::parse(*text));
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError(fmt::format("{}: not a forwarding journal: {}", journal_path(), e.what()));
   } catch (const Error& e) {

@@ -102,9 +102,48 @@ bool SshSession::keyboard_interactive(const std::string& password) {
   return rc == SSH_AUTH_SUCCESS;
 }
 
+namespace {
+
+// One stream of a command's output, bounded: the first half of the cap as it came, then the
+// latest bytes (held up to twice the other half between trims, so trimming stays amortised).
+class KeptOutput {
+ public:
+  explicit KeptOutput(size_t cap) : head_cap_(cap / 2), tail_cap_(cap - cap / 2) {}
+
+  void add(std::string_view s) {
+    total_ += s.size();
+    size_t h = std::min(s.size(), head_cap_ - head_.size());
+    head_.append(s.substr(0, h));
+    s.remove_prefix(h);
+    if (s.empty()) return;
+    tail_.append(s);
+    if (tail_.size() > 2 * tail_cap_ + 1) trim();
+  }
+
+  uint64_t total() const { return total_; }
+
+  // The kept text; `dropped` gets how many bytes were left out between head and tail.
+  std::string take(uint64_t& dropped) {
+    trim();
+    dropped = total_ - head_.size() - tail_.size();
+    if (dropped == 0) return std::move(head_) + tail_;
+    return std::move(head_) + "\n[... " + std::to_string(dropped) + " bytes dropped ...]\n" + tail_;
+  }
+
+ private:
+  void trim() {
+    if (tail_.size() > tail_cap_) tail_.erase(0, tail_.size() - tail_cap_);
+  }
+  size_t head_cap_, tail_cap_;
+  std::string head_, tail_;
+  uint64_t total_ = 0;
+};
+
+}  // namespace
+
 ExecResult SshSession::exec(const std::string& command, std::chrono::milliseconds timeout, const std::string& input,
                             const std::function<void(std::string_view)>& on_output,
-                            const std::function<void()>& on_tick) {
+                            const std::function<void()>& on_tick, size_t max_kept) {
   if (!session_) throw ConnectionError(what_ + " is closed");
   ssh_channel ch = ssh_channel_new(session_);
   if (!ch) fail("open channel");
@@ -130,35 +169,43 @@ ExecResult SshSession::exec(const std::string& command, std::chrono::millisecond
   ssh_channel_send_eof(ch);
 
   ExecResult r;
+  KeptOutput out(max_kept), err(max_kept);
   auto deadline = Clock::now() + timeout;
   char buf[16384];
   for (;;) {
     if (on_tick) on_tick();
+    // Before every read, not only when the streams are quiet: a command that prints without
+    // end must still be stopped at its deadline.
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) {
+      throw TimeoutError(what_ + ": '" + command + "' did not finish within " + std::to_string(timeout.count()) +
+                         " ms (" + std::to_string(out.total()) + " bytes of output, " + std::to_string(err.total()) +
+                         " of error output)");
+    }
     bool got = false;
     for (int is_stderr = 0; is_stderr < 2; ++is_stderr) {
       int n = ssh_channel_read_nonblocking(ch, buf, sizeof(buf), is_stderr);
       if (n == SSH_ERROR) fail("read from '" + command + "'");
       if (n > 0) {
-        (is_stderr ? r.err : r.out).append(buf, static_cast<size_t>(n));
-        if (!is_stderr && on_output) on_output(std::string_view(buf, static_cast<size_t>(n)));
+        std::string_view piece(buf, static_cast<size_t>(n));
+        (is_stderr ? err : out).add(piece);
+        if (!is_stderr && on_output) on_output(piece);
         got = true;
       }
     }
     if (got) continue;
     if (ssh_channel_is_eof(ch) || !ssh_channel_is_open(ch)) break;
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) {
-      throw TimeoutError(what_ + ": '" + command + "' did not finish within " + std::to_string(timeout.count()) +
-                         " ms");
-    }
     // Waits for either stream (libssh polls the session for both).
     int n = ssh_channel_read_timeout(ch, buf, sizeof(buf), 0, static_cast<int>(std::min<long long>(left, 200)));
     if (n == SSH_ERROR) fail("read from '" + command + "'");
     if (n > 0) {
-      r.out.append(buf, static_cast<size_t>(n));
-      if (on_output) on_output(std::string_view(buf, static_cast<size_t>(n)));
+      std::string_view piece(buf, static_cast<size_t>(n));
+      out.add(piece);
+      if (on_output) on_output(piece);
     }
   }
+  r.out = out.take(r.out_dropped);
+  r.err = err.take(r.err_dropped);
   r.exit_status = ssh_channel_get_exit_status(ch);
   return r;
 }

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string_view>
+#include <utility>
 
 #include "ocslab/common/csv_writer.h"
 #include "ocslab/common/error.h"
@@ -66,6 +67,8 @@ CaptureStore::CaptureStore(std::string dir, std::chrono::milliseconds sync_every
                      std::filesystem::is_empty(dir_, ec) && !ec;
     if (!empty_dir) throw SystemError("cannot create the capture folder " + dir_, err);
   }
+  // The folder's own entry in the results folder, before any row is promised to be on disk.
+  sync_directory(std::filesystem::path(dir_).parent_path().string());
   syncer_ = std::thread([this] { sync_loop(); });
 }
 
@@ -150,6 +153,7 @@ void CaptureStore::append(const std::string& stream, const Sample& s, uint64_t s
     auto fresh = std::make_unique<Stream>(Stream{std::move(info), DurableFile::create(path)});
     fresh->file.append(csv_row(capture_columns()));
     st = fresh.get();
+    new_entries_ = true;  // the folder is synced in the next sync(), with the file's first rows
     streams_.push_back(std::move(fresh));
     by_name_[stream] = st;
   }
@@ -171,8 +175,10 @@ void CaptureStore::sync() {
   // write(2) under the lock, fdatasync outside it: appends from the sessions' threads wait for
   // a copy into the page cache, never for the disk.
   std::vector<Stream*> todo;
+  bool new_entries = false;
   {
     std::lock_guard lock(mutex_);
+    new_entries = std::exchange(new_entries_, false);
     for (auto& st : streams_) {
       if (!st->info.error.empty()) continue;
       try {
@@ -189,6 +195,17 @@ void CaptureStore::sync() {
     } catch (const Error& e) {
       std::lock_guard lock(mutex_);
       if (st->info.error.empty()) st->info.error = e.what();
+    }
+  }
+  // A file's rows synced are not on disk after a power loss unless its name is: fsync of the
+  // folder once per sync that follows a new file.
+  if (new_entries) {
+    try {
+      sync_directory(dir_);
+      dir_syncs_.fetch_add(1);
+    } catch (const Error&) {
+      std::lock_guard lock(mutex_);
+      new_entries_ = true;  // tried again by the next sync; the files' own syncs went on
     }
   }
 }
@@ -218,6 +235,14 @@ void CaptureStore::close() {
       st->file.close();
     } catch (const Error& e) {
       if (st->info.error.empty()) st->info.error = e.what();
+    }
+  }
+  if (std::exchange(new_entries_, false)) {
+    try {
+      sync_directory(dir_);
+      dir_syncs_.fetch_add(1);
+    } catch (const Error&) {
+      // The files themselves are synced and closed; only a power loss now could lose a name.
     }
   }
 }

@@ -200,13 +200,18 @@ void parse_lab(const YamlDoc& doc, const YAML::Node& lab, ExperimentSpec& spec) 
     if (hn["agent"]) h.agent = as_string(doc, hn["agent"]);
     if (hn["agent_socket"]) h.agent_socket = as_string(doc, hn["agent_socket"]);
     h.mgmt = hn["mgmt"] ? as_string(doc, hn["mgmt"]) : h.ssh_host;
+    // It goes into remote command lines (HOST:PORT for the probes' and pings' control sockets).
+    if (auto why = host_address_problem(h.mgmt); !why.empty()) {
+      throw config_error(doc, hn["mgmt"] ? hn["mgmt"] : hn["ssh"],
+                         fmt::format("mgmt '{}' is not a host name or address ({})", h.mgmt, why));
+    }
     const auto& nics = require(doc, hn, "nics");
     if (!nics.IsSequence() || nics.size() == 0) throw config_error(doc, nics, "nics must be a non-empty list");
     for (const auto& nn : nics) {
       only_keys(doc, nn, {"name", "tx_port", "rx_port"});
       NicEntry n;
       n.name = as_string(doc, require(doc, nn, "name"));
-      if (auto why = ifname_problem(n.name); !why.empty()) {
+      if (auto why = spec_ifname_problem(n.name); !why.empty()) {
         throw config_error(doc, nn["name"], fmt::format("NIC '{}' is not an interface name ({})", n.name, why));
       }
       if (h.nic(n.name)) throw config_error(doc, nn["name"], "NIC '" + n.name + "' listed twice on " + h.name);
@@ -261,7 +266,7 @@ void parse_probes(const YamlDoc& doc, const YAML::Node& probes, ExperimentSpec& 
       }
       if (v["interfaces"]) p.interfaces = string_list(doc, v["interfaces"]);
       for (const auto& i : p.interfaces) {
-        if (auto why = ifname_problem(i); !why.empty()) {
+        if (auto why = spec_ifname_problem(i); !why.empty()) {
           throw config_error(doc, v["interfaces"],
                              fmt::format("probe '{}': '{}' is not an interface name ({})", name, i, why));
         }

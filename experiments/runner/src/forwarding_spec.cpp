@@ -204,11 +204,11 @@ void check_complete(const ExperimentSpec& spec, const std::vector<std::set<std::
             "forwarding.hosts.{}.nics.{})",
             n.where.empty() ? f.where : n.where, spec.hosts[h].name, n.nic, what, spec.hosts[h].name, n.nic));
       // A default if2 name (the NIC's name + "v") can be one byte too long for the kernel.
-      if (auto why = ifname_problem(n.if2); !why.empty())
-        throw ConfigError(fmt::format("{}: forwarding: {}:{}: if2 '{}' is not an interface name ({}; name it under "
-                                      "forwarding.hosts.{}.nics.{}.if2)",
-                                      n.where.empty() ? f.where : n.where, spec.hosts[h].name, n.nic, n.if2, why,
-                                      spec.hosts[h].name, n.nic));
+      if (auto why = spec_ifname_problem(n.if2); !why.empty())
+        throw ConfigError(fmt::format(
+            "{}: forwarding: {}:{}: if2 '{}' is not an interface name ({}; name it under "
+            "forwarding.hosts.{}.nics.{}.if2)",
+            n.where.empty() ? f.where : n.where, spec.hosts[h].name, n.nic, n.if2, why, spec.hosts[h].name, n.nic));
     }
 }
 

@@ -8,11 +8,11 @@
 #include <set>
 #include <thread>
 
-#include "ocslab/common/in_parallel.h"
 #include "ocslab/common/bounded_line.h"
 #include "ocslab/common/clock.h"
 #include "ocslab/common/csv_writer.h"
 #include "ocslab/common/exit_code.h"
+#include "ocslab/common/in_parallel.h"
 #include "ocslab/common/secret.h"
 #include "ocslab/common/shell.h"
 #include "ocslab/common/text.h"
@@ -215,12 +215,33 @@ LabForwarding::~LabForwarding() {
   }
 }
 
-LabForwarding::Exec LabForwarding::run(size_t i, const std::string& args, const std::string& input) {
+std::string agent_forwarding_command(const std::string& agent, const std::vector<std::string>& argv) {
+  std::vector<std::string> words{"forwarding"};
+  words.insert(words.end(), argv.begin(), argv.end());
+  return agent + " " + shell_join(words);
+}
+
+std::vector<std::string> ping_argv(const std::string& nic, bool listen, const std::string& mgmt, int port, int count,
+                                   int timeout_s) {
+  return {"ping",
+          "--if",
+          nic,
+          listen ? "--listen" : "--connect",
+          fmt::format("{}:{}", mgmt, port),
+          "--secret-file",
+          "-",
+          "--count",
+          std::to_string(count),
+          "--timeout-s",
+          std::to_string(timeout_s)};
+}
+
+LabForwarding::Exec LabForwarding::run(size_t i, const std::vector<std::string>& argv, const std::string& input) {
   Exec r;
   for (int attempt = 0; attempt < 2; ++attempt) {
     try {
       if (!ssh_[i]) ssh_[i] = std::make_unique<ocs::SshSession>(hosts_[i].ssh);
-      auto x = ssh_[i]->exec(hosts_[i].agent + " forwarding " + args, 180s, input);
+      auto x = ssh_[i]->exec(agent_forwarding_command(hosts_[i].agent, argv), 180s, input);
       r.status = x.exit_status;
       r.out = std::move(x.out);
       r.err = std::move(x.err);
@@ -245,8 +266,9 @@ std::vector<ForwardingApplyRecord> LabForwarding::apply(const Mapping& mapping, 
   // One id for this apply on every host and every retry: a retry after a dropped session finds
   // its own journal entry, and the rollback below undoes exactly this apply and nothing older.
   const std::string op_id = fmt::format("apply-{}-{}", iteration, random_token(8));
-  std::string flags = " --state-dir " + shell_quote(spec_.forwarding.state_dir) + " --op-id " + op_id +
-                      (spec_.forwarding.relay ? "" : " --no-relay");
+  std::vector<std::string> argv{"apply",   "--plan", "-", "--json", "--state-dir", spec_.forwarding.state_dir,
+                                "--op-id", op_id};
+  if (!spec_.forwarding.relay) argv.push_back("--no-relay");
   std::vector<ForwardingApplyRecord> recs(hosts_.size());
   dirty_ = true;
   in_parallel(hosts_.size(), [&](size_t i) {
@@ -255,7 +277,7 @@ std::vector<ForwardingApplyRecord> LabForwarding::apply(const Mapping& mapping, 
     r.mapping = mapping.name;
     r.iteration = iteration;
     r.started_ns = realtime_ns();
-    Exec x = run(i, "apply --plan - --json" + flags, fw::to_json(plans[i]).dump());
+    Exec x = run(i, argv, fw::to_json(plans[i]).dump());
     r.finished_ns = realtime_ns();
     if (x.status == 0) {
       try {
@@ -282,7 +304,7 @@ std::vector<ForwardingApplyRecord> LabForwarding::apply(const Mapping& mapping, 
   std::vector<std::string> rb_err(hosts_.size());
   in_parallel(hosts_.size(), [&](size_t i) {
     if (recs[i].ok && !recs[i].journaled) return;
-    Exec x = run(i, "rollback --state-dir " + shell_quote(spec_.forwarding.state_dir) + " --op-id " + op_id);
+    Exec x = run(i, {"rollback", "--state-dir", spec_.forwarding.state_dir, "--op-id", op_id});
     if (x.status != 0) rb_err[i] = failure_text(x.err, x.out, x.status);
   });
   std::string rb;
@@ -295,7 +317,7 @@ std::vector<ForwardingApplyRecord> LabForwarding::apply(const Mapping& mapping, 
 std::vector<std::string> LabForwarding::clear() {
   std::vector<std::string> errors(hosts_.size());
   in_parallel(hosts_.size(), [&](size_t i) {
-    Exec x = run(i, "clear --host " + shell_quote(hosts_[i].name) + " --state-dir " + shell_quote(spec_.forwarding.state_dir));
+    Exec x = run(i, {"clear", "--host", hosts_[i].name, "--state-dir", spec_.forwarding.state_dir});
     if (x.status != 0) errors[i] = failure_text(x.err, x.out, x.status);
   });
   dirty_ = false;
@@ -308,10 +330,11 @@ std::vector<FilterCount> LabForwarding::read_counters(const std::vector<fw::Host
                                                       std::map<std::string, bool>* in_sync) {
   std::vector<std::vector<FilterCount>> per(hosts_.size());
   std::vector<int> sync(hosts_.size(), -1);
-  std::string flags = " --state-dir " + shell_quote(spec_.forwarding.state_dir) + (spec_.forwarding.relay ? "" : " --no-relay");
+  std::vector<std::string> argv{"verify", "--plan", "-", "--json", "--state-dir", spec_.forwarding.state_dir};
+  if (!spec_.forwarding.relay) argv.push_back("--no-relay");
   in_parallel(hosts_.size(), [&](size_t i) {
     if (plans[i].filters.empty() && !in_sync) return;  // relays nothing: no counters to read
-    Exec x = run(i, "verify --plan - --json" + flags, fw::to_json(plans[i]).dump());
+    Exec x = run(i, argv, fw::to_json(plans[i]).dump());
     if (x.status != kExitOk && x.status != kExitMismatch) {  // 7: verify found a difference
       log_(fmt::format("forwarding verify on {} failed: {}", hosts_[i].name, last_line(x.err)));
       return;
@@ -356,15 +379,9 @@ void LabForwarding::ping_pair(PairResult& p, size_t s, size_t d, int port, const
   auto t0 = std::chrono::steady_clock::now();
   std::thread srv([&] {
     // The server listens on its management address only: where the client connects.
-    server = run(d,
-                 fmt::format("ping --if {} --listen {}:{} --secret-file - --count {} --timeout-s {}", p.dst_if,
-                             hosts_[d].mgmt, port, f.ping_count, f.ping_timeout_s + 5),
-                 secret);
+    server = run(d, ping_argv(p.dst_if, true, hosts_[d].mgmt, port, f.ping_count, f.ping_timeout_s + 5), secret);
   });
-  client = run(s,
-               fmt::format("ping --if {} --connect {}:{} --secret-file - --count {} --timeout-s {}", p.src_if,
-                           hosts_[d].mgmt, port, f.ping_count, f.ping_timeout_s),
-               secret);
+  client = run(s, ping_argv(p.src_if, false, hosts_[d].mgmt, port, f.ping_count, f.ping_timeout_s), secret);
   srv.join();
   p.elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   try {

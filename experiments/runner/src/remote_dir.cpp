@@ -2,13 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <sstream>
 
-#include "ocslab/common/error.h"
 #include "ocslab/common/durable_file.h"
+#include "ocslab/common/error.h"
 #include "ocslab/common/safe_fs.h"
 #include "ocslab/common/text.h"
 #include "ocslab/ocsctl/ssh_session.h"
@@ -25,7 +26,39 @@ bool remote_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c
 
 std::string sh_word(const std::string& word) { return shell_join({word}); }
 
+// NAME_MAX on Linux: a longer name is not a file this runner asked the host for.
+constexpr size_t kMaxFileName = 255;
+
+// The name as it may be shown in a message: a control byte (a terminal escape from a hostile
+// host) written as \xHH, and at most 80 bytes of it.
+std::string printable(std::string_view name) {
+  std::string out;
+  for (char c : name.substr(0, 80)) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f || c == '\\')
+      out += fmt::format("\\x{:02x}", u);
+    else
+      out += c;
+  }
+  if (name.size() > 80) out += "...";
+  return out;
+}
+
 }  // namespace
+
+std::string plain_file_name_problem(std::string_view name) {
+  if (name.empty()) return "empty";
+  if (name.size() > kMaxFileName) return fmt::format("longer than {} bytes", kMaxFileName);
+  if (name == "." || name == "..") return "'.' and '..' are folders";
+  for (char c : name) {
+    auto u = static_cast<unsigned char>(c);
+    if (c == '/') return "'/' is not allowed";
+    if (u < 0x20 || u == 0x7f) return "control characters are not allowed";
+  }
+  return {};
+}
+
+namespace {}  // namespace
 
 std::string remote_dir_prefix(const std::string& run_id, const std::string& mode) {
   std::string name = "ocslab-phase-" + run_id + "-" + mode;
@@ -104,7 +137,14 @@ std::vector<RemoteFile> parse_sizes(const std::string& out) {
     std::istringstream words(line);
     RemoteFile f;
     std::string rest;
-    if (!(words >> f.name >> f.size) || (words >> rest)) throw Error("unexpected line in a file listing: '" + line + "'");
+    if (!(words >> f.name >> f.size) || (words >> rest)) {
+      throw Error("unexpected line in a file listing: '" + printable(line) + "'");
+    }
+    // The name becomes a local path (local_dir/NAME): a host answering "../x" must not choose
+    // where the runner writes.
+    if (auto why = plain_file_name_problem(f.name); !why.empty()) {
+      throw Error(fmt::format("the file listing names '{}', not a plain file name ({})", printable(f.name), why));
+    }
     files.push_back(f);
   }
   return files;
@@ -118,8 +158,20 @@ FetchResult fetch_verified(ocs::SshSession& s, const std::string& dir, const std
     throw Error(fmt::format("{}: {}; refusing to use it", s.describe(),
                             why.empty() ? fmt::format("cannot list {} (status {})", dir, listed.exit_status) : why));
   }
+  std::vector<RemoteFile> files;
+  try {
+    files = parse_sizes(listed.out);
+    for (const auto& f : files) {
+      // Only what was asked for: a host cannot add files (or a name twice) to the run's results.
+      if (std::find(names.begin(), names.end(), f.name) == names.end()) {
+        throw Error(fmt::format("the file listing names '{}', not one of the files asked for", printable(f.name)));
+      }
+    }
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {} in {}; refusing to copy from it", s.describe(), e.what(), dir));
+  }
   FetchResult result;
-  for (const auto& f : parse_sizes(listed.out)) {
+  for (const auto& f : files) {
     std::string local = local_dir + "/" + f.name;
     try {
       auto r = s.exec("cat " + sh_word(dir + "/" + f.name), kRemoteTimeout);

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ocslab/common/error.h"
+#include "ocslab/emulator/qmp_reader.h"
 #include "unique_fd.h"
 
 namespace ocslab::emu {
@@ -58,7 +59,7 @@ class QmpLinkDriver : public LinkDriver {
       execute(cmd);
     } catch (const QmpConnectionLost& e) {
       fd_.reset();
-      buffer_.clear();
+      reader_ = QmpReader();
       // QEMU was restarted or dropped us since the last call: one fresh session, no loops.
       if (fresh) throw Error(describe() + ": " + e.what());
       try {
@@ -66,7 +67,7 @@ class QmpLinkDriver : public LinkDriver {
         execute(cmd);
       } catch (const QmpConnectionLost& e2) {
         fd_.reset();
-        buffer_.clear();
+        reader_ = QmpReader();
         throw Error(describe() + ": " + e2.what() + " (after reconnecting)");
       }
     }
@@ -87,30 +88,29 @@ class QmpLinkDriver : public LinkDriver {
       throw QmpConnectionLost(std::string("cannot connect: ") + std::strerror(err));
     }
     fd_ = std::move(fd);
-    buffer_.clear();
+    reader_ = QmpReader();
     nlohmann::json greeting = read_message();
-    if (!greeting.contains("QMP")) desync("expected the QMP greeting, got " + greeting.dump());
+    if (!greeting.is_object() || !greeting.contains("QMP")) desync("expected the QMP greeting, got " + greeting.dump());
     execute({{"execute", "qmp_capabilities"}});
   }
 
   void execute(const nlohmann::json& cmd) {
     write_all(cmd.dump() + "\r\n");
     for (;;) {
-      nlohmann::json reply = read_message();
-      if (reply.contains("event")) continue;  // asynchronous notifications interleave freely
-      if (reply.contains("error")) {
-        const auto& err = reply["error"];
-        throw Error(describe() + ": " + cmd.value("execute", "?") + " refused: " + err.value("class", "?") + ": " +
-                    err.value("desc", ""));
+      QmpReply reply = classify_qmp_reply(read_message());
+      switch (reply.kind) {
+        case QmpReply::Kind::kEvent:
+          continue;  // asynchronous notifications interleave freely
+        case QmpReply::Kind::kError:
+          throw Error(describe() + ": " + cmd.value("execute", "?") + " refused: " + reply.text);
+        case QmpReply::Kind::kReturn:
+          if (!reply.empty_return) {
+            throw Error(describe() + ": " + cmd.value("execute", "?") + " returned " + reply.text + ", expected {}");
+          }
+          return;
+        case QmpReply::Kind::kOther:
+          desync("unexpected QMP message " + reply.text);
       }
-      if (reply.contains("return")) {
-        if (reply["return"] != nlohmann::json::object()) {
-          throw Error(describe() + ": " + cmd.value("execute", "?") + " returned " + reply["return"].dump() +
-                      ", expected {}");
-        }
-        return;
-      }
-      desync("unexpected QMP message " + reply.dump());
     }
   }
 
@@ -118,7 +118,7 @@ class QmpLinkDriver : public LinkDriver {
   // session so the next call starts a fresh one.
   [[noreturn]] void desync(const std::string& what) {
     fd_.reset();
-    buffer_.clear();
+    reader_ = QmpReader();
     throw Error(describe() + ": " + what);
   }
 
@@ -137,16 +137,10 @@ class QmpLinkDriver : public LinkDriver {
   nlohmann::json read_message() {
     auto deadline = std::chrono::steady_clock::now() + kQmpTimeout;
     for (;;) {
-      size_t nl = buffer_.find('\n');
-      if (nl != std::string::npos) {
-        std::string line = buffer_.substr(0, nl);
-        buffer_.erase(0, nl + 1);
-        if (line.find_first_not_of(" \r\t") == std::string::npos) continue;
-        try {
-          return nlohmann::json::parse(line);
-        } catch (const nlohmann::json::exception&) {
-          desync("QEMU sent a line that is not JSON: '" + line + "'");
-        }
+      try {
+        if (auto m = reader_.next()) return *m;
+      } catch (const Error& e) {
+        desync(e.what());
       }
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) desync("no reply within 5 s");
@@ -164,13 +158,17 @@ class QmpLinkDriver : public LinkDriver {
         throw QmpConnectionLost(std::string("recv: ") + std::strerror(errno));
       }
       if (n == 0) throw QmpConnectionLost("QEMU closed the QMP connection");
-      buffer_.append(chunk, static_cast<size_t>(n));
+      try {
+        reader_.feed(std::string_view(chunk, static_cast<size_t>(n)));
+      } catch (const Error& e) {
+        desync(e.what());
+      }
     }
   }
 
   std::string path_, netdev_;
   UniqueFd fd_;
-  std::string buffer_;
+  QmpReader reader_;
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 // (other protocols, not ocslab's) are checked unchanged before and after every step.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,7 +13,6 @@
 
 #include <catch2/catch.hpp>
 
-#include "ocslab/common/exit_code.h"
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +24,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include "ocslab/common/exit_code.h"
 
 #include "ocslab/common/file.h"
 #include "ocslab/forwarding/rule_plan.h"
@@ -597,5 +598,77 @@ TEST_CASE("forwarding: an apply retried under its op id is journaled; rollback -
   Result bad = lab.agent("apply --op-id 'a b' --fabric " + ring4 + " --host h1 --no-relay");
   CHECK(bad.rc == ocslab::kExitUsage);
   CHECK_THAT(bad.err, Catch::Contains("--op-id 'a b': an operation id has only letters, digits and . _ : -"));
+  lab.agent("clear");
+}
+
+TEST_CASE("forwarding: the state directory is checked and its lock and journal never followed through a symlink",
+          "[forwarding][state-files]") {
+  // As root, the lock and the journal's temporary file were opened by name, following symlinks:
+  // whoever could write into the state directory could have root write over any file.
+  Lab lab({{"eth1", "10.0.0.10/24"}, {"eth2", "10.0.0.11/24"}});
+  std::string ring4 = source_file("forwarding/examples/ring4.yaml");
+  const std::string apply = "apply --fabric " + ring4 + " --host h1 --no-relay";
+  const std::string target = lab.state + "-target";  // removed by ~Lab (the state's name + "-")
+  auto plant = [&](const std::string& name) {
+    fs::remove_all(lab.state);
+    REQUIRE(::mkdir(lab.state.c_str(), 0700) == 0);
+    std::ofstream(target) << "keep me\n";
+    REQUIRE(::symlink(target.c_str(), (lab.state + "/" + name).c_str()) == 0);
+  };
+
+  plant("lock");
+  Result r = lab.agent(apply);
+  CHECK(r.rc != 0);
+  CHECK_THAT(r.err, Catch::Contains("forwarding lock: " + lab.state + "/lock is a symlink (to " + target +
+                                    "); refusing to follow it"));
+  CHECK(ocslab::read_file(target) == "keep me\n");
+  CHECK(lab.owned_routes().empty());  // refused before any change
+
+  // The old temporary name, planted: the journal's temporary file is new (O_EXCL, a unique
+  // name), so the apply goes on and the target is not written.
+  plant("journal.json.tmp");
+  r = lab.agent(apply);
+  CHECK(r.rc == 0);
+  CHECK(ocslab::read_file(target) == "keep me\n");
+  CHECK(fs::is_symlink(lab.state + "/journal.json.tmp"));
+  struct stat st {};
+  REQUIRE(::lstat((lab.state + "/journal.json").c_str(), &st) == 0);
+  CHECK(S_ISREG(st.st_mode));
+  const auto routes = lab.owned_routes();
+  CHECK_FALSE(routes.empty());
+
+  // A journal that is a symlink is not read: it names what a rollback deletes.
+  fs::copy_file(lab.state + "/journal.json", target, fs::copy_options::overwrite_existing);
+  const std::string journal = ocslab::read_file(target);
+  fs::remove(lab.state + "/journal.json");
+  REQUIRE(::symlink(target.c_str(), (lab.state + "/journal.json").c_str()) == 0);
+  r = lab.agent("rollback");
+  CHECK(r.rc != 0);
+  CHECK_THAT(r.err, Catch::Contains("forwarding journal '" + lab.state + "/journal.json' is a symbolic link"));
+  CHECK(ocslab::read_file(target) == journal);
+  CHECK(lab.owned_routes() == routes);  // nothing rolled back through it
+  fs::remove(lab.state + "/journal.json");
+  REQUIRE(lab.agent("clear").rc == 0);
+
+  // A state directory others may write into, or someone else's, is refused before any change.
+  fs::remove_all(lab.state);
+  REQUIRE(::mkdir(lab.state.c_str(), 0700) == 0);
+  REQUIRE(::chmod(lab.state.c_str(), 0777) == 0);
+  r = lab.agent(apply);
+  CHECK(r.rc != 0);
+  CHECK_THAT(r.err, Catch::Contains("forwarding state directory: " + lab.state +
+                                    " has mode 0777: others may write into it; refusing to use it"));
+  REQUIRE(::chmod(lab.state.c_str(), 0755) == 0);
+  REQUIRE(::chown(lab.state.c_str(), 65534, 65534) == 0);
+  r = lab.agent(apply);
+  CHECK(r.rc != 0);
+  CHECK_THAT(r.err, Catch::Contains(lab.state + " is owned by uid 65534") && Catch::Contains("refusing to use it"));
+  CHECK(lab.owned_routes().empty());
+  // Made by the agent itself: 0700, root's.
+  fs::remove_all(lab.state);
+  REQUIRE(lab.agent(apply).rc == 0);
+  REQUIRE(::stat(lab.state.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0700);
+  CHECK(st.st_uid == 0u);
   lab.agent("clear");
 }

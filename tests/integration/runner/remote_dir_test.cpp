@@ -2,7 +2,9 @@
 // made by mktemp -d, its files fetched and verified before it is removed; a symlinked folder
 // refused with nothing read or removed through it; a local disk too small for a fetched file
 // (a 64 KiB tmpfs mounted by the test) reported naming the file, and the remote copy kept; the
-// runner's write_text on that disk fails naming the file.
+// runner's write_text on that disk fails naming the file; a compromised host (sshd's
+// ForceCommand answering the listing itself) that names "../" files or files not asked for is
+// refused naming the host and the name, and nothing is written anywhere.
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
@@ -117,6 +119,45 @@ TEST_CASE("a fetched file the local disk cannot hold is reported by name and the
   CHECK(got.fetched == std::vector<std::string>{"timeline-rank0.csv"});
   CHECK(read_file(dir + "/ops-rank0.csv") == big);  // the caller keeps the folder: the only copy
   runner::remove_remote_dir(host.session, dir);
+}
+
+TEST_CASE("a host answering ../ names or names not asked for is refused: nothing written", "[runner][remote-dir]") {
+  testing::TempDir tmp;
+  const std::string answer = tmp.path() + "/answer", script = tmp.path() + "/host.sh";
+  // The host's shell is the attacker's: the listing (the command with printf in it) answers what
+  // the test put in `answer`; anything else (cat, check) runs as asked.
+  write(script, "case \"$SSH_ORIGINAL_COMMAND\" in *printf*) cat " + answer +
+                    ";; *) exec sh -c \"$SSH_ORIGINAL_COMMAND\";; esac\n");
+  REQUIRE(::chmod(script.c_str(), 0755) == 0);
+  testing::SshdFixture sshd{testing::SshdOptions{.force_command = "sh " + script, .netconf_subsystem = {}}};
+  ocs::SshSession session{testing::agent_ssh_options(sshd)};
+  const std::string prefix = runner::remote_dir_prefix("hostile", "names");
+  std::string dir = runner::make_remote_dir(session, prefix, "schedule.yaml", "x\n");
+  write(dir + "/ops-rank0.csv", "12345");
+  REQUIRE(::mkdir((tmp.path() + "/results").c_str(), 0700) == 0);
+  const std::string local = tmp.path() + "/results/run";
+  REQUIRE(::mkdir(local.c_str(), 0700) == 0);
+  for (const std::string& name : {std::string("../escape.csv"), std::string("../../escape.csv"), std::string(".."),
+                                  std::string("sub/ops-rank0.csv"), std::string("ops\x1b[2Jrank0.csv")}) {
+    INFO(name);
+    write(answer, name + " 5\n");
+    std::string shown = name == "ops\x1b[2Jrank0.csv" ? "ops\\x1b[2Jrank0.csv" : name;
+    CHECK_THROWS_WITH(runner::fetch_verified(session, dir, {"ops-rank0.csv"}, local),
+                      Contains(session.describe()) && Contains("names '" + shown + "', not a plain file name") &&
+                          Contains("refusing to copy from it"));
+  }
+  write(answer, "timeline-rank0.csv 5\n");
+  CHECK_THROWS_WITH(
+      runner::fetch_verified(session, dir, {"ops-rank0.csv"}, local),
+      Contains(session.describe()) && Contains("names 'timeline-rank0.csv', not one of the files asked for"));
+  CHECK(fs::is_empty(local));
+  CHECK_FALSE(fs::exists(tmp.path() + "/results/escape.csv"));
+  CHECK_FALSE(fs::exists(tmp.path() + "/escape.csv"));
+  write(answer, "ops-rank0.csv 5\n");  // the same host answering honestly: copied as before
+  auto got = runner::fetch_verified(session, dir, {"ops-rank0.csv"}, local);
+  CHECK(got.verified());
+  CHECK(read_file(local + "/ops-rank0.csv") == "12345");
+  runner::remove_remote_dir(session, dir);
 }
 
 TEST_CASE("the runner's result files on a full disk fail naming the file", "[runner][remote-dir]") {

@@ -151,6 +151,36 @@ TEST_CASE("NIC and probe interface names must be names the kernel accepts (they 
   CHECK(parse(lab("ens1f0") + maps).hosts[0].nics[0].name == "ens1f0");
 }
 
+TEST_CASE("NIC names with shell metacharacters and a bad mgmt are refused where the spec gives them",
+          "[runner][spec]") {
+  // The kernel allows `; $ ( ) \`` in an interface name; a spec's names reach remote command
+  // lines, so the spec allows only characters no shell treats specially.
+  const std::string file = source_dir() + spec_test::kSpecsOrigin;
+  const std::string maps = "mappings:\n  a: [gpu1:ens1f0 <-> gpu2:ens1f0]\n  b: [gpu1:ens1f0 <-> gpu3:ens1f0]\n";
+  auto lab = [](const std::string& nic, const std::string& mgmt) {
+    return "switch: {url: 'tl1://admin@10.0.0.5:3082'}\nlab:\n  inventory:\n"
+           "    - {name: gpu1, ssh: 10.0.0.11, nics: [{name: '" +
+           nic + "', tx_port: 1, rx_port: 33}]" + mgmt +
+           "}\n    - {name: gpu2, ssh: 10.0.0.12, nics: [{name: ens1f0, tx_port: 2, "
+           "rx_port: 34}]}\n    - {name: gpu3, ssh: 10.0.0.13, nics: [{name: ens1f0, tx_port: 3, rx_port: 35}]}\n";
+  };
+  for (const char* name : {"e;x", "e$x", "e(x", "e)x", "e`x`", "e|x", "e&x", "e'x'", "e\\x", "e*", "e>x"}) {
+    const std::string nic = name;
+    INFO(nic);
+    std::string q = nic;  // as YAML's single quotes carry it
+    for (size_t p = 0; (p = q.find('\'', p)) != std::string::npos; p += 2) q.insert(p, "'");
+    CHECK_THAT(error_of(lab(q, "") + maps),
+               Contains(file + ":4:50: NIC '" + nic + "' is not an interface name (") && Contains("is not allowed"));
+  }
+  CHECK_THAT(error_of(lab("ens1f0", "") + maps + "probes:\n  carrier: {interfaces: [ens1f0, 'e$(reboot)']}\n"),
+             Contains("probe 'carrier': 'e$(reboot)' is not an interface name ('$' is not allowed"));
+  CHECK_THAT(error_of(lab("ens1f0", ", mgmt: 'h1;reboot'") + maps),
+             Contains(file + ":4:93: mgmt 'h1;reboot' is not a host name or address (';' is not allowed"));
+  CHECK_THAT(error_of(lab("ens1f0", ", mgmt: '-oProxyCommand=x'") + maps), Contains("(it starts with '-')"));
+  CHECK(parse(lab("ens1f0", ", mgmt: h1.lab") + maps).hosts[0].mgmt == "h1.lab");
+  CHECK(parse(lab("ens1f0", ", mgmt: 'fd00::1'") + maps).hosts[0].mgmt == "fd00::1");
+}
+
 TEST_CASE("samples get the iteration of the reconfiguration they follow", "[runner]") {
   std::vector<int64_t> issued = {10'000'000'000, 20'000'000'000};
   CHECK(iteration_of(0, issued) == 0);

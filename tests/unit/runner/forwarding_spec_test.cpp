@@ -6,10 +6,10 @@
 #include <set>
 #include <string>
 
+#include "ocslab/common/file.h"
 #include "ocslab/forwarding/routes.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/lab_forwarding.h"
-#include "ocslab/common/file.h"
 #include "ocslab/testing/small_disk.h"
 #include "spec_test_support.h"
 
@@ -266,4 +266,16 @@ TEST_CASE("verify matrix rounds: every ordered pair once, no host twice in a rou
   CHECK(verify_rounds(4).size() == 6);
   CHECK(verify_rounds(16).size() == 30);
   CHECK(verify_rounds(4)[0] == std::vector<std::pair<size_t, size_t>>{{0, 1}, {2, 3}});
+}
+
+TEST_CASE("forwarding's remote commands quote every word: a hostile NIC name stays one word", "[runner][forwarding]") {
+  // The spec refuses such names; the command line is quoted anyway (one path for every command).
+  auto argv = ping_argv("e0;reboot", true, "h2$(id)", 18600, 20, 15);
+  CHECK(agent_forwarding_command("sudo -n /usr/bin/ocslab-agent", argv) ==
+        "sudo -n /usr/bin/ocslab-agent forwarding ping --if 'e0;reboot' --listen 'h2$(id):18600' --secret-file - "
+        "--count 20 --timeout-s 15");
+  CHECK(agent_forwarding_command("ocslab-agent", ping_argv("ens1f0", false, "10.0.0.2", 18601, 5, 10)) ==
+        "ocslab-agent forwarding ping --if ens1f0 --connect 10.0.0.2:18601 --secret-file - --count 5 --timeout-s 10");
+  CHECK(agent_forwarding_command("ocslab-agent", {"clear", "--host", "h1", "--state-dir", "/var/lib/x y"}) ==
+        "ocslab-agent forwarding clear --host h1 --state-dir '/var/lib/x y'");
 }

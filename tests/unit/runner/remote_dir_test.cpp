@@ -33,6 +33,19 @@ TEST_CASE("the remote file listing is parsed strictly", "[runner][remote-dir]") 
   CHECK(parse_sizes("").empty());
   CHECK_THROWS_WITH(parse_sizes("ops-rank0.csv\n"), Contains("unexpected line in a file listing: 'ops-rank0.csv'"));
   CHECK_THROWS_WITH(parse_sizes("a 1 2\n"), Contains("unexpected line"));
+  // A host's answer names files the runner writes locally: only plain file names pass.
+  for (const std::string& bad :
+       {std::string("../x.csv 3\n"), std::string("../../../etc/passwd 3\n"), std::string(".. 3\n"),
+        std::string(". 3\n"), std::string("a/b 3\n"), std::string("/etc/passwd 3\n"), std::string("a\x01b 3\n"),
+        std::string("a") + '\0' + "b 3\n", std::string(256, 'n') + " 3\n"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(parse_sizes(bad), Contains("not a plain file name"));
+  }
+  CHECK(parse_sizes(std::string(255, 'n') + " 3\n").size() == 1u);
+  CHECK(plain_file_name_problem("..") == "'.' and '..' are folders");
+  CHECK(plain_file_name_problem("a/b") == "'/' is not allowed");
+  CHECK(plain_file_name_problem("") == "empty");
+  CHECK(plain_file_name_problem("ops-rank0.csv").empty());
   CHECK_THAT(sizes_command("/tmp/d.X", {"a.csv"}), Contains("[ -L /tmp/d.X ]") && Contains("for f in a.csv;"));
 }
 

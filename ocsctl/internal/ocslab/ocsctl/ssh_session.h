@@ -6,9 +6,11 @@
 #include <libssh/libssh.h>
 
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <functional>
-#include <string_view>
 #include <string>
+#include <string_view>
 
 #include "ocslab/ocsctl/stream.h"
 
@@ -16,9 +18,16 @@ namespace ocslab::ocs {
 
 struct ExecResult {
   int exit_status = -1;  // -1: the remote side reported none (killed by a signal)
-  std::string out;       // standard output
-  std::string err;       // standard error
+  // Standard output and error, each whole up to the exec's max_kept bytes; beyond that its first
+  // and last max_kept / 2 bytes around a line "[... N bytes dropped ...]".
+  std::string out;
+  std::string err;
+  uint64_t out_dropped = 0, err_dropped = 0;  // bytes left out of out / err (0: whole)
 };
+
+// What exec keeps of each stream by default: a command's answer, a rank's log; a remote command
+// printing without end must not exhaust the runner's memory.
+inline constexpr size_t kExecMaxKept = 16 << 20;
 
 class SshSession {
  public:
@@ -37,10 +46,12 @@ class SshSession {
   // output until it exits. `on_output`, when set, also sees each piece of standard output the
   // moment it arrives (a remote monitor's events, stamped on arrival). Throws TimeoutError when
   // it has not finished within `timeout`, ConnectionError when the connection breaks. `on_tick`,
-  // when set, runs at least every 200 ms while the command runs (a caller's Ctrl-C check).
+  // when set, runs at least every 200 ms while the command runs (a caller's Ctrl-C check). The
+  // deadline is checked on every read, also while output keeps arriving. Of each stream at most
+  // max_kept bytes are kept (head and tail, ExecResult); on_output still sees every byte.
   ExecResult exec(const std::string& command, std::chrono::milliseconds timeout, const std::string& input = {},
                   const std::function<void(std::string_view)>& on_output = {},
-                  const std::function<void()>& on_tick = {});
+                  const std::function<void()>& on_tick = {}, size_t max_kept = kExecMaxKept);
 
   // Disconnects (idempotent).
   void close();

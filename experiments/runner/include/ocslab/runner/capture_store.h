@@ -6,6 +6,7 @@
 // at the end (merge_capture, runner.h).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -55,13 +56,16 @@ class CaptureStore {
   // (full disk) drops its rows from then on and counts them: the agents still hold a host's
   // samples in their spools. After close() rows are ignored.
   void append(const std::string& stream, const Sample& s, uint64_t seq = 0);
-  // Everything appended so far reaches the disk (what the sync thread does every interval).
+  // Everything appended so far reaches the disk (what the sync thread does every interval),
+  // and the folder itself (fsync) when a file was created in it since the last sync.
   void sync();
   // Stops the sync thread, syncs and closes every file. Idempotent.
   void close();
 
   const std::string& dir() const { return dir_; }
   std::vector<CaptureStreamInfo> streams() const;  // in order of creation
+  // How many times the folder was fsynced after new files (the test's view of the promise).
+  uint64_t dir_syncs() const { return dir_syncs_.load(); }
 
  private:
   struct Stream {
@@ -78,6 +82,8 @@ class CaptureStore {
   std::vector<std::unique_ptr<Stream>> streams_;
   std::map<std::string, Stream*> by_name_;
   bool closed_ = false;
+  bool new_entries_ = false;  // a file was created since the folder's last fsync
+  std::atomic<uint64_t> dir_syncs_{0};
   std::condition_variable wake_;
   std::thread syncer_;
 };

@@ -108,6 +108,16 @@ std::vector<std::vector<std::pair<size_t, size_t>>> verify_rounds(size_t hosts);
 // Every host's plan for the mapping, macvlans included for hosts with if2: macvlan.
 std::vector<forwarding::HostPlan> lab_plans(const ExperimentSpec& spec, const Mapping& mapping);
 
+// The command line of `ocslab-agent forwarding ARGV...` on a host: `agent` as the spec gives it
+// (a command prefix such as `sudo -n /usr/bin/ocslab-agent`, the host's own shell words), then
+// every word of argv quoted (shell_join): the one path by which LabForwarding builds remote
+// commands, so no NIC name, address or folder from a spec is ever read by the shell as syntax.
+std::string agent_forwarding_command(const std::string& agent, const std::vector<std::string>& argv);
+// The argv of one side of a pair's ping: `ping --if NIC --listen|--connect MGMT:PORT
+// --secret-file - --count N --timeout-s S` (the server listens, the client connects).
+std::vector<std::string> ping_argv(const std::string& nic, bool listen, const std::string& mgmt, int port, int count,
+                                   int timeout_s);
+
 std::string format_matrix(const VerifyMatrix& m);  // the printed table
 void write_matrix_csv(const VerifyMatrix& m, const std::string& path);
 nlohmann::json to_json(const VerifyMatrix& m);
@@ -142,7 +152,7 @@ class LabForwarding {
     int status = -1;
     std::string out, err;
   };
-  Exec run(size_t i, const std::string& args, const std::string& input = {});
+  Exec run(size_t i, const std::vector<std::string>& argv, const std::string& input = {});
   std::vector<FilterCount> read_counters(const std::vector<forwarding::HostPlan>& plans,
                                          std::map<std::string, bool>* in_sync);
   // One pair's ping (server on host d, client on host s, on `port`): fills in p's reachability,

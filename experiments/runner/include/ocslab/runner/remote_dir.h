@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ocslab::ocs {
@@ -45,8 +46,13 @@ struct RemoteFile {
 // The shell command listing "NAME SIZE" for each of `names` that is a regular file in DIR
 // (after the check_dir_command checks).
 std::string sizes_command(const std::string& dir, const std::vector<std::string>& names);
-// Its output parsed; throws Error on a line it did not write.
+// Its output parsed; throws Error on a line it did not write, and on a name that is not a plain
+// file name (plain_file_name_problem), quoting it with control bytes as \xHH.
 std::vector<RemoteFile> parse_sizes(const std::string& out);
+
+// Empty when `name` can only name a file inside a folder (it is joined to a local folder's path);
+// else why not: empty, longer than 255 bytes, "." or "..", a '/', a control character or NUL.
+std::string plain_file_name_problem(std::string_view name);
 
 struct FetchResult {
   std::vector<std::string> fetched;   // names copied and verified
@@ -55,7 +61,8 @@ struct FetchResult {
 };
 // Copies each of `names` present in the remote folder to local_dir/NAME, each written, fsynced
 // and closed without error and its size on disk equal to its size on the host. Throws Error when
-// the folder itself is refused (check_remote_dir) or cannot be listed.
+// the folder itself is refused (check_remote_dir) or cannot be listed, and, naming the host and
+// the name, when the listing names anything but one of `names` (nothing is copied then).
 FetchResult fetch_verified(ocs::SshSession& s, const std::string& dir, const std::vector<std::string>& names,
                            const std::string& local_dir);
 
