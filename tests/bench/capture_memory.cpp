@@ -25,6 +25,7 @@
 #include "ocslab/common/file.h"
 #include "ocslab/runner/capture_store.h"
 #include "ocslab/runner/run_context.h"
+#include "ocslab/runner/merge.h"
 #include "ocslab/runner/runner.h"
 #include "peak_rss.h"
 

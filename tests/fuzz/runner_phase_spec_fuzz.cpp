@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "ocslab/common/shell.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/phase_workload.h"
 
@@ -52,7 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     RankLaunch l{pw.program, "s.yaml", "out", "127.0.0.1:1", pw.layout.job, pw.modes.front(), "127.0.0.1:2",
                  "out/controller.token", "", {}};
-    for (int r = 0; r < pw.schedule.ranks; ++r) (void)shell_join(rank_argv(pw, s.hosts, r, l));
+    for (int r = 0; r < pw.schedule.ranks; ++r) (void)ocslab::shell_join(rank_argv(pw, s.hosts, r, l));
     if (pw.launcher != Launcher::kSsh) (void)launcher_argv(pw, s.hosts, l);
   } catch (const ocslab::Error&) {
   } catch (const YAML::Exception&) {

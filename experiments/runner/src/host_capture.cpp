@@ -9,9 +9,10 @@
 
 #include "ocslab/common/clock.h"
 #include "ocslab/runner/capture_store.h"
+#include "ocslab/runner/merge.h"
 #include "ocslab/runner/ocs_power_monitor.h"
 #include "ocslab/runner/run_context.h"
-#include "ocslab/runner/runner.h"
+#include "ocslab/runner/run_types.h"
 #include "ocslab/runner/target.h"
 
 namespace ocslab::runner {

@@ -10,7 +10,7 @@
 #include "ocslab/common/csv_reader.h"
 #include "ocslab/common/durable_file.h"
 #include "ocslab/runner/capture_store.h"
-#include "ocslab/runner/runner.h"
+#include "ocslab/runner/merge.h"
 
 namespace ocslab::runner {
 

@@ -33,10 +33,11 @@
 #include "ocslab/runner/host_capture.h"
 #include "ocslab/runner/host_prep.h"
 #include "ocslab/runner/lab_forwarding.h"
+#include "ocslab/runner/merge.h"
 #include "ocslab/runner/ocs_power_monitor.h"
 #include "ocslab/runner/remote_kill.h"
 #include "ocslab/runner/run_context.h"
-#include "ocslab/runner/runner.h"
+#include "ocslab/runner/run_types.h"
 #include "ocslab/runner/target.h"
 
 namespace ocslab::runner {

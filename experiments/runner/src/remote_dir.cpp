@@ -11,9 +11,9 @@
 #include "ocslab/common/durable_file.h"
 #include "ocslab/common/error.h"
 #include "ocslab/common/safe_fs.h"
+#include "ocslab/common/shell.h"
 #include "ocslab/common/text.h"
 #include "ocslab/ocsctl/ssh_session.h"
-#include "ocslab/runner/phase_workload.h"
 
 namespace ocslab::runner {
 

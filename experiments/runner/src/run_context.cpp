@@ -11,7 +11,7 @@
 #include "ocslab/common/durable_file.h"
 #include "ocslab/common/error.h"
 #include "ocslab/runner/capture_store.h"
-#include "ocslab/runner/runner.h"
+#include "ocslab/runner/run_types.h"
 
 namespace ocslab::runner {
 

@@ -19,9 +19,11 @@
 #include "ocslab/cli/plot.h"
 #include "ocslab/common/clock.h"
 #include "ocslab/common/interrupt.h"
+#include "ocslab/common/shell.h"
 #include "ocslab/common/version.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/fault_injection.h"
+#include "ocslab/runner/phase_workload.h"
 #include "ocslab/runner/runner.h"
 
 namespace ocslab::cli {
@@ -171,10 +173,10 @@ void print_phase_plan(const runner::ExperimentSpec& spec, std::ostream& out) {
     if (pw.launcher == runner::Launcher::kSsh) {
       for (int r = 0; r < pw.schedule.ranks; ++r) {
         out << "  " << spec.hosts[pw.ranks[static_cast<size_t>(r)].host].name << "$ "
-            << runner::shell_join(runner::rank_argv(pw, spec.hosts, r, l)) << "\n";
+            << shell_join(runner::rank_argv(pw, spec.hosts, r, l)) << "\n";
       }
     } else {
-      out << "  $ " << runner::shell_join(runner::launcher_argv(pw, spec.hosts, l)) << "\n";
+      out << "  $ " << shell_join(runner::launcher_argv(pw, spec.hosts, l)) << "\n";
     }
   }
   for (const auto& f : spec.faults) print_fault(spec, f, out);

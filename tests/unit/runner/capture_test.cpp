@@ -18,6 +18,7 @@
 #include "ocslab/common/file.h"
 #include "ocslab/runner/capture_store.h"
 #include "ocslab/runner/run_context.h"
+#include "ocslab/runner/merge.h"
 #include "ocslab/runner/runner.h"
 #include "ocslab/testing/sshd_fixture.h"
 #include "ocslab/testing/wait.h"

@@ -4,6 +4,7 @@
 
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/fault_injection.h"
+#include "ocslab/runner/merge.h"
 #include "ocslab/runner/runner.h"
 #include "spec_test_support.h"
 

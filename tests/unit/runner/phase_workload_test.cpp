@@ -10,8 +10,10 @@
 #include <string>
 
 #include "ocslab/common/file.h"
+#include "ocslab/common/shell.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/job_launcher.h"
+#include "ocslab/runner/phase_figures.h"
 #include "ocslab/runner/phase_workload.h"
 #include "spec_test_support.h"
 

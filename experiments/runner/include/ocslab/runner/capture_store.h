@@ -3,7 +3,7 @@
 // the agent's sequence number, the switch commands, the switch's power monitor, forwarding, a
 // virtual lab's ground truth), synced every second by a thread of its own. Memory is the
 // streams' write buffers, whatever the run's length; timeline.csv is merged from these files
-// at the end (merge_capture, runner.h).
+// at the end (merge_capture, merge.h).
 #pragma once
 
 #include <atomic>

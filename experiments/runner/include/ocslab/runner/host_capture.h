@@ -16,7 +16,7 @@
 
 #include "ocslab/common/sample.h"
 #include "ocslab/runner/host_session.h"
-#include "ocslab/runner/runner.h"
+#include "ocslab/runner/merge.h"
 
 namespace ocslab::runner {
 

@@ -1,9 +1,9 @@
-// The runner's `phase-workload` experiment type: a collective workload (ocslab-collbench-verbs
-// or -nccl) run under the Opus-style phase controller that the runner embeds, once per phase
-// mode (on-demand, provisioning), with the ranks launched over SSH (one per placement entry) or
-// through one mpirun / srun command line. Produces per-step figures (step time, compute,
-// communication, fabric wait, reconfigurations) per mode, the merged timelines and the
-// Figure 9(d)-like plot's input. Spec schema: docs/experiments.md, "Phase-workload experiments".
+// The spec of the runner's `phase-workload` experiment type: a collective workload
+// (ocslab-collbench-verbs or -nccl) run under the Opus-style phase controller that the runner
+// embeds, once per phase mode (on-demand, provisioning), with the ranks launched over SSH (one
+// per placement entry) or through one mpirun / srun command line, and the command lines the
+// ranks get. The run itself: phase_workload.cpp (rank_launcher.h, phase_rails.h,
+// phase_results.h, phase_figures.h). Spec schema: docs/experiments.md, "Phase-workload experiments".
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "ocslab/common/config.h"
-#include "ocslab/common/shell.h"
 #include "ocslab/phase/controller.h"
 #include "ocslab/phase/port_watch.h"
 #include "ocslab/phase/topology.h"
@@ -165,71 +164,5 @@ std::vector<std::string> launcher_argv(const PhaseWorkloadSpec& spec, const std:
 // node, named job_name, for `minutes`, waiting at most 60 s for the nodes.
 std::vector<std::string> salloc_argv(const PhaseWorkloadSpec& spec, const std::vector<HostEntry>& hosts,
                                      const std::string& job_name, int minutes);
-// argv joined for a POSIX shell (each word single-quoted when it needs it).
-using ocslab::shell_join;
-
-// One step of one mode, from the ranks' rows and the controller's events.
-struct StepFigures {
-  std::string mode;
-  double switching_ms = -1;  // the sweep point (-1: the switch's own timing, no sweep)
-  int repetition = 1;
-  int step = 0;
-  bool warmup = false;
-  int rank = 0;              // the slowest rank, whose split is reported
-  double step_ms = 0;        // that rank: end of its previous step's last op (post hook included)
-                             // -> end of this step's last op; step 0 starts at its first pre hook
-  double compute_ms = 0;     // step_ms - comm_ms - wait_ms: everything outside the ops and the hooks
-  double comm_ms = 0;        // sum of its ops' durations
-  double wait_ms = 0;        // sum of its time in the phase hooks (fabric wait)
-  double max_wait_ms = 0;    // the largest per-rank wait of the step
-  int reconfigurations = 0;  // distinct (group, seq) the controller reprogrammed the rails for
-  int reconfigured_ops = 0;  // ops of the step whose rows say the fabric changed for them
-  int rows = 0;              // op rows of every rank
-  int barriers = 0;          // controller round trips: distinct (group, op) some rank asked the controller for
-  double relative = 0;       // step_ms / native's mean measured step time (0: no native mode ran)
-};
-
-// Per-step figures of one mode. events: the controller's; reconfigurations are mapped to the
-// step of the op they served through the shim group sequence numbers.
-std::vector<StepFigures> step_figures(const workloads::Schedule& s, const std::string& mode,
-                                      const std::vector<workloads::OpRecord>& rows,
-                                      const std::vector<phase::ControllerEvent>& events);
-
-const std::vector<std::string>& step_csv_columns();
-std::vector<std::string> step_csv_fields(const StepFigures& f);
-// Every step's step_ms relative to native's mean measured step time (figures of mode native).
-void set_relative_to_native(std::vector<StepFigures>& figures);
-
-// The printed table: one row per step and mode (per sweep point and repetition when swept),
-// then per mode the means over measured steps, the overhead relative to native, and the
-// provisioning / on-demand ratio when both ran.
-void print_step_table(std::ostream& out, const std::vector<StepFigures>& figures);
-
-// One row of sweep.csv: a mode at one switching time, one repetition, over its measured steps.
-struct SweepPoint {
-  std::string mode;
-  double switching_ms = -1;
-  int repetition = 1;
-  int steps = 0;
-  double step_ms = 0, step_ms_sd = 0;
-  double relative = 0;  // to native's mean (0: no native)
-  double reconfigs_per_step = 0;
-  double wait_ms = 0;  // fabric wait per step
-  double barriers_per_step = 0;
-  double estimate_ms = -1;  // T_native + N_reconfig x T_switch (-1: native, or no native)
-};
-std::vector<SweepPoint> sweep_points(const std::vector<StepFigures>& figures);
-const std::vector<std::string>& sweep_csv_columns();
-std::vector<std::string> sweep_csv_fields(const SweepPoint& p);
-// Least-squares slope of step time (ms) over switching time (ms) for one mode's points, and the
-// mean reconfigurations per step it should match; nullopt with fewer than two distinct points.
-struct SweepSlope {
-  double slope = 0;
-  double reconfigs_per_step = 0;
-};
-std::optional<SweepSlope> sweep_slope(const std::vector<SweepPoint>& points, const std::string& mode);
-// The overhead lines of summary.txt: per mode at 0 ms switching (or the switch's own timing
-// without a sweep) step time vs native, fabric wait and barriers per step; the on-demand slope.
-void print_overhead(std::ostream& out, const std::vector<SweepPoint>& points);
 
 }  // namespace ocslab::runner
