@@ -60,6 +60,23 @@ int int_in(const YamlDoc& doc, const YAML::Node& node, long long min, long long 
   return static_cast<int>(v);
 }
 
+std::pair<std::string, int> as_host_port(const YamlDoc& doc, const YAML::Node& node, const std::string& what) {
+  std::string text = as_string(doc, node);
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    throw config_error(doc, node, what + " '" + text + "' is not HOST:PORT");
+  int port = -1;
+  try {
+    size_t used = 0;
+    port = std::stoi(text.substr(colon + 1), &used);
+    if (used != text.size() - colon - 1) port = -1;
+  } catch (const std::exception&) {
+    port = -1;
+  }
+  if (port < 0 || port > 65535) throw config_error(doc, node, what + " '" + text + "': port must be 0..65535");
+  return {text.substr(0, colon), port};
+}
+
 std::vector<std::string> as_strings(const YamlDoc& doc, const YAML::Node& node, const std::string& what) {
   if (node.IsScalar()) return {as_string(doc, node)};
   if (!node.IsSequence()) throw config_error(doc, node, what + " must be a list");

@@ -4,6 +4,7 @@
 
 #include <boost/asio/ip/address.hpp>
 #include <set>
+#include <tuple>
 
 #include "ocslab/common/secret.h"
 
@@ -95,22 +96,6 @@ void parse_layout(const YamlDoc& doc, const YAML::Node& root, ControllerConfig& 
     }
   } else {
     c.initial = TopoId::uniform(c.layout, c.layout.dims.empty() ? 0 : 1);
-  }
-}
-
-// `listen: HOST:PORT`.
-void parse_listen(const YamlDoc& doc, const YAML::Node& l, ControllerConfig& c) {
-  auto text = as_string(doc, l);
-  auto colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0)
-    throw config_error(doc, l, fmt::format("listen '{}' is not HOST:PORT", text));
-  c.listen_host = text.substr(0, colon);
-  try {
-    size_t pos = 0;
-    c.listen_port = std::stoi(text.substr(colon + 1), &pos);
-    if (pos != text.size() - colon - 1 || c.listen_port < 0 || c.listen_port > 65535) throw std::out_of_range("port");
-  } catch (const std::exception&) {
-    throw config_error(doc, l, fmt::format("listen '{}': port must be 0..65535", text));
   }
 }
 
@@ -210,7 +195,7 @@ ControllerConfig parse_controller_config(const YamlDoc& doc) {
   ControllerConfig c;
   c.origin = doc.origin;
   parse_layout(doc, root, c);
-  if (auto l = root["listen"]) parse_listen(doc, l, c);
+  if (auto l = root["listen"]) std::tie(c.listen_host, c.listen_port) = as_host_port(doc, l, "listen");
   parse_token(doc, root, c);
   if (auto t = root["ack_timeout_ms"]) {
     auto v = as_int(doc, t);

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "ocslab/phase/controller_config.h"
 #include "ocslab/runner/experiment_spec.h"
@@ -589,22 +590,6 @@ void parse_layout(const YamlDoc& doc, const YAML::Node& ph, const ExperimentSpec
   }
 }
 
-void parse_listen(const YamlDoc& doc, const YAML::Node& l, PhaseWorkloadSpec& pw) {
-  std::string text = as_string(doc, l);
-  auto colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0)
-    throw config_error(doc, l, fmt::format("listen '{}' is not HOST:PORT", text));
-  pw.listen_host = text.substr(0, colon);
-  try {
-    size_t used = 0;
-    pw.listen_port = std::stoi(text.substr(colon + 1), &used);
-    if (used != text.size() - colon - 1 || pw.listen_port < 0 || pw.listen_port > 65535)
-      throw std::out_of_range("port");
-  } catch (const std::exception&) {
-    throw config_error(doc, l, fmt::format("listen '{}': port must be 0..65535", text));
-  }
-}
-
 // How the ranks reach the runner's controller: phase.controller, the QEMU host in a virtual
 // lab, loopback when every rank is local. And, without phase.listen, the one address the
 // controller binds: the one the ranks reach, never every address.
@@ -656,7 +641,7 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
              "max_retries", "policy", "phase_table", "switch_time_ms", "spares", "detect", "rails"});
   parse_layout(doc, ph, spec, pw);
   if (ph["rail"]) pw.rail = as_string(doc, ph["rail"]);
-  if (const auto& l = ph["listen"]) parse_listen(doc, l, pw);
+  if (const auto& l = ph["listen"]) std::tie(pw.listen_host, pw.listen_port) = as_host_port(doc, l, "listen");
   if (ph["ack_timeout_ms"]) pw.ack_timeout_ms = int_in(doc, ph["ack_timeout_ms"], 1, 3'600'000, "ack_timeout_ms");
   if (ph["settle_ms"]) pw.settle_ms = int_in(doc, ph["settle_ms"], 0, 600'000, "settle_ms");
   if (ph["max_retries"]) pw.max_retries = int_in(doc, ph["max_retries"], 0, 100, "max_retries");

@@ -46,3 +46,13 @@ TEST_CASE("resolve_path makes a path canonical, relative to the file, with ~/ as
   CHECK(resolve_path(load_yaml_string("", "c.yaml"), "t") ==
         std::filesystem::weakly_canonical(std::filesystem::current_path() / "t").string());
 }
+
+TEST_CASE("as_host_port splits at the last colon and checks the port") {
+  auto doc = load_yaml_string("a: 127.0.0.1:0\nb: '[::1]:18600'\nc: h1\nd: ':80'\ne: h1:65536\nf: h1:8x\n", "c.yaml");
+  CHECK(as_host_port(doc, doc.root["a"], "listen") == std::pair<std::string, int>{"127.0.0.1", 0});
+  CHECK(as_host_port(doc, doc.root["b"], "listen") == std::pair<std::string, int>{"[::1]", 18600});
+  CHECK_THROWS_WITH(as_host_port(doc, doc.root["c"], "listen"), "c.yaml:3:4: listen 'h1' is not HOST:PORT");
+  CHECK_THROWS_WITH(as_host_port(doc, doc.root["d"], "listen"), "c.yaml:4:4: listen ':80' is not HOST:PORT");
+  CHECK_THROWS_WITH(as_host_port(doc, doc.root["e"], "listen"), "c.yaml:5:4: listen 'h1:65536': port must be 0..65535");
+  CHECK_THROWS_WITH(as_host_port(doc, doc.root["f"], "listen"), "c.yaml:6:4: listen 'h1:8x': port must be 0..65535");
+}

@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ocslab/common/error.h"
@@ -31,6 +32,9 @@ bool as_bool(const YamlDoc& doc, const YAML::Node& node);
 double as_double(const YamlDoc& doc, const YAML::Node& node);
 // An integer in [min, max]; "WHAT must be in [min, max], got V" at the node otherwise.
 int int_in(const YamlDoc& doc, const YAML::Node& node, long long min, long long max, const char* what);
+// "HOST:PORT" (port 0..65535, HOST not empty): "WHAT 'TEXT' is not HOST:PORT" or "WHAT 'TEXT':
+// port must be 0..65535" at the node otherwise.
+std::pair<std::string, int> as_host_port(const YamlDoc& doc, const YAML::Node& node, const std::string& what);
 // A string, or a list of strings; "WHAT must be a list" at the node otherwise.
 std::vector<std::string> as_strings(const YamlDoc& doc, const YAML::Node& node, const std::string& what);
 
