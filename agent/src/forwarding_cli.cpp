@@ -10,17 +10,18 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "ocslab/agent/forwarding_fabric_cli.h"
+#include "ocslab/common/suggest.h"
 #include "ocslab/forwarding/apply.h"
 #include "ocslab/forwarding/diff.h"
 #include "ocslab/forwarding/fabric.h"
 #include "ocslab/forwarding/if2_link.h"
 #include "ocslab/forwarding/routes.h"
 #include "ocslab/forwarding/rule_plan.h"
-#include "ocslab/common/suggest.h"
 
 namespace po = boost::program_options;
 namespace fw = ocslab::forwarding;
@@ -244,15 +245,13 @@ int run_forwarding_cli(const std::vector<std::string>& args, std::ostream& out, 
 
 namespace {
 
-int run_forwarding_words(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  // fabric reads files or a switch, not the kernel: options of its own.
-  if (!args.empty() && args[0] == "fabric")
-    return run_forwarding_fabric_cli(std::vector<std::string>(args.begin() + 1, args.end()), out, err);
+// Parses the words after `forwarding` into vm; a value is the exit code to stop with.
+std::optional<int> parse_forwarding_words(const std::vector<std::string>& args, po::variables_map& vm,
+                                          std::ostream& err) {
   po::options_description all = forwarding_options();
   all.add_options()("sub", po::value<std::string>())("rest", po::value<std::vector<std::string>>());
   po::positional_options_description pos;
   pos.add("sub", 1).add("rest", -1);
-  po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
     po::notify(vm);
@@ -267,37 +266,38 @@ int run_forwarding_words(const std::vector<std::string>& args, std::ostream& out
     err << "ocslab-agent forwarding: " << message << "\nTry 'ocslab-agent forwarding --help'.\n";
     return kExitUsage;
   }
-  if (vm.count("help")) {
-    out << forwarding_help();
-    return kExitOk;
+  return std::nullopt;
+}
+
+int run_ping(const po::variables_map& vm, std::ostream& out, std::ostream& err) {
+  if (!vm.count("if") || vm.count("listen") == vm.count("connect") || !vm.count("secret-file")) {
+    err << "ocslab-agent forwarding ping: give --if IF, one of --listen ADDR:PORT / --connect HOST:PORT and "
+           "--secret-file FILE\n";
+    return kExitUsage;
   }
-  std::string sub = vm.count("sub") ? vm["sub"].as<std::string>() : "";
-  if (sub == "ping") {
-    if (!vm.count("if") || vm.count("listen") == vm.count("connect") || !vm.count("secret-file")) {
-      err << "ocslab-agent forwarding ping: give --if IF, one of --listen ADDR:PORT / --connect HOST:PORT and "
-             "--secret-file FILE\n";
-      return kExitUsage;
-    }
-    PingOptions o;
-    o.iface = vm["if"].as<std::string>();
-    o.listen = vm.count("listen") ? vm["listen"].as<std::string>() : "";
-    o.connect = vm.count("connect") ? vm["connect"].as<std::string>() : "";
-    o.any_address = vm.count("any-address") > 0;
-    o.count = vm["count"].as<int>();
-    o.timeout_s = vm["timeout-s"].as<double>();
-    try {
-      o.secret = read_ping_secret(vm["secret-file"].as<std::string>());
-    } catch (const Error& e) {
-      err << "ocslab-agent forwarding ping: " << e.what() << "\n";
-      return kExitInput;
-    }
-    return forwarding_ping(o, out, err);
+  PingOptions o;
+  o.iface = vm["if"].as<std::string>();
+  o.listen = vm.count("listen") ? vm["listen"].as<std::string>() : "";
+  o.connect = vm.count("connect") ? vm["connect"].as<std::string>() : "";
+  o.any_address = vm.count("any-address") > 0;
+  o.count = vm["count"].as<int>();
+  o.timeout_s = vm["timeout-s"].as<double>();
+  try {
+    o.secret = read_ping_secret(vm["secret-file"].as<std::string>());
+  } catch (const Error& e) {
+    err << "ocslab-agent forwarding ping: " << e.what() << "\n";
+    return kExitInput;
   }
+  return forwarding_ping(o, out, err);
+}
+
+// The words a kernel subcommand (plan ... clear) takes; a value is the exit code to stop with.
+std::optional<int> check_kernel_words(const std::string& sub, const po::variables_map& vm, std::ostream& err) {
   if (sub != "plan" && sub != "diff" && sub != "apply" && sub != "rollback" && sub != "clear" && sub != "verify") {
     err << (sub.empty() ? std::string("ocslab-agent forwarding: give a subcommand")
-                        : "ocslab-agent forwarding: " +
-                              unknown_word_message("subcommand", sub,
-                                                   {"plan", "diff", "apply", "verify", "rollback", "clear", "fabric", "ping"}))
+                        : "ocslab-agent forwarding: " + unknown_word_message("subcommand", sub,
+                                                                             {"plan", "diff", "apply", "verify",
+                                                                              "rollback", "clear", "fabric", "ping"}))
         << "\nTry 'ocslab-agent forwarding --help'.\n";
     return kExitUsage;
   }
@@ -314,7 +314,138 @@ int run_forwarding_words(const std::vector<std::string>& args, std::ostream& out
     err << "ocslab-agent forwarding " << sub << ": give one of --fabric FILE or --plan FILE\n";
     return kExitUsage;
   }
-  bool json = vm.count("json") > 0;
+  return std::nullopt;
+}
+
+// What every kernel subcommand works with.
+struct KernelCommand {
+  const std::string& sub;
+  const po::variables_map& vm;
+  fw::Forwarder& fwd;
+  const fw::ApplyOptions& options;
+  std::string host;  // --host; empty when not given
+  bool json;
+  std::ostream& out;
+};
+
+int run_plan(KernelCommand& c) {
+  if (c.host.empty()) c.host = default_host();
+  std::vector<std::string> unreachable;
+  fw::HostPlan p = host_plan(c.vm, c.host, &unreachable);
+  if (c.json) {
+    nlohmann::json j = fw::to_json(p);
+    j["commands"] = fw::commands(p);
+    j["unreachable"] = unreachable;
+    j["tags"] = {{"route_protocol", fw::kRouteProtocol},
+                 {"tc_chain", fw::kTcChain},
+                 {"tc_prio_first", fw::kTcPrioFirst},
+                 {"tc_prio_last", fw::kTcPrioLast},
+                 {"action_cookie", fw::kActionCookie}};
+    c.out << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  c.out << fmt::format("host {}: {} routes, {} permanent neighbours, {} clsact qdiscs, {} filters\n", c.host,
+                       p.routes.size(), p.neighbours.size(), p.qdiscs.size(), p.filters.size());
+  c.out << fmt::format("tags: route protocol {}, tc chain {} prio {:#x}..{:#x}, action cookie {}\n", fw::kRouteProtocol,
+                       fw::kTcChain, fw::kTcPrioFirst, fw::kTcPrioLast, fw::kActionCookie);
+  for (const auto& u : unreachable) c.out << "unreachable (not programmed): " << u << "\n";
+  c.out << "commands, in apply order:\n";
+  for (const auto& cmd : fw::commands(p)) c.out << "  " << cmd << "\n";
+  return kExitOk;
+}
+
+// diff and apply (and verify's plan): --plan names its host, --fabric needs one.
+fw::HostPlan kernel_plan(KernelCommand& c) {
+  if (c.host.empty() && !c.vm.count("plan")) c.host = default_host();
+  fw::HostPlan p = host_plan(c.vm, c.host, nullptr);
+  c.host = p.host;
+  return p;
+}
+
+int run_diff_or_apply(KernelCommand& c) {
+  fw::HostPlan p = kernel_plan(c);
+  fw::ApplyReport r = c.sub == "diff" ? c.fwd.diff(p) : c.fwd.apply(p);
+  print_report(c.sub, c.host, r, c.fwd.journal_path(), c.json, c.out);
+  return kExitOk;
+}
+
+// Read-only: the diff apply would make, plus every ocslab filter's hit counter.
+int run_verify(KernelCommand& c) {
+  fw::HostPlan p = kernel_plan(c);
+  fw::ApplyReport r = c.fwd.diff(p);
+  auto filters = fw::owned_filters(fw::programmable(p, c.options.relay));
+  bool in_sync = r.changes.empty();
+  if (c.json) {
+    nlohmann::json fj = nlohmann::json::array();
+    for (const auto& f : filters)
+      fj.push_back({{"dev", f.rule.dev},
+                    {"prio", f.rule.prio},
+                    {"dst", f.rule.dst},
+                    {"set_eth_dst", f.rule.set_eth_dst},
+                    {"redirect_dev", f.rule.redirect_dev},
+                    {"packets", f.packets},
+                    {"bytes", f.bytes},
+                    {"problem", f.problem}});
+    c.out << nlohmann::json{{"operation", "verify"},
+                            {"host", c.host},
+                            {"in_sync", in_sync},
+                            {"diff", fw::to_json(r.changes)},
+                            {"filters", fj}}
+                 .dump(2)
+          << "\n";
+  } else {
+    if (in_sync)
+      c.out << fmt::format("verify: host {}: in sync with the plan\n", c.host);
+    else
+      c.out << fmt::format("verify: host {}: {} difference(s) ({}); apply would run:\n", c.host, r.changes.size(),
+                           counts(r.changes));
+    for (const auto& cmd : fw::commands(r.changes)) c.out << "  " << cmd << "\n";
+    for (const auto& f : filters)
+      c.out << fmt::format("  filter {} prio {} dst {} -> {}: {} packets, {} bytes{}\n", f.rule.dev, f.rule.prio,
+                           f.rule.dst, f.rule.redirect_dev, f.packets, f.bytes,
+                           f.problem.empty() ? "" : " (" + f.problem + ")");
+  }
+  return in_sync ? kExitOk : kExitMismatch;
+}
+
+int run_rollback(KernelCommand& c) {
+  auto j = c.fwd.journal();
+  fw::ApplyReport r = c.fwd.rollback();
+  print_report(c.sub, j ? j->host : c.host, r, c.fwd.journal_path(), c.json, c.out);
+  return kExitOk;
+}
+
+int run_clear(KernelCommand& c) {
+  if (c.host.empty()) {
+    auto j = c.fwd.journal();
+    c.host = j ? j->host : default_host();
+  }
+  fw::ApplyReport r = c.fwd.clear(c.host);
+  print_report(c.sub, c.host, r, c.fwd.journal_path(), c.json, c.out);
+  return kExitOk;
+}
+
+int run_kernel_command(KernelCommand& c) {
+  if (c.sub == "plan") return run_plan(c);
+  if (c.sub == "diff" || c.sub == "apply") return run_diff_or_apply(c);
+  if (c.sub == "verify") return run_verify(c);
+  if (c.sub == "rollback") return run_rollback(c);
+  return run_clear(c);
+}
+
+int run_forwarding_words(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  // fabric reads files or a switch, not the kernel: options of its own.
+  if (!args.empty() && args[0] == "fabric")
+    return run_forwarding_fabric_cli(std::vector<std::string>(args.begin() + 1, args.end()), out, err);
+  po::variables_map vm;
+  if (auto rc = parse_forwarding_words(args, vm, err)) return *rc;
+  if (vm.count("help")) {
+    out << forwarding_help();
+    return kExitOk;
+  }
+  std::string sub = vm.count("sub") ? vm["sub"].as<std::string>() : "";
+  if (sub == "ping") return run_ping(vm, out, err);
+  if (auto rc = check_kernel_words(sub, vm, err)) return *rc;
   fw::ApplyOptions o;
   o.state_dir = vm["state-dir"].as<std::string>();
   o.relay = vm.count("no-relay") == 0;
@@ -327,95 +458,9 @@ int run_forwarding_words(const std::vector<std::string>& args, std::ostream& out
     }
   }
   fw::Forwarder fwd(o);
-  std::string host = vm.count("host") ? vm["host"].as<std::string>() : "";
+  KernelCommand c{sub, vm, fwd, o, vm.count("host") ? vm["host"].as<std::string>() : "", vm.count("json") > 0, out};
   try {
-    if (sub == "plan") {
-      if (host.empty()) host = default_host();
-      std::vector<std::string> unreachable;
-      fw::HostPlan p = host_plan(vm, host, &unreachable);
-      if (json) {
-        nlohmann::json j = fw::to_json(p);
-        j["commands"] = fw::commands(p);
-        j["unreachable"] = unreachable;
-        j["tags"] = {{"route_protocol", fw::kRouteProtocol},
-                     {"tc_chain", fw::kTcChain},
-                     {"tc_prio_first", fw::kTcPrioFirst},
-                     {"tc_prio_last", fw::kTcPrioLast},
-                     {"action_cookie", fw::kActionCookie}};
-        out << j.dump(2) << "\n";
-      } else {
-        out << fmt::format("host {}: {} routes, {} permanent neighbours, {} clsact qdiscs, {} filters\n", host,
-                           p.routes.size(), p.neighbours.size(), p.qdiscs.size(), p.filters.size());
-        out << fmt::format("tags: route protocol {}, tc chain {} prio {:#x}..{:#x}, action cookie {}\n",
-                           fw::kRouteProtocol, fw::kTcChain, fw::kTcPrioFirst, fw::kTcPrioLast, fw::kActionCookie);
-        for (const auto& u : unreachable) out << "unreachable (not programmed): " << u << "\n";
-        out << "commands, in apply order:\n";
-        for (const auto& c : fw::commands(p)) out << "  " << c << "\n";
-      }
-      return kExitOk;
-    }
-    if (sub == "diff" || sub == "apply") {
-      if (host.empty() && !vm.count("plan")) host = default_host();
-      fw::HostPlan p = host_plan(vm, host, nullptr);
-      host = p.host;
-      fw::ApplyReport r = sub == "diff" ? fwd.diff(p) : fwd.apply(p);
-      print_report(sub, host, r, fwd.journal_path(), json, out);
-      return kExitOk;
-    }
-    if (sub == "verify") {
-      // Read-only: the diff apply would make, plus every ocslab filter's hit counter.
-      if (host.empty() && !vm.count("plan")) host = default_host();
-      fw::HostPlan p = host_plan(vm, host, nullptr);
-      host = p.host;
-      fw::ApplyReport r = fwd.diff(p);
-      auto filters = fw::owned_filters(fw::programmable(p, o.relay));
-      bool in_sync = r.changes.empty();
-      if (json) {
-        nlohmann::json fj = nlohmann::json::array();
-        for (const auto& f : filters)
-          fj.push_back({{"dev", f.rule.dev},
-                        {"prio", f.rule.prio},
-                        {"dst", f.rule.dst},
-                        {"set_eth_dst", f.rule.set_eth_dst},
-                        {"redirect_dev", f.rule.redirect_dev},
-                        {"packets", f.packets},
-                        {"bytes", f.bytes},
-                        {"problem", f.problem}});
-        out << nlohmann::json{{"operation", "verify"},
-                              {"host", host},
-                              {"in_sync", in_sync},
-                              {"diff", fw::to_json(r.changes)},
-                              {"filters", fj}}
-                   .dump(2)
-            << "\n";
-      } else {
-        if (in_sync)
-          out << fmt::format("verify: host {}: in sync with the plan\n", host);
-        else
-          out << fmt::format("verify: host {}: {} difference(s) ({}); apply would run:\n", host, r.changes.size(),
-                             counts(r.changes));
-        for (const auto& c : fw::commands(r.changes)) out << "  " << c << "\n";
-        for (const auto& f : filters)
-          out << fmt::format("  filter {} prio {} dst {} -> {}: {} packets, {} bytes{}\n", f.rule.dev, f.rule.prio,
-                             f.rule.dst, f.rule.redirect_dev, f.packets, f.bytes,
-                             f.problem.empty() ? "" : " (" + f.problem + ")");
-      }
-      return in_sync ? kExitOk : kExitMismatch;
-    }
-    if (sub == "rollback") {
-      auto j = fwd.journal();
-      fw::ApplyReport r = fwd.rollback();
-      print_report(sub, j ? j->host : host, r, fwd.journal_path(), json, out);
-      return kExitOk;
-    }
-    // clear
-    if (host.empty()) {
-      auto j = fwd.journal();
-      host = j ? j->host : default_host();
-    }
-    fw::ApplyReport r = fwd.clear(host);
-    print_report(sub, host, r, fwd.journal_path(), json, out);
-    return kExitOk;
+    return run_kernel_command(c);
   } catch (const ConfigError& e) {
     err << "ocslab-agent forwarding " << sub << ": " << e.what() << "\n";
     return kExitInput;

@@ -1,5 +1,7 @@
 #include "ocslab/common/config.h"
 
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -46,6 +48,57 @@ long long as_int(const YamlDoc& doc, const YAML::Node& node) {
   } catch (const YAML::Exception&) {
     throw config_error(doc, node, "expected an integer, got '" + node.Scalar() + "'");
   }
+}
+
+int int_in(const YamlDoc& doc, const YAML::Node& node, long long min, long long max, const char* what) {
+  long long v = as_int(doc, node);
+  if (v < min || v > max) {
+    throw config_error(doc, node,
+                       std::string(what) + " must be in [" + std::to_string(min) + ", " + std::to_string(max) +
+                           "], got " + std::to_string(v));
+  }
+  return static_cast<int>(v);
+}
+
+std::pair<std::string, int> as_host_port(const YamlDoc& doc, const YAML::Node& node, const std::string& what) {
+  std::string text = as_string(doc, node);
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    throw config_error(doc, node, what + " '" + text + "' is not HOST:PORT");
+  int port = -1;
+  try {
+    size_t used = 0;
+    port = std::stoi(text.substr(colon + 1), &used);
+    if (used != text.size() - colon - 1) port = -1;
+  } catch (const std::exception&) {
+    port = -1;
+  }
+  if (port < 0 || port > 65535) throw config_error(doc, node, what + " '" + text + "': port must be 0..65535");
+  return {text.substr(0, colon), port};
+}
+
+std::vector<std::string> as_strings(const YamlDoc& doc, const YAML::Node& node, const std::string& what) {
+  if (node.IsScalar()) return {as_string(doc, node)};
+  if (!node.IsSequence()) throw config_error(doc, node, what + " must be a list");
+  std::vector<std::string> out;
+  for (const auto& x : node) out.push_back(as_string(doc, x));
+  return out;
+}
+
+std::string beside_file(const YamlDoc& doc, const std::string& path) {
+  std::filesystem::path p(path);
+  if (p.is_relative() && !doc.origin.empty()) p = std::filesystem::path(doc.origin).parent_path() / p;
+  return p.string();
+}
+
+std::string resolve_path(const YamlDoc& doc, const std::string& path) {
+  if (path.empty()) return path;
+  std::string p = path;
+  if (p.rfind("~/", 0) == 0) {
+    const char* home = std::getenv("HOME");
+    p = std::string(home ? home : "") + p.substr(1);
+  }
+  return std::filesystem::weakly_canonical(beside_file(doc, p)).string();
 }
 
 std::string as_string(const YamlDoc& doc, const YAML::Node& node) {

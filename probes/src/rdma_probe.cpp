@@ -253,6 +253,224 @@ RdmaProbe::RdmaProbe(RdmaProbeConfig config) : config_(std::move(config)) {}
 
 RdmaProbe::~RdmaProbe() { stop(); }
 
+// The probe thread: pairs with the peer (again after an error or a lost control connection),
+// sends one message per interval (client) and turns completions into stalls, resumes and QP
+// errors until stop(). Each step of an iteration is a method; run() names them in order.
+struct RdmaProbe::Loop {
+  explicit Loop(RdmaProbe& probe)
+      : probe(probe),
+        m(*probe.impl_),
+        server(m.cfg.role == RdmaProbeConfig::Role::kServer),
+        interval_ns(static_cast<int64_t>(m.cfg.interval.count()) * 1000),
+        outage(now(), m.cfg.outage_factor * static_cast<double>(interval_ns)),
+        next_send(monotonic_ns()),
+        counter_ns(static_cast<int64_t>(m.cfg.counter_period.count()) * 1'000'000),
+        have_counters(m.counters && !m.counters->empty()),
+        next_counters(monotonic_ns() + counter_ns) {}
+
+  void run() {
+    m.read_counters();  // the baseline
+    while (!probe.stop_) {
+      read_counters_when_due();
+      if (!paired && !pair()) continue;
+      if (!send_when_due()) continue;
+      pollfd p[3] = {{m.channel->fd, POLLIN, 0}, {m.wake_fd, POLLIN, 0}, {server ? m.ctl->fd() : -1, POLLIN, 0}};
+      if (!wait(p)) break;
+      if (server && ((p[2].revents & (POLLIN | POLLHUP | POLLERR)) || m.ctl->partial()) && !read_control()) continue;
+      if (p[0].revents & POLLIN) ack_cq_event();
+      take_completions();
+    }
+    // An outage still going on when the probe stops: its start is known, its end is not.
+    if (auto since = outage.open_outage(now())) m.emit(*since, "stalled", 1, "");
+    m.read_counters();
+  }
+
+ private:
+  // Waits are cut short for the next periodic counter read.
+  int64_t until_counters_ns(int64_t wait_ns) const {
+    if (!have_counters || counter_ns <= 0) return wait_ns;
+    return std::clamp<int64_t>(next_counters - monotonic_ns(), 0, wait_ns);
+  }
+
+  void recreated() {
+    ++probe.recreated_;
+    m.emit(now(), "qp_recreated", m.qp->qp_num, "qpn");
+  }
+
+  void setup_failed(const std::exception& e) {
+    paired = false;
+    m.ctl.reset();
+    if (probe.stop_) return;  // stop() cut a wait short: not a setup error
+    spdlog::warn("RDMA probe {}: {} (retrying)", m.subject, e.what());
+    m.emit(now(), "setup_error", 0, "");
+    outage.setup_failed();
+  }
+
+  void read_counters_when_due() {
+    if (!have_counters) return;
+    int64_t mono_now = monotonic_ns();
+    // An outage noticed: the counters now, before the retransmissions pile up, so that
+    // what moved during it is told apart from what moved before.
+    if (outage.outage_noticed(mono_now)) {
+      m.read_counters();
+      next_counters = monotonic_ns() + counter_ns;
+    } else if (counter_ns > 0 && mono_now >= next_counters) {
+      m.read_counters();
+      next_counters += counter_ns;
+      if (next_counters < mono_now) next_counters = mono_now + counter_ns;
+    }
+  }
+
+  // (Re)establishes the control connection and the QP pair; false when not paired (yet).
+  bool pair() {
+    try {
+      if (server) {
+        // Unauthenticated and slow clients are dropped in there without holding this up.
+        auto peer =
+            m.server->wait_for_peer(std::chrono::milliseconds(until_counters_ns(500'000'000) / 1'000'000), m.wake_fd);
+        if (!peer) return false;
+        m.ctl = std::move(peer->connection);
+        m.server_pair(peer->qp);
+      } else {
+        if (!m.client_connect()) {
+          pollfd p{m.wake_fd, POLLIN, 0};
+          ::poll(&p, 1, static_cast<int>(until_counters_ns(500'000'000) / 1'000'000));
+          return false;
+        }
+        m.client_pair();
+      }
+      paired = true;
+      outstanding = false;
+      if (server) outage.attempted(now());
+      // Any pair after the first is a re-creation: after a QP error the client's in-place
+      // re-pair can fail (the server's reply missed the deadline) and come back here over
+      // a fresh control connection; the new QP is re-created all the same.
+      if (paired_before) recreated();
+      paired_before = true;
+      return true;
+    } catch (const std::exception& e) {
+      setup_failed(e);
+      return false;
+    }
+  }
+
+  // Client: one SEND in flight at a time, one per interval. False when the send failed.
+  bool send_when_due() {
+    int64_t mono = monotonic_ns();
+    if (server || outstanding || mono < next_send) return true;
+    try {
+      m.post_send(++seq);
+      outstanding = true;
+      outage.attempted(now());
+    } catch (const std::exception& e) {
+      setup_failed(e);
+      return false;
+    }
+    next_send += interval_ns;
+    if (next_send < mono) next_send = mono + interval_ns;
+    return true;
+  }
+
+  // Until a completion, a wake-up, a control line or the next send or counter read; false on a
+  // poll error.
+  bool wait(pollfd (&p)[3]) const {
+    int64_t wait_ns =
+        until_counters_ns((!server && !outstanding) ? std::max<int64_t>(0, next_send - monotonic_ns()) : 50'000'000);
+    // A line the client started must be complete by its deadline: woken at least every 50 ms.
+    if (server && m.ctl && m.ctl->partial()) wait_ns = std::min<int64_t>(wait_ns, 50'000'000);
+    timespec ts{static_cast<time_t>(wait_ns / 1'000'000'000), static_cast<long>(wait_ns % 1'000'000'000)};
+    return !(::ppoll(p, 3, &ts, nullptr) < 0 && errno != EINTR);
+  }
+
+  // Server: the client re-created its QP (after an error) or went away. False when reading its
+  // line failed.
+  bool read_control() {
+    try {
+      QpInfo remote;
+      auto st = m.ctl->poll_qp(remote);
+      if (st == BoundedLineReader::Status::kEof) {
+        paired = false;
+        m.ctl.reset();
+      } else if (st == BoundedLineReader::Status::kLine) {
+        m.server_pair(remote);
+        recreated();
+      }
+      return true;
+    } catch (const std::exception& e) {
+      setup_failed(e);
+      return false;
+    }
+  }
+
+  void ack_cq_event() {
+    ibv_cq* ev_cq = nullptr;
+    void* ev_ctx = nullptr;
+    if (ibv_get_cq_event(m.channel, &ev_cq, &ev_ctx) == 0) {
+      ibv_ack_cq_events(ev_cq, 1);
+      ibv_req_notify_cq(m.cq, 0);
+    }
+  }
+
+  void take_completions() {
+    ibv_wc wc[32];
+    int n = ibv_poll_cq(m.cq, 32, wc);
+    if (n <= 0) return;
+    Timestamp t = now();  // right after the completions were taken
+    bool broken = false, resumed = false;
+    for (int i = 0; i < n; ++i) {
+      if ((wc[i].wr_id >> 32) != m.generation) continue;  // a QP destroyed since
+      ++probe.completions_;
+      m.emit(t, "completion", wc[i].status, "wc_status");
+      if (wc[i].status == IBV_WC_SUCCESS) {
+        if (auto r = outage.good_completion(t)) {
+          m.emit(r->stalled_at, "stalled", 1, "");
+          m.emit(r->resumed_at, "resumed", r->gap_ms, "ms");
+          resumed = true;
+        }
+        if (server) {
+          try {
+            m.post_recv(static_cast<uint32_t>(wc[i].wr_id & 0xffffffff));
+          } catch (const std::exception& e) {
+            setup_failed(e);
+          }
+        } else {
+          outstanding = false;
+        }
+      } else if (!broken) {
+        broken = true;
+        ++probe.errors_;
+        m.emit(t, "qp_error", wc[i].status, "wc_status");
+        spdlog::info("RDMA probe {}: QP {} in error: {}", m.subject, m.qp->qp_num, ibv_wc_status_str(wc[i].status));
+      }
+    }
+    if (resumed || broken) m.read_counters();
+    if (broken && !server) {
+      // The QP is in error: a fresh pair, exchanged over the management network.
+      try {
+        m.client_pair();
+        recreated();
+      } catch (const std::exception& e) {
+        setup_failed(e);
+      }
+      outstanding = false;
+    }
+  }
+
+  RdmaProbe& probe;
+  Impl& m;
+  const bool server;
+  const int64_t interval_ns;
+  // When traffic counts as stalled and a completion as a resume (outage_tracker.h).
+  OutageTracker outage;
+  bool paired = false, outstanding = false;
+  uint64_t seq = 0;
+  bool paired_before = false;  // a pair after the first is a re-creation
+  int64_t next_send;
+  const int64_t counter_ns;
+  const bool have_counters;
+  int64_t next_counters;
+};
+
 ProbeStatus RdmaProbe::start(SampleSink sink) {
   if (thread_.joinable()) throw Error("RDMA probe on " + config_.interface + " started twice");
   if (!valid_control_secret(config_.secret))
@@ -285,175 +503,7 @@ ProbeStatus RdmaProbe::start(SampleSink sink) {
                                    config_.retry_cnt, config_.rnr_retry) +
                        counters_text;
   stop_ = false;
-  thread_ = std::thread([this] {
-    Impl& m = *impl_;
-    const bool server = m.cfg.role == RdmaProbeConfig::Role::kServer;
-    const int64_t interval_ns = static_cast<int64_t>(m.cfg.interval.count()) * 1000;
-    // When traffic counts as stalled and a completion as a resume (outage_tracker.h).
-    OutageTracker outage(now(), m.cfg.outage_factor * static_cast<double>(interval_ns));
-    bool paired = false, outstanding = false;
-    uint64_t seq = 0;
-    bool paired_before = false;  // a pair after the first is a re-creation
-    int64_t next_send = monotonic_ns();
-    const int64_t counter_ns = static_cast<int64_t>(m.cfg.counter_period.count()) * 1'000'000;
-    const bool have_counters = m.counters && !m.counters->empty();
-    int64_t next_counters = monotonic_ns() + counter_ns;
-    m.read_counters();  // the baseline
-    // Waits are cut short for the next periodic counter read.
-    auto until_counters_ns = [&](int64_t wait_ns) {
-      if (!have_counters || counter_ns <= 0) return wait_ns;
-      return std::clamp<int64_t>(next_counters - monotonic_ns(), 0, wait_ns);
-    };
-    auto recreated = [&] {
-      ++recreated_;
-      m.emit(now(), "qp_recreated", m.qp->qp_num, "qpn");
-    };
-    auto setup_failed = [&](const std::exception& e) {
-      paired = false;
-      m.ctl.reset();
-      if (stop_) return;  // stop() cut a wait short: not a setup error
-      spdlog::warn("RDMA probe {}: {} (retrying)", m.subject, e.what());
-      m.emit(now(), "setup_error", 0, "");
-      outage.setup_failed();
-    };
-    while (!stop_) {
-      if (have_counters) {
-        int64_t mono_now = monotonic_ns();
-        // An outage noticed: the counters now, before the retransmissions pile up, so that
-        // what moved during it is told apart from what moved before.
-        if (outage.outage_noticed(mono_now)) {
-          m.read_counters();
-          next_counters = monotonic_ns() + counter_ns;
-        } else if (counter_ns > 0 && mono_now >= next_counters) {
-          m.read_counters();
-          next_counters += counter_ns;
-          if (next_counters < mono_now) next_counters = mono_now + counter_ns;
-        }
-      }
-      // (Re)establish the control connection and the QP pair.
-      if (!paired) {
-        try {
-          if (server) {
-            // Unauthenticated and slow clients are dropped in there without holding this up.
-            auto peer = m.server->wait_for_peer(std::chrono::milliseconds(until_counters_ns(500'000'000) / 1'000'000),
-                                                m.wake_fd);
-            if (!peer) continue;
-            m.ctl = std::move(peer->connection);
-            m.server_pair(peer->qp);
-          } else {
-            if (!m.client_connect()) {
-              pollfd p{m.wake_fd, POLLIN, 0};
-              ::poll(&p, 1, static_cast<int>(until_counters_ns(500'000'000) / 1'000'000));
-              continue;
-            }
-            m.client_pair();
-          }
-          paired = true;
-          outstanding = false;
-          if (server) outage.attempted(now());
-          // Any pair after the first is a re-creation: after a QP error the client's in-place
-          // re-pair can fail (the server's reply missed the deadline) and come back here over
-          // a fresh control connection; the new QP is re-created all the same.
-          if (paired_before) recreated();
-          paired_before = true;
-        } catch (const std::exception& e) {
-          setup_failed(e);
-          continue;
-        }
-      }
-      // Client: one SEND in flight at a time, one per interval.
-      int64_t mono = monotonic_ns();
-      if (!server && !outstanding && mono >= next_send) {
-        try {
-          m.post_send(++seq);
-          outstanding = true;
-          outage.attempted(now());
-        } catch (const std::exception& e) {
-          setup_failed(e);
-          continue;
-        }
-        next_send += interval_ns;
-        if (next_send < mono) next_send = mono + interval_ns;
-      }
-      int64_t wait_ns =
-          until_counters_ns((!server && !outstanding) ? std::max<int64_t>(0, next_send - monotonic_ns()) : 50'000'000);
-      // A line the client started must be complete by its deadline: woken at least every 50 ms.
-      if (server && m.ctl && m.ctl->partial()) wait_ns = std::min<int64_t>(wait_ns, 50'000'000);
-      pollfd p[3] = {{m.channel->fd, POLLIN, 0}, {m.wake_fd, POLLIN, 0}, {server ? m.ctl->fd() : -1, POLLIN, 0}};
-      timespec ts{static_cast<time_t>(wait_ns / 1'000'000'000), static_cast<long>(wait_ns % 1'000'000'000)};
-      if (::ppoll(p, 3, &ts, nullptr) < 0 && errno != EINTR) break;
-      if (server && ((p[2].revents & (POLLIN | POLLHUP | POLLERR)) || m.ctl->partial())) {
-        // The client re-created its QP (after an error) or went away.
-        try {
-          QpInfo remote;
-          auto st = m.ctl->poll_qp(remote);
-          if (st == BoundedLineReader::Status::kEof) {
-            paired = false;
-            m.ctl.reset();
-          } else if (st == BoundedLineReader::Status::kLine) {
-            m.server_pair(remote);
-            recreated();
-          }
-        } catch (const std::exception& e) {
-          setup_failed(e);
-          continue;
-        }
-      }
-      if (p[0].revents & POLLIN) {
-        ibv_cq* ev_cq = nullptr;
-        void* ev_ctx = nullptr;
-        if (ibv_get_cq_event(m.channel, &ev_cq, &ev_ctx) == 0) {
-          ibv_ack_cq_events(ev_cq, 1);
-          ibv_req_notify_cq(m.cq, 0);
-        }
-      }
-      ibv_wc wc[32];
-      int n = ibv_poll_cq(m.cq, 32, wc);
-      if (n <= 0) continue;
-      Timestamp t = now();  // right after the completions were taken
-      bool broken = false, resumed = false;
-      for (int i = 0; i < n; ++i) {
-        if ((wc[i].wr_id >> 32) != m.generation) continue;  // a QP destroyed since
-        ++completions_;
-        m.emit(t, "completion", wc[i].status, "wc_status");
-        if (wc[i].status == IBV_WC_SUCCESS) {
-          if (auto r = outage.good_completion(t)) {
-            m.emit(r->stalled_at, "stalled", 1, "");
-            m.emit(r->resumed_at, "resumed", r->gap_ms, "ms");
-            resumed = true;
-          }
-          if (server) {
-            try {
-              m.post_recv(static_cast<uint32_t>(wc[i].wr_id & 0xffffffff));
-            } catch (const std::exception& e) {
-              setup_failed(e);
-            }
-          } else {
-            outstanding = false;
-          }
-        } else if (!broken) {
-          broken = true;
-          ++errors_;
-          m.emit(t, "qp_error", wc[i].status, "wc_status");
-          spdlog::info("RDMA probe {}: QP {} in error: {}", m.subject, m.qp->qp_num, ibv_wc_status_str(wc[i].status));
-        }
-      }
-      if (resumed || broken) m.read_counters();
-      if (broken && !server) {
-        // The QP is in error: a fresh pair, exchanged over the management network.
-        try {
-          m.client_pair();
-          recreated();
-        } catch (const std::exception& e) {
-          setup_failed(e);
-        }
-        outstanding = false;
-      }
-    }
-    // An outage still going on when the probe stops: its start is known, its end is not.
-    if (auto since = outage.open_outage(now())) m.emit(*since, "stalled", 1, "");
-    m.read_counters();
-  });
+  thread_ = std::thread([this] { Loop(*this).run(); });
   return ProbeStatus{true, method, ""};
 }
 

@@ -196,43 +196,58 @@ bool is_layer(Kind k) { return k != Kind::kCommand && k != Kind::kAck; }
 // Preference among sources of the same layer: ground truth first.
 int light_rank(Kind k) { return k == Kind::kLightEmulator ? 0 : k == Kind::kLightOcsPower ? 1 : 2; }
 
-}  // namespace
+// One computation of a breakdown. Each step reads the timeline's events (in time order) and
+// leaves what it learnt in the fields the later steps read; run() names the steps in order.
+class BreakdownPass {
+ public:
+  BreakdownPass(const Timeline& tl, const BreakdownOptions& options, const Intents* intents)
+      : tl_(tl), strs_(tl.strings), options_(options), intents_(intents), ev_(tl.events) {
+    std::stable_sort(ev_.begin(), ev_.end(), [](const Event& a, const Event& b) { return a.t_ns < b.t_ns; });
+  }
 
-Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options, const Intents* intents) {
-  const StringTable& strs = tl.strings;
-  std::vector<Event> ev = tl.events;
-  std::stable_sort(ev.begin(), ev.end(), [](const Event& a, const Event& b) { return a.t_ns < b.t_ns; });
+  Breakdown run() {
+    find_pairs();
+    cut_iterations();
+    read_commands();
+    read_intents();
+    read_peers();
+    read_history();
+    read_edges();
+    write_rows();
+    return std::move(out_);
+  }
 
+ private:
   // Host/interface pairs and their preferred light and firmware sources.
-  std::map<std::pair<uint32_t, uint32_t>, size_t> pair_index;
-  std::vector<Pair> pairs;
-  std::vector<int> pair_of(ev.size(), -1);
-  bool any_command = false;
-  for (size_t i = 0; i < ev.size(); ++i) {
-    const Event& e = ev[i];
-    if (e.kind == Kind::kCommand) any_command = true;
-    if (!is_layer(e.kind) || strs.str(e.host) == "switch") continue;
-    auto [it, added] = pair_index.emplace(std::make_pair(e.host, e.subject), pairs.size());
-    if (added) pairs.push_back({e.host, e.subject});
-    Pair& p = pairs[it->second];
-    pair_of[i] = static_cast<int>(it->second);
-    if (e.kind == Kind::kLightEmulator || e.kind == Kind::kLightOcsPower || e.kind == Kind::kRxPower) {
-      if (!p.has_light || light_rank(e.kind) < light_rank(p.light)) p.light = e.kind;
-      p.has_light = true;
+  void find_pairs() {
+    std::map<std::pair<uint32_t, uint32_t>, size_t> pair_index;
+    pair_of_.assign(ev_.size(), -1);
+    for (size_t i = 0; i < ev_.size(); ++i) {
+      const Event& e = ev_[i];
+      if (e.kind == Kind::kCommand) any_command_ = true;
+      if (!is_layer(e.kind) || strs_.str(e.host) == "switch") continue;
+      auto [it, added] = pair_index.emplace(std::make_pair(e.host, e.subject), pairs_.size());
+      if (added) pairs_.push_back({e.host, e.subject});
+      Pair& p = pairs_[it->second];
+      pair_of_[i] = static_cast<int>(it->second);
+      if (e.kind == Kind::kLightEmulator || e.kind == Kind::kLightOcsPower || e.kind == Kind::kRxPower) {
+        if (!p.has_light || light_rank(e.kind) < light_rank(p.light)) p.light = e.kind;
+        p.has_light = true;
+      }
+      if (e.kind == Kind::kLinkEmulator || e.kind == Kind::kLinkFirmware) {
+        if (!p.has_firmware || e.kind == Kind::kLinkEmulator) p.firmware = e.kind;
+        p.has_firmware = true;
+      }
+      if (e.kind == Kind::kCarrier) p.has_carrier = true;
+      if (e.kind == Kind::kStalled || e.kind == Kind::kResumed) p.has_rdma = true;
     }
-    if (e.kind == Kind::kLinkEmulator || e.kind == Kind::kLinkFirmware) {
-      if (!p.has_firmware || e.kind == Kind::kLinkEmulator) p.firmware = e.kind;
-      p.has_firmware = true;
-    }
-    if (e.kind == Kind::kCarrier) p.has_carrier = true;
-    if (e.kind == Kind::kStalled || e.kind == Kind::kResumed) p.has_rdma = true;
   }
 
   // The layer and 0/1 state of an event from a pair's selected sources; -1 when it is not one.
-  auto layer_state = [&](size_t i, int& layer) -> int {
-    const Event& e = ev[i];
-    if (pair_of[i] < 0) return -1;
-    const Pair& p = pairs[static_cast<size_t>(pair_of[i])];
+  int layer_state(size_t i, int& layer) const {
+    const Event& e = ev_[i];
+    if (pair_of_[i] < 0) return -1;
+    const Pair& p = pairs_[static_cast<size_t>(pair_of_[i])];
     switch (e.kind) {
       case Kind::kLightEmulator:
       case Kind::kLightOcsPower:
@@ -242,7 +257,7 @@ Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options,
       case Kind::kRxPower:
         if (e.kind != p.light) return -1;
         layer = kLight;
-        return e.value >= options.dark_dbm;
+        return e.value >= options_.dark_dbm;
       case Kind::kLinkEmulator:
       case Kind::kLinkFirmware:
         if (e.kind != p.firmware) return -1;
@@ -254,92 +269,105 @@ Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options,
       default:
         return -1;
     }
-  };
+  }
 
-  // Which iteration each event belongs to (index into iters; iteration 0 and earlier rows
+  // Which iteration each event belongs to (index into iters_; iteration 0 and earlier rows
   // included, dropped when the rows are written).
-  Breakdown out;
-  std::vector<Iteration> iters;
-  std::vector<size_t> iter_of(ev.size());
-  if (tl.has_iteration) {
-    out.iterations_from = "iteration column";
-    std::map<std::pair<std::string_view, int>, size_t> index;
-    for (size_t i = 0; i < ev.size(); ++i) {
-      auto [it, added] =
-          index.emplace(std::make_pair(std::string_view(strs.str(ev[i].run)), ev[i].iteration), iters.size());
-      if (added) iters.push_back({ev[i].run, ev[i].iteration, {}, 0, {}, {}});
-      iter_of[i] = it->second;
-    }
-  } else {
-    std::vector<int64_t> starts;
-    if (any_command) {
-      out.iterations_from = "ocs commands";
-      for (const Event& e : ev) {
-        // Saturating: a nonsensical t_ns must not overflow.
-        int64_t start = 0;
-        if (__builtin_sub_overflow(e.t_ns, kWindowBeforeCommandNs, &start)) start = std::numeric_limits<int64_t>::min();
-        if (e.kind == Kind::kCommand) starts.push_back(start);
+  void cut_iterations() {
+    iter_of_.resize(ev_.size());
+    if (tl_.has_iteration) {
+      out_.iterations_from = "iteration column";
+      std::map<std::pair<std::string_view, int>, size_t> index;
+      for (size_t i = 0; i < ev_.size(); ++i) {
+        auto [it, added] =
+            index.emplace(std::make_pair(std::string_view(strs_.str(ev_[i].run)), ev_[i].iteration), iters_.size());
+        if (added) iters_.push_back({ev_[i].run, ev_[i].iteration, {}, 0, {}, {}});
+        iter_of_[i] = it->second;
       }
     } else {
-      out.iterations_from = "layer edges";
-      std::map<std::pair<size_t, int>, int> last;  // (pair, layer) -> previous state
-      for (size_t i = 0; i < ev.size(); ++i) {
-        int layer = 0;
-        int state = layer_state(i, layer);
-        if (state < 0) continue;
-        auto key = std::make_pair(static_cast<size_t>(pair_of[i]), layer);
-        auto it = last.find(key);
-        bool falling = it != last.end() && it->second == 1 && state == 0;
-        last[key] = state;
-        // Unsigned: events are sorted, so the difference is >= 0 and fits even for extreme stamps.
-        if (falling && (starts.empty() || static_cast<uint64_t>(ev[i].t_ns) - static_cast<uint64_t>(starts.back()) >
-                                              static_cast<uint64_t>(kMinGapNs)))
-          starts.push_back(ev[i].t_ns);
-      }
+      out_.iterations_from = any_command_ ? "ocs commands" : "layer edges";
+      std::vector<int64_t> starts = any_command_ ? command_starts() : edge_starts();
+      for (size_t n = 0; n <= starts.size(); ++n) iters_.push_back({0, static_cast<int>(n), {}, 0, {}, {}});
+      for (size_t i = 0; i < ev_.size(); ++i)
+        iter_of_[i] = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), ev_[i].t_ns) - starts.begin());
     }
-    for (size_t n = 0; n <= starts.size(); ++n) iters.push_back({0, static_cast<int>(n), {}, 0, {}, {}});
-    for (size_t i = 0; i < ev.size(); ++i)
-      iter_of[i] = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), ev[i].t_ns) - starts.begin());
+    for (auto& it : iters_) it.pairs.resize(pairs_.size());
   }
-  for (auto& it : iters) it.pairs.resize(pairs.size());
+
+  // Iterations cut at the OCS commands: each starts kWindowBeforeCommandNs before its command.
+  std::vector<int64_t> command_starts() const {
+    std::vector<int64_t> starts;
+    for (const Event& e : ev_) {
+      // Saturating: a nonsensical t_ns must not overflow.
+      int64_t start = 0;
+      if (__builtin_sub_overflow(e.t_ns, kWindowBeforeCommandNs, &start)) start = std::numeric_limits<int64_t>::min();
+      if (e.kind == Kind::kCommand) starts.push_back(start);
+    }
+    return starts;
+  }
+
+  // Iterations cut where a layer goes down, more than kMinGapNs after the previous cut.
+  std::vector<int64_t> edge_starts() const {
+    std::vector<int64_t> starts;
+    std::map<std::pair<size_t, int>, int> last;  // (pair, layer) -> previous state
+    for (size_t i = 0; i < ev_.size(); ++i) {
+      int layer = 0;
+      int state = layer_state(i, layer);
+      if (state < 0) continue;
+      auto key = std::make_pair(static_cast<size_t>(pair_of_[i]), layer);
+      auto it = last.find(key);
+      bool falling = it != last.end() && it->second == 1 && state == 0;
+      last[key] = state;
+      // Unsigned: events are sorted, so the difference is >= 0 and fits even for extreme stamps.
+      if (falling && (starts.empty() || static_cast<uint64_t>(ev_[i].t_ns) - static_cast<uint64_t>(starts.back()) >
+                                            static_cast<uint64_t>(kMinGapNs)))
+        starts.push_back(ev_[i].t_ns);
+    }
+    return starts;
+  }
 
   // Commands first: an iteration's run and mapping decide its intents before its layer rows
   // are read.
-  for (size_t i = 0; i < ev.size(); ++i) {
-    const Event& e = ev[i];
-    Iteration& it = iters[iter_of[i]];
-    if (e.kind == Kind::kCommand && !it.issued) {
-      it.issued = e.t_ns;
-      it.mapping = e.subject;
-      if (!tl.has_iteration) it.run = e.run;
+  void read_commands() {
+    for (size_t i = 0; i < ev_.size(); ++i) {
+      const Event& e = ev_[i];
+      Iteration& it = iters_[iter_of_[i]];
+      if (e.kind == Kind::kCommand && !it.issued) {
+        it.issued = e.t_ns;
+        it.mapping = e.subject;
+        if (!tl_.has_iteration) it.run = e.run;
+      }
     }
   }
 
   // What each iteration meant to do to each pair (kUnknown without intents).
-  out.has_intents = intents != nullptr;
-  if (intents) out.intents_from = intents->from;
-  std::vector<std::vector<Intent>> intent(iters.size(), std::vector<Intent>(pairs.size(), Intent::kUnknown));
-  if (intents) {
-    for (size_t ii = 0; ii < iters.size(); ++ii) {
-      if (iters[ii].number < 1) continue;
-      for (size_t pi = 0; pi < pairs.size(); ++pi)
-        intent[ii][pi] = intents->at(strs.str(iters[ii].run), iters[ii].number, strs.str(iters[ii].mapping),
-                                             strs.str(pairs[pi].host), strs.str(pairs[pi].iface));
+  void read_intents() {
+    out_.has_intents = intents_ != nullptr;
+    if (intents_) out_.intents_from = intents_->from;
+    intent_.assign(iters_.size(), std::vector<Intent>(pairs_.size(), Intent::kUnknown));
+    if (!intents_) return;
+    for (size_t ii = 0; ii < iters_.size(); ++ii) {
+      if (iters_[ii].number < 1) continue;
+      for (size_t pi = 0; pi < pairs_.size(); ++pi)
+        intent_[ii][pi] = intents_->at(strs_.str(iters_[ii].run), iters_[ii].number, strs_.str(iters_[ii].mapping),
+                                       strs_.str(pairs_[pi].host), strs_.str(pairs_[pi].iface));
     }
   }
 
   // With intents, each row's partner before and after (RdmaPeers): which of the host's
   // peer-labelled RDMA queue pairs its stall and resume come from.
-  std::vector<std::vector<RdmaPeers>> peers(iters.size(), std::vector<RdmaPeers>(pairs.size()));
-  if (intents) {
-    for (size_t ii = 0; ii < iters.size(); ++ii) {
+  void read_peers() {
+    peers_.assign(iters_.size(), std::vector<RdmaPeers>(pairs_.size()));
+    if (!intents_) return;
+    for (size_t ii = 0; ii < iters_.size(); ++ii) {
       const IterationIntent* known =
-          iters[ii].number < 1 ? nullptr
-                               : intents->find(strs.str(iters[ii].run), iters[ii].number, strs.str(iters[ii].mapping));
+          iters_[ii].number < 1
+              ? nullptr
+              : intents_->find(strs_.str(iters_[ii].run), iters_[ii].number, strs_.str(iters_[ii].mapping));
       if (!known) continue;
-      for (size_t pi = 0; pi < pairs.size(); ++pi) {
-        Endpoint ep{std::string(strs.str(pairs[pi].host)), std::string(strs.str(pairs[pi].iface))};
-        RdmaPeers& rp = peers[ii][pi];
+      for (size_t pi = 0; pi < pairs_.size(); ++pi) {
+        Endpoint ep{std::string(strs_.str(pairs_[pi].host)), std::string(strs_.str(pairs_[pi].iface))};
+        RdmaPeers& rp = peers_[ii][pi];
         // Known when the mappings give the port a partner before or after the command; a port
         // they name in neither (a NIC the mappings leave out) keeps the first stall and resume of
         // any of its queue pairs, as without intents.
@@ -352,159 +380,210 @@ Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options,
     }
   }
 
-  // Each pair's last state per layer over the whole timeline (-1: none yet): a port coming up
-  // from dark has no down edge in its iteration, so its up edge is a 0->1 change (or a first
-  // reading of 1) at or after the command.
-  std::vector<std::array<int, kLayerCount>> last_state(pairs.size(), {-1, -1, -1});
   // With intents, each pair's layer readings in time order: a port coming up must bring up the
   // layers that were not up at the command (a loopback's carrier is never down).
-  std::vector<std::array<std::vector<std::pair<int64_t, int>>, kLayerCount>> history(intents ? pairs.size() : 0);
-  if (intents) {
-    for (size_t i = 0; i < ev.size(); ++i) {
+  void read_history() {
+    history_.resize(intents_ ? pairs_.size() : 0);
+    if (!intents_) return;
+    for (size_t i = 0; i < ev_.size(); ++i) {
       int layer = 0;
       int state = layer_state(i, layer);
-      if (state >= 0) history[static_cast<size_t>(pair_of[i])][layer].emplace_back(ev[i].t_ns, state);
+      if (state >= 0) history_[static_cast<size_t>(pair_of_[i])][layer].emplace_back(ev_[i].t_ns, state);
     }
   }
+
   // The state of a pair's layer just before t (-1: no reading yet).
-  auto state_before = [&](size_t pi, int layer, int64_t t) {
-    const auto& h = history[pi][layer];
+  int state_before(size_t pi, int layer, int64_t t) const {
+    const auto& h = history_[pi][layer];
     auto it = std::lower_bound(h.begin(), h.end(), t, [](const auto& x, int64_t v) { return x.first < v; });
     return it == h.begin() ? -1 : std::prev(it)->second;
-  };
+  }
 
-  for (size_t i = 0; i < ev.size(); ++i) {
-    const Event& e = ev[i];
-    Iteration& it = iters[iter_of[i]];
-    if (e.kind == Kind::kCommand) continue;
-    if (e.kind == Kind::kAck) {
-      if (!it.ack) it.ack = std::make_pair(e.t_ns, e.value != 0);
-      continue;
+  // Each pair's first edges per layer and of RDMA in each iteration.
+  void read_edges() {
+    // Each pair's last state per layer over the whole timeline (-1: none yet): a port coming up
+    // from dark has no down edge in its iteration, so its up edge is a 0->1 change (or a first
+    // reading of 1) at or after the command.
+    std::vector<std::array<int, kLayerCount>> last_state(pairs_.size(), {-1, -1, -1});
+    for (size_t i = 0; i < ev_.size(); ++i) {
+      const Event& e = ev_[i];
+      Iteration& it = iters_[iter_of_[i]];
+      if (e.kind == Kind::kCommand) continue;
+      if (e.kind == Kind::kAck) {
+        if (!it.ack) it.ack = std::make_pair(e.t_ns, e.value != 0);
+        continue;
+      }
+      if (pair_of_[i] < 0) continue;
+      const auto pi = static_cast<size_t>(pair_of_[i]);
+      if (e.kind == Kind::kStalled || e.kind == Kind::kResumed) {
+        read_rdma_edge(i, pi);
+        continue;
+      }
+      int layer = 0;
+      int state = layer_state(i, layer);
+      if (state < 0) continue;
+      int before = last_state[pi][layer];
+      last_state[pi][layer] = state;
+      PairState& ps = it.pairs[pi];
+      if (intent_[iter_of_[i]][pi] == Intent::kUp) {
+        // A port coming up: only up edges at or after the command count; it has no down edges.
+        if (state == 1 && before != 1 && after_command(e, it) && !ps.up[layer]) ps.up[layer] = e.t_ns;
+        continue;
+      }
+      if (state == 0 && !ps.down[layer]) ps.down[layer] = e.t_ns;
+      if (state == 1 && ps.down[layer] && !ps.up[layer]) ps.up[layer] = e.t_ns;
     }
-    if (pair_of[i] < 0) continue;
-    const auto pi = static_cast<size_t>(pair_of[i]);
-    PairState& ps = it.pairs[pi];
+  }
+
+  static bool after_command(const Event& e, const Iteration& it) { return !it.issued || e.t_ns >= *it.issued; }
+
+  // A stalled or resumed event of pair pi: its first stall, and its first resume after it.
+  void read_rdma_edge(size_t i, size_t pi) {
+    const Event& e = ev_[i];
+    const Iteration& it = iters_[iter_of_[i]];
+    PairState& ps = iters_[iter_of_[i]].pairs[pi];
     // A port coming up: only up edges at or after the command count; it has no down edges.
-    const bool up = intent[iter_of[i]][pi] == Intent::kUp;
-    const bool after_command = !it.issued || e.t_ns >= *it.issued;
-    if ((e.kind == Kind::kStalled || e.kind == Kind::kResumed) && !strs.str(e.peer).empty() &&
-        peers[iter_of[i]][pi].known) {
+    const bool up = intent_[iter_of_[i]][pi] == Intent::kUp;
+    const bool after = after_command(e, it);
+    const RdmaPeers& rp = peers_[iter_of_[i]][pi];
+    if (!strs_.str(e.peer).empty() && rp.known) {
       // A peer-labelled queue pair with the mapping's partners known: the stall is the old
       // partner's pair's last one before the resume, the resume the new partner's first after the
       // command (its circuit was dark before it; for a port that keeps its partner, after a stall).
-      const RdmaPeers& rp = peers[iter_of[i]][pi];
-      std::string_view peer = strs.str(e.peer);
+      std::string_view peer = strs_.str(e.peer);
       if (e.kind == Kind::kStalled && !up && peer == rp.before && !ps.resumed) ps.stalled = e.t_ns;
-      if (e.kind == Kind::kResumed && peer == rp.after && after_command && !ps.resumed &&
+      if (e.kind == Kind::kResumed && peer == rp.after && after && !ps.resumed &&
           (up || ps.stalled || rp.before != rp.after))
         ps.resumed = e.t_ns;
-      continue;
+      return;
     }
     if (e.kind == Kind::kStalled) {
       if (!up && !ps.stalled) ps.stalled = e.t_ns;
-      continue;
+      return;
     }
-    if (e.kind == Kind::kResumed) {
-      if (up ? after_command && !ps.resumed : ps.stalled && !ps.resumed) ps.resumed = e.t_ns;
-      continue;
-    }
-    int layer = 0;
-    int state = layer_state(i, layer);
-    if (state < 0) continue;
-    int before = last_state[pi][layer];
-    last_state[pi][layer] = state;
-    if (up) {
-      if (state == 1 && before != 1 && after_command && !ps.up[layer]) ps.up[layer] = e.t_ns;
-      continue;
-    }
-    if (state == 0 && !ps.down[layer]) ps.down[layer] = e.t_ns;
-    if (state == 1 && ps.down[layer] && !ps.up[layer]) ps.up[layer] = e.t_ns;
+    if (up ? after && !ps.resumed : ps.stalled && !ps.resumed) ps.resumed = e.t_ns;
   }
 
-  std::vector<size_t> iter_order;
-  for (size_t i = 0; i < iters.size(); ++i)
-    if (iters[i].number >= 1) iter_order.push_back(i);
-  std::sort(iter_order.begin(), iter_order.end(), [&](size_t a, size_t b) {
-    return std::make_tuple(std::string_view(strs.str(iters[a].run)), iters[a].number) <
-           std::make_tuple(std::string_view(strs.str(iters[b].run)), iters[b].number);
-  });
-  std::vector<size_t> pair_order(pairs.size());
-  for (size_t i = 0; i < pairs.size(); ++i) pair_order[i] = i;
-  std::sort(pair_order.begin(), pair_order.end(), [&](size_t a, size_t b) {
-    return std::make_tuple(std::string_view(strs.str(pairs[a].host)), std::string_view(strs.str(pairs[a].iface))) <
-           std::make_tuple(std::string_view(strs.str(pairs[b].host)), std::string_view(strs.str(pairs[b].iface)));
-  });
+  // One row per iteration (1 and later) and pair, by run, iteration, host and interface.
+  void write_rows() {
+    std::vector<size_t> iter_order;
+    for (size_t i = 0; i < iters_.size(); ++i)
+      if (iters_[i].number >= 1) iter_order.push_back(i);
+    std::sort(iter_order.begin(), iter_order.end(), [&](size_t a, size_t b) {
+      return std::make_tuple(std::string_view(strs_.str(iters_[a].run)), iters_[a].number) <
+             std::make_tuple(std::string_view(strs_.str(iters_[b].run)), iters_[b].number);
+    });
+    std::vector<size_t> pair_order(pairs_.size());
+    for (size_t i = 0; i < pairs_.size(); ++i) pair_order[i] = i;
+    std::sort(pair_order.begin(), pair_order.end(), [&](size_t a, size_t b) {
+      return std::make_tuple(std::string_view(strs_.str(pairs_[a].host)),
+                             std::string_view(strs_.str(pairs_[a].iface))) <
+             std::make_tuple(std::string_view(strs_.str(pairs_[b].host)), std::string_view(strs_.str(pairs_[b].iface)));
+    });
+    out_.iterations = iter_order.size();
+    for (size_t ii : iter_order)
+      for (size_t pi : pair_order) out_.rows.push_back(make_row(ii, pi));
+  }
 
-  out.iterations = iter_order.size();
-  for (size_t ii : iter_order) {
-    const Iteration& it = iters[ii];
-    for (size_t pi : pair_order) {
-      const PairState& ps = it.pairs[pi];
-      BreakdownRow r;
-      r.run = strs.str(it.run);
-      r.iteration = it.number;
-      r.mapping = strs.str(it.mapping);
-      r.host = strs.str(pairs[pi].host);
-      r.interface = strs.str(pairs[pi].iface);
-      r.edges[kIssued] = it.issued;
-      if (it.ack && it.ack->second) r.edges[kAcked] = it.ack->first;
-      r.edges[kLightLost] = ps.down[kLight];
-      r.edges[kLightBack] = ps.up[kLight];
-      r.edges[kFirmwareDown] = ps.down[kFirmwareLayer];
-      r.edges[kFirmwareUp] = ps.up[kFirmwareLayer];
-      r.edges[kCarrierDown] = ps.down[kCarrierLayer];
-      r.edges[kCarrierUp] = ps.up[kCarrierLayer];
-      r.edges[kRdmaStalled] = ps.stalled;
-      r.edges[kRdmaResumed] = ps.resumed;
-      r.intent = intent[ii][pi];
-      const Pair& p = pairs[pi];
-      // Coming up: every layer the pair is probed on that was not up at the command must have
-      // come up (RDMA always: its first traffic); nothing to bring up and nothing came up:
-      // unaffected.
-      bool came_up = true, expected = p.has_rdma, any_up = ps.resumed.has_value();
-      if (r.intent == Intent::kUp) {
-        const std::array<bool, kLayerCount> probed = {p.has_light, p.has_firmware, p.has_carrier};
-        for (int l = 0; l < kLayerCount; ++l) {
-          any_up = any_up || ps.up[l].has_value();
-          if (!probed[l] || (it.issued && state_before(pi, l, *it.issued) == 1)) continue;
-          expected = true;
-          came_up = came_up && ps.up[l].has_value();
-          r.awaited |= static_cast<uint8_t>(1u << l);  // kLight, kFirmwareLayer, kCarrierLayer: bits 1, 2, 4
-        }
-        came_up = came_up && (!p.has_rdma || ps.resumed);
-        if (p.has_rdma) r.awaited |= kAwaitedRdma;
-      }
-      bool went_down = ps.stalled.has_value();
-      bool stayed_down = ps.stalled && !ps.resumed;
+  BreakdownRow make_row(size_t ii, size_t pi) const {
+    const Iteration& it = iters_[ii];
+    const PairState& ps = it.pairs[pi];
+    BreakdownRow r;
+    r.run = strs_.str(it.run);
+    r.iteration = it.number;
+    r.mapping = strs_.str(it.mapping);
+    r.host = strs_.str(pairs_[pi].host);
+    r.interface = strs_.str(pairs_[pi].iface);
+    r.edges[kIssued] = it.issued;
+    if (it.ack && it.ack->second) r.edges[kAcked] = it.ack->first;
+    r.edges[kLightLost] = ps.down[kLight];
+    r.edges[kLightBack] = ps.up[kLight];
+    r.edges[kFirmwareDown] = ps.down[kFirmwareLayer];
+    r.edges[kFirmwareUp] = ps.up[kFirmwareLayer];
+    r.edges[kCarrierDown] = ps.down[kCarrierLayer];
+    r.edges[kCarrierUp] = ps.up[kCarrierLayer];
+    r.edges[kRdmaStalled] = ps.stalled;
+    r.edges[kRdmaResumed] = ps.resumed;
+    r.intent = intent_[ii][pi];
+    RowFacts f = row_facts(ii, pi, r);
+    std::optional<int64_t> capture_end = it.issued ? tl_.capture_lost_at(r.run, r.host) : std::nullopt;
+    f.capture_lost = capture_end && *capture_end < *it.issued;
+    r.status = classify_row(f);
+    if (r.status == Status::kLost) r.capture_end_ns = capture_end;
+    return r;
+  }
+
+  // The facts classify_row decides the status from; sets r.awaited for a port coming up.
+  RowFacts row_facts(size_t ii, size_t pi, BreakdownRow& r) const {
+    const Iteration& it = iters_[ii];
+    const PairState& ps = it.pairs[pi];
+    const Pair& p = pairs_[pi];
+    RowFacts f;
+    f.command_failed = any_command_ && !(it.ack && it.ack->second);
+    f.intent = r.intent;
+    // Coming up: every layer the pair is probed on that was not up at the command must have
+    // come up (RDMA always: its first traffic).
+    f.came_up = true;
+    f.up_expected = p.has_rdma;
+    f.any_up = ps.resumed.has_value();
+    if (r.intent == Intent::kUp) {
+      const std::array<bool, kLayerCount> probed = {p.has_light, p.has_firmware, p.has_carrier};
       for (int l = 0; l < kLayerCount; ++l) {
-        went_down = went_down || ps.down[l].has_value();
-        stayed_down = stayed_down || (ps.down[l] && !ps.up[l]);
+        f.any_up = f.any_up || ps.up[l].has_value();
+        if (!probed[l] || (it.issued && state_before(pi, l, *it.issued) == 1)) continue;
+        f.up_expected = true;
+        f.came_up = f.came_up && ps.up[l].has_value();
+        r.awaited |= static_cast<uint8_t>(1u << l);  // kLight, kFirmwareLayer, kCarrierLayer: bits 1, 2, 4
       }
-      if (any_command && !(it.ack && it.ack->second)) {
-        r.status = Status::kFailed;
-      } else if (r.intent == Intent::kUp) {
-        r.status = !expected && !any_up ? Status::kUnaffected : came_up ? Status::kOk : Status::kIncomplete;
-      } else if (r.intent == Intent::kDark) {
-        r.status = Status::kDisconnected;
-      } else if (!went_down) {
-        r.status = Status::kUnaffected;
-      } else if (stayed_down) {
-        r.status = Status::kIncomplete;
-      } else {
-        r.status = Status::kOk;
-      }
-      // The host's capture ended before the command: whatever the switch side saw, the host's own
-      // layers were not observed (a failed command stays failed: that is the switch's).
-      if (r.status != Status::kFailed && it.issued) {
-        if (auto hb = tl.capture_lost_at(r.run, r.host); hb && *hb < *it.issued) {
-          r.status = Status::kLost;
-          r.capture_end_ns = hb;
-        }
-      }
-      out.rows.push_back(std::move(r));
+      f.came_up = f.came_up && (!p.has_rdma || ps.resumed);
+      if (p.has_rdma) r.awaited |= kAwaitedRdma;
     }
+    f.went_down = ps.stalled.has_value();
+    f.stayed_down = ps.stalled && !ps.resumed;
+    for (int l = 0; l < kLayerCount; ++l) {
+      f.went_down = f.went_down || ps.down[l].has_value();
+      f.stayed_down = f.stayed_down || (ps.down[l] && !ps.up[l]);
+    }
+    return f;
   }
-  return out;
+
+  const Timeline& tl_;
+  const StringTable& strs_;
+  const BreakdownOptions& options_;
+  const Intents* intents_;
+  std::vector<Event> ev_;  // the timeline's events in time order
+  std::vector<Pair> pairs_;
+  std::vector<int> pair_of_;  // each event's pair (index into pairs_), -1 for none
+  bool any_command_ = false;
+  std::vector<Iteration> iters_;
+  std::vector<size_t> iter_of_;                // each event's iteration (index into iters_)
+  std::vector<std::vector<Intent>> intent_;    // [iteration][pair]
+  std::vector<std::vector<RdmaPeers>> peers_;  // [iteration][pair]
+  std::vector<std::array<std::vector<std::pair<int64_t, int>>, kLayerCount>> history_;  // [pair][layer]
+  Breakdown out_;
+};
+
+}  // namespace
+
+Status classify_row(const RowFacts& f) {
+  // A failed command stays failed even where the host's capture was lost: that is the switch's.
+  if (f.command_failed) return Status::kFailed;
+  if (f.capture_lost) return Status::kLost;
+  switch (f.intent) {
+    case Intent::kUp:
+      // Nothing to bring up and nothing came up: unaffected.
+      if (!f.up_expected && !f.any_up) return Status::kUnaffected;
+      return f.came_up ? Status::kOk : Status::kIncomplete;
+    case Intent::kDark:
+      return Status::kDisconnected;
+    default:
+      if (!f.went_down) return Status::kUnaffected;
+      return f.stayed_down ? Status::kIncomplete : Status::kOk;
+  }
+}
+
+Breakdown compute_breakdown(const Timeline& tl, const BreakdownOptions& options, const Intents* intents) {
+  return BreakdownPass(tl, options, intents).run();
 }
 
 std::vector<std::string> breakdown_columns() {

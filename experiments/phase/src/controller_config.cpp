@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include <boost/asio/ip/address.hpp>
-#include <filesystem>
 #include <set>
+#include <tuple>
 
 #include "ocslab/common/secret.h"
 
@@ -60,23 +60,17 @@ PolicyConfig parse_policy_config(const YamlDoc& doc, const YAML::Node& root) {
   }
   c.phase_table = as_string(doc, table);
   if (c.phase_table.empty()) throw config_error(doc, table, "phase_table must name a file");
-  std::filesystem::path path(c.phase_table);
-  if (path.is_relative() && !doc.origin.empty())
-    c.phase_table = (std::filesystem::path(doc.origin).parent_path() / path).string();
+  c.phase_table = beside_file(doc, c.phase_table);
   c.switch_time_ms = as_double(doc, st);
   if (!(c.switch_time_ms > 0 && c.switch_time_ms <= 3'600'000))
     throw config_error(doc, st, "switch_time_ms must be > 0 and at most 3600000");
   return c;
 }
 
-ControllerConfig parse_controller_config(const YamlDoc& doc) {
-  const auto& root = doc.root;
-  if (!root.IsMap()) throw config_error(doc, root, "a controller file is a mapping (job, pp, dims, rails, ...)");
-  only_keys(doc, root,
-            {"job", "pp", "dims", "initial", "listen", "token", "token_file", "ack_timeout_ms", "max_retries", "policy",
-             "phase_table", "switch_time_ms", "detect", "rails"});
-  ControllerConfig c;
-  c.origin = doc.origin;
+namespace {
+
+// job, pp, dims and the initial topology.
+void parse_layout(const YamlDoc& doc, const YAML::Node& root, ControllerConfig& c) {
   c.layout.job = as_string(doc, require(doc, root, "job"));
   auto pp = require(doc, root, "pp");
   c.layout.pp = static_cast<int>(as_int(doc, pp));
@@ -103,20 +97,10 @@ ControllerConfig parse_controller_config(const YamlDoc& doc) {
   } else {
     c.initial = TopoId::uniform(c.layout, c.layout.dims.empty() ? 0 : 1);
   }
-  if (auto l = root["listen"]) {
-    auto text = as_string(doc, l);
-    auto colon = text.rfind(':');
-    if (colon == std::string::npos || colon == 0)
-      throw config_error(doc, l, fmt::format("listen '{}' is not HOST:PORT", text));
-    c.listen_host = text.substr(0, colon);
-    try {
-      size_t pos = 0;
-      c.listen_port = std::stoi(text.substr(colon + 1), &pos);
-      if (pos != text.size() - colon - 1 || c.listen_port < 0 || c.listen_port > 65535) throw std::out_of_range("port");
-    } catch (const std::exception&) {
-      throw config_error(doc, l, fmt::format("listen '{}': port must be 0..65535", text));
-    }
-  }
+}
+
+// token or token_file; neither only for a controller that listens on loopback.
+void parse_token(const YamlDoc& doc, const YAML::Node& root, ControllerConfig& c) {
   if (root["token"] && root["token_file"])
     throw config_error(doc, root["token"], "token and token_file exclude each other: give one");
   if (auto t = root["token"]) {
@@ -127,9 +111,7 @@ ControllerConfig parse_controller_config(const YamlDoc& doc) {
   if (auto t = root["token_file"]) {
     c.token_file = as_string(doc, t);
     if (c.token_file.empty()) throw config_error(doc, t, "token_file must name a file");
-    std::filesystem::path p(c.token_file);
-    if (p.is_relative() && !doc.origin.empty())
-      c.token_file = (std::filesystem::path(doc.origin).parent_path() / p).string();
+    c.token_file = beside_file(doc, c.token_file);
   }
   if (c.token.empty() && c.token_file.empty()) {
     boost::system::error_code ec;
@@ -141,6 +123,80 @@ ControllerConfig parse_controller_config(const YamlDoc& doc) {
                                      c.listen_host));
     }
   }
+}
+
+// A rail's slots: one INGRESS-EGRESS circuit per rank, no port twice, inside its allow-list.
+void parse_slots(const YamlDoc& doc, const YAML::Node& slots, RailConfig& rc) {
+  if (!slots.IsSequence()) throw config_error(doc, slots, "slots is a list of INGRESS-EGRESS, one per rank");
+  std::set<int> ports;
+  for (const auto& s : slots) {
+    ocs::Circuit c2;
+    try {
+      c2 = ocs::parse_circuit(as_string(doc, s));
+    } catch (const ConfigError&) {
+      throw;
+    } catch (const Error& e) {
+      throw config_error(doc, s, e.what());
+    }
+    for (int p : {c2.ingress, c2.egress}) {
+      if (!ports.insert(p).second)
+        throw config_error(doc, s, fmt::format("port {} is in two slots of rail {}", p, rc.name));
+      if (rc.allow && !rc.allow->contains(p)) {
+        throw config_error(
+            doc, s, fmt::format("port {} of rail {} is outside its allow-list {}", p, rc.name, rc.allow->to_string()));
+      }
+    }
+    rc.slots.push_back({c2.ingress, c2.egress});
+  }
+}
+
+RailConfig parse_rail(const YamlDoc& doc, const YAML::Node& r, const ControllerConfig& c,
+                      std::set<std::string>& names) {
+  if (!r.IsMap()) throw config_error(doc, r, "a rail is {name, switch, slots, [allow]}");
+  only_keys(doc, r, {"name", "switch", "allow", "slots"});
+  RailConfig rc;
+  rc.name = as_string(doc, require(doc, r, "name"));
+  if (!names.insert(rc.name).second)
+    throw config_error(doc, r["name"], fmt::format("rail '{}' appears twice", rc.name));
+  auto sw = require(doc, r, "switch");
+  rc.url = as_string(doc, sw);
+  try {
+    (void)ocs::SwitchUrl::parse(rc.url);
+  } catch (const Error& e) {
+    throw config_error(doc, sw, e.what());
+  }
+  if (auto a = r["allow"]) {
+    try {
+      rc.allow = ocs::PortSet::parse(as_string(doc, a));
+    } catch (const ConfigError&) {
+      throw;
+    } catch (const Error& e) {
+      throw config_error(doc, a, e.what());
+    }
+  }
+  auto slots = require(doc, r, "slots");
+  parse_slots(doc, slots, rc);
+  if (static_cast<int>(rc.slots.size()) < c.layout.ranks()) {
+    throw config_error(doc, slots,
+                       fmt::format("rail {} has {} slots but job {} has {} ranks", rc.name, rc.slots.size(),
+                                   c.layout.job, c.layout.ranks()));
+  }
+  return rc;
+}
+
+}  // namespace
+
+ControllerConfig parse_controller_config(const YamlDoc& doc) {
+  const auto& root = doc.root;
+  if (!root.IsMap()) throw config_error(doc, root, "a controller file is a mapping (job, pp, dims, rails, ...)");
+  only_keys(doc, root,
+            {"job", "pp", "dims", "initial", "listen", "token", "token_file", "ack_timeout_ms", "max_retries", "policy",
+             "phase_table", "switch_time_ms", "detect", "rails"});
+  ControllerConfig c;
+  c.origin = doc.origin;
+  parse_layout(doc, root, c);
+  if (auto l = root["listen"]) std::tie(c.listen_host, c.listen_port) = as_host_port(doc, l, "listen");
+  parse_token(doc, root, c);
   if (auto t = root["ack_timeout_ms"]) {
     auto v = as_int(doc, t);
     if (v < 1 || v > 3'600'000) throw config_error(doc, t, "ack_timeout_ms must be 1..3600000");
@@ -159,59 +215,7 @@ ControllerConfig parse_controller_config(const YamlDoc& doc) {
   auto rails = require(doc, root, "rails");
   if (!rails.IsSequence() || rails.size() == 0) throw config_error(doc, rails, "rails is a non-empty list");
   std::set<std::string> names;
-  for (const auto& r : rails) {
-    if (!r.IsMap()) throw config_error(doc, r, "a rail is {name, switch, slots, [allow]}");
-    only_keys(doc, r, {"name", "switch", "allow", "slots"});
-    RailConfig rc;
-    rc.name = as_string(doc, require(doc, r, "name"));
-    if (!names.insert(rc.name).second)
-      throw config_error(doc, r["name"], fmt::format("rail '{}' appears twice", rc.name));
-    auto sw = require(doc, r, "switch");
-    rc.url = as_string(doc, sw);
-    try {
-      (void)ocs::SwitchUrl::parse(rc.url);
-    } catch (const Error& e) {
-      throw config_error(doc, sw, e.what());
-    }
-    if (auto a = r["allow"]) {
-      try {
-        rc.allow = ocs::PortSet::parse(as_string(doc, a));
-      } catch (const ConfigError&) {
-        throw;
-      } catch (const Error& e) {
-        throw config_error(doc, a, e.what());
-      }
-    }
-    auto slots = require(doc, r, "slots");
-    if (!slots.IsSequence()) throw config_error(doc, slots, "slots is a list of INGRESS-EGRESS, one per rank");
-    std::set<int> ports;
-    for (const auto& s : slots) {
-      ocs::Circuit c2;
-      try {
-        c2 = ocs::parse_circuit(as_string(doc, s));
-      } catch (const ConfigError&) {
-        throw;
-      } catch (const Error& e) {
-        throw config_error(doc, s, e.what());
-      }
-      for (int p : {c2.ingress, c2.egress}) {
-        if (!ports.insert(p).second)
-          throw config_error(doc, s, fmt::format("port {} is in two slots of rail {}", p, rc.name));
-        if (rc.allow && !rc.allow->contains(p)) {
-          throw config_error(
-              doc, s,
-              fmt::format("port {} of rail {} is outside its allow-list {}", p, rc.name, rc.allow->to_string()));
-        }
-      }
-      rc.slots.push_back({c2.ingress, c2.egress});
-    }
-    if (static_cast<int>(rc.slots.size()) < c.layout.ranks()) {
-      throw config_error(doc, slots,
-                         fmt::format("rail {} has {} slots but job {} has {} ranks", rc.name, rc.slots.size(),
-                                     c.layout.job, c.layout.ranks()));
-    }
-    c.rails.push_back(std::move(rc));
-  }
+  for (const auto& r : rails) c.rails.push_back(parse_rail(doc, r, c, names));
   return c;
 }
 

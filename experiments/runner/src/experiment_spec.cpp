@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "ocslab/common/ifname.h"
+#include "ocslab/common/text.h"
 #include "ocslab/runner/phase_workload.h"
 #include "ocslab/vlab/lab_spec.h"
 
@@ -60,38 +61,9 @@ std::vector<size_t> ExperimentSpec::schedule() const {
 
 namespace {
 
-std::string trim(const std::string& s) {
-  auto b = s.find_first_not_of(" \t");
-  auto e = s.find_last_not_of(" \t");
-  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
-}
-
 bool valid_name(const std::string& s) {
   static const std::regex re("^[A-Za-z0-9][A-Za-z0-9_.-]*$");
   return !s.empty() && s.size() <= 64 && std::regex_match(s, re);
-}
-
-std::string resolve_path(const std::string& origin, const std::string& p) {
-  if (p.empty()) return p;
-  std::string x = p;
-  if (x.rfind("~/", 0) == 0) {
-    const char* home = std::getenv("HOME");
-    x = std::string(home ? home : "") + x.substr(1);
-  }
-  fs::path path(x);
-  if (path.is_relative()) path = fs::path(origin).parent_path() / path;
-  return fs::weakly_canonical(path).string();
-}
-
-std::vector<std::string> string_list(const YamlDoc& doc, const YAML::Node& n) {
-  std::vector<std::string> out;
-  if (n.IsScalar()) {
-    out.push_back(as_string(doc, n));
-    return out;
-  }
-  if (!n.IsSequence()) throw config_error(doc, n, "expected a list of names");
-  for (const auto& x : n) out.push_back(as_string(doc, x));
-  return out;
 }
 
 double positive(const YamlDoc& doc, const YAML::Node& n, double min, double max, const char* what) {
@@ -101,18 +73,13 @@ double positive(const YamlDoc& doc, const YAML::Node& n, double min, double max,
   return v;
 }
 
-int int_in(const YamlDoc& doc, const YAML::Node& n, long long min, long long max, const char* what) {
-  long long v = as_int(doc, n);
-  if (v < min || v > max) throw config_error(doc, n, fmt::format("{} must be in [{}, {}], got {}", what, min, max, v));
-  return static_cast<int>(v);
-}
-
 // "HOST:NIC" of the spec's hosts.
 std::pair<size_t, std::string> parse_end(const YamlDoc& doc, const YAML::Node& node, const std::string& text,
                                          const ExperimentSpec& spec) {
   auto colon = text.find(':');
   if (colon == std::string::npos) throw config_error(doc, node, "'" + text + "': expected HOST:NIC (e.g. h1:eth1)");
-  std::string host = trim(text.substr(0, colon)), nic = trim(text.substr(colon + 1));
+  std::string host = std::string(trim_blanks(text.substr(0, colon))),
+              nic = std::string(trim_blanks(text.substr(colon + 1)));
   for (size_t h = 0; h < spec.hosts.size(); ++h) {
     if (spec.hosts[h].name != host) continue;
     if (!spec.hosts[h].nic(nic)) {
@@ -132,8 +99,8 @@ Link parse_link(const YamlDoc& doc, const YAML::Node& node, const ExperimentSpec
   if (p == std::string::npos) {
     throw config_error(doc, node, fmt::format("'{}': expected HOST:NIC {} HOST:NIC", text, arrow));
   }
-  auto a = parse_end(doc, node, trim(text.substr(0, p)), spec);
-  auto b = parse_end(doc, node, trim(text.substr(p + arrow.size())), spec);
+  auto a = parse_end(doc, node, std::string(trim_blanks(text.substr(0, p))), spec);
+  auto b = parse_end(doc, node, std::string(trim_blanks(text.substr(p + arrow.size()))), spec);
   if (a == b) throw config_error(doc, node, "'" + text + "' links a NIC to itself");
   return Link{a.first, b.first, a.second, b.second};
 }
@@ -148,7 +115,7 @@ void parse_lab(const YamlDoc& doc, const YAML::Node& lab, ExperimentSpec& spec) 
     spec.connect_concurrency = int_in(doc, lab["connect_concurrency"], 1, 1024, "connect_concurrency");
   }
   if (has_vlab) {
-    spec.vlab = resolve_path(doc.origin, as_string(doc, lab["vlab"]));
+    spec.vlab = resolve_path(doc, as_string(doc, lab["vlab"]));
     vlab::LabSpec l;
     try {
       l = vlab::load_lab_spec(spec.vlab);
@@ -195,8 +162,8 @@ void parse_lab(const YamlDoc& doc, const YAML::Node& lab, ExperimentSpec& spec) 
     if (rest.empty() || h.user.empty())
       throw config_error(doc, hn["ssh"], "'" + ssh + "': expected [USER@]HOST[:PORT]");
     h.ssh_host = rest;
-    if (hn["identity_file"]) h.identity_file = resolve_path(doc.origin, as_string(doc, hn["identity_file"]));
-    if (hn["known_hosts"]) h.known_hosts = resolve_path(doc.origin, as_string(doc, hn["known_hosts"]));
+    if (hn["identity_file"]) h.identity_file = resolve_path(doc, as_string(doc, hn["identity_file"]));
+    if (hn["known_hosts"]) h.known_hosts = resolve_path(doc, as_string(doc, hn["known_hosts"]));
     if (hn["agent"]) h.agent = as_string(doc, hn["agent"]);
     if (hn["agent_socket"]) h.agent_socket = as_string(doc, hn["agent_socket"]);
     h.mgmt = hn["mgmt"] ? as_string(doc, hn["mgmt"]) : h.ssh_host;
@@ -257,14 +224,14 @@ void parse_probes(const YamlDoc& doc, const YAML::Node& probes, ExperimentSpec& 
     if (!v.IsNull()) {
       only_keys(doc, v, {"hosts", "interfaces", "interval_ms", "params"});
       if (v["hosts"]) {
-        p.hosts = string_list(doc, v["hosts"]);
+        p.hosts = as_strings(doc, v["hosts"], "hosts");
         for (const auto& h : p.hosts) {
           bool found = false;
           for (const auto& x : spec.hosts) found = found || x.name == h;
           if (!found) throw config_error(doc, v["hosts"], "probe '" + name + "': unknown host '" + h + "'");
         }
       }
-      if (v["interfaces"]) p.interfaces = string_list(doc, v["interfaces"]);
+      if (v["interfaces"]) p.interfaces = as_strings(doc, v["interfaces"], "interfaces");
       for (const auto& i : p.interfaces) {
         if (auto why = spec_ifname_problem(i); !why.empty()) {
           throw config_error(doc, v["interfaces"],
@@ -354,8 +321,8 @@ void parse_switch(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& sp
         throw config_error(doc, sw["allow"], e.what());
       }
     }
-    if (sw["identity_file"]) spec.switch_identity_file = resolve_path(doc.origin, as_string(doc, sw["identity_file"]));
-    if (sw["known_hosts"]) spec.switch_known_hosts = resolve_path(doc.origin, as_string(doc, sw["known_hosts"]));
+    if (sw["identity_file"]) spec.switch_identity_file = resolve_path(doc, as_string(doc, sw["identity_file"]));
+    if (sw["known_hosts"]) spec.switch_known_hosts = resolve_path(doc, as_string(doc, sw["known_hosts"]));
   }
   if (spec.switch_url.empty() && spec.vlab.empty()) {
     throw config_error(doc, root["switch"] ? root["switch"] : root,

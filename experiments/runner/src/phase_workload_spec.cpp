@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "ocslab/phase/controller_config.h"
 #include "ocslab/runner/experiment_spec.h"
@@ -53,29 +54,6 @@ std::vector<phase::Slot> PhaseWorkloadSpec::slots(const std::vector<HostEntry>& 
 }
 
 namespace {
-
-std::string resolve(const std::string& origin, const std::string& p) {
-  fs::path path(p);
-  if (path.is_relative()) path = fs::path(origin).parent_path() / path;
-  return fs::weakly_canonical(path).string();
-}
-
-std::vector<std::string> strings(const YamlDoc& doc, const YAML::Node& n, const char* what) {
-  std::vector<std::string> out;
-  if (n.IsScalar()) {
-    out.push_back(as_string(doc, n));
-    return out;
-  }
-  if (!n.IsSequence()) throw config_error(doc, n, fmt::format("{} must be a list", what));
-  for (const auto& x : n) out.push_back(as_string(doc, x));
-  return out;
-}
-
-int int_in(const YamlDoc& doc, const YAML::Node& n, long long lo, long long hi, const char* what) {
-  long long v = as_int(doc, n);
-  if (v < lo || v > hi) throw config_error(doc, n, fmt::format("{} must be in [{}, {}], got {}", what, lo, hi, v));
-  return static_cast<int>(v);
-}
 
 bool loopback(const std::string& h) { return h == "127.0.0.1" || h == "localhost" || h == "::1"; }
 
@@ -450,7 +428,8 @@ void check_launcher(const YamlDoc& doc, const YAML::Node& where, const Experimen
 namespace {
 
 void parse_modes(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec& pw) {
-  pw.modes = wl["modes"] ? strings(doc, wl["modes"], "modes") : std::vector<std::string>{"on-demand", "provisioning"};
+  pw.modes =
+      wl["modes"] ? as_strings(doc, wl["modes"], "modes") : std::vector<std::string>{"on-demand", "provisioning"};
   if (pw.modes.empty())
     throw config_error(doc, wl["modes"], "modes must name at least one of native, on-demand, provisioning");
   for (size_t i = 0; i < pw.modes.size(); ++i) {
@@ -475,7 +454,7 @@ void parse_launcher(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec&
       only_keys(doc, l, {"name", "program", "args", "host"});
       name = as_string(doc, name_node);
       if (l["program"]) pw.launcher_program = as_string(doc, l["program"]);
-      if (l["args"]) pw.launcher_args = strings(doc, l["args"], "launcher.args");
+      if (l["args"]) pw.launcher_args = as_strings(doc, l["args"], "launcher.args");
       if (l["host"]) pw.launcher_host = as_string(doc, l["host"]);
     } else {
       name = as_string(doc, l);
@@ -537,7 +516,7 @@ void parse_group_if(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec&
 void parse_host_prep(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec& pw) {
   if (wl["pin_neighbours"]) pw.pin_neighbours = as_bool(doc, wl["pin_neighbours"]);
   if (wl["rxe"]) {
-    pw.rxe = strings(doc, wl["rxe"], "rxe");
+    pw.rxe = as_strings(doc, wl["rxe"], "rxe");
     for (const auto& nic : pw.rxe) {
       if (nic.empty() || nic.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.") !=
                              std::string::npos)
@@ -559,14 +538,14 @@ void parse_workload(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec&
   if (wl["pass_if"]) pw.pass_if = as_bool(doc, wl["pass_if"]);
 
   const auto& sched = require(doc, wl, "schedule");
-  pw.schedule_path = resolve(doc.origin, as_string(doc, sched));
+  pw.schedule_path = resolve_path(doc, as_string(doc, sched));
   try {
     pw.schedule = workloads::load_schedule(pw.schedule_path);
   } catch (const Error& e) {
     throw config_error(doc, sched, std::string("the schedule is not valid: ") + e.what());
   }
   parse_modes(doc, wl, pw);
-  if (wl["args"]) pw.args = strings(doc, wl["args"], "args");
+  if (wl["args"]) pw.args = as_strings(doc, wl["args"], "args");
   if (wl["port"]) pw.rendezvous_port = int_in(doc, wl["port"], 1, 65535, "port");
   if (wl["profile_steps"]) pw.profile_steps = int_in(doc, wl["profile_steps"], 1, 1000, "profile_steps");
   if (wl["timeout_s"]) pw.timeout_s = int_in(doc, wl["timeout_s"], 1, 86400, "timeout_s");
@@ -608,22 +587,6 @@ void parse_layout(const YamlDoc& doc, const YAML::Node& ph, const ExperimentSpec
     }
   } else {
     pw.initial = phase::TopoId::uniform(pw.layout, pw.layout.dims.empty() ? 0 : 1);
-  }
-}
-
-void parse_listen(const YamlDoc& doc, const YAML::Node& l, PhaseWorkloadSpec& pw) {
-  std::string text = as_string(doc, l);
-  auto colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0)
-    throw config_error(doc, l, fmt::format("listen '{}' is not HOST:PORT", text));
-  pw.listen_host = text.substr(0, colon);
-  try {
-    size_t used = 0;
-    pw.listen_port = std::stoi(text.substr(colon + 1), &used);
-    if (used != text.size() - colon - 1 || pw.listen_port < 0 || pw.listen_port > 65535)
-      throw std::out_of_range("port");
-  } catch (const std::exception&) {
-    throw config_error(doc, l, fmt::format("listen '{}': port must be 0..65535", text));
   }
 }
 
@@ -678,7 +641,7 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
              "max_retries", "policy", "phase_table", "switch_time_ms", "spares", "detect", "rails"});
   parse_layout(doc, ph, spec, pw);
   if (ph["rail"]) pw.rail = as_string(doc, ph["rail"]);
-  if (const auto& l = ph["listen"]) parse_listen(doc, l, pw);
+  if (const auto& l = ph["listen"]) std::tie(pw.listen_host, pw.listen_port) = as_host_port(doc, l, "listen");
   if (ph["ack_timeout_ms"]) pw.ack_timeout_ms = int_in(doc, ph["ack_timeout_ms"], 1, 3'600'000, "ack_timeout_ms");
   if (ph["settle_ms"]) pw.settle_ms = int_in(doc, ph["settle_ms"], 0, 600'000, "settle_ms");
   if (ph["max_retries"]) pw.max_retries = int_in(doc, ph["max_retries"], 0, 100, "max_retries");

@@ -8,6 +8,8 @@
 #include <map>
 #include <regex>
 
+#include "ocslab/common/text.h"
+
 namespace ocslab::vlab {
 
 namespace {
@@ -127,11 +129,165 @@ NicRef parse_nic_ref(const YamlDoc& doc, const YAML::Node& node, const std::stri
   throw config_error(doc, node, "unknown host '" + host + "' in link '" + text + "'");
 }
 
-std::string trim(const std::string& s) {
-  auto b = s.find_first_not_of(" \t");
-  auto e = s.find_last_not_of(" \t");
-  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
-}
+}  // namespace
+
+namespace {
+
+// One reading of a lab file: the names, addresses and ports seen so far (each may be used once)
+// and the steps that read its hosts, their NICs and its links.
+class LabSpecParser {
+ public:
+  LabSpecParser(const YamlDoc& doc, LabSpec& lab)
+      : doc_(doc),
+        lab_(lab),
+        sw_(lab.emulator.sw),
+        layout_(fmt::format("(switch is {}x{}: ingress 1..{}, egress {}..{})", sw_.ingress_ports, sw_.egress_ports,
+                            sw_.ingress_ports, sw_.ingress_ports + 1, sw_.ingress_ports + sw_.egress_ports)) {
+    if (doc.root["nic_model"]) default_link_ = emu::parse_nic_link(doc, doc.root["nic_model"], default_preset_);
+  }
+
+  void parse_hosts(const YAML::Node& hosts) {
+    if (!hosts.IsSequence() || hosts.size() == 0) throw config_error(doc_, hosts, "'hosts' must be a non-empty list");
+    for (const auto& h : hosts) parse_host(h);
+  }
+
+  void parse_links(const YAML::Node& links) {
+    if (!links || links.IsNull()) return;
+    if (!links.IsSequence()) throw config_error(doc_, links, "'links' must be a list of 'HOST:NIC <-> HOST:NIC'");
+    std::map<std::string, YAML::Node> linked;
+    for (const auto& l : links) {
+      std::string a, b;
+      if (l.IsSequence() && l.size() == 2) {
+        a = as_string(doc_, l[0]);
+        b = as_string(doc_, l[1]);
+      } else {
+        std::string text = as_string(doc_, l);
+        auto arrow = text.find("<->");
+        if (arrow == std::string::npos) throw config_error(doc_, l, "'" + text + "': expected 'HOST:NIC <-> HOST:NIC'");
+        a = std::string(trim_blanks(text.substr(0, arrow)));
+        b = std::string(trim_blanks(text.substr(arrow + 3)));
+      }
+      LinkSpec link{parse_nic_ref(doc_, l, a, lab_), parse_nic_ref(doc_, l, b, lab_)};
+      if (link.a.host == link.b.host && link.a.nic == link.b.nic)
+        throw config_error(doc_, l, "a link needs two different NICs");
+      once(linked, a, l, "NIC");
+      once(linked, b, l, "NIC");
+      lab_.links.push_back(link);
+    }
+  }
+
+ private:
+  void once(std::map<std::string, YAML::Node>& seen, const std::string& key, const YAML::Node& n,
+            const std::string& what) const {
+    auto [it, fresh] = seen.emplace(key, n);
+    if (!fresh)
+      throw config_error(doc_, n,
+                         fmt::format("{} {} used twice (also at line {})", what, key, it->second.Mark().line + 1));
+  }
+
+  void port_once(std::map<ocs::Port, YAML::Node>& seen, ocs::Port p, const YAML::Node& n) const {
+    auto [it, fresh] = seen.emplace(p, n);
+    if (!fresh)
+      throw config_error(doc_, n, fmt::format("port {} used twice (also at line {})", p, it->second.Mark().line + 1));
+  }
+
+  // An integer key of a host in [lo, hi]; `fallback` when absent.
+  int host_size(const YAML::Node& h, const char* key, long long lo, long long hi, const char* range, int fallback) {
+    if (!h[key]) return fallback;
+    long long v = as_int(doc_, h[key]);
+    if (v < lo || v > hi) throw config_error(doc_, h[key], fmt::format("{} must be {}", key, range));
+    return static_cast<int>(v);
+  }
+
+  void parse_host(const YAML::Node& h) {
+    only_keys(doc_, h, {"name", "cpus", "memory_mb", "tcg_cache_mb", "nics"});
+    HostSpec host;
+    host.name = as_string(doc_, require(doc_, h, "name"));
+    if (!valid_name(host.name, 20)) {
+      throw config_error(doc_, h["name"],
+                         "host name '" + host.name + "' must be lower-case letters, digits and '-' (at most 20)");
+    }
+    once(host_names_, host.name, h["name"], "host name");
+    host.cpus = host_size(h, "cpus", 1, 16, "1..16", host.cpus);
+    host.memory_mb = host_size(h, "memory_mb", 256, 16384, "256..16384", host.memory_mb);
+    host.tcg_cache_mb = host_size(h, "tcg_cache_mb", 32, 1024, "32..1024 (MiB)", host.tcg_cache_mb);
+    const YAML::Node nics = require(doc_, h, "nics");
+    if (!nics.IsSequence() || nics.size() == 0)
+      throw config_error(doc_, nics, host.name + ": 'nics' must be a non-empty list");
+    std::map<std::string, YAML::Node> nic_names;
+    for (const auto& n : nics) host.nics.push_back(parse_nic(n, host, nic_names));
+    check_standby_names(doc_, nics, host);
+    lab_.hosts.push_back(std::move(host));
+  }
+
+  DataNicSpec parse_nic(const YAML::Node& n, const HostSpec& host, std::map<std::string, YAML::Node>& nic_names) {
+    only_keys(doc_, n, {"name", "mac", "ip", "tx_port", "rx_port", "rdma", "if2", "if2_mac", "model", "standby_for"});
+    DataNicSpec nic;
+    nic.name = as_string(doc_, require(doc_, n, "name"));
+    if (!valid_name(nic.name, 14) || nic.name == "eth0" || nic.name == "lo") {
+      throw config_error(
+          doc_, n["name"],
+          "NIC name '" + nic.name + "' must be lower-case letters and digits, at most 14, not eth0 (management) or lo");
+    }
+    once(nic_names, nic.name, n["name"], host.name + ": NIC name");
+    // The emulator knows each NIC as "<host>-<nic>", and both may contain '-': h-x's y and
+    // h's x-y would be one NIC to it (its own lab file refuses duplicate names).
+    if (auto [it, fresh] = emulator_names_.emplace(host.name + "-" + nic.name, n["name"]); !fresh) {
+      throw config_error(doc_, n["name"],
+                         fmt::format("{}:{} has the emulator NIC name {}-{} of the NIC at line {}; rename a host "
+                                     "or NIC",
+                                     host.name, nic.name, host.name, nic.name, it->second.Mark().line + 1));
+    }
+    size_t hi = lab_.hosts.size() + 1, ni = host.nics.size() + 1;
+    nic.mac = n["mac"] ? parse_mac(doc_, n["mac"]) : fmt::format("52:54:00:6c:{:02x}:{:02x}", hi, ni);
+    once(macs_, nic.mac, n["mac"] ? n["mac"] : n, "MAC");
+    if (n["standby_for"]) {
+      parse_standby(doc_, n, host, nic);
+    } else {
+      nic.ip = parse_cidr(doc_, require(doc_, n, "ip"));
+      once(ips_, nic.address(), n["ip"], "address");
+    }
+    parse_nic_ports(n, host, nic);
+    if (n["rdma"]) nic.rdma = as_bool(doc_, n["rdma"]);
+    if (n["if2"]) nic.if2 = as_bool(doc_, n["if2"]);
+    if (n["if2_mac"] && !nic.if2) throw config_error(doc_, n["if2_mac"], "'if2_mac' needs 'if2: true'");
+    if (nic.if2) {
+      nic.if2_mac = n["if2_mac"] ? parse_mac(doc_, n["if2_mac"]) : fmt::format("52:54:00:6d:{:02x}:{:02x}", hi, ni);
+      once(macs_, nic.if2_mac, n["if2_mac"] ? n["if2_mac"] : n, "MAC");
+    }
+    nic.link = default_link_;
+    nic.link_preset = default_preset_;
+    if (n["model"]) nic.link = emu::parse_nic_link(doc_, n["model"], nic.link_preset);
+    return nic;
+  }
+
+  void parse_nic_ports(const YAML::Node& n, const HostSpec& host, DataNicSpec& nic) {
+    // Range-checked as written, before narrowing to a port: 4294967297 is not port 1.
+    const long long tx = as_int(doc_, require(doc_, n, "tx_port"));
+    const long long rx = as_int(doc_, require(doc_, n, "rx_port"));
+    if (tx < 1 || tx > sw_.ingress_ports) {
+      throw config_error(doc_, n["tx_port"],
+                         fmt::format("{}:{}: tx_port {} is not an ingress port {}", host.name, nic.name, tx, layout_));
+    }
+    if (rx <= sw_.ingress_ports || rx > static_cast<long long>(sw_.ingress_ports) + sw_.egress_ports) {
+      throw config_error(doc_, n["rx_port"],
+                         fmt::format("{}:{}: rx_port {} is not an egress port {}", host.name, nic.name, rx, layout_));
+    }
+    nic.tx_port = static_cast<ocs::Port>(tx);
+    nic.rx_port = static_cast<ocs::Port>(rx);
+    port_once(tx_used_, nic.tx_port, n["tx_port"]);
+    port_once(rx_used_, nic.rx_port, n["rx_port"]);
+  }
+
+  const YamlDoc& doc_;
+  LabSpec& lab_;
+  const emu::SwitchParams& sw_;
+  const std::string layout_;  // the switch's ports, for the messages
+  std::string default_preset_ = "ideal";
+  emu::NicLinkParams default_link_ = emu::NicLinkParams::preset("ideal");
+  std::map<std::string, YAML::Node> host_names_, macs_, ips_, emulator_names_;
+  std::map<ocs::Port, YAML::Node> tx_used_, rx_used_;
+};
 
 }  // namespace
 
@@ -149,141 +305,10 @@ LabSpec parse_lab_spec(const YamlDoc& doc) {
                        "lab name '" + lab.name + "' must be lower-case letters, digits and '-' (at most 40)");
   }
   if (root["slurm"]) lab.slurm = as_bool(doc, root["slurm"]);
-  const auto& sw = lab.emulator.sw;
-
   const YAML::Node hosts = require(doc, root, "hosts");
-  if (!hosts.IsSequence() || hosts.size() == 0) throw config_error(doc, hosts, "'hosts' must be a non-empty list");
-  std::map<std::string, YAML::Node> host_names, macs, ips, emulator_names;
-  std::map<ocs::Port, YAML::Node> tx_used, rx_used;
-  auto once = [&](std::map<std::string, YAML::Node>& seen, const std::string& key, const YAML::Node& n,
-                  const std::string& what) {
-    auto [it, fresh] = seen.emplace(key, n);
-    if (!fresh)
-      throw config_error(doc, n,
-                         fmt::format("{} {} used twice (also at line {})", what, key, it->second.Mark().line + 1));
-  };
-  auto port_once = [&](std::map<ocs::Port, YAML::Node>& seen, ocs::Port p, const YAML::Node& n) {
-    auto [it, fresh] = seen.emplace(p, n);
-    if (!fresh)
-      throw config_error(doc, n, fmt::format("port {} used twice (also at line {})", p, it->second.Mark().line + 1));
-  };
-  const std::string layout =
-      fmt::format("(switch is {}x{}: ingress 1..{}, egress {}..{})", sw.ingress_ports, sw.egress_ports,
-                  sw.ingress_ports, sw.ingress_ports + 1, sw.ingress_ports + sw.egress_ports);
-  std::string default_preset = "ideal";
-  emu::NicLinkParams default_link = emu::NicLinkParams::preset("ideal");
-  if (root["nic_model"]) default_link = emu::parse_nic_link(doc, root["nic_model"], default_preset);
-
-  for (const auto& h : hosts) {
-    only_keys(doc, h, {"name", "cpus", "memory_mb", "tcg_cache_mb", "nics"});
-    HostSpec host;
-    host.name = as_string(doc, require(doc, h, "name"));
-    if (!valid_name(host.name, 20)) {
-      throw config_error(doc, h["name"],
-                         "host name '" + host.name + "' must be lower-case letters, digits and '-' (at most 20)");
-    }
-    once(host_names, host.name, h["name"], "host name");
-    if (h["cpus"]) {
-      long long c = as_int(doc, h["cpus"]);
-      if (c < 1 || c > 16) throw config_error(doc, h["cpus"], "cpus must be 1..16");
-      host.cpus = static_cast<int>(c);
-    }
-    if (h["memory_mb"]) {
-      long long m = as_int(doc, h["memory_mb"]);
-      if (m < 256 || m > 16384) throw config_error(doc, h["memory_mb"], "memory_mb must be 256..16384");
-      host.memory_mb = static_cast<int>(m);
-    }
-    if (h["tcg_cache_mb"]) {
-      long long m = as_int(doc, h["tcg_cache_mb"]);
-      if (m < 32 || m > 1024) throw config_error(doc, h["tcg_cache_mb"], "tcg_cache_mb must be 32..1024 (MiB)");
-      host.tcg_cache_mb = static_cast<int>(m);
-    }
-    const YAML::Node nics = require(doc, h, "nics");
-    if (!nics.IsSequence() || nics.size() == 0)
-      throw config_error(doc, nics, host.name + ": 'nics' must be a non-empty list");
-    std::map<std::string, YAML::Node> nic_names;
-    for (const auto& n : nics) {
-      only_keys(doc, n, {"name", "mac", "ip", "tx_port", "rx_port", "rdma", "if2", "if2_mac", "model", "standby_for"});
-      DataNicSpec nic;
-      nic.name = as_string(doc, require(doc, n, "name"));
-      if (!valid_name(nic.name, 14) || nic.name == "eth0" || nic.name == "lo") {
-        throw config_error(doc, n["name"],
-                           "NIC name '" + nic.name +
-                               "' must be lower-case letters and digits, at most 14, not eth0 (management) or lo");
-      }
-      once(nic_names, nic.name, n["name"], host.name + ": NIC name");
-      // The emulator knows each NIC as "<host>-<nic>", and both may contain '-': h-x's y and
-      // h's x-y would be one NIC to it (its own lab file refuses duplicate names).
-      if (auto [it, fresh] = emulator_names.emplace(host.name + "-" + nic.name, n["name"]); !fresh) {
-        throw config_error(doc, n["name"],
-                           fmt::format("{}:{} has the emulator NIC name {}-{} of the NIC at line {}; rename a host "
-                                       "or NIC",
-                                       host.name, nic.name, host.name, nic.name, it->second.Mark().line + 1));
-      }
-      size_t hi = lab.hosts.size() + 1, ni = host.nics.size() + 1;
-      nic.mac = n["mac"] ? parse_mac(doc, n["mac"]) : fmt::format("52:54:00:6c:{:02x}:{:02x}", hi, ni);
-      once(macs, nic.mac, n["mac"] ? n["mac"] : n, "MAC");
-      if (n["standby_for"]) {
-        parse_standby(doc, n, host, nic);
-      } else {
-        nic.ip = parse_cidr(doc, require(doc, n, "ip"));
-        once(ips, nic.address(), n["ip"], "address");
-      }
-      // Range-checked as written, before narrowing to a port: 4294967297 is not port 1.
-      const long long tx = as_int(doc, require(doc, n, "tx_port"));
-      const long long rx = as_int(doc, require(doc, n, "rx_port"));
-      if (tx < 1 || tx > sw.ingress_ports) {
-        throw config_error(doc, n["tx_port"],
-                           fmt::format("{}:{}: tx_port {} is not an ingress port {}", host.name, nic.name, tx, layout));
-      }
-      if (rx <= sw.ingress_ports || rx > static_cast<long long>(sw.ingress_ports) + sw.egress_ports) {
-        throw config_error(doc, n["rx_port"],
-                           fmt::format("{}:{}: rx_port {} is not an egress port {}", host.name, nic.name, rx, layout));
-      }
-      nic.tx_port = static_cast<ocs::Port>(tx);
-      nic.rx_port = static_cast<ocs::Port>(rx);
-      port_once(tx_used, nic.tx_port, n["tx_port"]);
-      port_once(rx_used, nic.rx_port, n["rx_port"]);
-      if (n["rdma"]) nic.rdma = as_bool(doc, n["rdma"]);
-      if (n["if2"]) nic.if2 = as_bool(doc, n["if2"]);
-      if (n["if2_mac"] && !nic.if2) throw config_error(doc, n["if2_mac"], "'if2_mac' needs 'if2: true'");
-      if (nic.if2) {
-        nic.if2_mac = n["if2_mac"] ? parse_mac(doc, n["if2_mac"]) : fmt::format("52:54:00:6d:{:02x}:{:02x}", hi, ni);
-        once(macs, nic.if2_mac, n["if2_mac"] ? n["if2_mac"] : n, "MAC");
-      }
-      nic.link = default_link;
-      nic.link_preset = default_preset;
-      if (n["model"]) nic.link = emu::parse_nic_link(doc, n["model"], nic.link_preset);
-      host.nics.push_back(std::move(nic));
-    }
-    check_standby_names(doc, nics, host);
-    lab.hosts.push_back(std::move(host));
-  }
-
-  const YAML::Node links = root["links"];
-  if (links && !links.IsNull()) {
-    if (!links.IsSequence()) throw config_error(doc, links, "'links' must be a list of 'HOST:NIC <-> HOST:NIC'");
-    std::map<std::string, YAML::Node> linked;
-    for (const auto& l : links) {
-      std::string a, b;
-      if (l.IsSequence() && l.size() == 2) {
-        a = as_string(doc, l[0]);
-        b = as_string(doc, l[1]);
-      } else {
-        std::string text = as_string(doc, l);
-        auto arrow = text.find("<->");
-        if (arrow == std::string::npos) throw config_error(doc, l, "'" + text + "': expected 'HOST:NIC <-> HOST:NIC'");
-        a = trim(text.substr(0, arrow));
-        b = trim(text.substr(arrow + 3));
-      }
-      LinkSpec link{parse_nic_ref(doc, l, a, lab), parse_nic_ref(doc, l, b, lab)};
-      if (link.a.host == link.b.host && link.a.nic == link.b.nic)
-        throw config_error(doc, l, "a link needs two different NICs");
-      once(linked, a, l, "NIC");
-      once(linked, b, l, "NIC");
-      lab.links.push_back(link);
-    }
-  }
+  LabSpecParser parser(doc, lab);
+  parser.parse_hosts(hosts);
+  parser.parse_links(root["links"]);
   return lab;
 }
 

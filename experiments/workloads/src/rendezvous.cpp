@@ -263,103 +263,121 @@ Rendezvous::Rendezvous(int rank, int nranks, const std::string& address, const s
     throw Error(fmt::format("rendezvous token: want 1 to {} lowercase hex digits", kMaxTokenChars));
   }
   auto deadline = Clock::now() + timeout;
-  std::string hello = token.empty() ? fmt::format("ocslab-collbench 1 rank={} nranks={} tag={}", rank, nranks, tag)
-                                    : fmt::format("ocslab-collbench 1 rank={} nranks={} auth={} tag={}", rank, nranks,
-                                                  token, tag);
   if (nranks == 1) return;
-
   if (rank == 0) {
-    const std::string& bind_host = options.listen.empty() ? host : options.listen;
-    bool loopback = false;
-    listen_fd_ = listen_on(bind_host, port, nranks, loopback);
-    if (loopback && bind_host != "localhost" && bind_host.rfind("127.", 0) != 0 && bind_host != "::1") {
-      notes_.push_back(fmt::format("{} is a loopback address on this host: ranks on other hosts cannot reach port {} "
-                                   "(give rank 0's IP in --rendezvous, or --rendezvous-listen)",
-                                   bind_host, port));
-    }
-    peers_.assign(static_cast<size_t>(nranks), -1);
-    try {
-      for (int joined = 1; joined < nranks;) {
-        wait_fd(
-            listen_fd_, POLLIN, deadline,
-            fmt::format("{} more rank(s) to join on port {} ({} of {} joined)", nranks - joined, port, joined, nranks));
-        sockaddr_storage from{};
-        socklen_t len = sizeof(from);
-        int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC);
-        if (fd < 0) {
-          if (errno == EINTR || errno == ECONNABORTED) continue;
-          throw SystemError("rendezvous: accept", errno);
-        }
-        set_nodelay(fd);
-        std::string peer_ip = peer_address(from);
-        std::string who = fmt::format("a rank connecting from {}", peer_ip);
-        // With a token a stranger cannot end the rendezvous: whatever it sends (nothing, too
-        // much, too slowly, a wrong token) costs at most hello_timeout, then it is dropped.
-        const auto hello_deadline = token.empty() ? deadline : std::min(deadline, Clock::now() + options.hello_timeout);
-        std::string msg;
-        try {
-          msg = recv_frame(fd, hello_deadline, who, kMaxHelloFrame);
-        } catch (const Error& e) {
-          ::close(fd);
-          if (token.empty()) throw;
-          notes_.push_back(fmt::format("dropped a connection from {}: {}", peer_ip, e.what()));
-          continue;
-        }
-        auto hello_in = parse_rendezvous_hello(msg);
-        if (!token.empty() && !(hello_in && constant_time_equal(hello_in->auth, token))) {
-          if (hello_in) {  // a rank of another run, or one started without the token: say why
-            try {
-              send_frame(fd, "error: not authenticated: this rendezvous needs the run's token", hello_deadline, who);
-            } catch (const Error&) {
-            }
-          }
-          ::close(fd);
-          notes_.push_back(fmt::format("dropped a connection from {}: {}", peer_ip,
-                                         hello_in ? "wrong or missing token" : "not an ocslab-collbench hello"));
-          continue;
-        }
-        int r = hello_in ? hello_in->rank : -1, n = hello_in ? hello_in->nranks : -1;
-        std::string their_tag = hello_in ? hello_in->tag : std::string();
-        std::string reply;
-        if (!hello_in) {
-          reply = "error: not an ocslab-collbench hello: '" + msg.substr(0, 80) + "'";
-        } else if (token.empty() && !hello_in->auth.empty()) {
-          reply = fmt::format("error: rank {} from {} carries a token, rank 0 runs without one", r, peer_ip);
-        } else if (n != nranks) {
-          reply =
-              fmt::format("error: rank {} from {} says the world has {} ranks, rank 0 has {}", r, peer_ip, n, nranks);
-        } else if (r < 1 || r >= nranks) {
-          reply = fmt::format("error: rank {} from {} is outside 1..{}", r, peer_ip, nranks - 1);
-        } else if (peers_[static_cast<size_t>(r)] >= 0) {
-          reply = fmt::format("error: rank {} joined twice (again from {})", r, peer_ip);
-        } else if (tag != their_tag) {
-          reply = fmt::format("error: rank {} from {} runs '{}', rank 0 runs '{}'", r, peer_ip, their_tag, tag);
-        }
-        if (!reply.empty()) {
-          try {
-            send_frame(fd, reply, deadline, who);
-          } catch (const Error&) {
-          }
-          ::close(fd);
-          throw Error("rendezvous: " + reply.substr(7));
-        }
-        send_frame(fd, "ok", deadline, who);
-        peers_[static_cast<size_t>(r)] = fd;
-        ++joined;
-      }
-    } catch (...) {
-      for (int fd : peers_) {
-        if (fd >= 0) ::close(fd);
-      }
-      ::close(listen_fd_);
-      listen_fd_ = -1;
-      throw;
-    }
+    listen_for_ranks(options.listen.empty() ? host : options.listen, port);
+    accept_ranks(port, tag, options, deadline);
     return;
   }
+  std::string hello =
+      token.empty() ? fmt::format("ocslab-collbench 1 rank={} nranks={} tag={}", rank, nranks, tag)
+                    : fmt::format("ocslab-collbench 1 rank={} nranks={} auth={} tag={}", rank, nranks, token, tag);
+  join(host, port, hello, deadline);
+}
 
-  // Other ranks: connect, retrying while rank 0 is not listening yet.
-  std::string who = "rank 0 at " + address;
+void Rendezvous::listen_for_ranks(const std::string& bind_host, int port) {
+  bool loopback = false;
+  listen_fd_ = listen_on(bind_host, port, nranks_, loopback);
+  if (loopback && bind_host != "localhost" && bind_host.rfind("127.", 0) != 0 && bind_host != "::1") {
+    notes_.push_back(
+        fmt::format("{} is a loopback address on this host: ranks on other hosts cannot reach port {} "
+                    "(give rank 0's IP in --rendezvous, or --rendezvous-listen)",
+                    bind_host, port));
+  }
+}
+
+void Rendezvous::accept_ranks(int port, const std::string& tag, const RendezvousOptions& options,
+                              std::chrono::steady_clock::time_point deadline) {
+  peers_.assign(static_cast<size_t>(nranks_), -1);
+  try {
+    for (int joined = 1; joined < nranks_;) {
+      wait_fd(
+          listen_fd_, POLLIN, deadline,
+          fmt::format("{} more rank(s) to join on port {} ({} of {} joined)", nranks_ - joined, port, joined, nranks_));
+      if (accept_rank(tag, options, deadline)) ++joined;
+    }
+  } catch (...) {
+    for (int fd : peers_) {
+      if (fd >= 0) ::close(fd);
+    }
+    ::close(listen_fd_);
+    listen_fd_ = -1;
+    throw;
+  }
+}
+
+bool Rendezvous::accept_rank(const std::string& tag, const RendezvousOptions& options,
+                             std::chrono::steady_clock::time_point deadline) {
+  const std::string& token = options.token;
+  sockaddr_storage from{};
+  socklen_t len = sizeof(from);
+  int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC);
+  if (fd < 0) {
+    if (errno == EINTR || errno == ECONNABORTED) return false;
+    throw SystemError("rendezvous: accept", errno);
+  }
+  set_nodelay(fd);
+  std::string peer_ip = peer_address(from);
+  std::string who = fmt::format("a rank connecting from {}", peer_ip);
+  // With a token a stranger cannot end the rendezvous: whatever it sends (nothing, too
+  // much, too slowly, a wrong token) costs at most hello_timeout, then it is dropped.
+  const auto hello_deadline = token.empty() ? deadline : std::min(deadline, Clock::now() + options.hello_timeout);
+  std::string msg;
+  try {
+    msg = recv_frame(fd, hello_deadline, who, kMaxHelloFrame);
+  } catch (const Error& e) {
+    ::close(fd);
+    if (token.empty()) throw;
+    notes_.push_back(fmt::format("dropped a connection from {}: {}", peer_ip, e.what()));
+    return false;
+  }
+  auto hello_in = parse_rendezvous_hello(msg);
+  if (!token.empty() && !(hello_in && constant_time_equal(hello_in->auth, token))) {
+    if (hello_in) {  // a rank of another run, or one started without the token: say why
+      try {
+        send_frame(fd, "error: not authenticated: this rendezvous needs the run's token", hello_deadline, who);
+      } catch (const Error&) {
+      }
+    }
+    ::close(fd);
+    notes_.push_back(fmt::format("dropped a connection from {}: {}", peer_ip,
+                                 hello_in ? "wrong or missing token" : "not an ocslab-collbench hello"));
+    return false;
+  }
+  std::string reply = refusal(hello_in, msg, peer_ip, tag, token);
+  if (!reply.empty()) {
+    try {
+      send_frame(fd, reply, deadline, who);
+    } catch (const Error&) {
+    }
+    ::close(fd);
+    throw Error("rendezvous: " + reply.substr(7));
+  }
+  send_frame(fd, "ok", deadline, who);
+  peers_[static_cast<size_t>(hello_in->rank)] = fd;
+  return true;
+}
+
+std::string Rendezvous::refusal(const std::optional<RendezvousHello>& hello_in, const std::string& msg,
+                                const std::string& peer_ip, const std::string& tag, const std::string& token) const {
+  if (!hello_in) return "error: not an ocslab-collbench hello: '" + msg.substr(0, 80) + "'";
+  int r = hello_in->rank, n = hello_in->nranks;
+  if (token.empty() && !hello_in->auth.empty())
+    return fmt::format("error: rank {} from {} carries a token, rank 0 runs without one", r, peer_ip);
+  if (n != nranks_)
+    return fmt::format("error: rank {} from {} says the world has {} ranks, rank 0 has {}", r, peer_ip, n, nranks_);
+  if (r < 1 || r >= nranks_) return fmt::format("error: rank {} from {} is outside 1..{}", r, peer_ip, nranks_ - 1);
+  if (peers_[static_cast<size_t>(r)] >= 0)
+    return fmt::format("error: rank {} joined twice (again from {})", r, peer_ip);
+  if (tag != hello_in->tag)
+    return fmt::format("error: rank {} from {} runs '{}', rank 0 runs '{}'", r, peer_ip, hello_in->tag, tag);
+  return "";
+}
+
+void Rendezvous::join(const std::string& host, int port, const std::string& hello,
+                      std::chrono::steady_clock::time_point deadline) {
+  // Connect, retrying while rank 0 is not listening yet.
+  std::string who = "rank 0 at " + address_;
   int fd = -1;
   std::string last_error;
   while (fd < 0) {
@@ -382,7 +400,7 @@ Rendezvous::Rendezvous(int rank, int nranks, const std::string& address, const s
     if (res) ::freeaddrinfo(res);
     if (fd >= 0) break;
     if (Clock::now() >= deadline) {
-      throw Error(fmt::format("rendezvous: rank {} could not reach {} within {} ms: {}", rank, who, timeout.count(),
+      throw Error(fmt::format("rendezvous: rank {} could not reach {} within {} ms: {}", rank_, who, timeout_.count(),
                               last_error));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -394,7 +412,7 @@ Rendezvous::Rendezvous(int rank, int nranks, const std::string& address, const s
   if (reply != "ok") {
     ::close(fd);
     peers_.clear();
-    throw Error("rendezvous: " + who + " refused rank " + std::to_string(rank) + ": " + reply);
+    throw Error("rendezvous: " + who + " refused rank " + std::to_string(rank_) + ": " + reply);
   }
 }
 

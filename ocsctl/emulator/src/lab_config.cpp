@@ -84,38 +84,33 @@ NicLinkParams parse_nic_link(const YamlDoc& doc, const YAML::Node& n, std::strin
   return p;
 }
 
-EmulatorConfig parse_emulator_config(const YamlDoc& doc) {
-  EmulatorConfig cfg;
-  cfg.origin = doc.origin;
-  const YAML::Node& root = doc.root;
-  if (!root.IsMap()) throw config_error(doc, root, "expected a mapping with 'switch' and 'nics'");
-  // Other keys (hosts, links, ...) belong to the virtual lab's extension of this file.
-  const YAML::Node sw = require(doc, root, "switch");
-  only_keys(doc, sw,
-            {"name", "preset", "size", "switching_ms", "ack", "blocking", "replace_patched", "insertion_loss_db",
-             "dark_floor_dbm", "seed", "identity", "listen", "user", "password", "prompt", "autonomous",
-             "netconf_revision", "host_key"});
+namespace {
+
+// `size: NxM`: the switch's ingress and egress port counts.
+void parse_switch_size(const YamlDoc& doc, const YAML::Node& node, SwitchParams& sw) {
+  // Exactly "NxM": sscanf("%d%c%d") took trailing text, and its n + m overflowed int for
+  // sizes like 2147483647x1 (undefined behaviour).
+  std::string size = as_string(doc, node);
+  auto x = size.find_first_of("xX");
+  auto number = [](std::string_view t, long long& v) {
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    return ec == std::errc() && p == t.data() + t.size();
+  };
+  long long n = 0, m = 0;
+  if (x == std::string::npos || !number(std::string_view(size).substr(0, x), n) ||
+      !number(std::string_view(size).substr(x + 1), m) || n < 1 || m < 1 || n > 100000 || m > 100000 ||
+      n + m > 100000) {
+    throw config_error(doc, node, "size must be NxM with N + M at most 100000 (e.g. 32x32), got '" + size + "'");
+  }
+  sw.ingress_ports = static_cast<int>(n);
+  sw.egress_ports = static_cast<int>(m);
+}
+
+// The switch's model: its preset and the keys that override it.
+void parse_switch_model(const YamlDoc& doc, const YAML::Node& sw, EmulatorConfig& cfg) {
   cfg.sw = switch_preset(doc, sw["preset"], sw, cfg.preset);
   if (sw["name"]) cfg.sw.name = as_string(doc, sw["name"]);
-  if (sw["size"]) {
-    // Exactly "NxM": sscanf("%d%c%d") took trailing text, and its n + m overflowed int for
-    // sizes like 2147483647x1 (undefined behaviour).
-    std::string size = as_string(doc, sw["size"]);
-    auto x = size.find_first_of("xX");
-    auto number = [](std::string_view t, long long& v) {
-      auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-      return ec == std::errc() && p == t.data() + t.size();
-    };
-    long long n = 0, m = 0;
-    if (x == std::string::npos || !number(std::string_view(size).substr(0, x), n) ||
-        !number(std::string_view(size).substr(x + 1), m) || n < 1 || m < 1 || n > 100000 || m > 100000 ||
-        n + m > 100000) {
-      throw config_error(doc, sw["size"],
-                         "size must be NxM with N + M at most 100000 (e.g. 32x32), got '" + size + "'");
-    }
-    cfg.sw.ingress_ports = static_cast<int>(n);
-    cfg.sw.egress_ports = static_cast<int>(m);
-  }
+  if (sw["size"]) parse_switch_size(doc, sw["size"], cfg.sw);
   if (sw["switching_ms"]) cfg.sw.switching = Distribution::from_yaml(doc, sw["switching_ms"]);
   if (sw["ack"]) {
     std::string ack = as_string(doc, sw["ack"]);
@@ -137,7 +132,10 @@ EmulatorConfig parse_emulator_config(const YamlDoc& doc) {
     if (id["serial"]) cfg.sw.serial = as_string(doc, id["serial"]);
     if (id["version"]) cfg.sw.version = as_string(doc, id["version"]);
   }
-  ControlPlaneConfig& cp = cfg.control;
+}
+
+// The switch's control plane: where its protocols listen and how a session logs in.
+void parse_control_plane(const YamlDoc& doc, const YAML::Node& sw, ControlPlaneConfig& cp) {
   if (sw["listen"]) {
     const YAML::Node& l = sw["listen"];
     only_keys(doc, l, {"tl1", "tl1_ssh", "netconf", "scpi", "events"});
@@ -162,82 +160,118 @@ EmulatorConfig parse_emulator_config(const YamlDoc& doc) {
   if (sw["autonomous"]) cp.autonomous = as_bool(doc, sw["autonomous"]);
   if (sw["netconf_revision"]) cp.netconf_revision = as_string(doc, sw["netconf_revision"]);
   if (sw["host_key"]) cp.host_key = as_string(doc, sw["host_key"]);
+}
 
+// What the NICs of one file must not share: names, switch ports, UDP ports.
+struct NicsSeen {
+  std::map<std::string, YAML::Node> names;
+  std::map<Port, YAML::Node> tx, rx;
+  std::map<int, YAML::Node> udp;
+};
+
+// A NIC's two switch ports: an ingress and an egress port of the switch, each used once.
+void parse_nic_ports(const YamlDoc& doc, const YAML::Node& n, const SwitchParams& sw, NicAttachment& a,
+                     NicsSeen& seen) {
+  a.tx_port = as_port(doc, require(doc, n, "tx_port"));
+  a.rx_port = as_port(doc, require(doc, n, "rx_port"));
+  const std::string layout =
+      fmt::format("(switch is {}x{}: ingress 1..{}, egress {}..{})", sw.ingress_ports, sw.egress_ports,
+                  sw.ingress_ports, sw.ingress_ports + 1, sw.ingress_ports + sw.egress_ports);
+  if (a.tx_port > sw.ingress_ports) {
+    throw config_error(doc, n["tx_port"],
+                       fmt::format("{}: tx_port {} is not an ingress port {}", a.name, a.tx_port, layout));
+  }
+  if (a.rx_port <= sw.ingress_ports || a.rx_port > sw.ingress_ports + sw.egress_ports) {
+    throw config_error(doc, n["rx_port"],
+                       fmt::format("{}: rx_port {} is not an egress port {}", a.name, a.rx_port, layout));
+  }
+  if (auto [it, fresh] = seen.tx.emplace(a.tx_port, n); !fresh) {
+    throw config_error(
+        doc, n["tx_port"],
+        fmt::format("port {} used twice (also by the NIC at line {})", a.tx_port, it->second.Mark().line + 1));
+  }
+  if (auto [it, fresh] = seen.rx.emplace(a.rx_port, n); !fresh) {
+    throw config_error(
+        doc, n["rx_port"],
+        fmt::format("port {} used twice (also by the NIC at line {})", a.rx_port, it->second.Mark().line + 1));
+  }
+}
+
+// How a NIC reaches the emulator: a TAP device, or a UDP socket pair of a QEMU guest.
+void parse_attachment(const YamlDoc& doc, const YAML::Node& n, NicAttachment& a, NicsSeen& seen) {
+  bool tap = static_cast<bool>(n["tap"]), udp = static_cast<bool>(n["udp"]);
+  if (tap == udp) throw config_error(doc, n, a.name + ": give exactly one of 'tap' and 'udp'");
+  if (tap) {
+    const YAML::Node& t = n["tap"];
+    only_keys(doc, t, {"name", "netns"});
+    a.kind = NicAttachment::Kind::kTap;
+    a.tap_name = as_string(doc, require(doc, t, "name"));
+    if (a.tap_name.size() > 15) throw config_error(doc, t["name"], "interface names are at most 15 characters");
+    if (t["netns"]) a.netns = as_string(doc, t["netns"]);
+    if (n["qmp"]) throw config_error(doc, n["qmp"], a.name + ": 'qmp' only applies to UDP (QEMU) NICs");
+    return;
+  }
+  const YAML::Node& u = n["udp"];
+  only_keys(doc, u, {"listen", "peer"});
+  a.kind = NicAttachment::Kind::kUdp;
+  a.listen = parse_endpoint(doc, require(doc, u, "listen"));
+  a.peer = parse_endpoint(doc, require(doc, u, "peer"));
+  if (auto [it, fresh] = seen.udp.emplace(a.listen.port, u["listen"]); !fresh) {
+    throw config_error(doc, u["listen"], fmt::format("UDP port {} used twice", a.listen.port));
+  }
+  if (!n["qmp"])
+    throw config_error(doc, n, a.name + ": a UDP (QEMU) NIC needs 'qmp: {socket: PATH, netdev: ID}' to drive its link");
+  const YAML::Node& q = n["qmp"];
+  only_keys(doc, q, {"socket", "netdev"});
+  a.qmp_socket = as_string(doc, require(doc, q, "socket"));
+  a.qmp_netdev = as_string(doc, require(doc, q, "netdev"));
+}
+
+// `default_link`: the file's nic_model (its preset's name in `default_preset`), for a NIC without
+// a model of its own.
+void parse_nics(const YamlDoc& doc, const YAML::Node& nics, const NicLinkParams& default_link,
+                const std::string& default_preset, EmulatorConfig& cfg) {
+  if (!nics || nics.IsNull()) return;
+  if (!nics.IsSequence()) throw config_error(doc, nics, "'nics' must be a list");
+  NicsSeen seen;
+  for (const auto& n : nics) {
+    only_keys(doc, n, {"name", "tx_port", "rx_port", "tx_power_dbm", "model", "tap", "udp", "qmp"});
+    NicConfig nic;
+    NicAttachment& a = nic.attachment;
+    a.name = as_string(doc, require(doc, n, "name"));
+    if (!seen.names.emplace(a.name, n).second)
+      throw config_error(doc, n["name"], "NIC name '" + a.name + "' used twice");
+    parse_nic_ports(doc, n, cfg.sw, a, seen);
+    if (n["tx_power_dbm"]) nic.tx_power_dbm = as_double(doc, n["tx_power_dbm"]);
+    nic.link = default_link;
+    nic.link_preset = default_preset;
+    if (n["model"]) nic.link = parse_nic_link(doc, n["model"], nic.link_preset);
+    parse_attachment(doc, n, a, seen);
+    cfg.sw.source_power_by_port[a.tx_port] = nic.tx_power_dbm;
+    cfg.nics.push_back(std::move(nic));
+  }
+}
+
+}  // namespace
+
+EmulatorConfig parse_emulator_config(const YamlDoc& doc) {
+  EmulatorConfig cfg;
+  cfg.origin = doc.origin;
+  const YAML::Node& root = doc.root;
+  if (!root.IsMap()) throw config_error(doc, root, "expected a mapping with 'switch' and 'nics'");
+  // Other keys (hosts, links, ...) belong to the virtual lab's extension of this file.
+  const YAML::Node sw = require(doc, root, "switch");
+  only_keys(doc, sw,
+            {"name", "preset", "size", "switching_ms", "ack", "blocking", "replace_patched", "insertion_loss_db",
+             "dark_floor_dbm", "seed", "identity", "listen", "user", "password", "prompt", "autonomous",
+             "netconf_revision", "host_key"});
+  parse_switch_model(doc, sw, cfg);
+  parse_control_plane(doc, sw, cfg.control);
   std::string default_preset = "ideal";
   NicLinkParams default_link = NicLinkParams::preset("ideal");
   if (root["nic_model"]) default_link = parse_nic_link(doc, root["nic_model"], default_preset);
   if (root["ground_truth"]) cfg.ground_truth_csv = as_string(doc, root["ground_truth"]);
-
-  const YAML::Node nics = root["nics"];
-  if (nics && !nics.IsNull()) {
-    if (!nics.IsSequence()) throw config_error(doc, nics, "'nics' must be a list");
-    std::map<std::string, YAML::Node> names;
-    std::map<Port, YAML::Node> tx_used, rx_used;
-    std::map<int, YAML::Node> udp_used;
-    for (const auto& n : nics) {
-      only_keys(doc, n, {"name", "tx_port", "rx_port", "tx_power_dbm", "model", "tap", "udp", "qmp"});
-      NicConfig nic;
-      NicAttachment& a = nic.attachment;
-      a.name = as_string(doc, require(doc, n, "name"));
-      if (!names.emplace(a.name, n).second) throw config_error(doc, n["name"], "NIC name '" + a.name + "' used twice");
-      a.tx_port = as_port(doc, require(doc, n, "tx_port"));
-      a.rx_port = as_port(doc, require(doc, n, "rx_port"));
-      const std::string layout =
-          fmt::format("(switch is {}x{}: ingress 1..{}, egress {}..{})", cfg.sw.ingress_ports, cfg.sw.egress_ports,
-                      cfg.sw.ingress_ports, cfg.sw.ingress_ports + 1, cfg.sw.ingress_ports + cfg.sw.egress_ports);
-      if (a.tx_port > cfg.sw.ingress_ports) {
-        throw config_error(doc, n["tx_port"],
-                           fmt::format("{}: tx_port {} is not an ingress port {}", a.name, a.tx_port, layout));
-      }
-      if (a.rx_port <= cfg.sw.ingress_ports || a.rx_port > cfg.sw.ingress_ports + cfg.sw.egress_ports) {
-        throw config_error(doc, n["rx_port"],
-                           fmt::format("{}: rx_port {} is not an egress port {}", a.name, a.rx_port, layout));
-      }
-      if (auto [it, fresh] = tx_used.emplace(a.tx_port, n); !fresh) {
-        throw config_error(
-            doc, n["tx_port"],
-            fmt::format("port {} used twice (also by the NIC at line {})", a.tx_port, it->second.Mark().line + 1));
-      }
-      if (auto [it, fresh] = rx_used.emplace(a.rx_port, n); !fresh) {
-        throw config_error(
-            doc, n["rx_port"],
-            fmt::format("port {} used twice (also by the NIC at line {})", a.rx_port, it->second.Mark().line + 1));
-      }
-      if (n["tx_power_dbm"]) nic.tx_power_dbm = as_double(doc, n["tx_power_dbm"]);
-      nic.link = default_link;
-      nic.link_preset = default_preset;
-      if (n["model"]) nic.link = parse_nic_link(doc, n["model"], nic.link_preset);
-      bool tap = static_cast<bool>(n["tap"]), udp = static_cast<bool>(n["udp"]);
-      if (tap == udp) throw config_error(doc, n, a.name + ": give exactly one of 'tap' and 'udp'");
-      if (tap) {
-        const YAML::Node& t = n["tap"];
-        only_keys(doc, t, {"name", "netns"});
-        a.kind = NicAttachment::Kind::kTap;
-        a.tap_name = as_string(doc, require(doc, t, "name"));
-        if (a.tap_name.size() > 15) throw config_error(doc, t["name"], "interface names are at most 15 characters");
-        if (t["netns"]) a.netns = as_string(doc, t["netns"]);
-        if (n["qmp"]) throw config_error(doc, n["qmp"], a.name + ": 'qmp' only applies to UDP (QEMU) NICs");
-      } else {
-        const YAML::Node& u = n["udp"];
-        only_keys(doc, u, {"listen", "peer"});
-        a.kind = NicAttachment::Kind::kUdp;
-        a.listen = parse_endpoint(doc, require(doc, u, "listen"));
-        a.peer = parse_endpoint(doc, require(doc, u, "peer"));
-        if (auto [it, fresh] = udp_used.emplace(a.listen.port, u["listen"]); !fresh) {
-          throw config_error(doc, u["listen"], fmt::format("UDP port {} used twice", a.listen.port));
-        }
-        if (!n["qmp"])
-          throw config_error(doc, n,
-                             a.name + ": a UDP (QEMU) NIC needs 'qmp: {socket: PATH, netdev: ID}' to drive its link");
-        const YAML::Node& q = n["qmp"];
-        only_keys(doc, q, {"socket", "netdev"});
-        a.qmp_socket = as_string(doc, require(doc, q, "socket"));
-        a.qmp_netdev = as_string(doc, require(doc, q, "netdev"));
-      }
-      cfg.sw.source_power_by_port[a.tx_port] = nic.tx_power_dbm;
-      cfg.nics.push_back(std::move(nic));
-    }
-  }
+  parse_nics(doc, root["nics"], default_link, default_preset, cfg);
   return cfg;
 }
 

@@ -84,6 +84,7 @@ class RdmaProbe : public Probe {
 
  private:
   struct Impl;
+  struct Loop;  // the probe thread (rdma_probe.cpp)
   RdmaProbeConfig config_;
   std::unique_ptr<Impl> impl_;
   std::thread thread_;

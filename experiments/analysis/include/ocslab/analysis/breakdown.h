@@ -138,6 +138,28 @@ struct BreakdownRow {
   std::optional<int64_t> duration_ns(Duration d) const;
 };
 
+// What a row's status is decided from (classify_row); compute_breakdown gathers them from the
+// row's edges, its intent and the layers its pair is probed on.
+struct RowFacts {
+  // The timeline has OCS commands and this iteration's was not acknowledged as applied.
+  bool command_failed = false;
+  Intent intent = Intent::kUnknown;
+  // A port coming up (kUp): some layer it is probed on was not up at the command, or it runs RDMA
+  // (whose first traffic must come); some layer or RDMA came up; every one of those came up.
+  bool up_expected = false, any_up = false, came_up = false;
+  // Any other intent: some layer went down or RDMA stalled; one of them did not come back.
+  bool went_down = false, stayed_down = false;
+  // The host's capture ended before the command (Timeline::capture_lost_at).
+  bool capture_lost = false;
+};
+
+// A row's status: kFailed for a failed command (even with the capture lost: that is the switch's),
+// else kLost for a lost capture; a port coming up is kOk when all it awaited came up, kIncomplete
+// when some did not, kUnaffected when it awaited nothing and nothing came up; a port going dark
+// is kDisconnected; any other is kUnaffected when nothing went down, kIncomplete when something
+// stayed down, else kOk.
+Status classify_row(const RowFacts& facts);
+
 struct BreakdownOptions {
   double dark_dbm = -30;  // rx_power_dbm below this counts as dark
 };

@@ -27,6 +27,8 @@ struct RendezvousOptions {
 
 inline constexpr size_t kMaxTokenChars = 128;
 
+struct RendezvousHello;
+
 class Rendezvous {
  public:
   // address "HOST:PORT" of rank 0 (rank 0 binds HOST:PORT, or options.listen). `tag` (the
@@ -52,6 +54,21 @@ class Rendezvous {
   const std::vector<std::string>& notes() const { return notes_; }
 
  private:
+  // The constructor's steps: rank 0 listens and accepts every other rank's hello; the others
+  // join rank 0.
+  void listen_for_ranks(const std::string& bind_host, int port);
+  void accept_ranks(int port, const std::string& tag, const RendezvousOptions& options,
+                    std::chrono::steady_clock::time_point deadline);
+  // One connection: true when a rank joined, false when it was dropped (a stranger); throws for
+  // a rank that cannot join (another world size, tag, a rank twice).
+  bool accept_rank(const std::string& tag, const RendezvousOptions& options,
+                   std::chrono::steady_clock::time_point deadline);
+  // Why rank 0 refuses a hello ("error: ..."); empty when it accepts it.
+  std::string refusal(const std::optional<RendezvousHello>& hello, const std::string& msg, const std::string& peer_ip,
+                      const std::string& tag, const std::string& token) const;
+  void join(const std::string& host, int port, const std::string& hello,
+            std::chrono::steady_clock::time_point deadline);
+
   int rank_, nranks_;
   std::string address_;
   std::chrono::milliseconds timeout_;
