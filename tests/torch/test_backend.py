@@ -56,7 +56,7 @@ class Controller:
         deadline = time.monotonic() + 30
         while not os.path.exists(ready):
             assert time.monotonic() < deadline and self.emulator.poll() is None, "the emulator did not start"
-            time.sleep(0.05)
+            time.sleep(0.05)  # load-safe: a poll interval; the 30 s deadline above is the hang guard
         cfg = os.path.join(dir, "job.yaml")
         with open(cfg, "w") as f:
             f.write(f"job: torch\npp: 2\ndims: [{{name: dp, size: 2}}]\nlisten: 127.0.0.1:0\ntoken_file: token\n"

@@ -62,7 +62,9 @@ std::vector<RankRun> run_ranks(int port, int steps, const std::function<uint64_t
               {cpg, "allgather", cp_bytes(s), 0}, {dpg, "allreduce", 4 << 20, 1}, {dpg, "allreduce", 4 << 20, 2}};
           for (const auto& op : step) {
             run.decisions.push_back(shim.pre_communication(op));
-            std::this_thread::sleep_for(std::chrono::microseconds(300));  // kept: models the collective
+            // load-safe: the time a collective would take; nothing asserts on it, the idle times it leaves
+            // are only recorded
+            std::this_thread::sleep_for(std::chrono::microseconds(300));
             shim.post_communication(op);
           }
         }
