@@ -21,6 +21,17 @@ using namespace ocslab;
 using Catch::Matchers::Contains;
 using namespace std::chrono_literals;
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define OCSLAB_TEST_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(OCSLAB_TEST_ASAN)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+
 TEST_CASE("ssh session: an exec on a dropped connection is a ConnectionError and closes the session",
           "[ssh][session]") {
   testing::SshdFixture sshd{testing::SshdOptions{}};
@@ -79,7 +90,11 @@ TEST_CASE("ssh session: a command printing without end is stopped at its deadlin
   INFO("took " << took << " s, " << seen << " bytes seen, VmRSS " << rss_before << " -> " << rss_peak << " kB");
   CHECK(took < 10);
   CHECK(seen > (32u << 20));                 // a real flood: far more than the cap and the bound below
-  CHECK(rss_peak - rss_before < 16 * 1024);  // 1 MiB kept (x1.5 between trims), not all of it
+  // 1 MiB kept (x1.5 between trims), not all of it. Resident memory measures that only without
+  // ASan: its quarantine keeps up to 256 MiB of freed chunks resident (seen: +290 MB in the
+  // sanitizer stage), so there the cap is shown by the kept sizes below, and the release build
+  // asserts the resident bound.
+  if (!kAddressSanitizer) CHECK(rss_peak - rss_before < 16 * 1024);
 
   ocs::SshSession again(testing::agent_ssh_options(sshd));
   // Output that ends: whole under the cap, head and tail around the count above it.
