@@ -21,6 +21,7 @@
 #include "ocslab/ocsctl/credentials.h"
 #include "ocslab/testing/source_dir.h"
 #include "ocslab/testing/sshd_fixture.h"
+#include "ocslab/testing/wait.h"
 
 using namespace ocslab;
 using Catch::Matchers::Contains;
@@ -44,10 +45,9 @@ class Emulator {
     pid_ = spawn_program({testing::bin_path("ocsctl"), "emulate", "--size", "16x16", "--switching-ms", "1", "--listen",
                           "0", "--netconf", "0", "--ready-file", ready},
                          o);
-    // load-safe: polls for the ready file (the event); 1,200 tries (60 s) are a hang guard.
-    for (int i = 0; i < 1200 && ::access(ready.c_str(), R_OK) != 0; ++i) ::usleep(50000);
+    const bool up = testing::poll_until([&] { return ::access(ready.c_str(), R_OK) == 0; }, std::chrono::seconds(60));
     INFO(ocslab::read_file_or_empty(o.log_file));
-    REQUIRE(::access(ready.c_str(), R_OK) == 0);
+    REQUIRE(up);
     auto j = nlohmann::json::parse(ocslab::read_file_or_empty(ready));
     tl1 = "tl1://admin@127.0.0.1:" + std::to_string(j["tl1"].get<int>());
     netconf = "netconf://admin@127.0.0.1:" + std::to_string(j["netconf"].get<int>());

@@ -17,6 +17,7 @@
 #include "ocslab/ocsctl/credentials.h"
 #include "ocslab/testing/peers.h"
 #include "ocslab/testing/sshd_fixture.h"
+#include "ocslab/testing/wait.h"
 #include "ocslab/tool/cli.h"
 
 using namespace ocslab;
@@ -324,8 +325,7 @@ TEST_CASE("ocsctl bench: Ctrl-C stops between toggles with every row written, ex
     }
   } reaper{pid};
   // Rows reach the file toggle by toggle: wait for a few toggles' worth, then interrupt.
-  // load-safe: polls for the rows (the event); 2,400 tries (60 s) are a hang guard.
-  for (int i = 0; i < 2400 && read_lines(csv).size() < 31; ++i) ::usleep(25000);
+  testing::poll_until([&] { return read_lines(csv).size() >= 31; }, std::chrono::seconds(60));
   ::kill(pid, SIGINT);
   int status = 0;
   ::waitpid(pid, &status, 0);
@@ -503,9 +503,7 @@ TEST_CASE("ocsctl emulate: --dry-run prints the wiring; a running emulator serve
             ready.c_str(), nullptr);
     ::_exit(127);
   }
-  // load-safe: polls for the ready file (the event); 1,200 tries (60 s) are a hang guard.
-  for (int i = 0; i < 1200 && ::access(ready.c_str(), R_OK) != 0; ++i) ::usleep(50000);
-  REQUIRE(::access(ready.c_str(), R_OK) == 0);
+  REQUIRE(testing::poll_until([&] { return ::access(ready.c_str(), R_OK) == 0; }, std::chrono::seconds(60)));
   auto ports = nlohmann::json::parse(std::ifstream(ready));
   ::setenv(kPasswordEnv, "root", 1);
   std::ostringstream o3, e3;

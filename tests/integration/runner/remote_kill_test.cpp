@@ -15,6 +15,7 @@
 #include "ocslab/runner/remote_kill.h"
 #include "ocslab/testing/agent_lab.h"
 #include "ocslab/testing/sshd_fixture.h"
+#include "ocslab/testing/wait.h"
 
 // This file's helpers in a namespace of its own: the unity build compiles it together with
 // the other tests of its binary.
@@ -36,9 +37,7 @@ struct Sleeper {
     }
     REQUIRE(pid > 0);
     // Running `sleep` (its comm) before the test names it: exec has happened.
-    // load-safe: polls for the exec (the event); 3,000 tries (30 s) are a hang guard.
-    for (int i = 0; i < 3000 && comm() != "sleep"; ++i) ::usleep(10'000);
-    REQUIRE(comm() == "sleep");
+    REQUIRE(testing::poll_until([&] { return comm() == "sleep"; }, std::chrono::seconds(30)));
   }
   ~Sleeper() {
     if (pid > 0) {
