@@ -1,5 +1,5 @@
-#include "ocslab/common/secret.h"
 #include "ocslab/probes/rdma_control.h"
+#include "ocslab/common/secret.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -183,9 +183,10 @@ void RdmaControlServer::drop(size_t i, const std::string& why) {
   // What the peer sent is not logged: before authentication it may be anything, after it the
   // secret was part of it.
   spdlog::warn("RDMA probe control: {}", why);
+  // Counted before the close: whoever sees the connection closed also sees it counted.
+  ++dropped_;
   ::close(pending_[i].fd);
   pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
-  ++dropped_;
 }
 
 void RdmaControlServer::accept_all() {

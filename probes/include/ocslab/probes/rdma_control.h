@@ -13,6 +13,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -129,7 +130,7 @@ class RdmaControlServer {
   int listen_fd_ = -1;
   uint16_t port_ = 0;
   std::vector<Pending> pending_;
-  uint64_t dropped_ = 0;
+  std::atomic<uint64_t> dropped_{0};  // read by other threads (a status line, a test)
 };
 
 }  // namespace ocslab::probes
