@@ -43,43 +43,20 @@ struct RankRun {
 std::vector<RankRun> run_steps(const JobLayout& L, int port, ShimMode mode, int steps,
                                std::vector<std::string>& errors) {
   std::vector<RankRun> out(static_cast<size_t>(L.ranks()));
-  std::mutex mu;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < L.ranks(); ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        ShimOptions o;
-        o.port = port;
-        o.job = L.job;
-        o.rank = r;
-        o.world = L.ranks();
-        o.mode = mode;
-        o.profile_steps = 1;
-        o.ack_wait = std::chrono::milliseconds(20000);
-        Shim shim(o);
-        const int dp = r % 2, cp = r / 2;
-        const auto cpg = fmt::format("cp{}s0", dp), dpg = fmt::format("dp{}s0", 2 * cp);
-        shim.add_group(cpg, "cp", {dp, dp + 2});
-        shim.add_group(dpg, "dp", {2 * cp, 2 * cp + 1});
-        std::vector<OpDescriptor> step = {{cpg, "allgather", 2 << 20, 0}, {dpg, "allreduce", 4 << 20, 1}};
-        for (int s = 0; s < steps; ++s) {
-          for (const auto& op : step) {
-            auto d = shim.pre_communication(op);
-            out[static_cast<size_t>(r)].decisions.push_back(d);
-            // load-safe: models the collective; the checks compare decisions, not durations.
-            std::this_thread::sleep_for(std::chrono::microseconds(300));  // kept: models the collective
-            shim.post_communication(op);
-          }
-        }
-        out[static_cast<size_t>(r)].in_fallback = shim.in_fallback();
-        shim.close();
-      } catch (const std::exception& e) {
-        std::lock_guard lock(mu);
-        errors.push_back(fmt::format("rank {}: {}", r, e.what()));
+  run_cp_dp_ranks(L, port, mode, 1, errors, [&](int r, Shim& shim, const std::string& cpg, const std::string& dpg) {
+    std::vector<OpDescriptor> step = {{cpg, "allgather", 2 << 20, 0}, {dpg, "allreduce", 4 << 20, 1}};
+    for (int s = 0; s < steps; ++s) {
+      for (const auto& op : step) {
+        auto d = shim.pre_communication(op);
+        out[static_cast<size_t>(r)].decisions.push_back(d);
+        // load-safe: models the collective; the checks compare decisions, not durations.
+        std::this_thread::sleep_for(std::chrono::microseconds(300));  // kept: models the collective
+        shim.post_communication(op);
       }
-    });
-  }
-  for (auto& t : threads) t.join();
+    }
+    out[static_cast<size_t>(r)].in_fallback = shim.in_fallback();
+    shim.close();
+  });
   return out;
 }
 

@@ -38,49 +38,29 @@ std::vector<RankRun> run_ranks(int port, int steps, const std::function<uint64_t
                                std::vector<std::string>& errors) {
   const auto L = one_stage();
   std::vector<RankRun> out(static_cast<size_t>(L.ranks()));
-  std::mutex mu;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < L.ranks(); ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        ShimOptions o;
-        o.port = port;
-        o.job = L.job;
-        o.rank = r;
-        o.world = L.ranks();
-        o.mode = ShimMode::kProvisioning;
-        o.profile_steps = 3;
-        o.ack_wait = std::chrono::milliseconds(20000);
-        Shim shim(o);
-        const int dp = r % 2, cp = r / 2;
-        const auto cpg = fmt::format("cp{}s0", dp), dpg = fmt::format("dp{}s0", 2 * cp);
-        shim.add_group(cpg, "cp", {dp, dp + 2});
-        shim.add_group(dpg, "dp", {2 * cp, 2 * cp + 1});
-        auto& run = out[static_cast<size_t>(r)];
-        for (int s = 0; s < steps; ++s) {
-          std::vector<OpDescriptor> step = {
-              {cpg, "allgather", cp_bytes(s), 0}, {dpg, "allreduce", 4 << 20, 1}, {dpg, "allreduce", 4 << 20, 2}};
-          for (const auto& op : step) {
-            run.decisions.push_back(shim.pre_communication(op));
-            // load-safe: the time a collective would take; nothing asserts on it, the idle times it leaves
-            // are only recorded
-            std::this_thread::sleep_for(std::chrono::microseconds(300));
-            shim.post_communication(op);
-          }
-        }
-        run.table = shim.phase_table().ops;
-        if (shim.learned()) run.learned = *shim.learned();
-        run.reports = shim.reports();
-        for (const auto& smp : shim.samples()) run.ready_sample = run.ready_sample || smp.signal == "phase_table_ready";
-        run.provisioning = shim.provisioning_active();
-        shim.close();
-      } catch (const std::exception& e) {
-        std::lock_guard lock(mu);
-        errors.push_back(fmt::format("rank {}: {}", r, e.what()));
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  run_cp_dp_ranks(L, port, ShimMode::kProvisioning, 3, errors,
+                  [&](int r, Shim& shim, const std::string& cpg, const std::string& dpg) {
+                    auto& run = out[static_cast<size_t>(r)];
+                    for (int s = 0; s < steps; ++s) {
+                      std::vector<OpDescriptor> step = {{cpg, "allgather", cp_bytes(s), 0},
+                                                        {dpg, "allreduce", 4 << 20, 1},
+                                                        {dpg, "allreduce", 4 << 20, 2}};
+                      for (const auto& op : step) {
+                        run.decisions.push_back(shim.pre_communication(op));
+                        // load-safe: the time a collective would take; nothing asserts on it, the idle times
+                        // it leaves are only recorded
+                        std::this_thread::sleep_for(std::chrono::microseconds(300));
+                        shim.post_communication(op);
+                      }
+                    }
+                    run.table = shim.phase_table().ops;
+                    if (shim.learned()) run.learned = *shim.learned();
+                    run.reports = shim.reports();
+                    for (const auto& smp : shim.samples())
+                      run.ready_sample = run.ready_sample || smp.signal == "phase_table_ready";
+                    run.provisioning = shim.provisioning_active();
+                    shim.close();
+                  });
   return out;
 }
 

@@ -8,17 +8,22 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <chrono>
+#include <exception>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "ocslab/emulator/control_plane.h"
 #include "ocslab/ocsctl/driver.h"
 #include "ocslab/phase/controller.h"
 #include "ocslab/phase/orchestrator.h"
+#include "ocslab/phase/shim.h"
 #include "ocslab/phase/topology.h"
 
 namespace phase_test {
@@ -117,6 +122,41 @@ inline phase::ControllerOptions controller_options(const phase::JobLayout& layou
   co.layout = layout;
   co.rails = std::move(rails);
   return co;
+}
+
+// The ranks of a one-stage DP=2 x CP=2 job (rank r: dp = r % 2, cp = r / 2), one thread each,
+// each with its own shim on the controller at `port` and its two groups added: CP group
+// "cp<dp>s0" over {dp, dp + 2}, DP group "dp<2cp>s0" over {2cp, 2cp + 1}. body(r, shim, cp_group,
+// dp_group) runs the rank's steps; an exception becomes "rank r: what" in `errors`.
+template <class Body>
+void run_cp_dp_ranks(const phase::JobLayout& layout, int port, phase::ShimMode mode, int profile_steps,
+                     std::vector<std::string>& errors, Body body) {
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < layout.ranks(); ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        phase::ShimOptions o;
+        o.port = port;
+        o.job = layout.job;
+        o.rank = r;
+        o.world = layout.ranks();
+        o.mode = mode;
+        o.profile_steps = profile_steps;
+        o.ack_wait = std::chrono::milliseconds(20000);
+        phase::Shim shim(o);
+        const int dp = r % 2, cp = r / 2;
+        const auto cp_group = fmt::format("cp{}s0", dp), dp_group = fmt::format("dp{}s0", 2 * cp);
+        shim.add_group(cp_group, "cp", {dp, dp + 2});
+        shim.add_group(dp_group, "dp", {2 * cp, 2 * cp + 1});
+        body(r, shim, cp_group, dp_group);
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mu);
+        errors.push_back(fmt::format("rank {}: {}", r, e.what()));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
 }
 
 }  // namespace phase_test
