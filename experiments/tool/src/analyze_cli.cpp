@@ -11,14 +11,15 @@
 #include <ostream>
 
 #include "commands.h"
-#include "ocslab/common/error.h"
-#include "ocslab/common/file.h"
-#include "ocslab/common/suggest.h"
 #include "ocslab/analysis/breakdown.h"
 #include "ocslab/analysis/localisation.h"
+#include "ocslab/analysis/qp_timers.h"
 #include "ocslab/analysis/summary.h"
 #include "ocslab/analysis/timeline.h"
 #include "ocslab/cli/ocslab_cli.h"
+#include "ocslab/common/error.h"
+#include "ocslab/common/file.h"
+#include "ocslab/common/suggest.h"
 
 namespace fs = std::filesystem;
 
@@ -29,6 +30,7 @@ namespace {
 constexpr const char* kAnalyzeHelp = R"(ocslab analyze - per-layer reconfiguration latency from a timeline
 
 Usage: ocslab analyze FOLDER|TIMELINE.csv [-o DIR] [--dark-dbm DBM] [--no-intents] [--json]
+       ocslab analyze FOLDER|TIMELINE.csv --recommend-qp [--qp-margin FACTOR]
 
 Reads FOLDER/timeline.csv (a results folder of `ocslab run`) or the given file (a timeline,
 or the CSV of `ocslab-agent capture`, which has no run/iteration columns) and writes
@@ -58,6 +60,11 @@ Options:
   --dark-dbm DBM    rx_power_dbm below DBM counts as dark (default -30)
   --no-intents      ignore meta.json's mappings: judge every port by its edges alone
   --json            print summary.json instead of summary.txt
+  --recommend-qp    print, instead of the summary, the smallest queue-pair settings (local ACK
+                    timeout, retry count) that survive the p99 of the `ok` rows' outages (first
+                    of light lost and carrier down, to carrier up) times the margin: as the
+                    NCCL_IB_TIMEOUT/NCCL_IB_RETRY_CNT line a job sets and as verbs attributes
+  --qp-margin FACTOR  multiply the p99 outage by FACTOR, at least 1 (default 2)
   -h, --help        this text
 
 Exit codes (the table in ocslab --help): 0 done, 1 bad command line, 2 unreadable or malformed timeline (file:line).
@@ -86,8 +93,8 @@ std::optional<analysis::Intents> intents_from_meta(const std::string& path) {
     for (const auto& l : links) {
       if (!l.is_array() || l.size() != 4 || !std::all_of(l.begin(), l.end(), [](auto& x) { return x.is_string(); }))
         throw bad("mapping '" + name + "': a link is not [host, nic, host, nic]");
-      m.links.push_back({{l[0].get<std::string>(), l[1].get<std::string>()},
-                         {l[2].get<std::string>(), l[3].get<std::string>()}});
+      m.links.push_back(
+          {{l[0].get<std::string>(), l[1].get<std::string>()}, {l[2].get<std::string>(), l[3].get<std::string>()}});
     }
     mappings.emplace(name, std::move(m));
   }
@@ -134,7 +141,8 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
                 std::vector<analysis::Localisation>* faults_out) {
   (void)err;
   std::string input, out_dir;
-  bool json = false, no_intents = false;
+  bool json = false, no_intents = false, recommend = false;
+  double qp_margin = analysis::kDefaultQpMargin;
   analysis::BreakdownOptions options;
   for (size_t i = 1; i < args.size(); ++i) {
     std::string w = args[i];
@@ -162,6 +170,13 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
       if (v.empty() || r.ec != std::errc() || r.ptr != v.data() + v.size())
         throw UsageError("--dark-dbm needs a number of dBm, got '" + v + "'");
       options.dark_dbm = d;
+    } else if (w == "--recommend-qp") {
+      recommend = true;
+    } else if (w == "--qp-margin") {
+      std::string v = need(w);
+      auto r = std::from_chars(v.data(), v.data() + v.size(), qp_margin);
+      if (v.empty() || r.ec != std::errc() || r.ptr != v.data() + v.size() || !(qp_margin >= 1))
+        throw UsageError("--qp-margin needs a factor of at least 1, got '" + v + "'");
     } else if (w == "--json") {
       json = true;
     } else if (w == "--no-intents") {
@@ -174,6 +189,7 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
       throw UsageError(fmt::format("one FOLDER or TIMELINE.csv only, got '{}' and '{}'", input, w));
     }
   }
+  if (recommend && json) throw UsageError("--recommend-qp prints text lines: leave out --json");
   if (input.empty()) throw UsageError("usage: ocslab analyze FOLDER|TIMELINE.csv [-o DIR] (ocslab analyze --help)");
 
   std::string timeline_path = input;
@@ -212,7 +228,15 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
   write("breakdown.csv", [&](std::ostream& f) { analysis::write_breakdown_csv(b, f); });
   write("summary.txt", [&](std::ostream& f) { f << text; });
   write("summary.json", [&](std::ostream& f) { f << js; });
-  out << (json ? js : text);
+  if (recommend) {
+    std::vector<double> outages = analysis::outages_from_breakdown(b);
+    if (outages.empty())
+      throw Error("--recommend-qp: no `ok` row of " + timeline_path +
+                  " has an outage (light lost or carrier down, then carrier up) to size the settings for");
+    out << analysis::recommendation_text(analysis::recommend_qp(std::move(outages), qp_margin));
+  } else {
+    out << (json ? js : text);
+  }
   if (faults_out) *faults_out = std::move(faults);
   return kExitOk;
 }
