@@ -12,8 +12,9 @@ namespace ocslab::analysis {
 
 namespace {
 
-// 4.096 us = 4096 ns = 2^12 ns: the unit of the local ACK timeout (IBA 1.2.1, C9-140; rdma-core's
-// ibv_modify_qp(3): "4.096 usec * 2^timeout"), so T is a whole number of ns for every timeout.
+// 4.096 us = 4096 ns = 2^12 ns: the unit of the local ACK timeout (rdma-core's ibv_modify_qp(3):
+// "4.096 usec * 2^timeout"; the IBA spec's C9-140..C9-142, which Linux's ib_srp cites when it
+// computes 4096 << timeout ns), so T is a whole number of ns for every timeout.
 constexpr int kAckTimeoutUnitLog2Ns = 12;
 
 void check_range(int value, int max, const char* what) {
