@@ -35,6 +35,7 @@
 #include "ocslab/runner/run_context.h"
 #include "ocslab/runner/run_types.h"
 #include "ocslab/runner/target.h"
+#include "ocslab/runner/torch_ranks.h"
 
 namespace ocslab::runner {
 
@@ -207,6 +208,10 @@ class PhaseWorkloadRun {
     l.job = pw_.layout.job;
     l.mode = mode;
     l.rendezvous = fmt::format("{}:{}", host0.mgmt.empty() ? host0.ssh_host : host0.mgmt, pw_.rendezvous_port);
+    if (pw_.framework == Framework::kTorch) {
+      l.script = pw_.script;
+      l.python_path = torch_python_path(ctx_.options().self_exe);
+    }
     return l;
   }
 
@@ -214,7 +219,8 @@ class PhaseWorkloadRun {
   // started, only while it is still the program the runner started there (its /proc/PID/comm).
   void kill_rank(const ModeRun& m, int r, RemoteKiller& killer) const {
     const long long pid = m.pids ? (*m.pids)[static_cast<size_t>(r)].load() : 0;
-    const std::string program = fs::path(rank_argv(pw_, spec_.hosts, r, m.launch).front()).filename().string();
+    // The program's name, not argv[0]: a torch rank's command starts with env, which execs python3.
+    const std::string program = fs::path(m.launch.program).filename().string();
     killer.kill(pid, program, fmt::format("rank {} on {}", r, host_of_rank(r).name));
   }
 

@@ -14,6 +14,7 @@
 #include "ocslab/phase/controller_config.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/phase_workload.h"
+#include "ocslab/runner/torch_ranks.h"
 #include "ocslab/workloads/shim_hooks.h"
 
 namespace ocslab::runner {
@@ -56,6 +57,13 @@ std::vector<phase::Slot> PhaseWorkloadSpec::slots(const std::vector<HostEntry>& 
 namespace {
 
 bool loopback(const std::string& h) { return h == "127.0.0.1" || h == "localhost" || h == "::1"; }
+
+// What fixes the job's rank count, for the messages: the schedule, or a torch job's layout.
+std::string rank_source(const PhaseWorkloadSpec& pw) {
+  if (pw.framework == Framework::kTorch)
+    return fmt::format("job {} ({}, phase.pp x phase.dims)", pw.layout.job, torch_layout(pw.layout));
+  return "schedule " + pw.schedule.origin;
+}
 
 // A HOST or HOST:NIC of the lab (HOST alone: its first data NIC); `who` names the entry in
 // the messages ("rank 2", "spare 0").
@@ -192,9 +200,8 @@ void parse_placement(const YamlDoc& doc, const YAML::Node& wl, const ExperimentS
   if (const auto& pl = wl["placement"]) {
     if (!pl.IsSequence()) throw config_error(doc, pl, "placement must be a list of HOST or HOST:NIC, one per rank");
     if (static_cast<int>(pl.size()) != n) {
-      throw config_error(
-          doc, pl,
-          fmt::format("placement lists {} rank(s) but schedule {} has {} ranks", pl.size(), pw.schedule.origin, n));
+      throw config_error(doc, pl,
+                         fmt::format("placement lists {} rank(s) but {} has {} ranks", pl.size(), rank_source(pw), n));
     }
     for (const auto& e : pl) {
       RankPlacement rp = lab_nic(doc, e, spec, fmt::format("rank {}", pw.ranks.size()));
@@ -214,9 +221,9 @@ void parse_placement(const YamlDoc& doc, const YAML::Node& wl, const ExperimentS
   }
   if (static_cast<int>(spec.hosts.size()) < n) {
     throw config_error(doc, wl,
-                       fmt::format("the lab has {} host(s) but schedule {} has {} ranks: list one HOST:NIC per "
+                       fmt::format("the lab has {} host(s) but {} has {} ranks: list one HOST:NIC per "
                                    "rank in workload.placement",
-                                   spec.hosts.size(), pw.schedule.origin, n));
+                                   spec.hosts.size(), rank_source(pw), n));
   }
   for (int r = 0; r < n; ++r) {
     const HostEntry& he = spec.hosts[static_cast<size_t>(r)];
@@ -525,13 +532,44 @@ void parse_host_prep(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec
   }
 }
 
-// workload: everything but the placement (parsed once phase: gave the layout).
-void parse_workload(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec& pw) {
-  if (!wl.IsMap())
-    throw config_error(doc, wl, "workload must be a map (program, schedule, modes, placement, launcher, ...)");
-  only_keys(doc, wl,
-            {"program", "schedule", "modes", "placement", "launcher", "args", "port", "profile_steps", "timeout_s",
-             "pass_if", "shared_dir", "group_if", "native_group_if", "pin_neighbours", "rxe"});
+// workload.framework and, for torch, workload.script. A torch job's ranks run the script, so
+// what only a schedule-driven collective workload reads is refused rather than ignored.
+void parse_framework(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec& pw) {
+  if (const auto& f = wl["framework"]) {
+    const std::string name = as_string(doc, f);
+    if (name == "torch") {
+      pw.framework = Framework::kTorch;
+    } else if (name != "collbench") {
+      throw config_error(doc, f,
+                         fmt::format("workload.framework: unknown framework '{}' (known: collbench, torch)", name));
+    }
+  }
+  if (pw.framework == Framework::kCollbench) {
+    if (wl["script"]) {
+      throw config_error(doc, wl["script"],
+                         "workload.script is the training script of `framework: torch` (the collective workloads "
+                         "run workload.schedule)");
+    }
+    return;
+  }
+  for (const char* k : {"schedule", "program", "pass_if", "group_if", "native_group_if", "profile_steps"}) {
+    if (wl[k]) {
+      throw config_error(doc, wl[k],
+                         fmt::format("workload.{} is for the collective workloads (framework collbench): a torch job "
+                                     "runs workload.script with workload.args, its groups are the script's own",
+                                     k));
+    }
+  }
+  const auto& sc = wl["script"];
+  if (!sc) throw config_error(doc, wl, "workload.script is missing: the training script a torch job runs");
+  pw.script = resolve_path(doc, as_string(doc, sc));
+  if (pw.script.empty()) throw config_error(doc, sc, "workload.script must not be empty");
+  pw.program = kTorchPython;
+  pw.pass_if = false;
+}
+
+// program, pass_if and the schedule of the collective workloads.
+void parse_collbench(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec& pw) {
   if (wl["program"]) pw.program = as_string(doc, wl["program"]);
   if (pw.program.empty()) throw config_error(doc, wl["program"], "program must not be empty");
   pw.pass_if = fs::path(pw.program).filename().string() == "ocslab-collbench-verbs";
@@ -544,6 +582,18 @@ void parse_workload(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec&
   } catch (const Error& e) {
     throw config_error(doc, sched, std::string("the schedule is not valid: ") + e.what());
   }
+}
+
+// workload: everything but the placement (parsed once phase: gave the layout).
+void parse_workload(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec& pw) {
+  if (!wl.IsMap())
+    throw config_error(doc, wl, "workload must be a map (program, schedule, modes, placement, launcher, ...)");
+  only_keys(
+      doc, wl,
+      {"framework", "script", "program", "schedule", "modes", "placement", "launcher", "args", "port", "profile_steps",
+       "timeout_s", "pass_if", "shared_dir", "group_if", "native_group_if", "pin_neighbours", "rxe"});
+  parse_framework(doc, wl, pw);
+  if (pw.framework == Framework::kCollbench) parse_collbench(doc, wl, pw);
   parse_modes(doc, wl, pw);
   if (wl["args"]) pw.args = as_strings(doc, wl["args"], "args");
   if (wl["port"]) pw.rendezvous_port = int_in(doc, wl["port"], 1, 65535, "port");
@@ -573,6 +623,7 @@ void parse_layout(const YamlDoc& doc, const YAML::Node& ph, const ExperimentSpec
   } catch (const phase::TopologyError& e) {
     throw config_error(doc, pp, e.what());
   }
+  if (pw.framework == Framework::kTorch) pw.schedule.ranks = pw.layout.ranks();  // no schedule: the layout's
   if (pw.layout.ranks() != pw.schedule.ranks) {
     throw config_error(doc, pp,
                        fmt::format("job {} has {} ranks (pp {} x {} per stage) but schedule {} has {}", pw.layout.job,
@@ -627,6 +678,20 @@ void pick_controller_host(const YamlDoc& doc, const YAML::Node& ph, const Experi
   }
 }
 
+// A torch job whose ranks run on this machine (loopback hosts, or a virtual lab's guests, which
+// get the runner's copy) needs the script here; on real hosts it is theirs to have.
+void check_script_here(const YamlDoc& doc, const YAML::Node& where, const ExperimentSpec& spec,
+                       const PhaseWorkloadSpec& pw) {
+  bool here = !spec.vlab.empty() || pw.launcher == Launcher::kSsh;
+  for (const auto& r : pw.ranks) here = here && (!spec.vlab.empty() || loopback(spec.hosts[r.host].ssh_host));
+  std::error_code ec;
+  if (here && !fs::is_regular_file(pw.script, ec)) {
+    throw config_error(doc, where,
+                       fmt::format("workload.script: {} is not a file on this machine (the ranks run here{})",
+                                   pw.script, spec.vlab.empty() ? "" : ": the virtual lab's guests get this copy"));
+  }
+}
+
 }  // namespace
 
 PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec& spec) {
@@ -650,7 +715,7 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
   pw.phase_table = policy.phase_table;
   pw.switch_time_ms = policy.switch_time_ms;
   if (pw.policy == phase::Policy::kSafeWindow) pw.windows = phase::PhaseWindows::load(pw.phase_table);
-  check_groups(doc, require(doc, wl, "schedule"), pw);
+  if (pw.framework == Framework::kCollbench) check_groups(doc, require(doc, wl, "schedule"), pw);
   pick_native(doc, ph, wl, pw);
   if (const auto& sw = root["sweep"]) parse_sweep(doc, sw, spec, pw);
   parse_placement(doc, wl, spec, pw);
@@ -667,6 +732,7 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
   if (const auto& d = ph["detect"]) pw.detect = phase::parse_detect_config(doc, d);
   check_launcher(doc, wl["launcher"] ? wl["launcher"] : wl, spec, pw);
   pick_controller_host(doc, ph, spec, pw);
+  if (pw.framework == Framework::kTorch) check_script_here(doc, wl["script"], spec, pw);
   return pw;
 }
 
@@ -697,6 +763,7 @@ void append_rank_options(std::vector<std::string>& a, const PhaseWorkloadSpec& s
 
 std::vector<std::string> rank_argv(const PhaseWorkloadSpec& spec, const std::vector<HostEntry>& hosts, int rank,
                                    const RankLaunch& l) {
+  if (spec.framework == Framework::kTorch) return torch_rank_argv(spec, rank, l);
   const RankPlacement& p = spec.ranks.at(static_cast<size_t>(rank));
   std::vector<std::string> a = {l.program,
                                 "--schedule",
@@ -745,6 +812,11 @@ std::vector<std::string> launcher_argv(const PhaseWorkloadSpec& spec, const std:
   }
   a.insert(a.end(), l.launcher_args.begin(), l.launcher_args.end());
   a.insert(a.end(), spec.launcher_args.begin(), spec.launcher_args.end());
+  if (spec.framework == Framework::kTorch) {
+    auto tail = torch_launcher_tail(spec, l);
+    a.insert(a.end(), tail.begin(), tail.end());
+    return a;
+  }
   // The program takes rank and world size from the launcher's environment (OMPI_COMM_WORLD_RANK,
   // SLURM_PROCID), and its host label from the machine's hostname.
   a.insert(a.end(), {l.program, "--schedule", l.schedule, "--nranks", std::to_string(n), "--rendezvous", l.rendezvous,

@@ -25,6 +25,7 @@
 #include "ocslab/runner/fault_injection.h"
 #include "ocslab/runner/phase_workload.h"
 #include "ocslab/runner/runner.h"
+#include "ocslab/runner/torch_ranks.h"
 
 namespace ocslab::cli {
 
@@ -110,8 +111,9 @@ void print_fault(const runner::ExperimentSpec& spec, const runner::FaultSpec& f,
 // `--check` of a phase-workload spec: placement, slots, the controller and each mode's command.
 void print_phase_plan(const runner::ExperimentSpec& spec, std::ostream& out) {
   const auto& pw = *spec.phase_workload;
+  const bool torch = pw.framework == runner::Framework::kTorch;
   out << fmt::format("spec {} is valid: phase-workload, {} rank(s) of {} ({}), modes:", spec.origin, pw.schedule.ranks,
-                     pw.program, pw.schedule_path);
+                     torch ? "torch" : pw.program, torch ? pw.script : pw.schedule_path);
   for (const auto& m : pw.modes) out << " " << m;
   const auto rails = pw.rail_list();
   std::string names;
@@ -134,6 +136,10 @@ void print_phase_plan(const runner::ExperimentSpec& spec, std::ostream& out) {
                          spec.hosts[p.host].name, p.nic, rs[i].ingress, rs[i].egress);
     }
   }
+  if (torch) {  // what the script's new_group calls should match (docs/workloads.md)
+    out << "process groups the layout implies:\n";
+    for (const auto& g : runner::torch_expected_groups(pw.layout)) out << "  " << g << "\n";
+  }
   if (pw.detect) {
     out << fmt::format("detect: every {} ms, dark below {} dBm for {} readings\n", pw.detect->interval.count(),
                        pw.detect->threshold_dbm, pw.detect->dark_polls);
@@ -145,6 +151,11 @@ void print_phase_plan(const runner::ExperimentSpec& spec, std::ostream& out) {
   l.schedule = ssh || !pw.shared_dir.empty() ? l.output_dir + "/schedule.yaml" : "<results>/schedule.yaml";
   l.controller = pw.controller_host + ":<port>";
   l.job = pw.layout.job;
+  if (torch) {
+    l.script = pw.script;
+    l.python_path = runner::torch_python_path("");
+    l.token_file = l.output_dir + "/controller.token";  // where the launchers write it; never the token
+  }
   const auto& h0 = spec.hosts[pw.ranks.front().host];
   l.rendezvous = fmt::format("{}:{}", h0.mgmt.empty() ? h0.ssh_host : h0.mgmt, pw.rendezvous_port);
   if (ssh) out << "<tmp>: the folder `mktemp -d /tmp/ocslab-phase-<run>-<mode>.XXXXXXXXXX` makes on each host\n";

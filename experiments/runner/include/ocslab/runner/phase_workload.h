@@ -29,6 +29,10 @@ struct HostEntry;
 enum class Launcher { kSsh, kMpirun, kSrun };
 const char* to_string(Launcher l);
 
+// What the ranks run: ocslab's collective workloads over a schedule file, or a PyTorch
+// training script through the `ocslab` backend (torch_ranks.h).
+enum class Framework { kCollbench, kTorch };
+
 // One rank: the host it runs on and its NIC, whose switch ports are the rank's slot on the rail.
 struct RankPlacement {
   size_t host = 0;  // index into ExperimentSpec::hosts
@@ -45,6 +49,11 @@ struct RailSpec {
 
 struct PhaseWorkloadSpec {
   // workload
+  Framework framework = Framework::kCollbench;
+  // framework torch: the training script (absolute, on the runner's machine); its arguments
+  // are `args`. The job's rank count is then the layout's (schedule.ranks is set to it) and
+  // `schedule` stays empty.
+  std::string script;
   std::string program = "ocslab-collbench-verbs";  // a name (this build's binary is used in a
                                                    // virtual lab; PATH on real hosts) or a path
   std::string schedule_path;                       // absolute, on the runner's machine
@@ -150,14 +159,21 @@ struct RankLaunch {
   std::string token_file;  // the controller's token, as the ranks see it (a 0600 file); only its path is in argv
   std::string job_id;      // srun: the runner's Slurm allocation (--jobid)
   std::vector<std::string> launcher_args;  // the runner's own, before the spec's launcher.args
+  // framework torch (last, so the collective workloads' brace-initialised launches stay as
+  // they are): the training script as the ranks see it, and PYTHONPATH for the ocslab package
+  // (empty: the installed package, on python3's own path).
+  std::string script = {};
+  std::string python_path = {};
 };
 
 // The argv of rank r under the ssh launcher: program, schedule, --rank/--nranks/--rendezvous,
-// --host, --output, the controller flags, --if when pass_if, --timeout-s, then spec.args.
+// --host, --output, the controller flags, --if when pass_if, --timeout-s, then spec.args; for
+// framework torch, torch_rank_argv's. The one place the framework picks a rank's command.
 std::vector<std::string> rank_argv(const PhaseWorkloadSpec& spec, const std::vector<HostEntry>& hosts, int rank,
                                    const RankLaunch& l);
 // The one command line of the mpirun / srun launchers (rank and world size come from the
-// launcher's environment; hosts in placement order, block distribution).
+// launcher's environment; hosts in placement order, block distribution); for framework torch
+// ending in torch_launcher_tail's.
 std::vector<std::string> launcher_argv(const PhaseWorkloadSpec& spec, const std::vector<HostEntry>& hosts,
                                        const RankLaunch& l);
 // The srun launcher's allocation: salloc --no-shell over the placement's nodes and tasks per

@@ -1,0 +1,106 @@
+// A torch phase workload's rank command lines (torch_ranks.h).
+#include "ocslab/runner/torch_ranks.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "ocslab/common/error.h"
+
+namespace ocslab::runner {
+
+namespace fs = std::filesystem;
+
+std::string torch_layout(const phase::JobLayout& layout) {
+  std::string out = fmt::format("pp={}", layout.pp);
+  for (const auto& d : layout.dims) out += fmt::format(",{}={}", d.name, d.size);
+  return out;
+}
+
+namespace {
+
+// What every rank gets after its own RANK / LOCAL_RANK: world size, rank 0's rendezvous, the
+// controller (none in native mode: the backend then passes every op through), the shim's
+// samples file ("{rank}" is the backend's placeholder), the package, then the interpreter.
+void append_job_env_and_program(std::vector<std::string>& a, const PhaseWorkloadSpec& spec, const RankLaunch& l,
+                                const std::string& shim_csv) {
+  const auto colon = l.rendezvous.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    throw Error(fmt::format("torch ranks: rendezvous '{}' is not HOST:PORT", l.rendezvous));
+  a.push_back(fmt::format("WORLD_SIZE={}", spec.schedule.ranks));
+  a.push_back("MASTER_ADDR=" + l.rendezvous.substr(0, colon));
+  a.push_back("MASTER_PORT=" + l.rendezvous.substr(colon + 1));
+  if (l.mode != "native") {
+    a.push_back("OCSLAB_CONTROLLER=" + l.controller);
+    a.push_back("OCSLAB_JOB=" + l.job);
+    if (!l.token_file.empty()) a.push_back("OCSLAB_CONTROLLER_TOKEN_FILE=" + l.token_file);
+  }
+  a.push_back("OCSLAB_LAYOUT=" + torch_layout(spec.layout));
+  a.push_back("OCSLAB_SHIM_CSV=" + l.output_dir + "/" + shim_csv);
+  if (!l.python_path.empty()) a.push_back("PYTHONPATH=" + l.python_path);
+  a.insert(a.end(), {l.program, "-m", "ocslab.torch_backend", l.script, "--backend", "ocslab"});
+  a.insert(a.end(), spec.args.begin(), spec.args.end());
+}
+
+}  // namespace
+
+std::vector<std::string> torch_rank_argv(const PhaseWorkloadSpec& spec, int rank, const RankLaunch& l) {
+  const size_t host = spec.ranks.at(static_cast<size_t>(rank)).host;
+  int local = 0;
+  for (int r = 0; r < rank; ++r) local += spec.ranks[static_cast<size_t>(r)].host == host ? 1 : 0;
+  std::vector<std::string> a = {"env", fmt::format("RANK={}", rank), fmt::format("LOCAL_RANK={}", local)};
+  append_job_env_and_program(a, spec, l, fmt::format("shim-rank{}.csv", rank));
+  return a;
+}
+
+std::vector<std::string> torch_launcher_tail(const PhaseWorkloadSpec& spec, const RankLaunch& l) {
+  const bool mpirun = spec.launcher == Launcher::kMpirun;
+  if (!mpirun && spec.launcher != Launcher::kSrun)
+    throw Error("torch_launcher_tail: the ssh launcher starts one command per rank");
+  // Each process learns its rank only from the launcher's environment: a shell sets PyTorch's
+  // names from it, then execs the rest of argv (no word of which it interprets).
+  const std::string prefix = mpirun ? "export RANK=\"$OMPI_COMM_WORLD_RANK\" LOCAL_RANK=\"$OMPI_COMM_WORLD_LOCAL_RANK\""
+                                    : "export RANK=\"$SLURM_PROCID\" LOCAL_RANK=\"$SLURM_LOCALID\"";
+  std::vector<std::string> a = {"sh", "-c", prefix + " && exec \"$@\"", "sh", "env"};
+  append_job_env_and_program(a, spec, l, "shim-rank{rank}.csv");
+  return a;
+}
+
+std::vector<std::string> torch_expected_groups(const phase::JobLayout& layout) {
+  const int per = layout.ranks_per_stage();
+  std::vector<std::string> out;
+  std::string line = "pp:";
+  for (int local = 0; local < per; ++local) {
+    std::string g;
+    for (int s = 0; s < layout.pp; ++s) g += fmt::format("{}{}", g.empty() ? "" : " ", s * per + local);
+    line += " [" + g + "]";
+  }
+  out.push_back(line);
+  for (size_t d = 0; d < layout.dims.size(); ++d) {
+    line = layout.dims[d].name + ":";
+    for (int s = 0; s < layout.pp; ++s) {
+      for (int local = 0; local < per; ++local) {
+        std::vector<int> c = layout.coords(local);
+        if (c[d] != 0) continue;  // each group once, from its member at coordinate 0
+        std::string g;
+        for (int k = 0; k < layout.dims[d].size; ++k) {
+          c[d] = k;
+          g += fmt::format("{}{}", g.empty() ? "" : " ", s * per + layout.local_from(c));
+        }
+        line += " [" + g + "]";
+      }
+    }
+    out.push_back(line);
+  }
+  return out;
+}
+
+std::string torch_python_path(const std::string& self_exe) {
+  std::error_code ec;
+  const fs::path exe = self_exe.empty() ? fs::read_symlink("/proc/self/exe", ec) : fs::path(self_exe);
+  const fs::path dir = exe.parent_path().parent_path() / "python";
+  if (fs::exists(dir / "ocslab" / "torch_backend.py", ec)) return dir.string();
+  return {};
+}
+
+}  // namespace ocslab::runner
