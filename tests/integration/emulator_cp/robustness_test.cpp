@@ -340,6 +340,19 @@ TEST_CASE("clients vanishing mid-command, also while the mirrors settle, are cle
   healthy.check();
 }
 
+TEST_CASE("a TL1 client that never reads its replies is dropped once 4 MiB wait; the others are unaffected",
+          "[emulator_cp][robustness][output-cap]") {
+  Lab lab;
+  Healthy healthy(lab);
+  RawClient hog(*lab.cp.ports().tl1);
+  std::string burst;
+  for (int i = 0; i < 20000; ++i) burst += "RTRV-HDR:::1:;";
+  bool sent_all = true;
+  for (int i = 0; i < 30 && sent_all; ++i) sent_all = hog.send(burst);  // 600,000 DENYs, ~50 MB of replies
+  CHECK(hog.closed_by_peer(10000ms));
+  healthy.check();
+}
+
 TEST_CASE("many concurrent TL1 and SCPI connections are served side by side", "[emulator_cp][robustness]") {
   Lab lab;
   Healthy healthy(lab);
