@@ -1,6 +1,10 @@
 #include "ocslab/forwarding/apply.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -11,6 +15,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -380,6 +385,92 @@ HostPlan programmable(const HostPlan& plan, bool relay) {
   return p;
 }
 
+HostNics host_nics() {
+  HostNics n;
+  n.management.insert("lo");
+  RouteNetlink nl;
+  for (const auto& r : nl.list_routes())
+    if (r.prefix_len == 0 && !r.rule.dev.empty()) n.management.insert(r.rule.dev);
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) throw Error(fmt::format("cannot list this host's addresses: {}", std::strerror(errno)));
+  for (ifaddrs* a = list; a; a = a->ifa_next) {
+    if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET || !a->ifa_name) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof(text));
+    std::string dev = a->ifa_name;
+    n.addresses[dev.substr(0, dev.find(':'))].insert(text);  // "eth1:0" is a label of eth1
+  }
+  ::freeifaddrs(list);
+  if (struct if_nameindex* names = ::if_nameindex()) {
+    for (struct if_nameindex* i = names; i->if_index != 0; ++i) n.devices.insert(i->if_name);
+    ::if_freenameindex(names);
+  }
+  return n;
+}
+
+namespace {
+
+bool host_route(const std::string& dst) {
+  auto slash = dst.find('/');
+  in_addr a{};
+  return slash != std::string::npos && dst.substr(slash) == "/32" &&
+         ::inet_pton(AF_INET, dst.substr(0, slash).c_str(), &a) == 1;
+}
+
+std::string management_problem(const std::string& what, const std::string& dev, const HostNics& nics) {
+  if (!nics.management.count(dev)) return {};
+  return fmt::format("{}: {} is {}; a plan touches only the fabric's NICs", what, dev,
+                     dev == "lo" ? "the loopback" : "the management interface (it holds the default route)");
+}
+
+std::string not_if1(const std::string& what, const std::string& dev) {
+  return fmt::format("{}: {} is not one of the plan's own NICs (the devices its routes leave from their own address)",
+                     what, dev);
+}
+
+}  // namespace
+
+std::string plan_problem(const HostPlan& plan, const HostNics& nics) {
+  std::set<std::string> if1s, clsacts;
+  for (const auto& r : plan.routes) {
+    std::string what = fmt::format("route {} dev {}", r.dst, r.dev);
+    if (auto m = management_problem(what, r.dev, nics); !m.empty()) return m;
+    if (r.protocol != kRouteProtocol)
+      return fmt::format("{}: protocol {} is not ocslab's ({}): rollback and clear would never remove it", what,
+                         r.protocol, kRouteProtocol);
+    if (!host_route(r.dst)) return what + ": not an IPv4 /32 host route";
+    if (!nics.devices.count(r.dev)) return fmt::format("{}: no network device '{}' in this namespace", what, r.dev);
+    auto a = nics.addresses.find(r.dev);
+    if (a == nics.addresses.end() || !a->second.count(r.src))
+      return fmt::format("{}: src {} is not an address of {}", what, r.src, r.dev);
+    if1s.insert(r.dev);
+  }
+  for (const auto& n : plan.neighbours) {
+    std::string what = fmt::format("neighbour {} dev {}", n.dst, n.dev);
+    if (auto m = management_problem(what, n.dev, nics); !m.empty()) return m;
+    if (!if1s.count(n.dev)) return not_if1(what, n.dev);
+  }
+  for (const auto& l : plan.links) {
+    std::string what = fmt::format("macvlan {} over {}", l.name, l.parent);
+    if (auto m = management_problem(what, l.name, nics); !m.empty()) return m;
+    if (auto m = management_problem(what, l.parent, nics); !m.empty()) return m;
+    if (!if1s.count(l.parent)) return not_if1(what, l.parent);
+  }
+  for (const auto& q : plan.qdiscs) {
+    if (auto m = management_problem("clsact on " + q.dev, q.dev, nics); !m.empty()) return m;
+    clsacts.insert(q.dev);
+  }
+  for (const auto& f : plan.filters) {
+    std::string what = fmt::format("filter {} on {} -> {}", f.dst, f.dev, f.redirect_dev);
+    if (auto m = management_problem(what, f.dev, nics); !m.empty()) return m;
+    if (auto m = management_problem(what, f.redirect_dev, nics); !m.empty()) return m;
+    if (!clsacts.count(f.dev)) return fmt::format("{}: the plan has no clsact on {}", what, f.dev);
+    if (!if1s.count(f.redirect_dev)) return not_if1(what, f.redirect_dev);
+    if (!host_route(f.dst)) return what + ": not an IPv4 /32 destination";
+  }
+  return {};
+}
+
 Forwarder::Forwarder(ApplyOptions options) : opt_(std::move(options)) {}
 
 std::string Forwarder::journal_path() const { return opt_.state_dir + "/journal.json"; }
@@ -425,6 +516,9 @@ ApplyReport Forwarder::diff(const HostPlan& desired) {
 }
 
 ApplyReport Forwarder::apply(const HostPlan& desired) {
+  // Before the lock and the journal: a refused plan leaves no trace.
+  if (auto problem = plan_problem(desired, host_nics()); !problem.empty())
+    throw Error(fmt::format("refused: the plan for host {}: {}; nothing was installed", desired.host, problem));
   DirLock lock(opt_.state_dir);
   auto prev = journal();
   if (prev && (prev->status == "applying" || prev->status == "rolling-back"))
@@ -564,9 +658,8 @@ std::vector<InstalledFilter> owned_filters(const HostPlan& plan) {
 }
 
 nlohmann::json to_json(const Journal& j) {
-  nlohmann::json out = {{"version", 1},   {"operation", j.operation},    {"status", j.status},
-                        {"host", j.host}, {"time", j.time},              {"before", to_json(j.before)},
-                        {"target", to_json(j.target)}};
+  nlohmann::json out = {{"version", 1},   {"operation", j.operation},    {"status", j.status},         {"host", j.host},
+                        {"time", j.time}, {"before", to_json(j.before)}, {"target", to_json(j.target)}};
   if (!j.op_id.empty()) out["op_id"] = j.op_id;
   return out;
 }

@@ -219,7 +219,9 @@ void RouteNetlink::apply(const std::vector<RouteRequest>& requests) {
     rtnl_route_set_family(route.get(), AF_INET);
     rtnl_route_set_table(route.get(), RT_TABLE_MAIN);
     rtnl_route_set_dst(route.get(), dst.get());
-    rtnl_route_set_protocol(route.get(), static_cast<uint8_t>(r.protocol));
+    // Always ours, whatever the rule says: a route of another protocol is never counted as
+    // ocslab's, so rollback and clear would leave it behind; removals touch only ours too.
+    rtnl_route_set_protocol(route.get(), static_cast<uint8_t>(kRouteProtocol));
     rtnl_route_set_type(route.get(), RTN_UNICAST);
     rtnl_nexthop* nh = rtnl_route_nh_alloc();
     if (!nh) throw Error("out of memory building " + text);

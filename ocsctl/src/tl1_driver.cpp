@@ -86,8 +86,8 @@ void Tl1Driver::do_open() {
   parser_.reset();
   const bool ssh = url().protocol == Protocol::kTl1Ssh;
   if (!ssh && !options().password) {
-    throw ConnectionError(fmt::format("no password for {}@{}: set OCSLAB_OCS_PASSWORD or a credentials file", user(),
-                                      url().host));
+    throw ConnectionError(
+        fmt::format("no password for {}@{}: set OCSLAB_OCS_PASSWORD or a credentials file", user(), url().host));
   }
   if (ssh) {
     SshOptions o;
@@ -202,14 +202,15 @@ const Tl1Block& Tl1Driver::exchange(std::string_view line, std::string_view show
         return *block;
       }
       last_io_ = Clock::now();
-      std::string code = block->error_code.empty() ? block->status : block->error_code;
-      std::string text = block->comment;
-      if (text.empty() && !block->data.empty()) text = block->data.front();
+      // The switch's words go into errors and logs: control bytes escaped, cut to ~200
+      // characters, so a broken or hostile switch cannot write terminal escapes or flood them.
+      std::string code = tl1_quote_line(block->error_code.empty() ? block->status : block->error_code);
+      std::string text = tl1_quote_line(block->comment);
+      if (text.empty() && !block->data.empty()) text = tl1_quote_line(block->data.front());
       // Timed requests are named by the base class's error context; untimed ones (login,
       // logout, keep-alive) are not, so they name themselves.
       throw DenyError(fmt::format("{}refused by the switch: {} {}{}", timed ? "" : std::string(shown) + " ",
-                                  block->status, code,
-                                  text.empty() ? "" : " (" + text + ")"),
+                                  block->status, code, text.empty() ? "" : " (" + text + ")"),
                       code, text);
     }
     // Straight into the parser's buffer: no copy of the bytes in between.
@@ -264,7 +265,8 @@ SwitchInfo Tl1Driver::do_info() {
     std::string_view s = b.data.front();
     for (size_t start = 0;;) {
       size_t comma = s.find(',', start);
-      f.emplace_back(trim_blanks(s.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start)));
+      f.emplace_back(
+          trim_blanks(s.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start)));
       if (comma == std::string_view::npos) break;
       start = comma + 1;
     }

@@ -142,7 +142,7 @@ struct Session : std::enable_shared_from_this<Session> {
     std::string line = encode(m);
     line += '\n';
     if (writing) {
-      outq.push_back(std::move(line));
+      queue_line(std::move(line));
       return;
     }
     boost::system::error_code ec;
@@ -153,8 +153,23 @@ struct Session : std::enable_shared_from_this<Session> {
       return;
     }
     if (n == line.size()) return;
-    outq.push_back(line.substr(n));
-    write();
+    queue_line(line.substr(n));
+    if (!outq.empty()) write();
+  }
+  // A rank that never reads would grow outq without end: past kMaxQueuedBytes it is closed
+  // (later, not inside the core's call) and its lines dropped; the other ranks go on.
+  void queue_line(std::string line) {
+    if (outq_bytes + line.size() > kMaxQueuedBytes) {
+      if (!dropping) {
+        dropping = true;
+        asio::post(ctl.io, [self = shared_from_this(), n = outq_bytes] {
+          self->close(fmt::format("read nothing of its last {} bytes of replies", n));
+        });
+      }
+      return;
+    }
+    outq_bytes += line.size();
+    outq.push_back(std::move(line));
   }
   // Everything queued so far in one async_write; what was queued meanwhile goes next.
   void write() {
@@ -167,6 +182,7 @@ struct Session : std::enable_shared_from_this<Session> {
         self->close(ec.message());
         return;
       }
+      for (size_t i = 0; i < k; ++i) self->outq_bytes -= self->outq[i].size();
       self->outq.erase(self->outq.begin(), self->outq.begin() + static_cast<std::ptrdiff_t>(k));
       if (!self->outq.empty()) {
         self->write();
@@ -194,8 +210,11 @@ struct Session : std::enable_shared_from_this<Session> {
   bool armed = false;
   bool joined = false;
   uint64_t generation = 0;
-  std::deque<std::string> outq;  // lines (or a line's rest) the socket has not taken yet
-  bool writing = false;          // an async_write of outq's first lines is under way
+  static constexpr size_t kMaxQueuedBytes = 16 << 20;  // outq's bound: 256 lines of the 64 KiB limit
+  std::deque<std::string> outq;                        // lines (or a line's rest) the socket has not taken yet
+  size_t outq_bytes = 0;                               // in outq
+  bool dropping = false;                               // outq overflowed: a close is posted
+  bool writing = false;                                // an async_write of outq's first lines is under way
   std::string peer;
   bool closed = false;
   bool ours = false;  // closed by the controller (stopping), not a rank failure

@@ -2,15 +2,16 @@
 
 #include "listen_socket.h"
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <algorithm>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <cmath>
 #include <deque>
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "ocslab/common/error.h"
 #include "ocslab/emulator/link_delivery.h"
@@ -21,27 +22,51 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 
 // Streams the ground truth live as JSON lines to every connected client (loopback only by
-// default). A slow client gets its backlog dropped rather than stalling the emulator.
+// default). A client that does not read is dropped rather than stalling the emulator or
+// growing its memory; so is one whose connection failed. At most kMaxClients at once.
 struct Emulator::EventsServer {
+  static constexpr size_t kMaxClients = 64;
+  static constexpr size_t kMaxQueuedBytes = 4 << 20;  // a client's unsent lines before it is dropped
+
   struct Client : std::enable_shared_from_this<Client> {
     explicit Client(tcp::socket s) : socket(std::move(s)) {}
     tcp::socket socket;
     std::deque<std::string> queue;
+    size_t queued_bytes = 0;
     bool writing = false;
+    void drop() {
+      boost::system::error_code ec;
+      socket.close(ec);  // the server forgets a closed client on the next sample
+      if (!writing) {    // else the write in flight still uses queue.front(): its handler clears
+        queue.clear();
+        queued_bytes = 0;
+      }
+    }
     void push(std::string line) {
-      if (queue.size() > 100000) return;  // client not reading: drop, never block
+      if (!socket.is_open()) return;
+      if (queued_bytes + line.size() > kMaxQueuedBytes) {
+        spdlog::warn("events: a client read nothing of its last {} bytes; dropping it", queued_bytes);
+        drop();
+        return;
+      }
+      queued_bytes += line.size();
       queue.push_back(std::move(line));
       if (!writing) pump();
     }
     void pump() {
-      if (queue.empty()) {
+      if (queue.empty() || !socket.is_open()) {
         writing = false;
         return;
       }
       writing = true;
       auto self = shared_from_this();
       asio::async_write(socket, asio::buffer(queue.front()), [self](const boost::system::error_code& ec, size_t) {
-        if (ec) return;  // gone: the server forgets it on the next sample
+        if (ec || !self->socket.is_open()) {  // gone or dropped: closed now, so it is removed, not kept
+          self->writing = false;
+          self->drop();
+          return;
+        }
+        self->queued_bytes -= self->queue.front().size();
         self->queue.pop_front();
         self->pump();
       });
@@ -52,13 +77,13 @@ struct Emulator::EventsServer {
       : io_(io), truth_(truth), acceptor_(io) {
     port_ = open_listener(acceptor_, where, "events");
     sub_ = truth_.subscribe([this](const Sample& s) {
-      std::string line = nlohmann::json{{"t_ns", s.t_ns},         {"mono_ns", s.mono_ns}, {"host", s.host},
-                                        {"source", s.source},     {"subject", s.subject}, {"signal", s.signal},
-                                        {"value", s.value},       {"unit", s.unit}}
-                             .dump() +
-                         "\n";
+      std::string line =
+          nlohmann::json{{"t_ns", s.t_ns},       {"mono_ns", s.mono_ns}, {"host", s.host},   {"source", s.source},
+                         {"subject", s.subject}, {"signal", s.signal},   {"value", s.value}, {"unit", s.unit}}
+              .dump() +
+          "\n";
       asio::post(io_, [this, line = std::move(line)] {
-        std::erase_if(clients_, [](const auto& c) { return !c->socket.is_open(); });
+        forget_closed();
         for (auto& c : clients_) c->push(line);
       });
     });
@@ -66,16 +91,37 @@ struct Emulator::EventsServer {
   }
   ~EventsServer() { truth_.unsubscribe(sub_); }
 
+  void forget_closed() {
+    std::erase_if(clients_, [](const auto& c) { return !c->socket.is_open(); });
+  }
+
   void accept() {
     acceptor_.async_accept([this](const boost::system::error_code& ec, tcp::socket s) {
-      if (ec) return;
-      clients_.push_back(std::make_shared<Client>(std::move(s)));
+      if (!acceptor_.is_open() || ec == asio::error::operation_aborted) return;  // closed
+      if (ec) {
+        // Out of descriptors and the like: the clients we have keep their stream; try again.
+        // A pause, not a spin: the failed connection stays queued until descriptors free up.
+        spdlog::warn("events: accept failed: {}", ec.message());
+        retry_.expires_after(std::chrono::milliseconds(100));
+        retry_.async_wait([this](const boost::system::error_code& wait_ec) {
+          if (!wait_ec && acceptor_.is_open()) accept();
+        });
+        return;
+      }
+      forget_closed();
+      if (clients_.size() >= kMaxClients) {
+        boost::system::error_code close_ec;
+        s.close(close_ec);  // refused: the stream is for a few watchers, not a crowd
+      } else {
+        clients_.push_back(std::make_shared<Client>(std::move(s)));
+      }
       accept();
     });
   }
   void close() {
     boost::system::error_code ec;
     acceptor_.close(ec);
+    retry_.cancel();
     for (auto& c : clients_) c->socket.close(ec);
     clients_.clear();
   }
@@ -85,6 +131,7 @@ struct Emulator::EventsServer {
   asio::io_context& io_;
   GroundTruth& truth_;
   tcp::acceptor acceptor_;
+  asio::steady_timer retry_{io_};
   int port_ = 0;
   int sub_ = 0;
   std::vector<std::shared_ptr<Client>> clients_;

@@ -1,5 +1,7 @@
 #include "ocslab/emulator/lab_config.h"
 
+#include "ocslab/common/secret.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,6 +12,13 @@
 #include <string_view>
 
 namespace ocslab::emu {
+
+bool login_matches(const ControlPlaneConfig& config, std::string_view user, std::string_view password) {
+  // Both compared always: no early exit on a wrong user name.
+  bool user_ok = constant_time_equal(user, config.user);
+  bool password_ok = constant_time_equal(password, config.password);
+  return user_ok && password_ok;
+}
 
 namespace {
 
@@ -329,8 +338,8 @@ TimingUpdate parse_timing(const YamlDoc& doc, const std::vector<std::string>* kn
   TimingUpdate u;
   if (!root.IsDefined() || root.IsNull()) return u;
   if (!root.IsMap()) {
-    throw config_error(doc, root,
-                       "expected a mapping with 'switch', 'nic_model', 'hold_down', 'dark_ports' and/or 'unreachable_ms'");
+    throw config_error(
+        doc, root, "expected a mapping with 'switch', 'nic_model', 'hold_down', 'dark_ports' and/or 'unreachable_ms'");
   }
   only_keys(doc, root, {"switch", "nic_model", "hold_down", "dark_ports", "unreachable_ms"});
   if (const YAML::Node sw = root["switch"]) {
@@ -346,8 +355,10 @@ TimingUpdate parse_timing(const YamlDoc& doc, const std::vector<std::string>* kn
   if (root["dark_ports"]) u.dark_ports = parse_dark_ports(doc, root["dark_ports"], total_ports);
   if (const YAML::Node n = root["unreachable_ms"]) {
     double ms = -1;
-    if (!n.IsScalar() || !YAML::convert<double>::decode(n, ms) || !std::isfinite(ms) || ms <= 0 || ms > kMaxUnreachableMs) {
-      throw config_error(doc, n, fmt::format("unreachable_ms: expected milliseconds above 0, at most {:.0f}", kMaxUnreachableMs));
+    if (!n.IsScalar() || !YAML::convert<double>::decode(n, ms) || !std::isfinite(ms) || ms <= 0 ||
+        ms > kMaxUnreachableMs) {
+      throw config_error(
+          doc, n, fmt::format("unreachable_ms: expected milliseconds above 0, at most {:.0f}", kMaxUnreachableMs));
     }
     u.unreachable_ms = ms;
   }

@@ -8,10 +8,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
 #include <chrono>
 #include <deque>
-#include <spdlog/spdlog.h>
 
 #include "ocslab/common/error.h"
 
@@ -72,7 +72,7 @@ namespace {
 
 // What the libssh callbacks of one session learn; lives on the SSH thread's stack.
 struct SshState {
-  std::string user, password;
+  ControlPlaneConfig config;  // only its user and password: the login
   SshListener::Mode mode;
   bool authed = false;
   int auth_failures = 0;
@@ -85,7 +85,7 @@ struct SshState {
 
 int on_password(ssh_session, const char* user, const char* password, void* userdata) {
   auto* st = static_cast<SshState*>(userdata);
-  if (user && password && st->user == user && st->password == password) {
+  if (user && password && login_matches(st->config, user, password)) {
     st->authed = true;
     return SSH_AUTH_SUCCESS;
   }
@@ -146,8 +146,13 @@ int drain_wake_fd(socket_t fd, int, void*) {
 SshListener::SshListener(boost::asio::io_context& io, const ListenAddress& where, std::string protocol, Mode mode,
                          const std::string& host_key, const ControlPlaneConfig& config, SessionFactory make,
                          SessionCounter open)
-    : io_(io), protocol_(std::move(protocol)), mode_(mode), user_(config.user), password_(config.password),
-      make_(std::move(make)), open_(std::move(open)) {
+    : io_(io),
+      protocol_(std::move(protocol)),
+      mode_(mode),
+      user_(config.user),
+      password_(config.password),
+      make_(std::move(make)),
+      open_(std::move(open)) {
   auto fail = [&](const std::string& what) {
     std::string err = bind_ ? ssh_get_error(bind_) : "";
     if (bind_) ssh_bind_free(bind_);
@@ -252,8 +257,8 @@ void SshListener::stop() {
 
 void SshListener::serve(Conn& conn, ssh_session session) {
   SshState st;
-  st.user = user_;
-  st.password = password_;
+  st.config.user = user_;
+  st.config.password = password_;
   st.mode = mode_;
   ssh_server_callbacks_struct server_cb{};
   server_cb.userdata = &st;
@@ -314,8 +319,10 @@ void SshListener::serve(Conn& conn, ssh_session session) {
         std::string_view rest = bytes;
         while (!rest.empty() && !broken) {
           int n = ssh_channel_write(st.channel, rest.data(), static_cast<uint32_t>(rest.size()));
-          if (n == SSH_ERROR) broken = true;
-          else rest.remove_prefix(static_cast<size_t>(n));
+          if (n == SSH_ERROR)
+            broken = true;
+          else
+            rest.remove_prefix(static_cast<size_t>(n));
         }
       }
       if (broken || close || stopping_ || st.eof || !ssh_channel_is_open(st.channel)) break;

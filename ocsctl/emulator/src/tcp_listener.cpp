@@ -1,10 +1,10 @@
-#include "listen_socket.h"
 #include "tcp_listener.h"
+#include "listen_socket.h"
 
+#include <spdlog/spdlog.h>
 #include <array>
 #include <boost/asio/write.hpp>
 #include <deque>
-#include <spdlog/spdlog.h>
 
 #include "ocslab/common/error.h"
 
@@ -14,6 +14,8 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 
 struct TcpListener::Conn : std::enable_shared_from_this<Conn> {
+  static constexpr size_t kMaxQueuedBytes = 4 << 20;  // replies not yet sent
+
   Conn(tcp::socket s, std::weak_ptr<TcpListener> owner) : socket(std::move(s)), owner(std::move(owner)) {}
 
   tcp::socket socket;
@@ -21,6 +23,7 @@ struct TcpListener::Conn : std::enable_shared_from_this<Conn> {
   std::unique_ptr<ProtocolSession> session;
   SessionCounter open;
   std::deque<std::string> out;
+  size_t queued = 0;  // bytes in out
   bool writing = false;
   bool close_after_flush = false;
   bool done = false;
@@ -57,6 +60,14 @@ struct TcpListener::Conn : std::enable_shared_from_this<Conn> {
 
   void write(std::string bytes) {
     if (done || close_after_flush) return;
+    if (queued + bytes.size() > kMaxQueuedBytes) {
+      // A client that sends commands but never reads the replies: dropped, not buffered
+      // without end; the other sessions are not affected.
+      spdlog::warn("a client read nothing of its last {} bytes of replies; dropping it", queued);
+      finish();
+      return;
+    }
+    queued += bytes.size();
     out.push_back(std::move(bytes));
     if (!writing) pump();
   }
@@ -75,6 +86,7 @@ struct TcpListener::Conn : std::enable_shared_from_this<Conn> {
         self->finish();
         return;
       }
+      self->queued -= self->out.front().size();
       self->out.pop_front();
       self->pump();
     });

@@ -87,9 +87,12 @@ void Tl1Session::on_bytes(std::string_view bytes) {
     buf_ += ch;
     if (in_quote_) {
       // A ';' inside a quoted value does not end the command.
-      if (escaped_) escaped_ = false;
-      else if (ch == '\\') escaped_ = true;
-      else if (ch == '"') in_quote_ = false;
+      if (escaped_)
+        escaped_ = false;
+      else if (ch == '\\')
+        escaped_ = true;
+      else if (ch == '"')
+        in_quote_ = false;
     } else if (ch == '"') {
       in_quote_ = true;
     } else if (ch == ';') {
@@ -148,7 +151,8 @@ std::optional<Tl1Session::Reply> Tl1Session::port_list(const std::string& aid, s
                                                        bool& all) const {
   all = aid.empty() || aid == "ALL" || aid == "all";
   if (all) return std::nullopt;
-  if (auto bad = out_of_range(aid, model_.total_ports())) return deny("IDNV", fmt::format("Invalid OXC port: {}", *bad));
+  if (auto bad = out_of_range(aid, model_.total_ports()))
+    return deny("IDNV", fmt::format("Invalid OXC port: {}", *bad));
   try {
     out = ocs::parse_tl1_port_list(aid, model_.total_ports());
   } catch (const ocs::ProtocolError& e) {
@@ -160,7 +164,7 @@ std::optional<Tl1Session::Reply> Tl1Session::port_list(const std::string& aid, s
 Tl1Session::Reply Tl1Session::execute(const ocs::Tl1Command& c, const std::string& verb, bool& later) {
   if (verb == "ACT-USER") {
     std::string pw = c.positional.empty() ? "" : c.positional.front();
-    if (c.aid != config_.user || pw != config_.password) return deny("PICC", "Invalid user name or password");
+    if (!login_matches(config_, c.aid, pw)) return deny("PICC", "Invalid user name or password");
     logged_in_ = true;
     return {};
   }
@@ -200,7 +204,8 @@ Tl1Session::Reply Tl1Session::execute(const ocs::Tl1Command& c, const std::strin
     std::set<Port> want(list.begin(), list.end());
     Reply r;
     for (const auto& x : model_.circuits()) {
-      if (all || want.count(x.ingress) || want.count(x.egress)) r.data.push_back(fmt::format("{},{}", x.ingress, x.egress));
+      if (all || want.count(x.ingress) || want.count(x.egress))
+        r.data.push_back(fmt::format("{},{}", x.ingress, x.egress));
     }
     return r;
   }
@@ -212,7 +217,8 @@ Tl1Session::Reply Tl1Session::execute(const ocs::Tl1Command& c, const std::strin
   if (verb == "SET-PORT-PMON") {
     auto it = c.params.find("WAVE");
     if (it == c.params.end()) return deny("IPMS", "Missing WAVE");
-    if (it->second.empty() || it->second.size() > 8 || it->second.find_first_not_of("0123456789.") != std::string::npos) {
+    if (it->second.empty() || it->second.size() > 8 ||
+        it->second.find_first_not_of("0123456789.") != std::string::npos) {
       return deny("IPNV", "Invalid WAVE: " + it->second);
     }
     for (Port x : list) pmon_wave_[x] = it->second;
@@ -242,7 +248,8 @@ Tl1Session::Reply Tl1Session::execute(const ocs::Tl1Command& c, const std::strin
 Tl1Session::Reply Tl1Session::enter_patch(const ocs::Tl1Command& c, const std::string& verb, bool& later) {
   if (c.aid.empty()) return deny("IIAC", "Missing patch ports");
   std::vector<ocs::Circuit> circuits;
-  if (auto bad = out_of_range(c.aid, model_.total_ports())) return deny("IDNV", fmt::format("Invalid OXC port: {}", *bad));
+  if (auto bad = out_of_range(c.aid, model_.total_ports()))
+    return deny("IDNV", fmt::format("Invalid OXC port: {}", *bad));
   try {
     circuits = ocs::parse_tl1_patch_aid(c.aid, model_.total_ports());
   } catch (const ocs::ProtocolError& e) {
@@ -277,7 +284,8 @@ void Tl1Session::on_light(Port egress, bool lit, double dbm) {
   if (is_closed() || !logged_in_) return;
   ++atag_;
   // Loss of light is a (non-service-affecting) condition; its return is a plain event.
-  std::string out = header() + fmt::format("{} {} REPT {} PORT\r\n", lit ? "A " : "* ", 1000 + atag_, lit ? "EVT" : "ALM");
+  std::string out =
+      header() + fmt::format("{} {} REPT {} PORT\r\n", lit ? "A " : "* ", 1000 + atag_, lit ? "EVT" : "ALM");
   out += "   " + ocs::tl1_quote_data(fmt::format("{}:{},{:.2f}", egress, lit ? "LIGHT" : "LOS", dbm)) + "\r\n";
   out += terminator();
   send(std::move(out));

@@ -2,12 +2,21 @@
 // the healthy sessions: fuzzed TL1 and SCPI byte streams, truncated and malformed NETCONF
 // frames over SSH, garbage during SSH key exchange, clients that vanish mid-command (also
 // while the mirrors settle), and many concurrent connections. Seeded, bounded, repeatable.
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <random>
+#include <thread>
 
 #include "cp_lab.h"
+#include "ocslab/emulator/emulator.h"
 #include "ocslab/ocsctl/netconf_codec.h"
 #include "ocslab/ocsctl/stream.h"
 
@@ -331,6 +340,19 @@ TEST_CASE("clients vanishing mid-command, also while the mirrors settle, are cle
   healthy.check();
 }
 
+TEST_CASE("a TL1 client that never reads its replies is dropped once 4 MiB wait; the others are unaffected",
+          "[emulator_cp][robustness][output-cap]") {
+  Lab lab;
+  Healthy healthy(lab);
+  RawClient hog(*lab.cp.ports().tl1);
+  std::string burst;
+  for (int i = 0; i < 20000; ++i) burst += "RTRV-HDR:::1:;";
+  bool sent_all = true;
+  for (int i = 0; i < 30 && sent_all; ++i) sent_all = hog.send(burst);  // 600,000 DENYs, ~50 MB of replies
+  CHECK(hog.closed_by_peer(10000ms));
+  healthy.check();
+}
+
 TEST_CASE("many concurrent TL1 and SCPI connections are served side by side", "[emulator_cp][robustness]") {
   Lab lab;
   Healthy healthy(lab);
@@ -402,4 +424,142 @@ TEST_CASE("an unreachable switch (fault injection): every protocol's command wai
   CHECK(std::chrono::steady_clock::now() - t1 >= 300ms);
   auto circuits = lab.call([&] { return lab.model.circuits(); });
   CHECK(circuits == std::vector<Circuit>{{9, 26}});
+}
+
+namespace {
+
+// A blocking loopback client of the events stream; rcvbuf > 0 sets SO_RCVBUF before connect.
+int events_client(int port, int rcvbuf = 0) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  if (rcvbuf > 0) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+  return fd;
+}
+
+// What one read gives within 50 ms: bytes (>0), the end (0, also a reset) or nothing yet (-1).
+ssize_t read_some(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  if (::poll(&p, 1, 50) != 1) return -1;  // load-safe: callers poll_until for seconds
+  char buf[65536];
+  ssize_t n = ::read(fd, buf, sizeof(buf));
+  return n < 0 ? 0 : n;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "the events stream: a client cap, a client that never reads dropped, dead clients removed, accept "
+    "errors survived",
+    "[emulator_cp][robustness][events]") {
+  emu::EmulatorConfig cfg;
+  cfg.sw = small_switch(0);
+  cfg.control.events = emu::ListenAddress{"127.0.0.1", 0};
+  emu::Emulator emu(cfg);
+  emu.start();
+  const int port = *emu.events_port();
+  auto event = [&] { emu.truth().record("test", "events", "tick", 1, ""); };
+  // Every client in fds has its first bytes: events reach it (events recorded meanwhile).
+  auto all_served = [&](const std::vector<int>& fds) {
+    std::vector<bool> got(fds.size(), false);
+    return ocslab::testing::poll_until(
+        [&] {
+          event();
+          for (size_t i = 0; i < fds.size(); ++i) got[i] = got[i] || read_some(fds[i]) > 0;
+          return std::all_of(got.begin(), got.end(), [](bool g) { return g; });
+        },
+        10s, 1ms);  // load-bound: 64 loopback clients, each served within a few loop turns
+  };
+  auto dropped = [&](int fd) {
+    return ocslab::testing::poll_until(
+        [&] {
+          event();
+          ssize_t n;
+          while ((n = read_some(fd)) > 0) {
+          }
+          return n == 0;
+        },
+        20s, 1ms);  // load-bound: the server closes it on its next event
+  };
+
+  // A client that never reads is dropped once 4 MiB wait for it; a reading one is not.
+  int slow = events_client(port, 4096);
+  int reader = events_client(port);
+  REQUIRE(all_served({reader}));
+  std::atomic<bool> stop{false};
+  std::thread drain([&] {
+    while (!stop && read_some(reader) != 0) {
+    }
+  });
+  for (int batch = 0; batch < 240; ++batch) {  // about 18 MB of lines, paced so the reader keeps up
+    for (int i = 0; i < 500; ++i) event();
+    std::this_thread::sleep_for(2ms);  // load-safe: a pace, nothing waits on it
+  }
+  stop = true;
+  drain.join();
+  CHECK(dropped(slow));
+  CHECK(all_served({reader}));
+  ::close(slow);
+
+  // The cap: 64 clients served, the 65th closed at once.
+  std::vector<int> fds{reader};
+  for (int i = 1; i < 64; ++i) fds.push_back(events_client(port));
+  REQUIRE(all_served(fds));
+  int extra = events_client(port);
+  CHECK(dropped(extra));
+  ::close(extra);
+
+  // Dead clients are removed: ten gone, ten new ones served.
+  for (int i = 0; i < 10; ++i) ::close(fds[static_cast<size_t>(i)]);
+  fds.erase(fds.begin(), fds.begin() + 10);
+  // A dead client is noticed when a write to it fails: a new client turned away before that
+  // connects again, as a watcher would.
+  std::vector<int> fresh;
+  for (int i = 0; i < 10; ++i) {
+    int fd = events_client(port);
+    bool served = ocslab::testing::poll_until(
+        [&] {
+          event();
+          ssize_t n = read_some(fd);
+          if (n == 0) {
+            ::close(fd);
+            fd = events_client(port);
+          }
+          return n > 0;
+        },
+        10s, 1ms);  // load-bound: two failed writes per dead client, a few loop turns
+    CHECK(served);
+    fresh.push_back(fd);
+  }
+  int refused = events_client(port);  // and the cap still holds: 54 + 10 served
+  CHECK(dropped(refused));
+  ::close(refused);
+
+  // An accept that fails (no descriptors left) does not end the accept loop.
+  for (int fd : fresh) ::close(fd);
+  for (int fd : fds) ::close(fd);
+  CHECK(ocslab::testing::poll_until(
+      [&] {
+        event();
+        return true;
+      },
+      100ms, 1ms));  // load-safe: only gives the loop turns to forget the closed clients
+  int pending = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(pending >= 0);
+  rlimit old{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &old) == 0);
+  rlimit tight = old;
+  tight.rlim_cur = static_cast<rlim_t>(pending + 1);  // no descriptor above the client's
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &tight) == 0);
+  ::close(pending);
+  int late = events_client(port);      // takes the freed number; the server's accept has none
+  std::this_thread::sleep_for(300ms);  // load-safe: only lets accept fail a few times
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &old) == 0);
+  CHECK(all_served({late}));
+  ::close(late);
+  emu.stop();
 }

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -48,7 +49,8 @@ Result sh(const std::string& cmd) {
   static int n = 0;
   std::string base = fmt::format("/tmp/ocslab-t-fwdnl-it-{}-{}", ::getpid(), n++);
   int status = std::system((cmd + " >" + base + ".out 2>" + base + ".err").c_str());
-  Result r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, ocslab::read_file_or_empty(base + ".out"), ocslab::read_file_or_empty(base + ".err")};
+  Result r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, ocslab::read_file_or_empty(base + ".out"),
+           ocslab::read_file_or_empty(base + ".err")};
   fs::remove(base + ".out");
   fs::remove(base + ".err");
   return r;
@@ -177,9 +179,7 @@ Expected expected(const std::string& fabric_file, const std::string& host) {
   return e;
 }
 
-std::string source_file(const std::string& rel) {
-  return ocslab::testing::source_dir() + "/" + rel;
-}
+std::string source_file(const std::string& rel) { return ocslab::testing::source_dir() + "/" + rel; }
 
 std::string write_file(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
@@ -255,8 +255,8 @@ TEST_CASE("forwarding: apply, diff, re-apply, change, rollback, clear on ring4's
   lab.add_foreign("eth1", "eth2");
   const std::string foreign = lab.foreign();
   std::string ring4 = source_file("forwarding/examples/ring4.yaml");
-  std::string ring4b =
-      write_file(lab.state + "-ring4b.yaml", replace_all(ocslab::read_file_or_empty(ring4), "02:00:00:00:02:10", "02:00:00:00:02:1a"));
+  std::string ring4b = write_file(lab.state + "-ring4b.yaml", replace_all(ocslab::read_file_or_empty(ring4),
+                                                                          "02:00:00:00:02:10", "02:00:00:00:02:1a"));
   Expected e4 = expected(ring4, "h1"), e4b = expected(ring4b, "h1");
   REQUIRE(e4.routes.size() == 6);
   REQUIRE(e4.neighbours.size() == 6);
@@ -337,8 +337,8 @@ TEST_CASE("forwarding: a kernel refusal rolls back and shows the kernel's messag
   Lab lab({{"eth1", "10.0.0.10/24"}, {"eth2", "10.0.0.11/24"}});
   lab.add_foreign("eth1", "eth1");
   std::string ring4 = source_file("forwarding/examples/ring4.yaml");
-  std::string ring4b =
-      write_file(lab.state + "-ring4b.yaml", replace_all(ocslab::read_file_or_empty(ring4), "02:00:00:00:02:10", "02:00:00:00:02:1a"));
+  std::string ring4b = write_file(lab.state + "-ring4b.yaml", replace_all(ocslab::read_file_or_empty(ring4),
+                                                                          "02:00:00:00:02:10", "02:00:00:00:02:1a"));
   REQUIRE(lab.agent("apply --fabric " + ring4 + " --host h1 --no-relay").rc == 0);
   // eth2 goes down: the kernel drops what went through it; routes through it are refused now.
   must("ip -n " + lab.ns + " link set eth2 down");
@@ -356,7 +356,8 @@ TEST_CASE("forwarding: a kernel refusal rolls back and shows the kernel's messag
   CHECK(lab.foreign() == foreign);
 
   // A device the namespace does not have: named, nothing changed.
-  std::string bad = write_file(lab.state + "-bad.yaml", replace_all(ocslab::read_file_or_empty(ring4b), "{name: eth1,", "{name: nosuch1,"));
+  std::string bad = write_file(lab.state + "-bad.yaml",
+                               replace_all(ocslab::read_file_or_empty(ring4b), "{name: eth1,", "{name: nosuch1,"));
   r = lab.agent("apply --fabric " + bad + " --host h1 --no-relay");
   CHECK(r.rc == 5);
   CHECK_THAT(r.err, Catch::Contains("no network device 'nosuch1' in this namespace"));
@@ -529,7 +530,8 @@ TEST_CASE("forwarding: kill -9 and SIGTERM in the middle of a big apply") {
     ::waitpid(pid, &status, 0);
     REQUIRE(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 5);
-    CHECK_THAT(ocslab::read_file_or_empty(err), Catch::Contains("interrupted by SIGTERM; the previous state was restored"));
+    CHECK_THAT(ocslab::read_file_or_empty(err),
+               Catch::Contains("interrupted by SIGTERM; the previous state was restored"));
     CHECK(lab.owned_routes() == ea.routes);
     CHECK(lab.owned_neighbours() == ea.neighbours);
     CHECK(lab.foreign() == foreign);
@@ -551,8 +553,8 @@ TEST_CASE("forwarding: an apply retried under its op id is journaled; rollback -
   Lab lab({{"eth1", "10.0.0.10/24"}, {"eth2", "10.0.0.11/24"}});
   const std::string foreign = lab.foreign();
   std::string ring4 = source_file("forwarding/examples/ring4.yaml");
-  std::string ring4b =
-      write_file(lab.state + "-ring4b.yaml", replace_all(ocslab::read_file_or_empty(ring4), "02:00:00:00:02:10", "02:00:00:00:02:1a"));
+  std::string ring4b = write_file(lab.state + "-ring4b.yaml", replace_all(ocslab::read_file_or_empty(ring4),
+                                                                          "02:00:00:00:02:10", "02:00:00:00:02:1a"));
   Expected e4 = expected(ring4, "h1"), e4b = expected(ring4b, "h1");
   auto json_of = [](const Result& r) {
     INFO(r.out << r.err);
@@ -568,7 +570,8 @@ TEST_CASE("forwarding: an apply retried under its op id is journaled; rollback -
   j = json_of(lab.agent("apply --json --op-id apply-1-x --fabric " + ring4 + " --host h1 --no-relay"));
   CHECK(j["changes"]["changes"] == 0);
   CHECK(j["journaled"] == true);
-  CHECK_THAT(j["note"].get<std::string>(), Catch::Contains("already done by an earlier attempt of operation apply-1-x"));
+  CHECK_THAT(j["note"].get<std::string>(),
+             Catch::Contains("already done by an earlier attempt of operation apply-1-x"));
   // Another operation that happens to find the same state did not journal anything.
   j = json_of(lab.agent("apply --json --op-id apply-2-y --fabric " + ring4 + " --host h1 --no-relay"));
   CHECK(j["journaled"] == false);
@@ -576,7 +579,8 @@ TEST_CASE("forwarding: an apply retried under its op id is journaled; rollback -
   j = json_of(lab.agent("rollback --json --op-id apply-2-y"));
   CHECK(j["changes"]["changes"] == 0);
   CHECK_THAT(j["note"].get<std::string>(),
-             Catch::Contains("nothing to roll back for operation apply-2-y: the journal's last operation is apply 'apply-1-x'"));
+             Catch::Contains(
+                 "nothing to roll back for operation apply-2-y: the journal's last operation is apply 'apply-1-x'"));
   CHECK(lab.owned_neighbours() == e4.neighbours);
 
   j = json_of(lab.agent("apply --json --op-id apply-3-z --fabric " + ring4b + " --host h1 --no-relay"));
@@ -671,4 +675,62 @@ TEST_CASE("forwarding: the state directory is checked and its lock and journal n
   CHECK((st.st_mode & 07777) == 0700);
   CHECK(st.st_uid == 0u);
   lab.agent("clear");
+}
+
+TEST_CASE(
+    "forwarding: a plan naming the management interface, a foreign device or another route protocol is "
+    "refused before anything is installed",
+    "[forwarding][plan-check]") {
+  // The plan comes from standard input, as root through sudo: without a check any main-table
+  // route on any device could be installed, and one of another protocol never removed again.
+  Lab lab({{"eth1", "10.0.0.10/24"},
+           {"eth2", "10.0.0.11/24"},
+           {"mgmt0", "192.168.200.2/24"},
+           {"docker0", "172.17.0.1/16"}});
+  must(fmt::format("ip -n {} route add default via 192.168.200.1 dev mgmt0", lab.ns));
+  auto kernel = [&] {
+    return ocslab::testing::sorted_entries(lab.ipj("route show table all")).dump() + "\n" +
+           ocslab::testing::sorted_entries(lab.ipj("neigh show nud all")).dump();
+  };
+  const std::string before = kernel();
+  std::string ring4 = source_file("forwarding/examples/ring4.yaml");
+  nlohmann::json good = nlohmann::json::parse(must(lab.agent_cmd("plan --json --fabric " + ring4 + " --host h1")));
+  const std::string dst = good["routes"][0]["dst"], dev = good["routes"][0]["dev"];
+
+  auto apply = [&](const std::function<void(nlohmann::json&)>& change) {
+    nlohmann::json p = good;
+    change(p);
+    return lab.agent("apply --no-relay --plan " + write_file(lab.state + "-plan.json", p.dump()));
+  };
+  auto refused = [&](const Result& r, const std::string& why) {
+    INFO(r.out << r.err);
+    CHECK(r.rc == ocslab::kExitFailed);
+    CHECK_THAT(r.err,
+               Catch::Contains("refused: the plan for host h1: " + why) && Catch::Contains("; nothing was installed"));
+    CHECK(kernel() == before);
+    CHECK_FALSE(fs::exists(lab.state + "/journal.json"));
+  };
+  refused(apply([](nlohmann::json& p) { p["routes"][0]["dev"] = "mgmt0"; }),
+          "route " + dst + " dev mgmt0: mgmt0 is the management interface (it holds the default route)");
+  refused(
+      apply([](nlohmann::json& p) { p["routes"][0]["protocol"] = 3; }),
+      "route " + dst + " dev " + dev + ": protocol 3 is not ocslab's (79): rollback and clear would never remove it");
+  refused(apply([](nlohmann::json& p) { p["routes"][0]["dst"] = "0.0.0.0/0"; }),
+          "route 0.0.0.0/0 dev " + dev + ": not an IPv4 /32 host route");
+  refused(apply([](nlohmann::json& p) { p["routes"][0]["dev"] = "docker0"; }),
+          "route " + dst + " dev docker0: src " + good["routes"][0]["src"].get<std::string>() +
+              " is not an address of docker0");
+  refused(apply([](nlohmann::json& p) { p["neighbours"][0]["dev"] = "mgmt0"; }),
+          "neighbour 10.0.0.20 dev mgmt0: mgmt0 is the management interface");
+  refused(apply([](nlohmann::json& p) { p["neighbours"][0]["dev"] = "docker0"; }),
+          "neighbour 10.0.0.20 dev docker0: docker0 is not one of the plan's own NICs");
+  refused(apply([](nlohmann::json& p) { p["filters"][0]["redirect_dev"] = "mgmt0"; }),
+          "filter 10.0.0.20/32 on eth1v -> mgmt0: mgmt0 is the management interface");
+
+  // The fabric's own plan still goes through, beside a management interface.
+  Result ok = lab.agent("apply --no-relay --plan " + write_file(lab.state + "-plan.json", good.dump()));
+  INFO(ok.out << ok.err);
+  CHECK(ok.rc == 0);
+  CHECK(lab.owned_routes() == expected(ring4, "h1").routes);
+  REQUIRE(lab.agent("clear").rc == 0);
 }

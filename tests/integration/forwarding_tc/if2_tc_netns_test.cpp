@@ -14,6 +14,7 @@
 
 #include "ocslab/forwarding/fabric.h"
 #include "ocslab/forwarding/if2_link.h"
+#include "ocslab/forwarding/route_netlink.h"
 #include "ocslab/forwarding/tc_netlink.h"
 #include "ocslab/testing/sshd_fixture.h"
 
@@ -139,6 +140,30 @@ TEST_CASE("if2 macvlans of a fabric host: one per port, over its if1, with the f
   ns.ip("link add eth2 type veth peer name p2");
   for (const auto& s : specs) CHECK(ns.in([&] { return If2Links().ensure_macvlan(s); }) == LinkChange::created);
   CHECK(link_json(ns, "eth2v")["address"] == "02:00:00:00:02:11");
+}
+
+TEST_CASE("routes: the engine installs every route with ocslab's protocol, whatever the rule says", "[plan-check]") {
+  // A route of another protocol is never counted as ocslab's: rollback and clear would leave it.
+  Netns ns("proto");
+  ns.ip("link add eth1 type veth peer name p1");
+  ns.ip("addr add 10.0.0.10/24 dev eth1");
+  ns.ip("link set eth1 up");
+  RouteRule boot{"10.0.0.77/32", "eth1", "10.0.0.10", 3};
+  RouteRule replaced{"10.0.0.78/32", "eth1", "10.0.0.10", 3};
+  ns.in([&] {
+    RouteNetlink nl;
+    nl.apply({RouteRequest{ChangeOp::add, boot}, RouteRequest{ChangeOp::replace, replaced}});
+    return 0;
+  });
+  json routes = json::parse(ns.ip("-j route show table main"));
+  int seen = 0;
+  for (const auto& r : routes)
+    if (r["dst"] == "10.0.0.77" || r["dst"] == "10.0.0.78") {
+      INFO(r.dump());
+      CHECK(r["protocol"] == std::to_string(kRouteProtocol));
+      ++seen;
+    }
+  CHECK(seen == 2);
 }
 
 TEST_CASE("clsact on this kernel: add, has, foreign filters block its removal, flower refusal carries extack") {

@@ -253,6 +253,68 @@ TEST_CASE("TL1 DENY becomes DenyError with the code and the switch's text") {
   CHECK(peer.server().accepted() == 1);
 }
 
+TEST_CASE("TL1: the switch's DENY text for ACT-USER is made printable and bounded before errors and logs",
+          "[credentials]") {
+  // A switch that answers the login with terminal escapes and 64 KiB of text: a one-shot
+  // listener on loopback playing it.
+  int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(lfd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  REQUIRE(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+  REQUIRE(::listen(lfd, 1) == 0);
+  REQUIRE(::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  // The codec refuses C0 control bytes already; C1's CSI (0x9b) and other high bytes pass it.
+  const std::string evil =
+      "owned\x9b"
+      "2J\xc2\x9b"
+      "31m\t" +
+      std::string(64 * 1024, 'A');
+  std::thread server([&] {
+    int fd = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    std::string got;
+    char buf[512];
+    pollfd p{fd, POLLIN, 0};
+    while (got.find(';') == std::string::npos && ::poll(&p, 1, 5000) == 1) {  // load-safe: ends at the ';'
+      ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n <= 0) break;
+      got.append(buf, static_cast<size_t>(n));
+    }
+    std::string reply = "\r\n\n   EVIL-OCS 26-12-06 08:00:00\r\nM  1 DENY\r\n   PICC\r\n   /* " + evil + " */\r\n;";
+    for (size_t off = 0; off < reply.size();) {
+      ssize_t n = ::write(fd, reply.data() + off, reply.size() - off);
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    ::close(fd);
+  });
+  DriverOptions o = driver_options();
+  SwitchUrl u = SwitchUrl::parse("tl1://admin@127.0.0.1:" + std::to_string(ntohs(a.sin_port)));
+  std::string what, text;
+  try {
+    Tl1Driver d(u, o);
+    d.list();
+  } catch (const DenyError& e) {
+    what = e.what();
+    text = e.text();
+  } catch (const std::exception& e) {
+    what = std::string("not a DenyError: ") + e.what();
+  }
+  server.join();
+  ::close(lfd);
+  INFO(what.substr(0, 400));
+  CHECK_THAT(what, Catch::Contains("refused by the switch: DENY PICC"));
+  CHECK_THAT(text, Catch::StartsWith("owned\\x9b"
+                                     "2J\\xc2\\x9b"
+                                     "31m\\x09AAA"));
+  CHECK(text.size() < 300);
+  CHECK(what.size() < 600);
+  CHECK(std::count_if(what.begin(), what.end(), [](char c) { return c < 0x20 || c >= 0x7f; }) == 0);
+}
+
 TEST_CASE("TL1 login failures") {
   PeerSwitch sw(32, 32);
   TcpPeer peer(PeerProtocol::kTl1, sw, peer_quirks());

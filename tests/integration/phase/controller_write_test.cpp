@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "ocslab/phase/protocol.h"
 #include "ocslab/testing/phase_lab.h"
 #include "ocslab/testing/tcp_server.h"
+#include "ocslab/testing/wait.h"
 
 using namespace phase_test;
 using namespace ocslab::phase;
@@ -98,4 +100,63 @@ TEST_CASE("controller: replies the socket cannot take at once are queued and arr
     CHECK(m.type == MsgType::kRegistered);
     CHECK(m.group == names[static_cast<size_t>(i)]);
   }
+}
+
+TEST_CASE("controller: a rank that never reads its replies is closed once 16 MiB wait; the others go on",
+          "[phase][controller][output-cap]") {
+  Lab lab(phase_switch(0));
+  JobLayout L{"job", 1, {{"dp", 2}}};
+  Controller ctl(controller_options(L, {lab.rail(L, TopoId::uniform(L, 1))}));
+  ctl.start();
+  int fd = connect_small_window(ctl.port());
+  Message h;
+  h.type = MsgType::kHello;
+  h.job = "job";
+  h.rank = 0;
+  h.world = 2;
+  send_all(fd, encode(h) + "\n");
+  // 500 registrations with 60 KB group names: ~30 MB of replies it never reads, beyond the
+  // socket buffers (4 MB at most) and the queue's 16 MiB.
+  bool closed = false;
+  for (int i = 0; i < 500 && !closed; ++i) {
+    Message r;
+    r.type = MsgType::kRegister;
+    r.group = std::to_string(i) + "-" + std::string(60000, static_cast<char>('a' + i % 26));
+    r.dim = "dp";
+    r.ranks = {0, 1};
+    std::string line = encode(r) + "\n";
+    for (size_t off = 0; off < line.size() && !closed;) {
+      ssize_t n = ::send(fd, line.data() + off, line.size() - off, MSG_NOSIGNAL);
+      closed = n <= 0;
+      if (n > 0) off += static_cast<size_t>(n);
+    }
+  }
+  // Closed by the controller: the client's unread replies end in an EOF or a reset.
+  bool ended = ocslab::testing::poll_until(
+      [&] {
+        char chunk[65536];
+        ssize_t n = ::recv(fd, chunk, sizeof(chunk), MSG_DONTWAIT);
+        return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+      },
+      std::chrono::seconds(20), std::chrono::milliseconds(1));  // load-bound: a few MB to drain on loopback
+  CHECK(ended);
+  ::close(fd);
+  std::string problems;
+  ocslab::testing::poll_until(
+      [&] {
+        problems.clear();
+        for (const auto& p : ctl.problems()) problems += p + "\n";
+        return problems.find("read nothing of its last") != std::string::npos;
+      },
+      std::chrono::seconds(10), std::chrono::milliseconds(5));  // load-bound: the close is posted to the loop
+  CHECK_THAT(problems, Catch::Contains("rank 0") && Catch::Contains("read nothing of its last"));
+  // Another rank is served as before.
+  int other = ocslab::testing::connect_loopback(ctl.port(), 0);
+  h.rank = 1;
+  send_all(other, encode(h) + "\n");
+  auto lines = read_lines(other, 1, std::chrono::seconds(10));
+  ::close(other);
+  ctl.stop();
+  REQUIRE(lines.size() == 1);
+  CHECK(decode(lines[0]).type == MsgType::kWelcome);
 }

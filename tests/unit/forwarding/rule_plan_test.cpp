@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "fabrics.h"
+#include "ocslab/forwarding/apply.h"
 #include "ocslab/forwarding/rule_plan.h"
 
 using namespace ocslab;
@@ -241,4 +242,77 @@ TEST_CASE("every_nic: a frame for the owner's other port is bounced off that por
   for (const auto& fr : plan.host("h01").filters)
     bounce = bounce || (fr.dev == "eth1v" && fr.dst == "10.0.1.2/32" && fr.redirect_dev == "eth2");
   CHECK(bounce);
+}
+
+namespace {
+
+// A host's kernel as the fabric describes it: each if1 holds its address, eth0 the default route.
+HostNics nics_of(const Fabric& f, const std::string& host) {
+  HostNics n;
+  n.management = {"lo", "eth0"};
+  for (const auto& p : f.find_host(host)->ports) n.addresses[p.if1.name].insert(format_ipv4(p.if1.ip.addr));
+  n.addresses["eth0"].insert("192.168.1.2");
+  for (const auto& [dev, addresses] : n.addresses) n.devices.insert(dev);
+  n.devices.insert({"lo", "docker0"});
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("plan checker: every plan make_plan makes passes; each kind of hostile rule is refused, naming it",
+          "[plan-check]") {
+  for (bool every_nic : {false, true})
+    for (const Fabric& f : {ring4(), fabrics::ring(6), fabrics::torus(3, 4), fabrics::random_regular(16, 4, 7)}) {
+      Plan plan = make_plan(f, compute_routes(f), PlanOptions{every_nic});
+      for (const auto& h : plan.hosts) {
+        HostPlan p = h;
+        for (const auto& port : f.find_host(h.host)->ports)  // as --if2-macvlan adds them
+          if (port.if2) p.links.push_back({port.if2->name, port.if1.name, port.if2->mac});
+        INFO(h.host << (every_nic ? " every-nic" : ""));
+        CHECK(plan_problem(p, nics_of(f, h.host)) == "");
+      }
+    }
+
+  const Fabric f = ring4();
+  const HostPlan good = make_plan(f, compute_routes(f)).host("h1");
+  const HostNics nics = nics_of(f, "h1");
+  REQUIRE(!good.routes.empty());
+  REQUIRE(!good.filters.empty());
+  auto refused = [&](auto change) {
+    HostPlan p = good;
+    change(p);
+    return plan_problem(p, nics);
+  };
+  const RouteRule& r0 = good.routes[0];
+  const std::string other_src = r0.dev == "eth1" ? "10.0.0.11" : "10.0.0.10";  // the other if1's
+  CHECK(refused([](HostPlan& p) { p.routes[0].dev = "eth0"; }) ==
+        fmt::format("route {} dev eth0: eth0 is the management interface (it holds the default route); a plan "
+                    "touches only the fabric's NICs",
+                    r0.dst));
+  CHECK_THAT(refused([](HostPlan& p) { p.neighbours[0].dev = "lo"; }), Catch::Contains("lo is the loopback"));
+  CHECK(refused([](HostPlan& p) { p.routes[0].protocol = 4; }) ==
+        fmt::format("route {} dev {}: protocol 4 is not ocslab's (79): rollback and clear would never remove it",
+                    r0.dst, r0.dev));
+  CHECK(refused([](HostPlan& p) { p.routes[0].dst = "0.0.0.0/0"; }) ==
+        fmt::format("route 0.0.0.0/0 dev {}: not an IPv4 /32 host route", r0.dev));
+  CHECK(refused([](HostPlan& p) { p.routes[0].dev = "docker0"; }) ==
+        fmt::format("route {} dev docker0: src {} is not an address of docker0", r0.dst, r0.src));
+  CHECK(refused([](HostPlan& p) { p.routes[0].dev = "nosuch1"; }) ==
+        fmt::format("route {} dev nosuch1: no network device 'nosuch1' in this namespace", r0.dst));
+  CHECK(refused([&](HostPlan& p) { p.routes[0].src = other_src; }) ==
+        fmt::format("route {} dev {}: src {} is not an address of {}", r0.dst, r0.dev, other_src, r0.dev));
+  CHECK(refused([](HostPlan& p) { p.neighbours[0].dev = "docker0"; }) ==
+        fmt::format("neighbour {} dev docker0: docker0 is not one of the plan's own NICs (the devices its routes "
+                    "leave from their own address)",
+                    good.neighbours[0].dst));
+  CHECK_THAT(refused([](HostPlan& p) { p.filters[0].redirect_dev = "eth0"; }),
+             Catch::Contains("eth0 is the management interface"));
+  CHECK_THAT(refused([](HostPlan& p) { p.filters[0].dev = "eth9"; }),
+             Catch::Contains("the plan has no clsact on eth9"));
+  CHECK_THAT(refused([](HostPlan& p) {
+               p.links.push_back({"eth1v", "eth0", "02:00:00:00:01:10"});
+             }),
+             Catch::Contains("macvlan eth1v over eth0: eth0 is the management interface"));
+  CHECK_THAT(refused([](HostPlan& p) { p.qdiscs.push_back({"eth0"}); }),
+             Catch::Contains("clsact on eth0: eth0 is the management interface"));
 }

@@ -6,7 +6,9 @@
 
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,10 +49,10 @@ struct Journal {
   std::string operation;  // apply, clear, rollback
   std::string status;     // applying, applied, rolling-back, rolled-back
   std::string host;
-  std::string time;  // UTC, ISO 8601
+  std::string time;   // UTC, ISO 8601
   std::string op_id;  // ApplyOptions::op_id of the operation; "" when none was given
-  HostPlan before;   // ocslab's state before the operation
-  HostPlan target;   // the state the operation installs
+  HostPlan before;    // ocslab's state before the operation
+  HostPlan target;    // the state the operation installs
 };
 
 struct ApplyReport {
@@ -76,6 +78,24 @@ class RestoreFailed : public Error {
   using Error::Error;
 };
 
+// What a plan may name on this host. The plan arrives from outside (`--plan -`, run as root
+// through sudo), so apply checks it against the kernel before anything is installed.
+struct HostNics {
+  std::set<std::string> management;                        // "lo" and the main table's default-route devices
+  std::map<std::string, std::set<std::string>> addresses;  // device -> its IPv4 addresses
+  std::set<std::string> devices;                           // every network device
+};
+// This network namespace's HostNics, read from the kernel.
+HostNics host_nics();
+// Empty when `plan` may be applied on a host with `nics`, else why not, naming the rule and
+// its device. Refused: a rule on a management device; a route whose protocol is not
+// kRouteProtocol (rollback and clear would never count it as ocslab's), whose destination is
+// not a /32, or whose `src` is not an address of its own device (the plan's own NICs, its
+// if1s, are the devices holding its routes' sources); a neighbour, a filter's redirect or a
+// macvlan's parent on a device that is none of those if1s; a filter on a device without the
+// plan's clsact.
+std::string plan_problem(const HostPlan& plan, const HostNics& nics);
+
 // What the engine programs of a plan: everything, except that without `relay`, or when the
 // plan has no filters, the macvlans, clsacts and filters are left out.
 HostPlan programmable(const HostPlan& plan, bool relay = true);
@@ -92,7 +112,8 @@ class Forwarder {
   ApplyReport diff(const HostPlan& desired);
   // Throws ApplyFailed (previous state restored; message: the cause, e.g. the kernel's
   // extack) or RestoreFailed; Error when a previous operation was interrupted (rollback first)
-  // or a foreign route / permanent neighbour holds a key the plan needs.
+  // or a foreign route / permanent neighbour holds a key the plan needs, or plan_problem refuses
+  // the plan (nothing installed, no journal written).
   ApplyReport apply(const HostPlan& desired);
   ApplyReport clear(const std::string& host);
   ApplyReport rollback();

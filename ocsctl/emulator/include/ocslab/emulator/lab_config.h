@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ocslab/emulator/data_plane.h"
@@ -33,6 +34,11 @@ struct ControlPlaneConfig {
   std::string netconf_revision = "2018-01-09";
   std::string host_key;  // SSH host key file; empty: generated for this run
 };
+
+// The switch's login, one check for every way in: the SSH password callback (tl1+ssh,
+// NETCONF) and TL1's ACT-USER. Compared in constant time for the client's guess, so timing
+// does not reveal how much of the password was right.
+bool login_matches(const ControlPlaneConfig& config, std::string_view user, std::string_view password);
 
 struct NicConfig {
   NicAttachment attachment;
@@ -84,8 +90,8 @@ struct TimingUpdate {
 };
 
 // A timing file: {switch: {preset: NAME, switching_ms: DIST}, nic_model: MODEL, hold_down:
-// [NIC, ...], dark_ports: [PORT, ...], unreachable_ms: MS}, all optional, the first two in exactly the lab file's syntax (switching_ms wins
-// over the preset's time). Throws ConfigError "file:line:col: ..." like the lab file's parser
+// [NIC, ...], dark_ports: [PORT, ...], unreachable_ms: MS}, all optional, the first two in exactly the lab file's
+// syntax (switching_ms wins over the preset's time). Throws ConfigError "file:line:col: ..." like the lab file's parser
 // (a NIC named twice in hold_down included).
 TimingUpdate parse_timing_update(const YamlDoc& doc);
 // The same, and a hold_down NIC that `config` does not have, or a dark port its switch does
