@@ -48,7 +48,10 @@ constexpr int64_t kMs = 1'000'000;
 std::string reconfiguration(int iteration, int64_t t0, const std::vector<std::pair<std::string, int64_t>>& hosts) {
   std::string s = fmt::format("{},switch,ocs,m{},command,1,,demo,{}\n{},switch,ocs,m{},ack,1,,demo,{}\n", t0, iteration,
                               iteration, t0 + kMs, iteration, iteration);
-  for (const auto& [host, outage_ms] : hosts) {
+  for (const auto& entry : hosts) {
+    // Named copies, not a structured binding: C++20 as clang 14 reads it lets no lambda capture one.
+    const std::string& host = entry.first;
+    const int64_t outage_ms = entry.second;
     auto row = [&](int64_t t, const char* source, const char* signal, const char* value, const char* unit) {
       s += fmt::format("{},{},{},eth1,{},{},{},demo,{}\n", t, host, source, signal, value, unit, iteration);
     };
