@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "analyze_cli_support.h"
 #include "ocslab/cli/ocslab_cli.h"
 #include "ocslab/common/file.h"
 
@@ -16,26 +17,9 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-struct Dir {
-  std::string path;
-  Dir() {
-    char tmpl[] = "/tmp/ocslab-analyze-test-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~Dir() { fs::remove_all(path); }
-};
-
-struct Result {
-  int rc;
-  std::string out, err;
-};
-
-Result run_cli(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  int rc = ocslab::cli::run_ocslab(args, out, err);
-  return {rc, out.str(), err.str()};
-}
+using analyze_cli_support::Dir;
+using analyze_cli_support::Result;
+using analyze_cli_support::run_cli;
 
 const char* kTimeline =
     "t_ns,host,source,subject,signal,value,unit,run,iteration\n"
@@ -79,7 +63,8 @@ TEST_CASE("ocslab analyze FILE writes next to the file; --dark-dbm is read") {
   Result r = run_cli({"analyze", d.path + "/cap.csv"});
   REQUIRE(r.rc == 0);
   CHECK_THAT(r.out, Contains("1 ok"));
-  CHECK_THAT(ocslab::read_file_or_empty(d.path + "/breakdown.csv"), Contains(",1,,h1,eth1,ok,,,3000000000,3100000000,,,,,,,,,100.000000,"));
+  CHECK_THAT(ocslab::read_file_or_empty(d.path + "/breakdown.csv"),
+             Contains(",1,,h1,eth1,ok,,,3000000000,3100000000,,,,,,,,,100.000000,"));
   Result r2 = run_cli({"analyze", d.path + "/cap.csv", "--dark-dbm=-40"});
   REQUIRE(r2.rc == 0);
   CHECK_THAT(r2.out, Contains("reconfigs    0"));
@@ -139,7 +124,8 @@ TEST_CASE("ocslab analyze FOLDER with meta.json's mappings: a port coming up is 
   CHECK_THAT(csv, Contains(",total_ms,intent\n"));
   CHECK_THAT(csv, Contains("\ndemo,1,B,h1,eth1,ok,1000000000,1002000000,,,,,1003000000,1050000000,,,2.000000,,,,,,,,"
                            "50.000000,move\n"));
-  CHECK_THAT(csv, Contains("\ndemo,1,B,h2,eth1,disconnected,1000000000,1002000000,,,,,1003000000,,,,2.000000,,,,,,,,,dark\n"));
+  CHECK_THAT(
+      csv, Contains("\ndemo,1,B,h2,eth1,disconnected,1000000000,1002000000,,,,,1003000000,,,,2.000000,,,,,,,,,dark\n"));
   CHECK_THAT(csv, Contains("\ndemo,1,B,h3,eth1,ok,1000000000,1002000000,,,,,,1070000000,,,2.000000,,,,,,,,"
                            "70.000000,up\n"));
   auto j = nlohmann::json::parse(ocslab::read_file_or_empty(d.path + "/summary.json"));
@@ -156,7 +142,8 @@ TEST_CASE("ocslab analyze FOLDER with meta.json's mappings: a port coming up is 
   // A meta.json without mappings (an older run) gives no intents; a malformed one exits 2.
   std::ofstream(d.path + "/meta.json", std::ios::trunc) << R"({"run": "demo"})";
   CHECK_THAT(run_cli({"analyze", d.path}).out, Contains("1 unaffected, 1 incomplete, 0 disconnected"));
-  std::ofstream(d.path + "/meta.json", std::ios::trunc) << R"({"mappings": {"A": [["h1", "eth1"]]}, "initial_mapping": "A"})";
+  std::ofstream(d.path + "/meta.json", std::ios::trunc)
+      << R"({"mappings": {"A": [["h1", "eth1"]]}, "initial_mapping": "A"})";
   Result bad = run_cli({"analyze", d.path});
   CHECK(bad.rc == 2);
   CHECK_THAT(bad.err, Contains("meta.json: mapping 'A': a link is not [host, nic, host, nic]"));

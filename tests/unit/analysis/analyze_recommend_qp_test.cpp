@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "analyze_cli_support.h"
 #include "ocslab/cli/ocslab_cli.h"
 
 namespace fs = std::filesystem;
@@ -19,26 +20,9 @@ using Catch::Matchers::Contains;
 // helpers of the same names; the test cases are in it too, so they see these.
 namespace recommend_qp_test {
 
-struct Dir {
-  std::string path;
-  Dir() {
-    char tmpl[] = "/tmp/ocslab-recommend-qp-test-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~Dir() { fs::remove_all(path); }
-};
-
-struct Result {
-  int rc;
-  std::string out, err;
-};
-
-Result run_cli(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  int rc = ocslab::cli::run_ocslab(args, out, err);
-  return {rc, out.str(), err.str()};
-}
+using analyze_cli_support::Dir;
+using analyze_cli_support::Result;
+using analyze_cli_support::run_cli;
 
 constexpr int64_t kMs = 1'000'000;
 
