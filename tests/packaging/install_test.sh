@@ -68,6 +68,13 @@ done
 [[ ! -e "$libdir/libocslab_runner.a" && ! -e "$libdir/libocslab_testing.a" ]] || fail "internal library installed"
 unit=$stage/lib/systemd/system/ocslab-agent.service
 grep -qx "ExecStart=$stage/bin/ocslab-agent serve .*" "$unit" || fail "unit's ExecStart: $(grep ExecStart= "$unit")"
+# docs/guarantees.md, "Privileges": the unit bounds the root daemon to the three capabilities the
+# probes and forwarding use, gives it no way to gain more, and a read-only file system.
+for key in CapabilityBoundingSet AmbientCapabilities; do
+  [ "$(grep "^$key=" "$unit")" = "$key=CAP_NET_ADMIN CAP_NET_RAW CAP_IPC_LOCK" ] || fail "unit's $key: $(grep "^$key=" "$unit")"
+done
+grep -qx "NoNewPrivileges=yes" "$unit" || fail "unit without NoNewPrivileges=yes"
+grep -qx "ProtectSystem=strict" "$unit" || fail "unit without ProtectSystem=strict"
 sudoers="$stage/share/doc/ocslab-agent/examples/sudoers"
 grep -q "^Cmnd_Alias OCSLAB_BRIDGE = $stage/bin/ocslab-agent serve --stdio" "$sudoers" \
   || fail "sudoers example does not name the installed agent"

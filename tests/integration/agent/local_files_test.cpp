@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "ocslab/common/file.h"
 #include "ocslab/common/process.h"
@@ -102,6 +103,23 @@ TEST_CASE("a non-root agent's /tmp runtime folder made by another user is refuse
   CHECK(opened.status != 0);
   CHECK_THAT(opened.err, Contains(base + " has mode 0755, not 0700"));
   fs::remove_all(base);
+}
+
+// docs/guarantees.md, "Privileges": an agent as another user needs nothing for the carrier and
+// heartbeat probes; only the probes that need root say so.
+TEST_CASE("an agent as nobody captures carrier and heartbeat without any privilege", "[agent][local-files]") {
+  auto r = agent_as_nobody(
+      "", {"capture", "--probes", "carrier,heartbeat", "--if", "lo", "--interval-ms", "10", "--duration", "0.3"});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  size_t carrier = 0, heartbeat = 0;
+  std::istringstream rows(r.out);
+  for (std::string line; std::getline(rows, line);) {
+    if (line.find(",carrier,lo,") != std::string::npos) ++carrier;
+    if (line.find(",heartbeat,") != std::string::npos) ++heartbeat;
+  }
+  CHECK(carrier >= 1);
+  CHECK(heartbeat >= 2);
 }
 
 TEST_CASE("a non-root agent uses $XDG_RUNTIME_DIR/ocslab-agent and refuses it as a symlink", "[agent][local-files]") {

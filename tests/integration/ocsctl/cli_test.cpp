@@ -2,11 +2,13 @@
 // TCP, and the real binary for exit codes.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -14,6 +16,7 @@
 
 #include "ocslab/common/csv_reader.h"
 #include "ocslab/common/file.h"
+#include "ocslab/common/process.h"
 #include "ocslab/ocsctl/credentials.h"
 #include "ocslab/testing/peers.h"
 #include "ocslab/testing/sshd_fixture.h"
@@ -476,6 +479,60 @@ TEST_CASE("the ocsctl binary sends the password only to its host, and warns when
             "tl1://admin@127.0.0.1:" + std::to_string(testing::free_loopback_port())) == kExitInput);
   CHECK_THAT(read_file(err), Catch::Contains("cannot be sent over TL1: TL1 login fields are printable ASCII") &&
                                  !Catch::Contains("s3cret"));
+}
+
+// docs/guarantees.md, "Privileges": ocsctl needs nothing. The emulator and its client both run
+// as nobody, from a copy of the binary in a folder nobody can reach (the checkout may not be:
+// a clone in root's home is mode 0700).
+TEST_CASE("ocsctl needs no privilege: an emulator and its client both run as nobody", "[cli]") {
+  testing::TempDir dir;
+  REQUIRE(::chmod(dir.path().c_str(), 0777) == 0);
+  const std::string copy = dir.path() + "/ocsctl";
+  std::filesystem::copy_file(testing::bin_path("ocsctl"), copy);
+  REQUIRE(::chmod(copy.c_str(), 0755) == 0);
+  const std::vector<std::string> as_nobody = {"setpriv",
+                                              "--reuid=65534",
+                                              "--regid=65534",
+                                              "--clear-groups",
+                                              "env",
+                                              "HOME=" + dir.path(),
+                                              "OCSLAB_OCS_PASSWORD=root",
+                                              "OCSLAB_OCS_CREDENTIALS=" + dir.path() + "/none",
+                                              "timeout",
+                                              "30",
+                                              copy};
+  const std::string port = std::to_string(testing::free_loopback_port());
+  const std::string ready = dir.path() + "/ready.json";
+  auto emulate = as_nobody;
+  emulate.insert(emulate.end(), {"emulate", "--size", "8x8", "--switching-ms", "5", "--listen", "127.0.0.1:" + port,
+                                 "--ready-file", ready});
+  SpawnOptions so;
+  so.log_file = dir.path() + "/emulate.log";
+  pid_t emu = spawn_program(emulate, so);
+  const bool up = testing::poll_until([&] { return std::filesystem::exists(ready); }, std::chrono::seconds(20),
+                                      std::chrono::milliseconds(25));
+  auto client = [&](const std::vector<std::string>& args) {
+    auto argv = as_nobody;
+    argv.insert(argv.end(), {"-s", "tl1://admin@127.0.0.1:" + port});
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run_program_status(argv);
+  };
+  ProgramResult made, listed;
+  struct stat st {};
+  const bool stat_ok = up && ::stat(ready.c_str(), &st) == 0;
+  if (up) {
+    made = client({"connect", "1-9"});
+    listed = client({"--csv", "list"});
+  }
+  ::kill(emu, SIGTERM);
+  ::waitpid(emu, nullptr, 0);
+  INFO(read_file_or_empty(so.log_file) << made.err << listed.err);
+  REQUIRE(up);
+  REQUIRE(stat_ok);
+  CHECK(st.st_uid == 65534);  // the emulator really ran as nobody
+  CHECK(made.status == 0);
+  CHECK(listed.status == 0);
+  CHECK(listed.out == "ingress,egress\n1,9\n");
 }
 
 TEST_CASE("ocsctl emulate: --dry-run prints the wiring; a running emulator serves the CLI and stops on SIGINT",

@@ -543,6 +543,52 @@ TEST_CASE("a full disk under timeline.csv fails `ocslab run` naming the file", "
   CHECK(captured > 1000);
 }
 
+// The signal itself, not the flag the handler sets: `ocslab run` in its own process gets a real
+// SIGTERM mid-schedule, exits 130 and leaves a whole results folder in which every host's rows
+// are its agent's sequence numbers 1..last, each once, up to the stop (docs/guarantees.md).
+TEST_CASE("SIGTERM to `ocslab run` mid-schedule: exit 130, every sample up to the stop written", "[run][faults]") {
+  Lab lab;
+  std::string spec = lab.write_spec(lab.spec_text(30, 0.4));  // a schedule of about 12 s
+  std::string out_dir = lab.dir.path() + "/out";
+  SpawnOptions so;
+  so.log_file = lab.dir.path() + "/runner.log";
+  pid_t runner = spawn_program({testing::bin_path("ocslab"), "run", spec, "-o", out_dir, "--no-plot"}, so);
+  const std::string control = out_dir + "/capture/runner.control.csv";
+  bool mid_run = testing::poll_until([&] { return testing::count_rows(control, ",command,") >= 3; },
+                                     std::chrono::seconds(40), std::chrono::milliseconds(50));
+  const int64_t signalled_ns = realtime_ns();
+  ::kill(runner, SIGTERM);
+  int status = 0;
+  ::waitpid(runner, &status, 0);
+  INFO(read_file_or_empty(so.log_file));
+  REQUIRE(mid_run);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  auto meta = nlohmann::json::parse(std::ifstream(out_dir + "/meta.json"));
+  CHECK(meta["interrupted"] == true);
+  CHECK(meta["reconfigurations"].size() >= 3);
+  CHECK(meta["reconfigurations"].size() < 30);  // stopped, not run to its end
+  CHECK(fs::exists(out_dir + "/timeline.csv"));
+  CHECK(fs::exists(out_dir + "/breakdown.csv"));
+  int64_t last_heartbeat = 0;
+  for (const auto& row : read_timeline(out_dir + "/timeline.csv")) {
+    if (row.source == "heartbeat") last_heartbeat = std::max(last_heartbeat, row.t_ns);
+  }
+  CHECK(last_heartbeat > signalled_ns - 300'000'000);  // the capture runs right up to the signal
+  for (size_t k = 0; k < lab.hosts.size(); ++k) {
+    const auto& h = meta["hosts"][k];
+    INFO(h.dump());
+    CHECK(h["lost"] == false);
+    auto seqs = testing::capture_seqs(out_dir + "/capture/host." + lab.hosts[k] + ".csv");
+    const uint64_t last = h["last_seq"].get<uint64_t>();
+    REQUIRE(last > 0);
+    CHECK(seqs.size() == last);
+    bool in_order = true;
+    for (size_t i = 0; i < seqs.size(); ++i) in_order = in_order && seqs[i] == i + 1;
+    CHECK(in_order);  // 0 lost, 0 duplicated
+  }
+}
+
 TEST_CASE("kill -9 of the runner mid-run, then `ocslab recover`: every host's samples exactly once", "[run][faults]") {
   Lab lab;
   std::string spec = lab.write_spec(lab.spec_text(30, 0.4));  // a schedule of about 12 s
@@ -616,6 +662,19 @@ TEST_CASE("kill -9 of the runner mid-run, then `ocslab recover`: every host's sa
   std::ostringstream out2, err2;
   CHECK(cli::run_ocslab({"recover", out_dir}, out2, err2) == cli::kExitFailed);
   CHECK_THAT(err2.str(), Catch::Contains("nothing to recover"));
+}
+
+// A runner that died before the probes started left no run.json: there is nothing to recover
+// and nothing may be written into the folder (docs/guarantees.md).
+TEST_CASE("ocslab recover refuses a folder without run.json and writes nothing into it", "[run][faults]") {
+  testing::TempDir dir;
+  const std::string folder = dir.path() + "/died-early";
+  fs::create_directories(folder + "/capture");
+  std::ostringstream out, err;
+  CHECK(cli::run_ocslab({"recover", folder, "--no-plot"}, out, err) == cli::kExitFailed);
+  CHECK_THAT(err.str(), Catch::Contains(folder + ": no run.json") && Catch::Contains("nothing was captured"));
+  CHECK(fs::is_empty(folder + "/capture"));
+  CHECK(std::distance(fs::directory_iterator(folder), fs::directory_iterator()) == 1);  // capture/ only
 }
 
 namespace {
