@@ -16,6 +16,9 @@
 #include <list>
 #include <thread>
 
+#include <fmt/format.h>
+
+#include "ocslab/agent/protocol.h"
 #include "ocslab/common/error.h"
 #include "ocslab/common/log.h"
 #include "ocslab/common/safe_fs.h"
@@ -23,6 +26,11 @@
 namespace ocslab::agent {
 
 namespace {
+
+// Sessions one daemon serves at once: each is a thread and a socket. A runner opens one per
+// host and a recover or a second terminal one more; beyond this a session is refused with an
+// error line, so a local client that opens sessions in a loop cannot exhaust threads.
+constexpr size_t kMaxSessions = 64;
 
 sockaddr_un unix_address(const std::string& path) {
   sockaddr_un addr{};
@@ -137,6 +145,14 @@ void run_daemon(const AgentOptions& options, const std::string& socket_path) {
       ::close(c.fd);
       return true;
     });
+    if (conns.size() >= kMaxSessions) {
+      const std::string line = to_line(error_reply(
+          nullptr, fmt::format("too many sessions: this daemon serves {} at once; close one and retry", kMaxSessions)));
+      copy_all(fd, line.data(), line.size());  // a full socket buffer just loses the courtesy
+      ::close(fd);
+      spdlog::warn("session refused: {} sessions open (the limit)", conns.size());
+      continue;
+    }
     Conn& c = conns.emplace_back();
     c.fd = fd;
     c.thread = std::thread([&agent, &c] {
