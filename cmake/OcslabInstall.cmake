@@ -20,12 +20,16 @@ file(WRITE ${PROJECT_BINARY_DIR}/install/ocslab-agent.service.in "${_unit}")
 # it as an example (what Debian packages do with optional privilege grants); the Ansible role
 # (ansible/roles/ocslab_agent/templates/sudoers.j2, the one source of the rule) or the admin
 # copies it to /etc/sudoers.d with the lab's user.
+# A change to the template reconfigures, or the example would keep the old rule.
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/ansible/roles/ocslab_agent/templates/sudoers.j2)
 file(READ ${PROJECT_SOURCE_DIR}/ansible/roles/ocslab_agent/templates/sudoers.j2 _sudoers)
 string(REPLACE "Written by the ocslab_agent role" "Example from the ocslab-agent package; copy it to
 # /etc/sudoers.d/ocslab-agent (mode 0440; check with visudo -cf) and name the runner's user" _sudoers "${_sudoers}")
 string(REPLACE "{{ ocslab_agent_user }}" "ocslab" _sudoers "${_sudoers}")
 string(REPLACE "{{ ocslab_agent_binary }}" "@OCSLAB_BINDIR@/ocslab-agent" _sudoers "${_sudoers}")
 string(REPLACE "{{ ocslab_agent_socket }}" "/run/ocslab-agent/agent.sock" _sudoers "${_sudoers}")
+# The regular-expression lines take the folder escaped; this one has nothing to escape.
+string(REPLACE "{{ ocslab_forwarding_state_dir | regex_escape }}" "/var/lib/ocslab/forwarding" _sudoers "${_sudoers}")
 string(REPLACE "{{ ocslab_forwarding_state_dir }}" "/var/lib/ocslab/forwarding" _sudoers "${_sudoers}")
 if(_sudoers MATCHES "{{")
   message(FATAL_ERROR "sudoers.j2 uses a variable cmake/OcslabInstall.cmake does not fill in")

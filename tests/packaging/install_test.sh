@@ -78,9 +78,14 @@ grep -qx "ProtectSystem=strict" "$unit" || fail "unit without ProtectSystem=stri
 sudoers="$stage/share/doc/ocslab-agent/examples/sudoers"
 grep -q "^Cmnd_Alias OCSLAB_BRIDGE = $stage/bin/ocslab-agent serve --stdio" "$sudoers" \
   || fail "sudoers example does not name the installed agent"
-grep -q "$stage/bin/ocslab-agent forwarding apply --plan - --json --state-dir /var/lib/ocslab/forwarding --op-id \\*" "$sudoers" \
+grep -qF "$stage/bin/ocslab-agent ^forwarding apply --plan - --json --state-dir /var/lib/ocslab/forwarding --op-id [A-Za-z0-9._-]+( --no-relay)?\$" "$sudoers" \
   || fail "sudoers example does not allow the runner's forwarding apply on the journal folder"
-[ "$(grep -c "$stage/bin/ocslab-agent forwarding" "$sudoers")" = 6 ] || fail "sudoers example: not the six forwarding command lines"
+[ "$(grep -cE "$stage/bin/ocslab-agent \\^?forwarding" "$sudoers")" = 6 ] || fail "sudoers example: not the six forwarding command lines"
+# No shell-style wildcard in a line that is not a regular expression: sudo's * matches across
+# words, so it would admit added options.
+if grep -E "ocslab-agent (forwarding|serve) " "$sudoers" | grep -qF '*'; then
+  fail "sudoers example: a * wildcard: $(grep -E "ocslab-agent (forwarding|serve) " "$sudoers" | grep -F '*')"
+fi
 grep -q "^ocslab ALL=(root) NOPASSWD: OCSLAB_BRIDGE, OCSLAB_FORWARDING$" "$sudoers" || fail "sudoers example: the user line"
 if command -v visudo >/dev/null; then visudo -cf "$stage/share/doc/ocslab-agent/examples/sudoers" >/dev/null || fail "visudo"; fi
 if command -v systemd-analyze >/dev/null; then

@@ -233,6 +233,28 @@ try:
     r = ssh(port["h1"], "sudo -n /usr/bin/ocslab-agent forwarding rollback --state-dir /tmp --op-id x", user="ocslab")
     check(r.returncode != 0 and "password is required" in r.stderr,
           f"ocslab@h1: sudo refuses forwarding on another folder: {r.stderr.strip()[:200]}")
+    # The rule admits the runner's command lines exactly (sudo -l checks without running them):
+    # each one as the runner builds it is allowed, and the same line with an option added is not.
+    agent_bin = "/usr/bin/ocslab-agent"
+    state = "--state-dir /var/lib/ocslab/forwarding"
+    exact = [f"forwarding apply --plan - --json {state} --op-id apply-3-1f2e3d4c",
+             f"forwarding apply --plan - --json {state} --op-id apply-3-1f2e3d4c --no-relay",
+             f"forwarding rollback {state} --op-id apply-3-1f2e3d4c",
+             f"forwarding clear --host h1 {state}",
+             "forwarding ping --if eth1 --listen 192.168.127.2:18600 --secret-file - --count 5 --timeout-s 40",
+             "forwarding ping --if eth1 --connect 192.168.127.3:18600 --secret-file - --count 5 --timeout-s 40"]
+    added = [f"forwarding apply --plan - --json {state} --op-id apply-3-1f2e3d4c --every-nic",
+             f"forwarding clear --host h1 {state} --if2-macvlan",
+             "forwarding ping --if eth1 --listen 0.0.0.0:18600 --any-address --secret-file - --count 5 --timeout-s 40",
+             "forwarding ping --if eth1 --listen 0.0.0.0:18600 --secret-file - --count 5 --timeout-s 40 --any-address",
+             "serve --stdio --socket /run/ocslab-agent/agent.sock --listen 0.0.0.0:1"]
+    script = "; ".join(f"sudo -n -l {agent_bin} {c} >/dev/null 2>&1; echo $?" for c in exact + added)
+    r = ssh(port["h1"], script, user="ocslab")
+    codes = r.stdout.split()
+    check(codes[:len(exact)] == ["0"] * len(exact),
+          f"sudoers: the runner's exact forwarding lines allowed: {list(zip(exact, codes))}")
+    check(len(codes) == len(exact) + len(added) and all(c != "0" for c in codes[len(exact):]),
+          f"sudoers: the same lines with an option added refused: {list(zip(added, codes[len(exact):]))}")
     r = ssh(port["h1"], "readlink /proc/$(cat /run/ocslab-agent/agent.pid)/exe")
     check(r.stdout.strip() == "/usr/bin/ocslab-agent", f"h1's daemon is the package's binary: {r.stdout.strip()}")
 
