@@ -20,9 +20,9 @@
 #include "ocslab/agent/server.h"
 #include "ocslab/common/clock.h"
 #include "ocslab/common/csv_writer.h"
-#include "ocslab/common/log.h"
 #include "ocslab/common/interrupt.h"
 #include "ocslab/common/jsonl_writer.h"
+#include "ocslab/common/log.h"
 #include "ocslab/common/safe_fs.h"
 #include "ocslab/common/suggest.h"
 
@@ -31,7 +31,6 @@ namespace po = boost::program_options;
 namespace ocslab::agent {
 
 namespace {
-
 
 struct CommandSpec {
   const char* name;
@@ -45,7 +44,8 @@ const std::vector<CommandSpec>& commands() {
       {"serve", "serve (--stdio [--no-daemon] | --socket PATH) [options]", "serve protocol v1 (JSON lines)",
        "--stdio: one session on stdin/stdout, what the runner starts over SSH. It bridges to the\n"
        "agent daemon on --socket (default below), starting the daemon in the background first\n"
-       "when none runs; the daemon owns the probes and the spool, so a dropped SSH session ends\n"
+       "when none runs (not when run through sudo: then the service's daemon must be running);\n"
+       "the daemon owns the probes and the spool, so a dropped SSH session ends\n"
        "only the bridge and a new session fetches the gap with spool.fetch.\n"
        "--stdio --no-daemon: serve in this process; the probes stop when the session ends.\n"
        "--socket PATH alone: run the daemon in the foreground (systemd: agent/systemd/).\n"
@@ -186,7 +186,8 @@ int cmd_serve(const po::variables_map& vm, std::ostream& err) {
     return kExitUsage;
   }
   const bool default_socket_dir = !vm.count("socket");
-  if (!as_root() && (default_socket_dir || !vm.count("spool-dir"))) ensure_own_dir(user_runtime_dir(), DirPolicy::kPrivate);
+  if (!as_root() && (default_socket_dir || !vm.count("spool-dir")))
+    ensure_own_dir(user_runtime_dir(), DirPolicy::kPrivate);
   try {
     o.retention.max_age = parse_age(vm["spool-max-age"].as<std::string>(), "--spool-max-age");
     o.retention.max_bytes = parse_size(vm["spool-max-bytes"].as<std::string>(), "--spool-max-bytes");
@@ -219,7 +220,11 @@ int cmd_serve(const po::variables_map& vm, std::ostream& err) {
     argv.push_back("--host");
     argv.push_back(o.host);
   }
-  bridge_stdio(socket, argv, socket + ".log", std::chrono::seconds(10));
+  // Through sudo the bridge is root: a daemon it started would run as full root, outside the
+  // unit's capability bound and read-only file system, and hold the lock the service needs to
+  // restart. Such a bridge only connects to the running service's daemon.
+  const bool through_sudo = as_root() && std::getenv("SUDO_UID") != nullptr;
+  bridge_stdio(socket, through_sudo ? std::vector<std::string>{} : argv, socket + ".log", std::chrono::seconds(10));
   return kExitOk;
 }
 

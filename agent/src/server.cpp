@@ -226,6 +226,12 @@ void bridge_stdio(const std::string& socket_path, const std::vector<std::string>
                   const std::string& log_file, std::chrono::milliseconds start_timeout) {
   ::signal(SIGPIPE, SIG_IGN);
   int fd = connect_unix(socket_path);
+  if (fd < 0 && daemon_argv.empty()) {
+    throw Error("no agent daemon serves " + socket_path +
+                ", and a bridge run through sudo does not start one (it would run as full root, outside the "
+                "service's limits, and hold the lock the service needs): start the service (systemctl start "
+                "ocslab-agent) and retry");
+  }
   if (fd < 0) {
     start_detached(daemon_argv, log_file);
     auto deadline = std::chrono::steady_clock::now() + start_timeout;

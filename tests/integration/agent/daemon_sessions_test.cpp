@@ -17,6 +17,7 @@
 
 #include "ocslab/common/file.h"
 #include "ocslab/common/process.h"
+#include "ocslab/testing/processes.h"
 #include "ocslab/testing/sshd_fixture.h"
 #include "ocslab/testing/wait.h"
 
@@ -116,6 +117,45 @@ TEST_CASE("the agent daemon refuses sessions past its limit with an error line a
                                     std::chrono::milliseconds(25)));
   for (int fd : held) ::close(fd);
   CHECK_THAT(ocslab::read_file_or_empty(so.log_file), Contains("session refused: 64 sessions open (the limit)"));
+}
+
+}  // namespace daemon_sessions_test
+
+namespace daemon_sessions_test {
+
+// docs/guarantees.md, "Privileges": the bridge sudo runs as root never starts a daemon of its own
+// (full root, outside the unit's limits, holding the lock the service needs); run as root without
+// sudo (the virtual lab's guests, root's own SSH) it still does.
+TEST_CASE("a bridge run through sudo does not start a root daemon; without sudo it does", "[agent][daemon]") {
+  ocslab::testing::TempDir dir;
+  const std::string socket = dir.path() + "/agent.sock";
+  auto bridge = [&](const std::vector<std::string>& env) {
+    std::vector<std::string> argv = {"env"};
+    argv.insert(argv.end(), env.begin(), env.end());
+    argv.insert(argv.end(), {"timeout", "20", ocslab::testing::bin_path("ocslab-agent"), "serve", "--stdio", "--socket",
+                             socket, "--spool-dir", dir.path() + "/spool"});
+    return ocslab::run_program_status(argv);  // stdin: /dev/null, so a bridge that connects ends at once
+  };
+  auto sudoed = bridge({"SUDO_UID=1000", "SUDO_GID=1000", "SUDO_USER=ocslab", "SUDO_COMMAND=/usr/bin/ocslab-agent"});
+  CHECK(sudoed.status == 5);
+  CHECK_THAT(sudoed.err, Contains("no agent daemon serves " + socket) &&
+                             Contains("start the service (systemctl start ocslab-agent)"));
+  CHECK_FALSE(std::filesystem::exists(socket));
+  CHECK_FALSE(std::filesystem::exists(socket + ".lock"));  // no daemon took the lock
+
+  auto plain = bridge({"-u", "SUDO_UID", "-u", "SUDO_USER"});
+  INFO(plain.err);
+  CHECK(plain.status == 0);
+  // The daemon it started serves there; found among the processes by its socket, and stopped.
+  CHECK(std::filesystem::exists(socket));
+  pid_t pid = 0;
+  for (const auto& p : ocslab::testing::processes_matching(socket)) {
+    if (p.args_text().find("--stdio") == std::string::npos) pid = p.pid;
+  }
+  REQUIRE(pid > 0);
+  ::kill(pid, SIGTERM);
+  CHECK(ocslab::testing::poll_until([&] { return !std::filesystem::exists(socket); }, std::chrono::seconds(20),
+                                    std::chrono::milliseconds(25)));
 }
 
 }  // namespace daemon_sessions_test

@@ -23,7 +23,8 @@ void serve_stdio(const AgentOptions& options);
 
 // Connects stdin/stdout to the daemon at socket_path, first starting daemon_argv detached
 // (own session, stdio on log_file) when nothing listens there; returns when either side
-// closes. Throws ocslab::Error when the daemon does not come up within start_timeout.
+// closes. Throws ocslab::Error when the daemon does not come up within start_timeout, or at
+// once when nothing listens and daemon_argv is empty (a bridge that may not start one).
 void bridge_stdio(const std::string& socket_path, const std::vector<std::string>& daemon_argv,
                   const std::string& log_file, std::chrono::milliseconds start_timeout);
 
