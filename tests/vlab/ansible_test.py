@@ -224,10 +224,10 @@ try:
     check(sum(1 for m in msgs if m.get("type") == "sample") > 0 and by_id.get(3, {}).get("ok"),
           "samples streamed, probes.stop ok")
     # The runner's forwarding commands through the same sudoers rule: allowed on the journal
-    # folder the rule names (a rollback of an operation the journal does not hold: exit 0, a
-    # note), refused by sudo on any other folder.
+    # folder the rule names, exactly as the runner words them (a rollback of an operation the
+    # journal does not hold: exit 0, a note), refused by sudo on any other folder.
     r = ssh(port["h1"], "sudo -n /usr/bin/ocslab-agent forwarding rollback --state-dir /var/lib/ocslab/forwarding "
-            "--op-id apply-0-vlabtest --json", user="ocslab")
+            "--op-id apply-0-vlabtest", user="ocslab")
     check(r.returncode == 0 and "nothing to roll back for operation apply-0-vlabtest" in r.stdout,
           f"ocslab@h1: sudo forwarding rollback --op-id on the rule's folder: {r.stdout.strip()[-200:]} {r.stderr.strip()[:200]}")
     r = ssh(port["h1"], "sudo -n /usr/bin/ocslab-agent forwarding rollback --state-dir /tmp --op-id x", user="ocslab")

@@ -2,6 +2,7 @@
 // capturing carrier 1 kHz + heartbeat 1 kHz + RDMA 100 Hz, with one fault injected per case:
 //
 //   runner-kill   the runner is killed (SIGKILL) mid-schedule, then `ocslab recover` finishes it
+//   runner-term   the runner gets SIGTERM mid-schedule: it stops the schedule and exits 130
 //   agent-kill    h2's agent daemon is killed (SIGKILL) mid-schedule
 //   ssh-drop      the sshd process carrying the runner's session to h3 is killed
 //   switch-drop   the runner's TL1 connection to the switch is cut (a TCP relay in between)
@@ -158,6 +159,7 @@ TEST_CASE("fault matrix: runner, agent, SSH, switch and spool faults under full-
   const int reconfigs = env_n ? std::atoi(env_n) : 12;
   std::string fault;
   SECTION("runner-kill") { fault = "runner-kill"; }
+  SECTION("runner-term") { fault = "runner-term"; }
   SECTION("agent-kill") { fault = "agent-kill"; }
   SECTION("ssh-drop") { fault = "ssh-drop"; }
   SECTION("switch-drop") { fault = "switch-drop"; }
@@ -223,6 +225,9 @@ TEST_CASE("fault matrix: runner, agent, SSH, switch and spool faults under full-
   }
   if (fault == "runner-kill") {
     ::kill(runner, SIGKILL);
+  } else if (fault == "runner-term") {
+    ::kill(runner, SIGTERM);
+    std::cout << "runner: SIGTERM\n";
   } else if (fault == "agent-kill") {
     long pid = daemon_pid(lab, "h2");
     REQUIRE(pid > 0);
@@ -248,6 +253,12 @@ TEST_CASE("fault matrix: runner, agent, SSH, switch and spool faults under full-
   } else {
     REQUIRE(WIFEXITED(status));
     std::cout << fault << ": ocslab run exited " << WEXITSTATUS(status) << "\n";
+    if (fault == "runner-term") {
+      CHECK(WEXITSTATUS(status) == 130);  // interrupted, everything captured written
+      auto meta = nlohmann::json::parse(std::ifstream(out + "/meta.json"));
+      CHECK(meta["interrupted"] == true);
+      CHECK(fs::exists(out + "/timeline.csv"));
+    }
   }
   if (fault == "agent-kill") {
     // What the dead agent's spool had persisted: its last whole line's seq.
