@@ -1135,4 +1135,9 @@ TEST_CASE("phase-workload, framework torch: the example job natively and on dema
     CHECK(ops == std::map<std::string, int>{
                      {"g0.1 allreduce", 1}, {"g2.3 allreduce", 1}, {"g0.2 sendrecv", 4}, {"g1.3 sendrecv", 4}});
   }
+  // The figure and the summary as for collbench: the learned tables listed per mode.
+  CHECK(fs::exists(out_dir + "/phase.png"));
+  const std::string summary = read_file_or_empty(out_dir + "/summary.txt");
+  CHECK_THAT(summary, Contains("Learned phase tables:\nnative: phases.csv: 10 op(s) per step in 10 phase(s), 8 "
+                               "pipeline transfer(s)\non-demand: phases.csv: 10 op(s)"));
 }
