@@ -302,6 +302,7 @@ def plan(args, tl, bd, span=None):
     issue, mapping, ack_t, ack_v, nxt = command_of(iteration, tl, bd)
     it_start = issue - BEFORE_NS
     it_end = nxt - BEFORE_NS if nxt is not None else None  # the iteration's own span (docs)
+    own = (it_start, it_end)
     if span is not None:
         it_start, it_end = span
     lanes = tl.lanes()
@@ -339,11 +340,8 @@ def plan(args, tl, bd, span=None):
                         level = lv
                         last_edge = max(last_edge, t)
                         first_edge = min(first_edge, t)
-                # Never came back: a carrier or RDMA lane that went down in the window and is
-                # still down at its end (the iteration's end, or the step's).
-                failed = base_layer(layer) in FAILED_LAYERS and level == 0 and any(e["to"] == 0 for e in edges)
                 layers[layer] = {"initial": initial, "edges": edges, "source": events[0][2]["source"],
-                                 "failed": failed}
+                                 "failed": never_back(layer, events, own) and level == 0}
             if layers:
                 host_desc["interfaces"][iface] = layers
         if host_desc["interfaces"]:
@@ -364,6 +362,20 @@ def plan(args, tl, bd, span=None):
         "window_ms": [round((window[0] - issue) / NS_PER_MS, 3), round((window[1] - issue) / NS_PER_MS, 3)],
         "hosts": hosts,
     }
+
+
+def never_back(layer, events, own):
+    """A carrier or RDMA lane that went down in the reconfiguration's own span (own: start, end
+    or None) and was still down at its end, whatever part of it a phase step's window shows."""
+    if base_layer(layer) not in FAILED_LAYERS:
+        return False
+    start, end = own
+    before = [lv for t, lv, _ in events if t < start]
+    inside = [lv for t, lv, _ in events if t >= start and (end is None or t < end)]
+    if not inside:
+        return False
+    initial = before[-1:] or [1 - inside[0]]  # as plan(): the first sample seen is a change
+    return inside[-1] == 0 and 1 in initial + inside
 
 
 def rank_step(folder, mapping, issue):

@@ -146,6 +146,34 @@ class TimelineTest(unittest.TestCase):
         self.assertEqual({m["host"] for p in pages for m in p["failed_markers"]}, FAILED)
         self.assertGreater(pages[2]["lane_px"], pages[0]["lane_px"])  # 8 hosts get thicker lanes
 
+    def test_a_phase_step_window_marks_only_the_lanes_that_never_came_back(self):
+        # A phase run draws the step around the command (here -30 to 300 ms), which ends before
+        # any carrier is back at 1000 ms: only h5 and h12, down for the whole iteration, are marked.
+        hosts = write_results(self.folder, 16)
+        for name in ("timeline.csv", "breakdown.csv"):
+            path = os.path.join(self.folder, name)
+            with open(path) as f:
+                text = f.read().replace("ring-2", "on-demand topo1")
+            with open(path, "w") as f:
+                f.write(text)
+        os.makedirs(os.path.join(self.folder, "on-demand"))
+        issue = T0 + 10_000 * MS
+        with open(os.path.join(self.folder, "on-demand", "timeline.csv"), "w") as f:
+            f.write("t_ns,host,source,subject,signal,value,unit,run,iteration\n")
+            for r in range(4):
+                f.write(f"{issue - 30 * MS},h{r + 1},collbench,r{r}/dp-s0/allreduce#0,op_start,1,bool,x,3\n"
+                        f"{issue + 300 * MS},h{r + 1},collbench,r{r}/dp-s0/allreduce#0,op_end,1,bool,x,3\n")
+        with open(os.path.join(self.folder, "phase-steps.csv"), "w") as f:
+            f.write("mode,step,warmup,step_ms,compute_ms,comm_ms,wait_ms,reconfigurations\n"
+                    "on-demand,3,0,330,0,330,0,1\n")
+        d = describe(self.folder)
+        self.assertEqual(d["step"]["step"], 3)
+        page = d["timeline"]["pages"][0]
+        self.assertLess(page["xlim_ms"][1], 1000)
+        self.assertEqual({m["host"] for m in page["failed_markers"]}, FAILED)
+        self.assertEqual(len(page["failed_markers"]), 2 * len(FAILED))
+        self.assertEqual(len(page["host_labels"]), len(hosts))
+
     def test_two_hosts_keep_full_size_lanes(self):
         write_results(self.folder, 2, failed=set())
         d = describe(self.folder)
