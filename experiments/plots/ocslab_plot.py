@@ -505,7 +505,8 @@ def lane_fonts(lane_px):
     def clamp(v, lo, hi):
         return max(lo, min(hi, v))
     return {"tick": clamp(lane_px * 0.5, 6.5, 9), "edge": clamp(lane_px * 0.42, 5.5, 7.5),
-            "note": clamp(lane_px * 0.45, 6, 8), "host": clamp(lane_px * 0.75, 9, 12), "marker": clamp(lane_px * 0.2, 3.5, 6)}
+            "note": clamp(lane_px * 0.45, 6, 8), "host": clamp(lane_px * 0.75, 9, 12),
+            "marker": clamp(lane_px * 0.2, 3.5, 6)}
 
 
 def draw_timeline(plt, p, folder, fmt):
@@ -677,7 +678,8 @@ def draw_signal_lane(ax, lane, layer, base, window, fonts):
                     hatch="////", lw=0)
     ax.plot([x1], [base + 0.4], marker="X", color=FAILED_COLOR, ms=2 * fonts["marker"] + 2, clip_on=False, zorder=5)
     ax.text(x1 - (x1 - x0) * 0.008, base + 0.4, "never came back", ha="right", va="center", fontsize=fonts["note"],
-            color=FAILED_COLOR, fontweight="bold", bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.8))
+            color=FAILED_COLOR, fontweight="bold",
+            bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.8))
     return True
 
 
@@ -690,7 +692,8 @@ def draw_rdma_gaps(ax, lane, base, color, fonts):
         elif down is not None:
             gap = e.get("gap_ms")
             mid = base + 0.4
-            ax.annotate("", xy=(e["t_ms"], mid), xytext=(down, mid), arrowprops=dict(arrowstyle="<->", color=color, lw=1.0))
+            ax.annotate("", xy=(e["t_ms"], mid), xytext=(down, mid),
+                        arrowprops=dict(arrowstyle="<->", color=color, lw=1.0))
             label = f"RDMA gap {gap:.0f} ms" if gap is not None else f"RDMA gap {e['t_ms'] - down:.0f} ms"
             ax.text((down + e["t_ms"]) / 2, mid + 0.05, label, ha="center", va="bottom", fontsize=fonts["note"],
                     color=color, bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8))
