@@ -2,7 +2,8 @@
 """Draws the figures of an ocslab results folder (docs/experiments.md, "Reading the plots").
 
   timeline.png  one reconfiguration, one panel per host, one 1/0 step lane per signal layer
-                (control span, light, firmware, carrier, rdma) against ms since the command
+                (control span, light, firmware, carrier, rdma) against ms since the command;
+                at most 1200 px high, more than 16 hosts on pages timeline-1.png, ...
   cdf.png       per-layer latency CDFs over the ok rows of breakdown.csv
   phase.png     (a phase-workload folder: phase-steps.csv) per step, the step time split into
                 compute, communication and fabric wait, one bar per phase mode (Opus Fig. 9(d))
@@ -23,6 +24,7 @@ import csv
 import json
 import math
 import os
+import re
 import sys
 
 EXIT_USAGE, EXIT_INPUT, EXIT_NO_MATPLOTLIB = 1, 2, 3
@@ -33,7 +35,9 @@ CDF_COLUMNS = ["switching_ms", "firmware_ms", "carrier_ms", "rdma_ms", "total_ms
 LAYERS = ["light", "firmware", "carrier", "rdma"]  # below the control lane, top to bottom
 COLORS = {"control": "#7f7f7f", "light": "#d62728", "firmware": "#ff7f0e", "carrier": "#2ca02c",
           "rdma": "#1f77b4", "total": "#000000", "switching": "#d62728"}
-BEFORE_NS = 200_000_000  # window starts this long before the command (the iteration's own margin)
+BEFORE_NS = 200_000_000  # an iteration's own span starts this long before its command
+LEAD_MAX_NS = 50_000_000  # the drawn window starts 5% of its span, at most this, before the command
+LEAD_FRACTION = 0.05
 AFTER_NS = 500_000_000   # and ends this long after the last edge
 NS_PER_MS = 1e6
 MAX_LABELLED_EDGES = 6
@@ -41,10 +45,16 @@ MAX_LABELLED_EDGES = 6
 # Figure sizes in pixels at 100 dpi, fixed so a test can check the PNG header.
 DPI = 100
 TIMELINE_WIDTH_PX = 1400
-TIMELINE_BASE_PX = 110      # title + x axis
+TIMELINE_TOP_PX = 88        # title, legend, the top x tick labels
+TIMELINE_BOTTOM_PX = 52     # the bottom x tick labels and the axis label
 TIMELINE_PANEL_PX = 40      # per host, besides its lanes
 TIMELINE_LANE_PX = 46
-CDF_SIZE_PX = (1000, 600)
+TIMELINE_MAX_HEIGHT_PX = 1200  # fits a 1920x1200 screen: taller pages get thinner lanes
+TIMELINE_PAGE_HOSTS = 16    # more hosts: timeline-1.png, timeline-2.png, ... 16 hosts a page
+FAILED_LAYERS = ("carrier", "rdma")  # a lane of these that goes down and ends down never came back
+FAILED_COLOR = "#c44e52"
+# cdf.png, windows.png, sweep.png: 1000 px wide, a 500 px plot, the legend under it (20 px a row).
+PLOT_WIDTH_PX, PLOT_PX, PLOT_TOP_PX, PLOT_BOTTOM_PX, LEGEND_ROW_PX = 1000, 500, 48, 64, 20
 
 
 class InputError(Exception):
@@ -106,6 +116,11 @@ def parse_float(path, row, col, allow_empty=False):
         return float(v)
     except ValueError:
         raise InputError(f"{path}:{row['_line']}: {col} is not a number: '{v}'") from None
+
+
+def natural_key(name):
+    """h2 before h10: digit runs compare as numbers."""
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", name) if t]
 
 
 def median(values):
@@ -287,6 +302,7 @@ def plan(args, tl, bd, span=None):
     issue, mapping, ack_t, ack_v, nxt = command_of(iteration, tl, bd)
     it_start = issue - BEFORE_NS
     it_end = nxt - BEFORE_NS if nxt is not None else None  # the iteration's own span (docs)
+    own = (it_start, it_end)
     if span is not None:
         it_start, it_end = span
     lanes = tl.lanes()
@@ -296,7 +312,8 @@ def plan(args, tl, bd, span=None):
 
     hosts = {}
     last_edge = ack_t if ack_t is not None else issue
-    for host in sorted(lanes):
+    first_edge = issue
+    for host in sorted(lanes, key=natural_key):
         ifaces = lanes[host]
         host_desc = {"interfaces": {}}
         for iface in sorted(ifaces):
@@ -322,7 +339,9 @@ def plan(args, tl, bd, span=None):
                         edges.append(edge)
                         level = lv
                         last_edge = max(last_edge, t)
-                layers[layer] = {"initial": initial, "edges": edges, "source": events[0][2]["source"]}
+                        first_edge = min(first_edge, t)
+                layers[layer] = {"initial": initial, "edges": edges, "source": events[0][2]["source"],
+                                 "failed": never_back(layer, events, own) and level == 0}
             if layers:
                 host_desc["interfaces"][iface] = layers
         if host_desc["interfaces"]:
@@ -331,7 +350,11 @@ def plan(args, tl, bd, span=None):
         raise InputError(f"{tl.path}: no light, firmware, carrier or rdma rows for any host")
     run = next((s["run"] for s in tl.samples if s["run"]), "") or \
         next((r.get("run") for r in bd.rows if r.get("run")), "") or os.path.basename(os.path.abspath(args.folder))
-    window = (it_start, last_edge + AFTER_NS) if span is None else span
+    end = last_edge + AFTER_NS
+    # Shortly before the command (or before an edge that precedes it), not the iteration's whole
+    # lead-in of flat lines.
+    lead = min(LEAD_MAX_NS, int(LEAD_FRACTION * (end - issue)))
+    window = (max(it_start, first_edge - lead), end) if span is None else span
     return {
         "run": run, "iteration": iteration, "chosen_by": why, "mapping": mapping,
         "issue_t_ns": issue, "ack_ms": None if ack_t is None else round((ack_t - issue) / NS_PER_MS, 3),
@@ -339,6 +362,20 @@ def plan(args, tl, bd, span=None):
         "window_ms": [round((window[0] - issue) / NS_PER_MS, 3), round((window[1] - issue) / NS_PER_MS, 3)],
         "hosts": hosts,
     }
+
+
+def never_back(layer, events, own):
+    """A carrier or RDMA lane that went down in the reconfiguration's own span (own: start, end
+    or None) and was still down at its end, whatever part of it a phase step's window shows."""
+    if base_layer(layer) not in FAILED_LAYERS:
+        return False
+    start, end = own
+    before = [lv for t, lv, _ in events if t < start]
+    inside = [lv for t, lv, _ in events if t >= start and (end is None or t < end)]
+    if not inside:
+        return False
+    initial = before[-1:] or [1 - inside[0]]  # as plan(): the first sample seen is a change
+    return inside[-1] == 0 and 1 in initial + inside
 
 
 def rank_step(folder, mapping, issue):
@@ -447,110 +484,220 @@ def lane_list(host_desc):
     return out
 
 
-def timeline_height_px(p):
-    ranks = len(p["step"]["ranks"]) if p.get("step") else 0
-    return TIMELINE_BASE_PX + sum(TIMELINE_PANEL_PX + TIMELINE_LANE_PX * len(lane_list(h))
-                                  for h in p["hosts"].values()) + \
-        (TIMELINE_PANEL_PX + TIMELINE_LANE_PX * ranks if ranks else 0)
-
-
-def draw_timeline(plt, p, path):
+def timeline_pages(p):
+    """The hosts of each timeline page in order, TIMELINE_PAGE_HOSTS a page."""
     hosts = list(p["hosts"])
-    heights = [len(lane_list(p["hosts"][h])) for h in hosts]
-    step = p.get("step")
-    panels = heights + ([len(step["ranks"])] if step else [])
-    h_px = timeline_height_px(p)
+    return [hosts[i:i + TIMELINE_PAGE_HOSTS] for i in range(0, len(hosts), TIMELINE_PAGE_HOSTS)]
+
+
+def page_layout(p, hosts, step):
+    """(height px, lane px, lanes per panel) of one page: the margins, 40 px per panel and 46 px
+    per lane, panels and lanes scaled down together where that would exceed the maximum height."""
+    panels = [len(lane_list(p["hosts"][h])) for h in hosts] + ([len(step["ranks"])] if step else [])
+    natural = sum(TIMELINE_PANEL_PX + TIMELINE_LANE_PX * n for n in panels)
+    scale = min(1.0, (TIMELINE_MAX_HEIGHT_PX - TIMELINE_TOP_PX - TIMELINE_BOTTOM_PX) / natural)
+    return round(TIMELINE_TOP_PX + TIMELINE_BOTTOM_PX + natural * scale), TIMELINE_LANE_PX * scale, panels
+
+
+def lane_fonts(lane_px):
+    """Font sizes (points) that fit lanes lane_px high: full size at 46 px, a floor below which
+    text would no longer be readable."""
+    def clamp(v, lo, hi):
+        return max(lo, min(hi, v))
+    return {"tick": clamp(lane_px * 0.5, 6.5, 9), "edge": clamp(lane_px * 0.42, 5.5, 7.5),
+            "note": clamp(lane_px * 0.45, 6, 8), "host": clamp(lane_px * 0.75, 9, 12),
+            "marker": clamp(lane_px * 0.2, 3.5, 6)}
+
+
+def draw_timeline(plt, p, folder, fmt):
+    """timeline.<fmt>, or with more than TIMELINE_PAGE_HOSTS hosts one page per group of hosts
+    (timeline-1.<fmt>, ...; the rank panel on the last), after removing the pages of an earlier
+    drawing that this one does not overwrite. Returns what each page drew."""
+    pages = timeline_pages(p)
+    names = [f"timeline.{fmt}"] if len(pages) == 1 else [f"timeline-{k + 1}.{fmt}" for k in range(len(pages))]
+    for old in os.listdir(folder):
+        if re.fullmatch(r"timeline(-\d+)?\." + fmt, old) and old not in names:
+            os.remove(os.path.join(folder, old))
+    return [draw_timeline_page(plt, p, hosts, os.path.join(folder, name), (k + 1, len(pages)))
+            for k, (hosts, name) in enumerate(zip(pages, names))]
+
+
+def draw_timeline_page(plt, p, hosts, path, page):
+    step = p.get("step") if page[0] == page[1] else None
+    h_px, lane_px, panels = page_layout(p, hosts, step)
     fig = plt.figure(figsize=(TIMELINE_WIDTH_PX / DPI, h_px / DPI), dpi=DPI)
     gs = fig.add_gridspec(len(panels), 1, height_ratios=[n + TIMELINE_PANEL_PX / TIMELINE_LANE_PX for n in panels],
-                          left=0.14, right=0.98, top=1 - 62 / h_px, bottom=48 / h_px, hspace=0.12)
-    x0, x1 = p["window_ms"]
-    ack = p["ack_ms"]
-    axes = []
+                          left=0.1, right=0.98, top=1 - TIMELINE_TOP_PX / h_px, bottom=TIMELINE_BOTTOM_PX / h_px,
+                          hspace=0.12)
+    fonts = lane_fonts(lane_px)
+    axes, failed = [], []
     for k, host in enumerate(hosts):
         ax = fig.add_subplot(gs[k], sharex=axes[0] if axes else None)
         axes.append(ax)
-        lanes = lane_list(p["hosts"][host])
-        n = len(lanes)
-        ax.set_facecolor("#f7f7f7" if k % 2 == 0 else "#eef3fa")
-        ticks, labels = [], []
-        for i, (label, layer, iface, lane) in enumerate(lanes):
-            base = (n - 1 - i) * 1.6
-            ticks.append(base + 0.4)
-            labels.append(label)
-            ax.axhline(base - 0.3, color="#d0d0d0", lw=0.6, zorder=0)
-            color = COLORS[base_layer(layer)]
-            if layer == "control":
-                end = ack if ack is not None else 0.0
-                failed = p["ack_ok"] is False
-                ax.fill_between([0.0, max(end, 0.0)], base, base + 0.8, step="pre",
-                                color="#c44e52" if failed else color, alpha=0.45, lw=0)
-                ax.plot([0, 0], [base, base + 0.8], color="k", lw=1.2)
-                txt = "issue" if ack is None else (f"issue \u2192 {'FAILED ' if failed else ''}ack {ack:.0f} ms")
-                ax.text(max(end, 0.0) + (x1 - x0) * 0.004, base + 0.4, txt, va="center", fontsize=8,
-                        color="#c44e52" if failed else "black", fontweight="bold" if failed else "normal")
-                continue
-            xs, ys = [x0], [base + 0.8 * lane["initial"]]
-            for e in lane["edges"]:
-                xs.append(e["t_ms"])
-                ys.append(base + 0.8 * e["to"])
-            xs.append(x1)
-            ys.append(ys[-1])
-            ax.step(xs, ys, where="post", color=color, lw=2.0)
-            # A flapping lane keeps its markers but only the first and last times are written out.
-            many = len(lane["edges"]) > MAX_LABELLED_EDGES
-            for j, e in enumerate(lane["edges"]):
-                up = e["to"] == 1
-                ax.plot([e["t_ms"]], [base + 0.8 * e["to"]], marker="^" if up else "v", color=color, ms=6)
-                if many and 0 < j < len(lane["edges"]) - 1:
-                    continue
-                ax.annotate(f"{e['t_ms']:+.0f}", (e["t_ms"], base + (0.8 if up else 0.0)),
-                            xytext=(3, 3 if up else -3), textcoords="offset points", fontsize=7.5,
-                            va="bottom" if up else "top", ha="left", color=color)
-            if base_layer(layer) == "rdma":
-                down = None
-                for e in lane["edges"]:
-                    if e["to"] == 0:
-                        down = e["t_ms"]
-                    elif down is not None:
-                        gap = e.get("gap_ms")
-                        mid = base + 0.4
-                        ax.annotate("", xy=(e["t_ms"], mid), xytext=(down, mid),
-                                    arrowprops=dict(arrowstyle="<->", color=color, lw=1.0))
-                        label = f"RDMA gap {gap:.0f} ms" if gap is not None else \
-                            f"RDMA gap {e['t_ms'] - down:.0f} ms"
-                        ax.text((down + e["t_ms"]) / 2, mid + 0.05, label, ha="center", va="bottom", fontsize=8,
-                                color=color, bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8))
-                        down = None
-        ax.axvline(0, color="k", lw=0.8, ls="--", zorder=1)
-        for c in (step or {}).get("commands", []):
-            if c["t_ms"] != 0:
-                ax.axvline(c["t_ms"], color="#999999", lw=0.8, ls="--", zorder=1)
-        if ack is not None:
-            ax.axvline(ack, color=COLORS["control"], lw=0.8, ls=":", zorder=1)
-        ax.set_yticks(ticks)
-        ax.set_yticklabels(labels, fontsize=9)
-        for tick, (_, layer, _, _) in zip(ax.get_yticklabels(), lanes):
-            tick.set_color(COLORS[base_layer(layer)])
-        ax.set_ylim(-0.45, (n - 1) * 1.6 + 1.05)
-        ifaces = sorted(p["hosts"][host]["interfaces"])
-        ax.set_ylabel(host if len(ifaces) > 1 else f"{host}\n{ifaces[0]}", rotation=0, ha="right", va="center", fontsize=12, fontweight="bold", labelpad=58)
-        ax.tick_params(axis="y", length=0)
-        ax.grid(axis="x", color="#dddddd", lw=0.5)
-        if k < len(panels) - 1:
-            plt.setp(ax.get_xticklabels(), visible=False)
+        failed += [{"host": host, "lane": lane} for lane in draw_host_panel(ax, p, host, k, fonts)]
     if step:
         axes.append(draw_rank_panel(fig.add_subplot(gs[len(hosts)], sharex=axes[0]), step))
-    axes[0].set_xlim(x0, x1)
+    axes[0].set_xlim(*p["window_ms"])
+    for ax in axes[:-1]:
+        ax.tick_params(axis="x", labelbottom=False)
+    # The time axis is labelled above the first panel as well: a page is read from the top.
+    axes[0].tick_params(axis="x", top=True, labeltop=True, labelsize=9)
+    axes[-1].tick_params(axis="x", labelsize=9)
     axes[-1].set_xlabel("ms since the switch command was issued  (lanes: 1 = up/light/flowing, 0 = down)")
     title = f"{p['run']}  iteration {p['iteration']}"
     if p["mapping"]:
         title += f"  \u2192 mapping {p['mapping']}"
     if step:
         title += f"  (step {step['step']} of {step['label']}: dashed lines = the step's switch commands)"
-    fig.suptitle(title, fontsize=12, y=1 - 12 / h_px, va="top")
+    if page[1] > 1:
+        title += f"  [page {page[0]} of {page[1]}: {hosts[0]} to {hosts[-1]}]"
+    fig.suptitle(title, fontsize=12, y=1 - 6 / h_px, va="top")
+    legend = timeline_legend(fig, p, h_px)
+    fig.align_ylabels(axes)  # host names in one column, whatever each panel's lane labels
+    labels = fit_left_margin(fig, gs, axes, hosts)
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
-    return [TIMELINE_WIDTH_PX, h_px]
+    return {"file": path, "size_px": [TIMELINE_WIDTH_PX, h_px], "lane_px": round(lane_px, 1), "hosts": hosts,
+            "host_labels": labels, "failed_markers": failed, "legend": legend,
+            "xlim_ms": [round(v, 3) for v in axes[0].get_xlim()],
+            "x_tick_labels": {"top": True, "bottom": True}}
+
+
+def timeline_legend(fig, p, h_px):
+    """One row under the title, outside the panels: the layers' colours, the command and ack
+    lines and, when a lane never came back, its marker. Returns the entries."""
+    from matplotlib.lines import Line2D
+    handles = [Line2D([], [], color=COLORS["control"], lw=6, alpha=0.45, label="control (issue to ack)")]
+    handles += [Line2D([], [], color=COLORS[layer], lw=2, label=layer) for layer in LAYERS]
+    handles += [Line2D([], [], color="k", lw=0.8, ls="--", label="command"),
+                Line2D([], [], color=COLORS["control"], lw=0.8, ls=":", label="ack")]
+    if any(lane.get("failed") for h in p["hosts"].values() for ifc in h["interfaces"].values()
+           for lane in ifc.values()):
+        handles.append(Line2D([], [], color=FAILED_COLOR, marker="X", ms=8, ls="none",
+                              label="never came back (still down at the window's end)"))
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1 - 30 / h_px), ncol=len(handles),
+               fontsize=9, frameon=False, handlelength=2.2, columnspacing=1.4)
+    return [h.get_label() for h in handles]
+
+
+def fit_left_margin(fig, gs, axes, hosts):
+    """Moves the panels' left edge so that the widest host name and lane label starts 8 px from
+    the figure's edge: names are whole however long, and short ones leave no wasted margin.
+    Returns each host's label as drawn: its text, its lane labels and its box in pixels
+    (x0, y0, x1, y1 from the top left)."""
+    renderer = fig.canvas.get_renderer()
+    width, height = fig.bbox.width, fig.bbox.height
+    left_px = min(ax.yaxis.get_tightbbox(renderer).x0 for ax in axes)
+    gs.update(left=gs.left + (8 - left_px) / width)
+    out = {}
+    for host, ax in zip(hosts, axes):
+        ax.yaxis.get_tightbbox(renderer)  # places the label for the moved panel
+        b = ax.yaxis.label.get_window_extent(renderer)
+        out[host] = {"text": ax.yaxis.label.get_text(), "lanes": [t.get_text() for t in ax.get_yticklabels()],
+                     "bbox_px": [round(b.x0, 1), round(height - b.y1, 1), round(b.x1, 1), round(height - b.y0, 1)]}
+    return out
+
+
+def draw_host_panel(ax, p, host, k, fonts):
+    """One host's lanes top to bottom; returns the labels of the lanes marked as never back."""
+    x0, x1 = p["window_ms"]
+    ack = p["ack_ms"]
+    lanes = lane_list(p["hosts"][host])
+    n = len(lanes)
+    ax.set_facecolor("#f7f7f7" if k % 2 == 0 else "#eef3fa")
+    ticks, labels, failed = [], [], []
+    for i, (label, layer, iface, lane) in enumerate(lanes):
+        base = (n - 1 - i) * 1.6
+        ticks.append(base + 0.4)
+        labels.append(label)
+        ax.axhline(base - 0.3, color="#d0d0d0", lw=0.6, zorder=0)
+        if layer == "control":
+            draw_control_lane(ax, p, base, fonts)
+        elif draw_signal_lane(ax, lane, layer, base, (x0, x1), fonts):
+            failed.append(label)
+    ax.axvline(0, color="k", lw=0.8, ls="--", zorder=1)
+    for c in (p.get("step") or {}).get("commands", []):
+        if c["t_ms"] != 0:
+            ax.axvline(c["t_ms"], color="#999999", lw=0.8, ls="--", zorder=1)
+    if ack is not None:
+        ax.axvline(ack, color=COLORS["control"], lw=0.8, ls=":", zorder=1)
+    ax.set_yticks(ticks)
+    ax.set_yticklabels(labels, fontsize=fonts["tick"])
+    for tick, (_, layer, _, _) in zip(ax.get_yticklabels(), lanes):
+        tick.set_color(COLORS[base_layer(layer)])
+    ax.set_ylim(-0.45, (n - 1) * 1.6 + 1.05)
+    ifaces = sorted(p["hosts"][host]["interfaces"])
+    ax.set_ylabel(host if len(ifaces) > 1 else f"{host}\n{ifaces[0]}", rotation=0, ha="right", va="center",
+                  fontsize=fonts["host"], fontweight="bold", labelpad=10, color=FAILED_COLOR if failed else "black")
+    ax.tick_params(axis="y", length=0)
+    ax.grid(axis="x", color="#dddddd", lw=0.5)
+    return failed
+
+
+def draw_control_lane(ax, p, base, fonts):
+    x0, x1 = p["window_ms"]
+    ack = p["ack_ms"]
+    end = ack if ack is not None else 0.0
+    failed = p["ack_ok"] is False
+    ax.fill_between([0.0, max(end, 0.0)], base, base + 0.8, step="pre",
+                    color=FAILED_COLOR if failed else COLORS["control"], alpha=0.45, lw=0)
+    ax.plot([0, 0], [base, base + 0.8], color="k", lw=1.2)
+    txt = "issue" if ack is None else (f"issue \u2192 {'FAILED ' if failed else ''}ack {ack:.0f} ms")
+    ax.text(max(end, 0.0) + (x1 - x0) * 0.004, base + 0.4, txt, va="center", fontsize=fonts["note"],
+            color=FAILED_COLOR if failed else "black", fontweight="bold" if failed else "normal")
+
+
+def draw_signal_lane(ax, lane, layer, base, window, fonts):
+    """A 1/0 step line with its edges marked and timed; a lane that never came back is hatched
+    from its last fall to the window's end and ends in a cross. Returns whether it is one."""
+    x0, x1 = window
+    color = COLORS[base_layer(layer)]
+    xs, ys = [x0], [base + 0.8 * lane["initial"]]
+    for e in lane["edges"]:
+        xs.append(e["t_ms"])
+        ys.append(base + 0.8 * e["to"])
+    xs.append(x1)
+    ys.append(ys[-1])
+    ax.step(xs, ys, where="post", color=color, lw=2.0)
+    # A flapping lane keeps its markers but only the first and last times are written out.
+    many = len(lane["edges"]) > MAX_LABELLED_EDGES
+    for j, e in enumerate(lane["edges"]):
+        up = e["to"] == 1
+        ax.plot([e["t_ms"]], [base + 0.8 * e["to"]], marker="^" if up else "v", color=color, ms=fonts["marker"])
+        if many and 0 < j < len(lane["edges"]) - 1:
+            continue
+        ax.annotate(f"{e['t_ms']:+.0f}", (e["t_ms"], base + (0.8 if up else 0.0)),
+                    xytext=(3, 2 if up else -2), textcoords="offset points", fontsize=fonts["edge"],
+                    va="bottom" if up else "top", ha="left", color=color)
+    if base_layer(layer) == "rdma":
+        draw_rdma_gaps(ax, lane, base, color, fonts)
+    if not lane.get("failed"):
+        return False
+    down = lane["edges"][-1]["t_ms"]
+    ax.fill_between([down, x1], base, base + 0.8, facecolor=FAILED_COLOR + "26", edgecolor=FAILED_COLOR,
+                    hatch="////", lw=0)
+    ax.plot([x1], [base + 0.4], marker="X", color=FAILED_COLOR, ms=2 * fonts["marker"] + 2, clip_on=False, zorder=5)
+    ax.text(x1 - (x1 - x0) * 0.008, base + 0.4, "never came back", ha="right", va="center", fontsize=fonts["note"],
+            color=FAILED_COLOR, fontweight="bold",
+            bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.8))
+    return True
+
+
+def draw_rdma_gaps(ax, lane, base, color, fonts):
+    """A double arrow over each stall-to-resume span with the gap the probe measured."""
+    down = None
+    for e in lane["edges"]:
+        if e["to"] == 0:
+            down = e["t_ms"]
+        elif down is not None:
+            gap = e.get("gap_ms")
+            mid = base + 0.4
+            ax.annotate("", xy=(e["t_ms"], mid), xytext=(down, mid),
+                        arrowprops=dict(arrowstyle="<->", color=color, lw=1.0))
+            label = f"RDMA gap {gap:.0f} ms" if gap is not None else f"RDMA gap {e['t_ms'] - down:.0f} ms"
+            ax.text((down + e["t_ms"]) / 2, mid + 0.05, label, ha="center", va="bottom", fontsize=fonts["note"],
+                    color=color, bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8))
+            down = None
 
 
 GROUP_COLORS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"]
@@ -591,10 +738,47 @@ def draw_rank_panel(ax, step):
     return ax
 
 
-def draw_cdf(plt, series, log_x, path, run, note=""):
-    w, h = CDF_SIZE_PX
+def figure_legend_below(plt, entries):
+    """A figure whose plot is PLOT_PX high with room under its x axis for a legend of `entries`
+    entries, two a row, so that the legend never covers data. Returns (fig, ax, [w, h])."""
+    w = PLOT_WIDTH_PX
+    below = PLOT_BOTTOM_PX + LEGEND_ROW_PX * max(1, math.ceil(entries / 2))
+    h = PLOT_TOP_PX + PLOT_PX + below
     fig, ax = plt.subplots(figsize=(w / DPI, h / DPI), dpi=DPI)
-    fig.subplots_adjust(left=0.08, right=0.97, top=0.92, bottom=0.1)
+    fig.subplots_adjust(left=0.08, right=0.97, top=1 - PLOT_TOP_PX / h, bottom=below / h)
+    return fig, ax, [w, h]
+
+
+def legend_below(fig, ax):
+    """The axes' legend under the x axis label, in two columns. Returns the legend's and the
+    plot's boxes in pixels (x0, y0, x1, y1 from the top left), for --describe."""
+    handles, labels = ax.get_legend_handles_labels()
+    h = fig.bbox.height
+    if handles:
+        fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 6 / h), ncol=2, fontsize=9,
+                   frameon=False, columnspacing=2.0)
+    renderer = fig.canvas.get_renderer()
+
+    def box(b):
+        return [round(b.x0, 1), round(h - b.y1, 1), round(b.x1, 1), round(h - b.y0, 1)]
+    return {"legend_bbox_px": box(fig.legends[0].get_window_extent(renderer)) if handles else None,
+            "axes_bbox_px": box(ax.get_window_extent(renderer))}
+
+
+def series_styles(n):
+    """n (colour, linestyle) pairs, no two colours alike: tab10 up to 10 series, tab20 up to 20,
+    beyond that evenly spaced along the turbo colour map with the line style cycling as well."""
+    from matplotlib import colormaps, colors
+    if n <= 10:
+        return [(colors.to_hex(c), "-") for c in colormaps["tab10"].colors[:n]]
+    if n <= 20:
+        return [(colors.to_hex(c), "-") for c in colormaps["tab20"].colors[:n]]
+    turbo = colormaps["turbo"]
+    return [(colors.to_hex(turbo(k / (n - 1))), ["-", "--", "-.", ":"][k % 4]) for k in range(n)]
+
+
+def draw_cdf(plt, series, log_x, path, run, note=""):
+    fig, ax, (w, h) = figure_legend_below(plt, len(series))
     for s in series:
         vals = s["values"]
         n = len(vals)
@@ -609,13 +793,12 @@ def draw_cdf(plt, series, log_x, path, run, note=""):
     ax.set_xlabel("latency (ms)" + ("  [log scale]" if log_x else ""))
     ax.set_ylabel("fraction of reconfigurations x hosts (status ok)")
     ax.grid(True, color="#dddddd", lw=0.5, which="both")
-    if series:
-        ax.legend(loc="lower right", fontsize=9)
-    else:
+    if not series:
         ax.text(0.5, 0.5, "no ok rows with durations in breakdown.csv", ha="center", va="center",
                 transform=ax.transAxes)
     ax.set_title(f"{run}: per-layer latency CDFs" + (f"\n{note}" if note else ""),
                  fontsize=12 if not note else 10)
+    legend_below(fig, ax)
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return [w, h]
@@ -702,10 +885,8 @@ def draw_phase(plt, modes, run, path):
 
 
 WINDOWS_COLUMNS = ["mode", "window_ms", "switching_ms"]
-WINDOWS_SIZE_PX = (1000, 600)
 SWEEP_COLUMNS = ["mode", "switching_ms", "repetition", "steps", "step_ms", "step_ms_sd", "relative_to_native",
                  "reconfigs_per_step", "estimate_ms"]
-SWEEP_SIZE_PX = (1000, 600)
 SWEEP_NATIVE = "native"
 MODE_COLORS = {"on-demand": "#d62728", "provisioning": "#1f77b4", SWEEP_NATIVE: "#000000"}
 OTHER_COLORS = ["#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
@@ -739,26 +920,34 @@ def windows_series(folder):
     return series
 
 
+def is_native(mode):
+    """native, or a sweep's native-r1: the run without switching."""
+    return mode == SWEEP_NATIVE or mode.startswith(SWEEP_NATIVE + "-")
+
+
 def draw_windows(plt, series, run, path):
     """The Opus paper's Figure 4 in shape: CDF of the idle windows between a group's
     communication phases, per mode, and the switching time as a vertical line: windows right of
-    it could hide a reconfiguration."""
-    w, h = WINDOWS_SIZE_PX
-    fig, ax = plt.subplots(figsize=(w / DPI, h / DPI), dpi=DPI)
-    fig.subplots_adjust(left=0.08, right=0.97, top=0.92, bottom=0.1)
+    it could hide a reconfiguration. Only the switching times of the series that switch: native's
+    windows.csv rows carry the lab's default, which the run never used."""
+    switching = sorted({sw for s in series if not is_native(s["mode"]) for sw in s["switching_ms"]})
+    fig, ax, (w, h) = figure_legend_below(plt, len(series) + (1 if switching else 0))
     positive = [v for s in series for v in s["values"] if v > 0]
     log_x = bool(positive) and all(v > 0 for s in series for v in s["values"]) and \
         max(positive) / min(positive) > 100.0
-    for k, s in enumerate(series):
+    drawn = []
+    for s, (color, ls) in zip(series, series_styles(len(series))):
         vals = s["values"]
         n = len(vals)
-        ax.step([vals[0]] + vals, [0.0] + [(i + 1) / n for i in range(n)], where="post", lw=1.8,
-                color=mode_color(s["mode"], k),
-                label=f"{s['mode']}  (n={n}, median {s['median_ms']:.1f} ms, "
-                      f"{100 * s['hiding_fraction']:.0f}% > switching time)")
-    switching = sorted({sw for s in series for sw in s["switching_ms"]})
-    for sw in switching:
-        ax.axvline(sw, color=COLORS["switching"], ls="--", lw=1.2, label=f"switching time {sw:g} ms")
+        line, = ax.step([vals[0]] + vals, [0.0] + [(i + 1) / n for i in range(n)], where="post", lw=1.8,
+                        color=color, ls=ls,
+                        label=f"{s['mode']}  (n={n}, median {s['median_ms']:.1f} ms, "
+                              f"{100 * s['hiding_fraction']:.0f}% > switching time)")
+        drawn.append({"color": line.get_color(), "linestyle": ls})
+    for k, sw in enumerate(switching):
+        ax.axvline(sw, color="#555555", ls=(0, (5, 3)), lw=1.1, label="switching time" if k == 0 else None)
+        ax.text(sw, 1.0, f" {sw:g} ms", transform=ax.get_xaxis_transform(), rotation=90, ha="right", va="top",
+                fontsize=8, color="#555555")
     if log_x:
         ax.set_xscale("log")
     ax.set_ylim(0, 1.02)
@@ -766,16 +955,15 @@ def draw_windows(plt, series, run, path):
                   ("  [log scale]" if log_x else ""))
     ax.set_ylabel("fraction of windows")
     ax.grid(True, color="#dddddd", lw=0.5, which="both")
-    if series:
-        ax.legend(loc="lower right", fontsize=9)
-    else:
+    if not series:
         ax.text(0.5, 0.5, "no windows in windows.csv", ha="center", va="center", transform=ax.transAxes)
     ax.set_title(f"{run}: idle windows between communication phases", fontsize=12)
+    boxes = legend_below(fig, ax)
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
-    return {"file": path, "size_px": [w, h], "log_x": log_x, "switching_ms": switching,
-            "series": [{k: s[k] for k in ("mode", "n", "median_ms", "min_ms", "max_ms", "hiding_fraction")}
-                       for s in series]}
+    return {"file": path, "size_px": [w, h], "log_x": log_x, "switching_ms": switching, **boxes,
+            "series": [{**{k: s[k] for k in ("mode", "n", "median_ms", "min_ms", "max_ms", "hiding_fraction")}, **d}
+                       for s, d in zip(series, drawn)]}
 
 
 def mean(values):
@@ -824,9 +1012,9 @@ def sweep_series(folder):
 def draw_sweep(plt, sweep, run, path):
     """Step time against the switch's latency per mode (mean over repetitions, error bars), the
     analytical estimate T_native + N_reconfig x T_switch dashed beside it, native as a line."""
-    w, h = SWEEP_SIZE_PX
-    fig, ax = plt.subplots(figsize=(w / DPI, h / DPI), dpi=DPI)
-    fig.subplots_adjust(left=0.09, right=0.97, top=0.92, bottom=0.1)
+    entries = sum(1 + any(p["estimate_ms"] is not None for p in s["points"]) for s in sweep["series"]) + \
+        (sweep["native_ms"] is not None)
+    fig, ax, (w, h) = figure_legend_below(plt, entries)
     xs_all = [p["switching_ms"] for s in sweep["series"] for p in s["points"]]
     log_x = bool(xs_all) and all(x > 0 for x in xs_all) and max(xs_all) / min(xs_all) > 100.0
     for k, s in enumerate(sweep["series"]):
@@ -848,8 +1036,8 @@ def draw_sweep(plt, sweep, run, path):
     ax.set_xlabel("switching latency (ms)" + ("  [log scale]" if log_x else ""))
     ax.set_ylabel("step time (ms, mean of the measured steps)")
     ax.grid(True, color="#dddddd", lw=0.5, which="both")
-    ax.legend(loc="upper left", fontsize=9)
     ax.set_title(f"{run}: step time vs switching latency", fontsize=12)
+    legend_below(fig, ax)
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return {"file": path, "size_px": [w, h], "log_x": log_x, **sweep}
@@ -953,15 +1141,14 @@ def main(argv):
     plt = import_pyplot()
     if plt is None:
         return EXIT_NO_MATPLOTLIB
-    tl_path = os.path.join(args.folder, f"timeline.{args.format}")
     cdf_path = os.path.join(args.folder, f"cdf.{args.format}")
-    tl_size = draw_timeline(plt, p, tl_path)
+    pages = draw_timeline(plt, p, args.folder, args.format)
     cdf_note = bd.status_note()
     cdf_size = draw_cdf(plt, series, log_x, cdf_path, p["run"], cdf_note)
     if args.describe:
         for h in p["hosts"].values():
             h["lanes"] = [label for label, _, _, _ in lane_list(h)]
-        p["timeline"] = {"file": tl_path, "size_px": tl_size}
+        p["timeline"] = {"file": pages[0]["file"], "size_px": pages[0]["size_px"], "pages": pages}
         p["cdf"] = {"file": cdf_path, "size_px": cdf_size, "log_x": log_x,
                     "series": [{k: s[k] for k in ("column", "n", "median_ms", "min_ms", "max_ms")} for s in series],
                     "note": cdf_note}
@@ -972,7 +1159,8 @@ def main(argv):
         p.update(phase_described)
         print(json.dumps(p, indent=2))
     else:
-        print(f"wrote {tl_path} (iteration {p['iteration']}) and {cdf_path}")
+        tl_files = " ".join(page["file"] for page in pages)
+        print(f"wrote {tl_files} (iteration {p['iteration']}) and {cdf_path}")
     return 0
 
 

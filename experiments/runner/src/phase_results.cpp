@@ -14,6 +14,8 @@
 #include "ocslab/common/csv_reader.h"
 #include "ocslab/common/csv_writer.h"
 #include "ocslab/common/file.h"
+#include "ocslab/phase/phase_profiler.h"
+#include "ocslab/phase/policy.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/experiment_type.h"
 #include "ocslab/runner/host_capture.h"
@@ -70,6 +72,18 @@ std::vector<Sample> controller_samples(const std::vector<phase::ControllerEvent>
   return out;
 }
 
+// A rank's learned step as its phases-rank<R>.csv holds it (the safe-window table's columns):
+// the kind is the type's, the idle time whole microseconds.
+phase::LearnedPhases learned_of(const phase::PhaseWindows& w) {
+  phase::LearnedPhases l;
+  for (const auto& op : w.ops) {
+    l.table.ops.push_back({op.index, op.group, op.type, op.bytes});
+    l.kinds.push_back(phase::kind_of_type(op.type));
+    l.idle_ns.push_back(op.idle_us * 1000);
+  }
+  return l;
+}
+
 }  // namespace
 
 void PhaseResults::finish(HostCapture* capture, const RunFacts& facts) {
@@ -95,6 +109,9 @@ double PhaseResults::switching_of(const ModeRun& m, size_t first_reconfig) const
 
 // Idle windows of the run's groups (idle_windows.h), for windows.csv and the summary.
 void PhaseResults::add_windows(const ModeRun& m, const std::vector<workloads::OpRecord>& rows) {
+  // The windows are cut between the schedule's ops; a torch job has none (its learned step is
+  // phases.csv, whose idle_us is the same measure per op).
+  if (pw_.framework == Framework::kTorch) return;
   try {
     const double sw = switching_of(m, m.first_reconfig);
     auto w = idle_windows(pw_.schedule, m.label, rows, sw);
@@ -110,6 +127,7 @@ void PhaseResults::add_windows(const ModeRun& m, const std::vector<workloads::Op
 void PhaseResults::finish_mode(ModeRun& m, const std::vector<phase::ControllerEvent>& events, bool fallback) {
   if (m.point.mode != "native") phase::write_events_csv(m.dir + "/controller-events.csv", events);
   ModeRows got = read_rank_files(m);
+  write_learned_phases(m);
   auto figures = step_figures(pw_.schedule, m.point.mode, got.rows, events);
   drop_incomplete_steps(m, figures);
   for (auto& f : figures) {
@@ -235,6 +253,41 @@ PhaseResults::ModeRows PhaseResults::read_rank_files(ModeRun& m) const {
   return got;
 }
 
+// A torch job's step is learned by each rank's phase profiler, which the backend writes as
+// phases-rank<R>.csv at exit; the job's table is their merge, the mode's phases.csv. A rank
+// without one (its op stream did not repeat) leaves no table: a warning in summary.txt, not a
+// failure (the rows are still the job's, all in step 0).
+void PhaseResults::write_learned_phases(const ModeRun& m) {
+  if (pw_.framework != Framework::kTorch) return;
+  std::vector<phase::LearnedPhases> ranks;
+  std::string missing, line;
+  try {
+    for (int r = 0; r < pw_.schedule.ranks; ++r) {
+      const auto path = fmt::format("{}/phases-rank{}.csv", m.dir, r);
+      if (fs::exists(path)) {
+        ranks.push_back(learned_of(phase::PhaseWindows::load(path)));
+      } else {
+        missing += fmt::format("{}{}", missing.empty() ? "" : ", ", r);
+      }
+    }
+    if (!missing.empty()) {
+      line = fmt::format(
+          "{}: warning: no phases.csv: rank(s) {} learned no step (the op stream did not repeat; "
+          "each rank's log says why)",
+          m.label, missing);
+    } else {
+      const auto job = phase::merge_ranks(ranks);
+      phase::write_phases_csv(job, m.dir + "/phases.csv");
+      line = fmt::format("{}: phases.csv: {} op(s) per step in {} phase(s), {} pipeline transfer(s)", m.label,
+                         job.table.ops.size(), job.phases.size(), job.pipeline_sends.size());
+    }
+  } catch (const std::exception& e) {
+    line = fmt::format("{}: warning: no phases.csv: {}", m.label, e.what());
+  }
+  ctx_.log(line);
+  learned_lines_ += line + "\n";
+}
+
 // iteration = the step: it starts at the earliest pre hook of its first op on any rank.
 void PhaseResults::write_mode_timeline(const ModeRun& m, const ModeRows& got) const {
   std::map<int, int64_t> step_start;
@@ -283,7 +336,9 @@ void PhaseResults::write_step_files() {
   }
   const std::string masks = mask_lines_.empty() ? std::string() : "\nFailed ports (phase.detect):\n" + mask_lines_;
   const std::string stopped = job_lines_.empty() ? std::string() : "\nWhere the job stopped:\n" + job_lines_;
-  write_text(folder_ + "/summary.txt", table.str() + "\n" + windows.str() + masks + stopped + breakdown_summary_);
+  const std::string learned = learned_lines_.empty() ? std::string() : "\nLearned phase tables:\n" + learned_lines_;
+  write_text(folder_ + "/summary.txt",
+             table.str() + "\n" + windows.str() + masks + stopped + learned + breakdown_summary_);
 }
 
 // probes: the capture's timeline, one breakdown row per reconfiguration x host x NIC

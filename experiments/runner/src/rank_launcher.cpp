@@ -25,7 +25,8 @@ std::chrono::seconds rank_wait_limit(const PhaseWorkloadSpec& pw) { return std::
 
 std::vector<std::string> rank_file_names(int r) {
   std::vector<std::string> out;
-  for (const char* pattern : {"ops-rank{}.csv", "timeline-rank{}.csv", "shim-rank{}.csv", "phase-table-rank{}.csv"})
+  for (const char* pattern :
+       {"ops-rank{}.csv", "timeline-rank{}.csv", "shim-rank{}.csv", "phase-table-rank{}.csv", "phases-rank{}.csv"})
     out.push_back(fmt::format(fmt::runtime(pattern), r));
   return out;
 }

@@ -21,7 +21,8 @@ namespace {
 
 // What every rank gets after its own RANK / LOCAL_RANK: world size, rank 0's rendezvous, the
 // controller (none in native mode: the backend then passes every op through), the shim's
-// samples file ("{rank}" is the backend's placeholder), the package, then the interpreter.
+// samples file ("{rank}" is the backend's placeholder), the folder for the rank's op rows and
+// learned phase table (collbench's --output), the package, then the interpreter.
 void append_job_env_and_program(std::vector<std::string>& a, const PhaseWorkloadSpec& spec, const RankLaunch& l,
                                 const std::string& shim_csv) {
   const auto colon = l.rendezvous.rfind(':');
@@ -37,6 +38,7 @@ void append_job_env_and_program(std::vector<std::string>& a, const PhaseWorkload
   }
   a.push_back("OCSLAB_LAYOUT=" + torch_layout(spec.layout));
   a.push_back("OCSLAB_SHIM_CSV=" + l.output_dir + "/" + shim_csv);
+  a.push_back("OCSLAB_OUTPUT=" + l.output_dir);
   if (!l.python_path.empty()) a.push_back("PYTHONPATH=" + l.python_path);
   a.insert(a.end(), {l.program, "-m", "ocslab.torch_backend", l.script, "--backend", "ocslab"});
   a.insert(a.end(), spec.args.begin(), spec.args.end());

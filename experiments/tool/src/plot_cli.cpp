@@ -27,7 +27,9 @@ Usage: ocslab plot FOLDER [--iteration N] [--format png|svg] [--describe] [--dar
 Writes into FOLDER (from its timeline.csv and breakdown.csv):
   timeline.png  one reconfiguration: one panel per host, one 1/0 step lane per layer
                 (control = the switch command from issue to ack, light, firmware, carrier,
-                rdma with its gap), x = ms since the command was issued, every edge marked
+                rdma with its gap), x = ms since the command was issued, every edge marked,
+                carrier/RDMA lanes that never came back crossed in red; at most 1200 px high,
+                more than 16 hosts on pages of 16: timeline-1.png, timeline-2.png, ...
   cdf.png       per-layer latency CDFs (switching, firmware, carrier, rdma, total) over the
                 breakdown rows with status ok; log x when they span more than two decades
   phase.png     a phase-workload folder (phase-steps.csv): per step, the step time split into
@@ -45,7 +47,8 @@ Options:
                     of the ok rows, else iteration 1)
   --format FMT      png (default) or svg
   --describe        also print, as JSON on stdout, what was drawn: the iteration, the issue
-                    time, each host's lanes and edges in ms since issue, the CDF series
+                    time, each host's lanes and edges in ms since issue, the timeline's pages
+                    (host labels, failed-lane markers), the CDF series, the series' colours
   --dark-dbm DBM    Rx power below this counts as dark when a host only has rx_power (-30)
 
 Environment:

@@ -128,6 +128,19 @@ OP_TYPES = {
 }
 
 
+# The shim's op type -> collbench's `op` column (ops-rank<R>.csv): a send and a recv are the two
+# ends of one sendrecv, as in collbench's rows. Types without one (broadcast, reduce, gather,
+# scatter, alltoall) are profiled but get no row.
+ROW_OPS = {
+    "allreduce": "allreduce",
+    "allgather": "allgather",
+    "reducescatter": "reducescatter",
+    "barrier": "barrier",
+    "send": "sendrecv",
+    "recv": "sendrecv",
+}
+
+
 def op_bytes(method, inputs, outputs=()):
     """nccl-tests' size, as collbench's `bytes` (docs/workloads.md): allreduce, broadcast,
     reduce = the buffer; allgather, gather = the gathered output; reducescatter, scatter = the

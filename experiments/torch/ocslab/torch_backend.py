@@ -13,6 +13,9 @@ Environment (the names of the collective workloads' flags, docs/workloads.md):
   OCSLAB_LAYOUT=pp=2,dp=2            the controller's job layout (pp, then its dims in order)
   OCSLAB_ACK_WAIT_MS=N               how long a hook waits for the controller (default 60000)
   OCSLAB_SHIM_CSV=FILE               the shim's Samples at exit ("{rank}" -> the rank)
+  OCSLAB_OUTPUT=DIR                  at exit, collbench's rows: DIR/ops-rank<R>.csv,
+                                     DIR/timeline-rank<R>.csv and the learned DIR/phases-rank<R>.csv
+  OCSLAB_PROFILE_STEPS=N             how often the step must repeat to be learned (default 5)
 """
 
 import atexit
@@ -20,11 +23,12 @@ import os
 import socket
 import sys
 import threading
+import time
 
 import torch
 import torch.distributed as dist
 
-from ocslab import groups
+from ocslab import groups, rows
 
 BACKEND = "ocslab"
 
@@ -63,6 +67,21 @@ def _layout(world):
         raise ValueError(f"OCSLAB_LAYOUT: {e}") from None
 
 
+def _recorder(rank):
+    folder = os.environ.get("OCSLAB_OUTPUT")
+    if not folder:
+        return None
+    steps = os.environ.get("OCSLAB_PROFILE_STEPS", "5")
+    if not steps.isdigit() or int(steps) < 1:
+        raise ValueError(f"OCSLAB_PROFILE_STEPS '{steps}': want a number of steps >= 1")
+    try:
+        return rows.Recorder(rank, folder, int(steps))
+    except ImportError as e:
+        raise ControllerError(f"ocslab backend, rank {rank}: OCSLAB_OUTPUT needs the shim's C++ module ({e}); "
+                              f"it is built where pybind11 and the Python headers are installed "
+                              f"(docs/install.md)") from None
+
+
 class _Process:
     """What all process groups of this process share: the one shim connection (one rank =
     one shim, as in the C++ workloads), the groups registered with it, the op counter."""
@@ -78,6 +97,14 @@ class _Process:
         # the controller in the order the rank runs them.
         self.lock = threading.Lock()
         self.csv = None
+        try:
+            self.recorder = _recorder(rank)
+            if self.recorder is not None:
+                self.layout = _layout(world)
+        except ValueError as e:
+            raise ControllerError(f"ocslab backend, rank {rank}: {e}") from None
+        if self.recorder is not None:
+            atexit.register(self.close)
         if not os.environ.get("OCSLAB_CONTROLLER"):
             print(f"ocslab: rank {rank}: no controller (OCSLAB_CONTROLLER unset): backend ocslab passes every op "
                   f"to its inner gloo/NCCL group unchanged", file=sys.stderr, flush=True)
@@ -103,12 +130,16 @@ class _Process:
             why = _env_names(str(e))
             raise ControllerError(f"ocslab backend, rank {self.rank}, controller {where}: {why}") from None
         self.csv = os.environ.get("OCSLAB_SHIM_CSV", "").replace("{rank}", str(self.rank)) or None
-        atexit.register(self.close)
+        if self.recorder is None:
+            atexit.register(self.close)
 
     def close(self):
-        if self.shim is None:
-            return
         with self.lock:
+            if self.recorder is not None:
+                self.recorder.write()
+                self.recorder = None
+            if self.shim is None:
+                return
             if self.csv:
                 self.shim.write_csv(self.csv)
             for r in self.shim.reports:
@@ -120,23 +151,31 @@ class _Process:
         """op() between the shim's pre and post hooks. The op is complete when this returns:
         the controller counts it in flight from its ACK to its `done` (G2), so `done` must
         not be sent before the data moved."""
-        if self.shim is None or group is None:
+        if group is None or (self.shim is None and self.recorder is None):
             work = op()
             work.wait()
             return work
         name, dim, members = group
         with self.lock:
-            if name not in self.registered:
-                self.shim.add_group(name, dim, sorted(members))
-                self.registered.add(name)
-            index = self.index
-            self.index += 1
-            self.shim.pre_communication(name, kind, nbytes, index)
+            w0 = (time.time_ns(), time.monotonic_ns())
+            decision = None
+            if self.shim is not None:
+                if name not in self.registered:
+                    self.shim.add_group(name, dim, sorted(members))
+                    self.registered.add(name)
+                index = self.index
+                self.index += 1
+                decision = self.shim.pre_communication(name, kind, nbytes, index)
+            t0 = (time.time_ns(), time.monotonic_ns())
             try:
                 work = op()
                 work.wait()
             finally:
-                self.shim.post_communication(name, kind, nbytes, index)
+                t1 = (time.time_ns(), time.monotonic_ns())
+                if self.shim is not None:
+                    self.shim.post_communication(name, kind, nbytes, index)
+            if self.recorder is not None:
+                self.recorder.add((name, dim), members, kind, nbytes, decision, (w0, t0, t1, time.monotonic_ns()))
         return work
 
 
@@ -278,7 +317,7 @@ class OcslabProcessGroup(dist.ProcessGroup):
 
     @staticmethod
     def _shim_group(ranks, p2p):
-        if _process.shim is None:
+        if _process.shim is None and _process.recorder is None:
             return None
         g = groups.shim_group(ranks, _process.world, p2p, _process.layout)
         return None if g is None else (g[0], g[1], ranks)

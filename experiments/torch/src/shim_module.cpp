@@ -1,7 +1,9 @@
 // ocslab._shim: the Python face of the per-rank phase shim (ocslab/phase/shim.h) for the
 // PyTorch backend (experiments/torch/ocslab/torch_backend.py). It binds the same C++ Shim and
 // the same controller flags (--controller, --job, --controller-token-file, ...) the collective
-// workloads parse, so the controller protocol and the token checks exist once, in C++.
+// workloads parse, so the controller protocol and the token checks exist once, in C++. It also
+// binds the phase profiler and the collbench row writers, so a torch rank's steps, its
+// ops-rank<R>.csv and its learned phase table come from the same code as collbench's.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -12,8 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "ocslab/common/csv_writer.h"
 #include "ocslab/common/error.h"
+#include "ocslab/common/sample.h"
+#include "ocslab/phase/phase_profiler.h"
 #include "ocslab/phase/shim.h"
+#include "ocslab/workloads/op_record.h"
 #include "ocslab/workloads/shim_hooks.h"
 
 namespace py = pybind11;
@@ -54,6 +60,92 @@ py::dict samples_of(const phase::Shim& s) {
   d["columns"] = py::make_tuple("t_ns", "host", "source", "subject", "signal", "value", "unit");
   d["rows"] = rows;
   return d;
+}
+
+workloads::OpType op_type_of(const std::string& name) {
+  using workloads::OpType;
+  for (OpType t :
+       {OpType::kAllReduce, OpType::kAllGather, OpType::kReduceScatter, OpType::kSendRecv, OpType::kBarrier}) {
+    if (name == workloads::op_name(t)) return t;
+  }
+  throw Error("op '" + name +
+              "': not one of collbench's op types (allreduce, allgather, reducescatter, sendrecv, "
+              "barrier)");
+}
+
+// ops-rank<R>.csv and timeline-rank<R>.csv in `folder`, as collbench's OutputWriter writes them.
+void write_rank_rows(const std::string& folder, int rank, const std::vector<workloads::OpRecord>& rows) {
+  CsvWriter ops(folder + "/ops-rank" + std::to_string(rank) + ".csv");
+  CsvWriter timeline(folder + "/timeline-rank" + std::to_string(rank) + ".csv");
+  ops.header(workloads::op_csv_columns());
+  timeline.header(sample_csv_columns());
+  for (const auto& r : rows) {
+    ops.row(workloads::op_csv_fields(r));
+    for (const auto& smp : workloads::op_samples(r)) timeline.row(sample_csv_fields(smp));
+  }
+  ops.close();
+  timeline.close();
+}
+
+void bind_rows_and_profiler(py::module_& m) {
+  using workloads::OpRecord;
+  py::class_<OpRecord>(m, "OpRecord", "One row of ops-rank<R>.csv (ocslab/workloads/op_record.h)")
+      .def(py::init<>())
+      .def_readwrite("rank", &OpRecord::rank)
+      .def_readwrite("host", &OpRecord::host)
+      .def_readwrite("step", &OpRecord::step)
+      .def_readwrite("warmup", &OpRecord::warmup)
+      .def_readwrite("index", &OpRecord::index)
+      .def_readwrite("seq", &OpRecord::seq)
+      .def_readwrite("group", &OpRecord::group)
+      .def_readwrite("kind", &OpRecord::kind)
+      .def_property(
+          "op", [](const OpRecord& r) { return std::string(workloads::op_name(r.type)); },
+          [](OpRecord& r, const std::string& name) { r.type = op_type_of(name); })
+      .def_readwrite("group_size", &OpRecord::group_size)
+      .def_readwrite("bytes", &OpRecord::bytes)
+      .def_readwrite("start_ns", &OpRecord::start_ns)
+      .def_readwrite("end_ns", &OpRecord::end_ns)
+      .def_readwrite("duration_ns", &OpRecord::duration_ns)
+      .def_readwrite("wait_ns", &OpRecord::wait_ns)
+      .def_readwrite("wait_start_ns", &OpRecord::wait_start_ns)
+      .def_readwrite("phase", &OpRecord::phase)
+      .def_readwrite("reconfigured", &OpRecord::reconfigured)
+      .def_readwrite("provisioned", &OpRecord::provisioned)
+      .def_readwrite("fallback", &OpRecord::fallback)
+      .def_readwrite("topo", &OpRecord::topo)
+      .def_readwrite("compute_ns", &OpRecord::compute_ns)
+      .def_readwrite("step_compute_ns", &OpRecord::step_compute_ns)
+      .def_readwrite("barrier", &OpRecord::barrier);
+  m.def("write_rank_rows", &write_rank_rows, py::arg("folder"), py::arg("rank"), py::arg("rows"),
+        "FOLDER/ops-rank<R>.csv and FOLDER/timeline-rank<R>.csv, in collbench's format.");
+
+  py::class_<phase::LearnedPhases>(m, "LearnedPhases")
+      .def_readonly("warmup_ops", &phase::LearnedPhases::warmup_ops)
+      .def_readonly("steps", &phase::LearnedPhases::steps)
+      .def_property_readonly("ops", [](const phase::LearnedPhases& l) { return l.table.ops.size(); })
+      .def("write_csv", &phase::write_phases_csv, py::arg("path"),
+           "phases.csv: index,group,type,bytes,idle_us (the safe-window table)");
+  py::class_<phase::PhaseProfiler>(m, "PhaseProfiler", "Learns the repeating step of an op stream (phase_profiler.h)")
+      .def(py::init([](int steps) { return phase::PhaseProfiler(phase::ProfileOptions{.steps = steps}); }),
+           py::arg("steps") = 5)
+      .def(
+          "add",
+          [](phase::PhaseProfiler& p, const std::string& group, const std::vector<int>& ranks, const std::string& type,
+             uint64_t bytes, int64_t start_ns, int64_t end_ns) {
+            p.add({group, ranks, phase::kind_of_type(type), type, bytes, start_ns, end_ns, false});
+          },
+          py::arg("group"), py::arg("ranks"), py::arg("type"), py::arg("bytes"), py::arg("start_ns"), py::arg("end_ns"),
+          "One op as the rank ran it, unmarked: the profiler finds the step by period.")
+      .def("finish", &phase::PhaseProfiler::finish)
+      .def(
+          "result",
+          [](const phase::PhaseProfiler& p) -> py::tuple {
+            auto r = p.result();
+            if (!r.learned) return py::make_tuple(py::none(), r.reason);
+            return py::make_tuple(std::move(*r.learned), std::string());
+          },
+          "(LearnedPhases, '') or (None, why the stream gave no step)");
 }
 
 }  // namespace
@@ -115,4 +207,5 @@ PYBIND11_MODULE(_shim, m) {
       .def_property_readonly("samples", &samples_of, "{'columns': (...), 'rows': [tuple, ...]}")
       .def("write_csv", &phase::Shim::write_csv, py::arg("path"),
            "The Samples as the tidy CSV the C++ workloads write (timeline-compatible).");
+  bind_rows_and_profiler(m);
 }

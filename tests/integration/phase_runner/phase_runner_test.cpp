@@ -1056,8 +1056,11 @@ TEST_CASE("phase-workload: phase.rails is checked before anything runs, naming f
 }
 
 // The example PyTorch job (experiments/torch/examples/train_lm.py, DP2 x PP2) as a torch phase
-// workload: 4 local ranks over SSH, on-demand, against the emulator.
-TEST_CASE("phase-workload, framework torch: the example job under on-demand", "[phase-runner][torch]") {
+// workload: 4 local ranks over SSH, natively and on demand against the emulator. Its results are
+// a collbench run's: the ranks' op rows give phase-steps.csv, one row per trained step (the step
+// learned by each rank's phase profiler, docs/workloads.md), and the ranks' learned tables merge
+// into phases.csv.
+TEST_CASE("phase-workload, framework torch: the example job natively and on demand", "[phase-runner][torch]") {
   Lab lab;
   std::ostringstream s;
   s << "type: phase-workload\nname: lm\nlab:\n  inventory:\n";
@@ -1066,9 +1069,11 @@ TEST_CASE("phase-workload, framework torch: the example job under on-demand", "[
       << "', identity_file: '" << lab.sshd.client_key() << "', known_hosts: '" << lab.sshd.known_hosts()
       << "', nics: [{name: lo, tx_port: " << i << ", rx_port: " << 8 + i << "}]}\n";
   }
+  // 6 steps: the profiler wants the step 5 times in a row (OCSLAB_PROFILE_STEPS' default).
+  constexpr int kSteps = 6;
   s << "switch: {url: '" << lab.emu.url() << "'}\n"
     << "workload:\n  framework: torch\n  script: " << source_dir() << "/experiments/torch/examples/train_lm.py\n"
-    << "  args: [--steps, '3']\n  modes: [on-demand]\n  port: " << testing::free_loopback_port()
+    << "  args: [--steps, '" << kSteps << "']\n  modes: [native, on-demand]\n  port: " << testing::free_loopback_port()
     << "\n  timeout_s: 60\n"
     << "phase: {job: lm, pp: 2, dims: [{name: dp, size: 2}], initial: '11', listen: '127.0.0.1:0', "
     << "ack_timeout_ms: 5000}\n";
@@ -1078,11 +1083,17 @@ TEST_CASE("phase-workload, framework torch: the example job under on-demand", "[
   std::ostringstream out, err;
   const int rc = cli::run_ocslab({"run", spec, "-o", out_dir}, out, err);
   INFO(out.str() << err.str());
+  CHECK(rc == 0);
+  // The data path is the inner gloo's: the losses are a plain gloo run's in both modes
+  // (docs/workloads.md), reconfigurations or not.
+  for (const char* mode : {"native", "on-demand"}) {
+    const std::string log = read_file_or_empty(out_dir + "/" + mode + "/rank2.log");
+    INFO(mode << ": " << log);
+    CHECK_THAT(log, Contains("step 0 loss 4.34536266\nstep 1 loss 4.22004604\nstep 2 loss 3.82249260\n"
+                             "step 3 loss 3.63958597\nstep 4 loss 3.23414302\nstep 5 loss 3.03774190\n"));
+    CHECK_THAT(log, Contains("# exit status 0"));
+  }
   const std::string d = out_dir + "/on-demand";
-  // The data path is the inner gloo's: the losses are a plain gloo run's (docs/workloads.md).
-  const std::string log = read_file_or_empty(d + "/rank2.log");
-  INFO(log);
-  CHECK_THAT(log, Contains("step 0 loss 4.34536266\nstep 1 loss 4.22004604\nstep 2 loss 3.82249260\n# exit status 0"));
   // Every pipeline send and receive and every stage's all-reduce asked the controller: per rank
   // and step 2 micro-batches x (forward + backward) pipeline ops and one DP all-reduce.
   std::map<int, int> pp_requests, dp_requests;
@@ -1097,13 +1108,36 @@ TEST_CASE("phase-workload, framework torch: the example job under on-demand", "[
   }
   for (int r = 0; r < 4; ++r) {
     INFO("rank " << r);
-    CHECK(pp_requests[r] == 3 * 4);
-    CHECK(dp_requests[r] == 3);
+    CHECK(pp_requests[r] == kSteps * 4);
+    CHECK(dp_requests[r] == kSteps);
     CHECK(fs::exists(d + "/shim-rank" + std::to_string(r) + ".csv"));
   }
-  CHECK(reconfigs >= 2 * 3);  // at least to the pipeline and back to DP per step
-  // What the runner cannot do yet for a torch job (docs/experiments.md): per-step results need
-  // the collbench op rows, which a torch rank does not write.
-  CHECK(rc == kExitFailed);
-  for (int r = 0; r < 4; ++r) CHECK_THAT(err.str(), Contains(fmt::format("on-demand: rank {} wrote no rows", r)));
+  CHECK(reconfigs >= 2 * kSteps);  // at least to the pipeline and back to DP per step
+  // One phase-steps.csv row per trained step and mode (no warm-up: the first op starts the
+  // step), each with every rank's 5 op rows.
+  std::map<std::string, std::vector<int>> steps;
+  for (const auto& row : read_csv(out_dir + "/phase-steps.csv")) {
+    INFO(row.at("mode") << " step " << row.at("step"));
+    CHECK(row.at("warmup") == "0");
+    CHECK(row.at("rows") == "20");
+    steps[row.at("mode")].push_back(std::stoi(row.at("step")));
+  }
+  const std::vector<int> all_steps = {0, 1, 2, 3, 4, 5};
+  CHECK(steps["native"] == all_steps);
+  CHECK(steps["on-demand"] == all_steps);
+  // The job's learned step: each stage's DP all-reduce and the pipeline transfers (a send and
+  // its receive are one sendrecv), as the safe-window policy reads it.
+  for (const char* mode : {"native", "on-demand"}) {
+    INFO(mode);
+    std::map<std::string, int> ops;
+    for (const auto& row : read_csv(out_dir + "/" + mode + "/phases.csv"))
+      ++ops[row.at("group") + " " + row.at("type")];
+    CHECK(ops == std::map<std::string, int>{
+                     {"g0.1 allreduce", 1}, {"g2.3 allreduce", 1}, {"g0.2 sendrecv", 4}, {"g1.3 sendrecv", 4}});
+  }
+  // The figure and the summary as for collbench: the learned tables listed per mode.
+  CHECK(fs::exists(out_dir + "/phase.png"));
+  const std::string summary = read_file_or_empty(out_dir + "/summary.txt");
+  CHECK_THAT(summary, Contains("Learned phase tables:\nnative: phases.csv: 10 op(s) per step in 10 phase(s), 8 "
+                               "pipeline transfer(s)\non-demand: phases.csv: 10 op(s)"));
 }

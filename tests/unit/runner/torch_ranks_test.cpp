@@ -119,7 +119,8 @@ TEST_CASE("torch ranks over ssh: PyTorch's environment, LOCAL_RANK per host", "[
   CHECK(shell_join(rank_argv(pw, s.hosts, 3, launch("on-demand"))) ==
         "env RANK=3 LOCAL_RANK=1 WORLD_SIZE=4 MASTER_ADDR=10.0.2.15 MASTER_PORT=18600 "
         "OCSLAB_CONTROLLER=10.0.2.2:7100 OCSLAB_JOB=lm OCSLAB_CONTROLLER_TOKEN_FILE=/tmp/x/controller.token "
-        "OCSLAB_LAYOUT=pp=2,dp=2 OCSLAB_SHIM_CSV=/tmp/x/shim-rank3.csv PYTHONPATH=/opt/ocslab/python "
+        "OCSLAB_LAYOUT=pp=2,dp=2 OCSLAB_SHIM_CSV=/tmp/x/shim-rank3.csv OCSLAB_OUTPUT=/tmp/x "
+        "PYTHONPATH=/opt/ocslab/python "
         "/usr/bin/python3 -m ocslab.torch_backend /srv/job/train_lm.py --backend ocslab --steps 3");
   CHECK(shell_join(rank_argv(pw, s.hosts, 2, launch("on-demand"))).rfind("env RANK=2 LOCAL_RANK=0 ", 0) == 0);
   // native: no controller, so the backend passes every op through; no token either.
@@ -127,7 +128,8 @@ TEST_CASE("torch ranks over ssh: PyTorch's environment, LOCAL_RANK per host", "[
   native.python_path.clear();  // installed: the package is on python3's own path
   CHECK(shell_join(rank_argv(pw, s.hosts, 0, native)) ==
         "env RANK=0 LOCAL_RANK=0 WORLD_SIZE=4 MASTER_ADDR=10.0.2.15 MASTER_PORT=18600 OCSLAB_LAYOUT=pp=2,dp=2 "
-        "OCSLAB_SHIM_CSV=/tmp/x/shim-rank0.csv /usr/bin/python3 -m ocslab.torch_backend /srv/job/train_lm.py "
+        "OCSLAB_SHIM_CSV=/tmp/x/shim-rank0.csv OCSLAB_OUTPUT=/tmp/x /usr/bin/python3 -m ocslab.torch_backend "
+        "/srv/job/train_lm.py "
         "--backend ocslab --steps 3");
   auto bad = launch("on-demand");
   bad.rendezvous = "nohost";
@@ -148,7 +150,8 @@ TEST_CASE("torch ranks under mpirun and srun: RANK and LOCAL_RANK from the launc
       " && exec \"$@\"' sh env WORLD_SIZE=4 MASTER_ADDR=10.0.2.15 MASTER_PORT=18600 "
       "OCSLAB_CONTROLLER=10.0.2.2:7100 OCSLAB_JOB=lm OCSLAB_CONTROLLER_TOKEN_FILE=/shared/run/controller.token "
       "OCSLAB_LAYOUT=pp=2,dp=2 'OCSLAB_SHIM_CSV=/shared/run/provisioning/shim-rank{rank}.csv' "
-      "PYTHONPATH=/opt/ocslab/python /usr/bin/python3 -m ocslab.torch_backend /srv/job/train_lm.py --backend ocslab";
+      "OCSLAB_OUTPUT=/shared/run/provisioning PYTHONPATH=/opt/ocslab/python /usr/bin/python3 -m ocslab.torch_backend "
+      "/srv/job/train_lm.py --backend ocslab";
   CHECK(shell_join(launcher_argv(pw, s.hosts, l)) ==
         "mpirun -np 4 -H 127.0.0.1:2,127.0.0.1:2 --map-by slot sh -c 'export RANK=\"$OMPI_COMM_WORLD_RANK\" "
         "LOCAL_RANK=\"$OMPI_COMM_WORLD_LOCAL_RANK\"" +

@@ -92,6 +92,7 @@ class PhaseResults {
   int64_t offset_of(const std::string& host) const;
   ModeRows read_rank_files(ModeRun& m) const;
   void write_mode_timeline(const ModeRun& m, const ModeRows& got) const;
+  void write_learned_phases(const ModeRun& m);
   std::string switch_text() const;
   void write_step_files();
   void finish_capture(HostCapture& capture);
@@ -113,6 +114,7 @@ class PhaseResults {
   std::string mask_lines_;                              // summary.txt's failed ports (phase.detect), one line each
   std::string job_lines_;                               // summary.txt's "Where the job stopped", per failed run
   std::string breakdown_summary_;                       // summary.txt's per-layer part (probes only)
+  std::string learned_lines_;                           // summary.txt's learned phase tables (torch), per run
   std::vector<std::pair<IdleWindow, double>> windows_;  // every run's, with its switching time
   std::vector<WindowSummary> window_summaries_;
   size_t breakdown_rows_ = 0;

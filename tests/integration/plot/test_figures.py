@@ -1,0 +1,246 @@
+#!/usr/bin/python3
+"""What experiments/plots/ocslab_plot.py draws for many hosts and many series, checked through
+--describe (which reports what the drawing calls drew: lanes, host labels and their boxes in
+pixels, failed-lane markers, legend entries, line colours) and the PNG header, without image
+recognition. Needs python3-matplotlib.
+
+  python3 tests/integration/plot/test_figures.py [-k PATTERN]
+  python3 tests/integration/plot/test_figures.py --render DIR   # the 16-host sample, to look at
+"""
+
+import contextlib
+import io
+import json
+import os
+import struct
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "experiments", "plots"))
+import ocslab_plot  # noqa: E402
+
+MS = 1_000_000
+T0 = 1_800_000_000_000_000_000
+RUN = "scale-20261206-110000"
+FAILED = {"h5", "h12"}  # carrier and RDMA go down and never come back
+
+
+def host_names(n):
+    # Names of different lengths, one long: the longest must be whole on the figure.
+    return [f"h{i}" for i in range(1, n)] + ["gpu-rack07-node-long-name"]
+
+
+def write_results(folder, n_hosts, failed=FAILED):
+    """A one-reconfiguration results folder: every host loses light 40 ms after the command and
+    gets it back at 90 ms, firmware at 900, carrier at 1000 and its RDMA pair to the next host
+    resumes at 1200 (each host 7 ms after the one before); the hosts in `failed` never get
+    carrier or RDMA back."""
+    os.makedirs(folder, exist_ok=True)
+    hosts = host_names(n_hosts)
+    issue = T0 + 10_000 * MS
+    rows = []
+    for h in hosts:  # warm-up: everything up
+        rows += [(T0, h, "emulator", "eth1", "light", 1), (T0 + 1, h, "emulator", "eth1", "link", 1),
+                 (T0 + 2, h, "carrier", "eth1", "carrier", 1)]
+    rows += [(issue, "switch", "ocs", "ring-2", "command", 1), (issue + 45 * MS, "switch", "ocs", "ring-2", "ack", 1)]
+    bd = ["run,iteration,mapping,host,interface,status,issued_ns,total_ms"]
+    for k, h in enumerate(hosts):
+        o, pair = 7 * k, f"rxe_eth1/eth1@{hosts[(k + 1) % len(hosts)]}"
+        rows += [(issue + (40 + o) * MS, h, "rdma", pair, "stalled", 1),
+                 (issue + (40 + o) * MS, h, "emulator", "eth1", "light", 0),
+                 (issue + (45 + o) * MS, h, "emulator", "eth1", "link", 0),
+                 (issue + (50 + o) * MS, h, "carrier", "eth1", "carrier", 0),
+                 (issue + (90 + o) * MS, h, "emulator", "eth1", "light", 1),
+                 (issue + (900 + o) * MS, h, "emulator", "eth1", "link", 1)]
+        if h not in failed:
+            rows += [(issue + (1000 + o) * MS, h, "carrier", "eth1", "carrier", 1),
+                     (issue + (1200 + o) * MS, h, "rdma", pair, "resumed", 1160)]
+        bd.append(f"{RUN},1,ring-2,{h},eth1,{'failed' if h in failed else 'ok'},{issue},"
+                  f"{'' if h in failed else 1200 + o}")
+    rows.sort()
+    with open(os.path.join(folder, "timeline.csv"), "w") as f:
+        f.write("t_ns,host,source,subject,signal,value,unit,run,iteration\n")
+        for t, h, src, subj, sig, v in rows:
+            f.write(f"{t},{h},{src},{subj},{sig},{v},bool,{RUN},{1}\n")
+    with open(os.path.join(folder, "breakdown.csv"), "w") as f:
+        f.write("\n".join(bd) + "\n")
+    return hosts
+
+
+def describe(folder):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = ocslab_plot.main([folder, "--describe"])
+    if rc != 0:
+        raise AssertionError(f"ocslab_plot.py exited {rc}: {err.getvalue()}")
+    return json.loads(out.getvalue())
+
+
+def png_size(path):
+    with open(path, "rb") as f:
+        head = f.read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR", f"{path}: not a PNG"
+    return list(struct.unpack(">II", head[16:24]))
+
+
+class TimelineTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="plot-figures-")
+        self.folder = os.path.join(self.tmp.name, RUN)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_sixteen_hosts_fit_one_screen_with_every_lane_name_and_failure(self):
+        hosts = write_results(self.folder, 16)
+        d = describe(self.folder)
+        pages = d["timeline"]["pages"]
+        self.assertEqual(len(pages), 1)
+        page = pages[0]
+        self.assertEqual(page["file"], os.path.join(self.folder, "timeline.png"))
+        self.assertFalse(os.path.exists(os.path.join(self.folder, "timeline-1.png")))
+        width, height = png_size(page["file"])
+        self.assertEqual([width, height], page["size_px"])
+        self.assertLessEqual(height, ocslab_plot.TIMELINE_MAX_HEIGHT_PX)  # 1200: a 1920x1200 screen
+        self.assertGreaterEqual(height, 1000)  # and not squeezed below what the rule allows
+        self.assertEqual(page["hosts"], sorted(hosts, key=ocslab_plot.natural_key))  # h2 before h10
+        for h in hosts:
+            label = page["host_labels"][h]
+            self.assertEqual(label["text"], f"{h}\neth1")
+            x0, y0, x1, y1 = label["bbox_px"]
+            self.assertTrue(0 <= x0 < x1 <= width and 0 <= y0 < y1 <= height, f"{h} clipped: {label['bbox_px']}")
+            peer = hosts[(hosts.index(h) + 1) % len(hosts)]
+            self.assertEqual(label["lanes"], ["control", "light", "firmware", "carrier", f"rdma @{peer}"])
+        marked = {(m["host"], m["lane"]) for m in page["failed_markers"]}
+        expected = {(h, lane) for h in FAILED for lane in
+                    ("carrier", f"rdma @{hosts[(hosts.index(h) + 1) % len(hosts)]}")}
+        self.assertEqual(marked, expected)
+        self.assertIn("never came back (still down at the window's end)", page["legend"])
+        for h in hosts:
+            lanes = d["hosts"][h]["interfaces"]["eth1"]
+            self.assertEqual(lanes["carrier"]["failed"], h in FAILED)
+            self.assertFalse(lanes["light"]["failed"])  # light came back: only carrier and RDMA count
+        # The window starts at most 50 ms before the command, and shows every edge.
+        x0_ms, x1_ms = page["xlim_ms"]
+        self.assertGreaterEqual(x0_ms, -ocslab_plot.LEAD_MAX_NS / MS)
+        self.assertLess(x0_ms, 0)
+        self.assertEqual(d["window_ms"], page["xlim_ms"])
+        self.assertGreater(x1_ms, 1200 + 7 * 15)
+        self.assertEqual(page["x_tick_labels"], {"top": True, "bottom": True})
+
+    def test_forty_hosts_make_three_pages_of_at_most_sixteen(self):
+        hosts = write_results(self.folder, 40)
+        # A one-page drawing from before must not be left beside the pages.
+        open(os.path.join(self.folder, "timeline.png"), "wb").close()
+        d = describe(self.folder)
+        pages = d["timeline"]["pages"]
+        self.assertEqual([len(p["hosts"]) for p in pages], [16, 16, 8])
+        self.assertEqual([h for p in pages for h in p["hosts"]], sorted(hosts, key=ocslab_plot.natural_key))
+        for k, page in enumerate(pages, 1):
+            self.assertEqual(page["file"], os.path.join(self.folder, f"timeline-{k}.png"))
+            self.assertEqual(png_size(page["file"]), page["size_px"])
+            self.assertLessEqual(page["size_px"][1], ocslab_plot.TIMELINE_MAX_HEIGHT_PX)
+            self.assertEqual(sorted(page["host_labels"]), sorted(page["hosts"]))
+        self.assertFalse(os.path.exists(os.path.join(self.folder, "timeline.png")))
+        self.assertEqual({m["host"] for p in pages for m in p["failed_markers"]}, FAILED)
+        self.assertGreater(pages[2]["lane_px"], pages[0]["lane_px"])  # 8 hosts get thicker lanes
+
+    def test_a_phase_step_window_marks_only_the_lanes_that_never_came_back(self):
+        # A phase run draws the step around the command (here -30 to 300 ms), which ends before
+        # any carrier is back at 1000 ms: only h5 and h12, down for the whole iteration, are marked.
+        hosts = write_results(self.folder, 16)
+        for name in ("timeline.csv", "breakdown.csv"):
+            path = os.path.join(self.folder, name)
+            with open(path) as f:
+                text = f.read().replace("ring-2", "on-demand topo1")
+            with open(path, "w") as f:
+                f.write(text)
+        os.makedirs(os.path.join(self.folder, "on-demand"))
+        issue = T0 + 10_000 * MS
+        with open(os.path.join(self.folder, "on-demand", "timeline.csv"), "w") as f:
+            f.write("t_ns,host,source,subject,signal,value,unit,run,iteration\n")
+            for r in range(4):
+                f.write(f"{issue - 30 * MS},h{r + 1},collbench,r{r}/dp-s0/allreduce#0,op_start,1,bool,x,3\n"
+                        f"{issue + 300 * MS},h{r + 1},collbench,r{r}/dp-s0/allreduce#0,op_end,1,bool,x,3\n")
+        with open(os.path.join(self.folder, "phase-steps.csv"), "w") as f:
+            f.write("mode,step,warmup,step_ms,compute_ms,comm_ms,wait_ms,reconfigurations\n"
+                    "on-demand,3,0,330,0,330,0,1\n")
+        d = describe(self.folder)
+        self.assertEqual(d["step"]["step"], 3)
+        page = d["timeline"]["pages"][0]
+        self.assertLess(page["xlim_ms"][1], 1000)
+        self.assertEqual({m["host"] for m in page["failed_markers"]}, FAILED)
+        self.assertEqual(len(page["failed_markers"]), 2 * len(FAILED))
+        self.assertEqual(len(page["host_labels"]), len(hosts))
+
+    def test_two_hosts_keep_full_size_lanes(self):
+        write_results(self.folder, 2, failed=set())
+        d = describe(self.folder)
+        page = d["timeline"]["pages"][0]
+        # 88 + 52 px of margins, 40 px per host and 46 px per lane: below the cap, unscaled.
+        self.assertEqual(page["size_px"], [1400, 88 + 52 + 2 * (40 + 5 * 46)])
+        self.assertEqual(page["lane_px"], 46)
+        self.assertEqual(page["failed_markers"], [])
+        self.assertNotIn("never came back (still down at the window's end)", page["legend"])
+
+
+def write_windows(folder, sweep_points=(50, 150, 400)):
+    """A phase sweep's windows.csv as the runner writes it: native-r1 (which never switches) with
+    the lab's default switching time, 100 ms, that the sweep did not contain, then on-demand and
+    provisioning at each point; and its sweep.csv."""
+    os.makedirs(folder, exist_ok=True)
+    series = [("native-r1", 100)] + [(f"{m}-{sw}ms-r1", sw) for sw in sweep_points
+                                     for m in ("on-demand", "provisioning")]
+    with open(os.path.join(folder, "windows.csv"), "w") as f:
+        f.write("mode,group,rank,members,from_step,from_op,step,to_op,window_ms,switching_ms,hides_switch\n")
+        for k, (mode, sw) in enumerate(series):
+            for j in range(6):
+                w = 10.0 + 40 * j + 13 * k
+                f.write(f"{mode},dp-s0,1,2,1,0,{j},4,{w:.3f},{sw:.3f},{int(w > sw)}\n")
+    with open(os.path.join(folder, "sweep.csv"), "w") as f:
+        f.write("mode,switching_ms,repetition,steps,step_ms,step_ms_sd,relative_to_native,reconfigs_per_step,"
+                "estimate_ms\nnative,,1,6,100.0,2.0,1.00,0,\n")
+        for sw in sweep_points:
+            for m in ("on-demand", "provisioning"):
+                f.write(f"{m},{sw},1,6,{120 + sw},3.0,1.2,1,{100 + sw}\n")
+    return [m for m, _ in series]
+
+
+class WindowsTest(unittest.TestCase):
+    def test_seven_series_seven_colours_only_the_sweeps_switching_times_legend_outside(self):
+        with tempfile.TemporaryDirectory(prefix="plot-figures-") as tmp:
+            folder = os.path.join(tmp, "dp-pp-phases-sweep")
+            modes = write_windows(folder)
+            d = describe(folder)
+        w = d["windows"]
+        self.assertEqual([s["mode"] for s in w["series"]], modes)
+        colours = [s["color"] for s in w["series"]]
+        self.assertEqual(len(colours), 7)
+        self.assertEqual(len(set(colours)), 7, colours)
+        # 100 ms is native's (the lab default, never switched): no line for it.
+        self.assertEqual(w["switching_ms"], [50.0, 150.0, 400.0])
+        legend, axes = w["legend_bbox_px"], w["axes_bbox_px"]
+        self.assertTrue(legend[1] >= axes[3] or legend[0] >= axes[2], f"legend {legend} overlaps axes {axes}")
+        self.assertLessEqual(legend[3], w["size_px"][1])
+
+    def test_colours_stay_distinct_beyond_any_palette(self):
+        with tempfile.TemporaryDirectory(prefix="plot-figures-") as tmp:
+            folder = os.path.join(tmp, "dp-pp-phases-sweep")
+            write_windows(folder, sweep_points=tuple(range(10, 160, 10)))  # 31 series
+            d = describe(folder)
+        styles = [(s["color"], s["linestyle"]) for s in d["windows"]["series"]]
+        self.assertEqual(len(styles), 31)
+        self.assertEqual(len(set(styles)), 31)
+        self.assertEqual(len({c for c, _ in styles}), 31)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--render":
+        out = os.path.join(sys.argv[2], RUN)
+        write_results(out, 16)
+        print(json.dumps(describe(out)["timeline"]["pages"][0]["size_px"]))
+        write_windows(os.path.join(sys.argv[2], "windows"))
+        print(json.dumps(describe(os.path.join(sys.argv[2], "windows"))["windows"]["size_px"]))
+        sys.exit(0)
+    unittest.main()
