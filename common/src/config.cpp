@@ -1,8 +1,13 @@
 #include "ocslab/common/config.h"
 
+#include <fmt/format.h>
+#include <yaml-cpp/eventhandler.h>
+
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 namespace ocslab {
@@ -14,9 +19,92 @@ std::string where(const std::string& origin, const YAML::Mark& mark) {
 }
 }  // namespace
 
+namespace {
+
+// Whether text holds SCHEME://USER:PASSWORD@HOST: the authority's user part has a ':'.
+bool url_with_password(const std::string& text) {
+  for (size_t sep = text.find("://"); sep != std::string::npos; sep = text.find("://", sep + 3)) {
+    size_t start = sep;
+    while (start > 0 && (std::isalnum(static_cast<unsigned char>(text[start - 1])) || text[start - 1] == '+' ||
+                         text[start - 1] == '-' || text[start - 1] == '.')) {
+      --start;
+    }
+    if (start == sep) continue;  // no scheme before "://"
+    const size_t end = text.find_first_of("/?# \t\n", sep + 3);
+    const std::string authority = text.substr(sep + 3, end == std::string::npos ? std::string::npos : end - sep - 3);
+    const size_t at = authority.rfind('@');
+    if (at != std::string::npos && authority.substr(0, at).find(':') != std::string::npos) return true;
+  }
+  return false;
+}
+
+// Checks made on the parser's events, before yaml-cpp builds its nodes: a key repeated in a
+// mapping (yaml-cpp keeps the first and drops the other without a word, so an edit to the second
+// would change nothing) and a URL with a password in it (ocslab keeps copies of its input files
+// with its results: the spec's text goes into run.json). Aliases are events, not copies, so
+// this stays linear in the text.
+class ParseChecks : public YAML::EventHandler {
+ public:
+  explicit ParseChecks(const std::string& origin) : origin_(origin) {}
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& m, YAML::anchor_t) override { node(m, nullptr); }
+  void OnAlias(const YAML::Mark& m, YAML::anchor_t) override { node(m, nullptr); }
+  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t, const std::string& value) override {
+    if (url_with_password(value)) {
+      // The value is never echoed: it holds the secret.
+      throw ConfigError(where(origin_, m) +
+                        "a URL with a password in it (SCHEME://USER:PASSWORD@HOST); files ocslab reads are copied "
+                        "into results and logs: give a switch's password in $OCSLAB_OCS_PASSWORD or a credentials "
+                        "file (mode 0600), an SSH login a key");
+    }
+    node(m, &value);
+  }
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    node(m, nullptr);
+    frames_.push_back(Frame{false, true, {}});
+  }
+  void OnSequenceEnd() override { frames_.pop_back(); }
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    node(m, nullptr);
+    frames_.push_back(Frame{true, true, {}});
+  }
+  void OnMapEnd() override { frames_.pop_back(); }
+
+ private:
+  struct Frame {
+    bool map;
+    bool at_key;  // a mapping's next node is a key (else the value of the last key)
+    std::map<std::string, YAML::Mark> keys;
+  };
+  // A node inside the innermost collection; scalar is its text when it is a scalar.
+  void node(const YAML::Mark& m, const std::string* scalar) {
+    if (frames_.empty() || !frames_.back().map) return;
+    Frame& f = frames_.back();
+    const bool key = f.at_key;
+    f.at_key = !f.at_key;
+    if (!key || !scalar) return;
+    auto [first, fresh] = f.keys.emplace(*scalar, m);
+    if (!fresh) {
+      throw ConfigError(where(origin_, m) +
+                        fmt::format("duplicate key '{}' (first at line {}, column {}): YAML keeps only one of them",
+                                    *scalar, first->second.line + 1, first->second.column + 1));
+    }
+  }
+  std::string origin_;
+  std::vector<Frame> frames_;
+};
+
+}  // namespace
+
 YamlDoc load_yaml_string(const std::string& text, const std::string& origin) {
   try {
-    return YamlDoc{origin, YAML::Load(text)};
+    YamlDoc doc{origin, YAML::Load(text)};
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    ParseChecks checks(origin);
+    parser.HandleNextDocument(checks);  // the first document: the one YAML::Load returns
+    return doc;
   } catch (const YAML::Exception& e) {
     throw ConfigError(where(origin, e.mark) + "YAML syntax error: " + e.msg);
   }

@@ -43,18 +43,11 @@ std::vector<MappingEntry> parse_mapping_doc(const YamlDoc& doc) {
   std::vector<MappingEntry> out;
   if (!list.IsDefined() || list.IsNull()) return out;  // empty mapping: clear
   if (!list.IsSequence()) throw config_error(doc, list, "'circuits' must be a list");
-  std::map<Port, YAML::Mark> ingress_seen, egress_seen;
+  PortUses uses;
   for (const auto& node : list) {
     Circuit c = circuit_from_node(doc, node);
-    auto dup = [&](std::map<Port, YAML::Mark>& seen, Port p, const char* role) {
-      auto [it, inserted] = seen.emplace(p, node.Mark());
-      if (!inserted) {
-        throw config_error(doc, node, std::string("port ") + std::to_string(p) + " used twice as " + role +
-                                          " (first at line " + std::to_string(it->second.line + 1) + ")");
-      }
-    };
-    dup(ingress_seen, c.ingress, "ingress");
-    dup(egress_seen, c.egress, "egress");
+    uses.add(doc, node, c.ingress, false);
+    uses.add(doc, node, c.egress, true);
     if (c.ingress == c.egress) throw config_error(doc, node, "circuit connects port " + std::to_string(c.ingress) + " to itself");
     out.push_back({c, doc.origin + ":" + std::to_string(node.Mark().line + 1) + ":" +
                           std::to_string(node.Mark().column + 1)});
@@ -81,6 +74,16 @@ std::vector<Circuit> load_mapping_file(const std::string& path) {
 
 std::vector<MappingEntry> load_mapping_entries(const std::string& path) {
   return parse_mapping_doc(load_yaml_file(path));
+}
+
+void PortUses::add(const YamlDoc& doc, const YAML::Node& node, Port port, bool egress, const std::string& what) {
+  auto [first, fresh] = (egress ? egress_ : ingress_).emplace(port, node.Mark());
+  if (!fresh) {
+    throw config_error(doc, node,
+                       (what.empty() ? "" : what + ": ") + "port " + std::to_string(port) + " used twice as " +
+                           (egress ? "egress" : "ingress") + " (first at line " +
+                           std::to_string(first->second.line + 1) + ")");
+  }
 }
 
 void check_mapping(const std::vector<Circuit>& circuits) {

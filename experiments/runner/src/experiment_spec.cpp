@@ -13,6 +13,9 @@
 
 #include "ocslab/common/ifname.h"
 #include "ocslab/common/text.h"
+#include "ocslab/ocsctl/credentials.h"
+#include "ocslab/ocsctl/mapping.h"
+#include "ocslab/ocsctl/switch_url.h"
 #include "ocslab/runner/phase_workload.h"
 #include "ocslab/vlab/lab_spec.h"
 
@@ -61,6 +64,10 @@ std::vector<size_t> ExperimentSpec::schedule() const {
 
 namespace {
 
+std::string location(const YamlDoc& doc, const YAML::Node& node) {
+  return fmt::format("{}:{}:{}", doc.origin, node.Mark().line + 1, node.Mark().column + 1);
+}
+
 bool valid_name(const std::string& s) {
   static const std::regex re("^[A-Za-z0-9][A-Za-z0-9_.-]*$");
   return !s.empty() && s.size() <= 64 && std::regex_match(s, re);
@@ -71,6 +78,19 @@ double positive(const YamlDoc& doc, const YAML::Node& n, double min, double max,
   if (!(v >= min && v <= max))
     throw config_error(doc, n, fmt::format("{} must be in [{}, {}], got {}", what, min, max, v));
   return v;
+}
+
+// A file this machine reads for the run (an SSH key, a known_hosts file), resolved beside the
+// spec: refused here rather than at the first login, which may come after a lab has booted.
+std::string existing_file(const YamlDoc& doc, const YAML::Node& node, const std::string& what) {
+  const std::string p = resolve_path(doc, as_string(doc, node));
+  std::error_code ec;
+  if (!fs::is_regular_file(p, ec)) {
+    throw config_error(doc, node,
+                       fmt::format("{} {} {}", what, p,
+                                   fs::exists(p, ec) ? "is not a regular file" : "does not exist on this machine"));
+  }
+  return p;
 }
 
 // "HOST:NIC" of the spec's hosts.
@@ -134,6 +154,7 @@ void parse_lab(const YamlDoc& doc, const YAML::Node& lab, ExperimentSpec& spec) 
   }
   const auto& inv = lab["inventory"];
   if (!inv.IsSequence() || inv.size() == 0) throw config_error(doc, inv, "inventory must be a non-empty list of hosts");
+  ocs::PortUses ports;  // one fibre per port and direction: as `ocsctl apply` counts a mapping's
   for (const auto& hn : inv) {
     only_keys(doc, hn, {"name", "ssh", "identity_file", "known_hosts", "agent", "agent_socket", "mgmt", "nics"});
     HostEntry h;
@@ -147,6 +168,11 @@ void parse_lab(const YamlDoc& doc, const YAML::Node& lab, ExperimentSpec& spec) 
     std::string rest = ssh;
     if (auto at = rest.find('@'); at != std::string::npos) {
       h.user = rest.substr(0, at);
+      if (h.user.find(':') != std::string::npos) {  // not echoed: it holds the password
+        throw config_error(doc, hn["ssh"],
+                           "ssh must not carry a password (USER:PASSWORD@HOST): give the login's key in "
+                           "identity_file or load it into ssh-agent");
+      }
       rest = rest.substr(at + 1);
     }
     if (auto colon = rest.rfind(':'); colon != std::string::npos && rest.find(']') == std::string::npos) {
@@ -162,8 +188,8 @@ void parse_lab(const YamlDoc& doc, const YAML::Node& lab, ExperimentSpec& spec) 
     if (rest.empty() || h.user.empty())
       throw config_error(doc, hn["ssh"], "'" + ssh + "': expected [USER@]HOST[:PORT]");
     h.ssh_host = rest;
-    if (hn["identity_file"]) h.identity_file = resolve_path(doc, as_string(doc, hn["identity_file"]));
-    if (hn["known_hosts"]) h.known_hosts = resolve_path(doc, as_string(doc, hn["known_hosts"]));
+    if (hn["identity_file"]) h.identity_file = existing_file(doc, hn["identity_file"], "identity_file");
+    if (hn["known_hosts"]) h.known_hosts = existing_file(doc, hn["known_hosts"], "known_hosts");
     if (hn["agent"]) h.agent = as_string(doc, hn["agent"]);
     if (hn["agent_socket"]) h.agent_socket = as_string(doc, hn["agent_socket"]);
     h.mgmt = hn["mgmt"] ? as_string(doc, hn["mgmt"]) : h.ssh_host;
@@ -184,6 +210,8 @@ void parse_lab(const YamlDoc& doc, const YAML::Node& lab, ExperimentSpec& spec) 
       if (h.nic(n.name)) throw config_error(doc, nn["name"], "NIC '" + n.name + "' listed twice on " + h.name);
       n.tx_port = static_cast<ocs::Port>(int_in(doc, require(doc, nn, "tx_port"), 1, 100000, "tx_port"));
       n.rx_port = static_cast<ocs::Port>(int_in(doc, require(doc, nn, "rx_port"), 1, 100000, "rx_port"));
+      ports.add(doc, nn["tx_port"], n.tx_port, false, fmt::format("{}:{} tx_port", h.name, n.name));
+      ports.add(doc, nn["rx_port"], n.rx_port, true, fmt::format("{}:{} rx_port", h.name, n.name));
       h.nics.push_back(n);
     }
     spec.hosts.push_back(std::move(h));
@@ -313,7 +341,15 @@ void parse_switch(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& sp
       spec.power_monitor_ms = pm["interval_ms"] ? int_in(doc, pm["interval_ms"], 1, 60000, "interval_ms") : 20;
       if (pm["threshold_dbm"]) spec.power_threshold_dbm = positive(doc, pm["threshold_dbm"], -100, 30, "threshold_dbm");
     }
-    if (sw["url"]) spec.switch_url = as_string(doc, sw["url"]);
+    if (const auto& url = sw["url"]) {
+      spec.switch_url = as_string(doc, url);
+      spec.switch_url_where = location(doc, url);
+      try {
+        (void)ocs::SwitchUrl::parse(spec.switch_url);  // the form `ocsctl -s URL` accepts
+      } catch (const Error& e) {
+        throw config_error(doc, url, e.what());
+      }
+    }
     if (sw["allow"]) {
       try {
         spec.allow = ocs::PortSet::parse(as_string(doc, sw["allow"]));
@@ -321,8 +357,8 @@ void parse_switch(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& sp
         throw config_error(doc, sw["allow"], e.what());
       }
     }
-    if (sw["identity_file"]) spec.switch_identity_file = resolve_path(doc, as_string(doc, sw["identity_file"]));
-    if (sw["known_hosts"]) spec.switch_known_hosts = resolve_path(doc, as_string(doc, sw["known_hosts"]));
+    if (sw["identity_file"]) spec.switch_identity_file = existing_file(doc, sw["identity_file"], "identity_file");
+    if (sw["known_hosts"]) spec.switch_known_hosts = existing_file(doc, sw["known_hosts"], "known_hosts");
   }
   if (spec.switch_url.empty() && spec.vlab.empty()) {
     throw config_error(doc, root["switch"] ? root["switch"] : root,
@@ -448,10 +484,6 @@ void rdma_pairs_from_mappings(ExperimentSpec& spec) {
       if (seen.insert(key).second) spec.rdma.pairs.push_back(l);
     }
   }
-}
-
-std::string location(const YamlDoc& doc, const YAML::Node& node) {
-  return fmt::format("{}:{}:{}", doc.origin, node.Mark().line + 1, node.Mark().column + 1);
 }
 
 constexpr const char* kFaultShapes =
@@ -715,6 +747,25 @@ ExperimentSpec parse_experiment_spec(const YamlDoc& doc) {
 }
 
 ExperimentSpec load_experiment_spec(const std::string& path) { return parse_experiment_spec(load_yaml_file(path)); }
+
+void check_switch_login(const ExperimentSpec& spec) {
+  if (spec.switch_url.empty()) return;  // a virtual lab's emulator: the lab holds its password
+  const auto url = ocs::SwitchUrl::parse(spec.switch_url);
+  const std::string file = ocs::default_credentials_path();
+  std::optional<std::string> password;
+  try {
+    password = ocs::resolve_password(url, file);
+  } catch (const Error& e) {
+    throw ConfigError(spec.switch_url_where + ": " + e.what());
+  }
+  // Raw TL1 logs in with ACT-USER only (tl1_driver.cpp); over SSH a key may do instead.
+  if (password || url.protocol != ocs::Protocol::kTl1) return;
+  const bool loopback = ocs::is_loopback_host(url.host);
+  throw ConfigError(fmt::format(
+      "{}: no password for {}@{}: set ${}{} or add a line '{} {} PASSWORD' to the credentials file {} (mode 0600)",
+      spec.switch_url_where, url.user, url.host, ocs::kPasswordEnv,
+      loopback ? "" : fmt::format(" with ${}={}", ocs::kPasswordHostEnv, url.host), url.host, url.user, file));
+}
 
 bool rdma_pins_neighbours(const ExperimentSpec& spec) {
   return spec.rdma.pin_neighbours.value_or(!spec.vlab.empty() && !spec.forwarding.enabled);

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <charconv>
+#include <cctype>
 #include <atomic>
 #include <cstring>
 #include <filesystem>
@@ -540,11 +541,46 @@ bool json_requested(const std::vector<std::string>& args) {
   return false;
 }
 
+// "FILE:LINE:COL: MESSAGE" split at the first ":LINE:COL: " (a message may quote another file's
+// position after it); false for a message without one.
+bool split_position(const std::string& text, std::string& file, int& line, int& col, std::string& message) {
+  auto digits = [&](size_t& i) {
+    const size_t start = i;
+    while (i < text.size() && i - start < 9 && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+    return i > start ? std::stoi(text.substr(start, i - start)) : -1;
+  };
+  for (size_t c = text.find(':'); c != std::string::npos && c > 0; c = text.find(':', c + 1)) {
+    size_t i = c + 1;
+    line = digits(i);
+    if (line < 0 || i >= text.size() || text[i] != ':') continue;
+    ++i;
+    col = digits(i);
+    if (col < 0 || text.compare(i, 2, ": ") != 0) continue;
+    file = text.substr(0, c);
+    message = text.substr(i + 2);
+    return true;
+  }
+  return false;
+}
+
 // A failure: the message on stderr; with --json also {"error": MESSAGE, "exit_code": N} on
-// stdout, so a script reading stdout sees the failure (docs/cli.md).
-int report_failure(const std::string& message, int code, bool json, std::ostream& out, std::ostream& err) {
+// stdout, so a script reading stdout sees the failure (docs/cli.md). With `at`, a bad input's
+// position also as keys file, line, col and message, so a script or an editor can point at the
+// spot (`ocslab run --check --json`).
+int report_failure(const std::string& message, int code, bool json, std::ostream& out, std::ostream& err,
+                   bool at = false) {
   err << "ocslab: " << message << "\n";
-  if (json) out << nlohmann::json{{"error", message}, {"exit_code", code}}.dump() << "\n";
+  if (!json) return code;
+  nlohmann::json j{{"error", message}, {"exit_code", code}};
+  std::string file, text;
+  int line = 0, col = 0;
+  if (at && split_position(message, file, line, col, text)) {
+    j["file"] = file;
+    j["line"] = line;
+    j["col"] = col;
+    j["message"] = text;
+  }
+  out << j.dump() << "\n";
   return code;
 }
 
@@ -623,7 +659,7 @@ int run_ocslab(const std::vector<std::string>& args_in, std::ostream& out, std::
   } catch (const UsageError& e) {
     return report_failure(e.what(), kExitUsage, json_requested(args), out, err);
   } catch (const ConfigError& e) {
-    return report_failure(e.what(), kExitInput, json_requested(args), out, err);
+    return report_failure(e.what(), kExitInput, json_requested(args), out, err, true);
   } catch (const std::exception& e) {
     return report_failure(e.what(), kExitFailed, json_requested(args), out, err);
   }

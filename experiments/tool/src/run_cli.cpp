@@ -78,7 +78,11 @@ Options:
   --json-stream           progress as JSON lines on stdout, one object per event: run_start,
                           reconfiguration (i of n), host_state, problem, run_end (results
                           folder, exit code); the summary then goes to stderr
-  --check                 validate the spec (and the lab file it names), print the plan, stop
+  --check                 validate the spec (and the lab file it names) offline, as a run and
+                          ocsctl would: ports, the switch URL, no password in it, duplicate
+                          keys, the files it names, the switch password's source; print the
+                          plan (a long schedule summarised) and stop, touching no host or switch;
+                          with --json the plan, or the error with its file, line and col, as JSON
 
 In a virtual lab, the spec's `faults:` injects faults: `- {kind: nic-held-down, nic: h3:eth1,
 before_iteration: 2}` holds that NIC's link down from just before reconfiguration 2 to the end
@@ -193,14 +197,53 @@ void print_phase_plan(const runner::ExperimentSpec& spec, std::ostream& out) {
   for (const auto& f : spec.faults) print_fault(spec, f, out);
 }
 
+// A schedule of up to kScheduleListed reconfigurations is listed whole; a longer one (up to
+// 100,000: a megabyte on one line) as its first and last kScheduleEnds and a count per mapping.
+constexpr size_t kScheduleListed = 20;
+constexpr size_t kScheduleEnds = 5;
+
+// The schedule's mapping names: the first kScheduleEnds (all of a short schedule) and the last.
+std::pair<std::vector<std::string>, std::vector<std::string>> schedule_ends(const runner::ExperimentSpec& spec,
+                                                                            const std::vector<size_t>& sched) {
+  const size_t head = sched.size() <= kScheduleListed ? sched.size() : kScheduleEnds;
+  std::vector<std::string> first, last;
+  for (size_t i = 0; i < head; ++i) first.push_back(spec.mappings[sched[i]].name);
+  for (size_t i = std::max(head, sched.size() - std::min(sched.size(), kScheduleEnds)); i < sched.size(); ++i) {
+    last.push_back(spec.mappings[sched[i]].name);
+  }
+  return {first, last};
+}
+
+std::map<std::string, size_t> schedule_counts(const runner::ExperimentSpec& spec, const std::vector<size_t>& sched) {
+  std::map<std::string, size_t> n;
+  for (auto m : sched) ++n[spec.mappings[m].name];
+  return n;
+}
+
+void print_schedule(const runner::ExperimentSpec& spec, std::ostream& out) {
+  const auto sched = spec.schedule();
+  out << "schedule: " << spec.mappings[0].name;
+  const auto ends = schedule_ends(spec, sched);
+  for (const auto& m : ends.first) out << " -> " << m;
+  if (ends.second.empty()) {
+    out << "\n";
+    return;
+  }
+  out << " -> ...";
+  for (const auto& m : ends.second) out << " -> " << m;
+  std::string counts;
+  for (const auto& c : schedule_counts(spec, sched)) {
+    counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", c.first, c.second);
+  }
+  out << fmt::format(" (the first and last {} of {}; {})\n", kScheduleEnds, sched.size(), counts);
+}
+
 // `--check` of a reconfig-latency spec: hosts, schedule, switch ports, circuits, probes.
 void print_reconfiguration_plan(const runner::ExperimentSpec& spec, std::ostream& out) {
   out << fmt::format("spec {} is valid: {} host(s), {} mapping(s), {} reconfiguration(s), dwell {} s\n", spec.origin,
                      spec.hosts.size(), spec.mappings.size(), spec.reconfigurations, spec.dwell_s);
-  auto sched = spec.schedule();
-  out << "schedule: " << spec.mappings[0].name;
-  for (auto m : sched) out << " -> " << spec.mappings[m].name;
-  out << "\nswitch ports: " << spec.allow.to_string() << "\n";
+  print_schedule(spec, out);
+  out << "switch ports: " << spec.allow.to_string() << "\n";
   for (const auto& m : spec.mappings) {
     out << m.name << ":";
     for (const auto& c : m.circuits) out << " " << c.ingress << "-" << c.egress;
@@ -219,6 +262,89 @@ void print_reconfiguration_plan(const runner::ExperimentSpec& spec, std::ostream
     }
     out << "\n";
   }
+}
+
+// What both types' `--check --json` carry: the spec, its lab and switch ports, its faults.
+nlohmann::json plan_json_common(const runner::ExperimentSpec& spec) {
+  nlohmann::json hosts = nlohmann::json::array();
+  for (const auto& h : spec.hosts) {
+    nlohmann::json nics = nlohmann::json::array();
+    for (const auto& n : h.nics) nics.push_back({{"name", n.name}, {"tx_port", n.tx_port}, {"rx_port", n.rx_port}});
+    hosts.push_back({{"name", h.name}, {"nics", nics}});
+  }
+  nlohmann::json faults = nlohmann::json::array();
+  for (const auto& f : spec.faults) {
+    faults.push_back({{"kind", f.kind},
+                      {"what", runner::FaultInjector::describe(spec, f)},
+                      {"when", runner::FaultInjector::when(f)},
+                      {"where", f.where}});
+  }
+  return {{"valid", true},
+          {"spec", spec.origin},
+          {"type", spec.type},
+          {"name", spec.name},
+          {"vlab", spec.vlab},
+          {"hosts", hosts},
+          {"switch", {{"url", spec.switch_url}, {"ports", spec.allow.to_string()}}},
+          {"faults", faults}};
+}
+
+nlohmann::json reconfiguration_plan_json(const runner::ExperimentSpec& spec) {
+  nlohmann::json j = plan_json_common(spec);
+  nlohmann::json mappings = nlohmann::json::array();
+  for (const auto& m : spec.mappings) {
+    std::vector<std::string> circuits;
+    for (const auto& c : m.circuits) circuits.push_back(fmt::format("{}-{}", c.ingress, c.egress));
+    mappings.push_back({{"name", m.name}, {"circuits", circuits}});
+  }
+  const auto sched = spec.schedule();
+  const auto ends = schedule_ends(spec, sched);
+  j["mappings"] = mappings;
+  j["reconfigurations"] = spec.reconfigurations;
+  j["dwell_s"] = spec.dwell_s;
+  j["schedule"] = {{"initial", spec.mappings[0].name},
+                   {"count", sched.size()},
+                   {"first", ends.first},
+                   {"last", ends.second},
+                   {"per_mapping", schedule_counts(spec, sched)}};
+  nlohmann::json probes = nlohmann::json::array();
+  for (const auto& p : spec.probes) probes.push_back({{"name", p.name}, {"interval_ms", p.interval_ms}});
+  j["probes"] = probes;
+  std::vector<std::string> pairs;
+  for (const auto& l : spec.rdma.pairs) {
+    pairs.push_back(
+        fmt::format("{}:{}->{}:{}", spec.hosts[l.a_host].name, l.a_nic, spec.hosts[l.b_host].name, l.b_nic));
+  }
+  j["rdma"] = {{"enabled", spec.rdma.enabled}, {"interval_ms", spec.rdma.interval_ms}, {"pairs", pairs}};
+  return j;
+}
+
+nlohmann::json phase_plan_json(const runner::ExperimentSpec& spec) {
+  const auto& pw = *spec.phase_workload;
+  nlohmann::json j = plan_json_common(spec);
+  const bool torch = pw.framework == runner::Framework::kTorch;
+  j["framework"] = torch ? "torch" : "collbench";
+  j["program"] = pw.program;
+  j[torch ? "script" : "schedule"] = torch ? pw.script : pw.schedule_path;
+  j["modes"] = pw.modes;
+  j["launcher"] = runner::to_string(pw.launcher);
+  j["job"] = pw.layout.job;
+  j["pp"] = pw.layout.pp;
+  j["initial"] = pw.initial.str();
+  const auto slots = pw.slots(spec.hosts);
+  nlohmann::json ranks = nlohmann::json::array();
+  for (size_t r = 0; r < pw.ranks.size(); ++r) {
+    ranks.push_back({{"rank", r},
+                     {"host", spec.hosts[pw.ranks[r].host].name},
+                     {"nic", pw.ranks[r].nic},
+                     {"ingress", slots[r].ingress},
+                     {"egress", slots[r].egress}});
+  }
+  j["ranks"] = ranks;
+  std::vector<std::string> rails;
+  for (const auto& r : pw.rail_list()) rails.push_back(r.name);
+  j["rails"] = rails;
+  return j;
 }
 
 // run_experiment with SIGINT / SIGTERM turned into a stop of the schedule (the results are
@@ -286,13 +412,14 @@ int report_reconfiguration_run(const runner::RunResult& r, const ReportOptions& 
 // A new type (runner/experiment_type.h) adds its line here.
 struct TypeCli {
   void (*print_plan)(const runner::ExperimentSpec&, std::ostream&);
+  nlohmann::json (*plan_json)(const runner::ExperimentSpec&);
   int (*report)(const runner::RunResult&, const ReportOptions&, std::ostream&, std::ostream&);
 };
 
 const TypeCli& type_cli(const std::string& type) {
   static const std::map<std::string, TypeCli> table = {
-      {runner::kReconfigLatency, {print_reconfiguration_plan, report_reconfiguration_run}},
-      {runner::kPhaseWorkload, {print_phase_plan, report_phase_run}},
+      {runner::kReconfigLatency, {print_reconfiguration_plan, reconfiguration_plan_json, report_reconfiguration_run}},
+      {runner::kPhaseWorkload, {print_phase_plan, phase_plan_json, report_phase_run}},
   };
   auto it = table.find(type);
   if (it == table.end()) throw Error("ocslab run: no report for experiment type '" + type + "'");
@@ -431,7 +558,12 @@ int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (dwell > 0) spec.dwell_s = dwell;
   const TypeCli& type = type_cli(spec.type);
   if (check) {
-    type.print_plan(spec, out);
+    runner::check_switch_login(spec);  // the environment's part: a run needs it at the switch
+    if (as_json) {
+      out << type.plan_json(spec).dump(2) << "\n";
+    } else {
+      type.print_plan(spec, out);
+    }
     return kExitOk;
   }
 

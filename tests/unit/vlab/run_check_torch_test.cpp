@@ -31,6 +31,8 @@ TEST_CASE("run --check of a torch job prints each rank's command and the layout'
                       << "\n  args: [--steps, '2']\n  modes: [native, on-demand]\n"
                          "  placement: [h1:lo, h1:lo2, h2:lo, h2:lo2]\n  port: 29500\n"
                          "phase: {job: lm, pp: 2, dims: [{name: dp, size: 2}], initial: '11'}\n";
+  // --check looks up the switch's password, as the run would: present, for the switch on loopback.
+  vlab_unit::EnvVar password("OCSLAB_OCS_PASSWORD", "never-sent"), bound("OCSLAB_OCS_PASSWORD_HOST", nullptr);
   auto r = run_cli({"run", spec, "--check"});
   INFO(r.out << r.err);
   REQUIRE(r.rc == 0);

@@ -2,9 +2,11 @@
 // minimal diff that moves a switch from its current circuits to a target mapping.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
+#include "ocslab/common/config.h"
 #include "ocslab/ocsctl/port_set.h"
 #include "ocslab/ocsctl/types.h"
 
@@ -26,6 +28,17 @@ struct MappingEntry {
   std::string where;
 };
 std::vector<MappingEntry> load_mapping_entries(const std::string& path);
+
+// Each switch port at most once as ingress and once as egress, across the nodes of one file
+// that name ports (a mapping file's circuits, an experiment spec's NICs): add() throws
+// ConfigError at node, "WHAT: port P used twice as egress (first at line L)", on a second use.
+class PortUses {
+ public:
+  void add(const YamlDoc& doc, const YAML::Node& node, Port port, bool egress, const std::string& what = "");
+
+ private:
+  std::map<Port, YAML::Mark> ingress_, egress_;
+};
 
 // Throws ocslab::Error when an ingress or an egress appears in two circuits.
 void check_mapping(const std::vector<Circuit>& circuits);

@@ -131,8 +131,9 @@ struct ExperimentSpec {
   // session pools, HandshakeGate); below sshd's default MaxStartups (10:30:100) by default.
   int connect_concurrency = kDefaultConnectConcurrency;
   // switch
-  std::string switch_url;  // empty with a virtual lab: the lab's
-  ocs::PortSet allow;      // defaults to the ports of every NIC the mappings name
+  std::string switch_url;        // empty with a virtual lab: the lab's
+  std::string switch_url_where;  // file:line:col of switch.url, for messages
+  ocs::PortSet allow;            // defaults to the ports of every NIC the mappings name
   std::string switch_identity_file, switch_known_hosts;
   // The switch's own power monitors on every host's receive port (source ocs_power), polled on
   // a second session; 0: off.
@@ -161,5 +162,12 @@ struct ExperimentSpec {
 // Throws ConfigError naming file:line:col.
 ExperimentSpec load_experiment_spec(const std::string& path);
 ExperimentSpec parse_experiment_spec(const YamlDoc& doc);
+
+// What the run will need from this machine's environment rather than from the spec, checked
+// offline (`ocslab run --check`): a password for switch.url where its protocol logs in with one
+// (raw TL1), from $OCSLAB_OCS_PASSWORD bound to the switch's host or the credentials file
+// (credentials.h). Throws ConfigError at switch.url naming the variables and the file, never a
+// password.
+void check_switch_login(const ExperimentSpec& spec);
 
 }  // namespace ocslab::runner
