@@ -51,6 +51,8 @@ endforeach()
 if(OCSLAB_COMPONENTS STREQUAL "all")
   file(GLOB _docs ${PROJECT_SOURCE_DIR}/docs/*.md)
   install(FILES ${PROJECT_SOURCE_DIR}/README.md ${_docs} DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT ocslab)
+  # The README's no-lab path analyses and plots this sample (share/doc/ocslab/samples/).
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/experiments/samples DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT ocslab)
 endif()
 # The man pages and bash completions ocslab_cli_docs makes from each program's --help
 # (cmake/OcslabHelpers.cmake, docs/cli.md): those of ocslab-agent go to the agent's package, the
