@@ -51,6 +51,8 @@ endforeach()
 if(OCSLAB_COMPONENTS STREQUAL "all")
   file(GLOB _docs ${PROJECT_SOURCE_DIR}/docs/*.md)
   install(FILES ${PROJECT_SOURCE_DIR}/README.md ${_docs} DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT ocslab)
+  # The README's no-lab path analyses and plots this sample (share/doc/ocslab/samples/).
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/experiments/samples DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT ocslab)
 endif()
 # The man pages and bash completions ocslab_cli_docs makes from each program's --help
 # (cmake/OcslabHelpers.cmake, docs/cli.md): those of ocslab-agent go to the agent's package, the
@@ -117,9 +119,11 @@ ocsctl drives optical circuit switches (TL1, NETCONF, SCPI) and emulates
 them; ocslab runs reconfiguration experiments across lab hosts, boots
 virtual labs, analyses and plots the results; ocslab-collbench-verbs runs
 collective workloads over ibverbs.")
-set(CPACK_DEBIAN_OCSLAB_PACKAGE_RECOMMENDS "python3, python3-matplotlib")
+# ocslab-agent: `ocslab run` copies this machine's agent into a virtual lab's guests (and runs
+# `ocslab-agent capture` for the no-lab path); without it a virtual-lab run stops at once.
+set(CPACK_DEBIAN_OCSLAB_PACKAGE_RECOMMENDS "ocslab-agent (= ${PROJECT_VERSION}-${CPACK_DEBIAN_PACKAGE_RELEASE}), python3, python3-matplotlib")
 # python3-torch: the PyTorch backend (lib/python3/dist-packages/ocslab) imports it.
-set(CPACK_DEBIAN_OCSLAB_PACKAGE_SUGGESTS "ocslab-agent, qemu-system-x86, busybox-static, python3-torch")
+set(CPACK_DEBIAN_OCSLAB_PACKAGE_SUGGESTS "qemu-system-x86, busybox-static, python3-torch")
 set(CPACK_DEBIAN_OCSLAB-AGENT_PACKAGE_NAME ocslab-agent)
 set(CPACK_COMPONENT_OCSLAB-AGENT_DESCRIPTION "probe daemon for optical circuit switch experiments
 ocslab-agent runs on each lab host: it samples carrier, NIC firmware link

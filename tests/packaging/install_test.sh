@@ -26,7 +26,7 @@ libdir=$stage/$(cache CMAKE_INSTALL_LIBDIR)
 expect=(bin/ocslab bin/ocsctl bin/ocslab-agent bin/ocslab-collbench-verbs
         share/ocslab/ocslab_plot.py lib/systemd/system/ocslab-agent.service
         share/doc/ocslab-agent/examples/sudoers share/doc/ocslab/README.md share/doc/ocslab/install.md
-        share/doc/ocslab/ocsctl.md share/doc/ocslab/agent-protocol.md
+        share/doc/ocslab/ocsctl.md share/doc/ocslab/agent-protocol.md share/doc/ocslab/samples/sixteen-hosts/timeline.csv
         include/ocslab/ocsctl/driver.h include/ocslab/ocsctl/types.h include/ocslab/ocsctl/errors.h
         include/ocslab/ocsctl/mapping.h include/ocslab/ocsctl/port_set.h include/ocslab/ocsctl/switch_url.h
         include/ocslab/ocsctl/credentials.h include/ocslab/ocsctl/stream.h include/ocslab/common/error.h

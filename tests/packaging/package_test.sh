@@ -65,6 +65,11 @@ depends_has ocslab-agent libibverbs1
 depends_has ocslab-agent libnl-route-3
 depends_has ocslab-agent libc6
 depends_has libocs-dev libssh-dev
+# A virtual-lab run copies the agent into the guests: ocslab recommends the agent of its own
+# version (apt installs Recommends by default), and no longer only suggests it.
+[[ "$(field ocslab Recommends)" == *"ocslab-agent (= ${version}-1)"* ]] \
+  || fail "ocslab Recommends lacks ocslab-agent (= ${version}-1): $(field ocslab Recommends)"
+[[ "$(field ocslab Suggests)" != *ocslab-agent* ]] || fail "ocslab still only suggests ocslab-agent"
 # The unit in the package runs the packaged binary.
 dpkg-deb --fsys-tarfile "$(deb ocslab-agent)" | tar -xO ./usr/lib/systemd/system/ocslab-agent.service \
   | grep -q '^ExecStart=/usr/bin/ocslab-agent serve ' || fail "the packaged unit does not run /usr/bin/ocslab-agent"

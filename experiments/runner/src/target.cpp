@@ -171,8 +171,20 @@ std::string exe_dir(const std::string& self) {
   return p.parent_path().string();
 }
 
+// What to do about a program missing next to the runner: a build tree (its CMakeCache.txt one
+// folder up) builds it; an installed tree gets it from its Debian package, and a package user
+// has no build to run.
+static std::string missing_binary_hint(const std::string& src, const std::string& name) {
+  const fs::path bin = fs::path(src).parent_path();
+  std::error_code ec;
+  if (fs::exists(bin.parent_path() / "CMakeCache.txt", ec))
+    return fmt::format("build it first (cmake --build {} --target {})", bin.parent_path().string(), name);
+  const std::string package = name == "ocslab-agent" ? "ocslab-agent" : "ocslab";
+  return fmt::format("install the {} package (apt-get install {})", package, package);
+}
+
 std::string install_binary(const std::string& src, const std::string& dir, const std::string& name) {
-  if (!fs::exists(src)) throw Error(fmt::format("cannot find {} ({}): build it first", name, src));
+  if (!fs::exists(src)) throw Error(fmt::format("cannot find {} ({}): {}", name, src, missing_binary_hint(src, name)));
   // A name per content: the guests see this folder through 9p with cache=loose, which keeps
   // serving a replaced file's old bytes under its old name (a rebuilt agent would not reach a
   // running lab). A new name is looked up afresh.

@@ -72,7 +72,8 @@ std::string exe_dir(const std::string& self);
 // bytes there): copied to a temporary name, then renamed into place, unless a file with the
 // same bytes is there already. Older copies stay (a running guest may still execute one; the
 // folder goes with `vlab down`). Returns the path. Throws Error naming both paths when the
-// copy fails.
+// copy fails, and when src is missing one saying how to get it: from a build tree (a
+// CMakeCache.txt above src's folder) the build command, else the Debian package that holds it.
 std::string install_binary(const std::string& src, const std::string& dir, const std::string& name);
 
 }  // namespace ocslab::runner
