@@ -160,6 +160,46 @@ class BackendTest(unittest.TestCase):
             rewired += sum(1 for r in rows if r["signal"] == "reconfigured" and r["value"] == "1")
         self.assertGreater(rewired, 0)
 
+    def test_provisioning_asks_only_at_learned_boundaries(self):
+        """After profiling, the shim runs the learned step: a request at each phase's first op
+        and each pipeline send, sent ahead by the previous op's post hook; the rest of a phase
+        is granted with its first op (O1). The data is a plain gloo run's."""
+        job, steps = os.path.join(ranks.HERE, "phase_job.py"), 6
+        gloo = ranks.run_ranks([job, "gloo", str(steps)])
+        for rank, (rc, _, err) in enumerate(gloo):
+            self.assertEqual(rc, 0, f"gloo rank {rank}: {err[-2000:]}")
+        self.controller = c = Controller(self.dir)
+        env = dict(c.env(), OCSLAB_PHASE_MODE="provisioning", OCSLAB_PROFILE_STEPS="2", OCSLAB_OUTPUT=self.dir)
+        results = ranks.run_ranks(["-m", "ocslab.torch_backend", job, "ocslab", str(steps)], env=env)
+        for rank, (rc, _, err) in enumerate(results):
+            self.assertEqual(rc, 0, f"rank {rank}: {err[-2000:]}\ncontroller: {c.log()[-2000:]}")
+            self.assertNotIn("left the learned step", err)
+        self.assertEqual(ranks.losses(results), ranks.losses(gloo))
+        self.assertEqual(sorted(ranks.losses(gloo)), list(range(steps)))
+        events = c.stop()
+        self.assertFalse([e for e in events if e["kind"] in ("fallback", "disconnect", "rejected")], c.log())
+        # Each rank's step: a pipeline send and receive on its pair, then three all-reduces on its
+        # stage's DP group: 3 phases, 2 of them pipeline transfers, so 3 requests per learned step.
+        # Learned (2 repetitions) at the last op of step 1; steps 2..5 run on the table.
+        pairs, dps = {0: "g0.2", 1: "g1.3", 2: "g0.2", 3: "g1.3"}, {0: "g0.1", 1: "g0.1", 2: "g2.3", 3: "g2.3"}
+        for rank in range(4):
+            with open(os.path.join(self.dir, f"phases-rank{rank}.csv")) as f:
+                self.assertEqual(len(list(csv.DictReader(f))), 5, f"rank {rank}")
+            mine = [e for e in events if e["kind"] == "request" and e["rank"] == str(rank)]
+            dp = [int(e["seq"]) for e in mine if e["group"] == dps[rank]]
+            pp = [(int(e["seq"]), e["value"]) for e in mine if e["group"] == pairs[rank]]
+            # Steps 0 and 1 ask for each of their 3 all-reduces; then only a phase's first
+            # (seq 3s + 1 in step s), provisioned.
+            self.assertEqual(sorted(dp), [1, 2, 3, 4, 5, 6, 7, 10, 13, 16], f"rank {rank}")
+            # Every pipeline op asks (seq 2s + 1, 2s + 2), from step 2 on ahead of it; the last
+            # op of the run provisions the next step's first, which never comes.
+            self.assertIn([s for s, _ in pp], (list(range(1, 13)), list(range(1, 14))), f"rank {rank}")
+            self.assertEqual({v for s, v in pp if s >= 5}, {"1"}, f"rank {rank}: {pp}")
+            self.assertEqual({e["value"] for e in mine if e["group"] == dps[rank] and int(e["seq"]) > 6}, {"1"})
+            granted = [e for e in events if e["kind"] == "ack" and e["rank"] == str(rank) and
+                       e["detail"].startswith("granted with seq")]
+            self.assertEqual(sorted(int(e["seq"]) for e in granted), [8, 9, 11, 12, 14, 15, 17, 18], f"rank {rank}")
+
     def assert_all_fail_at_init(self, results, words):
         for rank, (rc, out, err) in enumerate(results):
             self.assertNotEqual(rc, 0, f"rank {rank} succeeded: {out}")
