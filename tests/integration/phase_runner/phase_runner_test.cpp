@@ -19,6 +19,7 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -1098,8 +1099,10 @@ TEST_CASE("phase-workload, framework torch: the example job natively and on dema
   // and step 2 micro-batches x (forward + backward) pipeline ops and one DP all-reduce.
   std::map<int, int> pp_requests, dp_requests;
   int reconfigs = 0;
+  std::set<std::pair<std::string, std::string>> reconfigured_ops;  // (group, seq) a reconfiguration served
   for (const auto& e : read_csv(d + "/controller-events.csv")) {
     if (e.at("kind") == "reconfig_end") ++reconfigs;
+    if (e.at("kind") == "reconfig_start" && e.at("value") == "1") reconfigured_ops.insert({e.at("group"), e.at("seq")});
     if (e.at("kind") != "request") continue;
     const std::string& g = e.at("group");
     const bool pp = g == "g0.2" || g == "g1.3";
@@ -1114,14 +1117,22 @@ TEST_CASE("phase-workload, framework torch: the example job natively and on dema
   }
   CHECK(reconfigs >= 2 * kSteps);  // at least to the pipeline and back to DP per step
   // One phase-steps.csv row per trained step and mode (no warm-up: the first op starts the
-  // step), each with every rank's 5 op rows.
+  // step), each with every rank's 5 op rows. On demand, a step's controller round trips are the
+  // job's learned phase boundaries and pipeline transfers (each op of this job is a phase of its
+  // own: 10, as phases.csv below), counted through the ranks' learned steps; its
+  // reconfigurations are mapped to the steps the same way.
   std::map<std::string, std::vector<int>> steps;
+  int mapped_reconfigs = 0;
   for (const auto& row : read_csv(out_dir + "/phase-steps.csv")) {
     INFO(row.at("mode") << " step " << row.at("step"));
     CHECK(row.at("warmup") == "0");
     CHECK(row.at("rows") == "20");
+    CHECK(row.at("barriers") == (row.at("mode") == "native" ? "0" : "10"));
+    if (row.at("mode") == "on-demand") mapped_reconfigs += std::stoi(row.at("reconfigurations"));
     steps[row.at("mode")].push_back(std::stoi(row.at("step")));
   }
+  CHECK(mapped_reconfigs == static_cast<int>(reconfigured_ops.size()));
+  CHECK(mapped_reconfigs >= 2 * kSteps);
   const std::vector<int> all_steps = {0, 1, 2, 3, 4, 5};
   CHECK(steps["native"] == all_steps);
   CHECK(steps["on-demand"] == all_steps);
@@ -1135,6 +1146,13 @@ TEST_CASE("phase-workload, framework torch: the example job natively and on dema
     CHECK(ops == std::map<std::string, int>{
                      {"g0.1 allreduce", 1}, {"g2.3 allreduce", 1}, {"g0.2 sendrecv", 4}, {"g1.3 sendrecv", 4}});
   }
+  // Idle windows cut from the ranks' learned steps: each group's gap across another group's
+  // ops (the pipeline pair's between steps, the all-reduce's over the pipeline transfers).
+  std::map<std::string, std::set<std::string>> window_groups;
+  for (const auto& row : read_csv(out_dir + "/windows.csv")) window_groups[row.at("mode")].insert(row.at("group"));
+  const std::set<std::string> all_groups = {"g0.1", "g0.2", "g1.3", "g2.3"};
+  CHECK(window_groups["native"] == all_groups);
+  CHECK(window_groups["on-demand"] == all_groups);
   // The figure and the summary as for collbench: the learned tables listed per mode.
   CHECK(fs::exists(out_dir + "/phase.png"));
   const std::string summary = read_file_or_empty(out_dir + "/summary.txt");
