@@ -1057,11 +1057,12 @@ TEST_CASE("phase-workload: phase.rails is checked before anything runs, naming f
 }
 
 // The example PyTorch job (experiments/torch/examples/train_lm.py, DP2 x PP2) as a torch phase
-// workload: 4 local ranks over SSH, natively and on demand against the emulator. Its results are
+// workload: 4 local ranks over SSH, natively, on demand and provisioning against the emulator. Its results are
 // a collbench run's: the ranks' op rows give phase-steps.csv, one row per trained step (the step
 // learned by each rank's phase profiler, docs/workloads.md), and the ranks' learned tables merge
 // into phases.csv.
-TEST_CASE("phase-workload, framework torch: the example job natively and on demand", "[phase-runner][torch]") {
+TEST_CASE("phase-workload, framework torch: the example job natively, on demand and provisioning",
+          "[phase-runner][torch]") {
   Lab lab;
   std::ostringstream s;
   s << "type: phase-workload\nname: lm\nlab:\n  inventory:\n";
@@ -1074,7 +1075,8 @@ TEST_CASE("phase-workload, framework torch: the example job natively and on dema
   constexpr int kSteps = 6;
   s << "switch: {url: '" << lab.emu.url() << "'}\n"
     << "workload:\n  framework: torch\n  script: " << source_dir() << "/experiments/torch/examples/train_lm.py\n"
-    << "  args: [--steps, '" << kSteps << "']\n  modes: [native, on-demand]\n  port: " << testing::free_loopback_port()
+    << "  args: [--steps, '" << kSteps
+    << "']\n  modes: [native, on-demand, provisioning]\n  port: " << testing::free_loopback_port()
     << "\n  timeout_s: 60\n"
     << "phase: {job: lm, pp: 2, dims: [{name: dp, size: 2}], initial: '11', listen: '127.0.0.1:0', "
     << "ack_timeout_ms: 5000}\n";
@@ -1087,7 +1089,7 @@ TEST_CASE("phase-workload, framework torch: the example job natively and on dema
   CHECK(rc == 0);
   // The data path is the inner gloo's: the losses are a plain gloo run's in both modes
   // (docs/workloads.md), reconfigurations or not.
-  for (const char* mode : {"native", "on-demand"}) {
+  for (const char* mode : {"native", "on-demand", "provisioning"}) {
     const std::string log = read_file_or_empty(out_dir + "/" + mode + "/rank2.log");
     INFO(mode << ": " << log);
     CHECK_THAT(log, Contains("step 0 loss 4.34536266\nstep 1 loss 4.22004604\nstep 2 loss 3.82249260\n"
@@ -1136,9 +1138,18 @@ TEST_CASE("phase-workload, framework torch: the example job natively and on dema
   const std::vector<int> all_steps = {0, 1, 2, 3, 4, 5};
   CHECK(steps["native"] == all_steps);
   CHECK(steps["on-demand"] == all_steps);
+  CHECK(steps["provisioning"] == all_steps);
+  // Provisioning: each rank's shim learned the step at the last op of step 4 (5 repetitions),
+  // so every op of step 5 was asked for ahead, by the previous op's post hook, and one more for
+  // the step 6 that never came (per rank 5 + 1, unless the run ended before it was read).
+  int provisioned = 0;
+  for (const auto& e : read_csv(out_dir + "/provisioning/controller-events.csv"))
+    provisioned += e.at("kind") == "request" && e.at("value") == "1";
+  CHECK(provisioned >= 4 * 5);
+  CHECK(provisioned <= 4 * 6);
   // The job's learned step: each stage's DP all-reduce and the pipeline transfers (a send and
   // its receive are one sendrecv), as the safe-window policy reads it.
-  for (const char* mode : {"native", "on-demand"}) {
+  for (const char* mode : {"native", "on-demand", "provisioning"}) {
     INFO(mode);
     std::map<std::string, int> ops;
     for (const auto& row : read_csv(out_dir + "/" + mode + "/phases.csv"))
