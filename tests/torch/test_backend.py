@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -199,6 +200,45 @@ class BackendTest(unittest.TestCase):
             granted = [e for e in events if e["kind"] == "ack" and e["rank"] == str(rank) and
                        e["detail"].startswith("granted with seq")]
             self.assertEqual(sorted(int(e["seq"]) for e in granted), [8, 9, 11, 12, 14, 15, 17, 18], f"rank {rank}")
+
+    def test_shim_drops_a_step_an_op_leaves(self):
+        """Unmarked ops, the step [1 KiB, 2 KiB, 2 KiB, 2 KiB] on each DP group, 2 repetitions
+        wanted: the shim's first period is [2 KiB] (op 2); op 4 refutes it, and the real step is
+        learned at op 7: from step 2 on one request per step, the rest granted. Four shims in
+        threads through ocslab._shim, on demand (no torch)."""
+        from ocslab import _shim
+
+        self.controller = c = Controller(self.dir)
+        runs = {}
+
+        def rank(r):
+            options = _shim.shim_options(["--controller", c.listen, "--job", "torch", "--controller-token-file",
+                                          c.token], r, 4, "localhost", 5000, 2)
+            shim = _shim.Shim(options)
+            group, members = ("g0.1", [0, 1]) if r < 2 else ("g2.3", [2, 3])
+            shim.add_group(group, "dp", members)
+            asked = ""
+            for _ in range(5):
+                for nbytes in (1024, 2048, 2048, 2048):
+                    asked += "B" if shim.pre_communication(group, "allreduce", nbytes, _shim.STEP_UNKNOWN).barrier else "."
+                    shim.post_communication(group, "allreduce", nbytes, _shim.STEP_UNKNOWN)
+            runs[r] = (asked, list(shim.reports))
+            shim.close()
+
+        threads = [threading.Thread(target=rank, args=(r,)) for r in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        events = c.stop()
+        self.assertFalse([e for e in events if e["kind"] in ("fallback", "disconnect", "rejected")], c.log())
+        for r in range(4):
+            self.assertIn(r, runs, c.log())
+            asked, reports = runs[r]
+            self.assertEqual(asked, "BBBBBBBBB...B...B...", f"rank {r}")
+            self.assertEqual(len(reports), 1, reports)
+            self.assertIn(f"rank {r}: op 4 (allreduce on ", reports[0])
+            self.assertIn("left the learned step of 1 op(s)", reports[0])
 
     def assert_all_fail_at_init(self, results, words):
         for rank, (rc, out, err) in enumerate(results):

@@ -320,7 +320,7 @@ void Shim::add_group(const std::string& name, const std::string& dim, const std:
 void Shim::note_op(const OpDescriptor& op) {
   ++ops_seen_;
   if (op.index < 0) {
-    if (!profiler_ && !learned_) return;  // a loaded table: it starts at the first op
+    if (!profiler_) return;  // a loaded table: it starts at the first op
     ProfiledOp p;
     p.group = op.group;
     p.ranks = members_[op.group];
@@ -345,7 +345,7 @@ void Shim::note_op(const OpDescriptor& op) {
   // This op's mark closes the step before it: the open step is not looked at.
   auto r = profiler_->result();
   if (r.learned) {
-    learn(std::move(*r.learned), 0);
+    learn(std::move(*r.learned), false);
     return;
   }
   if (++steps_started_ > options_.profile_steps && !warned_no_table_) {
@@ -356,12 +356,12 @@ void Shim::note_op(const OpDescriptor& op) {
   }
 }
 
-void Shim::learn(LearnedPhases l, int64_t origin) {
+void Shim::learn(LearnedPhases l, bool keep_profiling) {
   table_ = l.table;
   learned_ = std::make_unique<LearnedPhases>(std::move(l));
   table_ready_ = true;
-  step_from_ = origin + learned_->warmup_ops;
-  profiler_.reset();
+  step_from_ = learned_->warmup_ops;
+  if (!keep_profiling) profiler_.reset();
   sample(fmt::format("rank{}", options_.rank), "phase_table_ready", static_cast<double>(table_.ops.size()), "ops");
   if (warned_no_table_) {
     reports_.push_back(fmt::format("rank {}: phase table learned after all, after {} warm-up ops", options_.rank,
@@ -371,26 +371,26 @@ void Shim::learn(LearnedPhases l, int64_t origin) {
 
 void Shim::note_unmarked(const OpDescriptor& op, ProfiledOp p) {
   const int64_t at = ops_seen_ - 1;  // this op's position in the rank's stream
+  // The profiler keeps the whole stream (bounded by its own limit): a period refuted by a later
+  // op is not found again, as the warm-up before it grows longer than its repetitions.
+  profiler_->add(std::move(p));
   if (table_ready_) {
     const auto& e = table_.ops[static_cast<size_t>((at - step_from_) % static_cast<int64_t>(table_.ops.size()))];
     if (e.group == op.group && e.type == op.type && e.bytes == op.bytes) return;
     // A period found by the stream's tail can be shorter than the step (ops repeated within
-    // it): the op that leaves it ends the table, and profiling starts again from this op, so
-    // no further request or grant rests on a step the job does not run.
+    // it): the op that leaves it ends the table, so no further request or grant rests on a
+    // step the job does not run.
     sample(fmt::format("rank{}", options_.rank), "table_mismatch", static_cast<double>(e.index), "index");
     reports_.push_back(
         fmt::format("rank {}: op {} ({} on {}, {} bytes) left the learned step of {} op(s) at its op {} "
-                    "({} on {}); profiling again",
+                    "({} on {}); every op asks until a step is learned again",
                     options_.rank, at, op.type, op.group, op.bytes, table_.ops.size(), e.index, e.type, e.group));
     table_ready_ = false;
     learned_.reset();
     table_ = {};
-    profiler_ = std::make_unique<PhaseProfiler>(ProfileOptions{.steps = options_.profile_steps});
-    profile_from_ = at;
   }
-  profiler_->add(std::move(p));
   // Unmarked, every op may complete the repetition: the table applies from this op on.
-  if (auto r = profiler_->result(); r.learned) learn(std::move(*r.learned), profile_from_);
+  if (auto r = profiler_->result(); r.learned) learn(std::move(*r.learned), true);
 }
 
 int Shim::step_index(const OpDescriptor& op) const {

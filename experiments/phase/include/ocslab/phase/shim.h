@@ -163,9 +163,10 @@ class Shim {
   // Profiling: the op starts (index 0 marks a step) and, in the post hook, ends.
   void note_op(const OpDescriptor& op);
   void note_op_end();
-  // Unmarked ops: the learned step, or a fresh profiler when an op left it.
+  // Unmarked ops: profiled on after the step is learned; an op that leaves it ends the table.
   void note_unmarked(const OpDescriptor& op, ProfiledOp p);
-  void learn(LearnedPhases l, int64_t origin);
+  // keep_profiling: unmarked, the profiler goes on (a later op may refute the step).
+  void learn(LearnedPhases l, bool keep_profiling);
   // The op's index in the step: the caller's, or for an unmarked op its place in the learned
   // step (its stream position before one is learned).
   int step_index(const OpDescriptor& op) const;
@@ -209,10 +210,9 @@ class Shim {
   std::unique_ptr<PhaseProfiler> profiler_;          // until the table is learned
   std::unique_ptr<LearnedPhases> learned_;
   int steps_started_ = 0;  // while profiling
-  // Unmarked ops: how many the rank ran, where the current profiler's stream starts, where the
-  // learned step first starts, and the step index of the op between the hooks.
+  // Unmarked ops: how many the rank ran, where the learned step first starts, and the step
+  // index of the op between the hooks.
   int64_t ops_seen_ = 0;
-  int64_t profile_from_ = 0;
   int64_t step_from_ = 0;
   int current_index_ = 0;
   bool warned_no_table_ = false;
