@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -159,6 +160,85 @@ class BackendTest(unittest.TestCase):
             self.assertTrue(any(r["signal"] == "request" and r["subject"].startswith(f"rank{rank} g") for r in rows))
             rewired += sum(1 for r in rows if r["signal"] == "reconfigured" and r["value"] == "1")
         self.assertGreater(rewired, 0)
+
+    def test_provisioning_asks_only_at_learned_boundaries(self):
+        """After profiling, the shim runs the learned step: a request at each phase's first op
+        and each pipeline send, sent ahead by the previous op's post hook; the rest of a phase
+        is granted with its first op (O1). The data is a plain gloo run's."""
+        job, steps = os.path.join(ranks.HERE, "phase_job.py"), 6
+        gloo = ranks.run_ranks([job, "gloo", str(steps)])
+        for rank, (rc, _, err) in enumerate(gloo):
+            self.assertEqual(rc, 0, f"gloo rank {rank}: {err[-2000:]}")
+        self.controller = c = Controller(self.dir)
+        env = dict(c.env(), OCSLAB_PHASE_MODE="provisioning", OCSLAB_PROFILE_STEPS="2", OCSLAB_OUTPUT=self.dir)
+        results = ranks.run_ranks(["-m", "ocslab.torch_backend", job, "ocslab", str(steps)], env=env)
+        for rank, (rc, _, err) in enumerate(results):
+            self.assertEqual(rc, 0, f"rank {rank}: {err[-2000:]}\ncontroller: {c.log()[-2000:]}")
+            self.assertNotIn("left the learned step", err)
+        self.assertEqual(ranks.losses(results), ranks.losses(gloo))
+        self.assertEqual(sorted(ranks.losses(gloo)), list(range(steps)))
+        events = c.stop()
+        self.assertFalse([e for e in events if e["kind"] in ("fallback", "disconnect", "rejected")], c.log())
+        # Each rank's step: a pipeline send and receive on its pair, then three all-reduces on its
+        # stage's DP group: 3 phases, 2 of them pipeline transfers, so 3 requests per learned step.
+        # Learned (2 repetitions) at the last op of step 1; steps 2..5 run on the table.
+        pairs, dps = {0: "g0.2", 1: "g1.3", 2: "g0.2", 3: "g1.3"}, {0: "g0.1", 1: "g0.1", 2: "g2.3", 3: "g2.3"}
+        for rank in range(4):
+            with open(os.path.join(self.dir, f"phases-rank{rank}.csv")) as f:
+                self.assertEqual(len(list(csv.DictReader(f))), 5, f"rank {rank}")
+            mine = [e for e in events if e["kind"] == "request" and e["rank"] == str(rank)]
+            dp = [int(e["seq"]) for e in mine if e["group"] == dps[rank]]
+            pp = [(int(e["seq"]), e["value"]) for e in mine if e["group"] == pairs[rank]]
+            # Steps 0 and 1 ask for each of their 3 all-reduces; then only a phase's first
+            # (seq 3s + 1 in step s), provisioned.
+            self.assertEqual(sorted(dp), [1, 2, 3, 4, 5, 6, 7, 10, 13, 16], f"rank {rank}")
+            # Every pipeline op asks (seq 2s + 1, 2s + 2), from step 2 on ahead of it; the last
+            # op of the run provisions the next step's first, which never comes.
+            self.assertIn([s for s, _ in pp], (list(range(1, 13)), list(range(1, 14))), f"rank {rank}")
+            self.assertEqual({v for s, v in pp if s >= 5}, {"1"}, f"rank {rank}: {pp}")
+            self.assertEqual({e["value"] for e in mine if e["group"] == dps[rank] and int(e["seq"]) > 6}, {"1"})
+            granted = [e for e in events if e["kind"] == "ack" and e["rank"] == str(rank) and
+                       e["detail"].startswith("granted with seq")]
+            self.assertEqual(sorted(int(e["seq"]) for e in granted), [8, 9, 11, 12, 14, 15, 17, 18], f"rank {rank}")
+
+    def test_shim_drops_a_step_an_op_leaves(self):
+        """Unmarked ops, the step [1 KiB, 2 KiB, 2 KiB, 2 KiB] on each DP group, 2 repetitions
+        wanted: the shim's first period is [2 KiB] (op 2); op 4 refutes it, and the real step is
+        learned at op 7: from step 2 on one request per step, the rest granted. Four shims in
+        threads through ocslab._shim, on demand (no torch)."""
+        from ocslab import _shim
+
+        self.controller = c = Controller(self.dir)
+        runs = {}
+
+        def rank(r):
+            options = _shim.shim_options(["--controller", c.listen, "--job", "torch", "--controller-token-file",
+                                          c.token], r, 4, "localhost", 5000, 2)
+            shim = _shim.Shim(options)
+            group, members = ("g0.1", [0, 1]) if r < 2 else ("g2.3", [2, 3])
+            shim.add_group(group, "dp", members)
+            asked = ""
+            for _ in range(5):
+                for nbytes in (1024, 2048, 2048, 2048):
+                    asked += "B" if shim.pre_communication(group, "allreduce", nbytes, _shim.STEP_UNKNOWN).barrier else "."
+                    shim.post_communication(group, "allreduce", nbytes, _shim.STEP_UNKNOWN)
+            runs[r] = (asked, list(shim.reports))
+            shim.close()
+
+        threads = [threading.Thread(target=rank, args=(r,)) for r in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        events = c.stop()
+        self.assertFalse([e for e in events if e["kind"] in ("fallback", "disconnect", "rejected")], c.log())
+        for r in range(4):
+            self.assertIn(r, runs, c.log())
+            asked, reports = runs[r]
+            self.assertEqual(asked, "BBBBBBBBB...B...B...", f"rank {r}")
+            self.assertEqual(len(reports), 1, reports)
+            self.assertIn(f"rank {r}: op 4 (allreduce on ", reports[0])
+            self.assertIn("left the learned step of 1 op(s)", reports[0])
 
     def assert_all_fail_at_init(self, results, words):
         for rank, (rc, out, err) in enumerate(results):

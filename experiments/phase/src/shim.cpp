@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "ocslab/common/clock.h"
@@ -317,6 +318,19 @@ void Shim::add_group(const std::string& name, const std::string& dim, const std:
 }
 
 void Shim::note_op(const OpDescriptor& op) {
+  ++ops_seen_;
+  if (op.index < 0) {
+    if (!profiler_) return;  // a loaded table: it starts at the first op
+    ProfiledOp p;
+    p.group = op.group;
+    p.ranks = members_[op.group];
+    p.type = op.type;
+    p.kind = kind_of_type(op.type);
+    p.bytes = op.bytes;
+    p.start_ns = now().monotonic_ns;
+    note_unmarked(op, std::move(p));
+    return;
+  }
   if (table_ready_ || !profiler_) return;
   ProfiledOp p;
   p.group = op.group;
@@ -331,15 +345,7 @@ void Shim::note_op(const OpDescriptor& op) {
   // This op's mark closes the step before it: the open step is not looked at.
   auto r = profiler_->result();
   if (r.learned) {
-    table_ = r.learned->table;
-    learned_ = std::make_unique<LearnedPhases>(std::move(*r.learned));
-    table_ready_ = true;
-    profiler_.reset();
-    sample(fmt::format("rank{}", options_.rank), "phase_table_ready", static_cast<double>(table_.ops.size()), "ops");
-    if (warned_no_table_) {
-      reports_.push_back(fmt::format("rank {}: phase table learned after all, after {} warm-up ops", options_.rank,
-                                     learned_->warmup_ops));
-    }
+    learn(std::move(*r.learned), false);
     return;
   }
   if (++steps_started_ > options_.profile_steps && !warned_no_table_) {
@@ -348,6 +354,52 @@ void Shim::note_op(const OpDescriptor& op) {
                                    options_.rank, steps_started_ - 1, r.reason));
     spdlog::warn("{}", reports_.back());
   }
+}
+
+void Shim::learn(LearnedPhases l, bool keep_profiling) {
+  table_ = l.table;
+  learned_ = std::make_unique<LearnedPhases>(std::move(l));
+  table_ready_ = true;
+  step_from_ = learned_->warmup_ops;
+  if (!keep_profiling) profiler_.reset();
+  sample(fmt::format("rank{}", options_.rank), "phase_table_ready", static_cast<double>(table_.ops.size()), "ops");
+  if (warned_no_table_) {
+    reports_.push_back(fmt::format("rank {}: phase table learned after all, after {} warm-up ops", options_.rank,
+                                   learned_->warmup_ops));
+  }
+}
+
+void Shim::note_unmarked(const OpDescriptor& op, ProfiledOp p) {
+  const int64_t at = ops_seen_ - 1;  // this op's position in the rank's stream
+  // The profiler keeps the whole stream (bounded by its own limit): a period refuted by a later
+  // op is not found again, as the warm-up before it grows longer than its repetitions.
+  profiler_->add(std::move(p));
+  if (table_ready_) {
+    const auto& e = table_.ops[static_cast<size_t>((at - step_from_) % static_cast<int64_t>(table_.ops.size()))];
+    if (e.group == op.group && e.type == op.type && e.bytes == op.bytes) return;
+    // A period found by the stream's tail can be shorter than the step (ops repeated within
+    // it): the op that leaves it ends the table, so no further request or grant rests on a
+    // step the job does not run.
+    sample(fmt::format("rank{}", options_.rank), "table_mismatch", static_cast<double>(e.index), "index");
+    reports_.push_back(
+        fmt::format("rank {}: op {} ({} on {}, {} bytes) left the learned step of {} op(s) at its op {} "
+                    "({} on {}); every op asks until a step is learned again",
+                    options_.rank, at, op.type, op.group, op.bytes, table_.ops.size(), e.index, e.type, e.group));
+    table_ready_ = false;
+    learned_.reset();
+    table_ = {};
+  }
+  // Unmarked, every op may complete the repetition: the table applies from this op on.
+  if (auto r = profiler_->result(); r.learned) learn(std::move(*r.learned), true);
+}
+
+int Shim::step_index(const OpDescriptor& op) const {
+  if (op.index >= 0) return op.index;
+  const int64_t at = ops_seen_ - 1;
+  if (table_ready_ && at >= step_from_) {
+    return static_cast<int>((at - step_from_) % static_cast<int64_t>(table_.ops.size()));
+  }
+  return static_cast<int>(std::min<int64_t>(at, std::numeric_limits<int>::max()));
 }
 
 void Shim::note_op_end() {
@@ -403,6 +455,7 @@ Decision Shim::pre_communication(const OpDescriptor& op) {
     }
   }
   note_op(op);
+  current_index_ = step_index(op);
   const int64_t seq = ++seq_[op.group];
   const auto subject = fmt::format("rank{} {}#{}", options_.rank, op.group, seq);
   const auto key = std::make_pair(op.group, seq);
@@ -434,7 +487,7 @@ Decision Shim::pre_communication(const OpDescriptor& op) {
   }
   auto t0 = now();
   d.provisioned = requested_.count(key) != 0;
-  if (!d.provisioned) send_request(op.group, seq, op.index, false);
+  if (!d.provisioned) send_request(op.group, seq, current_index_, false);
   auto deadline = Clock::now() + options_.ack_wait;
   while (!acks_.count(key) && !errors_.count(key) && fd_ >= 0) {
     if (!read_one(deadline)) {
@@ -486,10 +539,11 @@ void Shim::post_communication(const OpDescriptor& op) {
   }
   if (!provisioning_active() || fd_ < 0) return;
   // Provisioning: ask for the next op's topology now, so the switch moves during compute.
+  const int index = op.index >= 0 ? op.index : current_index_;
   const auto& ops = table_.ops;
-  auto pos = std::find_if(ops.begin(), ops.end(), [&](const PhaseEntry& e) { return e.index == op.index; });
+  auto pos = std::find_if(ops.begin(), ops.end(), [&](const PhaseEntry& e) { return e.index == index; });
   if (pos == ops.end() || pos->group != op.group) {
-    sample(fmt::format("rank{} {}#{}", options_.rank, op.group, seq), "table_mismatch", op.index, "index");
+    sample(fmt::format("rank{} {}#{}", options_.rank, op.group, seq), "table_mismatch", index, "index");
     return;
   }
   // The next op that needs the fabric, past management ops (they run without a topology, so

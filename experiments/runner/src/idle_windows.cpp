@@ -27,8 +27,11 @@ struct Gap {
   bool boundary = false;  // another group's op ran between them on this rank
 };
 
-// Every rank's gaps, in (rank, step, index) order of the op that ends them.
+// Every rank's gaps, in (rank, step, index) order of the op that ends them. A job without a
+// schedule (a torch job) has rows whose step and index are the rank's learned step: their
+// group and kind name the op's shim group and the management ops.
 std::vector<Gap> gaps(const workloads::Schedule& s, const std::vector<workloads::OpRecord>& rows) {
+  const bool learned = s.step.empty();
   std::vector<std::string> group_of(s.step.size());
   std::vector<bool> mgmt(s.step.size());
   for (size_t i = 0; i < s.step.size(); ++i) {
@@ -38,6 +41,10 @@ std::vector<Gap> gaps(const workloads::Schedule& s, const std::vector<workloads:
   std::map<int, std::vector<const workloads::OpRecord*>> by_rank;
   for (const auto& r : rows) {
     if (r.warmup) continue;
+    if (learned) {
+      if (r.kind != "world") by_rank[r.rank].push_back(&r);
+      continue;
+    }
     if (r.index < 0 || static_cast<size_t>(r.index) >= s.step.size())
       throw Error(fmt::format("{}: rank {} step {}: op index {} is not an op of the schedule ({} ops)", s.origin,
                               r.rank, r.step, r.index, s.step.size()));
@@ -50,7 +57,7 @@ std::vector<Gap> gaps(const workloads::Schedule& s, const std::vector<workloads:
                      [](auto* a, auto* b) { return std::tie(a->step, a->index) < std::tie(b->step, b->index); });
     std::map<std::string, size_t> last;  // group -> position of its latest op in v
     for (size_t p = 0; p < v.size(); ++p) {
-      const auto& g = group_of[static_cast<size_t>(v[p]->index)];
+      const auto& g = learned ? v[p]->group : group_of[static_cast<size_t>(v[p]->index)];
       auto it = last.find(g);
       if (it != last.end()) {
         const auto* prev = v[it->second];

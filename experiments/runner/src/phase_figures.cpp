@@ -18,7 +18,22 @@ StepOfSeq::StepOfSeq(const workloads::Schedule& s) {
   for (const auto& op : s.step) ++per_step_[workloads::shim_group(s, op)];
 }
 
+StepOfSeq::StepOfSeq(const workloads::Schedule& s, const std::vector<workloads::OpRecord>& rows) : StepOfSeq(s) {
+  if (!s.step.empty()) return;
+  std::map<int, std::vector<const workloads::OpRecord*>> by_rank;
+  for (const auto& r : rows) by_rank[r.rank].push_back(&r);
+  for (auto& [rank, v] : by_rank) {
+    std::sort(v.begin(), v.end(), [](auto* a, auto* b) { return a->seq < b->seq; });
+    std::map<std::string, int64_t> seq;
+    for (auto* r : v) of_rows_.try_emplace({r->group, ++seq[r->group]}, r->step);
+  }
+}
+
 int StepOfSeq::operator()(const std::string& group, int64_t seq) const {
+  if (!of_rows_.empty()) {
+    auto at = of_rows_.find({group, seq});
+    return at == of_rows_.end() ? -1 : at->second;
+  }
   auto it = per_step_.find(group);
   if (it == per_step_.end() || seq < 1) return -1;
   return static_cast<int>((seq - 1) / it->second);
@@ -50,7 +65,7 @@ std::vector<StepFigures> step_figures(const workloads::Schedule& s, const std::s
     }
   }
   // A reconfiguration served (group, seq): the group's seq-th op counted over the steps.
-  const StepOfSeq step_of(s);
+  const StepOfSeq step_of(s, rows);
   std::map<int, std::set<std::pair<std::string, int64_t>>> reconf, asked;
   for (const auto& e : events) {
     const bool start = e.kind == phase::ControllerEvent::Kind::kReconfigStart && e.value == 1;

@@ -223,8 +223,8 @@ size_t PhaseRails::reconfig_count() const {
   return reconfigs_.size();
 }
 
-void PhaseRails::join_reconfigs(size_t first, const std::vector<phase::ControllerEvent>& events) {
-  const StepOfSeq step_of(pw_.schedule);
+void PhaseRails::join_reconfigs(size_t first, const std::vector<phase::ControllerEvent>& events,
+                                const std::function<int(const std::string&, int64_t)>& step_of) {
   std::lock_guard lock(mu_);
   for (size_t i = first; i < reconfigs_.size(); ++i) {
     auto& r = reconfigs_[i];

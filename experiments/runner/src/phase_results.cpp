@@ -109,9 +109,8 @@ double PhaseResults::switching_of(const ModeRun& m, size_t first_reconfig) const
 
 // Idle windows of the run's groups (idle_windows.h), for windows.csv and the summary.
 void PhaseResults::add_windows(const ModeRun& m, const std::vector<workloads::OpRecord>& rows) {
-  // The windows are cut between the schedule's ops; a torch job has none (its learned step is
-  // phases.csv, whose idle_us is the same measure per op).
-  if (pw_.framework == Framework::kTorch) return;
+  // Cut between the schedule's ops, or for a torch job between the ops of its ranks' learned
+  // steps (the steps and indexes of their rows).
   try {
     const double sw = switching_of(m, m.first_reconfig);
     auto w = idle_windows(pw_.schedule, m.label, rows, sw);
@@ -124,7 +123,7 @@ void PhaseResults::add_windows(const ModeRun& m, const std::vector<workloads::Op
 
 // after a mode: the controller's events, the ranks' rows, figures, the mode's timeline
 
-void PhaseResults::finish_mode(ModeRun& m, const std::vector<phase::ControllerEvent>& events, bool fallback) {
+StepOfSeq PhaseResults::finish_mode(ModeRun& m, const std::vector<phase::ControllerEvent>& events, bool fallback) {
   if (m.point.mode != "native") phase::write_events_csv(m.dir + "/controller-events.csv", events);
   ModeRows got = read_rank_files(m);
   write_learned_phases(m);
@@ -181,6 +180,7 @@ void PhaseResults::finish_mode(ModeRun& m, const std::vector<phase::ControllerEv
                          {"problems", m.problems}});
   ctx_.log(fmt::format("{}: {} row(s) from {} rank(s), {} reconfiguration(s) in {:.1f} s", m.label, got.rows.size(),
                        pw_.schedule.ranks, reconfigs, static_cast<double>(m.ended_ns - m.started_ns) / 1e9));
+  return StepOfSeq(pw_.schedule, got.rows);
 }
 
 // A run whose ranks failed leaves the ops they finished (collbench writes each as it

@@ -292,8 +292,9 @@ class PhaseWorkloadRun {
       }
       if (ctl->in_fallback()) m.problems.push_back(m.label + ": the controller fell back to the giant ring");
     }
-    rails_.join_reconfigs(first_reconfig, events);
-    results_.finish_mode(m, events, ctl && ctl->in_fallback());
+    // After the mode's rows are read: a torch job's steps come from them.
+    const StepOfSeq step_of = results_.finish_mode(m, events, ctl && ctl->in_fallback());
+    rails_.join_reconfigs(first_reconfig, events, step_of);
   }
 
   Target& target_;

@@ -35,6 +35,8 @@ void append_job_env_and_program(std::vector<std::string>& a, const PhaseWorkload
     a.push_back("OCSLAB_CONTROLLER=" + l.controller);
     a.push_back("OCSLAB_JOB=" + l.job);
     if (!l.token_file.empty()) a.push_back("OCSLAB_CONTROLLER_TOKEN_FILE=" + l.token_file);
+    // On demand is the backend's default: only provisioning is said.
+    if (l.mode == "provisioning") a.push_back("OCSLAB_PHASE_MODE=provisioning");
   }
   a.push_back("OCSLAB_LAYOUT=" + torch_layout(spec.layout));
   a.push_back("OCSLAB_SHIM_CSV=" + l.output_dir + "/" + shim_csv);

@@ -15,6 +15,7 @@ Environment (the names of the collective workloads' flags, docs/workloads.md):
   OCSLAB_SHIM_CSV=FILE               the shim's Samples at exit ("{rank}" -> the rank)
   OCSLAB_OUTPUT=DIR                  at exit, collbench's rows: DIR/ops-rank<R>.csv,
                                      DIR/timeline-rank<R>.csv and the learned DIR/phases-rank<R>.csv
+  OCSLAB_PHASE_MODE=MODE             on-demand (default) or provisioning, as --phase-mode
   OCSLAB_PROFILE_STEPS=N             how often the step must repeat to be learned (default 5)
 """
 
@@ -40,7 +41,7 @@ class ControllerError(RuntimeError):
 
 # Longest flag first: --controller is a prefix of --controller-token-file.
 _FLAGS = (("OCSLAB_CONTROLLER_TOKEN_FILE", "--controller-token-file"), ("OCSLAB_CONTROLLER", "--controller"),
-          ("OCSLAB_JOB", "--job"))
+          ("OCSLAB_JOB", "--job"), ("OCSLAB_PHASE_MODE", "--phase-mode"))
 
 
 def _env_args():
@@ -67,15 +68,20 @@ def _layout(world):
         raise ValueError(f"OCSLAB_LAYOUT: {e}") from None
 
 
+def _profile_steps():
+    steps = os.environ.get("OCSLAB_PROFILE_STEPS", "5")
+    if not steps.isdigit() or int(steps) < 1:
+        raise ValueError(f"OCSLAB_PROFILE_STEPS '{steps}': want a number of steps >= 1")
+    return int(steps)
+
+
 def _recorder(rank):
     folder = os.environ.get("OCSLAB_OUTPUT")
     if not folder:
         return None
-    steps = os.environ.get("OCSLAB_PROFILE_STEPS", "5")
-    if not steps.isdigit() or int(steps) < 1:
-        raise ValueError(f"OCSLAB_PROFILE_STEPS '{steps}': want a number of steps >= 1")
+    steps = _profile_steps()
     try:
-        return rows.Recorder(rank, folder, int(steps))
+        return rows.Recorder(rank, folder, steps)
     except ImportError as e:
         raise ControllerError(f"ocslab backend, rank {rank}: OCSLAB_OUTPUT needs the shim's C++ module ({e}); "
                               f"it is built where pybind11 and the Python headers are installed "
@@ -90,9 +96,9 @@ class _Process:
         self.rank = rank
         self.world = world
         self.shim = None
+        self.shim_step_unknown = -1
         self.layout = None
         self.registered = set()
-        self.index = 0
         # One op at a time through the shim: it is not thread-safe, and a rank's ops must reach
         # the controller in the order the rank runs them.
         self.lock = threading.Lock()
@@ -124,8 +130,10 @@ class _Process:
             ack_wait = os.environ.get("OCSLAB_ACK_WAIT_MS", "60000")
             if not ack_wait.isdigit():
                 raise ValueError(f"OCSLAB_ACK_WAIT_MS '{ack_wait}': want milliseconds")
-            options = _shim.shim_options(_env_args(), self.rank, self.world, socket.gethostname(), int(ack_wait))
+            options = _shim.shim_options(_env_args(), self.rank, self.world, socket.gethostname(), int(ack_wait),
+                                         _profile_steps())
             self.shim = _shim.Shim(options)
+            self.shim_step_unknown = _shim.STEP_UNKNOWN
         except (ValueError, _shim.ShimError) as e:
             why = _env_names(str(e))
             raise ControllerError(f"ocslab backend, rank {self.rank}, controller {where}: {why}") from None
@@ -163,8 +171,10 @@ class _Process:
                 if name not in self.registered:
                     self.shim.add_group(name, dim, sorted(members))
                     self.registered.add(name)
-                index = self.index
-                self.index += 1
+                # Unmarked: the shim finds the step itself (the same profiler as the rows'), then
+                # asks only at its phase boundaries and pipeline sends and provisions after a
+                # phase's last op.
+                index = self.shim_step_unknown
                 decision = self.shim.pre_communication(name, kind, nbytes, index)
             t0 = (time.time_ns(), time.monotonic_ns())
             try:

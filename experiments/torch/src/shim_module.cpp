@@ -29,10 +29,12 @@ using namespace ocslab;
 namespace {
 
 // The collbench option set parsed from `args` (the same flags, the same errors naming them):
-// None without --controller.
+// None without --controller. profile_steps: how often the step must repeat before the shim
+// uses it, in both modes (the backend's ops are unmarked: the shim finds the step by period).
 std::optional<phase::ShimOptions> shim_options(const std::vector<std::string>& args, int rank, int world,
-                                               const std::string& host, int ack_wait_ms) {
+                                               const std::string& host, int ack_wait_ms, int profile_steps) {
   if (ack_wait_ms < 1) throw Error("ack wait " + std::to_string(ack_wait_ms) + " ms: want at least 1");
+  if (profile_steps < 1) throw Error("profile steps " + std::to_string(profile_steps) + ": want at least 1");
   po::options_description desc;
   workloads::add_phase_options(desc);
   po::variables_map vm;
@@ -43,11 +45,7 @@ std::optional<phase::ShimOptions> shim_options(const std::vector<std::string>& a
   }
   po::notify(vm);
   auto o = workloads::phase_options(vm, rank, world, host, std::chrono::milliseconds(ack_wait_ms));
-  // No phase table: the backend does not know step boundaries (yet), so nothing can be granted
-  // ahead of its request; every op asks (docs/workloads.md, "Your own PyTorch job").
-  if (o && o->mode == phase::ShimMode::kProvisioning) {
-    throw Error("phase mode provisioning: the PyTorch backend runs on demand only (it does not know the step yet)");
-  }
+  if (o) o->profile_steps = profile_steps;
   return o;
 }
 
@@ -165,9 +163,11 @@ PYBIND11_MODULE(_shim, m) {
       .def_property_readonly("has_token", [](const phase::ShimOptions& o) { return !o.token.empty(); });
 
   m.def("shim_options", &shim_options, py::arg("args"), py::arg("rank"), py::arg("world"), py::arg("host"),
-        py::arg("ack_wait_ms") = 60000,
+        py::arg("ack_wait_ms") = 60000, py::arg("profile_steps") = 5,
         "Parses the collective workloads' controller flags; None without --controller. Raises ShimError naming "
         "the flag and its bad value.");
+
+  m.attr("STEP_UNKNOWN") = phase::OpDescriptor::kStepUnknown;
 
   py::class_<phase::Decision>(m, "Decision")
       .def_readonly("passed", &phase::Decision::passed)

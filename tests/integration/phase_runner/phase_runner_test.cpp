@@ -19,6 +19,7 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -1056,11 +1057,12 @@ TEST_CASE("phase-workload: phase.rails is checked before anything runs, naming f
 }
 
 // The example PyTorch job (experiments/torch/examples/train_lm.py, DP2 x PP2) as a torch phase
-// workload: 4 local ranks over SSH, natively and on demand against the emulator. Its results are
+// workload: 4 local ranks over SSH, natively, on demand and provisioning against the emulator. Its results are
 // a collbench run's: the ranks' op rows give phase-steps.csv, one row per trained step (the step
 // learned by each rank's phase profiler, docs/workloads.md), and the ranks' learned tables merge
 // into phases.csv.
-TEST_CASE("phase-workload, framework torch: the example job natively and on demand", "[phase-runner][torch]") {
+TEST_CASE("phase-workload, framework torch: the example job natively, on demand and provisioning",
+          "[phase-runner][torch]") {
   Lab lab;
   std::ostringstream s;
   s << "type: phase-workload\nname: lm\nlab:\n  inventory:\n";
@@ -1073,7 +1075,8 @@ TEST_CASE("phase-workload, framework torch: the example job natively and on dema
   constexpr int kSteps = 6;
   s << "switch: {url: '" << lab.emu.url() << "'}\n"
     << "workload:\n  framework: torch\n  script: " << source_dir() << "/experiments/torch/examples/train_lm.py\n"
-    << "  args: [--steps, '" << kSteps << "']\n  modes: [native, on-demand]\n  port: " << testing::free_loopback_port()
+    << "  args: [--steps, '" << kSteps
+    << "']\n  modes: [native, on-demand, provisioning]\n  port: " << testing::free_loopback_port()
     << "\n  timeout_s: 60\n"
     << "phase: {job: lm, pp: 2, dims: [{name: dp, size: 2}], initial: '11', listen: '127.0.0.1:0', "
     << "ack_timeout_ms: 5000}\n";
@@ -1086,7 +1089,7 @@ TEST_CASE("phase-workload, framework torch: the example job natively and on dema
   CHECK(rc == 0);
   // The data path is the inner gloo's: the losses are a plain gloo run's in both modes
   // (docs/workloads.md), reconfigurations or not.
-  for (const char* mode : {"native", "on-demand"}) {
+  for (const char* mode : {"native", "on-demand", "provisioning"}) {
     const std::string log = read_file_or_empty(out_dir + "/" + mode + "/rank2.log");
     INFO(mode << ": " << log);
     CHECK_THAT(log, Contains("step 0 loss 4.34536266\nstep 1 loss 4.22004604\nstep 2 loss 3.82249260\n"
@@ -1098,8 +1101,10 @@ TEST_CASE("phase-workload, framework torch: the example job natively and on dema
   // and step 2 micro-batches x (forward + backward) pipeline ops and one DP all-reduce.
   std::map<int, int> pp_requests, dp_requests;
   int reconfigs = 0;
+  std::set<std::pair<std::string, std::string>> reconfigured_ops;  // (group, seq) a reconfiguration served
   for (const auto& e : read_csv(d + "/controller-events.csv")) {
     if (e.at("kind") == "reconfig_end") ++reconfigs;
+    if (e.at("kind") == "reconfig_start" && e.at("value") == "1") reconfigured_ops.insert({e.at("group"), e.at("seq")});
     if (e.at("kind") != "request") continue;
     const std::string& g = e.at("group");
     const bool pp = g == "g0.2" || g == "g1.3";
@@ -1114,20 +1119,37 @@ TEST_CASE("phase-workload, framework torch: the example job natively and on dema
   }
   CHECK(reconfigs >= 2 * kSteps);  // at least to the pipeline and back to DP per step
   // One phase-steps.csv row per trained step and mode (no warm-up: the first op starts the
-  // step), each with every rank's 5 op rows.
+  // step), each with every rank's 5 op rows. On demand, a step's controller round trips are the
+  // job's learned phase boundaries and pipeline transfers (each op of this job is a phase of its
+  // own: 10, as phases.csv below), counted through the ranks' learned steps; its
+  // reconfigurations are mapped to the steps the same way.
   std::map<std::string, std::vector<int>> steps;
+  int mapped_reconfigs = 0;
   for (const auto& row : read_csv(out_dir + "/phase-steps.csv")) {
     INFO(row.at("mode") << " step " << row.at("step"));
     CHECK(row.at("warmup") == "0");
     CHECK(row.at("rows") == "20");
+    CHECK(row.at("barriers") == (row.at("mode") == "native" ? "0" : "10"));
+    if (row.at("mode") == "on-demand") mapped_reconfigs += std::stoi(row.at("reconfigurations"));
     steps[row.at("mode")].push_back(std::stoi(row.at("step")));
   }
+  CHECK(mapped_reconfigs == static_cast<int>(reconfigured_ops.size()));
+  CHECK(mapped_reconfigs >= 2 * kSteps);
   const std::vector<int> all_steps = {0, 1, 2, 3, 4, 5};
   CHECK(steps["native"] == all_steps);
   CHECK(steps["on-demand"] == all_steps);
+  CHECK(steps["provisioning"] == all_steps);
+  // Provisioning: each rank's shim learned the step at the last op of step 4 (5 repetitions),
+  // so every op of step 5 was asked for ahead, by the previous op's post hook, and one more for
+  // the step 6 that never came (per rank 5 + 1, unless the run ended before it was read).
+  int provisioned = 0;
+  for (const auto& e : read_csv(out_dir + "/provisioning/controller-events.csv"))
+    provisioned += e.at("kind") == "request" && e.at("value") == "1";
+  CHECK(provisioned >= 4 * 5);
+  CHECK(provisioned <= 4 * 6);
   // The job's learned step: each stage's DP all-reduce and the pipeline transfers (a send and
   // its receive are one sendrecv), as the safe-window policy reads it.
-  for (const char* mode : {"native", "on-demand"}) {
+  for (const char* mode : {"native", "on-demand", "provisioning"}) {
     INFO(mode);
     std::map<std::string, int> ops;
     for (const auto& row : read_csv(out_dir + "/" + mode + "/phases.csv"))
@@ -1135,6 +1157,13 @@ TEST_CASE("phase-workload, framework torch: the example job natively and on dema
     CHECK(ops == std::map<std::string, int>{
                      {"g0.1 allreduce", 1}, {"g2.3 allreduce", 1}, {"g0.2 sendrecv", 4}, {"g1.3 sendrecv", 4}});
   }
+  // Idle windows cut from the ranks' learned steps: each group's gap across another group's
+  // ops (the pipeline pair's between steps, the all-reduce's over the pipeline transfers).
+  std::map<std::string, std::set<std::string>> window_groups;
+  for (const auto& row : read_csv(out_dir + "/windows.csv")) window_groups[row.at("mode")].insert(row.at("group"));
+  const std::set<std::string> all_groups = {"g0.1", "g0.2", "g1.3", "g2.3"};
+  CHECK(window_groups["native"] == all_groups);
+  CHECK(window_groups["on-demand"] == all_groups);
   // The figure and the summary as for collbench: the learned tables listed per mode.
   CHECK(fs::exists(out_dir + "/phase.png"));
   const std::string summary = read_file_or_empty(out_dir + "/summary.txt");

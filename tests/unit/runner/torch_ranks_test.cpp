@@ -146,10 +146,12 @@ TEST_CASE("torch ranks under mpirun and srun: RANK and LOCAL_RANK from the launc
   auto l = launch("provisioning");
   l.output_dir = "/shared/run/provisioning";
   l.token_file = "/shared/run/controller.token";
+  // Provisioning is said to the backend (on demand, its default, is not).
   const std::string tail =
       " && exec \"$@\"' sh env WORLD_SIZE=4 MASTER_ADDR=10.0.2.15 MASTER_PORT=18600 "
       "OCSLAB_CONTROLLER=10.0.2.2:7100 OCSLAB_JOB=lm OCSLAB_CONTROLLER_TOKEN_FILE=/shared/run/controller.token "
-      "OCSLAB_LAYOUT=pp=2,dp=2 'OCSLAB_SHIM_CSV=/shared/run/provisioning/shim-rank{rank}.csv' "
+      "OCSLAB_PHASE_MODE=provisioning OCSLAB_LAYOUT=pp=2,dp=2 "
+      "'OCSLAB_SHIM_CSV=/shared/run/provisioning/shim-rank{rank}.csv' "
       "OCSLAB_OUTPUT=/shared/run/provisioning PYTHONPATH=/opt/ocslab/python /usr/bin/python3 -m ocslab.torch_backend "
       "/srv/job/train_lm.py --backend ocslab";
   CHECK(shell_join(launcher_argv(pw, s.hosts, l)) ==

@@ -39,7 +39,11 @@ struct OpDescriptor {
   std::string group;  // a group registered with add_group
   std::string type;   // allreduce, allgather, reduce_scatter, send, recv, broadcast, ...
   uint64_t bytes = 0;
-  int index = 0;  // position of the op within one training step (0 starts a step)
+  // Position of the op within one training step (0 starts a step), or kStepUnknown from a
+  // caller that does not know its steps (a PyTorch job): the shim then finds the step by period
+  // and numbers the ops itself once it learned it.
+  int index = 0;
+  static constexpr int kStepUnknown = -1;
 };
 
 // One op of the step's schedule, as profiled or loaded.
@@ -64,6 +68,7 @@ enum class ShimMode { kOnDemand, kProvisioning };
 
 class PhaseProfiler;   // phase_profiler.h
 struct LearnedPhases;  // phase_profiler.h
+struct ProfiledOp;     // phase_profiler.h
 
 struct ShimOptions {
   std::string host = "127.0.0.1";
@@ -158,6 +163,13 @@ class Shim {
   // Profiling: the op starts (index 0 marks a step) and, in the post hook, ends.
   void note_op(const OpDescriptor& op);
   void note_op_end();
+  // Unmarked ops: profiled on after the step is learned; an op that leaves it ends the table.
+  void note_unmarked(const OpDescriptor& op, ProfiledOp p);
+  // keep_profiling: unmarked, the profiler goes on (a later op may refute the step).
+  void learn(LearnedPhases l, bool keep_profiling);
+  // The op's index in the step: the caller's, or for an unmarked op its place in the learned
+  // step (its stream position before one is learned).
+  int step_index(const OpDescriptor& op) const;
   void send_request(const std::string& group, int64_t seq, int64_t op, bool provision);
   // Ops of the same group that follow the op at table index `index` back to back in the phase
   // table (0 when the table is not ready, the op is not in it, or skipping is off).
@@ -198,6 +210,11 @@ class Shim {
   std::unique_ptr<PhaseProfiler> profiler_;          // until the table is learned
   std::unique_ptr<LearnedPhases> learned_;
   int steps_started_ = 0;  // while profiling
+  // Unmarked ops: how many the rank ran, where the learned step first starts, and the step
+  // index of the op between the hooks.
+  int64_t ops_seen_ = 0;
+  int64_t step_from_ = 0;
+  int current_index_ = 0;
   bool warned_no_table_ = false;
   std::map<std::string, std::string> topo_;  // last known rail -> topo_id
 };

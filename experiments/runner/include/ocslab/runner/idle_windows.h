@@ -36,7 +36,8 @@ struct IdleWindow {
 
 // Per rank: one window per (rank, group, gap between consecutive phases of the group on that
 // rank), in (rank, step, to_op) order. Throws ocslab::Error for a row whose index is not an op
-// of the schedule.
+// of the schedule. A schedule without a step (a torch job): the rows' own group, kind, step and
+// index (the rank's learned step) place each op.
 std::vector<IdleWindow> rank_idle_windows(const workloads::Schedule& s, const std::string& mode,
                                           const std::vector<workloads::OpRecord>& rows, double switching_ms);
 

@@ -22,10 +22,14 @@ namespace ocslab::runner {
 class StepOfSeq {
  public:
   explicit StepOfSeq(const workloads::Schedule& s);
+  // A job without a schedule (a torch job, whose step its ranks learned): the group's seq-th op
+  // is the seq-th row of the group in a member's rows (in the rank's order), in that row's step.
+  StepOfSeq(const workloads::Schedule& s, const std::vector<workloads::OpRecord>& rows);
   int operator()(const std::string& group, int64_t seq) const;
 
  private:
   std::map<std::string, int> per_step_;
+  std::map<std::pair<std::string, int64_t>, int> of_rows_;
 };
 
 // Per rank, the ops of one step it takes part in (a step's op rows from that rank).

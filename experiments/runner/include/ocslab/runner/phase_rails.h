@@ -132,8 +132,10 @@ class PhaseRails {
 
   size_t reconfig_count() const;
   // Each reconfiguration from `first` on to the op that asked for it: the controller's latest
-  // reconfig_start on the rail before the command, whose (group, seq) gives the step.
-  void join_reconfigs(size_t first, const std::vector<phase::ControllerEvent>& events);
+  // reconfig_start on the rail before the command, whose (group, seq) gives the step (step_of:
+  // StepOfSeq, from the schedule or, for a torch job, from the mode's rows).
+  void join_reconfigs(size_t first, const std::vector<phase::ControllerEvent>& events,
+                      const std::function<int(const std::string&, int64_t)>& step_of);
   // The median command time of the reconfigurations from `first` on (ms; nullopt: none).
   std::optional<double> median_command_ms(size_t first) const;
   std::vector<PhaseReconfig> reconfigs() const;

@@ -72,7 +72,8 @@ class PhaseResults {
 
   // After a mode: its controller events, the ranks' rows, figures and timeline; meta.json's
   // entry for it; its problems into the run's. fallback: the controller fell back to the ring.
-  void finish_mode(ModeRun& m, const std::vector<phase::ControllerEvent>& events, bool fallback);
+  // Returns the step of each (group, seq) of the mode, for its reconfigurations' rows.
+  StepOfSeq finish_mode(ModeRun& m, const std::vector<phase::ControllerEvent>& events, bool fallback);
   // After the last mode: the figures relative to native, the capture's timeline and breakdown
   // (capture: null without probes), the step files, summary.txt and meta.json.
   void finish(HostCapture* capture, const RunFacts& facts);
