@@ -295,7 +295,7 @@ TEST_CASE("fault matrix: runner, agent, SSH, switch and spool faults under full-
     }
   }
   ::unsetenv(ocs::kPasswordEnv);
-  fs::remove_all(out);
+  fs::remove_all(work);  // the case's spec, log and results: what a failure above leaves to read
 }
 
 }  // namespace fault_matrix_test
