@@ -1,6 +1,7 @@
 #!/bin/sh
 # The check of lint_cli_docs must fail, naming the program, the command and the option, when a
-# page or a completion misses an option, and when `man` warns about a page; and pass on the
+# page or a completion misses an option, when the page has no EXIT STATUS or (for a program whose
+# help names environment variables) no ENVIRONMENT section, and when `man` warns about a page; and pass on the
 # pages the build made. Works on copies of ocsctl's files.
 # Usage: cli_docs_self.sh SOURCE_DIR BUILD_DIR
 set -u
@@ -44,5 +45,11 @@ fresh  # a request groff does not know: man warns
 sed 's/^\.SH VERSION$/.SH VERSION\n.XX not a macro/' "$build/man/ocsctl.1" > "$t/man/ocsctl.1"
 $check "$t/man" "$t/completion" > "$t/out" 2>&1; rc=$?
 expect "a page man warns about" 1 "warned"
+
+fresh  # the EXIT STATUS and ENVIRONMENT sections taken out (from their heading to the next one)
+awk '/^\.SH (EXIT STATUS|ENVIRONMENT)$/ {skip=1; next} /^\.SH / {skip=0} !skip' "$build/man/ocsctl.1" > "$t/man/ocsctl.1"
+$check "$t/man" "$t/completion" > "$t/out" 2>&1; rc=$?
+expect "no EXIT STATUS section" 1 "ocsctl: the man page $t/man/ocsctl.1 has no EXIT STATUS section"
+expect "no ENVIRONMENT section" 1 "has no ENVIRONMENT section"
 
 exit $fail
