@@ -23,6 +23,22 @@
 
 namespace ocslab::phase {
 
+namespace {
+
+// What the profiler is told of an op: the same for a marked op and an unmarked one.
+ProfiledOp profiled_op(const OpDescriptor& op, std::vector<int> ranks, int64_t start_ns) {
+  ProfiledOp p;
+  p.group = op.group;
+  p.ranks = std::move(ranks);
+  p.type = op.type;
+  p.kind = kind_of_type(op.type);
+  p.bytes = op.bytes;
+  p.start_ns = start_ns;
+  return p;
+}
+
+}  // namespace
+
 using Clock = std::chrono::steady_clock;
 
 // ---- phase table ----
@@ -321,24 +337,11 @@ void Shim::note_op(const OpDescriptor& op) {
   ++ops_seen_;
   if (op.index < 0) {
     if (!profiler_) return;  // a loaded table: it starts at the first op
-    ProfiledOp p;
-    p.group = op.group;
-    p.ranks = members_[op.group];
-    p.type = op.type;
-    p.kind = kind_of_type(op.type);
-    p.bytes = op.bytes;
-    p.start_ns = now().monotonic_ns;
-    note_unmarked(op, std::move(p));
+    note_unmarked(op, profiled_op(op, members_[op.group], now().monotonic_ns));
     return;
   }
   if (table_ready_ || !profiler_) return;
-  ProfiledOp p;
-  p.group = op.group;
-  p.ranks = members_[op.group];
-  p.type = op.type;
-  p.kind = kind_of_type(op.type);
-  p.bytes = op.bytes;
-  p.start_ns = now().monotonic_ns;
+  ProfiledOp p = profiled_op(op, members_[op.group], now().monotonic_ns);
   p.step_start = op.index == 0;
   profiler_->add(std::move(p));
   if (op.index != 0) return;

@@ -175,6 +175,23 @@ struct Lab {
   }
 };
 
+// True when a capture's sequence numbers are 1..n, each once, in order: nothing lost or duplicated.
+bool seqs_one_to_n(const std::vector<uint64_t>& seqs) {
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    if (seqs[i] != i + 1) return false;
+  }
+  return true;
+}
+
+// A runner started as its own process is mid-schedule: run.json written and its third switch
+// command in the control stream (capture running on every host). False after 40 s.
+bool third_command_written(const std::string& out_dir) {
+  const std::string control = out_dir + "/capture/runner.control.csv";
+  return testing::poll_until(
+      [&] { return fs::exists(out_dir + "/run.json") && testing::count_rows(control, ",command,") >= 3; },
+      std::chrono::seconds(40), std::chrono::milliseconds(50));
+}
+
 struct Row {
   int64_t t_ns;
   std::string host, source, subject, signal;
@@ -553,9 +570,7 @@ TEST_CASE("SIGTERM to `ocslab run` mid-schedule: exit 130, every sample up to th
   SpawnOptions so;
   so.log_file = lab.dir.path() + "/runner.log";
   pid_t runner = spawn_program({testing::bin_path("ocslab"), "run", spec, "-o", out_dir, "--no-plot"}, so);
-  const std::string control = out_dir + "/capture/runner.control.csv";
-  bool mid_run = testing::poll_until([&] { return testing::count_rows(control, ",command,") >= 3; },
-                                     std::chrono::seconds(40), std::chrono::milliseconds(50));
+  bool mid_run = third_command_written(out_dir);
   const int64_t signalled_ns = realtime_ns();
   ::kill(runner, SIGTERM);
   int status = 0;
@@ -583,9 +598,7 @@ TEST_CASE("SIGTERM to `ocslab run` mid-schedule: exit 130, every sample up to th
     const uint64_t last = h["last_seq"].get<uint64_t>();
     REQUIRE(last > 0);
     CHECK(seqs.size() == last);
-    bool in_order = true;
-    for (size_t i = 0; i < seqs.size(); ++i) in_order = in_order && seqs[i] == i + 1;
-    CHECK(in_order);  // 0 lost, 0 duplicated
+    CHECK(seqs_one_to_n(seqs));  // 0 lost, 0 duplicated
   }
 }
 
@@ -596,10 +609,7 @@ TEST_CASE("kill -9 of the runner mid-run, then `ocslab recover`: every host's sa
   SpawnOptions so;
   so.log_file = lab.dir.path() + "/runner.log";
   pid_t runner = spawn_program({testing::bin_path("ocslab"), "run", spec, "-o", out_dir, "--no-plot"}, so);
-  const std::string control = out_dir + "/capture/runner.control.csv";
-  bool mid_run = testing::poll_until(
-      [&] { return fs::exists(out_dir + "/run.json") && testing::count_rows(control, ",command,") >= 3; },
-      std::chrono::seconds(40), std::chrono::milliseconds(50));
+  bool mid_run = third_command_written(out_dir);
   ::kill(runner, SIGKILL);
   int status = 0;
   ::waitpid(runner, &status, 0);
@@ -648,9 +658,7 @@ TEST_CASE("kill -9 of the runner mid-run, then `ocslab recover`: every host's sa
                 static_cast<unsigned long long>(h["samples"].get<uint64_t>()));
     REQUIRE(last > 0);
     CHECK(seqs.size() == last);
-    bool in_order = true;
-    for (size_t i = 0; i < seqs.size(); ++i) in_order = in_order && seqs[i] == i + 1;
-    CHECK(in_order);  // 0 lost, 0 duplicated
+    CHECK(seqs_one_to_n(seqs));  // 0 lost, 0 duplicated
     captured += seqs.size();
     // Recovered and written: the host's spool is deleted (spool.delete by the capture id of run.json).
     CHECK_THAT(h["capture"].get<std::string>(), Catch::EndsWith(".out"));
@@ -736,9 +744,7 @@ TEST_CASE("an SSH session dropped mid-run: a new session fetches the gap and fol
       static_cast<unsigned long long>(last), seqs.size(),
       static_cast<unsigned long long>(h2["recovered_from_spool"].get<uint64_t>()));
   REQUIRE(seqs.size() == last);
-  bool in_order = true;
-  for (size_t i = 0; i < seqs.size(); ++i) in_order = in_order && seqs[i] == i + 1;
-  CHECK(in_order);
+  CHECK(seqs_one_to_n(seqs));
   // The stream was followed live again after the gap: h2 has heartbeats near the run's end.
   std::map<std::string, int64_t> last_heartbeat;
   for (const auto& row : read_timeline(o.output_dir + "/timeline.csv")) {
