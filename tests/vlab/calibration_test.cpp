@@ -1,7 +1,14 @@
 // Calibration of the whole measurement chain: with known emulator settings (a fixed switching
 // time, an ideal NIC whose firmware brings the link up a fixed time after light returns),
-// `ocslab run` on the virtual lab must recover both numbers from what it measured, for every
-// reconfiguration: light back minus command issued within 10 ms of the switching time, and the
+// `ocslab run` on the virtual lab must recover both numbers from what it measured: on every row,
+// the light's return at the emulator's own record of it (its ground truth; the virtual lab's
+// optical readings are that record, so this checks that the breakdown took the right edge for
+// the right reconfiguration: exact when it does, 1 ms allowed for rounding), and over
+// the run, light back minus command issued within 10 ms of the switching time in the median (the
+// emulator's timer itself runs late on a loaded machine: in the project's CI on 2026-12-06 one
+// reconfiguration's light came back 72.3 ms after the command against a 60 ms setting, and the
+// switch's acknowledgement 72.6 ms after it, so the switch was late, not the measurement; the
+// emulator's per-row switching is bounded separately, from below by the setting); and the
 // firmware's link-up minus light back within 20 ms of the firmware delay (the emulator's timer:
 // QMP delivery to the guest is on a thread per NIC since a CI run of 2026-11-29 had one row
 // 24.7 ms late, behind another guest's slow QMP answer on the shared event loop; measured
@@ -87,6 +94,25 @@ void check_rdma_resume(const std::vector<std::map<std::string, std::string>>& ro
   }
 }
 
+// The emulator's record of each NIC's light returning (ground truth, this machine's clock), by
+// the NIC's name in the lab (`h1-eth1`).
+std::map<std::string, std::vector<int64_t>> light_returns(const std::string& ground_truth_csv) {
+  std::map<std::string, std::vector<int64_t>> out;
+  std::ifstream in(ground_truth_csv);
+  for (std::string line; std::getline(in, line);) {
+    auto f = ocslab::split_csv_line(line);  // t_ns,host,source,subject,signal,value,unit,mono_ns
+    if (f.size() >= 6 && f[2] == "emulator" && f[4] == "light" && f[5] == "1") out[f[3]].push_back(std::stoll(f[0]));
+  }
+  return out;
+}
+
+// The first of `times` at or after `t` (-1: none).
+int64_t first_at_or_after(const std::vector<int64_t>& times, int64_t t) {
+  for (int64_t x : times)
+    if (x >= t) return x;
+  return -1;
+}
+
 // Runs the calibration spec for these settings on the shared four-host lab. The lab file's own
 // timing is 25 ms and 1.5 s; other settings are given to the running lab first (Lab::retime),
 // and the next case's reset puts the file's back. The RDMA resume is checked on the first spec,
@@ -115,7 +141,8 @@ void calibrate(double switching_ms, double firmware_ms) {
   auto rows = read_csv_rows(out + "/breakdown.csv");
   INFO(output);
   REQUIRE(rows.size() == 3 * 4);  // 3 reconfigurations x 4 hosts
-  std::vector<double> carriers;
+  std::vector<double> carriers, switchings;
+  const auto truth = light_returns(lab.state().ground_truth());
   for (const auto& r : rows) {
     INFO("iteration " << r.at("iteration") << " " << r.at("host") << ":" << r.at("interface"));
     REQUIRE(r.at("status") == "ok");
@@ -124,12 +151,29 @@ void calibrate(double switching_ms, double firmware_ms) {
     std::cout << name << ": iteration " << r.at("iteration") << " " << r.at("host") << ":" << r.at("interface")
               << " switching " << sw << " ms, firmware up after light " << firmware << " ms, carrier after light "
               << carrier << " ms\n";
-    CHECK(std::fabs(sw - switching_ms) <= 10);
+    // The chain: the light edge the breakdown took for this row against the emulator's.
+    const std::string nic = r.at("host") + "-" + r.at("interface");
+    REQUIRE(truth.count(nic) == 1);
+    const int64_t issued = std::stoll(r.at("issued_ns")), back = std::stoll(r.at("light_back_ns"));
+    const int64_t true_back = first_at_or_after(truth.at(nic), issued);
+    REQUIRE(true_back > 0);
+    const double true_sw = static_cast<double>(true_back - issued) / 1e6;
+    std::cout << name << ": " << nic << " the emulator's light back " << true_sw << " ms after the command, measured "
+              << static_cast<double>(back - true_back) / 1e6 << " ms from it\n";
+    CHECK(std::fabs(static_cast<double>(back - true_back) / 1e6) <= 1);
+    // The emulator: never before its setting (the command leaves before the switch starts its
+    // timer); late by what a loaded machine adds to its timer and TL1 session (12.3 ms in CI).
+    CHECK(true_sw >= switching_ms - 1);
+    CHECK(true_sw <= switching_ms + 50);
+    switchings.push_back(sw);
     CHECK(std::fabs(firmware - firmware_ms) <= 20);
     CHECK(carrier - firmware >= -20);  // the clock correction's uncertainty (guest agent vs this machine)
     CHECK(carrier - firmware <= 100);  // the guest kernel's lag on a loaded TCG guest
     carriers.push_back(carrier);
   }
+  const double sw_median = upper_median(switchings);
+  std::cout << name << ": switching, median " << sw_median << " ms over " << switchings.size() << " rows\n";
+  CHECK(std::fabs(sw_median - switching_ms) <= 10);
   const double median = upper_median(carriers);
   std::cout << name << ": carrier after light, median " << median << " ms over " << carriers.size() << " rows\n";
   CHECK(std::fabs(median - firmware_ms) <= 25);

@@ -65,8 +65,15 @@ void check_held_down_run(Lab& lab) {
         INFO(c);
         REQUIRE_FALSE(row.at(c).empty());
       }
-      CHECK(std::fabs(std::stod(row.at("switching_ms")) - 25) <= 10);   // command -> light back
-      CHECK(std::fabs(std::stod(row.at("firmware_ms")) - 1500) <= 50);  // light -> firmware link up
+      // Measured from this command, not from an earlier one: the lab's 25 ms and 1.5 s, never
+      // less, late by at most what a loaded machine adds to the emulator's timers (how close to
+      // the settings is vlab_calibration's to assert, on a quiet machine; in the project's CI of
+      // 2026-12-06 the emulator's switch was 12.3 ms late under load).
+      const double sw = std::stod(row.at("switching_ms")), fw = std::stod(row.at("firmware_ms"));
+      CHECK(sw >= 25 - 1);  // command -> light back
+      CHECK(sw <= 25 + 50);
+      CHECK(fw >= 1500 - 20);  // light -> firmware link up (the clock correction's uncertainty)
+      CHECK(fw <= 1500 + 100);
       CHECK(row.at("dark_ms").empty());                                 // it was dark before
     } else if (it == "3" && h == "h3") {
       // Held down: the one port that was to come back and did not.
