@@ -1,5 +1,6 @@
 #include "ocslab/agent/cli.h"
 
+#include <net/if.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -68,7 +69,11 @@ const std::vector<CommandSpec>& commands() {
        "--format jsonl as one JSON object per line with those keys (value a number). Runs for\n"
        "--duration seconds, or until Ctrl-C when 0. Progress is shown on a terminal only.\n"
        "Probes that cannot run on this host are named with the reason; the others still run."},
-      {"probes", "probes", "list the probes this agent can start", "One name per line."},
+      {"probes", "probes [--if IF]", "list the probes this agent has and whether each can run on this host",
+       "One line per probe: its name, then whether it can run on this host and, when it cannot,\n"
+       "why (each is started with no output and stopped again, as capture would start it). With\n"
+       "--if IF (repeat or separate with commas) on those interfaces, as 'capture --if IF'.\n"
+       "Scripts take the first word of each line for the names."},
       {"module", "module IF [--json]", "a transceiver's identity and DDM, like ethtool -m",
        "See 'ocslab-agent module --help'."},
       {"forwarding", "forwarding (plan|diff|apply|verify|rollback|clear|fabric|ping) [options]",
@@ -90,7 +95,7 @@ po::options_description global_options() {
   d.add_options()("host", po::value<std::string>(), "host name stamped on samples (default: gethostname)")(
       "log-level", po::value<std::string>()->default_value("warn"),
       "trace, debug, info, warn, error, off (logs go to stderr)")(
-      "help,h", "show help (also: ocslab-agent COMMAND --help)")("version", "print the version");
+      "help,h", "show help (also: ocslab-agent COMMAND --help)")("version,V", "print the version");
   return d;
 }
 
@@ -228,6 +233,45 @@ int cmd_serve(const po::variables_map& vm, std::ostream& err) {
   return kExitOk;
 }
 
+// This host's name for the samples' host column: --host, else gethostname().
+std::string host_name(const po::variables_map& vm) {
+  if (vm.count("host") && !vm["host"].as<std::string>().empty()) return vm["host"].as<std::string>();
+  char buf[256] = {};
+  ::gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+// Every interface named exists on this host; else the first that does not (empty: all do).
+std::string missing_interface(const std::vector<std::string>& ifs) {
+  for (const auto& i : ifs)
+    if (::if_nametoindex(i.c_str()) == 0) return i;
+  return "";
+}
+
+int cmd_probes(const po::variables_map& vm, std::ostream& out, std::ostream& err) {
+  auto ifs = vm.count("if") ? split_commas(vm["if"].as<std::vector<std::string>>()) : std::vector<std::string>{};
+  if (std::string bad = missing_interface(ifs); !bad.empty()) {
+    err << "ocslab-agent probes: --if " << bad << ": no such interface on this host\n";
+    return kExitInput;
+  }
+  const std::string host = host_name(vm);
+  const ProbeRegistry& registry = builtin_registry();
+  for (const auto& n : registry.names()) {
+    probes::ProbeStatus st;
+    try {
+      auto probe = registry.create(ProbeConfig{host, n, ifs, 100, nlohmann::json::object()});
+      st = probe->start([](const Sample&) {});
+      probe->stop();
+    } catch (const Error& e) {
+      st = {false, "", e.what()};
+    }
+    out << fmt::format("{:<10} {}\n", n,
+                       st.available ? "can run here" + (st.method.empty() ? "" : " (" + st.method + ")")
+                                    : "cannot run here: " + st.reason);
+  }
+  return kExitOk;
+}
+
 int cmd_capture(const po::variables_map& vm, std::ostream& out, std::ostream& err) {
   if (!vm.count("probes")) {
     err << "ocslab-agent capture: --probes is required\nTry 'ocslab-agent capture --help'.\n";
@@ -244,14 +288,14 @@ int cmd_capture(const po::variables_map& vm, std::ostream& out, std::ostream& er
   if (format != "csv" && format != "jsonl") {
     err << "ocslab-agent capture: " << unknown_word_message("format", format, {"csv", "jsonl"})
         << " (--format csv or jsonl)\n";
-    return kExitUsage;
+    return kExitInput;  // a bad value, as `ocslab plot --format gif`
   }
-  std::string host;
-  if (vm.count("host")) host = vm["host"].as<std::string>();
-  if (host.empty()) {
-    char buf[256] = {};
-    ::gethostname(buf, sizeof(buf) - 1);
-    host = buf;
+  const std::string host = host_name(vm);
+  // An interface this host does not have is the input's mistake (exit 2, as `module IF`), not
+  // a probe that cannot run here (exit 3).
+  if (std::string bad = missing_interface(ifs); !bad.empty()) {
+    err << "ocslab-agent capture: --if " << bad << ": no such interface on this host\n";
+    return kExitInput;
   }
   const ProbeRegistry& registry = builtin_registry();
   for (const auto& n : names) {
@@ -372,7 +416,9 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       message = unknown_word_message("option", u->get_option_name(), names);
     }
     err << "ocslab-agent: " << message << "\nTry 'ocslab-agent --help'.\n";
-    return kExitUsage;
+    // A value that does not convert (`--interval-ms abc`) is bad input like `--interval-ms 0`;
+    // a wrong option or a missing argument is the command line (docs/exit-codes.md).
+    return dynamic_cast<const po::validation_error*>(&e) ? kExitInput : kExitUsage;
   }
   std::string cmd = vm.count("command") ? vm["command"].as<std::string>() : "";
   const CommandSpec* spec = cmd.empty() ? nullptr : find_command(cmd);
@@ -415,6 +461,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if ((owned == &serve && cmd == "serve") || (owned == &capture && cmd == "capture")) continue;
     for (const auto& opt : owned->options()) {
       const std::string& name = opt->long_name();
+      if (cmd == "probes" && name == "if") continue;  // probes checks them on --if as capture would
       if (vm.count(name) && !vm[name].defaulted()) {
         err << "ocslab-agent: option --" << name << " does not apply to '" << cmd << "'\nTry 'ocslab-agent " << cmd
             << " --help'.\n";
@@ -424,10 +471,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   }
   try {
     init_logging(vm["log-level"].as<std::string>());
-    if (cmd == "probes") {
-      for (const auto& n : builtin_registry().names()) out << n << "\n";
-      return kExitOk;
-    }
+    if (cmd == "probes") return cmd_probes(vm, out, err);
     if (cmd == "capture") return cmd_capture(vm, out, err);
     return cmd_serve(vm, err);
   } catch (const ProtocolError& e) {

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The check of lint_cli_docs must fail, naming the program, the command and the option, when a
-# page or a completion misses an option, when the page has no EXIT STATUS or (for a program whose
+# page or a completion misses an option or a value the option's help lists, when the page has no EXIT STATUS or (for a program whose
 # help names environment variables) no ENVIRONMENT section, and when `man` warns about a page; and pass on the
 # pages the build made. Works on copies of ocsctl's files.
 # Usage: cli_docs_self.sh SOURCE_DIR BUILD_DIR
@@ -40,6 +40,11 @@ fresh  # a command no longer completed
 sed 's/ watch-power / /' "$build/completion/ocsctl" > "$t/completion/ocsctl"
 $check "$t/man" "$t/completion" > "$t/out" 2>&1; rc=$?
 expect "command missing from the completion" 1 "ocsctl: command 'watch-power' is not completed by"
+
+fresh  # a preset no longer completed as --preset's value (emulate lists them)
+sed 's/ rotor / /g' "$build/completion/ocsctl" > "$t/completion/ocsctl"
+$check "$t/man" "$t/completion" > "$t/out" 2>&1; rc=$?
+expect "a value missing from the completion" 1 "ocsctl emulate: value 'rotor' of --preset is not completed by"
 
 fresh  # a request groff does not know: man warns
 sed 's/^\.SH VERSION$/.SH VERSION\n.XX not a macro/' "$build/man/ocsctl.1" > "$t/man/ocsctl.1"

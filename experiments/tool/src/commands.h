@@ -18,6 +18,13 @@ struct UsageError : Error {
   using Error::Error;
 };
 
+// A value given to an option that does not parse or is out of range (`--dwell abc`,
+// `--dwell 0`): bad input, run_ocslab prints it and exits 2 (docs/exit-codes.md: a wrong option
+// or a missing argument is the command line, 1; a wrong value is the input, 2).
+struct BadValue : Error {
+  using Error::Error;
+};
+
 // "unknown <what> '<word>'. Did you mean '<nearest>'? (<help_command> --help)": the usage error of
 // every word a command does not know, with the nearest of `candidates` (ocslab/common/suggest.h).
 UsageError unknown_word(const std::string& what, const std::string& word, const std::vector<std::string>& candidates,

@@ -58,7 +58,7 @@ Commands:
   controller  the phase controller of one job: orchestrates its rails for the shims of its
             ranks (ocslab controller --help; docs/phase-control.md)
 
-Global options: --help, --version, --log-level LEVEL (trace..off; logs go to stderr)
+Global options: --help, -V|--version, --log-level LEVEL (trace..off; logs go to stderr)
 
 Documentation: docs/virtual-lab.md, docs/experiments.md; the switch itself: ocsctl --help
 )";
@@ -258,7 +258,7 @@ int cmd_up(const Args& a, std::ostream& out, std::ostream& err) {
     try {
       o.ready_timeout = std::chrono::seconds(std::stoi(a.get("--timeout")));
     } catch (const std::exception&) {
-      throw UsageError("--timeout needs a number of seconds, got '" + a.get("--timeout") + "'");
+      throw BadValue("--timeout needs a number of seconds, got '" + a.get("--timeout") + "'");
     }
   }
   InterruptScope interrupt;
@@ -643,7 +643,7 @@ int run_ocslab(const std::vector<std::string>& args_in, std::ostream& out, std::
       (args.empty() ? err : out) << kTopHelp << "\n" << exit_code_help();
       return args.empty() ? kExitUsage : kExitOk;
     }
-    if (args[0] == "--version") {
+    if (args[0] == "--version" || args[0] == "-V") {
       out << "ocslab " << project_version() << "\n";
       return kExitOk;
     }
@@ -658,6 +658,8 @@ int run_ocslab(const std::vector<std::string>& args_in, std::ostream& out, std::
                        "ocslab");
   } catch (const UsageError& e) {
     return report_failure(e.what(), kExitUsage, json_requested(args), out, err);
+  } catch (const BadValue& e) {
+    return report_failure(e.what(), kExitInput, json_requested(args), out, err);
   } catch (const ConfigError& e) {
     return report_failure(e.what(), kExitInput, json_requested(args), out, err, true);
   } catch (const std::exception& e) {

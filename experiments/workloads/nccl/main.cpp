@@ -44,8 +44,9 @@ With --controller HOST:PORT --job NAME the phase shim asks the job's phase contr
 comes from --controller-token-file FILE (mode 0600) or $OCSLAB_CONTROLLER_TOKEN, never argv;
 see docs/workloads.md.
 
-Exit codes (table below): 0 all results exact; 1 bad command line; 2 bad input or a CUDA/NCCL
-failure (the message says which); 7 some result wrong.
+Exit codes (table below): 0 all results exact; 1 bad command line or a missing option; 2 bad
+input or a CUDA/NCCL failure (the message says which); 4 a rendezvous peer cannot be reached or
+dropped the connection; 7 some result wrong.
 
 )";
 

@@ -18,7 +18,7 @@ namespace {
 
 void check_world(const CommonOptions& o) {
   if (o.rank >= o.nranks) throw Error(fmt::format("--rank {} is outside 0..{}", o.rank, o.nranks - 1));
-  if (o.rendezvous.empty() && o.nranks > 1) throw Error("missing --ranks or --rendezvous HOST:PORT");
+  if (o.rendezvous.empty() && o.nranks > 1) throw MissingOption("missing --ranks or --rendezvous HOST:PORT");
 }
 
 void read_sweep_job(const po::variables_map& vm, Job& job) {
@@ -34,7 +34,7 @@ void read_sweep_job(const po::variables_map& vm, Job& job) {
   job.sweep = sweep_options(vm);
   if (o.nranks < 0) o.nranks = 1;
   if (o.rank < 0) {
-    if (o.nranks > 1) throw Error("missing --rank (and no launcher environment names it)");
+    if (o.nranks > 1) throw MissingOption("missing --rank (and no launcher environment names it)");
     o.rank = 0;
   }
   check_world(o);
@@ -46,7 +46,7 @@ void read_schedule_job(const po::variables_map& vm, Job& job) {
   if (auto given = sweep_options_given(vm); !given.empty()) {
     throw Error(fmt::format("{} belongs to the size sweep, which runs without --schedule", given.front()));
   }
-  if (o.rank < 0) throw Error("missing --rank (and no launcher environment names it)");
+  if (o.rank < 0) throw MissingOption("missing --rank (and no launcher environment names it)");
   Schedule& s = job.schedule;
   s = load_schedule(o.schedule_path);
   if (o.steps >= 1) s.steps = o.steps;
@@ -80,7 +80,7 @@ int collbench_main(int argc, char** argv, const CollbenchProgram& program) {
   add_phase_options(desc);
   add_sweep_options(desc);
   program.add_options(desc);
-  desc.add_options()("help,h", "this help")("version", "print the version");
+  desc.add_options()("help,h", "this help")("version,V", "print the version");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -96,8 +96,10 @@ int collbench_main(int argc, char** argv, const CollbenchProgram& program) {
       for (const auto& o : desc.options()) names.push_back("--" + o->long_name());
       message = unknown_word_message("option", u->get_option_name(), names);
     }
-    std::cerr << program.name << ": " << message << "\n\n" << program.usage << desc;
-    return kExitUsage;
+    // One line and where the help is, not the help itself (it is a screenful). A value boost
+    // cannot convert (`--rank x`) is bad input like `-n 0`.
+    std::cerr << program.name << ": " << message << "\nTry '" << program.name << " --help'.\n";
+    return dynamic_cast<const po::validation_error*>(&e) ? kExitInput : kExitUsage;
   }
   if (vm.count("help")) {
     std::cout << program.usage << desc << "\n" << exit_code_help();
@@ -108,6 +110,12 @@ int collbench_main(int argc, char** argv, const CollbenchProgram& program) {
     job.program = program.name;
     job.args.assign(argv, argv + argc);
     return program.run(vm, job);
+  } catch (const MissingOption& e) {
+    std::cerr << program.name << ": " << e.what() << "\nTry '" << program.name << " --help'.\n";
+    return kExitUsage;
+  } catch (const RendezvousPeerError& e) {
+    std::cerr << program.name << ": " << e.what() << "\n";
+    return kExitUnreachable;
   } catch (const Error& e) {
     std::cerr << program.name << ": " << e.what() << "\n";
     return kExitInput;

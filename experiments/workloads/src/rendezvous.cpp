@@ -35,7 +35,7 @@ void wait_fd(int fd, short events, Clock::time_point deadline, const std::string
     pollfd p{fd, events, 0};
     int r = ::poll(&p, 1, remaining_ms(deadline));
     if (r > 0) return;
-    if (r == 0) throw Error("rendezvous: timed out waiting for " + who);
+    if (r == 0) throw RendezvousPeerError("rendezvous: timed out waiting for " + who);
     if (errno != EINTR) throw SystemError("rendezvous: poll for " + who, errno);
   }
 }
@@ -47,7 +47,7 @@ void write_all(int fd, const void* data, size_t n, Clock::time_point deadline, c
     ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
     if (w < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
-      throw SystemError("rendezvous: send to " + who, errno);
+      throw RendezvousPeerError(fmt::format("rendezvous: send to {}: {}", who, std::strerror(errno)));
     }
     p += w;
     n -= static_cast<size_t>(w);
@@ -59,10 +59,10 @@ void read_all(int fd, void* data, size_t n, Clock::time_point deadline, const st
   while (n > 0) {
     wait_fd(fd, POLLIN, deadline, who);
     ssize_t r = ::recv(fd, p, n, 0);
-    if (r == 0) throw Error("rendezvous: " + who + " closed the connection (did it fail? see its output)");
+    if (r == 0) throw RendezvousPeerError("rendezvous: " + who + " closed the connection (did it fail? see its output)");
     if (r < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
-      throw SystemError("rendezvous: receive from " + who, errno);
+      throw RendezvousPeerError(fmt::format("rendezvous: receive from {}: {}", who, std::strerror(errno)));
     }
     p += r;
     n -= static_cast<size_t>(r);
@@ -85,7 +85,7 @@ std::string recv_frame(int fd, Clock::time_point deadline, const std::string& wh
   if (!len) {
     uint32_t n = 0;
     std::memcpy(&n, prefix, sizeof(n));
-    throw Error(fmt::format("rendezvous: {} sent a frame of {} bytes, more than the {} allowed (not an ocslab rank?)",
+    throw RendezvousPeerError(fmt::format("rendezvous: {} sent a frame of {} bytes, more than the {} allowed (not an ocslab rank?)",
                             who, ntohl(n), limit));
   }
   std::string s;
@@ -222,15 +222,15 @@ std::vector<std::string> unpack_all_gather(std::string_view packed, int nranks, 
   size_t pos = 0;
   for (auto& b : all) {
     uint32_t len = 0;
-    if (pos + sizeof(len) > packed.size()) throw Error("rendezvous: short all-gather reply from " + who);
+    if (pos + sizeof(len) > packed.size()) throw RendezvousPeerError("rendezvous: short all-gather reply from " + who);
     std::memcpy(&len, packed.data() + pos, sizeof(len));
     len = ntohl(len);
     pos += sizeof(len);
-    if (len > packed.size() - pos) throw Error("rendezvous: short all-gather reply from " + who);
+    if (len > packed.size() - pos) throw RendezvousPeerError("rendezvous: short all-gather reply from " + who);
     b = std::string(packed.substr(pos, len));
     pos += len;
   }
-  if (pos != packed.size()) throw Error("rendezvous: all-gather reply from " + who + " has bytes past its last rank");
+  if (pos != packed.size()) throw RendezvousPeerError("rendezvous: all-gather reply from " + who + " has bytes past its last rank");
   return all;
 }
 
@@ -400,7 +400,7 @@ void Rendezvous::join(const std::string& host, int port, const std::string& hell
     if (res) ::freeaddrinfo(res);
     if (fd >= 0) break;
     if (Clock::now() >= deadline) {
-      throw Error(fmt::format("rendezvous: rank {} could not reach {} within {} ms: {}", rank_, who, timeout_.count(),
+      throw RendezvousPeerError(fmt::format("rendezvous: rank {} could not reach {} within {} ms: {}", rank_, who, timeout_.count(),
                               last_error));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -45,8 +45,9 @@ With --controller HOST:PORT --job NAME the phase shim asks the job's phase contr
 comes from --controller-token-file FILE (mode 0600) or $OCSLAB_CONTROLLER_TOKEN, never argv;
 see docs/workloads.md.
 
-Exit codes (table below): 0 all results exact; 1 bad command line; 2 bad input or a transport
-failure (the message says which); 7 some result wrong.
+Exit codes (table below): 0 all results exact; 1 bad command line or a missing option; 2 bad
+input or a transport failure (the message says which); 4 a rendezvous peer cannot be reached or
+dropped the connection; 7 some result wrong.
 
 )";
 
@@ -89,7 +90,7 @@ int run_verbs(const po::variables_map& vm, const Job& job) {
                     "only -g 1 (start one process per rank)",
                     vm["ngpus"].as<int>()));
   }
-  if (!vm.count("if")) throw Error("missing --if IFACE (the network interface of the RoCE port)");
+  if (!vm.count("if")) throw MissingOption("missing --if IFACE (the network interface of the RoCE port)");
   VerbsOptions vo;
   vo.interface = vm["if"].as<std::string>();
   for (const auto& [group, iface] : assignments(vm, "group-if", "GROUP=IFACE")) vo.group_iface[group] = iface;

@@ -12,6 +12,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include "ocslab/common/csv_writer.h"
@@ -28,6 +30,18 @@ using nlohmann::json;
 namespace ocslab::ocs {
 
 namespace {
+
+// A value given to an option that is out of range (`--interval-ms 0`): bad input, exit 2, where
+// a wrong option or a missing argument is the command line, exit 1 (docs/exit-codes.md).
+struct BadValue : po::error {
+  using po::error::error;
+};
+
+// The exit code of a command-line error: a value boost cannot convert (`--interval-ms abc`) or
+// one a command refuses is bad input; anything else is the command line.
+int usage_code(const po::error& e) {
+  return dynamic_cast<const BadValue*>(&e) || dynamic_cast<const po::validation_error*>(&e) ? kExitInput : kExitUsage;
+}
 
 std::atomic<bool> g_interrupted{false};
 void on_signal(int) { g_interrupted = true; }
@@ -160,7 +174,7 @@ po::options_description global_options() {
       ("csv", "CSV on stdout")
       ("log-level", po::value<std::string>()->default_value("warn"), "trace, debug, info, warn, error, off (logs go to stderr)")
       ("help,h", "show help (also: ocsctl COMMAND --help)")
-      ("version", "print the version");
+      ("version,V", "print the version");
   return d;
 }
 
@@ -189,6 +203,23 @@ po::options_description command_options() {
   return d;
 }
 
+// An option's text in one command's help: what it does there. The shared table's text names
+// the commands it applies to ("connect/apply: ..."); in a command's own help that prefix goes,
+// and an option two commands read differently has its own text here.
+std::string option_text_for(std::string_view cmd, const std::string& option, const std::string& shared) {
+  if (cmd == "emulate" && option == "dry-run") return "validate the lab file and print the wiring; start nothing";
+  const size_t colon = shared.find(": ");
+  if (colon == std::string::npos) return shared;
+  std::string_view names(shared.data(), colon);
+  for (size_t at = 0; at <= names.size();) {
+    size_t slash = names.find('/', at);
+    if (slash == std::string_view::npos) slash = names.size();
+    if (names.substr(at, slash - at) == cmd) return shared.substr(colon + 2);
+    at = slash + 1;
+  }
+  return shared;
+}
+
 void print_help(std::ostream& out, const CommandSpec* cmd) {
   if (!cmd) {
     out << "ocsctl - drive an optical circuit switch (TL1, NETCONF, SCPI)\n\n"
@@ -206,13 +237,17 @@ void print_help(std::ostream& out, const CommandSpec* cmd) {
         << "\nDocumentation: docs/ocsctl.md\n";
     return;
   }
-  out << "Usage: ocsctl -s URL [options] " << cmd->usage << "\n\n" << cmd->summary << ".\n" << cmd->details << "\n";
+  // The emulator is the switch: it takes no -s URL.
+  const bool is_switch = std::string_view(cmd->name) == "emulate";
+  out << "Usage: ocsctl " << (is_switch ? "[options] " : "-s URL [options] ") << cmd->usage << "\n\n"
+      << cmd->summary << ".\n"
+      << cmd->details << "\n";
   if (!cmd->options.empty()) {
     out << "\nOptions:\n";
     auto all = command_options();
     for (const auto& name : cmd->options) {
       const auto& opt = all.find(name, false);
-      out << fmt::format("  {:<22} {}\n", opt.format_name(), opt.description());
+      out << fmt::format("  {:<22} {}\n", opt.format_name(), option_text_for(cmd->name, name, opt.description()));
     }
   }
   out << "\nGlobal options: see 'ocsctl --help'.\n\n" << exit_code_help();
@@ -303,7 +338,7 @@ class Cli {
  private:
   int dispatch(const std::string& cmd, const std::vector<std::string>& args);
   static bool wants_json(const std::vector<std::string>& args);
-  int usage_error(const std::string& message, const std::string& see, bool json_out);
+  int usage_error(const std::string& message, const std::string& see, bool json_out, int code = kExitUsage);
   int cmd_info();
   int cmd_list();
   int cmd_connect(const std::vector<std::string>& args);
@@ -337,7 +372,7 @@ OcsDriver& Cli::driver() {
   std::string url_text;
   if (vm_.count("switch")) url_text = vm_["switch"].as<std::string>();
   else if (const char* e = std::getenv("OCSLAB_SWITCH"); e && *e) url_text = e;
-  else throw Error("no switch given: use -s URL or set OCSLAB_SWITCH (e.g. tl1://admin@10.0.0.5:3082)");
+  else throw po::error("no switch given: use -s URL or set OCSLAB_SWITCH (e.g. tl1://admin@10.0.0.5:3082)");
   SwitchUrl url = SwitchUrl::parse(url_text);
   DriverOptions o;
   o.reply_timeout = std::chrono::milliseconds(vm_["timeout-ms"].as<int>());
@@ -369,7 +404,7 @@ int Cli::run(const std::vector<std::string>& args) {
     po::store(po::command_line_parser(argv).options(all).positional(pos).run(), vm_);
     po::notify(vm_);
   } catch (const po::error& e) {
-    return usage_error(usage_message(e), "ocsctl --help", wants_json(args));
+    return usage_error(usage_message(e), "ocsctl --help", wants_json(args), usage_code(e));
   }
   std::string cmd = vm_.count("command") ? vm_["command"].as<std::string>() : "";
   const CommandSpec* spec = cmd.empty() ? nullptr : find_command(cmd);
@@ -429,11 +464,11 @@ bool Cli::wants_json(const std::vector<std::string>& args) {
 
 // A bad command line: the message on stderr with where to look; with --json also
 // {"error": MESSAGE, "exit_code": 1} on stdout, so a script reading stdout sees the failure.
-int Cli::usage_error(const std::string& message, const std::string& see, bool json_out) {
+int Cli::usage_error(const std::string& message, const std::string& see, bool json_out, int code) {
   err_ << "ocsctl: " << message << "\n";
   if (!see.empty()) err_ << "Try '" << see << "'.\n";
-  if (json_out) out_ << json{{"error", message}, {"exit_code", int(kExitUsage)}}.dump(2) << "\n";
-  return kExitUsage;
+  if (json_out) out_ << json{{"error", message}, {"exit_code", code}}.dump(2) << "\n";
+  return code;
 }
 
 int Cli::dispatch(const std::string& cmd, const std::vector<std::string>& args) {
@@ -452,7 +487,7 @@ int Cli::dispatch(const std::string& cmd, const std::vector<std::string>& args) 
     if (cmd == "bench") return no_args(), cmd_bench();
     if (cmd == "emulate") return cmd_emulate(args);
   } catch (const po::error& e) {
-    return usage_error(usage_message(e), "ocsctl " + cmd + " --help", format_ == Format::kJson);
+    return usage_error(usage_message(e), "ocsctl " + cmd + " --help", format_ == Format::kJson, usage_code(e));
   }
   return kExitUsage;
 }
@@ -607,8 +642,8 @@ int Cli::cmd_watch_power(const std::vector<std::string>& args) {
   auto ports = parse_ports(args);
   int interval = vm_["interval-ms"].as<int>();
   int count = vm_["count"].as<int>();
-  if (interval < 1) throw po::error("--interval-ms must be at least 1");
-  if (count < 0) throw po::error("--count must be 0 (forever) or more");
+  if (interval < 1) throw BadValue("--interval-ms must be at least 1");
+  if (count < 0) throw BadValue("--count must be 0 (forever) or more");
   InterruptGuard guard;
   CsvWriter w(out_);
   const bool jsonl = format_ == Format::kJson;
@@ -646,7 +681,7 @@ int Cli::cmd_bench() {
   std::vector<Circuit> b = given.size() == 2 ? parse_pairs(given[1]) : std::vector<Circuit>{};
   if (a.empty()) throw po::error("--pairs lists no circuits");
   int toggles = vm_["toggles"].as<int>();
-  if (toggles < 1) throw po::error("--toggles must be at least 1");
+  if (toggles < 1) throw BadValue("--toggles must be at least 1");
   // The ports both mappings use are the whole scope: replace within it, never beyond.
   PortSet scope;
   for (const auto* m : {&a, &b}) {

@@ -105,7 +105,7 @@ TEST_CASE("ocslab controller --check prints the plan; bad files exit 2 naming th
   CHECK(ocslab::cli::run_ocslab({"controller", cfg}, out2, err2) == ocslab::cli::kExitInput);
   CHECK_THAT(err2.str(), Catch::Contains(cfg + ":3:") && Catch::Contains("unknown key 'bogus'"));
   std::ostringstream out3, err3;
-  CHECK(ocslab::cli::run_ocslab({"controller", cfg, "--duration", "x"}, out3, err3) == ocslab::cli::kExitUsage);
+  CHECK(ocslab::cli::run_ocslab({"controller", cfg, "--duration", "x"}, out3, err3) == ocslab::cli::kExitInput);
   std::remove(cfg.c_str());
 }
 

@@ -246,9 +246,9 @@ TEST_CASE("ocslab plot names the missing file, column or iteration", "[plot]") {
     CHECK(r.rc == kExitInput);
     CHECK_THAT(r.err, Catch::Contains(f.dir + "-nope"));
   }
-  SECTION("a bad command line is exit 1 before any file is read") {
-    CHECK(plot({f.dir, "--iteration", "x"}).rc == kExitUsage);
-    CHECK(plot({f.dir, "--format", "jpg"}).rc == kExitUsage);
+  SECTION("a bad command line is exit 1, a bad value exit 2, before any file is read") {
+    CHECK(plot({f.dir, "--iteration", "x"}).rc == kExitInput);
+    CHECK(plot({f.dir, "--format", "jpg"}).rc == kExitInput);
     CHECK(plot({f.dir, "--bogus"}).rc == kExitUsage);
     CHECK(plot({}).rc == kExitUsage);
   }

@@ -46,7 +46,22 @@ TEST_CASE("help for every command, usage errors exit 1", "[agent][cli]") {
   CHECK(err.find("give --stdio or --socket PATH") != std::string::npos);
   CHECK(run({"capture", "--duration", "1"}, &out, &err) == kExitUsage);
   CHECK(run({"probes"}, &out) == kExitOk);
-  CHECK(out == "carrier\nfirmware\nheartbeat\nrdma\nrx_power\n");
+  // One line per probe, its name first, then whether it can run here: the heartbeat always can.
+  std::vector<std::string> names;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    names.push_back(line.substr(0, line.find(' ')));
+    CHECK((line.find(" can run here") != std::string::npos || line.find(" cannot run here: ") != std::string::npos));
+  }
+  CHECK(names == std::vector<std::string>{"carrier", "firmware", "heartbeat", "rdma", "rx_power"});
+  CHECK(out.find("heartbeat  can run here") != std::string::npos);
+  // On loopback: no transceiver to read, and the reason says so, naming the interface.
+  CHECK(run({"probes", "--if", "lo"}, &out) == kExitOk);
+  const size_t rx = out.find("rx_power   cannot run here: ");
+  CHECK(rx != std::string::npos);
+  CHECK(out.find("lo", rx) != std::string::npos);
+  CHECK(run({"probes", "--if", "nosuchif0"}, &out, &err) == kExitInput);
+  CHECK(err.find("--if nosuchif0: no such interface on this host") != std::string::npos);
 }
 
 TEST_CASE("an option of another command is refused, not ignored", "[agent][cli]") {
@@ -198,7 +213,7 @@ TEST_CASE("capture --format jsonl writes one JSON object per sample and line", "
     last_t = j["t_ns"].get<int64_t>();
   }
   CHECK(rows >= 5);
-  CHECK(run({"capture", "--probes", "heartbeat", "--duration", "0.1", "--format", "jsnol"}, &out, &err) == kExitUsage);
+  CHECK(run({"capture", "--probes", "heartbeat", "--duration", "0.1", "--format", "jsnol"}, &out, &err) == kExitInput);
   CHECK(err.find("unknown format 'jsnol'. Did you mean 'jsonl'?") != std::string::npos);
   CHECK(out.empty());
 }

@@ -52,10 +52,11 @@ TEST_CASE("every ocslab subcommand takes --opt=value as --opt value") {
   same_either_way({"run", demo, "--check", "--dwell", "0.5"}, 3, 0, "dwell 0.5 s");
   // forwarding: the mapping is looked up before any host is reached.
   same_either_way({"forwarding", "verify", fwd, "--mapping", "nosuch"}, 3, 1, "the spec has no mapping 'nosuch'");
-  // analyze, plot, controller: each value is checked before anything is read.
-  same_either_way({"analyze", cache.path(), "--dark-dbm", "abc"}, 2, 1, "--dark-dbm needs a number of dBm, got 'abc'");
-  same_either_way({"plot", cache.path(), "--format", "gif"}, 2, 1, "--format is png or svg, got 'gif'");
-  same_either_way({"controller", "none.yaml", "--duration", "-1"}, 2, 1,
+  // analyze, plot, controller: each value is checked before anything is read (a bad value is
+  // bad input, exit 2: docs/exit-codes.md).
+  same_either_way({"analyze", cache.path(), "--dark-dbm", "abc"}, 2, 2, "--dark-dbm needs a number of dBm, got 'abc'");
+  same_either_way({"plot", cache.path(), "--format", "gif"}, 2, 2, "--format is png or svg, got 'gif'");
+  same_either_way({"controller", "none.yaml", "--duration", "-1"}, 2, 2,
                   "--duration needs a positive number of seconds, got '-1'");
   // vlab: the cache folder (empty here) is where the labs are looked for.
   same_either_way({"vlab", "status", "--cache", cache.path()}, 2, 0, "no virtual lab is up");

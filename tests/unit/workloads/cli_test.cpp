@@ -77,8 +77,8 @@ TEST_CASE("ocslab-collbench-verbs: help and bad input", "[workloads]") {
   CHECK(r.rc == 2);
   CHECK_THAT(r.out, Contains("-g/--ngpus 2: ocslab-collbench-verbs reduces in host memory"));
   r = run("--nranks 2 --rendezvous x:1 --if lo -b 8");
-  CHECK(r.rc == 2);
-  CHECK_THAT(r.out, Contains("missing --rank"));
+  CHECK(r.rc == 1);  // a missing option is the command line (docs/exit-codes.md)
+  CHECK_THAT(r.out, Contains("missing --rank") && Contains("Try 'ocslab-collbench-verbs --help'."));
   r = run("--rank 0 --if lo -o sum --output /tmp/x");
   CHECK(r.rc == 2);
   CHECK_THAT(r.out, Contains("--output applies to a schedule"));
@@ -99,11 +99,12 @@ TEST_CASE("ocslab-collbench-verbs: help and bad input", "[workloads]") {
   CHECK_THAT(r.out, Contains("--rank 4 is outside 0..3"));
 
   r = run("-s " + sched("dp-pp-4.yaml") + " --rank 1 --nranks 4 --rendezvous x:1");
-  CHECK(r.rc == 2);
+  CHECK(r.rc == 1);
   CHECK_THAT(r.out, Contains("missing --if IFACE"));
 
+  // Rank 0 not reachable: a peer, exit 4.
   r = run("-s " + sched("dp-pp-4.yaml") + " --rank 1 --ranks a,b,c,d --if eth1 --group-if nosuch=eth2 --timeout-s 0.2");
-  CHECK(r.rc == 2);
+  CHECK(r.rc == 4);
   CHECK_THAT(r.out, Contains("could not reach rank 0 at a:18600"));
 
   // Bad values of the per-rank flags are named before anything starts.

@@ -30,6 +30,13 @@ struct Job {
   std::vector<std::string> args;            // argv, for the sweep's JSON
 };
 
+// An option the job needs was not given (`--if`, `--rank`): the command line, exit 1
+// (docs/exit-codes.md); a value given that is wrong is a plain ocslab::Error, exit 2.
+class MissingOption : public Error {
+ public:
+  using Error::Error;
+};
+
 struct CollbenchProgram {
   std::string name;  // "ocslab-collbench-verbs": begins every error message
   std::string usage;
@@ -44,9 +51,11 @@ struct CollbenchProgram {
 // Throws ocslab::Error naming the offending option.
 Job read_job(const boost::program_options::variables_map& vm);
 
-// Parses argv: --help prints the usage and the options (exit 0), a malformed command line the
-// same to stderr after the parser's message (exit 1, kExitUsage). Then reads the Job and calls program.run.
-// An ocslab::Error from any of it prints as "NAME: message" and exits 2 (kExitInput).
+// Parses argv: --help prints the usage and the options (exit 0); a malformed command line or a
+// missing option is one line naming it and where the help is (exit 1, kExitUsage). Then reads
+// the Job and calls program.run: a bad value exits 2, a rendezvous peer that cannot be reached
+// or drops the connection 4 (RendezvousPeerError); any other ocslab::Error prints as
+// "NAME: message" and exits 2 (kExitInput).
 int collbench_main(int argc, char** argv, const CollbenchProgram& program);
 
 // The run after the transport's options are checked: the rendezvous with rank 0, the phase

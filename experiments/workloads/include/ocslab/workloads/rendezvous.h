@@ -10,7 +10,17 @@
 #include <string_view>
 #include <vector>
 
+#include "ocslab/common/error.h"
+
 namespace ocslab::workloads {
+
+// A peer of the rendezvous could not be reached, timed out, dropped the connection or sent
+// what no rank sends (exit 4, docs/exit-codes.md); a bad address, rank or token, or a rank
+// refused for another schedule, is a plain ocslab::Error (exit 2).
+class RendezvousPeerError : public Error {
+ public:
+  using Error::Error;
+};
 
 // Who may join and where rank 0 listens (docs/workloads.md, "The rendezvous").
 struct RendezvousOptions {
