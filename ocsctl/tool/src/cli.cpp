@@ -102,15 +102,20 @@ const std::vector<CommandSpec>& commands() {
        "--count samples per port were taken or Ctrl-C. With --json: one object per reading\n"
        "and line, {\"t_ns\": ..., \"port\": ..., \"dbm\": ...}.",
        {"interval-ms", "count"}},
-      {"bench", "bench --pairs A-B,... [--pairs A-B,...] [--toggles N] [-o FILE]", "time repeated reconfigurations",
+      {"bench", "bench --pairs A-B,... [--pairs A-B,...] [--toggles N] [--warmup N] [--no-restore] [-o FILE]",
+       "time repeated reconfigurations",
        "Alternates the switch between two mappings (the second --pairs, or no circuits on\n"
-       "those ports when given once) --toggles times. Prints min/median/p99/max of the whole\n"
-       "reconfiguration span and of each protocol call, and writes every call to a CSV file.\n"
+       "those ports when given once) --toggles times, after --warmup untimed toggles (default 1:\n"
+       "the first change after a login is slower). Prints n, mean, stdev, min, median, p90 (10\n"
+       "samples or more), p99 (100 or more) and max of the whole reconfiguration span and of each\n"
+       "protocol call, and writes every timed call to a CSV file. Then the switch gets back the\n"
+       "circuits it had on those ports (--no-restore: it stays on the last mapping); when that\n"
+       "fails the exit code is 6 and the message says what the switch has.\n"
        "Each toggle's calls are flushed to the file when it ends. Ctrl-C stops after the toggle\n"
        "in progress (exit 130); a toggle that fails stops the bench: its calls (the failed one\n"
        "with ok 0) are written, the statistics of the completed toggles printed, and the exit\n"
        "code is the failure's (3, 4 or 5).",
-       {"pairs", "toggles", "output"}},
+       {"pairs", "toggles", "warmup", "no-restore", "output"}},
       {"emulate", "emulate [LAB.yaml] [--preset P] [--listen ADDR] [--scpi ADDR] ...", "run the OCS emulator",
        "Serves TL1 (TCP and SSH), NETCONF (SSH) and SCPI on one emulated switch with a\n"
        "switching-time model, light and power per port, and (with NICs in the lab file) an\n"
@@ -188,6 +193,8 @@ po::options_description command_options() {
       ("count", po::value<int>()->default_value(0), "watch-power: samples per port (0: until Ctrl-C)")
       ("pairs", po::value<std::vector<std::string>>(), "bench: a mapping as comma-separated INGRESS-EGRESS (give once or twice)")
       ("toggles", po::value<int>()->default_value(10), "bench: number of reconfigurations")
+      ("warmup", po::value<int>()->default_value(1), "bench: untimed toggles before the timed ones")
+      ("no-restore", "bench: leave the switch on the last mapping, not the circuits it found")
       ("output,o", po::value<std::string>()->default_value("ocsctl-bench.csv"), "bench: CSV file with every call")
       ("preset", po::value<std::string>(), "emulate: switch preset (polatis-6000, mems-3d, liquid-crystal, rotor, robotic-patch-panel)")
       ("size", po::value<std::string>(), "emulate: NxM ports, e.g. 32x32")
@@ -328,6 +335,44 @@ double percentile(std::vector<double> v, double q) {
   size_t lo = static_cast<size_t>(std::floor(pos));
   size_t hi = std::min(lo + 1, v.size() - 1);
   return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+// A bench's statistics of one series: a percentile only where the sample count supports it
+// (p90 from 10 samples, p99 from 100: below that it is the maximum by another name).
+struct BenchStats {
+  size_t n = 0;
+  double mean = NAN, stdev = NAN, min = NAN, median = NAN, max = NAN;
+  std::optional<double> p90, p99;
+};
+
+BenchStats bench_stats(const std::vector<double>& v) {
+  BenchStats s;
+  s.n = v.size();
+  if (v.empty()) return s;
+  double sum = 0;
+  for (double x : v) sum += x;
+  s.mean = sum / static_cast<double>(v.size());
+  double sq = 0;
+  for (double x : v) sq += (x - s.mean) * (x - s.mean);
+  s.stdev = v.size() > 1 ? std::sqrt(sq / static_cast<double>(v.size() - 1)) : 0;  // the sample's
+  s.min = percentile(v, 0);
+  s.median = percentile(v, 0.5);
+  s.max = percentile(v, 1);
+  if (v.size() >= 10) s.p90 = percentile(v, 0.9);
+  if (v.size() >= 100) s.p99 = percentile(v, 0.99);
+  return s;
+}
+
+json bench_stats_json(const BenchStats& s) {
+  auto opt = [](const std::optional<double>& x) { return x ? json(*x) : json(nullptr); };
+  return json{{"n", s.n},           {"mean_ms", s.mean},     {"stdev_ms", s.stdev}, {"min_ms", s.min},
+              {"median_ms", s.median}, {"p90_ms", opt(s.p90)}, {"p99_ms", opt(s.p99)}, {"max_ms", s.max}};
+}
+
+std::string bench_stats_line(const std::string& what, const BenchStats& s) {
+  auto opt = [](const std::optional<double>& x) { return x ? fmt::format("{:.3f}", *x) : std::string("-"); };
+  return fmt::format("{:<16} {:>5} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9} {:>9} {:>9.3f}\n", what, s.n, s.mean,
+                     s.stdev, s.min, s.median, opt(s.p90), opt(s.p99), s.max);
 }
 
 class Cli {
@@ -682,6 +727,9 @@ int Cli::cmd_bench() {
   if (a.empty()) throw po::error("--pairs lists no circuits");
   int toggles = vm_["toggles"].as<int>();
   if (toggles < 1) throw BadValue("--toggles must be at least 1");
+  const int warmup = vm_["warmup"].as<int>();
+  if (warmup < 0) throw BadValue("--warmup must be 0 or more");
+  const bool restore = !vm_.count("no-restore");
   // The ports both mappings use are the whole scope: replace within it, never beyond.
   PortSet scope;
   for (const auto* m : {&a, &b}) {
@@ -714,12 +762,33 @@ int Cli::cmd_bench() {
   bool progress = stderr_is_terminal() && format_ == Format::kTable;
   // Ctrl-C ends the bench between toggles: the toggles done so far are written and reported.
   InterruptGuard guard;
-  d.apply(b, ApplyMode::kReplace);  // start from B so every timed toggle is a real change
+  // What the switch has on the bench's ports now (both ends on them: a circuit leaving them
+  // could not be changed within them): put back at the end unless --no-restore.
+  std::vector<Circuit> found;
+  for (const auto& c : d.list()) {
+    if (scope.contains(c.ingress) && scope.contains(c.egress)) found.push_back(c);
+  }
   int done = 0;
   // A failed toggle ends the bench; its error is reported after the statistics of the others.
   std::optional<std::string> failure;
   int failure_code = kExitOk;
   json failure_json;
+  auto fail_with = [&](const OcsError& e) {
+    failure = e.what();
+    failure_code = exit_code_of(e);
+    failure_json = error_json(e);
+    failure_json["exit_code"] = failure_code;
+  };
+  try {
+    d.apply(b, ApplyMode::kReplace);  // start from B so every timed toggle is a real change
+    // Untimed toggles: the first change after a login (a session's first ENT-PATCH, a cold
+    // cache in the switch's controller) is not what the bench measures. Ends on B.
+    for (int w = 0; w < warmup && !g_interrupted; ++w) d.apply(w % 2 == 0 ? a : b, ApplyMode::kReplace);
+    if (warmup % 2 == 1) d.apply(b, ApplyMode::kReplace);
+  } catch (const OcsError& e) {
+    fail_with(e);
+    toggles = 0;  // no timed toggle runs; the circuits found are still put back below
+  }
   for (int i = 0; i < toggles && !g_interrupted; ++i) {
     ApplyReport r;
     toggle_call_count_ = 0;
@@ -731,10 +800,7 @@ int Cli::cmd_bench() {
       // What this toggle did before it failed (the failed call has ok 0) is data too.
       toggle_calls_.resize(toggle_call_count_);
       write_calls(i, toggle_calls_);
-      failure = e.what();
-      failure_code = exit_code_of(e);
-      failure_json = error_json(e);
-      failure_json["exit_code"] = failure_code;
+      fail_with(e);
       break;
     }
     collect_calls_ = false;
@@ -752,42 +818,69 @@ int Cli::cmd_bench() {
     if (progress) err_ << fmt::format("\rtoggle {}/{}", i + 1, toggles) << std::flush;
   }
   if (progress) err_ << "\n";
+  // The switch back on what it had (also after a failed or interrupted toggle: a switch that
+  // failed may still take it). A failure here is its own exit code: 6, not restored.
+  std::optional<std::string> restore_error;
+  if (restore) {
+    try {
+      d.apply(found, ApplyMode::kReplace);
+    } catch (const OcsError& e) {
+      restore_error = e.what();
+    }
+  }
   csv.close();  // the calls reach the file here, or the command fails naming it
-  bool interrupted = !failure && done < toggles;
-  auto stats = [](const std::vector<double>& v) {
-    return json{{"n", v.size()}, {"min_ms", percentile(v, 0)}, {"median_ms", percentile(v, 0.5)},
-                {"p99_ms", percentile(v, 0.99)}, {"max_ms", percentile(v, 1)}};
-  };
+  const int requested = vm_["toggles"].as<int>();
+  bool interrupted = !failure && done < requested;
   if (format_ == Format::kJson) {
     json ops;
-    for (const auto& [op, v] : per_op) ops[op] = stats(v);
+    for (const auto& [op, v] : per_op) ops[op] = bench_stats_json(bench_stats(v));
     json j = {{"switch", d.name()},
-              {"toggles", toggles},
+              {"toggles", requested},
+              {"warmup", warmup},
               {"completed", done},
               {"interrupted", interrupted},
-              {"reconfiguration", stats(spans)},
+              {"reconfiguration", bench_stats_json(bench_stats(spans))},
               {"calls", ops},
+              {"restored", restore && !restore_error},
               {"csv", path}};
     if (failure) j.update(failure_json);
+    if (restore_error) {
+      j["restore_error"] = *restore_error;
+      j["exit_code"] = int(kExitNotRestored);
+    }
     out_ << j.dump(2) << "\n";
   } else {
-    auto line = [&](const std::string& what, const std::vector<double>& v) {
-      out_ << fmt::format("{:<16} {:>5} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f}\n", what, v.size(), percentile(v, 0),
-                          percentile(v, 0.5), percentile(v, 0.99), percentile(v, 1));
-    };
-    out_ << fmt::format("{:<16} {:>5} {:>10} {:>10} {:>10} {:>10}\n", "latency (ms)", "n", "min", "median", "p99",
-                        "max");
-    line("reconfiguration", spans);
-    for (const auto& [op, v] : per_op) line("  " + op, v);
+    out_ << fmt::format("{:<16} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "latency (ms)", "n", "mean",
+                        "stdev", "min", "median", "p90", "p99", "max");
+    out_ << bench_stats_line("reconfiguration", bench_stats(spans));
+    for (const auto& [op, v] : per_op) out_ << bench_stats_line("  " + op, bench_stats(v));
     out_ << "calls written to " << path << "\n";
+    if (restore && !restore_error) {
+      out_ << fmt::format("switch back on the {} circuit(s) it had on these ports\n", found.size());
+    } else if (!restore) {
+      out_ << "switch left on the last mapping (--no-restore)\n";
+    }
+  }
+  if (restore_error) {
+    std::string had;
+    for (const auto& c : found) had += fmt::format("{}{}-{}", had.empty() ? "" : " ", c.ingress, c.egress);
+    err_ << fmt::format(
+        "ocsctl: error: could not put the switch back on the circuits it had on the bench's ports ({}): {}; "
+        "check with 'ocsctl list' and make them with 'ocsctl apply'\n",
+        had.empty() ? std::string("none") : had, *restore_error);
   }
   if (failure) {
-    err_ << fmt::format("ocsctl: error: bench stopped at toggle {} of {} ({} completed): {}\n", done + 1, toggles, done,
-                        *failure);
-    return failure_code;
+    if (toggles == 0) {
+      err_ << fmt::format("ocsctl: error: bench stopped before its first timed toggle: {}\n", *failure);
+    } else {
+      err_ << fmt::format("ocsctl: error: bench stopped at toggle {} of {} ({} completed): {}\n", done + 1, requested,
+                          done, *failure);
+    }
+    return restore_error ? int(kExitNotRestored) : failure_code;
   }
+  if (restore_error) return kExitNotRestored;
   if (interrupted) {
-    err_ << fmt::format("ocsctl: bench interrupted after {} of {} toggles\n", done, toggles);
+    err_ << fmt::format("ocsctl: bench interrupted after {} of {} toggles\n", done, requested);
     return kExitInterrupted;
   }
   return kExitOk;

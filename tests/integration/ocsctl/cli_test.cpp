@@ -210,7 +210,12 @@ TEST_CASE("ocsctl bench alternates two mappings and writes every call", "[cli]")
   auto r = f.run({"bench", "--pairs", "1-17,2-18", "--pairs", "1-18,2-17", "--toggles", "6", "-o", csv});
   REQUIRE(r.rc == kExitOk);
   CHECK_THAT(r.out, Catch::Contains("reconfiguration      6"));
-  CHECK(f.sw.circuits() == std::vector<Circuit>{{1, 18}, {2, 17}, {5, 21}});
+  // The header: mean and stdev, no p90 or p99 for 6 samples (they would be the maximum).
+  CHECK_THAT(r.out, Catch::Contains("n      mean     stdev       min    median       p90       p99       max"));
+  CHECK_THAT(r.out, Catch::Matches("(.|\n)*reconfiguration +6 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +- +- +[0-9.]+\n(.|\n)*"));
+  // Back on what the bench found on its ports (nothing), someone else's circuit untouched.
+  CHECK_THAT(r.out, Catch::Contains("switch back on the 0 circuit(s) it had on these ports"));
+  CHECK(f.sw.circuits() == std::vector<Circuit>{{5, 21}});
   std::ifstream in(csv);
   std::string line;
   int rows = 0, changes = 0;
@@ -220,8 +225,22 @@ TEST_CASE("ocsctl bench alternates two mappings and writes every call", "[cli]")
     ++rows;
     if (line.find(",disconnect,") != std::string::npos || line.find(",connect,") != std::string::npos) ++changes;
   }
-  CHECK(changes == 12);  // each toggle: one batched delete + one batched make
+  CHECK(changes == 12);  // each toggle: one batched delete + one batched make (the warm-up's are not timed)
   CHECK(rows == 18);     // plus one read of the current circuits per toggle
+
+  // --no-restore: the switch stays on the last mapping (B after 6 toggles).
+  r = f.run({"bench", "--pairs", "1-17,2-18", "--pairs", "1-18,2-17", "--toggles", "6", "--no-restore", "-o", csv});
+  REQUIRE(r.rc == kExitOk);
+  CHECK_THAT(r.out, Catch::Contains("switch left on the last mapping (--no-restore)"));
+  CHECK(f.sw.circuits() == std::vector<Circuit>{{1, 18}, {2, 17}, {5, 21}});
+  // And a mapping it found on its ports comes back: B here, after an odd count that ends on A.
+  r = f.run({"bench", "--pairs", "1-17,2-18", "--pairs", "1-18,2-17", "--toggles", "3", "--warmup", "3", "-o", csv});
+  REQUIRE(r.rc == kExitOk);
+  CHECK_THAT(r.out, Catch::Contains("switch back on the 2 circuit(s) it had on these ports"));
+  CHECK(f.sw.circuits() == std::vector<Circuit>{{1, 18}, {2, 17}, {5, 21}});
+  r = f.run({"bench", "--pairs", "1-17,2-18", "--toggles", "2", "--warmup=-1", "-o", csv});
+  CHECK(r.rc == kExitInput);
+  CHECK_THAT(r.err, Catch::Contains("--warmup must be 0 or more"));
 }
 
 TEST_CASE("ocsctl bench to a full disk fails naming the file", "[cli]") {
@@ -254,7 +273,8 @@ TEST_CASE("ocsctl bench: a toggle that fails keeps the earlier toggles' rows and
   CliFixture f(q);
   testing::TempDir dir;
   std::string csv = dir.path() + "/bench.csv";
-  auto r = f.run({"bench", "--pairs", "1-17,2-18", "--pairs", "1-18,2-17", "--toggles", "10", "-o", csv});
+  // No warm-up: the fault is placed by the count of ENT-PATCH commands.
+  auto r = f.run({"bench", "--pairs", "1-17,2-18", "--pairs", "1-18,2-17", "--toggles", "10", "--warmup", "0", "-o", csv});
   CHECK(r.rc == kExitFailed);  // a reconfiguration failed part-way, as the exit-code table says
   CHECK_THAT(r.out, Catch::Contains("reconfiguration      3"));
   CHECK_THAT(r.out, Catch::Contains("calls written to " + csv));
@@ -288,8 +308,8 @@ TEST_CASE("ocsctl bench --json: one document with the completed toggles and the 
   q.deny_on = "ENT-PATCH";
   CliFixture f(q);
   testing::TempDir dir;
-  auto r = f.run({"--json", "bench", "--pairs", "1-17,2-18", "--pairs", "1-18,2-17", "--toggles", "5", "-o",
-                  dir.path() + "/b.csv"});
+  auto r = f.run({"--json", "bench", "--pairs", "1-17,2-18", "--pairs", "1-18,2-17", "--toggles", "5", "--warmup",
+                  "0", "-o", dir.path() + "/b.csv"});
   CHECK(r.rc == kExitFailed);
   auto j = nlohmann::json::parse(r.out);  // a single document: throws on two
   CHECK(j["completed"] == 2);
@@ -298,6 +318,9 @@ TEST_CASE("ocsctl bench --json: one document with the completed toggles and the 
   CHECK_THAT(j["error"].get<std::string>(), Catch::Contains("Command refused"));
   CHECK(j["exit_code"] == r.rc);
   CHECK(j["state_known"] == true);
+  CHECK(j["reconfiguration"]["mean_ms"].get<double>() > 0);
+  CHECK(j["reconfiguration"]["p90_ms"].is_null());  // 2 samples support no percentile
+  CHECK(j["restored"] == true);                     // taking circuits down needs no ENT-PATCH
 }
 
 TEST_CASE("ocsctl bench: Ctrl-C stops between toggles with every row written, exit 130", "[cli][bench]") {
