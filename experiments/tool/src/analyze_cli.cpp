@@ -168,7 +168,7 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
       double d = 0;
       auto r = std::from_chars(v.data(), v.data() + v.size(), d);
       if (v.empty() || r.ec != std::errc() || r.ptr != v.data() + v.size())
-        throw BadValue("--dark-dbm needs a number of dBm, got '" + v + "'");
+        throw BadValue("--dark-dbm needs a number of dBm, got '" + v + "' (ocslab analyze --help)");
       options.dark_dbm = d;
     } else if (w == "--recommend-qp") {
       recommend = true;
@@ -176,7 +176,7 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
       std::string v = need(w);
       auto r = std::from_chars(v.data(), v.data() + v.size(), qp_margin);
       if (v.empty() || r.ec != std::errc() || r.ptr != v.data() + v.size() || !(qp_margin >= 1))
-        throw BadValue("--qp-margin needs a factor of at least 1, got '" + v + "'");
+        throw BadValue("--qp-margin needs a factor of at least 1, got '" + v + "' (ocslab analyze --help)");
     } else if (w == "--json") {
       json = true;
     } else if (w == "--no-intents") {

@@ -106,7 +106,7 @@ int run_controller(const std::vector<std::string>& args, std::ostream& out, std:
         duration = std::stod(v, &pos);
         if (pos != v.size() || duration <= 0) throw std::invalid_argument(v);
       } catch (const std::exception&) {
-        throw BadValue("--duration needs a positive number of seconds, got '" + v + "'");
+        throw BadValue("--duration needs a positive number of seconds, got '" + v + "' (ocslab controller --help)");
       }
     } else {
       return false;

@@ -258,7 +258,7 @@ int cmd_up(const Args& a, std::ostream& out, std::ostream& err) {
     try {
       o.ready_timeout = std::chrono::seconds(std::stoi(a.get("--timeout")));
     } catch (const std::exception&) {
-      throw BadValue("--timeout needs a number of seconds, got '" + a.get("--timeout") + "'");
+      throw BadValue("--timeout needs a number of seconds, got '" + a.get("--timeout") + "' (ocslab vlab up --help)");
     }
   }
   InterruptScope interrupt;

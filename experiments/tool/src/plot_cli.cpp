@@ -156,9 +156,9 @@ int run_plot(const std::vector<std::string>& args, std::ostream& out, std::ostre
         } catch (const std::exception&) {
         }
         if (used != value.size() || n < 0)
-          throw BadValue("--iteration needs a reconfiguration number, got '" + value + "'");
+          throw BadValue("--iteration needs a reconfiguration number, got '" + value + "' (ocslab plot --help)");
       } else if (name == "--format" && value != "png" && value != "svg") {
-        throw BadValue("--format is png or svg, got '" + value + "'");
+        throw BadValue("--format is png or svg, got '" + value + "' (ocslab plot --help)");
       } else if (name == "--dark-dbm") {
         size_t used = 0;
         try {
@@ -166,7 +166,7 @@ int run_plot(const std::vector<std::string>& args, std::ostream& out, std::ostre
         } catch (const std::exception&) {
         }
         if (used == 0 || used != value.size())
-          throw BadValue("--dark-dbm needs a number of dBm, got '" + value + "'");
+          throw BadValue("--dark-dbm needs a number of dBm, got '" + value + "' (ocslab plot --help)");
       }
       forward.push_back(name);
       forward.push_back(value);

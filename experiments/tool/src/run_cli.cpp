@@ -511,7 +511,7 @@ int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
         reconfigs = std::stoi(v, &used);
         if (used != v.size() || reconfigs < 1) throw std::invalid_argument(v);
       } catch (const std::exception&) {
-        throw BadValue("--reconfigurations needs a positive number, got '" + v + "'");
+        throw BadValue("--reconfigurations needs a positive number, got '" + v + "' (ocslab run --help)");
       }
     } else if (a == "--dwell") {
       std::string v = value();
@@ -520,7 +520,7 @@ int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
         dwell = std::stod(v, &used);
         if (used != v.size() || !(dwell > 0)) throw std::invalid_argument(v);
       } catch (const std::exception&) {
-        throw BadValue("--dwell needs a positive number of seconds, got '" + v + "'");
+        throw BadValue("--dwell needs a positive number of seconds, got '" + v + "' (ocslab run --help)");
       }
     } else if (a == "--no-plot") {
       plot = false;
