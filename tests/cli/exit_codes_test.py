@@ -72,6 +72,8 @@ for code, name in ((USAGE, "kExitUsage"), (INPUT, "kExitInput"), (REFUSED, "kExi
     assert table[code] == name, f"{DOC}: code {code} is {table[code]}, this test expects {name}"
 
 tmp = tempfile.mkdtemp(prefix="ocslab-exit-codes-")
+import atexit  # noqa: E402  (the folder goes on every way out, a failed assertion included)
+atexit.register(shutil.rmtree, tmp, True)
 spec = os.path.join(SRC, "experiments/specs/demo.yaml")
 dead = closed_port()
 
@@ -171,7 +173,6 @@ for prog in ("ocsctl", "ocslab", "ocslab-agent", "ocslab-collbench-verbs", "ocsl
         failures.append(f"{prog}: --version {v1}, -V {v2}")
     print(f"{'ok  ' if good else 'FAIL'} {'-V / --version':<20} {prog}: {v1[1].strip()!r}")
 
-shutil.rmtree(tmp, ignore_errors=True)
 print(f"exit-codes: {ran} cases, {len(failures)} failed")
 for f in failures:
     print("\n" + f)

@@ -62,13 +62,18 @@ TEST_CASE("a dropped SSH session loses no sample: the gap comes from the spool",
     ProbeRequest hb;
     hb.name = "heartbeat";
     hb.interval_ms = 5;  // 200 Hz
-    auto started = first.start({hb});
-    REQUIRE(started.probes.size() == 1);
-    REQUIRE(started.probes[0].available);
+    // Counted from before the start: the first samples can reach the client ahead of the start's
+    // reply (the probe runs before the reply is queued), and the client hands them to the
+    // callback set at that moment, as the runner's is (host_session.cpp sets it on connect).
+    // Set after the start, a loaded machine's first sample or two went uncounted (the load
+    // harness, instrumented build, 2026-12-06: missing 1 and 2 of about 600).
     first.on_sample([&](const SeqSample& s) {
       ++count[s.seq];
       ++live_first;
     });
+    auto started = first.start({hb});
+    REQUIRE(started.probes.size() == 1);
+    REQUIRE(started.probes[0].available);
     first.poll_for(1000ms);
     last_before_drop = first.last_seq();
     // Drop the SSH connection without a goodbye, as a crashed runner or a cut link would.

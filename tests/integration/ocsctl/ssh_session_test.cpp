@@ -89,7 +89,11 @@ TEST_CASE("ssh session: a command printing without end is stopped at its deadlin
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   INFO("took " << took << " s, " << seen << " bytes seen, VmRSS " << rss_before << " -> " << rss_peak << " kB");
   CHECK(took < 10);
-  CHECK(seen > (32u << 20));  // a real flood: far more than the cap and the bound below
+  // A real flood: far more than the 1 MiB cap, and in the release build more than the resident
+  // bound below too. How much `yes` gets through ssh in 2 s is the machine's speed: 17 MiB under
+  // ASan on two loaded cores (the load harness, 2026-12-06), where only the kept sizes show the
+  // cap (the resident bound is not asserted there).
+  CHECK(seen > (kAddressSanitizer ? (8u << 20) : (32u << 20)));
   // 1 MiB kept (x1.5 between trims), not all of it. Resident memory measures that only without
   // ASan: its quarantine keeps up to 256 MiB of freed chunks resident (seen: +290 MB in the
   // sanitizer stage), so there the cap is shown by the kept sizes below, and the release build
