@@ -98,7 +98,7 @@ emu = subprocess.Popen([os.path.join(BIN, "ocsctl"), "emulate", "--size", "16x16
 try:
     deadline = time.monotonic() + 60  # a hang guard: the emulator writes the file once listening
     while not os.path.exists(ready) and time.monotonic() < deadline and emu.poll() is None:
-        time.sleep(0.05)
+        time.sleep(0.05)  # load-safe: a poll for the ready file; the 60 s deadline is only the hang guard
     assert os.path.exists(ready), "the emulator did not start: " + open(os.path.join(tmp, "emulate.log")).read()
     port = re.search(r'"tl1"\s*:\s*(\d+)', open(ready).read()) or re.search(r"(\d{4,5})", open(ready).read())
     url = f"tl1://admin@127.0.0.1:{port.group(1)}"

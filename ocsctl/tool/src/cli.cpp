@@ -375,6 +375,20 @@ std::string bench_stats_line(const std::string& what, const BenchStats& s) {
                      s.stdev, s.min, s.median, opt(s.p90), opt(s.p99), s.max);
 }
 
+// A bench once it has ended: its samples, how far it got, and whether the switch is back.
+struct BenchOutcome {
+  std::string switch_name, path;
+  int requested = 0, warmup = 0, done = 0;
+  bool restore = true;
+  bool before_timed = false;  // it failed before its first timed toggle (start or warm-up)
+  std::vector<double> spans;
+  std::map<std::string, std::vector<double>> per_op;
+  std::vector<Circuit> found;  // the circuits on the bench's ports when it began
+  std::optional<std::string> failure, restore_error;
+  int failure_code = 0;
+  json failure_json;
+};
+
 class Cli {
  public:
   Cli(std::ostream& out, std::ostream& err) : out_(out), err_(err) {}
@@ -393,6 +407,7 @@ class Cli {
   int cmd_power(const std::vector<std::string>& args);
   int cmd_watch_power(const std::vector<std::string>& args);
   int cmd_bench();
+  int report_bench(const BenchOutcome& o);
   int cmd_emulate(const std::vector<std::string>& args);
   int report_apply(const ApplyReport& r, bool dry_run);
   OcsDriver& driver();
@@ -718,6 +733,64 @@ int Cli::cmd_watch_power(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+// What the statistics and the exit code are made of, once the switch is back (or not).
+int Cli::report_bench(const BenchOutcome& o) {
+  bool interrupted = !o.failure && o.done < o.requested;
+  if (format_ == Format::kJson) {
+    json ops;
+    for (const auto& [op, v] : o.per_op) ops[op] = bench_stats_json(bench_stats(v));
+    json j = {{"switch", o.switch_name},
+              {"toggles", o.requested},
+              {"warmup", o.warmup},
+              {"completed", o.done},
+              {"interrupted", interrupted},
+              {"reconfiguration", bench_stats_json(bench_stats(o.spans))},
+              {"calls", ops},
+              {"restored", o.restore && !o.restore_error},
+              {"csv", o.path}};
+    if (o.failure) j.update(o.failure_json);
+    if (o.restore_error) {
+      j["restore_error"] = *o.restore_error;
+      j["exit_code"] = int(kExitNotRestored);
+    }
+    out_ << j.dump(2) << "\n";
+  } else {
+    out_ << fmt::format("{:<16} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "latency (ms)", "n", "mean",
+                        "stdev", "min", "median", "p90", "p99", "max");
+    out_ << bench_stats_line("reconfiguration", bench_stats(o.spans));
+    for (const auto& [op, v] : o.per_op) out_ << bench_stats_line("  " + op, bench_stats(v));
+    out_ << "calls written to " << o.path << "\n";
+    if (o.restore && !o.restore_error) {
+      out_ << fmt::format("switch back on the {} circuit(s) it had on these ports\n", o.found.size());
+    } else if (!o.restore) {
+      out_ << "switch left on the last mapping (--no-restore)\n";
+    }
+  }
+  if (o.restore_error) {
+    std::string had;
+    for (const auto& c : o.found) had += fmt::format("{}{}-{}", had.empty() ? "" : " ", c.ingress, c.egress);
+    err_ << fmt::format(
+        "ocsctl: error: could not put the switch back on the circuits it had on the bench's ports ({}): {}; "
+        "check with 'ocsctl list' and make them with 'ocsctl apply'\n",
+        had.empty() ? std::string("none") : had, *o.restore_error);
+  }
+  if (o.failure) {
+    if (o.before_timed) {
+      err_ << fmt::format("ocsctl: error: bench stopped before its first timed toggle: {}\n", *o.failure);
+    } else {
+      err_ << fmt::format("ocsctl: error: bench stopped at toggle {} of {} ({} completed): {}\n", o.done + 1, o.requested,
+                          o.done, *o.failure);
+    }
+    return o.restore_error ? int(kExitNotRestored) : o.failure_code;
+  }
+  if (o.restore_error) return kExitNotRestored;
+  if (interrupted) {
+    err_ << fmt::format("ocsctl: bench interrupted after {} of {} toggles\n", o.done, o.requested);
+    return kExitInterrupted;
+  }
+  return kExitOk;
+}
+
 int Cli::cmd_bench() {
   if (!vm_.count("pairs")) throw po::error("bench needs --pairs INGRESS-EGRESS,...");
   auto given = vm_["pairs"].as<std::vector<std::string>>();
@@ -750,8 +823,13 @@ int Cli::cmd_bench() {
   std::string path = vm_["output"].as<std::string>();
   CsvWriter csv(path);
   csv.header({"toggle", "target", "op", "command", "issued_ns", "acked_ns", "latency_ms", "ok"});
-  std::vector<double> spans;
-  std::map<std::string, std::vector<double>> per_op;
+  BenchOutcome o;
+  o.path = path;
+  o.warmup = warmup;
+  o.restore = restore;
+  o.requested = toggles;
+  std::vector<double>& spans = o.spans;
+  auto& per_op = o.per_op;
   auto write_calls = [&](int toggle, const std::vector<CallTiming>& calls) {
     for (const auto& t : calls) {
       csv.row({std::to_string(toggle), toggle % 2 == 0 ? "A" : "B", t.op, t.command,
@@ -764,20 +842,16 @@ int Cli::cmd_bench() {
   InterruptGuard guard;
   // What the switch has on the bench's ports now (both ends on them: a circuit leaving them
   // could not be changed within them): put back at the end unless --no-restore.
-  std::vector<Circuit> found;
   for (const auto& c : d.list()) {
-    if (scope.contains(c.ingress) && scope.contains(c.egress)) found.push_back(c);
+    if (scope.contains(c.ingress) && scope.contains(c.egress)) o.found.push_back(c);
   }
-  int done = 0;
+  int& done = o.done;
   // A failed toggle ends the bench; its error is reported after the statistics of the others.
-  std::optional<std::string> failure;
-  int failure_code = kExitOk;
-  json failure_json;
   auto fail_with = [&](const OcsError& e) {
-    failure = e.what();
-    failure_code = exit_code_of(e);
-    failure_json = error_json(e);
-    failure_json["exit_code"] = failure_code;
+    o.failure = e.what();
+    o.failure_code = exit_code_of(e);
+    o.failure_json = error_json(e);
+    o.failure_json["exit_code"] = o.failure_code;
   };
   try {
     d.apply(b, ApplyMode::kReplace);  // start from B so every timed toggle is a real change
@@ -788,6 +862,7 @@ int Cli::cmd_bench() {
   } catch (const OcsError& e) {
     fail_with(e);
     toggles = 0;  // no timed toggle runs; the circuits found are still put back below
+    o.before_timed = true;
   }
   for (int i = 0; i < toggles && !g_interrupted; ++i) {
     ApplyReport r;
@@ -820,70 +895,16 @@ int Cli::cmd_bench() {
   if (progress) err_ << "\n";
   // The switch back on what it had (also after a failed or interrupted toggle: a switch that
   // failed may still take it). A failure here is its own exit code: 6, not restored.
-  std::optional<std::string> restore_error;
   if (restore) {
     try {
-      d.apply(found, ApplyMode::kReplace);
+      d.apply(o.found, ApplyMode::kReplace);
     } catch (const OcsError& e) {
-      restore_error = e.what();
+      o.restore_error = e.what();
     }
   }
   csv.close();  // the calls reach the file here, or the command fails naming it
-  const int requested = vm_["toggles"].as<int>();
-  bool interrupted = !failure && done < requested;
-  if (format_ == Format::kJson) {
-    json ops;
-    for (const auto& [op, v] : per_op) ops[op] = bench_stats_json(bench_stats(v));
-    json j = {{"switch", d.name()},
-              {"toggles", requested},
-              {"warmup", warmup},
-              {"completed", done},
-              {"interrupted", interrupted},
-              {"reconfiguration", bench_stats_json(bench_stats(spans))},
-              {"calls", ops},
-              {"restored", restore && !restore_error},
-              {"csv", path}};
-    if (failure) j.update(failure_json);
-    if (restore_error) {
-      j["restore_error"] = *restore_error;
-      j["exit_code"] = int(kExitNotRestored);
-    }
-    out_ << j.dump(2) << "\n";
-  } else {
-    out_ << fmt::format("{:<16} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "latency (ms)", "n", "mean",
-                        "stdev", "min", "median", "p90", "p99", "max");
-    out_ << bench_stats_line("reconfiguration", bench_stats(spans));
-    for (const auto& [op, v] : per_op) out_ << bench_stats_line("  " + op, bench_stats(v));
-    out_ << "calls written to " << path << "\n";
-    if (restore && !restore_error) {
-      out_ << fmt::format("switch back on the {} circuit(s) it had on these ports\n", found.size());
-    } else if (!restore) {
-      out_ << "switch left on the last mapping (--no-restore)\n";
-    }
-  }
-  if (restore_error) {
-    std::string had;
-    for (const auto& c : found) had += fmt::format("{}{}-{}", had.empty() ? "" : " ", c.ingress, c.egress);
-    err_ << fmt::format(
-        "ocsctl: error: could not put the switch back on the circuits it had on the bench's ports ({}): {}; "
-        "check with 'ocsctl list' and make them with 'ocsctl apply'\n",
-        had.empty() ? std::string("none") : had, *restore_error);
-  }
-  if (failure) {
-    if (toggles == 0) {
-      err_ << fmt::format("ocsctl: error: bench stopped before its first timed toggle: {}\n", *failure);
-    } else {
-      err_ << fmt::format("ocsctl: error: bench stopped at toggle {} of {} ({} completed): {}\n", done + 1, requested,
-                          done, *failure);
-    }
-    return restore_error ? int(kExitNotRestored) : failure_code;
-  }
-  if (restore_error) return kExitNotRestored;
-  if (interrupted) {
-    err_ << fmt::format("ocsctl: bench interrupted after {} of {} toggles\n", done, requested);
-    return kExitInterrupted;
-  }
-  return kExitOk;
+  o.switch_name = d.name();
+  return report_bench(o);
 }
 
 int Cli::cmd_emulate(const std::vector<std::string>& args) {
