@@ -122,6 +122,11 @@ case("bad value", ["ocslab", "run", spec, "--check", "--dwell", "abc"], INPUT, [
 case("bad value", ["ocslab", "plot", tmp, "--format", "gif"], INPUT, ["--format is png or svg, got 'gif'"])
 case("bad file", ["ocslab", "run", os.path.join(tmp, "nosuch.yaml")], INPUT, ["nosuch.yaml"])
 case("failed run", ["ocslab", "vlab", "down", "nosuch", "--cache", tmp], FAILED, ["no virtual lab named 'nosuch'"])
+controller = os.path.join(tmp, "controller.yaml")
+with open(controller, "w") as f:
+    f.write(f'job: exit\npp: 1\nrails: [{{name: r, switch: "tl1://admin@127.0.0.1:{dead}", slots: [1-65]}}]\n')
+case("unreachable peer", ["ocslab", "controller", controller, "--duration", "1"], UNREACHABLE,
+     [f"127.0.0.1:{dead}", "refused"], {"OCSLAB_OCS_PASSWORD": "x"})
 
 # --- ocslab-agent ---------------------------------------------------------------------------
 case("missing option", ["ocslab-agent", "capture"], USAGE, ["--probes is required", "Try 'ocslab-agent capture --help'"])

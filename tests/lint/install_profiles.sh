@@ -56,13 +56,16 @@ as_user() {
 }
 cp "$t/build" "$t/installed"
 chmod 644 "$t/installed"
-out=$(as_user "$deps" build 2>&1)
+# The user runs a copy: a checkout in /root (mode 0700) is not theirs to reach.
+cp "$deps" "$t/install-deps" && chmod 755 "$t/install-deps" || exit 2
+udeps=$t/install-deps
+out=$(as_user "$udeps" build 2>&1)
 rc=$?
 if [ $rc -ne 0 ] || [ -n "$out" ]; then
   echo "FAIL: build profile present: exit $rc, output '$out', want 0 and nothing"; fail=1
 fi
 grep -vx -e cmake -e catch2 "$t/build" > "$t/installed"
-out=$(as_user "$deps" build 2>&1)
+out=$(as_user "$udeps" build 2>&1)
 rc=$?
 [ $rc -eq 1 ] || { echo "FAIL: two build packages missing, not root: exit $rc, want 1"; fail=1; }
 case $out in *"build: 2 package(s) missing: cmake catch2"*"sudo scripts/install-deps build"*) ;;

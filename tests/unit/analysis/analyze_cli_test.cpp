@@ -83,7 +83,7 @@ TEST_CASE("ocslab analyze: help, bad options (exit 1) and bad input (exit 2)") {
   CHECK(bad.rc == 1);
   CHECK_THAT(bad.err, Contains("unknown option '--frobnicate'"));
   Result dbm = run_cli({"analyze", "x", "--dark-dbm", "loud"});
-  CHECK(dbm.rc == 1);
+  CHECK(dbm.rc == 2);  // a bad value is bad input (docs/exit-codes.md)
   CHECK_THAT(dbm.err, Contains("--dark-dbm needs a number of dBm, got 'loud'"));
   CHECK(run_cli({"analyze", "x", "-o"}).rc == 1);
 

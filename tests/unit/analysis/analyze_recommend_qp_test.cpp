@@ -77,7 +77,7 @@ TEST_CASE("ocslab analyze --recommend-qp prints the settings for the folder's p9
 TEST_CASE("ocslab analyze --recommend-qp refuses a bad margin, --json and a folder without outages", "[qp][cli]") {
   Dir d;
   Result r = run_cli({"analyze", d.path, "--recommend-qp", "--qp-margin", "0.9"});
-  CHECK(r.rc == 1);
+  CHECK(r.rc == 2);  // a bad value is bad input (docs/exit-codes.md)
   CHECK_THAT(r.err, Contains("--qp-margin needs a factor of at least 1, got '0.9'"));
   r = run_cli({"analyze", d.path, "--recommend-qp", "--json"});
   CHECK(r.rc == 1);
