@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "string_reuse.h"
+
 namespace ocslab::ocs {
 
 namespace {
@@ -18,12 +20,6 @@ bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; 
 
 [[noreturn]] void fail(const std::string& what, std::string_view text) {
   throw ProtocolError(what + ": " + scpi_quote(text));
-}
-
-std::string upper(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return out;
 }
 
 // Replies are printable text; a control byte means a corrupt stream or a binary block we

@@ -1,4 +1,5 @@
-// Private to libocs: copying into strings that are reused from request to request.
+// Private to libocs: copying into strings that are reused from request to request, and the
+// ASCII upper-casing the protocol codecs share (protocol keywords are ASCII; no locale).
 #pragma once
 
 #include <string>
@@ -14,6 +15,21 @@ namespace ocslab::ocs {
 inline void assign_reusing(std::string& out, std::string_view s) {
   out.clear();
   out.append(s.data(), s.size());
+}
+
+// out = s in ASCII upper case, reusing out's capacity.
+inline void upper_into(std::string_view s, std::string& out) {
+  if (std::string_view(out) == s) return;  // out is upper case, so s is too (COMPLD, reply after reply)
+  assign_reusing(out, s);
+  for (char& c : out) {
+    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+  }
+}
+
+inline std::string upper(std::string_view s) {
+  std::string out;
+  upper_into(s, out);
+  return out;
 }
 
 }  // namespace ocslab::ocs

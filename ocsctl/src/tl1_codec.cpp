@@ -89,20 +89,6 @@ bool split_words(std::string_view s, LineWords& out) {
   return true;
 }
 
-void upper_into(std::string_view s, std::string& out) {
-  if (std::string_view(out) == s) return;  // out is upper case, so s is too (COMPLD, reply after reply)
-  assign_reusing(out, s);
-  for (char& c : out) {
-    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
-  }
-}
-
-std::string upper(std::string_view s) {
-  std::string out;
-  upper_into(s, out);
-  return out;
-}
-
 bool has_control(std::string_view s) { return std::any_of(s.begin(), s.end(), is_control); }
 
 bool two_digits(const char* p) { return is_digit(p[0]) && is_digit(p[1]); }
