@@ -25,6 +25,13 @@ struct BadValue : Error {
   using Error::Error;
 };
 
+// A failure whose exit code the command chose itself (`ocslab controller` reports its switches
+// as ocsctl does): run_ocslab prints the message and exits with `code`.
+struct CommandFailure : Error {
+  CommandFailure(const std::string& what, int code) : Error(what), code(code) {}
+  int code;
+};
+
 // "unknown <what> '<word>'. Did you mean '<nearest>'? (<help_command> --help)": the usage error of
 // every word a command does not know, with the nearest of `candidates` (ocslab/common/suggest.h).
 UsageError unknown_word(const std::string& what, const std::string& word, const std::vector<std::string>& candidates,

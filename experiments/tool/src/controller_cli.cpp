@@ -16,6 +16,7 @@
 #include "ocslab/cli/ocslab_cli.h"
 #include "ocslab/common/interrupt.h"
 #include "ocslab/ocsctl/driver.h"
+#include "ocslab/ocsctl/errors.h"
 #include "ocslab/phase/controller.h"
 #include "ocslab/phase/controller_config.h"
 #include "ocslab/phase/port_watch.h"
@@ -56,7 +57,9 @@ and every shim is told (docs/phase-control.md, "Failed ports").
 Switch passwords come from $OCSLAB_OCS_PASSWORD (bound to $OCSLAB_OCS_PASSWORD_HOST; alone,
 loopback switches only) or the credentials file (docs/ocsctl.md).
 Exit codes (the table in ocslab --help): 0 done, 1 bad command line, 2 bad CONFIG
-(file:line:col), 5 a switch or the listener failed (the controller fell back), 130 interrupted.
+(file:line:col) or a port outside a rail's allow-list, 3 a switch refused the initial wiring,
+4 a switch not reached (or lost, or no reply), 5 a switch or the listener failed while serving
+(the controller fell back), 130 interrupted.
 Format and protocol: docs/phase-control.md
 )";
 
@@ -87,6 +90,9 @@ void print_plan(const phase::ControllerConfig& cfg, const phase::SubMappingTable
                                        cfg.phase_table)
                          : std::string());
 }
+
+int serve(const phase::ControllerConfig& cfg, const std::string& events_path, double duration, std::ostream& out,
+          std::ostream& err);
 
 }  // namespace
 
@@ -125,6 +131,19 @@ int run_controller(const std::vector<std::string>& args, std::ostream& out, std:
     print_plan(cfg, table, out);
     return kExitOk;
   }
+  try {
+    return serve(cfg, events_path, duration, out, err);
+  } catch (const ocs::OcsError& e) {
+    // Its switches, as ocsctl reports them (docs/exit-codes.md).
+    throw CommandFailure(e.what(), ocs::exit_code_of(e));
+  }
+}
+
+namespace {
+
+// Wires the job on every rail, serves its shims until interrupted or `duration`, writes the events.
+int serve(const phase::ControllerConfig& cfg, const std::string& events_path, double duration, std::ostream& out,
+          std::ostream& err) {
   phase::ControllerOptions co;
   co.token = phase::controller_token(cfg);  // before any switch is touched
   co.layout = cfg.layout;
@@ -180,5 +199,7 @@ int run_controller(const std::vector<std::string>& args, std::ostream& out, std:
   if (interrupt.raised()) return kExitInterrupted;
   return ctl.in_fallback() ? kExitFailed : kExitOk;
 }
+
+}  // namespace
 
 }  // namespace ocslab::cli

@@ -25,7 +25,6 @@
 #include "ocslab/common/log.h"
 #include "ocslab/common/suggest.h"
 #include "ocslab/common/version.h"
-#include "ocslab/ocsctl/errors.h"
 #include "ocslab/vlab/guest_config.h"
 #include "ocslab/vlab/lab_control.h"
 #include "ocslab/vlab/lab_spec.h"
@@ -663,16 +662,8 @@ int run_ocslab(const std::vector<std::string>& args_in, std::ostream& out, std::
     return report_failure(e.what(), kExitInput, json_requested(args), out, err);
   } catch (const ConfigError& e) {
     return report_failure(e.what(), kExitInput, json_requested(args), out, err, true);
-  } catch (const ocs::OcsError& e) {
-    // `ocslab controller`'s switches, as ocsctl reports them (docs/exit-codes.md): refused 3, a
-    // bad port 2, a reconfiguration failed part-way 5, not reached / lost / garbage 4. A run
-    // (`ocslab run`, `recover`) that stops on a peer has started: 5, with what it did printed.
-    const int code = args.empty() || args[0] != "controller"    ? kExitFailed
-                     : dynamic_cast<const ocs::DenyError*>(&e)  ? kExitRefused
-                     : dynamic_cast<const ocs::PortError*>(&e)  ? kExitInput
-                     : dynamic_cast<const ocs::ApplyError*>(&e) ? kExitFailed
-                                                                 : kExitUnreachable;
-    return report_failure(e.what(), code, json_requested(args), out, err);
+  } catch (const CommandFailure& e) {
+    return report_failure(e.what(), e.code, json_requested(args), out, err);
   } catch (const std::exception& e) {
     return report_failure(e.what(), kExitFailed, json_requested(args), out, err);
   }

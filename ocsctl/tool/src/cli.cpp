@@ -309,10 +309,7 @@ std::vector<Circuit> parse_pairs(const std::string& text) {
 
 // The exit code of a failure, as docs/ocsctl.md's table maps them.
 int exit_code_of(const Error& e) {
-  if (dynamic_cast<const ApplyError*>(&e)) return kExitFailed;
-  if (dynamic_cast<const DenyError*>(&e)) return kExitRefused;
-  if (dynamic_cast<const PortError*>(&e)) return kExitInput;
-  if (dynamic_cast<const OcsError*>(&e)) return kExitUnreachable;
+  if (const auto* o = dynamic_cast<const OcsError*>(&e)) return ocs::exit_code_of(*o);
   return kExitInput;
 }
 

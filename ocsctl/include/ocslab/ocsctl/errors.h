@@ -72,4 +72,9 @@ class ApplyError : public OcsError {
   bool state_known_;
 };
 
+// The exit code of a failure of OCS control, as docs/exit-codes.md maps them for every program
+// that talks to a switch: refused 3, a bad or disallowed port 2, a reconfiguration failed
+// part-way 5, not reached / lost / no reply / garbage 4.
+int exit_code_of(const OcsError& e);
+
 }  // namespace ocslab::ocs
