@@ -73,6 +73,9 @@ struct CommandSpec {
   const char* summary;
   const char* details;
   std::vector<std::string> options;  // command-specific options it accepts
+  bool needs_switch = true;           // false: the command is a switch itself (emulate), no -s URL
+  // Options this command reads differently from the shared table's text: (option, its text here).
+  std::vector<std::pair<std::string, std::string>> own_texts = {};
 };
 
 const std::vector<CommandSpec>& commands() {
@@ -125,7 +128,9 @@ const std::vector<CommandSpec>& commands() {
        "--dry-run validates the lab file and prints the wiring. Runs until Ctrl-C.\n"
        "Lab file reference: docs/emulator.md",
        {"preset", "size", "listen", "tl1-ssh", "netconf", "scpi", "events", "switching-ms", "ground-truth", "seed",
-        "ready-file", "dry-run"}},
+        "ready-file", "dry-run"},
+       false,
+       {{"dry-run", "validate the lab file and print the wiring; start nothing"}}},
   };
   return specs;
 }
@@ -213,8 +218,11 @@ po::options_description command_options() {
 // An option's text in one command's help: what it does there. The shared table's text names
 // the commands it applies to ("connect/apply: ..."); in a command's own help that prefix goes,
 // and an option two commands read differently has its own text here.
-std::string option_text_for(std::string_view cmd, const std::string& option, const std::string& shared) {
-  if (cmd == "emulate" && option == "dry-run") return "validate the lab file and print the wiring; start nothing";
+std::string option_text_for(const CommandSpec& spec, const std::string& option, const std::string& shared) {
+  for (const auto& [name, text] : spec.own_texts) {
+    if (name == option) return text;
+  }
+  const std::string_view cmd = spec.name;
   const size_t colon = shared.find(": ");
   if (colon == std::string::npos) return shared;
   std::string_view names(shared.data(), colon);
@@ -244,9 +252,7 @@ void print_help(std::ostream& out, const CommandSpec* cmd) {
         << "\nDocumentation: docs/ocsctl.md\n";
     return;
   }
-  // The emulator is the switch: it takes no -s URL.
-  const bool is_switch = std::string_view(cmd->name) == "emulate";
-  out << "Usage: ocsctl " << (is_switch ? "[options] " : "-s URL [options] ") << cmd->usage << "\n\n"
+  out << "Usage: ocsctl " << (cmd->needs_switch ? "-s URL [options] " : "[options] ") << cmd->usage << "\n\n"
       << cmd->summary << ".\n"
       << cmd->details << "\n";
   if (!cmd->options.empty()) {
@@ -254,7 +260,7 @@ void print_help(std::ostream& out, const CommandSpec* cmd) {
     auto all = command_options();
     for (const auto& name : cmd->options) {
       const auto& opt = all.find(name, false);
-      out << fmt::format("  {:<22} {}\n", opt.format_name(), option_text_for(cmd->name, name, opt.description()));
+      out << fmt::format("  {:<22} {}\n", opt.format_name(), option_text_for(*cmd, name, opt.description()));
     }
   }
   out << "\nGlobal options: see 'ocsctl --help'.\n\n" << exit_code_help();
