@@ -331,9 +331,8 @@ json error_json(const Error& e) {
   return j;
 }
 
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
+// The q-quantile of a sorted, non-empty series, interpolated between neighbours.
+double percentile_of_sorted(const std::vector<double>& v, double q) {
   double pos = q * static_cast<double>(v.size() - 1);
   size_t lo = static_cast<size_t>(std::floor(pos));
   size_t hi = std::min(lo + 1, v.size() - 1);
@@ -358,11 +357,13 @@ BenchStats bench_stats(const std::vector<double>& v) {
   double sq = 0;
   for (double x : v) sq += (x - s.mean) * (x - s.mean);
   s.stdev = v.size() > 1 ? std::sqrt(sq / static_cast<double>(v.size() - 1)) : 0;  // the sample's
-  s.min = percentile(v, 0);
-  s.median = percentile(v, 0.5);
-  s.max = percentile(v, 1);
-  if (v.size() >= 10) s.p90 = percentile(v, 0.9);
-  if (v.size() >= 100) s.p99 = percentile(v, 0.99);
+  std::vector<double> sorted = v;
+  std::sort(sorted.begin(), sorted.end());
+  s.min = sorted.front();
+  s.median = percentile_of_sorted(sorted, 0.5);
+  s.max = sorted.back();
+  if (v.size() >= 10) s.p90 = percentile_of_sorted(sorted, 0.9);
+  if (v.size() >= 100) s.p99 = percentile_of_sorted(sorted, 0.99);
   return s;
 }
 
