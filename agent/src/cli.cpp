@@ -241,19 +241,21 @@ std::string host_name(const po::variables_map& vm) {
   return buf;
 }
 
-// Every interface named exists on this host; else the first that does not (empty: all do).
-std::string missing_interface(const std::vector<std::string>& ifs) {
-  for (const auto& i : ifs)
-    if (::if_nametoindex(i.c_str()) == 0) return i;
-  return "";
+// An interface this host does not have is the input's mistake (exit 2, as `module IF`), not a
+// probe that cannot run here (exit 3): true, with the first missing one named on `err`.
+bool refuse_missing_interface(const char* cmd, const std::vector<std::string>& ifs, std::ostream& err) {
+  for (const auto& i : ifs) {
+    if (::if_nametoindex(i.c_str()) == 0) {
+      err << "ocslab-agent " << cmd << ": --if " << i << ": no such interface on this host\n";
+      return true;
+    }
+  }
+  return false;
 }
 
 int cmd_probes(const po::variables_map& vm, std::ostream& out, std::ostream& err) {
   auto ifs = vm.count("if") ? split_commas(vm["if"].as<std::vector<std::string>>()) : std::vector<std::string>{};
-  if (std::string bad = missing_interface(ifs); !bad.empty()) {
-    err << "ocslab-agent probes: --if " << bad << ": no such interface on this host\n";
-    return kExitInput;
-  }
+  if (refuse_missing_interface("probes", ifs, err)) return kExitInput;
   const std::string host = host_name(vm);
   const ProbeRegistry& registry = builtin_registry();
   for (const auto& n : registry.names()) {
@@ -291,12 +293,7 @@ int cmd_capture(const po::variables_map& vm, std::ostream& out, std::ostream& er
     return kExitInput;  // a bad value, as `ocslab plot --format gif`
   }
   const std::string host = host_name(vm);
-  // An interface this host does not have is the input's mistake (exit 2, as `module IF`), not
-  // a probe that cannot run here (exit 3).
-  if (std::string bad = missing_interface(ifs); !bad.empty()) {
-    err << "ocslab-agent capture: --if " << bad << ": no such interface on this host\n";
-    return kExitInput;
-  }
+  if (refuse_missing_interface("capture", ifs, err)) return kExitInput;
   const ProbeRegistry& registry = builtin_registry();
   for (const auto& n : names) {
     if (!registry.contains(n)) {
