@@ -89,31 +89,60 @@ case("bad value", ["ocsctl", "-s", "http://sw1", "info"], INPUT, ["unknown schem
 case("unreachable peer", ["ocsctl", "-s", f"tl1://admin@127.0.0.1:{dead}", "info"], UNREACHABLE,
      [f"127.0.0.1:{dead}", "refused"], {"OCSLAB_OCS_PASSWORD": "x"})
 
-# A running switch: a refusal (the egress is taken) and a port outside it.
-ready = os.path.join(tmp, "ready.json")
-emu = subprocess.Popen([os.path.join(BIN, "ocsctl"), "emulate", "--size", "16x16", "--switching-ms", "1",
-                        "--listen", "127.0.0.1:0", "--ready-file", ready],
-                       stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "emulate.log"), "w"),
-                       env={k: v for k, v in os.environ.items() if not k.startswith("OCSLAB_")})
-try:
+def start_emulator(name, switching_ms):
+    """An `ocsctl emulate` (16x16, TL1 on a free loopback port) with this switching time: its
+    process and its URL. The login is the emulator's default (admin / root, docs/emulator.md)."""
+    ready = os.path.join(tmp, name + ".json")
+    log = os.path.join(tmp, name + ".log")
+    proc = subprocess.Popen([os.path.join(BIN, "ocsctl"), "emulate", "--size", "16x16", "--switching-ms",
+                             str(switching_ms), "--listen", "127.0.0.1:0", "--ready-file", ready],
+                            stdout=subprocess.DEVNULL, stderr=open(log, "w"),
+                            env={k: v for k, v in os.environ.items() if not k.startswith("OCSLAB_")})
     deadline = time.monotonic() + 60  # a hang guard: the emulator writes the file once listening
-    while not os.path.exists(ready) and time.monotonic() < deadline and emu.poll() is None:
+    while not os.path.exists(ready) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)  # load-safe: a poll for the ready file; the 60 s deadline is only the hang guard
-    assert os.path.exists(ready), "the emulator did not start: " + open(os.path.join(tmp, "emulate.log")).read()
-    port = re.search(r'"tl1"\s*:\s*(\d+)', open(ready).read()) or re.search(r"(\d{4,5})", open(ready).read())
-    url = f"tl1://admin@127.0.0.1:{port.group(1)}"
-    env = {"OCSLAB_OCS_PASSWORD": "root"}  # the emulator's default login (docs/emulator.md)
-    rc, out, err = run(["ocsctl", "-s", url, "connect", "1-17"], env)
-    assert rc == 0, f"connect 1-17 on the emulator: exit {rc}: {err}"
-    case("refused by switch", ["ocsctl", "-s", url, "connect", "2-17"], REFUSED, ["17"], env)
-    case("bad port", ["ocsctl", "-s", url, "connect", "40-41"], INPUT, ["40"], env)
-    case("outside allow-list", ["ocsctl", "-s", url, "--allow", "1..4", "connect", "3-20"], INPUT, ["20"], env)
-finally:
-    emu.send_signal(signal.SIGINT)
+    assert os.path.exists(ready), f"the emulator did not start: {open(log).read()}"
+    port = re.search(r'"tl1"\s*:\s*(\d+)', open(ready).read())
+    return proc, f"tl1://admin@127.0.0.1:{port.group(1)}"
+
+
+def stop(proc):
+    proc.send_signal(signal.SIGINT)
     try:
-        emu.wait(timeout=30)
+        proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
-        emu.kill()
+        proc.kill()
+
+
+LOGIN = {"OCSLAB_OCS_PASSWORD": "root"}  # the emulator's default login (docs/emulator.md)
+
+# A running switch: a refusal (the egress is taken) and a port outside it.
+emu, url = start_emulator("fast", 1)
+try:
+    rc, out, err = run(["ocsctl", "-s", url, "connect", "1-17"], LOGIN)
+    assert rc == 0, f"connect 1-17 on the emulator: exit {rc}: {err}"
+    case("refused by switch", ["ocsctl", "-s", url, "connect", "2-17"], REFUSED, ["17"], LOGIN)
+    case("refused by switch", ["ocsctl", "-s", url, "list"], REFUSED, ["Invalid user name or password"],
+         {"OCSLAB_OCS_PASSWORD": "wrong"})
+    case("bad port", ["ocsctl", "-s", url, "connect", "40-41"], INPUT, ["40"], LOGIN)
+    case("outside allow-list", ["ocsctl", "-s", url, "--allow", "1..4", "connect", "3-20"], INPUT, ["20"], LOGIN)
+finally:
+    stop(emu)
+
+# A failed run: a switch slower than the reply deadline. `apply` removes 1-17 (a disconnect is
+# acknowledged at once), then its connect 2-17 gets no reply within 1 s (switching takes 4 s): a
+# reconfiguration failed part-way, 5, with what was made and removed named.
+emu, url = start_emulator("slow", 4000)
+try:
+    rc, out, err = run(["ocsctl", "-s", url, "connect", "1-17"], LOGIN)
+    assert rc == 0, f"connect 1-17 on the slow emulator: exit {rc}: {err}"
+    mapping = os.path.join(tmp, "move.yaml")
+    with open(mapping, "w") as f:
+        f.write("circuits: [2-17]\n")
+    case("failed run", ["ocsctl", "-s", url, "--timeout-ms", "1000", "apply", mapping], FAILED,
+         ["reconfiguration failed at (ENT-PATCH", "removed 1 of 1: 1-17"], LOGIN)
+finally:
+    stop(emu)
 
 # --- ocslab ---------------------------------------------------------------------------------
 case("missing argument", ["ocslab", "run"], USAGE, ["usage: ocslab run SPEC.yaml"])
@@ -122,6 +151,30 @@ case("bad value", ["ocslab", "run", spec, "--check", "--dwell", "abc"], INPUT, [
 case("bad value", ["ocslab", "plot", tmp, "--format", "gif"], INPUT, ["--format is png or svg, got 'gif'"])
 case("bad file", ["ocslab", "run", os.path.join(tmp, "nosuch.yaml")], INPUT, ["nosuch.yaml"])
 case("failed run", ["ocslab", "vlab", "down", "nosuch", "--cache", tmp], FAILED, ["no virtual lab named 'nosuch'"])
+
+
+def real_lab_spec(name, switch_url):
+    """A spec for three real hosts whose SSH port is closed, on `switch_url`: the runner reaches the
+    switch before any host, so the switch's failures come first."""
+    path = os.path.join(tmp, name + ".yaml")
+    hosts = "".join(f"    - {{name: h{i}, ssh: 'root@127.0.0.1:{dead}', nics: [{{name: lo, tx_port: {i}, rx_port: {16 + i}}}]}}\n"
+                    for i in (1, 2, 3))
+    with open(path, "w") as f:
+        f.write(f"name: {name}\nlab:\n  inventory:\n{hosts}switch: {{url: '{switch_url}'}}\n"
+                "mappings:\n  a: [h1:lo <-> h2:lo]\n  b: [h1:lo <-> h3:lo]\n"
+                f"schedule: {{reconfigurations: 2, dwell_s: 1}}\nprobes: {{carrier: {{interval_ms: 10}}}}\n"
+                f"output: {os.path.join(tmp, 'results')}\n")
+    return path
+
+
+case("unreachable peer", ["ocslab", "run", real_lab_spec("dead-switch", f"tl1://admin@127.0.0.1:{dead}")],
+     UNREACHABLE, [f"127.0.0.1:{dead}", "Connection refused"], {"OCSLAB_OCS_PASSWORD": "x"})
+emu, url = start_emulator("run", 1)
+try:
+    case("refused by switch", ["ocslab", "run", real_lab_spec("wrong-login", url)], REFUSED,
+         ["Invalid user name or password"], {"OCSLAB_OCS_PASSWORD": "wrong"})
+finally:
+    stop(emu)
 controller = os.path.join(tmp, "controller.yaml")
 with open(controller, "w") as f:
     f.write(f'job: exit\npp: 1\nrails: [{{name: r, switch: "tl1://admin@127.0.0.1:{dead}", slots: [1-65]}}]\n')
@@ -143,6 +196,23 @@ case("unknown interface", ["ocslab-agent", "module", "nosuchif0"], INPUT, ["nosu
 case("refused (host)", ["ocslab-agent", "capture", "--probes", "rx_power", "--if", "lo", "--duration", "0.1"],
      REFUSED, ["none of the requested probes can run on this host"])
 
+# A failed run: a daemon cannot serve a socket another daemon holds (its lock is taken).
+rundir, spool = os.path.join(tmp, "agent-run"), os.path.join(tmp, "agent-spool")
+for d in (rundir, spool):
+    os.mkdir(d, 0o700)
+sock = os.path.join(rundir, "agent.sock")
+daemon = subprocess.Popen([os.path.join(BIN, "ocslab-agent"), "serve", "--socket", sock, "--spool-dir", spool],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+try:
+    deadline = time.monotonic() + 60  # a hang guard: the daemon makes the socket once serving
+    while not os.path.exists(sock) and time.monotonic() < deadline and daemon.poll() is None:
+        time.sleep(0.05)  # load-safe: a poll for the socket; the 60 s deadline is only the hang guard
+    assert os.path.exists(sock), f"the agent daemon did not start (exit {daemon.poll()})"
+    case("failed run", ["ocslab-agent", "serve", "--socket", sock, "--spool-dir", spool], FAILED,
+         ["another ocslab-agent daemon serves", sock])
+finally:
+    stop(daemon)
+
 # --- the collbench programs -----------------------------------------------------------------
 for prog in ("ocslab-collbench-verbs", "ocslab-collbench-nccl"):
     if not os.path.exists(os.path.join(BIN, prog)):
@@ -159,6 +229,14 @@ for prog in ("ocslab-collbench-verbs", "ocslab-collbench-nccl"):
         case("bad value", [prog, "--rank", "0", "--if", "lo", "-n", "0"], INPUT, ["-n/--iters 0"])
         case("unreachable peer", [prog, "--rank", "1", "--nranks", "2", "--rendezvous", f"127.0.0.1:{dead}", "--if",
                                   "lo", "-b", "8", "-e", "8", "--timeout-s", "0.5"], UNREACHABLE,
+             [f"could not reach rank 0 at 127.0.0.1:{dead}"])
+    elif not any(n.startswith("nvidia") and n[6:].isdigit() for n in os.listdir("/dev")):
+        # Built against CUDA, on a machine without a GPU (the driver's device nodes say so).
+        case("refused (host)", [prog, "--rank", "1", "--nranks", "2", "--rendezvous", f"127.0.0.1:{dead}", "-b", "8",
+                                "-e", "8"], REFUSED, ["no CUDA device visible"])
+    else:
+        case("unreachable peer", [prog, "--rank", "1", "--nranks", "2", "--rendezvous", f"127.0.0.1:{dead}", "-b", "8",
+                                  "-e", "8", "--timeout-s", "0.5"], UNREACHABLE,
              [f"could not reach rank 0 at 127.0.0.1:{dead}"])
 
 # --- every program: the table in --help, -V ------------------------------------------------

@@ -21,6 +21,7 @@
 #include "ocslab/common/interrupt.h"
 #include "ocslab/common/shell.h"
 #include "ocslab/common/version.h"
+#include "ocslab/ocsctl/errors.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/fault_injection.h"
 #include "ocslab/runner/phase_workload.h"
@@ -97,7 +98,7 @@ mode the ranks' rows, shim samples, controller events and timeline.csv; prints t
 table (docs/experiments.md, "Phase-workload experiments").
 
 Exit codes (the table in ocslab --help): 0 the run was clean; 2 a bad spec (nothing touched);
-5 the run had problems (a
+3 the switch refused the login; 4 the switch cannot be reached; 5 the run had problems (a
 failed reconfiguration, a lost host, failed switch polls, a rank that failed: each is printed as
 "problem:" and kept in meta.json, and the results folder is still written; a reconfiguration
 that did not complete on every port: printed as "fault:", the last line naming the host, NIC
@@ -577,7 +578,14 @@ int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   o.log = &err;
   ReportOptions ro{std::chrono::steady_clock::now(), plot, as_json};
   runner::RunResult r;
-  if (!run_with_signals(spec, o, r, err)) return kExitInterrupted;
+  try {
+    if (!run_with_signals(spec, o, r, err)) return kExitInterrupted;
+  } catch (const ocs::OcsError& e) {
+    // The switch stopped the run before its schedule began (not reached: 4, the login refused:
+    // 3), with the code ocsctl gives it; once the schedule runs, a switch failure is a problem
+    // of the run (5, with its results).
+    throw CommandFailure(e.what(), ocs::exit_code_of(e));
+  }
   if (!json_stream) return type.report(r, ro, out, err);
   // stdout carries only events: the summary the report prints goes to stderr.
   const int rc = type.report(r, ro, err, err);

@@ -45,8 +45,8 @@ comes from --controller-token-file FILE (mode 0600) or $OCSLAB_CONTROLLER_TOKEN,
 see docs/workloads.md.
 
 Exit codes (table below): 0 all results exact; 1 bad command line or a missing option; 2 bad
-input or a CUDA/NCCL failure (the message says which); 4 a rendezvous peer cannot be reached or
-dropped the connection; 7 some result wrong.
+input or a CUDA/NCCL failure (the message says which); 3 no CUDA device on this host; 4 a
+rendezvous peer cannot be reached or dropped the connection; 7 some result wrong.
 
 )";
 
@@ -67,7 +67,7 @@ int run_nccl(const po::variables_map& vm, const Job& job) {
   int count = 0;
   cudaError_t ce = cudaGetDeviceCount(&count);
   if (ce != cudaSuccess || count == 0) {
-    throw Error(fmt::format("rank {} on {}: no CUDA device visible ({})", o.rank, o.host,
+    throw CannotRunHere(fmt::format("rank {} on {}: no CUDA device visible ({})", o.rank, o.host,
                             ce != cudaSuccess ? cudaGetErrorString(ce) : "0 devices"));
   }
   int gpu = vm.count("gpu") ? vm["gpu"].as<int>() : launcher_local_rank();

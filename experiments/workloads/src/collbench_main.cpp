@@ -113,6 +113,9 @@ int collbench_main(int argc, char** argv, const CollbenchProgram& program) {
   } catch (const MissingOption& e) {
     std::cerr << program.name << ": " << e.what() << "\nTry '" << program.name << " --help'.\n";
     return kExitUsage;
+  } catch (const CannotRunHere& e) {
+    std::cerr << program.name << ": " << e.what() << "\n";
+    return kExitRefused;
   } catch (const RendezvousPeerError& e) {
     std::cerr << program.name << ": " << e.what() << "\n";
     return kExitUnreachable;

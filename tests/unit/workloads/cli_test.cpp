@@ -207,7 +207,7 @@ TEST_CASE("ocslab-collbench-nccl: help, bad input, and no GPU on this machine", 
     r = run("-s " + sched("dp-pp-4.yaml") + " --rank 1 --nranks 4 --rendezvous 127.0.0.1:1 --host gpu7 --timeout-s 600",
             nccl);
     INFO(r.out);
-    CHECK(r.rc == 2);
+    CHECK(r.rc == 3);  // nothing asked for can run on this host (docs/exit-codes.md)
     CHECK_THAT(r.out, Contains("rank 1 on gpu7: no CUDA device visible"));
   } else {
     // A GPU: the device check passes and the rank goes on to the rendezvous, where nobody
@@ -215,7 +215,7 @@ TEST_CASE("ocslab-collbench-nccl: help, bad input, and no GPU on this machine", 
     r = run("-s " + sched("dp-pp-4.yaml") + " --rank 1 --nranks 4 --rendezvous 127.0.0.1:1 --host gpu7 --timeout-s 2",
             nccl);
     INFO(r.out);
-    CHECK(r.rc == 2);
+    CHECK(r.rc == 4);  // a peer that cannot be reached (docs/exit-codes.md)
     CHECK_THAT(r.out, !Contains("no CUDA device visible"));
     CHECK_THAT(r.out, Contains("rendezvous: rank 1 could not reach rank 0 at 127.0.0.1:1 within 2000 ms"));
   }

@@ -37,6 +37,13 @@ class MissingOption : public Error {
   using Error::Error;
 };
 
+// This host cannot run what was asked at all (no CUDA device for the NCCL backend): refused
+// before anything started, exit 3 as docs/exit-codes.md says.
+class CannotRunHere : public Error {
+ public:
+  using Error::Error;
+};
+
 struct CollbenchProgram {
   std::string name;  // "ocslab-collbench-verbs": begins every error message
   std::string usage;
