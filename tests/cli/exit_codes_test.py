@@ -86,6 +86,9 @@ case("bad value", ["ocsctl", "-s", f"tl1://admin@127.0.0.1:{dead}", "watch-power
      INPUT, ["--interval-ms must be at least 1", "Try 'ocsctl watch-power --help'"])
 case("bad value", ["ocsctl", "--timeout-ms", "abc", "info"], INPUT, ["'abc'", "--timeout-ms"])
 case("bad value", ["ocsctl", "-s", "http://sw1", "info"], INPUT, ["unknown scheme 'http'"])
+case("bad value", ["ocsctl", "emulate", "--switching-ms", "{bogus: 1}", "--dry-run"], INPUT,
+     ["--switching-ms:1:2: unknown distribution 'bogus'"])
+case("bad value", ["ocsctl", "emulate", "--size", "40x", "--dry-run"], INPUT, ["--size: size must be NxM"])
 case("unreachable peer", ["ocsctl", "-s", f"tl1://admin@127.0.0.1:{dead}", "info"], UNREACHABLE,
      [f"127.0.0.1:{dead}", "refused"], {"OCSLAB_OCS_PASSWORD": "x"})
 
@@ -121,7 +124,8 @@ emu, url = start_emulator("fast", 1)
 try:
     rc, out, err = run(["ocsctl", "-s", url, "connect", "1-17"], LOGIN)
     assert rc == 0, f"connect 1-17 on the emulator: exit {rc}: {err}"
-    case("refused by switch", ["ocsctl", "-s", url, "connect", "2-17"], REFUSED, ["17"], LOGIN)
+    case("refused by switch", ["ocsctl", "-s", url, "connect", "2-17"], REFUSED,
+         ["17", "already made: 1-17 (connect --replace removes it first)"], LOGIN)
     case("refused by switch", ["ocsctl", "-s", url, "list"], REFUSED, ["Invalid user name or password"],
          {"OCSLAB_OCS_PASSWORD": "wrong"})
     case("bad port", ["ocsctl", "-s", url, "connect", "40-41"], INPUT, ["40"], LOGIN)

@@ -7,6 +7,9 @@
 #include <atomic>
 #include <boost/program_options.hpp>
 #include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <iostream>
 #include <map>
@@ -200,7 +203,7 @@ po::options_description command_options() {
       ("toggles", po::value<int>()->default_value(10), "bench: number of reconfigurations")
       ("warmup", po::value<int>()->default_value(1), "bench: untimed toggles before the timed ones")
       ("no-restore", "bench: leave the switch on the last mapping, not the circuits it found")
-      ("output,o", po::value<std::string>()->default_value("ocsctl-bench.csv"), "bench: CSV file with every call")
+      ("output,o", po::value<std::string>(), "bench: CSV file with every call (default results/ocsctl-bench-TIME.csv, TIME in UTC)")
       ("preset", po::value<std::string>(), "emulate: switch preset (polatis-6000, mems-3d, liquid-crystal, rotor, robotic-patch-panel)")
       ("size", po::value<std::string>(), "emulate: NxM ports, e.g. 32x32")
       ("listen", po::value<std::string>(), "emulate: TL1 over TCP on HOST:PORT")
@@ -337,6 +340,16 @@ double percentile_of_sorted(const std::vector<double>& v, double q) {
   size_t lo = static_cast<size_t>(std::floor(pos));
   size_t hi = std::min(lo + 1, v.size() - 1);
   return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+// -o FILE, else results/ocsctl-bench-YYYYmmdd-HHMMSS.csv (UTC) with results/ made: beside the
+// results of `ocslab run` (output: results), never a file in whatever folder the bench ran from.
+std::string bench_output_path(const po::variables_map& vm) {
+  if (vm.count("output")) return vm["output"].as<std::string>();
+  std::error_code ec;
+  std::filesystem::create_directories("results", ec);
+  if (ec) throw Error("bench: cannot make the folder 'results' for its CSV (" + ec.message() + "); give -o FILE");
+  return fmt::format("results/ocsctl-bench-{:%Y%m%d-%H%M%S}.csv", fmt::gmtime(std::time(nullptr)));
 }
 
 // A bench's statistics of one series: a percentile only where the sample count supports it
@@ -631,13 +644,39 @@ int Cli::report_apply(const ApplyReport& r, bool dry_run) {
   return kExitOk;
 }
 
+// After a refused connect: the circuits already on the requested ports (read back from the
+// switch), so the user sees the partner and how to replace it. Empty when none is found or
+// the read fails (the switch's own refusal then stands alone).
+std::string conflict_hint(OcsDriver& d, const std::vector<Circuit>& wanted) {
+  std::vector<Circuit> in_the_way;
+  try {
+    for (const auto& c : d.list()) {
+      for (const auto& w : wanted) {
+        if (c != w && (c.ingress == w.ingress || c.egress == w.egress)) {
+          in_the_way.push_back(c);
+          break;
+        }
+      }
+    }
+  } catch (const std::exception&) {
+    return "";
+  }
+  if (in_the_way.empty()) return "";
+  return fmt::format("; already made: {} (connect --replace removes {} first)", circuits_text(in_the_way),
+                     in_the_way.size() == 1 ? "it" : "them");
+}
+
 int Cli::cmd_connect(const std::vector<std::string>& args) {
   if (args.empty()) throw po::error("connect needs at least one INGRESS-EGRESS circuit");
   std::vector<Circuit> cs;
   for (const auto& a : args) cs.push_back(parse_circuit(a));
   check_mapping(cs);
   if (vm_.count("replace")) return report_apply(driver().apply(cs, ApplyMode::kMerge), false);
-  driver().connect(cs);
+  try {
+    driver().connect(cs);
+  } catch (const DenyError& e) {
+    throw DenyError(std::string(e.what()) + conflict_hint(driver(), cs), e.code(), e.text());
+  }
   auto t = driver().last_timing();
   if (format_ == Format::kJson) {
     out_ << json{{"switch", driver().name()}, {"made", circuits_json(cs)}, {"call", t ? timing_json(*t) : json()}}.dump(2) << "\n";
@@ -824,7 +863,7 @@ int Cli::cmd_bench() {
   }
   allow_override_ = scope;
   OcsDriver& d = driver();
-  std::string path = vm_["output"].as<std::string>();
+  const std::string path = bench_output_path(vm_);
   CsvWriter csv(path);
   csv.header({"toggle", "target", "op", "command", "issued_ns", "acked_ns", "latency_ms", "ok"});
   BenchOutcome o;

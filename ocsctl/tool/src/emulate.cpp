@@ -16,10 +16,9 @@ namespace ocslab::tool {
 
 namespace {
 
-emu::EmulatorConfig build_config(const EmulateOptions& o) {
-  // Flags are merged into the lab file's YAML so they go through the same validation (and the
-  // same error messages) as the file; nodes from the file keep their line numbers.
-  YamlDoc doc = o.lab_file.empty() ? load_yaml_string("switch: {}\n", "<flags>") : load_yaml_file(o.lab_file);
+// Flags are merged into the lab file's YAML so they go through the same validation (and the
+// same error messages) as the file; nodes from the file keep their line numbers.
+void apply_flags(YamlDoc& doc, const EmulateOptions& o) {
   if (doc.root.IsNull()) doc.root = YAML::Load("switch: {}");  // an empty file: flags only
   YAML::Node sw = doc.root["switch"];
   if (!sw || sw.IsNull()) sw = doc.root["switch"] = YAML::Node(YAML::NodeType::Map);
@@ -40,7 +39,45 @@ emu::EmulatorConfig build_config(const EmulateOptions& o) {
   if (o.events) listen["events"] = *o.events;
   sw["listen"] = listen;
   if (o.ground_truth) doc.root["ground_truth"] = *o.ground_truth;
-  return emu::parse_emulator_config(doc);
+}
+
+// After the merged document was refused: each flag given, checked alone in a document named
+// after the flag, so a bad flag value is reported as "--switching-ms:1:2: ..." and not as a
+// place in the lab file or in no file. Returns when every flag alone is fine (the lab file is
+// what was refused, and its error stands).
+void blame_flag(const EmulateOptions& o) {
+  auto check = [](const char* name, EmulateOptions one) {
+    YamlDoc d = load_yaml_string("switch: {}\n", name);
+    apply_flags(d, one);
+    emu::parse_emulator_config(d);
+  };
+  auto alone = [&](const char* name, auto member, const auto& value) {
+    if (!value) return;
+    EmulateOptions one;
+    one.*member = value;
+    check(name, one);
+  };
+  alone("--preset", &EmulateOptions::preset, o.preset);
+  alone("--size", &EmulateOptions::size, o.size);
+  alone("--seed", &EmulateOptions::seed, o.seed);
+  alone("--switching-ms", &EmulateOptions::switching_ms, o.switching_ms);
+  alone("--listen", &EmulateOptions::tl1, o.tl1);
+  alone("--tl1-ssh", &EmulateOptions::tl1_ssh, o.tl1_ssh);
+  alone("--netconf", &EmulateOptions::netconf, o.netconf);
+  alone("--scpi", &EmulateOptions::scpi, o.scpi);
+  alone("--events", &EmulateOptions::events, o.events);
+  alone("--ground-truth", &EmulateOptions::ground_truth, o.ground_truth);
+}
+
+emu::EmulatorConfig build_config(const EmulateOptions& o) {
+  YamlDoc doc = o.lab_file.empty() ? load_yaml_string("switch: {}\n", "<flags>") : load_yaml_file(o.lab_file);
+  apply_flags(doc, o);
+  try {
+    return emu::parse_emulator_config(doc);
+  } catch (const ConfigError&) {
+    blame_flag(o);
+    throw;
+  }
 }
 
 }  // namespace
@@ -75,6 +112,13 @@ int run_emulate(const EmulateOptions& o, std::ostream& out, std::ostream& err, c
   }
   err << fmt::format("ocsctl emulate: {} ready ({}x{}, {} NIC(s)); Ctrl-C to stop\n", cfg.sw.name,
                      cfg.sw.ingress_ports, cfg.sw.egress_ports, cfg.nics.size());
+  // The login a client needs. The default password is the documented one and is shown; a
+  // password from the lab file is the user's secret and is not.
+  const bool default_password = cfg.control.password == emu::ControlPlaneConfig{}.password;
+  err << fmt::format("ocsctl emulate: login {} / {}\n", cfg.control.user,
+                     default_password ? "'" + cfg.control.password + "' (the default; OCSLAB_OCS_PASSWORD=" +
+                                            cfg.control.password + ")"
+                                      : "the lab file's password");
   while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   emulator.stop();
   err << "ocsctl emulate: stopped\n";

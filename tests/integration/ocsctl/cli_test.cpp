@@ -302,6 +302,26 @@ TEST_CASE("ocsctl bench: a toggle that fails keeps the earlier toggles' rows and
   CHECK(connect_failed);
 }
 
+TEST_CASE("ocsctl bench without -o writes into results/, never the current folder's top", "[cli][bench]") {
+  CliFixture f;
+  testing::TempDir dir;
+  const auto before = std::filesystem::current_path();
+  std::filesystem::current_path(dir.path());  // the bench's folder; restored before any check
+  auto r = f.run({"bench", "--pairs", "1-17,2-18", "--toggles", "2", "--warmup", "0"});
+  std::filesystem::current_path(before);
+  INFO(r.out << r.err);
+  CHECK(r.rc == kExitOk);
+  std::vector<std::string> top, in_results;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) top.push_back(e.path().filename());
+  CHECK(top == std::vector<std::string>{"results"});
+  for (const auto& e : std::filesystem::directory_iterator(dir.path() + "/results"))
+    in_results.push_back(e.path().filename());
+  REQUIRE(in_results.size() == 1);
+  CHECK_THAT(in_results[0], Catch::Matches(R"(ocsctl-bench-\d{8}-\d{6}\.csv)"));
+  CHECK_THAT(r.out, Catch::Contains("calls written to results/" + in_results[0]));
+  CHECK(read_lines(dir.path() + "/results/" + in_results[0]).size() > 1);
+}
+
 TEST_CASE("ocsctl bench --json: one document with the completed toggles and the failure", "[cli][bench]") {
   testing::PeerQuirks q;
   q.faults_after = 3;
