@@ -1,6 +1,7 @@
 #!/bin/sh
 # The check of lint_cli_docs must fail, naming the program, the command and the option, when a
-# page or a completion misses an option or a value the option's help lists, when the page has no EXIT STATUS or (for a program whose
+# page or a completion misses an option or a value the option's help lists, when a command's
+# completion offers an option the command does not take, when the page has no EXIT STATUS or (for a program whose
 # help names environment variables) no ENVIRONMENT section, and when `man` warns about a page; and pass on the
 # pages the build made. Works on copies of ocsctl's files.
 # Usage: cli_docs_self.sh SOURCE_DIR BUILD_DIR
@@ -40,6 +41,11 @@ fresh  # a command no longer completed
 sed 's/ watch-power / /' "$build/completion/ocsctl" > "$t/completion/ocsctl"
 $check "$t/man" "$t/completion" > "$t/out" 2>&1; rc=$?
 expect "command missing from the completion" 1 "ocsctl: command 'watch-power' is not completed by"
+
+fresh  # watch-power offered bench's --pairs (every command offered the program's 33 options once)
+sed 's/^\(    "watch-power") .*opts="\)/\1--pairs /' "$build/completion/ocsctl" > "$t/completion/ocsctl"
+$check "$t/man" "$t/completion" > "$t/out" 2>&1; rc=$?
+expect "an option of another command completed" 1 "ocsctl watch-power: the completion offers --pairs, which 'ocsctl watch-power' does not take"
 
 fresh  # a preset no longer completed as --preset's value (emulate lists them)
 sed 's/ rotor / /g' "$build/completion/ocsctl" > "$t/completion/ocsctl"
