@@ -286,17 +286,48 @@ void Rendezvous::listen_for_ranks(const std::string& bind_host, int port) {
   }
 }
 
+// Rank 0, while the ranks join: a connection whose hello has not arrived whole yet. Every
+// pending connection is read as its bytes come (one poll over all of them), so a stranger that
+// sends nothing, or a byte at a time, holds up no rank that sends its hello at once.
+struct Rendezvous::PendingHello {
+  int fd = -1;
+  std::string peer_ip;
+  Clock::time_point deadline;  // hello_timeout after the accept with a token, else the rendezvous'
+  std::string bytes;           // what arrived so far: the 4-byte length, then the hello
+  std::optional<uint32_t> length;  // the hello's length, once its prefix arrived and was checked
+};
+
 void Rendezvous::accept_ranks(int port, const std::string& tag, const RendezvousOptions& options,
                               std::chrono::steady_clock::time_point deadline) {
   peers_.assign(static_cast<size_t>(nranks_), -1);
+  std::vector<PendingHello> pending;
   try {
     for (int joined = 1; joined < nranks_;) {
-      wait_fd(
-          listen_fd_, POLLIN, deadline,
-          fmt::format("{} more rank(s) to join on port {} ({} of {} joined)", nranks_ - joined, port, joined, nranks_));
-      if (accept_rank(tag, options, deadline)) ++joined;
+      std::vector<pollfd> fds{{listen_fd_, POLLIN, 0}};
+      Clock::time_point wake = deadline;
+      for (const auto& p : pending) {
+        fds.push_back({p.fd, POLLIN, 0});
+        wake = std::min(wake, p.deadline);
+      }
+      int r = ::poll(fds.data(), fds.size(), remaining_ms(wake));
+      if (r < 0 && errno != EINTR) throw SystemError("rendezvous: poll", errno);
+      if (r == 0 && Clock::now() >= deadline) {
+        throw RendezvousPeerError(fmt::format("rendezvous: timed out waiting for {} more rank(s) to join on port {} "
+                                              "({} of {} joined)",
+                                              nranks_ - joined, port, joined, nranks_));
+      }
+      // The pending hellos first (fds[1..] are pending[0..] as polled), newest last.
+      for (size_t i = pending.size(); i-- > 0;) {
+        const bool readable = r > 0 && (fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR));
+        std::optional<bool> done = read_hello(pending[i], readable, tag, options);
+        if (!done) continue;
+        if (*done) ++joined;
+        pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+      }
+      if (r > 0 && (fds[0].revents & POLLIN)) accept_one(pending, options, deadline);
     }
   } catch (...) {
+    for (const auto& p : pending) ::close(p.fd);
     for (int fd : peers_) {
       if (fd >= 0) ::close(fd);
     }
@@ -304,38 +335,86 @@ void Rendezvous::accept_ranks(int port, const std::string& tag, const Rendezvous
     listen_fd_ = -1;
     throw;
   }
+  // Strangers still sending when the last rank joined: nothing more to wait for.
+  for (const auto& p : pending) {
+    ::close(p.fd);
+    notes_.push_back(fmt::format("dropped a connection from {}: no hello before every rank had joined", p.peer_ip));
+  }
 }
 
-bool Rendezvous::accept_rank(const std::string& tag, const RendezvousOptions& options,
-                             std::chrono::steady_clock::time_point deadline) {
-  const std::string& token = options.token;
+void Rendezvous::accept_one(std::vector<PendingHello>& pending, const RendezvousOptions& options,
+                            std::chrono::steady_clock::time_point deadline) {
   sockaddr_storage from{};
   socklen_t len = sizeof(from);
-  int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC);
+  int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (fd < 0) {
-    if (errno == EINTR || errno == ECONNABORTED) return false;
+    if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN) return;
     throw SystemError("rendezvous: accept", errno);
   }
-  set_nodelay(fd);
   std::string peer_ip = peer_address(from);
-  std::string who = fmt::format("a rank connecting from {}", peer_ip);
+  // A bound on what strangers can hold: beyond it a new connection is closed at once, and
+  // every connection already waiting (a real rank's among them) keeps its place.
+  if (pending.size() >= kMaxPendingHellos) {
+    ::close(fd);
+    notes_.push_back(fmt::format("dropped a connection from {}: {} connections are already sending their hellos",
+                                 peer_ip, kMaxPendingHellos));
+    return;
+  }
+  set_nodelay(fd);
   // With a token a stranger cannot end the rendezvous: whatever it sends (nothing, too
   // much, too slowly, a wrong token) costs at most hello_timeout, then it is dropped.
-  const auto hello_deadline = token.empty() ? deadline : std::min(deadline, Clock::now() + options.hello_timeout);
-  std::string msg;
+  const auto hello_deadline =
+      options.token.empty() ? deadline : std::min(deadline, Clock::now() + options.hello_timeout);
+  pending.push_back({fd, peer_ip, hello_deadline, {}, std::nullopt});
+}
+
+std::optional<bool> Rendezvous::read_hello(PendingHello& p, bool readable, const std::string& tag,
+                                           const RendezvousOptions& options) {
+  const std::string who = fmt::format("a rank connecting from {}", p.peer_ip);
   try {
-    msg = recv_frame(fd, hello_deadline, who, kMaxHelloFrame);
+    if (readable) {
+      char buf[kMaxHelloFrame + 4];
+      const size_t want = p.length ? 4 + *p.length - p.bytes.size() : 4 - p.bytes.size();
+      ssize_t n = ::recv(p.fd, buf, std::min(want, sizeof(buf)), MSG_DONTWAIT);
+      if (n == 0) throw RendezvousPeerError("rendezvous: " + who + " closed the connection (did it fail? see its output)");
+      if (n < 0 && errno != EAGAIN && errno != EINTR)
+        throw RendezvousPeerError(fmt::format("rendezvous: receive from {}: {}", who, std::strerror(errno)));
+      if (n > 0) p.bytes.append(buf, static_cast<size_t>(n));
+    }
+    if (!p.length && p.bytes.size() == 4) {
+      p.length = frame_length(p.bytes, kMaxHelloFrame);
+      if (!p.length) {
+        uint32_t announced = 0;
+        std::memcpy(&announced, p.bytes.data(), sizeof(announced));
+        throw RendezvousPeerError(
+            fmt::format("rendezvous: {} sent a frame of {} bytes, more than the {} allowed (not an ocslab rank?)", who,
+                        ntohl(announced), kMaxHelloFrame));
+      }
+    }
+    if (!(p.length && p.bytes.size() == 4 + *p.length)) {
+      if (Clock::now() < p.deadline) return std::nullopt;  // more to come
+      throw RendezvousPeerError("rendezvous: timed out waiting for " + who);
+    }
   } catch (const Error& e) {
-    ::close(fd);
-    if (token.empty()) throw;
-    notes_.push_back(fmt::format("dropped a connection from {}: {}", peer_ip, e.what()));
+    ::close(p.fd);
+    if (options.token.empty()) throw;  // without a token a bad hello ends the rendezvous, as before
+    notes_.push_back(fmt::format("dropped a connection from {}: {}", p.peer_ip, e.what()));
     return false;
   }
+  return take_hello(p.fd, p.bytes.substr(4), p.peer_ip, tag, options);
+}
+
+bool Rendezvous::take_hello(int fd, const std::string& msg, const std::string& peer_ip, const std::string& tag,
+                            const RendezvousOptions& options) {
+  const std::string& token = options.token;
+  const std::string who = fmt::format("a rank connecting from {}", peer_ip);
+  // Replies are a few bytes on a fresh connection: they go out at once, within a short bound.
+  const auto reply_deadline = Clock::now() + options.hello_timeout;
   auto hello_in = parse_rendezvous_hello(msg);
   if (!token.empty() && !(hello_in && constant_time_equal(hello_in->auth, token))) {
     if (hello_in) {  // a rank of another run, or one started without the token: say why
       try {
-        send_frame(fd, "error: not authenticated: this rendezvous needs the run's token", hello_deadline, who);
+        send_frame(fd, "error: not authenticated: this rendezvous needs the run's token", reply_deadline, who);
       } catch (const Error&) {
       }
     }
@@ -347,13 +426,13 @@ bool Rendezvous::accept_rank(const std::string& tag, const RendezvousOptions& op
   std::string reply = refusal(hello_in, msg, peer_ip, tag, token);
   if (!reply.empty()) {
     try {
-      send_frame(fd, reply, deadline, who);
+      send_frame(fd, reply, reply_deadline, who);
     } catch (const Error&) {
     }
     ::close(fd);
     throw Error("rendezvous: " + reply.substr(7));
   }
-  send_frame(fd, "ok", deadline, who);
+  send_frame(fd, "ok", reply_deadline, who);
   peers_[static_cast<size_t>(hello_in->rank)] = fd;
   return true;
 }

@@ -251,6 +251,82 @@ TEST_CASE("rendezvous with the run's token: strangers are dropped and the real r
   CHECK_THAT(dropped[3], Contains("timed out"));
 }
 
+namespace {
+
+// True while rank 0 keeps the connection open without a word (nothing to read, not closed).
+bool held_open(int fd) {
+  char c;
+  ssize_t n = ::recv(fd, &c, 1, MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+// Waits until rank 0 has closed fd (recv reads the end); false after the hang guard.
+bool closed_by_peer(int fd) {
+  timeval tv{60, 0};  // a hang guard only: rank 0 closes at once
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  char c;
+  return ::recv(fd, &c, 1, 0) == 0;
+}
+
+}  // namespace
+
+// Rank 0 read hellos one at a time, each for up to hello_timeout: three silent strangers ahead
+// of the real ranks held them 3 x 5 s. Now every pending hello is read as it arrives.
+TEST_CASE("rendezvous: silent strangers hold up no rank; beyond the cap a connection is closed at once",
+          "[workloads][rendezvous]") {
+  const std::string token(64, 'a');
+  RendezvousOptions opts;
+  opts.token = token;
+  opts.hello_timeout = std::chrono::minutes(10);  // a stranger would hold a one-at-a-time rank 0 this long
+  int port = free_loopback_port(SOCK_STREAM);
+  std::string addr = "127.0.0.1:" + std::to_string(port);
+  std::vector<std::string> notes;
+  auto root = std::async(std::launch::async, [&] {
+    Rendezvous rv(0, 3, addr, "t", std::chrono::minutes(10), opts);
+    notes = rv.notes();
+    return rv.all_gather("from0");
+  });
+  // Strangers up to the cap: connected, silent or one byte in.
+  std::vector<int> strangers;
+  for (size_t i = 0; i < kMaxPendingHellos; ++i) {
+    strangers.push_back(connect_loopback(port));
+    if (i % 2) (void)::send(strangers.back(), "\0", 1, MSG_NOSIGNAL);
+  }
+  // One more is closed at once; the ones already waiting stay.
+  int extra = connect_loopback(port);
+  CHECK(closed_by_peer(extra));
+  ::close(extra);
+  CHECK(held_open(strangers.front()));
+  // Two strangers leave; two real ranks take their places and join while the others still wait.
+  ::close(strangers[0]);
+  ::close(strangers[1]);
+  strangers.erase(strangers.begin(), strangers.begin() + 2);
+  auto one = std::async(std::launch::async, [&] {
+    Rendezvous rv(1, 3, addr, "t", std::chrono::minutes(10), opts);
+    return rv.all_gather("from1");
+  });
+  // Rank 1's hello is taken while every remaining stranger is still pending: rank 2 has not
+  // come, so rank 0 cannot have finished and dropped them.
+  Rendezvous two(2, 3, addr, "t", std::chrono::minutes(10), opts);
+  CHECK(two.all_gather("from2") == std::vector<std::string>{"from0", "from1", "from2"});
+  CHECK(one.get() == std::vector<std::string>{"from0", "from1", "from2"});
+  CHECK(root.get() == std::vector<std::string>{"from0", "from1", "from2"});
+  // Once every rank joined, the strangers are let go.
+  size_t closed = 0;
+  for (int fd : strangers) {
+    closed += closed_by_peer(fd) ? 1 : 0;
+    ::close(fd);
+  }
+  CHECK(closed == strangers.size());
+  size_t cap_notes = 0, left_notes = 0;
+  for (const auto& n : notes) {
+    if (n.find("connections are already sending their hellos") != std::string::npos) ++cap_notes;
+    if (n.find("no hello before every rank had joined") != std::string::npos) ++left_notes;
+  }
+  CHECK(cap_notes == 1);
+  CHECK(left_notes == strangers.size());
+}
+
 TEST_CASE("rendezvous: rank 0 listens on the rendezvous host only, unless told otherwise", "[workloads][rendezvous]") {
   int port = free_loopback_port(SOCK_STREAM);
   SECTION("the address the ranks use, not every address") {

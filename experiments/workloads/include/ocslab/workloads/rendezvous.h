@@ -69,10 +69,19 @@ class Rendezvous {
   void listen_for_ranks(const std::string& bind_host, int port);
   void accept_ranks(int port, const std::string& tag, const RendezvousOptions& options,
                     std::chrono::steady_clock::time_point deadline);
-  // One connection: true when a rank joined, false when it was dropped (a stranger); throws for
-  // a rank that cannot join (another world size, tag, a rank twice).
-  bool accept_rank(const std::string& tag, const RendezvousOptions& options,
-                   std::chrono::steady_clock::time_point deadline);
+  struct PendingHello;
+  // A new connection joins the pending ones (or is closed: kMaxPendingHellos are pending).
+  void accept_one(std::vector<PendingHello>& pending, const RendezvousOptions& options,
+                  std::chrono::steady_clock::time_point deadline);
+  // Reads what a pending connection sent: nullopt while its hello is incomplete and its
+  // deadline not reached, true when a rank joined, false when it was dropped (a stranger, with
+  // a token); throws without a token, and for a rank that cannot join.
+  std::optional<bool> read_hello(PendingHello& p, bool readable, const std::string& tag,
+                                 const RendezvousOptions& options);
+  // A whole hello: the rank joins (true), a stranger is dropped (false), or a rank that cannot
+  // join (another world size, tag, a rank twice) ends the rendezvous (throws).
+  bool take_hello(int fd, const std::string& msg, const std::string& peer_ip, const std::string& tag,
+                  const RendezvousOptions& options);
   // Why rank 0 refuses a hello ("error: ..."); empty when it accepts it.
   std::string refusal(const std::optional<RendezvousHello>& hello, const std::string& msg, const std::string& peer_ip,
                       const std::string& tag, const std::string& token) const;
@@ -92,6 +101,8 @@ class Rendezvous {
 // kMaxFrame. Every frame must arrive whole before the rendezvous' or the all-gather's
 // absolute deadline (`timeout` after it started), however slowly its bytes come.
 inline constexpr uint32_t kMaxHelloFrame = 1024;
+// Rank 0 reads every pending hello at once; beyond this many a new connection is closed.
+inline constexpr size_t kMaxPendingHellos = 64;
 inline constexpr uint32_t kMaxFrame = 256u << 20;
 
 // The frame length from its 4-byte prefix, or nullopt when the prefix is not 4 bytes or the
