@@ -3,6 +3,10 @@
 #include <fmt/format.h>
 
 #include <boost/asio/ip/address.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <set>
 #include <tuple>
 
@@ -219,8 +223,30 @@ ControllerConfig parse_controller_config(const YamlDoc& doc) {
   return c;
 }
 
+namespace {
+
+// A token written inline is as secret as a token file: the file that holds it must be this
+// user's and closed to group and others, as read_secret_file() requires of a token_file.
+void check_inline_token_file(const YamlDoc& doc, const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw SystemError("controller config " + path + ": stat", errno);
+  const bool others = (st.st_mode & 077) != 0, foreign = st.st_uid != ::geteuid();
+  if (!others && !foreign) return;
+  throw config_error(doc, doc.root["token"],
+                     fmt::format("token: written inline, but {} {}; chmod 600 it (owned by you), or give token_file:",
+                                 path,
+                                 foreign ? fmt::format("is owned by uid {}, not by this user (uid {})", st.st_uid,
+                                                       ::geteuid())
+                                         : fmt::format("is mode {:04o}: group or others can read the token",
+                                                       st.st_mode & 07777)));
+}
+
+}  // namespace
+
 ControllerConfig load_controller_config(const std::string& path) {
-  auto c = parse_controller_config(load_yaml_file(path));
+  YamlDoc doc = load_yaml_file(path);
+  auto c = parse_controller_config(doc);
+  if (!c.token.empty()) check_inline_token_file(doc, path);
   if (c.policy == Policy::kSafeWindow) c.windows = PhaseWindows::load(c.phase_table);
   return c;
 }

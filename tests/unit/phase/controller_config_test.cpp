@@ -1,6 +1,12 @@
 // The standalone controller's YAML file: a complete file loads, and every mistake is refused
 // with file:line:col and the offending value.
+#include <stdlib.h>
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
 
 #include "ocslab/phase/controller_config.h"
 
@@ -94,4 +100,28 @@ TEST_CASE("the controller's token: loopback by default, a token for any other ad
   auto g = parse_controller_config(load_yaml_string(without + "token_file: ctl.token\n", "/etc/ocslab/c.yaml"));
   CHECK(g.token_file == "/etc/ocslab/ctl.token");
   CHECK_THROWS_WITH(controller_token(g), Catch::Contains("controller token file /etc/ocslab/ctl.token"));
+}
+
+// token: inline makes the controller's file a secret file: refused unless it is the user's own
+// and closed to group and others, as a token_file must be.
+TEST_CASE("the controller's token inline: the file must be mode 0600 and the user's", "[phase][config]") {
+  std::string dir_template = (std::filesystem::temp_directory_path() / "ocslab-ctl-token-XXXXXX").string();
+  REQUIRE(::mkdtemp(dir_template.data()) != nullptr);
+  const std::string dir = dir_template, path = dir + "/c.yaml";
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() { std::filesystem::remove_all(dir); }
+  } cleanup{dir};
+  { std::ofstream(path) << kGood; }
+  ::chmod(path.c_str(), 0644);
+  CHECK_THROWS_WITH(load_controller_config(path),
+                    Catch::Contains(path + ":13:8: token: written inline, but " + path +
+                                    " is mode 0644: group or others can read the token; chmod 600 it"));
+  ::chmod(path.c_str(), 0600);
+  CHECK(load_controller_config(path).token == "0123456789abcdef0123");
+  // A token_file: the controller's file itself need not be secret.
+  std::string text = kGood;
+  { std::ofstream(path) << text.substr(0, text.find("token:")) << "token_file: ctl.token\n"; }
+  ::chmod(path.c_str(), 0644);
+  CHECK(load_controller_config(path).token_file == dir + "/ctl.token");
 }
