@@ -193,11 +193,30 @@ void RdmaControlServer::accept_all() {
   for (;;) {
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) return;  // EAGAIN: none left (or a transient error: the next poll retries)
-    if (pending_.size() >= options_.max_pending)
-      drop(0, pending_[0].reader.peer() + ": dropped for a newer connection (too many unauthenticated)");
     std::string peer = socket_peer_name(fd);
+    if (pending_.size() >= options_.max_pending) {
+      if (auto i = oldest_silent()) {
+        drop(*i, pending_[*i].reader.peer() + ": dropped for a newer connection (silent, too many unpaired)");
+      } else {
+        spdlog::warn("RDMA probe control: {}: closed at once ({} connections are pairing)", peer, pending_.size());
+        ++dropped_;
+        ::close(fd);
+        continue;
+      }
+    }
     pending_.push_back(Pending{fd, BoundedLineReader(fd, peer, options_.max_line), Clock::now() + options_.deadline});
   }
+}
+
+std::optional<size_t> RdmaControlServer::oldest_silent() const {
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    const Pending& p = pending_[i];
+    if (p.authenticated || p.reader.partial() > 0) continue;
+    char c;
+    ssize_t n = ::recv(p.fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return i;  // nothing sent yet
+  }
+  return std::nullopt;
 }
 
 std::optional<RdmaControlServer::Peer> RdmaControlServer::wait_for_peer(std::chrono::milliseconds timeout,

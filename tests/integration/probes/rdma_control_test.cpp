@@ -281,3 +281,38 @@ TEST_CASE("RDMA control: more unauthenticated connections than slots evict the o
   CHECK(loop.stop() < 1000);
   CHECK(loop.paired() == std::vector<uint32_t>{300});
 }
+
+// The real peer has sent its secret but not yet its QP line when a flood of silent connections
+// fills every slot: it keeps its place (the old rule dropped the oldest, the real peer), the
+// silent ones push each other out, and it pairs when its QP line comes.
+TEST_CASE("RDMA control: a flood of silent connections never pushes out a peer that has spoken",
+          "[probes][rdma][control]") {
+  const std::string secret = random_token();
+  auto o = loopback_options(secret, 60s);  // long: no connection may leave by its deadline here
+  o.max_pending = 4;
+  ControlLoop loop(o);
+  int fd = connect_to(loop.port());
+  RdmaControlConnection c(fd, BoundedLineReader(fd, "server", kRdmaControlMaxLine), 1s);
+  c.send(auth_line(secret));
+  std::vector<int> idle;
+  for (int i = 0; i < 8; ++i) idle.push_back(connect_to(loop.port()));
+  // A stranger that has sent a byte is not pushed out either: with every slot spoken for, a new
+  // connection is closed at once.
+  for (int i = 0; i < 3; ++i) {
+    int f = connect_to(loop.port());
+    REQUIRE(::send(f, "A", 1, MSG_NOSIGNAL) == 1);
+    idle.push_back(f);
+  }
+  int late = connect_to(loop.port());
+  CHECK(wait_closed(late, Clock::now(), 60s).closed);  // 60 s: a hang guard; it is closed at once
+  ::close(late);
+  auto q = parse_qp_line("QP 500 7 " + kGid);
+  REQUIRE(q);
+  c.send(q->line());
+  // load-safe: the ceiling of a read of a reply already on its way; a hang guard.
+  QpInfo back = c.read_qp(Clock::now() + 30s, -1);
+  CHECK(back.qpn == 501);
+  for (int f : idle) ::close(f);
+  loop.stop();
+  CHECK(loop.paired() == std::vector<uint32_t>{500});
+}

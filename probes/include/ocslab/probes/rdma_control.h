@@ -89,7 +89,11 @@ struct RdmaControlServerOptions {
   std::string secret;        // valid_control_secret
   size_t max_line = kRdmaControlMaxLine;
   std::chrono::milliseconds deadline = kRdmaControlDeadline;
-  size_t max_pending = 8;  // connections not yet authenticated; the oldest is dropped for a new one
+  // Connections not yet paired. When all are taken, the oldest silent one (nothing sent, not
+  // authenticated) is dropped for a new one; one that has sent anything (the real peer sends its
+  // secret at once) is never pushed out, and with no silent one the new connection is closed
+  // (the real peer's probe connects again).
+  size_t max_pending = 8;
 };
 
 // The server's listening socket and its connections that have not yet presented the secret
@@ -125,6 +129,8 @@ class RdmaControlServer {
   };
   void accept_all();
   void drop(size_t i, const std::string& why);
+  // The oldest pending connection that has sent nothing and is not authenticated, if any.
+  std::optional<size_t> oldest_silent() const;
 
   RdmaControlServerOptions options_;
   int listen_fd_ = -1;
