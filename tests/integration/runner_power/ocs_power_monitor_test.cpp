@@ -1,5 +1,6 @@
 // OcsPowerMonitor against the real emulator (in-process, TL1 over loopback TCP, fixed switching
-// time): the light it reports follows the emulator's own ground truth within two polls, a port
+// time): the light it reports follows the emulator's own ground truth within two polls (counted
+// in the emulator's record of its replies, not in milliseconds), a port
 // outside the allow-list is refused before anything is sent, and monitoring survives the switch
 // going away and coming back.
 #include "ocslab/runner/ocs_power_monitor.h"
@@ -27,10 +28,6 @@ namespace {
 
 constexpr int kSwitchingMs = 60;
 constexpr int kIntervalMs = 20;
-// Two polls is the contract; the slack covers one power request's loopback round trip and
-// the scheduler of a loaded two-core machine.
-constexpr int64_t kSlackNs = 15'000'000;
-constexpr int64_t kTwoPollsNs = 2LL * kIntervalMs * 1'000'000;
 
 std::unique_ptr<emu::Emulator> start_emulator(int port) {
   std::ostringstream lab;
@@ -92,6 +89,19 @@ std::optional<Sample> truth_light(emu::Emulator& emu, const std::string& port, d
   return std::nullopt;
 }
 
+// How many power polls the emulator answered in [from, to] (its own record of each reply). The
+// contract "a change is reported within two polls" is counted in polls, not milliseconds: on a
+// loaded machine a poll can come late, but the reply that first shows the change must be the
+// first or second one after it (the one in flight when the light changed may still show the old
+// state).
+size_t power_replies(emu::Emulator& emu, int64_t from_mono, int64_t to_mono) {
+  size_t n = 0;
+  for (const auto& s : emu.truth().samples()) {
+    if (s.subject == "RTRV-PORT-POWER" && s.signal == "ack" && s.mono_ns >= from_mono && s.mono_ns <= to_mono) ++n;
+  }
+  return n;
+}
+
 std::vector<WatchedPort> watched() { return {{9, "h1", "eth1"}, {10, "h2", "eth2"}}; }
 
 }  // namespace
@@ -131,8 +141,10 @@ TEST_CASE("ocs_power monitor: light follows the emulator's ground truth within t
   CHECK(lit->host == "h1");
   CHECK(lit->unit == "bool");
   CHECK(lit->mono_ns > gt_on->mono_ns);
-  CHECK(lit->mono_ns - gt_on->mono_ns <= kTwoPollsNs + kSlackNs);
-  CHECK(lit->mono_ns - issued.monotonic_ns <= kSwitchingMs * 1'000'000LL + kTwoPollsNs + kSlackNs);
+  const size_t polls_to_light = power_replies(*emu, gt_on->mono_ns, lit->mono_ns);
+  INFO(polls_to_light << " power replies from the light coming on to the monitor reporting it");
+  CHECK(polls_to_light >= 1);  // reported from a reply made after the light came on
+  CHECK(polls_to_light <= 2);  // within two polls
   CHECK(lit->t_ns > 0);
   // load-safe: time for a repeated reading that must not come; a slow machine can only hide a fault.
   std::this_thread::sleep_for(100ms);  // kept: a quiet spell, to show a steady reading is not repeated
@@ -149,7 +161,10 @@ TEST_CASE("ocs_power monitor: light follows the emulator's ground truth within t
   REQUIRE(gt_off);
   INFO("light 0: " << (dark->mono_ns - gt_off->mono_ns) / 1e6 << " ms after the ground truth");
   CHECK(dark->mono_ns > gt_off->mono_ns);
-  CHECK(dark->mono_ns - gt_off->mono_ns <= kTwoPollsNs + kSlackNs);
+  const size_t polls_to_dark = power_replies(*emu, gt_off->mono_ns, dark->mono_ns);
+  INFO(polls_to_dark << " power replies from the light going out to the monitor reporting it");
+  CHECK(polls_to_dark >= 1);
+  CHECK(polls_to_dark <= 2);
 
   mon.stop();
   mon.stop();  // idempotent
