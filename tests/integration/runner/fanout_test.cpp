@@ -125,19 +125,23 @@ TEST_CASE("probes.stop behind a backlog the runner is still draining: answered, 
   // The sink holds the reader for the whole capture (heartbeat every 1 ms, 2 s), so at stop the
   // reply queues behind every sample; then it drains slowly (15 ms every 10th sample: at least
   // 3 s for 2000 samples), longer than the request timeout, well within 8 of them.
+  // The hold starts once start() has returned: on a loaded machine the first samples reach the
+  // client ahead of start's reply and are delivered on the thread inside start(), which a hold
+  // there would stop for good (it hung the instrumented build under the load harness).
   std::atomic<uint64_t> delivered{0};
-  std::atomic<bool> hold{true};
+  std::atomic<bool> hold{true}, started{false};
   HostTarget t = lab.target("backlog", 1);
   t.request_timeout = 1500ms;
   HostSession s(t, [&](const std::string&, const agent::SeqSample&) {
     // load-safe: the stalled consumer under test (the poll interval of its hold).
-    while (hold.load()) std::this_thread::sleep_for(1ms);  // kept: the stalled consumer under test
+    while (started.load() && hold.load()) std::this_thread::sleep_for(1ms);  // kept: the stalled consumer under test
     // load-safe: the slow consumer under test: a lower bound on its slowness.
     if (++delivered % 10 == 0) std::this_thread::sleep_for(15ms);  // kept: the slow consumer under test
   });
   s.connect();
   lab.reaper.add(s.hello().pid);
   s.start();
+  started = true;
   // load-safe: a capture that builds a backlog; a longer one only builds more.
   std::this_thread::sleep_for(2000ms);  // kept: the capture that builds the backlog
   const auto t0 = std::chrono::steady_clock::now();
