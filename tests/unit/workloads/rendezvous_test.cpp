@@ -179,14 +179,19 @@ std::string frame(const std::string& text) {
   return std::string(reinterpret_cast<const char*>(&len), 4) + text;
 }
 
+// A rendezvous with the run's token (64 'a's) and this hello deadline.
+RendezvousOptions with_token(std::chrono::milliseconds hello_timeout) {
+  RendezvousOptions opts;
+  opts.token = std::string(64, 'a');
+  opts.hello_timeout = hello_timeout;
+  return opts;
+}
+
 }  // namespace
 
 TEST_CASE("rendezvous with the run's token: strangers are dropped and the real ranks still meet",
           "[workloads][rendezvous]") {
-  const std::string token(64, 'a');
-  RendezvousOptions opts;
-  opts.token = token;
-  opts.hello_timeout = 400ms;
+  const RendezvousOptions opts = with_token(400ms);
   int port = free_loopback_port(SOCK_STREAM);
   std::string addr = "127.0.0.1:" + std::to_string(port);
   std::vector<std::string> dropped;
@@ -274,10 +279,7 @@ bool closed_by_peer(int fd) {
 // of the real ranks held them 3 x 5 s. Now every pending hello is read as it arrives.
 TEST_CASE("rendezvous: silent strangers hold up no rank; beyond the cap a connection is closed at once",
           "[workloads][rendezvous]") {
-  const std::string token(64, 'a');
-  RendezvousOptions opts;
-  opts.token = token;
-  opts.hello_timeout = std::chrono::minutes(10);  // a stranger would hold a one-at-a-time rank 0 this long
+  const RendezvousOptions opts = with_token(std::chrono::minutes(10));  // a stranger would hold a one-at-a-time rank 0 this long
   int port = free_loopback_port(SOCK_STREAM);
   std::string addr = "127.0.0.1:" + std::to_string(port);
   std::vector<std::string> notes;
