@@ -540,10 +540,28 @@ TEST_CASE("phase-workload: a rank-killed fault at a step: that rank dies there, 
   // The timeline has the fault's row at the kill, host h3, subject "rank 2".
   const std::string timeline = read_file_or_empty(out_dir + "/on-demand/timeline.csv");
   CHECK_THAT(timeline, Contains(fmt::format("{},h3,fault,rank 2,killed,1", killed)));
-  // The others stopped naming the rank they lost: through the controller (a barrier with it) or,
-  // when their own connection to it broke first (seen under ASan, 2026-11-30), through that.
-  CHECK_THAT(err.str(), Contains("rank 2 of the group is disconnected") ||
-                            Contains("receive from rank 2: Connection reset by peer"));
+  // The others stopped, and the first to notice named the rank they lost. The words depend on
+  // which channel to it broke first, and that is a race: the controller's barrier ("rank 2 of the
+  // group is disconnected", "rank 2 disconnected (End of file)") or a rank's own connection to it
+  // ("receive from rank 2: Connection reset by peer", "send to rank 2: Broken pipe", both seen
+  // under ASan). A rank whose peer in another group (rank 0 for rank 1) gave up first may name
+  // that peer instead, so: every other rank reports a problem, and at least one names rank 2.
+  {
+    std::set<std::string> reported;
+    int naming_2 = 0;
+    std::istringstream lines(err.str());
+    for (std::string line; std::getline(lines, line);) {
+      for (const char* who : {"rank 0 on h1 ", "rank 1 on h2 ", "rank 3 on h4 "}) {
+        const std::string head = std::string("problem: on-demand: ") + who;
+        const auto at = line.find(head);
+        if (at == std::string::npos) continue;
+        reported.insert(who);
+        if (line.find("rank 2", at + head.size()) != std::string::npos) ++naming_2;
+      }
+    }
+    CHECK(reported.size() == 3);
+    CHECK(naming_2 >= 1);
+  }
   // Where the job stopped: rank 2 first, in step 3, killed; the others after it.
   const auto& stopped = meta.at("modes").at(0).at("job_stopped");
   CHECK(stopped.at("rank") == 2);
