@@ -2,7 +2,10 @@
 // guests wired as ring4 with a `forwarding:` section applies every host's plan (if2 macvlans
 // made by ocslab), writes the verify matrix (an RC ping per ordered pair through the agent's
 // `forwarding ping`, hops from the relays' filter counters), reconfigures the OCS to another
-// ring, re-applies and verifies again, and clears every host at the end.
+// ring, re-applies and verifies again, and clears every host at the end. A runner killed with
+// its forwarding applied leaves it to `ocslab recover`, which clears it.
+#include <signal.h>
+#include <sys/wait.h>
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -20,6 +23,7 @@
 #include "ocslab/ocsctl/ssh_session.h"
 #include "ocslab/runner/target.h"
 #include "ocslab/testing/sshd_fixture.h"
+#include "ocslab/testing/wait.h"
 #include "ocslab/vlab/lab_spec.h"
 #include "ocslab/vlab/lab_state.h"
 
@@ -42,6 +46,18 @@ const json& pair(const json& m, const std::string& s, const std::string& d) {
     if (p["src"] == s && p["dst"] == d) return p;
   FAIL("no pair " << s << " -> " << d);
   throw;
+}
+
+// What a guest holds of ocslab's forwarding: routes of protocol 79, permanent neighbours on the
+// fabric, macvlans and clsacts, then "cleared" when the journal's last operation is a clear.
+// "cleared\n" alone: nothing of ocslab's is left and the last operation was the clear.
+std::string forwarding_left(const Lab& lab, const std::string& host, const std::string& state_dir) {
+  auto x = lab.exec(host,
+                    "ip route show proto 79; ip neigh show nud permanent | grep '^10\\.0\\.0\\.'; "
+                    "ip -br link show type macvlan; tc qdisc show | grep clsact; "
+                    "grep -q '\"clear\"' " +
+                        state_dir + "/journal.json && echo cleared");
+  return x.out;
 }
 
 }  // namespace
@@ -98,6 +114,14 @@ TEST_CASE("the runner applies forwarding per mapping, verifies the matrix, re-ap
   }
 
   // clear at the end: no ocslab route, permanent neighbour, macvlan or clsact is left.
+  auto no_state = [&] {
+    for (const char* h : {"h1", "h2", "h3", "h4"}) {
+      INFO(h);
+      // Nothing of ocslab's is left; the last operation in the journal is the clear.
+      CHECK(forwarding_left(shared, h, "/var/lib/fwdrun-ring") == "cleared\n");
+    }
+  };
+  no_state();
   vlab::LabState lab;
   for (const auto& l : vlab::list_labs(vlab::default_cache_dir()))
     if (l.name == name) lab = l;
@@ -112,18 +136,6 @@ TEST_CASE("the runner applies forwarding per mapping, verifies the matrix, re-ap
     ocs::SshSession s(o);
     return s.exec(cmd, 60s);
   };
-  auto no_state = [&] {
-    for (const char* h : {"h1", "h2", "h3", "h4"}) {
-      auto x = guest(h,
-                     "ip route show proto 79; ip neigh show nud permanent | grep '^10\\.0\\.0\\.'; "
-                     "ip -br link show type macvlan; tc qdisc show | grep clsact; "
-                     "grep -q '\"clear\"' /var/lib/fwdrun-ring/journal.json && echo cleared");
-      INFO(h << ":\n" << x.out << x.err);
-      // Nothing of ocslab's is left; the last operation in the journal is the clear.
-      CHECK(x.out == "cleared\n");
-    }
-  };
-  no_state();
 
   // By hand (`ocslab forwarding`), transactional across the lab: an interface named like h3's
   // if2 that is not ocslab's makes h3 refuse; the hosts that applied are rolled back.
@@ -185,4 +197,62 @@ TEST_CASE("the runner applies forwarding per mapping, verifies the matrix, re-ap
   fs::remove_all(out);
   std::cout << "forwarding runner test: run " << run_s << " s, whole test "
             << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s\n";
+}
+
+TEST_CASE("kill -9 of a forwarding run: ocslab recover clears every host's forwarding", "[vlab][forwarding-runner]") {
+  Lab shared(kSharedRing, 180s, Sharing::kShared);
+  const std::string work = (fs::temp_directory_path() / ("fwdrun-kill-" + std::to_string(::getpid()))).string();
+  fs::remove_all(work);
+  fs::create_directories(work);
+  // The runner's spec with a long dwell and no verify matrix: the kill lands once the first
+  // mapping's forwarding is on every host and the probes capture (run.json written), long
+  // before the schedule would end.
+  std::string text = read_file_or_empty(source_path("tests/vlab/labs/fwdrun-ring.spec.yaml"));
+  auto swap = [&](const std::string& from, const std::string& to) {
+    const auto at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, from.size(), to);
+  };
+  swap("{vlab: fwdrun-ring.yaml}", "{vlab: " + source_path("tests/vlab/labs/fwdrun-ring.yaml") + "}");
+  swap("verify: every", "verify: false");
+  swap("dwell_s: 1,", "dwell_s: 300,");
+  const std::string spec = work + "/fwdrun-kill.spec.yaml";
+  std::ofstream(spec) << text;
+  const std::string out = work + "/results";
+  SpawnOptions so;
+  so.log_file = work + "/run.log";
+  const pid_t runner = spawn_program({testing::bin_path("ocslab"), "run", spec, "-o", out, "--no-plot"}, so);
+  // run.json, or the runner ended before it (a refused spec: its log says why).
+  testing::poll_until([&] { return fs::exists(out + "/run.json") || !process_alive(runner); }, 300s, 200ms);
+  const bool started = fs::exists(out + "/run.json") && process_alive(runner);
+  INFO(read_file_or_empty(so.log_file));
+  if (!started) ::kill(runner, SIGKILL);
+  REQUIRE(started);
+  ::kill(runner, SIGKILL);
+  int status = 0;
+  REQUIRE(::waitpid(runner, &status, 0) == runner);
+  REQUIRE(WIFSIGNALED(status));
+
+  // The kill left every host's forwarding applied: its routes, and a journal whose last
+  // operation is the apply.
+  for (const char* h : {"h1", "h2", "h3", "h4"}) {
+    const std::string left = forwarding_left(shared, h, "/var/lib/fwdrun-ring");
+    INFO(h << ":\n" << left);
+    CHECK_FALSE(shared.run(h, "ip route show proto 79").empty());
+    CHECK_THAT(left, !Contains("cleared"));
+  }
+
+  auto r = ocslab_cli({"recover", out, "--no-plot"});
+  std::cout << r.out << r.err;
+  CHECK(r.status == ocslab::kExitFailed);  // the switch commands after the kill are missing
+  CHECK_THAT(r.err, Contains("switch commands after"));
+  CHECK_THAT(r.err, Contains("forwarding: the run's routes, neighbours and relay filters cleared on 4 of 4 host(s)"));
+  const json meta = json::parse(read_file_or_empty(out + "/meta.json"));
+  CHECK(meta["recovered"]["forwarding_cleared"] == json::array({"h1", "h2", "h3", "h4"}));
+  CHECK_THAT(meta["problems"].dump(), !Contains("forwarding clear"));
+  for (const char* h : {"h1", "h2", "h3", "h4"}) {
+    INFO(h);
+    CHECK(forwarding_left(shared, h, "/var/lib/fwdrun-ring") == "cleared\n");
+  }
+  fs::remove_all(work);
 }

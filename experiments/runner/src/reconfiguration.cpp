@@ -370,6 +370,7 @@ class ReconfigurationRun {
     for (const auto& r : result_.hosts) {
       if (r.lost) result_.problems.push_back("host " + r.name + " lost");
     }
+    clear_left_forwarding();
     recovered_faults_ = FaultInjector::release_journal(result_.folder + "/" + kFaultJournal, result_.problems,
                                                        [this](const std::string& m) { ctx_.log(m); });
     if (restore_switch) restore_final_mapping();
@@ -387,6 +388,28 @@ class ReconfigurationRun {
   // the run's data is safe either way.
   void release_spools(const std::vector<HostTarget>& targets) {
     release_whole_spools(*store_, result_.hosts, targets, ctx_.logger(), *gate_);
+  }
+
+  // `ocslab recover` of a run with a `forwarding:` section: the runner applied forwarding on
+  // every host before run.json was written, and the clear at its end (or from LabForwarding's
+  // destructor) never ran. Each host gets the same `forwarding clear` (ocslab's routes,
+  // neighbours, macvlans, clsacts and filters, by its journal; nothing else). A host whose clear
+  // fails is a problem naming it, and keeps its state for `ocslab forwarding clear SPEC`.
+  void clear_left_forwarding() {
+    if (!spec_.forwarding.enabled) return;
+    LabForwarding fwd(spec_, forwarding_access(spec_, ssh_), ctx_.logger());
+    const auto errors = fwd.clear();
+    for (size_t i = 0; i < errors.size(); ++i) {
+      if (errors[i].empty()) {
+        recovered_forwarding_.push_back(spec_.hosts[i].name);
+      } else {
+        result_.problems.push_back(fmt::format(
+            "forwarding clear on {} failed: {} (its forwarding is still applied: ocslab forwarding clear SPEC)",
+            spec_.hosts[i].name, errors[i]));
+      }
+    }
+    ctx_.log(fmt::format("forwarding: the run's routes, neighbours and relay filters cleared on {} of {} host(s)",
+                         recovered_forwarding_.size(), errors.size()));
   }
 
   // RESULTS/run.json: what `ocslab recover` needs if this process dies from here on (meta.json
@@ -815,6 +838,7 @@ class ReconfigurationRun {
     if (recovered_ns_) {
       meta["recovered"] = {{"by", "ocslab recover"}, {"at", iso_time(recovered_ns_)}};
       if (!restored_mapping_.empty()) meta["recovered"]["switch_restored"] = restored_mapping_;
+      if (spec_.forwarding.enabled) meta["recovered"]["forwarding_cleared"] = recovered_forwarding_;
     }
     // The raw record timeline.csv was merged from (docs/experiments.md, "How a run is kept on
     // disk"): per stream its file, rows, the last agent sequence number on disk and any write
@@ -873,7 +897,8 @@ class ReconfigurationRun {
   std::unique_ptr<OcsPowerMonitor> monitor_;  // declared after: its destructor joins first
   // After store_: a run cut short releases its holds (appending their rows) before the store goes.
   std::unique_ptr<FaultInjector> faults_;
-  json recovered_faults_ = json::array();  // `ocslab recover`: the journal's faults
+  json recovered_faults_ = json::array();     // `ocslab recover`: the journal's faults
+  json recovered_forwarding_ = json::array();  // `ocslab recover`: the hosts whose forwarding it cleared
 };
 
 class Reconfiguration final : public ExperimentType {

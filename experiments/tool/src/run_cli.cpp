@@ -42,7 +42,10 @@ host's agent again over SSH (a virtual lab must still be up), stops its probes, 
 its spool every sample after the last one in FOLDER/capture/, measures the clock offsets, then
 writes timeline.csv and meta.json as the run would have, runs the analysis and draws the plots.
 meta.json gets `recovered`, and the gap in switch commands (the schedule stopped with the
-runner) is a problem of the run. The switch is left as it is unless --restore-switch. Refused,
+runner) is a problem of the run. A spec with a `forwarding:` section has its forwarding cleared
+on every host, as the run's end would have (`forwarding clear`; meta.json's
+recovered.forwarding_cleared names the hosts, a host whose clear fails is a problem naming
+it). The switch is left as it is unless --restore-switch. Refused,
 touching nothing, when the run finished, when FOLDER has no run.json, or when the spec changed
 since the run started.
 
