@@ -2,7 +2,8 @@
 // kernel that has cls_flower and act_pedit: one virtual-lab guest, in which a network namespace
 // plays ring4's h1 (veths as its if1s). The relay side must be created (if2 macvlans, clsacts,
 // flower filters), read back equal to the plan (diff empty), a changed filter replaced, and
-// rollback and clear must take exactly ocslab's objects away again.
+// rollback and clear must take exactly ocslab's objects away again, also after a kill -9 in the
+// middle of an apply that had made the relay side.
 #include <unistd.h>
 #include <catch2/catch.hpp>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include "ocslab/forwarding/fabric.h"
 #include "ocslab/forwarding/routes.h"
 #include "ocslab/testing/sshd_fixture.h"
+#include "ocslab/testing/wait.h"
 
 using namespace vlab_test;
 using Catch::Matchers::Contains;
@@ -107,6 +109,38 @@ TEST_CASE("forwarding engine in a guest: relay side applied, read back, replaced
   CHECK(g.exec("h1", "ip -n fwh1 link show eth2v").exit_status != 0);
   CHECK(g.run("h1", "ip -n fwh1 route show proto 79").empty());
   CHECK(g.run("h1", "ip -n fwh1 link show eth1").find("eth1") != std::string::npos);  // if1 untouched
+
+  // kill -9 in the middle of an apply, with the relay side made: the test hook pauses after the
+  // 2 macvlans, 2 clsacts and 4 filters (relays go first), before any neighbour or route. The
+  // journal still says 'applying'; another apply refuses until `rollback`, which takes every
+  // one of them away again (the journal's previous state: nothing, after the clear above).
+  const std::string paused = "/run/ocslab-test-fwkill";  // the guest's own: its log and pid
+  g.run("h1", "(OCSLAB_FORWARDING_TEST_PAUSE_AFTER=8 setsid " + agent + "apply --fabric " + dir + "/ring4.yaml" + opts +
+                  " > " + paused + ".log 2>&1 & echo $! > " + paused + ".pid)");
+  const bool held = testing::poll_until(
+      [&] { return g.exec("h1", "grep -q 'paused after 8 changes' " + paused + ".log").exit_status == 0; }, 120s,
+      200ms);
+  INFO(g.exec("h1", "cat " + paused + ".log").out);
+  REQUIRE(held);
+  CHECK(tc_filters(g, "eth1v") == want["eth1v"]);  // the relay side is in the kernel
+  CHECK(tc_filters(g, "eth2v") == want["eth2v"]);
+  CHECK(g.run("h1", "ip -n fwh1 route show proto 79").empty());  // no route yet
+  g.run("h1", "kill -9 -- -$(cat " + paused + ".pid)");
+  REQUIRE(testing::poll_until(
+      [&] { return g.exec("h1", "kill -0 $(cat " + paused + ".pid) 2>/dev/null").exit_status != 0; }, 60s, 200ms));
+  CHECK(g.exec("h1", "grep -q '\"applying\"' /var/lib/fwdint-state/journal.json").exit_status == 0);
+  auto again = g.exec("h1", agent + "apply --fabric " + dir + "/ring4.yaml" + opts);
+  CHECK(again.exit_status != 0);
+  CHECK_THAT(again.err, Contains("did not finish") && Contains("rollback' first"));
+  CHECK(g.exec("h1", "ip -n fwh1 link show eth1v").exit_status == 0);  // the refused apply changed nothing
+  out = g.run("h1", agent + "rollback --state-dir /var/lib/fwdint-state");
+  INFO(out);
+  CHECK(g.run("h1", "ip -n fwh1 -br link show type macvlan").empty());
+  CHECK(g.run("h1", "ip netns exec fwh1 tc qdisc show | grep -c clsact || true") == "0\n");
+  CHECK(g.run("h1", "ip -n fwh1 route show proto 79").empty());
+  CHECK(g.run("h1", "ip -n fwh1 neigh show nud permanent").empty());
+  CHECK(g.run("h1", "ip -n fwh1 link show eth1").find("eth1") != std::string::npos);  // if1 untouched
+  g.exec("h1", "rm -f " + paused + ".log " + paused + ".pid");
 
   g.exec("h1", "ip netns del fwh1; ip netns del fwp");
   fs::remove_all(dir);
