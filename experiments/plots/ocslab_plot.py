@@ -207,9 +207,9 @@ class Breakdown:
         return sorted({r["_iteration"] for r in self.rows})
 
     def status_counts(self):
-        """Rows per status (ok, failed, unaffected, incomplete, disconnected), and per intent
-        (move, up, dark, stay, unknown) when breakdown.csv has an `intent` column (the run's
-        meta.json named its mappings)."""
+        """Rows per status (ok, failed, unaffected, incomplete, disconnected, lost, unseen), and
+        per intent (move, up, dark, stay, unknown) when breakdown.csv has an `intent` column (the
+        run's meta.json named its mappings)."""
         statuses, intents = {}, {}
         for r in self.rows:
             st = (r.get("status") or "").strip()
@@ -228,7 +228,7 @@ class Breakdown:
         if intents is not None:
             up = sum(1 for r in self.ok_rows() if (r.get("intent") or "").strip() == "up")
             note += f" ({up} of them newly connected)"
-        left = [f"{statuses[k]} {k}" for k in ("failed", "incomplete", "lost", "disconnected", "unaffected")
+        left = [f"{statuses[k]} {k}" for k in ("failed", "incomplete", "lost", "unseen", "disconnected", "unaffected")
                 if statuses.get(k)]
         if left:
             note += "; not plotted: " + ", ".join(left)

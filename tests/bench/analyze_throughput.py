@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Throughput of `ocslab analyze` against a straightforward pandas implementation of the same
 breakdown (docs/experiments.md), on a synthetic timeline: 16 hosts, 50 reconfigurations, mostly
-rdma `completion` rows plus every layer edge. Prints rows/s, the speed ratio and both peak
+rdma `completion` rows plus every layer edge (one failed reconfiguration, one unaffected, one
+incomplete and one unseen row). Prints rows/s, the speed ratio and both peak
 resident memories (each measured on its own child process with wait4), and checks that the two
 breakdowns agree row for row. Prints figures; asserts only that the results agree.
 
@@ -22,6 +23,7 @@ COLUMNS = "t_ns,host,source,subject,signal,value,unit,run,iteration\n"
 FAILED_ITERATION = 17     # the switch answers ack 0
 UNAFFECTED = (23, 5)      # (iteration, host) with no layer going down
 INCOMPLETE = (31, 7)      # (iteration, host) whose carrier does not come back
+UNSEEN = (41, 9)          # (iteration, host) dark 60 ms whose carrier shows nothing
 
 
 def edge_rows(rng, base):
@@ -42,7 +44,7 @@ def edge_rows(rng, base):
             lost = c + int(rng.uniform(1, 3) * ms)
             fw_down = lost + int(rng.uniform(0.1, 1) * ms)
             car_down = fw_down + int(rng.uniform(0.5, 3) * ms)
-            back = c + int(rng.uniform(20, 40) * ms)
+            back = c + int(rng.uniform(20, 40) * ms) if (it, h) != UNSEEN else lost + 60 * ms
             fw_up = back + int(rng.uniform(50, 200) * ms)
             car_up = fw_up + int(rng.uniform(1, 5) * ms)
             resumed = car_up + int(rng.uniform(10, 100) * ms)
@@ -50,13 +52,15 @@ def edge_rows(rng, base):
                 (stalled, f"{stalled},{host},rdma,{rdma},stalled,1,bool,bench,{it}\n"),
                 (lost, f"{lost},{host},emulator,eth1,light,0,bool,bench,{it}\n"),
                 (fw_down, f"{fw_down},{host},emulator,eth1,link,0,bool,bench,{it}\n"),
-                (car_down, f"{car_down},{host},carrier,eth1,carrier,0,bool,bench,{it}\n"),
                 (back, f"{back},{host},emulator,eth1,light,1,bool,bench,{it}\n"),
                 (fw_up, f"{fw_up},{host},emulator,eth1,link,1,bool,bench,{it}\n"),
             ]
+            if (it, h) != UNSEEN:
+                rows.append((car_down, f"{car_down},{host},carrier,eth1,carrier,0,bool,bench,{it}\n"))
+                if (it, h) != INCOMPLETE:
+                    rows.append((car_up, f"{car_up},{host},carrier,eth1,carrier,1,bool,bench,{it}\n"))
             if (it, h) != INCOMPLETE:
                 rows += [
-                    (car_up, f"{car_up},{host},carrier,eth1,carrier,1,bool,bench,{it}\n"),
                     (resumed, f"{resumed},{host},rdma,{rdma},resumed,{(resumed - stalled) / ms:.3f},ms,bench,{it}\n"),
                 ]
     rows.sort()
@@ -172,9 +176,14 @@ def pandas_breakdown(path, out, dark_dbm=-30.0):
     b["total_ms"] = (b.rdma_up.fillna(b.carrier_up) - b.issued) / ms
     downs = b[[n + "_down" for n in edges]].notna()
     stuck = pd.concat([b[n + "_down"].notna() & b[n + "_up"].isna() for n in edges], axis=1)
+    # Dark for 20 ms or more and back, on a port whose carrier is probed, with no carrier edge.
+    probed = lay[lay.layer == "carrier"][["host", "iface"]].drop_duplicates().assign(probed=True)
+    b = b.merge(probed, on=["host", "iface"], how="left")
+    unseen = (b.probed.fillna(False).astype(bool) & (b.light_up - b.light_down >= 20 * ms) & b.carrier_down.isna() &
+              b.carrier_up.isna())
     b["status"] = np.select(
-        [b.acked.isna() & (len(cmd) > 0), ~downs.any(axis=1), stuck.any(axis=1)],
-        ["failed", "unaffected", "incomplete"], "ok")
+        [b.acked.isna() & (len(cmd) > 0), ~downs.any(axis=1), stuck.any(axis=1), unseen],
+        ["failed", "unaffected", "incomplete", "unseen"], "ok")
     b = b.rename(columns={"iface": "interface"}).sort_values(["run", "iteration", "host", "interface"])
     b[["run", "iteration", "host", "interface", "status", "control_ms", "switching_ms", "dark_ms", "firmware_ms",
        "carrier_ms", "kernel_ms", "rdma_ms", "outage_ms", "total_ms"]].to_csv(out, index=False)

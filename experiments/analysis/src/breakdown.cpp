@@ -26,6 +26,8 @@ const char* status_name(Status s) {
       return "disconnected";
     case Status::kLost:
       return "lost";
+    case Status::kUnseen:
+      return "unseen";
   }
   return "?";
 }
@@ -540,6 +542,10 @@ class BreakdownPass {
     }
     f.went_down = ps.stalled.has_value();
     f.stayed_down = ps.stalled && !ps.resumed;
+    const auto& dark = ps.down[kLight];
+    const auto& lit = ps.up[kLight];
+    f.carrier_unseen = p.has_carrier && dark && lit && *lit - *dark >= options_.unseen_min_ns &&
+                       !ps.down[kCarrierLayer] && !ps.up[kCarrierLayer];
     for (int l = 0; l < kLayerCount; ++l) {
       f.went_down = f.went_down || ps.down[l].has_value();
       f.stayed_down = f.stayed_down || (ps.down[l] && !ps.up[l]);
@@ -578,7 +584,8 @@ Status classify_row(const RowFacts& f) {
       return Status::kDisconnected;
     default:
       if (!f.went_down) return Status::kUnaffected;
-      return f.stayed_down ? Status::kIncomplete : Status::kOk;
+      if (f.stayed_down) return Status::kIncomplete;
+      return f.carrier_unseen ? Status::kUnseen : Status::kOk;
   }
 }
 

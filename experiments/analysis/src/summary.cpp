@@ -122,8 +122,9 @@ std::string summary_text(const Breakdown& b, const std::vector<ColumnSummary>& s
   t += fmt::format("cut by       {}\n", b.iterations_from);
   t += fmt::format("reconfigs    {}\n", b.iterations);
   t += fmt::format(
-      "rows         {} host/interface rows: {} ok, {} failed, {} unaffected, {} incomplete, {} disconnected{}\n",
-      b.rows.size(), n[0], n[1], n[2], n[3], n[4], n[5] ? fmt::format(", {} lost (no capture)", n[5]) : "");
+      "rows         {} host/interface rows: {} ok, {} failed, {} unaffected, {} incomplete, {} disconnected{}{}\n",
+      b.rows.size(), n[0], n[1], n[2], n[3], n[4], n[5] ? fmt::format(", {} lost (no capture)", n[5]) : "",
+      n[6] ? fmt::format(", {} unseen (dark, no carrier transition)", n[6]) : "");
   if (b.has_intents) {
     auto k = intent_counts(b);
     t += fmt::format("intents      from {}: {} move, {} up, {} dark, {} stay, {} unknown\n",
@@ -158,7 +159,8 @@ nlohmann::ordered_json summary_json(const Breakdown& b, const std::vector<Column
   j["iterations_from"] = b.iterations_from;
   j["reconfigurations"] = b.iterations;
   j["rows"] = b.rows.size();
-  j["status"] = {{"ok", n[0]}, {"failed", n[1]}, {"unaffected", n[2]}, {"incomplete", n[3]}, {"disconnected", n[4]}, {"lost", n[5]}};
+  j["status"] = {{"ok", n[0]}, {"failed", n[1]}, {"unaffected", n[2]}, {"incomplete", n[3]}, {"disconnected", n[4]}, {"lost", n[5]},
+                 {"unseen", n[6]}};
   if (b.has_intents) {
     auto k = intent_counts(b);
     nlohmann::ordered_json o;

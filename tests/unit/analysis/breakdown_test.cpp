@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <fmt/format.h>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -398,4 +399,61 @@ TEST_CASE("a carrier flap the kernel coalesced (carrier_inferred) is a down edge
   CHECK(r.edges[kCarrierDown] == kT0 + 1000 * kMs);
   CHECK(r.edges[kCarrierUp] == kT0 + 1000 * kMs);
   CHECK(ms(r, kCarrier) == "940.000000");
+}
+
+// Issue 45: a guest that missed an outage the emulator delivered (no carrier row at all) had its
+// row called `ok`. A dark spell of at least unseen_min_ns that the probed carrier did not see is
+// `unseen`; a shorter one, a coalesced flap the counters proved, and a port without a carrier
+// probe are not.
+TEST_CASE("a dark spell the probed carrier never saw is unseen, not ok") {
+  RunnerTimeline tl;
+  for (const char* h : {"h1", "h2", "h3"}) tl.row(kT0 - 5 * kS, h, "carrier", "eth1", "carrier", "1", 0);
+  tl.row(kT0, "switch", "ocs", "m", "command", "1", 1);
+  tl.row(kT0 + 5 * kMs, "switch", "ocs", "m", "ack", "1", 1);
+  // h1: dark 50 ms, the link model followed, the carrier shows nothing; RDMA stalled and resumed.
+  // h2: dark 10 ms, below the minimum, no carrier row either.
+  // h3: dark 50 ms, a flap the kernel coalesced: the counters prove both edges.
+  // h4: dark 50 ms, no carrier probe on the host.
+  const std::map<std::string, int64_t> dark_ms = {{"h1", 50}, {"h2", 10}, {"h3", 50}, {"h4", 50}};
+  for (const auto& [h, d] : dark_ms) {
+    tl.row(kT0 + 1 * kMs, h, "rdma", "rxe_eth1/eth1@x", "stalled", "1", 1);
+    tl.row(kT0 + 2 * kMs, h, "emulator", "eth1", "light", "0", 1);
+    tl.row(kT0 + 2 * kMs, h, "emulator", "eth1", "link", "0", 1);
+    tl.row(kT0 + (2 + d) * kMs, h, "emulator", "eth1", "light", "1", 1);
+    tl.row(kT0 + (2 + d) * kMs, h, "emulator", "eth1", "link", "1", 1);
+    tl.row(kT0 + 200 * kMs, h, "rdma", "rxe_eth1/eth1@x", "resumed", "199", 1, "ms");
+  }
+  tl.row(kT0 + 900 * kMs, "h3", "carrier", "eth1", "carrier_inferred", "0", 1);
+  tl.row(kT0 + 900 * kMs, "h3", "carrier", "eth1", "carrier", "1", 1);
+  Breakdown b = analyze(tl.text);
+  REQUIRE(b.rows.size() == 4);
+  std::map<std::string, std::string> status;
+  for (const auto& r : b.rows) status[r.host] = status_name(r.status);
+  CHECK(status == std::map<std::string, std::string>{{"h1", "unseen"}, {"h2", "ok"}, {"h3", "ok"}, {"h4", "ok"}});
+  CHECK(ms(b.rows[0], kDark) == "50.000000");
+  CHECK_FALSE(b.rows[0].edges[kCarrierDown]);
+
+  // Exactly at the minimum it is unseen; one nanosecond under, ok.
+  CHECK(status_name(analyze(tl.text, {.unseen_min_ns = 50 * kMs}).rows[0].status) == std::string("unseen"));
+  CHECK(status_name(analyze(tl.text, {.unseen_min_ns = 50 * kMs + 1}).rows[0].status) == std::string("ok"));
+
+  // The summary counts it apart and leaves it out of the ok rows' durations.
+  auto s = summarize(b);
+  CHECK(s[kDark].count == 3);
+  SummaryContext ctx{"t.csv", 1, 1, -30};
+  CHECK_THAT(summary_text(b, s, ctx),
+             Catch::Contains("4 host/interface rows: 3 ok, 0 failed, 0 unaffected, 0 incomplete, 0 disconnected, 1 "
+                             "unseen (dark, no carrier transition)\n"));
+  CHECK(summary_json(b, s, ctx)["status"]["unseen"] == 1);
+  std::ostringstream csv;
+  write_breakdown_csv(b, csv);
+  CHECK_THAT(csv.str(), Catch::Contains("\nr1,1,m,h1,eth1,unseen,"));
+
+  // Something that stayed down outweighs it: the row is incomplete.
+  RowFacts f;
+  f.intent = Intent::kMove;
+  f.went_down = f.carrier_unseen = true;
+  CHECK(classify_row(f) == Status::kUnseen);
+  f.stayed_down = true;
+  CHECK(classify_row(f) == Status::kIncomplete);
 }

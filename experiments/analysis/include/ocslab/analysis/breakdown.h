@@ -20,8 +20,13 @@ namespace ocslab::analysis {
 // (Timeline::capture_lost_at: the agent died, was killed, or its host went away), so what the
 // port saw is not known; edges the switch side saw (its power monitor, a virtual lab's ground
 // truth) are kept.
-enum class Status { kOk, kFailed, kUnaffected, kIncomplete, kDisconnected, kLost };
-constexpr size_t kStatusCount = 6;
+// kUnseen: the port's light went dark for at least BreakdownOptions::unseen_min_ns and came
+// back, its carrier is probed, and the carrier layer recorded no transition at all (no
+// `carrier`, no `carrier_inferred`): the host's kernel never saw an outage the fabric made
+// (a NIC or driver that held the link through it, or a virtual lab's guest that missed it).
+// Its layer durations are not a measurement of that outage, so it is not `ok`.
+enum class Status { kOk, kFailed, kUnaffected, kIncomplete, kDisconnected, kLost, kUnseen };
+constexpr size_t kStatusCount = 7;
 const char* status_name(Status s);
 
 // What a reconfiguration was meant to do to one host/interface, from the mapping before it and
@@ -151,17 +156,24 @@ struct RowFacts {
   bool went_down = false, stayed_down = false;
   // The host's capture ended before the command (Timeline::capture_lost_at).
   bool capture_lost = false;
+  // The port's light was dark for at least BreakdownOptions::unseen_min_ns and came back, its
+  // carrier is probed, and the carrier layer has no edge in the row.
+  bool carrier_unseen = false;
 };
 
 // A row's status: kFailed for a failed command (even with the capture lost: that is the switch's),
 // else kLost for a lost capture; a port coming up is kOk when all it awaited came up, kIncomplete
 // when some did not, kUnaffected when it awaited nothing and nothing came up; a port going dark
 // is kDisconnected; any other is kUnaffected when nothing went down, kIncomplete when something
-// stayed down, else kOk.
+// stayed down, kUnseen when the carrier did not see a dark spell that long, else kOk.
 Status classify_row(const RowFacts& facts);
 
 struct BreakdownOptions {
   double dark_dbm = -30;  // rx_power_dbm below this counts as dark
+  // A dark spell this long that the carrier layer did not see makes the row kUnseen. 20 ms:
+  // every NIC model of the virtual lab drops its link within 1 ms of the light, and a kernel
+  // reports the carrier change within a linkwatch delay (docs/experiments.md, "unseen").
+  int64_t unseen_min_ns = 20'000'000;
 };
 
 struct Breakdown {
