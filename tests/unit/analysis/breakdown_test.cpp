@@ -401,10 +401,10 @@ TEST_CASE("a carrier flap the kernel coalesced (carrier_inferred) is a down edge
   CHECK(ms(r, kCarrier) == "940.000000");
 }
 
-// Issue 45: a guest that missed an outage the emulator delivered (no carrier row at all) had its
-// row called `ok`. A dark spell of at least unseen_min_ns that the probed carrier did not see is
-// `unseen`; a shorter one, a coalesced flap the counters proved, and a port without a carrier
-// probe are not.
+// Issue 45: in a phase run on the virtual lab some reconfigurations had no carrier row at all
+// (the kernel announced the outage after the next command), and their rows were called `ok`. A
+// dark spell of at least unseen_min_ns that the probed carrier did not show is `unseen`; a
+// shorter one, a coalesced flap the counters proved, and a port without a carrier probe are not.
 TEST_CASE("a dark spell the probed carrier never saw is unseen, not ok") {
   RunnerTimeline tl;
   for (const char* h : {"h1", "h2", "h3"}) tl.row(kT0 - 5 * kS, h, "carrier", "eth1", "carrier", "1", 0);

@@ -22,9 +22,10 @@ namespace ocslab::analysis {
 // truth) are kept.
 // kUnseen: the port's light went dark for at least BreakdownOptions::unseen_min_ns and came
 // back, its carrier is probed, and the carrier layer recorded no transition at all (no
-// `carrier`, no `carrier_inferred`): the host's kernel never saw an outage the fabric made
-// (a NIC or driver that held the link through it, or a virtual lab's guest that missed it).
-// Its layer durations are not a measurement of that outage, so it is not `ok`.
+// `carrier`, no `carrier_inferred`) in the reconfiguration: the kernel never changed the
+// carrier (a NIC or driver that held the link through it), or announced the change only after
+// the next reconfiguration began (linkwatch holds a carrier-down announcement up to a second,
+// docs/probes-carrier.md). Its carrier durations do not measure that outage, so it is not `ok`.
 enum class Status { kOk, kFailed, kUnaffected, kIncomplete, kDisconnected, kLost, kUnseen };
 constexpr size_t kStatusCount = 7;
 const char* status_name(Status s);
@@ -170,9 +171,9 @@ Status classify_row(const RowFacts& facts);
 
 struct BreakdownOptions {
   double dark_dbm = -30;  // rx_power_dbm below this counts as dark
-  // A dark spell this long that the carrier layer did not see makes the row kUnseen. 20 ms:
-  // every NIC model of the virtual lab drops its link within 1 ms of the light, and a kernel
-  // reports the carrier change within a linkwatch delay (docs/experiments.md, "unseen").
+  // A dark spell this long that the carrier layer did not show makes the row kUnseen. 20 ms:
+  // well above the virtual lab's link models' loss of signal (1 ms) (docs/experiments.md,
+  // "unseen").
   int64_t unseen_min_ns = 20'000'000;
 };
 
