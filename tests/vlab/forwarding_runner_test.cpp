@@ -69,7 +69,6 @@ TEST_CASE("the runner applies forwarding per mapping, verifies the matrix, re-ap
   // The shared ring lab, reset: the spec names its file, so the runner uses it as it is (lab.keep
   // defaults to true) and the next case gets it back reset.
   Lab shared(kSharedRing, 180s, Sharing::kShared);
-  const std::string name = shared.state().name;
   std::string out = (fs::temp_directory_path() / ("fwdrun-" + std::to_string(::getpid()))).string();
   fs::remove_all(out);
   auto r = ocslab_cli({"run", spec, "-o", out, "--no-plot"});
@@ -122,20 +121,8 @@ TEST_CASE("the runner applies forwarding per mapping, verifies the matrix, re-ap
     }
   };
   no_state();
-  vlab::LabState lab;
-  for (const auto& l : vlab::list_labs(vlab::default_cache_dir()))
-    if (l.name == name) lab = l;
-  REQUIRE_FALSE(lab.dir.empty());
-  auto guest = [&](const std::string& h, const std::string& cmd) {
-    ocs::SshOptions o;
-    o.host = "127.0.0.1";
-    o.port = lab.host(h).ssh_port;
-    o.user = "root";
-    o.identity_file = lab.client_key();
-    o.known_hosts_file = lab.known_hosts();
-    ocs::SshSession s(o);
-    return s.exec(cmd, 60s);
-  };
+  const vlab::LabState& lab = shared.state();
+  auto guest = [&](const std::string& h, const std::string& cmd) { return shared.exec(h, cmd, 60s); };
 
   // By hand (`ocslab forwarding`), transactional across the lab: an interface named like h3's
   // if2 that is not ocslab's makes h3 refuse; the hosts that applied are rolled back.
