@@ -81,11 +81,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                               {kRdmaStalled, kRdmaResumed}})
         if (r.edges[down] && !r.edges[up]) __builtin_trap();
     }
-    // unseen: the light was dark for at least the minimum and came back; the carrier has no edge.
-    if (r.status == Status::kUnseen &&
-        (!r.edges[kLightLost] || !r.edges[kLightBack] || r.edges[kCarrierDown] || r.edges[kCarrierUp] ||
-         *r.edges[kLightBack] - *r.edges[kLightLost] < BreakdownOptions{}.unseen_min_ns))
-      __builtin_trap();
+    // unseen: the light was dark for at least the minimum (or longer than int64 spans: no
+    // duration) and came back; the carrier has no edge.
+    if (r.status == Status::kUnseen) {
+      const auto dark = r.duration_ns(kDark);
+      if (!r.edges[kLightLost] || !r.edges[kLightBack] || r.edges[kCarrierDown] || r.edges[kCarrierUp] ||
+          (dark && *dark < BreakdownOptions{}.unseen_min_ns))
+        __builtin_trap();
+    }
     if (r.edges[kLightBack] && !r.edges[kLightLost]) __builtin_trap();  // up edges follow a down
     if (r.edges[kCarrierUp] && *r.edges[kCarrierUp] < *r.edges[kCarrierDown]) __builtin_trap();
   }

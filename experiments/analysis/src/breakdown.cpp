@@ -542,9 +542,12 @@ class BreakdownPass {
     }
     f.went_down = ps.stalled.has_value();
     f.stayed_down = ps.stalled && !ps.resumed;
+    // Dark from the light lost to its return; a span too long for int64 (nonsense t_ns) is long.
     const auto& dark = ps.down[kLight];
     const auto& lit = ps.up[kLight];
-    f.carrier_unseen = p.has_carrier && dark && lit && *lit - *dark >= options_.unseen_min_ns &&
+    int64_t dark_ns = 0;
+    f.carrier_unseen = p.has_carrier && dark && lit &&
+                       (__builtin_sub_overflow(*lit, *dark, &dark_ns) || dark_ns >= options_.unseen_min_ns) &&
                        !ps.down[kCarrierLayer] && !ps.up[kCarrierLayer];
     for (int l = 0; l < kLayerCount; ++l) {
       f.went_down = f.went_down || ps.down[l].has_value();
