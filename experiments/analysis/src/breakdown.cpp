@@ -542,13 +542,11 @@ class BreakdownPass {
     }
     f.went_down = ps.stalled.has_value();
     f.stayed_down = ps.stalled && !ps.resumed;
-    // Dark from the light lost to its return; a span too long for int64 (nonsense t_ns) is long.
-    const auto& dark = ps.down[kLight];
-    const auto& lit = ps.up[kLight];
-    int64_t dark_ns = 0;
-    f.carrier_unseen = p.has_carrier && dark && lit &&
-                       (__builtin_sub_overflow(*lit, *dark, &dark_ns) || dark_ns >= options_.unseen_min_ns) &&
-                       !ps.down[kCarrierLayer] && !ps.up[kCarrierLayer];
+    // The row's dark duration; none with both light edges means a span past int64 (nonsense t_ns): long.
+    const auto dark_ns = r.duration_ns(kDark);
+    f.carrier_unseen = p.has_carrier && r.edges[kLightLost] && r.edges[kLightBack] &&
+                       (!dark_ns || *dark_ns >= options_.unseen_min_ns) && !r.edges[kCarrierDown] &&
+                       !r.edges[kCarrierUp];
     for (int l = 0; l < kLayerCount; ++l) {
       f.went_down = f.went_down || ps.down[l].has_value();
       f.stayed_down = f.stayed_down || (ps.down[l] && !ps.up[l]);
