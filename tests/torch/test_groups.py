@@ -95,5 +95,33 @@ class BytesTest(unittest.TestCase):
         self.assertEqual(groups.OP_TYPES["_reduce_scatter_base"], "reducescatter")
 
 
+class GroupInterfaceTest(unittest.TestCase):
+    def test_kinds_and_interfaces(self):
+        lay = Layout.parse("pp=2,dp=2", 4)
+        self.assertEqual(groups.parse_group_ifs("world=lan0, pp=eth1,dp=eth1", lay),
+                         {"world": "lan0", "pp": "eth1", "dp": "eth1"})
+        self.assertEqual(groups.parse_group_ifs("", lay), {})
+
+    def test_bad_parts_are_named(self):
+        lay = Layout.parse("pp=2,dp=2", 4)
+        for text, words in (("tp=eth1", "group kind 'tp' is not one of world, pp, dp"),
+                            ("pp", "'pp' is not KIND=INTERFACE"), ("pp=", "'pp=' is not KIND=INTERFACE"),
+                            ("pp=eth1,pp=eth2", "'pp' given twice"),
+                            ("dp=a/b", "'a/b' is not a network interface name"),
+                            ("dp=abcdefghijklmnop", "is not a network interface name")):
+            with self.assertRaises(LayoutError) as c:
+                groups.parse_group_ifs(text, lay)
+            self.assertIn(words, str(c.exception), text)
+
+    def test_rank_interfaces(self):
+        self.assertEqual(groups.parse_rank_ifs("eth1, eth1,lo,ib0", 4), ["eth1", "eth1", "lo", "ib0"])
+        for text, words in (("eth1,eth1", "2 interface(s), but the world has 4 ranks"),
+                            ("eth1,,eth1,eth1", "rank 1: '' is not a network interface name"),
+                            ("eth1,eth1,e th,eth1", "rank 2: 'e th'")):
+            with self.assertRaises(LayoutError) as c:
+                groups.parse_rank_ifs(text, 4)
+            self.assertIn(words, str(c.exception), text)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -329,23 +329,36 @@ void pick_native(const YamlDoc& doc, const YAML::Node& ph, const YAML::Node& wl,
     }
   }
   std::vector<std::string> missing;
+  auto unconnected = [&](const std::string& name) {
+    pw.native_unconnected.push_back(name);
+    bool given = std::any_of(pw.native_group_if.begin(), pw.native_group_if.end(),
+                             [&](const auto& kv) { return kv.first == name; });
+    if (!given) missing.push_back(name);
+  };
   for (const auto& [g, n] : bytes) {
     const auto& grp = pw.schedule.groups[g];
-    if (wired_for(pw.native, needed_digits(L, grp))) continue;
-    pw.native_unconnected.push_back(grp.name);
-    bool given = std::any_of(pw.native_group_if.begin(), pw.native_group_if.end(),
-                             [&](const auto& kv) { return kv.first == grp.name; });
-    if (!given) missing.push_back(grp.name);
+    if (!wired_for(pw.native, needed_digits(L, grp))) unconnected(grp.name);
+  }
+  // A torch job's groups are the script's: every kind of group the layout has (pp, each
+  // dimension) may carry data, and a kind is connected when every stage is wired for it.
+  if (pw.framework == Framework::kTorch) {
+    for (const auto& kind : torch_group_kinds(L)) {
+      if (kind == "world") continue;  // the management group: never on the rail
+      std::map<int, int> need;
+      for (int st = 0; st < L.pp; ++st) need[st] = L.digit_of(kind);
+      if (!wired_for(pw.native, need)) unconnected(kind);
+    }
   }
   if (!missing.empty()) {
     std::string names;
     for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;
     throw config_error(doc, ph["native"] ? ph["native"] : wl["modes"],
-                       fmt::format("native: the schedule cannot be wired statically on the rail: topology {} ({}) "
+                       fmt::format("native: the {} cannot be wired statically on the rail: topology {} ({}) "
                                    "leaves group(s) {} without a circuit. Give each an interface that needs no "
                                    "circuit in workload.native_group_if (e.g. {{{}: lan0}}), or choose another "
                                    "topology with phase.native",
-                                   pw.native.str(), L.describe_digits(), names, missing.front()));
+                                   pw.framework == Framework::kTorch ? "job" : "schedule", pw.native.str(),
+                                   L.describe_digits(), names, missing.front()));
   }
 }
 
@@ -491,21 +504,36 @@ void parse_launcher(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec&
   }
 }
 
-// group_if / native_group_if: a map GROUP: NIC over the schedule's groups.
+// group_if / native_group_if: a map GROUP: NIC over the schedule's groups (collbench), or
+// KIND: NIC over the layout's group kinds (torch: the script's groups are only known at run time).
 std::vector<std::pair<std::string, std::string>> parse_group_map(const YamlDoc& doc, const YAML::Node& gi,
                                                                  const PhaseWorkloadSpec& pw, const char* key) {
   std::vector<std::pair<std::string, std::string>> out;
-  if (!gi.IsMap()) throw config_error(doc, gi, fmt::format("{} is a map GROUP: NIC (e.g. {{world: lan0}})", key));
+  const bool torch = pw.framework == Framework::kTorch;
+  if (!gi.IsMap()) {
+    throw config_error(doc, gi,
+                       fmt::format("{} is a map {}: NIC (e.g. {{world: lan0}})", key, torch ? "KIND" : "GROUP"));
+  }
   for (const auto& kv : gi) {
     std::string g = as_string(doc, kv.first), nic = as_string(doc, kv.second);
-    bool known =
-        std::any_of(pw.schedule.groups.begin(), pw.schedule.groups.end(), [&](const auto& x) { return x.name == g; });
-    if (!known) {
-      std::string names;
-      for (const auto& x : pw.schedule.groups) names += (names.empty() ? "" : ", ") + x.name;
+    std::vector<std::string> names;
+    if (torch) {
+      names = torch_group_kinds(pw.layout);
+    } else {
+      for (const auto& x : pw.schedule.groups) names.push_back(x.name);
+    }
+    if (std::find(names.begin(), names.end(), g) == names.end()) {
+      std::string list;
+      for (const auto& x : names) list += (list.empty() ? "" : ", ") + x;
+      if (torch) {
+        throw config_error(doc, kv.first,
+                           fmt::format("{}: a torch job's groups are named by kind, and '{}' is none of the layout's "
+                                       "(it has: {})",
+                                       key, g, list));
+      }
       throw config_error(
           doc, kv.first,
-          fmt::format("{}: schedule {} has no group '{}' (it has: {})", key, pw.schedule.origin, g, names));
+          fmt::format("{}: schedule {} has no group '{}' (it has: {})", key, pw.schedule.origin, g, list));
     }
     if (nic.empty() || nic.find_first_of(" \t/'\"=") != std::string::npos)
       throw config_error(doc, kv.second, fmt::format("{}: '{}' is not an interface name", key, nic));
@@ -552,7 +580,7 @@ void parse_framework(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec
     }
     return;
   }
-  for (const char* k : {"schedule", "program", "pass_if", "group_if", "native_group_if", "profile_steps"}) {
+  for (const char* k : {"schedule", "program", "pass_if"}) {
     if (wl[k]) {
       throw config_error(doc, wl[k],
                          fmt::format("workload.{} is for the collective workloads (framework collbench): a torch job "
@@ -560,6 +588,8 @@ void parse_framework(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec
                                      k));
     }
   }
+  // The backend's own default (OCSLAB_PROFILE_STEPS unset) is Opus's 5.
+  pw.profile_steps = 0;
   const auto& sc = wl["script"];
   if (!sc) throw config_error(doc, wl, "workload.script is missing: the training script a torch job runs");
   pw.script = resolve_path(doc, as_string(doc, sc));
@@ -600,7 +630,8 @@ void parse_workload(const YamlDoc& doc, const YAML::Node& wl, PhaseWorkloadSpec&
   if (wl["profile_steps"]) pw.profile_steps = int_in(doc, wl["profile_steps"], 1, 1000, "profile_steps");
   if (wl["timeout_s"]) pw.timeout_s = int_in(doc, wl["timeout_s"], 1, 86400, "timeout_s");
   parse_launcher(doc, wl, pw);
-  parse_group_if(doc, wl, pw);
+  // A torch job's group kinds come from the layout: parsed after phase: (parse_phase_workload).
+  if (pw.framework == Framework::kCollbench) parse_group_if(doc, wl, pw);
   parse_host_prep(doc, wl, pw);
 }
 
@@ -705,6 +736,7 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
             {"job", "pp", "dims", "initial", "native", "settle_ms", "rail", "listen", "controller", "ack_timeout_ms",
              "max_retries", "policy", "phase_table", "switch_time_ms", "spares", "detect", "rails"});
   parse_layout(doc, ph, spec, pw);
+  if (pw.framework == Framework::kTorch) parse_group_if(doc, wl, pw);
   if (ph["rail"]) pw.rail = as_string(doc, ph["rail"]);
   if (const auto& l = ph["listen"]) std::tie(pw.listen_host, pw.listen_port) = as_host_port(doc, l, "listen");
   if (ph["ack_timeout_ms"]) pw.ack_timeout_ms = int_in(doc, ph["ack_timeout_ms"], 1, 3'600'000, "ack_timeout_ms");

@@ -17,6 +17,33 @@ std::string torch_layout(const phase::JobLayout& layout) {
   return out;
 }
 
+std::vector<std::string> torch_group_kinds(const phase::JobLayout& layout) {
+  std::vector<std::string> kinds = {"world", "pp"};
+  for (const auto& d : layout.dims) kinds.push_back(d.name);
+  return kinds;
+}
+
+std::string torch_group_ifs(const PhaseWorkloadSpec& spec, const std::string& mode) {
+  auto find = [](const std::vector<std::pair<std::string, std::string>>& map, const std::string& kind) {
+    for (const auto& [k, v] : map)
+      if (k == kind) return v;
+    return std::string();
+  };
+  std::string out;
+  for (const auto& kind : torch_group_kinds(spec.layout)) {
+    std::string iface = mode == "native" ? find(spec.native_group_if, kind) : std::string();
+    if (iface.empty()) iface = find(spec.group_if, kind);
+    if (!iface.empty()) out += fmt::format("{}{}={}", out.empty() ? "" : ",", kind, iface);
+  }
+  return out;
+}
+
+std::string torch_rank_ifs(const PhaseWorkloadSpec& spec) {
+  std::string out;
+  for (const auto& r : spec.ranks) out += (out.empty() ? "" : ",") + r.nic;
+  return out;
+}
+
 namespace {
 
 // What every rank gets after its own RANK / LOCAL_RANK: world size, rank 0's rendezvous, the
@@ -39,6 +66,11 @@ void append_job_env_and_program(std::vector<std::string>& a, const PhaseWorkload
     if (l.mode == "provisioning") a.push_back("OCSLAB_PHASE_MODE=provisioning");
   }
   a.push_back("OCSLAB_LAYOUT=" + torch_layout(spec.layout));
+  // Each data group binds to its rank's placement NIC (where its circuits are) unless the spec
+  // names another interface for its kind.
+  a.push_back("OCSLAB_RANK_IFS=" + torch_rank_ifs(spec));
+  if (const auto g = torch_group_ifs(spec, l.mode); !g.empty()) a.push_back("OCSLAB_GROUP_IF=" + g);
+  if (spec.profile_steps > 0) a.push_back(fmt::format("OCSLAB_PROFILE_STEPS={}", spec.profile_steps));
   a.push_back("OCSLAB_SHIM_CSV=" + l.output_dir + "/" + shim_csv);
   a.push_back("OCSLAB_OUTPUT=" + l.output_dir);
   if (!l.python_path.empty()) a.push_back("PYTHONPATH=" + l.python_path);

@@ -154,3 +154,44 @@ def op_bytes(method, inputs, outputs=()):
     if kind == "scatter":
         return tensor_bytes(inputs) if inputs else tensor_bytes(outputs)
     return tensor_bytes(inputs)
+
+
+def parse_group_ifs(text, layout):
+    """OCSLAB_GROUP_IF: "world=lan0,pp=eth1,dp=eth1", the network interface each kind of group
+    binds its inner gloo connections to (`world`: collectives of the whole world; `pp` and the
+    layout's dimensions: its data groups, whose circuits the controller makes). A kind not named
+    keeps gloo's own choice (GLOO_SOCKET_IFNAME, else the host name's address). Returns
+    {kind: interface}; raises LayoutError naming the bad part."""
+    kinds = ["world", "pp"] + [n for n, _ in layout.dims]
+    out = {}
+    for part in [p.strip() for p in text.split(",") if p.strip()]:
+        kind, eq, iface = (x.strip() for x in part.partition("="))
+        if not eq or not iface:
+            raise LayoutError(f"'{part}' is not KIND=INTERFACE")
+        if kind not in kinds:
+            raise LayoutError(f"'{part}': group kind '{kind}' is not one of {', '.join(kinds)} "
+                              f"(layout {layout.describe()})")
+        if kind in out:
+            raise LayoutError(f"'{part}': group kind '{kind}' given twice")
+        if not _interface_name(iface):
+            raise LayoutError(f"'{part}': '{iface}' is not a network interface name")
+        out[kind] = iface
+    return out
+
+
+def parse_rank_ifs(text, world):
+    """OCSLAB_RANK_IFS: "eth1,eth1,eth1,eth1", every rank's data NIC in rank order (the runner's
+    placement), the interface a data group binds to where OCSLAB_GROUP_IF names none for its
+    kind. Returns the list; raises LayoutError naming the bad part."""
+    names = [n.strip() for n in text.split(",")]
+    if len(names) != world:
+        raise LayoutError(f"'{text}': {len(names)} interface(s), but the world has {world} ranks")
+    for r, n in enumerate(names):
+        if not _interface_name(n):
+            raise LayoutError(f"rank {r}: '{n}' is not a network interface name")
+    return names
+
+
+def _interface_name(name):
+    """A name as the kernel takes it: 1..15 characters, no '/', ':', ',', '=' or white space."""
+    return 0 < len(name) <= 15 and not any(c in "/:,=" or c.isspace() for c in name)

@@ -17,6 +17,10 @@ Environment (the names of the collective workloads' flags, docs/workloads.md):
                                      DIR/timeline-rank<R>.csv and the learned DIR/phases-rank<R>.csv
   OCSLAB_PHASE_MODE=MODE             on-demand (default) or provisioning, as --phase-mode
   OCSLAB_PROFILE_STEPS=N             how often the step must repeat to be learned (default 5)
+  OCSLAB_RANK_IFS=eth1,eth1,...      every rank's data NIC, in rank order: a data group's inner gloo
+                                     group binds to its rank's (where the group's circuits are)
+  OCSLAB_GROUP_IF=world=lan0,pp=eth1 the interface a kind of group binds to instead (world, pp, the
+                                     layout's dimensions); world unnamed: gloo's own choice
 """
 
 import atexit
@@ -68,6 +72,24 @@ def _layout(world):
         raise ValueError(f"OCSLAB_LAYOUT: {e}") from None
 
 
+def _group_ifs(world):
+    """({kind: interface} from OCSLAB_GROUP_IF, [each rank's interface] from OCSLAB_RANK_IFS or
+    None); both need OCSLAB_LAYOUT, whose kinds they serve."""
+    text, ranks = os.environ.get("OCSLAB_GROUP_IF", "").strip(), os.environ.get("OCSLAB_RANK_IFS", "").strip()
+    if not text and not ranks:
+        return {}, None
+    layout = _layout(world)
+    try:
+        by_kind = groups.parse_group_ifs(text, layout) if text else {}
+    except groups.LayoutError as e:
+        raise ValueError(f"OCSLAB_GROUP_IF: {e}") from None
+    try:
+        by_rank = groups.parse_rank_ifs(ranks, world) if ranks else None
+    except groups.LayoutError as e:
+        raise ValueError(f"OCSLAB_RANK_IFS: {e}") from None
+    return by_kind, by_rank
+
+
 def _profile_steps():
     steps = os.environ.get("OCSLAB_PROFILE_STEPS", "5")
     if not steps.isdigit() or int(steps) < 1:
@@ -103,7 +125,11 @@ class _Process:
         # the controller in the order the rank runs them.
         self.lock = threading.Lock()
         self.csv = None
+        self.group_ifs, self.rank_ifs = {}, None
         try:
+            self.group_ifs, self.rank_ifs = _group_ifs(world)
+            if self.group_ifs or self.rank_ifs:
+                self.layout = _layout(world)
             self.recorder = _recorder(rank)
             if self.recorder is not None:
                 self.layout = _layout(world)
@@ -154,6 +180,20 @@ class _Process:
                 print(f"ocslab: rank {self.rank}: {r}", file=sys.stderr, flush=True)
             self.shim.close()
             self.shim = None
+
+    def interface(self, ranks, p2p):
+        """The interface of the group of these global ranks: what OCSLAB_GROUP_IF names for its
+        kind (world, pp or a dimension), else for a data group this rank's OCSLAB_RANK_IFS
+        entry, else None (gloo's own choice)."""
+        if not self.group_ifs and not self.rank_ifs:
+            return None
+        g = groups.shim_group(ranks, self.world, p2p, self.layout)
+        if g is None:
+            return None
+        kind = "world" if g[1] == "mgmt" else g[1]
+        if kind in self.group_ifs:
+            return self.group_ifs[kind]
+        return self.rank_ifs[self.rank] if self.rank_ifs and kind != "world" else None
 
     def run(self, group, kind, nbytes, op):
         """op() between the shim's pre and post hooks. The op is complete when this returns:
@@ -279,9 +319,12 @@ class OcslabProcessGroup(dist.ProcessGroup):
                 self._ranks = [g for g, _ in sorted(mapping.items(), key=lambda kv: kv[1])]
         return self._ranks
 
-    def _inner_group(self, device, pair=None):
+    def _inner_group(self, device, ranks, p2p, pair=None):
         """The inner gloo or NCCL group of this group, or of a pair of its group ranks (for
-        point-to-point ops in a group of more than two: only the pair's circuit exists)."""
+        point-to-point ops in a group of more than two: only the pair's circuit exists). A gloo
+        group binds to the interface OCSLAB_GROUP_IF names for its kind (`ranks`: its global
+        ranks), so a data group connects over its rail NIC, through the circuits its first
+        op's pre hook made."""
         kind = "nccl" if device.type == "cuda" else "gloo"
         key = (kind, pair)
         pg = self._inner.get(key)
@@ -294,7 +337,18 @@ class OcslabProcessGroup(dist.ProcessGroup):
                     raise RuntimeError("ocslab backend: CUDA tensor, but this torch has no NCCL")
                 pg = dist.ProcessGroupNCCL(store, rank, size, self._timeout)
             else:
-                pg = dist.ProcessGroupGloo(store, rank, size, self._timeout)
+                iface = _process.interface(ranks, p2p)
+                if iface is None:
+                    pg = dist.ProcessGroupGloo(store, rank, size, self._timeout)
+                else:
+                    options = dist.ProcessGroupGloo._Options()
+                    options._timeout = self._timeout
+                    try:
+                        options._devices = [dist.ProcessGroupGloo.create_device(interface=iface)]
+                    except RuntimeError as e:
+                        raise RuntimeError(f"ocslab backend, rank {_process.rank}: group {groups.group_name(ranks)}: "
+                                           f"interface {iface} (OCSLAB_GROUP_IF): {e}") from None
+                    pg = dist.ProcessGroupGloo(store, rank, size, options)
             self._inner[key] = pg
         return pg
 
@@ -308,7 +362,7 @@ class OcslabProcessGroup(dist.ProcessGroup):
         nbytes = groups.op_bytes(method, inputs, outputs)
 
         def op():
-            return getattr(self._inner_group(device), method)(*args, **kwargs)
+            return getattr(self._inner_group(device, ranks, p2p=False), method)(*args, **kwargs)
 
         return _process.run(group, groups.OP_TYPES[method], nbytes, op)
 
@@ -321,7 +375,7 @@ class OcslabProcessGroup(dist.ProcessGroup):
         peer_rank = peer if pair is None else pair.index(peer)
 
         def op():
-            return getattr(self._inner_group(tensors[0].device, pair), method)(tensors, peer_rank, tag)
+            return getattr(self._inner_group(tensors[0].device, [me, other], True, pair), method)(tensors, peer_rank, tag)
 
         return _Finished(_process.run(group, method, groups.tensor_bytes(tensors), op))
 

@@ -1094,7 +1094,8 @@ TEST_CASE("phase-workload, framework torch: the example job natively, on demand 
   s << "switch: {url: '" << lab.emu.url() << "'}\n"
     << "workload:\n  framework: torch\n  script: " << source_dir() << "/experiments/torch/examples/train_lm.py\n"
     << "  args: [--steps, '" << kSteps
-    << "']\n  modes: [native, on-demand, provisioning]\n  port: " << testing::free_loopback_port()
+    << "']\n  modes: [native, on-demand, provisioning]\n  native_group_if: {pp: lo}\n  port: "
+    << testing::free_loopback_port()
     << "\n  timeout_s: 60\n"
     << "phase: {job: lm, pp: 2, dims: [{name: dp, size: 2}], initial: '11', listen: '127.0.0.1:0', "
     << "ack_timeout_ms: 5000}\n";

@@ -85,8 +85,7 @@ TEST_CASE("a torch phase workload: bad keys are refused naming the key", "[runne
   CHECK_THAT(error_of(kVlab + "workload: {framework: torch}\n" + kPhase), Contains("workload.script is missing"));
   CHECK_THAT(error_of(kVlab + "workload: {framework: torch, script: ../torch/examples/nope.py}\n" + kPhase),
              Contains("workload.script: ") && Contains("nope.py is not a file on this machine"));
-  for (const std::string k : {"schedule: ../workloads/schedules/dp-pp-4-phase.yaml", "program: x", "pass_if: true",
-                              "group_if: {world: lan0}", "native_group_if: {dp0: lan0}", "profile_steps: 2"}) {
+  for (const std::string k : {"schedule: ../workloads/schedules/dp-pp-4-phase.yaml", "program: x", "pass_if: true"}) {
     const std::string key = k.substr(0, k.find(':'));
     CHECK_THAT(
         error_of(kVlab + "workload: {framework: torch, script: ../torch/examples/train_lm.py, " + k + "}\n" + kPhase),
@@ -110,6 +109,34 @@ TEST_CASE("a torch phase workload: bad keys are refused naming the key", "[runne
                  "phase: {pp: 2, controller: 10.0.0.1}\n") == "accepted");
 }
 
+TEST_CASE("a torch phase workload: group interfaces by kind, native's unconnected kinds, profile steps",
+          "[runner][phase-workload][torch]") {
+  const std::string wl = "workload: {framework: torch, script: ../torch/examples/train_lm.py, ";
+  // A torch job's groups are the script's: group_if names kinds (world, pp, the dimensions).
+  auto s = parse(kVlab + wl + "group_if: {world: lan0, dp: eth2}, profile_steps: 2}\n" + kPhase);
+  CHECK(s.phase_workload->group_if == std::vector<std::pair<std::string, std::string>>{{"world", "lan0"}, {"dp", "eth2"}});
+  CHECK(s.phase_workload->profile_steps == 2);
+  CHECK(parse(kVlab + kTorch + kPhase).phase_workload->profile_steps == 0);  // unset: the backend's default
+  CHECK_THAT(error_of(kVlab + wl + "group_if: {dp0: lan0}}\n" + kPhase),
+             Contains("group_if: a torch job's groups are named by kind, and 'dp0' is none of the layout's (it has: "
+                      "world, pp, dp)"));
+  CHECK_THAT(error_of(kVlab + wl + "group_if: {dp: lan0, dp: eth1}}\n" + kPhase), Contains("duplicate key 'dp'"));
+  // Native wires "11" (the initial topology): both stages on their DP rings, so the pipeline pairs
+  // have no circuit and need an interface that needs none.
+  CHECK_THAT(error_of(kVlab + wl + "modes: [native, on-demand]}\n" + kPhase),
+             Contains("native: the job cannot be wired statically on the rail: topology 11 (0=pp, 1=dp) leaves "
+                      "group(s) pp without a circuit") &&
+                 Contains("native_group_if (e.g. {pp: lan0})"));
+  auto n = parse(kVlab + wl + "modes: [native, on-demand], native_group_if: {pp: lan0}}\n" + kPhase);
+  CHECK(n.phase_workload->native_unconnected == std::vector<std::string>{"pp"});
+  // Wired "00" natively, the DP groups are the ones without a circuit.
+  CHECK_THAT(error_of(kVlab + wl + "modes: [native]}\n" +
+                      "phase: {job: lm, pp: 2, dims: [{name: dp, size: 2}], initial: '11', native: '00'}\n"),
+             Contains("leaves group(s) dp without a circuit"));
+  CHECK_THAT(error_of(kVlab + wl + "native_group_if: {pp: lan0}}\n" + kPhase),
+             Contains("native_group_if is for the native mode"));
+}
+
 TEST_CASE("torch ranks over ssh: PyTorch's environment, LOCAL_RANK per host", "[runner][phase-workload][torch]") {
   auto s = parse(kTwoHosts +
                  "workload: {framework: torch, script: ../torch/examples/train_lm.py, placement: [h1:lo, h1:lo2, "
@@ -119,7 +146,8 @@ TEST_CASE("torch ranks over ssh: PyTorch's environment, LOCAL_RANK per host", "[
   CHECK(shell_join(rank_argv(pw, s.hosts, 3, launch("on-demand"))) ==
         "env RANK=3 LOCAL_RANK=1 WORLD_SIZE=4 MASTER_ADDR=10.0.2.15 MASTER_PORT=18600 "
         "OCSLAB_CONTROLLER=10.0.2.2:7100 OCSLAB_JOB=lm OCSLAB_CONTROLLER_TOKEN_FILE=/tmp/x/controller.token "
-        "OCSLAB_LAYOUT=pp=2,dp=2 OCSLAB_SHIM_CSV=/tmp/x/shim-rank3.csv OCSLAB_OUTPUT=/tmp/x "
+        "OCSLAB_LAYOUT=pp=2,dp=2 OCSLAB_RANK_IFS=lo,lo2,lo,lo2 OCSLAB_SHIM_CSV=/tmp/x/shim-rank3.csv "
+        "OCSLAB_OUTPUT=/tmp/x "
         "PYTHONPATH=/opt/ocslab/python "
         "/usr/bin/python3 -m ocslab.torch_backend /srv/job/train_lm.py --backend ocslab --steps 3");
   CHECK(shell_join(rank_argv(pw, s.hosts, 2, launch("on-demand"))).rfind("env RANK=2 LOCAL_RANK=0 ", 0) == 0);
@@ -128,7 +156,7 @@ TEST_CASE("torch ranks over ssh: PyTorch's environment, LOCAL_RANK per host", "[
   native.python_path.clear();  // installed: the package is on python3's own path
   CHECK(shell_join(rank_argv(pw, s.hosts, 0, native)) ==
         "env RANK=0 LOCAL_RANK=0 WORLD_SIZE=4 MASTER_ADDR=10.0.2.15 MASTER_PORT=18600 OCSLAB_LAYOUT=pp=2,dp=2 "
-        "OCSLAB_SHIM_CSV=/tmp/x/shim-rank0.csv OCSLAB_OUTPUT=/tmp/x /usr/bin/python3 -m ocslab.torch_backend "
+        "OCSLAB_RANK_IFS=lo,lo2,lo,lo2 OCSLAB_SHIM_CSV=/tmp/x/shim-rank0.csv OCSLAB_OUTPUT=/tmp/x /usr/bin/python3 -m ocslab.torch_backend "
         "/srv/job/train_lm.py "
         "--backend ocslab --steps 3");
   auto bad = launch("on-demand");
@@ -150,7 +178,7 @@ TEST_CASE("torch ranks under mpirun and srun: RANK and LOCAL_RANK from the launc
   const std::string tail =
       " && exec \"$@\"' sh env WORLD_SIZE=4 MASTER_ADDR=10.0.2.15 MASTER_PORT=18600 "
       "OCSLAB_CONTROLLER=10.0.2.2:7100 OCSLAB_JOB=lm OCSLAB_CONTROLLER_TOKEN_FILE=/shared/run/controller.token "
-      "OCSLAB_PHASE_MODE=provisioning OCSLAB_LAYOUT=pp=2,dp=2 "
+      "OCSLAB_PHASE_MODE=provisioning OCSLAB_LAYOUT=pp=2,dp=2 OCSLAB_RANK_IFS=lo,lo2,lo,lo2 "
       "'OCSLAB_SHIM_CSV=/shared/run/provisioning/shim-rank{rank}.csv' "
       "OCSLAB_OUTPUT=/shared/run/provisioning PYTHONPATH=/opt/ocslab/python /usr/bin/python3 -m ocslab.torch_backend "
       "/srv/job/train_lm.py --backend ocslab";

@@ -30,6 +30,7 @@ TEST_CASE("run --check of a torch job prints each rank's command and the layout'
                       << script
                       << "\n  args: [--steps, '2']\n  modes: [native, on-demand]\n"
                          "  placement: [h1:lo, h1:lo2, h2:lo, h2:lo2]\n  port: 29500\n"
+                         "  native_group_if: {pp: lo}\n"
                          "phase: {job: lm, pp: 2, dims: [{name: dp, size: 2}], initial: '11'}\n";
   // --check looks up the switch's password, as the run would: present, for the switch on loopback.
   vlab_unit::EnvVar password("OCSLAB_OCS_PASSWORD", "never-sent"), bound("OCSLAB_OCS_PASSWORD_HOST", nullptr);
@@ -41,13 +42,14 @@ TEST_CASE("run --check of a torch job prints each rank's command and the layout'
   const std::string tail = "/usr/bin/python3 -m ocslab.torch_backend " + script + " --backend ocslab --steps 2\n";
   // native: no controller, no token; rank 1 is h1's second rank.
   CHECK_THAT(r.out, Contains("native (ssh):\n  h1$ env RANK=0 LOCAL_RANK=0 WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 "
-                             "MASTER_PORT=29500 OCSLAB_LAYOUT=pp=2,dp=2 'OCSLAB_SHIM_CSV=<tmp>/shim-rank0.csv' "));
+                             "MASTER_PORT=29500 OCSLAB_LAYOUT=pp=2,dp=2 OCSLAB_RANK_IFS=lo,lo2,lo,lo2 "
+                             "OCSLAB_GROUP_IF=pp=lo 'OCSLAB_SHIM_CSV=<tmp>/shim-rank0.csv' "));
   CHECK_THAT(r.out, Contains("  h1$ env RANK=1 LOCAL_RANK=1 WORLD_SIZE=4 "));
   CHECK_THAT(r.out, Contains("on-demand (ssh):\n"));
   CHECK_THAT(r.out, Contains("  h2$ env RANK=3 LOCAL_RANK=1 WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 "
                              "'OCSLAB_CONTROLLER=127.0.0.1:<port>' OCSLAB_JOB=lm "
                              "'OCSLAB_CONTROLLER_TOKEN_FILE=<tmp>/controller.token' OCSLAB_LAYOUT=pp=2,dp=2 "
-                             "'OCSLAB_SHIM_CSV=<tmp>/shim-rank3.csv' "));
+                             "OCSLAB_RANK_IFS=lo,lo2,lo,lo2 'OCSLAB_SHIM_CSV=<tmp>/shim-rank3.csv' "));
   CHECK_THAT(r.out, Contains(tail));
 }
 

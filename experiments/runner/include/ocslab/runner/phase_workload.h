@@ -62,7 +62,7 @@ struct PhaseWorkloadSpec {
   std::vector<RankPlacement> ranks;
   std::vector<std::string> args;  // extra arguments for every rank, after the runner's own
   int rendezvous_port = 18600;
-  int profile_steps = 1;
+  int profile_steps = 1;  // collbench's --profile-steps; torch: OCSLAB_PROFILE_STEPS, 0 = unset (the backend's 5)
   int timeout_s = 300;  // the ranks' --timeout-s; the runner waits for them this long plus a margin
   bool pass_if = true;  // add --if <rank's NIC> (on for ocslab-collbench-verbs)
   Launcher launcher = Launcher::kSsh;
@@ -76,7 +76,8 @@ struct PhaseWorkloadSpec {
   // folder itself, which must then be on a file system the nodes share).
   std::string shared_dir;
   // Per-group interface overrides, passed as --group-if GROUP=NIC (e.g. world=lan0: the
-  // management group over the hosts' LAN NIC instead of the rank's data NIC).
+  // management group over the hosts' LAN NIC instead of the rank's data NIC). A torch job names
+  // group kinds (world, pp, a dimension), passed in OCSLAB_GROUP_IF (torch_ranks.h).
   std::vector<std::pair<std::string, std::string>> group_if;
   // Host preparation before the ranks start (ssh launcher; undone after the run):
   // permanent neighbour entries for every other rank's data NIC on each rank's data NIC (a

@@ -17,9 +17,21 @@ inline constexpr const char* kTorchPython = "/usr/bin/python3";
 // The backend's OCSLAB_LAYOUT value for the job: pp first, then its dimensions in order.
 std::string torch_layout(const phase::JobLayout& layout);
 
+// The kinds of group a torch job has, as its group_if / native_group_if name them: world (the
+// whole world's collectives: the management network), pp, then the layout's dimensions.
+std::vector<std::string> torch_group_kinds(const phase::JobLayout& layout);
+
+// The backend's OCSLAB_GROUP_IF in `mode`: the interface workload.group_if (or, in native mode,
+// native_group_if, first) names for a kind of group, "world=lan0,pp=lan0"; empty when none.
+// Kinds it does not name bind to the rank's own placement NIC (OCSLAB_RANK_IFS: every rank's,
+// in rank order, so one command line serves every rank), world to gloo's own choice.
+std::string torch_group_ifs(const PhaseWorkloadSpec& spec, const std::string& mode);
+std::string torch_rank_ifs(const PhaseWorkloadSpec& spec);
+
 // Rank r under the ssh launcher: `env RANK=.. WORLD_SIZE=.. LOCAL_RANK=<its index among the
 // ranks of its host> MASTER_ADDR=.. MASTER_PORT=.. OCSLAB_..=.. [PYTHONPATH=..] python3 -m
-// ocslab.torch_backend SCRIPT --backend ocslab ARGS`.
+// ocslab.torch_backend SCRIPT --backend ocslab ARGS`, with OCSLAB_RANK_IFS, OCSLAB_GROUP_IF when
+// the spec names one, and OCSLAB_PROFILE_STEPS when workload.profile_steps is given.
 std::vector<std::string> torch_rank_argv(const PhaseWorkloadSpec& spec, int rank, const RankLaunch& l);
 
 // The part of the mpirun / srun command line after the launcher's own flags: a `sh -c` that
