@@ -25,7 +25,7 @@ LAUNCHER     := $(shell command -v ccache >/dev/null 2>&1 && echo -DCMAKE_CXX_CO
 export CCACHE_BASEDIR ?= $(CURDIR)
 CMAKE_GEN    := -G Ninja $(LAUNCHER)
 
-.PHONY: all deps deps-build build test check check-under-load demo instrumented sanitize fuzz fuzz-smoke bench format deb package clean fault-matrix failure-cost opus-eval
+.PHONY: all deps deps-build build test check check-under-load demo instrumented sanitize fuzz fuzz-smoke bench format deb package clean fault-matrix failure-cost opus-eval torch-vlab
 
 all: build
 
@@ -114,6 +114,13 @@ failure-cost: deps build
 opus-eval: deps build
 	OCSLAB_BIN_DIR=$(CURDIR)/$(BUILD)/bin OCSLAB_TEST_BIN_DIR=$(CURDIR)/$(BUILD)/tests OCSLAB_SOURCE_DIR=$(CURDIR) \
 	  $(BUILD)/tests/vlab_e2e "[.opus-eval]" --durations yes
+
+# The example PyTorch job under phase control (docs/experiments.md, "A PyTorch job"): a hidden
+# virtual-lab case, about 6 minutes on the shared phase lab (booted when not up, left up): natively,
+# on demand and provisioning, the losses of every mode a plain gloo run's.
+torch-vlab: deps build
+	OCSLAB_BIN_DIR=$(CURDIR)/$(BUILD)/bin OCSLAB_TEST_BIN_DIR=$(CURDIR)/$(BUILD)/tests OCSLAB_SOURCE_DIR=$(CURDIR) \
+	  $(BUILD)/tests/vlab_e2e "[.torch-vlab]" --durations yes
 
 # Both run every fuzz target on a scratch copy of its seed corpus (the repository is never
 # written), FUZZ_JOBS targets at a time: fuzz-smoke for FUZZ_SECONDS each (CI), fuzz for 60 s each.

@@ -681,6 +681,18 @@ ocs::ExecResult Lab::exec(const std::string& host, const std::string& cmd, std::
   return s.exec(cmd, timeout.count() > 0 ? timeout : command_timeout_);
 }
 
+int Lab::switch_acks_since(int64_t since_ns, const std::string& command) const {
+  std::ifstream gt(state_.ground_truth());
+  int n = 0;
+  for (std::string line; std::getline(gt, line);) {
+    const auto f = split_csv_line(line);
+    // t_ns,host,source,subject,signal,...: the emulator's TL1 server acknowledging a command.
+    if (f.size() < 5 || f[2] != "tl1" || f[3] != command || f[4] != "ack") continue;
+    if (std::stoll(f[0]) >= since_ns) ++n;
+  }
+  return n;
+}
+
 std::string Lab::run(const std::string& host, const std::string& cmd, std::chrono::milliseconds timeout) const {
   ocs::ExecResult r = exec(host, cmd, timeout);
   INFO(host << "$ " << cmd << "\n" << r.out << r.err);

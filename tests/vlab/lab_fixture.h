@@ -119,6 +119,10 @@ class Lab {
   // The lab file's circuits, as the switch had them after boot.
   const std::vector<ocs::Circuit>& initial_circuits() const { return initial_circuits_; }
 
+  // The emulated switch's acknowledgements of `command` (TL1 ENT-PATCH: a connect) since
+  // since_ns (wall clock), from the lab's ground-truth record: the switch's own count.
+  int switch_acks_since(int64_t since_ns, const std::string& command = "ENT-PATCH") const;
+
   // Root on a guest over the lab's SSH forward (for SshSessions a test keeps open itself).
   ocs::SshOptions ssh(const std::string& host) const;
   // Runs cmd on host in a new SSH session. timeout 0: the lab's command_timeout.

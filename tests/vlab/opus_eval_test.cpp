@@ -76,16 +76,7 @@ TEST_CASE("the Opus evaluation on the four-guest lab", "[.opus-eval]") {
   const int reconfigs = meta["reconfigurations"].get<int>();
   std::set<std::string> iterations;
   for (const auto& row : csv_rows(out + "/breakdown.csv")) iterations.insert(row.at("iteration"));
-  int emulator = 0;
-  {
-    std::ifstream gt(lab.state().ground_truth());
-    for (std::string line; std::getline(gt, line);) {
-      auto f = split_csv_line(line);
-      // t_ns,host,source,subject,signal,...: the emulator's TL1 server acknowledging a connect.
-      if (f.size() < 5 || f[2] != "tl1" || f[3] != "ENT-PATCH" || f[4] != "ack") continue;
-      if (std::stoll(f[0]) >= since_ns) ++emulator;
-    }
-  }
+  const int emulator = lab.switch_acks_since(since_ns);
   std::cout << fmt::format("opus-eval: {} reconfigurations by the controller, {} breakdown iterations, the emulator "
                            "acknowledged {} ENT-PATCH commands\n",
                            reconfigs, iterations.size(), emulator);
