@@ -1075,13 +1075,9 @@ TEST_CASE("phase-workload: phase.rails is checked before anything runs, naming f
 }
 
 // The example PyTorch job (experiments/torch/examples/train_lm.py, DP2 x PP2) as a torch phase
-// workload: 4 local ranks over SSH, natively, on demand and provisioning against the emulator. Its results are
-// a collbench run's: the ranks' op rows give phase-steps.csv, one row per trained step (the step
-// learned by each rank's phase profiler, docs/workloads.md), and the ranks' learned tables merge
-// into phases.csv.
-TEST_CASE("phase-workload, framework torch: the example job natively, on demand and provisioning",
-          "[phase-runner][torch]") {
-  Lab lab;
+// workload on 4 local ranks over SSH against the lab's emulator: `modes` (the YAML after
+// `modes: `, which may add workload keys on its own lines) and `phase` keys after the layout.
+std::string torch_spec(const Lab& lab, int steps, const std::string& modes, const std::string& phase = "") {
   std::ostringstream s;
   s << "type: phase-workload\nname: lm\nlab:\n  inventory:\n";
   for (int i = 1; i <= 4; ++i) {
@@ -1089,18 +1085,28 @@ TEST_CASE("phase-workload, framework torch: the example job natively, on demand 
       << "', identity_file: '" << lab.sshd.client_key() << "', known_hosts: '" << lab.sshd.known_hosts()
       << "', nics: [{name: lo, tx_port: " << i << ", rx_port: " << 8 + i << "}]}\n";
   }
-  // 6 steps: the profiler wants the step 5 times in a row (OCSLAB_PROFILE_STEPS' default).
-  constexpr int kSteps = 6;
   s << "switch: {url: '" << lab.emu.url() << "'}\n"
     << "workload:\n  framework: torch\n  script: " << source_dir() << "/experiments/torch/examples/train_lm.py\n"
-    << "  args: [--steps, '" << kSteps
-    << "']\n  modes: [native, on-demand, provisioning]\n  native_group_if: {pp: lo}\n  port: "
-    << testing::free_loopback_port()
+    << "  args: [--steps, '" << steps << "']\n  modes: " << modes << "\n  port: " << testing::free_loopback_port()
     << "\n  timeout_s: 60\n"
     << "phase: {job: lm, pp: 2, dims: [{name: dp, size: 2}], initial: '11', listen: '127.0.0.1:0', "
-    << "ack_timeout_ms: 5000}\n";
-  const std::string spec = lab.dir.path() + "/spec.yaml";
-  std::ofstream(spec) << s.str();
+    << "ack_timeout_ms: 5000" << phase << "}\n";
+  const std::string path = lab.dir.path() + "/spec.yaml";
+  std::ofstream(path) << s.str();
+  return path;
+}
+
+// The example PyTorch job (experiments/torch/examples/train_lm.py, DP2 x PP2) as a torch phase
+// workload: 4 local ranks over SSH, natively, on demand and provisioning against the emulator. Its results are
+// a collbench run's: the ranks' op rows give phase-steps.csv, one row per trained step (the step
+// learned by each rank's phase profiler, docs/workloads.md), and the ranks' learned tables merge
+// into phases.csv.
+TEST_CASE("phase-workload, framework torch: the example job natively, on demand and provisioning",
+          "[phase-runner][torch]") {
+  Lab lab;
+  // 6 steps: the profiler wants the step 5 times in a row (OCSLAB_PROFILE_STEPS' default).
+  constexpr int kSteps = 6;
+  const std::string spec = torch_spec(lab, kSteps, "[native, on-demand, provisioning]\n  native_group_if: {pp: lo}");
   const std::string out_dir = lab.dir.path() + "/results";
   std::ostringstream out, err;
   const int rc = cli::run_ocslab({"run", spec, "-o", out_dir}, out, err);
@@ -1188,4 +1194,41 @@ TEST_CASE("phase-workload, framework torch: the example job natively, on demand 
   const std::string summary = read_file_or_empty(out_dir + "/summary.txt");
   CHECK_THAT(summary, Contains("Learned phase tables:\nnative: phases.csv: 10 op(s) per step in 10 phase(s), 8 "
                                "pipeline transfer(s)\non-demand: phases.csv: 10 op(s)"));
+}
+
+// The phase table the example job learned on the virtual lab (tests/integration/phase_runner/
+// lm-torch-vlab-phases.csv: on-demand/phases.csv of `make torch-vlab`, 2026-12-07) fed to the
+// safe-window policy of the same job on loopback: accepted, and the reconfigurations change. At a
+// 100 ms switch the pipeline transfers inside a micro-batch loop (idle 4-17 ms) and stage 1's
+// all-reduce (21 ms) are declined and run on the circuits in place; on demand alone makes them.
+TEST_CASE("phase-workload, framework torch: the virtual lab's learned phases.csv drives safe-window",
+          "[phase-runner][torch]") {
+  constexpr int kSteps = 6;
+  auto run = [&](const std::string& phase, nlohmann::json& meta) {
+    Lab lab;
+    const std::string out_dir = lab.dir.path() + "/results";
+    std::ostringstream out, err;
+    const int rc = cli::run_ocslab({"run", torch_spec(lab, kSteps, "[on-demand]", phase), "-o", out_dir}, out, err);
+    INFO(out.str() << err.str());
+    REQUIRE(rc == 0);
+    const std::string log = read_file_or_empty(out_dir + "/on-demand/rank2.log");
+    CHECK_THAT(log, Contains("step 5 loss 3.03774190\n"));  // the data path is gloo's either way
+    meta = nlohmann::json::parse(std::ifstream(out_dir + "/meta.json"));
+    return lab.emu.connects();
+  };
+  nlohmann::json plain, safe;
+  const int plain_connects = run("", plain);
+  const int safe_connects = run(", policy: safe-window, phase_table: " + source_dir() +
+                                    "/tests/integration/phase_runner/lm-torch-vlab-phases.csv, switch_time_ms: 100",
+                                safe);
+  INFO("on demand: " << plain.dump() << "\nsafe-window: " << safe.dump());
+  std::cout << fmt::format("torch job, 6 steps: on demand {} reconfigurations ({} connects); safe-window on the "
+                           "virtual lab's table {} ({} connects), {} declined\n",
+                           plain["reconfigurations"].get<int>(), plain_connects, safe["reconfigurations"].get<int>(),
+                           safe_connects, safe["modes"][0]["declined"].get<int>());
+  CHECK(safe["phase"]["policy"] == "safe-window");
+  CHECK(plain["modes"][0]["declined"] == 0);
+  CHECK(safe["modes"][0]["declined"].get<int>() > 0);
+  CHECK(safe["reconfigurations"].get<int>() < plain["reconfigurations"].get<int>());
+  CHECK(safe_connects < plain_connects);
 }
