@@ -291,6 +291,11 @@ _IO = {
 }
 
 
+def _inner_kind(device):
+    """The inner backend that carries a tensor on this device: NCCL for CUDA, gloo otherwise."""
+    return "nccl" if device.type == "cuda" else "gloo"
+
+
 class OcslabProcessGroup(dist.ProcessGroup):
     """One torch process group. Its inner groups are made at its first op, after the shim's
     pre hook returned: only then do its circuits exist (docs/workloads.md)."""
@@ -325,7 +330,7 @@ class OcslabProcessGroup(dist.ProcessGroup):
         group binds to the interface OCSLAB_GROUP_IF names for its kind (`ranks`: its global
         ranks), so a data group connects over its rail NIC, through the circuits its first
         op's pre hook made."""
-        kind = "nccl" if device.type == "cuda" else "gloo"
+        kind = _inner_kind(device)
         key = (kind, pair)
         pg = self._inner.get(key)
         if pg is None:
