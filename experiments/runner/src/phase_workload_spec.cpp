@@ -514,14 +514,14 @@ std::vector<std::pair<std::string, std::string>> parse_group_map(const YamlDoc& 
     throw config_error(doc, gi,
                        fmt::format("{} is a map {}: NIC (e.g. {{world: lan0}})", key, torch ? "KIND" : "GROUP"));
   }
+  std::vector<std::string> names;
+  if (torch) {
+    names = torch_group_kinds(pw.layout);
+  } else {
+    for (const auto& x : pw.schedule.groups) names.push_back(x.name);
+  }
   for (const auto& kv : gi) {
     std::string g = as_string(doc, kv.first), nic = as_string(doc, kv.second);
-    std::vector<std::string> names;
-    if (torch) {
-      names = torch_group_kinds(pw.layout);
-    } else {
-      for (const auto& x : pw.schedule.groups) names.push_back(x.name);
-    }
     if (std::find(names.begin(), names.end(), g) == names.end()) {
       std::string list;
       for (const auto& x : names) list += (list.empty() ? "" : ", ") + x;
