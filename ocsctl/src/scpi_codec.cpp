@@ -336,6 +336,12 @@ ScpiErrorEntry parse_scpi_error(std::string_view line) {
   return e;
 }
 
+void parse_scpi_opc(std::string_view line) {
+  std::string_view t = reply_text(line, "*OPC? reply");
+  int v = 0;
+  if (!parse_int(t, v) || v != 1) fail("*OPC? reply must be 1 (operation complete)", line);
+}
+
 std::optional<Port> parse_scpi_port_reply(std::string_view line) {
   std::string_view t = reply_text(line, "port reply");
   if (t.front() == '(') {

@@ -13,6 +13,7 @@ constexpr size_t kMaxLine = 1 << 20;  // no SCPI reply we ask for comes near thi
 constexpr int kMaxDrain = 32;         // deeper than any error queue we know of
 
 const std::string kErrorQuery = ":SYST:ERR?";
+const std::string kOpcQuery = "*OPC?";
 
 }  // namespace
 
@@ -64,12 +65,19 @@ auto ScpiDriver::query(const std::string& command, Parse&& parse) -> decltype(pa
   return result;
 }
 
+// An IEEE 488.2 instrument reads a set command, starts it and goes on to the next line: the
+// command's silence (and a :SYST:ERR? right behind it) marks its acceptance, not the end of
+// switching. *OPC? is answered only when every operation in progress has finished, so it
+// goes between the two: the call is acknowledged after switching, and the error query also
+// sees an error raised while switching. One write, one deadline for the whole exchange.
 void ScpiDriver::execute(const std::string& command) {
   if (!stream_) throw ConnectionError("not connected");
   stamp_issued(command);
   Deadline deadline = reply_deadline();
-  stream_->write(command + "\r\n" + kErrorQuery + "\r\n");
-  ScpiErrorEntry e = parse_scpi_error(read_line(deadline, command));
+  stream_->write(command + "\r\n" + kOpcQuery + "\r\n" + kErrorQuery + "\r\n");
+  // A refused command starts nothing, so *OPC? still answers; its error follows.
+  parse_scpi_opc(read_line(deadline, "*OPC? (the end of switching)"));
+  ScpiErrorEntry e = parse_scpi_error(read_line(deadline, kErrorQuery));
   if (e.code == 0) {
     stamp_acked();
     return;

@@ -40,12 +40,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   attempt([&] { parse_scpi_size(in); });
   attempt([&] { parse_scpi_error(in); });
   attempt([&] { parse_scpi_port_reply(in); });
+  attempt([&] { parse_scpi_opc(in); });
   attempt([&] { (void)scpi_quote(in); });
   attempt([&] {
     for (const auto& c : parse_scpi_command_line(in)) {
       (void)c.is("OXC:SWITch:CONNect:ADD");
       (void)c.is("SYSTem:ERRor[:NEXT]");
       (void)c.is("*IDN");
+      (void)c.is("*OPC");
       if (c.channel_lists.size() > c.args.size()) std::abort();
     }
   });

@@ -15,6 +15,7 @@ ScpiSession::ScpiSession(SwitchModel& model, GroundTruth& truth, const ControlPl
 void ScpiSession::closed() {
   ProtocolSession::closed();
   lines_.clear();
+  waiting_.reset();
 }
 
 void ScpiSession::on_bytes(std::string_view bytes) {
@@ -145,27 +146,36 @@ std::optional<std::vector<ocs::Circuit>> ScpiSession::circuits_arg(const ocs::Sc
   return out;
 }
 
-// Makes the circuits; with ack_after_settle the command (and so the line) completes only
-// when the mirrors have settled.
-bool ScpiSession::connect(std::vector<ocs::Circuit> circuits, const std::string& subject, bool& later) {
-  const bool wait = model_.params().ack_after_settle;
+// Makes the circuits. The command is done once accepted (overlapped, IEEE 488.2): the mirrors
+// move on while the session runs the next command; *OPC? and *WAI wait for them.
+bool ScpiSession::connect(std::vector<ocs::Circuit> circuits) {
   std::weak_ptr<bool> alive = this->alive();
-  auto done = [this, alive, subject, wait] {
-    if (!wait || alive.expired()) return;
-    busy_ = false;
-    record_ack(subject, true);
-    pump();
+  // Posted by the model when the last mirror of this command settles (or its move is
+  // superseded), never from inside connect(), so the count below is already taken.
+  auto done = [this, alive] {
+    if (alive.expired()) return;
+    if (--pending_moves_ == 0) operation_complete();
   };
   if (auto e = model_.connect(circuits, done)) {
     model_error(*e);
     return false;
   }
-  later = wait;
+  ++pending_moves_;
   return true;
 }
 
+void ScpiSession::operation_complete() {
+  if (!waiting_ || is_closed() || !line_) return;
+  OpcWait w = std::move(*waiting_);
+  waiting_.reset();
+  if (w.query) line_->replies.push_back("1");
+  record_ack(w.subject, true);
+  busy_ = false;
+  pump();
+}
+
 std::optional<std::string> ScpiSession::execute(const ocs::ScpiCommand& c, bool& later, bool& ok) {
-  if (c.common()) return common(c, ok);
+  if (c.common()) return common(c, later, ok);
   if (c.is("SYSTem:ERRor[:NEXT]") && c.query) {
     return errors_.pop_reply();
   }
@@ -174,9 +184,8 @@ std::optional<std::string> ScpiSession::execute(const ocs::ScpiCommand& c, bool&
   if (c.is("OXC:SWITch:CONNect:STATe") && c.query) return ocs::format_scpi_connections(model_.circuits());
   if (c.is("OXC:SWITch:CONNect:PORT") && c.query) return port_query(c);
   if (c.is("PMON:POWer") && c.query) return power_query(c);
-  const std::string subject = subject_of(c);
   if (c.is("OXC:SWITch:CONNect:ADD") && !c.query) {
-    if (auto cs = circuits_arg(c)) connect(std::move(*cs), subject, later);
+    if (auto cs = circuits_arg(c)) connect(std::move(*cs));
     return std::nullopt;
   }
   if (c.is("OXC:SWITch:CONNect:ONLY") && !c.query) {
@@ -194,7 +203,7 @@ std::optional<std::string> ScpiSession::execute(const ocs::ScpiCommand& c, bool&
       model_error(*e);
       return std::nullopt;
     }
-    connect(std::move(*cs), subject, later);
+    connect(std::move(*cs));
     return std::nullopt;
   }
   if (c.is("OXC:SWITch:CONNect:SUB") && !c.query) {
@@ -223,16 +232,23 @@ std::optional<std::string> ScpiSession::execute(const ocs::ScpiCommand& c, bool&
   return std::nullopt;
 }
 
-std::optional<std::string> ScpiSession::common(const ocs::ScpiCommand& c, bool& ok) {
+std::optional<std::string> ScpiSession::common(const ocs::ScpiCommand& c, bool& later, bool& ok) {
   const std::string& h = c.header[0];
   const auto& p = model_.params();
   if (h == "*IDN" && c.query) return fmt::format("{},{},{},{}", p.vendor, p.model, p.serial, p.version);
-  if (h == "*OPC" && c.query) return "1";  // commands run in order, so all before this are done
+  // Operation complete: once this session's mirrors have settled. Without ack_after_settle the
+  // switch reports completion at once, as it does over TL1 and NETCONF (the light may follow).
+  if ((h == "*OPC" && c.query) || (h == "*WAI" && !c.query)) {
+    if (!p.ack_after_settle || pending_moves_ == 0) return c.query ? std::optional<std::string>("1") : std::nullopt;
+    waiting_ = OpcWait{subject_of(c), c.query};
+    later = true;
+    return std::nullopt;
+  }
   if (h == "*CLS" && !c.query) {
     errors_.clear();
     return std::nullopt;
   }
-  if ((h == "*OPC" || h == "*WAI") && !c.query) return std::nullopt;
+  if (h == "*OPC" && !c.query) return std::nullopt;  // no event status register is modelled
   ok = false;
   push_error(-113, "Undefined header");
   return std::nullopt;

@@ -183,7 +183,8 @@ TEST_CASE("the ground truth holds a command and an ack for every request", "[emu
   auto scpi = lab.driver(Protocol::kScpi);
   scpi->connect({{4, 20}});
   CHECK(lab.count("scpi", "OXC:SWITCH:CONNECT:ADD", "command") == 1);
-  CHECK(lab.count("scpi", "OXC:SWITCH:CONNECT:ADD", "ack", 1) == 1);
+  CHECK(lab.count("scpi", "OXC:SWITCH:CONNECT:ADD", "ack", 1) == 1);  // accepted
+  CHECK(lab.count("scpi", "*OPC?", "ack", 1) == 1);                     // switched
   CHECK(lab.count("scpi", "SYST:ERR?", "command") >= 1);  // the header as the client spelled it
 
   // Command before ack, ack after the switching ended.

@@ -59,8 +59,10 @@ TEST_CASE("scpi driver: info, connect, list, disconnect, power") {
   timings.clear();
   drv.connect({{1, 17}, {2, 18}, {3, 19}, {5, 21}});
   CHECK(sw.circuits() == Circuits{{1, 17}, {2, 18}, {3, 19}, {5, 21}});
-  // One ADD for all circuits, each followed by the error query in the same write.
-  CHECK(sw.history() == std::vector<std::string>{":OXC:SWITch:CONNect:ADD (@1:3,5),(@17:19,21)", ":SYST:ERR?"});
+  // One ADD for all circuits, followed in the same write by the operation-complete query (the
+  // ack waits for the end of switching) and the error query.
+  CHECK(sw.history() ==
+        std::vector<std::string>{":OXC:SWITch:CONNect:ADD (@1:3,5),(@17:19,21)", "*OPC?", ":SYST:ERR?"});
   REQUIRE(timings.size() == 1);
   CHECK(timings[0].op == "connect");
   CHECK(timings[0].command == ":OXC:SWITch:CONNect:ADD (@1:3,5),(@17:19,21)");
@@ -150,11 +152,13 @@ TEST_CASE("scpi driver: switch errors become DenyError with the code and the swi
     CHECK_THAT(what, Catch::StartsWith(drv.name() + ": connect (:OXC:SWITch:CONNect:ADD (@1),(@17)): "));
     CHECK_THAT(what, Catch::Contains("-200") && Catch::Contains("Port already connected: 1"));
   }
-  // The refusal is read from the error query sent with the ADD; one more query confirms the
-  // queue is empty, so the next command is not blamed for this one's leftovers.
+  // The refusal is read from the error query sent with the ADD (after *OPC?, which a refused
+  // command does not hold up); one more query confirms the queue is empty, so the next
+  // command is not blamed for this one's leftovers.
   CHECK(sw.history() == std::vector<std::string>{"*CLS", "*IDN?", ":OXC:SWITch:SIZE?",
-                                                 ":OXC:SWITch:CONNect:ADD (@1),(@18)", ":SYST:ERR?",
-                                                 ":OXC:SWITch:CONNect:ADD (@1),(@17)", ":SYST:ERR?", ":SYST:ERR?"});
+                                                 ":OXC:SWITch:CONNect:ADD (@1),(@18)", "*OPC?", ":SYST:ERR?",
+                                                 ":OXC:SWITch:CONNect:ADD (@1),(@17)", "*OPC?", ":SYST:ERR?",
+                                                 ":SYST:ERR?"});
   REQUIRE(timings.size() == 1);
   CHECK_FALSE(timings[0].ok);
   CHECK(timings[0].command == ":OXC:SWITch:CONNect:ADD (@1),(@17)");
@@ -302,6 +306,36 @@ TEST_CASE("scpi driver: a garbage reply is a ProtocolError quoting it") {
   CHECK(peer.server().accepted() == 2);
   CHECK(drv.power({17})[0].dbm == Approx(-3.7));
   CHECK(peer.server().accepted() == 3);
+}
+
+TEST_CASE("scpi driver: no operation complete in time, or a garbled one, fails the call naming the switch") {
+  PeerSwitch sw(16, 16);
+  PeerQuirks silent;
+  silent.never_reply_to = "*OPC";  // a switch that never reports the end of switching
+  TcpPeer peer(PeerProtocol::kScpi, sw, silent);
+  auto opts = quick_options();
+  opts.reply_timeout = std::chrono::milliseconds(300);
+  std::vector<CallTiming> timings;
+  opts.on_timing = [&](const CallTiming& t) { timings.push_back(t); };
+  ScpiDriver drv(url_of(peer), opts);
+  drv.open();
+  timings.clear();
+
+  CHECK_THROWS_WITH(drv.connect({{1, 17}}),
+                    Catch::StartsWith(drv.name() + ": connect (:OXC:SWITch:CONNect:ADD (@1),(@17)): ") &&
+                        Catch::Contains("no reply to *OPC? (the end of switching) within 300 ms"));
+  CHECK_FALSE(drv.is_open());  // a late "1" must not be read as the next command's answer
+  REQUIRE(timings.size() == 1);
+  CHECK_FALSE(timings[0].ok);  // never acknowledged: switching was not seen to end
+
+  PeerQuirks garbled;
+  garbled.garbage_on = "*OPC";
+  TcpPeer peer2(PeerProtocol::kScpi, sw, garbled);
+  ScpiDriver drv2(url_of(peer2), quick_options());
+  CHECK_THROWS_WITH(drv2.connect({{2, 18}}), Catch::StartsWith(drv2.name() + ": connect (") &&
+                                                 Catch::Contains("control characters in *OPC? reply") &&
+                                                 Catch::Contains("'\\x01\\x7fgarbage#&!\\x02'"));
+  CHECK_FALSE(drv2.is_open());
 }
 
 TEST_CASE("scpi driver: a partial apply reports what was made and removed") {

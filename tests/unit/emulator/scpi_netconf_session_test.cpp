@@ -1,8 +1,10 @@
 // ScpiSession and NetconfSession as state machines on a real io_context: compound lines,
-// mnemonic forms, the error queue, replies held until the mirrors settle, NETCONF hello and
+// mnemonic forms, the error queue, *OPC? held until the mirrors settle, NETCONF hello and
 // framing negotiation, edits, rpc-errors and broken frames.
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
+
+#include <memory>
 
 #include "ocslab/emulator/netconf_session.h"
 #include "ocslab/emulator/scpi_session.h"
@@ -60,14 +62,58 @@ TEST_CASE("SCPI errors go to the queue with the device's text", "[scpi_session]"
   CHECK(s.queued_errors() == ScpiSession::kQueueDepth);
 }
 
-TEST_CASE("SCPI answers a query after a connect only once the mirrors settle", "[scpi_session]") {
+TEST_CASE("SCPI: a connect is done once accepted; *OPC? and *WAI wait for the mirrors", "[scpi_session]") {
   Rig r(50);
   ScpiSession s(r.model, r.truth, r.config, [&](std::string x) { r.out += x; });
-  s.on_bytes(":OXC:SWIT:CONN:ADD (@1),(@9)\r\n:SYST:ERR?\r\n*OPC?\r\n");
+  s.on_bytes(":OXC:SWIT:CONN:ADD (@1),(@9)\r\n:SYST:ERR?\r\n*OPC?\r\n:OXC:SWIT:CONN:STAT?\r\n");
+  // Overlapped: the error query right behind the ADD reports its acceptance at once.
+  CHECK(r.out == "0,\"No error\"\r\n");
+  r.run(20ms);
+  CHECK(r.out == "0,\"No error\"\r\n");
+  CHECK_FALSE(r.model.lit(9));
+  r.run(80ms);
+  CHECK(r.out == "0,\"No error\"\r\n1\r\n(@1),(@9)\r\n");
+  CHECK(r.model.lit(9));
+  // The ground truth: the ADD acknowledged at acceptance, the *OPC? after the mirror settled.
+  int64_t add_ack = 0, opc_ack = 0, end = 0;
+  for (const auto& x : r.truth.samples()) {
+    if (x.source == "scpi" && x.subject == "OXC:SWIT:CONN:ADD" && x.signal == "ack") add_ack = x.mono_ns;
+    if (x.source == "scpi" && x.subject == "*OPC?" && x.signal == "ack") opc_ack = x.mono_ns;
+    if (x.source == "switch" && x.subject == "1-9" && x.signal == "switch_end") end = x.mono_ns;
+  }
+  CHECK(add_ack > 0);
+  CHECK(add_ack < end);
+  CHECK(end <= opc_ack);
+
+  // *WAI holds what follows it the same way; with nothing moving, *OPC? answers at once.
+  r.out.clear();
+  s.on_bytes(":OXC:SWIT:CONN:ADD (@2),(@10)\r\n*WAI;:PMON:POW? (@10)\r\n");
   r.run(20ms);
   CHECK(r.out.empty());
   r.run(80ms);
-  CHECK(r.out == "0,\"No error\"\r\n1\r\n");
+  CHECK(r.out == "(-1.50)\r\n");
+  s.on_bytes("*OPC?\r\n");
+  CHECK(r.out == "(-1.50)\r\n1\r\n");
+}
+
+TEST_CASE("SCPI *OPC? answers at once without ack_after_settle", "[scpi_session]") {
+  Rig r(50, false);
+  ScpiSession s(r.model, r.truth, r.config, [&](std::string x) { r.out += x; });
+  s.on_bytes(":OXC:SWIT:CONN:ADD (@1),(@9)\r\n*OPC?\r\n");
+  CHECK(r.out == "1\r\n");
+  CHECK_FALSE(r.model.lit(9));  // the switch reported completion before the light
+  r.run(80ms);
+  CHECK(r.model.lit(9));
+}
+
+TEST_CASE("SCPI: a session closed while *OPC? waits sends nothing more", "[scpi_session]") {
+  Rig r(50);
+  auto s = std::make_unique<ScpiSession>(r.model, r.truth, r.config, [&](std::string x) { r.out += x; });
+  s->on_bytes(":OXC:SWIT:CONN:ADD (@1),(@9)\r\n*OPC?\r\n");
+  s->closed();
+  s.reset();  // the settle callback finds the session gone
+  r.run(80ms);
+  CHECK(r.out.empty());
   CHECK(r.model.lit(9));
 }
 

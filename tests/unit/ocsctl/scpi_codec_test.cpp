@@ -101,6 +101,17 @@ TEST_CASE("scpi error queue replies") {
   CHECK_THROWS_WITH(parse_scpi_error("99999999999,\"x\""), Catch::Contains("error code"));
 }
 
+TEST_CASE("scpi *OPC? replies: 1 is operation complete, anything else is refused") {
+  CHECK_NOTHROW(parse_scpi_opc("1"));
+  CHECK_NOTHROW(parse_scpi_opc("+1\r"));
+  CHECK_NOTHROW(parse_scpi_opc(" 1 "));
+  CHECK_THROWS_WITH(parse_scpi_opc("0"), Catch::Contains("*OPC? reply must be 1") && Catch::Contains("'0'"));
+  CHECK_THROWS_WITH(parse_scpi_opc("0,\"No error\""), Catch::Contains("*OPC? reply must be 1"));
+  CHECK_THROWS_WITH(parse_scpi_opc("11"), Catch::Contains("*OPC? reply must be 1"));
+  CHECK_THROWS_WITH(parse_scpi_opc(""), Catch::Contains("empty *OPC? reply"));
+  CHECK_THROWS_WITH(parse_scpi_opc("1\x01"), Catch::Contains("control characters"));
+}
+
 TEST_CASE("scpi port replies") {
   CHECK(parse_scpi_port_reply("\"18\"") == 18);
   CHECK(parse_scpi_port_reply("18") == 18);

@@ -51,6 +51,11 @@ struct ScpiErrorEntry {
 // :SYST:ERR? -> '0,"No error"' or '-222,"Data out of range"'.
 ScpiErrorEntry parse_scpi_error(std::string_view line);
 
+// *OPC? -> "1" (or "+1"), sent only once every operation the earlier commands started has
+// finished (IEEE 488.2 operation complete: for a switch, the end of switching). No other
+// answer is defined; anything else, "0" included, throws ProtocolError quoting it.
+void parse_scpi_opc(std::string_view line);
+
 // :OXC:SWITch:CONNect:PORT? 2 -> '"18"'; nullopt when the port is not connected ("" or "0").
 std::optional<Port> parse_scpi_port_reply(std::string_view line);
 

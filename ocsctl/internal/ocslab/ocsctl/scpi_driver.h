@@ -1,6 +1,8 @@
 // OcsDriver for SCPI (Polatis :OXC command set, docs/protocols.md#scpi) over TCP. Set commands
-// print nothing, so each one travels with a :SYST:ERR? in the same write: one round trip
-// per command, and a refusal surfaces as a DenyError carrying the switch's code and text.
+// print nothing and return once the switch has accepted them, before it has switched, so each
+// one travels with *OPC? (answered when switching has finished) and :SYST:ERR? in the same
+// write: one round trip per command, acknowledged at the end of switching, and a refusal
+// surfaces as a DenyError carrying the switch's code and text.
 #pragma once
 
 #include <memory>
@@ -34,7 +36,8 @@ class ScpiDriver final : public OcsDriver {
   // garbled reply is recorded as a failed call.
   template <class Parse>
   auto query(const std::string& command, Parse&& parse) -> decltype(parse(std::string_view{}));
-  // Sends a set command plus :SYST:ERR?; throws DenyError when the switch reports an error.
+  // Sends a set command plus *OPC? and :SYST:ERR?; returns once the switch reported the
+  // operation complete and no error; throws DenyError when it reports an error.
   void execute(const std::string& command);
   std::string read_line(Deadline deadline, const std::string& command);
   Deadline reply_deadline() const { return Clock::now() + options().reply_timeout; }
