@@ -632,12 +632,12 @@ TEST_CASE("carrier probe: the polled carrier bit shows each outage that linkwatc
   std::vector<Change> script;
   const int outage_ms[] = {100, 300, 150, 250, 120, 280, 200, 180};
   for (int ms_dark : outage_ms) {
-    script.push_back({false, tap.set_carrier(false)});
+    script.push_back({false, tap.set_carrier(false), 0});
     script.back().reference = reader.read_done();
     // load-safe: pacing of the script: a late wake only lengthens the outage, and every bound below is from the
     // script's own timestamps.
     std::this_thread::sleep_for(std::chrono::milliseconds(ms_dark));
-    script.push_back({true, tap.set_carrier(true)});
+    script.push_back({true, tap.set_carrier(true), 0});
     script.back().reference = reader.read_done();
     // load-safe: pacing of the script, as above.
     std::this_thread::sleep_for(200ms);
