@@ -85,15 +85,12 @@ struct CarrierProbe::State {
     Kind kind;
     Timestamp at;
     std::vector<char> bytes;         // kMessages: one datagram as received
-    std::vector<LinkMessage> links;  // kDump; kPoll: the one polled link
+    std::vector<LinkMessage> links;  // kDump; kPoll: the polled links that changed
   };
-  // A watched interface as the poller asks for it: by ifindex while that is known to be it, by
-  // name after the kernel said the ifindex is gone (a device replaced under the same name).
+  // A watched interface as the poller last saw it: device, bit and counters; none before the
+  // first poll and after the device went away.
   struct Polled {
     std::string name;
-    int ifindex = 0;
-    bool failing = false;  // the last poll failed (logged once until one succeeds)
-    // What the last reply handed to the worker showed: device, bit and counters.
     using Reading = std::tuple<int, bool, std::optional<uint32_t>, std::optional<uint32_t>, std::optional<uint32_t>>;
     std::optional<Reading> last;
   };
@@ -106,7 +103,7 @@ struct CarrierProbe::State {
 
   void receive_loop(const std::string& netns, int rcvbuf, int rt_priority, bool open_poll);
   void poll_loop(int interval_ms, int rt_priority);
-  void poll_one(Polled& p, std::vector<char>& buf);
+  void poll_round(std::vector<char>& buf);
   void work_loop();
   void push(Item item) {
     std::lock_guard lock(mu);
@@ -131,6 +128,7 @@ struct CarrierProbe::State {
   std::unique_ptr<NetlinkSocket> dump;    // dumps; start(), then the worker thread only
   std::unique_ptr<NetlinkSocket> polls;   // RTM_GETLINK of the live bit; poller thread only
   std::vector<Polled> polled;             // start(), then the poller thread only
+  bool poll_failing = false;              // the last round failed (logged once until one succeeds); poller only
   int wake_fd = -1;                       // eventfd that stop() writes to end the receiver's and poller's waits
   std::atomic<uint64_t> overruns{0};
 
@@ -211,41 +209,44 @@ void CarrierProbe::State::receive_loop(const std::string& netns, int rcvbuf, int
   }
 }
 
-// One RTM_GETLINK for p and its reply, stamped right after the request returns: rtnetlink
-// answers inside sendmsg (under the RTNL lock), so by then the kernel has read the bit, and the
-// stamp is never before the state it shows. Only a reply that differs from the last one goes to
-// the worker: most polls change nothing, and waking the worker for each would cost more than the
-// poll itself.
-void CarrierProbe::State::poll_one(Polled& p, std::vector<char>& buf) {
-  alignas(nlmsghdr) char req[256];  // header, ifinfomsg, a name and the filter mask
+// One RTM_GETLINK dump of this namespace's links, and the watched ones that changed since the
+// last round handed to the worker. A dump, not a request per ifindex: since Linux 6.8
+// (facd15dfd691, "synchronize link-watch when carrier is queried") a request for one device
+// first runs that device's pending linkwatch event, i.e. sends the announcement at once, so
+// polling that way would take away the very delay `carrier` records (for every other reader of
+// linkwatch too: operstate, the NETDEV_CHANGE notifiers of the RDMA stack). A dump reads the
+// bit and counters without touching linkwatch. Each datagram is stamped with the time right
+// after the call that made the kernel fill it (sendmsg for the first, the previous recvmsg for
+// the next), so no stamp is before the state it shows. Changed readings only: most rounds
+// change nothing, and waking the worker for each would cost more than the poll.
+void CarrierProbe::State::poll_round(std::vector<char>& buf) {
+  alignas(nlmsghdr) char req[64];
   auto* nlh = mnl_nlmsg_put_header(req);
   nlh->nlmsg_type = RTM_GETLINK;
-  nlh->nlmsg_flags = NLM_F_REQUEST;
+  nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
   nlh->nlmsg_seq = polls->next_seq();
   auto* ifi = static_cast<ifinfomsg*>(mnl_nlmsg_put_extra_header(nlh, sizeof(ifinfomsg)));
   ifi->ifi_family = AF_UNSPEC;
-  ifi->ifi_index = p.ifindex;
-  if (p.ifindex == 0) mnl_attr_put_strz(nlh, IFLA_IFNAME, p.name.c_str());
 #ifdef RTEXT_FILTER_SKIP_STATS
-  // Only the bit and the counters are read: spare the kernel the driver's statistics.
+  // Only the bit and the counters are read: spare the kernel the drivers' statistics.
   mnl_attr_put_u32(nlh, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
 #endif
   auto fail = [&](const std::string& why) {
-    if (!p.failing)
-      spdlog::warn("carrier probe: polling {}'s carrier bit failed ({}); retrying every poll", p.name, why);
-    p.failing = true;
+    if (!poll_failing) spdlog::warn("carrier probe: polling the carrier bit failed ({}); retrying every poll", why);
+    poll_failing = true;
   };
-  Timestamp at;
+  Timestamp filled;
   try {
     polls->send(nlh);
-    at = now();  // first thing after the request returns: the reply's only timestamp
+    filled = now();
   } catch (const SystemError& e) {
     fail(e.what());
     return;
   }
-  // The reply is queued before sendmsg returns. A reply to an earlier request that timed out
-  // may be ahead of it: read past it (a bounded number of datagrams).
-  for (int datagrams = 0; datagrams < 8; ++datagrams) {
+  std::vector<bool> seen(polled.size(), false);
+  bool done = false;
+  // Bounded: a reply to an earlier round that timed out may be ahead of this one's.
+  for (int datagrams = 0; datagrams < 64 && !done; ++datagrams) {
     ssize_t n = 0;
     try {
       n = polls->recv(buf, 1000);  // the timeout only guards against a kernel that answers nothing
@@ -257,43 +258,50 @@ void CarrierProbe::State::poll_one(Polled& p, std::vector<char>& buf) {
       fail("no reply within 1 s");
       return;
     }
+    const Timestamp at = filled;
+    filled = now();  // the kernel fills the next part of the dump inside this recvmsg
     for (const nlmsghdr* m : netlink_messages(buf.data(), static_cast<size_t>(n))) {
       if (m->nlmsg_seq != nlh->nlmsg_seq) continue;
+      if (m->nlmsg_type == NLMSG_DONE) {
+        done = true;
+        break;
+      }
       if (m->nlmsg_type == NLMSG_ERROR) {
-        int err = netlink::ack_error(m);
-        if (err != ENODEV) {
-          fail(netlink::kernel_text(err, netlink::extack_message(m)));
-        } else if (p.ifindex != 0) {
-          // The device is gone: the tracker starts afresh with whatever device next has the name.
-          LinkMessage gone;
-          gone.deleted = true;
-          gone.ifname = p.name;
-          push({Kind::kPoll, at, {}, {gone}});
-          p.ifindex = 0;
-          p.last.reset();
-        }
+        fail(netlink::kernel_text(netlink::ack_error(m), netlink::extack_message(m)));
         return;
       }
       auto link = parse_link_message(m);
       if (!link) continue;
-      if (link->ifname != p.name) {
-        p.ifindex = 0;  // the ifindex now names another device: ask by name from the next poll on
-        return;
+      for (size_t k = 0; k < polled.size(); ++k) {
+        Polled& p = polled[k];
+        if (p.name != link->ifname) continue;
+        seen[k] = true;
+        auto reading = std::make_tuple(link->ifindex, link->carrier, link->carrier_changes, link->carrier_up_count,
+                                       link->carrier_down_count);
+        if (p.last == reading) break;
+        p.last = reading;
+        push({Kind::kPoll, at, {}, {std::move(*link)}});
+        break;
       }
-      p.ifindex = link->ifindex;
-      p.failing = false;
-      auto seen = std::make_tuple(link->ifindex, link->carrier, link->carrier_changes, link->carrier_up_count,
-                                  link->carrier_down_count);
-      if (p.last == seen) return;
-      p.last = seen;
-      push({Kind::kPoll, at, {}, {std::move(*link)}});
-      return;
     }
   }
-  fail("no reply to the request among 8 datagrams");
+  if (!done) {
+    fail("the dump did not end within 64 datagrams");
+    return;
+  }
+  poll_failing = false;
+  for (size_t k = 0; k < polled.size(); ++k) {
+    if (seen[k] || !polled[k].last) continue;
+    // Gone: the tracker starts afresh with whatever device next has the name.
+    LinkMessage gone;
+    gone.deleted = true;
+    gone.ifname = polled[k].name;
+    polled[k].last.reset();
+    push({Kind::kPoll, filled, {}, {gone}});
+  }
 }
 
-// Polls every watched interface each interval_ms, on a fixed monotonic schedule; a round that
+// Polls the watched interfaces each interval_ms, on a fixed monotonic schedule; a round that
 // runs late skips the slots it missed instead of polling in a burst.
 void CarrierProbe::State::poll_loop(int interval_ms, int rt_priority) {
   raise_priority(rt_priority, "poller");
@@ -301,7 +309,7 @@ void CarrierProbe::State::poll_loop(int interval_ms, int rt_priority) {
   std::vector<char> buf(kReceiveBufferBytes);
   int64_t next = monotonic_ns();
   for (;;) {
-    for (auto& p : polled) poll_one(p, buf);
+    poll_round(buf);
     next += period;
     int64_t t = monotonic_ns();
     if (next <= t) next += ((t - next) / period + 1) * period;
@@ -385,7 +393,7 @@ ProbeStatus CarrierProbe::start(SampleSink sink) {
     status.reason = why;
     return status;
   }
-  if (poll_ms > 0) status.method += " + RTM_GETLINK every " + std::to_string(poll_ms) + " ms";
+  if (poll_ms > 0) status.method += " + RTM_GETLINK dump every " + std::to_string(poll_ms) + " ms";
 
   auto st = std::make_unique<State>(options_.host, options_.interfaces);
   st->sink = std::move(sink);
@@ -433,10 +441,7 @@ ProbeStatus CarrierProbe::start(SampleSink sink) {
   }
   if (!missing.empty()) return give_up("no interface " + missing + " in " + where);
   if (poll_ms > 0) {
-    for (const auto& name : options_.interfaces) {
-      for (const auto& l : links)
-        if (l.ifname == name) s->polled.push_back({name, l.ifindex, false, std::nullopt});
-    }
+    for (const auto& name : options_.interfaces) s->polled.push_back({name, std::nullopt});
   }
 
   {

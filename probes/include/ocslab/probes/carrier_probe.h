@@ -26,12 +26,13 @@ struct CarrierProbeOptions {
   // real-time priority costs the host nothing. Needs CAP_SYS_NICE; without it the probe says so
   // in the log and runs at normal priority.
   int receiver_rt_priority = 0;
-  // Every this many ms, also ask the kernel for each watched interface's live carrier bit
-  // (one RTM_GETLINK per interface, by ifindex; no dump) and emit its changes as `carrier_bit`
-  // and `carrier_bit_inferred` (carrier_tracker.h). The bit is the driver's netif_carrier_ok()
-  // at that moment, which linkwatch does not delay; the announcement (`carrier`) can come up
-  // to a second late (docs/probes-carrier.md). 0: no polling; else kMinPollMs..kMaxPollMs.
-  // The poller runs at receiver_rt_priority too.
+  // Every this many ms, also read the watched interfaces' live carrier bit (one RTM_GETLINK
+  // dump of the namespace's links: a request for one device would, since Linux 6.8, send that
+  // device's pending linkwatch announcement at once and so change what `carrier` records) and
+  // emit its changes as `carrier_bit` and `carrier_bit_inferred` (carrier_tracker.h). The bit
+  // is the driver's netif_carrier_ok() at that moment, which linkwatch does not delay; the
+  // announcement (`carrier`) can come up to a second late (docs/probes-carrier.md). 0: no
+  // polling; else kMinPollMs..kMaxPollMs. The poller runs at receiver_rt_priority too.
   int poll_interval_ms = 0;
 };
 
