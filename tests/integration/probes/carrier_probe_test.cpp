@@ -557,7 +557,7 @@ std::vector<Sample> bit_transitions(const std::vector<Sample>& all, const std::s
 // Dumps the namespace's links (RTM_GETLINK, NLM_F_DUMP, as the probe's poller does) on a socket
 // of its own inside the namespace, and says when the answer came: a poll started then would see
 // the state the script set before it. It is the reference for the poller: whatever held the
-// kernel up (the RTNL lock behind other tenants) holds this request up alike. A dump, not a
+// kernel up (a lock held by other tenants) holds this request up alike. A dump, not a
 // request for the one link: since Linux 6.8 that request first sends the device's pending
 // linkwatch announcement, which would hide the delay the case is about.
 class LinkReader {
@@ -665,8 +665,8 @@ TEST_CASE("carrier probe: the polled carrier bit shows each outage that linkwatc
   REQUIRE(bits.size() == 1 + n);
   // One down and one up per outage, in the script's order, each within a poll interval of the
   // moment the kernel could first have shown it (the reference read) plus scheduling slack: the
-  // poller runs SCHED_FIFO on the script's CPU, so 20 ms covers its wakeup and a short wait for
-  // the RTNL lock, which every poll takes.
+  // poller runs SCHED_FIFO on the script's CPU, so 20 ms covers its wakeup and a short wait in
+  // the kernel (a lock held by another tenant) that started after the reference read.
   constexpr int64_t kSlackNs = 20'000'000;
   size_t inferred = 0;
   double worst = 0;
