@@ -310,13 +310,20 @@ class BreakdownPass {
     return starts;
   }
 
-  // Iterations cut where a layer goes down, more than kMinGapNs after the previous cut.
+  // Iterations cut where a layer goes down, more than kMinGapNs after the previous cut. The
+  // live carrier bit cuts too (as a layer of its own): it usually goes down before the
+  // announcement, and a cut at the announcement would leave the bit's down in the iteration
+  // before.
   std::vector<int64_t> edge_starts() const {
     std::vector<int64_t> starts;
     std::map<std::pair<size_t, int>, int> last;  // (pair, layer) -> previous state
     for (size_t i = 0; i < ev_.size(); ++i) {
       int layer = 0;
       int state = layer_state(i, layer);
+      if (state < 0 && ev_[i].kind == Kind::kCarrierBit && pair_of_[i] >= 0) {
+        layer = kLayerCount;
+        state = ev_[i].value != 0;
+      }
       if (state < 0) continue;
       auto key = std::make_pair(static_cast<size_t>(pair_of_[i]), layer);
       auto it = last.find(key);

@@ -512,3 +512,31 @@ TEST_CASE("a dark spell only the polled carrier bit saw is ok, not unseen") {
   CHECK_THAT(csv.str(), Catch::Contains(fmt::format(",{},{},5.000000,", kT0 + 6 * kMs, kT0 + 56 * kMs)));
   CHECK_THAT(csv.str(), Catch::Contains("\nr1,1,m,h3,eth1,unseen,"));
 }
+
+// A capture without commands is cut where a layer goes down. The live bit usually goes down
+// before the kernel announces it (a poll before linkwatch ran, or the same event seen 0.1 ms
+// apart): the cut must not leave the bit's down edge in the iteration before.
+TEST_CASE("a capture cut at layer edges keeps a live-bit down that came before the announcement") {
+  Capture c;
+  c.row(kT0, "h1", "carrier", "ca0", "carrier", "1");
+  c.row(kT0, "h1", "carrier", "ca0", "carrier_bit", "1");
+  for (int k = 0; k < 2; ++k) {
+    const int64_t t = kT0 + (1 + 2 * k) * kS;
+    c.row(t, "h1", "carrier", "ca0", "carrier_bit", "0");
+    c.row(t + kMs / 10, "h1", "carrier", "ca0", "carrier", "0");
+    c.row(t + 200 * kMs, "h1", "carrier", "ca0", "carrier_bit", "1");
+    c.row(t + 202 * kMs, "h1", "carrier", "ca0", "carrier", "1");
+  }
+  Breakdown b = analyze(c.text);
+  CHECK(b.iterations_from == "layer edges");
+  REQUIRE(b.rows.size() == 2);
+  for (int k = 0; k < 2; ++k) {
+    INFO("iteration " << k + 1);
+    const int64_t t = kT0 + (1 + 2 * k) * kS;
+    CHECK(b.rows[k].status == Status::kOk);
+    CHECK(b.rows[k].edges[kCarrierBitDown] == t);
+    CHECK(b.rows[k].edges[kCarrierBitUp] == t + 200 * kMs);
+    CHECK(b.rows[k].edges[kCarrierDown] == t + kMs / 10);
+    CHECK(b.rows[k].edges[kCarrierUp] == t + 202 * kMs);
+  }
+}
