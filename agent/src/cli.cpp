@@ -26,6 +26,7 @@
 #include "ocslab/common/log.h"
 #include "ocslab/common/safe_fs.h"
 #include "ocslab/common/suggest.h"
+#include "ocslab/probes/carrier_probe.h"
 
 namespace po = boost::program_options;
 
@@ -62,12 +63,16 @@ const std::vector<CommandSpec>& commands() {
        "starts and every minute, never the current capture's. With --stdio the limits go to the\n"
        "daemon the bridge starts; a daemon already running keeps its own.\n"
        "Protocol reference: docs/agent-protocol.md"},
-      {"capture", "capture --probes P[,P...] [--if IF] [--interval-ms N] [--duration S] [--format F] [-o FILE]",
+      {"capture",
+       "capture --probes P[,P...] [--if IF] [--interval-ms N] [--carrier-poll-ms N] [--duration S] [--format F] "
+       "[-o FILE]",
        "capture probes on this host to a CSV or JSON-lines file",
        "Runs the named probes without a runner and writes every sample as a CSV row:\n"
        "t_ns,host,source,subject,signal,value,unit (t_ns: CLOCK_REALTIME ns), or with\n"
        "--format jsonl as one JSON object per line with those keys (value a number). Runs for\n"
        "--duration seconds, or until Ctrl-C when 0. Progress is shown on a terminal only.\n"
+       "The carrier probe also polls each interface's live carrier bit every --carrier-poll-ms\n"
+       "(signal carrier_bit: not delayed by linkwatch as the announced 'carrier' can be).\n"
        "Probes that cannot run on this host are named with the reason; the others still run."},
       {"probes", "probes [--if IF]", "list the probes this agent has and whether each can run on this host",
        "One line per probe: its name, then whether it can run on this host and, when it cannot,\n"
@@ -118,6 +123,8 @@ po::options_description capture_options() {
   d.add_options()("probes", po::value<std::string>(), "comma-separated probe names (see 'ocslab-agent probes')")(
       "if", po::value<std::vector<std::string>>(), "interface(s) to watch; repeat or separate with commas")(
       "interval-ms", po::value<int>()->default_value(100), "sampling interval of polling probes, ms")(
+      "carrier-poll-ms", po::value<int>()->default_value(probes::kDefaultPollMs),
+      "carrier probe: poll the live carrier bit every N ms (1..1000; 0: off)")(
       "duration", po::value<double>()->default_value(0), "seconds to capture (0: until Ctrl-C)")(
       "format", po::value<std::string>()->default_value("csv"), "csv, or jsonl (one JSON object per sample)")(
       "output,o", po::value<std::string>()->default_value("-"), "output file ('-': stdout)");
@@ -285,6 +292,10 @@ int cmd_capture(const po::variables_map& vm, std::ostream& out, std::ostream& er
   double duration = vm["duration"].as<double>();
   if (names.empty()) throw ProtocolError("--probes names no probe");
   if (interval < 1) throw ProtocolError("--interval-ms must be >= 1, got " + std::to_string(interval));
+  const int carrier_poll = vm["carrier-poll-ms"].as<int>();
+  if (!probes::poll_interval_problem(carrier_poll).empty())
+    throw ProtocolError("--carrier-poll-ms must be 0 (off) or " + std::to_string(probes::kMinPollMs) + ".." +
+                        std::to_string(probes::kMaxPollMs) + ", got " + std::to_string(carrier_poll));
   if (!(duration >= 0)) throw ProtocolError("--duration must be >= 0 seconds");
   const std::string format = vm["format"].as<std::string>();
   if (format != "csv" && format != "jsonl") {
@@ -346,6 +357,7 @@ int cmd_capture(const po::variables_map& vm, std::ostream& out, std::ostream& er
   std::vector<std::unique_ptr<probes::Probe>> running;
   for (const auto& n : names) {
     ProbeConfig c{host, n, ifs, interval, nlohmann::json::object()};
+    if (n == "carrier") c.params["poll_ms"] = carrier_poll;
     std::unique_ptr<probes::Probe> probe;
     probes::ProbeStatus st;
     try {

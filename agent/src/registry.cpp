@@ -98,7 +98,9 @@ const ProbeRegistry& builtin_registry() {
       }
       return std::make_unique<probes::RdmaProbe>(p);
     });
-    // carrier: params netns (a name under /run/netns), rt_priority (SCHED_FIFO receiver).
+    // carrier: params netns (a name under /run/netns), rt_priority (SCHED_FIFO receiver and
+    // poller), poll_ms (the live carrier bit every N ms, `carrier_bit`; 0: off; default
+    // probes::kDefaultPollMs). Bad params throw Error naming the key.
     r.add("carrier", [](const ProbeConfig& c) {
       probes::CarrierProbeOptions o;
       o.interfaces = c.interfaces;
@@ -106,6 +108,10 @@ const ProbeRegistry& builtin_registry() {
       try {
         o.netns = c.params.value("netns", "");
         o.receiver_rt_priority = c.params.value("rt_priority", 0);
+        auto poll_ms = c.params.value("poll_ms", static_cast<long long>(probes::kDefaultPollMs));
+        if (auto why = probes::poll_interval_problem(poll_ms); !why.empty())
+          throw Error("probe carrier: bad params: poll_ms: " + why);
+        o.poll_interval_ms = static_cast<int>(poll_ms);
       } catch (const nlohmann::json::exception& e) {
         throw Error(std::string("probe carrier: bad params: ") + e.what());
       }

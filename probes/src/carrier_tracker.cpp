@@ -89,8 +89,8 @@ std::optional<LinkMessage> parse_link_message(const nlmsghdr* nlh) {
   return m;
 }
 
-CarrierTracker::CarrierTracker(std::string host, std::vector<std::string> interfaces)
-    : host_(std::move(host)), interfaces_(std::move(interfaces)) {}
+CarrierTracker::CarrierTracker(std::string host, std::vector<std::string> interfaces, CarrierFeed feed)
+    : host_(std::move(host)), interfaces_(std::move(interfaces)), feed_(feed) {}
 
 bool CarrierTracker::watches(const std::string& ifname) const {
   return std::find(interfaces_.begin(), interfaces_.end(), ifname) != interfaces_.end();
@@ -117,7 +117,12 @@ void CarrierTracker::on_link(const LinkMessage& link, const Timestamp& at, std::
     return;
   }
   const std::string& name = link.ifname;
+  // The polled feed reports the live bit only: operstate and the counters are the announcement's.
+  const bool polled = feed_ == CarrierFeed::kPolled;
+  const char* state_signal = polled ? kSignalCarrierBit : kSignalCarrier;
+  const char* inferred_signal = polled ? kSignalCarrierBitInferred : kSignalCarrierInferred;
   auto counter_samples = [&](const Known* before) {
+    if (polled) return;
     auto emit = [&](const std::optional<uint32_t>& now, const std::optional<uint32_t>* was, const char* signal) {
       if (now && (!was || *was != now)) out.push_back(make(at, name, signal, *now, "count"));
     };
@@ -131,8 +136,8 @@ void CarrierTracker::on_link(const LinkMessage& link, const Timestamp& at, std::
   auto it = known_.find(name);
   if (it == known_.end() || it->second.ifindex != link.ifindex) {
     // First sight (initial dump) or a different device under the same name: a baseline only.
-    out.push_back(make(at, name, kSignalCarrier, link.carrier ? 1 : 0, "bool"));
-    if (link.operstate) out.push_back(make(at, name, kSignalOperstate, *link.operstate, "enum"));
+    out.push_back(make(at, name, state_signal, link.carrier ? 1 : 0, "bool"));
+    if (link.operstate && !polled) out.push_back(make(at, name, kSignalOperstate, *link.operstate, "enum"));
     counter_samples(nullptr);
     known_[name] = now;
     return;
@@ -166,11 +171,17 @@ void CarrierTracker::on_link(const LinkMessage& link, const Timestamp& at, std::
   }
   for (uint32_t i = 0; i < inferred; ++i) {
     bool value = (i % 2 == 0) ? !was.carrier : was.carrier;
-    out.push_back(make(at, name, kSignalCarrierInferred, value ? 1 : 0, "bool"));
+    out.push_back(make(at, name, inferred_signal, value ? 1 : 0, "bool"));
   }
   bool counters_changed = now.changes != was.changes || now.up != was.up || now.down != was.down;
-  if (state_changed || counters_changed) out.push_back(make(at, name, kSignalCarrier, now.carrier ? 1 : 0, "bool"));
-  if (now.operstate && now.operstate != was.operstate) {
+  // A poll reads IFLA_CARRIER before the counters, with nothing holding off the driver, which
+  // flips the bit and then counts: a poll that races a transition shows the bit and the counters
+  // one transition apart, and the next poll moves the counters alone. So a poll's sample comes
+  // from a changed bit or from transitions the counters prove (each one sample, alternating),
+  // never from counters alone. An announcement is sent after both, so any change is one.
+  bool emit_state = polled ? state_changed || inferred > 0 : state_changed || counters_changed;
+  if (emit_state) out.push_back(make(at, name, state_signal, now.carrier ? 1 : 0, "bool"));
+  if (now.operstate && now.operstate != was.operstate && !polled) {
     out.push_back(make(at, name, kSignalOperstate, *now.operstate, "enum"));
   }
   counter_samples(&was);

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Throughput of `ocslab analyze` against a straightforward pandas implementation of the same
 breakdown (docs/experiments.md), on a synthetic timeline: 16 hosts, 50 reconfigurations, mostly
-rdma `completion` rows plus every layer edge (one failed reconfiguration, one unaffected, one
-incomplete and one unseen row). Prints rows/s, the speed ratio and both peak
+rdma `completion` rows plus every layer edge and the polled live carrier bit (one failed
+reconfiguration, one unaffected, one incomplete and one unseen row, and one row whose outage only
+the live bit shows, which is ok). Prints rows/s, the speed ratio and both peak
 resident memories (each measured on its own child process with wait4), and checks that the two
 breakdowns agree row for row. Prints figures; asserts only that the results agree.
 
@@ -23,7 +24,8 @@ COLUMNS = "t_ns,host,source,subject,signal,value,unit,run,iteration\n"
 FAILED_ITERATION = 17     # the switch answers ack 0
 UNAFFECTED = (23, 5)      # (iteration, host) with no layer going down
 INCOMPLETE = (31, 7)      # (iteration, host) whose carrier does not come back
-UNSEEN = (41, 9)          # (iteration, host) dark 60 ms whose carrier shows nothing
+UNSEEN = (41, 9)          # (iteration, host) dark 60 ms whose carrier shows nothing, not even the live bit
+BIT_ONLY = (43, 11)       # (iteration, host) whose announcement came too late but the live bit showed: ok
 
 
 def edge_rows(rng, base):
@@ -48,6 +50,9 @@ def edge_rows(rng, base):
             fw_up = back + int(rng.uniform(50, 200) * ms)
             car_up = fw_up + int(rng.uniform(1, 5) * ms)
             resumed = car_up + int(rng.uniform(10, 100) * ms)
+            # The live bit, polled every 5 ms: within a poll of the driver's change.
+            bit_down = fw_down + int(rng.uniform(0, 5) * ms)
+            bit_up = fw_up + int(rng.uniform(0, 5) * ms)
             rows += [
                 (stalled, f"{stalled},{host},rdma,{rdma},stalled,1,bool,bench,{it}\n"),
                 (lost, f"{lost},{host},emulator,eth1,light,0,bool,bench,{it}\n"),
@@ -55,10 +60,14 @@ def edge_rows(rng, base):
                 (back, f"{back},{host},emulator,eth1,light,1,bool,bench,{it}\n"),
                 (fw_up, f"{fw_up},{host},emulator,eth1,link,1,bool,bench,{it}\n"),
             ]
-            if (it, h) != UNSEEN:
+            if (it, h) not in (UNSEEN, BIT_ONLY):
                 rows.append((car_down, f"{car_down},{host},carrier,eth1,carrier,0,bool,bench,{it}\n"))
                 if (it, h) != INCOMPLETE:
                     rows.append((car_up, f"{car_up},{host},carrier,eth1,carrier,1,bool,bench,{it}\n"))
+            if (it, h) != UNSEEN:
+                rows.append((bit_down, f"{bit_down},{host},carrier,eth1,carrier_bit,0,bool,bench,{it}\n"))
+                if (it, h) != INCOMPLETE:
+                    rows.append((bit_up, f"{bit_up},{host},carrier,eth1,carrier_bit,1,bool,bench,{it}\n"))
             if (it, h) != INCOMPLETE:
                 rows += [
                     (resumed, f"{resumed},{host},rdma,{rdma},resumed,{(resumed - stalled) / ms:.3f},ms,bench,{it}\n"),
@@ -125,7 +134,7 @@ def pandas_breakdown(path, out, dark_dbm=-30.0):
     layer_of = {
         "emulator/light": ("light", 0), "ocs_power/light": ("light", 1), "rx_power/rx_power_dbm": ("light", 2),
         "emulator/link": ("firmware", 0), "firmware/link": ("firmware", 1), "carrier/carrier": ("carrier", 0),
-        "rdma/stalled": ("stalled", 0), "rdma/resumed": ("resumed", 0),
+        "rdma/stalled": ("stalled", 0), "rdma/resumed": ("resumed", 0), "carrier/carrier_bit": ("carrier_bit", 0),
     }
     ctrl = df[kind.isin(["ocs/command", "ocs/ack"])].sort_values("t_ns", kind="stable")
     cmd = ctrl[ctrl.signal == "command"].groupby(["run", "iteration"]).first()
@@ -156,6 +165,12 @@ def pandas_breakdown(path, out, dark_dbm=-30.0):
     rs = lay[lay.layer == "resumed"].merge(st, on=keys)
     rs = rs[rs.t_ns >= rs.down].groupby(keys).t_ns.min().rename("up").reset_index()
     edges["rdma"] = st.merge(rs, on=keys, how="left")
+    # The live carrier bit: its own edges, read only by the unseen rule.
+    s = lay[lay.layer == "carrier_bit"]
+    down = s[~s.state].groupby(keys).t_ns.min().rename("bit_down").reset_index()
+    ups = s[s.state].merge(down, on=keys)
+    up = ups[ups.t_ns > ups.bit_down].groupby(keys).t_ns.min().rename("bit_up").reset_index()
+    bit = down.merge(up, on=keys, how="left")
 
     b = grid.copy()
     b = b.merge(cmd[["t_ns"]].rename(columns={"t_ns": "issued"}).reset_index(), on=["run", "iteration"], how="left")
@@ -164,6 +179,7 @@ def pandas_breakdown(path, out, dark_dbm=-30.0):
     b["acked"] = b.ack_t.where(b.ack_v != 0)
     for name, e in edges.items():
         b = b.merge(e.rename(columns={"down": name + "_down", "up": name + "_up"}), on=keys, how="left")
+    b = b.merge(bit, on=keys, how="left")
     ms = 1e6
     b["control_ms"] = (b.acked - b.issued) / ms
     b["switching_ms"] = (b.light_up - b.issued) / ms
@@ -176,11 +192,12 @@ def pandas_breakdown(path, out, dark_dbm=-30.0):
     b["total_ms"] = (b.rdma_up.fillna(b.carrier_up) - b.issued) / ms
     downs = b[[n + "_down" for n in edges]].notna()
     stuck = pd.concat([b[n + "_down"].notna() & b[n + "_up"].isna() for n in edges], axis=1)
-    # Dark for 20 ms or more and back, on a port whose carrier is probed, with no carrier edge.
+    # Dark for 20 ms or more and back, on a port whose carrier is probed, with no carrier edge,
+    # announced or polled.
     probed = lay[lay.layer == "carrier"][["host", "iface"]].drop_duplicates().assign(probed=True)
     b = b.merge(probed, on=["host", "iface"], how="left")
     unseen = (b.probed.fillna(False).astype(bool) & (b.light_up - b.light_down >= 20 * ms) & b.carrier_down.isna() &
-              b.carrier_up.isna())
+              b.carrier_up.isna() & b.bit_down.isna() & b.bit_up.isna())
     b["status"] = np.select(
         [b.acked.isna() & (len(cmd) > 0), ~downs.any(axis=1), stuck.any(axis=1), unseen],
         ["failed", "unaffected", "incomplete", "unseen"], "ok")

@@ -1,10 +1,10 @@
 // Timelines come from other machines' agents and from hand-edited files: any bytes must read as
 // a timeline or give an ocslab::ConfigError, and any timeline must give a breakdown whose
-// statuses agree with its edges and a summary over its ok rows; with intents, the rows of ports
-// that move, stay or are unknown as without, and the new rules only for ports coming up or
-// going dark; and a fault localisation naming, for each reconfiguration that did not complete,
-// one of its stopped ports at the lowest layer any of them stopped at, never a port meant to go
-// dark, in a summary.json that reads back as JSON.
+// statuses agree with its edges (an `unseen` row has no carrier edge, announced or polled) and a
+// summary over its ok rows; with intents, the rows of ports that move, stay or are unknown as
+// without, and the new rules only for ports coming up or going dark; and a fault localisation naming, for each
+// reconfiguration that did not complete, one of its stopped ports at the lowest layer any of them stopped at, never a
+// port meant to go dark, in a summary.json that reads back as JSON.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -82,15 +82,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (r.edges[down] && !r.edges[up]) __builtin_trap();
     }
     // unseen: the light was dark for at least the minimum (or longer than int64 spans: no
-    // duration) and came back; the carrier has no edge.
+    // duration) and came back; the carrier has no edge, announced or polled.
     if (r.status == Status::kUnseen) {
       const auto dark = r.duration_ns(kDark);
       if (!r.edges[kLightLost] || !r.edges[kLightBack] || r.edges[kCarrierDown] || r.edges[kCarrierUp] ||
-          (dark && *dark < BreakdownOptions{}.unseen_min_ns))
+          r.edges[kCarrierBitDown] || r.edges[kCarrierBitUp] || (dark && *dark < BreakdownOptions{}.unseen_min_ns))
         __builtin_trap();
     }
     if (r.edges[kLightBack] && !r.edges[kLightLost]) __builtin_trap();  // up edges follow a down
     if (r.edges[kCarrierUp] && *r.edges[kCarrierUp] < *r.edges[kCarrierDown]) __builtin_trap();
+    if (r.edges[kCarrierBitUp] && (!r.edges[kCarrierBitDown] || *r.edges[kCarrierBitUp] < *r.edges[kCarrierBitDown]))
+      __builtin_trap();
   }
   for (const auto& s : summarize(b)) {
     if (s.count > ok) __builtin_trap();
@@ -109,8 +111,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& r : b.rows) {
     auto& it = in.iterations[r.iteration];
     it.mapping = r.mapping;
-    it.ports[{r.host, r.interface}] =
-        static_cast<Intent>(std::hash<std::string>{}(r.host + "/" + r.interface + "#" + std::to_string(r.iteration)) % 5);
+    it.ports[{r.host, r.interface}] = static_cast<Intent>(
+        std::hash<std::string>{}(r.host + "/" + r.interface + "#" + std::to_string(r.iteration)) % 5);
   }
   Breakdown bi = compute_breakdown(t, {.dark_dbm = -30}, &in);
   if (!bi.has_intents || bi.rows.size() != b.rows.size()) __builtin_trap();
@@ -125,9 +127,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (r.status != old.status || r.edges != old.edges) __builtin_trap();
     }
     if (r.intent == Intent::kUp) {
-      for (Edge e : {kLightLost, kFirmwareDown, kCarrierDown, kRdmaStalled})
+      for (Edge e : {kLightLost, kFirmwareDown, kCarrierDown, kRdmaStalled, kCarrierBitDown})
         if (r.edges[e]) __builtin_trap();
-      for (Edge e : {kLightBack, kFirmwareUp, kCarrierUp, kRdmaResumed})
+      for (Edge e : {kLightBack, kFirmwareUp, kCarrierUp, kRdmaResumed, kCarrierBitUp})
         if (r.edges[e] && r.edges[kIssued] && *r.edges[e] < *r.edges[kIssued]) __builtin_trap();
       if (r.status == Status::kDisconnected) __builtin_trap();
     }

@@ -113,8 +113,9 @@ Intents derive_intents(const std::map<std::string, MappingLinks>& mappings, cons
 
 const std::array<const char*, kEdgeCount>& edge_columns() {
   static const std::array<const char*, kEdgeCount> c = {
-      "issued_ns",      "acked_ns",        "light_lost_ns", "light_back_ns",   "firmware_down_ns",
-      "firmware_up_ns", "carrier_down_ns", "carrier_up_ns", "rdma_stalled_ns", "rdma_resumed_ns"};
+      "issued_ns",        "acked_ns",        "light_lost_ns",       "light_back_ns",
+      "firmware_down_ns", "firmware_up_ns",  "carrier_down_ns",     "carrier_up_ns",
+      "rdma_stalled_ns",  "rdma_resumed_ns", "carrier_bit_down_ns", "carrier_bit_up_ns"};
   return c;
 }
 
@@ -168,6 +169,7 @@ static_assert((1u << kLight) == kAwaitedLight && (1u << kFirmwareLayer) == kAwai
 struct PairState {
   std::array<std::optional<int64_t>, kLayerCount> down, up;
   std::optional<int64_t> stalled, resumed;
+  std::optional<int64_t> bit_down, bit_up;  // the polled live carrier bit (no layer of its own)
 };
 
 struct Iteration {
@@ -308,13 +310,20 @@ class BreakdownPass {
     return starts;
   }
 
-  // Iterations cut where a layer goes down, more than kMinGapNs after the previous cut.
+  // Iterations cut where a layer goes down, more than kMinGapNs after the previous cut. The
+  // live carrier bit cuts too (as a layer of its own): it usually goes down before the
+  // announcement, and a cut at the announcement would leave the bit's down in the iteration
+  // before.
   std::vector<int64_t> edge_starts() const {
     std::vector<int64_t> starts;
     std::map<std::pair<size_t, int>, int> last;  // (pair, layer) -> previous state
     for (size_t i = 0; i < ev_.size(); ++i) {
       int layer = 0;
       int state = layer_state(i, layer);
+      if (state < 0 && ev_[i].kind == Kind::kCarrierBit && pair_of_[i] >= 0) {
+        layer = kLayerCount;
+        state = ev_[i].value != 0;
+      }
       if (state < 0) continue;
       auto key = std::make_pair(static_cast<size_t>(pair_of_[i]), layer);
       auto it = last.find(key);
@@ -407,6 +416,7 @@ class BreakdownPass {
     // from dark has no down edge in its iteration, so its up edge is a 0->1 change (or a first
     // reading of 1) at or after the command.
     std::vector<std::array<int, kLayerCount>> last_state(pairs_.size(), {-1, -1, -1});
+    std::vector<int> last_bit(pairs_.size(), -1);  // the same for the live carrier bit
     for (size_t i = 0; i < ev_.size(); ++i) {
       const Event& e = ev_[i];
       Iteration& it = iters_[iter_of_[i]];
@@ -419,6 +429,10 @@ class BreakdownPass {
       const auto pi = static_cast<size_t>(pair_of_[i]);
       if (e.kind == Kind::kStalled || e.kind == Kind::kResumed) {
         read_rdma_edge(i, pi);
+        continue;
+      }
+      if (e.kind == Kind::kCarrierBit) {
+        read_bit_edge(i, pi, last_bit[pi]);
         continue;
       }
       int layer = 0;
@@ -438,6 +452,24 @@ class BreakdownPass {
   }
 
   static bool after_command(const Event& e, const Iteration& it) { return !it.issued || e.t_ns >= *it.issued; }
+
+  // A live carrier bit reading of pair pi, `last` its previous one: the row's first down and the
+  // first up after it, or for a port coming up its first up at or after the command, as for a
+  // layer.
+  void read_bit_edge(size_t i, size_t pi, int& last) {
+    const Event& e = ev_[i];
+    const Iteration& it = iters_[iter_of_[i]];
+    PairState& ps = iters_[iter_of_[i]].pairs[pi];
+    const int state = e.value != 0;
+    const int before = last;
+    last = state;
+    if (intent_[iter_of_[i]][pi] == Intent::kUp) {
+      if (state == 1 && before != 1 && after_command(e, it) && !ps.bit_up) ps.bit_up = e.t_ns;
+      return;
+    }
+    if (state == 0 && !ps.bit_down) ps.bit_down = e.t_ns;
+    if (state == 1 && ps.bit_down && !ps.bit_up) ps.bit_up = e.t_ns;
+  }
 
   // A stalled or resumed event of pair pi: its first stall, and its first resume after it.
   void read_rdma_edge(size_t i, size_t pi) {
@@ -506,6 +538,8 @@ class BreakdownPass {
     r.edges[kCarrierUp] = ps.up[kCarrierLayer];
     r.edges[kRdmaStalled] = ps.stalled;
     r.edges[kRdmaResumed] = ps.resumed;
+    r.edges[kCarrierBitDown] = ps.bit_down;
+    r.edges[kCarrierBitUp] = ps.bit_up;
     r.intent = intent_[ii][pi];
     RowFacts f = row_facts(ii, pi, r);
     std::optional<int64_t> capture_end = it.issued ? tl_.capture_lost_at(r.run, r.host) : std::nullopt;
@@ -546,7 +580,7 @@ class BreakdownPass {
     const auto dark_ns = r.duration_ns(kDark);
     f.carrier_unseen = p.has_carrier && r.edges[kLightLost] && r.edges[kLightBack] &&
                        (!dark_ns || *dark_ns >= options_.unseen_min_ns) && !r.edges[kCarrierDown] &&
-                       !r.edges[kCarrierUp];
+                       !r.edges[kCarrierUp] && !r.edges[kCarrierBitDown] && !r.edges[kCarrierBitUp];
     for (int l = 0; l < kLayerCount; ++l) {
       f.went_down = f.went_down || ps.down[l].has_value();
       f.stayed_down = f.stayed_down || (ps.down[l] && !ps.up[l]);

@@ -64,10 +64,11 @@ std::pair<const char*, const char*> edge_words(ChainLayer l) {
   }
 }
 
-// The last layer edge a row saw (issued and acked are the switch's, not the port's).
+// The last layer edge a row saw (issued and acked are the switch's, not the port's; the polled
+// carrier bit is no layer of the chain).
 std::optional<int64_t> last_edge(const BreakdownRow& r) {
   std::optional<int64_t> t;
-  for (int e = kLightLost; e < kEdgeCount; ++e)
+  for (int e = kLightLost; e <= kRdmaResumed; ++e)
     if (r.edges[e] && (!t || *r.edges[e] > *t)) t = r.edges[e];
   return t;
 }
@@ -239,8 +240,8 @@ class Explainer {
       ++others;
       observed += r->status != Status::kLost;
     }
-    l_.evidence.push_back({0, fmt::format("{} of {} other port(s) were observed through the reconfiguration", observed,
-                                          others)});
+    l_.evidence.push_back(
+        {0, fmt::format("{} of {} other port(s) were observed through the reconfiguration", observed, others)});
   }
 
   // What the other ports that took part did at the layer the fault stopped at.
@@ -333,7 +334,7 @@ std::vector<Localisation> localise(const Breakdown& b, const Timeline* timeline,
       l.ports += takes_part(*r);
       l.resumed += r->status == Status::kOk;
       if (auto layer = stopped_layer(*r)) stopped.push_back({{r->host, r->interface, *layer, last_edge(*r)}, r});
-      for (int e = kLightLost; e < kEdgeCount; ++e)
+      for (int e = kLightLost; e <= kRdmaResumed; ++e)
         if (r->edges[e] && (!l.t0_ns || *r->edges[e] < *l.t0_ns)) l.t0_ns = r->edges[e];
     }
     if (stopped.empty()) continue;

@@ -93,6 +93,11 @@ bool classify(std::string_view source, std::string_view signal, Kind& kind) {
       if (signal == "stalled") return source == "rdma" && (kind = Kind::kStalled, true);
       if (signal == "resumed") return source == "rdma" && (kind = Kind::kResumed, true);
       return false;
+    case 11:
+      // The live carrier bit the probe polls (docs/probes-carrier.md): when the driver changed
+      // the carrier, give or take a poll interval, however late linkwatch announced it.
+      if (signal == "carrier_bit") return source == "carrier" && (kind = Kind::kCarrierBit, true);
+      return false;
     case 12:
       if (signal == "rx_power_dbm" && source == "rx_power") return kind = Kind::kRxPower, true;
       return false;
@@ -101,6 +106,11 @@ bool classify(std::string_view source, std::string_view signal, Kind& kind) {
       // 1 s rate limit): value 0, stamped with the up that follows; a carrier-down edge whose
       // real time is at or before its stamp.
       if (signal == "carrier_inferred") return source == "carrier" && (kind = Kind::kCarrier, true);
+      return false;
+    case 20:
+      // A flap shorter than the poll interval, proven by the counters, stamped with the poll
+      // that revealed it.
+      if (signal == "carrier_bit_inferred") return source == "carrier" && (kind = Kind::kCarrierBit, true);
       return false;
     default:
       return false;

@@ -391,6 +391,19 @@ TEST_CASE("registry: a factory by name, one name once", "[agent][registry]") {
                     Catch::Contains("'eth0:1' is not an interface name"));
 }
 
+TEST_CASE("registry: the carrier probe's poll_ms (the live carrier bit) is checked", "[agent][registry]") {
+  const auto& r = builtin_registry();
+  // Polling is the default; 0 turns it off; 1..1000 ms are intervals.
+  for (const auto& params : {nlohmann::json::object(), nlohmann::json{{"poll_ms", 0}}, nlohmann::json{{"poll_ms", 1}},
+                             nlohmann::json{{"poll_ms", 1000}}})
+    CHECK(r.create({"h", "carrier", {"eth0"}, 10, params}));
+  CHECK_THROWS_WITH(r.create({"h", "carrier", {"eth0"}, 10, {{"poll_ms", 1001}}}),
+                    "probe carrier: bad params: poll_ms: poll interval 1001 ms: must be 0 (no polling) or 1..1000 ms");
+  CHECK_THROWS_WITH(r.create({"h", "carrier", {"eth0"}, 10, {{"poll_ms", -5}}}), Catch::Contains("poll_ms"));
+  CHECK_THROWS_WITH(r.create({"h", "carrier", {"eth0"}, 10, {{"poll_ms", "fast"}}}),
+                    Catch::StartsWith("probe carrier: bad params: "));
+}
+
 TEST_CASE("registry: the firmware probe from a request", "[agent][registry]") {
   const auto& r = builtin_registry();
   REQUIRE(r.contains("firmware"));

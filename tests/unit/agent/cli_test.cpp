@@ -92,6 +92,19 @@ TEST_CASE("an option of another command is refused, not ignored", "[agent][cli]"
   CHECK(run({"probes", "--log-level", "error", "--host", "h1"}, &out, &err) == kExitOk);
   CHECK(out.find("heartbeat  can run here") != std::string::npos);
   CHECK(run({"capture", "--probes", "heartbeat", "--duration", "0.1", "--interval-ms", "100"}, &out, &err) == kExitOk);
+  CHECK(run({"probes", "--carrier-poll-ms", "5"}, &out, &err) == kExitUsage);
+  CHECK(err.find("option --carrier-poll-ms does not apply to 'probes'") != std::string::npos);
+}
+
+TEST_CASE("capture --carrier-poll-ms takes 0 (off) or 1..1000 ms", "[agent][cli]") {
+  std::string out, err;
+  for (const char* bad : {"1001", "60000"}) {
+    INFO(bad);
+    CHECK(run({"capture", "--probes", "heartbeat", "--duration", "0.1", "--carrier-poll-ms", bad}, &out, &err) != 0);
+    CHECK(err.find("--carrier-poll-ms must be 0 (off) or 1..1000, got " + std::string(bad)) != std::string::npos);
+  }
+  CHECK(run({"capture", "--probes", "heartbeat", "--duration", "0.1", "--carrier-poll-ms", "0"}, &out, &err) ==
+        kExitOk);
 }
 
 TEST_CASE("forwarding --help lists every exit code the forwarding commands return", "[agent][cli]") {
@@ -188,7 +201,8 @@ TEST_CASE("capture writes the tidy CSV; an unknown probe is bad input", "[agent]
   CHECK(err.find("samples written to " + path) != std::string::npos);
 
   CHECK(run({"capture", "--probes", "heartbeat,warp_drive", "--duration", "0.1"}, nullptr, &err) == kExitInput);
-  CHECK(err.find("unknown probe 'warp_drive' (known: carrier, firmware, heartbeat, rdma, rx_power)") != std::string::npos);
+  CHECK(err.find("unknown probe 'warp_drive' (known: carrier, firmware, heartbeat, rdma, rx_power)") !=
+        std::string::npos);
   CHECK(run({"capture", "--probes", "heartbeat", "--interval-ms", "0"}, nullptr, &err) == kExitInput);
 }
 

@@ -40,7 +40,7 @@ TEST_CASE("ocslab analyze FOLDER writes breakdown.csv, summary.txt and summary.j
   CHECK_THAT(r.out, Contains("1 host/interface rows: 1 ok, 0 failed"));
   CHECK_THAT(r.out, Contains("total_ms           1       50.000       50.000       50.000       50.000       50.000"));
   std::string csv = ocslab::read_file_or_empty(d.path + "/breakdown.csv");
-  CHECK_THAT(csv, Contains("\ndemo,1,m1,h1,eth1,ok,1000000000,1002000000,,,,,1003000000,1050000000,,,2.000000,,,,,,,,"
+  CHECK_THAT(csv, Contains("\ndemo,1,m1,h1,eth1,ok,1000000000,1002000000,,,,,1003000000,1050000000,,,,,2.000000,,,,,,,,"
                            "50.000000\n"));
   auto j = nlohmann::json::parse(ocslab::read_file_or_empty(d.path + "/summary.json"));
   CHECK(j["durations_ms"]["control_ms"]["median"] == 2.0);
@@ -64,7 +64,7 @@ TEST_CASE("ocslab analyze FILE writes next to the file; --dark-dbm is read") {
   REQUIRE(r.rc == 0);
   CHECK_THAT(r.out, Contains("1 ok"));
   CHECK_THAT(ocslab::read_file_or_empty(d.path + "/breakdown.csv"),
-             Contains(",1,,h1,eth1,ok,,,3000000000,3100000000,,,,,,,,,100.000000,"));
+             Contains(",1,,h1,eth1,ok,,,3000000000,3100000000,,,,,,,,,,,100.000000,"));
   Result r2 = run_cli({"analyze", d.path + "/cap.csv", "--dark-dbm=-40"});
   REQUIRE(r2.rc == 0);
   CHECK_THAT(r2.out, Contains("reconfigs    0"));
@@ -122,11 +122,11 @@ TEST_CASE("ocslab analyze FOLDER with meta.json's mappings: a port coming up is 
   CHECK_THAT(r.out, Contains("intents      from " + d.path + "/meta.json: 1 move, 1 up, 1 dark, 0 stay, 0 unknown"));
   std::string csv = ocslab::read_file_or_empty(d.path + "/breakdown.csv");
   CHECK_THAT(csv, Contains(",total_ms,intent\n"));
-  CHECK_THAT(csv, Contains("\ndemo,1,B,h1,eth1,ok,1000000000,1002000000,,,,,1003000000,1050000000,,,2.000000,,,,,,,,"
+  CHECK_THAT(csv, Contains("\ndemo,1,B,h1,eth1,ok,1000000000,1002000000,,,,,1003000000,1050000000,,,,,2.000000,,,,,,,,"
                            "50.000000,move\n"));
   CHECK_THAT(
-      csv, Contains("\ndemo,1,B,h2,eth1,disconnected,1000000000,1002000000,,,,,1003000000,,,,2.000000,,,,,,,,,dark\n"));
-  CHECK_THAT(csv, Contains("\ndemo,1,B,h3,eth1,ok,1000000000,1002000000,,,,,,1070000000,,,2.000000,,,,,,,,"
+      csv, Contains("\ndemo,1,B,h2,eth1,disconnected,1000000000,1002000000,,,,,1003000000,,,,,,2.000000,,,,,,,,,dark\n"));
+  CHECK_THAT(csv, Contains("\ndemo,1,B,h3,eth1,ok,1000000000,1002000000,,,,,,1070000000,,,,,2.000000,,,,,,,,"
                            "70.000000,up\n"));
   auto j = nlohmann::json::parse(ocslab::read_file_or_empty(d.path + "/summary.json"));
   CHECK(j["status"]["disconnected"] == 1);

@@ -121,15 +121,16 @@ TEST_CASE("a runner timeline: every edge and duration of an ok row, an unaffecte
   CHECK(first ==
         "run,iteration,mapping,host,interface,status,issued_ns,acked_ns,light_lost_ns,light_back_ns,"
         "firmware_down_ns,firmware_up_ns,carrier_down_ns,carrier_up_ns,rdma_stalled_ns,rdma_resumed_ns,"
-        "control_ms,switching_ms,dark_ms,firmware_ms,carrier_ms,kernel_ms,rdma_ms,outage_ms,total_ms");
+        "carrier_bit_down_ns,carrier_bit_up_ns,control_ms,switching_ms,dark_ms,firmware_ms,carrier_ms,kernel_ms,rdma_"
+        "ms,outage_ms,total_ms");
   std::string second = csv.str().substr(first.size() + 1);
   second = second.substr(0, second.find('\n'));
-  CHECK(second == fmt::format("r1,1,map-1,h1,eth1,ok,{},{},{},{},{},{},{},{},{},{},"
+  CHECK(second == fmt::format("r1,1,map-1,h1,eth1,ok,{},{},{},{},{},{},{},{},{},{},,,"
                               "5.000000,30.000000,28.000000,100.000000,103.500000,3.500000,16.500000,149.000000,"
                               "150.000000",
                               kT0, kT0 + 5 * kMs, kT0 + 2 * kMs, kT0 + 30 * kMs, kT0 + 3 * kMs, kT0 + 130 * kMs,
                               kT0 + 4 * kMs, kT0 + 133 * kMs + 500'000, kT0 + kMs, kT0 + 150 * kMs));
-  CHECK(csv.str().find(fmt::format("r1,1,map-1,h2,eth1,unaffected,{},{},,,,,,,,,5.000000,,,,,,,,\n", kT0,
+  CHECK(csv.str().find(fmt::format("r1,1,map-1,h2,eth1,unaffected,{},{},,,,,,,,,,,5.000000,,,,,,,,\n", kT0,
                                    kT0 + 5 * kMs)) != std::string::npos);
 }
 
@@ -371,15 +372,21 @@ TEST_CASE("summary.json stays valid JSON when a timeline's names are not UTF-8")
   RunnerTimeline tl;
   tl.row(kT0, "switch", "ocs", "m", "command", "1", 1);
   tl.row(kT0 + kMs, "switch", "ocs", "m", "ack", "1", 1);
-  tl.row(kT0 + 10 * kMs, "h\xff" "1", "carrier", "eth1", "carrier", "0", 1);
+  tl.row(kT0 + 10 * kMs,
+         "h\xff"
+         "1",
+         "carrier", "eth1", "carrier", "0", 1);
   Breakdown b = analyze(tl.text);
   REQUIRE(b.rows.size() == 1);
-  CHECK(b.rows[0].host == "h\xff" "1");
+  CHECK(b.rows[0].host ==
+        "h\xff"
+        "1");
   std::string text = summary_json_text(summary_json(b, summarize(b), SummaryContext{"t.csv", 3, 3, -30}));
   auto j = nlohmann::json::parse(text, nullptr, false);
   REQUIRE_FALSE(j.is_discarded());
   CHECK(text.back() == '\n');
-  CHECK(text.find("h\xef\xbf\xbd" "1") != std::string::npos);  // the byte became U+FFFD
+  CHECK(text.find("h\xef\xbf\xbd"
+                  "1") != std::string::npos);  // the byte became U+FFFD
 }
 
 TEST_CASE("a carrier flap the kernel coalesced (carrier_inferred) is a down edge at the up's time") {
@@ -456,4 +463,80 @@ TEST_CASE("a dark spell the probed carrier never saw is unseen, not ok") {
   CHECK(classify_row(f) == Status::kUnseen);
   f.stayed_down = true;
   CHECK(classify_row(f) == Status::kIncomplete);
+}
+
+// Issue 45, item 5: the probe polls the live carrier bit (`carrier_bit`), which linkwatch does
+// not delay. A row whose only carrier evidence is a polled edge saw the outage: it is ok, not
+// unseen, its live-bit times are in their own columns and the carrier columns stay the
+// announcement's (empty here: the announcement came after the next command).
+TEST_CASE("a dark spell only the polled carrier bit saw is ok, not unseen") {
+  RunnerTimeline tl;
+  for (const char* h : {"h1", "h2", "h3"}) {
+    tl.row(kT0 - 5 * kS, h, "carrier", "eth1", "carrier", "1", 0);
+    tl.row(kT0 - 5 * kS, h, "carrier", "eth1", "carrier_bit", "1", 0);
+  }
+  tl.row(kT0, "switch", "ocs", "m", "command", "1", 1);
+  tl.row(kT0 + 5 * kMs, "switch", "ocs", "m", "ack", "1", 1);
+  // h1: dark 50 ms; the live bit went down and up, no announcement in the row.
+  // h2: dark 50 ms; a flap shorter than the poll interval: one poll proved both edges.
+  // h3: dark 50 ms; neither the announcement nor the live bit shows anything.
+  for (const char* h : {"h1", "h2", "h3"}) {
+    tl.row(kT0 + 1 * kMs, h, "rdma", "rxe_eth1/eth1@x", "stalled", "1", 1);
+    tl.row(kT0 + 2 * kMs, h, "emulator", "eth1", "light", "0", 1);
+    tl.row(kT0 + 2 * kMs, h, "emulator", "eth1", "link", "0", 1);
+    tl.row(kT0 + 52 * kMs, h, "emulator", "eth1", "light", "1", 1);
+    tl.row(kT0 + 52 * kMs, h, "emulator", "eth1", "link", "1", 1);
+    tl.row(kT0 + 200 * kMs, h, "rdma", "rxe_eth1/eth1@x", "resumed", "199", 1, "ms");
+  }
+  tl.row(kT0 + 6 * kMs, "h1", "carrier", "eth1", "carrier_bit", "0", 1);
+  tl.row(kT0 + 56 * kMs, "h1", "carrier", "eth1", "carrier_bit", "1", 1);
+  tl.row(kT0 + 55 * kMs, "h2", "carrier", "eth1", "carrier_bit_inferred", "0", 1);
+  tl.row(kT0 + 55 * kMs, "h2", "carrier", "eth1", "carrier_bit", "1", 1);
+  Breakdown b = analyze(tl.text);
+  REQUIRE(b.rows.size() == 3);
+  std::map<std::string, std::string> status;
+  for (const auto& r : b.rows) status[r.host] = status_name(r.status);
+  CHECK(status == std::map<std::string, std::string>{{"h1", "ok"}, {"h2", "ok"}, {"h3", "unseen"}});
+  const BreakdownRow& h1 = b.rows[0];
+  CHECK(h1.edges[kCarrierBitDown] == kT0 + 6 * kMs);
+  CHECK(h1.edges[kCarrierBitUp] == kT0 + 56 * kMs);
+  CHECK_FALSE(h1.edges[kCarrierDown]);
+  CHECK_FALSE(h1.edges[kCarrierUp]);
+  CHECK_FALSE(h1.duration_ns(kCarrier));  // the durations stay the announcement's
+  CHECK(b.rows[1].edges[kCarrierBitDown] == kT0 + 55 * kMs);
+  CHECK(b.rows[1].edges[kCarrierBitUp] == kT0 + 55 * kMs);
+  CHECK_FALSE(b.rows[2].edges[kCarrierBitDown]);
+
+  std::ostringstream csv;
+  write_breakdown_csv(b, csv);
+  CHECK_THAT(csv.str(), Catch::Contains(fmt::format(",{},{},5.000000,", kT0 + 6 * kMs, kT0 + 56 * kMs)));
+  CHECK_THAT(csv.str(), Catch::Contains("\nr1,1,m,h3,eth1,unseen,"));
+}
+
+// A capture without commands is cut where a layer goes down. The live bit usually goes down
+// before the kernel announces it (a poll before linkwatch ran, or the same event seen 0.1 ms
+// apart): the cut must not leave the bit's down edge in the iteration before.
+TEST_CASE("a capture cut at layer edges keeps a live-bit down that came before the announcement") {
+  Capture c;
+  c.row(kT0, "h1", "carrier", "ca0", "carrier", "1");
+  c.row(kT0, "h1", "carrier", "ca0", "carrier_bit", "1");
+  for (int k = 0; k < 2; ++k) {
+    const int64_t t = kT0 + (1 + 2 * k) * kS;
+    c.row(t, "h1", "carrier", "ca0", "carrier_bit", "0");
+    c.row(t + kMs / 10, "h1", "carrier", "ca0", "carrier", "0");
+    c.row(t + 200 * kMs, "h1", "carrier", "ca0", "carrier_bit", "1");
+    c.row(t + 202 * kMs, "h1", "carrier", "ca0", "carrier", "1");
+  }
+  Breakdown b = analyze(c.text);
+  CHECK(b.iterations_from == "layer edges");
+  REQUIRE(b.rows.size() == 2);
+  for (int k = 0; k < 2; ++k) {
+    INFO("iteration " << k + 1);
+    const int64_t t = kT0 + (1 + 2 * k) * kS;
+    CHECK(b.rows[k].status == Status::kOk);
+    CHECK(b.rows[k].edges[kCarrierBitDown] == t);
+    CHECK(b.rows[k].edges[kCarrierBitUp] == t + 200 * kMs);
+    CHECK(b.rows[k].edges[kCarrierDown] == t + kMs / 10);
+    CHECK(b.rows[k].edges[kCarrierUp] == t + 202 * kMs);
+  }
 }

@@ -385,3 +385,90 @@ TEST_CASE("netlink_messages splits a datagram and stops at a message that does n
   reinterpret_cast<nlmsghdr*>(huge.data())->nlmsg_len = 4;
   CHECK(netlink_messages(huge.data(), huge.size()).empty());
 }
+
+// The polled feed: RTM_GETLINK replies read every few ms, whose IFLA_CARRIER is the live bit.
+TEST_CASE("a polled tracker emits carrier_bit only, reconciled with the counters like carrier") {
+  CarrierTracker t("h1", {"tap0"}, CarrierFeed::kPolled);
+  std::vector<Sample> out;
+  LinkSpec l;  // up: 1 up, 0 down
+  t.on_link(parse(l), at(0), out);
+  // The baseline is the bit alone: operstate and the counters are the announcement's.
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].signal == "carrier_bit");
+  CHECK(out[0].source == "carrier");
+  CHECK(out[0].unit == "bool");
+  CHECK(out[0].value == 1);
+  out.clear();
+
+  t.on_link(parse(l), at(5), out);  // nothing changed between two polls
+  CHECK(out.empty());
+
+  l.carrier = false;
+  l.operstate = IF_OPER_DOWN;
+  l.down = 1;
+  t.on_link(parse(l), at(10), out);
+  CHECK(seq(out) == std::vector<std::string>{"carrier_bit=0"});
+  CHECK(out.size() == 1);
+  CHECK(out[0].t_ns == at(10).realtime_ns);
+  out.clear();
+
+  // A flap shorter than the poll interval: down again at the next poll, after up and down.
+  l.up = 2;
+  l.down = 2;
+  t.on_link(parse(l), at(15), out);
+  CHECK(seq(out) == std::vector<std::string>{"carrier_bit_inferred=1", "carrier_bit=0"});
+  for (const auto& s : out) CHECK(s.t_ns == at(15).realtime_ns);
+  out.clear();
+
+  // Up, and a flap inside one poll interval from up: shown up, the down-up pair inferred.
+  l.carrier = true;
+  l.up = 4;
+  l.down = 3;
+  t.on_link(parse(l), at(20), out);
+  CHECK(seq(out) == std::vector<std::string>{"carrier_bit_inferred=1", "carrier_bit_inferred=0", "carrier_bit=1"});
+}
+
+TEST_CASE("a poll racing a transition (bit and counters one apart) gives one carrier_bit sample") {
+  CarrierTracker t("h1", {"tap0"}, CarrierFeed::kPolled);
+  std::vector<Sample> out;
+  LinkSpec l;  // up: 1 up, 0 down
+  t.on_link(parse(l), at(0), out);
+  out.clear();
+
+  // The driver cleared the bit but had not counted yet when the reply read the counters.
+  l.carrier = false;
+  t.on_link(parse(l), at(5), out);
+  CHECK(seq(out) == std::vector<std::string>{"carrier_bit=0"});
+  out.clear();
+  // The next poll sees the count catch up: no transition, no sample.
+  l.down = 1;
+  t.on_link(parse(l), at(10), out);
+  CHECK(out.empty());
+
+  // The other order: the reply read the old bit and the new count; the next poll shows the bit.
+  l.up = 2;
+  t.on_link(parse(l), at(15), out);
+  CHECK(out.empty());
+  l.carrier = true;
+  t.on_link(parse(l), at(20), out);
+  CHECK(seq(out) == std::vector<std::string>{"carrier_bit=1"});
+}
+
+TEST_CASE("a polled tracker starts afresh after the device went away") {
+  CarrierTracker t("h1", {"tap0"}, CarrierFeed::kPolled);
+  std::vector<Sample> out;
+  LinkSpec l;
+  l.up = 7;
+  l.down = 6;
+  t.on_link(parse(l), at(0), out);
+  LinkMessage gone;
+  gone.deleted = true;
+  gone.ifname = "tap0";
+  t.on_link(gone, at(5), out);
+  out.clear();
+  l.ifindex = 9;  // a new device under the same name, counters from zero
+  l.up = 1;
+  l.down = 0;
+  t.on_link(parse(l), at(10), out);
+  CHECK(seq(out) == std::vector<std::string>{"carrier_bit=1"});  // a baseline, nothing inferred
+}

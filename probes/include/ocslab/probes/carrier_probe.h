@@ -26,11 +26,31 @@ struct CarrierProbeOptions {
   // real-time priority costs the host nothing. Needs CAP_SYS_NICE; without it the probe says so
   // in the log and runs at normal priority.
   int receiver_rt_priority = 0;
+  // Every this many ms, also read the watched interfaces' live carrier bit (one RTM_GETLINK
+  // dump of the namespace's links: a request for one device would, since Linux 6.8, send that
+  // device's pending linkwatch announcement at once and so change what `carrier` records) and
+  // emit its changes as `carrier_bit` and `carrier_bit_inferred` (carrier_tracker.h). The bit
+  // is the driver's netif_carrier_ok() at that moment, which linkwatch does not delay; the
+  // announcement (`carrier`) can come up to a second late (docs/probes-carrier.md). 0: no
+  // polling; else kMinPollMs..kMaxPollMs. The poller runs at receiver_rt_priority too.
+  int poll_interval_ms = 0;
 };
+
+inline constexpr int kMinPollMs = 1;
+inline constexpr int kMaxPollMs = 1000;
+// What ocslab-agent polls at unless told otherwise (probe param poll_ms, capture
+// --carrier-poll-ms): the breakdown needs the live bit wherever reconfigurations come less than
+// a second apart, and 5 ms of lag is well under a reconfiguration's outage (docs/probes-carrier.md).
+inline constexpr int kDefaultPollMs = 5;
+
+// Why `poll_ms` cannot be a poll interval (0 or kMinPollMs..kMaxPollMs); "" when it can.
+std::string poll_interval_problem(long long poll_ms);
 
 // Two threads: one that only waits in poll + recvmsg and stamps each message with both clocks
 // right after recvmsg returns, and one that parses, reconciles counters, re-dumps after an
-// overrun and calls the sink, so a slow sink delays samples but never their timestamps.
+// overrun and calls the sink, so a slow sink delays samples but never their timestamps. With
+// poll_interval_ms a third asks for the live bit on its own socket, stamps each reply as the
+// receiver does, and hands it to the same worker.
 class CarrierProbe : public Probe {
  public:
   explicit CarrierProbe(CarrierProbeOptions options);
@@ -41,7 +61,7 @@ class CarrierProbe : public Probe {
   std::string name() const override { return "carrier"; }
   // Binds RTMGRP_LINK (inside options.netns), then dumps the links once: the initial state is
   // emitted as samples. Unavailable, naming the interface and namespace, when the namespace or
-  // an interface does not exist.
+  // an interface does not exist, or naming the option when poll_interval_ms is out of range.
   ProbeStatus start(SampleSink sink) override;
   void stop() override;
 

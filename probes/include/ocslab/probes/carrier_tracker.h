@@ -60,6 +60,17 @@ std::optional<LinkMessage> parse_link_message(const struct nlmsghdr* nlh);
 //   carrier_up_count    count  IFLA_CARRIER_UP_COUNT, on change
 //   carrier_down_count  count  IFLA_CARRIER_DOWN_COUNT, on change
 // and, subject "rtnetlink": netlink_overruns (count), after each socket overrun (ENOBUFS).
+//
+// A tracker of the polled feed (CarrierFeed::kPolled: RTM_GETLINK replies the probe asks for
+// every few ms, whose IFLA_CARRIER is the driver's live netif_carrier_ok(), not delayed by
+// linkwatch) emits instead:
+//   carrier_bit           bool   1/0, the live bit a poll read; at the first poll and whenever
+//                                the bit changed or the counters prove transitions no poll saw
+//   carrier_bit_inferred  bool   1/0, a transition the counters prove happened between two
+//                                polls (a flap shorter than the poll interval); stamped with the
+//                                poll that revealed it, before that poll's `carrier_bit` sample
+// with the same reconciliation and alternation as `carrier` / `carrier_inferred`, and nothing
+// else: operstate and the counters stay the announcement's.
 inline constexpr const char* kCarrierSource = "carrier";
 inline constexpr const char* kSignalCarrier = "carrier";
 inline constexpr const char* kSignalCarrierInferred = "carrier_inferred";
@@ -68,6 +79,12 @@ inline constexpr const char* kSignalCarrierChanges = "carrier_changes";
 inline constexpr const char* kSignalCarrierUpCount = "carrier_up_count";
 inline constexpr const char* kSignalCarrierDownCount = "carrier_down_count";
 inline constexpr const char* kSignalNetlinkOverruns = "netlink_overruns";
+inline constexpr const char* kSignalCarrierBit = "carrier_bit";
+inline constexpr const char* kSignalCarrierBitInferred = "carrier_bit_inferred";
+
+// Which stream of link states a tracker reads: the kernel's announcements (RTM_NEWLINK events
+// and dumps, sent by linkwatch) or the probe's own polls of the live bit.
+enum class CarrierFeed { kAnnounced, kPolled };
 
 // More transitions than this between two messages means the counters cannot be trusted (a
 // counter was reset or the interface was replaced); nothing is inferred then.
@@ -75,7 +92,7 @@ inline constexpr uint32_t kMaxInferredTransitions = 10000;
 
 class CarrierTracker {
  public:
-  CarrierTracker(std::string host, std::vector<std::string> interfaces);
+  CarrierTracker(std::string host, std::vector<std::string> interfaces, CarrierFeed feed = CarrierFeed::kAnnounced);
 
   bool watches(const std::string& ifname) const;
 
@@ -102,6 +119,7 @@ class CarrierTracker {
 
   std::string host_;
   std::vector<std::string> interfaces_;
+  CarrierFeed feed_;
   std::map<std::string, Known> known_;
   uint64_t overruns_ = 0;
 };

@@ -22,10 +22,13 @@ namespace ocslab::analysis {
 // truth) are kept.
 // kUnseen: the port's light went dark for at least BreakdownOptions::unseen_min_ns and came
 // back, its carrier is probed, and the carrier layer recorded no transition at all (no
-// `carrier`, no `carrier_inferred`) in the reconfiguration: the kernel never changed the
-// carrier (a NIC or driver that held the link through it), or announced the change only after
-// the next reconfiguration began (linkwatch holds a carrier-down announcement up to a second,
-// docs/probes-carrier.md). Its carrier durations do not measure that outage, so it is not `ok`.
+// `carrier`, no `carrier_inferred`, no polled `carrier_bit` or `carrier_bit_inferred`) in the
+// reconfiguration: the kernel never changed the carrier (a NIC or driver that held the link
+// through it), or announced the change only after the next reconfiguration began (linkwatch
+// holds a carrier-down announcement up to a second, docs/probes-carrier.md) and the probe did
+// not poll the live bit. Its carrier durations do not measure that outage, so it is not `ok`.
+// A live-bit edge in the row is the carrier layer having seen the outage: the row is judged as
+// before (`ok` when all came back), its carrier columns still the announcement's.
 enum class Status { kOk, kFailed, kUnaffected, kIncomplete, kDisconnected, kLost, kUnseen };
 constexpr size_t kStatusCount = 7;
 const char* status_name(Status s);
@@ -91,7 +94,10 @@ struct AppliedMapping {
 Intents derive_intents(const std::map<std::string, MappingLinks>& mappings, const std::string& initial,
                        const std::vector<AppliedMapping>& applied, const std::string& run = "");
 
-// The edge times of a row, in breakdown.csv's column order.
+// The edge times of a row, in breakdown.csv's column order. kCarrierDown / kCarrierUp are the
+// kernel's announcement (`carrier`, `carrier_inferred`), what the durations and the status read;
+// kCarrierBitDown / kCarrierBitUp the polled live bit (`carrier_bit`, `carrier_bit_inferred`),
+// after the layer edges: an observation of the carrier layer that only the `unseen` rule reads.
 enum Edge : int {
   kIssued,
   kAcked,
@@ -103,6 +109,8 @@ enum Edge : int {
   kCarrierUp,
   kRdmaStalled,
   kRdmaResumed,
+  kCarrierBitDown,
+  kCarrierBitUp,
   kEdgeCount
 };
 const std::array<const char*, kEdgeCount>& edge_columns();  // "issued_ns", ...
@@ -158,7 +166,8 @@ struct RowFacts {
   // The host's capture ended before the command (Timeline::capture_lost_at).
   bool capture_lost = false;
   // The port's light was dark for at least BreakdownOptions::unseen_min_ns and came back, its
-  // carrier is probed, and the carrier layer has no edge in the row.
+  // carrier is probed, and the carrier layer has no edge in the row: neither announced nor
+  // polled (the live bit).
   bool carrier_unseen = false;
 };
 

@@ -22,11 +22,12 @@ enum class Kind : uint8_t {
   kRxPower,        // rx_power rx_power_dbm (value in dBm)
   kLinkEmulator,   // emulator link
   kLinkFirmware,   // firmware link
-  kCarrier,        // carrier carrier
+  kCarrier,        // carrier carrier (and carrier_inferred): the kernel's announcement
   kStalled,        // rdma stalled
   kResumed,        // rdma resumed
+  kCarrierBit,     // carrier carrier_bit (and carrier_bit_inferred): the polled live bit
 };
-constexpr int kKindCount = 10;
+constexpr int kKindCount = 11;
 
 // Strings interned to dense ids; id 0 is always the empty string.
 class StringTable {
