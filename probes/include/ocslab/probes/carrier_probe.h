@@ -41,7 +41,7 @@ inline constexpr int kMaxPollMs = 1000;
 // What ocslab-agent polls at unless told otherwise (probe param poll_ms, capture
 // --carrier-poll-ms): the breakdown needs the live bit wherever reconfigurations come less than
 // a second apart, and 5 ms of lag is well under a reconfiguration's outage (docs/probes-carrier.md).
-inline constexpr int kDefaultPollMs = 5;
+inline constexpr int kDefaultPollMs = 10;
 
 // Why `poll_ms` cannot be a poll interval (0 or kMinPollMs..kMaxPollMs); "" when it can.
 std::string poll_interval_problem(long long poll_ms);
