@@ -54,6 +54,12 @@ using namespace ocslab;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
+// A results folder removed when the case ends, passed or not.
+struct RemovedAtEnd {
+  std::string dir;
+  ~RemovedAtEnd() { std::filesystem::remove_all(dir); }
+};
+
 // A file of the source tree: $OCSLAB_SOURCE_DIR/rel (ctest sets it), else ./rel.
 std::string source_path(const std::string& rel);
 

@@ -80,10 +80,7 @@ TEST_CASE("the phase workload launched by mpirun and by srun in a Slurm allocati
   auto t0 = std::chrono::steady_clock::now();
   Lab lab(kSharedPhase, std::chrono::seconds(120), Sharing::kShared);
   const std::string out = fs::temp_directory_path().string() + "/ocslab-launchers-" + std::to_string(::getpid());
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() { fs::remove_all(dir); }
-  } cleanup{out};
+  vlab_test::RemovedAtEnd cleanup{out};
   CHECK_THAT(lab.run("h1", "sinfo -h -o '%D %T'"), Contains("4 idle"));
 
   {  // mpirun (plain blocks, not SECTIONs: one reset of the shared lab for the three parts)

@@ -34,18 +34,9 @@ using vlab_test::kSharedPhase;
 using vlab_test::Lab;
 using vlab_test::ocslab_cli;
 using vlab_test::read_file;
+using vlab_test::RemovedAtEnd;
 using vlab_test::Sharing;
 using vlab_test::source_path;
-
-namespace {
-
-// A results folder removed when the case ends, passed or not.
-struct RemovedAtEnd {
-  std::string dir;
-  ~RemovedAtEnd() { fs::remove_all(dir); }
-};
-
-}  // namespace
 
 TEST_CASE("ocslab run of the virtual-lab phase-workload spec", "[vlab][phase-runner]") {
   auto t0 = std::chrono::steady_clock::now();

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "lab_fixture.h"
+#include "ocslab/common/clock.h"
 #include "ocslab/common/file.h"
 
 namespace fs = std::filesystem;
@@ -36,6 +37,7 @@ using vlab_test::kSharedPhase;
 using vlab_test::Lab;
 using vlab_test::ocslab_cli;
 using vlab_test::read_csv_rows;
+using vlab_test::RemovedAtEnd;
 using vlab_test::Sharing;
 using vlab_test::source_path;
 
@@ -45,16 +47,6 @@ namespace torch_job_test {
 // the unmodified script on this machine (docs/workloads.md): every mode must print these.
 const std::vector<std::string> kLosses = {"4.34536266", "4.22004604", "3.82249260",
                                           "3.63958597", "3.23414302", "3.03774190"};
-
-struct RemovedAtEnd {
-  std::string dir;
-  ~RemovedAtEnd() { fs::remove_all(dir); }
-};
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // Replaces the one occurrence of `from` in text (REQUIREd).
 void replace_once(std::string& text, const std::string& from, const std::string& to) {
@@ -69,7 +61,7 @@ void replace_once(std::string& text, const std::string& from, const std::string&
 void run_and_check(const Lab& lab, const std::string& spec, const std::string& out,
                    const std::vector<std::string>& modes, int steps) {
   const auto t0 = std::chrono::steady_clock::now();
-  const int64_t since_ns = now_ns();
+  const int64_t since_ns = realtime_ns();
   auto r = ocslab_cli({"run", spec, "-o", out});
   const double minutes = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 60;
   std::cout << r.out << r.err;

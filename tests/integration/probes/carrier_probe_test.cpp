@@ -116,12 +116,18 @@ using Collector = ocslab::testing::SampleCollector;
 
 bool is_transition(const Sample& s) { return s.signal == "carrier" || s.signal == "carrier_inferred"; }
 
-std::vector<Sample> transitions(const std::vector<Sample>& all, const std::string& subject) {
+// The samples of one subject that `keep` selects, in order.
+std::vector<Sample> samples_of(const std::vector<Sample>& all, const std::string& subject,
+                               bool (*keep)(const Sample&)) {
   std::vector<Sample> v;
   for (const auto& s : all) {
-    if (s.subject == subject && is_transition(s)) v.push_back(s);
+    if (s.subject == subject && keep(s)) v.push_back(s);
   }
   return v;
+}
+
+std::vector<Sample> transitions(const std::vector<Sample>& all, const std::string& subject) {
+  return samples_of(all, subject, is_transition);
 }
 
 size_t count_transitions(const std::vector<Sample>& all, const std::string& subject) {
@@ -547,11 +553,7 @@ namespace {
 bool is_bit_transition(const Sample& s) { return s.signal == "carrier_bit" || s.signal == "carrier_bit_inferred"; }
 
 std::vector<Sample> bit_transitions(const std::vector<Sample>& all, const std::string& subject) {
-  std::vector<Sample> v;
-  for (const auto& s : all) {
-    if (s.subject == subject && is_bit_transition(s)) v.push_back(s);
-  }
-  return v;
+  return samples_of(all, subject, is_bit_transition);
 }
 
 // Dumps the namespace's links (RTM_GETLINK, NLM_F_DUMP, as the probe's poller does) on a socket
