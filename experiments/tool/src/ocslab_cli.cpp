@@ -108,7 +108,7 @@ const char* kTimingHelp = R"(ocslab vlab timing - the timing of a running lab, c
 Usage: ocslab vlab timing NAME [--preset P] [--switching-ms V] [--nic-model PRESET] [--los-ms V]
                           [--firmware-up-ms V] [--hold-down HOST:NIC]... [--release HOST:NIC]...
                           [--dark-port PORT]... [--light-port PORT]... [--release-all]
-                          [--unreachable-ms V] [--cache DIR] [--json]
+                          [--dark-for MS] [--unreachable-ms V] [--cache DIR] [--json]
 
 With no timing option: prints the lab's current timing (text, or JSON with --json).
 With options: writes <lab>/timing.yaml, has the lab's supervisor apply it (SIGHUP), waits up
@@ -135,6 +135,9 @@ Options (the lab file's keys and syntax, docs/virtual-lab.md):
                        closes, so no light passes it either way until it is lit again; PORT
                        is the switch's port number (a NIC's tx_port or rx_port in the lab file)
   --light-port PORT    open a port darkened with --dark-port again (repeatable)
+  --dark-for MS        with --dark-port: a dark spell instead of a failed port; those ports go
+                       dark now and the emulator lights them again exactly MS later by itself
+                       (an outage of an exact length; a port already dark is refused)
   --unreachable-ms V   the switch's control plane is unreachable for V ms from now: what
                        clients send meanwhile is held and served when the spell ends
   --release-all        release every held NIC and light every dark port (before --hold-down
@@ -152,6 +155,8 @@ Example: h3's eth1 does not come back after the next reconfiguration, then it do
 Example: switch port 19 (h3:eth1's receive port) fails, then comes back
   ocslab vlab timing rail4 --dark-port 19
   ocslab vlab timing rail4 --light-port 19
+Example: h3:eth1's circuit dark for exactly 150 ms, both directions (its tx and rx ports)
+  ocslab vlab timing rail4 --dark-port 3 --dark-port 19 --dark-for 150
 )";
 
 // The options that only `vlab timing` takes (with the LabTiming field each sets).
@@ -187,7 +192,7 @@ Args parse(const std::vector<std::string>& words, size_t first) {
       {"--preset", true},  {"--switching-ms", true},   {"--nic-model", true},
       {"--los-ms", true},  {"--firmware-up-ms", true}, {"--hold-down", true},
       {"--release", true}, {"--release-all", false},   {"--dark-port", true},
-      {"--light-port", true}, {"--unreachable-ms", true}};
+      {"--light-port", true}, {"--unreachable-ms", true}, {"--dark-for", true}};
   Args a;
   for (size_t i = first; i < words.size(); ++i) {
     const std::string& w = words[i];
@@ -337,6 +342,15 @@ int port_value(const std::string& option, const std::string& text) {
 // --dark-port / --light-port / --release-all: the set of ports dark afterwards (those dark now,
 // none with --release-all, less --light-port, plus --dark-port). Unset when none is given.
 void dark_after(const Args& a, const std::string& dir, vlab::LabTiming& t) {
+  if (a.has("--dark-for")) {  // a spell: the --dark-port ports, not the dark set
+    if (a.has("--light-port") || a.has("--release-all")) {
+      throw UsageError("--dark-for takes --dark-port only: a spell's ports light again by themselves");
+    }
+    if (!a.has("--dark-port")) throw UsageError("--dark-for MS: name the ports with --dark-port PORT");
+    for (const auto& text : a.values("--dark-port")) t.dark_spell_ports.push_back(port_value("--dark-port", text));
+    t.dark_spell_ms = a.get("--dark-for");
+    return;
+  }
   if (!a.has("--dark-port") && !a.has("--light-port") && !a.has("--release-all")) return;
   std::vector<int> dark = a.has("--release-all") ? std::vector<int>{} : vlab::lab_timing(dir).dark_ports;
   for (const auto& text : a.values("--light-port")) {
@@ -514,7 +528,7 @@ int run_vlab(const std::vector<std::string>& args, std::ostream& out, std::ostre
     for (const auto& [option, field] : kTimingOptions) {
       if (a.has(option)) throw UsageError(option + " only applies to `ocslab vlab timing`");
     }
-    for (const char* option : {"--hold-down", "--release", "--release-all", "--dark-port", "--light-port"}) {
+    for (const char* option : {"--hold-down", "--release", "--release-all", "--dark-port", "--light-port", "--dark-for"}) {
       if (a.has(option)) throw UsageError(std::string(option) + " only applies to `ocslab vlab timing`");
     }
   }

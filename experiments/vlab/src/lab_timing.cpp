@@ -126,7 +126,7 @@ void record_applied(TimingState& t, const emu::TimingUpdate& u, const LabState& 
 
 bool LabTiming::empty() const {
   return !switch_preset && !switching_ms && !nic_model && !los_ms && !firmware_up_ms && !hold_down && !dark_ports &&
-         !unreachable_ms;
+         !unreachable_ms && !dark_spell_ms;
 }
 
 std::string emulator_nic_name(const LabState& lab, const std::string& host_nic) {
@@ -177,6 +177,24 @@ std::string timing_yaml(const LabTiming& t) {
         throw config_error(d, n, "expected milliseconds above 0");
       }
     });
+  }
+  if (t.dark_spell_ms) {
+    if (t.dark_spell_ports.empty()) throw ConfigError("--dark-for: name the ports with --dark-port");
+    YAML::Node spell(YAML::NodeType::Map);
+    YAML::Node ports(YAML::NodeType::Sequence);
+    for (int p : t.dark_spell_ports) ports.push_back(p);
+    ports.SetStyle(YAML::EmitterStyle::Flow);
+    spell["ports"] = ports;
+    spell["ms"] = checked_value("--dark-for", *t.dark_spell_ms, [](const YamlDoc& d, const YAML::Node& n) {
+      double ms = 0;
+      if (!n.IsScalar() || !YAML::convert<double>::decode(n, ms) || !(ms > 0) || ms > 600'000) {
+        throw config_error(d, n, "expected milliseconds above 0, at most 600000");
+      }
+    });
+    spell.SetStyle(YAML::EmitterStyle::Flow);
+    root["dark_spell"] = spell;
+  } else if (!t.dark_spell_ports.empty()) {
+    throw ConfigError("dark spell ports without --dark-for MS");
   }
   if (t.dark_ports) {
     YAML::Node dark(YAML::NodeType::Sequence);

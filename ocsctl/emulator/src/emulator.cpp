@@ -227,11 +227,21 @@ void Emulator::retime(const TimingUpdate& update) {
   for (Port p : update.dark_ports.value_or(std::vector<Port>{})) {
     if (p < 1 || p > total) throw Error(fmt::format("dark_ports: the switch has no port {} (ports 1..{})", p, total));
   }
+  if (update.dark_spell) {
+    for (Port p : update.dark_spell->ports) {
+      if (p < 1 || p > total) {
+        throw Error(fmt::format("dark_spell: the switch has no port {} (ports 1..{})", p, total));
+      }
+    }
+  }
   if (!started_) {
+    if (update.dark_spell) throw Error("dark_spell: the emulator is not running (a spell is timed by its loop)");
     apply_timing(update);  // no loop thread yet: nothing else touches the model
     return;
   }
   call([this, &update] {
+    // Checked on the loop, where the shutters live, before anything of the update applies.
+    if (update.dark_spell) check_dark_spell(*update.dark_spell);
     apply_timing(update);
     return 0;
   });
@@ -260,6 +270,37 @@ void Emulator::apply_timing(const TimingUpdate& update) {
   if (update.unreachable_ms && control_) {
     control_->silence(std::chrono::milliseconds(static_cast<int64_t>(std::ceil(*update.unreachable_ms))));
   }
+  if (update.dark_spell) apply_dark_spell(*update.dark_spell);
+}
+
+void Emulator::check_dark_spell(const DarkSpell& spell) const {
+  for (Port p : spell.ports) {
+    if (std::find(spell_ports_.begin(), spell_ports_.end(), p) != spell_ports_.end()) {
+      throw Error(fmt::format("dark_spell: port {} is in a dark spell already", p));
+    }
+    if (model_->shutter_closed(p)) throw Error(fmt::format("dark_spell: port {} is dark already (its shutter is closed)", p));
+  }
+}
+
+void Emulator::apply_dark_spell(const DarkSpell& spell) {
+  truth_.record("switch", "dark_spell", "dark_spell", spell.ms, "ms");
+  model_->set_shutter(spell.ports, true);
+  spell_ports_.insert(spell_ports_.end(), spell.ports.begin(), spell.ports.end());
+  auto timer = std::make_unique<boost::asio::steady_timer>(io_);
+  timer->expires_after(std::chrono::nanoseconds(static_cast<int64_t>(std::llround(spell.ms * 1e6))));
+  boost::asio::steady_timer* raw = timer.get();
+  spell_timers_.push_back(std::move(timer));
+  raw->async_wait([this, raw, ports = spell.ports](const boost::system::error_code& ec) {
+    if (ec) return;  // the emulator stopped: its shutters go with it
+    // A port dark_ports darkened during the spell stays dark: that channel lights it.
+    std::vector<Port> open;
+    for (Port p : ports) {
+      if (std::find(dark_ports_.begin(), dark_ports_.end(), p) == dark_ports_.end()) open.push_back(p);
+    }
+    if (!open.empty()) model_->set_shutter(open, false);
+    for (Port p : ports) spell_ports_.erase(std::find(spell_ports_.begin(), spell_ports_.end(), p));
+    std::erase_if(spell_timers_, [raw](const auto& t) { return t.get() == raw; });
+  });
 }
 
 void Emulator::apply_dark_ports(const std::vector<Port>& dark) {

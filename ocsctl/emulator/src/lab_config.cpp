@@ -313,24 +313,46 @@ std::vector<std::string> parse_hold_down(const YamlDoc& doc, const YAML::Node& n
 constexpr double kMaxUnreachableMs = 3'600'000;
 
 // dark_ports: a list of switch ports, each once; `total` (when not 0) is how many the switch has.
-std::vector<Port> parse_dark_ports(const YamlDoc& doc, const YAML::Node& node, int total) {
+std::vector<Port> parse_dark_ports(const YamlDoc& doc, const YAML::Node& node, int total,
+                                   const std::string& key = "dark_ports") {
   if (node.IsNull()) return {};
-  if (!node.IsSequence()) throw config_error(doc, node, "dark_ports: expected a list of switch ports (e.g. [3, 19])");
+  if (!node.IsSequence()) throw config_error(doc, node, key + ": expected a list of switch ports (e.g. [3, 19])");
   std::vector<Port> out;
   for (const auto& n : node) {
     int port = 0;
     if (!n.IsScalar() || !YAML::convert<int>::decode(n, port) || port < 1) {
-      throw config_error(doc, n, "dark_ports: expected a switch port number (1 or more)");
+      throw config_error(doc, n, key + ": expected a switch port number (1 or more)");
     }
     if (std::find(out.begin(), out.end(), port) != out.end()) {
-      throw config_error(doc, n, fmt::format("dark_ports: port {} named twice", port));
+      throw config_error(doc, n, fmt::format("{}: port {} named twice", key, port));
     }
     if (total > 0 && port > total) {
-      throw config_error(doc, n, fmt::format("dark_ports: the switch has no port {} (ports 1..{})", port, total));
+      throw config_error(doc, n, fmt::format("{}: the switch has no port {} (ports 1..{})", key, port, total));
     }
     out.push_back(port);
   }
   return out;
+}
+
+// A dark spell longer than ten minutes is a dark port, not an outage to time.
+constexpr double kMaxDarkSpellMs = 600'000;
+
+// dark_spell: {ports: [PORT, ...], ms: MS}: at least one port; ms above 0, at most kMaxDarkSpellMs.
+DarkSpell parse_dark_spell(const YamlDoc& doc, const YAML::Node& node, int total) {
+  if (!node.IsMap()) throw config_error(doc, node, "dark_spell: expected {ports: [PORT, ...], ms: MS}");
+  only_keys(doc, node, {"ports", "ms"});
+  if (!node["ports"]) throw config_error(doc, node, "dark_spell: 'ports' is required");
+  if (!node["ms"]) throw config_error(doc, node, "dark_spell: 'ms' is required");
+  DarkSpell spell;
+  spell.ports = parse_dark_ports(doc, node["ports"], total, "dark_spell: ports");
+  if (spell.ports.empty()) throw config_error(doc, node["ports"], "dark_spell: name at least one port");
+  const YAML::Node n = node["ms"];
+  double ms = -1;
+  if (!n.IsScalar() || !YAML::convert<double>::decode(n, ms) || !std::isfinite(ms) || ms <= 0 || ms > kMaxDarkSpellMs) {
+    throw config_error(doc, n, fmt::format("dark_spell: ms: expected milliseconds above 0, at most {:.0f}", kMaxDarkSpellMs));
+  }
+  spell.ms = ms;
+  return spell;
 }
 
 TimingUpdate parse_timing(const YamlDoc& doc, const std::vector<std::string>* known_nics, int total_ports) {
@@ -339,9 +361,10 @@ TimingUpdate parse_timing(const YamlDoc& doc, const std::vector<std::string>* kn
   if (!root.IsDefined() || root.IsNull()) return u;
   if (!root.IsMap()) {
     throw config_error(
-        doc, root, "expected a mapping with 'switch', 'nic_model', 'hold_down', 'dark_ports' and/or 'unreachable_ms'");
+        doc, root,
+        "expected a mapping with 'switch', 'nic_model', 'hold_down', 'dark_ports', 'unreachable_ms' and/or 'dark_spell'");
   }
-  only_keys(doc, root, {"switch", "nic_model", "hold_down", "dark_ports", "unreachable_ms"});
+  only_keys(doc, root, {"switch", "nic_model", "hold_down", "dark_ports", "unreachable_ms", "dark_spell"});
   if (const YAML::Node sw = root["switch"]) {
     if (!sw.IsMap()) throw config_error(doc, sw, "expected a mapping with 'preset' and/or 'switching_ms'");
     only_keys(doc, sw, {"preset", "switching_ms"});
@@ -362,6 +385,7 @@ TimingUpdate parse_timing(const YamlDoc& doc, const std::vector<std::string>* kn
     }
     u.unreachable_ms = ms;
   }
+  if (const YAML::Node n = root["dark_spell"]) u.dark_spell = parse_dark_spell(doc, n, total_ports);
   return u;
 }
 

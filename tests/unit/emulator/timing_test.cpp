@@ -359,6 +359,74 @@ TEST_CASE("a timing file's unreachable_ms: a one-off spell of milliseconds, chec
   }
 }
 
+TEST_CASE("a timing file's dark_spell: ports dark for ms, checked", "[emulator][timing]") {
+  TimingUpdate u = parse("dark_spell: {ports: [1, 5], ms: 50}\n");
+  REQUIRE(u.dark_spell);
+  CHECK(u.dark_spell->ports == std::vector<Port>{1, 5});
+  CHECK(u.dark_spell->ms == 50);
+  CHECK_FALSE(u.dark_ports);  // a spell is not the dark_ports set
+  CHECK_FALSE(u.empty());
+  CHECK_FALSE(parse("dark_ports: []\n").dark_spell);
+  CHECK_THROWS_WITH(parse("dark_spell: [1]\n"), Contains("timing.yaml:1:13: dark_spell: expected {ports: [PORT, ...], ms: MS}"));
+  CHECK_THROWS_WITH(parse("dark_spell: {ms: 5}\n"), Contains("timing.yaml:1:13: dark_spell: 'ports' is required"));
+  CHECK_THROWS_WITH(parse("dark_spell: {ports: [1]}\n"), Contains("timing.yaml:1:13: dark_spell: 'ms' is required"));
+  CHECK_THROWS_WITH(parse("dark_spell: {ports: [], ms: 5}\n"),
+                    Contains("timing.yaml:1:21: dark_spell: name at least one port"));
+  CHECK_THROWS_WITH(parse("dark_spell: {ports: [2, 2], ms: 5}\n"),
+                    Contains("timing.yaml:1:25: dark_spell: ports: port 2 named twice"));
+  CHECK_THROWS_WITH(parse("dark_spell: {ports: [1], ms: 5, for: 2}\n"), Contains("timing.yaml:1:"));
+  for (const char* bad : {"0", "-5", ".inf", "x", "600001"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(parse(fmt::format("dark_spell: {{ports: [1], ms: {}}}\n", bad)),
+                      Contains("timing.yaml:1:30: dark_spell: ms: expected milliseconds above 0, at most 600000"));
+  }
+  EmulatorConfig cfg = parse_emulator_config(load_yaml_string("switch: {size: 4x4}\n", "lab.yaml"));
+  CHECK_THROWS_WITH(parse_timing_update(load_yaml_string("dark_spell: {ports: [9], ms: 5}\n", "timing.yaml"), cfg),
+                    Contains("timing.yaml:1:22: dark_spell: ports: the switch has no port 9 (ports 1..8)"));
+}
+
+TEST_CASE("retime: a dark spell darkens its ports for exactly its ms, timed by the emulator", "[emulator][timing]") {
+  testing::TempDir dir;
+  QmpResponder qmp(dir.path() + "/qmp.sock");
+  Emulator emu(parse_emulator_config(load_yaml_string(one_nic_lab(dir.path(), 0), "lab.yaml")));
+  CHECK_THROWS_WITH(emu.retime(parse("dark_spell: {ports: [5], ms: 20}\n")), Contains("the emulator is not running"));
+  emu.start();
+  int64_t t0 = monotonic_ns();
+  start_connect(emu, 1, 5, std::make_shared<std::promise<int64_t>>());
+  REQUIRE(await_sample(emu.truth(), "n1", "link", 1, t0, std::chrono::seconds(5)));
+
+  for (double ms : {5.0, 40.0}) {
+    INFO(ms);
+    int64_t t1 = monotonic_ns();
+    emu.retime(parse(fmt::format("dark_spell: {{ports: [5], ms: {}}}\n", ms)));
+    auto closed = await_sample(emu.truth(), "port 5", "shutter_closed", 1, t1, std::chrono::seconds(5));
+    REQUIRE(closed);
+    CHECK(await_sample(emu.truth(), "dark_spell", "dark_spell", ms, t1, std::chrono::seconds(0)));
+    auto opened = await_sample(emu.truth(), "port 5", "shutter_closed", 0, closed->mono_ns, std::chrono::seconds(5));
+    REQUIRE(opened);
+    // The steady timer never fires early; late only by the loop's scheduling.
+    CHECK(gap_ms(*closed, *opened) >= ms);
+    auto dark = await_sample(emu.truth(), "n1", "light", 0, t1, std::chrono::seconds(5));
+    REQUIRE(dark);
+    REQUIRE(await_sample(emu.truth(), "n1", "light", 1, dark->mono_ns, std::chrono::seconds(5)));
+    REQUIRE(await_sample(emu.truth(), "n1", "link", 1, dark->mono_ns, std::chrono::seconds(5)));
+    CHECK_FALSE(emu.call([&] { return emu.model().shutter_closed(5); }));
+  }
+
+  // A port already dark is refused, whoever darkened it, and nothing of the update applies.
+  emu.retime(parse("dark_spell: {ports: [5], ms: 2000}\n"));
+  CHECK_THROWS_WITH(emu.retime(parse("dark_spell: {ports: [1, 5], ms: 10}\n")),
+                    Contains("dark_spell: port 5 is in a dark spell already"));
+  CHECK_FALSE(emu.call([&] { return emu.model().shutter_closed(1); }));
+  emu.retime(parse("dark_ports: [2]\n"));
+  CHECK_THROWS_WITH(emu.retime(parse("hold_down: [n1]\ndark_spell: {ports: [2], ms: 10}\n")),
+                    Contains("dark_spell: port 2 is dark already"));
+  CHECK(emu.call([&] { return emu.model().shutter_closed(2); }));
+  CHECK_THROWS_WITH(emu.retime(parse("dark_spell: {ports: [9], ms: 10}\n")),
+                    Contains("dark_spell: the switch has no port 9 (ports 1..8)"));
+  emu.stop();  // with a spell under way: its timer goes with the loop
+}
+
 TEST_CASE("retime: a dark port keeps its circuit's light from the NIC until it is lit again", "[emulator][timing]") {
   testing::TempDir dir;
   QmpResponder qmp(dir.path() + "/qmp.sock");

@@ -676,4 +676,44 @@ TEST_CASE("ocslab run --check shows a spec's faults; --reconfigurations may not 
   CHECK(run_cli({"run", spec, "--check", "--reconfigurations", "2"}).rc == 0);
 }
 
+
+TEST_CASE("vlab timing --dark-for MS with --dark-port: a dark spell the emulator ends by itself", "[vlab][timing]") {
+  Cache c;
+  LabState lab = c.add_lab("spell", gone_pid(), two_hosts());
+  FakeSupervisor sup(lab.dir);  // a started emulator: a spell is timed by its loop
+  auto timing = [&](std::vector<std::string> words) {
+    std::vector<std::string> args = {"vlab", "timing", "spell", "--cache", c.path};
+    args.insert(args.end(), words.begin(), words.end());
+    return run_cli(args);
+  };
+  Result r = timing({"--dark-port", "3", "--dark-port", "5", "--dark-for", "2000"});
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(read_file(lab.timing_file()), Contains("dark_spell: {ports: [3, 5], ms: 2000}"));
+  CHECK_FALSE(read_file(lab.timing_file()).find("dark_ports") != std::string::npos);  // not the dark set
+  CHECK(LabState::load(lab.dir).timing.dark_ports.empty());
+  // The same port again while its spell lasts: the emulator's refusal, named.
+  r = timing({"--dark-port", "5", "--dark-for", "10"});
+  CHECK(r.rc != 0);
+  CHECK_THAT(r.err, Contains("dark_spell: port 5 is in a dark spell already"));
+
+  // Named before anything is written.
+  const uint64_t gen = LabState::load(lab.dir).timing.generation;
+  r = timing({"--dark-port", "4", "--dark-for", "x"});
+  CHECK(r.rc == ocslab::cli::kExitInput);
+  CHECK_THAT(r.err, Contains("--dark-for 'x'"));
+  r = timing({"--dark-port", "4", "--dark-for", "0"});
+  CHECK(r.rc == ocslab::cli::kExitInput);
+  CHECK_THAT(r.err, Contains("expected milliseconds above 0, at most 600000"));
+  r = timing({"--dark-for", "10"});
+  CHECK(r.rc == ocslab::cli::kExitUsage);
+  CHECK_THAT(r.err, Contains("--dark-for MS: name the ports with --dark-port PORT"));
+  r = timing({"--dark-for", "10", "--dark-port", "4", "--light-port", "4"});
+  CHECK(r.rc == ocslab::cli::kExitUsage);
+  CHECK_THAT(r.err, Contains("--dark-for takes --dark-port only"));
+  CHECK(LabState::load(lab.dir).timing.generation == gen);
+  r = run_cli({"vlab", "status", "--cache", c.path, "--dark-for", "5"});
+  CHECK(r.rc == ocslab::cli::kExitUsage);
+  CHECK_THAT(r.err, Contains("--dark-for only applies to `ocslab vlab timing`"));
+}
+
 }  // namespace vlab_timing_test

@@ -32,6 +32,10 @@ struct LabTiming {
   // not listed are lit again, an empty set lights all. Absent: as they are.
   std::optional<std::vector<int>> dark_ports;
   std::optional<std::string> unreachable_ms;  // --unreachable-ms: the switch unreachable this long from now
+  // A dark spell (--dark-for MS with --dark-port): these ports dark for exactly dark_spell_ms from
+  // now, lit again by the emulator itself (an outage of an exact length). Both or neither.
+  std::vector<int> dark_spell_ports;
+  std::optional<std::string> dark_spell_ms;
   bool empty() const;
 };
 

@@ -6,6 +6,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <functional>
 #include <future>
 #include <memory>
@@ -60,8 +61,12 @@ class Emulator {
   // shutters are closed (SwitchModel::set_shutter, ground-truth signal shutter_closed per port
   // that changes) and those this channel closed before and not listed are opened.
   // update.unreachable_ms makes the control plane unreachable that long from now
-  // (ControlPlane::silence; nothing without a control plane). Throws Error
-  // naming a hold_down NIC or a dark port the emulator does not have, changing nothing.
+  // (ControlPlane::silence; nothing without a control plane). update.dark_spell closes its
+  // ports' shutters now and opens them again after exactly its ms on the loop's steady clock
+  // (ground truth: shutter_closed 1 / 0 per port, and `dark_spell` with the ms on the switch).
+  // Throws Error naming a hold_down NIC or a dark port the emulator does not have, or a spell's
+  // port that is dark already (by dark_ports, a spell still under way or the control plane),
+  // changing nothing.
   void retime(const TimingUpdate& update);
 
  private:
@@ -69,6 +74,8 @@ class Emulator {
   void apply_timing(const TimingUpdate& update);  // on the loop thread
   void apply_holds();                             // held_down_ to every NIC, on the loop thread
   void apply_dark_ports(const std::vector<Port>& dark);  // shutters, on the loop thread
+  void check_dark_spell(const DarkSpell& spell) const;  // on the loop thread
+  void apply_dark_spell(const DarkSpell& spell);        // on the loop thread
 
   EmulatorConfig config_;
   boost::asio::io_context io_;
@@ -78,6 +85,8 @@ class Emulator {
   std::vector<std::unique_ptr<NicLinkModel>> links_;
   std::vector<std::string> held_down_;  // the NICs the last retime held down (by name)
   std::vector<Port> dark_ports_;        // the ports the last retime darkened
+  std::vector<Port> spell_ports_;       // the ports of the dark spells under way
+  std::vector<std::unique_ptr<boost::asio::steady_timer>> spell_timers_;
   std::unique_ptr<ControlPlane> control_;
   struct EventsServer;
   std::unique_ptr<EventsServer> events_;

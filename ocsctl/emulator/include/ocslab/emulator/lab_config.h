@@ -71,6 +71,13 @@ EmulatorConfig parse_emulator_config(const YamlDoc& doc);
 // A new timing for a running emulator: the switch's switching time, every NIC's link model,
 // which NICs are held down (fault injection, NicLinkModel::set_held_down) and which switch
 // ports are dark (fault injection: their shutters closed), each optional (absent: unchanged).
+// A dark spell: the ports' shutters close now and the emulator opens them again exactly `ms`
+// later on its own clock (an outage of an exact length, not one timed by a client's round trips).
+struct DarkSpell {
+  std::vector<Port> ports;
+  double ms = 0;
+};
+
 struct TimingUpdate {
   std::optional<Distribution> switching;
   std::string switch_preset;  // the preset the switching time came from; "custom" for switching_ms alone
@@ -86,11 +93,14 @@ struct TimingUpdate {
   // The switch's control plane is unreachable for this many ms from now (fault injection:
   // ControlPlane::silence); a one-off, not a state.
   std::optional<double> unreachable_ms;
-  bool empty() const { return !switching && !nic_link && !hold_down && !dark_ports && !unreachable_ms; }
+  // A one-off: these ports dark for exactly this long from now (Emulator::retime refuses a port
+  // that is already dark, by this channel, a spell or the control plane).
+  std::optional<DarkSpell> dark_spell;
+  bool empty() const { return !switching && !nic_link && !hold_down && !dark_ports && !unreachable_ms && !dark_spell; }
 };
 
 // A timing file: {switch: {preset: NAME, switching_ms: DIST}, nic_model: MODEL, hold_down:
-// [NIC, ...], dark_ports: [PORT, ...], unreachable_ms: MS}, all optional, the first two in exactly the lab file's
+// [NIC, ...], dark_ports: [PORT, ...], unreachable_ms: MS, dark_spell: {ports: [PORT, ...], ms: MS}}, all optional, the first two in exactly the lab file's
 // syntax (switching_ms wins over the preset's time). Throws ConfigError "file:line:col: ..." like the lab file's parser
 // (a NIC named twice in hold_down included).
 TimingUpdate parse_timing_update(const YamlDoc& doc);
