@@ -192,11 +192,12 @@ def pandas_breakdown(path, out, dark_dbm=-30.0):
     b["total_ms"] = (b.rdma_up.fillna(b.carrier_up) - b.issued) / ms
     downs = b[[n + "_down" for n in edges]].notna()
     stuck = pd.concat([b[n + "_down"].notna() & b[n + "_up"].isna() for n in edges], axis=1)
-    # Dark for 20 ms or more and back, on a port whose carrier is probed, with no carrier edge,
-    # announced or polled.
+    # Dark for 20 ms or more and back, or the firmware-layer link down and back however briefly,
+    # on a port whose carrier is probed, with no carrier edge, announced or polled.
     probed = lay[lay.layer == "carrier"][["host", "iface"]].drop_duplicates().assign(probed=True)
     b = b.merge(probed, on=["host", "iface"], how="left")
-    unseen = (b.probed.fillna(False).astype(bool) & (b.light_up - b.light_down >= 20 * ms) & b.carrier_down.isna() &
+    bounced = (b.light_up - b.light_down >= 20 * ms) | (b.firmware_down.notna() & b.firmware_up.notna())
+    unseen = (b.probed.fillna(False).astype(bool) & bounced & b.carrier_down.isna() &
               b.carrier_up.isna() & b.bit_down.isna() & b.bit_up.isna())
     b["status"] = np.select(
         [b.acked.isna() & (len(cmd) > 0), ~downs.any(axis=1), stuck.any(axis=1), unseen],

@@ -578,8 +578,11 @@ class BreakdownPass {
     f.stayed_down = ps.stalled && !ps.resumed;
     // The row's dark duration; none with both light edges means a span past int64 (nonsense t_ns): long.
     const auto dark_ns = r.duration_ns(kDark);
-    f.carrier_unseen = p.has_carrier && r.edges[kLightLost] && r.edges[kLightBack] &&
-                       (!dark_ns || *dark_ns >= options_.unseen_min_ns) && !r.edges[kCarrierDown] &&
+    // The NIC's link went down and came back (firmware probe, or the emulator's delivery to the
+    // guest): an outage the kernel was told of, however short.
+    const bool link_bounced = r.edges[kFirmwareDown] && r.edges[kFirmwareUp];
+    const bool long_dark = r.edges[kLightLost] && r.edges[kLightBack] && (!dark_ns || *dark_ns >= options_.unseen_min_ns);
+    f.carrier_unseen = p.has_carrier && (long_dark || link_bounced) && !r.edges[kCarrierDown] &&
                        !r.edges[kCarrierUp] && !r.edges[kCarrierBitDown] && !r.edges[kCarrierBitUp];
     for (int l = 0; l < kLayerCount; ++l) {
       f.went_down = f.went_down || ps.down[l].has_value();

@@ -67,7 +67,9 @@ std::string_view interface_of(std::string_view subject) {
 
 std::string_view peer_of(std::string_view subject) {
   auto at = subject.find('@');
-  return at == std::string_view::npos ? std::string_view() : subject.substr(at + 1);
+  if (at == std::string_view::npos) return {};
+  std::string_view label = subject.substr(at + 1);
+  return label.substr(0, label.find(':'));  // a queue-pair matrix's PEER:tTrR: the peer
 }
 
 bool classify(std::string_view source, std::string_view signal, Kind& kind) {

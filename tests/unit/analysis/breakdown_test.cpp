@@ -417,26 +417,33 @@ TEST_CASE("a dark spell the probed carrier never saw is unseen, not ok") {
   for (const char* h : {"h1", "h2", "h3"}) tl.row(kT0 - 5 * kS, h, "carrier", "eth1", "carrier", "1", 0);
   tl.row(kT0, "switch", "ocs", "m", "command", "1", 1);
   tl.row(kT0 + 5 * kMs, "switch", "ocs", "m", "ack", "1", 1);
-  // h1: dark 50 ms, the link model followed, the carrier shows nothing; RDMA stalled and resumed.
-  // h2: dark 10 ms, below the minimum, no carrier row either.
+  // h1: dark 50 ms (light rows only: the light rule alone), the carrier shows nothing; RDMA
+  //     stalled and resumed.
+  // h2: dark 10 ms, below the minimum, the link did not follow (no link rows), no carrier row.
   // h3: dark 50 ms, a flap the kernel coalesced: the counters prove both edges.
   // h4: dark 50 ms, no carrier probe on the host.
-  const std::map<std::string, int64_t> dark_ms = {{"h1", 50}, {"h2", 10}, {"h3", 50}, {"h4", 50}};
+  // h5: dark 10 ms, below the minimum, but the emulator took the link down and up (delivered
+  //     to the guest) and the carrier shows nothing: unseen however short.
+  const std::map<std::string, int64_t> dark_ms = {{"h1", 50}, {"h2", 10}, {"h3", 50}, {"h4", 50}, {"h5", 10}};
+  tl.row(kT0 - 5 * kS, "h5", "carrier", "eth1", "carrier", "1", 0);
   for (const auto& [h, d] : dark_ms) {
+    const bool link = h == "h3" || h == "h4" || h == "h5";
     tl.row(kT0 + 1 * kMs, h, "rdma", "rxe_eth1/eth1@x", "stalled", "1", 1);
     tl.row(kT0 + 2 * kMs, h, "emulator", "eth1", "light", "0", 1);
-    tl.row(kT0 + 2 * kMs, h, "emulator", "eth1", "link", "0", 1);
+    if (link) tl.row(kT0 + 2 * kMs, h, "emulator", "eth1", "link", "0", 1);
     tl.row(kT0 + (2 + d) * kMs, h, "emulator", "eth1", "light", "1", 1);
-    tl.row(kT0 + (2 + d) * kMs, h, "emulator", "eth1", "link", "1", 1);
+    if (link) tl.row(kT0 + (2 + d) * kMs, h, "emulator", "eth1", "link", "1", 1);
     tl.row(kT0 + 200 * kMs, h, "rdma", "rxe_eth1/eth1@x", "resumed", "199", 1, "ms");
   }
   tl.row(kT0 + 900 * kMs, "h3", "carrier", "eth1", "carrier_inferred", "0", 1);
   tl.row(kT0 + 900 * kMs, "h3", "carrier", "eth1", "carrier", "1", 1);
   Breakdown b = analyze(tl.text);
-  REQUIRE(b.rows.size() == 4);
+  REQUIRE(b.rows.size() == 5);
   std::map<std::string, std::string> status;
   for (const auto& r : b.rows) status[r.host] = status_name(r.status);
-  CHECK(status == std::map<std::string, std::string>{{"h1", "unseen"}, {"h2", "ok"}, {"h3", "ok"}, {"h4", "ok"}});
+  CHECK(status == std::map<std::string, std::string>{
+                      {"h1", "unseen"}, {"h2", "ok"}, {"h3", "ok"}, {"h4", "ok"}, {"h5", "unseen"}});
+  CHECK(ms(b.rows[4], kFirmware) == "0.000000");  // h5's link bounce is its firmware layer
   CHECK(ms(b.rows[0], kDark) == "50.000000");
   CHECK_FALSE(b.rows[0].edges[kCarrierDown]);
 
@@ -449,9 +456,9 @@ TEST_CASE("a dark spell the probed carrier never saw is unseen, not ok") {
   CHECK(s[kDark].count == 3);
   SummaryContext ctx{"t.csv", 1, 1, -30};
   CHECK_THAT(summary_text(b, s, ctx),
-             Catch::Contains("4 host/interface rows: 3 ok, 0 failed, 0 unaffected, 0 incomplete, 0 disconnected, 1 "
+             Catch::Contains("5 host/interface rows: 3 ok, 0 failed, 0 unaffected, 0 incomplete, 0 disconnected, 2 "
                              "unseen (dark, no carrier transition)\n"));
-  CHECK(summary_json(b, s, ctx)["status"]["unseen"] == 1);
+  CHECK(summary_json(b, s, ctx)["status"]["unseen"] == 2);
   std::ostringstream csv;
   write_breakdown_csv(b, csv);
   CHECK_THAT(csv.str(), Catch::Contains("\nr1,1,m,h1,eth1,unseen,"));

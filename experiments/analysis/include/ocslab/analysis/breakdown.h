@@ -21,7 +21,9 @@ namespace ocslab::analysis {
 // port saw is not known; edges the switch side saw (its power monitor, a virtual lab's ground
 // truth) are kept.
 // kUnseen: the port's light went dark for at least BreakdownOptions::unseen_min_ns and came
-// back, its carrier is probed, and the carrier layer recorded no transition at all (no
+// back, or its link went down and came back however briefly (the firmware layer: the firmware
+// probe, or a virtual lab's emulator delivering the change to the guest), its carrier is
+// probed, and the carrier layer recorded no transition at all (no
 // `carrier`, no `carrier_inferred`, no polled `carrier_bit` or `carrier_bit_inferred`) in the
 // reconfiguration: the kernel never changed the carrier (a NIC or driver that held the link
 // through it), or announced the change only after the next reconfiguration began (linkwatch
@@ -165,9 +167,9 @@ struct RowFacts {
   bool went_down = false, stayed_down = false;
   // The host's capture ended before the command (Timeline::capture_lost_at).
   bool capture_lost = false;
-  // The port's light was dark for at least BreakdownOptions::unseen_min_ns and came back, its
-  // carrier is probed, and the carrier layer has no edge in the row: neither announced nor
-  // polled (the live bit).
+  // The port's light was dark for at least BreakdownOptions::unseen_min_ns and came back, or its
+  // firmware-layer link went down and came back; its carrier is probed, and the carrier layer
+  // has no edge in the row: neither announced nor polled (the live bit).
   bool carrier_unseen = false;
 };
 

@@ -85,7 +85,8 @@ struct Timeline {
 // The interface a subject names: the part before the first '@', after its last '/'
 // (`rxe_eth1/eth1@h2` -> `eth1`).
 std::string_view interface_of(std::string_view subject);
-// The peer label after '@' of an rdma subject ("rxe0/eth1@h3" -> "h3"), "" without one.
+// The peer label after '@' of an rdma subject ("rxe0/eth1@h3" -> "h3"), "" without one; a
+// queue-pair matrix's label is PEER:tTrR ("rxe0/eth1@h3:t12r2" -> "h3").
 std::string_view peer_of(std::string_view subject);
 
 // Which breakdown input a row is, if any.
