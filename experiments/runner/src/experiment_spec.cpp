@@ -44,6 +44,7 @@ size_t ExperimentSpec::host_index(const std::string& n) const {
 }
 
 std::vector<size_t> ExperimentSpec::schedule() const {
+  if (type == kOutages) return std::vector<size_t>(static_cast<size_t>(reconfigurations), 0);
   std::vector<size_t> out;
   size_t current = 0;
   std::mt19937_64 rng(seed);
@@ -60,6 +61,32 @@ std::vector<size_t> ExperimentSpec::schedule() const {
     current = next;
   }
   return out;
+}
+
+std::vector<double> ExperimentSpec::outage_plan() const {
+  std::vector<double> out;
+  for (int r = 0; r < outages.repetitions; ++r) out.insert(out.end(), outages.ms.begin(), outages.ms.end());
+  if (outages.shuffled) {
+    std::mt19937_64 rng(seed);
+    std::shuffle(out.begin(), out.end(), rng);
+  }
+  return out;
+}
+
+std::vector<ocs::Port> ExperimentSpec::outage_ports() const {
+  std::vector<ocs::Port> out;
+  for (const auto& [h, nic] : outages.nics) {
+    const NicEntry* n = hosts.at(h).nic(nic);
+    for (ocs::Port p : {n->tx_port, n->rx_port}) {
+      if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+    }
+  }
+  return out;
+}
+
+std::vector<RdmaSpec::QpPoint> RdmaSpec::settings() const {
+  if (!qp_matrix.empty()) return qp_matrix;
+  return {QpPoint{timeout, retry_cnt}};
 }
 
 namespace {
@@ -218,6 +245,39 @@ void parse_lab(const YamlDoc& doc, const YAML::Node& lab, ExperimentSpec& spec) 
   }
 }
 
+// A list of distinct integers in [min, max], or one integer.
+std::vector<int> int_list(const YamlDoc& doc, const YAML::Node& n, int min, int max, const char* what) {
+  std::vector<int> out;
+  if (n.IsScalar()) return {int_in(doc, n, min, max, what)};
+  if (!n.IsSequence() || n.size() == 0) {
+    throw config_error(doc, n, fmt::format("{} must be a number or a list of numbers in [{}, {}]", what, min, max));
+  }
+  for (const auto& e : n) {
+    int v = int_in(doc, e, min, max, what);
+    if (std::find(out.begin(), out.end(), v) != out.end()) {
+      throw config_error(doc, e, fmt::format("{} {} is listed twice", what, v));
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+// rdma.qp: {timeout: [..], retry_cnt: [..]}: the product, timeout-major. timeout 0..31 (0: no
+// timer), retry_cnt 0..7, the verbs fields' ranges; not beside rdma.timeout / rdma.retry_cnt.
+void parse_qp_matrix(const YamlDoc& doc, const YAML::Node& rdma, RdmaSpec& r) {
+  const YAML::Node& q = rdma["qp"];
+  if (!q.IsMap()) throw config_error(doc, q, "qp must be a map {timeout: [..], retry_cnt: [..]}");
+  only_keys(doc, q, {"timeout", "retry_cnt"});
+  for (const char* k : {"timeout", "retry_cnt"}) {
+    if (rdma[k]) throw config_error(doc, rdma[k], fmt::format("'{}' and 'qp' exclude each other (qp.{} lists it)", k, k));
+  }
+  auto timeouts = int_list(doc, require(doc, q, "timeout"), 0, 31, "qp.timeout");
+  auto retries = int_list(doc, require(doc, q, "retry_cnt"), 0, 7, "qp.retry_cnt");
+  for (int t : timeouts) {
+    for (int c : retries) r.qp_matrix.push_back({t, c});
+  }
+}
+
 void parse_probes(const YamlDoc& doc, const YAML::Node& probes, ExperimentSpec& spec) {
   if (!probes.IsMap()) throw config_error(doc, probes, "probes must be a map of probe name -> settings");
   static const std::set<std::string> kKnown = {"carrier", "firmware", "rx_power", "heartbeat", "rdma"};
@@ -233,7 +293,8 @@ void parse_probes(const YamlDoc& doc, const YAML::Node& probes, ExperimentSpec& 
       RdmaSpec& r = spec.rdma;
       r.enabled = true;
       if (v.IsNull()) continue;
-      only_keys(doc, v, {"pairs", "interval_ms", "timeout", "retry_cnt", "port", "pin_neighbours"});
+      only_keys(doc, v, {"pairs", "interval_ms", "timeout", "retry_cnt", "port", "pin_neighbours", "qp"});
+      if (v["qp"]) parse_qp_matrix(doc, v, r);
       if (v["pin_neighbours"]) r.pin_neighbours = as_bool(doc, v["pin_neighbours"]);
       if (v["interval_ms"]) r.interval_ms = int_in(doc, v["interval_ms"], 1, 60000, "interval_ms");
       if (v["timeout"]) r.timeout = int_in(doc, v["timeout"], 1, 31, "timeout");
@@ -310,10 +371,18 @@ namespace {
 void parse_type(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& spec) {
   if (root["type"]) {
     spec.type = as_string(doc, root["type"]);
-    if (spec.type != kReconfigLatency && spec.type != kPhaseWorkload) {
-      throw config_error(
-          doc, root["type"],
-          fmt::format("unknown experiment type '{}' (known: {}, {})", spec.type, kReconfigLatency, kPhaseWorkload));
+    if (spec.type != kReconfigLatency && spec.type != kPhaseWorkload && spec.type != kOutages) {
+      throw config_error(doc, root["type"],
+                         fmt::format("unknown experiment type '{}' (known: {}, {}, {})", spec.type, kReconfigLatency,
+                                     kPhaseWorkload, kOutages));
+    }
+  }
+  if (root["outages"] && spec.type != kOutages) {
+    throw config_error(doc, root["outages"], fmt::format("'outages' needs type: {}", kOutages));
+  }
+  if (spec.type == kOutages) {
+    for (const char* k : {"faults", "forwarding"}) {
+      if (root[k]) throw config_error(doc, root[k], fmt::format("'{}' is not part of an {} spec", k, kOutages));
     }
   }
   const bool phase_type = spec.type == kPhaseWorkload;
@@ -440,7 +509,13 @@ Mapping parse_mapping(const YamlDoc& doc, const YAML::Node& name, const YAML::No
 
 void parse_mappings(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& spec) {
   const auto& maps = require(doc, root, "mappings");
-  if (!maps.IsMap() || maps.size() < 2) {
+  if (spec.type == kOutages) {
+    if (!maps.IsMap() || maps.size() != 1) {
+      throw config_error(doc, maps,
+                         "an outages spec lights exactly one mapping for the whole run (a name -> a list of links "
+                         "HOST:NIC <-> HOST:NIC)");
+    }
+  } else if (!maps.IsMap() || maps.size() < 2) {
     throw config_error(doc, maps, "mappings must map at least two names to lists of links (HOST:NIC <-> HOST:NIC)");
   }
   ocs::PortSet used;
@@ -457,7 +532,11 @@ void parse_mappings(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& 
 }
 
 void parse_schedule(const YamlDoc& doc, const YAML::Node& s, ExperimentSpec& spec) {
-  only_keys(doc, s, {"reconfigurations", "dwell_s", "warmup_s", "settle_s", "order"});
+  if (spec.type == kOutages) {
+    only_keys(doc, s, {"warmup_s", "settle_s"});  // the outages block is the schedule
+  } else {
+    only_keys(doc, s, {"reconfigurations", "dwell_s", "warmup_s", "settle_s", "order"});
+  }
   if (s["reconfigurations"]) spec.reconfigurations = int_in(doc, s["reconfigurations"], 1, 100000, "reconfigurations");
   if (s["dwell_s"]) spec.dwell_s = positive(doc, s["dwell_s"], 0.01, 3600, "dwell_s");
   if (s["warmup_s"]) spec.warmup_s = positive(doc, s["warmup_s"], 0, 3600, "warmup_s");
@@ -706,6 +785,82 @@ void parse_faults(const YamlDoc& doc, const YAML::Node& faults, ExperimentSpec& 
   }
 }
 
+// outages: {nics: [HOST:NIC, ...], ms: [..], repetitions: N, gap_ms: MS, order: random | as-listed}.
+void parse_outages(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& spec) {
+  const YAML::Node& o = require(doc, root, "outages");
+  if (!o.IsMap()) throw config_error(doc, o, "outages must be a map {ms: [..], repetitions: N, ...}");
+  only_keys(doc, o, {"nics", "ms", "repetitions", "gap_ms", "order"});
+  if (spec.vlab.empty()) {
+    throw config_error(doc, o,
+                       "outages need a virtual lab (lab.vlab): an outage of an exact length is the emulator's dark "
+                       "spell; on a real switch use faults: port-dark in a reconfig-latency spec");
+  }
+  OutageSpec& out = spec.outages;
+  const YAML::Node& ms = require(doc, o, "ms");
+  if (!ms.IsSequence() || ms.size() == 0) throw config_error(doc, ms, "outages.ms must be a list of milliseconds");
+  for (const auto& m : ms) {
+    double v = as_double(doc, m);
+    if (!(v > 0 && v <= kMaxOutageMs)) {
+      throw config_error(doc, m,
+                         fmt::format("outages.ms: {} is not an outage the lab can make (above 0, at most {:.0f} ms: "
+                                     "the emulator's longest dark spell)",
+                                     v, kMaxOutageMs));
+    }
+    if (std::find(out.ms.begin(), out.ms.end(), v) != out.ms.end()) {
+      throw config_error(doc, m, fmt::format("outages.ms: {} is listed twice (use repetitions)", v));
+    }
+    out.ms.push_back(v);
+  }
+  if (o["repetitions"]) out.repetitions = int_in(doc, o["repetitions"], 1, 1000, "outages.repetitions");
+  if (o["gap_ms"]) out.gap_ms = positive(doc, o["gap_ms"], 0, 600000, "outages.gap_ms");
+  if (o["order"]) {
+    std::string v = as_string(doc, o["order"]);
+    if (v != "random" && v != "as-listed") {
+      throw config_error(doc, o["order"], "outages.order must be 'random' (seeded) or 'as-listed'");
+    }
+    out.shuffled = v == "random";
+  }
+  if (o["nics"]) {
+    if (!o["nics"].IsSequence() || o["nics"].size() == 0) {
+      throw config_error(doc, o["nics"], "outages.nics must be a list of HOST:NIC");
+    }
+    for (const auto& n : o["nics"]) {
+      auto end = parse_end(doc, n, as_string(doc, n), spec);
+      if (std::find(out.nics.begin(), out.nics.end(), end) != out.nics.end()) {
+        throw config_error(doc, n, fmt::format("outages.nics: {} is listed twice", as_string(doc, n)));
+      }
+      bool lit = false;
+      for (const auto& l : spec.mappings.front().links) {
+        lit = lit || (l.a_host == end.first && l.a_nic == end.second) || (l.b_host == end.first && l.b_nic == end.second);
+      }
+      if (!lit) {
+        throw config_error(doc, n,
+                           fmt::format("outages.nics: {} has no circuit in mapping '{}' (nothing to darken)",
+                                       as_string(doc, n), spec.mappings.front().name));
+      }
+      out.nics.push_back(end);
+    }
+  } else {
+    for (const auto& l : spec.mappings.front().links) {
+      for (auto end : {std::pair{l.a_host, l.a_nic}, std::pair{l.b_host, l.b_nic}}) {
+        if (std::find(out.nics.begin(), out.nics.end(), end) == out.nics.end()) out.nics.push_back(end);
+      }
+    }
+  }
+  const size_t n = out.ms.size() * static_cast<size_t>(out.repetitions);
+  if (n > 100000) throw config_error(doc, o, fmt::format("outages: {} outages is more than 100000", n));
+  spec.reconfigurations = static_cast<int>(n);
+}
+
+// The outages sections: one mapping, the outages, schedule (warm-up, settle), probes.
+void parse_outages_sections(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& spec) {
+  parse_mappings(doc, root, spec);
+  parse_outages(doc, root, spec);
+  if (const auto& s = root["schedule"]) parse_schedule(doc, s, spec);
+  if (const auto& p = root["probes"]) parse_probes(doc, p, spec);
+  if (spec.rdma.enabled && spec.rdma.pairs.empty()) rdma_pairs_from_mappings(spec);
+}
+
 // The reconfig-latency sections: mappings, schedule, probes, forwarding, faults.
 void parse_reconfiguration_sections(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& spec) {
   parse_mappings(doc, root, spec);
@@ -726,7 +881,7 @@ ExperimentSpec parse_experiment_spec(const YamlDoc& doc) {
   if (!root.IsMap()) throw config_error(doc, root, "an experiment spec is a map (name, lab, switch, mappings, ...)");
   only_keys(doc, root,
             {"type", "name", "lab", "switch", "mappings", "schedule", "probes", "seed", "output", "workload", "phase",
-             "forwarding", "sweep", "faults"});
+             "forwarding", "sweep", "faults", "outages"});
   ExperimentSpec spec;
   spec.origin = doc.origin;
   parse_type(doc, root, spec);
@@ -738,6 +893,8 @@ ExperimentSpec parse_experiment_spec(const YamlDoc& doc) {
   parse_switch(doc, root, spec);
   if (spec.type == kPhaseWorkload) {
     parse_phase_sections(doc, root, spec);
+  } else if (spec.type == kOutages) {
+    parse_outages_sections(doc, root, spec);
   } else {
     parse_reconfiguration_sections(doc, root, spec);
   }

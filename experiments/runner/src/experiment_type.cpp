@@ -19,6 +19,8 @@ const std::vector<std::pair<std::string, Factory>>& table() {
   static const std::vector<std::pair<std::string, Factory>> t = {
       {kReconfigLatency, &make_reconfiguration_experiment},
       {kPhaseWorkload, &make_phase_workload_experiment},
+      // The reconfiguration run with dark spells for reconfigurations (run_outages).
+      {kOutages, &make_reconfiguration_experiment},
   };
   return t;
 }

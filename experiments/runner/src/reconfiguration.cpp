@@ -39,6 +39,7 @@
 #include "ocslab/runner/run_context.h"
 #include "ocslab/runner/run_types.h"
 #include "ocslab/runner/target.h"
+#include "ocslab/vlab/lab_timing.h"
 
 namespace ocslab::runner {
 
@@ -135,29 +136,35 @@ std::map<std::string, std::vector<agent::ProbeRequest>> probe_requests(const Exp
   return requests;
 }
 
-// One RDMA probe pair per spec pair: the server side listens for the QP exchange, the client
-// connects to it over the management network.
+// One RDMA probe pair per spec pair and queue-pair setting: the server side listens for the QP
+// exchange, the client connects to it over the management network. With a `qp:` matrix each
+// setting's pair is labelled PEER:tTrR (one TCP port each, from rdma.port on).
 void add_rdma_requests(const ExperimentSpec& spec, std::map<std::string, std::vector<agent::ProbeRequest>>& requests) {
-  for (size_t k = 0; k < spec.rdma.pairs.size(); ++k) {
-    const Link& l = spec.rdma.pairs[k];
+  const auto settings = spec.rdma.settings();
+  const bool matrix = !spec.rdma.qp_matrix.empty();
+  int port = spec.rdma.port;
+  for (const Link& l : spec.rdma.pairs) {
     const HostEntry& client = spec.hosts[l.a_host];
     const HostEntry& server = spec.hosts[l.b_host];
-    // The server listens on its management address only: where the client connects.
-    std::string control = fmt::format("{}:{}", server.mgmt, spec.rdma.port + static_cast<int>(k));
-    auto request = [&](const std::string& nic, const char* role, const std::string& peer) {
-      agent::ProbeRequest r;
-      r.name = "rdma";
-      r.interfaces = {nic};
-      r.interval_ms = spec.rdma.interval_ms;
-      r.params = {{"role", role},
-                  {"control", control},
-                  {"label", peer},
-                  {"timeout", spec.rdma.timeout},
-                  {"retry_cnt", spec.rdma.retry_cnt}};
-      return r;
-    };
-    requests[server.name].push_back(request(l.b_nic, "server", client.name));
-    requests[client.name].push_back(request(l.a_nic, "client", server.name));
+    for (const auto& qp : settings) {
+      // The server listens on its management address only: where the client connects.
+      std::string control = fmt::format("{}:{}", server.mgmt, port++);
+      std::string suffix = matrix ? fmt::format(":t{}r{}", qp.timeout, qp.retry_cnt) : std::string();
+      auto request = [&](const std::string& nic, const char* role, const std::string& peer) {
+        agent::ProbeRequest r;
+        r.name = "rdma";
+        r.interfaces = {nic};
+        r.interval_ms = spec.rdma.interval_ms;
+        r.params = {{"role", role},
+                    {"control", control},
+                    {"label", peer + suffix},
+                    {"timeout", qp.timeout},
+                    {"retry_cnt", qp.retry_cnt}};
+        return r;
+      };
+      requests[server.name].push_back(request(l.b_nic, "server", client.name));
+      requests[client.name].push_back(request(l.a_nic, "client", server.name));
+    }
   }
 }
 
@@ -534,6 +541,7 @@ class ReconfigurationRun {
   // Warm-up (after the settle time when the first mapping made circuits: links come up), then
   // each reconfiguration and its dwell; Ctrl-C ends it early.
   void run_schedule() {
+    if (spec_.type == kOutages) return run_outages();
     auto schedule = spec_.schedule();
     const int n = static_cast<int>(schedule.size());
     double settle = setup_.added > 0 ? spec_.settle_s : 0.0;
@@ -552,6 +560,54 @@ class ReconfigurationRun {
       go = wait_until(until, ctx_, [&] {
         check_hosts();
         status_line(i, n, "-> " + m.name, until - monotonic_ns());
+      });
+    }
+    if (progress()) *progress() << "\r\033[K" << std::flush;
+    result_.interrupted = ctx_.interrupted();
+    if (result_.interrupted) ctx_.log("interrupted: stopping the probes and keeping what was captured");
+  }
+
+  // An outages spec: after the warm-up, each outage of the plan through the lab's emulator (a
+  // dark spell on every listed NIC's tx and rx port), then its length and the gap. Each is an
+  // iteration of the control stream: `command` when asked for, `ack` when the lab applied it
+  // (subject outage-<MS>ms); the spell itself is timed by the emulator and is in its ground truth.
+  void run_outages() {
+    const auto plan = spec_.outage_plan();
+    const auto ports = spec_.outage_ports();
+    const int n = static_cast<int>(plan.size());
+    double settle = setup_.added > 0 ? spec_.settle_s : 0.0;
+    int64_t warm_until = monotonic_ns() + static_cast<int64_t>((settle + spec_.warmup_s) * 1e9);
+    bool go = wait_until(warm_until, ctx_, [&] {
+      check_hosts();
+      status_line(0, n, "warm-up", warm_until - monotonic_ns());
+    });
+    for (int i = 1; go && i <= n; ++i) {
+      const double ms = plan[static_cast<size_t>(i - 1)];
+      ReconfigRecord rec;
+      rec.iteration = i;
+      rec.mapping = fmt::format("outage-{}ms", ms);
+      rec.issued_ns = realtime_ns();
+      try {
+        vlab::LabTiming t;
+        t.dark_spell_ports.assign(ports.begin(), ports.end());
+        t.dark_spell_ms = fmt::format("{}", ms);
+        vlab::set_lab_timing(target_.lab.dir, t, std::chrono::seconds(10));
+        rec.ok = true;
+      } catch (const std::exception& e) {
+        rec.error = e.what();
+        problem(fmt::format("outage {} ({} ms) not applied: {} (marked; the run goes on)", i, ms, rec.error));
+      }
+      rec.acked_ns = realtime_ns();
+      store_->append(kControlStream, Sample{rec.issued_ns, 0, "switch", "ocs", rec.mapping, "command", 1, ""});
+      store_->append(kControlStream, Sample{rec.acked_ns, 0, "switch", "ocs", rec.mapping, "ack", rec.ok ? 1.0 : 0.0, "bool"});
+      result_.reconfigurations.push_back(rec);
+      ctx_.event("outage", {{"i", i}, {"n", n}, {"ms", ms}, {"ok", rec.ok}, {"error", rec.error},
+                            {"issued_ns", rec.issued_ns}, {"acked_ns", rec.acked_ns}});
+      // The spell began when the lab applied it (before the ack): its end plus the gap.
+      int64_t until = monotonic_ns() + static_cast<int64_t>((ms + spec_.outages.gap_ms) * 1e6);
+      go = wait_until(until, ctx_, [&] {
+        check_hosts();
+        status_line(i, n, rec.mapping, until - monotonic_ns());
       });
     }
     if (progress()) *progress() << "\r\033[K" << std::flush;

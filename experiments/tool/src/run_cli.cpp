@@ -1,6 +1,7 @@
 // `ocslab run SPEC.yaml`: the experiment (runner/), then `ocslab analyze` and `ocslab plot`
 // over its folder, then the summary on standard output.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <signal.h>
 #include <unistd.h>
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "cli_args.h"
 #include "commands.h"
 #include "ocslab/analysis/localisation.h"
+#include "ocslab/analysis/qp_timers.h"
 #include "ocslab/analysis/summary.h"
 #include "ocslab/cli/ocslab_cli.h"
 #include "ocslab/cli/plot.h"
@@ -242,6 +244,21 @@ void print_schedule(const runner::ExperimentSpec& spec, std::ostream& out) {
   out << fmt::format(" (the first and last {} of {}; {})\n", kScheduleEnds, sched.size(), counts);
 }
 
+// The RDMA pairs, and each pair's queue-pair settings when there is a matrix.
+void print_rdma_plan(const runner::ExperimentSpec& spec, std::ostream& out) {
+  if (!spec.rdma.enabled) return;
+  out << "rdma pairs (client -> server, every " << spec.rdma.interval_ms << " ms):";
+  for (const auto& l : spec.rdma.pairs) {
+    out << " " << spec.hosts[l.a_host].name << ":" << l.a_nic << "->" << spec.hosts[l.b_host].name << ":" << l.b_nic;
+  }
+  out << "\n";
+  if (spec.rdma.qp_matrix.empty()) return;
+  std::vector<std::string> qps;
+  for (const auto& q : spec.rdma.qp_matrix) qps.push_back(fmt::format("t{}r{}", q.timeout, q.retry_cnt));
+  out << fmt::format("queue pairs per pair ({}, one TCP port each from {}): {}\n", qps.size(), spec.rdma.port,
+                     fmt::join(qps, " "));
+}
+
 // `--check` of a reconfig-latency spec: hosts, schedule, switch ports, circuits, probes.
 void print_reconfiguration_plan(const runner::ExperimentSpec& spec, std::ostream& out) {
   out << fmt::format("spec {} is valid: {} host(s), {} mapping(s), {} reconfiguration(s), dwell {} s\n", spec.origin,
@@ -259,14 +276,48 @@ void print_reconfiguration_plan(const runner::ExperimentSpec& spec, std::ostream
   for (const auto& f : spec.faults) {
     print_fault(spec, f, out);
   }
-  if (spec.rdma.enabled) {
-    out << "rdma pairs (client -> server, every " << spec.rdma.interval_ms << " ms):";
-    for (const auto& l : spec.rdma.pairs) {
-      out << " " << spec.hosts[l.a_host].name << ":" << l.a_nic << "->" << spec.hosts[l.b_host].name << ":" << l.b_nic;
+  print_rdma_plan(spec, out);
+}
+
+// An outages spec's --check: the lit mapping, the outages and their order, the ports darkened,
+// the probes and the queue-pair settings with what the arithmetic predicts for each.
+void print_outages_plan(const runner::ExperimentSpec& spec, std::ostream& out) {
+  const auto& o = spec.outages;
+  const auto plan = spec.outage_plan();
+  double total_ms = 0;
+  for (double ms : plan) total_ms += ms + o.gap_ms;
+  out << fmt::format("spec {} is valid: {} host(s), {} outage(s) ({} length(s) x {}), {} order, gap {} ms, "
+                     "about {:.0f} s after the warm-up\n",
+                     spec.origin, spec.hosts.size(), plan.size(), o.ms.size(), o.repetitions,
+                     o.shuffled ? "random" : "as-listed", o.gap_ms, total_ms / 1000);
+  std::vector<std::string> first;
+  for (size_t i = 0; i < std::min<size_t>(plan.size(), 10); ++i) first.push_back(fmt::format("{}", plan[i]));
+  out << fmt::format("outages (ms): {}{}\n", fmt::join(first, ", "), plan.size() > 10 ? ", ..." : "");
+  const auto& m = spec.mappings.front();
+  out << m.name << " (lit for the whole run):";
+  for (const auto& c : m.circuits) out << " " << c.ingress << "-" << c.egress;
+  out << "\n";
+  std::vector<std::string> nics;
+  for (const auto& [h, nic] : o.nics) nics.push_back(spec.hosts[h].name + ":" + nic);
+  out << fmt::format("dark each time: {} (switch ports {})\n", fmt::join(nics, ", "), fmt::join(spec.outage_ports(), ", "));
+  out << "probes:";
+  for (const auto& p : spec.probes) out << " " << p.name << " (" << p.interval_ms << " ms)";
+  out << "\n";
+  print_rdma_plan(spec, out);
+  if (!spec.rdma.enabled) return;
+  for (const auto& qp : spec.rdma.settings()) {
+    auto survives = analysis::survivable_outage_ns(qp.timeout, qp.retry_cnt);
+    std::vector<std::string> outcome;
+    for (double ms : o.ms) {
+      bool ok = analysis::survives_outage(qp.timeout, qp.retry_cnt, static_cast<int64_t>(ms * 1e6));
+      outcome.push_back(fmt::format("{} {}", ms, ok ? "survives" : "errors"));
     }
-    out << "\n";
+    out << fmt::format("  qp t{} r{}: survives outages up to {}; predicted: {}\n", qp.timeout, qp.retry_cnt,
+                       survives ? fmt::format("{:.3f} ms", static_cast<double>(*survives) / 1e6) : "any length",
+                       fmt::join(outcome, ", "));
   }
 }
+
 
 // What both types' `--check --json` carry: the spec, its lab and switch ports, its faults.
 nlohmann::json plan_json_common(const runner::ExperimentSpec& spec) {
@@ -320,6 +371,34 @@ nlohmann::json reconfiguration_plan_json(const runner::ExperimentSpec& spec) {
         fmt::format("{}:{}->{}:{}", spec.hosts[l.a_host].name, l.a_nic, spec.hosts[l.b_host].name, l.b_nic));
   }
   j["rdma"] = {{"enabled", spec.rdma.enabled}, {"interval_ms", spec.rdma.interval_ms}, {"pairs", pairs}};
+  return j;
+}
+
+nlohmann::json outages_plan_json(const runner::ExperimentSpec& spec) {
+  nlohmann::json j = plan_json_common(spec);
+  const auto& o = spec.outages;
+  std::vector<std::string> nics;
+  for (const auto& [h, nic] : o.nics) nics.push_back(spec.hosts[h].name + ":" + nic);
+  j["mapping"] = spec.mappings.front().name;
+  j["outages"] = {{"ms", o.ms},           {"repetitions", o.repetitions}, {"gap_ms", o.gap_ms},
+                  {"order", o.shuffled ? "random" : "as-listed"}, {"plan", spec.outage_plan()},
+                  {"nics", nics},         {"ports", spec.outage_ports()}};
+  nlohmann::json probes = nlohmann::json::array();
+  for (const auto& p : spec.probes) probes.push_back({{"name", p.name}, {"interval_ms", p.interval_ms}});
+  j["probes"] = probes;
+  std::vector<std::string> pairs;
+  for (const auto& l : spec.rdma.pairs) {
+    pairs.push_back(
+        fmt::format("{}:{}->{}:{}", spec.hosts[l.a_host].name, l.a_nic, spec.hosts[l.b_host].name, l.b_nic));
+  }
+  nlohmann::json qp = nlohmann::json::array();
+  for (const auto& q : spec.rdma.settings()) {
+    auto survives = analysis::survivable_outage_ns(q.timeout, q.retry_cnt);
+    qp.push_back({{"timeout", q.timeout},
+                  {"retry_cnt", q.retry_cnt},
+                  {"survives_ms", survives ? nlohmann::json(static_cast<double>(*survives) / 1e6) : nlohmann::json()}});
+  }
+  j["rdma"] = {{"enabled", spec.rdma.enabled}, {"interval_ms", spec.rdma.interval_ms}, {"pairs", pairs}, {"qp", qp}};
   return j;
 }
 
@@ -424,6 +503,7 @@ const TypeCli& type_cli(const std::string& type) {
   static const std::map<std::string, TypeCli> table = {
       {runner::kReconfigLatency, {print_reconfiguration_plan, reconfiguration_plan_json, report_reconfiguration_run}},
       {runner::kPhaseWorkload, {print_phase_plan, phase_plan_json, report_phase_run}},
+      {runner::kOutages, {print_outages_plan, outages_plan_json, report_reconfiguration_run}},
   };
   auto it = table.find(type);
   if (it == table.end()) throw Error("ocslab run: no report for experiment type '" + type + "'");

@@ -23,6 +23,7 @@ namespace phase_workload_test {
 
 using namespace ocslab;
 using namespace ocslab::runner;
+namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 using spec_test::error_of;
 using spec_test::parse;
@@ -600,7 +601,6 @@ TEST_CASE("sweep figures: relative to native, the estimate, the slope and the ov
   CHECK_THAT(out.str(), Contains("sweep slope: 3.000 ms of step time per ms of switching; 3.00 reconfigurations per step (x1.00)"));
 }
 
-}  // namespace phase_workload_test
 
 TEST_CASE("job ids from what salloc and mpirun print", "[runner][phase-workload]") {
   CHECK(salloc_job_id("salloc: Granted job allocation 42\nsalloc: Waiting for resource configuration\n") == "42");
@@ -671,3 +671,5 @@ TEST_CASE("a lab's standby NIC can be a spare but not a rank's NIC", "[runner][p
   CHECK_THAT(err, Contains(".yaml:18:33: ") &&
                       Contains("rank 2: h3:eth1s is eth1's standby NIC, which carries no rank of its own: use h3:eth1"));
 }
+
+}  // namespace phase_workload_test

@@ -75,7 +75,31 @@ struct RdmaSpec {
   // Client host/nic -> server host/nic. From `pairs: mappings` every link of every mapping
   // gives one pair (a side is the client), so traffic resumes after every reconfiguration.
   std::vector<Link> pairs;
+  // `qp: {timeout: [..], retry_cnt: [..]}`: a queue-pair matrix. Every pair runs one probe per
+  // (timeout, retry_cnt) of the product instead of one with timeout/retry_cnt, each labelled
+  // `PEER:tTrR` (docs/experiments.md, "The survival matrix"). Empty: no matrix.
+  struct QpPoint {
+    int timeout = 14, retry_cnt = 7;
+    bool operator==(const QpPoint&) const = default;
+  };
+  std::vector<QpPoint> qp_matrix;
+  // The settings every pair runs: the matrix, or the one of timeout/retry_cnt.
+  std::vector<QpPoint> settings() const;
 };
+
+// The `outages` type's plan (`outages:`): circuits dark for exact lengths, each of `ms`
+// `repetitions` times, in random order (seeded) or as listed, `gap_ms` apart (from light back to
+// the next outage). Each outage darkens every listed NIC's circuit both ways (its tx_port and
+// rx_port shutters) through the virtual lab's emulator (a dark spell), one iteration each.
+struct OutageSpec {
+  std::vector<std::pair<size_t, std::string>> nics;  // host index, NIC; default: every NIC of the mapping
+  std::vector<double> ms;
+  int repetitions = 1;
+  double gap_ms = 1000;
+  bool shuffled = true;
+};
+// The longest outage: the emulator's dark spell is at most this long.
+inline constexpr double kMaxOutageMs = 600'000;
 
 enum class Order { kAlternate, kRandom };
 
@@ -112,6 +136,7 @@ struct PhaseWorkloadSpec;  // phase_workload.h
 
 inline constexpr const char* kReconfigLatency = "reconfig-latency";
 inline constexpr const char* kPhaseWorkload = "phase-workload";
+inline constexpr const char* kOutages = "outages";
 
 struct ExperimentSpec;
 // Whether the run pins the RDMA pairs' neighbours (RdmaSpec::pin_neighbours and its default).
@@ -150,11 +175,17 @@ struct ExperimentSpec {
   RdmaSpec rdma;
   ForwardingSpec forwarding;  // host-based forwarding per mapping (forwarding_spec.h); off unless given
   std::vector<FaultSpec> faults;  // injected faults, in the spec's order
+  OutageSpec outages;             // type outages: the plan (one mapping, lit for the whole run)
   uint64_t seed = 1;
   std::string output = "results";  // a folder <output>/<name>-<YYYYmmdd-HHMMSS> is made in it
   // The mapping of reconfiguration i (1..N), given the seed: alternate cycles through the
   // mappings after the first; random picks any mapping other than the current one.
+  // An outages spec: mapping 0 every time (its circuits stay; only light changes).
   std::vector<size_t> schedule() const;
+  // An outages spec: the length of outage i (1..N) at [i - 1], given the seed.
+  std::vector<double> outage_plan() const;
+  // An outages spec: the switch ports its NICs' circuits go dark through (tx and rx of each).
+  std::vector<ocs::Port> outage_ports() const;
   size_t host_index(const std::string& name) const;  // throws Error
   std::string host_names() const;                     // "h1, h2, h3": for messages naming the lab's hosts
 };

@@ -27,7 +27,7 @@ class ExperimentType {
 std::unique_ptr<ExperimentType> make_experiment_type(const std::string& type);
 std::vector<std::string> experiment_types();
 
-// The two types (reconfiguration.cpp, phase_workload.cpp).
+// The types (reconfiguration.cpp, which also runs `outages`, and phase_workload.cpp).
 std::unique_ptr<ExperimentType> make_reconfiguration_experiment();
 std::unique_ptr<ExperimentType> make_phase_workload_experiment();
 
