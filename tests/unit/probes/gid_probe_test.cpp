@@ -69,7 +69,7 @@ struct Collected {
       cv.notify_all();
     };
   }
-  bool wait_for(size_t n) {
+  bool await_samples(size_t n) {
     std::unique_lock lock(mu);
     // load-safe: an event wait (the sink's notify); 10 s is its hang guard.
     return cv.wait_for(lock, std::chrono::seconds(10), [&] { return samples.size() >= n; });
@@ -186,7 +186,7 @@ TEST_CASE("gid: the probe emits the table at start, then a row per change, and n
   auto status = probe.start(got.sink());
   REQUIRE(status.available);
   CHECK(status.method == "sysfs GID table (rxe_lo port 1) + RTM_GETNEIGH dump every 5 ms");
-  REQUIRE(got.wait_for(2));
+  REQUIRE(got.await_samples(2));
   // The GID rows first, then loopback's neighbour entries (`neigh`, NOARP), if it has any.
   auto first = got.copy();
   REQUIRE(first.size() >= 2);
@@ -211,7 +211,7 @@ TEST_CASE("gid: the probe emits the table at start, then a row per change, and n
   // still being freed).
   dev.set(2, kV4, "lo");
   dev.clear(1);
-  REQUIRE(got.wait_for(at_start + 2));
+  REQUIRE(got.await_samples(at_start + 2));
   probe.stop();
   // Both changes may come from one poll or from two (the files are not written atomically).
   std::vector<std::pair<std::string, double>> rows;
