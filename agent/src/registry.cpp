@@ -7,6 +7,7 @@
 #include "ocslab/common/ifname.h"
 #include "ocslab/probes/carrier_probe.h"
 #include "ocslab/probes/firmware_probe.h"
+#include "ocslab/probes/gid_probe.h"
 #include "ocslab/probes/rdma_control.h"
 #include "ocslab/probes/rdma_probe.h"
 #include "ocslab/probes/rx_power_probe.h"
@@ -36,6 +37,31 @@ std::vector<std::string> ProbeRegistry::names() const {
   for (const auto& [name, f] : factories_) out.push_back(name);
   return out;
 }
+
+namespace {
+
+// gid: interfaces = [the RDMA port's netdev], both tables polled every interval_ms; params:
+// neighbours (bool, default true: also the interface's neighbour entries), full_scan_every
+// (polls between full reads of the GID table, default 50). Bad params throw Error naming the key.
+std::unique_ptr<probes::Probe> make_gid_probe(const ProbeConfig& c) {
+  if (c.interfaces.size() != 1) throw Error("probe gid: give exactly one interface (the RDMA port's netdev)");
+  probes::GidProbeConfig p;
+  p.interface = c.interfaces.front();
+  p.interval = std::chrono::milliseconds(c.interval_ms);
+  p.host = c.host;
+  try {
+    p.neighbours = c.params.value("neighbours", true);
+    p.full_scan_every = c.params.value("full_scan_every", p.full_scan_every);
+    if (p.full_scan_every < 1) throw Error("full_scan_every must be >= 1");
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("probe gid: bad params: ") + e.what());
+  } catch (const Error& e) {
+    throw Error(std::string("probe gid: bad params: ") + e.what());
+  }
+  return std::make_unique<probes::GidProbe>(p);
+}
+
+}  // namespace
 
 const ProbeRegistry& builtin_registry() {
   // Built on first use instead of by static registrars: objects of a static library that
@@ -141,6 +167,7 @@ const ProbeRegistry& builtin_registry() {
       }
       return std::make_unique<probes::FirmwareProbe>(p);
     });
+    r.add("gid", make_gid_probe);
     return r;
   }();
   return registry;

@@ -172,6 +172,26 @@ struct PairState {
   std::optional<int64_t> bit_down, bit_up;  // the polled live carrier bit (no layer of its own)
 };
 
+// The gid probe's rows of one pair in one iteration.
+struct GidState {
+  int gid_changes = 0, neigh_changes = 0;
+  std::vector<GidLoss> lost;
+};
+
+// A GID table as its rows left it: (table, index) -> the unit ("roce_v2 ::ffff:10.10.0.1"),
+// string ids.
+using GidTable = std::map<std::pair<uint32_t, int>, uint32_t>;
+
+// An address a queue pair may have been created with: RoCE v2, not the link-local default.
+bool address_gid(std::string_view detail) {
+  constexpr std::string_view kV2 = "roce_v2 ";
+  if (detail.substr(0, kV2.size()) != kV2) return false;
+  std::string_view a = detail.substr(kV2.size());
+  const bool link_local = a.size() >= 4 && (a[0] == 'f' || a[0] == 'F') && (a[1] == 'e' || a[1] == 'E') &&
+                          std::string_view("89abAB").find(a[2]) != std::string_view::npos;
+  return !a.empty() && !link_local;
+}
+
 struct Iteration {
   uint32_t run = 0;
   int number = 0;
@@ -217,6 +237,7 @@ class BreakdownPass {
     read_peers();
     read_history();
     read_edges();
+    read_gid_tables();
     write_rows();
     return std::move(out_);
   }
@@ -451,6 +472,54 @@ class BreakdownPass {
     }
   }
 
+  // The gid probe's rows: per pair and iteration the changes counted, and each index that held an
+  // address before the iteration's first GID change and does not hold it after its last.
+  void read_gid_tables() {
+    gid_.assign(iters_.size(), std::vector<GidState>(pairs_.size()));
+    std::vector<GidTable> now(pairs_.size()), before(pairs_.size());
+    std::vector<size_t> open(pairs_.size(), iters_.size());  // the iteration whose changes are read
+    for (size_t i = 0; i < ev_.size(); ++i) {
+      const Event& e = ev_[i];
+      if (!is_gid_kind(e.kind) && e.kind != Kind::kNeighChange) continue;
+      out_.has_gid = true;
+      if (pair_of_[i] < 0) continue;
+      const auto pi = static_cast<size_t>(pair_of_[i]);
+      GidState& g = gid_[iter_of_[i]][pi];
+      if (e.kind == Kind::kNeighChange) {
+        ++g.neigh_changes;
+        continue;
+      }
+      if (open[pi] != iter_of_[i]) {
+        close_gid_window(pi, open[pi], before[pi], now[pi]);
+        open[pi] = iter_of_[i];
+        before[pi] = now[pi];
+      }
+      const std::pair<uint32_t, int> key{e.table, static_cast<int>(e.value)};
+      if (e.kind == Kind::kGidRemoved) {
+        now[pi].erase(key);
+      } else {
+        now[pi][key] = e.detail;
+      }
+      if (e.kind != Kind::kGidInitial) ++g.gid_changes;
+    }
+    for (size_t pi = 0; pi < pairs_.size(); ++pi) close_gid_window(pi, open[pi], before[pi], now[pi]);
+  }
+
+  // The losses of pair pi in iteration ii: the address entries of `before` that `after` does not
+  // hold at the same index.
+  void close_gid_window(size_t pi, size_t ii, const GidTable& before, const GidTable& after) {
+    if (ii >= iters_.size()) return;
+    for (const auto& [key, held] : before) {
+      if (!address_gid(strs_.str(held))) continue;
+      auto at = after.find(key);
+      if (at != after.end() && at->second == held) continue;
+      GidLoss l{strs_.str(key.first), key.second, strs_.str(held), at == after.end() ? "" : strs_.str(at->second), {}};
+      for (const auto& [k2, d2] : after)
+        if (k2.first == key.first && d2 == held) l.moved_to = k2.second;
+      gid_[ii][pi].lost.push_back(std::move(l));
+    }
+  }
+
   static bool after_command(const Event& e, const Iteration& it) { return !it.issued || e.t_ns >= *it.issued; }
 
   // A live carrier bit reading of pair pi, `last` its previous one: the row's first down and the
@@ -541,6 +610,9 @@ class BreakdownPass {
     r.edges[kCarrierBitDown] = ps.bit_down;
     r.edges[kCarrierBitUp] = ps.bit_up;
     r.intent = intent_[ii][pi];
+    r.gid_changes = gid_[ii][pi].gid_changes;
+    r.neigh_changes = gid_[ii][pi].neigh_changes;
+    r.gid_lost = gid_[ii][pi].lost;
     RowFacts f = row_facts(ii, pi, r);
     std::optional<int64_t> capture_end = it.issued ? tl_.capture_lost_at(r.run, r.host) : std::nullopt;
     f.capture_lost = capture_end && *capture_end < *it.issued;
@@ -604,6 +676,7 @@ class BreakdownPass {
   std::vector<std::vector<Intent>> intent_;    // [iteration][pair]
   std::vector<std::vector<RdmaPeers>> peers_;  // [iteration][pair]
   std::vector<std::array<std::vector<std::pair<int64_t, int>>, kLayerCount>> history_;  // [pair][layer]
+  std::vector<std::vector<GidState>> gid_;                                              // [iteration][pair]
   Breakdown out_;
 };
 
@@ -647,6 +720,10 @@ void write_breakdown_csv(const Breakdown& b, std::ostream& out) {
   CsvWriter csv(out);
   auto columns = breakdown_columns();
   if (b.has_intents) columns.emplace_back("intent");
+  if (b.has_gid) {
+    columns.emplace_back("gid_changes");
+    columns.emplace_back("neigh_changes");
+  }
   csv.header(columns);
   for (const auto& r : b.rows) {
     std::vector<std::string> f = {r.run,       std::to_string(r.iteration), r.mapping, r.host,
@@ -657,6 +734,10 @@ void write_breakdown_csv(const Breakdown& b, std::ostream& out) {
       f.push_back(v ? format_ms(*v) : "");
     }
     if (b.has_intents) f.emplace_back(intent_name(r.intent));
+    if (b.has_gid) {
+      f.push_back(std::to_string(r.gid_changes));
+      f.push_back(std::to_string(r.neigh_changes));
+    }
     csv.row(f);
   }
   csv.flush();

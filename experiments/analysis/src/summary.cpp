@@ -115,6 +115,78 @@ nlohmann::ordered_json fault_json(const Localisation& l) {
   return j;
 }
 
+namespace {
+
+// "reconfiguration 2 (run r, mapping m)"
+std::string reconfiguration_name(const BreakdownRow& r) {
+  std::string where;
+  if (!r.run.empty()) where += "run " + r.run;
+  if (!r.mapping.empty()) where += (where.empty() ? "" : ", ") + std::string("mapping ") + r.mapping;
+  return fmt::format("reconfiguration {}{}", r.iteration, where.empty() ? "" : " (" + where + ")");
+}
+
+std::string gid_loss_text(const GidLoss& l) {
+  std::string after = l.now.empty() ? "now empty" : "now " + l.now;
+  after += l.moved_to ? fmt::format("; the address is at index {}", *l.moved_to) : "; the address is in no index";
+  return fmt::format("GID index {} of {} no longer holds {} ({})", l.index, l.table, l.held, after);
+}
+
+}  // namespace
+
+std::string gid_text(const Breakdown& b) {
+  size_t changes = 0, neigh = 0, flagged = 0;
+  std::string lines;
+  std::string last;  // the reconfiguration of the previous flag, counted once
+  for (const auto& r : b.rows) {
+    changes += static_cast<size_t>(r.gid_changes);
+    neigh += static_cast<size_t>(r.neigh_changes);
+    if (r.gid_lost.empty()) continue;
+    const std::string name = reconfiguration_name(r);
+    if (name != last) ++flagged;
+    last = name;
+    for (const auto& l : r.gid_lost)
+      lines += fmt::format("{}: {}/{} {}: a queue pair created with it sends from a GID that is gone\n", name, r.host,
+                           r.interface, gid_loss_text(l));
+  }
+  if (changes == 0) return "";
+  if (flagged == 0)
+    return fmt::format(
+        "GID tables: {} GID change(s), {} neighbour change(s); every GID index kept the address it held\n", changes,
+        neigh);
+  return fmt::format(
+             "GID tables: {} reconfiguration(s) left a GID index without the address it held ({} GID change(s), "
+             "{} neighbour change(s))\n",
+             flagged, changes, neigh) +
+         lines;
+}
+
+nlohmann::ordered_json gid_json(const Breakdown& b) {
+  nlohmann::ordered_json j;
+  int changes = 0, neigh = 0;
+  nlohmann::ordered_json flags = nlohmann::ordered_json::array();
+  for (const auto& r : b.rows) {
+    changes += r.gid_changes;
+    neigh += r.neigh_changes;
+    for (const auto& l : r.gid_lost) {
+      flags.push_back(
+          {{"run", r.run},
+           {"iteration", r.iteration},
+           {"mapping", r.mapping},
+           {"host", r.host},
+           {"interface", r.interface},
+           {"table", l.table},
+           {"index", l.index},
+           {"held", l.held},
+           {"now", l.now.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(l.now)},
+           {"moved_to", l.moved_to ? nlohmann::ordered_json(*l.moved_to) : nlohmann::ordered_json(nullptr)}});
+    }
+  }
+  j["gid_changes"] = changes;
+  j["neigh_changes"] = neigh;
+  j["flags"] = flags;
+  return j;
+}
+
 std::string summary_text(const Breakdown& b, const std::vector<ColumnSummary>& s, const SummaryContext& c) {
   auto n = status_counts(b);
   std::string t =
@@ -142,6 +214,7 @@ std::string summary_text(const Breakdown& b, const std::vector<ColumnSummary>& s
     }
   }
   t += "\n" + faults_text(faults_of(b, c), c.timeline);
+  if (auto g = gid_text(b); !g.empty()) t += "\n" + g;
   return t;
 }
 
@@ -180,6 +253,7 @@ nlohmann::ordered_json summary_json(const Breakdown& b, const std::vector<Column
   nlohmann::ordered_json faults = nlohmann::ordered_json::array();
   for (const auto& l : faults_of(b, c)) faults.push_back(fault_json(l));
   j["faults"] = faults;
+  if (b.has_gid) j["gid"] = gid_json(b);
   return j;
 }
 

@@ -78,6 +78,7 @@ bool classify(std::string_view source, std::string_view signal, Kind& kind) {
   switch (signal.size()) {
     case 3:
       if (signal == "ack" && source == "ocs") return kind = Kind::kAck, true;
+      if (signal == "gid" && source == "gid") return kind = Kind::kGidInitial, true;
       return false;
     case 4:
       if (signal != "link") return false;
@@ -95,13 +96,24 @@ bool classify(std::string_view source, std::string_view signal, Kind& kind) {
       if (signal == "stalled") return source == "rdma" && (kind = Kind::kStalled, true);
       if (signal == "resumed") return source == "rdma" && (kind = Kind::kResumed, true);
       return false;
+    case 9:
+      if (signal == "gid_added") return source == "gid" && (kind = Kind::kGidSet, true);
+      return false;
     case 11:
       // The live carrier bit the probe polls (docs/probes-carrier.md): when the driver changed
       // the carrier, give or take a poll interval, however late linkwatch announced it.
       if (signal == "carrier_bit") return source == "carrier" && (kind = Kind::kCarrierBit, true);
+      if (source != "gid") return false;
+      if (signal == "gid_changed") return kind = Kind::kGidSet, true;
+      if (signal == "gid_removed") return kind = Kind::kGidRemoved, true;
+      if (signal == "neigh_added") return kind = Kind::kNeighChange, true;
       return false;
     case 12:
       if (signal == "rx_power_dbm" && source == "rx_power") return kind = Kind::kRxPower, true;
+      return false;
+    case 13:
+      if ((signal == "neigh_removed" || signal == "neigh_changed") && source == "gid")
+        return kind = Kind::kNeighChange, true;
       return false;
     case 16:
       // A flap the kernel coalesced (its down and up reported as one change, e.g. by linkwatch's
@@ -150,7 +162,7 @@ class Parser {
     };
     const int c_t = col("t_ns", true), c_host = col("host", true), c_source = col("source", true),
               c_subject = col("subject", true), c_signal = col("signal", true), c_value = col("value", true);
-    const int c_run = col("run", false), c_iter = col("iteration", false);
+    const int c_run = col("run", false), c_iter = col("iteration", false), c_unit = col("unit", false);
     t.has_run = c_run >= 0;
     t.has_iteration = c_iter >= 0;
 
@@ -186,6 +198,11 @@ class Parser {
       std::string_view subject = fields_[c_subject];
       e.subject = t.strings.intern(kind == Kind::kCommand || kind == Kind::kAck ? subject : interface_of(subject));
       if (kind == Kind::kStalled || kind == Kind::kResumed) e.peer = t.strings.intern(peer_of(subject));
+      if (is_gid_kind(kind)) {
+        auto slash = subject.rfind('/');
+        e.table = t.strings.intern(slash == std::string_view::npos ? std::string_view() : subject.substr(0, slash));
+        if (c_unit >= 0) e.detail = t.strings.intern(fields_[c_unit]);
+      }
       if (c_run >= 0) e.run = t.strings.intern(fields_[c_run]);
       if (c_iter >= 0) e.iteration = number<int32_t>(fields_[c_iter], "iteration");
       t.events.push_back(e);

@@ -280,12 +280,12 @@ void parse_qp_matrix(const YamlDoc& doc, const YAML::Node& rdma, RdmaSpec& r) {
 
 void parse_probes(const YamlDoc& doc, const YAML::Node& probes, ExperimentSpec& spec) {
   if (!probes.IsMap()) throw config_error(doc, probes, "probes must be a map of probe name -> settings");
-  static const std::set<std::string> kKnown = {"carrier", "firmware", "rx_power", "heartbeat", "rdma"};
+  static const std::set<std::string> kKnown = {"carrier", "firmware", "gid", "rx_power", "heartbeat", "rdma"};
   for (const auto& kv : probes) {
     std::string name = as_string(doc, kv.first);
     if (!kKnown.count(name)) {
       throw config_error(doc, kv.first,
-                         "unknown probe '" + name + "' (known: carrier, firmware, heartbeat, rdma, rx_power)");
+                         "unknown probe '" + name + "' (known: carrier, firmware, gid, heartbeat, rdma, rx_power)");
     }
     const YAML::Node& v = kv.second;
     if (!v.IsNull() && !v.IsMap()) throw config_error(doc, v, "settings of probe '" + name + "' must be a map");
@@ -310,6 +310,8 @@ void parse_probes(const YamlDoc& doc, const YAML::Node& probes, ExperimentSpec& 
     }
     ProbeSpec p;
     p.name = name;
+    // A GID poll reads sysfs files and dumps the neighbour table: 100 ms unless the spec says.
+    if (name == "gid") p.interval_ms = 100;
     if (!v.IsNull()) {
       only_keys(doc, v, {"hosts", "interfaces", "interval_ms", "params"});
       if (v["hosts"]) {

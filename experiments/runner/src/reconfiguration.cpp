@@ -130,6 +130,14 @@ std::map<std::string, std::vector<agent::ProbeRequest>> probe_requests(const Exp
       }
       if (p.name == "heartbeat" && p.interfaces.empty()) r.interfaces.clear();
       r.params = json::parse(p.params_json);
+      if (p.name == "gid") {
+        // The GID probe watches one interface: one request per NIC.
+        for (const auto& itf : std::vector<std::string>(r.interfaces)) {
+          r.interfaces = {itf};
+          requests[h.name].push_back(r);
+        }
+        continue;
+      }
       requests[h.name].push_back(std::move(r));
     }
   }

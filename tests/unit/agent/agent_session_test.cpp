@@ -93,7 +93,7 @@ TEST_CASE("garbage gets an error reply and the session stays up", "[agent][sessi
   CHECK(h.pid == ::getpid());
   // This machine's clock state as adjtimex reports it (a container may run no sync daemon).
   CHECK((h.clock_sync.rfind("synchronized", 0) == 0 || h.clock_sync.rfind("unsynchronized", 0) == 0));
-  CHECK(h.probes == std::vector<std::string>{"carrier", "firmware", "heartbeat", "rdma", "rx_power"});
+  CHECK(h.probes == std::vector<std::string>{"carrier", "firmware", "gid", "heartbeat", "rdma", "rx_power"});
 }
 
 TEST_CASE("unsupported version, unknown probe, double start and fetch without capture are refused",
@@ -114,7 +114,7 @@ TEST_CASE("unsupported version, unknown probe, double start and fetch without ca
   CHECK(r.probes[0].available);
   CHECK_FALSE(r.probes[1].available);
   CHECK(r.probes[1].reason ==
-        "unknown probe 'no_such_probe' (this agent knows: carrier, firmware, heartbeat, rdma, rx_power)");
+        "unknown probe 'no_such_probe' (this agent knows: carrier, firmware, gid, heartbeat, rdma, rx_power)");
   CHECK_THROWS_WITH(client.start({heartbeat(50)}), Catch::Contains("probes already running"));
   auto st = client.status();
   CHECK(st["running"] == nlohmann::json::array({"heartbeat"}));

@@ -53,7 +53,7 @@ TEST_CASE("help for every command, usage errors exit 1", "[agent][cli]") {
     names.push_back(line.substr(0, line.find(' ')));
     CHECK((line.find(" can run here") != std::string::npos || line.find(" cannot run here: ") != std::string::npos));
   }
-  CHECK(names == std::vector<std::string>{"carrier", "firmware", "heartbeat", "rdma", "rx_power"});
+  CHECK(names == std::vector<std::string>{"carrier", "firmware", "gid", "heartbeat", "rdma", "rx_power"});
   CHECK(out.find("heartbeat  can run here") != std::string::npos);
   // On loopback: no transceiver to read, and the reason says so, naming the interface.
   CHECK(run({"probes", "--if", "lo"}, &out) == kExitOk);
@@ -201,7 +201,7 @@ TEST_CASE("capture writes the tidy CSV; an unknown probe is bad input", "[agent]
   CHECK(err.find("samples written to " + path) != std::string::npos);
 
   CHECK(run({"capture", "--probes", "heartbeat,warp_drive", "--duration", "0.1"}, nullptr, &err) == kExitInput);
-  CHECK(err.find("unknown probe 'warp_drive' (known: carrier, firmware, heartbeat, rdma, rx_power)") !=
+  CHECK(err.find("unknown probe 'warp_drive' (known: carrier, firmware, gid, heartbeat, rdma, rx_power)") !=
         std::string::npos);
   CHECK(run({"capture", "--probes", "heartbeat", "--interval-ms", "0"}, nullptr, &err) == kExitInput);
 }

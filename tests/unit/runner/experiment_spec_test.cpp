@@ -349,3 +349,17 @@ TEST_CASE("faults: bad entries are refused at file:line:col before anything runs
                       "faults:\n  - {kind: rank-killed, rank: 1, before_iteration: 1}\n"),
              Contains("test.yaml:") && Contains("rank-killed needs a phase-workload spec (it kills one of the job's ranks)"));
 }
+
+TEST_CASE("the gid probe is known to specs and polls every 100 ms unless the spec says", "[runner][spec]") {
+  auto s = parse(std::string(kLab) + kMaps + "probes: {carrier: {}, gid: {}}\n");
+  REQUIRE(s.probes.size() == 2);
+  CHECK(s.probes[0].name == "carrier");
+  CHECK(s.probes[0].interval_ms == 1);
+  CHECK(s.probes[1].name == "gid");
+  CHECK(s.probes[1].interval_ms == 100);
+  auto fast = parse(std::string(kLab) + kMaps + "probes: {gid: {interval_ms: 20, interfaces: [eth1]}}\n");
+  REQUIRE(fast.probes.size() == 1);
+  CHECK(fast.probes[0].interval_ms == 20);
+  CHECK_THAT(error_of(std::string(kLab) + kMaps + "probes: {gdi: {}}\n"),
+             Contains("unknown probe 'gdi' (known: carrier, firmware, gid, heartbeat, rdma, rx_power)"));
+}

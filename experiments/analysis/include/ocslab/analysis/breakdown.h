@@ -135,6 +135,18 @@ const std::array<const char*, kDurationCount>& duration_columns();  // "control_
 // BreakdownRow::awaited's bits.
 constexpr uint8_t kAwaitedLight = 1, kAwaitedFirmware = 2, kAwaitedCarrier = 4, kAwaitedRdma = 8;
 
+// A GID index that held an address of the interface before a reconfiguration and no longer
+// holds it after (docs/experiments.md, "GID and neighbour changes"): a queue pair created with
+// that index sends from a GID that is gone. Only RoCE v2 entries other than the link-local
+// default (fe80::/10) count: the GIDs ocslab's queue pairs are created with.
+struct GidLoss {
+  std::string table;  // "<device>/<port>" ("rxe_eth1/1")
+  int index = 0;
+  std::string held;             // what it held: "<type> <address>" ("roce_v2 ::ffff:10.10.0.1")
+  std::string now;              // what it holds after, "" when empty
+  std::optional<int> moved_to;  // the index of the same table that holds `held` after, if any
+};
+
 struct BreakdownRow {
   std::string run;
   int iteration = 0;
@@ -149,6 +161,10 @@ struct BreakdownRow {
   uint8_t awaited = 0;
   // kLost: the host's last heartbeat (its capture's end), before the command.
   std::optional<int64_t> capture_end_ns;
+  // The gid probe's rows in the reconfiguration's window: GID table changes (gid_added,
+  // gid_removed, gid_changed), neighbour changes, and the GID indexes that lost their address.
+  int gid_changes = 0, neigh_changes = 0;
+  std::vector<GidLoss> gid_lost;
 
   // ns, empty when either end is missing.
   std::optional<int64_t> duration_ns(Duration d) const;
@@ -197,6 +213,8 @@ struct Breakdown {
   // With intents: breakdown.csv gets a last column `intent`; where they came from (Intents::from).
   bool has_intents = false;
   std::string intents_from;
+  // The timeline has gid probe rows: breakdown.csv ends in `gid_changes`, `neigh_changes`.
+  bool has_gid = false;
 };
 
 // `intents`: what each reconfiguration meant to do to each port (docs/experiments.md,
@@ -204,7 +222,8 @@ struct Breakdown {
 Breakdown compute_breakdown(const Timeline& timeline, const BreakdownOptions& options = {},
                             const Intents* intents = nullptr);
 
-// All breakdown.csv columns, in order.
+// All breakdown.csv columns, in order, but the optional last ones (`intent`, then
+// `gid_changes` and `neigh_changes`).
 std::vector<std::string> breakdown_columns();
 // A duration in ms as written to breakdown.csv: exact to the nanosecond ("12.000345").
 std::string format_ms(int64_t ns);

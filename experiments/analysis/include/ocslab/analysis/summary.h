@@ -51,4 +51,11 @@ nlohmann::ordered_json fault_json(const Localisation& l);
 // "reconfiguration 2 (mapping full): h3/eth1 stopped at firmware; 3 of 4 port(s) resumed"
 std::string fault_headline(const Localisation& l);
 
+// The "GID tables" section of summary.txt: empty when the breakdown has no GID change at all;
+// one line when GIDs changed and every index kept the address it held; else a flag per
+// reconfiguration and row after which a GID index no longer holds its address (GidLoss).
+std::string gid_text(const Breakdown& b);
+// summary.json's `gid` (only with Breakdown::has_gid): the counts and the flags.
+nlohmann::ordered_json gid_json(const Breakdown& b);
+
 }  // namespace ocslab::analysis

@@ -26,8 +26,15 @@ enum class Kind : uint8_t {
   kStalled,        // rdma stalled
   kResumed,        // rdma resumed
   kCarrierBit,     // carrier carrier_bit (and carrier_bit_inferred): the polled live bit
+  kGidInitial,     // gid gid: an entry of the GID table when the probe started (no change)
+  kGidSet,         // gid gid_added, gid_changed: the index now holds the row's GID
+  kGidRemoved,     // gid gid_removed: the index no longer holds the row's GID
+  kNeighChange,    // gid neigh_added, neigh_removed, neigh_changed
 };
-constexpr int kKindCount = 11;
+constexpr int kKindCount = 15;
+
+// A GID-table kind (kGidInitial, kGidSet, kGidRemoved).
+constexpr bool is_gid_kind(Kind k) { return k == Kind::kGidInitial || k == Kind::kGidSet || k == Kind::kGidRemoved; }
 
 // Strings interned to dense ids; id 0 is always the empty string.
 class StringTable {
@@ -57,6 +64,10 @@ struct Event {
   int32_t iteration = -1;  // -1 without an iteration column
   Kind kind = Kind::kCommand;
   uint32_t line = 0;  // line of the file (1 = header)
+  // GID rows (is_gid_kind): the table, the subject before its interface ("rxe_eth1/1"), and the
+  // unit, the GID's type and address ("roce_v2 ::ffff:10.10.0.1"); string ids, "" otherwise.
+  uint32_t table = 0;
+  uint32_t detail = 0;
 };
 
 struct Timeline {
