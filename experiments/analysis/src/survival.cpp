@@ -79,6 +79,17 @@ struct Light {
 
 // (run, host, subject or interface)
 using StreamKey = std::tuple<std::string, std::string, std::string>;
+using StreamView = std::tuple<std::string_view, std::string_view, std::string_view>;
+// Orders keys and finds them by views (clang's tuple will not compare string with string_view).
+struct StreamLess {
+  using is_transparent = void;
+  static StreamView view(const StreamKey& k) { return {std::get<0>(k), std::get<1>(k), std::get<2>(k)}; }
+  static StreamView view(const StreamView& v) { return v; }
+  template <class A, class B>
+  bool operator()(const A& a, const B& b) const {
+    return view(a) < view(b);
+  }
+};
 
 // A stall: from the last good completion to the resume (or the next stall, or never).
 struct Gap {
@@ -100,10 +111,10 @@ class Collector {
     if (text.find(":t") == std::string_view::npos && text.find("ocs") == std::string_view::npos &&
         text.find("emulator") == std::string_view::npos)
       return;
-    fields_ = split_csv_line(text);
+    split(text);
     if (fields_.size() != ncols_)
       throw ConfigError(fmt::format("{}:{}: {} field(s), the header has {}", name_, lineno, fields_.size(), ncols_));
-    const std::string& source = fields_[c_source_];
+    const std::string_view source = fields_[c_source_];
     if (source == "ocs") return ocs_row(lineno);
     if (source == "emulator") return light_row(lineno);
     if (source == "rdma") return rdma_row(lineno);
@@ -138,7 +149,7 @@ class Collector {
 
   template <class T>
   T number(int column, const char* what, uint32_t lineno) const {
-    const std::string& s = fields_[column];
+    const std::string_view s = fields_[column];
     T v{};
     auto r = std::from_chars(s.data(), s.data() + s.size(), v);
     if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size())
@@ -150,12 +161,28 @@ class Collector {
     return v;
   }
 
-  std::string run() const { return c_run_ >= 0 ? fields_[c_run_] : std::string(); }
+  std::string_view run() const { return c_run_ >= 0 ? fields_[c_run_] : std::string_view(); }
+
+  // The row's fields as views: of the line itself when it has no quote (the bulk, without an
+  // allocation per field), else of split_csv_line's unquoted copies.
+  void split(std::string_view text) {
+    fields_.clear();
+    if (text.find('"') == std::string_view::npos) {
+      for (size_t from = 0;;) {
+        size_t comma = text.find(',', from);
+        fields_.push_back(text.substr(from, comma == std::string_view::npos ? comma : comma - from));
+        if (comma == std::string_view::npos) return;
+        from = comma + 1;
+      }
+    }
+    owned_ = split_csv_line(text);
+    for (const auto& f : owned_) fields_.push_back(f);
+  }
 
   void ocs_row(uint32_t lineno) {
-    const std::string& signal = fields_[c_signal_];
-    const std::string& subject = fields_[c_subject_];
-    if ((signal != "command" && signal != "ack") || subject.rfind(kOutagePrefix, 0) != 0) return;
+    const std::string_view signal = fields_[c_signal_];
+    const std::string_view subject = fields_[c_subject_];
+    if ((signal != "command" && signal != "ack") || subject.substr(0, kOutagePrefix.size()) != kOutagePrefix) return;
     std::string_view ms(subject);
     ms.remove_prefix(kOutagePrefix.size());
     double planned = -1;
@@ -164,7 +191,7 @@ class Collector {
         !(planned > 0) || !std::isfinite(planned))
       throw ConfigError(fmt::format("{}:{}: outage subject '{}' is not outage-<positive length>ms", name_, lineno,
                                     subject));
-    std::vector<Command>& cmds = commands_[run()];
+    std::vector<Command>& cmds = commands_[std::string(run())];
     const int64_t t = number<int64_t>(c_t_, "t_ns", lineno);
     const double value = number<double>(c_value_, "value", lineno);
     if (signal == "ack") {
@@ -176,7 +203,7 @@ class Collector {
       return;
     }
     Command c{c_iter_ >= 0 ? number<int>(c_iter_, "iteration", lineno) : static_cast<int>(cmds.size()) + 1,
-              planned, t, subject, std::nullopt, lineno};
+              planned, t, std::string(subject), std::nullopt, lineno};
     for (const auto& other : cmds)
       if (other.iteration == c.iteration)
         throw ConfigError(fmt::format("{}:{}: a second outage in iteration {} (the first at line {})", name_, lineno,
@@ -186,22 +213,25 @@ class Collector {
 
   void light_row(uint32_t lineno) {
     if (fields_[c_signal_] != "light") return;
-    auto& v = lights_[{run(), fields_[c_host_], fields_[c_subject_]}];
+    auto& v = lights_[{std::string(run()), std::string(fields_[c_host_]), std::string(fields_[c_subject_])}];
     v.push_back({number<int64_t>(c_t_, "t_ns", lineno), number<double>(c_value_, "value", lineno) != 0, lineno});
   }
 
   void rdma_row(uint32_t lineno) {
-    const std::string& subject = fields_[c_subject_];
-    std::optional<SurvivalSubject> s;
-    try {
-      s = parse_survival_subject(subject);
-    } catch (const Error& e) {
-      throw ConfigError(fmt::format("{}:{}: {}", name_, lineno, e.what()));
+    const std::string_view subject = fields_[c_subject_], host = fields_[c_host_];
+    auto it = probes_.find(StreamView{run(), host, subject});  // no allocation for a known probe
+    if (it == probes_.end()) {
+      std::optional<SurvivalSubject> s;
+      try {
+        s = parse_survival_subject(subject);
+      } catch (const Error& e) {
+        throw ConfigError(fmt::format("{}:{}: {}", name_, lineno, e.what()));
+      }
+      if (!s) return;
+      it = probes_.emplace(StreamKey{std::string(run()), std::string(host), std::string(subject)}, Probe{std::move(*s), {}})
+               .first;
     }
-    if (!s) return;
-    auto [it, fresh] = probes_.try_emplace({run(), fields_[c_host_], subject});
-    if (fresh) it->second.subject = std::move(*s);
-    const std::string& signal = fields_[c_signal_];
+    const std::string_view signal = fields_[c_signal_];
     ProbeSignal sig;
     if (signal == "stalled")
       sig = ProbeSignal::kStalled;
@@ -225,10 +255,11 @@ class Collector {
   size_t ncols_ = 0;
   int c_t_ = -1, c_host_ = -1, c_source_ = -1, c_subject_ = -1, c_signal_ = -1, c_value_ = -1, c_run_ = -1,
       c_iter_ = -1;
-  std::vector<std::string> fields_;
+  std::vector<std::string_view> fields_;
+  std::vector<std::string> owned_;  // a quoted row's fields
   std::map<std::string, std::vector<Command>> commands_;  // per run, in file order
   std::map<StreamKey, std::vector<Light>> lights_;         // (run, host, interface)
-  std::map<StreamKey, Probe> probes_;                      // (run, host, subject)
+  std::map<StreamKey, Probe, StreamLess> probes_;         // (run, host, subject)
 };
 
 // The probe's stalls, from its events sorted by time.
