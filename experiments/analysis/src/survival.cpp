@@ -189,8 +189,8 @@ class Collector {
     auto r = std::from_chars(ms.data(), ms.data() + ms.size(), planned);
     if (ms.size() < 3 || r.ec != std::errc() || std::string_view(r.ptr, ms.data() + ms.size() - r.ptr) != "ms" ||
         !(planned > 0) || !std::isfinite(planned))
-      throw ConfigError(fmt::format("{}:{}: outage subject '{}' is not outage-<positive length>ms", name_, lineno,
-                                    subject));
+      throw ConfigError(
+          fmt::format("{}:{}: outage subject '{}' is not outage-<positive length>ms", name_, lineno, subject));
     std::vector<Command>& cmds = commands_[std::string(run())];
     const int64_t t = number<int64_t>(c_t_, "t_ns", lineno);
     const double value = number<double>(c_value_, "value", lineno);
@@ -203,7 +203,11 @@ class Collector {
       return;
     }
     Command c{c_iter_ >= 0 ? number<int>(c_iter_, "iteration", lineno) : static_cast<int>(cmds.size()) + 1,
-              planned, t, std::string(subject), std::nullopt, lineno};
+              planned,
+              t,
+              std::string(subject),
+              std::nullopt,
+              lineno};
     for (const auto& other : cmds)
       if (other.iteration == c.iteration)
         throw ConfigError(fmt::format("{}:{}: a second outage in iteration {} (the first at line {})", name_, lineno,
@@ -228,8 +232,10 @@ class Collector {
         throw ConfigError(fmt::format("{}:{}: {}", name_, lineno, e.what()));
       }
       if (!s) return;
-      it = probes_.emplace(StreamKey{std::string(run()), std::string(host), std::string(subject)}, Probe{std::move(*s), {}})
-               .first;
+      it =
+          probes_
+              .emplace(StreamKey{std::string(run()), std::string(host), std::string(subject)}, Probe{std::move(*s), {}})
+              .first;
     }
     const std::string_view signal = fields_[c_signal_];
     ProbeSignal sig;
@@ -246,8 +252,8 @@ class Collector {
     it->second.events.push_back({number<int64_t>(c_t_, "t_ns", lineno), sig, lineno});
   }
 
-  void row_for(Survival& s, const std::string& run, const std::vector<Command>& cmds, size_t k,
-               const StreamKey& key, Probe& probe, const std::vector<Gap>& gaps);
+  void row_for(Survival& s, const std::string& run, const std::vector<Command>& cmds, size_t k, const StreamKey& key,
+               Probe& probe, const std::vector<Gap>& gaps);
 
   std::string name_;
   SurvivalOptions options_;
@@ -256,9 +262,9 @@ class Collector {
   int c_t_ = -1, c_host_ = -1, c_source_ = -1, c_subject_ = -1, c_signal_ = -1, c_value_ = -1, c_run_ = -1,
       c_iter_ = -1;
   std::vector<std::string_view> fields_;
-  std::vector<std::string> owned_;  // a quoted row's fields
+  std::vector<std::string> owned_;                        // a quoted row's fields
   std::map<std::string, std::vector<Command>> commands_;  // per run, in file order
-  std::map<StreamKey, std::vector<Light>> lights_;         // (run, host, interface)
+  std::map<StreamKey, std::vector<Light>> lights_;        // (run, host, interface)
   std::map<StreamKey, Probe, StreamLess> probes_;         // (run, host, subject)
 };
 
@@ -481,21 +487,30 @@ std::optional<SurvivalSubject> parse_survival_subject(std::string_view subject) 
 
 const char* outcome_name(Outcome o) {
   switch (o) {
-    case Outcome::kSurvived: return "survived";
-    case Outcome::kErrored: return "errored";
-    case Outcome::kStalled: return "stalled";
-    case Outcome::kUntouched: return "untouched";
-    case Outcome::kNotApplied: return "not_applied";
+    case Outcome::kSurvived:
+      return "survived";
+    case Outcome::kErrored:
+      return "errored";
+    case Outcome::kStalled:
+      return "stalled";
+    case Outcome::kUntouched:
+      return "untouched";
+    case Outcome::kNotApplied:
+      return "not_applied";
   }
   return "?";
 }
 
 const char* verdict_name(Verdict v) {
   switch (v) {
-    case Verdict::kAgrees: return "agrees";
-    case Verdict::kDisagrees: return "disagrees";
-    case Verdict::kUndetermined: return "undetermined";
-    case Verdict::kNotMonotone: return "not monotone";
+    case Verdict::kAgrees:
+      return "agrees";
+    case Verdict::kDisagrees:
+      return "disagrees";
+    case Verdict::kUndetermined:
+      return "undetermined";
+    case Verdict::kNotMonotone:
+      return "not monotone";
   }
   return "?";
 }
@@ -568,8 +583,8 @@ void write_survival_csv(const Survival& s, std::ostream& out) {
 
 void write_survival_matrix_csv(const Survival& s, std::ostream& out) {
   CsvWriter w(out, "survival_matrix.csv");
-  w.header({"timeout", "retry_cnt", "outage_ms", "survived", "errored", "stalled", "untouched",
-            "predicted_boundary_ms", "softroce_boundary_ms"});
+  w.header({"timeout", "retry_cnt", "outage_ms", "survived", "errored", "stalled", "untouched", "predicted_boundary_ms",
+            "softroce_boundary_ms"});
   for (const auto& set : s.settings)
     for (const auto& p : set.points)
       w.row({std::to_string(set.timeout), std::to_string(set.retry_cnt), ms_text(p.outage_ms),
@@ -581,8 +596,8 @@ void write_survival_matrix_csv(const Survival& s, std::ostream& out) {
 std::string survival_summary(const Survival& s) {
   std::string grid;
   for (double ms : s.grid) grid += (grid.empty() ? "" : ", ") + ms_text(ms);
-  std::string out = fmt::format("survival     {} outage(s) of {} ms; {} setting(s), {} probe(s), {} row(s)",
-                                s.outages, grid.empty() ? "no" : grid, s.settings.size(), s.probes, s.rows.size());
+  std::string out = fmt::format("survival     {} outage(s) of {} ms; {} setting(s), {} probe(s), {} row(s)", s.outages,
+                                grid.empty() ? "no" : grid, s.settings.size(), s.probes, s.rows.size());
   if (s.not_applied) out += fmt::format("; {} outage(s) not applied (ack 0), left out", s.not_applied);
   out += "\n";
   std::string disagree, soft_disagree, other;
@@ -590,12 +605,12 @@ std::string survival_summary(const Survival& s) {
   for (const auto& set : s.settings) {
     size_t stalled = 0;
     for (const auto& p : set.points) stalled += p.stalled;
-    out += fmt::format("{}: {}, {}; predicted {} (Soft-RoCE {} at HZ={}): {}", set.label(),
-                       set.longest_survived_ms ? "survives <= " + ms_text(*set.longest_survived_ms) + " ms"
-                                               : std::string("survives no length"),
-                       set.shortest_errored_ms ? "errors >= " + ms_text(*set.shortest_errored_ms) + " ms"
-                                               : std::string("no errors"),
-                       bound_text(set.predicted_ms), bound_text(set.softroce_ms), s.hz, verdict_name(set.verdict));
+    out += fmt::format(
+        "{}: {}, {}; predicted {} (Soft-RoCE {} at HZ={}): {}", set.label(),
+        set.longest_survived_ms ? "survives <= " + ms_text(*set.longest_survived_ms) + " ms"
+                                : std::string("survives no length"),
+        set.shortest_errored_ms ? "errors >= " + ms_text(*set.shortest_errored_ms) + " ms" : std::string("no errors"),
+        bound_text(set.predicted_ms), bound_text(set.softroce_ms), s.hz, verdict_name(set.verdict));
     if (set.softroce_verdict != set.verdict) out += fmt::format(" (Soft-RoCE: {})", verdict_name(set.softroce_verdict));
     if (stalled) out += fmt::format("; {} row(s) stalled to the end", stalled);
     out += "\n";

@@ -48,7 +48,9 @@ std::string survival_timeline() {
   const double planned[] = {5, 20, 50, 5, 20, 50, 20};
   std::vector<OutageRow> rows;
   auto add = [&](int64_t t, std::string host, std::string source, std::string subject, std::string signal,
-                 std::string value, int k) { rows.push_back({t, host, source, subject, signal, value, k}); };
+                 std::string value, int k) {
+    rows.push_back({t, host, source, subject, signal, value, k});
+  };
   for (int k = 1; k <= 7; ++k) {
     const int64_t c = outage_command_at(k), lost = c + 2 * kSurvMs;
     const auto dark = static_cast<int64_t>(planned[k - 1] * kSurvMs) + kSurvMs / 4;
@@ -90,8 +92,8 @@ std::string survival_timeline() {
   std::stable_sort(rows.begin(), rows.end(), [](const OutageRow& a, const OutageRow& b) { return a.t < b.t; });
   std::string text = "t_ns,host,source,subject,signal,value,unit,run,iteration\n";
   for (const auto& r : rows)
-    text += fmt::format("{},{},{},{},{},{},,surv,{}\n", r.t, r.host, r.source, r.subject, r.signal, r.value,
-                        r.iteration);
+    text +=
+        fmt::format("{},{},{},{},{},{},,surv,{}\n", r.t, r.host, r.source, r.subject, r.signal, r.value, r.iteration);
   return text;
 }
 
@@ -115,10 +117,10 @@ TEST_CASE("Soft-RoCE rounds the ACK timeout down to whole jiffies, at least one"
   // HZ=250: a jiffy is 4 ms.
   CHECK(softroce_survivable_outage_ns(12, 1) == 16 * kSurvMs);  // 16.777216 ms -> 4 jiffies
   CHECK(softroce_survivable_outage_ns(12, 2) == 32 * kSurvMs);
-  CHECK(softroce_survivable_outage_ns(10, 1) == 4 * kSurvMs);   // 4.194304 ms -> 1 jiffy
-  CHECK(softroce_survivable_outage_ns(2, 1) == 4 * kSurvMs);    // 16.384 us -> 0 jiffies -> at least 1
+  CHECK(softroce_survivable_outage_ns(10, 1) == 4 * kSurvMs);  // 4.194304 ms -> 1 jiffy
+  CHECK(softroce_survivable_outage_ns(2, 1) == 4 * kSurvMs);   // 16.384 us -> 0 jiffies -> at least 1
   CHECK(softroce_survivable_outage_ns(2, 3) == 12 * kSurvMs);
-  CHECK(softroce_survivable_outage_ns(12, 0) == 0);         // survives no outage, as on hardware
+  CHECK(softroce_survivable_outage_ns(12, 0) == 0);  // survives no outage, as on hardware
   // HZ=1000: 1 ms jiffies; HZ=100: 10 ms; HZ=300: 3.333 ms, 16.777216 ms -> 5 jiffies.
   CHECK(softroce_survivable_outage_ns(12, 1, 1000) == 16 * kSurvMs);
   CHECK(softroce_survivable_outage_ns(10, 2, 1000) == 8 * kSurvMs);
@@ -230,13 +232,13 @@ TEST_CASE("the matrix: counts per length, measured and predicted boundaries, agr
 TEST_CASE("a prediction agrees within one grid step of the measured interval", "[survival]") {
   const std::vector<double> grid{5, 20, 50, 100};
   CHECK(judge_boundary(grid, 20, 50, 33.5) == Verdict::kAgrees);
-  CHECK(judge_boundary(grid, 20, 50, 5) == Verdict::kAgrees);     // one step under 20
-  CHECK(judge_boundary(grid, 20, 50, 100) == Verdict::kAgrees);   // one step over 50
+  CHECK(judge_boundary(grid, 20, 50, 5) == Verdict::kAgrees);    // one step under 20
+  CHECK(judge_boundary(grid, 20, 50, 100) == Verdict::kAgrees);  // one step over 50
   CHECK(judge_boundary(grid, 20, 50, 4.9) == Verdict::kDisagrees);
   CHECK(judge_boundary(grid, 20, 50, 100.1) == Verdict::kDisagrees);
-  CHECK(judge_boundary(grid, 100, std::nullopt, 60) == Verdict::kAgrees);   // no errors: at least 50
+  CHECK(judge_boundary(grid, 100, std::nullopt, 60) == Verdict::kAgrees);  // no errors: at least 50
   CHECK(judge_boundary(grid, 100, std::nullopt, 40) == Verdict::kDisagrees);
-  CHECK(judge_boundary(grid, std::nullopt, 5, 19) == Verdict::kAgrees);     // errors everywhere
+  CHECK(judge_boundary(grid, std::nullopt, 5, 19) == Verdict::kAgrees);  // errors everywhere
   CHECK(judge_boundary(grid, std::nullopt, 5, 21) == Verdict::kDisagrees);
   CHECK(judge_boundary(grid, 100, std::nullopt, std::nullopt) == Verdict::kAgrees);  // unbounded, no errors
   CHECK(judge_boundary(grid, 20, 100, std::nullopt) == Verdict::kDisagrees);
@@ -246,9 +248,7 @@ TEST_CASE("a prediction agrees within one grid step of the measured interval", "
 
 TEST_CASE("survival.csv and survival_matrix.csv, written next to the timeline", "[survival]") {
   Dir dir;
-  {
-    std::ofstream(dir.path + "/timeline.csv") << survival_timeline();
-  }
+  { std::ofstream(dir.path + "/timeline.csv") << survival_timeline(); }
   auto summary = write_survival(dir.path);
   REQUIRE(summary);
   CHECK_THAT(*summary, Contains("disagreements: t10 r1"));
@@ -280,10 +280,9 @@ TEST_CASE("survival.csv and survival_matrix.csv, written next to the timeline", 
 TEST_CASE("a timeline without survival probes writes no survival files", "[survival]") {
   Dir dir;
   {
-    std::ofstream(dir.path + "/timeline.csv")
-        << "t_ns,host,source,subject,signal,value,unit,run,iteration\n"
-           "1,switch,ocs,map-1,command,1,,r,1\n"
-           "2,h1,rdma,rxe_eth1/eth1@h2,stalled,1,bool,r,1\n";
+    std::ofstream(dir.path + "/timeline.csv") << "t_ns,host,source,subject,signal,value,unit,run,iteration\n"
+                                                 "1,switch,ocs,map-1,command,1,,r,1\n"
+                                                 "2,h1,rdma,rxe_eth1/eth1@h2,stalled,1,bool,r,1\n";
   }
   CHECK_FALSE(write_survival(dir.path));
   CHECK_FALSE(std::filesystem::exists(dir.path + "/survival.csv"));
@@ -313,8 +312,7 @@ TEST_CASE("malformed survival rows are named by file:line", "[survival]") {
   CHECK(fails(head + "1,switch,ocs,outage-5ms,command,1,,r,1\n2,switch,ocs,outage-5ms,command,1,,r,1\n") ==
         "x.csv:3: a second outage in iteration 1 (the first at line 2)");
   CHECK(fails(head + "1,h1,rdma,rxe0/eth1@h2:t12r2,stalled,1\n") == "x.csv:2: 6 field(s), the header has 9");
-  CHECK(fails(head + "abc,h1,rdma,rxe0/eth1@h2:t12r2,stalled,1,,r,1\n") ==
-        "x.csv:2: bad number 'abc' in column t_ns");
+  CHECK(fails(head + "abc,h1,rdma,rxe0/eth1@h2:t12r2,stalled,1,,r,1\n") == "x.csv:2: bad number 'abc' in column t_ns");
   CHECK_THAT(fails(head + "1,h1,rdma,rxe0/eth1@h2:t40r2,stalled,1,,r,1\n"),
              Contains("x.csv:2: survival probe 'rxe0/eth1@h2:t40r2': timeout must be in [0, 31]"));
   CHECK(fails(head + "1,h1,emulator,eth1,light,x,,r,1\n") == "x.csv:2: bad number 'x' in column value");

@@ -61,8 +61,8 @@ const char* outcome_name(Outcome o);  // "survived", "errored", "stalled", "unto
 struct SurvivalRow {
   std::string run;
   int iteration = 0;
-  double outage_ms = 0;            // planned (the command's subject)
-  std::optional<double> dark_ms;   // the NIC's light 0 -> 1 in this iteration
+  double outage_ms = 0;           // planned (the command's subject)
+  std::optional<double> dark_ms;  // the NIC's light 0 -> 1 in this iteration
   std::string host, interface, peer, device;
   int timeout = 0, retry_cnt = 0;
   bool predicted_survive = false;  // survives_outage(timeout, retry_cnt, planned)
@@ -75,7 +75,7 @@ struct SurvivalRow {
 
 // Where a prediction stands against the measured boundary.
 enum class Verdict {
-  kAgrees,        // within [longest survived, shortest errored], widened by one grid step each side
+  kAgrees,  // within [longest survived, shortest errored], widened by one grid step each side
   kDisagrees,
   kUndetermined,  // no length where every row survived, none where any errored
   kNotMonotone,   // a length errored below one where every row survived
@@ -92,10 +92,10 @@ struct SurvivalPoint {
 // and the predicted ones (nullopt: unbounded).
 struct SurvivalSetting {
   int timeout = 0, retry_cnt = 0;
-  std::vector<SurvivalPoint> points;                  // one per grid length, ascending
-  std::optional<double> longest_survived_ms;          // every row survived or was untouched
-  std::optional<double> shortest_errored_ms;          // any row errored
-  std::optional<double> predicted_ms, softroce_ms;    // retry_cnt x T; Soft-RoCE's
+  std::vector<SurvivalPoint> points;                // one per grid length, ascending
+  std::optional<double> longest_survived_ms;        // every row survived or was untouched
+  std::optional<double> shortest_errored_ms;        // any row errored
+  std::optional<double> predicted_ms, softroce_ms;  // retry_cnt x T; Soft-RoCE's
   Verdict verdict = Verdict::kUndetermined, softroce_verdict = Verdict::kUndetermined;
   std::string label() const;  // "t12 r2"
 };
@@ -107,10 +107,10 @@ struct SurvivalOptions {
 struct Survival {
   std::string path;
   int hz = kDefaultSoftRoceHz;
-  size_t probes = 0;                  // survival probe streams (run x host x subject)
+  size_t probes = 0;  // survival probe streams (run x host x subject)
   size_t outages = 0, not_applied = 0;
-  std::vector<double> grid;           // the planned lengths, sorted, unique
-  std::vector<SurvivalRow> rows;      // by run, iteration, host, subject
+  std::vector<double> grid;               // the planned lengths, sorted, unique
+  std::vector<SurvivalRow> rows;          // by run, iteration, host, subject
   std::vector<SurvivalSetting> settings;  // by timeout, retry_cnt
 };
 
