@@ -11,6 +11,9 @@
                 communication phases, the switching time as a vertical line (Opus Fig. 4)
   sweep.png     (sweep.csv) step time vs switching latency per mode, error bars over the
                 repetitions, the analytical estimate dashed, native as a horizontal line
+  survival.png  (survival_matrix.csv, the outages experiment) per queue-pair setting and
+                planned outage length, the share of rows that survived (green) or errored
+                (red); each setting's predicted boundary marked between the columns
 
 Usage: ocslab_plot.py FOLDER [--iteration N] [--format png|svg] [--describe] [--dark-dbm DBM]
 
@@ -1043,6 +1046,127 @@ def draw_sweep(plt, sweep, run, path):
     return {"file": path, "size_px": [w, h], "log_x": log_x, **sweep}
 
 
+# ---------------------------------------------------------------------------------------------
+# The survival experiment: survival.png from survival_matrix.csv
+
+
+SURVIVAL_COLUMNS = ["timeout", "retry_cnt", "outage_ms", "survived", "errored", "stalled", "untouched",
+                    "predicted_boundary_ms", "softroce_boundary_ms"]
+SURVIVAL_ROW_PX = 60
+
+
+def categorical_x(grid, ms):
+    """Where `ms` lies on a categorical axis whose column k (centred at x = k) is grid[k]: linear
+    between neighbouring columns, from the left edge (x = -0.5, 0 ms) to the first column, and at
+    the right edge (x = n - 0.5) beyond the last or unbounded (None)."""
+    n = len(grid)
+    if ms is None or ms > grid[-1]:
+        return n - 0.5
+    if ms <= grid[0]:
+        return -0.5 + 0.5 * ms / grid[0] if grid[0] > 0 else 0.0
+    for k in range(n - 1):
+        if grid[k] <= ms <= grid[k + 1]:
+            return k + (ms - grid[k]) / (grid[k + 1] - grid[k])
+    return n - 0.5
+
+
+def survival_series(folder):
+    """survival_matrix.csv: the sorted planned lengths and per setting (by timeout, retry_cnt)
+    the share of its rows that survived or were untouched per length (None without rows), its
+    counts, and both predicted boundaries (None: unbounded) with their positions on the axis."""
+    path = os.path.join(folder, "survival_matrix.csv")
+    rows, _ = read_csv(path, SURVIVAL_COLUMNS)
+    grid = sorted({parse_float(path, r, "outage_ms") for r in rows})
+    settings = {}
+    for r in rows:
+        key = (parse_int(path, r, "timeout"), parse_int(path, r, "retry_cnt"))
+        s = settings.setdefault(key, {"label": f"t{key[0]} r{key[1]}", "counts": {},
+                                      "predicted_ms": parse_float(path, r, "predicted_boundary_ms", True),
+                                      "softroce_ms": parse_float(path, r, "softroce_boundary_ms", True)})
+        s["counts"][parse_float(path, r, "outage_ms")] = {c: parse_int(path, r, c) for c in
+                                                          ("survived", "errored", "stalled", "untouched")}
+    series = []
+    for key in sorted(settings):
+        s = settings[key]
+        fractions, counts = [], []
+        for ms in grid:
+            c = s["counts"].get(ms, {"survived": 0, "errored": 0, "stalled": 0, "untouched": 0})
+            total = sum(c.values())
+            fractions.append(round((c["survived"] + c["untouched"]) / total, 3) if total else None)
+            counts.append(c)
+        series.append({"label": s["label"], "fractions": fractions, "counts": counts,
+                       "predicted_ms": s["predicted_ms"], "softroce_ms": s["softroce_ms"],
+                       "predicted_x": round(categorical_x(grid, s["predicted_ms"]), 3) if grid else None,
+                       "softroce_x": round(categorical_x(grid, s["softroce_ms"]), 3) if grid else None})
+    return {"grid_ms": grid, "settings": series}
+
+
+def draw_survival(plt, survival, run, path):
+    """A heatmap: x the planned outage lengths (categorical, sorted), y the settings, colour the
+    share of rows that survived (green) or errored (red), each cell's counts written in it; each
+    row's predicted boundary a black bar at its place between the columns, Soft-RoCE's dashed."""
+    from matplotlib.colors import LinearSegmentedColormap
+    from matplotlib.lines import Line2D
+    grid, series = survival["grid_ms"], survival["settings"]
+    n_rows = max(1, len(series))
+    w = PLOT_WIDTH_PX
+    below = PLOT_BOTTOM_PX + LEGEND_ROW_PX
+    h = PLOT_TOP_PX + max(4, n_rows) * SURVIVAL_ROW_PX + below
+    fig, ax = plt.subplots(figsize=(w / DPI, h / DPI), dpi=DPI)
+    fig.subplots_adjust(left=0.13, right=0.9, top=1 - PLOT_TOP_PX / h, bottom=below / h)
+    cmap = LinearSegmentedColormap.from_list("survival", ["#d62728", "#f2e394", "#2ca02c"])
+    cmap.set_bad("#eeeeee")
+    data = [[float("nan") if f is None else f for f in s["fractions"]] for s in series] or [[float("nan")]]
+    image = ax.imshow(data, cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+    for y, s in enumerate(series):
+        for x, c in enumerate(s["counts"]):
+            total = sum(c.values())
+            if total:
+                ax.text(x, y, f"{c['survived'] + c['untouched']}/{total}", ha="center", va="center", fontsize=8)
+        for key, ls, dy in (("predicted", "-", -0.25), ("softroce", (0, (3, 2)), 0.25)):
+            x = s[key + "_x"]
+            if x is None:
+                continue
+            ax.plot([x, x], [y - 0.45, y + 0.45], color="#000000", lw=2.2, ls=ls)
+            if x >= len(grid) - 0.5:  # beyond the longest length, or unbounded: say which
+                ms = s[key + "_ms"]
+                ax.text(x - 0.03, y + dy, "unbounded" if ms is None else f"{ms:g} ms", ha="right", va="center",
+                        fontsize=7)
+    ax.set_xticks(range(len(grid)))
+    ax.set_xticklabels([f"{ms:g}" for ms in grid])
+    ax.set_yticks(range(len(series)))
+    ax.set_yticklabels([s["label"] for s in series])
+    ax.set_xlim(-0.5, max(0, len(grid) - 1) + 0.5)
+    ax.set_xlabel("planned outage (ms)")
+    ax.set_ylabel("queue-pair setting (timeout, retry_cnt)")
+    bar = fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02)
+    bar.set_label("share survived or untouched")
+    ax.legend(handles=[Line2D([], [], color="#000000", lw=2.2, label="predicted boundary (retry_cnt x T)"),
+                       Line2D([], [], color="#000000", lw=2.2, ls=(0, (3, 2)), label="Soft-RoCE boundary")],
+              loc="lower center", bbox_to_anchor=(0.5, -below / (h - PLOT_TOP_PX - below)), ncol=2, fontsize=9,
+              frameon=False)
+    ax.set_title(f"{run}: queue-pair survival per outage length", fontsize=12)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return {"file": path, "size_px": [w, h], **survival}
+
+
+def survival_main(args):
+    """`ocslab plot` on a folder with survival_matrix.csv and no breakdown.csv: survival.png only."""
+    try:
+        survival = survival_series(args.folder)
+    except InputError as e:
+        print(f"ocslab plot: {e}", file=sys.stderr)
+        return EXIT_INPUT
+    plt = import_pyplot()
+    if plt is None:
+        return EXIT_NO_MATPLOTLIB
+    path = os.path.join(args.folder, f"survival.{args.format}")
+    described = draw_survival(plt, survival, os.path.basename(os.path.normpath(args.folder)), path)
+    print(json.dumps({"survival": described}, indent=2) if args.describe else f"wrote {path}")
+    return 0
+
+
 def import_pyplot():
     """matplotlib.pyplot on the Agg backend (files only, no display), or None after telling the
     user how to install matplotlib (the caller exits 3). Both callers read their inputs first, so
@@ -1118,6 +1242,9 @@ def main(argv):
     phase_run = any(os.path.isfile(os.path.join(args.folder, name)) for name in PHASE_INPUTS)
     if phase_run and not os.path.isfile(os.path.join(args.folder, "breakdown.csv")):
         return phase_main(args)
+    survival_run = os.path.isfile(os.path.join(args.folder, "survival_matrix.csv"))
+    if survival_run and not os.path.isfile(os.path.join(args.folder, "breakdown.csv")):
+        return survival_main(args)
     phase_described = {}
     if phase_run:  # a phase-workload run with probes: its phase figures, then the timeline and CDF
         rc = phase_main(args, phase_described)
@@ -1135,6 +1262,7 @@ def main(argv):
             p = plan(args, tl, bd, span=span)
             add_rank_lanes(p, tl, steps)
         series, log_x = cdf_series(bd)
+        survival = survival_series(args.folder) if survival_run else None
     except InputError as e:
         print(f"ocslab plot: {e}", file=sys.stderr)
         return EXIT_INPUT
@@ -1145,6 +1273,10 @@ def main(argv):
     pages = draw_timeline(plt, p, args.folder, args.format)
     cdf_note = bd.status_note()
     cdf_size = draw_cdf(plt, series, log_x, cdf_path, p["run"], cdf_note)
+    survival_path = None
+    if survival is not None:
+        survival_path = os.path.join(args.folder, f"survival.{args.format}")
+        p["survival"] = draw_survival(plt, survival, p["run"], survival_path)
     if args.describe:
         for h in p["hosts"].values():
             h["lanes"] = [label for label, _, _, _ in lane_list(h)]
@@ -1160,7 +1292,8 @@ def main(argv):
         print(json.dumps(p, indent=2))
     else:
         tl_files = " ".join(page["file"] for page in pages)
-        print(f"wrote {tl_files} (iteration {p['iteration']}) and {cdf_path}")
+        print(f"wrote {tl_files} (iteration {p['iteration']}) and {cdf_path}" +
+              (f" and {survival_path}" if survival_path else ""))
     return 0
 
 

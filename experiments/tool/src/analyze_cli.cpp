@@ -15,6 +15,7 @@
 #include "ocslab/analysis/localisation.h"
 #include "ocslab/analysis/qp_timers.h"
 #include "ocslab/analysis/summary.h"
+#include "ocslab/analysis/survival.h"
 #include "ocslab/analysis/timeline.h"
 #include "ocslab/cli/ocslab_cli.h"
 #include "ocslab/common/error.h"
@@ -43,7 +44,14 @@ or the CSV of `ocslab-agent capture`, which has no run/iteration columns) and wr
                   the others), the layer (switch, light, firmware, carrier, rdma) and the
                   timeline rows that show it
   summary.json    the same, machine-readable (`faults`)
-into FOLDER (for a file: the file's folder), then prints summary.txt.
+into FOLDER (for a file: the file's folder), then prints summary.txt. A timeline with survival
+probes (RDMA subjects ending in :t<timeout>r<retry_cnt>, the `outages` experiment) also gets
+  survival.csv         one row per outage x host x probe: the outcome (survived, errored,
+                       stalled, untouched, not_applied), the predicted one, and its times
+  survival_matrix.csv  per (timeout, retry_cnt) x planned outage length: the outcome counts and
+                       the predicted boundaries (retry_cnt x T; Soft-RoCE's, at HZ=250)
+and the summary is followed by one line per setting: measured and predicted boundary, agrees
+or disagrees.
 
 A file without an iteration column is cut into reconfigurations by its `ocs` `command`
 rows, or when it has none, by the first light/firmware/carrier 1->0 edge more than 1 s after
@@ -228,6 +236,8 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
   write("breakdown.csv", [&](std::ostream& f) { analysis::write_breakdown_csv(b, f); });
   write("summary.txt", [&](std::ostream& f) { f << text; });
   write("summary.json", [&](std::ostream& f) { f << js; });
+  // The survival experiment's files, when the timeline has survival probes (survival.h).
+  std::optional<std::string> survival = analysis::write_survival_files(timeline_path, out_dir);
   if (recommend) {
     std::vector<double> outages = analysis::outages_from_breakdown(b);
     if (outages.empty())
@@ -236,6 +246,7 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
     out << analysis::recommendation_text(analysis::recommend_qp(std::move(outages), qp_margin));
   } else {
     out << (json ? js : text);
+    if (survival && !json) out << "\n" << *survival;
   }
   if (faults_out) *faults_out = std::move(faults);
   return kExitOk;

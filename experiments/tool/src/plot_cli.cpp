@@ -38,6 +38,10 @@ Writes into FOLDER (from its timeline.csv and breakdown.csv):
                 marked (Opus Fig. 4)
   sweep.png     (sweep.csv) step time against switching time per mode, native as a line, the
                 estimate T_native + N_reconfig x T_switch dashed beside each mode
+  survival.png  (survival_matrix.csv, written by `ocslab analyze` for the outages experiment)
+                per queue-pair setting and planned outage length, the share of rows that
+                survived (green) or errored (red); each setting's predicted boundary a bar
+                between the columns, Soft-RoCE's dashed
   A phase-workload run with probes also gets timeline.png and cdf.png; its timeline.png spans
   the step of the chosen reconfiguration, with one lane per rank (ops and fabric waits) under
   the hosts' lanes (Opus Fig. 9(b-d)).

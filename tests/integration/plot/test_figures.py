@@ -235,6 +235,62 @@ class WindowsTest(unittest.TestCase):
         self.assertEqual(len({c for c, _ in styles}), 31)
 
 
+SURVIVAL_MATRIX = """timeout,retry_cnt,outage_ms,survived,errored,stalled,untouched,predicted_boundary_ms,softroce_boundary_ms
+12,2,5,2,0,0,2,33.554,32.000
+12,2,20,4,0,0,0,33.554,32.000
+12,2,50,0,4,0,0,33.554,32.000
+10,1,5,2,0,0,0,4.194,4.000
+10,1,20,2,0,0,0,4.194,4.000
+10,1,50,0,1,1,0,4.194,4.000
+14,7,5,2,0,0,0,469.762,
+14,7,20,1,1,0,0,469.762,
+14,7,50,0,0,0,0,469.762,
+"""
+
+
+class SurvivalTest(unittest.TestCase):
+    """survival.png from survival_matrix.csv (tests/unit/analysis/survival_test.cpp writes the
+    first six rows from its hand-made timeline): rows by setting, columns by length, each
+    predicted boundary placed between the columns it falls between."""
+
+    def describe_matrix(self, with_breakdown):
+        with tempfile.TemporaryDirectory(prefix="plot-figures-") as tmp:
+            folder = os.path.join(tmp, "outages") if not with_breakdown else os.path.join(tmp, RUN)
+            if with_breakdown:
+                write_results(folder, 2)
+            os.makedirs(folder, exist_ok=True)
+            with open(os.path.join(folder, "survival_matrix.csv"), "w") as f:
+                f.write(SURVIVAL_MATRIX)
+            d = describe(folder)
+            size = png_size(d["survival"]["file"])
+        return d, size
+
+    def test_settings_rows_lengths_columns_boundaries_between_columns(self):
+        d, size = self.describe_matrix(with_breakdown=False)
+        s = d["survival"]
+        self.assertEqual(size, s["size_px"])
+        self.assertEqual(s["grid_ms"], [5.0, 20.0, 50.0])
+        rows = {r["label"]: r for r in s["settings"]}
+        self.assertEqual([r["label"] for r in s["settings"]], ["t10 r1", "t12 r2", "t14 r7"])
+        self.assertEqual(rows["t12 r2"]["fractions"], [1.0, 1.0, 0.0])  # untouched counts as survived
+        self.assertEqual(rows["t10 r1"]["fractions"], [1.0, 1.0, 0.0])  # stalled does not
+        self.assertEqual(rows["t14 r7"]["fractions"], [1.0, 0.5, None])  # no rows: no colour
+        # 33.554 ms: between 20 (column 1) and 50 (column 2); 4.194 ms: between 0 (the left
+        # edge, -0.5) and 5 (column 0); beyond the grid or unbounded: the right edge.
+        self.assertAlmostEqual(rows["t12 r2"]["predicted_x"], 1 + 13.554 / 30, places=3)
+        self.assertAlmostEqual(rows["t12 r2"]["softroce_x"], 1.4, places=3)
+        self.assertAlmostEqual(rows["t10 r1"]["predicted_x"], -0.5 + 0.5 * 4.194 / 5, places=3)
+        self.assertEqual(rows["t14 r7"]["predicted_x"], 2.5)
+        self.assertIsNone(rows["t14 r7"]["softroce_ms"])
+        self.assertEqual(rows["t14 r7"]["softroce_x"], 2.5)
+
+    def test_drawn_next_to_the_timeline_and_cdf_when_the_folder_has_both(self):
+        d, _ = self.describe_matrix(with_breakdown=True)
+        self.assertIn("timeline", d)
+        self.assertIn("cdf", d)
+        self.assertEqual(len(d["survival"]["settings"]), 3)
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--render":
         out = os.path.join(sys.argv[2], RUN)
