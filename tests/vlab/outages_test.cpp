@@ -53,8 +53,8 @@ std::unique_ptr<Lab> ideal_four() {
 }
 
 // Runs a shipped spec, its lab swapped for the shared four-host lab (the same host and NIC
-// names and ports 1-4 / 17-20), into `out`; REQUIREs exit 0.
-void run_spec(const std::string& spec, const std::string& out) {
+// names and ports 1-4 / 17-20), into `out`; REQUIREs exit 0; returns what it printed.
+std::string run_spec(const std::string& spec, const std::string& out) {
   std::string text = read_file_or_empty(source_path(spec));
   const std::string from = "vlab: ../labs/phase-four.yaml";
   const auto at = text.find(from);
@@ -70,6 +70,7 @@ void run_spec(const std::string& spec, const std::string& out) {
                                              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   INFO(r.out << r.err);
   REQUIRE(r.status == 0);
+  return r.out + r.err;
 }
 
 double ms_of(const std::string& mapping) {  // "outage-150ms" -> 150
@@ -130,6 +131,46 @@ TEST_CASE("every outage the emulator delivers of 20 ms or more reaches each gues
   std::cout << fmt::format("outages: {} rows; unseen 5 ms outages: {}\n", rows, unseen[5]);
   const std::string summary = read_file_or_empty(out.dir + "/summary.txt");
   if (unseen[5] > 0) CHECK_THAT(summary, Contains(fmt::format("{} unseen (dark, no carrier transition)", unseen[5])));
+}
+
+TEST_CASE("six queue-pair settings through outages of 20 to 400 ms: every outcome recorded, each boundary the arithmetic's",
+          "[vlab][outages]") {
+  auto lab = ideal_four();
+  RemovedAtEnd out{fs::temp_directory_path().string() + "/ocslab-survival-" + std::to_string(::getpid())};
+  fs::remove_all(out.dir);
+  const std::string printed = run_spec("experiments/specs/rdma-survival-vlab.yaml", out.dir);
+
+  // Every (outage, setting) of the client's queue pairs has an outcome.
+  std::map<std::string, int> outcomes;
+  std::set<std::pair<std::string, std::string>> points;  // (iteration, setting)
+  for (const auto& row : read_csv_rows(out.dir + "/survival.csv")) {
+    if (row.at("host") != "h1") continue;
+    const std::string setting = "t" + row.at("timeout") + " r" + row.at("retry_cnt");
+    INFO("iteration " << row.at("iteration") << " " << setting << " " << row.at("outage_ms") << " ms: " << row.at("outcome"));
+    CHECK(points.insert({row.at("iteration"), setting}).second);
+    const std::string& o = row.at("outcome");
+    CHECK((o == "survived" || o == "errored" || o == "untouched" || o == "stalled"));
+    ++outcomes[o];
+    if (o == "errored") CHECK_FALSE(row.at("error_after_ms").empty());
+    if (o == "survived") CHECK_FALSE(row.at("resume_after_light_ms").empty());
+  }
+  CHECK(points.size() == 10 * 6);
+  CHECK(outcomes["errored"] > 0);
+  CHECK(outcomes["survived"] + outcomes["untouched"] > 0);
+  std::cout << fmt::format("survival: {} survived, {} errored, {} untouched, {} stalled\n", outcomes["survived"],
+                           outcomes["errored"], outcomes["untouched"], outcomes["stalled"]);
+
+  // Each setting's measured boundary agrees with retry_cnt x 4.096 us x 2^timeout, within a grid
+  // step (the summary's verdict), and the matrix and its figure are written.
+  for (const char* setting : {"t12 r2", "t12 r4", "t13 r2", "t13 r4", "t14 r2", "t14 r4"}) {
+    INFO(setting);
+    const auto at = printed.find(std::string(setting) + ": ");
+    REQUIRE(at != std::string::npos);
+    const std::string line = printed.substr(at, printed.find('\n', at) - at);
+    INFO(line);
+    CHECK_THAT(line, Contains("): agrees"));  // the IB arithmetic's verdict (Soft-RoCE's follows in brackets if it differs)
+  }
+  CHECK(read_csv_rows(out.dir + "/survival_matrix.csv").size() == 6 * 5);
 }
 
 }  // namespace outages_test

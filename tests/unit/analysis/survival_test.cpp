@@ -10,6 +10,7 @@
 //   t10 r1:  5 and 20 ms: survived (iteration 5's stall starts before the command);  50 ms:
 //            errored 2 x T after the light went out (3), stalled to the end (6). Measured the same
 //            boundary, but 4.194 ms is below 5 ms, more than one grid step under 20: disagrees.
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
