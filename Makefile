@@ -25,7 +25,7 @@ LAUNCHER     := $(shell command -v ccache >/dev/null 2>&1 && echo -DCMAKE_CXX_CO
 export CCACHE_BASEDIR ?= $(CURDIR)
 CMAKE_GEN    := -G Ninja $(LAUNCHER)
 
-.PHONY: all deps deps-build build test check check-under-load demo instrumented sanitize fuzz fuzz-smoke bench format deb package clean fault-matrix failure-cost opus-eval torch-vlab
+.PHONY: all deps deps-build build test check check-under-load demo instrumented sanitize fuzz fuzz-smoke bench format deb package clean fault-matrix failure-cost opus-eval torch-vlab outages-vlab
 
 all: build
 
@@ -121,6 +121,12 @@ opus-eval: deps build
 torch-vlab: deps build
 	OCSLAB_BIN_DIR=$(CURDIR)/$(BUILD)/bin OCSLAB_TEST_BIN_DIR=$(CURDIR)/$(BUILD)/tests OCSLAB_SOURCE_DIR=$(CURDIR) \
 	  $(BUILD)/tests/vlab_e2e "[.torch-vlab]" --durations yes
+
+# experiments/specs/outages-vlab.yaml whole (ten outages of each length on every host, about
+# 2 minutes) on the four-host test lab; CI's vlab_outages runs three of each.
+outages-vlab: deps build
+	OCSLAB_BIN_DIR=$(CURDIR)/$(BUILD)/bin OCSLAB_TEST_BIN_DIR=$(CURDIR)/$(BUILD)/tests OCSLAB_SOURCE_DIR=$(CURDIR) \
+	  $(BUILD)/tests/vlab_e2e "[.outages-vlab]" --durations yes
 
 # Both run every fuzz target on a scratch copy of its seed corpus (the repository is never
 # written), FUZZ_JOBS targets at a time: fuzz-smoke for FUZZ_SECONDS each (CI), fuzz for 60 s each.

@@ -3,13 +3,14 @@
 // virtio NICs, where the phase lab's h3 has a bond whose carrier is the bond's own), the shipped
 // specs run with their lab swapped for it, checked from the results folder against what the
 // emulator delivered:
-//  - experiments/specs/outages-vlab.yaml as shipped: every NIC dark for 5, 20, 50, 150 and 500 ms,
-//    ten times each; every outage the emulator delivered to a guest (its link down and up) of
-//    20 ms or more has the carrier's down and up on that host, and a shorter one is either seen
-//    or `unseen` in the breakdown (issue 45, "every delivered outage reaches the guest");
+//  - experiments/specs/outages-vlab.yaml: every NIC dark for 5, 20, 50, 150 and 500 ms, ten
+//    times each as shipped (`make outages-vlab`, the hidden case [.outages-vlab]), three times
+//    each in CI; every outage the emulator delivered to a guest (its link down and up) of 20 ms
+//    or more has the carrier's down and up on that host, and a shorter one is either seen or
+//    `unseen` in the breakdown ("every delivered outage reaches the guest");
 //  - experiments/specs/rdma-survival-vlab.yaml as shipped: six queue-pair settings through
 //    outages of 20 to 400 ms, each point's outcome recorded and the measured survival boundary
-//    within one grid step of the IB timer arithmetic's (issue 45's survival matrix).
+//    within one grid step of the IB timer arithmetic's (the survival matrix).
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
 
@@ -54,8 +55,14 @@ std::unique_ptr<Lab> ideal_four() {
 
 // Runs a shipped spec, its lab swapped for the shared four-host lab (the same host and NIC
 // names and ports 1-4 / 17-20), into `out`; REQUIREs exit 0; returns what it printed.
-std::string run_spec(const std::string& spec, const std::string& out) {
+std::string run_spec(const std::string& spec, const std::string& out, int repetitions = 0) {
   std::string text = read_file_or_empty(source_path(spec));
+  if (repetitions > 0) {  // fewer repetitions of every length: CI's shortened run
+    const std::string rep = "  repetitions: 10\n";
+    const auto at = text.find(rep);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, rep.size(), fmt::format("  repetitions: {}\n", repetitions));
+  }
   const std::string from = "vlab: ../labs/phase-four.yaml";
   const auto at = text.find(from);
   REQUIRE(at != std::string::npos);
@@ -79,12 +86,13 @@ double ms_of(const std::string& mapping) {  // "outage-150ms" -> 150
   return std::stod(mapping.substr(7, mapping.size() - 9));
 }
 
-TEST_CASE("every outage the emulator delivers of 20 ms or more reaches each guest's carrier; shorter ones are seen or unseen",
-          "[vlab][outages]") {
+// outages-vlab.yaml with `repetitions` outages of each length (0: the spec's ten), checked.
+void check_outages(int repetitions) {
   auto lab = ideal_four();
   RemovedAtEnd out{fs::temp_directory_path().string() + "/ocslab-outages-" + std::to_string(::getpid())};
   fs::remove_all(out.dir);
-  run_spec("experiments/specs/outages-vlab.yaml", out.dir);
+  run_spec("experiments/specs/outages-vlab.yaml", out.dir, repetitions);
+  const int each = repetitions > 0 ? repetitions : 10;
 
   const std::set<std::string> hosts = {"h1", "h2", "h3", "h4"};
   // Every row is a darkened eth1: the lab has no other NIC.
@@ -120,17 +128,26 @@ TEST_CASE("every outage the emulator delivers of 20 ms or more reaches each gues
       CHECK((announced || polled || !row.at("carrier_down_ns").empty() || !row.at("carrier_bit_down_ns").empty()));
     }
   }
-  // Ten of each length on every host, each one delivered and accounted for.
-  CHECK(rows == 4 * 5 * 10);
+  // `each` of each length on every host, each one delivered and accounted for.
+  CHECK(rows == 4 * 5 * each);
   for (const auto& h : hosts) {
     for (double ms : {5.0, 20.0, 50.0, 150.0, 500.0}) {
       INFO(h << " " << ms << " ms");
-      CHECK(delivered[{h, ms}] == 10);
+      CHECK(delivered[{h, ms}] == each);
     }
   }
   std::cout << fmt::format("outages: {} rows; unseen 5 ms outages: {}\n", rows, unseen[5]);
   const std::string summary = read_file_or_empty(out.dir + "/summary.txt");
   if (unseen[5] > 0) CHECK_THAT(summary, Contains(fmt::format("{} unseen (dark, no carrier transition)", unseen[5])));
+}
+
+TEST_CASE("every outage the emulator delivers of 20 ms or more reaches each guest's carrier; shorter ones are seen or unseen",
+          "[vlab][outages]") {
+  check_outages(3);  // CI: three of each length (about 20 s of outages); `make outages-vlab` runs ten
+}
+
+TEST_CASE("outages-vlab.yaml whole: ten outages of each length on every host, each seen or unseen", "[.outages-vlab]") {
+  check_outages(0);
 }
 
 TEST_CASE("six queue-pair settings through outages of 20 to 400 ms: every outcome recorded, each boundary the arithmetic's",
