@@ -2,7 +2,8 @@
 """Draws the figures of an ocslab results folder (docs/experiments.md, "Reading the plots").
 
   timeline.png  one reconfiguration, one panel per host, one 1/0 step lane per signal layer
-                (control span, light, firmware, carrier, rdma) against ms since the command;
+                (control span, light, firmware, carrier, the carrier's polled live bit, rdma)
+                against ms since the command;
                 at most 1200 px high, more than 16 hosts on pages timeline-1.png, ...
   cdf.png       per-layer latency CDFs over the ok rows of breakdown.csv
   phase.png     (a phase-workload folder: phase-steps.csv) per step, the step time split into
@@ -12,7 +13,7 @@
   sweep.png     (sweep.csv) step time vs switching latency per mode, error bars over the
                 repetitions, the analytical estimate dashed, native as a horizontal line
   survival.png  (survival_matrix.csv, the outages experiment) per queue-pair setting and
-                planned outage length, the share of rows that survived (green) or errored
+                planned outage length, the share of queue pairs that survived (green) or errored
                 (red); each setting's predicted boundary marked between the columns
 
 Usage: ocslab_plot.py FOLDER [--iteration N] [--format png|svg] [--describe] [--dark-dbm DBM]
@@ -35,8 +36,11 @@ EXIT_USAGE, EXIT_INPUT, EXIT_NO_MATPLOTLIB = 1, 2, 3
 TIMELINE_COLUMNS = ["t_ns", "host", "source", "subject", "signal", "value"]
 BREAKDOWN_COLUMNS = ["iteration", "host", "status", "total_ms"]
 CDF_COLUMNS = ["switching_ms", "firmware_ms", "carrier_ms", "rdma_ms", "total_ms"]
-LAYERS = ["light", "firmware", "carrier", "rdma"]  # below the control lane, top to bottom
+# Below the control lane, top to bottom. "carrier bit": the driver's carrier bit as the carrier
+# probe polls it (carrier_bit, carrier_bit_inferred), beside the kernel's announcement ("carrier").
+LAYERS = ["light", "firmware", "carrier", "carrier bit", "rdma"]
 COLORS = {"control": "#7f7f7f", "light": "#d62728", "firmware": "#ff7f0e", "carrier": "#2ca02c",
+          "carrier bit": "#8fbc8f",
           "rdma": "#1f77b4", "total": "#000000", "switching": "#d62728"}
 BEFORE_NS = 200_000_000  # an iteration's own span starts this long before its command
 LEAD_MAX_NS = 50_000_000  # the drawn window starts 5% of its span, at most this, before the command
@@ -54,7 +58,7 @@ TIMELINE_PANEL_PX = 40      # per host, besides its lanes
 TIMELINE_LANE_PX = 46
 TIMELINE_MAX_HEIGHT_PX = 1200  # fits a 1920x1200 screen: taller pages get thinner lanes
 TIMELINE_PAGE_HOSTS = 16    # more hosts: timeline-1.png, timeline-2.png, ... 16 hosts a page
-FAILED_LAYERS = ("carrier", "rdma")  # a lane of these that goes down and ends down never came back
+FAILED_LAYERS = ("carrier", "carrier bit", "rdma")  # a lane of these that goes down and ends down never came back
 FAILED_COLOR = "#c44e52"
 # cdf.png, windows.png, sweep.png: 1000 px wide, a 500 px plot, the legend under it (20 px a row).
 PLOT_WIDTH_PX, PLOT_PX, PLOT_TOP_PX, PLOT_BOTTOM_PX, LEGEND_ROW_PX = 1000, 500, 48, 64, 20
@@ -178,6 +182,9 @@ class Timeline:
                 layer, rank, level = "firmware", (0 if src == "emulator" else 1), 1 if v >= 0.5 else 0
             elif src == "carrier" and sig == "carrier":
                 layer, rank, level = "carrier", 0, 1 if v >= 0.5 else 0
+            elif src == "carrier" and sig in ("carrier_bit", "carrier_bit_inferred"):
+                # carrier_bit_inferred 0: a flap between two polls, drawn as the down it was.
+                layer, rank, level = "carrier bit", 0, 1 if v >= 0.5 else 0
             elif src == "rdma" and sig in ("stalled", "resumed"):
                 # One lane per queue pair: `rxe_eth1/eth1@h3` is lane "rdma @h3" (with pairs to
                 # several peers, one stalls when its circuit goes and another resumes).

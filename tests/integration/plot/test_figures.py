@@ -92,6 +92,28 @@ class TimelineTest(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
+    def test_the_polled_carrier_bit_is_a_lane_of_its_own_below_the_announcement(self):
+        write_results(self.folder, 3)
+        path = os.path.join(self.folder, "timeline.csv")
+        with open(path) as f:
+            lines = f.read().splitlines()
+        issue = T0 + 10_000 * MS
+        # h1's live bit: down 42 ms after the command, back at 95 ms (the announcement: 50 / 1000).
+        extra = [f"{T0 + 3},h1,carrier,eth1,carrier_bit,1,bool,{RUN},1",
+                 f"{issue + 42 * MS},h1,carrier,eth1,carrier_bit,0,bool,{RUN},1",
+                 f"{issue + 95 * MS},h1,carrier,eth1,carrier_bit,1,bool,{RUN},1"]
+        rows = sorted(lines[1:] + extra, key=lambda r: int(r.split(",")[0]))
+        with open(path, "w") as f:
+            f.write("\n".join([lines[0]] + rows) + "\n")
+        d = describe(self.folder)
+        page = d["timeline"]["pages"][0]
+        self.assertEqual(page["host_labels"]["h1"]["lanes"],
+                         ["control", "light", "firmware", "carrier", "carrier bit", "rdma @h2"])
+        self.assertEqual(page["host_labels"]["h2"]["lanes"], ["control", "light", "firmware", "carrier", "rdma @gpu-rack07-node-long-name"])
+        bit = d["hosts"]["h1"]["interfaces"]["eth1"]["carrier bit"]
+        self.assertFalse(bit["failed"])
+        self.assertIn("carrier bit", page["legend"])
+
     def test_sixteen_hosts_fit_one_screen_with_every_lane_name_and_failure(self):
         hosts = write_results(self.folder, 16)
         d = describe(self.folder)
