@@ -365,8 +365,23 @@ void Collector::row_for(Survival& s, const std::string& run, const std::vector<C
   s.rows.push_back(std::move(r));
 }
 
+// The outcome of a queue pair from its ends' rows: an RC responder has no retransmission timer
+// and never errors on a dark link, its queue pair is re-created when the requester's errors, so
+// the pair errored when either end did; else stalled (one end never resumed), else survived,
+// else untouched.
+Outcome pair_outcome(Outcome a, Outcome b) {
+  for (Outcome o : {Outcome::kErrored, Outcome::kStalled, Outcome::kSurvived}) {
+    if (a == o || b == o) return o;
+  }
+  return Outcome::kUntouched;
+}
+
 void fill_matrix(Survival& s) {
   std::map<std::pair<int, int>, SurvivalSetting> settings;
+  // Per outage and setting, each queue pair once: its two ends' rows (host -> peer and peer ->
+  // host) are one pair; a row whose other end has no stream counts alone.
+  using PairKey = std::tuple<std::string, int, int, int, std::string, std::string>;
+  std::map<PairKey, std::pair<double, Outcome>> pairs;
   for (const auto& r : s.rows) {
     auto [it, fresh] = settings.try_emplace({r.timeout, r.retry_cnt});
     SurvivalSetting& set = it->second;
@@ -376,12 +391,18 @@ void fill_matrix(Survival& s) {
       for (double ms : s.grid) set.points.push_back({ms, 0, 0, 0, 0});
     }
     if (r.outcome == Outcome::kNotApplied) continue;
-    auto p = std::lower_bound(s.grid.begin(), s.grid.end(), r.outage_ms) - s.grid.begin();
+    PairKey key{r.run, r.iteration, r.timeout, r.retry_cnt, std::min(r.host, r.peer), std::max(r.host, r.peer)};
+    auto [p, first] = pairs.try_emplace(key, r.outage_ms, r.outcome);
+    if (!first) p->second.second = pair_outcome(p->second.second, r.outcome);
+  }
+  for (const auto& [key, v] : pairs) {
+    SurvivalSetting& set = settings.at({std::get<2>(key), std::get<3>(key)});
+    auto p = std::lower_bound(s.grid.begin(), s.grid.end(), v.first) - s.grid.begin();
     SurvivalPoint& pt = set.points[static_cast<size_t>(p)];
-    if (r.outcome == Outcome::kSurvived) ++pt.survived;
-    if (r.outcome == Outcome::kErrored) ++pt.errored;
-    if (r.outcome == Outcome::kStalled) ++pt.stalled;
-    if (r.outcome == Outcome::kUntouched) ++pt.untouched;
+    if (v.second == Outcome::kSurvived) ++pt.survived;
+    if (v.second == Outcome::kErrored) ++pt.errored;
+    if (v.second == Outcome::kStalled) ++pt.stalled;
+    if (v.second == Outcome::kUntouched) ++pt.untouched;
   }
   for (auto& [key, set] : settings) {
     for (const auto& pt : set.points) {

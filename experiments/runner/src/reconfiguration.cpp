@@ -552,24 +552,35 @@ class ReconfigurationRun {
     if (spec_.type == kOutages) return run_outages();
     auto schedule = spec_.schedule();
     const int n = static_cast<int>(schedule.size());
-    double settle = setup_.added > 0 ? spec_.settle_s : 0.0;
-    int64_t warm_until = monotonic_ns() + static_cast<int64_t>((settle + spec_.warmup_s) * 1e9);
-    bool go = wait_until(warm_until, ctx_, [&] {
-      check_hosts();
-      status_line(0, n, "warm-up", warm_until - monotonic_ns());
-    });
+    bool go = warm_up(n);
     for (int i = 1; go && i <= n; ++i) {
       const Mapping& m = spec_.mappings[schedule[static_cast<size_t>(i - 1)]];
       if (faults_) {
         for (const auto& p : faults_->before_reconfiguration(i)) problem(p);
       }
       if (!reconfigure(m, i)) break;
-      int64_t until = monotonic_ns() + static_cast<int64_t>(spec_.dwell_s * 1e9);
-      go = wait_until(until, ctx_, [&] {
-        check_hosts();
-        status_line(i, n, "-> " + m.name, until - monotonic_ns());
-      });
+      go = hold(static_cast<int64_t>(spec_.dwell_s * 1e9), i, n, "-> " + m.name);
     }
+    schedule_ended();
+  }
+
+  // The warm-up (after the settle time when the first mapping made circuits: links come up);
+  // false on an interrupt.
+  bool warm_up(int n) {
+    double settle = setup_.added > 0 ? spec_.settle_s : 0.0;
+    return hold(static_cast<int64_t>((settle + spec_.warmup_s) * 1e9), 0, n, "warm-up");
+  }
+
+  // Waits ns from now, checking the hosts and showing step i of n; false on an interrupt.
+  bool hold(int64_t ns, int i, int n, const std::string& what) {
+    const int64_t until = monotonic_ns() + ns;
+    return wait_until(until, ctx_, [&] {
+      check_hosts();
+      status_line(i, n, what, until - monotonic_ns());
+    });
+  }
+
+  void schedule_ended() {
     if (progress()) *progress() << "\r\033[K" << std::flush;
     result_.interrupted = ctx_.interrupted();
     if (result_.interrupted) ctx_.log("interrupted: stopping the probes and keeping what was captured");
@@ -583,12 +594,7 @@ class ReconfigurationRun {
     const auto plan = spec_.outage_plan();
     const auto ports = spec_.outage_ports();
     const int n = static_cast<int>(plan.size());
-    double settle = setup_.added > 0 ? spec_.settle_s : 0.0;
-    int64_t warm_until = monotonic_ns() + static_cast<int64_t>((settle + spec_.warmup_s) * 1e9);
-    bool go = wait_until(warm_until, ctx_, [&] {
-      check_hosts();
-      status_line(0, n, "warm-up", warm_until - monotonic_ns());
-    });
+    bool go = warm_up(n);
     for (int i = 1; go && i <= n; ++i) {
       const double ms = plan[static_cast<size_t>(i - 1)];
       ReconfigRecord rec;
@@ -612,15 +618,9 @@ class ReconfigurationRun {
       ctx_.event("outage", {{"i", i}, {"n", n}, {"ms", ms}, {"ok", rec.ok}, {"error", rec.error},
                             {"issued_ns", rec.issued_ns}, {"acked_ns", rec.acked_ns}});
       // The spell began when the lab applied it (before the ack): its end plus the gap.
-      int64_t until = monotonic_ns() + static_cast<int64_t>((ms + spec_.outages.gap_ms) * 1e6);
-      go = wait_until(until, ctx_, [&] {
-        check_hosts();
-        status_line(i, n, rec.mapping, until - monotonic_ns());
-      });
+      go = hold(static_cast<int64_t>((ms + spec_.outages.gap_ms) * 1e6), i, n, rec.mapping);
     }
-    if (progress()) *progress() << "\r\033[K" << std::flush;
-    result_.interrupted = ctx_.interrupted();
-    if (result_.interrupted) ctx_.log("interrupted: stopping the probes and keeping what was captured");
+    schedule_ended();
   }
 
   // Reconfiguration i; false when forwarding could not follow it (the run stops).

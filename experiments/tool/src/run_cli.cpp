@@ -344,6 +344,19 @@ nlohmann::json plan_json_common(const runner::ExperimentSpec& spec) {
           {"faults", faults}};
 }
 
+// `probes` (name, interval) and `rdma` (enabled, interval, the client -> server pairs) of a plan.
+void add_probes_json(const runner::ExperimentSpec& spec, nlohmann::json& j) {
+  nlohmann::json probes = nlohmann::json::array();
+  for (const auto& p : spec.probes) probes.push_back({{"name", p.name}, {"interval_ms", p.interval_ms}});
+  j["probes"] = probes;
+  std::vector<std::string> pairs;
+  for (const auto& l : spec.rdma.pairs) {
+    pairs.push_back(
+        fmt::format("{}:{}->{}:{}", spec.hosts[l.a_host].name, l.a_nic, spec.hosts[l.b_host].name, l.b_nic));
+  }
+  j["rdma"] = {{"enabled", spec.rdma.enabled}, {"interval_ms", spec.rdma.interval_ms}, {"pairs", pairs}};
+}
+
 nlohmann::json reconfiguration_plan_json(const runner::ExperimentSpec& spec) {
   nlohmann::json j = plan_json_common(spec);
   nlohmann::json mappings = nlohmann::json::array();
@@ -362,15 +375,7 @@ nlohmann::json reconfiguration_plan_json(const runner::ExperimentSpec& spec) {
                    {"first", ends.first},
                    {"last", ends.second},
                    {"per_mapping", schedule_counts(spec, sched)}};
-  nlohmann::json probes = nlohmann::json::array();
-  for (const auto& p : spec.probes) probes.push_back({{"name", p.name}, {"interval_ms", p.interval_ms}});
-  j["probes"] = probes;
-  std::vector<std::string> pairs;
-  for (const auto& l : spec.rdma.pairs) {
-    pairs.push_back(
-        fmt::format("{}:{}->{}:{}", spec.hosts[l.a_host].name, l.a_nic, spec.hosts[l.b_host].name, l.b_nic));
-  }
-  j["rdma"] = {{"enabled", spec.rdma.enabled}, {"interval_ms", spec.rdma.interval_ms}, {"pairs", pairs}};
+  add_probes_json(spec, j);
   return j;
 }
 
@@ -383,14 +388,7 @@ nlohmann::json outages_plan_json(const runner::ExperimentSpec& spec) {
   j["outages"] = {{"ms", o.ms},           {"repetitions", o.repetitions}, {"gap_ms", o.gap_ms},
                   {"order", o.shuffled ? "random" : "as-listed"}, {"plan", spec.outage_plan()},
                   {"nics", nics},         {"ports", spec.outage_ports()}};
-  nlohmann::json probes = nlohmann::json::array();
-  for (const auto& p : spec.probes) probes.push_back({{"name", p.name}, {"interval_ms", p.interval_ms}});
-  j["probes"] = probes;
-  std::vector<std::string> pairs;
-  for (const auto& l : spec.rdma.pairs) {
-    pairs.push_back(
-        fmt::format("{}:{}->{}:{}", spec.hosts[l.a_host].name, l.a_nic, spec.hosts[l.b_host].name, l.b_nic));
-  }
+  add_probes_json(spec, j);
   nlohmann::json qp = nlohmann::json::array();
   for (const auto& q : spec.rdma.settings()) {
     auto survives = analysis::survivable_outage_ns(q.timeout, q.retry_cnt);
@@ -398,7 +396,7 @@ nlohmann::json outages_plan_json(const runner::ExperimentSpec& spec) {
                   {"retry_cnt", q.retry_cnt},
                   {"survives_ms", survives ? nlohmann::json(static_cast<double>(*survives) / 1e6) : nlohmann::json()}});
   }
-  j["rdma"] = {{"enabled", spec.rdma.enabled}, {"interval_ms", spec.rdma.interval_ms}, {"pairs", pairs}, {"qp", qp}};
+  j["rdma"]["qp"] = qp;
   return j;
 }
 

@@ -249,6 +249,26 @@ TEST_CASE("run --check --json prints the plan or the error as JSON", "[cli][chec
   CHECK(j["type"] == "phase-workload");
   CHECK(j["ranks"].size() == 4);
   CHECK(j["modes"] == nlohmann::json::array({"on-demand", "provisioning"}));
+
+  // An outages spec's plan: the outages in run order, the ports darkened, the queue-pair matrix
+  // with what the arithmetic predicts for each setting; the text says it per length.
+  const std::string survival = ocslab::testing::source_dir() + "/experiments/specs/rdma-survival-vlab.yaml";
+  r = run_cli({"run", survival, "--check", "--json"});
+  REQUIRE(r.rc == 0);
+  j = nlohmann::json::parse(r.out);
+  CHECK(j["type"] == "outages");
+  CHECK(j["outages"]["plan"].size() == 10);
+  CHECK(j["outages"]["ports"] == nlohmann::json::array({1, 17}));
+  CHECK(j["rdma"]["pairs"] == nlohmann::json::array({"h1:eth1->h2:eth1"}));
+  REQUIRE(j["rdma"]["qp"].size() == 6);
+  CHECK(j["rdma"]["qp"][0]["timeout"] == 12);
+  CHECK(j["rdma"]["qp"][0]["retry_cnt"] == 2);
+  CHECK(j["rdma"]["qp"][0]["survives_ms"].get<double>() == Approx(33.554432));
+  r = run_cli({"run", survival, "--check"});
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.out, Contains("queue pairs per pair (6, one TCP port each from 18520): t12r2 t12r4 t13r2 t13r4 t14r2 t14r4"));
+  CHECK_THAT(r.out, Contains("qp t14 r4: survives outages up to 268.435 ms; predicted: 20 survives, 50 survives, "
+                             "100 survives, 200 survives, 400 errors"));
 }
 
 TEST_CASE("run --check summarises a long schedule in a few hundred bytes", "[cli][check]") {

@@ -88,7 +88,10 @@ struct SurvivalPoint {
   size_t total() const { return survived + errored + stalled + untouched; }
 };
 
-// One (timeout, retry_cnt): its counts per planned length of the grid, the measured boundary
+// One (timeout, retry_cnt): its counts per planned length of the grid (per queue pair: the rows
+// of its two ends, host -> peer and peer -> host, count once, errored when either end errored,
+// since an RC responder has no retransmission timer and is re-created with its requester), the
+// measured boundary
 // and the predicted ones (nullopt: unbounded).
 struct SurvivalSetting {
   int timeout = 0, retry_cnt = 0;
