@@ -1,13 +1,15 @@
 // The survival analysis reads timelines from other machines and hand-edited files: any bytes
 // must read as a survival result or give an ocslab::ConfigError naming fuzz.csv:line, and any
-// result must be consistent: every row's setting in the matrix, counts that add up to the rows
-// that were applied, boundaries on the grid with the longest survived an all-survived length,
+// result must be consistent: every row's setting in the matrix, counts that add up to the queue
+// pairs of the rows that were applied, boundaries on the grid with the longest survived an all-survived length,
 // and two CSV files and a summary with one line per setting.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <sstream>
+#include <set>
 #include <string>
+#include <tuple>
 
 #include "ocslab/analysis/survival.h"
 #include "ocslab/common/error.h"
@@ -25,9 +27,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (!std::is_sorted(s.grid.begin(), s.grid.end())) __builtin_trap();
   if (s.not_applied > s.outages) __builtin_trap();
-  size_t applied = 0;
+  // The matrix counts queue pairs: a row and the row of its other end (host and peer swapped)
+  // in one outage and setting count once.
+  std::set<std::tuple<std::string, int, int, int, std::string, std::string>> pairs;
   for (const auto& r : s.rows) {
-    if (r.outcome != Outcome::kNotApplied) ++applied;
+    if (r.outcome != Outcome::kNotApplied)
+      pairs.insert({r.run, r.iteration, r.timeout, r.retry_cnt, std::min(r.host, r.peer), std::max(r.host, r.peer)});
     if (!std::binary_search(s.grid.begin(), s.grid.end(), r.outage_ms)) __builtin_trap();
     if (r.error_after_ms && r.outcome != Outcome::kErrored) __builtin_trap();
     if (r.resume_after_light_ms && r.outcome != Outcome::kSurvived) __builtin_trap();
@@ -42,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (set.shortest_errored_ms && !std::binary_search(s.grid.begin(), s.grid.end(), *set.shortest_errored_ms))
       __builtin_trap();
   }
-  if (counted != applied) __builtin_trap();
+  if (counted != pairs.size()) __builtin_trap();
   std::ostringstream rows, matrix;
   write_survival_csv(s, rows);
   write_survival_matrix_csv(s, matrix);
