@@ -82,11 +82,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (r.edges[down] && !r.edges[up]) __builtin_trap();
     }
     // unseen: the light was dark for at least the minimum (or longer than int64 spans: no
-    // duration) and came back; the carrier has no edge, announced or polled.
+    // duration) and came back, or the firmware-layer link went down and came back; the carrier
+    // has no edge, announced or polled.
     if (r.status == Status::kUnseen) {
       const auto dark = r.duration_ns(kDark);
-      if (!r.edges[kLightLost] || !r.edges[kLightBack] || r.edges[kCarrierDown] || r.edges[kCarrierUp] ||
-          r.edges[kCarrierBitDown] || r.edges[kCarrierBitUp] || (dark && *dark < BreakdownOptions{}.unseen_min_ns))
+      const bool long_dark = r.edges[kLightLost] && r.edges[kLightBack] &&
+                             !(dark && *dark < BreakdownOptions{}.unseen_min_ns);
+      const bool bounced = r.edges[kFirmwareDown] && r.edges[kFirmwareUp];
+      if (!(long_dark || bounced) || r.edges[kCarrierDown] || r.edges[kCarrierUp] || r.edges[kCarrierBitDown] ||
+          r.edges[kCarrierBitUp])
         __builtin_trap();
     }
     if (r.edges[kLightBack] && !r.edges[kLightLost]) __builtin_trap();  // up edges follow a down
