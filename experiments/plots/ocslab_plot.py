@@ -1077,11 +1077,12 @@ def categorical_x(grid, ms):
     return n - 0.5
 
 
-def survival_series(folder):
-    """survival_matrix.csv: the sorted planned lengths and per setting (by timeout, retry_cnt)
-    the share of its rows that survived or were untouched per length (None without rows), its
-    counts, and both predicted boundaries (None: unbounded) with their positions on the axis."""
-    path = os.path.join(folder, "survival_matrix.csv")
+def survival_series(folder, name="survival_matrix.csv"):
+    """survival_matrix.csv (or a phase workload's job_survival_matrix.csv, the same columns): the
+    sorted planned lengths and per setting (by timeout, retry_cnt) the share of its rows that
+    survived or were untouched per length (None without rows), its counts, and both predicted
+    boundaries (None: unbounded) with their positions on the axis."""
+    path = os.path.join(folder, name)
     rows, _ = read_csv(path, SURVIVAL_COLUMNS)
     grid = sorted({parse_float(path, r, "outage_ms") for r in rows})
     settings = {}
@@ -1108,10 +1109,11 @@ def survival_series(folder):
     return {"grid_ms": grid, "settings": series}
 
 
-def draw_survival(plt, survival, run, path):
+def draw_survival(plt, survival, run, path, softroce=True, title="queue-pair survival per outage length"):
     """A heatmap: x the planned outage lengths (categorical, sorted), y the settings, colour the
     share of rows that survived (green) or errored (red), each cell's counts written in it; each
-    row's predicted boundary a black bar at its place between the columns, Soft-RoCE's dashed."""
+    row's predicted boundary a black bar at its place between the columns, Soft-RoCE's dashed
+    (without `softroce`, a run on hardware, none)."""
     from matplotlib.colors import LinearSegmentedColormap
     from matplotlib.lines import Line2D
     grid, series = survival["grid_ms"], survival["settings"]
@@ -1130,7 +1132,8 @@ def draw_survival(plt, survival, run, path):
             total = sum(c.values())
             if total:
                 ax.text(x, y, f"{c['survived'] + c['untouched']}/{total}", ha="center", va="center", fontsize=8)
-        for key, ls, dy in (("predicted", "-", -0.25), ("softroce", (0, (3, 2)), 0.25)):
+        bars = (("predicted", "-", -0.25), ("softroce", (0, (3, 2)), 0.25))
+        for key, ls, dy in bars if softroce else bars[:1]:
             x = s[key + "_x"]
             if x is None:
                 continue
@@ -1148,11 +1151,13 @@ def draw_survival(plt, survival, run, path):
     ax.set_ylabel("queue-pair setting (timeout, retry_cnt)")
     bar = fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02)
     bar.set_label("share survived or untouched")
-    ax.legend(handles=[Line2D([], [], color="#000000", lw=2.2, label="predicted boundary (retry_cnt x T)"),
-                       Line2D([], [], color="#000000", lw=2.2, ls=(0, (3, 2)), label="Soft-RoCE boundary")],
+    handles = [Line2D([], [], color="#000000", lw=2.2, label="predicted boundary (retry_cnt x T)")]
+    if softroce:
+        handles.append(Line2D([], [], color="#000000", lw=2.2, ls=(0, (3, 2)), label="Soft-RoCE boundary"))
+    ax.legend(handles=handles,
               loc="lower center", bbox_to_anchor=(0.5, -below / (h - PLOT_TOP_PX - below)), ncol=2, fontsize=9,
               frameon=False)
-    ax.set_title(f"{run}: queue-pair survival per outage length", fontsize=12)
+    ax.set_title(f"{run}: {title}", fontsize=12)
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return {"file": path, "size_px": [w, h], **survival}
@@ -1190,7 +1195,17 @@ def import_pyplot():
     return plt
 
 
-PHASE_INPUTS = ["phase-steps.csv", "windows.csv", "sweep.csv"]
+PHASE_INPUTS = ["phase-steps.csv", "windows.csv", "sweep.csv", "job_survival_matrix.csv"]
+
+
+def job_survival_softroce(folder):
+    """Whether a phase workload's survival sweep ran on Soft-RoCE (a virtual lab): its
+    job_survival.csv then has the Soft-RoCE prediction in some row."""
+    path = os.path.join(folder, "job_survival.csv")
+    if not os.path.isfile(path):
+        return False
+    rows, _ = read_csv(path, ["run", "softroce_survive"])
+    return any(r["softroce_survive"] != "" for r in rows)
 
 
 def phase_main(args, into=None):
@@ -1204,6 +1219,8 @@ def phase_main(args, into=None):
         modes = phase_steps(args.folder) if has("phase-steps.csv") else None
         windows = windows_series(args.folder) if has("windows.csv") else None
         sweep = sweep_series(args.folder) if has("sweep.csv") else None
+        jobs = survival_series(args.folder, "job_survival_matrix.csv") if has("job_survival_matrix.csv") else None
+        softroce = job_survival_softroce(args.folder)
     except InputError as e:
         print(f"ocslab plot: {e}", file=sys.stderr)
         return EXIT_INPUT
@@ -1224,6 +1241,11 @@ def phase_main(args, into=None):
     if sweep is not None:
         path = os.path.join(args.folder, f"sweep.{args.format}")
         described["sweep"] = draw_sweep(plt, sweep, run, path)
+        wrote.append(path)
+    if jobs is not None:  # a survival sweep (sweep.env x sweep.outage_ms): one run of the job per cell
+        path = os.path.join(args.folder, f"job_survival.{args.format}")
+        described["job_survival"] = draw_survival(plt, jobs, run, path, softroce,
+                                                  "the job per queue-pair setting and outage length")
         wrote.append(path)
     if into is not None and args.describe:
         into.update({k: v for k, v in described.items() if k != "run"})

@@ -53,6 +53,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     RankLaunch l{pw.program, "s.yaml", "out", "127.0.0.1:1", pw.layout.job, pw.modes.front(), "127.0.0.1:2",
                  "out/controller.token", "", {}};
+    // A survival sweep's point reaches the command lines as NAME=VALUE words, nothing more.
+    for (const auto& [name, values] : pw.sweep_env) {
+      if (values.empty()) __builtin_trap();
+      for (const auto& v : values) {
+        if (v.empty() || v.find_first_of(" ;$`'\"\\|&<>()\n") != std::string::npos) __builtin_trap();
+      }
+      l.env.emplace_back(name, values.front());
+    }
+    for (double ms : pw.sweep_outage_ms) {
+      if (!(ms > 0) || ms >= pw.timeout_s * 1000.0) __builtin_trap();
+    }
+    for (const auto& f : s.faults) {
+      if (f.kind == kCircuitCut && !(f.for_ms > 0)) __builtin_trap();
+    }
     for (int r = 0; r < pw.schedule.ranks; ++r) (void)ocslab::shell_join(rank_argv(pw, s.hosts, r, l));
     if (pw.launcher != Launcher::kSsh) (void)launcher_argv(pw, s.hosts, l);
   } catch (const ocslab::Error&) {

@@ -398,21 +398,10 @@ void fill_matrix(Survival& s) {
   for (const auto& [key, v] : pairs) {
     SurvivalSetting& set = settings.at({std::get<2>(key), std::get<3>(key)});
     auto p = std::lower_bound(s.grid.begin(), s.grid.end(), v.first) - s.grid.begin();
-    SurvivalPoint& pt = set.points[static_cast<size_t>(p)];
-    if (v.second == Outcome::kSurvived) ++pt.survived;
-    if (v.second == Outcome::kErrored) ++pt.errored;
-    if (v.second == Outcome::kStalled) ++pt.stalled;
-    if (v.second == Outcome::kUntouched) ++pt.untouched;
+    count_outcome(set.points[static_cast<size_t>(p)], v.second);
   }
   for (auto& [key, set] : settings) {
-    for (const auto& pt : set.points) {
-      if (pt.total() && pt.survived + pt.untouched == pt.total()) set.longest_survived_ms = pt.outage_ms;
-      if (pt.errored && !set.shortest_errored_ms) set.shortest_errored_ms = pt.outage_ms;
-    }
-    if (auto p = survivable_outage_ns(set.timeout, set.retry_cnt)) set.predicted_ms = ns_to_ms(*p);
-    if (auto p = softroce_survivable_outage_ns(set.timeout, set.retry_cnt, s.hz)) set.softroce_ms = ns_to_ms(*p);
-    set.verdict = judge_boundary(s.grid, set.longest_survived_ms, set.shortest_errored_ms, set.predicted_ms);
-    set.softroce_verdict = judge_boundary(s.grid, set.longest_survived_ms, set.shortest_errored_ms, set.softroce_ms);
+    judge_setting(set, s.grid, s.hz);
     s.settings.push_back(std::move(set));
   }
 }
@@ -536,6 +525,24 @@ const char* verdict_name(Verdict v) {
   return "?";
 }
 
+void count_outcome(SurvivalPoint& pt, Outcome o) {
+  if (o == Outcome::kSurvived) ++pt.survived;
+  if (o == Outcome::kErrored) ++pt.errored;
+  if (o == Outcome::kStalled) ++pt.stalled;
+  if (o == Outcome::kUntouched) ++pt.untouched;
+}
+
+void judge_setting(SurvivalSetting& set, const std::vector<double>& grid, int hz) {
+  for (const auto& pt : set.points) {
+    if (pt.total() && pt.survived + pt.untouched == pt.total()) set.longest_survived_ms = pt.outage_ms;
+    if (pt.errored && !set.shortest_errored_ms) set.shortest_errored_ms = pt.outage_ms;
+  }
+  if (auto p = survivable_outage_ns(set.timeout, set.retry_cnt)) set.predicted_ms = ns_to_ms(*p);
+  if (auto p = softroce_survivable_outage_ns(set.timeout, set.retry_cnt, hz)) set.softroce_ms = ns_to_ms(*p);
+  set.verdict = judge_boundary(grid, set.longest_survived_ms, set.shortest_errored_ms, set.predicted_ms);
+  set.softroce_verdict = judge_boundary(grid, set.longest_survived_ms, set.shortest_errored_ms, set.softroce_ms);
+}
+
 std::string SurvivalSetting::label() const { return fmt::format("t{} r{}", timeout, retry_cnt); }
 
 Verdict judge_boundary(const std::vector<double>& grid, std::optional<double> longest_survived_ms,
@@ -614,6 +621,20 @@ void write_survival_matrix_csv(const Survival& s, std::ostream& out) {
   w.flush();
 }
 
+std::string survival_setting_line(const SurvivalSetting& set, int hz, bool softroce) {
+  std::string out = fmt::format(
+      "{}: {}, {}; predicted {}", set.label(),
+      set.longest_survived_ms ? "survives <= " + ms_text(*set.longest_survived_ms) + " ms"
+                              : std::string("survives no length"),
+      set.shortest_errored_ms ? "errors >= " + ms_text(*set.shortest_errored_ms) + " ms" : std::string("no errors"),
+      bound_text(set.predicted_ms));
+  if (softroce) out += fmt::format(" (Soft-RoCE {} at HZ={})", bound_text(set.softroce_ms), hz);
+  out += fmt::format(": {}", verdict_name(set.verdict));
+  if (softroce && set.softroce_verdict != set.verdict)
+    out += fmt::format(" (Soft-RoCE: {})", verdict_name(set.softroce_verdict));
+  return out;
+}
+
 std::string survival_summary(const Survival& s) {
   std::string grid;
   for (double ms : s.grid) grid += (grid.empty() ? "" : ", ") + ms_text(ms);
@@ -626,13 +647,7 @@ std::string survival_summary(const Survival& s) {
   for (const auto& set : s.settings) {
     size_t stalled = 0;
     for (const auto& p : set.points) stalled += p.stalled;
-    out += fmt::format(
-        "{}: {}, {}; predicted {} (Soft-RoCE {} at HZ={}): {}", set.label(),
-        set.longest_survived_ms ? "survives <= " + ms_text(*set.longest_survived_ms) + " ms"
-                                : std::string("survives no length"),
-        set.shortest_errored_ms ? "errors >= " + ms_text(*set.shortest_errored_ms) + " ms" : std::string("no errors"),
-        bound_text(set.predicted_ms), bound_text(set.softroce_ms), s.hz, verdict_name(set.verdict));
-    if (set.softroce_verdict != set.verdict) out += fmt::format(" (Soft-RoCE: {})", verdict_name(set.softroce_verdict));
+    out += survival_setting_line(set, s.hz, true);
     if (stalled) out += fmt::format("; {} row(s) stalled to the end", stalled);
     out += "\n";
     if (set.verdict == Verdict::kDisagrees) add(disagree, set.label());

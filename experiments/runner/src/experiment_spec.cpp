@@ -470,6 +470,16 @@ void parse_phase_sections(const YamlDoc& doc, const YAML::Node& root, Experiment
     }
   }
   if (const auto& f = root["faults"]) parse_faults(doc, f, spec, pw.get());
+  if (!pw->sweep_outage_ms.empty()) {
+    const bool outage = std::any_of(spec.faults.begin(), spec.faults.end(),
+                                    [](const FaultSpec& f) { return f.kind == kPortDark || f.kind == kCircuitCut; });
+    if (!outage) {
+      throw config_error(doc, root["sweep"]["outage_ms"],
+                         fmt::format("sweep.outage_ms needs a fault that makes the outage: {{kind: {}, port: P, "
+                                     "at_step: N}} (virtual lab) or {{kind: {}, port: P, at_step: N}} in faults",
+                                     kPortDark, kCircuitCut));
+    }
+  }
   spec.phase_workload = std::move(pw);
 }
 
@@ -573,7 +583,8 @@ constexpr const char* kFaultShapes =
     "before_iteration: N}";
 constexpr const char* kPhaseFaultShapes =
     "{kind: rank-killed, rank: R, at_step: N | after_s: S}, {kind: nic-held-down, nic: HOST:NIC, at_step: N | "
-    "after_s: S}, {kind: port-dark, port: PORT, at_step: N | after_s: S} or {kind: switch-unreachable, for_ms: MS, "
+    "after_s: S}, {kind: port-dark, port: PORT, for_ms: MS (optional), at_step: N | after_s: S}, {kind: "
+    "circuit-cut, port: PORT, for_ms: MS, at_step: N | after_s: S} or {kind: switch-unreachable, for_ms: MS, "
     "at_step: N | after_s: S}";
 
 // port-dark's port: a switch port of one of the lab's NICs (f.host and f.nic become that NIC),
@@ -673,12 +684,29 @@ FaultSpec parse_fault(const YamlDoc& doc, const YAML::Node& node, const Experime
   f.where = location(doc, node);
   f.kind = as_string(doc, require(doc, node, "kind"));
   // The kind's own key and the trigger's.
-  auto keys = [&](const char* own) {
-    if (pw) {
+  auto keys = [&](const char* own, const char* optional = nullptr) {
+    if (pw && optional) {
+      only_keys(doc, node, {"kind", own, optional, "at_step", "after_s"});
+    } else if (pw) {
       only_keys(doc, node, {"kind", own, "at_step", "after_s"});
     } else {
       only_keys(doc, node, {"kind", own, "before_iteration"});
     }
+  };
+  // An outage's length: above 0, at most the emulator's longest dark spell.
+  auto outage_ms = [&](const YAML::Node& ms) {
+    const double v = as_double(doc, ms);
+    if (!(v > 0 && v <= kMaxOutageMs)) {
+      throw config_error(doc, ms,
+                         fmt::format("for_ms: {} is not an outage the run can make (above 0, at most {} ms)", v,
+                                     kMaxOutageMs));
+    }
+    if (pw && v >= pw->timeout_s * 1000.0) {
+      throw config_error(doc, ms,
+                         fmt::format("for_ms: {} ms is longer than the job may run (workload.timeout_s {} s)", v,
+                                     pw->timeout_s));
+    }
+    return v;
   };
   if (pw && f.kind == kAgentKilled) {
     throw config_error(doc, node["kind"],
@@ -713,8 +741,18 @@ FaultSpec parse_fault(const YamlDoc& doc, const YAML::Node& node, const Experime
     const auto& nic = require(doc, node, "nic");
     std::tie(f.host, f.nic) = parse_end(doc, nic, as_string(doc, nic), spec);
   } else if (f.kind == kPortDark) {
-    keys("port");
+    keys("port", pw ? "for_ms" : nullptr);
     parse_fault_port(doc, require(doc, node, "port"), spec, f);
+    if (const auto& ms = node["for_ms"]) f.for_ms = outage_ms(ms);
+  } else if (f.kind == kCircuitCut) {
+    if (!pw) {
+      throw config_error(doc, node["kind"],
+                         fmt::format("{} needs a {} spec (it cuts a circuit under the job for for_ms)", kCircuitCut,
+                                     kPhaseWorkload));
+    }
+    keys("port", "for_ms");
+    parse_fault_port(doc, require(doc, node, "port"), spec, f);
+    if (pw->sweep_outage_ms.empty()) f.for_ms = outage_ms(require(doc, node, "for_ms"));
   } else if (f.kind == kSwitchUnreachable) {
     keys("for_ms");
     const auto& ms = require(doc, node, "for_ms");
@@ -734,12 +772,19 @@ FaultSpec parse_fault(const YamlDoc& doc, const YAML::Node& node, const Experime
     f.host = static_cast<size_t>(it - spec.hosts.begin());
   } else {
     throw config_error(doc, node["kind"],
-                       pw ? fmt::format("unknown fault kind '{}' (known: {}, {}, {}, {})", f.kind, kRankKilled,
-                                        kNicHeldDown, kPortDark, kSwitchUnreachable)
+                       pw ? fmt::format("unknown fault kind '{}' (known: {}, {}, {}, {}, {})", f.kind, kRankKilled,
+                                        kNicHeldDown, kPortDark, kCircuitCut, kSwitchUnreachable)
                           : fmt::format("unknown fault kind '{}' (known: {}, {}, {}, {})", f.kind, kNicHeldDown,
                                         kPortDark, kSwitchUnreachable, kAgentKilled));
   }
-  if (spec.vlab.empty() && f.kind != kAgentKilled && f.kind != kRankKilled) {
+  if (pw && !pw->sweep_outage_ms.empty() && (f.kind == kPortDark || f.kind == kCircuitCut)) {
+    if (node["for_ms"]) {
+      throw config_error(doc, node["for_ms"],
+                         "for_ms: each run's outage length comes from sweep.outage_ms; give it there only");
+    }
+    f.for_ms = pw->sweep_outage_ms.front();  // each run's own is set by the runner
+  }
+  if (spec.vlab.empty() && f.kind != kAgentKilled && f.kind != kRankKilled && f.kind != kCircuitCut) {
     throw config_error(doc, node["kind"],
                        fmt::format("a {} fault needs a virtual lab (lab.vlab): a NIC's link is held down by the "
                                    "lab's emulated NIC firmware, a port darkened and the switch silenced by its "
@@ -760,7 +805,14 @@ void parse_faults(const YamlDoc& doc, const YAML::Node& faults, ExperimentSpec& 
   for (const auto& node : faults) {
     FaultSpec f = parse_fault(doc, node, spec, pw);
     for (const auto& o : spec.faults) {
-      if (f.kind == kPortDark && o.kind == kPortDark && o.port == f.port) {
+      const bool on_port = f.kind == kPortDark || f.kind == kCircuitCut;
+      if (on_port && (o.kind == kPortDark || o.kind == kCircuitCut) && o.port == f.port) {
+        if (f.kind == kCircuitCut || o.kind == kCircuitCut || f.for_ms > 0 || o.for_ms > 0) {
+          throw config_error(doc, node["port"],
+                             fmt::format("port {} has an outage already (at {}): one outage per port in a run of "
+                                         "the job",
+                                         f.port, o.where));
+        }
         throw config_error(doc, node["port"],
                            fmt::format("port {} is dark already (at {}): a dark port stays dark to the end of "
                                        "the run",

@@ -4,11 +4,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <sstream>
 
+#include "ocslab/analysis/job_survival.h"
 #include "ocslab/analysis/summary.h"
 #include "ocslab/analysis/timeline.h"
 #include "ocslab/common/csv_reader.h"
@@ -143,8 +145,11 @@ StepOfSeq PhaseResults::finish_mode(ModeRun& m, const std::vector<phase::Control
                    [](const Sample& a, const Sample& b) { return a.t_ns < b.t_ns; });
   write_mode_timeline(m, got);
   timeline_rows_ += got.samples.size();
-  for (const auto& p : m.problems) ctx_.log("problem: " + p);
-  result_.problems.insert(result_.problems.end(), m.problems.begin(), m.problems.end());
+  const json stopped = job_record(m, events, got.rows);
+  // A job that failed through an outage of a survival sweep is that point's measurement.
+  const bool measured = add_job_run(m, got.rows, stopped);
+  for (const auto& p : m.problems) ctx_.log((measured ? "through the outage: " : "problem: ") + p);
+  if (!measured) result_.problems.insert(result_.problems.end(), m.problems.begin(), m.problems.end());
   int reconfigs = 0;
   for (const auto& f : figures) reconfigs += f.reconfigurations;
   const auto declined = std::count_if(events.begin(), events.end(), [](const phase::ControllerEvent& e) {
@@ -158,7 +163,6 @@ StepOfSeq PhaseResults::finish_mode(ModeRun& m, const std::vector<phase::Control
     ctx_.log(line.text);
     mask_lines_ += line.text + "\n";
   }
-  const json stopped = job_record(m, events, got.rows);
   meta_modes_.push_back({{"mode", m.point.mode},
                          {"label", m.label},
                          {"switching_ms", m.point.switching_ms < 0 ? json(nullptr) : json(m.point.switching_ms)},
@@ -223,6 +227,60 @@ json PhaseResults::job_record(const ModeRun& m, const std::vector<phase::Control
           {"failed_ranks", loc->failed},
           {"verdict", loc->verdict},
           {"evidence", loc->evidence}};
+}
+
+// A run with an outage of a planned length (sweep.outage_ms, port-dark for_ms, circuit-cut):
+// its point of the job-survival matrix (job_survival.h). Returns whether the job failed after
+// the outage began, so that its ranks' failures are the measurement, not the run's problems.
+bool PhaseResults::add_job_run(const ModeRun& m, const std::vector<workloads::OpRecord>& rows, const json& stopped) {
+  const json* outage = nullptr;
+  for (const auto& f : m.faults) {
+    const std::string kind = f.value("kind", "");
+    if ((kind == kCircuitCut || kind == kPortDark) && f.value("for_ms", 0.0) > 0) {
+      outage = &f;
+      break;
+    }
+  }
+  if (!outage) return false;
+  analysis::JobRun run;
+  run.run = m.label;
+  run.setting = env_label(m.point.env);
+  auto number = [](const std::string& v) {
+    int n = 0;
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    return ec == std::errc() && end == v.data() + v.size() ? std::optional<int>(n) : std::nullopt;
+  };
+  for (const auto& [k, v] : m.point.env) {
+    if (k == kEnvIbTimeout) run.timeout = number(v);
+    if (k == kEnvIbRetryCnt) run.retry_cnt = number(v);
+  }
+  run.outage_ms = outage->value("for_ms", 0.0);
+  run.dark_ns = outage->value("held_ns", int64_t{0});
+  run.light_ns = outage->value("released_ns", int64_t{0});
+  if (run.light_ns > m.ended_ns && m.ended_ns > 0) run.light_ns = 0;  // still dark when the job ended
+  const bool failed_end = std::any_of(m.ends.begin(), m.ends.end(), [](const RankEnd& e) { return e.exit_status != 0; });
+  run.finished = stopped.is_null() && !failed_end && (!m.ends.empty() || m.problems.empty());
+  if (!run.finished) {
+    run.failed_ns = stopped.is_null() ? m.ended_ns : stopped.value("stopped_ns", m.ended_ns);
+    const int rank = stopped.is_null() ? -1 : stopped.value("rank", -1);
+    for (const auto& e : m.ends) {
+      if (e.rank == rank || (rank < 0 && e.exit_status != 0)) {
+        run.failure = e.message;
+        break;
+      }
+    }
+    if (run.failure.empty() && !m.problems.empty()) run.failure = m.problems.front();
+  }
+  for (const auto& r : rows) {
+    const int64_t off = offset_of(r.host);
+    run.ops.push_back({r.rank, r.step, r.index, r.start_ns - off, r.end_ns - off});
+  }
+  const auto row = analysis::job_survival_row(run, target_.is_vlab());
+  ctx_.log(fmt::format("{}: {} ms outage: {}{}", m.label, run.outage_ms, analysis::outcome_name(row.outcome),
+                       row.error_after_ms ? fmt::format(" (failed {:.0f} ms after it began)", *row.error_after_ms)
+                                          : std::string()));
+  job_runs_.push_back(std::move(run));
+  return row.outcome == analysis::Outcome::kErrored;
 }
 
 // A host's clock minus the runner's where it was measured (ssh launcher), else 0.
@@ -337,8 +395,19 @@ void PhaseResults::write_step_files() {
   const std::string masks = mask_lines_.empty() ? std::string() : "\nFailed ports (phase.detect):\n" + mask_lines_;
   const std::string stopped = job_lines_.empty() ? std::string() : "\nWhere the job stopped:\n" + job_lines_;
   const std::string learned = learned_lines_.empty() ? std::string() : "\nLearned phase tables:\n" + learned_lines_;
+  std::string survival;
+  if (!job_runs_.empty()) {
+    const auto js = analysis::job_survival(job_runs_, target_.is_vlab());
+    std::ostringstream rows, matrix;
+    analysis::write_job_survival_csv(js, rows);
+    analysis::write_job_survival_matrix_csv(js, matrix);
+    write_text(folder_ + "/job_survival.csv", rows.str());
+    write_text(folder_ + "/job_survival_matrix.csv", matrix.str());
+    survival = "\nQueue-pair settings through the outages (job_survival.csv):\n" + analysis::job_survival_summary(js);
+    ctx_.log(survival.substr(1));
+  }
   write_text(folder_ + "/summary.txt",
-             table.str() + "\n" + windows.str() + masks + stopped + learned + breakdown_summary_);
+             table.str() + "\n" + windows.str() + masks + stopped + learned + survival + breakdown_summary_);
 }
 
 // probes: the capture's timeline, one breakdown row per reconfiguration x host x NIC

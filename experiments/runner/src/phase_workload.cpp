@@ -135,20 +135,40 @@ class PhaseWorkloadRun {
   }
 
  private:
-  // Every (mode, sweep point, repetition) in run order: per switching time, each repetition
-  // runs the modes in the spec's order; native (which never switches) runs at the first point only.
+  // Every (mode, sweep point, repetition) in run order: per switching time, sweep.env combination
+  // and outage length (each axis in the spec's order), each repetition runs the modes in the
+  // spec's order; native (which never switches) runs at the first switching time only.
   std::vector<RunPoint> plan() const {
     const bool swept = !pw_.sweep_switching_ms.empty();
+    const bool any_sweep = swept || !pw_.sweep_env.empty() || !pw_.sweep_outage_ms.empty();
     const std::vector<double> points = swept ? pw_.sweep_switching_ms : std::vector<double>{-1};
+    const std::vector<double> outages = pw_.sweep_outage_ms.empty() ? std::vector<double>{-1} : pw_.sweep_outage_ms;
+    std::vector<std::vector<std::pair<std::string, std::string>>> envs = {{}};
+    for (const auto& [name, values] : pw_.sweep_env) {
+      std::vector<std::vector<std::pair<std::string, std::string>>> next;
+      for (const auto& e : envs) {
+        for (const auto& v : values) {
+          next.push_back(e);
+          next.back().emplace_back(name, v);
+        }
+      }
+      envs = std::move(next);
+    }
     std::vector<RunPoint> out;
     for (size_t pi = 0; pi < points.size(); ++pi) {
-      for (int rep = 1; rep <= pw_.repetitions; ++rep) {
-        for (const auto& mode : pw_.modes) {
-          if (mode == "native" && pi > 0) continue;
-          RunPoint r{mode, mode, mode == "native" ? -1.0 : points[pi], rep};
-          if (r.switching_ms >= 0) r.label += fmt::format("-{:g}ms", r.switching_ms);
-          if (swept || pw_.repetitions > 1) r.label += fmt::format("-r{}", rep);
-          out.push_back(r);
+      for (const auto& env : envs) {
+        for (double outage : outages) {
+          for (int rep = 1; rep <= pw_.repetitions; ++rep) {
+            for (const auto& mode : pw_.modes) {
+              if (mode == "native" && pi > 0) continue;
+              RunPoint r{mode, mode, mode == "native" ? -1.0 : points[pi], rep, env, outage};
+              if (r.switching_ms >= 0) r.label += fmt::format("-{:g}ms", r.switching_ms);
+              if (!env.empty()) r.label += "-" + env_label(env);
+              if (outage >= 0) r.label += fmt::format("-out{:g}ms", outage);
+              if (any_sweep || pw_.repetitions > 1) r.label += fmt::format("-r{}", rep);
+              out.push_back(r);
+            }
+          }
         }
       }
     }
@@ -200,7 +220,8 @@ class PhaseWorkloadRun {
     for (size_t h : used) results_.clock_offsets()[spec_.hosts[h].name] = measure_offset(ssh_options(spec_.hosts[h]));
   }
 
-  RankLaunch launch_settings(const std::string& mode, int controller_port) const {
+  RankLaunch launch_settings(const RunPoint& point, int controller_port) const {
+    const std::string& mode = point.mode;
     const HostEntry& host0 = host_of_rank(0);
     RankLaunch l;
     l.program = program_;
@@ -208,6 +229,7 @@ class PhaseWorkloadRun {
     l.job = pw_.layout.job;
     l.mode = mode;
     l.rendezvous = fmt::format("{}:{}", host0.mgmt.empty() ? host0.ssh_host : host0.mgmt, pw_.rendezvous_port);
+    l.env = point.env;
     if (pw_.framework == Framework::kTorch) {
       l.script = pw_.script;
       l.python_path = torch_python_path(ctx_.options().self_exe);
@@ -241,13 +263,22 @@ class PhaseWorkloadRun {
       if (f.kind == kRankKilled && !killers.count(f.rank))
         killers[f.rank] = std::make_unique<RemoteKiller>(ssh_options(host_of_rank(f.rank)));
     }
+    // The run's own faults: with a sweep.outage_ms point, every outage fault lasts that long.
+    // Declared before `faults`, which holds a reference to it.
+    ExperimentSpec fault_spec;
     std::unique_ptr<PhaseFaults> faults;
     if (!spec_.faults.empty()) {
+      fault_spec.hosts = spec_.hosts;
+      fault_spec.faults = spec_.faults;
+      for (auto& f : fault_spec.faults) {
+        if (m.point.outage_ms > 0 && (f.kind == kPortDark || f.kind == kCircuitCut)) f.for_ms = m.point.outage_ms;
+      }
       faults = std::make_unique<PhaseFaults>(
-          spec_, target_.is_vlab() ? target_.lab.dir : std::string(),
+          fault_spec, target_.is_vlab() ? target_.lab.dir : std::string(),
           [step_of = StepOfSeq(pw_.schedule)](const phase::ControllerEvent& e) { return step_of(e.group, e.seq); },
           [this, label = m.label](const std::string& line) { ctx_.log(label + ": " + line); }, m.dir + "/faults.json",
           [this, &m, &killers](const FaultSpec& f) { kill_rank(m, f.rank, *killers.at(f.rank)); });
+      faults->set_switch([sw = target_.switch_access()] { return ocs::make_driver(sw.url, sw.options); });
     }
     std::optional<phase::Controller> ctl;  // none in native mode: the fabric stays as wired
     if (m.point.mode != "native") {
@@ -270,7 +301,7 @@ class PhaseWorkloadRun {
         watches.back()->start();
       }
     }
-    m.launch = launch_settings(m.point.mode, ctl ? ctl->port() : 0);
+    m.launch = launch_settings(m.point, ctl ? ctl->port() : 0);
     m.started_ns = realtime_ns();
     if (faults) faults->start();
     launcher_->run(m);

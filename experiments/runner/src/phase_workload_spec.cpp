@@ -5,6 +5,9 @@
 #include <boost/asio/ip/address.hpp>
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <string_view>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -362,12 +365,99 @@ void pick_native(const YamlDoc& doc, const YAML::Node& ph, const YAML::Node& wl,
   }
 }
 
-// sweep: {switching_ms: [...], repetitions: N, inject: BOOL}.
+// A sweep.env variable's values: NCCL's queue-pair variables in their ranges (the verbs
+// attributes they set: timeout 0..31, retry_cnt 0..7), the port-failover switch 0 or 1, any
+// other variable's value in a character set a shell passes through unquoted.
+void check_env_value(const YamlDoc& doc, const YAML::Node& v, const std::string& name, const std::string& value) {
+  auto number_in = [&](int lo, int hi) {
+    int n = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (ec != std::errc() || end != value.data() + value.size() || n < lo || n > hi) {
+      throw config_error(doc, v, fmt::format("sweep.env.{}: '{}' is not a value in {}..{}", name, value, lo, hi));
+    }
+  };
+  if (name == kEnvIbTimeout) return number_in(0, 31);
+  if (name == kEnvIbRetryCnt) return number_in(0, 7);
+  if (name == kEnvIbPortFailover) return number_in(0, 1);
+  const bool plain = !value.empty() && std::all_of(value.begin(), value.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("_.,:/+=@-").find(c) != std::string::npos;
+  });
+  if (!plain) {
+    throw config_error(doc, v,
+                       fmt::format("sweep.env.{}: '{}' is not a value the ranks' command lines can carry (letters, "
+                                   "digits and _.,:/+=@- only)",
+                                   name, value));
+  }
+}
+
+// sweep.env: {NAME: [VALUE, ...], ...}: every combination a run of the job (in the order given).
+void parse_sweep_env(const YamlDoc& doc, const YAML::Node& env, PhaseWorkloadSpec& pw) {
+  if (!env.IsMap() || env.size() == 0)
+    throw config_error(doc, env, "sweep.env is a map {VARIABLE: [VALUE, ...]} (e.g. {NCCL_IB_TIMEOUT: [18, 22]})");
+  for (const auto& kv : env) {
+    const std::string name = as_string(doc, kv.first);
+    const bool word = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+                      std::all_of(name.begin(), name.end(), [](char c) {
+                        return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                      });
+    if (!word) throw config_error(doc, kv.first, fmt::format("sweep.env: '{}' is not a variable name", name));
+    if (name.rfind("OCSLAB_", 0) == 0 || name.rfind("OMPI_", 0) == 0 || name.rfind("SLURM_", 0) == 0 ||
+        name == "PATH" || name.rfind("LD_", 0) == 0 || name == "PYTHONPATH") {
+      throw config_error(doc, kv.first,
+                         fmt::format("sweep.env: {} is the runner's or the launcher's to set, not a sweep axis",
+                                     name));
+    }
+    const YAML::Node& list = kv.second;
+    if (!list.IsSequence() || list.size() == 0)
+      throw config_error(doc, list, fmt::format("sweep.env.{} is a non-empty list of values", name));
+    std::vector<std::string> values;
+    for (const auto& v : list) {
+      std::string value = as_string(doc, v);
+      check_env_value(doc, v, name, value);
+      if (pw.launcher == Launcher::kSrun && value.find(',') != std::string::npos) {
+        throw config_error(doc, v,
+                           fmt::format("sweep.env.{}: '{}' has a comma, which srun's --export cannot carry", name,
+                                       value));
+      }
+      if (std::find(values.begin(), values.end(), value) != values.end())
+        throw config_error(doc, v, fmt::format("sweep.env.{}: {} listed twice", name, value));
+      values.push_back(std::move(value));
+    }
+    pw.sweep_env.emplace_back(name, std::move(values));
+  }
+}
+
+// sweep: {switching_ms: [...], env: {...}, outage_ms: [...], repetitions: N, inject: BOOL}.
 void parse_sweep(const YamlDoc& doc, const YAML::Node& sw, const ExperimentSpec& spec, PhaseWorkloadSpec& pw) {
-  if (!sw.IsMap())
-    throw config_error(doc, sw, "sweep is a map {switching_ms: [MS, ...], repetitions: N, inject: BOOL}");
-  only_keys(doc, sw, {"switching_ms", "repetitions", "inject"});
-  const auto& list = require(doc, sw, "switching_ms");
+  if (!sw.IsMap()) {
+    throw config_error(doc, sw,
+                       "sweep is a map {switching_ms: [MS, ...], env: {VARIABLE: [VALUE, ...]}, outage_ms: [MS, ...], "
+                       "repetitions: N, inject: BOOL}");
+  }
+  only_keys(doc, sw, {"switching_ms", "env", "outage_ms", "repetitions", "inject"});
+  if (!sw["switching_ms"] && !sw["env"] && !sw["outage_ms"])
+    throw config_error(doc, sw, "sweep needs an axis: switching_ms, env or outage_ms");
+  if (const auto& env = sw["env"]) parse_sweep_env(doc, env, pw);
+  if (const auto& list = sw["outage_ms"]) {
+    if (!list.IsSequence() || list.size() == 0)
+      throw config_error(doc, list, "sweep.outage_ms is a non-empty list of outage lengths in ms");
+    for (const auto& v : list) {
+      double ms = as_double(doc, v);
+      if (!(ms > 0 && ms <= kMaxOutageMs) || ms >= pw.timeout_s * 1000.0) {
+        throw config_error(doc, v,
+                           fmt::format("sweep.outage_ms: {} is not an outage the run allows (above 0, at most {} ms "
+                                       "and shorter than workload.timeout_s, {} s)",
+                                       ms, kMaxOutageMs, pw.timeout_s));
+      }
+      if (std::find(pw.sweep_outage_ms.begin(), pw.sweep_outage_ms.end(), ms) != pw.sweep_outage_ms.end())
+        throw config_error(doc, v, fmt::format("sweep.outage_ms: {} ms listed twice", ms));
+      pw.sweep_outage_ms.push_back(ms);
+    }
+  }
+  if (sw["repetitions"]) pw.repetitions = int_in(doc, sw["repetitions"], 1, 100, "repetitions");
+  if (sw["inject"]) pw.inject_delay = as_bool(doc, sw["inject"]);
+  const auto& list = sw["switching_ms"];
+  if (!list) return;
   if (!list.IsSequence() || list.size() == 0)
     throw config_error(doc, list, "sweep.switching_ms is a non-empty list of switching times in ms");
   for (const auto& v : list) {
@@ -378,8 +468,6 @@ void parse_sweep(const YamlDoc& doc, const YAML::Node& sw, const ExperimentSpec&
       throw config_error(doc, v, fmt::format("sweep.switching_ms: {} ms listed twice", ms));
     pw.sweep_switching_ms.push_back(ms);
   }
-  if (sw["repetitions"]) pw.repetitions = int_in(doc, sw["repetitions"], 1, 100, "repetitions");
-  if (sw["inject"]) pw.inject_delay = as_bool(doc, sw["inject"]);
   if (spec.vlab.empty() && !pw.inject_delay) {
     throw config_error(doc, sw,
                        fmt::format("a switching-latency sweep cannot set the switching time of a real switch ({}): "
@@ -388,7 +476,8 @@ void parse_sweep(const YamlDoc& doc, const YAML::Node& sw, const ExperimentSpec&
                                    spec.switch_url.empty() ? std::string("the spec's switch") : spec.switch_url));
   }
   if (std::all_of(pw.modes.begin(), pw.modes.end(), [](const auto& m) { return m == "native"; }))
-    throw config_error(doc, sw, "a sweep needs on-demand or provisioning in workload.modes (native never switches)");
+    throw config_error(doc, list, "a switching-time sweep needs on-demand or provisioning in workload.modes (native "
+                                  "never switches)");
 }
 
 void check_launcher(const YamlDoc& doc, const YAML::Node& where, const ExperimentSpec& spec,
@@ -793,11 +882,36 @@ void append_rank_options(std::vector<std::string>& a, const PhaseWorkloadSpec& s
 
 }  // namespace
 
+std::string env_label(const std::vector<std::pair<std::string, std::string>>& env) {
+  std::string out;
+  for (const auto& [name, value] : env) {
+    std::string n = name;
+    for (const char* prefix : {"NCCL_IB_", "NCCL_"}) {
+      if (n.rfind(prefix, 0) == 0 && n.size() > std::string_view(prefix).size()) {
+        n = n.substr(std::string_view(prefix).size());
+        break;
+      }
+    }
+    std::string part;
+    for (char c : n + value) {
+      const bool keep = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+      part += keep ? static_cast<char>(std::tolower(static_cast<unsigned char>(c))) : '_';
+    }
+    out += (out.empty() ? "" : ".") + part;
+  }
+  return out;
+}
+
 std::vector<std::string> rank_argv(const PhaseWorkloadSpec& spec, const std::vector<HostEntry>& hosts, int rank,
                                    const RankLaunch& l) {
   if (spec.framework == Framework::kTorch) return torch_rank_argv(spec, rank, l);
   const RankPlacement& p = spec.ranks.at(static_cast<size_t>(rank));
-  std::vector<std::string> a = {l.program,
+  std::vector<std::string> a;
+  if (!l.env.empty()) {  // the run's sweep.env point, through env(1): the ranks' own shell is not asked
+    a.push_back("env");
+    for (const auto& [k, v] : l.env) a.push_back(k + "=" + v);
+  }
+  a.insert(a.end(), {l.program,
                                 "--schedule",
                                 l.schedule,
                                 "--rank",
@@ -809,7 +923,7 @@ std::vector<std::string> rank_argv(const PhaseWorkloadSpec& spec, const std::vec
                                 "--host",
                                 hosts.at(p.host).name,
                                 "--output",
-                                l.output_dir};
+                                l.output_dir});
   append_rank_options(a, spec, l, p.nic);
   return a;
 }
@@ -841,6 +955,14 @@ std::vector<std::string> launcher_argv(const PhaseWorkloadSpec& spec, const std:
     a.insert(a.end(), {"--nodes=" + std::to_string(blocks.size()), "--ntasks=" + std::to_string(n),
                        "--ntasks-per-node=" + std::to_string(blocks.front().second), "--nodelist=" + nl,
                        "--distribution=block"});
+  }
+  // The run's sweep.env point, exported to every rank by the launcher itself.
+  if (!l.env.empty() && spec.launcher == Launcher::kMpirun) {
+    for (const auto& [k, v] : l.env) a.insert(a.end(), {"-x", k + "=" + v});
+  } else if (!l.env.empty()) {
+    std::string exports = "--export=ALL";
+    for (const auto& [k, v] : l.env) exports += "," + k + "=" + v;
+    a.push_back(exports);
   }
   a.insert(a.end(), l.launcher_args.begin(), l.launcher_args.end());
   a.insert(a.end(), spec.launcher_args.begin(), spec.launcher_args.end());

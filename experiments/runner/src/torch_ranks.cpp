@@ -74,6 +74,7 @@ void append_job_env_and_program(std::vector<std::string>& a, const PhaseWorkload
   a.push_back("OCSLAB_SHIM_CSV=" + l.output_dir + "/" + shim_csv);
   a.push_back("OCSLAB_OUTPUT=" + l.output_dir);
   if (!l.python_path.empty()) a.push_back("PYTHONPATH=" + l.python_path);
+  for (const auto& [k, v] : l.env) a.push_back(k + "=" + v);  // the run's sweep.env point
   a.insert(a.end(), {l.program, "-m", "ocslab.torch_backend", l.script, "--backend", "ocslab"});
   a.insert(a.end(), spec.args.begin(), spec.args.end());
 }

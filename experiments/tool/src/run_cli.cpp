@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "ocslab/analysis/localisation.h"
 #include "ocslab/analysis/qp_timers.h"
+#include "ocslab/analysis/survival.h"
 #include "ocslab/analysis/summary.h"
 #include "ocslab/cli/ocslab_cli.h"
 #include "ocslab/cli/plot.h"
@@ -118,6 +119,73 @@ void print_fault(const runner::ExperimentSpec& spec, const runner::FaultSpec& f,
                      runner::FaultInjector::when(f), runner::FaultInjector::lasts(f));
 }
 
+// The survival axes of a phase-workload sweep (sweep.env, sweep.outage_ms): the runs, the outage,
+// and per queue-pair setting what the timer arithmetic predicts at each length.
+void print_survival_plan(const runner::ExperimentSpec& spec, std::ostream& out) {
+  const auto& pw = *spec.phase_workload;
+  if (pw.sweep_env.empty() && pw.sweep_outage_ms.empty()) return;
+  size_t combos = 1;
+  for (const auto& [name, values] : pw.sweep_env) combos *= values.size();
+  const size_t lengths = std::max<size_t>(1, pw.sweep_outage_ms.size());
+  const size_t switching = std::max<size_t>(1, pw.sweep_switching_ms.size());
+  out << fmt::format("survival sweep: {} run(s) of the job ({} environment(s) x {} outage length(s) x {} switching "
+                     "time(s) x {} repetition(s) x {} mode(s))\n",
+                     combos * lengths * switching * pw.repetitions * pw.modes.size(), combos, lengths, switching,
+                     pw.repetitions, pw.modes.size());
+  for (const auto& [name, values] : pw.sweep_env) out << fmt::format("  env {}: {}\n", name, fmt::join(values, ", "));
+  std::vector<double> lengths_ms = pw.sweep_outage_ms;
+  for (const auto& f : spec.faults) {
+    if (f.kind != runner::kPortDark && f.kind != runner::kCircuitCut) continue;
+    if (lengths_ms.empty() && f.for_ms > 0) lengths_ms.push_back(f.for_ms);
+    out << fmt::format("  outage: {} {}, {} ms{}\n", runner::FaultInjector::describe(spec, f),
+                       runner::FaultInjector::when(f), fmt::join(lengths_ms, ", "),
+                       f.kind == runner::kCircuitCut
+                           ? " (the circuit deleted, then made again: the outage adds the switch's switching twice)"
+                           : " (the emulator's dark spell)");
+  }
+  std::vector<int> timeouts, retries;
+  for (const auto& [name, values] : pw.sweep_env) {
+    for (const auto& v : values) {
+      if (name == runner::kEnvIbTimeout) timeouts.push_back(std::stoi(v));
+      if (name == runner::kEnvIbRetryCnt) retries.push_back(std::stoi(v));
+    }
+    if (name == runner::kEnvIbPortFailover) {
+      out << fmt::format("  {}: NCCL 2.29 or later moves a failed port's queue pairs to another port; an older "
+                         "NCCL ignores it, ocslab-collbench-verbs too\n",
+                         name);
+    }
+  }
+  if (timeouts.empty()) timeouts.push_back(analysis::kNcclDefaultTimeout);
+  if (retries.empty()) retries.push_back(analysis::kNcclDefaultRetryCnt);
+  const bool verbs = pw.program.find("collbench-verbs") != std::string::npos;
+  for (int t : timeouts) {
+    for (int r : retries) {
+      auto survives = analysis::survivable_outage_ns(t, r);
+      std::vector<std::string> outcome;
+      for (double ms : lengths_ms) {
+        const bool ok = analysis::survives_outage(t, r, static_cast<int64_t>(ms * 1e6));
+        outcome.push_back(fmt::format("{} {}", ms, ok ? "survives" : "errors"));
+      }
+      std::string soft;
+      if (!spec.vlab.empty()) {
+        auto b = analysis::softroce_survivable_outage_ns(t, r);
+        soft = fmt::format(" (Soft-RoCE {} at HZ={})",
+                           b ? fmt::format("{:.3f} ms", static_cast<double>(*b) / 1e6) : std::string("any length"),
+                           analysis::kDefaultSoftRoceHz);
+      }
+      out << fmt::format("  timeout {} retry_cnt {}: survives outages up to {}{}; predicted: {}\n", t, r,
+                         survives ? fmt::format("{:.3f} ms", static_cast<double>(*survives) / 1e6) : "any length",
+                         soft, fmt::join(outcome, ", "));
+    }
+  }
+  if (pw.program.find("collbench-nccl") != std::string::npos) {
+    out << "  ocslab-collbench-nccl: one GPU per rank; this sweep runs on a lab with GPUs and RDMA NICs "
+           "(NCCL reads the variables itself)\n";
+  } else if (verbs) {
+    out << "  ocslab-collbench-verbs takes NCCL_IB_TIMEOUT / NCCL_IB_RETRY_CNT as its --qp-timeout / --qp-retry\n";
+  }
+}
+
 // `--check` of a phase-workload spec: placement, slots, the controller and each mode's command.
 void print_phase_plan(const runner::ExperimentSpec& spec, std::ostream& out) {
   const auto& pw = *spec.phase_workload;
@@ -182,12 +250,15 @@ void print_phase_plan(const runner::ExperimentSpec& spec, std::ostream& out) {
                        pw.repetitions,
                        pw.inject_delay ? "injected by the controller" : "set on the virtual lab's emulator");
   }
+  print_survival_plan(spec, out);
   if (!spec.probes.empty() || spec.rdma.enabled) {
     std::string names;
     for (const auto& p : spec.probes) names += (names.empty() ? "" : ", ") + p.name;
     if (spec.rdma.enabled) names += std::string(names.empty() ? "" : ", ") + "rdma";
     out << fmt::format("probes: {} on every host through the whole run\n", names);
   }
+  // The first run's sweep.env point, so that the command lines show how the ranks get it.
+  for (const auto& [name, values] : pw.sweep_env) l.env.emplace_back(name, values.front());
   for (const auto& m : pw.modes) {
     l.mode = m;
     out << fmt::format("{} ({}):\n", m, runner::to_string(pw.launcher));
@@ -425,6 +496,14 @@ nlohmann::json phase_plan_json(const runner::ExperimentSpec& spec) {
   std::vector<std::string> rails;
   for (const auto& r : pw.rail_list()) rails.push_back(r.name);
   j["rails"] = rails;
+  if (!pw.sweep_env.empty() || !pw.sweep_outage_ms.empty() || !pw.sweep_switching_ms.empty()) {
+    nlohmann::json env = nlohmann::json::object();
+    for (const auto& [name, values] : pw.sweep_env) env[name] = values;
+    j["sweep"] = {{"switching_ms", pw.sweep_switching_ms},
+                  {"env", env},
+                  {"outage_ms", pw.sweep_outage_ms},
+                  {"repetitions", pw.repetitions}};
+  }
   return j;
 }
 

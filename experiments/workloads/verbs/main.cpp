@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cstdlib>
+#include <string_view>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -60,8 +62,10 @@ void add_verbs_options(po::options_description& desc) {
       "RANK=IFACE: this rank's queue pairs with RANK use IFACE's device (repeatable; per rank: a host whose NICs "
       "each have a circuit to one neighbour)")(
       "ib-port", po::value<int>()->default_value(1), "port of the RDMA device")(
-      "qp-timeout", po::value<int>()->default_value(14), "RC local ACK timeout exponent: 4.096 us x 2^N (0..31)")(
-      "qp-retry", po::value<int>()->default_value(7), "RC retry count (0..7)")(
+      "qp-timeout", po::value<int>(),
+      "RC local ACK timeout exponent: 4.096 us x 2^N (0..31); default: NCCL_IB_TIMEOUT when set (as NCCL's IB "
+      "transport reads it), else 14")(
+      "qp-retry", po::value<int>(), "RC retry count (0..7); default: NCCL_IB_RETRY_CNT when set, else 7")(
       "max-msg", po::value<std::string>(),
       "split transfers into SENDs of at most this size (e.g. 64KiB; default: the "
       "device's limit, at most 1GiB)");
@@ -80,6 +84,25 @@ std::vector<std::pair<std::string, std::string>> assignments(const po::variables
     out.emplace_back(v.substr(0, eq), v.substr(eq + 1));
   }
   return out;
+}
+
+// A queue-pair setting: the option when given, else the NCCL variable NCCL's IB transport takes
+// it from (so a survival sweep's NCCL_IB_TIMEOUT / NCCL_IB_RETRY_CNT reach this program as they
+// reach NCCL), else the default; each refused outside 0..max, naming where it came from.
+int qp_setting(const po::variables_map& vm, const std::string& option, const char* variable, int fallback, int max) {
+  if (vm.count(option)) {
+    const int v = vm[option].as<int>();
+    if (v < 0 || v > max) throw Error(fmt::format("--{} must be 0..{}, got {}", option, max, v));
+    return v;
+  }
+  const char* env = std::getenv(variable);
+  if (!env || !*env) return fallback;
+  const std::string_view text(env);
+  int v = -1;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < 0 || v > max)
+    throw Error(fmt::format("{}='{}': want 0..{} (it sets --{})", variable, text, max, option));
+  return v;
 }
 
 int run_verbs(const po::variables_map& vm, const Job& job) {
@@ -105,9 +128,8 @@ int run_verbs(const po::variables_map& vm, const Job& job) {
     vo.peer_iface[peer] = iface;
   }
   vo.port = vm["ib-port"].as<int>();
-  int t = vm["qp-timeout"].as<int>(), r = vm["qp-retry"].as<int>();
-  if (t < 0 || t > 31) throw Error("--qp-timeout must be 0..31");
-  if (r < 0 || r > 7) throw Error("--qp-retry must be 0..7");
+  const int t = qp_setting(vm, "qp-timeout", "NCCL_IB_TIMEOUT", 14, 31);
+  const int r = qp_setting(vm, "qp-retry", "NCCL_IB_RETRY_CNT", 7, 7);
   vo.timeout = static_cast<uint8_t>(t);
   vo.retry_cnt = static_cast<uint8_t>(r);
   vo.op_timeout = o.timeout;

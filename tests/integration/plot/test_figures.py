@@ -313,6 +313,48 @@ class SurvivalTest(unittest.TestCase):
         self.assertEqual(len(d["survival"]["settings"]), 3)
 
 
+JOB_SURVIVAL = """run,setting,timeout,retry_cnt,outage_ms,dark_ms,outcome,error_after_ms,stall_ms,resume_after_light_ms,predicted_survive,softroce_survive,failure
+a,timeout14.retry_cnt2,14,2,30,30.000,survived,,39.222,212.435,1,{soft},
+b,timeout14.retry_cnt2,14,2,600,600.000,errored,406.781,,,0,{soft},retry counter exceeded
+"""
+JOB_MATRIX = """timeout,retry_cnt,outage_ms,survived,errored,stalled,untouched,predicted_boundary_ms,softroce_boundary_ms
+14,2,30,1,0,0,0,134.218,{bound}
+14,2,600,0,1,0,0,134.218,{bound}
+"""
+
+
+class JobSurvivalTest(unittest.TestCase):
+    """job_survival.png from a phase workload's survival sweep (job_survival_matrix.csv, the
+    matrix's columns): drawn with the phase figures; the Soft-RoCE boundary only for a run on
+    Soft-RoCE (job_survival.csv's softroce_survive filled)."""
+
+    def describe_job(self, softroce):
+        with tempfile.TemporaryDirectory(prefix="plot-figures-") as tmp:
+            folder = os.path.join(tmp, "job-survival")
+            os.makedirs(folder)
+            with open(os.path.join(folder, "job_survival.csv"), "w") as f:
+                f.write(JOB_SURVIVAL.format(soft="1" if softroce else ""))
+            with open(os.path.join(folder, "job_survival_matrix.csv"), "w") as f:
+                f.write(JOB_MATRIX.format(bound="128.000" if softroce else ""))
+            d = describe(folder)
+            size = png_size(d["job_survival"]["file"])
+        return d, size
+
+    def test_one_cell_per_run_and_the_boundary_between_the_lengths(self):
+        d, size = self.describe_job(softroce=True)
+        j = d["job_survival"]
+        self.assertEqual(size, j["size_px"])
+        self.assertEqual(j["grid_ms"], [30.0, 600.0])
+        self.assertEqual([s["label"] for s in j["settings"]], ["t14 r2"])
+        self.assertEqual(j["settings"][0]["fractions"], [1.0, 0.0])
+        self.assertAlmostEqual(j["settings"][0]["predicted_x"], (134.218 - 30) / 570, places=3)
+        self.assertAlmostEqual(j["settings"][0]["softroce_ms"], 128.0)
+
+    def test_hardware_runs_have_no_soft_roce_boundary(self):
+        d, _ = self.describe_job(softroce=False)
+        self.assertIsNone(d["job_survival"]["settings"][0]["softroce_ms"])
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--render":
         out = os.path.join(sys.argv[2], RUN)

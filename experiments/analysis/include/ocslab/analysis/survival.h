@@ -121,6 +121,15 @@ struct Survival {
 Verdict judge_boundary(const std::vector<double>& grid, std::optional<double> longest_survived_ms,
                        std::optional<double> shortest_errored_ms, std::optional<double> predicted_ms);
 
+// One outcome into a grid length's counts.
+void count_outcome(SurvivalPoint& pt, Outcome o);
+// A setting whose points are counted: its measured boundary, the predicted ones (the arithmetic's
+// and Soft-RoCE's at hz) and both verdicts.
+void judge_setting(SurvivalSetting& set, const std::vector<double>& grid, int hz);
+// "t12 r2: survives <= 20 ms, errors >= 50 ms; predicted 33.554 ms (Soft-RoCE 32.000 ms at HZ=250):
+// agrees"; without softroce, no Soft-RoCE bound or verdict.
+std::string survival_setting_line(const SurvivalSetting& set, int hz, bool softroce);
+
 // Reads the survival rows of a timeline, streaming (only the ocs outage rows, the emulator's
 // light rows and the survival probes' event rows are kept; a line is at most 1 MiB). Throws
 // ConfigError "path:line: what" for malformed input (a missing column, a wrong field count, a

@@ -108,6 +108,7 @@ inline constexpr const char* kPortDark = "port-dark";
 inline constexpr const char* kSwitchUnreachable = "switch-unreachable";
 inline constexpr const char* kAgentKilled = "agent-killed";
 inline constexpr const char* kRankKilled = "rank-killed";
+inline constexpr const char* kCircuitCut = "circuit-cut";
 
 // One injected fault (`faults:`), from just before reconfiguration before_iteration's command
 // to the end of the run, then undone. Virtual lab only: nic-held-down: the NIC's link is held
@@ -118,13 +119,18 @@ inline constexpr const char* kRankKilled = "rank-killed";
 // the host is lost for the rest of the run, and nothing is undone. In a phase-workload spec a
 // fault comes at a step (at_step: when the controller gets the step's first request) or a time
 // (after_s: after the ranks started) of every run of the job, instead of before_iteration, and
-// rank-killed kills one rank's process (SIGKILL, over SSH; any lab).
+// rank-killed kills one rank's process (SIGKILL, over SSH; any lab). Outages of a planned
+// length (phase-workload; docs/experiments.md "Queue-pair settings through outages, under a
+// job"): port-dark with for_ms is the emulator's dark spell (virtual lab: the port dark exactly
+// for_ms, then lit again by the emulator); circuit-cut (any switch) deletes the circuit on the
+// port through the switch's driver and makes it again for_ms after the deletion's
+// acknowledgement, so the outage also holds the switch's own switching time twice.
 struct FaultSpec {
   std::string kind = kNicHeldDown;
   size_t host = 0;  // index into ExperimentSpec::hosts; port-dark: the NIC on the port
   std::string nic;  // empty for agent-killed
-  ocs::Port port = 0;  // port-dark: the switch port (the NIC's tx_port or rx_port)
-  double for_ms = 0;   // switch-unreachable: how long
+  ocs::Port port = 0;  // port-dark, circuit-cut: the switch port (the NIC's tx_port or rx_port)
+  double for_ms = 0;   // switch-unreachable, circuit-cut: how long; port-dark: 0 (to the end of the run) or a dark spell
   int before_iteration = 1;  // 1..reconfigurations (reconfig-latency; 0 in a phase-workload spec)
   int rank = -1;             // rank-killed: the rank (host: its host)
   int at_step = -1;          // phase-workload: the step (0 = the first, warm-up included); -1: after_s

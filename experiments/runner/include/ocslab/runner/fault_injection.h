@@ -11,12 +11,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "ocslab/common/sample.h"
+#include "ocslab/ocsctl/driver.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/vlab/lab_timing.h"
 
@@ -32,6 +34,8 @@ class FaultInjector {
   // Kills the process an agent-killed (the host's agent daemon) or rank-killed (the rank) fault
   // names, with SIGKILL (no goodbye); throws Error naming what failed. Needed for those kinds.
   using Kill = std::function<void(const FaultSpec&)>;
+  // A session to the run's switch, for circuit-cut (its driver deletes and remakes the circuit).
+  using MakeDriver = std::function<std::unique_ptr<ocs::OcsDriver>()>;
   // lab_dir: the running virtual lab's run folder (empty on real hosts: only agent-killed then). journal (when not empty): a file rewritten
   // atomically before each fault is applied and after each release (the lab, what it had as
   // found, record()), so that `ocslab recover` can undo what a runner that died left in force
@@ -49,8 +53,14 @@ class FaultInjector {
   // the problem when it could not be. A phase workload calls it from its own trigger.
   std::optional<std::string> inject(size_t k, const std::string& when);
   // Puts the lab's holds and dark ports back as they were before the first fault (nothing when
-  // none was injected). Returns the problem when that failed.
+  // none was injected), and makes again a cut circuit whose remaking failed. Returns the
+  // problem when that failed.
   std::vector<std::string> release();
+  // circuit-cut's switch sessions (needed before such a fault is injected).
+  void set_switch(MakeDriver make) { make_driver_ = std::move(make); }
+  // Whether fault f ends by itself (a dark spell, a cut circuit, an unreachable spell): its end
+  // is when it was due, not when the run released it.
+  static bool ends_by_itself(const FaultSpec& f);
 
   // When the lab was asked to apply the first fault due before reconfiguration i (ns since the
   // epoch; 0: none was applied). Each is asked for just before the command; applying it takes
@@ -86,18 +96,23 @@ class FaultInjector {
   struct Applied {
     int64_t asked_ns = 0, held_ns = 0, released_ns = 0;
     std::string error;
+    std::vector<ocs::Circuit> cut;  // circuit-cut: the circuits deleted, to make again
   };
   // The lab's holds and dark ports as found, with every fault injected so far and fault k.
   vlab::LabTiming lab_set(size_t k) const;
   vlab::LabTiming lab_timing_for(size_t k) const;  // what applying fault k asks of the lab
+  std::vector<std::string> release_lab();  // the virtual lab's part of release()
   void save_journal();  // a failure is logged: the run goes on without it
   void inject_kill(size_t k, const std::string& when);  // agent- or rank-killed fault k; a failure in applied_[k].error
+  // circuit-cut fault k: delete the port's circuit, hold for_ms, make it again; the problem, if any.
+  std::optional<std::string> inject_cut(size_t k, const std::string& when);
 
   const ExperimentSpec& spec_;
   std::string lab_dir_;
   Row row_;
   Log log_;
   Kill kill_;
+  MakeDriver make_driver_;
   std::string journal_;
   std::vector<Applied> applied_;  // one per spec_.faults
   bool found_read_ = false;

@@ -34,6 +34,8 @@ class PhaseFaults {
   PhaseFaults(const PhaseFaults&) = delete;
   PhaseFaults& operator=(const PhaseFaults&) = delete;
 
+  // circuit-cut's switch sessions (FaultInjector::set_switch); before start().
+  void set_switch(FaultInjector::MakeDriver make) { injector_.set_switch(std::move(make)); }
   // The ranks start now: after_s counts from here.
   void start();
   // The controller's on_event: a request of a fault's step makes it due.

@@ -33,6 +33,10 @@ struct RunPoint {
   std::string label;         // the folder's name: the mode, "-<ms>ms" per sweep point, "-r<k>" per repetition
   double switching_ms = -1;  // the sweep point (-1: the switch's own timing)
   int repetition = 1;
+  // The survival axes' point: the ranks' sweep.env values, and the outage length every
+  // port-dark / circuit-cut fault of this run lasts (-1: the faults' own).
+  std::vector<std::pair<std::string, std::string>> env = {};
+  double outage_ms = -1;
 };
 
 // One reconfiguration the controller made, with the op that asked for it.

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ocslab/analysis/breakdown.h"
+#include "ocslab/analysis/job_survival.h"
 #include "ocslab/common/sample.h"
 #include "ocslab/phase/controller.h"
 #include "ocslab/runner/idle_windows.h"
@@ -90,6 +91,7 @@ class PhaseResults {
   void drop_incomplete_steps(ModeRun& m, std::vector<StepFigures>& figures) const;
   nlohmann::json job_record(const ModeRun& m, const std::vector<phase::ControllerEvent>& events,
                             const std::vector<workloads::OpRecord>& rows);
+  bool add_job_run(const ModeRun& m, const std::vector<workloads::OpRecord>& rows, const nlohmann::json& stopped);
   int64_t offset_of(const std::string& host) const;
   ModeRows read_rank_files(ModeRun& m) const;
   void write_mode_timeline(const ModeRun& m, const ModeRows& got) const;
@@ -119,6 +121,7 @@ class PhaseResults {
   std::vector<std::pair<IdleWindow, double>> windows_;  // every run's, with its switching time
   std::vector<WindowSummary> window_summaries_;
   size_t breakdown_rows_ = 0;
+  std::vector<analysis::JobRun> job_runs_;  // runs with an outage of a planned length
 };
 
 }  // namespace ocslab::runner

@@ -97,6 +97,12 @@ struct PhaseWorkloadSpec {
   // circuits for the point's time before it releases the ranks. Empty: one run per mode at the
   // switch's own timing.
   std::vector<double> sweep_switching_ms;
+  // Survival axes (docs/experiments.md "Queue-pair settings through outages, under a job"):
+  // environment variables given to every rank, one run per combination (e.g. NCCL_IB_TIMEOUT,
+  // NCCL_IB_RETRY_CNT; ocslab-collbench-verbs takes its queue-pair settings from the same two),
+  // and outage lengths, each the for_ms of every port-dark / circuit-cut fault in that run.
+  std::vector<std::pair<std::string, std::vector<std::string>>> sweep_env;
+  std::vector<double> sweep_outage_ms;
   int repetitions = 1;
   bool inject_delay = false;
   // phase control
@@ -149,6 +155,18 @@ struct PhaseWorkloadSpec {
 PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec& spec);
 
 // What one rank (or one launcher command) is told, independent of how it is started.
+// The survival axes' known variables (sweep.env): NCCL's IB transport takes the queue pairs'
+// local ACK timeout exponent and retry count from the first two, ocslab-collbench-verbs too;
+// NCCL 2.29 and later move a failed port's queue pairs to another port with the third.
+inline constexpr const char* kEnvIbTimeout = "NCCL_IB_TIMEOUT";
+inline constexpr const char* kEnvIbRetryCnt = "NCCL_IB_RETRY_CNT";
+inline constexpr const char* kEnvIbPortFailover = "NCCL_IB_RESILIENCY_PORT_FAILOVER";
+
+// A sweep.env point in a folder name: each variable without NCCL's "NCCL_IB_" / "NCCL_" prefix,
+// lower case, followed by its value, joined by '.': {NCCL_IB_TIMEOUT 18, NCCL_IB_RETRY_CNT 7}
+// -> "timeout18.retry_cnt7". Characters a folder name should not hold become '_'.
+std::string env_label(const std::vector<std::pair<std::string, std::string>>& env);
+
 struct RankLaunch {
   std::string program;
   std::string schedule;    // the schedule's path as the ranks see it
@@ -165,6 +183,8 @@ struct RankLaunch {
   // (empty: the installed package, on python3's own path).
   std::string script = {};
   std::string python_path = {};
+  // The run's sweep.env point: set in every rank's environment (NAME, VALUE).
+  std::vector<std::pair<std::string, std::string>> env = {};
 };
 
 // The argv of rank r under the ssh launcher: program, schedule, --rank/--nranks/--rendezvous,
