@@ -269,6 +269,30 @@ TEST_CASE("run --check --json prints the plan or the error as JSON", "[cli][chec
   CHECK_THAT(r.out, Contains("queue pairs per pair (6, one TCP port each from 18520): t12r2 t12r4 t13r2 t13r4 t14r2 t14r4"));
   CHECK_THAT(r.out, Contains("qp t14 r4: survives outages up to 268.435 ms; predicted: 20 survives, 50 survives, "
                              "100 survives, 200 survives, 400 errors"));
+
+  // The NCCL survival sweep for a GPU lab: validated here (no GPU, no switch reached), every
+  // run counted, each setting's prediction per length, and the ranks' environment on their
+  // command lines.
+  const std::string nccl = ocslab::testing::source_dir() + "/experiments/specs/nccl-survival.yaml";
+  r = run_cli({"run", nccl, "--check"});
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.out, Contains("survival sweep: 48 run(s) of the job (6 environment(s) x 4 outage length(s)"));
+  CHECK_THAT(r.out, Contains("outage: circuit-cut on switch port 19 (gpu3:ibp1s0 rx) at step 3, 500, 3000, 8000, "
+                             "20000 ms"));
+  CHECK_THAT(r.out, Contains("timeout 18 retry_cnt 7: survives outages up to 7516.193 ms; predicted: 500 survives, "
+                             "3000 survives, 8000 errors, 20000 errors"));
+  CHECK_THAT(r.out, Contains("NCCL_IB_RESILIENCY_PORT_FAILOVER: NCCL 2.29 or later"));
+  CHECK_THAT(r.out, Contains("ocslab-collbench-nccl: one GPU per rank"));
+  CHECK_THAT(r.out, Contains("gpu3$ env NCCL_IB_TIMEOUT=16 NCCL_IB_RETRY_CNT=7 NCCL_IB_RESILIENCY_PORT_FAILOVER=0 "
+                             "ocslab-collbench-nccl --schedule"));
+  CHECK_THAT(r.out, !Contains("Soft-RoCE"));  // real hosts: the hardware's arithmetic only
+  r = run_cli({"run", nccl, "--check", "--json"});
+  REQUIRE(r.rc == 0);
+  j = nlohmann::json::parse(r.out);
+  CHECK(j["sweep"]["env"]["NCCL_IB_TIMEOUT"] == nlohmann::json::array({"16", "18", "20"}));
+  CHECK(j["sweep"]["outage_ms"] == nlohmann::json::array({500, 3000, 8000, 20000}));
+  CHECK(j["faults"][0]["kind"] == "circuit-cut");
 }
 
 TEST_CASE("run --check summarises a long schedule in a few hundred bytes", "[cli][check]") {
