@@ -5,10 +5,12 @@
 
 #include <chrono>
 #include <filesystem>
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -171,6 +173,10 @@ class PhaseWorkloadRun {
           }
         }
       }
+    }
+    if (pw_.sweep_shuffled) {
+      std::mt19937_64 rng(spec_.seed);
+      std::shuffle(out.begin(), out.end(), rng);
     }
     return out;
   }

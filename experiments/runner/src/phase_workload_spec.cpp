@@ -432,9 +432,15 @@ void parse_sweep(const YamlDoc& doc, const YAML::Node& sw, const ExperimentSpec&
   if (!sw.IsMap()) {
     throw config_error(doc, sw,
                        "sweep is a map {switching_ms: [MS, ...], env: {VARIABLE: [VALUE, ...]}, outage_ms: [MS, ...], "
-                       "repetitions: N, inject: BOOL}");
+                       "repetitions: N, inject: BOOL, order: random | as-listed}");
   }
-  only_keys(doc, sw, {"switching_ms", "env", "outage_ms", "repetitions", "inject"});
+  only_keys(doc, sw, {"switching_ms", "env", "outage_ms", "repetitions", "inject", "order"});
+  if (const auto& o = sw["order"]) {
+    const std::string v = as_string(doc, o);
+    if (v != "random" && v != "as-listed")
+      throw config_error(doc, o, fmt::format("sweep.order must be 'random' (seeded by `seed`) or 'as-listed', got '{}'", v));
+    pw.sweep_shuffled = v == "random";
+  }
   if (!sw["switching_ms"] && !sw["env"] && !sw["outage_ms"])
     throw config_error(doc, sw, "sweep needs an axis: switching_ms, env or outage_ms");
   if (const auto& env = sw["env"]) parse_sweep_env(doc, env, pw);

@@ -129,9 +129,10 @@ void print_survival_plan(const runner::ExperimentSpec& spec, std::ostream& out) 
   const size_t lengths = std::max<size_t>(1, pw.sweep_outage_ms.size());
   const size_t switching = std::max<size_t>(1, pw.sweep_switching_ms.size());
   out << fmt::format("survival sweep: {} run(s) of the job ({} environment(s) x {} outage length(s) x {} switching "
-                     "time(s) x {} repetition(s) x {} mode(s))\n",
+                     "time(s) x {} repetition(s) x {} mode(s)), {}\n",
                      combos * lengths * switching * pw.repetitions * pw.modes.size(), combos, lengths, switching,
-                     pw.repetitions, pw.modes.size());
+                     pw.repetitions, pw.modes.size(),
+                     pw.sweep_shuffled ? fmt::format("in random order (seed {})", spec.seed) : "in the listed order");
   for (const auto& [name, values] : pw.sweep_env) out << fmt::format("  env {}: {}\n", name, fmt::join(values, ", "));
   std::vector<double> lengths_ms = pw.sweep_outage_ms;
   for (const auto& f : spec.faults) {
@@ -502,7 +503,8 @@ nlohmann::json phase_plan_json(const runner::ExperimentSpec& spec) {
     j["sweep"] = {{"switching_ms", pw.sweep_switching_ms},
                   {"env", env},
                   {"outage_ms", pw.sweep_outage_ms},
-                  {"repetitions", pw.repetitions}};
+                  {"repetitions", pw.repetitions},
+                  {"order", pw.sweep_shuffled ? "random" : "as-listed"}};
   }
   return j;
 }

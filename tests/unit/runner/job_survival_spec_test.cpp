@@ -61,6 +61,8 @@ TEST_CASE("sweep.env and sweep.outage_ms: the axes, in the spec's order", "[runn
   CHECK(pw.sweep_outage_ms == std::vector<double>{30, 600});
   CHECK(pw.sweep_switching_ms.empty());
   CHECK(pw.repetitions == 2);
+  CHECK_FALSE(pw.sweep_shuffled);  // as listed unless asked
+  CHECK(parse(kHead + "sweep: {env: {NCCL_IB_TIMEOUT: [14]}, order: random}\n").phase_workload->sweep_shuffled);
   REQUIRE(s.faults.size() == 1);
   CHECK(s.faults[0].for_ms == 30);  // each run's own length is the runner's to set
   CHECK(FaultInjector::ends_by_itself(s.faults[0]));
@@ -124,6 +126,9 @@ TEST_CASE("survival sweeps refuse bad input at file:line:col", "[runner][phase-w
   CHECK_THAT(e, Contains("non-empty list"));
   e = error_of(kHead + "sweep: {repetitions: 2}\n");
   CHECK_THAT(e, Contains("sweep needs an axis"));
+  e = error_of(kHead + "sweep: {env: {NCCL_IB_TIMEOUT: [14]}, order: shuffled}\n");
+  CHECK_THAT(e, Contains("test.yaml:6:"));
+  CHECK_THAT(e, Contains("sweep.order must be 'random' (seeded by `seed`) or 'as-listed', got 'shuffled'"));
   // An outage longer than the run allows.
   e = error_of(kHead + "sweep: {outage_ms: [50, 30000]}\n" + dark);
   CHECK_THAT(e, Contains("test.yaml:6:25"));

@@ -278,6 +278,7 @@ TEST_CASE("run --check --json prints the plan or the error as JSON", "[cli][chec
   INFO(r.err);
   REQUIRE(r.rc == 0);
   CHECK_THAT(r.out, Contains("survival sweep: 48 run(s) of the job (6 environment(s) x 4 outage length(s)"));
+  CHECK_THAT(r.out, Contains("x 2 repetition(s) x 1 mode(s)), in random order (seed 45)"));
   CHECK_THAT(r.out, Contains("outage: circuit-cut on switch port 19 (gpu3:ibp1s0 rx) at step 3, 500, 3000, 8000, "
                              "20000 ms"));
   CHECK_THAT(r.out, Contains("timeout 18 retry_cnt 7: survives outages up to 7516.193 ms; predicted: 500 survives, "

@@ -103,6 +103,10 @@ struct PhaseWorkloadSpec {
   // and outage lengths, each the for_ms of every port-dark / circuit-cut fault in that run.
   std::vector<std::pair<std::string, std::vector<std::string>>> sweep_env;
   std::vector<double> sweep_outage_ms;
+  // sweep.order: random runs every (point, repetition, mode) in an order seeded by the spec's
+  // `seed`, so that a drift of the lab over the run does not line up with one axis; as-listed
+  // (the default) nests the axes in the spec's order.
+  bool sweep_shuffled = false;
   int repetitions = 1;
   bool inject_delay = false;
   // phase control
