@@ -914,6 +914,8 @@ def windows_series(folder):
     rows, header = read_csv(path, WINDOWS_COLUMNS)
     modes = {}
     for row in rows:
+        if row.get("kind", "group") == "phase":  # phase-to-phase rows: windows-phases.png
+            continue
         v = parse_float(path, row, "window_ms")
         sw = parse_float(path, row, "switching_ms")
         hides = parse_int(path, row, "hides_switch") == 1 if "hides_switch" in header else v > sw
@@ -928,6 +930,59 @@ def windows_series(folder):
                        "hiding_fraction": m["hiding"] / len(vals), "median_ms": round(median(vals), 3),
                        "min_ms": vals[0], "max_ms": vals[-1]})
     return series
+
+
+def phase_windows_series(folder):
+    """windows.csv's phase-to-phase rows (kind phase; none in a file without the column): per
+    mode (file order) each window with the bytes and type of the op that starts the next phase,
+    and the switching times; None when the file has no such row."""
+    path = os.path.join(folder, "windows.csv")
+    rows, header = read_csv(path, WINDOWS_COLUMNS)
+    if "kind" not in header:
+        return None
+    modes = {}
+    for row in rows:
+        if row["kind"] != "phase":
+            continue
+        m = modes.setdefault(row["mode"], {"mode": row["mode"], "points": [], "switching_ms": set()})
+        m["points"].append({"bytes": parse_int(path, row, "next_bytes"), "type": row["next_type"],
+                            "window_ms": parse_float(path, row, "window_ms")})
+        m["switching_ms"].add(parse_float(path, row, "switching_ms"))
+    if not modes:
+        return None
+    return [{**m, "switching_ms": sorted(m["switching_ms"]), "n": len(m["points"])} for m in modes.values()]
+
+
+def draw_phase_windows(plt, series, run, path):
+    """Opus's Figure 4b in shape: each phase-to-phase window against the volume of the op that
+    starts the next phase (log x), a marker per op type, a colour per mode, and the switching
+    times as horizontal lines: windows above one could hide that reconfiguration."""
+    types = sorted({p["type"] for s in series for p in s["points"]})
+    markers = dict(zip(types, "osD^v<>ph*"))
+    switching = sorted({sw for s in series if not is_native(s["mode"]) for sw in s["switching_ms"]})
+    fig, ax, (w, h) = figure_legend_below(plt, len(series) + len(types) + (1 if switching else 0))
+    drawn = []
+    for s, (color, _) in zip(series, series_styles(len(series))):
+        for t in types:
+            pts = [p for p in s["points"] if p["type"] == t]
+            if pts:
+                ax.scatter([max(1, p["bytes"]) for p in pts], [p["window_ms"] for p in pts], color=color,
+                           marker=markers[t], s=28, alpha=0.8)
+        ax.scatter([], [], color=color, marker="o", label=f"{s['mode']} (n={s['n']})")
+        drawn.append({"mode": s["mode"], "n": s["n"], "color": color})
+    for t in types:
+        ax.scatter([], [], color="#777777", marker=markers[t], label=f"next op: {t}")
+    for k, sw in enumerate(switching):
+        ax.axhline(sw, color="#555555", ls=(0, (5, 3)), lw=1.1, label="switching time" if k == 0 else None)
+    ax.set_xscale("log")
+    ax.set_xlabel("bytes of the op that starts the next phase  [log scale]")
+    ax.set_ylabel("phase-to-phase window (ms)")
+    ax.grid(True, color="#dddddd", lw=0.5, which="both")
+    ax.set_title(f"{run}: windows between phases by the next op's volume", fontsize=12)
+    boxes = legend_below(fig, ax)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return {"file": path, "size_px": [w, h], "switching_ms": switching, "types": types, **boxes, "series": drawn}
 
 
 def is_native(mode):
@@ -1218,6 +1273,7 @@ def phase_main(args, into=None):
     try:
         modes = phase_steps(args.folder) if has("phase-steps.csv") else None
         windows = windows_series(args.folder) if has("windows.csv") else None
+        phases = phase_windows_series(args.folder) if has("windows.csv") else None
         sweep = sweep_series(args.folder) if has("sweep.csv") else None
         jobs = survival_series(args.folder, "job_survival_matrix.csv") if has("job_survival_matrix.csv") else None
         softroce = job_survival_softroce(args.folder)
@@ -1237,6 +1293,10 @@ def phase_main(args, into=None):
     if windows is not None:
         path = os.path.join(args.folder, f"windows.{args.format}")
         described["windows"] = draw_windows(plt, windows, run, path)
+        wrote.append(path)
+    if phases is not None:
+        path = os.path.join(args.folder, f"windows-phases.{args.format}")
+        described["windows_phases"] = draw_phase_windows(plt, phases, run, path)
         wrote.append(path)
     if sweep is not None:
         path = os.path.join(args.folder, f"sweep.{args.format}")

@@ -38,7 +38,7 @@ PortWatchOptions parse_detect_config(const YamlDoc& doc, const YAML::Node& d) {
   return w;
 }
 
-PolicyConfig parse_policy_config(const YamlDoc& doc, const YAML::Node& root) {
+PolicyConfig parse_policy_config(const YamlDoc& doc, const YAML::Node& root, bool windows_elsewhere) {
   PolicyConfig c;
   if (auto p = root["policy"]) {
     auto name = as_string(doc, p);
@@ -54,6 +54,15 @@ PolicyConfig parse_policy_config(const YamlDoc& doc, const YAML::Node& root) {
                          fmt::format("{} is for policy safe-window (this job's policy is {})",
                                      table ? "phase_table" : "switch_time_ms", to_string(c.policy)));
     }
+    return c;
+  }
+  if (windows_elsewhere && table) {
+    throw config_error(doc, table, "phase_table and safe_window_from: the windows come from one of them");
+  }
+  if (windows_elsewhere && st) {
+    c.switch_time_ms = as_double(doc, st);
+    if (!(c.switch_time_ms > 0 && c.switch_time_ms <= 3'600'000))
+      throw config_error(doc, st, "switch_time_ms must be > 0 and at most 3600000");
     return c;
   }
   if (!table || !st) {

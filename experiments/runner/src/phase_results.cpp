@@ -118,6 +118,16 @@ void PhaseResults::add_windows(const ModeRun& m, const std::vector<workloads::Op
     auto w = idle_windows(pw_.schedule, m.label, rows, sw);
     window_summaries_.push_back(summarize_windows(m.label, sw, w, rows));
     for (auto& x : w) windows_.push_back({std::move(x), sw});
+    // Phase to phase: across ranks, so on one clock (each host's offset subtracted).
+    std::vector<workloads::OpRecord> on_runner_clock = rows;
+    for (auto& r : on_runner_clock) {
+      const int64_t off = offset_of(r.host);
+      r.wait_start_ns -= off;
+      r.start_ns -= off;
+      r.end_ns -= off;
+    }
+    for (auto& x : phase_windows(pw_.schedule, m.label, on_runner_clock, phase_starts(pw_), sw))
+      phase_windows_.push_back({std::move(x), sw});
   } catch (const std::exception& e) {
     result_.problems.push_back(m.label + ": idle windows: " + e.what());
   }
@@ -387,9 +397,12 @@ void PhaseResults::write_step_files() {
   if (!window_summaries_.empty()) {
     CsvWriter wc(folder_ + "/windows.csv");
     wc.header(window_csv_columns());
-    for (const auto& [w, sw] : windows_) wc.row(window_csv_fields(w, sw));
+    for (const auto& [w, sw] : windows_) wc.row(window_csv_fields(w, sw, &pw_.schedule));
+    for (const auto& [w, sw] : phase_windows_) wc.row(window_csv_fields(w, sw));
     wc.flush();
-    print_window_summary(windows, window_summaries_);
+    std::vector<PhaseWindow> phases;
+    for (const auto& pw : phase_windows_) phases.push_back(pw.first);
+    print_window_summary(windows, window_summaries_, phases);
     write_text(folder_ + "/windows-summary.txt", windows.str());
   }
   const std::string masks = mask_lines_.empty() ? std::string() : "\nFailed ports (phase.detect):\n" + mask_lines_;
@@ -552,6 +565,7 @@ json PhaseResults::meta(const RunFacts& facts) const {
   if (pw_.policy == phase::Policy::kSafeWindow) {
     meta["phase"]["phase_table"] = pw_.phase_table;
     meta["phase"]["switch_time_ms"] = pw_.switch_time_ms;
+    if (!pw_.safe_window_from.empty()) meta["phase"]["safe_window_from"] = pw_.safe_window_from;
   }
   meta["modes"] = meta_modes_;
   meta["native"] = {{"topology", pw_.native.str()}, {"unconnected_groups", pw_.native_unconnected}};

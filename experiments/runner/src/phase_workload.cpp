@@ -127,6 +127,7 @@ class PhaseWorkloadRun {
         if (runs[i].switching_ms >= 0) switching.set(runs[i].switching_ms);
         ctx_.log(fmt::format("[{}/{}] {}", i + 1, runs.size(), runs[i].label));
         run_mode(runs[i]);
+        if (pw_.safe_window_from == "measured" && runs[i].mode == "native") use_measured_windows(runs[i]);
         if (capture_) {
           for (const auto& u : capture_->unhealthy()) note_host_problem(u);
         }
@@ -179,6 +180,26 @@ class PhaseWorkloadRun {
       std::shuffle(out.begin(), out.end(), rng);
     }
     return out;
+  }
+
+  // phase.safe_window_from: measured: the native run's group windows become the safe-window
+  // table of the modes after it (written as phases-measured.csv, a phase_table for later runs).
+  void use_measured_windows(const RunPoint& native) {
+    std::vector<IdleWindow> measured;
+    for (const auto& w : results_.group_windows()) {
+      if (w.mode == native.label) measured.push_back(w);
+    }
+    try {
+      auto table = windows_table(pw_.schedule, measured);
+      write_phase_table(folder_ + "/phases-measured.csv", table);
+      ctx_.log(fmt::format("safe-window: the windows of {} ({} measured) are the table from now on "
+                           "(phases-measured.csv)",
+                           native.label, measured.size()));
+      rails_.use_windows(std::move(table));
+    } catch (const std::exception& e) {
+      result_.problems.push_back(fmt::format("safe_window_from: measured: {}: {}", native.label, e.what()));
+      ctx_.log("problem: safe_window_from: measured: " + std::string(e.what()));
+    }
   }
 
   // probes: the agents' capture through every mode. Their clock estimates replace the SSH

@@ -16,6 +16,7 @@
 
 #include "ocslab/phase/controller_config.h"
 #include "ocslab/runner/experiment_spec.h"
+#include "ocslab/runner/idle_windows.h"
 #include "ocslab/runner/phase_workload.h"
 #include "ocslab/runner/torch_ranks.h"
 #include "ocslab/workloads/shim_hooks.h"
@@ -427,6 +428,44 @@ void parse_sweep_env(const YamlDoc& doc, const YAML::Node& env, PhaseWorkloadSpe
   }
 }
 
+// phase.safe_window_from: measured (the run's first mode, native, measures the windows the
+// later modes' safe-window policy uses) or a previous run's windows.csv (read now: its table).
+void parse_safe_window_from(const YamlDoc& doc, const YAML::Node& from, PhaseWorkloadSpec& pw) {
+  if (pw.policy != phase::Policy::kSafeWindow) {
+    throw config_error(doc, from,
+                       fmt::format("safe_window_from is for policy safe-window (this job's policy is {})",
+                                   phase::to_string(pw.policy)));
+  }
+  if (pw.framework == Framework::kTorch) {
+    throw config_error(doc, from,
+                       "safe_window_from needs a schedule's step (a torch job's windows are its learned phases.csv: "
+                       "give that as phase_table)");
+  }
+  const std::string v = as_string(doc, from);
+  if (v == "measured") {
+    if (pw.modes.empty() || pw.modes.front() != "native" || pw.modes.size() < 2) {
+      throw config_error(doc, from,
+                         "safe_window_from: measured takes the windows of the run's native mode, which must come "
+                         "first: workload.modes [native, on-demand] (or provisioning)");
+    }
+    pw.safe_window_from = v;
+    return;
+  }
+  pw.safe_window_from = beside_file(doc, v);
+  std::error_code ec;
+  if (!fs::is_regular_file(pw.safe_window_from, ec)) {
+    throw config_error(doc, from,
+                       fmt::format("safe_window_from: {} is not a file (want `measured`, or a previous run's "
+                                   "windows.csv)",
+                                   pw.safe_window_from));
+  }
+  try {
+    pw.windows = windows_table(pw.schedule, read_group_windows(pw.safe_window_from));
+  } catch (const ConfigError& e) {
+    throw config_error(doc, from, fmt::format("safe_window_from: {}", e.what()));
+  }
+}
+
 // sweep: {switching_ms: [...], env: {...}, outage_ms: [...], repetitions: N, inject: BOOL}.
 void parse_sweep(const YamlDoc& doc, const YAML::Node& sw, const ExperimentSpec& spec, PhaseWorkloadSpec& pw) {
   if (!sw.IsMap()) {
@@ -829,7 +868,8 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
   if (!ph.IsMap()) throw config_error(doc, ph, "phase must be a map (job, pp, dims, initial, ...)");
   only_keys(doc, ph,
             {"job", "pp", "dims", "initial", "native", "settle_ms", "rail", "listen", "controller", "ack_timeout_ms",
-             "max_retries", "policy", "phase_table", "switch_time_ms", "spares", "detect", "rails"});
+             "max_retries", "policy", "phase_table", "switch_time_ms", "spares", "detect", "rails",
+             "safe_window_from"});
   parse_layout(doc, ph, spec, pw);
   if (pw.framework == Framework::kTorch) parse_group_if(doc, wl, pw);
   if (ph["rail"]) pw.rail = as_string(doc, ph["rail"]);
@@ -837,11 +877,16 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
   if (ph["ack_timeout_ms"]) pw.ack_timeout_ms = int_in(doc, ph["ack_timeout_ms"], 1, 3'600'000, "ack_timeout_ms");
   if (ph["settle_ms"]) pw.settle_ms = int_in(doc, ph["settle_ms"], 0, 600'000, "settle_ms");
   if (ph["max_retries"]) pw.max_retries = int_in(doc, ph["max_retries"], 0, 100, "max_retries");
-  auto policy = phase::parse_policy_config(doc, ph);  // before anything is touched
+  const auto& from = ph["safe_window_from"];
+  auto policy = phase::parse_policy_config(doc, ph, static_cast<bool>(from));  // before anything is touched
   pw.policy = policy.policy;
   pw.phase_table = policy.phase_table;
   pw.switch_time_ms = policy.switch_time_ms;
-  if (pw.policy == phase::Policy::kSafeWindow) pw.windows = phase::PhaseWindows::load(pw.phase_table);
+  if (from) {
+    parse_safe_window_from(doc, from, pw);
+  } else if (pw.policy == phase::Policy::kSafeWindow) {
+    pw.windows = phase::PhaseWindows::load(pw.phase_table);
+  }
   if (pw.framework == Framework::kCollbench) check_groups(doc, require(doc, wl, "schedule"), pw);
   pick_native(doc, ph, wl, pw);
   if (const auto& sw = root["sweep"]) parse_sweep(doc, sw, spec, pw);
@@ -887,6 +932,21 @@ void append_rank_options(std::vector<std::string>& a, const PhaseWorkloadSpec& s
 }
 
 }  // namespace
+
+std::vector<bool> phase_starts(const PhaseWorkloadSpec& pw) {
+  const auto& s = pw.schedule;
+  std::vector<bool> starts(s.step.size(), false);
+  phase::TopoId t = pw.initial;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < s.step.size(); ++i) {
+      const auto need = needed_digits(pw.layout, s.group_of(s.step[i]));
+      const bool change = !wired_for(t, need);
+      if (pass == 1) starts[i] = change;
+      for (const auto& [stage, digit] : need) t.set(stage, digit);
+    }
+  }
+  return starts;
+}
 
 std::string env_label(const std::vector<std::pair<std::string, std::string>>& env) {
   std::string out;

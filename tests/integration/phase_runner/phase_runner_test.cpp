@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -452,6 +453,53 @@ TEST_CASE("phase-workload under safe-window: the short DP windows are declined a
   CHECK_THAT(err.str(), Contains("policy safe-window declined " + std::to_string(2 * steps) + " reconfigurations"));
   // Ground truth: one connect for the placement (when it made circuits) and one for "00".
   CHECK(lab.emu.connects() == (meta["modes"][0]["placement_circuits_added"].get<int>() > 0 ? 1 : 0) + 1);
+}
+
+TEST_CASE("phase-workload, safe_window_from: measured: the native run's windows are the later modes' table",
+          "[phase-runner][policy][windows]") {
+  Lab lab;
+  // A switch time longer than any window of the run: every reconfiguration the table can predict
+  // is declined. Without the measured table the policy would have none (the spec gives no
+  // phase_table), so each decline is the table in use.
+  const std::string spec =
+      lab.spec(4, "  modes: [native, on-demand]\n  native_group_if: {pp0: lo, pp1: lo}\n", "dp-pp-4-compute",
+               "[--steps, 2]");
+  std::string text = read_file_or_empty(spec);
+  const std::string anchor = "ack_timeout_ms: 5000}";
+  REQUIRE(text.find(anchor) != std::string::npos);
+  text.replace(text.find(anchor), anchor.size(),
+               "ack_timeout_ms: 5000, policy: safe-window, switch_time_ms: 60000, safe_window_from: measured}");
+  std::ofstream(spec) << text;
+  const std::string out_dir = lab.dir.path() + "/results";
+  std::ostringstream out, err;
+  int rc = cli::run_ocslab({"run", spec, "-o", out_dir}, out, err);
+  INFO(err.str());
+  REQUIRE(rc == 0);
+  CHECK_THAT(err.str(), Contains("safe-window: the windows of native ("));
+  // The table is the median of native's group windows ending at each op (windows.csv), in us.
+  std::map<int, std::vector<double>> native;
+  for (const auto& w : read_csv(out_dir + "/windows.csv")) {
+    if (w.at("mode") == "native" && w.at("kind") == "group") native[std::stoi(w.at("to_op"))].push_back(std::stod(w.at("window_ms")));
+  }
+  REQUIRE_FALSE(native.empty());
+  const auto table = read_csv(out_dir + "/phases-measured.csv");
+  auto sched = workloads::load_schedule(source_dir() + "/experiments/workloads/schedules/dp-pp-4-compute.yaml");
+  REQUIRE(table.size() == sched.step.size());
+  for (const auto& row : table) {
+    const int i = std::stoi(row.at("index"));
+    INFO("op " << i);
+    auto v = native[i];
+    std::sort(v.begin(), v.end());
+    const double median = v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    // windows.csv rounds to the us: the table's value is within a microsecond of its median.
+    CHECK(std::abs(std::stod(row.at("idle_us")) - median * 1000) <= 1.0);
+  }
+  auto meta = nlohmann::json::parse(std::ifstream(out_dir + "/meta.json"));
+  CHECK(meta["phase"]["safe_window_from"] == "measured");
+  REQUIRE(meta["modes"].size() == 2);
+  CHECK(meta["modes"][1]["mode"] == "on-demand");
+  CHECK(meta["modes"][1]["declined"].get<int>() > 0);
+  CHECK(meta["modes"][1]["reconfigurations"] == 0);
 }
 
 TEST_CASE("phase-workload: a rank that fails is reported with its message", "[phase-runner]") {

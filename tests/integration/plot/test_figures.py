@@ -230,6 +230,27 @@ def write_windows(folder, sweep_points=(50, 150, 400)):
 
 
 class WindowsTest(unittest.TestCase):
+    def test_phase_rows_are_their_own_figure_by_the_next_ops_volume(self):
+        """windows.csv with the phase-to-phase rows (kind phase): windows.png keeps the group
+        windows only; windows-phases.png has each phase window by its next op's bytes and type."""
+        with tempfile.TemporaryDirectory(prefix="plot-figures-") as tmp:
+            folder = os.path.join(tmp, "dp-pp-phases")
+            os.makedirs(folder)
+            with open(os.path.join(folder, "windows.csv"), "w") as f:
+                f.write("mode,group,rank,members,from_step,from_op,step,to_op,window_ms,switching_ms,hides_switch,"
+                        "kind,next_type,next_bytes\n"
+                        "on-demand,dp-s0,1,2,1,0,1,4,25.000,100.000,0,group,allreduce,262144\n"
+                        "on-demand,dp-s0,1,2,1,3,1,4,11.000,100.000,0,phase,allreduce,262144\n"
+                        "on-demand,pp0,1,4,1,5,2,0,950.000,100.000,1,phase,sendrecv,65536\n"
+                        "on-demand,dp-s1,3,2,1,4,1,5,14.000,100.000,0,phase,allreduce,262144\n")
+            d = describe(folder)
+            self.assertEqual(d["windows"]["series"][0]["n"], 1)  # the group window only
+            ph = d["windows_phases"]
+            self.assertEqual(png_size(ph["file"]), ph["size_px"])
+            self.assertEqual(ph["types"], ["allreduce", "sendrecv"])
+            self.assertEqual(ph["series"][0]["n"], 3)
+            self.assertEqual(ph["switching_ms"], [100.0])
+
     def test_seven_series_seven_colours_only_the_sweeps_switching_times_legend_outside(self):
         with tempfile.TemporaryDirectory(prefix="plot-figures-") as tmp:
             folder = os.path.join(tmp, "dp-pp-phases-sweep")

@@ -3,6 +3,7 @@
 // steps, hides_switch and the summary's fractions.
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -188,8 +189,14 @@ TEST_CASE("idle windows: windows.csv fields and a row of a foreign schedule", "[
   auto f = window_csv_fields(w[0], 100);
   REQUIRE(f.size() == window_csv_columns().size());
   CHECK(window_csv_columns() == std::vector<std::string>{"mode", "group", "rank", "members", "from_step", "from_op",
-                                                         "step", "to_op", "window_ms", "switching_ms", "hides_switch"});
-  CHECK(f == std::vector<std::string>{"provisioning", "a", "1", "2", "1", "0", "1", "3", "25.000", "100.000", "0"});
+                                                         "step", "to_op", "window_ms", "switching_ms", "hides_switch",
+                                                         "kind", "next_type", "next_bytes"});
+  CHECK(f == std::vector<std::string>{"provisioning", "a", "1", "2", "1", "0", "1", "3", "25.000", "100.000", "0",
+                                      "group", "", ""});
+  // With the schedule: the op that ends the window, its type and bytes.
+  f = window_csv_fields(w[0], 100, &s);
+  CHECK(f == std::vector<std::string>{"provisioning", "a", "1", "2", "1", "0", "1", "3", "25.000", "100.000", "0",
+                                      "group", "allreduce", "1024"});
   auto bad = rows();
   bad.push_back(row(0, 1, 9, 0, 1, 2));
   CHECK_THROWS_WITH(idle_windows(s, "x", bad, 100), Contains("windows.yaml") && Contains("op index 9"));
@@ -203,13 +210,14 @@ TEST_CASE("idle windows: windows.csv on disk", "[runner][windows]") {
   testing::TempDir dir;
   write_windows_csv(dir.path() + "/windows.csv", w, 100);
   CHECK(read_file_or_empty(dir.path() + "/windows.csv") ==
-        "mode,group,rank,members,from_step,from_op,step,to_op,window_ms,switching_ms,hides_switch\n"
-        "on-demand,a,1,2,1,0,1,3,25.000,100.000,0\n"
-        "on-demand,b,2,2,1,2,2,2,988.000,100.000,1\n"
-        "on-demand,a,1,2,2,0,2,3,25.000,100.000,0\n"
-        "provisioning,a,1,2,1,0,1,3,25.000,100.000,0\n"
-        "provisioning,b,2,2,1,2,2,2,988.000,100.000,1\n"
-        "provisioning,a,1,2,2,0,2,3,25.000,100.000,0\n");
+        "mode,group,rank,members,from_step,from_op,step,to_op,window_ms,switching_ms,hides_switch,kind,next_type,"
+        "next_bytes\n"
+        "on-demand,a,1,2,1,0,1,3,25.000,100.000,0,group,,\n"
+        "on-demand,b,2,2,1,2,2,2,988.000,100.000,1,group,,\n"
+        "on-demand,a,1,2,2,0,2,3,25.000,100.000,0,group,,\n"
+        "provisioning,a,1,2,1,0,1,3,25.000,100.000,0,group,,\n"
+        "provisioning,b,2,2,1,2,2,2,988.000,100.000,1,group,,\n"
+        "provisioning,a,1,2,2,0,2,3,25.000,100.000,0,group,,\n");
   CHECK_THROWS_WITH(write_windows_csv(dir.path() + "/no/such/windows.csv", w, 100), Contains("no/such/windows.csv"));
 }
 
@@ -240,6 +248,158 @@ TEST_CASE("idle windows: a sendrecv on a larger group is a pair group of its own
   CHECK(w[1].window_ms == Approx(985));
   CHECK(w[1].rank == 2);
   CHECK(w[1].hides_switch);
+}
+
+}  // namespace idle_windows_test
+
+namespace idle_windows_test {
+
+namespace {
+
+// Four ranks, PP = 2 x DP = 2 (stage 0 = {0, 1}, stage 1 = {2, 3}): per step the pipeline pairs
+// (pp0 = {0, 2}, pp1 = {1, 3}) send, then each stage's DP pair allreduces, then a management
+// barrier. Phases: {pp0, pp1} (topology "00"), {dp-s0} ("10"), {dp-s1} ("11").
+const std::string kPhaseSchedule =
+    "name: phases\n"
+    "ranks: 4\n"
+    "steps: 2\n"
+    "warmup: 1\n"
+    "groups:\n"
+    "  - {name: pp0, kind: pp, ranks: [0, 2]}\n"
+    "  - {name: pp1, kind: pp, ranks: [1, 3]}\n"
+    "  - {name: dp-s0, kind: dp, ranks: [0, 1]}\n"
+    "  - {name: dp-s1, kind: dp, ranks: [2, 3]}\n"
+    "  - {name: world, kind: world, ranks: [0, 1, 2, 3]}\n"
+    "step:\n"
+    "  - {group: pp0, op: sendrecv, bytes: 64KiB}\n"
+    "  - {group: pp1, op: sendrecv, bytes: 64KiB}\n"
+    "  - {group: dp-s0, op: allreduce, bytes: 256KiB}\n"
+    "  - {group: dp-s1, op: allreduce, bytes: 256KiB}\n"
+    "  - {group: world, op: barrier}\n";
+
+const std::vector<bool> kStarts = {true, false, true, true, false};
+
+// Steps 0 (warm-up), 1 and 2, the same times in each (ms from the step's base, 1000 x step).
+std::vector<workloads::OpRecord> phase_rows() {
+  std::vector<workloads::OpRecord> v;
+  for (int st = 0; st <= 2; ++st) {
+    v.push_back(row(0, st, 0, 0, 1, 10));  // pp0
+    v.push_back(row(2, st, 0, 0, 1, 12));
+    v.push_back(row(1, st, 1, 2, 3, 11));  // pp1
+    v.push_back(row(3, st, 1, 2, 3, 14));
+    v.push_back(row(0, st, 2, 20, 21, 30));  // dp-s0
+    v.push_back(row(1, st, 2, 25, 26, 31));
+    v.push_back(row(2, st, 3, 40, 41, 50));  // dp-s1
+    v.push_back(row(3, st, 3, 45, 46, 52));
+    for (int r = 0; r < 4; ++r) v.push_back(row(r, st, 4, 60, 61, 62));  // management: no phase
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("phase-to-phase windows: the next phase's latest start minus this phase's latest end", "[runner][windows]") {
+  auto s = workloads::parse_schedule(kPhaseSchedule, "phases.yaml");
+  auto w = phase_windows(s, "on-demand", phase_rows(), kStarts, 100);
+  // By hand: {pp0, pp1} ends at 14 (rank 3), dp-s0's ranks enter at 20 and 25: 11 ms (rank 1);
+  // dp-s0 ends at 31, dp-s1's ranks enter at 40 and 45: 14 ms (rank 3); dp-s1 ends at 1052,
+  // the next step's pipeline sends enter at 2000 (ranks 0, 2) and 2002 (ranks 1, 3): 950 ms.
+  REQUIRE(w.size() == 5);
+  CHECK(w[0].step == 1);
+  CHECK(w[0].from_op == 1);
+  CHECK(w[0].to_op == 2);
+  CHECK(w[0].window_ms == Approx(11));
+  CHECK(w[0].rank == 1);
+  CHECK(w[0].members == 2);
+  CHECK(w[0].next_group == "dp-s0");
+  CHECK(w[0].next_type == "allreduce");
+  CHECK(w[0].next_bytes == 262144);
+  CHECK_FALSE(w[0].hides_switch);
+  CHECK(w[1].window_ms == Approx(14));
+  CHECK(w[1].rank == 3);
+  CHECK(w[2].from_step == 1);
+  CHECK(w[2].from_op == 3);
+  CHECK(w[2].step == 2);
+  CHECK(w[2].to_op == 0);
+  CHECK(w[2].window_ms == Approx(950));
+  CHECK(w[2].members == 4);  // both pipelines start the phase, each at its own first op
+  CHECK(w[2].next_type == "sendrecv");
+  CHECK(w[2].hides_switch);
+  CHECK(w[3].window_ms == Approx(11));
+  CHECK(w[4].window_ms == Approx(14));
+
+  // OrchestrRL's slack per op type: allreduce 11, 14, 11, 14; sendrecv 950.
+  auto slack = slack_per_type(w);
+  REQUIRE(slack.size() == 2);
+  CHECK(slack[0].type == "allreduce");
+  CHECK(slack[0].windows == 4);
+  CHECK(slack[0].min_ms == Approx(11));
+  CHECK(slack[0].p50_ms == Approx(12.5));
+  CHECK(slack[0].hiding == 0);
+  CHECK(slack[1].type == "sendrecv");
+  CHECK(slack[1].hiding == 1);
+
+  auto f = window_csv_fields(w[2], 100);
+  CHECK(f == std::vector<std::string>{"on-demand", "pp0", "1", "4", "1", "3", "2", "0", "950.000", "100.000", "1",
+                                      "phase", "sendrecv", "65536"});
+  std::ostringstream out;
+  print_window_summary(out, {summarize_windows("on-demand", 100, {}, {})}, w);
+  CHECK_THAT(out.str(), Contains("on-demand     allreduce           4      0%     11.00     12.50"));
+  CHECK_THAT(out.str(), Contains("on-demand     sendrecv            1    100%    950.00    950.00"));
+
+  // One topology for the whole step: no phase, no window.
+  CHECK(phase_windows(s, "native", phase_rows(), {false, false, false, false, false}, 100).empty());
+  CHECK_THROWS_WITH(phase_windows(s, "x", phase_rows(), {true}, 100), Contains("phase starts for 1 ops"));
+}
+
+}  // namespace idle_windows_test
+
+namespace idle_windows_test {
+
+TEST_CASE("the safe-window table from measured windows, and from a previous run's windows.csv", "[runner][windows]") {
+  auto s = workloads::parse_schedule(kSchedule, "windows.yaml");
+  // Windows ending at op 3 (group a): 25, 30 and 40 ms -> median 30 ms; at op 2 (b): 988 ms.
+  std::vector<IdleWindow> w(4);
+  w[0].to_op = 3, w[0].window_ms = 25;
+  w[1].to_op = 3, w[1].window_ms = 40;
+  w[2].to_op = 3, w[2].window_ms = 30;
+  w[3].to_op = 2, w[3].window_ms = 988;
+  auto t = windows_table(s, w);
+  REQUIRE(t.ops.size() == 4);  // every op of the step, in order: find() counts a group's seq over them
+  CHECK(t.ops[0].group == "a");
+  CHECK(t.ops[0].idle_us == 0);  // no window ends there
+  CHECK(t.ops[1].group == "world");
+  CHECK(t.ops[2].idle_us == 988000);
+  CHECK(t.ops[3].idle_us == 30000);
+  CHECK(t.ops[3].type == "allreduce");
+  CHECK(t.ops[3].bytes == 1024);
+  CHECK_THROWS_WITH(windows_table(s, {}), Contains("no group window was measured"));
+
+  // Written and read back as the policy reads a phase table.
+  testing::TempDir dir;
+  write_phase_table(dir.path() + "/phases.csv", t);
+  auto back = phase::PhaseWindows::load(dir.path() + "/phases.csv");
+  REQUIRE(back.ops.size() == 4);
+  CHECK(back.ops[3].idle_us == 30000);
+
+  // windows.csv: the native mode's group rows only (phase rows and other modes left out).
+  std::ofstream(dir.path() + "/windows.csv")
+      << "mode,group,rank,members,from_step,from_op,step,to_op,window_ms,switching_ms,hides_switch,kind,next_type,"
+         "next_bytes\n"
+         "on-demand,a,1,2,1,0,1,3,99.000,100.000,0,group,allreduce,1024\n"
+         "native,a,1,2,1,0,1,3,20.000,100.000,0,group,allreduce,1024\n"
+         "native,b,2,2,1,2,2,2,900.000,100.000,1,group,allreduce,1024\n"
+         "native,b,2,2,1,3,2,0,5.000,100.000,0,phase,allreduce,1024\n";
+  auto read = read_group_windows(dir.path() + "/windows.csv");
+  REQUIRE(read.size() == 2);
+  CHECK(read[0].mode == "native");
+  CHECK(read[0].to_op == 3);
+  CHECK(read[0].window_ms == 20);
+  CHECK(windows_table(s, read).ops[2].idle_us == 900000);
+  std::ofstream(dir.path() + "/bad.csv") << "mode,group,to_op,window_ms\nnative,a,x,3\n";
+  CHECK_THROWS_WITH(read_group_windows(dir.path() + "/bad.csv"), Contains("bad.csv:2: to_op is not an op index: 'x'"));
+  std::ofstream(dir.path() + "/other.csv") << "index,group,type,bytes,idle_us\n";
+  CHECK_THROWS_WITH(read_group_windows(dir.path() + "/other.csv"), Contains("other.csv:1: no column 'mode'"));
 }
 
 }  // namespace idle_windows_test

@@ -15,6 +15,7 @@
 #include "ocslab/runner/job_launcher.h"
 #include "ocslab/runner/phase_figures.h"
 #include "ocslab/runner/phase_workload.h"
+#include "ocslab/testing/sshd_fixture.h"
 #include "spec_test_support.h"
 
 // This file's helpers in a namespace of its own: the unity build compiles it together with
@@ -670,6 +671,57 @@ TEST_CASE("a lab's standby NIC can be a spare but not a rank's NIC", "[runner][p
   std::filesystem::remove(path);
   CHECK_THAT(err, Contains(".yaml:18:33: ") &&
                       Contains("rank 2: h3:eth1s is eth1's standby NIC, which carries no rank of its own: use h3:eth1"));
+}
+
+}  // namespace phase_workload_test
+
+namespace phase_workload_test {
+
+TEST_CASE("phase starts: the ops that need a topology the op before them did not leave", "[runner][phase-workload]") {
+  // dp-pp-4-phase: the pipeline sends need "00" (the first one changes it, the other three run
+  // on it), stage 0's allreduce "10", stage 1's "11"; the management ops never change it.
+  auto s = parse(kHead + kWorkload + kPhase);
+  CHECK(phase_starts(*s.phase_workload) ==
+        std::vector<bool>{true, false, false, false, true, true, false, false, false});
+  // Two DP pairs on the initial topology "11": one phase for the whole job.
+  auto pairs = parse(kHead + "workload: {schedule: ../workloads/schedules/dp-pairs-4.yaml}\n" + kPhase);
+  CHECK(phase_starts(*pairs.phase_workload) == std::vector<bool>{false, false});
+}
+
+}  // namespace phase_workload_test
+
+namespace phase_workload_test {
+
+TEST_CASE("safe_window_from: the native run's windows, or a previous run's windows.csv", "[runner][phase-workload]") {
+  const std::string policy = "phase: {job: dppp, pp: 2, dims: [{name: dp, size: 2}], initial: '11', "
+                             "policy: safe-window, switch_time_ms: 25, ";
+  const std::string modes = "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, modes: [native, "
+                            "on-demand], native_group_if: {pp0: lan0, pp1: lan0}}\n";
+  auto s = parse(kHead + modes + policy + "safe_window_from: measured}\n");
+  CHECK(s.phase_workload->safe_window_from == "measured");
+  CHECK(s.phase_workload->switch_time_ms == 25);
+  // Refused at file:line:col: measured without native first, with phase_table, without
+  // safe-window, a file that is not there or not a windows.csv.
+  auto e = error_of(kHead + kWorkload + policy + "safe_window_from: measured}\n");
+  CHECK_THAT(e, Contains("test.yaml:5:"));
+  CHECK_THAT(e, Contains("native mode, which must come first"));
+  e = error_of(kHead + modes + policy + "safe_window_from: measured, phase_table: x.csv}\n");
+  CHECK_THAT(e, Contains("phase_table and safe_window_from: the windows come from one of them"));
+  e = error_of(kHead + modes + "phase: {job: dppp, pp: 2, dims: [{name: dp, size: 2}], safe_window_from: measured}\n");
+  CHECK_THAT(e, Contains("safe_window_from is for policy safe-window"));
+  e = error_of(kHead + modes + policy + "safe_window_from: no-such-windows.csv}\n");
+  CHECK_THAT(e, Contains("no-such-windows.csv is not a file"));
+  // A previous run's windows.csv: its table now.
+  testing::TempDir dir;
+  std::ofstream(dir.path() + "/windows.csv")
+      << "mode,group,rank,members,from_step,from_op,step,to_op,window_ms,switching_ms,hides_switch\n"
+         "native,dp-s0,1,2,1,3,1,4,0.400,100.000,0\n";
+  auto p = parse(kHead + kWorkload + policy + "safe_window_from: " + dir.path() + "/windows.csv}\n");
+  REQUIRE(p.phase_workload->windows.ops.size() == 9);
+  CHECK(p.phase_workload->windows.ops[4].idle_us == 400);
+  std::ofstream(dir.path() + "/phases.csv") << "index,group,type,bytes,idle_us\n0,pp0,sendrecv,1,1\n";
+  e = error_of(kHead + kWorkload + policy + "safe_window_from: " + dir.path() + "/phases.csv}\n");
+  CHECK_THAT(e, Contains("no column 'mode'"));
 }
 
 }  // namespace phase_workload_test

@@ -77,7 +77,9 @@ struct PolicyConfig {
   std::string phase_table;
   double switch_time_ms = 0;
 };
-PolicyConfig parse_policy_config(const YamlDoc& doc, const YAML::Node& map);
+// windows_elsewhere: the safe-window table comes from elsewhere (a phase-workload spec's
+// safe_window_from): phase_table is refused, and only switch_time_ms is required.
+PolicyConfig parse_policy_config(const YamlDoc& doc, const YAML::Node& map, bool windows_elsewhere = false);
 // `detect: {interval_ms, threshold_dbm, dark_polls, settle_ms}` (each optional; ranges checked,
 // errors at file:line:col): the PortWatch options of the controller config and of the runner's
 // phase-workload spec (phase.detect).

@@ -150,6 +150,10 @@ class PhaseRails {
   // meta.json's phase.rails: per rail its name, each rank's NIC and slot, the spares.
   nlohmann::json meta() const;
 
+  // The safe-window table the controllers use from now on, instead of the spec's
+  // (phase.safe_window_from: measured, once the native mode measured it).
+  void use_windows(phase::PhaseWindows table) { windows_ = std::move(table); }
+
  private:
   // A reconfiguration the controller's rail made (on its worker thread): recorded for the
   // breakdown and, with probes, as the switch command / ack rows of the timeline.
@@ -163,6 +167,7 @@ class PhaseRails {
   std::vector<std::vector<phase::Slot>> rail_slots_;
   mutable std::mutex mu_;  // reconfigs_: the rails' workers record into it
   std::vector<PhaseReconfig> reconfigs_;
+  std::optional<phase::PhaseWindows> windows_;  // use_windows()
 };
 
 }  // namespace ocslab::runner

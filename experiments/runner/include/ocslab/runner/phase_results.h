@@ -68,6 +68,13 @@ class PhaseResults {
         folder_(std::move(folder)),
         rails_(rails) {}
 
+  // Every run's group windows so far (idle_windows.h), in run order.
+  std::vector<IdleWindow> group_windows() const {
+    std::vector<IdleWindow> out;
+    for (const auto& [w, sw] : windows_) out.push_back(w);
+    return out;
+  }
+
   // Per host name, the clock offset rank samples are corrected by (empty: none corrected).
   std::map<std::string, ClockOffset>& clock_offsets() { return offsets_; }
 
@@ -119,6 +126,7 @@ class PhaseResults {
   std::string breakdown_summary_;                       // summary.txt's per-layer part (probes only)
   std::string learned_lines_;                           // summary.txt's learned phase tables (torch), per run
   std::vector<std::pair<IdleWindow, double>> windows_;  // every run's, with its switching time
+  std::vector<std::pair<PhaseWindow, double>> phase_windows_;  // every run's phase-to-phase windows
   std::vector<WindowSummary> window_summaries_;
   size_t breakdown_rows_ = 0;
   std::vector<analysis::JobRun> job_runs_;  // runs with an outage of a planned length

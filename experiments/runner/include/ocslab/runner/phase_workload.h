@@ -109,6 +109,10 @@ struct PhaseWorkloadSpec {
   bool sweep_shuffled = false;
   int repetitions = 1;
   bool inject_delay = false;
+  // phase.safe_window_from (policy safe-window, instead of phase_table): "measured", the
+  // windows of this run's native mode (the first mode) feed the later modes' policy; or the
+  // absolute path of a previous run's windows.csv. Empty: phase_table, if any.
+  std::string safe_window_from;
   // phase control
   phase::JobLayout layout;
   phase::TopoId initial;
@@ -165,6 +169,13 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
 inline constexpr const char* kEnvIbTimeout = "NCCL_IB_TIMEOUT";
 inline constexpr const char* kEnvIbRetryCnt = "NCCL_IB_RETRY_CNT";
 inline constexpr const char* kEnvIbPortFailover = "NCCL_IB_RESILIENCY_PORT_FAILOVER";
+
+// Per op of the schedule's step: whether it begins a new phase, i.e. needs a topology other than
+// the one the op before it left (the phase layout's digits for its group's stages, as the
+// controller composes them on demand; management ops never do). The steady state: the second
+// step from the initial topology, so a phase that runs on from one step into the next is one
+// phase. Empty for a torch job (no step).
+std::vector<bool> phase_starts(const PhaseWorkloadSpec& pw);
 
 // A sweep.env point in a folder name: each variable without NCCL's "NCCL_IB_" / "NCCL_" prefix,
 // lower case, followed by its value, joined by '.': {NCCL_IB_TIMEOUT 18, NCCL_IB_RETRY_CNT 7}
