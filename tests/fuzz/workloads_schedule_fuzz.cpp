@@ -35,6 +35,35 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (op.type == OpType::kSendRecv && (g.index_of(op.src) < 0 || g.index_of(op.dst) < 0 || op.src == op.dst)) {
         __builtin_trap();
       }
+      // alltoall: n whole-float blocks; alltoallv: an n x n matrix of whole floats whose busiest
+      // member's row or column sum is bytes, laid out inside buffer_floats; broadcast: a member root.
+      if (op.type == OpType::kAllToAll && op.bytes % (4 * n) != 0) __builtin_trap();
+      if ((op.type == OpType::kAllToAllV) != !op.sizes.empty()) __builtin_trap();
+      if ((op.type == OpType::kBroadcast) != (op.root >= 0)) __builtin_trap();
+      if (op.type == OpType::kBroadcast && g.index_of(op.root) < 0) __builtin_trap();
+      if (op.type == OpType::kAllToAll || op.type == OpType::kAllToAllV) {
+        if (op.type == OpType::kAllToAllV && op.sizes.size() != n * n) __builtin_trap();
+        uint64_t busiest = 0;
+        for (uint64_t m = 0; m < n; ++m) {
+          auto l = ocslab::workloads::alltoall_layout(op, static_cast<int>(n), static_cast<int>(m));
+          if (l.send.size() != n || l.recv.size() != n || l.total > ocslab::workloads::buffer_floats(op)) {
+            __builtin_trap();
+          }
+          uint64_t at = 0;
+          for (const auto& c : l.send) {
+            if (c.offset != at) __builtin_trap();
+            at += c.count;
+          }
+          if (at != l.recv_base) __builtin_trap();
+          for (const auto& c : l.recv) {
+            if (c.offset != at) __builtin_trap();
+            at += c.count;
+          }
+          if (at != l.total) __builtin_trap();
+          busiest = std::max({busiest, l.recv_base, l.total - l.recv_base});
+        }
+        if (busiest * 4 != op.bytes) __builtin_trap();
+      }
       // The ring split of every op covers its buffer.
       uint64_t total = ocslab::workloads::buffer_floats(op), next = 0;
       for (uint64_t i = 0; i < n; ++i) {

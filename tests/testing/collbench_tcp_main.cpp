@@ -119,6 +119,9 @@ class TcpBackend : public Backend {
     if (op.type == OpType::kSendRecv) {
       senders = {op.src};
       receivers = {op.dst};
+    } else if (op.type == OpType::kBroadcast) {
+      senders = {op.root};
+      receivers = g.ranks;
     } else {
       senders = receivers = g.ranks;
     }
@@ -193,6 +196,23 @@ class TcpBackend : public Backend {
       case OpType::kSendRecv:
         if (rank_ == op.dst) buf_ = in[static_cast<size_t>(op.src)];
         break;
+      case OpType::kBroadcast:
+        buf_ = in[static_cast<size_t>(op.root)];
+        break;
+      case OpType::kAllToAll:
+      case OpType::kAllToAllV: {
+        // Member k's block for this one, from where k keeps it, into this one's receive block k.
+        const int me = g.index_of(rank_);
+        AllToAllLayout mine = alltoall_layout(op, size, me);
+        for (int k = 0; k < size; ++k) {
+          Chunk from = alltoall_layout(op, size, k).send[static_cast<size_t>(me)];
+          const auto& src = in[static_cast<size_t>(g.ranks[static_cast<size_t>(k)])];
+          std::copy(src.begin() + static_cast<int64_t>(from.offset),
+                    src.begin() + static_cast<int64_t>(from.offset + from.count),
+                    buf_.begin() + static_cast<int64_t>(mine.recv[static_cast<size_t>(k)].offset));
+        }
+        break;
+      }
       case OpType::kBarrier:
         break;
     }

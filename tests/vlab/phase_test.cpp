@@ -222,16 +222,26 @@ struct ModeResult {
   std::string table;  // rank 0's
 };
 
-}  // namespace
+struct PhaseRuns {
+  workloads::Schedule s;
+  double switching_ms = 0;
+  std::map<std::string, ModeResult> modes;
+};
 
-TEST_CASE("phase control in the virtual lab: 4 guests, DP/PP schedule, the controller rewiring the emulated OCS",
-          "[vlab][phase]") {
-  auto t_all = std::chrono::steady_clock::now();
+// Runs `schedule` (a file of experiments/workloads/schedules/, ranks numbered stage-major) on
+// the shared phase lab once per mode, under `ocslab controller` with the job pp=2 x `dim`=2, and
+// checks every run as the test case below describes.
+PhaseRuns run_phase_workload(const std::string& schedule, const std::string& dim,
+                             const std::vector<std::string>& modes) {
+  PhaseRuns out;
   const std::string lab_file = kSharedPhase;  // shared with vlab_phase_runner
   const double switching_ms = vlab::load_lab_spec(source_path(lab_file)).emulator.sw.switching.mean_ms();
+  out.switching_ms = switching_ms;
   Lab lab(lab_file, 120s, Sharing::kShared);
   const auto& st = lab.state();
-  workloads::Schedule s = workloads::load_schedule(source_path("experiments/workloads/schedules/dp-pp-4-phase.yaml"));
+  workloads::Schedule s = workloads::load_schedule(source_path("experiments/workloads/schedules/" + schedule));
+  out.s = s;
+  const std::string stem = schedule.substr(0, schedule.rfind('.'));
   REQUIRE(s.ranks == 4);
   REQUIRE(st.hosts.size() == 4);
 
@@ -247,9 +257,9 @@ TEST_CASE("phase control in the virtual lab: 4 guests, DP/PP schedule, the contr
   const std::string dir = st.dir;
   const std::string cfg_path = dir + "/phase-controller.yaml";
   std::ofstream(cfg_path) << fmt::format(
-      "job: {}\npp: 2\ndims: [{{name: dp, size: 2}}]\ninitial: \"11\"\nlisten: 127.0.0.1:0\n"
+      "job: {}\npp: 2\ndims: [{{name: {}, size: 2}}]\ninitial: \"11\"\nlisten: 127.0.0.1:0\n"
       "rails:\n  - name: rail0\n    switch: {}\n    slots: [{}]\n",
-      kJob, st.switch_url(), slots_yaml);
+      kJob, dim, st.switch_url(), slots_yaml);
   phase::ControllerConfig cfg = phase::load_controller_config(cfg_path);
   const auto& slots = cfg.rails.at(0).slots;
   phase::SubMappingTable table(cfg.layout);
@@ -260,10 +270,9 @@ TEST_CASE("phase control in the virtual lab: 4 guests, DP/PP schedule, the contr
       fmt::join(want.per_step, " "), want.provisioned_extra);
 
   // Guests mount their own /tmp: binary and schedule go into the lab's folder.
-  const std::string bin = dir + "/ocslab-collbench-verbs", sched = dir + "/dp-pp-4-phase.yaml";
+  const std::string bin = dir + "/ocslab-collbench-verbs", sched = dir + "/" + schedule;
   fs::copy_file(testing::bin_path("ocslab-collbench-verbs"), bin, fs::copy_options::overwrite_existing);
-  fs::copy_file(source_path("experiments/workloads/schedules/dp-pp-4-phase.yaml"), sched,
-                fs::copy_options::overwrite_existing);
+  fs::copy_file(source_path("experiments/workloads/schedules/" + schedule), sched, fs::copy_options::overwrite_existing);
   // The world group rides the management LAN (its own Soft-RoCE device), the pipeline and DP
   // groups the data NICs. The data NICs' neighbours are pinned: a circuit change drops the
   // carrier, which flushes learned neighbours, and a lost ARP would cost a 1 s retry.
@@ -287,14 +296,15 @@ TEST_CASE("phase control in the virtual lab: 4 guests, DP/PP schedule, the contr
   auto run_mode = [&](const std::string& mode) {
     INFO("phase mode " << mode);
     ModeResult res;
-    const std::string events = dir + "/controller-" + mode + ".csv";
+    const std::string events = dir + "/controller-" + stem + "-" + mode + ".csv";
     const size_t truth_before = switch_starts(st.ground_truth()).size();
     std::map<std::string, long> eth1_before, lan0_before;
     for (const auto& h : hosts) {
       eth1_before[h] = rxe_sent(lab, h, "rxe_eth1");
       lan0_before[h] = rxe_sent(lab, h, "rxe_lan0");
     }
-    ControllerProcess ctl(cfg_path, events, dir + "/controller-" + mode + ".log", st.switch_password);
+    const std::string ctl_log_path = dir + "/controller-" + stem + "-" + mode + ".log";
+    ControllerProcess ctl(cfg_path, events, ctl_log_path, st.switch_password);
     std::vector<ocs::ExecResult> results(4);
     std::vector<std::thread> ranks;
     ranks.reserve(4);
@@ -305,8 +315,9 @@ TEST_CASE("phase control in the virtual lab: 4 guests, DP/PP schedule, the contr
           results[static_cast<size_t>(r)] = lab.exec(
               hosts[static_cast<size_t>(r)],
               fmt::format("{} -s {} --ranks {} --port {} --rank {} --if eth1 --group-if world=lan0 --timeout-s 120 "
-                          "--output /tmp/phasevlab-{} --controller {}:{} --job {} --phase-mode {}",
-                          bin, sched, ranks_arg, kRendezvousPort, r, mode, kHostFromGuest, ctl.port(), kJob, mode),
+                          "--output /tmp/phasevlab-{}-{} --controller {}:{} --job {} --phase-mode {}",
+                          bin, sched, ranks_arg, kRendezvousPort, r, stem, mode, kHostFromGuest, ctl.port(), kJob,
+                          mode),
               300s);
         } catch (const std::exception& e) {
           results[static_cast<size_t>(r)].exit_status = -1;
@@ -317,7 +328,7 @@ TEST_CASE("phase control in the virtual lab: 4 guests, DP/PP schedule, the contr
     for (auto& t : ranks) t.join();
     res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     CHECK(ctl.stop() == 130);  // stopped by SIGTERM, not in fallback, listener fine
-    std::string ctl_log = read_file_or_empty(dir + "/controller-" + mode + ".log");
+    std::string ctl_log = read_file_or_empty(ctl_log_path);
     INFO("controller:\n" << ctl_log);
     CHECK_THAT(ctl_log, !Contains("problem:"));
     for (int r = 0; r < 4; ++r) {
@@ -333,7 +344,7 @@ TEST_CASE("phase control in the virtual lab: 4 guests, DP/PP schedule, the contr
     uint64_t eth1_payload_h1 = 0;
     for (int r = 0; r < 4; ++r) {
       const std::string& host = hosts[static_cast<size_t>(r)];
-      auto text = lab.run(host, fmt::format("cat /tmp/phasevlab-{}/ops-rank{}.csv", mode, r));
+      auto text = lab.run(host, fmt::format("cat /tmp/phasevlab-{}-{}/ops-rank{}.csv", stem, mode, r));
       auto rows = workloads::parse_op_csv(text, host + ":ops-rank" + std::to_string(r) + ".csv");
       size_t mine = 0;
       for (const auto& op : s.step) mine += s.involves(op, r);
@@ -454,8 +465,20 @@ TEST_CASE("phase control in the virtual lab: 4 guests, DP/PP schedule, the contr
     return res;
   };
 
-  ModeResult on_demand = run_mode("on-demand");
-  ModeResult provisioning = run_mode("provisioning");
+  for (const auto& m : modes) out.modes[m] = run_mode(m);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("phase control in the virtual lab: 4 guests, DP/PP schedule, the controller rewiring the emulated OCS",
+          "[vlab][phase]") {
+  auto t_all = std::chrono::steady_clock::now();
+  PhaseRuns runs = run_phase_workload("dp-pp-4-phase.yaml", "dp", {"on-demand", "provisioning"});
+  const workloads::Schedule& s = runs.s;
+  const double switching_ms = runs.switching_ms;
+  ModeResult on_demand = runs.modes["on-demand"];
+  ModeResult provisioning = runs.modes["provisioning"];
   std::cout << "on-demand, rank 0:\n" << on_demand.table << "provisioning, rank 0:\n" << provisioning.table;
   std::cout << fmt::format(
       "phase workload {} on 4 guests (1 rank each), {} measured step(s) + {} warm-up, switching ~{:.0f} ms:\n"
@@ -471,5 +494,26 @@ TEST_CASE("phase control in the virtual lab: 4 guests, DP/PP schedule, the contr
   CHECK(provisioning.wait_ms < on_demand.wait_ms);
   CHECK(on_demand.wait_ms - provisioning.wait_ms > switching_ms * s.steps);
   std::cout << "phase vlab test: " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t_all).count()
+            << " s\n";
+}
+
+// Issue 43: alltoall, alltoallv and broadcast in a phase workload. moe-4-phase.yaml's expert
+// groups (kind ep: the job's second dimension) and pipeline broadcasts reconfigure the rail as
+// their groups require, the world broadcast and alltoall pass over the management LAN; one
+// on-demand run (38 s once the lab was up, 2026-12-07, with a build beside it) with every check
+// of the case above.
+TEST_CASE("phase control in the virtual lab: alltoall, alltoallv and broadcast groups reconfigure the rail",
+          "[vlab][phase][alltoall]") {
+  auto t0 = std::chrono::steady_clock::now();
+  PhaseRuns runs = run_phase_workload("moe-4-phase.yaml", "ep", {"on-demand"});
+  const ModeResult& r = runs.modes.at("on-demand");
+  std::cout << "on-demand, rank 0:\n" << r.table;
+  std::cout << fmt::format("phase workload {}: reconfigurations per step (controller, ground truth checked): {}\n",
+                           runs.s.name, fmt::join(r.per_step, " "));
+  // Every measured step changes the rail: the pipeline broadcasts and both stages' expert ops.
+  for (int step = runs.s.warmup; step < runs.s.warmup + runs.s.steps; ++step) {
+    CHECK(r.per_step.at(static_cast<size_t>(step)) == 3);
+  }
+  std::cout << "phase vlab alltoall test: " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
             << " s\n";
 }

@@ -175,7 +175,9 @@ ncclRedOp_t nccl_redop(RedOp r) {
 void NcclBackend::prepare(const Op& op, uint64_t seq) {
   if (op.type == OpType::kBarrier) return;
   fill_input(s_, op, rank_, seq, host_.data());
-  cuda_check(cudaMemcpy(dev_, host_.data(), op.bytes, cudaMemcpyHostToDevice), op_where(op) + ": copy to the GPU");
+  // alltoall / alltoallv: the send and the receive buffer (buffer_floats), the others op.bytes.
+  cuda_check(cudaMemcpy(dev_, host_.data(), buffer_floats(op) * sizeof(float), cudaMemcpyHostToDevice),
+             op_where(op) + ": copy to the GPU");
 }
 
 void NcclBackend::run(const Op& op) {
@@ -211,6 +213,24 @@ void NcclBackend::run(const Op& op) {
       nccl_check(ncclGroupEnd(), where, comm);
       break;
     }
+    case OpType::kAllToAll:
+    case OpType::kAllToAllV: {
+      // As nccl-tests' alltoall: one ncclSend and one ncclRecv per member (itself included) in a
+      // group, from the send blocks into the receive blocks after them (ring.h's layout).
+      AllToAllLayout l = alltoall_layout(op, n, me);
+      nccl_check(ncclGroupStart(), where);
+      for (int j = 0; j < n; ++j) {
+        Chunk snd = l.send[static_cast<size_t>(j)], rcv = l.recv[static_cast<size_t>(j)];
+        nccl_check(ncclSend(dev_ + snd.offset, snd.count, ncclFloat, j, comm, stream_), where, comm);
+        nccl_check(ncclRecv(dev_ + rcv.offset, rcv.count, ncclFloat, j, comm, stream_), where, comm);
+      }
+      nccl_check(ncclGroupEnd(), where, comm);
+      break;
+    }
+    case OpType::kBroadcast:
+      // In place: the root's buffer is the send buffer, every member's the receive buffer.
+      nccl_check(ncclBroadcast(dev_, dev_, total, ncclFloat, g.index_of(op.root), comm, stream_), where, comm);
+      break;
     case OpType::kBarrier:
       // An allreduce of one float: nobody's stream gets past it before every member's did.
       nccl_check(ncclAllReduce(dev_, dev_, 1, ncclFloat, ncclSum, comm, stream_), where, comm);
@@ -232,7 +252,8 @@ void NcclBackend::compute(const Op& op, std::chrono::nanoseconds d) {
 
 uint64_t NcclBackend::verify(const Op& op, uint64_t seq) {
   if (op.type == OpType::kBarrier) return 0;
-  cuda_check(cudaMemcpy(host_.data(), dev_, op.bytes, cudaMemcpyDeviceToHost), op_where(op) + ": copy from the GPU");
+  cuda_check(cudaMemcpy(host_.data(), dev_, buffer_floats(op) * sizeof(float), cudaMemcpyDeviceToHost),
+             op_where(op) + ": copy from the GPU");
   return count_wrong(s_, op, rank_, seq, host_.data());
 }
 

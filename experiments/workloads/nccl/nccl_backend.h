@@ -1,7 +1,8 @@
 // NCCL transport of ocslab-collbench-nccl: one communicator per schedule group this rank is in
 // (unique ids created by each group's first member and shared over the TCP rendezvous), the
-// op's buffer in GPU memory, ncclAllReduce / AllGather / ReduceScatter in place, Send/Recv in a
-// ncclGroupStart/End, results copied back to the host and verified there.
+// op's buffer in GPU memory, ncclAllReduce / AllGather / ReduceScatter / Broadcast in place,
+// Send/Recv (and alltoall / alltoallv as one Send and Recv per member) in a ncclGroupStart/End,
+// results copied back to the host and verified there.
 #pragma once
 
 #include <cuda_runtime.h>

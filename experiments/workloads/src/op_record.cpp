@@ -51,10 +51,8 @@ std::string us(int64_t ns) {
 }
 
 OpType type_of(const std::string& name, const std::string& where) {
-  for (OpType o :
-       {OpType::kAllReduce, OpType::kAllGather, OpType::kReduceScatter, OpType::kSendRecv, OpType::kBarrier}) {
-    if (name == op_name(o)) return o;
-  }
+  OpType o = OpType::kAllReduce;
+  if (op_type_of(name, o)) return o;
   throw ConfigError(where + ": unknown op '" + name + "'");
 }
 

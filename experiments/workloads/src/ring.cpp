@@ -30,8 +30,11 @@ double bus_factor(OpType type, int n) {
       return 2.0 * (dn - 1) / dn;
     case OpType::kAllGather:
     case OpType::kReduceScatter:
+    case OpType::kAllToAll:
+    case OpType::kAllToAllV:
       return (dn - 1) / dn;
     case OpType::kSendRecv:
+    case OpType::kBroadcast:
       return 1.0;
     case OpType::kBarrier:
       return 0.0;
@@ -47,7 +50,47 @@ double busbw_gbps(OpType type, int n, uint64_t bytes, double seconds) {
   return algbw_gbps(bytes, seconds) * bus_factor(type, n);
 }
 
-uint64_t buffer_floats(const Op& op) { return op.bytes / sizeof(float); }
+uint64_t alltoall_floats(const Op& op, int n, int from, int to) {
+  if (op.type == OpType::kAllToAll) return op.bytes / sizeof(float) / static_cast<uint64_t>(n);
+  if (op.type != OpType::kAllToAllV) return 0;
+  return op.sizes.at(static_cast<size_t>(from) * static_cast<size_t>(n) + static_cast<size_t>(to)) / sizeof(float);
+}
+
+AllToAllLayout alltoall_layout(const Op& op, int n, int me) {
+  AllToAllLayout l;
+  if (op.type != OpType::kAllToAll && op.type != OpType::kAllToAllV) return l;
+  uint64_t at = 0;
+  for (int j = 0; j < n; ++j) {
+    uint64_t c = alltoall_floats(op, n, me, j);
+    l.send.push_back({at, c});
+    at += c;
+  }
+  l.recv_base = at;
+  for (int j = 0; j < n; ++j) {
+    uint64_t c = alltoall_floats(op, n, j, me);
+    l.recv.push_back({at, c});
+    at += c;
+  }
+  l.total = at;
+  return l;
+}
+
+uint64_t buffer_floats(const Op& op) {
+  if (op.type == OpType::kAllToAll) return 2 * (op.bytes / sizeof(float));
+  if (op.type == OpType::kAllToAllV) {
+    // The matrix is n x n; the member that sends and receives most sets the size.
+    size_t n = 0;
+    while (n * n < op.sizes.size()) ++n;
+    uint64_t most = 0;
+    for (size_t i = 0; i < n; ++i) {
+      uint64_t b = 0;
+      for (size_t j = 0; j < n; ++j) b += op.sizes[i * n + j] + op.sizes[j * n + i];
+      most = std::max(most, b);
+    }
+    return most / sizeof(float);
+  }
+  return op.bytes / sizeof(float);
+}
 
 float fill_value(int rank, uint64_t seq, uint64_t j) {
   // 1..250: never 0, so a sum over two or more members always differs from any one member's
@@ -115,6 +158,18 @@ void fill_input(const Schedule& s, const Op& op, int rank, uint64_t seq, float* 
     case OpType::kSendRecv:
       for (uint64_t j = 0; j < total; ++j) buf[j] = rank == op.src ? fill_value(rank, seq, j) : kUnwritten;
       break;
+    case OpType::kBroadcast:
+      for (uint64_t j = 0; j < total; ++j) buf[j] = rank == op.root ? fill_value(rank, seq, j) : kUnwritten;
+      break;
+    case OpType::kAllToAll:
+    case OpType::kAllToAllV: {
+      // Element k of the block for member j is the sender's value at its send-buffer position,
+      // so a block delivered to the wrong member or at the wrong place differs.
+      AllToAllLayout l = alltoall_layout(op, n, me);
+      for (uint64_t j = 0; j < l.recv_base; ++j) buf[j] = fill_value(rank, seq, j);
+      for (uint64_t j = l.recv_base; j < l.total; ++j) buf[j] = kUnwritten;
+      break;
+    }
     case OpType::kBarrier:
       break;
   }
@@ -152,6 +207,23 @@ uint64_t count_wrong(const Schedule& s, const Op& op, int rank, uint64_t seq, co
         for (uint64_t j = 0; j < total; ++j) wrong += buf[j] != fill_value(op.src, seq, j);
       }
       break;
+    case OpType::kBroadcast:
+      for (uint64_t j = 0; j < total; ++j) wrong += buf[j] != fill_value(op.root, seq, j);
+      break;
+    case OpType::kAllToAll:
+    case OpType::kAllToAllV: {
+      int me = g.index_of(rank);
+      AllToAllLayout mine = alltoall_layout(op, n, me);
+      for (int i = 0; i < n; ++i) {
+        // Where member i kept the block it sent here.
+        Chunk sent = alltoall_layout(op, n, i).send[static_cast<size_t>(me)];
+        Chunk got = mine.recv[static_cast<size_t>(i)];
+        for (uint64_t k = 0; k < got.count; ++k) {
+          wrong += buf[got.offset + k] != fill_value(g.ranks[static_cast<size_t>(i)], seq, sent.offset + k);
+        }
+      }
+      break;
+    }
     case OpType::kBarrier:
       break;
   }

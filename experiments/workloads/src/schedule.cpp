@@ -13,6 +13,7 @@
 
 #include "ocslab/common/config.h"
 #include "ocslab/common/error.h"
+#include "ocslab/workloads/ring.h"
 
 namespace ocslab::workloads {
 
@@ -35,11 +36,9 @@ std::string known_kinds() {
 
 OpType parse_type(const YamlDoc& doc, const YAML::Node& n) {
   std::string t = as_string(doc, n);
-  for (OpType o :
-       {OpType::kAllReduce, OpType::kAllGather, OpType::kReduceScatter, OpType::kSendRecv, OpType::kBarrier}) {
-    if (t == op_name(o)) return o;
-  }
-  throw config_error(doc, n, "unknown op '" + t + "' (known: allreduce, allgather, reducescatter, sendrecv, barrier)");
+  OpType o = OpType::kAllReduce;
+  if (op_type_of(t, o)) return o;
+  throw config_error(doc, n, "unknown op '" + t + "' (known: " + known_op_names() + ")");
 }
 
 int parse_rank(const YamlDoc& doc, const YAML::Node& n, const Schedule& s, const std::string& what) {
@@ -161,8 +160,54 @@ Group parse_group(const YamlDoc& doc, const YAML::Node& n, const Schedule& s) {
   return g;
 }
 
+// alltoallv's sizes: a list of n rows of n byte counts (group order; row i = what member i sends
+// to each member). Each entry a multiple of 4, not negative; at least one nonzero. Sets op.sizes
+// and op.bytes (the largest row or column sum: the busiest member's send or receive buffer).
+void parse_sizes(const YamlDoc& doc, const YAML::Node& m, const std::string& what, const Group& g, Op& op) {
+  const size_t n = g.ranks.size();
+  if (!m.IsSequence() || m.size() != n) {
+    throw config_error(doc, m,
+                       fmt::format("{}: sizes must be a list of {} rows (one per member of the group, in its order), "
+                                   "got {}",
+                                   what, n, m.IsSequence() ? std::to_string(m.size()) + " row(s)" : "no list"));
+  }
+  op.sizes.assign(n * n, 0);
+  std::vector<uint64_t> rows(n, 0), cols(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const YAML::Node row = m[i];
+    if (!row.IsSequence() || row.size() != n) {
+      throw config_error(doc, row,
+                         fmt::format("{}: sizes row {} (member rank {}) must list {} byte counts, got {}", what, i,
+                                     g.ranks[i], n, row.IsSequence() ? std::to_string(row.size()) : "no list"));
+    }
+    for (size_t j = 0; j < n; ++j) {
+      const YAML::Node e = row[j];
+      std::string text = as_string(doc, e);
+      if (!text.empty() && text[0] == '-') {
+        throw config_error(doc, e,
+                           fmt::format("{}: sizes[{}][{}] = {} is negative (bytes from rank {} to rank {})", what, i,
+                                       j, text, g.ranks[i], g.ranks[j]));
+      }
+      uint64_t b = bytes_of(doc, e, what);
+      if (b % sizeof(float) != 0 || b > kMaxBytes) {
+        throw config_error(doc, e,
+                           fmt::format("{}: sizes[{}][{}] = {} must be a multiple of 4 (4-byte floats) up to {}", what,
+                                       i, j, b, kMaxBytes));
+      }
+      op.sizes[i * n + j] = b;
+      rows[i] += b;
+      cols[j] += b;
+      if (rows[i] > kMaxBytes || cols[j] > kMaxBytes) {
+        throw config_error(doc, e, fmt::format("{}: a member sends or receives more than {} bytes", what, kMaxBytes));
+      }
+    }
+  }
+  op.bytes = std::max(*std::max_element(rows.begin(), rows.end()), *std::max_element(cols.begin(), cols.end()));
+  if (op.bytes == 0) throw config_error(doc, m, what + ": every size is 0 (the op would move no data)");
+}
+
 Op parse_op(const YamlDoc& doc, const YAML::Node& n, const Schedule& s) {
-  only_keys(doc, n, {"group", "op", "bytes", "src", "dst", "compute_ms"});
+  only_keys(doc, n, {"group", "op", "bytes", "src", "dst", "sizes", "root", "compute_ms"});
   Op op;
   op.line = line_of(n);
   YAML::Node gn = require(doc, n, "group");
@@ -183,6 +228,11 @@ Op parse_op(const YamlDoc& doc, const YAML::Node& n, const Schedule& s) {
     if (n["bytes"].IsDefined() && bytes_of(doc, n["bytes"], what) != 0) {
       throw config_error(doc, n["bytes"], what + ": a barrier moves no data (leave bytes out)");
     }
+  } else if (op.type == OpType::kAllToAllV) {
+    if (n["bytes"].IsDefined()) {
+      throw config_error(doc, n["bytes"], what + ": an alltoallv's sizes come from its matrix (leave bytes out)");
+    }
+    parse_sizes(doc, require(doc, n, "sizes"), what, g, op);
   } else {
     YAML::Node bn = require(doc, n, "bytes");
     op.bytes = bytes_of(doc, bn, what);
@@ -191,7 +241,7 @@ Op parse_op(const YamlDoc& doc, const YAML::Node& n, const Schedule& s) {
                          fmt::format("{}: bytes must be between 4 and {} (got {})", what, kMaxBytes, op.bytes));
     }
     uint64_t unit = sizeof(float);
-    if (op.type == OpType::kAllGather || op.type == OpType::kReduceScatter) unit *= size;
+    if (op.type == OpType::kAllGather || op.type == OpType::kReduceScatter || op.type == OpType::kAllToAll) unit *= size;
     if (op.bytes % unit != 0) {
       throw config_error(doc, bn,
                          fmt::format("{}: bytes {} is not a multiple of {} (4-byte floats{})", what, op.bytes, unit,
@@ -225,6 +275,20 @@ Op parse_op(const YamlDoc& doc, const YAML::Node& n, const Schedule& s) {
     }
   } else if (n["src"].IsDefined() || n["dst"].IsDefined()) {
     throw config_error(doc, n["src"].IsDefined() ? n["src"] : n["dst"], what + ": src/dst are for sendrecv only");
+  }
+  if (op.type != OpType::kAllToAllV && n["sizes"].IsDefined()) {
+    throw config_error(doc, n["sizes"], what + ": sizes is for alltoallv only (the others take bytes)");
+  }
+  if (op.type == OpType::kBroadcast) {
+    op.root = g.ranks.front();
+    if (n["root"].IsDefined()) {
+      op.root = parse_rank(doc, n["root"], s, what + ": root");
+      if (g.index_of(op.root) < 0) {
+        throw config_error(doc, n["root"], fmt::format("{}: root rank {} is not a member of the group", what, op.root));
+      }
+    }
+  } else if (n["root"].IsDefined()) {
+    throw config_error(doc, n["root"], what + ": root is for broadcast only");
   }
   if (n["compute_ms"].IsDefined()) op.compute = parse_compute(doc, n["compute_ms"], what + ": compute_ms");
   return op;
@@ -292,8 +356,30 @@ std::string_view op_name(OpType t) {
       return "sendrecv";
     case OpType::kBarrier:
       return "barrier";
+    case OpType::kAllToAll:
+      return "alltoall";
+    case OpType::kAllToAllV:
+      return "alltoallv";
+    case OpType::kBroadcast:
+      return "broadcast";
   }
   return "?";
+}
+
+bool op_type_of(std::string_view name, OpType& out) {
+  for (OpType o : kOpTypes) {
+    if (name == op_name(o)) {
+      out = o;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string known_op_names() {
+  std::string s;
+  for (OpType o : kOpTypes) s += (s.empty() ? "" : ", ") + std::string(op_name(o));
+  return s;
 }
 
 int Group::index_of(int rank) const {
@@ -360,7 +446,7 @@ std::string ComputeTime::to_string() const {
 
 uint64_t Schedule::max_buffer_bytes() const {
   uint64_t m = 0;
-  for (const auto& op : step) m = std::max(m, op.bytes);
+  for (const auto& op : step) m = std::max(m, buffer_floats(op) * sizeof(float));
   return m;
 }
 
@@ -407,6 +493,9 @@ uint64_t Schedule::digest() const {
     mix(std::to_string(op.dst));
     // Only a non-sum reduction enters, so a schedule's digest stays what it was before -o.
     if (op.redop != RedOp::kSum) mix(redop_name(op.redop));
+    // Only the new ops' own fields enter, so the other ops' digests stay what they were.
+    if (op.type == OpType::kBroadcast) mix("root " + std::to_string(op.root));
+    for (uint64_t b : op.sizes) mix(std::to_string(b));
     if (op.compute.any()) mix("compute " + op.compute.to_string());
   }
   // Only a schedule with modelled compute mixes it in, so the others' digests stay what they were.

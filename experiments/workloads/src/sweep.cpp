@@ -33,7 +33,7 @@ constexpr std::pair<const char*, const char*> kSweepOptions[] = {
     {"check", "-c/--check"},         {"op", "-o/--op"},
     {"datatype", "-d/--datatype"},   {"average", "-a/--average"},
     {"ngpus", "-g/--ngpus"},         {"output_file", "-J/--output_file"},
-    {"collective", "--collective"}};
+    {"collective", "--collective"},  {"root", "--root"}};
 
 int int_option(const po::variables_map& vm, const char* name, int fallback, int lowest, const char* what) {
   if (!vm.count(name)) return fallback;
@@ -52,17 +52,25 @@ uint64_t size_option(const po::variables_map& vm, const char* name, uint64_t fal
 }
 
 OpType parse_collective(const std::string& name) {
-  for (OpType t : {OpType::kAllReduce, OpType::kAllGather, OpType::kReduceScatter, OpType::kSendRecv}) {
+  for (OpType t : {OpType::kAllReduce, OpType::kAllGather, OpType::kReduceScatter, OpType::kSendRecv,
+                   OpType::kAllToAll, OpType::kBroadcast}) {
     if (name == op_name(t)) return t;
   }
-  throw Error("--collective '" + name + "': want allreduce, allgather, reducescatter or sendrecv");
+  if (name == op_name(OpType::kAllToAllV)) {
+    throw Error("--collective alltoallv: its per-pair sizes are a matrix, which a size sweep has no place for; give "
+                "it in a schedule (--schedule, docs/workloads.md), or sweep --collective alltoall");
+  }
+  throw Error("--collective '" + name + "': want allreduce, allgather, reducescatter, sendrecv, alltoall or broadcast");
 }
 
 bool reduces(OpType t) { return t == OpType::kAllReduce || t == OpType::kReduceScatter; }
 
-// Per-rank floats an op of `bytes` splits into (allgather / reducescatter: n equal parts).
+// Per-rank floats an op of `bytes` splits into (allgather / reducescatter: n equal parts;
+// alltoall: one block per rank, nccl-tests' count column being one block).
 uint64_t unit_floats(OpType t, int nranks) {
-  return t == OpType::kAllGather || t == OpType::kReduceScatter ? static_cast<uint64_t>(nranks) : 1;
+  return t == OpType::kAllGather || t == OpType::kReduceScatter || t == OpType::kAllToAll
+             ? static_cast<uint64_t>(nranks)
+             : 1;
 }
 
 std::string now_string() {
@@ -106,7 +114,9 @@ void add_sweep_options(po::options_description& d) {
       "ngpus,g", po::value<int>(), "size sweep: GPUs per process; 1 (default 1)")(
       "output_file,J", po::value<std::string>(), "size sweep: write nccl-tests' JSON document to this file (rank 0)")(
       "collective", po::value<std::string>(),
-      "size sweep: allreduce (default), allgather, reducescatter or sendrecv (2 ranks)");
+      "size sweep: allreduce (default), allgather, reducescatter, sendrecv (2 ranks), alltoall or broadcast "
+      "(nccl-tests: all_reduce_perf, ..., alltoall_perf, broadcast_perf)")(
+      "root", po::value<int>(), "size sweep: broadcast's root rank (nccl-tests' -r, here -r is --rank; default 0)");
 }
 
 std::vector<std::string> sweep_options_given(const po::variables_map& vm) {
@@ -120,6 +130,11 @@ std::vector<std::string> sweep_options_given(const po::variables_map& vm) {
 SweepOptions sweep_options(const po::variables_map& vm) {
   SweepOptions w;
   if (vm.count("collective")) w.collective = parse_collective(vm["collective"].as<std::string>());
+  if (vm.count("root")) {
+    if (w.collective != OpType::kBroadcast) throw Error("--root is for --collective broadcast");
+    w.root = vm["root"].as<int>();
+    if (w.root < 0) throw Error(fmt::format("--root {}: a rank is 0 or more", w.root));
+  }
   w.min_bytes = size_option(vm, "minbytes", w.min_bytes, "-b/--minbytes");
   w.max_bytes = size_option(vm, "maxbytes", w.max_bytes, "-e/--maxbytes");
   w.step_bytes = size_option(vm, "stepbytes", w.step_bytes, "-i/--stepbytes");
@@ -222,6 +237,9 @@ Schedule sweep_schedule(const SweepOptions& w, int nranks) {
     throw Error(
         fmt::format("--collective sendrecv runs between 2 ranks (rank 0 sends to rank 1); this job has {}", nranks));
   }
+  if (w.collective == OpType::kBroadcast && w.root >= nranks) {
+    throw Error(fmt::format("--root {}: this job has ranks 0..{}", w.root, nranks - 1));
+  }
   Schedule s;
   s.origin = "size sweep";
   s.name = fmt::format("sweep-{}", op_name(w.collective));
@@ -250,6 +268,7 @@ Schedule sweep_schedule(const SweepOptions& w, int nranks) {
         op.src = 0;
         op.dst = 1;
       }
+      if (op.type == OpType::kBroadcast) op.root = w.root;
       s.step.push_back(op);
     }
   }
@@ -297,6 +316,7 @@ std::vector<SweepRow> combine_sweep(const Schedule& s, const SweepOptions& w,
     row.count = op.bytes / sizeof(float) / unit_floats(op.type, n);
     row.redop = op.redop;
     row.type = op.type;
+    row.root = op.type == OpType::kBroadcast ? op.root : -1;
     row.checked = w.check > 0;
     double t = 0;
     for (size_t r = 0; r < ranks.size(); ++r) {
@@ -384,7 +404,7 @@ void print_sweep_table(std::ostream& out, const SweepOptions& w, const SweepRepo
     wrong += row.wrong;
     std::string redop = reduces(row.type) ? std::string(redop_name(row.redop)) : "none";
     out << fmt::format("{:>12}  {:>12}  {:>8}  {:>6}  {:>6}  {}  {}  {}  {:>6}\n", row.bytes, row.count, w.datatype,
-                       redop, -1, fit(row.time_us, 7), fit(row.algbw, 6), fit(row.busbw, 6),
+                       redop, row.root, fit(row.time_us, 7), fit(row.algbw, 6), fit(row.busbw, 6),
                        row.checked ? std::to_string(row.wrong) : "N/A");
   }
   out << fmt::format("# {:<20} : {} {}\n", "Out of bounds values", wrong, wrong ? "FAILED" : "OK");
@@ -453,7 +473,7 @@ nlohmann::ordered_json sweep_json(const SweepOptions& w, const SweepReport& r) {
                        {"count", row.count},
                        {"type", w.datatype},
                        {"redop", reduces(row.type) ? std::string(redop_name(row.redop)) : "none"},
-                       {"root", "    -1"},
+                       {"root", fmt::format("{:>6}", row.root)},
                        {"out_of_place", nullptr},
                        {"in_place", in_place},
                        {"actual_iterations", w.iters},

@@ -131,6 +131,13 @@ VerbsBackend::VerbsBackend(const Schedule& s, int rank, const VerbsOptions& o, R
     int n = static_cast<int>(g.ranks.size());
     if (n < 2) continue;
     int me = g.index_of(rank);
+    if (op.type == OpType::kAllToAll || op.type == OpType::kAllToAllV) {
+      // Pairwise exchange: a queue pair with every other member.
+      for (int p : g.ranks) {
+        if (p != rank) wanted[{p, iface}] = true;
+      }
+      continue;
+    }
     wanted[{g.ranks[static_cast<size_t>((me + 1) % n)], iface}] = true;
     wanted[{g.ranks[static_cast<size_t>((me + n - 1) % n)], iface}] = true;
   }
@@ -346,6 +353,43 @@ void VerbsBackend::ring_all_gather(const Op& op, float* buf, uint64_t total, int
   }
 }
 
+void VerbsBackend::pairwise_alltoall(const Op& op, float* buf, int n, int me) {
+  const Group& g = s_.group_of(op);
+  const std::string& iface = iface_of(g);
+  AllToAllLayout l = alltoall_layout(op, n, me);
+  Chunk own_send = l.send[static_cast<size_t>(me)], own_recv = l.recv[static_cast<size_t>(me)];
+  std::copy(buf + own_send.offset, buf + own_send.offset + own_send.count, buf + own_recv.offset);
+  // Step k: send to the member k ahead while receiving from the member k behind, who sends to
+  // this one in its own step k; every member goes through the steps in the same order.
+  for (int k = 1; k < n; ++k) {
+    int to = (me + k) % n, from = (me + n - k) % n;
+    Chunk snd = l.send[static_cast<size_t>(to)], rcv = l.recv[static_cast<size_t>(from)];
+    exchange(op, &conn(g.ranks[static_cast<size_t>(to)], iface, op), buf + snd.offset, snd.count,
+             &conn(g.ranks[static_cast<size_t>(from)], iface, op), buf + rcv.offset, rcv.count);
+  }
+}
+
+void VerbsBackend::ring_broadcast(const Op& op, float* buf, uint64_t total, int n, int me, Conn& left, Conn& right) {
+  const int d = (me - s_.group_of(op).index_of(op.root) + n) % n;  // hops from the root
+  const int chunks = kBroadcastChunks;
+  if (d == 0) {
+    for (int c = 0; c < chunks; ++c) {
+      Chunk ch = ring_chunk(total, chunks, c);
+      exchange(op, &right, buf + ch.offset, ch.count, nullptr, nullptr, 0);
+    }
+    return;
+  }
+  const bool forward = d < n - 1;  // the last member before the root only receives
+  for (int c = 0; c <= chunks; ++c) {
+    Chunk prev = c > 0 ? ring_chunk(total, chunks, c - 1) : Chunk{};
+    Chunk next = c < chunks ? ring_chunk(total, chunks, c) : Chunk{};
+    bool snd = forward && c > 0, rcv = c < chunks;
+    if (!snd && !rcv) continue;
+    exchange(op, snd ? &right : nullptr, snd ? buf + prev.offset : nullptr, prev.count, rcv ? &left : nullptr,
+             rcv ? buf + next.offset : nullptr, next.count);
+  }
+}
+
 void VerbsBackend::prepare(const Op& op, uint64_t seq) {
   if (op.type != OpType::kBarrier) fill_input(s_, op, rank_, seq, data_.data());
 }
@@ -382,6 +426,13 @@ void VerbsBackend::run(const Op& op) {
     case OpType::kBarrier:
       // A ring all-gather of one float per member: nobody leaves before everyone arrived.
       ring_all_gather(op, buf, static_cast<uint64_t>(n), n, me, left, right);
+      break;
+    case OpType::kAllToAll:
+    case OpType::kAllToAllV:
+      pairwise_alltoall(op, buf, n, me);
+      break;
+    case OpType::kBroadcast:
+      ring_broadcast(op, buf, total, n, me, left, right);
       break;
     case OpType::kSendRecv:
       break;

@@ -1,7 +1,9 @@
 // ibverbs RC transport of ocslab-collbench-verbs: one RC queue pair per (peer, interface) this
-// rank talks to (ring neighbours in each group, sendrecv partners), SEND/RECV of float32 chunks
-// in host memory, ring algorithms for the collectives. Queue-pair numbers and GIDs travel over
-// the TCP rendezvous; the data only over the RDMA device of the chosen interface.
+// rank talks to (ring neighbours in each group, sendrecv partners, every member of an alltoall
+// group), SEND/RECV of float32 chunks in host memory, ring algorithms for the collectives,
+// pairwise exchange for alltoall / alltoallv, a pipelined ring for broadcast. Queue-pair numbers
+// and GIDs travel over the TCP rendezvous; the data only over the RDMA device of the chosen
+// interface.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -60,6 +62,10 @@ class VerbsBackend : public Backend {
                      uint64_t recv_count);
   void ring_reduce_scatter(const Op& op, float* buf, uint64_t total, int n, int me, Conn& left, Conn& right);
   void ring_all_gather(const Op& op, float* buf, uint64_t total, int n, int me, Conn& left, Conn& right);
+  // AllToAll(v): the own block copied locally, then n - 1 pairwise steps.
+  void pairwise_alltoall(const Op& op, float* buf, int n, int me);
+  // Broadcast: the root's buffer in kBroadcastChunks chunks along the ring, pipelined.
+  void ring_broadcast(const Op& op, float* buf, uint64_t total, int n, int me, Conn& left, Conn& right);
   std::string op_where(const Op& op) const;
 
   const Schedule& s_;

@@ -178,6 +178,13 @@ TEST_CASE("ocslab-collbench-nccl: help, bad input, and no GPU on this machine", 
   Result r = run("--rank 0 -b 8 -e 8M -f 2 -g 2", nccl);
   CHECK(r.rc == 2);
   CHECK_THAT(r.out, Contains("-g/--ngpus 2: ocslab-collbench-nccl drives one GPU per process"));
+  // alltoallv has no sweep (its sizes are a matrix); --root only with broadcast.
+  r = run("--rank 0 -b 8 -e 8M --collective alltoallv", nccl);
+  CHECK(r.rc != 0);
+  CHECK_THAT(r.out, Contains("--collective alltoallv: its per-pair sizes are a matrix"));
+  r = run("--rank 0 -b 8 -e 8M --root 1", nccl);
+  CHECK(r.rc != 0);
+  CHECK_THAT(r.out, Contains("--root is for --collective broadcast"));
 
   r = run("-s " + sched("dp-pp-4.yaml") + " --rank 0 --nranks 8 --rendezvous x:1", nccl);
   CHECK(r.rc == 2);
@@ -209,6 +216,16 @@ TEST_CASE("ocslab-collbench-nccl: help, bad input, and no GPU on this machine", 
     INFO(r.out);
     CHECK(r.rc == 3);  // nothing asked for can run on this host (docs/exit-codes.md)
     CHECK_THAT(r.out, Contains("rank 1 on gpu7: no CUDA device visible"));
+    // alltoall, alltoallv and broadcast (a schedule, alltoall_perf's and broadcast_perf's sweeps)
+    // are accepted as far as this machine lets them go: the GPU check.
+    for (const std::string& args : {"-s " + sched("moe-4.yaml") + " --rank 1 --nranks 4",
+                                    std::string("-b 64 -e 1K --collective alltoall --rank 1 --nranks 4"),
+                                    std::string("-b 64 -e 1K --collective broadcast --root 3 --rank 1 --nranks 4")}) {
+      r = run(args + " --rendezvous 127.0.0.1:1 --host gpu7 --timeout-s 600", nccl);
+      INFO(args << ": " << r.out);
+      CHECK(r.rc == 3);
+      CHECK_THAT(r.out, Contains("rank 1 on gpu7: no CUDA device visible"));
+    }
   } else {
     // A GPU: the device check passes and the rank goes on to the rendezvous, where nobody
     // listens on port 1; it gives up after the short --timeout-s and names rank 0's address.

@@ -181,7 +181,7 @@ TEST_CASE("bad compute_ms values are refused naming file:line:col", "[workloads]
   CHECK_THAT(error_of(with("[1, 2]", "")), Contains("c.yaml:5:13: compute_ms: expected milliseconds or one of"));
   CHECK_THAT(error_of(with("1", "") + "seed: -1\n"), Contains("c.yaml:8:7: seed must be 0 or more"));
   CHECK_THAT(error_of(std::string(kHead) + "step:\n  - {group: dp, op: barrier, compute: 5}\n"),
-             Contains("c.yaml:6:30: unknown key 'compute' (known: group, op, bytes, src, dst, compute_ms)"));
+             Contains("c.yaml:6:30: unknown key 'compute' (known: group, op, bytes, src, dst, sizes, root, compute_ms)"));
 }
 
 // Rank 0 of a two-rank schedule: the transport computes the exact allreduce itself (what a

@@ -105,8 +105,9 @@ TEST_CASE("schedule errors name the file, line, group and rank", "[workloads]") 
              Contains("s.yaml:4:12: group 'dp' defined twice (also at line 3)"));
   CHECK_THAT(error_of("ranks: 2\ngroups:\n  - {name: x, kind: zz, ranks: [0]}\nstep:\n  - {group: x, op: barrier}\n"),
              Contains("s.yaml:3:21: group 'x': unknown kind 'zz' (known: dp, pp, tp, cp, ep, sp, world)"));
-  CHECK_THAT(error_of(std::string(kHead) + "  - {group: dp, op: alltoall, bytes: 1024}\n"),
-             Contains("s.yaml:7:21: unknown op 'alltoall'"));
+  CHECK_THAT(error_of(std::string(kHead) + "  - {group: dp, op: gather, bytes: 1024}\n"),
+             Contains("s.yaml:7:21: unknown op 'gather' (known: allreduce, allgather, reducescatter, sendrecv, "
+                      "barrier, alltoall, alltoallv, broadcast)"));
   CHECK_THAT(
       error_of(std::string(kHead) + "  - {group: dp, op: allgather, bytes: 1000}\n"),
       Contains("s.yaml:7:39: allgather on group 'dp': bytes 1000 is not a multiple of 16 (4-byte floats x 4 ranks)"));

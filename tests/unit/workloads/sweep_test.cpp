@@ -109,7 +109,7 @@ TEST_CASE("bad sweep options are refused naming the option", "[workloads][sweep]
   CHECK_THROWS_WITH(sweep_options(parse({"-a", "4"})), Contains("-a/--average 4: want 0 (rank 0)"));
   CHECK_THROWS_WITH(sweep_options(parse({"-o", "mulsum"})), Contains("-o/--op: unknown reduction op 'mulsum'"));
   CHECK_THROWS_WITH(sweep_options(parse({"-d", "half"})), Contains("-d/--datatype 'half'") && Contains("float32 only"));
-  CHECK_THROWS_WITH(sweep_options(parse({"--collective", "broadcast"})), Contains("--collective 'broadcast'"));
+  CHECK_THROWS_WITH(sweep_options(parse({"--collective", "gather"})), Contains("--collective 'gather'"));
   CHECK_THROWS_WITH(sweep_options(parse({"-g", "0"})), Contains("-g/--ngpus 0"));
 }
 
@@ -275,4 +275,61 @@ TEST_CASE("the table and the JSON document look like nccl-tests'", "[workloads][
   print_sweep_table(wide, w, rep);
   CHECK_THAT(wide.str(),
              Contains("     -1  15102.8  ") && Contains("     -1   123456  ") && Contains("     -1  1.5e+09  "));
+}
+
+TEST_CASE("the size sweep runs alltoall and broadcast as alltoall_perf and broadcast_perf do", "[workloads][sweep]") {
+  // alltoall over 4 ranks: sizes rounded to 4 blocks of whole floats, nccl-tests' counts.
+  SweepOptions w = sweep_options(parse({"-b", "100", "-e", "1K", "-f", "4", "--collective", "alltoall"}));
+  CHECK(w.collective == OpType::kAllToAll);
+  Schedule s = sweep_schedule(w, 4);
+  REQUIRE(s.step.size() == 2);
+  CHECK(s.step[0].type == OpType::kAllToAll);
+  CHECK(s.step[0].bytes == 96);  // 100 rounded down to 4 x 6 floats
+  CHECK(s.step[1].bytes == 400);
+  CHECK_THROWS_WITH(sweep_schedule(sweep_options(parse({"-b", "8", "-e", "8", "--collective", "alltoall"})), 4),
+                    Contains("size 8 holds no float per rank") && Contains("16 bytes"));
+  // broadcast: --root (nccl-tests' -r; -r is --rank here), default 0, checked against the world.
+  w = sweep_options(parse({"-b", "64", "-e", "64", "--collective", "broadcast"}));
+  CHECK(sweep_schedule(w, 4).step.at(0).root == 0);
+  w = sweep_options(parse({"-b", "64", "-e", "64", "--collective", "broadcast", "--root", "3"}));
+  s = sweep_schedule(w, 4);
+  CHECK(s.step.at(0).type == OpType::kBroadcast);
+  CHECK(s.step.at(0).root == 3);
+  CHECK(s.step.at(0).bytes == 64);
+  CHECK(sweep_schedule(sweep_options(parse({"--collective", "broadcast", "--root", "2"})), 4).digest() !=
+        sweep_schedule(sweep_options(parse({"--collective", "broadcast", "--root", "3"})), 4).digest());
+  CHECK_THROWS_WITH(sweep_schedule(w, 3), Contains("--root 3: this job has ranks 0..2"));
+  CHECK_THROWS_WITH(sweep_options(parse({"--root", "1"})), Contains("--root is for --collective broadcast"));
+  CHECK_THROWS_WITH(sweep_options(parse({"--collective", "broadcast", "--root", "-1"})),
+                    Contains("--root -1: a rank is 0 or more"));
+  CHECK_THROWS_WITH(sweep_options(parse({"--collective", "alltoallv"})),
+                    Contains("--collective alltoallv: its per-pair sizes are a matrix"));
+  CHECK_THROWS_WITH(sweep_options(parse({"--collective", "gather"})),
+                    Contains("want allreduce, allgather, reducescatter, sendrecv, alltoall or broadcast"));
+  CHECK(sweep_options_given(parse({"--root", "1"})) == std::vector<std::string>{"--root"});
+
+  // The table: root printed for broadcast, alltoall's count is one block, busbw nccl-tests'.
+  SweepReport rep;
+  rep.program = "p";
+  rep.backend = "b";
+  rep.nranks = 4;
+  s = sweep_schedule(sweep_options(parse({"-b", "4K", "-e", "4K", "--collective", "alltoall"})), 4);
+  std::vector<SweepRankResult> per(4, SweepRankResult{{1000.0}, {0}});
+  w = sweep_options(parse({"-b", "4K", "-e", "4K", "--collective", "alltoall"}));
+  rep.rows = combine_sweep(s, w, per);
+  REQUIRE(rep.rows.size() == 1);
+  CHECK(rep.rows[0].count == 256);
+  CHECK(rep.rows[0].root == -1);
+  CHECK(rep.rows[0].algbw == Approx(4096 / 1e9 / 1e-3));
+  CHECK(rep.rows[0].busbw == Approx(rep.rows[0].algbw * 0.75));
+  w = sweep_options(parse({"-b", "4K", "-e", "4K", "--collective", "broadcast", "--root", "2"}));
+  s = sweep_schedule(w, 4);
+  rep.rows = combine_sweep(s, w, per);
+  CHECK(rep.rows[0].count == 1024);
+  CHECK(rep.rows[0].root == 2);
+  CHECK(rep.rows[0].busbw == Approx(rep.rows[0].algbw));
+  std::ostringstream out;
+  print_sweep_table(out, w, rep);
+  CHECK_THAT(out.str(), Contains("# p (b): broadcast, 4 rank(s)") && Contains("float    none       2"));
+  CHECK(sweep_json(w, rep)["results"][0]["root"] == "     2");
 }

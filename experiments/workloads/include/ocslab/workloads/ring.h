@@ -28,16 +28,39 @@ struct RingStep {
 RingStep reduce_scatter_step(int n, int i, int s);
 RingStep all_gather_step(int n, int i, int s);
 
-// nccl-tests' definitions (doc/PERFORMANCE.md there): algbw = bytes / time; busbw = algbw x
-// 2(n-1)/n for allreduce, (n-1)/n for allgather and reducescatter, 1 for sendrecv; 0 for a
-// barrier (it moves no payload). GB/s = 1e9 bytes per second.
+// nccl-tests' definitions (doc/PERFORMANCE.md and src/<op>.cu there): algbw = bytes / time;
+// busbw = algbw x 2(n-1)/n for allreduce, (n-1)/n for allgather, reducescatter and alltoall
+// (bytes = each rank's whole send buffer, n blocks: nccl-tests' alltoall algbw is
+// count x nranks x size / time), 1 for sendrecv and broadcast; 0 for a barrier (it moves no
+// payload). alltoallv takes alltoall's factor, bytes being the busiest member's buffer
+// (docs/workloads.md). GB/s = 1e9 bytes per second.
 double bus_factor(OpType type, int n);
 double algbw_gbps(uint64_t bytes, double seconds);
 double busbw_gbps(OpType type, int n, uint64_t bytes, double seconds);
 
 // Per-rank buffer size, in floats, that op needs (allgather: the gathered output; reducescatter:
-// the input; the result lands in place at the member's chunk, as NCCL's in-place variants).
+// the input; the result lands in place at the member's chunk, as NCCL's in-place variants;
+// alltoall and alltoallv: the send buffer followed by the receive buffer, for the member that
+// needs most).
 uint64_t buffer_floats(const Op& op);
+
+// AllToAll and AllToAllV: where member `me` (position in the group of n) keeps what it sends to
+// and receives from each member. The send blocks lie in member order from element 0, the
+// receive blocks in member order after them (from recv_base); block j of send goes to member j,
+// block j of recv came from member j. Other op types: empty.
+struct AllToAllLayout {
+  std::vector<Chunk> send, recv;  // by member position
+  uint64_t recv_base = 0;         // = the send blocks' total
+  uint64_t total = 0;             // send and receive blocks together, in floats
+};
+// Floats member `from` sends to member `to` in op (alltoall: bytes / 4n each).
+uint64_t alltoall_floats(const Op& op, int n, int from, int to);
+AllToAllLayout alltoall_layout(const Op& op, int n, int me);
+
+// Broadcast as a pipelined ring: the buffer goes in kBroadcastChunks chunks (ring_chunk), each
+// passed from the root along the group's ring order; a member forwards chunk c while it
+// receives chunk c + 1.
+inline constexpr int kBroadcastChunks = 8;
 
 // The value rank puts at element j of its contribution to the op with sequence number seq
 // (an integer in 1..250, so sums over any group are exact in float32 and exceed every single

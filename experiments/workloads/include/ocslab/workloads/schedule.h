@@ -10,9 +10,18 @@
 
 namespace ocslab::workloads {
 
-enum class OpType { kAllReduce, kAllGather, kReduceScatter, kSendRecv, kBarrier };
+enum class OpType { kAllReduce, kAllGather, kReduceScatter, kSendRecv, kBarrier, kAllToAll, kAllToAllV, kBroadcast };
 
-std::string_view op_name(OpType t);  // "allreduce", ...
+// Every op type, in the order above (parsers and tables walk it).
+inline constexpr OpType kOpTypes[] = {OpType::kAllReduce, OpType::kAllGather, OpType::kReduceScatter,
+                                      OpType::kSendRecv,  OpType::kBarrier,   OpType::kAllToAll,
+                                      OpType::kAllToAllV, OpType::kBroadcast};
+
+std::string_view op_name(OpType t);  // "allreduce", ..., "alltoall", "alltoallv", "broadcast"
+// The type named `name`, or false when there is none.
+bool op_type_of(std::string_view name, OpType& out);
+// "allreduce, allgather, ..." for messages.
+std::string known_op_names();
 
 // The reduction of allreduce and reducescatter, as nccl-tests' -o: a schedule's ops are sums;
 // the size sweep (sweep.h) takes any of them. avg is the sum divided by the group size.
@@ -64,9 +73,15 @@ struct Op {
   OpType type = OpType::kAllReduce;
   // nccl-tests' "size": allreduce = the buffer on each rank; allgather = the gathered output
   // (each rank contributes bytes / n); reducescatter = the input (each rank keeps bytes / n);
-  // sendrecv = the message; barrier = 0.
+  // sendrecv = the message; barrier = 0; alltoall = each rank's send buffer (bytes / n to every
+  // member, itself included; nccl-tests' alltoall size); alltoallv = the largest send or receive
+  // buffer of any member (the row or column sum of `sizes`); broadcast = the buffer.
   uint64_t bytes = 0;
   int src = -1, dst = -1;  // sendrecv only: global ranks, both members of the group
+  // alltoallv only: n x n bytes, row-major in group order: sizes[i * n + j] is what member i
+  // sends to member j (each a multiple of 4; the diagonal is a member's copy to itself).
+  std::vector<uint64_t> sizes;
+  int root = -1;  // broadcast only: the global rank that sends (a member; default the first)
   RedOp redop = RedOp::kSum;  // allreduce and reducescatter only
   // compute_ms: spent before the op by every rank that takes part in it, before the pre hook.
   ComputeTime compute;
@@ -92,7 +107,8 @@ struct Schedule {
   const Group& group_of(const Op& op) const { return groups.at(op.group); }
   // Ranks that take part in op (sendrecv: src and dst only).
   bool involves(const Op& op, int rank) const;
-  // Largest per-rank buffer any op needs, in bytes.
+  // Largest per-rank buffer any op needs, in bytes (alltoall and alltoallv: send and receive
+  // buffers together, buffer_floats in ring.h).
   uint64_t max_buffer_bytes() const;
   // FNV-1a over groups (name, kind, ranks) and ops (group, type, bytes, src, dst) and, when any
   // is modelled, the compute times and seed; not steps or layout: ranks compare it at the

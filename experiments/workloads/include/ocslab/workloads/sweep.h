@@ -33,6 +33,7 @@ struct SweepOptions {
   std::vector<RedOp> redops{RedOp::kSum};  // -o; "all" = every one
   std::string datatype = "float";          // -d
   std::string output_file;                 // -J
+  int root = 0;                            // --root: broadcast's root (nccl-tests' -r; here -r is --rank)
 };
 
 // nccl-tests' options (short letters and long names as there) and --collective.
@@ -58,9 +59,11 @@ Schedule sweep_schedule(const SweepOptions& w, int nranks);
 // One row of the table: rank 0's view after combining every rank's time per -a.
 struct SweepRow {
   uint64_t bytes = 0;  // nccl-tests' size column
-  uint64_t count = 0;  // elements: the buffer for allreduce / sendrecv, one rank's part for allgather / reducescatter
+  uint64_t count = 0;  // elements: the buffer for allreduce / sendrecv / broadcast, one rank's part for allgather /
+                       // reducescatter, one block for alltoall
   RedOp redop = RedOp::kSum;
   OpType type = OpType::kAllReduce;
+  int root = -1;  // broadcast's root; -1 for the others, as nccl-tests prints
   double time_us = 0, algbw = 0, busbw = 0;
   uint64_t wrong = 0;  // over ranks and checked iterations
   bool checked = false;
