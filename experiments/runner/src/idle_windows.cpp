@@ -331,9 +331,11 @@ const std::vector<std::string>& window_csv_columns() {
   return c;
 }
 
-std::vector<std::string> window_csv_fields(const IdleWindow& w, double switching_ms, const workloads::Schedule* s) {
-  // The op that ends the window, when the schedule is known (a torch job's rows name no op).
-  const bool op = s && w.to_op >= 0 && static_cast<size_t>(w.to_op) < s->step.size();
+namespace idle_windows_detail {
+
+// One windows.csv row: the window's columns, then its kind and the op that ends it.
+std::vector<std::string> csv_row(const IdleWindow& w, double switching_ms, const char* kind, std::string type,
+                                 std::string bytes) {
   return {w.mode,
           w.group,
           std::to_string(w.rank),
@@ -345,26 +347,35 @@ std::vector<std::string> window_csv_fields(const IdleWindow& w, double switching
           fmt::format("{:.3f}", w.window_ms),
           fmt::format("{:.3f}", switching_ms),
           w.hides_switch ? "1" : "0",
-          "group",
-          op ? std::string(workloads::op_name(s->step[static_cast<size_t>(w.to_op)].type)) : std::string(),
-          op ? std::to_string(s->step[static_cast<size_t>(w.to_op)].bytes) : std::string()};
+          kind,
+          std::move(type),
+          std::move(bytes)};
 }
 
-std::vector<std::string> window_csv_fields(const PhaseWindow& w, double switching_ms) {
-  return {w.mode,
-          w.next_group,
-          std::to_string(w.rank),
-          std::to_string(w.members),
-          std::to_string(w.from_step),
-          std::to_string(w.from_op),
-          std::to_string(w.step),
-          std::to_string(w.to_op),
-          fmt::format("{:.3f}", w.window_ms),
-          fmt::format("{:.3f}", switching_ms),
-          w.hides_switch ? "1" : "0",
-          "phase",
-          w.next_type,
-          std::to_string(w.next_bytes)};
+}  // namespace idle_windows_detail
+
+std::vector<std::string> window_csv_fields(const IdleWindow& w, double switching_ms, const workloads::Schedule* s) {
+  // The op that ends the window, when the schedule is known (a torch job's rows name no op).
+  if (!s || w.to_op < 0 || static_cast<size_t>(w.to_op) >= s->step.size())
+    return idle_windows_detail::csv_row(w, switching_ms, "group", {}, {});
+  const auto& op = s->step[static_cast<size_t>(w.to_op)];
+  return idle_windows_detail::csv_row(w, switching_ms, "group", std::string(workloads::op_name(op.type)),
+                                      std::to_string(op.bytes));
+}
+
+std::vector<std::string> window_csv_fields(const PhaseWindow& p, double switching_ms) {
+  IdleWindow w;  // the same columns: group is the next phase's first group
+  w.mode = p.mode;
+  w.group = p.next_group;
+  w.rank = p.rank;
+  w.members = p.members;
+  w.from_step = p.from_step;
+  w.from_op = p.from_op;
+  w.step = p.step;
+  w.to_op = p.to_op;
+  w.window_ms = p.window_ms;
+  w.hides_switch = p.hides_switch;
+  return idle_windows_detail::csv_row(w, switching_ms, "phase", p.next_type, std::to_string(p.next_bytes));
 }
 
 void write_windows_csv(const std::string& path, const std::vector<IdleWindow>& windows, double switching_ms) {

@@ -18,6 +18,7 @@
 #include "ocslab/testing/sshd_fixture.h"
 #include "ocslab/workloads/op_record.h"
 #include "ocslab/workloads/schedule.h"
+#include "ocslab/testing/results_files.h"
 
 using Catch::Matchers::Contains;
 using ocslab::testing::bin_path;
@@ -39,29 +40,7 @@ Run four_ranks(const TempDir& dir, const std::string& args) {
                "; rc=$?; wait; exit $rc; }");
 }
 
-// (op, algbw, busbw) of every row of an ops-rank<R>.csv, from its own header: the GB/s the file
-// holds (6 decimals), so busbw / algbw is the factor the program applied.
-struct Bandwidth {
-  std::string op;
-  double algbw = 0, busbw = 0;
-};
-std::vector<Bandwidth> csv_bandwidths(const std::string& text) {
-  std::vector<Bandwidth> out;
-  std::istringstream in(text);
-  std::string line;
-  if (!std::getline(in, line)) return out;
-  auto header = ocslab::split_csv_line(line);
-  auto col = [&](const std::string& name) {
-    return static_cast<size_t>(std::find(header.begin(), header.end(), name) - header.begin());
-  };
-  const size_t op = col("op"), alg = col("algbw_GBps"), bus = col("busbw_GBps");
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    auto f = ocslab::split_csv_line(line);
-    out.push_back({f.at(op), std::stod(f.at(alg)), std::stod(f.at(bus))});
-  }
-  return out;
-}
+using ocslab::testing::ops_bandwidths;
 
 struct SweepRow {
   uint64_t size = 0, count = 0;
@@ -105,7 +84,7 @@ TEST_CASE("collbench-tcp: moe-4's alltoall, alltoallv and broadcast on 4 ranks, 
     auto rows = ocslab::workloads::parse_op_csv(text, "ops.csv");
     REQUIRE(rows.size() == 4 * 3);  // 4 ops, 1 warm-up + 2 measured steps
     // nccl-tests' factors on 4 ranks: alltoall and alltoallv (n-1)/n, broadcast 1.
-    for (const auto& bw : csv_bandwidths(text)) {
+    for (const auto& bw : ops_bandwidths(text)) {
       INFO(bw.op << " algbw " << bw.algbw << " busbw " << bw.busbw);
       CHECK(bw.busbw == Approx(bw.algbw * (bw.op == "broadcast" ? 1.0 : 0.75)).margin(2e-6));
     }
