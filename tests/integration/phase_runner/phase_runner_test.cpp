@@ -663,7 +663,7 @@ TEST_CASE("phase-workload: faults are checked before anything runs, naming file:
   refused("{kind: port-dark, port: 3, at_step: 1}", "a port-dark fault needs a virtual lab");
   refused("{kind: agent-killed, host: h1, at_step: 1}", "agent-killed is a reconfig-latency fault");
   refused("{kind: rank-flapping, rank: 1, at_step: 1}",
-          "unknown fault kind 'rank-flapping' (known: rank-killed, nic-held-down, port-dark, switch-unreachable)");
+          "unknown fault kind 'rank-flapping' (known: rank-killed, nic-held-down, port-dark, circuit-cut, switch-unreachable)");
 }
 
 TEST_CASE("phase-workload: Ctrl-C stops the ranks over SSH and keeps the folder", "[phase-runner]") {
