@@ -1,6 +1,6 @@
 // Forwarding that follows the fabric (runner/forwarding_follow.h), end to end on the shared ring
 // lab: `ocslab run` of tests/vlab/labs/fwdrun-ring-reroute.spec.yaml. A circuit the test darkens
-// mid-run (the emulator's shutter on h1:eth1's receive port) has every host's routes recomputed
+// mid-run (the emulator's shutter on h1:eth1's receive port, for 3 s) has every host's routes recomputed
 // on the three surviving circuits within 2 s of the switch's power monitor seeing it, and the
 // verify matrix then reaches every pair the long way round; lit again, the ring's routes come
 // back. A planned reconfiguration to a line that breaks that circuit loses fewer pairs during the
@@ -77,7 +77,7 @@ TEST_CASE("forwarding follows the fabric: reroute around a dark circuit, make-be
   const std::string bbm = spec_variant(work, "break-first",
                                        {{"make_before_break: true", "make_before_break: false"},
                                         {"reroute_on_dark: true", "reroute_on_dark: false"},
-                                        {"warmup_s: 25", "warmup_s: 0.5"}});
+                                        {"warmup_s: 8", "warmup_s: 0.5"}});
   auto a = ocslab_cli({"run", bbm, "-o", work + "/break-first", "--no-plot"});
   std::cout << a.out << a.err;
   REQUIRE(a.status == 0);
@@ -87,8 +87,10 @@ TEST_CASE("forwarding follows the fabric: reroute around a dark circuit, make-be
   const double run_a_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   // 2. The spec as shipped, its runner in the background: once it captures (run.json), the test
-  //    darkens h1:eth1's receive port (17), and lights it again once the runner has written the
-  //    matrix it takes after the reroute.
+  //    darkens h1:eth1's receive port (17) for 3 s, a dark spell the emulator ends by itself. The
+  //    runner reroutes at once and takes the matrix (longer than the spell: the rerouted paths are
+  //    what the relays' counters show, whether or not the circuit is back), then restores the
+  //    ring's routes, before the change at the latest.
   const std::string spec = spec_variant(work, "follow", {});
   const std::string out = work + "/follow";
   SpawnOptions so;
@@ -98,14 +100,10 @@ TEST_CASE("forwarding follows the fabric: reroute around a dark circuit, make-be
   INFO(read_file_or_empty(so.log_file));
   if (!process_alive(runner)) ::kill(runner, SIGKILL);
   REQUIRE(fs::exists(out + "/run.json"));
-  auto dark = ocslab_cli({"vlab", "timing", lab, "--dark-port", "17"});
+  auto dark = ocslab_cli({"vlab", "timing", lab, "--dark-port", "17", "--dark-for", "3000"});
+  INFO(dark.out << dark.err);
   REQUIRE(dark.status == 0);
   const std::string reroute_matrix = out + "/forwarding-verify-0-ring-a.reroute-1.json";
-  const bool rerouted = testing::poll_until(
-      [&] { return fs::exists(reroute_matrix) || !process_alive(runner); }, 120s, 100ms);
-  auto lit = ocslab_cli({"vlab", "timing", lab, "--light-port", "17"});
-  CHECK(lit.status == 0);
-  CHECK(rerouted);
   testing::poll_until([&] { return !process_alive(runner); }, 300s, 200ms);
   int status = 0;
   REQUIRE(::waitpid(runner, &status, 0) == runner);
@@ -138,6 +136,10 @@ TEST_CASE("forwarding follows the fabric: reroute around a dark circuit, make-be
   CHECK(pair_of(m, "h4", "h1")["dst_ip"] == "10.0.0.11/32");
   // Lit again: the ring's routes back, before the planned change.
   const json& r2 = fwd["reroutes"][1];
+  // Lit again when the spell ended, seen once the matrix was taken.
+  std::cout << "forwarding reroute test: the routes restored "
+            << (r2["applied_ns"].get<int64_t>() - r1["detected_ns"].get<int64_t>()) / 1e6
+            << " ms after the dark circuit was seen\n";
   CHECK(r2["ok"] == true);
   CHECK(r2["dark_circuits"].empty());
   CHECK(r2["circuits"] == 4);

@@ -170,11 +170,12 @@ void ForwardingFollower::reroute(const std::set<fw::PortRef>& dark, int64_t dete
   avoided_ = dark;  // a failed reroute is not retried until the dark circuits change again
   std::string what = r.dark.empty() ? std::string("every circuit lit again") : "dark: ";
   for (size_t k = 0; k < r.dark.size(); ++k) what += (k ? ", " : "") + r.dark[k];
-  fwd_.log()(fmt::format("forwarding: mapping '{}', {}: routes recomputed on {} circuit(s){} and {} in {:.0f} ms from "
-                         "the power monitor's reading",
-                         r.mapping, what, r.circuits,
-                         r.unrouted_pairs ? fmt::format(" ({} pair(s) they cannot join)", r.unrouted_pairs) : "",
-                         r.ok ? "applied" : "NOT applied", (r.applied_ns - r.detected_ns) / 1e6));
+  fwd_.log()(
+      fmt::format("forwarding: mapping '{}', {}: routes recomputed on {} circuit(s){} and {} in {:.0f} ms from "
+                  "the reading that changed the dark set",
+                  r.mapping, what, r.circuits,
+                  r.unrouted_pairs ? fmt::format(" ({} pair(s) they cannot join)", r.unrouted_pairs) : "",
+                  r.ok ? "applied" : "NOT applied", (r.applied_ns - r.detected_ns) / 1e6));
   if (r.ok && !dark.empty() && spec.forwarding.verify_change) {
     VerifyMatrix m = fwd_.verify_installed(label);
     write_matrix_files(m, folder_, iteration);
@@ -213,9 +214,10 @@ void ForwardingFollower::before_switch(const Mapping& to, int iteration) {
                                       iteration, to.name, c.bridge_error));
     }
     c.bridge_applied_ns = realtime_ns();
-    fwd_.log()(fmt::format("forwarding: make-before-break to '{}': routes moved onto the {} kept circuit(s) in {:.0f} "
-                           "ms, before the switch breaks {}",
-                           to.name, c.kept, (c.bridge_applied_ns - c.bridge_started_ns) / 1e6, c.broken));
+    fwd_.log()(
+        fmt::format("forwarding: make-before-break to '{}': routes moved onto the {} kept circuit(s) in {:.0f} "
+                    "ms, before the switch breaks {}",
+                    to.name, c.kept, (c.bridge_applied_ns - c.bridge_started_ns) / 1e6, c.broken));
   }
   c.predicted_lost = fw::pairs_lost(fwd_.installed().fabric, fwd_.installed().routes, change.broken).size();
   changes_.push_back(std::move(c));
@@ -234,13 +236,13 @@ void ForwardingFollower::after_switch(const Mapping& to, int iteration, bool swi
   c.matrix = m.mapping;
   c.measured_ns = realtime_ns();
   c.pairs = m.pairs.size();
-  c.pairs_lost = static_cast<int>(std::count_if(m.pairs.begin(), m.pairs.end(), [](const PairResult& p) {
-    return !p.reachable;
-  }));
-  fwd_.log()(fmt::format("forwarding: reconfiguration {} from '{}' to '{}': {} of {} pairs lost reachability during "
-                         "the change (make-before-break {}; the model predicted {}, {} breaking first)",
-                         iteration, c.from, c.to, c.pairs_lost, c.pairs, c.make_before_break ? "on" : "off",
-                         c.predicted_lost, c.predicted_lost_break_first));
+  c.pairs_lost =
+      static_cast<int>(std::count_if(m.pairs.begin(), m.pairs.end(), [](const PairResult& p) { return !p.reachable; }));
+  fwd_.log()(
+      fmt::format("forwarding: reconfiguration {} from '{}' to '{}': {} of {} pairs lost reachability during "
+                  "the change (make-before-break {}; the model predicted {}, {} breaking first)",
+                  iteration, c.from, c.to, c.pairs_lost, c.pairs, c.make_before_break ? "on" : "off", c.predicted_lost,
+                  c.predicted_lost_break_first));
 }
 
 void ForwardingFollower::reconfigured(const Mapping& to, bool applied) {
@@ -271,8 +273,8 @@ std::vector<Sample> ForwardingFollower::samples() const {
                            c.bridge_ok ? static_cast<double>(c.bridge_applied_ns - c.bridge_started_ns) / 1e6 : -1,
                            "ms"});
     if (c.pairs_lost >= 0)
-      out.push_back(Sample{c.measured_ns, 0, "lab", "forwarding", c.to, "pairs_lost",
-                           static_cast<double>(c.pairs_lost), "count"});
+      out.push_back(Sample{c.measured_ns, 0, "lab", "forwarding", c.to, "pairs_lost", static_cast<double>(c.pairs_lost),
+                           "count"});
   }
   return out;
 }

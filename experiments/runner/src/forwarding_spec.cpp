@@ -138,8 +138,8 @@ void parse_follow(const YamlDoc& doc, const YAML::Node& node, const ExperimentSp
     f.reroute_on_dark = as_bool(doc, r);
     // The dark circuits are read from the switch's power monitors (runner/ocs_power_monitor.h)
     // and the hosts' carrier probes.
-    const bool carrier = std::any_of(spec.probes.begin(), spec.probes.end(),
-                                     [](const ProbeSpec& p) { return p.name == "carrier"; });
+    const bool carrier =
+        std::any_of(spec.probes.begin(), spec.probes.end(), [](const ProbeSpec& p) { return p.name == "carrier"; });
     if (f.reroute_on_dark && spec.power_monitor_ms <= 0 && !carrier)
       throw config_error(doc, r,
                          "reroute_on_dark needs switch.power_monitor or the carrier probe (the runner learns which "

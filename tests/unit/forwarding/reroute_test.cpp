@@ -51,8 +51,7 @@ TEST_CASE("a dark end kills its circuit: the surviving fabric and its routes", "
 
   // With the ring's routes still installed, these pairs cross the dead circuit one way or the
   // other (h02 -> h00 takes h00:p0, the lower port name of two addresses two hops away).
-  CHECK(pairs_lost(ring, installed, dropped) ==
-        Pairs{{"h00", "h03"}, {"h02", "h00"}, {"h03", "h00"}, {"h03", "h01"}});
+  CHECK(pairs_lost(ring, installed, dropped) == Pairs{{"h00", "h03"}, {"h02", "h00"}, {"h03", "h00"}, {"h03", "h01"}});
   // Recomputed on the survivors: every pair routed, none over the dead circuit; h03 reaches h00
   // the long way round, at h00's address that still has a circuit.
   const Routes rerouted = compute_routes(line);

@@ -1,11 +1,12 @@
 // Host-based forwarding that follows the fabric during a run (forwarding.reroute_on_dark,
 // make_before_break, verify_change; docs/forwarding.md "Around a dark circuit and before breaking
-// one"). The switch's power monitor and the hosts' carrier probes say which ports are dark; a circuit of the current mapping
-// with a dark end gets the routes recomputed on the surviving circuits and applied at once
-// (transactional, as every apply), and again when it lights. Before a planned reconfiguration,
-// the routes that can move onto the circuits it keeps move first (make-before-break); the verify
-// matrix taken during the change counts the pairs that lost reachability. Every reroute and
-// change is a record (meta.json's `forwarding`) and timeline rows (source forwarding, host lab).
+// one"). The switch's power monitor and the hosts' carrier probes say which ports are dark; a
+// circuit of the current mapping with a dark end gets the routes recomputed on the surviving
+// circuits and applied at once (transactional, as every apply), and again when it lights. Before
+// a planned reconfiguration, the routes that can move onto the circuits it keeps move first
+// (make-before-break); the verify matrix taken during the change counts the pairs that lost
+// reachability. Every reroute and change is a record (meta.json's `forwarding`) and timeline rows
+// (source forwarding, host lab).
 #pragma once
 
 #include <cstdint>
@@ -70,7 +71,7 @@ struct RerouteRecord {
   size_t unrouted_pairs = 0;      // ordered pairs the survivors cannot join
   bool ok = false;
   std::string error;
-  std::string matrix;             // verify_change: the matrix's label; "" when none
+  std::string matrix;  // verify_change: the matrix's label; "" when none
   size_t matrix_reachable = 0, matrix_pairs = 0;
 };
 
