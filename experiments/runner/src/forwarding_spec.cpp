@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
 #include "ocslab/common/ifname.h"
@@ -131,6 +132,23 @@ void parse_ping(const YamlDoc& doc, const YAML::Node& p, ForwardingSpec& f) {
   }
 }
 
+// reroute_on_dark, make_before_break, verify_change: how forwarding follows the fabric.
+void parse_follow(const YamlDoc& doc, const YAML::Node& node, const ExperimentSpec& spec, ForwardingSpec& f) {
+  if (const auto& r = node["reroute_on_dark"]) {
+    f.reroute_on_dark = as_bool(doc, r);
+    // The dark circuits are read from the switch's power monitors (runner/ocs_power_monitor.h)
+    // and the hosts' carrier probes.
+    const bool carrier =
+        std::any_of(spec.probes.begin(), spec.probes.end(), [](const ProbeSpec& p) { return p.name == "carrier"; });
+    if (f.reroute_on_dark && spec.power_monitor_ms <= 0 && !carrier)
+      throw config_error(doc, r,
+                         "reroute_on_dark needs switch.power_monitor or the carrier probe (the runner learns which "
+                         "circuits are dark from them): add switch: {power_monitor: {interval_ms: 20}}");
+  }
+  if (node["make_before_break"]) f.make_before_break = as_bool(doc, node["make_before_break"]);
+  if (node["verify_change"]) f.verify_change = as_bool(doc, node["verify_change"]);
+}
+
 // forwarding.hosts.H.nics.NIC: overrides of one NIC's addresses and if2.
 void parse_nic(const YamlDoc& doc, const YAML::Node& key, const YAML::Node& v, const ExperimentSpec& spec, size_t h,
                const std::string& name, ForwardingSpec& f) {
@@ -216,7 +234,9 @@ void check_complete(const ExperimentSpec& spec, const std::vector<std::set<std::
 
 ForwardingSpec parse_forwarding_spec(const YamlDoc& doc, const YAML::Node& node, const ExperimentSpec& spec) {
   if (!node.IsMap()) throw config_error(doc, node, "forwarding must be a map (if2, routes, verify, hosts, ...)");
-  only_keys(doc, node, {"if2", "routes", "verify", "relay", "every_nic", "state_dir", "ping", "hosts"});
+  only_keys(doc, node,
+            {"if2", "routes", "verify", "relay", "every_nic", "state_dir", "ping", "hosts", "reroute_on_dark",
+             "make_before_break", "verify_change"});
   ForwardingSpec f;
   f.enabled = true;
   f.where = position(doc, node);
@@ -231,6 +251,7 @@ ForwardingSpec parse_forwarding_spec(const YamlDoc& doc, const YAML::Node& node,
   if (const auto& v = node["verify"]) f.verify = parse_verify(doc, v);
   if (node["relay"]) f.relay = as_bool(doc, node["relay"]);
   if (node["every_nic"]) f.every_nic = as_bool(doc, node["every_nic"]);
+  parse_follow(doc, node, spec, f);
   if (node["state_dir"]) {
     f.state_dir = as_string(doc, node["state_dir"]);
     if (f.state_dir.empty() || f.state_dir[0] != '/')

@@ -94,8 +94,11 @@ PairResult plan_pair(const fw::Fabric& fabric, const fw::Routes& routes, const s
 
 std::vector<fw::HostPlan> lab_plans(const ExperimentSpec& spec, const Mapping& mapping) {
   fw::Fabric fabric = fabric_for(spec, mapping);
-  fw::Plan plan = fw::make_plan(fabric, fw::compute_routes(fabric, route_options(spec, fabric)),
-                                fw::PlanOptions{spec.forwarding.every_nic});
+  return lab_plans(spec, fabric, fw::compute_routes(fabric, route_options(spec, fabric)));
+}
+
+std::vector<fw::HostPlan> lab_plans(const ExperimentSpec& spec, const fw::Fabric& fabric, const fw::Routes& routes) {
+  fw::Plan plan = fw::make_plan(fabric, routes, fw::PlanOptions{spec.forwarding.every_nic});
   std::vector<fw::HostPlan> out;
   for (size_t h = 0; h < spec.hosts.size(); ++h) {
     fw::HostPlan p = plan.host(spec.hosts[h].name);
@@ -262,7 +265,14 @@ LabForwarding::Exec LabForwarding::run(size_t i, const std::vector<std::string>&
 }
 
 std::vector<ForwardingApplyRecord> LabForwarding::apply(const Mapping& mapping, int iteration) {
-  auto plans = lab_plans(spec_, mapping);
+  fw::Fabric fabric = fabric_for(spec_, mapping);
+  fw::Routes routes = fw::compute_routes(fabric, route_options(spec_, fabric));
+  return apply_routes(mapping.name, fabric, routes, iteration);
+}
+
+std::vector<ForwardingApplyRecord> LabForwarding::apply_routes(const std::string& label, const fw::Fabric& fabric,
+                                                               const fw::Routes& routes, int iteration) {
+  auto plans = lab_plans(spec_, fabric, routes);
   // One id for this apply on every host and every retry: a retry after a dropped session finds
   // its own journal entry, and the rollback below undoes exactly this apply and nothing older.
   const std::string op_id = fmt::format("apply-{}-{}", iteration, random_token(8));
@@ -274,7 +284,7 @@ std::vector<ForwardingApplyRecord> LabForwarding::apply(const Mapping& mapping, 
   in_parallel(hosts_.size(), [&](size_t i) {
     auto& r = recs[i];
     r.host = hosts_[i].name;
-    r.mapping = mapping.name;
+    r.mapping = label;
     r.iteration = iteration;
     r.started_ns = realtime_ns();
     Exec x = run(i, argv, fw::to_json(plans[i]).dump());
@@ -296,7 +306,10 @@ std::vector<ForwardingApplyRecord> LabForwarding::apply(const Mapping& mapping, 
   for (const auto& r : recs)
     if (!r.ok) failed += fmt::format("\n  {}: {}", r.host, r.error);
   records_.insert(records_.end(), recs.begin(), recs.end());
-  if (failed.empty()) return recs;
+  if (failed.empty()) {
+    installed_ = Installed{label, fabric, routes};
+    return recs;
+  }
   // Transactional across the lab: undo this apply wherever it may have landed. A host that
   // answered without journaling it is left alone (a rollback there would undo an older
   // operation); a host whose answer never came (the session dropped twice) may hold it, so it
@@ -311,7 +324,7 @@ std::vector<ForwardingApplyRecord> LabForwarding::apply(const Mapping& mapping, 
   for (size_t i = 0; i < hosts_.size(); ++i)
     if (!rb_err[i].empty()) rb += fmt::format("\n  rollback on {} failed too: {}", hosts_[i].name, rb_err[i]);
   throw ForwardingFailed(fmt::format(
-      "forwarding apply of mapping '{}' failed on:{}\nthe other hosts were rolled back{}", mapping.name, failed, rb));
+      "forwarding apply of mapping '{}' failed on:{}\nthe other hosts were rolled back{}", label, failed, rb));
 }
 
 std::vector<std::string> LabForwarding::clear() {
@@ -399,10 +412,19 @@ void LabForwarding::ping_pair(PairResult& p, size_t s, size_t d, int port, const
 
 VerifyMatrix LabForwarding::verify(const Mapping& mapping) {
   fw::Fabric fabric = fabric_for(spec_, mapping);
-  fw::Routes routes = fw::compute_routes(fabric, route_options(spec_, fabric));
-  auto plans = lab_plans(spec_, mapping);
+  return verify_routes(mapping.name, fabric, fw::compute_routes(fabric, route_options(spec_, fabric)));
+}
+
+VerifyMatrix LabForwarding::verify_installed(const std::string& label) {
+  if (installed_.label.empty()) throw Error("forwarding verify: nothing applied yet");
+  return verify_routes(label, installed_.fabric, installed_.routes);
+}
+
+VerifyMatrix LabForwarding::verify_routes(const std::string& label, const fw::Fabric& fabric,
+                                          const fw::Routes& routes) {
+  auto plans = lab_plans(spec_, fabric, routes);
   VerifyMatrix m;
-  m.mapping = mapping.name;
+  m.mapping = label;
   for (const auto& h : hosts_) m.hosts.push_back(h.name);
   auto counters = read_counters(plans, &m.in_sync);
   // The pings' QP exchanges are authenticated: a fresh secret, sent to both sides on standard
@@ -417,12 +439,18 @@ VerifyMatrix LabForwarding::verify(const Mapping& mapping) {
   for (const auto& round : verify_rounds(n)) {
     std::vector<int> ports;
     for (auto [s, d] : round) {
-      results[s * n + d] = plan_pair(fabric, routes, hosts_[s].name, hosts_[d].name);
+      if (routes.has_route(hosts_[s].name, hosts_[d].name)) {
+        results[s * n + d] = plan_pair(fabric, routes, hosts_[s].name, hosts_[d].name);
+      } else {  // the installed routes cannot join them (a dark circuit split the fabric)
+        results[s * n + d].src = hosts_[s].name;
+        results[s * n + d].dst = hosts_[d].name;
+        results[s * n + d].error = "no route over the circuits the routes were computed on";
+      }
       ports.push_back(spec_.forwarding.ping_port + (next_port_++ % 2000));
     }
     in_parallel(round.size(), [&](size_t k) {
       auto [s, d] = round[k];
-      ping_pair(results[s * n + d], s, d, ports[k], secret);
+      if (results[s * n + d].error.empty()) ping_pair(results[s * n + d], s, d, ports[k], secret);
     });
     auto after = read_counters(plans, nullptr);
     for (auto [s, d] : round) {

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -30,6 +31,7 @@
 #include "ocslab/runner/capture_store.h"
 #include "ocslab/runner/experiment_type.h"
 #include "ocslab/runner/fault_injection.h"
+#include "ocslab/runner/forwarding_follow.h"
 #include "ocslab/runner/host_capture.h"
 #include "ocslab/runner/host_prep.h"
 #include "ocslab/runner/lab_forwarding.h"
@@ -54,7 +56,8 @@ json clock_json(const agent::ClockEstimate& c) {
 }
 
 // Sleeps in small steps until `until` (monotonic ns) or an interrupt; calls tick every ~250 ms.
-bool wait_until(int64_t until, const RunContext& ctx, const std::function<void()>& tick) {
+bool wait_until(int64_t until, const RunContext& ctx, const std::function<void()>& tick,
+                const std::function<void()>& each = nullptr) {
   int64_t next_tick = 0;
   while (true) {
     if (ctx.interrupted()) return false;
@@ -64,6 +67,7 @@ bool wait_until(int64_t until, const RunContext& ctx, const std::function<void()
       if (tick) tick();
       next_tick = now + 250'000'000;
     }
+    if (each) each();  // every 20 ms: what must not wait for the next tick (a dark circuit's reroute)
     std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<int64_t>(until - now, 20'000'000)));
   }
 }
@@ -456,7 +460,14 @@ class ReconfigurationRun {
     // memory, whatever its length.
     store_ = std::make_unique<CaptureStore>(result_.folder + "/capture");
     pool_ = std::make_unique<SessionPool>(
-        [this](const std::string& host, const agent::SeqSample& s) { store_->append(host_stream(host), s.sample, s.seq); },
+        [this](const std::string& host, const agent::SeqSample& s) {
+          store_->append(host_stream(host), s.sample, s.seq);
+          if (follow_ && s.sample.source == "carrier") {  // forwarding.reroute_on_dark: a host's carrier
+            Sample x = s.sample;
+            x.host = host;
+            follow_->observe(x, realtime_ns());
+          }
+        },
         gate_);
     for (auto& t : host_targets(target_, result_.run_id)) {
       ssh_.push_back(t.ssh);
@@ -472,6 +483,9 @@ class ReconfigurationRun {
     ctx_.log(fmt::format("mapping '{}' applied ({} circuit(s) made, {} removed)", setup_.mapping, setup_.added,
                          setup_.removed));
     fwd_ = forwarding_start(spec_, ssh_, result_.folder, ctx_.logger());
+    const auto& f = spec_.forwarding;
+    if (fwd_ && (f.reroute_on_dark || f.make_before_break || f.verify_change))
+      follow_ = std::make_unique<ForwardingFollower>(*fwd_, spec_.mappings[0], result_.folder);
   }
 
   // probes.rdma.pin_neighbours (on by default in a virtual lab): each pair's NICs get permanent
@@ -512,7 +526,12 @@ class ReconfigurationRun {
     pmo.interval = std::chrono::milliseconds(spec_.power_monitor_ms);
     pmo.threshold_dbm = spec_.power_threshold_dbm;
     monitor_ = std::make_unique<OcsPowerMonitor>(
-        sw_.url, sw_.options, watched, [this](const Sample& s) { store_->append(kPowerStream, s); }, pmo);
+        sw_.url, sw_.options, watched,
+        [this](const Sample& s) {
+          store_->append(kPowerStream, s);
+          if (follow_) follow_->observe(s, s.t_ns);  // forwarding.reroute_on_dark: which circuits are dark
+        },
+        pmo);
     monitor_->start();
   }
 
@@ -574,10 +593,13 @@ class ReconfigurationRun {
   // Waits ns from now, checking the hosts and showing step i of n; false on an interrupt.
   bool hold(int64_t ns, int i, int n, const std::string& what) {
     const int64_t until = monotonic_ns() + ns;
-    return wait_until(until, ctx_, [&] {
-      check_hosts();
-      status_line(i, n, what, until - monotonic_ns());
-    });
+    return wait_until(
+        until, ctx_,
+        [&] {
+          check_hosts();
+          status_line(i, n, what, until - monotonic_ns());
+        },
+        [&] { follow_check(i); });
   }
 
   void schedule_ended() {
@@ -623,8 +645,28 @@ class ReconfigurationRun {
     schedule_ended();
   }
 
+  // forwarding.reroute_on_dark: routes around the circuits of the current mapping that are dark
+  // now (a failed reroute is a problem of the run, which goes on).
+  void follow_check(int i) {
+    if (follow_) follow_step([&] { follow_->check(i); });
+  }
+
+  // One step of ForwardingFollower: its problems (a failed reroute or bridge, a matrix that could
+  // not be taken) are the run's, which goes on with what the hosts hold.
+  void follow_step(const std::function<void()>& step) {
+    const size_t before = follow_->problems().size();
+    try {
+      step();
+    } catch (const std::exception& e) {
+      problem(std::string("forwarding: ") + e.what());
+    }
+    for (size_t k = before; k < follow_->problems().size(); ++k) problem(follow_->problems()[k]);
+  }
+
   // Reconfiguration i; false when forwarding could not follow it (the run stops).
   bool reconfigure(const Mapping& m, int i) {
+    // make-before-break: the routes that can move onto kept circuits move first
+    if (follow_) follow_step([&] { follow_->before_switch(m, i); });
     auto rec = apply(m, "command", i);
     if (!rec.ok) {
       problem(fmt::format("reconfiguration {} to '{}' failed: {} (marked; the run goes on)", i, m.name, rec.error));
@@ -639,6 +681,7 @@ class ReconfigurationRun {
                                    {"acked_ns", rec.acked_ns},
                                    {"added", rec.added},
                                    {"removed", rec.removed}});
+    if (follow_) follow_step([&] { follow_->after_switch(m, i, rec.ok); });  // verify_change: the matrix
     if (!fwd_ || !rec.ok) return true;
     try {
       forwarding_reconfigured(*fwd_, m, i, result_.folder);
@@ -647,6 +690,7 @@ class ReconfigurationRun {
       ctx_.log(e.what());
       return false;
     }
+    if (follow_) follow_->reconfigured(m, true);
     return true;
   }
 
@@ -806,6 +850,8 @@ class ReconfigurationRun {
   std::vector<CaptureInput> close_capture() {
     if (fwd_) {
       for (const auto& row : fwd_->samples()) store_->append(kForwardingStream, row);
+      if (follow_)
+        for (const auto& row : follow_->samples()) store_->append(kForwardingStream, row);
     }
     if (target_.is_vlab()) {
       try {
@@ -897,6 +943,7 @@ class ReconfigurationRun {
       for (const auto& n : h.nics) meta["switch_ports"].push_back({h.name, n.name, n.tx_port, n.rx_port});
     // Injected faults (`faults:`), each with when it was held and released.
     meta["faults"] = faults_ ? faults_->record() : recovered_faults_;
+    if (follow_) meta["forwarding"] = follow_->record();
     meta["problems"] = result_.problems;
     meta["timeline_rows"] = result_.samples;
     if (recovered_ns_) {
@@ -954,6 +1001,7 @@ class ReconfigurationRun {
   std::string restored_mapping_;  // --restore-switch: the mapping put back on the switch
   ReconfigRecord setup_;
   std::unique_ptr<LabForwarding> fwd_;
+  std::unique_ptr<ForwardingFollower> follow_;  // forwarding that follows the fabric (null: not asked for)
   std::unique_ptr<HostPrep> prep_;  // pinned neighbours, undone when the run object goes
   std::map<std::string, bool> reported_lost_;
   std::map<std::string, int> resumed_seen_;

@@ -115,6 +115,7 @@ Routes compute_routes(const Fabric& fabric, const RouteOptions& options) {
         if (t.dst.host != d || !t.distance.count(s)) continue;
         if (!best || t.distance.at(s) < r.trees_[*best].distance.at(s)) best = i;  // ports sorted: lowest wins ties
       }
+      if (!best && options.partial) continue;
       if (!best) throw Error(fmt::format("no route from '{}' to '{}' (was the fabric validated?)", s, d));
       r.pair_tree_[{s, d}] = *best;
     }
@@ -134,7 +135,7 @@ Routes compute_routes(const Fabric& fabric, const RouteOptions& options) {
     }
     if (!options.balance) continue;
     for (const auto& dem : traffic)
-      if (dem.src != dem.dst && r.pair_tree_.at({dem.src, dem.dst}) == i)
+      if (dem.src != dem.dst && r.has_route(dem.src, dem.dst) && r.pair_tree_.at({dem.src, dem.dst}) == i)
         for (const Hop& hop : r.path_to(t, dem.src)) load[to_string(hop)] += dem.volume;
   }
   if (!options.balance) return r;
@@ -151,7 +152,7 @@ Routes compute_routes(const Fabric& fabric, const RouteOptions& options) {
   std::vector<Choice> choices;
   std::set<std::pair<std::string, std::string>> seen;
   for (const auto& d : traffic) {
-    if (d.src == d.dst) continue;
+    if (d.src == d.dst || !r.has_route(d.src, d.dst)) continue;
     Choice c{d, {}};
     if (seen.insert({d.src, d.dst}).second) {
       int best_dist = r.trees_[r.pair_tree_.at({d.src, d.dst})].distance.at(d.src);
@@ -203,6 +204,8 @@ Path Routes::path_to(const DestinationTree& tree, const std::string& src) const 
   Path p;
   std::string at = src;
   while (at != tree.dst.host) {
+    // A tree's path visits each host once; longer means the next hops loop (a bug upstream).
+    if (p.size() > tree.next.size()) throw Error(fmt::format("the routes to {} loop", to_string(tree.dst)));
     auto it = tree.next.find(at);
     if (it == tree.next.end())
       throw Error(fmt::format("'{}' cannot reach {} ({})", src, format_ipv4(tree.ip), to_string(tree.dst)));
@@ -215,6 +218,42 @@ Path Routes::path_to(const DestinationTree& tree, const std::string& src) const 
 Path Routes::path(const std::string& src, const std::string& dst) const {
   if (src == dst) return {};
   return path_to(tree_for(src, dst), src);
+}
+
+Routes bridge_routes(const Fabric& from, const Routes& from_routes, const Routes& kept_routes) {
+  // A kept hop names a circuit of `kept`; the same circuit's index in `from` (by its two ends).
+  auto from_index = [&](const Hop& hop) {
+    for (size_t i = 0; i < from.circuits.size(); ++i) {
+      const auto& c = from.circuits[i];
+      if ((c.a == hop.from && c.b == hop.to) || (c.b == hop.from && c.a == hop.to)) return i;
+    }
+    throw Error(fmt::format("bridge routes: {} is not a circuit of the installed fabric", to_string(hop)));
+  };
+  Routes r = from_routes;
+  std::map<PortRef, size_t> kept_tree;  // destination port -> index in kept_routes.trees()
+  for (size_t i = 0; i < kept_routes.trees_.size(); ++i) kept_tree[kept_routes.trees_[i].dst] = i;
+  std::map<PortRef, size_t> tree_index;  // destination port -> index in r.trees_
+  for (size_t i = 0; i < r.trees_.size(); ++i) {
+    DestinationTree& t = r.trees_[i];
+    tree_index[t.dst] = i;
+    auto k = kept_tree.find(t.dst);
+    if (k == kept_tree.end()) continue;  // its own circuit breaks: nothing to move onto
+    const DestinationTree& kt = kept_routes.trees_[k->second];
+    for (const auto& [host, hop] : kt.next) {
+      Hop h = hop;
+      h.circuit = from_index(hop);
+      t.next[host] = h;
+      t.distance[host] = kt.distance.at(host);
+    }
+    // Hosts kept's tree does not reach keep their old hop; their distance is the old path's,
+    // which may now end on a kept path of another length: recomputed from the hops.
+    for (auto& [host, d] : t.distance)
+      if (host != t.dst.host && !kt.next.count(host)) d = static_cast<int>(r.path_to(t, host).size());
+  }
+  for (auto& [pair, index] : r.pair_tree_)
+    if (kept_routes.has_route(pair.first, pair.second))
+      index = tree_index.at(kept_routes.trees_[kept_routes.pair_tree_.at(pair)].dst);
+  return r;
 }
 
 LoadReport evaluate(const Fabric& fabric, const Routes& routes, const TrafficMatrix& traffic) {

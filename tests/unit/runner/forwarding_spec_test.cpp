@@ -3,12 +3,14 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <map>
 #include <set>
 #include <string>
 
 #include "ocslab/common/file.h"
 #include "ocslab/forwarding/routes.h"
 #include "ocslab/runner/experiment_spec.h"
+#include "ocslab/runner/forwarding_follow.h"
 #include "ocslab/runner/lab_forwarding.h"
 #include "ocslab/testing/small_disk.h"
 #include "spec_test_support.h"
@@ -287,4 +289,96 @@ TEST_CASE("forwarding's remote commands quote every word: a hostile NIC name sta
         "ocslab-agent forwarding ping --if ens1f0 --connect 10.0.0.2:18601 --secret-file - --count 5 --timeout-s 10");
   CHECK(agent_forwarding_command("ocslab-agent", {"clear", "--host", "h1", "--state-dir", "/var/lib/x y"}) ==
         "ocslab-agent forwarding clear --host h1 --state-dir '/var/lib/x y'");
+}
+
+TEST_CASE("following the fabric: reroute_on_dark, make_before_break, verify_change", "[runner][forwarding]") {
+  const std::string line = "  line: [h1:eth2 <-> h2:eth1, h2:eth2 <-> h3:eth1, h3:eth2 <-> h4:eth1]\n";
+  const std::string monitor = "switch: {power_monitor: {interval_ms: 20}}\n";
+  // The shipped spec of the vlab case: all three on, the power monitor they need.
+  auto s = load_experiment_spec(source_dir() + "/tests/vlab/labs/fwdrun-ring-reroute.spec.yaml");
+  CHECK(s.forwarding.reroute_on_dark);
+  CHECK(s.forwarding.make_before_break);
+  CHECK(s.forwarding.verify_change);
+  CHECK(s.power_monitor_ms == 20);
+  // Off unless asked for.
+  auto plain = parse(std::string(kHead) + "forwarding:\n" + kMacs, kOrigin);
+  CHECK_FALSE(plain.forwarding.reroute_on_dark);
+  CHECK_FALSE(plain.forwarding.make_before_break);
+  CHECK_FALSE(plain.forwarding.verify_change);
+  auto on = parse(std::string(kHead) + line + monitor + "forwarding:\n  reroute_on_dark: true\n  make_before_break: true\n" +
+                      "  verify_change: true\n" + kMacs,
+                  kOrigin);
+  CHECK(on.forwarding.reroute_on_dark);
+  CHECK(on.forwarding.make_before_break);
+
+  // Bad input, at its position, before anything is touched: kHead's 4 lines and `line`, then
+  // the forwarding section (after the switch's when it has one).
+  const std::string head = std::string(kHead) + line;
+  CHECK_THAT(error_of(head + "forwarding:\n  reroute_on_dark: true\n" + kMacs, kOrigin),
+             Contains("test.spec.yaml:7:20: reroute_on_dark needs switch.power_monitor"));
+  CHECK_THAT(error_of(head + monitor + "forwarding:\n  reroute_on_dark: often\n" + kMacs, kOrigin),
+             Contains("test.spec.yaml:8:20: expected true or false"));
+  CHECK_THAT(error_of(head + "forwarding:\n  make_before_break: 2\n" + kMacs, kOrigin),
+             Contains("test.spec.yaml:7:22: expected true or false"));
+  CHECK_THAT(error_of(head + "forwarding:\n  make_before_brake: true\n" + kMacs, kOrigin),
+             Contains("test.spec.yaml:7:3: unknown key 'make_before_brake'"));
+  CHECK_THAT(error_of(head + "forwarding:\n  verify_change: yes please\n" + kMacs, kOrigin),
+             Contains("test.spec.yaml:7:18: expected true or false"));
+  // The hosts' carrier probe is the other source of dark circuits.
+  CHECK(error_of(head + "probes: {carrier: {interval_ms: 1}}\nforwarding:\n  reroute_on_dark: true\n" + kMacs,
+                 kOrigin) == "accepted");
+}
+
+TEST_CASE("port states: the power monitor's light and the hosts' carrier, link-up after a change",
+          "[runner][forwarding]") {
+  auto s = load_experiment_spec(source_dir() + "/tests/vlab/labs/fwdrun-ring.spec.yaml");
+  const auto fabric = fabric_for(s, s.mappings[0]);
+  auto sample = [](const char* host, const char* nic, const char* source, const char* signal, double v, int64_t t) {
+    return Sample{t, 0, host, source, nic, signal, v, "bool"};
+  };
+  PortStates st;
+  uint64_t v0 = 0;
+  CHECK(st.snapshot(&v0).empty());
+  st.observe(sample("h1", "eth1", "ocs_power", "light", 1, 100), 1000);
+  st.observe(sample("h1", "eth1", "ocs_power", "power_dbm", -3, 100), 1000);  // not a light reading
+  st.observe(sample("h1", "eth1", "heartbeat", "light", 0, 100), 1000);       // nor another source's
+  CHECK(dark_circuit_ends(fabric, st.snapshot()).empty());
+  // The switch sees h1:eth1's light go: dark since the monitor's reading (its clock is the runner's).
+  st.observe(sample("h1", "eth1", "ocs_power", "light", 0, 200), 5000);
+  auto snap = st.snapshot();
+  CHECK(dark_circuit_ends(fabric, snap) == std::set<forwarding::PortRef>{{"h1", "eth1"}});
+  CHECK(snap.at({"h1", "eth1"}).since_ns == 200);
+  // A host's carrier: stamped when the runner received it (a host's own clock is corrected later).
+  st.observe(sample("h3", "eth2", "carrier", "carrier", 0, 7), 300);
+  CHECK(dark_circuit_ends(fabric, st.snapshot()).size() == 2);
+  CHECK(st.snapshot().at({"h3", "eth2"}).since_ns == 300);
+  st.observe(sample("h1", "eth1", "ocs_power", "light", 1, 400), 5000);
+  st.observe(sample("h3", "eth2", "carrier", "carrier", 1, 8), 450);
+  snap = st.snapshot();
+  CHECK(dark_circuit_ends(fabric, snap).empty());
+  CHECK(snap.at({"h3", "eth2"}).since_ns == 450);
+  // The same reading again changes nothing (the version stays, check() has nothing to do).
+  uint64_t v1 = st.version();
+  st.observe(sample("h3", "eth2", "carrier", "carrier", 1, 9), 460);
+  CHECK(st.version() == v1);
+  // A change made a circuit on h2:eth1, whose carrier is down until its link comes up: not dark
+  // meanwhile, and dark again when it drops after having been up.
+  st.observe(sample("h2", "eth1", "carrier", "carrier", 0, 10), 500);
+  CHECK(dark_circuit_ends(fabric, st.snapshot()).size() == 1);
+  st.expect_link_up({{"h2", "eth1"}, {"h4", "eth2"}});  // h4:eth2 never reported: nothing to wait for
+  CHECK(dark_circuit_ends(fabric, st.snapshot()).empty());
+  st.observe(sample("h2", "eth1", "carrier", "carrier", 1, 11), 600);
+  st.observe(sample("h2", "eth1", "carrier", "carrier", 0, 12), 700);
+  CHECK(dark_circuit_ends(fabric, st.snapshot()) == std::set<forwarding::PortRef>{{"h2", "eth1"}});
+}
+
+TEST_CASE("the dark ends of a mapping's circuits, from the power monitor's last readings", "[runner][forwarding]") {
+  auto s = load_experiment_spec(source_dir() + "/tests/vlab/labs/fwdrun-ring.spec.yaml");
+  const auto fabric = fabric_for(s, s.mappings[0]);  // ring-a: h4:eth2 <-> h1:eth1 among them
+  std::map<forwarding::PortRef, PortLight> light;
+  CHECK(dark_circuit_ends(fabric, light).empty());  // nothing read yet: lit
+  light[{"h1", "eth1"}] = {false, 100};
+  light[{"h2", "eth2"}] = {true, 50};
+  light[{"h9", "eth1"}] = {false, 70};  // not an end of any circuit: ignored
+  CHECK(dark_circuit_ends(fabric, light) == std::set<forwarding::PortRef>{{"h1", "eth1"}});
 }

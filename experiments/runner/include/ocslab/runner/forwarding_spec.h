@@ -45,6 +45,16 @@ struct ForwardingSpec {
   bool relay = true;                   // false: routes and neighbours only (--no-relay)
   bool every_nic = false;              // every NIC reaches every address (PlanOptions::every_nic)
   VerifyWhen verify = VerifyWhen::kNever;
+  // Follow the fabric between reconfigurations (docs/forwarding.md, "Around a dark circuit and
+  // before breaking one"): a circuit of the current mapping that the switch's power monitor or
+  // a host's carrier probe reports dark gets the routes recomputed on the surviving circuits at
+  // once, and again when it lights (needs switch.power_monitor or the carrier probe); a planned
+  // reconfiguration first moves the routes that can move onto the circuits it keeps;
+  // verify_change takes the verify matrix during each planned change (after the switch's
+  // command, before the new routes) and after each reroute.
+  bool reroute_on_dark = false;
+  bool make_before_break = false;
+  bool verify_change = false;
   std::string state_dir = "/var/lib/ocslab/forwarding";
   // The verify matrix's RC ping: good completions per pair, give-up time, first TCP port of the
   // QP exchange (on the management network, so it does not disturb the relay counters).

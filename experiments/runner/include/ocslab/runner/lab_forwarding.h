@@ -107,6 +107,10 @@ std::vector<std::vector<std::pair<size_t, size_t>>> verify_rounds(size_t hosts);
 
 // Every host's plan for the mapping, macvlans included for hosts with if2: macvlan.
 std::vector<forwarding::HostPlan> lab_plans(const ExperimentSpec& spec, const Mapping& mapping);
+// The same for routes computed on any fabric of the spec's hosts (the survivors of a dark
+// circuit, the bridge of make-before-break).
+std::vector<forwarding::HostPlan> lab_plans(const ExperimentSpec& spec, const forwarding::Fabric& fabric,
+                                            const forwarding::Routes& routes);
 
 // The command line of `ocslab-agent forwarding ARGV...` on a host: `agent` as the spec gives it
 // (a command prefix such as `sudo -n /usr/bin/ocslab-agent`, the host's own shell words), then
@@ -137,6 +141,21 @@ class LabForwarding {
   // `forwarding clear` on every host in parallel; returns one error per failed host.
   std::vector<std::string> clear();
   VerifyMatrix verify(const Mapping& mapping);
+  // Applies routes computed on `fabric` (any subset of a mapping's circuits) under `label` (the
+  // records' mapping); what apply(mapping) does after building the mapping's routes.
+  std::vector<ForwardingApplyRecord> apply_routes(const std::string& label, const forwarding::Fabric& fabric,
+                                                  const forwarding::Routes& routes, int iteration);
+  // The verify matrix of what is installed now (the last apply's fabric and routes), as `label`:
+  // pairs those routes cannot join are unreachable without a ping.
+  VerifyMatrix verify_installed(const std::string& label);
+
+  // What the hosts hold since the last successful apply: its fabric and routes.
+  struct Installed {
+    std::string label;
+    forwarding::Fabric fabric;
+    forwarding::Routes routes;
+  };
+  const Installed& installed() const { return installed_; }
 
   // apply_ms and changes rows of every apply so far (runner clock, host = the host).
   std::vector<Sample> samples() const;
@@ -158,12 +177,15 @@ class LabForwarding {
   // One pair's ping (server on host d, client on host s, on `port`): fills in p's reachability,
   // not its hops. p comes planned (plan_pair).
   void ping_pair(PairResult& p, size_t s, size_t d, int port, const std::string& secret);
+  VerifyMatrix verify_routes(const std::string& label, const forwarding::Fabric& fabric,
+                             const forwarding::Routes& routes);
 
   const ExperimentSpec& spec_;
   std::vector<ForwardingHostAccess> hosts_;
   Log log_;
   std::vector<std::unique_ptr<ocs::SshSession>> ssh_;
   std::vector<ForwardingApplyRecord> records_;
+  Installed installed_;
   bool dirty_ = false;  // something applied since the last clear
   int next_port_ = 0;
 };

@@ -52,6 +52,10 @@ struct RouteOptions {
   // default rule). Demand is `traffic` (all-to-all with volume 1 when empty).
   bool balance = false;
   TrafficMatrix traffic;
+  // A fabric whose circuits do not connect every host (the survivors of a dark circuit, the
+  // circuits a reconfiguration keeps): pairs without a path are left out (has_route false,
+  // tree_for throws for them) instead of an error. Such a fabric need not pass validate().
+  bool partial = false;
 };
 
 class Routes {
@@ -60,12 +64,15 @@ class Routes {
   const std::vector<DestinationTree>& trees() const { return trees_; }
   // The tree a pair's traffic uses: dst's address nearest to src, ties to the lowest port name.
   const DestinationTree& tree_for(const std::string& src, const std::string& dst) const;
+  // Whether src has a path to dst (always, unless RouteOptions::partial).
+  bool has_route(const std::string& src, const std::string& dst) const { return pair_tree_.count({src, dst}) > 0; }
   // The hops from src to dst (empty when src == dst). Throws Error for unknown hosts.
   Path path(const std::string& src, const std::string& dst) const;
   Path path_to(const DestinationTree& tree, const std::string& src) const;
 
  private:
   friend Routes compute_routes(const Fabric&, const RouteOptions&);
+  friend Routes bridge_routes(const Fabric&, const Routes&, const Routes&);
   std::vector<DestinationTree> trees_;
   std::map<std::pair<std::string, std::string>, size_t> pair_tree_;
 };
@@ -74,6 +81,15 @@ class Routes {
 // get one step closer, take the one to the lowest neighbour host name, then the lowest local
 // port name (names compare byte-wise, so "h10" < "h2"). The fabric must be validated.
 Routes compute_routes(const Fabric& fabric, const RouteOptions& options = {});
+
+// The routes of make-before-break (reroute.h): over `from` (the fabric installed now), every
+// destination that `kept_routes` (computed on from's hosts with only the circuits that stay lit,
+// with RouteOptions::partial) still has takes kept's next hop at each host kept's tree reaches, and
+// keeps its old next hop at the others (they cannot reach it over kept circuits; the old hop
+// leads down the old tree, strictly closer, until it meets the kept tree, so no loop is made).
+// Destinations whose own circuit breaks keep their old tree. A pair uses the address kept's
+// routes give it when it has one, else the old one. Hop::circuit indexes `from`'s circuits.
+Routes bridge_routes(const Fabric& from, const Routes& from_routes, const Routes& kept_routes);
 
 struct LoadReport {
   std::map<std::string, double> link_load;  // directed link "h1:p0->h2:p1" -> carried volume
