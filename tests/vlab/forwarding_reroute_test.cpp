@@ -30,18 +30,12 @@ using Catch::Matchers::Contains;
 using nlohmann::json;
 using vlab_test::kSharedRing;
 using vlab_test::Lab;
+using vlab_test::matrix_pair;
 using vlab_test::ocslab_cli;
 using vlab_test::Sharing;
 using vlab_test::source_path;
 
 namespace {
-
-const json& pair_of(const json& m, const std::string& s, const std::string& d) {
-  for (const auto& p : m["pairs"])
-    if (p["src"] == s && p["dst"] == d) return p;
-  FAIL("no pair " << s << " -> " << d);
-  throw;
-}
 
 // The reroute spec with `from` replaced by `to` (each must occur), written to dir; the lab file
 // named by its absolute path.
@@ -131,9 +125,9 @@ TEST_CASE("forwarding follows the fabric: reroute around a dark circuit, make-be
   CHECK(m["hops_as_planned"] == true);
   CHECK(r1["matrix_reachable"] == 12);
   // h4 -> h1 was one hop over the dark circuit; now three, through h3 and h2, to h1's eth2.
-  CHECK(pair_of(m, "h4", "h1")["hops"] == 3);
-  CHECK(pair_of(m, "h4", "h1")["relays"] == json::array({"h3", "h2"}));
-  CHECK(pair_of(m, "h4", "h1")["dst_ip"] == "10.0.0.11/32");
+  CHECK(matrix_pair(m, "h4", "h1")["hops"] == 3);
+  CHECK(matrix_pair(m, "h4", "h1")["relays"] == json::array({"h3", "h2"}));
+  CHECK(matrix_pair(m, "h4", "h1")["dst_ip"] == "10.0.0.11/32");
   // Lit again: the ring's routes back, before the planned change.
   const json& r2 = fwd["reroutes"][1];
   // Lit again when the spell ended, seen once the matrix was taken.

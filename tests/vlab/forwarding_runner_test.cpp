@@ -34,19 +34,13 @@ using Catch::Matchers::Contains;
 using nlohmann::json;
 using vlab_test::kSharedRing;
 using vlab_test::Lab;
+using vlab_test::matrix_pair;
 using vlab_test::ocslab_cli;
 using vlab_test::read_file;
 using vlab_test::Sharing;
 using vlab_test::source_path;
 
 namespace {
-
-const json& pair(const json& m, const std::string& s, const std::string& d) {
-  for (const auto& p : m["pairs"])
-    if (p["src"] == s && p["dst"] == d) return p;
-  FAIL("no pair " << s << " -> " << d);
-  throw;
-}
 
 // What a guest holds of ocslab's forwarding: routes of protocol 79, permanent neighbours on the
 // fabric, macvlans and clsacts, then "cleared" when the journal's last operation is a clear.
@@ -86,24 +80,24 @@ TEST_CASE("the runner applies forwarding per mapping, verifies the matrix, re-ap
   CHECK(a["all_reachable"] == true);
   CHECK(a["hops_as_planned"] == true);
   for (const auto& [h, ok] : a["in_sync"].items()) CHECK(ok == true);
-  CHECK(pair(a, "h1", "h3")["hops"] == 2);
-  CHECK(pair(a, "h1", "h3")["relays"] == json::array({"h2"}));
+  CHECK(matrix_pair(a, "h1", "h3")["hops"] == 2);
+  CHECK(matrix_pair(a, "h1", "h3")["relays"] == json::array({"h2"}));
   // h1's two addresses are both two hops from h3: the lowest port name (eth1, 10.0.0.10) wins,
   // entered over its own circuit from h4.
-  CHECK(pair(a, "h3", "h1")["dst_ip"] == "10.0.0.10/32");
-  CHECK(pair(a, "h3", "h1")["relays"] == json::array({"h4"}));
-  CHECK(pair(a, "h1", "h2")["hops"] == 1);
-  CHECK(pair(a, "h2", "h4")["hops"] == 2);
+  CHECK(matrix_pair(a, "h3", "h1")["dst_ip"] == "10.0.0.10/32");
+  CHECK(matrix_pair(a, "h3", "h1")["relays"] == json::array({"h4"}));
+  CHECK(matrix_pair(a, "h1", "h2")["hops"] == 1);
+  CHECK(matrix_pair(a, "h2", "h4")["hops"] == 2);
 
   // Ring B after the reconfiguration (h1 - h3 - h2 - h4 - h1): h1 <-> h2 are opposite now and
   // go through h3; h1 <-> h3 are direct.
   json b = json::parse(read_file_or_empty(out + "/forwarding-verify-1-ring-b.json"));
   CHECK(b["all_reachable"] == true);
   CHECK(b["hops_as_planned"] == true);
-  CHECK(pair(b, "h1", "h2")["hops"] == 2);
-  CHECK(pair(b, "h1", "h2")["relays"] == json::array({"h3"}));
-  CHECK(pair(b, "h1", "h3")["hops"] == 1);
-  CHECK(pair(b, "h3", "h4")["hops"] == 2);
+  CHECK(matrix_pair(b, "h1", "h2")["hops"] == 2);
+  CHECK(matrix_pair(b, "h1", "h2")["relays"] == json::array({"h3"}));
+  CHECK(matrix_pair(b, "h1", "h3")["hops"] == 1);
+  CHECK(matrix_pair(b, "h3", "h4")["hops"] == 2);
 
   // The apply times are timeline rows: one per host and mapping.
   std::string timeline = read_file_or_empty(out + "/timeline.csv");

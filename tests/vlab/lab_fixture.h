@@ -33,6 +33,9 @@
 // shared lab stays up after the case (ctest's vlab_lab_<name>_down entry takes it down at the end).
 #pragma once
 
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -158,5 +161,14 @@ class Lab {
   vlab::TimingState file_timing_;  // the lab file's switch and NIC timing, as a booted lab has it
   bool up_ = false;
 };
+
+// The verify matrix's entry for src -> dst (`ocslab forwarding verify --json`, meta.json's
+// forwarding matrices); fails the test when the matrix has no such pair.
+inline const nlohmann::json& matrix_pair(const nlohmann::json& m, const std::string& src, const std::string& dst) {
+  for (const auto& p : m["pairs"])
+    if (p["src"] == src && p["dst"] == dst) return p;
+  FAIL("no pair " << src << " -> " << dst);
+  throw;
+}
 
 }  // namespace vlab_test
