@@ -21,11 +21,6 @@ using Kind = ControllerEvent::Kind;
 
 namespace {
 
-std::vector<Circuit> sorted_circuits(std::vector<Circuit> v) {
-  std::sort(v.begin(), v.end());
-  return v;
-}
-
 // On the emulator's own thread, as its control plane would; false when the model refused.
 bool close_shutter(Lab& lab, int port) {
   std::promise<bool> done;
@@ -45,7 +40,7 @@ TEST_CASE(
   JobLayout L{"j", 1, {{"dp", 4}}};
   auto rail = std::make_shared<Orchestrator>("rail0", lab.slots(1, 5), lab.driver());
   rail->add_job(L, TopoId::uniform(L, 1));
-  REQUIRE(sorted_circuits(lab.circuits()) == std::vector<Circuit>{{1, 66}, {2, 67}, {3, 68}, {4, 65}});
+  REQUIRE(lab.sorted_circuits() == std::vector<Circuit>{{1, 66}, {2, 67}, {3, 68}, {4, 65}});
 
   auto co = controller_options(L, {rail});
   std::vector<MaskReport> reports;
@@ -133,7 +128,7 @@ TEST_CASE(
     CHECK(*reports[0].to == Slot{5, 69});
   }
   // The switch's own record: rank 2's circuits moved to the spare, nothing left on 3 or 67.
-  CHECK(sorted_circuits(lab.circuits()) == std::vector<Circuit>{{1, 66}, {2, 69}, {4, 65}, {5, 68}});
+  CHECK(lab.sorted_circuits() == std::vector<Circuit>{{1, 66}, {2, 69}, {4, 65}, {5, 68}});
   CHECK(rail->masked() == std::set<ocslab::ocs::Port>{67});
 
   // Detected within two switch-times of the first dark reading; recovered (circuits re-made on

@@ -4,6 +4,7 @@
 // it; the emulator's ground truth per port; and the options of a controller over such rails.
 #pragma once
 
+#include <algorithm>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -86,6 +87,12 @@ struct Lab {
     auto fut = task.get_future();
     boost::asio::post(io, [&task] { task(); });
     return fut.get();
+  }
+  // The same, sorted (ingress, then egress): comparable with a list written in a test.
+  std::vector<ocs::Circuit> sorted_circuits() {
+    auto v = circuits();
+    std::sort(v.begin(), v.end());
+    return v;
   }
   // Every port the switch moved a mirror for or removed a circuit on since sample index `from`
   // (ground truth subjects "IN-OUT" for switch_start, "IN" for circuit_removed).
