@@ -156,7 +156,7 @@ TEST_CASE("a port fails under the phase workload: masked onto h3's standby, ever
   CHECK(mode.at("job_stopped").is_null());
 
   const std::string summary = read_file_or_empty(out + "/summary.txt");
-  CHECK_THAT(summary, Contains("Failed ports (phase.detect):"));
+  CHECK_THAT(summary, Contains("Failed ports (phase.detect, phase.detect_nic):"));
   CHECK_THAT(summary, Contains("on-demand: rail rail0 port 19 failed, reported at +"));
   CHECK_THAT(summary, Contains(fmt::format("{:.1f} ms after its first dark reading", detect_ms)));
   CHECK_THAT(summary, Contains(fmt::format("recovered {:.1f} ms after the first dark reading", recovery_ms)));
@@ -183,6 +183,75 @@ TEST_CASE("a port fails under the phase workload: masked onto h3's standby, ever
   const long standby_sent = packets("eth1s") - standby_before;
   std::cout << fmt::format("failover: detected {:.1f} ms, recovered {:.1f} ms after the first dark reading; "
                            "h3's standby sent {} packets\n",
+                           detect_ms, recovery_ms, standby_sent);
+  CHECK(standby_sent > 100);
+}
+
+// Issue 46's host-side detection: experiments/specs/nic-failover-vlab.yaml on the same shared lab.
+// When step 3 starts, h3's eth1 (rank 2's slot 3/19 on rail0) has its link held down by its
+// emulated firmware: light still reaches the switch on both fibres, so only the host sees it. The
+// carrier probe's rows of h3's bond member eth1p stream to the runner; down for 300 ms under its
+// circuits, the slot is reported failed, masked, and rank 2 moves to h3's standby slot, whose bond
+// carries its queue pairs on. Checked: exit 0, every rank's every step verified, the mask named by
+// host, NIC and layer, detection no sooner than down_ms, recovery a switch-time after it, and
+// h3's traffic on the standby.
+TEST_CASE("a NIC fails under the phase workload: seen by the host's carrier probe, masked onto h3's standby",
+          "[vlab][nic-failover]") {
+  const std::string out = fs::temp_directory_path().string() + "/ocslab-nic-failover-" + std::to_string(::getpid());
+  fs::remove_all(out);
+  Lab lab(kSharedPhase, std::chrono::seconds(120), Sharing::kShared);
+  RemovedAtEnd cleanup{out};
+  const long standby_before = std::stol(lab.run("h3", "cat /sys/class/net/eth1s/statistics/tx_packets"));
+  auto r = ocslab_cli({"run", source_path("experiments/specs/nic-failover-vlab.yaml"), "-o", out, "--no-plot"});
+  std::cout << r.out << r.err;
+  INFO(r.out << r.err);
+  REQUIRE(r.status == 0);
+  const std::string log = r.out + r.err;
+  CHECK_THAT(log, Contains("on-demand: injected nic-held-down on h3:eth1"));
+
+  nlohmann::json meta = nlohmann::json::parse(read_file_or_empty(out + "/meta.json"));
+  CHECK(meta.at("problems").empty());
+  const auto& mode = meta.at("modes").at(0);
+  REQUIRE(mode.at("masks").size() == 1);
+  const auto& mask = mode.at("masks").at(0);
+  INFO(mask.dump());
+  CHECK(mask.at("rail") == "rail0");
+  CHECK(mask.at("port") == 3);  // the slot's ingress: h3:eth1's transmit fibre
+  CHECK(mask.at("detected_by") == "host probes");
+  CHECK(mask.at("host") == "h3");
+  CHECK(mask.at("nic") == "eth1");
+  CHECK(mask.at("layer") == "carrier");
+  CHECK(mask.at("rank") == 2);
+  CHECK_THAT(mask.at("move").get<std::string>(), Contains("rank 2 moved from slot 3/19 to 5/21"));
+  const double detect_ms = mask.at("detect_ms").get<double>(), recovery_ms = mask.at("recovery_ms").get<double>();
+  CHECK(detect_ms >= 300.0 - 5.0);  // never before down_ms (less the clocks' agreement, well under 5 ms)
+  CHECK(detect_ms < 300.0 + 1000.0);  // the carrier row's way to the runner, and the 10 ms judgement
+  CHECK(recovery_ms >= detect_ms + 80.0);  // then the spare's circuits: the preset's switching floor
+  CHECK(mode.at("job_stopped").is_null());
+
+  const std::string summary = read_file_or_empty(out + "/summary.txt");
+  CHECK_THAT(summary, Contains("on-demand: rail rail0 port 3 failed, reported at +"));
+  CHECK_THAT(summary, Contains("NIC h3:eth1 (interface eth1p): carrier down for "));
+  CHECK_THAT(summary, Contains(fmt::format("{:.1f} ms after the NIC was down under its circuits", detect_ms)));
+
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string path = fmt::format("{}/on-demand/ops-rank{}.csv", out, rank);
+    auto rows = workloads::parse_op_csv(read_file_or_empty(path), path);
+    std::map<int, int> per_step;
+    for (const auto& row : rows) {
+      INFO("rank " << rank << " step " << row.step << " op " << row.index);
+      CHECK(row.verified);
+      CHECK(row.wrong == 0);
+      CHECK_FALSE(row.fallback);
+      ++per_step[static_cast<int>(row.step)];
+    }
+    CHECK(per_step.size() == 6);
+    CHECK(per_step.rbegin()->first == 5);
+  }
+  const long standby_sent =
+      std::stol(lab.run("h3", "cat /sys/class/net/eth1s/statistics/tx_packets")) - standby_before;
+  std::cout << fmt::format("NIC failover: detected {:.1f} ms, recovered {:.1f} ms after h3:eth1 went down under its "
+                           "circuits; h3's standby sent {} packets\n",
                            detect_ms, recovery_ms, standby_sent);
   CHECK(standby_sent > 100);
 }

@@ -30,6 +30,13 @@ const NicEntry* HostEntry::nic(const std::string& n) const {
   return nullptr;
 }
 
+std::string HostEntry::link_interface(const std::string& n) const {
+  for (const auto& x : nics) {
+    if (x.standby_for == n) return n + "p";
+  }
+  return n;
+}
+
 std::string ExperimentSpec::host_names() const {
   std::string known;
   for (const auto& x : hosts) known += (known.empty() ? "" : ", ") + x.name;

@@ -109,7 +109,11 @@ HostCapture::HostCapture(Target& target, const RunContext& ctx, const std::strin
     : target_(target), ctx_(ctx), folder_(folder), targets_(host_targets(target, run_id)) {
   store_ = std::make_unique<CaptureStore>(folder + "/capture");
   pool_ = std::make_unique<SessionPool>(
-      [this](const std::string& host, const agent::SeqSample& s) { store_->append(host_stream(host), s.sample, s.seq); },
+      [this](const std::string& host, const agent::SeqSample& s) {
+        store_->append(host_stream(host), s.sample, s.seq);
+        std::lock_guard lock(tap_mu_);
+        if (tap_) tap_(host, s.sample);
+      },
       target.spec.connect_concurrency);
   for (const auto& t : targets_) pool_->add(t);
 }
@@ -175,6 +179,11 @@ std::map<std::string, agent::ClockEstimate> HostCapture::clock_estimates() const
 }
 
 void HostCapture::control(const Sample& s) { store_->append(kControlStream, s); }
+
+void HostCapture::set_tap(Tap tap) {
+  std::lock_guard lock(tap_mu_);
+  tap_ = std::move(tap);
+}
 
 std::vector<std::string> HostCapture::unhealthy() const {
   std::vector<std::string> out;

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "ocslab/common/clock.h"
+#include "ocslab/phase/nic_watch.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/phase_figures.h"
 #include "ocslab/runner/run_context.h"
@@ -60,7 +61,13 @@ MaskRecord mask_record(const std::string& label, int64_t started_ns,
   MaskRecord out;
   for (const auto& pm : port_masks(events)) {
     const bool moved = pm.rank >= 0;
+    // Who saw it: the hosts' probes (phase.detect_nic: NIC, layer) or the switch's power monitors.
+    const auto nic = phase::parse_nic_evidence(pm.evidence);
     out.record.push_back({{"rail", pm.rail},
+                          {"detected_by", nic ? "host probes" : "switch power"},
+                          {"host", nic ? json(nic->host) : json(nullptr)},
+                          {"nic", nic ? json(nic->nic) : json(nullptr)},
+                          {"layer", nic ? json(nic->layer) : json("light")},
                           {"port", pm.port},
                           {"reported", pm.reported_ns},
                           {"evidence", pm.evidence},
@@ -72,10 +79,13 @@ MaskRecord mask_record(const std::string& label, int64_t started_ns,
     const double at_s = static_cast<double>(pm.reported_ns - started_ns) / 1e9;
     std::string line = fmt::format(
         "{}: rail {} port {} failed, reported at +{:.3f} s{} ({})", label, pm.rail, pm.port, at_s,
-        pm.detect_ms ? fmt::format(", {:.1f} ms after its first dark reading", *pm.detect_ms) : std::string(),
+        pm.detect_ms ? fmt::format(", {:.1f} ms after {}", *pm.detect_ms, nic ? "the NIC was down under its circuits"
+                                                                                  : "its first dark reading")
+                     : std::string(),
         pm.evidence);
     if (moved) {
-      line += fmt::format("; masked: {}; recovered {:.1f} ms after the first dark reading", pm.move, pm.recovery_ms);
+      line += fmt::format("; masked: {}; recovered {:.1f} ms after {}", pm.move, pm.recovery_ms,
+                          nic ? "the NIC was down under its circuits" : "the first dark reading");
     } else if (pm.masked) {
       line += "; masked: " + pm.move;
     } else {

@@ -405,7 +405,7 @@ void PhaseResults::write_step_files() {
     print_window_summary(windows, window_summaries_, phases);
     write_text(folder_ + "/windows-summary.txt", windows.str());
   }
-  const std::string masks = mask_lines_.empty() ? std::string() : "\nFailed ports (phase.detect):\n" + mask_lines_;
+  const std::string masks = mask_lines_.empty() ? std::string() : "\nFailed ports (phase.detect, phase.detect_nic):\n" + mask_lines_;
   const std::string stopped = job_lines_.empty() ? std::string() : "\nWhere the job stopped:\n" + job_lines_;
   const std::string learned = learned_lines_.empty() ? std::string() : "\nLearned phase tables:\n" + learned_lines_;
   std::string survival;

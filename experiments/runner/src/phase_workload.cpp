@@ -210,6 +210,7 @@ class PhaseWorkloadRun {
     capture_->start();
     auto& offsets = results_.clock_offsets();
     for (const auto& [host, c] : capture_->clock_estimates()) {
+      host_offsets_[host] = c.offset_ns;
       auto it = offsets.find(host);
       if (it == offsets.end()) continue;
       it->second.offset_ns = c.offset_ns;
@@ -217,6 +218,21 @@ class PhaseWorkloadRun {
       it->second.error.clear();
       it->second.by = "agent";
     }
+  }
+
+  // Rail k's slots as NICs the hosts' probes read (phase.detect_nic): the rail's NICs, then its
+  // spares, in the order of its slots.
+  std::vector<phase::WatchedNic> watched_nics(size_t k) const {
+    const RailSpec& rail = rails_.rails()[k];
+    const auto& slots = rails_.slots()[k];
+    std::vector<phase::WatchedNic> out;
+    for (const auto* list : {&rail.nics, &rail.spares}) {
+      for (const auto& p : *list) {
+        const HostEntry& h = spec_.hosts[p.host];
+        out.push_back({slots[out.size()], h.name, p.nic, h.link_interface(p.nic)});
+      }
+    }
+    return out;
   }
 
   // The switch's rows of the rails (setup, command, ack) into the capture, when one runs.
@@ -328,6 +344,35 @@ class PhaseWorkloadRun {
         watches.back()->start();
       }
     }
+    // phase.detect_nic: the same from the hosts' side, on the carrier and firmware samples the
+    // capture streams in (each on the runner's clock through its host's offset).
+    std::vector<std::unique_ptr<phase::NicWatch>> nic_watches;
+    struct TapReset {  // however this run ends, the capture stops calling into nic_watches first
+      HostCapture* capture = nullptr;
+      ~TapReset() {
+        if (capture) capture->set_tap(nullptr);
+      }
+    } tap_reset;
+    if (ctl && pw_.detect_nic && capture_) {
+      phase::Controller* c = &*ctl;
+      for (size_t k = 0; k < rails.size(); ++k) {
+        nic_watches.push_back(std::make_unique<phase::NicWatch>(
+            rails[k], watched_nics(k),
+            [c](const phase::PortFailure& f) { c->port_failed(f.rail, f.port, f.evidence, f.seen_mono_ns); },
+            *pw_.detect_nic));
+      }
+      capture_->set_tap([this, &nic_watches](const std::string& host, const Sample& s) {
+        std::string layer;
+        if (s.source == "carrier" && (s.signal == "carrier" || s.signal == "carrier_bit")) layer = "carrier";
+        if (s.source == "firmware" && s.signal == "link") layer = "firmware";
+        if (layer.empty()) return;
+        auto off = host_offsets_.find(host);
+        const int64_t at = s.t_ns - (off == host_offsets_.end() ? 0 : off->second);
+        for (auto& w : nic_watches) w->reading(host, s.subject, layer, s.value != 0, at);
+      });
+      tap_reset.capture = capture_.get();
+      for (auto& w : nic_watches) w->start();
+    }
     m.launch = launch_settings(m.point, ctl ? ctl->port() : 0);
     m.started_ns = realtime_ns();
     if (faults) faults->start();
@@ -341,6 +386,8 @@ class PhaseWorkloadRun {
     }
     std::vector<phase::ControllerEvent> events;
     for (auto& w : watches) w->stop();
+    if (tap_reset.capture) capture_->set_tap(nullptr);  // before the watches it feeds stop
+    for (auto& w : nic_watches) w->stop();
     if (ctl) {
       ctl->stop();
       events = ctl->events();
@@ -364,6 +411,7 @@ class PhaseWorkloadRun {
   std::string token_;                     // the controllers' shared secret for this run
   std::string program_;                   // as the ranks' hosts see it
   std::unique_ptr<HostCapture> capture_;  // probes: (probes: in the spec) through every mode
+  std::map<std::string, int64_t> host_offsets_;  // host clock minus the runner's, from the agents
   PhaseRails rails_;
   PhaseResults results_;
   std::unique_ptr<RankLauncher> launcher_;

@@ -859,6 +859,47 @@ void check_script_here(const YamlDoc& doc, const YAML::Node& where, const Experi
 
 }  // namespace
 
+namespace {
+
+// phase.detect_nic: {down_ms}. Each rail NIC's own link must be read by a carrier or firmware
+// probe of the spec (its host among the probe's hosts, its link interface among the probe's
+// interfaces when they are listed); after the rails are parsed.
+void parse_detect_nic(const YamlDoc& doc, const YAML::Node& d, const ExperimentSpec& spec, PhaseWorkloadSpec& pw) {
+  if (!d.IsMap()) throw config_error(doc, d, "phase.detect_nic is {down_ms: MS} (a NIC down that long under its circuits has failed)");
+  only_keys(doc, d, {"down_ms"});
+  phase::NicWatchOptions o;
+  if (d["down_ms"]) o.down_for = std::chrono::milliseconds(int_in(doc, d["down_ms"], 1, 600'000, "down_ms"));
+  for (const auto& rail : pw.rail_list()) {
+    for (const auto* list : {&rail.nics, &rail.spares}) {
+      for (const auto& p : *list) {
+        const HostEntry& h = spec.hosts[p.host];
+        const std::string itf = h.link_interface(p.nic);
+        bool read = false;
+        for (const auto& probe : spec.probes) {
+          if (probe.name != "carrier" && probe.name != "firmware") continue;
+          if (!probe.hosts.empty() && std::find(probe.hosts.begin(), probe.hosts.end(), h.name) == probe.hosts.end())
+            continue;
+          // The firmware probe reads an RDMA device's port: never a bond member's.
+          if (probe.name == "firmware" && itf != p.nic) continue;
+          if (probe.interfaces.empty() ||
+              std::find(probe.interfaces.begin(), probe.interfaces.end(), itf) != probe.interfaces.end())
+            read = true;
+        }
+        if (!read)
+          throw config_error(doc, d,
+                             fmt::format("phase.detect_nic: nothing reads the link of {}:{} (interface {}) on rail {}: "
+                                         "add a carrier probe on {} (probes: {{carrier: ...}}){}",
+                                         h.name, p.nic, itf, rail.name, h.name,
+                                         itf == p.nic ? std::string(" or a firmware probe")
+                                                      : fmt::format(" whose interfaces include {}", itf)));
+      }
+    }
+  }
+  pw.detect_nic = o;
+}
+
+}  // namespace
+
 PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec& spec) {
   PhaseWorkloadSpec pw;
   const auto& root = doc.root;
@@ -868,7 +909,7 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
   if (!ph.IsMap()) throw config_error(doc, ph, "phase must be a map (job, pp, dims, initial, ...)");
   only_keys(doc, ph,
             {"job", "pp", "dims", "initial", "native", "settle_ms", "rail", "listen", "controller", "ack_timeout_ms",
-             "max_retries", "policy", "phase_table", "switch_time_ms", "spares", "detect", "rails",
+             "max_retries", "policy", "phase_table", "switch_time_ms", "spares", "detect", "detect_nic", "rails",
              "safe_window_from"});
   parse_layout(doc, ph, spec, pw);
   if (pw.framework == Framework::kTorch) parse_group_if(doc, wl, pw);
@@ -902,6 +943,7 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
     pw.spares = parse_spares(doc, sp, spec, used);
   }
   if (const auto& d = ph["detect"]) pw.detect = phase::parse_detect_config(doc, d);
+  if (const auto& d = ph["detect_nic"]) parse_detect_nic(doc, d, spec, pw);
   check_launcher(doc, wl["launcher"] ? wl["launcher"] : wl, spec, pw);
   pick_controller_host(doc, ph, spec, pw);
   if (pw.framework == Framework::kTorch) check_script_here(doc, wl["script"], spec, pw);

@@ -131,6 +131,13 @@ std::map<std::string, std::vector<agent::ProbeRequest>> probe_requests(const Exp
       r.interfaces = p.interfaces;
       if (r.interfaces.empty()) {
         for (const auto& n : h.nics) r.interfaces.push_back(n.name);
+        // A bond's carrier is up while any member's is: the carrier probe also reads the
+        // primary's own link (HostEntry::link_interface), which phase.detect_nic watches.
+        if (p.name == "carrier") {
+          for (const auto& n : h.nics) {
+            if (h.link_interface(n.name) != n.name) r.interfaces.push_back(h.link_interface(n.name));
+          }
+        }
       }
       if (p.name == "heartbeat" && p.interfaces.empty()) r.interfaces.clear();
       r.params = json::parse(p.params_json);

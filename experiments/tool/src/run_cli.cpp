@@ -223,6 +223,11 @@ void print_phase_plan(const runner::ExperimentSpec& spec, std::ostream& out) {
     out << fmt::format("detect: every {} ms, dark below {} dBm for {} readings\n", pw.detect->interval.count(),
                        pw.detect->threshold_dbm, pw.detect->dark_polls);
   }
+  if (pw.detect_nic) {
+    out << fmt::format("detect_nic: a rail NIC whose carrier or firmware link is down for {} ms under its circuits "
+                       "has failed (the hosts' probes)\n",
+                       pw.detect_nic->down_for.count());
+  }
   runner::RankLaunch l;
   l.program = pw.program;
   const bool ssh = pw.launcher == runner::Launcher::kSsh;

@@ -1001,7 +1001,7 @@ TEST_CASE("phase-workload with phase.detect: a port that goes dark is masked ont
   CHECK(masks[0].at("recovery_ms").get<double>() >= 100);
   CHECK(masks[0].at("recovery_ms").get<double>() < 5000);
   const std::string summary = read_file_or_empty(out_dir + "/summary.txt");
-  CHECK_THAT(summary, Contains("Failed ports (phase.detect):") && Contains("rail rail0 port 11 failed") &&
+  CHECK_THAT(summary, Contains("Failed ports (phase.detect, phase.detect_nic):") && Contains("rail rail0 port 11 failed") &&
                           Contains("recovered"));
   // The job finished on the spare: every rank's steps are in phase-steps.csv.
   auto sched = workloads::load_schedule(source_dir() + "/experiments/workloads/schedules/dp-pp-4-phase.yaml");

@@ -673,6 +673,63 @@ TEST_CASE("a lab's standby NIC can be a spare but not a rank's NIC", "[runner][p
                       Contains("rank 2: h3:eth1s is eth1's standby NIC, which carries no rank of its own: use h3:eth1"));
 }
 
+TEST_CASE("phase.detect_nic: every rail NIC's own link read by a probe, else refused at file:line:col",
+          "[runner][phase-workload]") {
+  // As shipped: a carrier probe on every host; h3's eth1 has a standby, so its own link is the
+  // bond member eth1p, which the carrier probe reads by default.
+  const std::string shipped = source_dir() + "/experiments/specs/nic-failover-vlab.yaml";
+  auto s = load_experiment_spec(shipped);
+  REQUIRE(s.phase_workload);
+  REQUIRE(s.phase_workload->detect_nic);
+  CHECK(s.phase_workload->detect_nic->down_for == std::chrono::milliseconds(300));
+  CHECK(s.hosts[2].link_interface("eth1") == "eth1p");
+  CHECK(s.hosts[2].link_interface("eth1s") == "eth1s");
+  CHECK(s.hosts[0].link_interface("eth1") == "eth1");
+
+  auto refused = [&](const std::vector<std::pair<std::string, std::string>>& swaps) {
+    std::string text = read_file_or_empty(shipped);
+    for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+             {"../labs/phase-four.yaml", source_dir() + "/experiments/labs/phase-four.yaml"},
+             {"../workloads/schedules/", source_dir() + "/experiments/workloads/schedules/"}}) {
+      text.replace(text.find(from), from.size(), to);
+    }
+    for (const auto& [from, to] : swaps) {
+      auto pos = text.find(from);
+      REQUIRE(pos != std::string::npos);
+      text.replace(pos, from.size(), to);
+    }
+    const std::string path = std::filesystem::temp_directory_path().string() + "/ocslab-detect-nic-" +
+                             std::to_string(::getpid()) + ".yaml";
+    std::ofstream(path) << text;
+    std::string err;
+    try {
+      load_experiment_spec(path);
+    } catch (const ConfigError& e) {
+      err = e.what();
+    }
+    std::filesystem::remove(path);
+    return err;
+  };
+  // No probe reads any link: the first rail NIC is named, with what to add.
+  CHECK_THAT(refused({{"probes:\n  carrier: {interval_ms: 1}", "probes:\n  heartbeat: {interval_ms: 100}"}}),
+             Contains(".yaml:33:") &&
+                 Contains("phase.detect_nic: nothing reads the link of h1:eth1 (interface eth1) on rail rail0: add a "
+                          "carrier probe on h1 (probes: {carrier: ...}) or a firmware probe"));
+  // A carrier probe that lists the bond but not its member: h3's NIC is not read.
+  CHECK_THAT(refused({{"carrier: {interval_ms: 1}", "carrier: {interval_ms: 1, interfaces: [eth1, eth1s, eth2]}"}}),
+             Contains("nothing reads the link of h3:eth1 (interface eth1p) on rail rail0: add a carrier probe on h3 "
+                      "(probes: {carrier: ...}) whose interfaces include eth1p"));
+  // Restricted to other hosts: h4's NICs are unread.
+  CHECK_THAT(refused({{"carrier: {interval_ms: 1}", "carrier: {interval_ms: 1, hosts: [h1, h2, h3]}"}}),
+             Contains("nothing reads the link of h4:eth1 (interface eth1)"));
+  CHECK_THAT(refused({{"detect_nic: {down_ms: 300}", "detect_nic: {down_ms: 0}"}}),
+             Contains(".yaml:33:25: ") && Contains("down_ms"));
+  CHECK_THAT(refused({{"detect_nic: {down_ms: 300}", "detect_nic: {down: 300}"}}), Contains(".yaml:33:") &&
+                                                                                    Contains("down"));
+  CHECK_THAT(refused({{"detect_nic: {down_ms: 300}", "detect_nic: 300"}}),
+             Contains("phase.detect_nic is {down_ms: MS}"));
+}
+
 }  // namespace phase_workload_test
 
 namespace phase_workload_test {

@@ -40,6 +40,10 @@ struct HostEntry {
   std::string mgmt;  // how other hosts reach it for out-of-band exchanges (RDMA probe); default ssh_host
   std::vector<NicEntry> nics;
   const NicEntry* nic(const std::string& n) const;
+  // The netdev whose carrier is this NIC's own link: the NIC's name, or, for a virtual lab's NIC
+  // with a standby (the two a bond named after it), its renamed member `<nic>p`
+  // (docs/virtual-lab.md#standby-nics). A carrier probe's default interfaces include it.
+  std::string link_interface(const std::string& n) const;
 };
 
 struct Link {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <map>
 #include <memory>
 #include <string>
@@ -66,6 +67,11 @@ class HostCapture {
   void start();
   // A row of the runner's own (switch commands and acks), stamped on this machine's clock.
   void control(const Sample& s);
+  // Every host sample as it arrives, once stored, on its session's thread (host clock; see
+  // clock_estimates): for what must act during the run (phase.detect_nic). It must return quickly.
+  // An empty one stops the calls; set_tap returns once no call of the previous one is running.
+  using Tap = std::function<void(const std::string& host, const Sample&)>;
+  void set_tap(Tap tap);
   // Hosts not capturing any more, in words ("h2: lost: ..."), for the run's problems.
   std::vector<std::string> unhealthy() const;
 
@@ -94,6 +100,8 @@ class HostCapture {
   std::unique_ptr<OcsPowerMonitor> monitor_;
   int64_t before_ns_ = 0, after_ns_ = 0;
   bool finished_ = false;
+  std::mutex tap_mu_;  // held while the tap runs, so set_tap never leaves one running
+  Tap tap_;
 };
 
 }  // namespace ocslab::runner

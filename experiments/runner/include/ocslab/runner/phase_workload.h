@@ -14,6 +14,7 @@
 
 #include "ocslab/common/config.h"
 #include "ocslab/phase/controller.h"
+#include "ocslab/phase/nic_watch.h"
 #include "ocslab/phase/port_watch.h"
 #include "ocslab/phase/topology.h"
 #include "ocslab/workloads/op_record.h"
@@ -142,6 +143,10 @@ struct PhaseWorkloadSpec {
   // (Controller::port_failed); docs/phase-control.md#failed-ports-detection-masking-recovery.
   std::vector<RankPlacement> spares;
   std::optional<phase::PortWatchOptions> detect;
+  // phase.detect_nic: the hosts' side (phase::NicWatch): a rail slot whose NIC's link stays down,
+  // as the spec's carrier or firmware probe reads it, for down_for while its circuits are made is
+  // a failed port, masked the same way. Needs those probes on every rail NIC's host.
+  std::optional<phase::NicWatchOptions> detect_nic;
   // phase.rails: several rails, one orchestrator each under the one controller (each rank has a
   // NIC per rail; the rails share the spec's switch on disjoint ports). Empty: the one rail
   // `rail` on the ranks' placement NICs with `spares`.
