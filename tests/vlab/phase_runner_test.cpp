@@ -110,6 +110,29 @@ TEST_CASE("ocslab run of the virtual-lab phase-workload spec", "[vlab][phase-run
   CHECK(wait_ms["provisioning"] < wait_ms["on-demand"]);
 }
 
+namespace {
+
+// Every rank's op rows in a mode's folder: steps 0 (the warm-up) to last_step each present, every
+// op verified with no wrong element and none on the fallback ring.
+void check_every_step_verified(const std::string& mode_dir, int ranks, int last_step) {
+  for (int rank = 0; rank < ranks; ++rank) {
+    const std::string path = fmt::format("{}/ops-rank{}.csv", mode_dir, rank);
+    auto rows = workloads::parse_op_csv(read_file_or_empty(path), path);
+    std::map<int, int> per_step;
+    for (const auto& row : rows) {
+      INFO("rank " << rank << " step " << row.step << " op " << row.index);
+      CHECK(row.verified);
+      CHECK(row.wrong == 0);
+      CHECK_FALSE(row.fallback);
+      ++per_step[static_cast<int>(row.step)];
+    }
+    CHECK(per_step.size() == static_cast<size_t>(last_step + 1));
+    CHECK(per_step.rbegin()->first == last_step);
+  }
+}
+
+}  // namespace
+
 // Issue 23's failover: experiments/specs/dp-pp-failover-vlab.yaml on the same shared lab. Port 19
 // (h3's eth1 receive fibre, rank 2's slot on rail0) goes dark when step 3 starts; the runner's
 // watch reports it from the switch's power monitors, the controller masks it and moves rank 2 to
@@ -163,20 +186,7 @@ TEST_CASE("a port fails under the phase workload: masked onto h3's standby, ever
 
   // Every rank ran every step, 0 (warm-up) to 5, with its data verified, before and after the
   // failure, and no step fell back to the ring.
-  for (int rank = 0; rank < 4; ++rank) {
-    const std::string path = fmt::format("{}/on-demand/ops-rank{}.csv", out, rank);
-    auto rows = workloads::parse_op_csv(read_file_or_empty(path), path);
-    std::map<int, int> per_step;
-    for (const auto& row : rows) {
-      INFO("rank " << rank << " step " << row.step << " op " << row.index);
-      CHECK(row.verified);
-      CHECK(row.wrong == 0);
-      CHECK_FALSE(row.fallback);
-      ++per_step[static_cast<int>(row.step)];
-    }
-    CHECK(per_step.size() == 6);
-    CHECK(per_step.rbegin()->first == 5);
-  }
+  check_every_step_verified(out + "/on-demand", 4, 5);
   CHECK_THAT(log, !Contains("incomplete: left out of the step figures"));
 
   // Rank 2's data left h3 through the standby (before the failure it had no link: no packets).
@@ -234,20 +244,7 @@ TEST_CASE("a NIC fails under the phase workload: seen by the host's carrier prob
   CHECK_THAT(summary, Contains("NIC h3:eth1 (interface eth1p): carrier down for "));
   CHECK_THAT(summary, Contains(fmt::format("{:.1f} ms after the NIC was down under its circuits", detect_ms)));
 
-  for (int rank = 0; rank < 4; ++rank) {
-    const std::string path = fmt::format("{}/on-demand/ops-rank{}.csv", out, rank);
-    auto rows = workloads::parse_op_csv(read_file_or_empty(path), path);
-    std::map<int, int> per_step;
-    for (const auto& row : rows) {
-      INFO("rank " << rank << " step " << row.step << " op " << row.index);
-      CHECK(row.verified);
-      CHECK(row.wrong == 0);
-      CHECK_FALSE(row.fallback);
-      ++per_step[static_cast<int>(row.step)];
-    }
-    CHECK(per_step.size() == 6);
-    CHECK(per_step.rbegin()->first == 5);
-  }
+  check_every_step_verified(out + "/on-demand", 4, 5);
   const long standby_sent =
       std::stol(lab.run("h3", "cat /sys/class/net/eth1s/statistics/tx_packets")) - standby_before;
   std::cout << fmt::format("NIC failover: detected {:.1f} ms, recovered {:.1f} ms after h3:eth1 went down under its "

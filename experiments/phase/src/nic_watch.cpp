@@ -42,15 +42,13 @@ NicWatch::NicWatch(std::shared_ptr<Orchestrator> rail, std::vector<WatchedNic> n
   if (options_.down_for.count() <= 0)
     throw Error(fmt::format("NIC watch {}: down_for must be positive (got {} ms)", rail_->rail(),
                             options_.down_for.count()));
-  if (options_.interval.count() <= 0)
-    throw Error(fmt::format("NIC watch {}: the interval must be positive (got {} ms)", rail_->rail(),
-                            options_.interval.count()));
   for (const auto& n : nics_) {
     if (n.host.empty() || n.interface.empty())
       throw Error(fmt::format("NIC watch {}: the NIC of slot {}/{} needs a host and an interface", rail_->rail(),
                               n.slot.ingress, n.slot.egress));
   }
   tracks_.resize(nics_.size());
+  loop_ = std::make_unique<Periodic>("NIC watch " + rail_->rail(), options_.interval, [this] { tick(); });
 }
 
 NicWatch::~NicWatch() { stop(); }
@@ -115,43 +113,15 @@ std::vector<PortFailure> NicWatch::judge(const std::vector<ocs::Circuit>& circui
   return out;
 }
 
-void NicWatch::start() {
-  std::lock_guard lock(mu_);
-  if (thread_.joinable()) return;
-  stop_ = false;
-  thread_ = std::thread([this] { run(); });
-}
+void NicWatch::start() { loop_->start(); }
 
-void NicWatch::stop() {
-  {
-    std::lock_guard lock(mu_);
-    if (!thread_.joinable()) return;
-    stop_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
-}
+void NicWatch::stop() { loop_->stop(); }
 
-void NicWatch::run() {
-  auto next = std::chrono::steady_clock::now();
-  std::unique_lock lock(mu_);
-  while (!stop_) {
-    lock.unlock();
-    std::vector<ocs::Circuit> circuits;
-    for (const auto& job : rail_->jobs()) {
-      auto cs = rail_->circuits_of(job);
-      circuits.insert(circuits.end(), cs.begin(), cs.end());
-    }
-    const Timestamp t = now();
-    for (const auto& f : judge(circuits, rail_->masked(), t.realtime_ns, t.monotonic_ns)) {
-      spdlog::warn("NIC watch {}: port {} failed: {}", f.rail, f.port, f.evidence);
-      if (on_failure_) on_failure_(f);
-    }
-    lock.lock();
-    next += options_.interval;
-    auto now_steady = std::chrono::steady_clock::now();
-    if (next < now_steady) next = now_steady + options_.interval;
-    cv_.wait_until(lock, next, [this] { return stop_; });
+void NicWatch::tick() {
+  const Timestamp t = now();
+  for (const auto& f : judge(rail_circuits(*rail_), rail_->masked(), t.realtime_ns, t.monotonic_ns)) {
+    spdlog::warn("NIC watch {}: port {} failed: {}", f.rail, f.port, f.evidence);
+    if (on_failure_) on_failure_(f);
   }
 }
 

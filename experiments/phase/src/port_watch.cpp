@@ -24,25 +24,15 @@ PortWatch::PortWatch(std::shared_ptr<Orchestrator> rail, std::unique_ptr<ocs::Oc
     throw Error(
         fmt::format("port watch {}: settle must not be negative (got {} ms)", rail_->rail(), options_.settle.count()));
   if (options_.settle.count() == 0) options_.settle = options_.interval * 3;
+  loop_ = std::make_unique<Periodic>("port watch " + rail_->rail(), options_.interval, [this] { poll(); });
 }
 
 PortWatch::~PortWatch() { stop(); }
 
-void PortWatch::start() {
-  std::lock_guard lock(mu_);
-  if (thread_.joinable()) return;
-  stop_ = false;
-  thread_ = std::thread([this] { run(); });
-}
+void PortWatch::start() { loop_->start(); }
 
 void PortWatch::stop() {
-  {
-    std::lock_guard lock(mu_);
-    if (!thread_.joinable()) return;
-    stop_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
+  if (!loop_->stop()) return;
   try {
     driver_->close();
   } catch (const std::exception& e) {
@@ -112,50 +102,45 @@ std::vector<PortFailure> PortWatch::judge(const std::vector<ocs::Circuit>& circu
   return out;
 }
 
-void PortWatch::run() {
-  auto next = std::chrono::steady_clock::now();
-  bool failing = false;
-  std::unique_lock lock(mu_);
-  while (!stop_) {
-    lock.unlock();
-    std::vector<ocs::Circuit> circuits;
-    for (const auto& job : rail_->jobs()) {
-      auto cs = rail_->circuits_of(job);
-      circuits.insert(circuits.end(), cs.begin(), cs.end());
-    }
-    std::vector<ocs::Port> ports;
-    for (const auto& c : circuits) {
-      ports.push_back(c.ingress);
-      ports.push_back(c.egress);
-    }
-    std::vector<PortFailure> found;
-    bool ok = true;
-    if (!ports.empty()) {
-      try {
-        auto power = driver_->power(ports);
-        found = judge(circuits, power, now().monotonic_ns);
-        if (failing) spdlog::info("port watch {}: power readings answered again", rail_->rail());
-        failing = false;
-      } catch (const std::exception& e) {
-        ok = false;
-        if (!failing)
-          spdlog::warn("port watch {}: power poll failed (retrying every {} ms): {}", rail_->rail(),
-                       options_.interval.count(), e.what());
-        failing = true;
-      }
-    }
-    for (const auto& f : found) {
-      spdlog::warn("port watch {}: port {} failed: {}", f.rail, f.port, f.evidence);
-      if (on_failure_) on_failure_(f);
-    }
-    lock.lock();
-    ++polls_;
-    if (!ok) ++failed_polls_;
-    next += options_.interval;
-    auto t = std::chrono::steady_clock::now();
-    if (next < t) next = t + options_.interval;
-    cv_.wait_until(lock, next, [this] { return stop_; });
+std::vector<ocs::Circuit> rail_circuits(const Orchestrator& rail) {
+  std::vector<ocs::Circuit> circuits;
+  for (const auto& job : rail.jobs()) {
+    auto cs = rail.circuits_of(job);
+    circuits.insert(circuits.end(), cs.begin(), cs.end());
   }
+  return circuits;
+}
+
+void PortWatch::poll() {
+  const auto circuits = rail_circuits(*rail_);
+  std::vector<ocs::Port> ports;
+  for (const auto& c : circuits) {
+    ports.push_back(c.ingress);
+    ports.push_back(c.egress);
+  }
+  std::vector<PortFailure> found;
+  bool ok = true;
+  if (!ports.empty()) {
+    try {
+      auto power = driver_->power(ports);
+      found = judge(circuits, power, now().monotonic_ns);
+      if (failing_) spdlog::info("port watch {}: power readings answered again", rail_->rail());
+      failing_ = false;
+    } catch (const std::exception& e) {
+      ok = false;
+      if (!failing_)
+        spdlog::warn("port watch {}: power poll failed (retrying every {} ms): {}", rail_->rail(),
+                     options_.interval.count(), e.what());
+      failing_ = true;
+    }
+  }
+  for (const auto& f : found) {
+    spdlog::warn("port watch {}: port {} failed: {}", f.rail, f.port, f.evidence);
+    if (on_failure_) on_failure_(f);
+  }
+  std::lock_guard lock(mu_);
+  ++polls_;
+  if (!ok) ++failed_polls_;
 }
 
 }  // namespace ocslab::phase

@@ -12,6 +12,7 @@
 #include "ocslab/phase/nic_watch.h"
 #include "ocslab/phase/shim.h"
 #include "ocslab/testing/phase_lab.h"
+#include "ocslab/testing/wait.h"
 
 using namespace phase_test;
 using namespace ocslab::phase;
@@ -124,27 +125,9 @@ TEST_CASE(
   auto co = controller_options(L, {rail});
   Controller ctl(co);
   ctl.start();
-  ShimOptions so;
-  so.port = ctl.port();
-  so.job = "j";
-  so.world = 4;
-  so.skip_unchanged = false;
-  std::vector<std::unique_ptr<Shim>> shims;
-  for (int r = 0; r < 4; ++r) {
-    so.rank = r;
-    shims.push_back(std::make_unique<Shim>(so));
-    shims.back()->add_group("dp0", "dp", {0, 1, 2, 3});
-  }
-  auto step = [&](int index) {
-    std::vector<std::thread> t;
-    for (size_t r = 0; r < 4; ++r) {
-      t.emplace_back([&, r] {
-        shims[r]->pre_communication({"dp0", "allreduce", 8, index});
-        shims[r]->post_communication({"dp0", "allreduce", 8, index});
-      });
-    }
-    for (auto& x : t) x.join();
-  };
+  RingShims ring(ctl.port(), "j", 4);
+  auto& shims = ring.shims;
+  auto step = [&](int index) { ring.step(index); };
   step(0);
 
   std::mutex mu;
@@ -174,17 +157,15 @@ TEST_CASE(
   const auto down = ocslab::now();
   watch.reading("h3", "eth1p", "carrier", false, down.realtime_ns);
   // load-safe: the ceiling of a wait for the mask (the event); a hang guard.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  auto masked = [&] {
-    for (const auto& e : ctl.events())
-      if (e.kind == Kind::kMasked) return true;
-    return false;
-  };
-  while (!masked() && std::chrono::steady_clock::now() < deadline)
-    // load-safe: the poll interval of the wait for the mask.
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const bool masked = ocslab::testing::poll_until(
+      [&] {
+        for (const auto& e : ctl.events())
+          if (e.kind == Kind::kMasked) return true;
+        return false;
+      },
+      std::chrono::seconds(10), std::chrono::milliseconds(5));
   watch.stop();
-  REQUIRE(masked());
+  REQUIRE(masked);
   {
     std::lock_guard lock(mu);
     REQUIRE(failures.size() == 1);

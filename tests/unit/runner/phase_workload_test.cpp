@@ -640,6 +640,33 @@ TEST_CASE("a launcher command runs here with its output in the log; a Slurm refu
   }
 }
 
+// experiments/specs/NAME (a virtual-lab spec on phase-four.yaml) with each `from` replaced by its
+// `to` (each must occur), loaded from a temporary copy: the ConfigError's words ("" if none).
+std::string shipped_spec_refusal(const std::string& name,
+                                 const std::vector<std::pair<std::string, std::string>>& swaps) {
+  std::string text = read_file_or_empty(source_dir() + "/experiments/specs/" + name);
+  std::vector<std::pair<std::string, std::string>> all{
+      {"../labs/phase-four.yaml", source_dir() + "/experiments/labs/phase-four.yaml"},
+      {"../workloads/schedules/", source_dir() + "/experiments/workloads/schedules/"}};
+  all.insert(all.end(), swaps.begin(), swaps.end());
+  for (const auto& [from, to] : all) {
+    auto pos = text.find(from);
+    REQUIRE(pos != std::string::npos);
+    text.replace(pos, from.size(), to);
+  }
+  const std::string path =
+      std::filesystem::temp_directory_path().string() + "/ocslab-spec-" + std::to_string(::getpid()) + ".yaml";
+  std::ofstream(path) << text;
+  std::string err;
+  try {
+    load_experiment_spec(path);
+  } catch (const ConfigError& e) {
+    err = e.what();
+  }
+  std::filesystem::remove(path);
+  return err;
+}
+
 TEST_CASE("a lab's standby NIC can be a spare but not a rank's NIC", "[runner][phase-workload]") {
   // The failover spec as shipped: h3's standby eth1s is rail0's spare.
   auto s = load_experiment_spec(source_dir() + "/experiments/specs/dp-pp-failover-vlab.yaml");
@@ -650,25 +677,9 @@ TEST_CASE("a lab's standby NIC can be a spare but not a rank's NIC", "[runner][p
   CHECK(s.hosts[2].nic("eth1s")->standby_for == "eth1");
 
   // The same spec with the standby as rank 2's NIC: refused, naming the NIC to use instead.
-  std::string text = read_file_or_empty(source_dir() + "/experiments/specs/dp-pp-failover-vlab.yaml");
-  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
-           {"../labs/phase-four.yaml", source_dir() + "/experiments/labs/phase-four.yaml"},
-           {"../workloads/schedules/", source_dir() + "/experiments/workloads/schedules/"},
-           {"placement: [h1:eth1, h2:eth1, h3:eth1, h4:eth1]", "placement: [h1:eth1, h2:eth1, h3:eth1s, h4:eth1]"}}) {
-    auto pos = text.find(from);
-    REQUIRE(pos != std::string::npos);
-    text.replace(pos, from.size(), to);
-  }
-  const std::string path = std::filesystem::temp_directory_path().string() + "/ocslab-standby-spec-" +
-                           std::to_string(::getpid()) + ".yaml";
-  std::ofstream(path) << text;
-  std::string err;
-  try {
-    load_experiment_spec(path);
-  } catch (const ConfigError& e) {
-    err = e.what();
-  }
-  std::filesystem::remove(path);
+  const std::string err = shipped_spec_refusal(
+      "dp-pp-failover-vlab.yaml",
+      {{"placement: [h1:eth1, h2:eth1, h3:eth1, h4:eth1]", "placement: [h1:eth1, h2:eth1, h3:eth1s, h4:eth1]"}});
   CHECK_THAT(err, Contains(".yaml:18:33: ") &&
                       Contains("rank 2: h3:eth1s is eth1's standby NIC, which carries no rank of its own: use h3:eth1"));
 }
@@ -686,29 +697,8 @@ TEST_CASE("phase.detect_nic: every rail NIC's own link read by a probe, else ref
   CHECK(s.hosts[2].link_interface("eth1s") == "eth1s");
   CHECK(s.hosts[0].link_interface("eth1") == "eth1");
 
-  auto refused = [&](const std::vector<std::pair<std::string, std::string>>& swaps) {
-    std::string text = read_file_or_empty(shipped);
-    for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
-             {"../labs/phase-four.yaml", source_dir() + "/experiments/labs/phase-four.yaml"},
-             {"../workloads/schedules/", source_dir() + "/experiments/workloads/schedules/"}}) {
-      text.replace(text.find(from), from.size(), to);
-    }
-    for (const auto& [from, to] : swaps) {
-      auto pos = text.find(from);
-      REQUIRE(pos != std::string::npos);
-      text.replace(pos, from.size(), to);
-    }
-    const std::string path = std::filesystem::temp_directory_path().string() + "/ocslab-detect-nic-" +
-                             std::to_string(::getpid()) + ".yaml";
-    std::ofstream(path) << text;
-    std::string err;
-    try {
-      load_experiment_spec(path);
-    } catch (const ConfigError& e) {
-      err = e.what();
-    }
-    std::filesystem::remove(path);
-    return err;
+  auto refused = [](const std::vector<std::pair<std::string, std::string>>& swaps) {
+    return shipped_spec_refusal("nic-failover-vlab.yaml", swaps);
   };
   // No probe reads any link: the first rail NIC is named, with what to add.
   CHECK_THAT(refused({{"probes:\n  carrier: {interval_ms: 1}", "probes:\n  heartbeat: {interval_ms: 100}"}}),

@@ -14,7 +14,6 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -23,9 +22,9 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "ocslab/common/periodic.h"
 #include "ocslab/phase/orchestrator.h"
 #include "ocslab/phase/port_watch.h"
 
@@ -80,7 +79,7 @@ class NicWatch {
                                  int64_t now_ns, int64_t now_mono_ns);
 
  private:
-  void run();
+  void tick();  // one judgement against the rail's circuits now (the loop's)
 
   std::shared_ptr<Orchestrator> rail_;
   std::vector<WatchedNic> nics_;
@@ -96,11 +95,9 @@ class NicWatch {
     int64_t made_ns = 0;                  // when those were first seen
     bool reported = false;
   };
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
+  mutable std::mutex mu_;       // tracks_: readings come from any thread
   std::vector<Track> tracks_;  // one per nics_ entry
-  std::thread thread_;
+  std::unique_ptr<Periodic> loop_;  // last: stopped before the rest goes
 };
 
 }  // namespace ocslab::phase

@@ -9,16 +9,15 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "ocslab/common/periodic.h"
 #include "ocslab/ocsctl/driver.h"
 #include "ocslab/phase/orchestrator.h"
 
@@ -31,6 +30,9 @@ struct PortWatchOptions {
   // A circuit younger than this is not judged (its light is still coming up); 0: the interval x 3.
   std::chrono::milliseconds settle{0};
 };
+
+// Every job's circuits on the rail, as its orchestrator has them now (what the watches judge).
+std::vector<ocs::Circuit> rail_circuits(const Orchestrator& rail);
 
 // One failure the watch found.
 struct PortFailure {
@@ -64,7 +66,7 @@ class PortWatch {
   uint64_t failed_polls() const;  // power requests that failed (logged once per run of failures)
 
  private:
-  void run();
+  void poll();  // one power request and its judgement (the loop's tick)
 
   std::shared_ptr<Orchestrator> rail_;
   std::unique_ptr<ocs::OcsDriver> driver_;
@@ -78,11 +80,10 @@ class PortWatch {
     bool reported = false;
   };
   std::map<ocs::Port, Track> tracks_;  // by the port judged (ingress or egress)
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
+  mutable std::mutex mu_;  // the counters
   uint64_t polls_ = 0, failed_polls_ = 0;
-  std::thread thread_;
+  bool failing_ = false;  // the last poll failed (the loop's own)
+  std::unique_ptr<Periodic> loop_;  // last: stopped before the rest goes
 };
 
 }  // namespace ocslab::phase

@@ -131,6 +131,40 @@ inline phase::ControllerOptions controller_options(const phase::JobLayout& layou
   return co;
 }
 
+// The shims of a one-group job: ranks 0..n-1 of `job` in one group "dp0" (kind dp) on the
+// controller at `port`, each asking before every op (skip_unchanged off, so every shim reads
+// what the controller said). step(i) runs op i (an 8-byte allreduce) on every rank at once.
+struct RingShims {
+  RingShims(int port, const std::string& job, int n) {
+    phase::ShimOptions so;
+    so.port = port;
+    so.job = job;
+    so.world = n;
+    so.skip_unchanged = false;
+    std::vector<int> members;
+    for (int r = 0; r < n; ++r) members.push_back(r);
+    for (int r = 0; r < n; ++r) {
+      so.rank = r;
+      shims.push_back(std::make_unique<phase::Shim>(so));
+      shims.back()->add_group("dp0", "dp", members);
+    }
+  }
+  void step(int index) {
+    std::vector<std::thread> t;
+    for (auto& s : shims) {
+      t.emplace_back([&s, index] {
+        s->pre_communication({"dp0", "allreduce", 8, index});
+        s->post_communication({"dp0", "allreduce", 8, index});
+      });
+    }
+    for (auto& x : t) x.join();
+  }
+  void close() {
+    for (auto& s : shims) s->close();
+  }
+  std::vector<std::unique_ptr<phase::Shim>> shims;
+};
+
 // The ranks of a one-stage DP=2 x CP=2 job (rank r: dp = r % 2, cp = r / 2), one thread each,
 // each with its own shim on the controller at `port` and its two groups added: CP group
 // "cp<dp>s0" over {dp, dp + 2}, DP group "dp<2cp>s0" over {2cp, 2cp + 1}. body(r, shim, cp_group,
