@@ -235,7 +235,9 @@ TEST_CASE("a NIC fails under the phase workload: seen by the host's carrier prob
   CHECK_THAT(mask.at("move").get<std::string>(), Contains("rank 2 moved from slot 3/19 to 5/21"));
   const double detect_ms = mask.at("detect_ms").get<double>(), recovery_ms = mask.at("recovery_ms").get<double>();
   CHECK(detect_ms >= 300.0 - 5.0);  // never before down_ms (less the clocks' agreement, well under 5 ms)
-  CHECK(detect_ms < 300.0 + 1000.0);  // the carrier row's way to the runner, and the 10 ms judgement
+  // Then the host's stream up to down_ms past the onset (the 20 ms heartbeat, the rows' way to the
+  // runner: a few ms on a quiet machine, seconds under load) and the 10 ms judgement.
+  CHECK(detect_ms < 300.0 + 5000.0);
   CHECK(recovery_ms >= detect_ms + 80.0);  // then the spare's circuits: the preset's switching floor
   CHECK(mode.at("job_stopped").is_null());
 

@@ -65,6 +65,12 @@ void NicWatch::reading(const std::string& host, const std::string& interface, co
   }
 }
 
+void NicWatch::heard(const std::string& host, int64_t at_ns) {
+  std::lock_guard lock(mu_);
+  auto [it, fresh] = heard_.try_emplace(host, at_ns);
+  if (!fresh && at_ns > it->second) it->second = at_ns;
+}
+
 std::vector<PortFailure> NicWatch::judge(const std::vector<ocs::Circuit>& circuits, const std::set<ocs::Port>& masked,
                                          int64_t now_ns, int64_t now_mono_ns) {
   std::vector<PortFailure> out;
@@ -94,6 +100,9 @@ std::vector<PortFailure> NicWatch::judge(const std::vector<ocs::Circuit>& circui
       t.reported = false;
     }
     if (t.reported) continue;
+    const auto heard = heard_.find(n.host);
+    if (heard == heard_.end()) continue;
+    const int64_t known = std::min(now_ns, heard->second);  // the host's state is known to here
     // The layer down the longest, counted from when the circuits were made at the earliest.
     std::optional<std::pair<std::string, int64_t>> worst;
     for (const auto& [layer, l] : t.layers) {
@@ -101,13 +110,13 @@ std::vector<PortFailure> NicWatch::judge(const std::vector<ocs::Circuit>& circui
       const int64_t since = std::max(l.down_since_ns, t.made_ns);
       if (!worst || since < worst->second) worst = {layer, since};
     }
-    if (!worst || now_ns - worst->second < std::chrono::nanoseconds(options_.down_for).count()) continue;
+    if (!worst || known - worst->second < std::chrono::nanoseconds(options_.down_for).count()) continue;
     t.reported = true;
     PortFailure f;
     f.rail = rail_->rail();
     f.port = static_cast<int>(n.slot.ingress);
     f.seen_mono_ns = now_mono_ns - (now_ns - worst->second);
-    f.evidence = nic_evidence(n, worst->first, static_cast<double>(now_ns - worst->second) / 1e6, mine);
+    f.evidence = nic_evidence(n, worst->first, static_cast<double>(known - worst->second) / 1e6, mine);
     out.push_back(std::move(f));
   }
   return out;

@@ -362,13 +362,15 @@ class PhaseWorkloadRun {
             *pw_.detect_nic));
       }
       capture_->set_tap([this, &nic_watches](const std::string& host, const Sample& s) {
+        auto off = host_offsets_.find(host);
+        const int64_t at = s.t_ns - (off == host_offsets_.end() ? 0 : off->second);
         std::string layer;
         if (s.source == "carrier" && (s.signal == "carrier" || s.signal == "carrier_bit")) layer = "carrier";
         if (s.source == "firmware" && s.signal == "link") layer = "firmware";
-        if (layer.empty()) return;
-        auto off = host_offsets_.find(host);
-        const int64_t at = s.t_ns - (off == host_offsets_.end() ? 0 : off->second);
-        for (auto& w : nic_watches) w->reading(host, s.subject, layer, s.value != 0, at);
+        for (auto& w : nic_watches) {
+          if (!layer.empty()) w->reading(host, s.subject, layer, s.value != 0, at);
+          w->heard(host, at);  // after the reading: the host's state is known to here
+        }
       });
       tap_reset.capture = capture_.get();
       for (auto& w : nic_watches) w->start();

@@ -861,9 +861,10 @@ void check_script_here(const YamlDoc& doc, const YAML::Node& where, const Experi
 
 namespace {
 
-// phase.detect_nic: {down_ms}. Each rail NIC's own link must be read by a carrier or firmware
-// probe of the spec (its host among the probe's hosts, its link interface among the probe's
-// interfaces when they are listed); after the rails are parsed.
+// phase.detect_nic: {down_ms}. Each rail NIC's host must run a heartbeat probe (what says how far
+// its stream has come) and its own link must be read by a carrier or firmware probe of the spec
+// (its host among the probe's hosts, its link interface among the probe's interfaces when they
+// are listed); after the rails are parsed.
 void parse_detect_nic(const YamlDoc& doc, const YAML::Node& d, const ExperimentSpec& spec, PhaseWorkloadSpec& pw) {
   if (!d.IsMap()) throw config_error(doc, d, "phase.detect_nic is {down_ms: MS} (a NIC down that long under its circuits has failed)");
   only_keys(doc, d, {"down_ms"});
@@ -885,6 +886,16 @@ void parse_detect_nic(const YamlDoc& doc, const YAML::Node& d, const ExperimentS
               std::find(probe.interfaces.begin(), probe.interfaces.end(), itf) != probe.interfaces.end())
             read = true;
         }
+        const bool heard = std::any_of(spec.probes.begin(), spec.probes.end(), [&](const ProbeSpec& probe) {
+          return probe.name == "heartbeat" &&
+                 (probe.hosts.empty() || std::find(probe.hosts.begin(), probe.hosts.end(), h.name) != probe.hosts.end());
+        });
+        if (!heard)
+          throw config_error(doc, d,
+                             fmt::format("phase.detect_nic: no heartbeat probe on {} (probes: {{heartbeat: {{interval_ms: "
+                                         "20}}}}): a NIC is judged only as far as its host's stream has been heard, "
+                                         "and a host's carrier rows come only when a link changes",
+                                         h.name));
         if (!read)
           throw config_error(doc, d,
                              fmt::format("phase.detect_nic: nothing reads the link of {}:{} (interface {}) on rail {}: "

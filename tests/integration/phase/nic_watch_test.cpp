@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <thread>
 
@@ -45,17 +46,22 @@ TEST_CASE("NIC watch judgement: down for down_for with circuits made, counted fr
   // Ranks 0..3 on slots 1..4 in one ring; slot 5 (h5) a spare without circuits.
   const std::vector<Circuit> ring{{1, 66}, {2, 67}, {3, 68}, {4, 65}};
   const int64_t t0 = 1'000'000 * kMs;
+  // Every host's stream heard up to t (a heartbeat's sample at t): their readings are complete to there.
+  auto fresh = [&](int64_t t) {
+    for (const auto& n : nics_of_slots()) w.heard(n.host, t);
+    return t;
+  };
 
   SECTION("a NIC down before its circuits were made: counted from when they were first seen") {
     // No reading of a NIC yet: not judged, however long its circuits stand.
-    CHECK(w.judge(ring, {}, t0 - 2000 * kMs, t0).empty());
+    CHECK(w.judge(ring, {}, fresh(t0 - 2000 * kMs), t0).empty());
     // h3's bond member down since t0 - 5 s, on circuits first seen at t0 - 2 s: due at t0 - 1.7 s.
     w.reading("h3", "eth1p", "carrier", false, t0 - 5000 * kMs);
     // The bond itself and another host's eth1p are not watched interfaces: ignored.
     w.reading("h3", "eth1", "carrier", false, t0 - 5000 * kMs);
     w.reading("h4", "eth1p", "carrier", false, t0 - 5000 * kMs);
-    CHECK(w.judge(ring, {}, t0 - 1701 * kMs, 0).empty());
-    auto f = w.judge(ring, {}, t0 - 1700 * kMs, 50 * kMs);
+    CHECK(w.judge(ring, {}, fresh(t0 - 1701 * kMs), 0).empty());
+    auto f = w.judge(ring, {}, fresh(t0 - 1700 * kMs), 50 * kMs);
     REQUIRE(f.size() == 1);
     CHECK(f[0].rail == "rail0");
     CHECK(f[0].port == 3);  // the slot's ingress: the NIC's transmit fibre
@@ -68,39 +74,67 @@ TEST_CASE("NIC watch judgement: down for down_for with circuits made, counted fr
     CHECK(e->nic == "eth1");
     CHECK(e->layer == "carrier");
     // Reported once for this set of circuits.
-    CHECK(w.judge(ring, {}, t0, t0).empty());
+    CHECK(w.judge(ring, {}, fresh(t0), t0).empty());
   }
 
   SECTION("a NIC that comes back within down_for is no failure; the firmware layer counts alone") {
-    CHECK(w.judge(ring, {}, t0, t0).empty());
+    CHECK(w.judge(ring, {}, fresh(t0), t0).empty());
     w.reading("h2", "eth1", "carrier", false, t0 + 100 * kMs);
     w.reading("h2", "eth1", "carrier", true, t0 + 399 * kMs);
     w.reading("h1", "eth1", "carrier", true, t0 + 100 * kMs);
     w.reading("h1", "eth1", "firmware", false, t0 + 100 * kMs);
-    CHECK(w.judge(ring, {}, t0 + 399 * kMs, t0).empty());
-    auto f = w.judge(ring, {}, t0 + 400 * kMs, t0);
+    CHECK(w.judge(ring, {}, fresh(t0 + 399 * kMs), t0).empty());
+    auto f = w.judge(ring, {}, fresh(t0 + 400 * kMs), t0);
     REQUIRE(f.size() == 1);
     CHECK(f[0].port == 1);
     CHECK(f[0].evidence == "NIC h1:eth1 (interface eth1): firmware down for 300 ms with its circuits made (1->66, 4->65)");
-    CHECK(w.judge(ring, {}, t0 + 5000 * kMs, t0).empty());  // h2 is up again
+    CHECK(w.judge(ring, {}, fresh(t0 + 5000 * kMs), t0).empty());  // h2 is up again
   }
 
   SECTION("circuits re-made start the count again; masked slots and slots without circuits are not judged") {
     w.reading("h2", "eth1", "carrier", false, t0);
     w.reading("h5", "eth1", "carrier", false, t0);
-    CHECK(w.judge(ring, {}, t0, t0).empty());
-    CHECK(w.judge(ring, {}, t0 + 200 * kMs, t0).empty());
+    CHECK(w.judge(ring, {}, fresh(t0), t0).empty());
+    CHECK(w.judge(ring, {}, fresh(t0 + 200 * kMs), t0).empty());
     // Slot 2's partner changes at t0 + 250 ms (rank 1 now sends to slot 4's port 68).
     const std::vector<Circuit> other{{1, 67}, {2, 68}, {3, 65}, {4, 66}};
-    CHECK(w.judge(other, {}, t0 + 250 * kMs, t0).empty());
-    CHECK(w.judge(other, {}, t0 + 549 * kMs, t0).empty());
+    CHECK(w.judge(other, {}, fresh(t0 + 250 * kMs), t0).empty());
+    CHECK(w.judge(other, {}, fresh(t0 + 549 * kMs), t0).empty());
     // Masked: nothing, however long.
-    CHECK(w.judge(other, {2}, t0 + 5000 * kMs, t0).empty());
+    CHECK(w.judge(other, {2}, fresh(t0 + 5000 * kMs), t0).empty());
     // Unmasked again, the circuits count as new from now; h5 (no circuits) never counts.
-    CHECK(w.judge(other, {}, t0 + 6000 * kMs, t0).empty());
-    auto f = w.judge(other, {}, t0 + 6300 * kMs, t0);
+    CHECK(w.judge(other, {}, fresh(t0 + 6000 * kMs), t0).empty());
+    auto f = w.judge(other, {}, fresh(t0 + 6300 * kMs), t0);
     REQUIRE(f.size() == 1);
     CHECK(f[0].port == 2);
+  }
+
+  SECTION("a lagging stream delays the judgement, never invents one; an unheard host is not judged") {
+    CHECK(w.judge(ring, {}, fresh(t0), t0).empty());
+    // h2 went down at t0 + 100 ms and up at t0 + 150 ms, but its stream lags: at t0 + 1 s only
+    // samples up to t0 + 120 ms have come, the down reading among them.
+    w.reading("h2", "eth1", "carrier", false, t0 + 100 * kMs);
+    w.heard("h2", t0 + 120 * kMs);
+    CHECK(w.judge(ring, {}, t0 + 1000 * kMs, t0).empty());  // known to t0 + 120 ms: down 20 ms
+    w.reading("h2", "eth1", "carrier", true, t0 + 150 * kMs);
+    w.heard("h2", t0 + 990 * kMs);
+    CHECK(w.judge(ring, {}, t0 + 1000 * kMs, t0).empty());  // the up row came: no failure
+    // h4 down at t0 + 100 ms, heard to t0 + 399 ms: not yet; to t0 + 400 ms: failed, the evidence
+    // counting to what was heard (300 ms), not to the watch's now (900 ms).
+    w.reading("h4", "eth1", "carrier", false, t0 + 100 * kMs);
+    w.heard("h4", t0 + 399 * kMs);
+    CHECK(w.judge(ring, {}, t0 + 1000 * kMs, t0).empty());
+    w.heard("h4", t0 + 400 * kMs);
+    w.heard("h4", t0 + 200 * kMs);  // older than heard already: ignored
+    auto f = w.judge(ring, {}, t0 + 1000 * kMs, 0);
+    REQUIRE(f.size() == 1);
+    CHECK(f[0].port == 4);
+    CHECK(f[0].seen_mono_ns == -900 * kMs);  // the onset, t0 + 100 ms, on the mono clock (0 at t0 + 1 s)
+    CHECK_THAT(f[0].evidence, Catch::Contains("carrier down for 300 ms"));
+    // A host never heard from (h5 would be, with circuits): its readings alone are not judged.
+    NicWatch quiet(rail, nics_of_slots(), nullptr, o);
+    quiet.reading("h1", "eth1", "carrier", false, t0);
+    CHECK(quiet.judge(ring, {}, t0 + 5000 * kMs, t0).empty());
   }
 
   CHECK_FALSE(parse_nic_evidence("no light leaves egress port 67 of circuit 2->67 (-60.0 dBm, 2 readings)"));
@@ -145,6 +179,15 @@ TEST_CASE(
       },
       wo);
   for (const auto& n : nics_of_slots()) watch.reading(n.host, n.interface, "carrier", true, ocslab::now().realtime_ns);
+  // Every host's heartbeat, as the capture's stream would deliver it: readings complete to now.
+  std::atomic<bool> beating{true};
+  std::thread heartbeats([&] {
+    while (beating) {
+      for (const auto& n : nics_of_slots()) watch.heard(n.host, ocslab::now().realtime_ns);
+      // load-safe: the heartbeat interval of the simulated host streams.
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
   watch.start();
   // Every NIC up: nothing to report.
   // load-safe: time for judgements that must find nothing; a slow machine can only hide a fault.
@@ -165,6 +208,8 @@ TEST_CASE(
       },
       std::chrono::seconds(10), std::chrono::milliseconds(5));
   watch.stop();
+  beating = false;
+  heartbeats.join();
   REQUIRE(masked);
   {
     std::lock_guard lock(mu);

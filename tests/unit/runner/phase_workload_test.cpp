@@ -701,20 +701,25 @@ TEST_CASE("phase.detect_nic: every rail NIC's own link read by a probe, else ref
     return shipped_spec_refusal("nic-failover-vlab.yaml", swaps);
   };
   // No probe reads any link: the first rail NIC is named, with what to add.
-  CHECK_THAT(refused({{"probes:\n  carrier: {interval_ms: 1}", "probes:\n  heartbeat: {interval_ms: 100}"}}),
-             Contains(".yaml:33:") &&
+  CHECK_THAT(refused({{"probes:\n  carrier: {interval_ms: 1}", "probes:\n  rx_power: {interval_ms: 100}"}}),
+             Contains(".yaml:34:") &&
                  Contains("phase.detect_nic: nothing reads the link of h1:eth1 (interface eth1) on rail rail0: add a "
                           "carrier probe on h1 (probes: {carrier: ...}) or a firmware probe"));
   // A carrier probe that lists the bond but not its member: h3's NIC is not read.
   CHECK_THAT(refused({{"carrier: {interval_ms: 1}", "carrier: {interval_ms: 1, interfaces: [eth1, eth1s, eth2]}"}}),
              Contains("nothing reads the link of h3:eth1 (interface eth1p) on rail rail0: add a carrier probe on h3 "
                       "(probes: {carrier: ...}) whose interfaces include eth1p"));
+  // No heartbeat: how far a host's stream has come is unknown, so nothing could be judged.
+  CHECK_THAT(refused({{"  heartbeat: {interval_ms: 20}", ""}}),
+             Contains(".yaml:34:") && Contains("phase.detect_nic: no heartbeat probe on h1 (probes: {heartbeat: "
+                                              "{interval_ms: 20}}): a NIC is judged only as far as its host's stream "
+                                              "has been heard"));
   // Restricted to other hosts: h4's NICs are unread.
   CHECK_THAT(refused({{"carrier: {interval_ms: 1}", "carrier: {interval_ms: 1, hosts: [h1, h2, h3]}"}}),
              Contains("nothing reads the link of h4:eth1 (interface eth1)"));
   CHECK_THAT(refused({{"detect_nic: {down_ms: 300}", "detect_nic: {down_ms: 0}"}}),
-             Contains(".yaml:33:25: ") && Contains("down_ms"));
-  CHECK_THAT(refused({{"detect_nic: {down_ms: 300}", "detect_nic: {down: 300}"}}), Contains(".yaml:33:") &&
+             Contains(".yaml:34:25: ") && Contains("down_ms"));
+  CHECK_THAT(refused({{"detect_nic: {down_ms: 300}", "detect_nic: {down: 300}"}}), Contains(".yaml:34:") &&
                                                                                     Contains("down"));
   CHECK_THAT(refused({{"detect_nic: {down_ms: 300}", "detect_nic: 300"}}),
              Contains("phase.detect_nic is {down_ms: MS}"));

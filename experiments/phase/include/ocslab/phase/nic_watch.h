@@ -11,6 +11,11 @@
 //
 // The readings come from outside (the runner feeds its host capture's carrier and firmware
 // samples, on the runner's clock); the watch's thread judges them against the rail's circuits.
+// A host's readings arrive late when its stream lags (a loaded host, a slow link): an "up" row may
+// still be on its way when down_for has passed on the watch's clock. So a NIC's state is known
+// only up to the newest sample heard from its host (heard(); a heartbeat probe keeps that fresh),
+// and the down time counts to there, never to the watch's own now: a lagging stream delays a
+// detection, it never invents one.
 #pragma once
 
 #include <chrono>
@@ -69,12 +74,17 @@ class NicWatch {
   // runner's realtime clock. Any thread; readings of interfaces not watched are ignored.
   void reading(const std::string& host, const std::string& interface, const std::string& layer, bool up,
                int64_t at_ns);
+  // Any sample of the host's stream stamped at_ns (runner realtime): its readings are complete up
+  // to there. Any thread; a time older than one already heard is ignored.
+  void heard(const std::string& host, int64_t at_ns);
 
   void start();  // idempotent
   void stop();   // idempotent; joins the thread
 
   // One judgement at now_ns (runner realtime) against the rail's circuits; the thread calls it
-  // every interval. Returns the failures found now (each slot reported once per circuit set).
+  // every interval. A NIC's down time counts to the newest sample heard from its host (not past
+  // now_ns); a host not heard from is not judged. Returns the failures found now (each slot
+  // reported once per circuit set).
   std::vector<PortFailure> judge(const std::vector<ocs::Circuit>& circuits, const std::set<ocs::Port>& masked,
                                  int64_t now_ns, int64_t now_mono_ns);
 
@@ -97,6 +107,7 @@ class NicWatch {
   };
   mutable std::mutex mu_;       // tracks_: readings come from any thread
   std::vector<Track> tracks_;  // one per nics_ entry
+  std::map<std::string, int64_t> heard_;  // by host: the newest sample's time
   std::unique_ptr<Periodic> loop_;  // last: stopped before the rest goes
 };
 
