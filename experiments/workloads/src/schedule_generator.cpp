@@ -15,7 +15,8 @@
 
 namespace ocslab::workloads {
 
-namespace {
+// Named, not anonymous: the unity build puts this file in one unit with schedule.cpp.
+namespace generator {
 
 constexpr long long kMaxRanks = 65536;
 constexpr uint64_t kMaxOpBytes = 1ull << 34;  // the schedule format's limit per op (16 GiB)
@@ -543,15 +544,15 @@ class Builder {
   std::vector<GenOp> ops_;
 };
 
-}  // namespace
+}  // namespace generator
 
 GeneratorConfig parse_generator_config(const std::string& text, const std::string& origin) {
-  return parse(load_yaml_string(text, origin));
+  return generator::parse(load_yaml_string(text, origin));
 }
 
-GeneratorConfig load_generator_config(const std::string& path) { return parse(load_yaml_file(path)); }
+GeneratorConfig load_generator_config(const std::string& path) { return generator::parse(load_yaml_file(path)); }
 
-GeneratedSchedule generate_schedule(const GeneratorConfig& cfg) { return Builder(cfg).run(); }
+GeneratedSchedule generate_schedule(const GeneratorConfig& cfg) { return generator::Builder(cfg).run(); }
 
 std::vector<int> predict_reconfigurations(const Schedule& s, const phase::JobLayout& layout,
                                           const phase::TopoId& initial) {

@@ -53,10 +53,9 @@ std::string error_of(const std::string& text) {
 
 }  // namespace gen_test
 
-using namespace gen_test;
 
 TEST_CASE("schedule generate: the worked example's ops and bytes equal the hand derivation", "[schedule-generator]") {
-  GeneratedSchedule g = generate_schedule(parse_generator_config(kWorked, "worked.yaml"));
+  GeneratedSchedule g = generate_schedule(parse_generator_config(gen_test::kWorked, "worked.yaml"));
   const Schedule& s = g.schedule;
   REQUIRE(s.ranks == 8);
 
@@ -211,23 +210,23 @@ warmup: 0
 TEST_CASE("schedule generate: bad configurations are refused at file:line:col", "[schedule-generator]") {
   const std::string head = "name: t\nranks: 8\nmodel: {layers: 6, hidden: 64, heads: 4, sequence: 32, vocabulary: 256}\n";
   // sizes whose product is not the world
-  CHECK_THAT(error_of(head + "parallel: {dp: 2, pp: 2}\n"),
+  CHECK_THAT(gen_test::error_of(head + "parallel: {dp: 2, pp: 2}\n"),
              Contains("cfg.yaml:4:11: tp 1 x dp 2 x pp 2 x cp 1 x ep 1 = 4 ranks, but ranks is 8 (line 2)"));
   // a PP size that does not divide the layers
-  CHECK_THAT(error_of(head + "parallel: {dp: 2, pp: 4}\n"),
+  CHECK_THAT(gen_test::error_of(head + "parallel: {dp: 2, pp: 4}\n"),
              Contains("cfg.yaml:4:23: pp 4 does not divide the model's 6 layers"));
   // an unknown pipeline schedule
-  CHECK_THAT(error_of(head + "parallel: {dp: 4, pp: 2}\npipeline: {schedule: interleaved, micro_batches: 4}\n"),
+  CHECK_THAT(gen_test::error_of(head + "parallel: {dp: 4, pp: 2}\npipeline: {schedule: interleaved, micro_batches: 4}\n"),
              Contains("cfg.yaml:5:22: unknown pipeline schedule 'interleaved' (known: gpipe, 1f1b)"));
-  CHECK_THAT(error_of(head + "parallel: {dp: 8}\nsharding: zero4\n"),
+  CHECK_THAT(gen_test::error_of(head + "parallel: {dp: 8}\nsharding: zero4\n"),
              Contains("cfg.yaml:5:11: unknown sharding 'zero4'"));
-  CHECK_THAT(error_of(head + "parallel: {dp: 4, ep: 2}\n"), Contains("cfg.yaml:4:23: ep > 1 needs a moe section"));
-  CHECK_THAT(error_of(head + "parallel: {dp: 2, cp: 4}\nmodel2: 1\n"), Contains("cfg.yaml:5:1: unknown key 'model2'"));
-  CHECK_THAT(error_of(head + "parallel: {tp: 8}\n"), Contains("cfg.yaml:4:15: tp 8 must divide hidden 64, heads 4"));
-  CHECK_THAT(error_of("name: t\nranks: 2\nmodel: {layers: 2, hidden: 64, heads: 4, sequence: 32, vocabulary: 256, "
+  CHECK_THAT(gen_test::error_of(head + "parallel: {dp: 4, ep: 2}\n"), Contains("cfg.yaml:4:23: ep > 1 needs a moe section"));
+  CHECK_THAT(gen_test::error_of(head + "parallel: {dp: 2, cp: 4}\nmodel2: 1\n"), Contains("cfg.yaml:5:1: unknown key 'model2'"));
+  CHECK_THAT(gen_test::error_of(head + "parallel: {tp: 8}\n"), Contains("cfg.yaml:4:16: tp 8 must divide hidden 64, heads 4"));
+  CHECK_THAT(gen_test::error_of("name: t\nranks: 2\nmodel: {layers: 2, hidden: 64, heads: 4, sequence: 32, vocabulary: 256, "
                       "dtype: int4}\nparallel: {dp: 2}\n"),
              Contains("cfg.yaml:3:"));
-  CHECK_THAT(error_of("name: t\nranks: 2\nmodel: {layers: 2, hidden: 64, heads: 4, sequence: 32, vocabulary: 256, "
+  CHECK_THAT(gen_test::error_of("name: t\nranks: 2\nmodel: {layers: 2, hidden: 64, heads: 4, sequence: 32, vocabulary: 256, "
                       "dtype: int4}\nparallel: {dp: 2}\n"),
              Contains("unknown dtype 'int4'"));
 }
@@ -235,12 +234,12 @@ TEST_CASE("schedule generate: bad configurations are refused at file:line:col", 
 TEST_CASE("schedule generate: every shipped configuration regenerates its shipped schedule", "[schedule-generator]") {
   namespace fs = std::filesystem;
   int n = 0;
-  for (const auto& e : fs::directory_iterator(src("experiments/workloads/configs"))) {
+  for (const auto& e : fs::directory_iterator(gen_test::src("experiments/workloads/configs"))) {
     if (e.path().extension() != ".yaml") continue;
     INFO(e.path());
     GeneratedSchedule g = generate_schedule(load_generator_config(e.path().string()));
-    const std::string shipped = src("experiments/workloads/schedules/" + e.path().filename().string());
-    CHECK(slurp(shipped) == g.yaml);
+    const std::string shipped = gen_test::src("experiments/workloads/schedules/" + e.path().filename().string());
+    CHECK(gen_test::slurp(shipped) == g.yaml);
     Schedule s = load_schedule(shipped);
     CHECK(s.digest() == g.schedule.digest());
     ++n;
@@ -248,10 +247,10 @@ TEST_CASE("schedule generate: every shipped configuration regenerates its shippe
   CHECK(n == 8);
   // Config 1 on 4 ranks rewires as dp-pp-4-phase (pipeline "00", then each stage's DP "10", "11");
   // Config 3 is pipeline only: wired "0000" at placement, never changed.
-  auto c1 = generate_schedule(load_generator_config(src("experiments/workloads/configs/opus-config1-4.yaml")));
+  auto c1 = generate_schedule(load_generator_config(gen_test::src("experiments/workloads/configs/opus-config1-4.yaml")));
   CHECK(c1.reconfigurations == std::vector<int>{3, 3, 3});
   CHECK(c1.initial.str() == "11");
-  auto c3 = generate_schedule(load_generator_config(src("experiments/workloads/configs/opus-config3-4.yaml")));
+  auto c3 = generate_schedule(load_generator_config(gen_test::src("experiments/workloads/configs/opus-config3-4.yaml")));
   CHECK(c3.reconfigurations == std::vector<int>{0, 0, 0});
   CHECK(c3.initial.str() == "0000");
   CHECK(c3.layout.dims.empty());
