@@ -1,6 +1,8 @@
 // `ocslab schedule generate CONFIG.yaml [-o FILE] [--check FILE]`: a parallel configuration
 // (model shape, parallel sizes, pipeline schedule, sharding, MoE) -> the collective schedule
 // (ocslab/workloads/schedule_generator.h; docs/workloads.md, "Generating a schedule").
+#include <nlohmann/json.hpp>
+
 #include <fstream>
 #include <ostream>
 #include <sstream>
@@ -14,9 +16,19 @@ namespace ocslab::cli {
 
 namespace {
 
+nlohmann::json summary_json(const workloads::GeneratedSchedule& g) {
+  nlohmann::json dims = nlohmann::json::array();
+  for (const auto& d : g.layout.dims) dims.push_back({{"name", d.name}, {"size", d.size}});
+  return {{"schedule", g.schedule.name},
+          {"ranks", g.schedule.ranks},
+          {"ops_per_step", g.schedule.step.size()},
+          {"job", {{"pp", g.layout.pp}, {"dims", dims}, {"initial", g.initial.str()}}},
+          {"reconfigurations", g.reconfigurations}};
+}
+
 const char* kScheduleHelp = R"(ocslab schedule - collective schedules from a job's parallel configuration
 
-Usage: ocslab schedule generate CONFIG.yaml [-o FILE] [--check FILE]
+Usage: ocslab schedule generate CONFIG.yaml [-o FILE] [--check FILE] [--json]
 
 Reads a parallel configuration (model: layers, hidden, heads, sequence, vocabulary,
 micro_batch, dtype, or kind: dlrm with batch, tables, embedding_dim, dense_params; parallel: tp,
@@ -51,17 +63,23 @@ Options:
                       schedule to stdout, the summary to stderr)
   --check FILE        write nothing: exit 0 when FILE holds exactly what would be generated,
                       7 when it differs (a shipped schedule that is out of date)
+  --json              the summary as one JSON object on stdout (schedule, ranks, ops_per_step,
+                      job {pp, dims, initial}, reconfigurations: one count per step, warm-up
+                      included); needs -o or --check; failures as a JSON object too
 )";
 
 }  // namespace
 
 int run_schedule(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::string sub, config, output, check;
+  bool json = false;
   auto option = [&](const std::string& a, const OptionValue& value) {
     if (a == "-o" || a == "--output") {
       output = value();
     } else if (a == "--check") {
       check = value();
+    } else if (a == "--json") {
+      json = true;
     } else {
       return false;
     }
@@ -81,6 +99,7 @@ int run_schedule(const std::vector<std::string>& args, std::ostream& out, std::o
   if (sub != "generate") throw unknown_word("schedule command", sub, {"generate"}, "ocslab schedule");
   if (config.empty()) throw UsageError("ocslab schedule generate: give the parallel configuration file");
   if (!output.empty() && !check.empty()) throw UsageError("-o and --check exclude each other");
+  if (json && output.empty() && check.empty()) throw UsageError("--json needs -o FILE or --check FILE");
   workloads::GeneratedSchedule g = workloads::generate_schedule(workloads::load_generator_config(config));
   if (!check.empty()) {
     std::ifstream in(check, std::ios::binary);
@@ -92,7 +111,13 @@ int run_schedule(const std::vector<std::string>& args, std::ostream& out, std::o
           << " generates; regenerate it with -o " << check << "\n";
       return kExitMismatch;
     }
-    out << check << " is up to date\n" << g.summary;
+    if (json) {
+      nlohmann::json j = summary_json(g);
+      j["check"] = check;
+      out << j.dump() << "\n";
+    } else {
+      out << check << " is up to date\n" << g.summary;
+    }
     return kExitOk;
   }
   if (output.empty()) {
@@ -104,7 +129,13 @@ int run_schedule(const std::vector<std::string>& args, std::ostream& out, std::o
   f << g.yaml;
   f.close();
   if (!f) throw BadValue("-o: cannot write '" + output + "'");
-  out << "wrote " << output << "\n" << g.summary;
+  if (json) {
+    nlohmann::json j = summary_json(g);
+    j["output"] = output;
+    out << j.dump() << "\n";
+  } else {
+    out << "wrote " << output << "\n" << g.summary;
+  }
   return kExitOk;
 }
 
