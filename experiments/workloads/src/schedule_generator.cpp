@@ -52,7 +52,8 @@ int64_t positive64(const YamlDoc& doc, const YAML::Node& map, const char* key, i
     throw config_error(doc, map, fmt::format("missing key '{}'", key));
   }
   long long v = as_int(doc, n);
-  if (v < 1 || v > kMaxShape) throw config_error(doc, n, fmt::format("{} must be in [1, {}], got {}", key, kMaxShape, v));
+  if (v < 1 || v > kMaxShape)
+    throw config_error(doc, n, fmt::format("{} must be in [1, {}], got {}", key, kMaxShape, v));
   return v;
 }
 
@@ -79,9 +80,11 @@ void parse_model(const YamlDoc& doc, const YAML::Node& m, GeneratorConfig& c) {
     throw config_error(doc, m["dtype"], "unknown dtype '" + c.dtype + "' (known: fp32, bf16, fp16, fp8)");
   if (c.model_kind == "dlrm") {
     for (const char* k : {"layers", "hidden", "heads", "sequence", "vocabulary", "micro_batch"})
-      if (m[k]) throw config_error(doc, m[k], fmt::format("{} is a transformer's; a dlrm model takes batch, tables, "
-                                                          "embedding_dim, dense_params",
-                                                          k));
+      if (m[k])
+        throw config_error(doc, m[k],
+                           fmt::format("{} is a transformer's; a dlrm model takes batch, tables, "
+                                       "embedding_dim, dense_params",
+                                       k));
     c.batch = positive64(doc, m, "batch");
     c.tables = positive64(doc, m, "tables");
     c.embedding_dim = positive64(doc, m, "embedding_dim");
@@ -117,22 +120,29 @@ void parse_parallel(const YamlDoc& doc, const YAML::Node& root, GeneratorConfig&
                                    c.dp, c.pp, c.cp, c.ep, product, c.ranks, root["ranks"].Mark().line + 1));
   }
   auto refuse = [&](const char* key, const std::string& why) { throw config_error(doc, p[key], why); };
+  phase::JobLayout layout{c.name, c.pp, {{"tp", c.tp}, {"cp", c.cp}, {"ep", c.ep}, {"dp", c.dp}}};
+  try {
+    layout.validate();  // the controller's limits (stages, dimension sizes)
+  } catch (const Error& e) {
+    throw config_error(doc, p, std::string("the controller cannot serve this layout: ") + e.what());
+  }
   if (c.model_kind == "dlrm") {
     if (c.dp != c.ranks)
       refuse("dp", fmt::format("a dlrm job is data parallel over every rank: dp must be ranks ({})", c.ranks));
     if (c.tables % c.ranks != 0)
-      refuse("dp", fmt::format("{} ranks do not divide the {} tables (each rank holds tables / ranks)", c.ranks, c.tables));
+      refuse("dp",
+             fmt::format("{} ranks do not divide the {} tables (each rank holds tables / ranks)", c.ranks, c.tables));
     return;
   }
   if (c.layers % c.pp != 0)
-    refuse("pp", fmt::format("pp {} does not divide the model's {} layers (each stage holds layers / pp)", c.pp,
-                             c.layers));
+    refuse("pp",
+           fmt::format("pp {} does not divide the model's {} layers (each stage holds layers / pp)", c.pp, c.layers));
   if (c.hidden % c.tp != 0 || c.heads % c.tp != 0 || c.vocabulary % c.tp != 0)
     refuse("tp", fmt::format("tp {} must divide hidden {}, heads {} and vocabulary {}", c.tp, c.hidden, c.heads,
                              c.vocabulary));
   if (c.sequence % c.cp != 0)
-    refuse("cp", fmt::format("cp {} does not divide the sequence {} (each rank holds sequence / cp)", c.cp,
-                             c.sequence));
+    refuse("cp",
+           fmt::format("cp {} does not divide the sequence {} (each rank holds sequence / cp)", c.cp, c.sequence));
 }
 
 // pipeline: {schedule: gpipe | 1f1b, micro_batches: N}; sharding; moe.
@@ -153,8 +163,10 @@ void parse_training(const YamlDoc& doc, const YAML::Node& root, GeneratorConfig&
     c.micro_batches = positive(doc, pl, "micro_batches", 4096, 1);
   }
   if (const YAML::Node sh = root["sharding"]) {
-    static const std::map<std::string, Sharding> kNames = {{"none", Sharding::kNone},   {"zero1", Sharding::kZero1},
-                                                           {"zero2", Sharding::kZero2}, {"zero3", Sharding::kZero3},
+    static const std::map<std::string, Sharding> kNames = {{"none", Sharding::kNone},
+                                                           {"zero1", Sharding::kZero1},
+                                                           {"zero2", Sharding::kZero2},
+                                                           {"zero3", Sharding::kZero3},
                                                            {"fsdp", Sharding::kFsdp}};
     auto it = kNames.find(as_string(doc, sh));
     if (it == kNames.end())
@@ -177,8 +189,10 @@ void parse_training(const YamlDoc& doc, const YAML::Node& root, GeneratorConfig&
 
 GeneratorConfig parse(const YamlDoc& doc) {
   const YAML::Node& root = doc.root;
-  if (!root.IsMap()) throw config_error(doc, root, "a parallel configuration is a mapping (name, ranks, model, parallel, ...)");
-  only_keys(doc, root, {"name", "ranks", "steps", "warmup", "model", "parallel", "pipeline", "sharding", "moe", "scale_down"});
+  if (!root.IsMap())
+    throw config_error(doc, root, "a parallel configuration is a mapping (name, ranks, model, parallel, ...)");
+  only_keys(doc, root,
+            {"name", "ranks", "steps", "warmup", "model", "parallel", "pipeline", "sharding", "moe", "scale_down"});
   GeneratorConfig c;
   c.origin = doc.origin;
   c.name = as_string(doc, require(doc, root, "name"));
@@ -196,11 +210,16 @@ GeneratorConfig parse(const YamlDoc& doc) {
 
 std::string sharding_name(Sharding s) {
   switch (s) {
-    case Sharding::kNone: return "none (plain DP allreduce)";
-    case Sharding::kZero1: return "zero1";
-    case Sharding::kZero2: return "zero2";
-    case Sharding::kZero3: return "zero3";
-    case Sharding::kFsdp: return "fsdp";
+    case Sharding::kNone:
+      return "none (plain DP allreduce)";
+    case Sharding::kZero1:
+      return "zero1";
+    case Sharding::kZero2:
+      return "zero2";
+    case Sharding::kZero3:
+      return "zero3";
+    case Sharding::kFsdp:
+      return "fsdp";
   }
   return "?";
 }
@@ -219,7 +238,8 @@ class Builder {
   explicit Builder(const GeneratorConfig& c) : c_(c) {
     layout_.job = c.name;
     layout_.pp = c.pp;
-    for (auto [name, size] : std::initializer_list<std::pair<const char*, int>>{{"tp", c.tp}, {"cp", c.cp}, {"ep", c.ep}, {"dp", c.dp}})
+    for (auto [name, size] :
+         std::initializer_list<std::pair<const char*, int>>{{"tp", c.tp}, {"cp", c.cp}, {"ep", c.ep}, {"dp", c.dp}})
       if (size > 1) layout_.dims.push_back({name, size});
     layout_.validate();
     make_groups();
@@ -294,16 +314,18 @@ class Builder {
   uint64_t scaled(uint64_t raw, uint64_t unit, std::string& why) const {
     uint64_t b = raw / c_.scale_down + (raw % c_.scale_down != 0 ? 1 : 0);
     if (b > kMaxOpBytes) {
-      throw ConfigError(fmt::format("{}: {}: {} bytes after scale_down {}, over the schedule's limit of {} per op "
-                                    "(raise scale_down)",
-                                    c_.origin, why, b, c_.scale_down, kMaxOpBytes));
+      throw ConfigError(
+          fmt::format("{}: {}: {} bytes after scale_down {}, over the schedule's limit of {} per op "
+                      "(raise scale_down)",
+                      c_.origin, why, b, c_.scale_down, kMaxOpBytes));
     }
     if (ops_.size() >= kMaxOps)
-      throw ConfigError(fmt::format("{}: the step would have more than {} ops (fewer micro-batches or ranks)", c_.origin,
-                                    kMaxOps));
+      throw ConfigError(
+          fmt::format("{}: the step would have more than {} ops (fewer micro-batches or ranks)", c_.origin, kMaxOps));
     if (c_.scale_down > 1) why += fmt::format(" / scale_down {}", c_.scale_down);
     uint64_t r = std::max<uint64_t>(unit, (b + unit - 1) / unit * unit);
-    if (r != raw / c_.scale_down || raw % c_.scale_down != 0) why += fmt::format(" -> {} (whole {}-byte units)", r, unit);
+    if (r != raw / c_.scale_down || raw % c_.scale_down != 0)
+      why += fmt::format(" -> {} (whole {}-byte units)", r, unit);
     return r;
   }
 
@@ -333,7 +355,9 @@ class Builder {
 
   uint64_t d() const { return static_cast<uint64_t>(c_.dtype_bytes); }
   uint64_t stage_layers() const { return static_cast<uint64_t>(c_.layers / c_.pp); }
-  uint64_t tokens() const { return prod({static_cast<uint64_t>(c_.micro_batch), static_cast<uint64_t>(c_.sequence / c_.cp)}); }
+  uint64_t tokens() const {
+    return prod({static_cast<uint64_t>(c_.micro_batch), static_cast<uint64_t>(c_.sequence / c_.cp)});
+  }
   uint64_t h() const { return static_cast<uint64_t>(c_.hidden); }
 
   // Parameters one rank of stage s holds: per layer 4h^2 of attention and 8h^2 of MLP (or
@@ -360,7 +384,8 @@ class Builder {
     layer_ops(s, mb, true);
     if (s < c_.pp - 1)
       on_pp(s, s + 1, prod({tokens(), h(), d()}),
-            fmt::format("{}: activations b {} x S/cp {} x h {} x {} B", mb, c_.micro_batch, c_.sequence / c_.cp, h(), d()));
+            fmt::format("{}: activations b {} x S/cp {} x h {} x {} B", mb, c_.micro_batch, c_.sequence / c_.cp, h(),
+                        d()));
   }
 
   void backward(int s, int m) {
@@ -381,7 +406,8 @@ class Builder {
   void layer_ops(int s, const std::string& mb, bool fwd) {
     const uint64_t L = stage_layers();
     if (c_.cp > 1) {
-      uint64_t raw = prod({2, L, static_cast<uint64_t>(c_.micro_batch), static_cast<uint64_t>(c_.sequence), h() / c_.tp, d()});
+      uint64_t raw =
+          prod({2, L, static_cast<uint64_t>(c_.micro_batch), static_cast<uint64_t>(c_.sequence), h() / c_.tp, d()});
       on_dim("cp", s, fwd ? OpType::kAllGather : OpType::kReduceScatter, raw,
              fmt::format("{}: K,V {} 2 x L/pp {} x b {} x S {} x h/tp {} x {} B", mb, fwd ? "gather" : "grad scatter",
                          L, c_.micro_batch, c_.sequence, h() / c_.tp, d()));
@@ -477,8 +503,10 @@ class Builder {
   // DLRM: pooled embeddings out and their gradients back by alltoall, then the dense MLP's
   // gradients by allreduce over every rank.
   void dlrm_step() {
-    const uint64_t emb = prod({static_cast<uint64_t>(c_.batch), static_cast<uint64_t>(c_.tables), static_cast<uint64_t>(c_.embedding_dim), d()});
-    const std::string e = fmt::format("batch {} x tables {} x dim {} x {} B", c_.batch, c_.tables, c_.embedding_dim, d());
+    const uint64_t emb = prod({static_cast<uint64_t>(c_.batch), static_cast<uint64_t>(c_.tables),
+                               static_cast<uint64_t>(c_.embedding_dim), d()});
+    const std::string e =
+        fmt::format("batch {} x tables {} x dim {} x {} B", c_.batch, c_.tables, c_.embedding_dim, d());
     on_dim("dp", 0, OpType::kAllToAll, emb, "pooled embeddings: " + e);
     on_dim("dp", 0, OpType::kAllToAll, emb, "embedding gradients: " + e);
     on_dim("dp", 0, OpType::kAllReduce, prod({static_cast<uint64_t>(c_.dense_params), d()}),
@@ -486,14 +514,14 @@ class Builder {
   }
 
   std::string yaml_body() const {
-    std::string y = fmt::format("name: {}\nranks: {}\nsteps: {}\nwarmup: {}\ngroups:\n", c_.name, c_.ranks, c_.steps,
-                                c_.warmup);
+    std::string y =
+        fmt::format("name: {}\nranks: {}\nsteps: {}\nwarmup: {}\ngroups:\n", c_.name, c_.ranks, c_.steps, c_.warmup);
     for (const auto& g : groups_)
       y += fmt::format("  - {{name: {}, kind: {}, ranks: [{}]}}\n", g.name, g.kind, fmt::join(g.ranks, ", "));
     y += "step:\n";
     for (const auto& op : ops_) {
-      std::string line = fmt::format("  - {{group: {}, op: {}, bytes: {}", groups_[op.group].name, op_name(op.type),
-                                     op.bytes);
+      std::string line =
+          fmt::format("  - {{group: {}, op: {}, bytes: {}", groups_[op.group].name, op_name(op.type), op.bytes);
       if (op.type == OpType::kSendRecv) line += fmt::format(", src: {}, dst: {}", op.src, op.dst);
       y += line + "}  # " + op.why + "\n";
     }
@@ -517,8 +545,8 @@ class Builder {
         "# Generated by `ocslab schedule generate` from {}; do not edit (docs/workloads.md, \"Generating a "
         "schedule\").\n# model: {}\n# parallel: tp {} dp {} pp {} cp {} ep {}; pipeline {} x {} micro-batch(es); "
         "sharding {}{}; scale_down {}\n",
-        std::filesystem::path(c_.origin).filename().string(), model, c_.tp, c_.dp, c_.pp, c_.cp, c_.ep, c_.pipeline == PipelineKind::kGPipe ? "gpipe" : "1f1b",
-        c_.micro_batches, sharding_name(c_.sharding),
+        std::filesystem::path(c_.origin).filename().string(), model, c_.tp, c_.dp, c_.pp, c_.cp, c_.ep,
+        c_.pipeline == PipelineKind::kGPipe ? "gpipe" : "1f1b", c_.micro_batches, sharding_name(c_.sharding),
         c_.experts > 0 ? fmt::format("; moe {} experts, top-{}", c_.experts, c_.top_k) : "", c_.scale_down);
     s += fmt::format("# controller job (phase:): pp: {}, dims: {}, initial: \"{}\"\n", layout_.pp, dims_yaml(),
                      g.initial.str());

@@ -53,7 +53,6 @@ std::string error_of(const std::string& text) {
 
 }  // namespace gen_test
 
-
 TEST_CASE("schedule generate: the worked example's ops and bytes equal the hand derivation", "[schedule-generator]") {
   GeneratedSchedule g = generate_schedule(parse_generator_config(gen_test::kWorked, "worked.yaml"));
   const Schedule& s = g.schedule;
@@ -155,8 +154,9 @@ warmup: 0
   SECTION("zero1: reducescatter then allgather of the stage's gradients") {
     // pp 1: embedding and output layer both on the one stage: 2 x 12 x 64^2 + 2 x 256 x 64 = 131072
     // params x 2 B = 262144 B.
-    Schedule s = gen("model: {layers: 2, hidden: 64, heads: 4, sequence: 32, vocabulary: 256}\n"
-                     "parallel: {dp: 4}\nsharding: zero1\n");
+    Schedule s =
+        gen("model: {layers: 2, hidden: 64, heads: 4, sequence: 32, vocabulary: 256}\n"
+            "parallel: {dp: 4}\nsharding: zero1\n");
     REQUIRE(s.step.size() == 2);
     CHECK(s.step[0].type == OpType::kReduceScatter);
     CHECK(s.step[0].bytes == 262144);
@@ -167,8 +167,9 @@ warmup: 0
     // alltoall: 2 x 2 layers x b 1 x S 32 x top_k 2 x h 64 x 2 B = 32768 B.
     // params: 2 x (4 x 4096 + 4 experts / ep 2 x 8 x 4096) + 2 x 256 x 64 = 2 x 81920 + 32768 = 196608
     // x 2 B = 393216 B over dp 2.
-    Schedule s = gen("model: {layers: 2, hidden: 64, heads: 4, sequence: 32, vocabulary: 256}\n"
-                     "parallel: {ep: 2, dp: 2}\nmoe: {experts: 4, top_k: 2}\n");
+    Schedule s =
+        gen("model: {layers: 2, hidden: 64, heads: 4, sequence: 32, vocabulary: 256}\n"
+            "parallel: {ep: 2, dp: 2}\nmoe: {experts: 4, top_k: 2}\n");
     REQUIRE(s.step.size() == 6);
     for (int i : {0, 1, 2, 3}) {
       CHECK(s.step[static_cast<size_t>(i)].type == OpType::kAllToAll);
@@ -179,8 +180,9 @@ warmup: 0
   }
   SECTION("CP: K and V gathered forward, scattered backward") {
     // 2 x 2 layers x b 1 x S 32 x h 64 x 2 B = 16384 B.
-    Schedule s = gen("model: {layers: 2, hidden: 64, heads: 4, sequence: 32, vocabulary: 256}\n"
-                     "parallel: {cp: 2, dp: 2}\n");
+    Schedule s =
+        gen("model: {layers: 2, hidden: 64, heads: 4, sequence: 32, vocabulary: 256}\n"
+            "parallel: {cp: 2, dp: 2}\n");
     REQUIRE(s.step.size() == 6);
     CHECK(s.step[0].type == OpType::kAllGather);
     CHECK(s.step[0].bytes == 16384);
@@ -189,8 +191,9 @@ warmup: 0
   }
   SECTION("DLRM: pooled embeddings by alltoall out and back, the dense MLP by allreduce") {
     // 8 x 8 tables x 16 x 4 B = 4096 B; 1000 x 4 B = 4000 B.
-    Schedule s = gen("model: {kind: dlrm, batch: 8, tables: 8, embedding_dim: 16, dense_params: 1000, dtype: fp32}\n"
-                     "parallel: {dp: 4}\n");
+    Schedule s =
+        gen("model: {kind: dlrm, batch: 8, tables: 8, embedding_dim: 16, dense_params: 1000, dtype: fp32}\n"
+            "parallel: {dp: 4}\n");
     REQUIRE(s.step.size() == 3);
     CHECK(s.step[0].type == OpType::kAllToAll);
     CHECK(s.step[0].bytes == 4096);
@@ -200,15 +203,17 @@ warmup: 0
   }
   SECTION("scale_down divides, then rounds up to whole floats x the group") {
     // 4096 / 3 = 1365.3 -> 1366 -> the next multiple of 16 (alltoall over 4 ranks): 1376.
-    Schedule s = gen("model: {kind: dlrm, batch: 8, tables: 8, embedding_dim: 16, dense_params: 1000, dtype: fp32}\n"
-                     "parallel: {dp: 4}\nscale_down: 3\n");
+    Schedule s =
+        gen("model: {kind: dlrm, batch: 8, tables: 8, embedding_dim: 16, dense_params: 1000, dtype: fp32}\n"
+            "parallel: {dp: 4}\nscale_down: 3\n");
     CHECK(s.step[0].bytes == 1376);
     CHECK(s.step[2].bytes == 1336);  // 4000 / 3 -> 1334 -> 1336
   }
 }
 
 TEST_CASE("schedule generate: bad configurations are refused at file:line:col", "[schedule-generator]") {
-  const std::string head = "name: t\nranks: 8\nmodel: {layers: 6, hidden: 64, heads: 4, sequence: 32, vocabulary: 256}\n";
+  const std::string head =
+      "name: t\nranks: 8\nmodel: {layers: 6, hidden: 64, heads: 4, sequence: 32, vocabulary: 256}\n";
   // sizes whose product is not the world
   CHECK_THAT(gen_test::error_of(head + "parallel: {dp: 2, pp: 2}\n"),
              Contains("cfg.yaml:4:11: tp 1 x dp 2 x pp 2 x cp 1 x ep 1 = 4 ranks, but ranks is 8 (line 2)"));
@@ -216,19 +221,25 @@ TEST_CASE("schedule generate: bad configurations are refused at file:line:col", 
   CHECK_THAT(gen_test::error_of(head + "parallel: {dp: 2, pp: 4}\n"),
              Contains("cfg.yaml:4:23: pp 4 does not divide the model's 6 layers"));
   // an unknown pipeline schedule
-  CHECK_THAT(gen_test::error_of(head + "parallel: {dp: 4, pp: 2}\npipeline: {schedule: interleaved, micro_batches: 4}\n"),
-             Contains("cfg.yaml:5:22: unknown pipeline schedule 'interleaved' (known: gpipe, 1f1b)"));
+  CHECK_THAT(
+      gen_test::error_of(head + "parallel: {dp: 4, pp: 2}\npipeline: {schedule: interleaved, micro_batches: 4}\n"),
+      Contains("cfg.yaml:5:22: unknown pipeline schedule 'interleaved' (known: gpipe, 1f1b)"));
   CHECK_THAT(gen_test::error_of(head + "parallel: {dp: 8}\nsharding: zero4\n"),
              Contains("cfg.yaml:5:11: unknown sharding 'zero4'"));
-  CHECK_THAT(gen_test::error_of(head + "parallel: {dp: 4, ep: 2}\n"), Contains("cfg.yaml:4:23: ep > 1 needs a moe section"));
-  CHECK_THAT(gen_test::error_of(head + "parallel: {dp: 2, cp: 4}\nmodel2: 1\n"), Contains("cfg.yaml:5:1: unknown key 'model2'"));
-  CHECK_THAT(gen_test::error_of(head + "parallel: {tp: 8}\n"), Contains("cfg.yaml:4:16: tp 8 must divide hidden 64, heads 4"));
-  CHECK_THAT(gen_test::error_of("name: t\nranks: 2\nmodel: {layers: 2, hidden: 64, heads: 4, sequence: 32, vocabulary: 256, "
-                      "dtype: int4}\nparallel: {dp: 2}\n"),
-             Contains("cfg.yaml:3:"));
-  CHECK_THAT(gen_test::error_of("name: t\nranks: 2\nmodel: {layers: 2, hidden: 64, heads: 4, sequence: 32, vocabulary: 256, "
-                      "dtype: int4}\nparallel: {dp: 2}\n"),
-             Contains("unknown dtype 'int4'"));
+  CHECK_THAT(gen_test::error_of(head + "parallel: {dp: 4, ep: 2}\n"),
+             Contains("cfg.yaml:4:23: ep > 1 needs a moe section"));
+  CHECK_THAT(gen_test::error_of(head + "parallel: {dp: 2, cp: 4}\nmodel2: 1\n"),
+             Contains("cfg.yaml:5:1: unknown key 'model2'"));
+  CHECK_THAT(gen_test::error_of(head + "parallel: {tp: 8}\n"),
+             Contains("cfg.yaml:4:16: tp 8 must divide hidden 64, heads 4"));
+  CHECK_THAT(
+      gen_test::error_of("name: t\nranks: 2\nmodel: {layers: 2, hidden: 64, heads: 4, sequence: 32, vocabulary: 256, "
+                         "dtype: int4}\nparallel: {dp: 2}\n"),
+      Contains("cfg.yaml:3:"));
+  CHECK_THAT(
+      gen_test::error_of("name: t\nranks: 2\nmodel: {layers: 2, hidden: 64, heads: 4, sequence: 32, vocabulary: 256, "
+                         "dtype: int4}\nparallel: {dp: 2}\n"),
+      Contains("unknown dtype 'int4'"));
 }
 
 TEST_CASE("schedule generate: every shipped configuration regenerates its shipped schedule", "[schedule-generator]") {
@@ -247,10 +258,12 @@ TEST_CASE("schedule generate: every shipped configuration regenerates its shippe
   CHECK(n == 8);
   // Config 1 on 4 ranks rewires as dp-pp-4-phase (pipeline "00", then each stage's DP "10", "11");
   // Config 3 is pipeline only: wired "0000" at placement, never changed.
-  auto c1 = generate_schedule(load_generator_config(gen_test::src("experiments/workloads/configs/opus-config1-4.yaml")));
+  auto c1 =
+      generate_schedule(load_generator_config(gen_test::src("experiments/workloads/configs/opus-config1-4.yaml")));
   CHECK(c1.reconfigurations == std::vector<int>{3, 3, 3});
   CHECK(c1.initial.str() == "11");
-  auto c3 = generate_schedule(load_generator_config(gen_test::src("experiments/workloads/configs/opus-config3-4.yaml")));
+  auto c3 =
+      generate_schedule(load_generator_config(gen_test::src("experiments/workloads/configs/opus-config3-4.yaml")));
   CHECK(c3.reconfigurations == std::vector<int>{0, 0, 0});
   CHECK(c3.initial.str() == "0000");
   CHECK(c3.layout.dims.empty());

@@ -50,12 +50,12 @@ GeneratorConfig parse_generator_config(const std::string& text, const std::strin
 GeneratorConfig load_generator_config(const std::string& path);
 
 struct GeneratedSchedule {
-  std::string yaml;             // the schedule file, comments included
-  Schedule schedule;            // `yaml` as parse_schedule reads it back
-  phase::JobLayout layout;      // the controller's job (pp, dims with size > 1: tp, cp, ep, dp)
-  phase::TopoId initial;        // every stage on its first dimension (all 0 without dims)
+  std::string yaml;                   // the schedule file, comments included
+  Schedule schedule;                  // `yaml` as parse_schedule reads it back
+  phase::JobLayout layout;            // the controller's job (pp, dims with size > 1: tp, cp, ep, dp)
+  phase::TopoId initial;              // every stage on its first dimension (all 0 without dims)
   std::vector<int> reconfigurations;  // per step, warm-up included, on demand from `initial`
-  std::string summary;          // what `ocslab schedule generate` prints
+  std::string summary;                // what `ocslab schedule generate` prints
 };
 
 GeneratedSchedule generate_schedule(const GeneratorConfig& cfg);
