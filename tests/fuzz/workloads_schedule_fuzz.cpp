@@ -1,5 +1,7 @@
 // Schedule files come from users: any bytes must give a consistent schedule or an
-// ocslab::Error, never a crash, a hang or a schedule the workloads could not run.
+// ocslab::Error, never a crash, a hang or a schedule the workloads could not run. The same bytes
+// also go to `ocslab schedule generate`'s parallel-configuration parser: a configuration it
+// accepts must generate a schedule the schedule parser reads back identically.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -9,9 +11,27 @@
 #include "ocslab/common/error.h"
 #include "ocslab/workloads/ring.h"
 #include "ocslab/workloads/schedule.h"
+#include "ocslab/workloads/schedule_generator.h"
+
+namespace {
+
+void fuzz_generator(const std::string& text) {
+  try {
+    auto cfg = ocslab::workloads::parse_generator_config(text, "fuzz-config.yaml");
+    if (1LL * cfg.tp * cfg.dp * cfg.pp * cfg.cp * cfg.ep != cfg.ranks) __builtin_trap();
+    auto g = ocslab::workloads::generate_schedule(cfg);
+    auto back = ocslab::workloads::parse_schedule(g.yaml, "fuzz-generated.yaml");
+    if (back.digest() != g.schedule.digest() || back.ranks != cfg.ranks) __builtin_trap();
+    if (g.reconfigurations.size() != static_cast<size_t>(cfg.steps + cfg.warmup)) __builtin_trap();
+  } catch (const ocslab::Error&) {
+  }
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);
+  fuzz_generator(text);
   try {
     auto s = ocslab::workloads::parse_schedule(text, "fuzz.yaml");
     if (s.ranks < 1 || s.groups.empty() || s.step.empty() || s.steps < 1 || s.warmup < 0) __builtin_trap();

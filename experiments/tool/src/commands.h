@@ -44,5 +44,6 @@ int run_plot(const std::vector<std::string>& args, std::ostream& out, std::ostre
 int run_controller(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);  // controller_cli.cpp
 int run_forwarding(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);  // forwarding_cli.cpp
 int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);      // run_cli.cpp
+int run_schedule(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);  // schedule_cli.cpp
 int run_recover(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);  // run_cli.cpp
 }  // namespace ocslab::cli

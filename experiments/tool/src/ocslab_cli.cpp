@@ -57,6 +57,8 @@ Commands:
   plot      draw timeline.png and cdf.png of a results folder (ocslab plot --help)
   controller  the phase controller of one job: orchestrates its rails for the shims of its
             ranks (ocslab controller --help; docs/phase-control.md)
+  schedule  generate a collective schedule from a job's parallel configuration (model shape,
+            TP/DP/PP/CP/EP, pipeline, sharding) (ocslab schedule --help; docs/workloads.md)
 
 Global options: --help, -V|--version, --log-level LEVEL (trace..off; logs go to stderr)
 
@@ -668,7 +670,9 @@ int run_ocslab(const std::vector<std::string>& args_in, std::ostream& out, std::
     if (args[0] == "analyze") return run_analyze(args, out, err);
     if (args[0] == "plot") return run_plot(args, out, err);
     if (args[0] == "controller") return run_controller(args, out, err);
-    throw unknown_word("command", args[0], {"run", "recover", "forwarding", "vlab", "analyze", "plot", "controller", "help"},
+    if (args[0] == "schedule") return run_schedule(args, out, err);
+    throw unknown_word("command", args[0],
+                       {"run", "recover", "forwarding", "vlab", "analyze", "plot", "controller", "schedule", "help"},
                        "ocslab");
   } catch (const UsageError& e) {
     return report_failure(e.what(), kExitUsage, json_requested(args), out, err);
