@@ -25,7 +25,7 @@ LAUNCHER     := $(shell command -v ccache >/dev/null 2>&1 && echo -DCMAKE_CXX_CO
 export CCACHE_BASEDIR ?= $(CURDIR)
 CMAKE_GEN    := -G Ninja $(LAUNCHER)
 
-.PHONY: all deps deps-build build test check check-under-load demo instrumented sanitize fuzz fuzz-smoke bench format deb package clean fault-matrix failure-cost opus-eval torch-vlab outages-vlab
+.PHONY: all deps deps-build build test check check-under-load demo instrumented sanitize fuzz fuzz-smoke bench format deb package clean fault-matrix failure-cost opus-eval torch-vlab outages-vlab firmware-study
 
 all: build
 
@@ -127,6 +127,14 @@ torch-vlab: deps build
 outages-vlab: deps build
 	OCSLAB_BIN_DIR=$(CURDIR)/$(BUILD)/bin OCSLAB_TEST_BIN_DIR=$(CURDIR)/$(BUILD)/tests OCSLAB_SOURCE_DIR=$(CURDIR) \
 	  $(BUILD)/tests/vlab_e2e "[.outages-vlab]" --durations yes
+
+# The firmware link-up study (docs/experiments.md, "The firmware link-up study"):
+# experiments/specs/firmware-study-vlab.yaml whole, the ConnectX-6 Dx presets at 5, 10 and 20 s,
+# about 6 minutes on the shared ring lab (booted when not up, left up); CI's vlab_firmware_study
+# runs faster models of its own.
+firmware-study: deps build
+	OCSLAB_BIN_DIR=$(CURDIR)/$(BUILD)/bin OCSLAB_TEST_BIN_DIR=$(CURDIR)/$(BUILD)/tests OCSLAB_SOURCE_DIR=$(CURDIR) \
+	  $(BUILD)/tests/vlab_e2e "[.firmware-study-full]" --durations yes
 
 # Both run every fuzz target on a scratch copy of its seed corpus (the repository is never
 # written), FUZZ_JOBS targets at a time: fuzz-smoke for FUZZ_SECONDS each (CI), fuzz for 60 s each.

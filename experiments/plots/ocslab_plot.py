@@ -15,6 +15,8 @@
   survival.png  (survival_matrix.csv, the outages experiment) per queue-pair setting and
                 planned outage length, the share of queue pairs that survived (green) or errored
                 (red); each setting's predicted boundary marked between the columns
+  firmware_study.png  (firmware_study.csv, a firmware sweep) firmware link-up per NIC model
+                against the reconfiguration interval, the Opus figures (6 s / 3 s / ~10 s) beside
 
 Usage: ocslab_plot.py FOLDER [--iteration N] [--format png|svg] [--describe] [--dark-dbm DBM]
 
@@ -1109,6 +1111,98 @@ def draw_sweep(plt, sweep, run, path):
 
 
 # ---------------------------------------------------------------------------------------------
+# The firmware study: firmware_study.png from firmware_study.csv
+
+
+FIRMWARE_COLUMNS = ["nic_model", "dwell_s", "interval_s", "opus_ms", "rows", "up", "not_up", "firmware_min_ms",
+                    "firmware_median_ms", "firmware_max_ms"]
+OPUS_RAPID_MAX_S = 10.0  # firmware_study.h's kOpusRapidMaxMs
+
+
+def firmware_series(folder):
+    """firmware_study.csv: per NIC model, in file order, its points in increasing interval (the
+    measured one, else the dwell): the median, min and max firmware link-up in s over the rows
+    whose link came up, how many rows never came up, and the model's Opus figure (s) if any."""
+    path = os.path.join(folder, "firmware_study.csv")
+    rows, _ = read_csv(path, FIRMWARE_COLUMNS)
+    if not rows:
+        raise InputError(f"{path}: no rows")
+    models = {}
+    for row in rows:
+        interval = parse_float(path, row, "interval_s", allow_empty=True)
+        dwell = parse_float(path, row, "dwell_s")
+        med = parse_float(path, row, "firmware_median_ms", allow_empty=True)
+        lo = parse_float(path, row, "firmware_min_ms", allow_empty=True)
+        hi = parse_float(path, row, "firmware_max_ms", allow_empty=True)
+        opus = parse_float(path, row, "opus_ms", allow_empty=True)
+        m = models.setdefault(row["nic_model"], {"nic_model": row["nic_model"], "opus_s": None, "points": []})
+        if opus is not None:
+            m["opus_s"] = opus / 1000
+        m["points"].append({"dwell_s": dwell, "interval_s": interval if interval is not None else dwell,
+                            "median_s": None if med is None else round(med / 1000, 4),
+                            "min_s": None if lo is None else round(lo / 1000, 4),
+                            "max_s": None if hi is None else round(hi / 1000, 4),
+                            "rows": parse_int(path, row, "rows"), "up": parse_int(path, row, "up"),
+                            "not_up": parse_int(path, row, "not_up")})
+    for m in models.values():
+        m["points"].sort(key=lambda p: p["interval_s"])
+    return {"models": list(models.values())}
+
+
+def draw_firmware_study(plt, study, run, path):
+    """Firmware link-up (median, min-max bars) per NIC model against the reconfiguration interval;
+    the line where link-up equals the interval (above it a link cannot come up before the next
+    reconfiguration); each model's Opus figure dashed in its colour and Opus's ~10 s under rapid
+    reconfigurations dotted (only beside models that have an Opus figure); the rows that never
+    came up written beside their point."""
+    models = study["models"]
+    referenced = [m for m in models if m["opus_s"] is not None]
+    entries = 2 * len(models) + 1 + (1 if referenced else 0)
+    fig, ax, (w, h) = figure_legend_below(plt, entries)
+    xs_all = [p["interval_s"] for m in models for p in m["points"]]
+    ys_all = [p["max_s"] for m in models for p in m["points"] if p["max_s"] is not None]
+    styles = series_styles(len(models))
+    for (color, ls), m in zip(styles, models):
+        pts = [p for p in m["points"] if p["median_s"] is not None]
+        if pts:
+            ys = [p["median_s"] for p in pts]
+            err = [[y - p["min_s"] for y, p in zip(ys, pts)], [p["max_s"] - y for y, p in zip(ys, pts)]]
+            ax.errorbar([p["interval_s"] for p in pts], ys, yerr=err, color=color, ls=ls, marker="o", ms=6, lw=1.8,
+                        capsize=4, label=f"{m['nic_model']}: firmware link-up (median, min-max)")
+        for p in m["points"]:
+            if p["not_up"]:
+                y = p["median_s"] if p["median_s"] is not None else p["interval_s"]
+                ax.annotate(f"{p['not_up']}/{p['rows']} never up", (p["interval_s"], y), textcoords="offset points",
+                            xytext=(6, -14), fontsize=8, color=color)
+                if p["median_s"] is None:
+                    ax.plot([p["interval_s"]], [y], marker="x", ms=9, color=color, ls="none")
+        if m["opus_s"] is not None:
+            ax.axhline(m["opus_s"], color=color, ls="--", lw=1.2,
+                       label=f"Opus, {m['nic_model']}: about {m['opus_s']:g} s")
+            ys_all.append(m["opus_s"])
+    # y: the link-ups, the references and the never-up marks (at their interval), not the
+    # whole diagonal
+    never = [p["interval_s"] for m in models for p in m["points"] if p["median_s"] is None]
+    top = max(ys_all + never + [0.001])
+    if referenced:
+        ax.axhline(OPUS_RAPID_MAX_S, color="#555555", ls=":", lw=1.4,
+                   label=f"Opus: up to about {OPUS_RAPID_MAX_S:g} s under rapid successive reconfigurations")
+        top = max(top, OPUS_RAPID_MAX_S)
+    x_lim = max(xs_all) * 1.12
+    ax.plot([0, x_lim], [0, x_lim], color="#999999", ls="-.", lw=1.0, label="link-up = reconfiguration interval")
+    ax.set_xlim(0, x_lim)
+    ax.set_ylim(0, top * 1.15)
+    ax.set_xlabel("reconfiguration interval (s, median between commands)")
+    ax.set_ylabel("firmware link-up (s, light back to link up)")
+    ax.grid(True, color="#dddddd", lw=0.5)
+    ax.set_title(f"{run}: NIC firmware link-up per model vs reconfiguration interval", fontsize=12)
+    boxes = legend_below(fig, ax)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return {"file": path, "size_px": [w, h], **study, **boxes}
+
+
+# ---------------------------------------------------------------------------------------------
 # The survival experiment: survival.png from survival_matrix.csv
 
 
@@ -1352,6 +1446,8 @@ def main(argv):
             add_rank_lanes(p, tl, steps)
         series, log_x = cdf_series(bd)
         survival = survival_series(args.folder) if survival_run else None
+        has_study = os.path.isfile(os.path.join(args.folder, "firmware_study.csv"))
+        study = firmware_series(args.folder) if has_study else None
     except InputError as e:
         print(f"ocslab plot: {e}", file=sys.stderr)
         return EXIT_INPUT
@@ -1366,6 +1462,10 @@ def main(argv):
     if survival is not None:
         survival_path = os.path.join(args.folder, f"survival.{args.format}")
         p["survival"] = draw_survival(plt, survival, p["run"], survival_path)
+    study_path = None
+    if study is not None:
+        study_path = os.path.join(args.folder, f"firmware_study.{args.format}")
+        p["firmware_study"] = draw_firmware_study(plt, study, p["run"], study_path)
     if args.describe:
         for h in p["hosts"].values():
             h["lanes"] = [label for label, _, _, _ in lane_list(h)]
@@ -1382,7 +1482,7 @@ def main(argv):
     else:
         tl_files = " ".join(page["file"] for page in pages)
         print(f"wrote {tl_files} (iteration {p['iteration']}) and {cdf_path}" +
-              (f" and {survival_path}" if survival_path else ""))
+              (f" and {survival_path}" if survival_path else "") + (f" and {study_path}" if study_path else ""))
     return 0
 
 

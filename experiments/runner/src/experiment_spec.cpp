@@ -13,6 +13,7 @@
 
 #include "ocslab/common/ifname.h"
 #include "ocslab/common/text.h"
+#include "ocslab/emulator/lab_config.h"
 #include "ocslab/ocsctl/credentials.h"
 #include "ocslab/ocsctl/mapping.h"
 #include "ocslab/ocsctl/switch_url.h"
@@ -50,12 +51,31 @@ size_t ExperimentSpec::host_index(const std::string& n) const {
   throw Error("unknown host '" + n + "'");
 }
 
+std::vector<FirmwareSweep::Point> ExperimentSpec::sweep_points() const {
+  std::vector<FirmwareSweep::Point> out;
+  const std::vector<double> dwells = sweep.dwell_s.empty() ? std::vector<double>{dwell_s} : sweep.dwell_s;
+  if (sweep.nic_models.empty()) {
+    for (double d : dwells) out.push_back({nullptr, d});
+    return out;
+  }
+  for (const auto& m : sweep.nic_models) {
+    for (double d : dwells) out.push_back({&m, d});
+  }
+  return out;
+}
+
+int ExperimentSpec::iterations() const {
+  if (type != kReconfigLatency || !sweep.enabled()) return reconfigurations;
+  return reconfigurations * static_cast<int>(sweep_points().size());
+}
+
 std::vector<size_t> ExperimentSpec::schedule() const {
   if (type == kOutages) return std::vector<size_t>(static_cast<size_t>(reconfigurations), 0);
   std::vector<size_t> out;
   size_t current = 0;
   std::mt19937_64 rng(seed);
-  for (int i = 1; i <= reconfigurations; ++i) {
+  const int total = iterations();
+  for (int i = 1; i <= total; ++i) {
     size_t next;
     if (order == Order::kAlternate) {
       next = static_cast<size_t>(i) % mappings.size();
@@ -398,8 +418,12 @@ void parse_type(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& spec
   for (const char* k : {"workload", "phase"}) {
     if (root[k] && !phase_type) throw config_error(doc, root[k], fmt::format("'{}' needs type: {}", k, kPhaseWorkload));
   }
-  if (root["sweep"] && !phase_type) {
-    throw config_error(doc, root["sweep"], fmt::format("'sweep' needs type: {}", kPhaseWorkload));
+  if (root["sweep"] && spec.type == kOutages) {
+    throw config_error(doc, root["sweep"],
+                       fmt::format("'sweep' is not part of an {} spec (outages.ms is its axis)", kOutages));
+  }
+  if (root["nic_models"] && spec.type != kReconfigLatency) {
+    throw config_error(doc, root["nic_models"], fmt::format("'nic_models' needs type: {}", kReconfigLatency));
   }
   for (const char* k : {"mappings", "schedule"}) {
     if (root[k] && phase_type) {
@@ -644,11 +668,11 @@ void parse_fault_trigger(const YamlDoc& doc, const YAML::Node& node, const Exper
     const auto& it = require(doc, node, "before_iteration");
     long long i = as_int(doc, it);
     if (i < 1) throw config_error(doc, it, fmt::format("before_iteration must be 1 or more, got {}", i));
-    if (i > spec.reconfigurations) {
+    if (i > spec.iterations()) {
       throw config_error(doc, it,
                          fmt::format("before_iteration {} is after the run's last reconfiguration (the schedule "
                                      "has {}): the fault would never be injected",
-                                     i, spec.reconfigurations));
+                                     i, spec.iterations()));
     }
     f.before_iteration = static_cast<int>(i);
     return;
@@ -922,10 +946,118 @@ void parse_outages_sections(const YamlDoc& doc, const YAML::Node& root, Experime
   if (spec.rdma.enabled && spec.rdma.pairs.empty()) rdma_pairs_from_mappings(spec);
 }
 
+// nic_models: {NAME: MODEL, ...}: the models a firmware sweep may name besides the emulator's
+// presets, each in the lab file's nic_model syntax (checked by the emulator's own parser).
+std::map<std::string, NicModelChoice> parse_nic_models(const YamlDoc& doc, const YAML::Node& n) {
+  std::map<std::string, NicModelChoice> out;
+  if (!n.IsMap() || n.size() == 0) {
+    throw config_error(doc, n, "nic_models is a map {NAME: {preset, los_ms, firmware_up_ms, ...}, ...}");
+  }
+  const auto presets = emu::NicLinkParams::preset_names();
+  for (const auto& kv : n) {
+    const std::string name = as_string(doc, kv.first);
+    if (!valid_name(name)) {
+      throw config_error(doc, kv.first, "'" + name + "' is not a valid NIC model name (letters, digits, . _ -)");
+    }
+    if (std::find(presets.begin(), presets.end(), name) != presets.end()) {
+      throw config_error(doc, kv.first, "nic_models: '" + name + "' is a preset's name; give the model another");
+    }
+    std::string preset;
+    const emu::NicLinkParams p = emu::parse_nic_link(doc, kv.second, preset);
+    YAML::Emitter e;
+    e.SetMapFormat(YAML::Flow);
+    e.SetSeqFormat(YAML::Flow);
+    e << kv.second;
+    out[name] = NicModelChoice{name, e.c_str(), p.firmware_up.mean_ms(), ""};
+  }
+  return out;
+}
+
+// sweep.nic_model: [NAME, ...]: presets or nic_models entries, each once.
+void parse_sweep_models(const YamlDoc& doc, const YAML::Node& root, const YAML::Node& list, ExperimentSpec& spec) {
+  if (!list.IsSequence() || list.size() == 0) {
+    throw config_error(doc, list, "sweep.nic_model is a non-empty list of NIC model names");
+  }
+  const auto defined = root["nic_models"] ? parse_nic_models(doc, root["nic_models"])
+                                          : std::map<std::string, NicModelChoice>{};
+  if (spec.vlab.empty()) {
+    throw config_error(doc, list,
+                       "sweep.nic_model needs a virtual lab (lab.vlab): the runner sets the model on its emulator");
+  }
+  const auto presets = emu::NicLinkParams::preset_names();
+  for (const auto& v : list) {
+    const std::string name = as_string(doc, v);
+    NicModelChoice c;
+    if (auto it = defined.find(name); it != defined.end()) {
+      c = it->second;
+    } else if (std::find(presets.begin(), presets.end(), name) != presets.end()) {
+      c = {name, name, emu::NicLinkParams::preset(name).firmware_up.mean_ms(), ""};
+    } else {
+      std::string known;
+      for (const auto& [k, m] : defined) known += ", " + k;
+      throw config_error(doc, v,
+                         fmt::format("sweep.nic_model: unknown NIC model '{}' (presets: {}; nic_models: {})", name,
+                                     fmt::join(presets, ", "), known.empty() ? "none" : known.substr(2)));
+    }
+    for (const auto& m : spec.sweep.nic_models) {
+      if (m.name == name) throw config_error(doc, v, fmt::format("sweep.nic_model: '{}' listed twice", name));
+    }
+    c.where = location(doc, v);
+    spec.sweep.nic_models.push_back(std::move(c));
+  }
+}
+
+// sweep.dwell_s: [S, ...]: each above 0 (at least 0.01 s, as schedule.dwell_s), each once.
+void parse_sweep_dwells(const YamlDoc& doc, const YAML::Node& list, ExperimentSpec& spec) {
+  if (!list.IsSequence() || list.size() == 0) {
+    throw config_error(doc, list, "sweep.dwell_s is a non-empty list of dwell times in seconds");
+  }
+  for (const auto& v : list) {
+    const double d = as_double(doc, v);
+    if (!(d >= 0.01 && d <= 3600)) {
+      throw config_error(doc, v,
+                         fmt::format("sweep.dwell_s: {} is not a dwell time (at least 0.01 s, at most 3600 s)", d));
+    }
+    if (std::find(spec.sweep.dwell_s.begin(), spec.sweep.dwell_s.end(), d) != spec.sweep.dwell_s.end()) {
+      throw config_error(doc, v, fmt::format("sweep.dwell_s: {} s listed twice", d));
+    }
+    spec.sweep.dwell_s.push_back(d);
+  }
+}
+
+// sweep: {nic_model: [...], dwell_s: [...]} of a reconfig-latency spec: the firmware study.
+void parse_firmware_sweep(const YamlDoc& doc, const YAML::Node& root, const YAML::Node& sw, ExperimentSpec& spec) {
+  if (!sw.IsMap()) throw config_error(doc, sw, "sweep is a map {nic_model: [NAME, ...], dwell_s: [S, ...]}");
+  for (const char* k : {"switching_ms", "env", "outage_ms", "repetitions", "inject", "order"}) {
+    if (sw[k]) {
+      throw config_error(doc, sw,
+                         fmt::format("'sweep' needs type: {} for {} (a {} sweep has nic_model and dwell_s)",
+                                     kPhaseWorkload, k, kReconfigLatency));
+    }
+  }
+  only_keys(doc, sw, {"nic_model", "dwell_s"});
+  if (!sw["nic_model"] && !sw["dwell_s"]) throw config_error(doc, sw, "sweep needs an axis: nic_model or dwell_s");
+  if (sw["nic_model"]) parse_sweep_models(doc, root, sw["nic_model"], spec);
+  if (sw["dwell_s"]) parse_sweep_dwells(doc, sw["dwell_s"], spec);
+  const size_t points = spec.sweep_points().size();
+  if (points > kMaxSweepPoints) {
+    throw config_error(doc, sw, fmt::format("sweep: {} points is more than {}", points, kMaxSweepPoints));
+  }
+  if (points * static_cast<size_t>(spec.reconfigurations) > 100000) {
+    throw config_error(doc, sw,
+                       fmt::format("sweep: {} points x {} reconfigurations is more than 100000 reconfigurations",
+                                   points, spec.reconfigurations));
+  }
+}
+
 // The reconfig-latency sections: mappings, schedule, probes, forwarding, faults.
 void parse_reconfiguration_sections(const YamlDoc& doc, const YAML::Node& root, ExperimentSpec& spec) {
   parse_mappings(doc, root, spec);
   if (const auto& s = root["schedule"]) parse_schedule(doc, s, spec);
+  if (const auto& s = root["sweep"]) parse_firmware_sweep(doc, root, s, spec);
+  if (root["nic_models"] && spec.sweep.nic_models.empty()) {
+    throw config_error(doc, root["nic_models"], "nic_models: no sweep.nic_model names them");
+  }
   if (const auto& f = root["faults"]) parse_faults(doc, f, spec, nullptr);
   if (const auto& p = root["probes"]) parse_probes(doc, p, spec);
   if (spec.rdma.enabled && spec.rdma.pairs.empty()) rdma_pairs_from_mappings(spec);
@@ -942,7 +1074,7 @@ ExperimentSpec parse_experiment_spec(const YamlDoc& doc) {
   if (!root.IsMap()) throw config_error(doc, root, "an experiment spec is a map (name, lab, switch, mappings, ...)");
   only_keys(doc, root,
             {"type", "name", "lab", "switch", "mappings", "schedule", "probes", "seed", "output", "workload", "phase",
-             "forwarding", "sweep", "faults", "outages"});
+             "forwarding", "sweep", "faults", "outages", "nic_models"});
   ExperimentSpec spec;
   spec.origin = doc.origin;
   parse_type(doc, root, spec);

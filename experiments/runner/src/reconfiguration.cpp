@@ -302,6 +302,61 @@ std::vector<ReconfigRecord> control_records(const std::string& path) {
   return out;
 }
 
+// The NIC link model of a virtual lab's emulator, set per firmware-sweep point through the lab's
+// timing control (`ocslab vlab timing`) and put back as the run found it: its preset name (when
+// it has one) and every field, so the lab's timing reads as before. A lab whose NICs have
+// different models ("mixed") cannot be put back by one model: that is an error of restore().
+class LabNicModel {
+ public:
+  explicit LabNicModel(std::string lab_dir) : dir_(std::move(lab_dir)), original_(vlab::lab_timing(dir_)) {}
+  ~LabNicModel() {
+    try {
+      restore();
+    } catch (const std::exception& e) {
+      spdlog::warn("could not put the virtual lab's NIC model back: {}", e.what());
+    }
+  }
+  LabNicModel(const LabNicModel&) = delete;
+  LabNicModel& operator=(const LabNicModel&) = delete;
+
+  vlab::TimingState set(const NicModelChoice& m) {
+    vlab::LabTiming t;
+    t.nic_link = m.yaml;
+    changed_ = true;
+    return vlab::set_lab_timing(dir_, t, kTimingWait);
+  }
+
+  // "" when nothing was changed (or it is back already), else the line to log.
+  std::string restore() {
+    if (!changed_) return "";
+    changed_ = false;
+    const vlab::TimingState& o = original_;
+    if (o.nic_model == "mixed") {
+      throw Error("the lab's NICs had different models; all have the sweep's last one now (`ocslab vlab down` and "
+                  "`up` give them the lab file's again)");
+    }
+    std::string yaml = "{";
+    const auto presets = emu::NicLinkParams::preset_names();
+    if (std::find(presets.begin(), presets.end(), o.nic_model) != presets.end()) {
+      yaml += "preset: " + o.nic_model + ", ";
+    }
+    yaml += fmt::format("los_ms: {}, firmware_up_ms: {}, rapid_window_ms: {}, rapid_extra_ms: {}", o.los_ms,
+                        o.firmware_up.to_yaml(), o.rapid_window_ms, o.rapid_extra.to_yaml());
+    if (o.max_up_ms > 0) yaml += fmt::format(", max_up_ms: {}", o.max_up_ms);
+    vlab::LabTiming t;
+    t.nic_link = yaml + "}";
+    const vlab::TimingState now = vlab::set_lab_timing(dir_, t, kTimingWait);
+    return "virtual lab NIC model put back: " + now.summary();
+  }
+
+ private:
+  // The supervisor answers in milliseconds; `ocslab vlab timing`'s own limit.
+  static constexpr std::chrono::seconds kTimingWait{10};
+  std::string dir_;
+  vlab::TimingState original_;
+  bool changed_ = false;
+};
+
 // One run of the type: the steps of run(), in order, over the state they share.
 class ReconfigurationRun {
  public:
@@ -327,6 +382,7 @@ class ReconfigurationRun {
     }
     stop_and_collect();
     release_faults();
+    restore_nic_model();
     std::string write_error = write_results();
     if (write_error.empty()) {
       std::vector<HostTarget> targets;
@@ -576,18 +632,111 @@ class ReconfigurationRun {
   // each reconfiguration and its dwell; Ctrl-C ends it early.
   void run_schedule() {
     if (spec_.type == kOutages) return run_outages();
+    if (spec_.sweep.enabled()) return run_sweep();
     auto schedule = spec_.schedule();
     const int n = static_cast<int>(schedule.size());
     bool go = warm_up(n);
-    for (int i = 1; go && i <= n; ++i) {
-      const Mapping& m = spec_.mappings[schedule[static_cast<size_t>(i - 1)]];
-      if (faults_) {
-        for (const auto& p : faults_->before_reconfiguration(i)) problem(p);
-      }
-      if (!reconfigure(m, i)) break;
-      go = hold(static_cast<int64_t>(spec_.dwell_s * 1e9), i, n, "-> " + m.name);
+    for (int i = 1; go && i <= n; ++i) go = step(i, n, schedule, spec_.dwell_s);
+    schedule_ended();
+  }
+
+  // Reconfiguration i of n (its faults first), then its dwell; false when the run stops.
+  bool step(int i, int n, const std::vector<size_t>& schedule, double dwell_s) {
+    const Mapping& m = spec_.mappings[schedule[static_cast<size_t>(i - 1)]];
+    if (faults_) {
+      for (const auto& p : faults_->before_reconfiguration(i)) problem(p);
+    }
+    if (!reconfigure(m, i)) return false;
+    return hold(static_cast<int64_t>(dwell_s * 1e9), i, n, "-> " + m.name);
+  }
+
+  // The firmware study (`sweep:`): after the warm-up, each point in turn: its NIC model set on
+  // the lab's emulator (when it names one), the settle and warm-up waits, then
+  // schedule.reconfigurations reconfigurations at the point's dwell. The lab's model is put
+  // back when the run ends (restore_nic_model).
+  void run_sweep() {
+    const auto points = spec_.sweep_points();
+    const auto schedule = spec_.schedule();
+    const int n = static_cast<int>(schedule.size());
+    bool go = warm_up(n);
+    int i = 0;
+    for (size_t k = 0; go && k < points.size(); ++k) {
+      go = start_point(points[k], k, i, n);
+      for (int j = 0; go && j < spec_.reconfigurations; ++j) go = step(++i, n, schedule, points[k].dwell_s);
     }
     schedule_ended();
+  }
+
+  // Sweep point k (0-based) after `done` reconfigurations: its model, then the waits; false when
+  // the model could not be set (a problem; the run stops: the points after it would measure the
+  // wrong model) or on an interrupt.
+  bool start_point(const FirmwareSweep::Point& p, size_t k, int done, int n) {
+    json rec = planned_point(p, k);
+    bool ok = true;
+    if (p.model) {
+      try {
+        if (!nic_model_) nic_model_ = std::make_unique<LabNicModel>(target_.lab.dir);
+        const vlab::TimingState now = nic_model_->set(*p.model);
+        rec["applied_ns"] = realtime_ns();
+        rec["timing"] = now.summary();
+        ctx_.log(fmt::format("sweep point {}: NIC model {} ({}), dwell {} s", k + 1, p.model->name,
+                             now.summary(), p.dwell_s));
+      } catch (const std::exception& e) {
+        rec["error"] = e.what();
+        problem(fmt::format("sweep point {} ({}, dwell {} s): the NIC model was not set: {} (the run stops)", k + 1,
+                            p.model->name, p.dwell_s, e.what()));
+        ok = false;
+      }
+    }
+    sweep_applied_.push_back(rec);
+    ctx_.event("sweep_point", {{"point", k + 1}, {"points", spec_.sweep_points().size()},
+                               {"nic_model", rec["nic_model"]}, {"dwell_s", p.dwell_s}, {"ok", ok},
+                               {"first_iteration", done + 1}});
+    if (!ok) return false;
+    return hold(static_cast<int64_t>((spec_.settle_s + spec_.warmup_s) * 1e9), done, n,
+                fmt::format("point {}: {}, dwell {} s", k + 1, rec["nic_model"].get<std::string>(), p.dwell_s));
+  }
+
+  // Point k as the spec plans it: its model, dwell and iterations (meta.json's firmware_sweep).
+  json planned_point(const FirmwareSweep::Point& p, size_t k) const {
+    const int per = spec_.reconfigurations;
+    json rec = {{"point", k + 1},
+                {"nic_model", p.model ? p.model->name : std::string("lab")},
+                {"dwell_s", p.dwell_s},
+                {"first_iteration", static_cast<int>(k) * per + 1},
+                {"last_iteration", static_cast<int>(k + 1) * per}};
+    if (p.model) {
+      rec["model"] = p.model->yaml;
+      rec["model_up_mean_ms"] = p.model->up_mean_ms;
+    }
+    return rec;
+  }
+
+  // meta.json's firmware_sweep: the axes and every point (as applied, or as planned where the run
+  // never got to it or `ocslab recover` finishes the folder).
+  json sweep_meta() const {
+    json names = json::array();
+    for (const auto& m : spec_.sweep.nic_models) names.push_back(m.name);
+    json points = json::array();
+    const auto plan = spec_.sweep_points();
+    for (size_t k = 0; k < plan.size(); ++k) {
+      json p = k < sweep_applied_.size() ? sweep_applied_[k] : planned_point(plan[k], k);
+      p["reached"] = k < sweep_applied_.size();
+      points.push_back(p);
+    }
+    return {{"nic_model", names}, {"dwell_s", spec_.sweep.dwell_s},
+            {"reconfigurations_per_point", spec_.reconfigurations}, {"points", points}};
+  }
+
+  // The lab's NIC model as the run found it, once the probes stopped (a sweep changed it).
+  void restore_nic_model() {
+    if (!nic_model_) return;
+    try {
+      const std::string line = nic_model_->restore();
+      if (!line.empty()) ctx_.log(line);
+    } catch (const std::exception& e) {
+      problem(std::string("the virtual lab's NIC model was not put back: ") + e.what());
+    }
   }
 
   // The warm-up (after the settle time when the first mapping made circuits: links come up);
@@ -951,6 +1100,7 @@ class ReconfigurationRun {
     // Injected faults (`faults:`), each with when it was held and released.
     meta["faults"] = faults_ ? faults_->record() : recovered_faults_;
     if (follow_) meta["forwarding"] = follow_->record();
+    if (spec_.sweep.enabled()) meta["firmware_sweep"] = sweep_meta();
     meta["problems"] = result_.problems;
     meta["timeline_rows"] = result_.samples;
     if (recovered_ns_) {
@@ -1017,6 +1167,8 @@ class ReconfigurationRun {
   // After store_: a run cut short releases its holds (appending their rows) before the store goes.
   std::unique_ptr<FaultInjector> faults_;
   json recovered_faults_ = json::array();     // `ocslab recover`: the journal's faults
+  std::unique_ptr<LabNicModel> nic_model_;    // a firmware sweep's model changes (null: none yet)
+  std::vector<json> sweep_applied_;           // the firmware sweep's points reached, in order
   json recovered_forwarding_ = json::array();  // `ocslab recover`: the hosts whose forwarding it cleared
 };
 

@@ -12,6 +12,7 @@
 
 #include "commands.h"
 #include "ocslab/analysis/breakdown.h"
+#include "ocslab/analysis/firmware_study.h"
 #include "ocslab/analysis/localisation.h"
 #include "ocslab/analysis/qp_timers.h"
 #include "ocslab/analysis/summary.h"
@@ -44,6 +45,10 @@ or the CSV of `ocslab-agent capture`, which has no run/iteration columns) and wr
                   the others), the layer (switch, light, firmware, carrier, rdma) and the
                   timeline rows that show it
   summary.json    the same, machine-readable (`faults`)
+  firmware_study.csv  (a run with a firmware sweep: meta.json's firmware_sweep) per NIC model and
+                  dwell: the reconfiguration interval, the firmware link-up (light back to link
+                  up) min, median, p90, max and mean over the rows whose link came up, and how
+                  many never came up before the next reconfiguration; printed after the summary
 into FOLDER (for a file: the file's folder), then prints summary.txt. A timeline with survival
 probes (RDMA subjects ending in :t<timeout>r<retry_cnt>, the `outages` experiment) also gets
   survival.csv         one row per outage x host x probe: the outcome (survived, errored,
@@ -143,6 +148,26 @@ std::optional<std::map<analysis::Endpoint, analysis::SwitchPorts>> ports_from_me
   return ports;
 }
 
+// A run with a firmware sweep (meta.json's firmware_sweep, firmware_study.h): writes
+// firmware_study.csv into out_dir and returns its table; none without the file or the section.
+std::optional<std::string> write_firmware_study(const std::string& meta_path, const analysis::Timeline& tl,
+                                                const std::string& out_dir) {
+  std::error_code ec;
+  if (!fs::exists(meta_path, ec)) return std::nullopt;
+  nlohmann::json j = nlohmann::json::parse(read_file_or_empty(meta_path), nullptr, false);
+  if (j.is_discarded()) return std::nullopt;
+  const auto points = analysis::firmware_points_from_meta(j, meta_path);
+  if (points.empty()) return std::nullopt;
+  const auto stats = analysis::firmware_study(tl, points);
+  const std::string path = (fs::path(out_dir) / "firmware_study.csv").string();
+  std::ofstream f(path, std::ios::trunc);
+  if (!f) throw Error("cannot write '" + path + "'");
+  analysis::write_firmware_study_csv(stats, f);
+  f.close();
+  if (!f) throw Error("cannot write '" + path + "'");
+  return analysis::firmware_study_text(stats);
+}
+
 }  // namespace
 
 int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
@@ -238,6 +263,8 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
   write("summary.json", [&](std::ostream& f) { f << js; });
   // The survival experiment's files, when the timeline has survival probes (survival.h).
   std::optional<std::string> survival = analysis::write_survival_files(timeline_path, out_dir);
+  // The firmware study's, when meta.json has a firmware sweep (firmware_study.h).
+  std::optional<std::string> study = write_firmware_study(meta_path, tl, out_dir);
   if (recommend) {
     std::vector<double> outages = analysis::outages_from_breakdown(b);
     if (outages.empty())
@@ -247,8 +274,14 @@ int run_analyze(const std::vector<std::string>& args, std::ostream& out, std::os
   } else {
     out << (json ? js : text);
     if (survival && !json) out << "\n" << *survival;
+    if (study && !json) out << "\n" << *study;
   }
-  if (faults_out) *faults_out = std::move(faults);
+  if (faults_out) {
+    // A firmware study measures links that stay down until the next reconfiguration (its
+    // not_up): a reconfiguration whose ports stopped at the firmware is a result, not a fault.
+    if (study) std::erase_if(faults, [](const auto& f) { return f.layer == analysis::ChainLayer::kFirmware; });
+    *faults_out = std::move(faults);
+  }
   return kExitOk;
 }
 

@@ -42,6 +42,10 @@ Writes into FOLDER (from its timeline.csv and breakdown.csv):
                 per queue-pair setting and planned outage length, the share of rows that
                 survived (green) or errored (red); each setting's predicted boundary a bar
                 between the columns, Soft-RoCE's dashed
+  firmware_study.png  (firmware_study.csv, written by `ocslab analyze` for a firmware sweep)
+                firmware link-up per NIC model (median, min-max) against the reconfiguration
+                interval, the rows that never came up noted, the Opus figures (about 6 s with
+                auto-negotiation, 3 s without, up to 10 s under rapid reconfigurations) beside
   A phase-workload run with probes also gets timeline.png and cdf.png; its timeline.png spans
   the step of the chosen reconfiguration, with one lane per rank (ops and fabric waits) under
   the hosts' lanes (Opus Fig. 9(b-d)).

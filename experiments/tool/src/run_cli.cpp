@@ -10,6 +10,7 @@
 #include <chrono>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <ostream>
 
 #include "cli_args.h"
@@ -77,14 +78,15 @@ summary.json, timeline.png, cdf.png; prints the summary.
 
 Options:
   -o, --output DIR        the results folder (default: <spec output>/<name>-<YYYYmmdd-HHMMSS>)
-  --reconfigurations N    override schedule.reconfigurations
-  --dwell S               override schedule.dwell_s (seconds after each reconfiguration)
+  --reconfigurations N    override schedule.reconfigurations (per point with a sweep)
+  --dwell S               override schedule.dwell_s (seconds after each reconfiguration;
+                          not with a sweep.dwell_s)
   --cache DIR             virtual-lab cache (default $OCSLAB_VLAB_CACHE or ~/.cache/ocslab/vlab)
   --no-plot               skip timeline.png and cdf.png
   --json                  print summary.json instead of summary.txt
   --json-stream           progress as JSON lines on stdout, one object per event: run_start,
-                          reconfiguration (i of n), host_state, problem, run_end (results
-                          folder, exit code); the summary then goes to stderr
+                          reconfiguration (i of n), sweep_point, host_state, problem,
+                          run_end (results folder, exit code); the summary then goes to stderr
   --check                 validate the spec (and the lab file it names) offline, as a run and
                           ocsctl would: ports, the switch URL, no password in it, duplicate
                           keys, the files it names, the switch password's source; print the
@@ -97,6 +99,12 @@ of the run (its light returns, its firmware never raises the link); `- {kind: po
 19, before_iteration: 2}` fails switch port 19 (its shutter closes: no light passes it). Both
 are recorded in meta.json and the timeline; the lab's holds and dark ports are put back as
 found when the run ends (docs/experiments.md, "Fault injection").
+
+`sweep: {nic_model: [cx6dx-autoneg, cx6dx-no-autoneg], dwell_s: [5, 10, 20]}` runs the
+schedule's reconfigurations at every (NIC model, dwell) point, setting each model on the
+virtual lab's emulator (presets, or models the spec defines under `nic_models:`), and writes
+firmware_study.csv and firmware_study.png: firmware link-up per model against the
+reconfiguration interval (docs/experiments.md, "The firmware link-up study").
 
 With `type: phase-workload` the spec runs a collective workload under the embedded phase
 controller once per phase mode and writes phase-steps.csv, phase-summary.txt, phase.png and per
@@ -336,10 +344,53 @@ void print_rdma_plan(const runner::ExperimentSpec& spec, std::ostream& out) {
                      fmt::join(qps, " "));
 }
 
+// A firmware sweep's points (runner::FirmwareSweep), in run order, each with its model's
+// firmware link-up mean, its dwell and its reconfigurations; the time the schedule takes after
+// the first warm-up (each point's settle and warm-up, then its dwells).
+struct SweepPlanPoint {
+  std::string nic_model;
+  std::optional<double> up_mean_ms;  // none: the lab's own model
+  double dwell_s = 0;
+  int first = 0, last = 0;
+};
+std::vector<SweepPlanPoint> sweep_plan(const runner::ExperimentSpec& spec, double& seconds) {
+  std::vector<SweepPlanPoint> out;
+  seconds = 0;
+  int i = 0;
+  for (const auto& p : spec.sweep_points()) {
+    SweepPlanPoint q{p.model ? p.model->name : "lab", std::nullopt, p.dwell_s, i + 1, i + spec.reconfigurations};
+    if (p.model) q.up_mean_ms = p.model->up_mean_ms;
+    i = q.last;
+    seconds += spec.settle_s + spec.warmup_s + spec.reconfigurations * p.dwell_s;
+    out.push_back(q);
+  }
+  return out;
+}
+
+void print_sweep_plan(const runner::ExperimentSpec& spec, std::ostream& out) {
+  if (!spec.sweep.enabled()) return;
+  double seconds = 0;
+  const auto plan = sweep_plan(spec, seconds);
+  out << fmt::format("sweep: {} NIC model(s) x {} dwell time(s) = {} point(s), {} reconfiguration(s) each ({} in all), "
+                     "about {:.0f} s after the warm-up\n",
+                     std::max<size_t>(spec.sweep.nic_models.size(), 1), std::max<size_t>(spec.sweep.dwell_s.size(), 1),
+                     plan.size(), spec.reconfigurations, spec.iterations(), seconds);
+  for (size_t k = 0; k < plan.size(); ++k) {
+    const auto& p = plan[k];
+    out << fmt::format("  point {}: NIC model {}{}, dwell {} s, reconfigurations {}..{}\n", k + 1, p.nic_model,
+                       p.up_mean_ms ? fmt::format(" (firmware link-up mean {} ms)", *p.up_mean_ms)
+                                    : std::string(" (the lab's own)"),
+                       p.dwell_s, p.first, p.last);
+  }
+}
+
 // `--check` of a reconfig-latency spec: hosts, schedule, switch ports, circuits, probes.
 void print_reconfiguration_plan(const runner::ExperimentSpec& spec, std::ostream& out) {
   out << fmt::format("spec {} is valid: {} host(s), {} mapping(s), {} reconfiguration(s), dwell {} s\n", spec.origin,
-                     spec.hosts.size(), spec.mappings.size(), spec.reconfigurations, spec.dwell_s);
+                     spec.hosts.size(), spec.mappings.size(), spec.iterations(),
+                     spec.sweep.dwell_s.empty() ? fmt::format("{}", spec.dwell_s)
+                                                : fmt::format("{}", fmt::join(spec.sweep.dwell_s, "/")));
+  print_sweep_plan(spec, out);
   print_schedule(spec, out);
   out << "switch ports: " << spec.allow.to_string() << "\n";
   for (const auto& m : spec.mappings) {
@@ -453,6 +504,18 @@ nlohmann::json reconfiguration_plan_json(const runner::ExperimentSpec& spec) {
                    {"last", ends.second},
                    {"per_mapping", schedule_counts(spec, sched)}};
   add_probes_json(spec, j);
+  if (spec.sweep.enabled()) {
+    double seconds = 0;
+    nlohmann::json points = nlohmann::json::array();
+    for (const auto& p : sweep_plan(spec, seconds)) {
+      points.push_back({{"nic_model", p.nic_model},
+                        {"model_up_mean_ms", p.up_mean_ms ? nlohmann::json(*p.up_mean_ms) : nlohmann::json(nullptr)},
+                        {"dwell_s", p.dwell_s},
+                        {"first_iteration", p.first},
+                        {"last_iteration", p.last}});
+    }
+    j["sweep"] = {{"points", points}, {"seconds", seconds}};
+  }
   return j;
 }
 
@@ -715,13 +778,16 @@ int run_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (reconfigs > 0) {
     spec.reconfigurations = reconfigs;
     for (const auto& f : spec.faults) {  // a fault after the shortened run's end would never happen
-      if (f.before_iteration > reconfigs) {
+      if (f.before_iteration > spec.iterations()) {
         throw ConfigError(
             fmt::format("{}: before_iteration {} is after the run's last reconfiguration "
                         "(--reconfigurations {}): the fault would never be injected",
                         f.where, f.before_iteration, reconfigs));
       }
     }
+  }
+  if (dwell > 0 && !spec.sweep.dwell_s.empty()) {
+    throw UsageError("--dwell: the spec's sweep.dwell_s gives every point's dwell (ocslab run --help)");
   }
   if (dwell > 0) spec.dwell_s = dwell;
   const TypeCli& type = type_cli(spec.type);

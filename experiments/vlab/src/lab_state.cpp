@@ -86,6 +86,7 @@ json timing_json(const TimingState& t) {
           {"firmware_up", distribution_json(t.firmware_up)},
           {"rapid_window_ms", t.rapid_window_ms},
           {"rapid_extra", distribution_json(t.rapid_extra)},
+          {"max_up_ms", t.max_up_ms},
           {"held_down", t.held_down},
           {"dark_ports", t.dark_ports},
           {"summary", t.summary()}};
@@ -103,6 +104,7 @@ void timing_from(const json& j, TimingState& t) {
   t.firmware_up = distribution_from(v.value("firmware_up", json::object()));
   t.rapid_window_ms = v.value("rapid_window_ms", 0.0);
   t.rapid_extra = distribution_from(v.value("rapid_extra", json::object()));
+  t.max_up_ms = v.value("max_up_ms", 0.0);
   t.held_down = v.value("held_down", std::vector<std::string>{});
   t.dark_ports = v.value("dark_ports", std::vector<int>{});
 }

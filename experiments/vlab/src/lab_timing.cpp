@@ -65,6 +65,17 @@ YAML::Node preset_node(const std::string& option, const std::string& value, bool
 }
 
 YAML::Node nic_model_node(const LabTiming& t) {
+  if (t.nic_link) {
+    if (t.nic_model || t.los_ms || t.firmware_up_ms) {
+      throw ConfigError("nic_link replaces --nic-model, --los-ms and --firmware-up-ms: give one or the other");
+    }
+    auto node = checked_value("nic_link", *t.nic_link, [](const YamlDoc& d, const YAML::Node& n) {
+      std::string preset;
+      emu::parse_nic_link(d, n, preset);
+    });
+    node.SetStyle(YAML::EmitterStyle::Flow);
+    return node;
+  }
   YAML::Node preset;
   if (t.nic_model) preset = preset_node("--nic-model", *t.nic_model, true);
   if (!t.los_ms && !t.firmware_up_ms) return preset;
@@ -119,14 +130,15 @@ void record_applied(TimingState& t, const emu::TimingUpdate& u, const LabState& 
     t.firmware_up = u.nic_link->firmware_up;
     t.rapid_window_ms = u.nic_link->rapid_window_ms;
     t.rapid_extra = u.nic_link->rapid_extra;
+    t.max_up_ms = u.nic_link->max_up_ms;
   }
 }
 
 }  // namespace
 
 bool LabTiming::empty() const {
-  return !switch_preset && !switching_ms && !nic_model && !los_ms && !firmware_up_ms && !hold_down && !dark_ports &&
-         !unreachable_ms && !dark_spell_ms;
+  return !switch_preset && !switching_ms && !nic_model && !los_ms && !firmware_up_ms && !nic_link && !hold_down &&
+         !dark_ports && !unreachable_ms && !dark_spell_ms;
 }
 
 std::string emulator_nic_name(const LabState& lab, const std::string& host_nic) {
@@ -163,7 +175,7 @@ std::string timing_yaml(const LabTiming& t) {
     if (t.switching_ms) sw["switching_ms"] = distribution_node("--switching-ms", *t.switching_ms);
     root["switch"] = sw;
   }
-  if (t.nic_model || t.los_ms || t.firmware_up_ms) root["nic_model"] = nic_model_node(t);
+  if (t.nic_model || t.los_ms || t.firmware_up_ms || t.nic_link) root["nic_model"] = nic_model_node(t);
   if (t.hold_down) {
     YAML::Node held(YAML::NodeType::Sequence);
     for (const auto& nic : *t.hold_down) held.push_back(nic);
@@ -261,6 +273,7 @@ TimingState initial_timing(const emu::EmulatorConfig& config) {
   t.firmware_up = first.link.firmware_up;
   t.rapid_window_ms = first.link.rapid_window_ms;
   t.rapid_extra = first.link.rapid_extra;
+  t.max_up_ms = first.link.max_up_ms;
   for (const auto& n : config.nics) {
     bool same = n.link_preset == first.link_preset && n.link.los_ms == first.link.los_ms &&
                 n.link.firmware_up.to_string() == first.link.firmware_up.to_string();

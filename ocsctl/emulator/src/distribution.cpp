@@ -41,6 +41,15 @@ std::string Distribution::to_string() const {
   return "?";
 }
 
+std::string Distribution::to_yaml() const {
+  switch (kind) {
+    case Kind::kFixed: return fmt::format("{}", a_ms);
+    case Kind::kUniform: return fmt::format("{{uniform: [{}, {}]}}", a_ms, b_ms);
+    case Kind::kNormal: return fmt::format("{{normal: {{mean: {}, sd: {}, floor: {}}}}}", a_ms, b_ms, floor_ms);
+  }
+  return "?";
+}
+
 double delay_ms_from_yaml(const YamlDoc& doc, const YAML::Node& n) {
   double v = 0;
   try {

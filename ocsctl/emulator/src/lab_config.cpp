@@ -73,7 +73,7 @@ NicLinkParams parse_nic_link(const YamlDoc& doc, const YAML::Node& n, std::strin
       throw config_error(doc, n, e.what());
     }
   }
-  only_keys(doc, n, {"preset", "los_ms", "firmware_up_ms", "rapid_window_ms", "rapid_extra_ms"});
+  only_keys(doc, n, {"preset", "los_ms", "firmware_up_ms", "rapid_window_ms", "rapid_extra_ms", "max_up_ms"});
   NicLinkParams p;
   preset_name = "custom";
   if (n["preset"]) {
@@ -90,6 +90,8 @@ NicLinkParams parse_nic_link(const YamlDoc& doc, const YAML::Node& n, std::strin
   if (n["firmware_up_ms"]) p.firmware_up = Distribution::from_yaml(doc, n["firmware_up_ms"]);
   if (n["rapid_window_ms"]) p.rapid_window_ms = delay_ms_from_yaml(doc, n["rapid_window_ms"]);
   if (n["rapid_extra_ms"]) p.rapid_extra = Distribution::from_yaml(doc, n["rapid_extra_ms"]);
+  // The cap a faster model needs too: the presets' 10 s would never bind one scaled to 1 s.
+  if (n["max_up_ms"]) p.max_up_ms = delay_ms_from_yaml(doc, n["max_up_ms"]);
   return p;
 }
 

@@ -334,6 +334,58 @@ class SurvivalTest(unittest.TestCase):
         self.assertEqual(len(d["survival"]["settings"]), 3)
 
 
+FIRMWARE_STUDY = """nic_model,dwell_s,interval_s,model_up_mean_ms,opus_ms,first_iteration,last_iteration,reconfigurations,rows,up,not_up,firmware_min_ms,firmware_median_ms,firmware_p90_ms,firmware_max_ms,firmware_mean_ms
+cx6dx-autoneg,5,5.031,6000,6000,1,3,3,24,0,24,,,,,
+cx6dx-autoneg,10,10.030,6000,6000,4,6,3,24,20,4,5400.000,8100.000,9500.000,10000.000,7900.000
+cx6dx-autoneg,20,20.029,6000,6000,7,9,3,24,24,0,5500.000,6010.000,6400.000,6500.000,6020.000
+cx6dx-no-autoneg,5,5.030,3000,3000,10,12,3,24,18,6,2600.000,3900.000,5600.000,6800.000,4100.000
+cx6dx-no-autoneg,10,10.031,3000,3000,13,15,3,24,24,0,2700.000,3000.000,3200.000,3300.000,3010.000
+cx6dx-no-autoneg,20,20.030,3000,3000,16,18,3,24,24,0,2650.000,2990.000,3150.000,3250.000,2995.000
+"""
+
+
+class FirmwareStudyTest(unittest.TestCase):
+    """firmware_study.png from firmware_study.csv (the shape `ocslab analyze` writes for a
+    firmware sweep), next to the timeline and CDF: a series per model in file order, its points
+    by interval, link-up in s, the points that never came up kept with their not_up count, the
+    Opus figures as reference lines, the legend under the plot."""
+
+    def test_series_per_model_points_by_interval_opus_references(self):
+        with tempfile.TemporaryDirectory(prefix="plot-figures-") as tmp:
+            folder = os.path.join(tmp, RUN)
+            write_results(folder, 2)
+            with open(os.path.join(folder, "firmware_study.csv"), "w") as f:
+                f.write(FIRMWARE_STUDY)
+            d = describe(folder)
+            f = d["firmware_study"]
+            self.assertEqual(png_size(f["file"]), f["size_px"])
+            self.assertIn("timeline", d)
+            self.assertIn("cdf", d)
+        self.assertEqual([m["nic_model"] for m in f["models"]], ["cx6dx-autoneg", "cx6dx-no-autoneg"])
+        auto, plain = f["models"]
+        self.assertEqual([m["opus_s"] for m in f["models"]], [6.0, 3.0])
+        self.assertEqual([p["interval_s"] for p in auto["points"]], [5.031, 10.03, 20.029])
+        self.assertIsNone(auto["points"][0]["median_s"])  # never up: drawn as its not_up count
+        self.assertEqual(auto["points"][0]["not_up"], 24)
+        self.assertEqual(auto["points"][1]["median_s"], 8.1)
+        self.assertEqual(auto["points"][1]["max_s"], 10.0)
+        self.assertEqual(plain["points"][2]["median_s"], 2.99)
+        # the legend under the plot, never over it
+        self.assertGreater(f["legend_bbox_px"][1], f["axes_bbox_px"][3])
+
+    def test_a_malformed_file_is_named(self):
+        with tempfile.TemporaryDirectory(prefix="plot-figures-") as tmp:
+            folder = os.path.join(tmp, RUN)
+            write_results(folder, 2)
+            with open(os.path.join(folder, "firmware_study.csv"), "w") as f:
+                f.write(FIRMWARE_STUDY.replace("5.031", "five"))
+            err = io.StringIO()
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+                rc = ocslab_plot.main([folder])
+        self.assertEqual(rc, ocslab_plot.EXIT_INPUT)
+        self.assertIn("firmware_study.csv:2: interval_s is not a number: 'five'", err.getvalue())
+
+
 JOB_SURVIVAL = """run,setting,timeout,retry_cnt,outage_ms,dark_ms,outcome,error_after_ms,stall_ms,resume_after_light_ms,predicted_survive,softroce_survive,failure
 a,timeout14.retry_cnt2,14,2,30,30.000,survived,,39.222,212.435,1,{soft},
 b,timeout14.retry_cnt2,14,2,600,600.000,errored,406.781,,,0,{soft},retry counter exceeded

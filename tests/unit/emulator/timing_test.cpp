@@ -259,6 +259,42 @@ TEST_CASE("retime: every NIC's new firmware_up applies to the next light return"
   emu.stop();
 }
 
+TEST_CASE("a NIC model's max_up_ms caps the link-up; a distribution's YAML reads back to itself",
+          "[emulator][timing]") {
+  TimingUpdate u =
+      parse("nic_model: {preset: cx6dx-autoneg, firmware_up_ms: 600, rapid_window_ms: 500, max_up_ms: 1000}\n");
+  REQUIRE(u.nic_link);
+  CHECK(u.nic_preset == "cx6dx-autoneg");
+  CHECK(u.nic_link->max_up_ms == 1000);
+  CHECK(u.nic_link->rapid_window_ms == 500);
+  CHECK(u.nic_link->rapid_extra.to_string() == "uniform 0..4000 ms");  // the preset's, kept
+  CHECK(parse("nic_model: cx6dx-no-autoneg\n").nic_link->max_up_ms == 10000);  // the presets' 10 s
+  CHECK(parse("nic_model: {firmware_up_ms: 5}\n").nic_link->max_up_ms == 0);   // no preset: no cap
+  CHECK_THROWS_WITH(parse("nic_model: {max_up_ms: -1}\n"), Contains("timing.yaml:1:24:"));
+  CHECK_THROWS_WITH(parse("nic_model: {max_up_ms: .inf}\n"), Contains("timing.yaml:1:24:"));
+  for (const auto& d : {Distribution::fixed(25), Distribution::uniform(0, 400.5), Distribution::normal(600, 30, 500)}) {
+    auto doc = load_yaml_string(d.to_yaml(), "d.yaml");
+    CHECK(Distribution::from_yaml(doc, doc.root).to_string() == d.to_string());
+  }
+
+  testing::TempDir dir;
+  QmpResponder qmp(dir.path() + "/qmp.sock");
+  Emulator emu(parse_emulator_config(load_yaml_string(one_nic_lab(dir.path(), 30), "lab.yaml")));
+  emu.start();
+  emu.retime(parse("nic_model: {firmware_up_ms: 400, max_up_ms: 40}\n"));
+  int64_t t0 = monotonic_ns();
+  auto lit_ack = start_connect(emu, 1, 5, std::make_shared<std::promise<int64_t>>());
+  auto lit = await_sample(emu.truth(), "n1", "light", 1, t0, std::chrono::seconds(5));
+  REQUIRE(lit);
+  auto drawn = await_sample(emu.truth(), "n1", "firmware_delay", 40, t0, std::chrono::seconds(5));
+  CHECK(drawn);  // 400 drawn, 40 the cap
+  auto up = await_sample(emu.truth(), "n1", "link", 1, lit->mono_ns, std::chrono::seconds(5));
+  REQUIRE(up);
+  CHECK(gap_ms(*lit, *up) >= 40.0);
+  CHECK(gap_ms(*lit, *up) < 400.0);
+  emu.stop();
+}
+
 TEST_CASE("a timing file's hold_down: the set of NICs held down, checked against the emulator's",
           "[emulator][timing]") {
   TimingUpdate u = parse("hold_down: [h3-eth1, h1-eth2]\n");

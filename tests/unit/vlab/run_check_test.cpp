@@ -315,4 +315,33 @@ TEST_CASE("run --check summarises a long schedule in a few hundred bytes", "[cli
   CHECK(j["schedule"]["per_mapping"]["a"] == 50000);
 }
 
+TEST_CASE("run --check prints a firmware sweep's plan: every point, its model, dwell and reconfigurations",
+          "[cli][check]") {
+  const std::string spec = ocslab::testing::source_dir() + "/experiments/specs/firmware-study-vlab.yaml";
+  auto r = run_cli({"run", spec, "--check"});
+  INFO(r.out << r.err);
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.out, Contains("18 reconfiguration(s), dwell 5/10/20 s\n"));
+  CHECK_THAT(r.out, Contains("sweep: 2 NIC model(s) x 3 dwell time(s) = 6 point(s), 3 reconfiguration(s) each (18 in "
+                             "all), about 276 s after the warm-up\n"));
+  CHECK_THAT(r.out, Contains("  point 1: NIC model cx6dx-autoneg (firmware link-up mean 6000 ms), dwell 5 s, "
+                             "reconfigurations 1..3\n"));
+  CHECK_THAT(r.out, Contains("  point 6: NIC model cx6dx-no-autoneg (firmware link-up mean 3000 ms), dwell 20 s, "
+                             "reconfigurations 16..18\n"));
+  r = run_cli({"run", spec, "--check", "--json"});
+  REQUIRE(r.rc == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["schedule"]["count"] == 18);
+  REQUIRE(j["sweep"]["points"].size() == 6);
+  CHECK(j["sweep"]["points"][4] == nlohmann::json({{"nic_model", "cx6dx-no-autoneg"},
+                                                   {"model_up_mean_ms", 3000.0},
+                                                   {"dwell_s", 10.0},
+                                                   {"first_iteration", 13},
+                                                   {"last_iteration", 15}}));
+  // --dwell would change nothing a sweep.dwell_s sets: refused.
+  r = run_cli({"run", spec, "--check", "--dwell", "3"});
+  CHECK(r.rc == ocslab::cli::kExitUsage);
+  CHECK_THAT(r.err, Contains("--dwell: the spec's sweep.dwell_s gives every point's dwell"));
+}
+
 }  // namespace run_check_test

@@ -246,6 +246,28 @@ TEST_CASE("timing_yaml writes the lab file's syntax, and only what was asked", "
   CHECK_THROWS_AS(timing_yaml(sneaky), ConfigError);
 }
 
+TEST_CASE("timing_yaml with nic_link: a whole NIC model in the lab file's syntax, checked by its parser",
+          "[vlab][timing]") {
+  LabTiming t;
+  t.nic_link = "{preset: cx6dx-autoneg, firmware_up_ms: {normal: {mean: 600, sd: 30, floor: 500}}, max_up_ms: 1000}";
+  auto u = emu::parse_timing_update(load_yaml_string(timing_yaml(t), "timing.yaml"));
+  REQUIRE(u.nic_link);
+  CHECK(u.nic_preset == "cx6dx-autoneg");
+  CHECK(u.nic_link->firmware_up.to_string() == "normal 600 sd 30 floor 500 ms");
+  CHECK(u.nic_link->max_up_ms == 1000);
+  CHECK(u.nic_link->rapid_window_ms == 5000);  // the preset's, kept
+  t.nic_link = "cx6dx-no-autoneg";
+  u = emu::parse_timing_update(load_yaml_string(timing_yaml(t), "timing.yaml"));
+  CHECK(u.nic_preset == "cx6dx-no-autoneg");
+  t.nic_link = "{firmware_up_ms: -3}";
+  CHECK_THROWS_WITH(timing_yaml(t), Contains("nic_link '{firmware_up_ms: -3}':"));
+  t.nic_link = "{preset: cx9}";
+  CHECK_THROWS_WITH(timing_yaml(t), Contains("unknown NIC link preset 'cx9'"));
+  t.nic_link = "ideal";
+  t.los_ms = "1";
+  CHECK_THROWS_WITH(timing_yaml(t), Contains("nic_link replaces --nic-model, --los-ms and --firmware-up-ms"));
+}
+
 TEST_CASE("reload_lab_timing applies timing.yaml; a bad or symlinked file changes nothing", "[vlab][timing]") {
   testing::TempDir dir;
   LabState s;

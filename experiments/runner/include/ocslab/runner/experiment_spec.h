@@ -107,6 +107,31 @@ inline constexpr double kMaxOutageMs = 600'000;
 
 enum class Order { kAlternate, kRandom };
 
+// A NIC link model a firmware sweep sets on the virtual lab's emulator: one of its presets, or
+// one the spec defines under `nic_models:` in the lab file's `nic_model` syntax.
+struct NicModelChoice {
+  std::string name;
+  std::string yaml;         // what the lab's timing control is given (vlab::LabTiming::nic_link)
+  double up_mean_ms = 0;    // the model's firmware link-up mean (before the rapid spread and cap)
+  std::string where;        // file:line:col of the name in sweep.nic_model, for messages
+};
+
+// The firmware study (`sweep: {nic_model: [...], dwell_s: [...]}` of a reconfig-latency spec):
+// schedule.reconfigurations reconfigurations at each (model, dwell) point, models outer, in the
+// order given; each point starts with the settle and warm-up waits. No nic_model: the lab's own
+// model throughout (then a real lab may sweep dwell_s too).
+struct FirmwareSweep {
+  std::vector<NicModelChoice> nic_models;
+  std::vector<double> dwell_s;  // empty: schedule.dwell_s at every point
+  struct Point {
+    const NicModelChoice* model = nullptr;  // null: the lab's own
+    double dwell_s = 0;
+  };
+  bool enabled() const { return !nic_models.empty() || !dwell_s.empty(); }
+};
+// The most (model, dwell) points one sweep may have.
+inline constexpr size_t kMaxSweepPoints = 1000;
+
 inline constexpr const char* kNicHeldDown = "nic-held-down";
 inline constexpr const char* kPortDark = "port-dark";
 inline constexpr const char* kSwitchUnreachable = "switch-unreachable";
@@ -186,8 +211,14 @@ struct ExperimentSpec {
   ForwardingSpec forwarding;  // host-based forwarding per mapping (forwarding_spec.h); off unless given
   std::vector<FaultSpec> faults;  // injected faults, in the spec's order
   OutageSpec outages;             // type outages: the plan (one mapping, lit for the whole run)
+  FirmwareSweep sweep;            // reconfig-latency: the firmware study's points; off unless given
   uint64_t seed = 1;
   std::string output = "results";  // a folder <output>/<name>-<YYYYmmdd-HHMMSS> is made in it
+  // The sweep's points in run order (one point, the schedule's dwell_s and the lab's model,
+  // without a sweep).
+  std::vector<FirmwareSweep::Point> sweep_points() const;
+  // Every reconfiguration of the run: reconfigurations at each sweep point.
+  int iterations() const;
   // The mapping of reconfiguration i (1..N), given the seed: alternate cycles through the
   // mappings after the first; random picks any mapping other than the current one.
   // An outages spec: mapping 0 every time (its circuits stay; only light changes).

@@ -57,6 +57,7 @@ struct TimingState {
   emu::Distribution firmware_up;
   double rapid_window_ms = 0;
   emu::Distribution rapid_extra;
+  double max_up_ms = 0;  // the cap on a link-up delay; 0: none
   // NICs whose link is held down (fault injection), as the lab names them: HOST:NIC.
   std::vector<std::string> held_down;
   // Switch ports darkened through this channel (fault injection: shutters closed).

@@ -25,6 +25,10 @@ struct LabTiming {
   std::optional<std::string> nic_model;       // --nic-model: a NIC link preset
   std::optional<std::string> los_ms;          // --los-ms: ms
   std::optional<std::string> firmware_up_ms;  // --firmware-up-ms: as switching_ms
+  // A whole NIC link model in the lab file's `nic_model` syntax (a preset name, or YAML flow
+  // {preset, los_ms, firmware_up_ms, rapid_window_ms, rapid_extra_ms, max_up_ms}), instead of
+  // nic_model / los_ms / firmware_up_ms: the runner's firmware sweep (experiment_spec.h).
+  std::optional<std::string> nic_link;
   // The full set of NICs held down from now on, as the lab names them (HOST:NIC); the others
   // are released, an empty set releases all. Absent: the holds stay as they are.
   std::optional<std::vector<std::string>> hold_down;

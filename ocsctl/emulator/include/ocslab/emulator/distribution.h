@@ -26,6 +26,9 @@ struct Distribution {
   std::chrono::nanoseconds sample(std::mt19937_64& rng) const;
   double mean_ms() const;
   std::string to_string() const;  // "fixed 25 ms", "uniform 10..20 ms", "normal 3000 sd 400 floor 2000 ms"
+  // The YAML flow form from_yaml reads back to the same distribution: "25",
+  // "{uniform: [10, 20]}", "{normal: {mean: 3000, sd: 400, floor: 2000}}".
+  std::string to_yaml() const;
 
   // YAML forms: a number (fixed ms), or {fixed: MS} | {uniform: [LO, HI]} |
   // {normal: {mean: MS, sd: MS, floor: MS}}. Errors name file:line:col.
