@@ -910,8 +910,7 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
   only_keys(doc, ph,
             {"job", "pp", "dims", "initial", "native", "settle_ms", "rail", "listen", "controller", "ack_timeout_ms",
              "max_retries", "policy", "allocator", "phase_table", "switch_time_ms", "spares", "detect", "detect_nic",
-             "rails",
-             "safe_window_from"});
+             "rails", "safe_window_from"});
   parse_layout(doc, ph, spec, pw);
   if (pw.framework == Framework::kTorch) parse_group_if(doc, wl, pw);
   if (ph["rail"]) pw.rail = as_string(doc, ph["rail"]);
