@@ -345,7 +345,7 @@ void Controller::Impl::reprogram(size_t k) {
   asio::post(strands[k], [this, orch, k] {
     auto [t, v] = core->intended(k);  // the newest intention when the work runs
     try {
-      auto report = opt.policy == Policy::kGreedy ? orch->allocate_topology(opt.layout.job, t).reconfig
+      auto report = opt.policy == Policy::kGreedy ? orch->allocate_topology(opt.layout.job, t, opt.allocator).reconfig
                                                   : orch->set_topology(opt.layout.job, t);
       if (report.changed() && opt.injected_switch_time.count() > 0)
         std::this_thread::sleep_for(opt.injected_switch_time);

@@ -46,6 +46,16 @@ PolicyConfig parse_policy_config(const YamlDoc& doc, const YAML::Node& root, boo
     if (!policy) throw config_error(doc, p, fmt::format("policy '{}' is not one of {}", name, policy_names()));
     c.policy = *policy;
   }
+  if (auto a = root["allocator"]) {
+    auto name = as_string(doc, a);
+    auto allocator = parse_allocator(name);
+    if (!allocator) throw config_error(doc, a, fmt::format("allocator '{}' is not one of {}", name, allocator_names()));
+    if (c.policy != Policy::kGreedy)
+      throw config_error(doc, a,
+                         fmt::format("allocator is for policy greedy, which allocates circuits (this job's policy is {})",
+                                     to_string(c.policy)));
+    c.allocator = *allocator;
+  }
   auto table = root["phase_table"];
   auto st = root["switch_time_ms"];
   if (c.policy != Policy::kSafeWindow) {
@@ -204,7 +214,7 @@ ControllerConfig parse_controller_config(const YamlDoc& doc) {
   if (!root.IsMap()) throw config_error(doc, root, "a controller file is a mapping (job, pp, dims, rails, ...)");
   only_keys(doc, root,
             {"job", "pp", "dims", "initial", "listen", "token", "token_file", "ack_timeout_ms", "max_retries", "policy",
-             "phase_table", "switch_time_ms", "detect", "rails"});
+             "allocator", "phase_table", "switch_time_ms", "detect", "rails"});
   ControllerConfig c;
   c.origin = doc.origin;
   parse_layout(doc, root, c);
@@ -222,6 +232,7 @@ ControllerConfig parse_controller_config(const YamlDoc& doc) {
   }
   auto pc = parse_policy_config(doc, root);
   c.policy = pc.policy;
+  c.allocator = pc.allocator;
   c.phase_table = pc.phase_table;
   c.switch_time_ms = pc.switch_time_ms;
   if (auto d = root["detect"]) c.detect = parse_detect_config(doc, d);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "ocslab/common/log.h"
 
@@ -373,27 +374,56 @@ void Orchestrator::validate_plan(const Job& j, const ReconfigReport& r, const st
 }
 
 GreedyReport Orchestrator::allocate(const std::string& job, const std::vector<Demand>& demands,
-                                    const std::set<int>& locked_stages) {
+                                    const std::set<int>& locked_stages, Allocator allocator) {
   std::lock_guard lock(mutex_);
-  return allocate_locked(job_ref(job), demands, locked_stages, std::nullopt);
+  return allocate_locked(job_ref(job), demands, locked_stages, std::nullopt, allocator);
 }
 
-GreedyReport Orchestrator::allocate_topology(const std::string& job, const TopoId& topo) {
+GreedyReport Orchestrator::allocate_topology(const std::string& job, const TopoId& topo, Allocator allocator) {
   std::lock_guard lock(mutex_);
   auto& j = job_ref(job);
   topo.validate(j.layout);
   std::vector<Demand> demands;
   for (const auto& e : j.table->compose(topo)) demands.push_back({e.src, e.dst, 1});
-  return allocate_locked(j, demands, {}, topo);
+  return allocate_locked(j, demands, {}, topo, allocator);
 }
 
+namespace {
+
+// allocate_circuits with the rail's one port per rank, as granted / dropped demands: every
+// circuit granted with the bytes demanded on it (0 for a duplex circuit's undemanded
+// direction), every demand without a circuit dropped; both largest first (ties: lower src,
+// then lower dst).
+GreedyAllocation allocate_on_rail(Allocator allocator, const std::vector<Demand>& demands, int ranks) {
+  auto plan = allocate_circuits(allocator, demands, ranks, 1);
+  auto wanted = demand_matrix(demands, ranks);
+  GreedyAllocation out;
+  for (const auto& e : plan.edges()) {
+    auto it = wanted.find({e.src, e.dst});
+    out.granted.push_back({e.src, e.dst, it == wanted.end() ? 0 : it->second});
+  }
+  for (const auto& d : demands) {
+    if (plan.count(d.src, d.dst) == 0) out.dropped.push_back(d);
+  }
+  auto order = [](const Demand& a, const Demand& b) {
+    return std::tie(b.bytes, a.src, a.dst) < std::tie(a.bytes, b.src, b.dst);
+  };
+  std::stable_sort(out.granted.begin(), out.granted.end(), order);
+  std::stable_sort(out.dropped.begin(), out.dropped.end(), order);
+  return out;
+}
+
+}  // namespace
+
 GreedyReport Orchestrator::allocate_locked(Job& j, const std::vector<Demand>& demands,
-                                           const std::set<int>& locked_stages, const std::optional<TopoId>& as) {
+                                           const std::set<int>& locked_stages, const std::optional<TopoId>& as,
+                                           Allocator allocator) {
   const auto& job = j.layout.job;
   auto t0 = now();
   GreedyReport g;
   try {
-    g.allocation = allocate_greedy(demands, j.layout.ranks());
+    g.allocation = allocator == Allocator::kLargestDemand ? allocate_greedy(demands, j.layout.ranks())
+                                                          : allocate_on_rail(allocator, demands, j.layout.ranks());
   } catch (const TopologyError& e) {
     throw InfeasibleError(fmt::format("rail {}: job {}: {}", rail_, job, e.what()));
   }
@@ -445,7 +475,15 @@ GreedyReport Orchestrator::allocate_locked(Job& j, const std::vector<Demand>& de
     }
   }
   j.circuits = target;
-  if (as && g.allocation.dropped.empty()) {
+  // The job is at `as` only when exactly its edges were wired (orchestrrl may add reverse ones).
+  const bool exact = g.allocation.dropped.empty() &&
+                     std::all_of(g.allocation.granted.begin(), g.allocation.granted.end(),
+                                 [&](const Demand& d) {
+                                   return std::any_of(demands.begin(), demands.end(), [&](const Demand& w) {
+                                     return w.src == d.src && w.dst == d.dst;
+                                   });
+                                 });
+  if (as && exact) {
     j.topo = as;
     j.greedy.reset();
   } else {

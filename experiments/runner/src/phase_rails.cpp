@@ -217,6 +217,7 @@ phase::ControllerOptions PhaseRails::controller_options(RailList rails, const Ru
   co.ack_timeout = std::chrono::milliseconds(pw_.ack_timeout_ms);
   co.max_retries = pw_.max_retries;
   co.policy = pw_.policy;
+  co.allocator = pw_.allocator;
   co.windows = windows_ ? *windows_ : pw_.windows;
   co.switch_time = std::chrono::microseconds(static_cast<int64_t>(pw_.switch_time_ms * 1000));
   if (pw_.inject_delay && m.switching_ms > 0) {

@@ -562,6 +562,7 @@ json PhaseResults::meta(const RunFacts& facts) const {
                    {"switch", switch_text()},
                    {"allow", spec_.allow.to_string()},
                    {"policy", phase::to_string(pw_.policy)}};
+  if (pw_.policy == phase::Policy::kGreedy) meta["phase"]["allocator"] = phase::to_string(pw_.allocator);
   if (pw_.policy == phase::Policy::kSafeWindow) {
     meta["phase"]["phase_table"] = pw_.phase_table;
     meta["phase"]["switch_time_ms"] = pw_.switch_time_ms;

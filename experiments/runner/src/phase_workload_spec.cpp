@@ -920,8 +920,8 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
   if (!ph.IsMap()) throw config_error(doc, ph, "phase must be a map (job, pp, dims, initial, ...)");
   only_keys(doc, ph,
             {"job", "pp", "dims", "initial", "native", "settle_ms", "rail", "listen", "controller", "ack_timeout_ms",
-             "max_retries", "policy", "phase_table", "switch_time_ms", "spares", "detect", "detect_nic", "rails",
-             "safe_window_from"});
+             "max_retries", "policy", "allocator", "phase_table", "switch_time_ms", "spares", "detect", "detect_nic",
+             "rails", "safe_window_from"});
   parse_layout(doc, ph, spec, pw);
   if (pw.framework == Framework::kTorch) parse_group_if(doc, wl, pw);
   if (ph["rail"]) pw.rail = as_string(doc, ph["rail"]);
@@ -932,6 +932,7 @@ PhaseWorkloadSpec parse_phase_workload(const YamlDoc& doc, const ExperimentSpec&
   const auto& from = ph["safe_window_from"];
   auto policy = phase::parse_policy_config(doc, ph, static_cast<bool>(from));  // before anything is touched
   pw.policy = policy.policy;
+  pw.allocator = policy.allocator;
   pw.phase_table = policy.phase_table;
   pw.switch_time_ms = policy.switch_time_ms;
   if (from) {

@@ -88,6 +88,8 @@ void print_plan(const phase::ControllerConfig& cfg, const phase::SubMappingTable
                      cfg.policy == phase::Policy::kSafeWindow
                          ? fmt::format(" (switch time {} ms, {} ops in {})", cfg.switch_time_ms, cfg.windows.ops.size(),
                                        cfg.phase_table)
+                     : cfg.policy == phase::Policy::kGreedy
+                         ? fmt::format(" (allocator {})", phase::to_string(cfg.allocator))
                          : std::string());
 }
 
@@ -152,6 +154,7 @@ int serve(const phase::ControllerConfig& cfg, const std::string& events_path, do
   co.ack_timeout = std::chrono::milliseconds(cfg.ack_timeout_ms);
   co.max_retries = cfg.max_retries;
   co.policy = cfg.policy;
+  co.allocator = cfg.allocator;
   co.windows = cfg.windows;
   co.switch_time = std::chrono::microseconds(static_cast<int64_t>(cfg.switch_time_ms * 1000));
   for (const auto& r : cfg.rails) {

@@ -11,6 +11,7 @@
 
 #include "ocslab/phase/controller_config.h"
 #include "ocslab/phase/controller_core.h"
+#include "ocslab/phase/allocator.h"
 #include "ocslab/phase/policy.h"
 
 namespace policy_test {
@@ -313,6 +314,22 @@ TEST_CASE("the controller file selects a policy; bad policy keys name file:line:
                     "c.yaml:6:17: switch_time_ms must be > 0 and at most 3600000");
   CHECK_THROWS_WITH(parse_text(replaced(kPolicyFile, "safe-window", "on-request")),
                     "c.yaml:5:14: phase_table is for policy safe-window (this job's policy is on-request)");
+}
+
+TEST_CASE("the controller file selects greedy's allocator; a bad allocator names file:line:col",
+          "[phase][policy][config][allocator]") {
+  auto greedy = replaced(replaced(replaced(kPolicyFile, "safe-window", "greedy"), "phase_table: phases.csv\n", ""),
+                         "switch_time_ms: 2.5\n", "");
+  CHECK(parse_text(greedy).allocator == Allocator::kLargestDemand);  // today's, by default
+  CHECK(parse_text(replaced(greedy, "policy: greedy\n", "policy: greedy\nallocator: orchestrrl\n")).allocator ==
+        Allocator::kOrchestrRL);
+  CHECK(parse_text(replaced(greedy, "policy: greedy\n", "policy: greedy\nallocator: uniform\n")).allocator ==
+        Allocator::kUniform);
+  CHECK_THROWS_WITH(parse_text(replaced(greedy, "policy: greedy\n", "policy: greedy\nallocator: fair\n")),
+                    "c.yaml:5:12: allocator 'fair' is not one of largest-demand, uniform, orchestrrl");
+  CHECK_THROWS_WITH(parse_text(replaced(kPolicyFile, "policy: safe-window\n", "policy: safe-window\nallocator: uniform\n")),
+                    "c.yaml:5:12: allocator is for policy greedy, which allocates circuits (this job's policy is "
+                    "safe-window)");
 }
 
 TEST_CASE("loading a safe-window controller file reads its phase table; the table's mistakes name it",

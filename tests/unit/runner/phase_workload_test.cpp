@@ -744,6 +744,19 @@ TEST_CASE("phase starts: the ops that need a topology the op before them did not
 
 namespace phase_workload_test {
 
+TEST_CASE("phase.allocator: greedy's circuit allocator per job, checked at file:line:col", "[runner][phase-workload]") {
+  const std::string head = "phase: {job: dppp, pp: 2, dims: [{name: dp, size: 2}], initial: '11', ";
+  CHECK(parse(kHead + kWorkload + head + "policy: greedy}\n").phase_workload->allocator ==
+        phase::Allocator::kLargestDemand);
+  CHECK(parse(kHead + kWorkload + head + "policy: greedy, allocator: orchestrrl}\n").phase_workload->allocator ==
+        phase::Allocator::kOrchestrRL);
+  auto e = error_of(kHead + kWorkload + head + "policy: greedy, allocator: max-min}\n");
+  CHECK_THAT(e, Contains("test.yaml:5:"));
+  CHECK_THAT(e, Contains("allocator 'max-min' is not one of largest-demand, uniform, orchestrrl"));
+  e = error_of(kHead + kWorkload + head + "allocator: uniform}\n");
+  CHECK_THAT(e, Contains("allocator is for policy greedy, which allocates circuits (this job's policy is on-request)"));
+}
+
 TEST_CASE("safe_window_from: the native run's windows, or a previous run's windows.csv", "[runner][phase-workload]") {
   const std::string policy = "phase: {job: dppp, pp: 2, dims: [{name: dp, size: 2}], initial: '11', "
                              "policy: safe-window, switch_time_ms: 25, ";

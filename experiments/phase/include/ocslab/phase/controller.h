@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ocslab/phase/controller_core.h"
+#include "ocslab/phase/allocator.h"
 #include "ocslab/phase/orchestrator.h"
 #include "ocslab/phase/topology.h"
 
@@ -58,6 +59,8 @@ struct ControllerOptions {
   // switch_time (both required, else start() throws). greedy: each rail's change is allocated
   // and validated whole (Orchestrator::allocate_topology) before anything is sent.
   Policy policy = Policy::kOnRequest;
+  // greedy's circuit allocator (allocator.h, docs/phase-control.md#circuit-allocators).
+  Allocator allocator = Allocator::kLargestDemand;
   PhaseWindows windows;
   std::chrono::microseconds switch_time{0};
 };

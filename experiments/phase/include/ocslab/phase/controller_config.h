@@ -9,6 +9,7 @@
 
 #include "ocslab/common/config.h"
 #include "ocslab/ocsctl/port_set.h"
+#include "ocslab/phase/allocator.h"
 #include "ocslab/phase/controller.h"
 #include "ocslab/phase/port_watch.h"
 #include "ocslab/phase/topology.h"
@@ -26,6 +27,7 @@ namespace ocslab::phase {
 //   ack_timeout_ms: 2000          # optional (10000)
 //   max_retries: 2                # optional (2)
 //   policy: safe-window           # optional: on-request (default), safe-window or greedy
+//   allocator: orchestrrl         # greedy: largest-demand (default), uniform or orchestrrl
 //   phase_table: phases.csv       # safe-window: index,group,type,bytes,idle_us (relative: next to this file)
 //   switch_time_ms: 25            # safe-window: reconfigure only when idle_us exceeds this
 //   detect:                       # optional: watch each rail's circuits, mask failed ports
@@ -56,6 +58,7 @@ struct ControllerConfig {
   int ack_timeout_ms = 10000;
   int max_retries = 2;
   Policy policy = Policy::kOnRequest;
+  Allocator allocator = Allocator::kLargestDemand;  // greedy's circuit allocator (allocator.h)
   std::string phase_table;    // safe-window's table, relative paths resolved against the file's folder
   double switch_time_ms = 0;  // safe-window's switch time
   PhaseWindows windows;       // load_controller_config reads phase_table (parse_controller_config does not)
@@ -69,11 +72,13 @@ struct ControllerConfig {
 ControllerConfig parse_controller_config(const YamlDoc& doc);
 
 // The policy keys of a mapping (the controller file's root, a phase-workload spec's phase:):
-// policy, phase_table (resolved against the document's folder), switch_time_ms. Refuses an
-// unknown policy, safe-window without its table or switch time, and those keys under another
-// policy, naming file:line:col. Reads no file.
+// policy, allocator (greedy only), phase_table (resolved against the document's folder),
+// switch_time_ms. Refuses an unknown policy or allocator, an allocator under another policy,
+// safe-window without its table or switch time, and those keys under another policy, naming
+// file:line:col. Reads no file.
 struct PolicyConfig {
   Policy policy = Policy::kOnRequest;
+  Allocator allocator = Allocator::kLargestDemand;
   std::string phase_table;
   double switch_time_ms = 0;
 };

@@ -14,6 +14,7 @@
 
 #include "ocslab/common/clock.h"
 #include "ocslab/ocsctl/driver.h"
+#include "ocslab/phase/allocator.h"
 #include "ocslab/phase/policy.h"
 #include "ocslab/phase/topology.h"
 
@@ -88,11 +89,16 @@ class Orchestrator {
   // Commit is one disconnect and one connect; a connect the switch refuses is rolled back
   // (the removed circuits are remade) before the error is rethrown. Afterwards the job has no
   // topo_id (topology() is empty) until the next set_topology.
+  // `allocator` picks how the rail's one transmitter and one receiver per rank are shared
+  // (allocator.h): largest-demand is the allocation above (allocate_greedy); uniform and
+  // orchestrrl run allocate_circuits with one port per rank, and orchestrrl's duplex circuits
+  // may wire a reverse direction nobody demanded (granted with 0 bytes).
   GreedyReport allocate(const std::string& job, const std::vector<Demand>& demands,
-                        const std::set<int>& locked_stages = {});
+                        const std::set<int>& locked_stages = {}, Allocator allocator = Allocator::kLargestDemand);
   // The controller's greedy policy: set_topology through allocate, every edge of `topo` one
-  // demand; the job keeps `topo` as its topo_id when every edge was granted.
-  GreedyReport allocate_topology(const std::string& job, const TopoId& topo);
+  // demand; the job keeps `topo` as its topo_id when exactly its edges were wired.
+  GreedyReport allocate_topology(const std::string& job, const TopoId& topo,
+                                 Allocator allocator = Allocator::kLargestDemand);
   // What set_topology would change, without touching the switch.
   ReconfigReport plan(const std::string& job, const TopoId& topo) const;
 
@@ -133,7 +139,7 @@ class Orchestrator {
   void resync(Job& j);
   // allocate's checks of a planned change (throws InfeasibleError); sends nothing.
   GreedyReport allocate_locked(Job& j, const std::vector<Demand>& demands, const std::set<int>& locked_stages,
-                              const std::optional<TopoId>& as);
+                              const std::optional<TopoId>& as, Allocator allocator);
   void validate_plan(const Job& j, const ReconfigReport& r, const std::set<int>& locked_stages) const;
   std::map<ocs::Port, ocs::Port> target_of(const Job& j, const std::vector<RankEdge>& edges) const;
   bool slot_free(const Slot& s) const;

@@ -130,6 +130,8 @@ struct PhaseWorkloadSpec {
   // The orchestrator policy (phase.policy; docs/phase-control.md#orchestrator-policies) and,
   // for safe-window, its phase table with idle windows (loaded while parsing) and switch time.
   phase::Policy policy = phase::Policy::kOnRequest;
+  // greedy's circuit allocator (phase.allocator; docs/phase-control.md#circuit-allocators).
+  phase::Allocator allocator = phase::Allocator::kLargestDemand;
   std::string phase_table;
   double switch_time_ms = 0;
   phase::PhaseWindows windows;
