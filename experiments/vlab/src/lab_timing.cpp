@@ -113,6 +113,7 @@ void record_applied(TimingState& t, const emu::TimingUpdate& u, const LabState& 
     t.switch_preset = u.switch_preset;
     t.switching = *u.switching;
   }
+  if (u.link_gbps) t.link_gbps = *u.link_gbps;
   if (u.nic_link) {
     t.nic_model = u.nic_preset;
     t.los_ms = u.nic_link->los_ms;
@@ -126,7 +127,7 @@ void record_applied(TimingState& t, const emu::TimingUpdate& u, const LabState& 
 
 bool LabTiming::empty() const {
   return !switch_preset && !switching_ms && !nic_model && !los_ms && !firmware_up_ms && !hold_down && !dark_ports &&
-         !unreachable_ms && !dark_spell_ms;
+         !unreachable_ms && !dark_spell_ms && !link_gbps;
 }
 
 std::string emulator_nic_name(const LabState& lab, const std::string& host_nic) {
@@ -197,6 +198,11 @@ std::string timing_yaml(const LabTiming& t) {
     throw ConfigError("dark spell ports without --dark-for MS");
   }
   if (t.dark_ports) {
+  if (t.link_gbps) {
+    root["link_gbps"] = checked_value("--link-gbps", *t.link_gbps, [](const YamlDoc& d, const YAML::Node& n) {
+      emu::parse_link_gbps(d, n, "link_gbps");
+    });
+  }
     YAML::Node dark(YAML::NodeType::Sequence);
     for (int p : *t.dark_ports) dark.push_back(p);
     dark.SetStyle(YAML::EmitterStyle::Flow);
@@ -255,6 +261,7 @@ TimingState initial_timing(const emu::EmulatorConfig& config) {
   t.switch_preset = config.preset;
   t.switching = config.sw.switching;
   if (config.nics.empty()) return t;
+  t.link_gbps = config.link_gbps;
   const emu::NicConfig& first = config.nics.front();
   t.nic_model = first.link_preset;
   t.los_ms = first.link.los_ms;
