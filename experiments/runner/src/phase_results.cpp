@@ -574,8 +574,8 @@ json PhaseResults::meta(const RunFacts& facts) const {
   meta["native"]["group_if"] = json::object();
   for (const auto& [g, nic] : pw_.native_group_if) meta["native"]["group_if"][g] = nic;
   meta["sweep"] = {{"switching_ms", pw_.sweep_switching_ms},
-                   {"repetitions", pw_.repetitions},
                    {"link_gbps", pw_.sweep_link_gbps},
+                   {"repetitions", pw_.repetitions},
                    {"how", pw_.sweep_switching_ms.empty() ? "none"
                            : pw_.inject_delay             ? "injected by the runner's controller"
                                                           : "the virtual lab's emulator timing"}};

@@ -504,9 +504,9 @@ void parse_sweep(const YamlDoc& doc, const YAML::Node& sw, const ExperimentSpec&
     pw.sweep_shuffled = v == "random";
   }
   if (!sw["switching_ms"] && !sw["link_gbps"] && !sw["env"] && !sw["outage_ms"])
-  if (const auto& rates = sw["link_gbps"]) parse_sweep_link_gbps(doc, rates, spec, pw);
     throw config_error(doc, sw, "sweep needs an axis: switching_ms, link_gbps, env or outage_ms");
   if (const auto& env = sw["env"]) parse_sweep_env(doc, env, pw);
+  if (const auto& rates = sw["link_gbps"]) parse_sweep_link_gbps(doc, rates, spec, pw);
   if (const auto& list = sw["outage_ms"]) {
     if (!list.IsSequence() || list.size() == 0)
       throw config_error(doc, list, "sweep.outage_ms is a non-empty list of outage lengths in ms");

@@ -197,12 +197,12 @@ std::string timing_yaml(const LabTiming& t) {
   } else if (!t.dark_spell_ports.empty()) {
     throw ConfigError("dark spell ports without --dark-for MS");
   }
-  if (t.dark_ports) {
   if (t.link_gbps) {
     root["link_gbps"] = checked_value("--link-gbps", *t.link_gbps, [](const YamlDoc& d, const YAML::Node& n) {
       emu::parse_link_gbps(d, n, "link_gbps");
     });
   }
+  if (t.dark_ports) {
     YAML::Node dark(YAML::NodeType::Sequence);
     for (int p : *t.dark_ports) dark.push_back(p);
     dark.SetStyle(YAML::EmitterStyle::Flow);
@@ -260,8 +260,8 @@ TimingState initial_timing(const emu::EmulatorConfig& config) {
   TimingState t;
   t.switch_preset = config.preset;
   t.switching = config.sw.switching;
-  if (config.nics.empty()) return t;
   t.link_gbps = config.link_gbps;
+  if (config.nics.empty()) return t;
   const emu::NicConfig& first = config.nics.front();
   t.nic_model = first.link_preset;
   t.los_ms = first.link.los_ms;
