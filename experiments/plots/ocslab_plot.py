@@ -11,7 +11,9 @@
   windows.png   (windows.csv) per mode, the CDF of the idle windows between a group's
                 communication phases, the switching time as a vertical line (Opus Fig. 4)
   sweep.png     (sweep.csv) step time vs switching latency per mode, error bars over the
-                repetitions, the analytical estimate dashed, native as a horizontal line
+                repetitions, the analytical estimate dashed, native as a horizontal line; a
+                link-rate sweep (its link_gbps column filled): step time vs the circuits' link
+                rate per mode, native included, with the measured bandwidth in the legend
   survival.png  (survival_matrix.csv, the outages experiment) per queue-pair setting and
                 planned outage length, the share of queue pairs that survived (green) or errored
                 (red); each setting's predicted boundary marked between the columns
@@ -1037,13 +1039,57 @@ def mean(values):
     return sum(values) / len(values)
 
 
+def error_bar(steps, sds):
+    """Mean, low, high: min-max over the repetitions; with one repetition +-step_ms_sd, the spread
+    of its steps."""
+    m = mean(steps)
+    if len(steps) > 1:
+        return m, min(steps), max(steps)
+    return m, m - sds[0], m + sds[0]
+
+
+def rate_series(path, rows):
+    """sweep.csv of a link-rate sweep (link_gbps filled): per mode (native included; with a
+    switching-time axis too, per mode and switching time), per link rate in increasing order, the
+    mean step time over the repetitions with its error bar and the mean measured bandwidth
+    (algbw_gbps: the reported rank's bytes over its ops' time)."""
+    groups = {}
+    switching = {r.get("switching_ms", "").strip() for r in rows if r["mode"] != SWEEP_NATIVE}
+    for row in rows:
+        gbps = parse_float(path, row, "link_gbps")
+        sw = parse_float(path, row, "switching_ms", allow_empty=True)
+        name = row["mode"] if sw is None or len(switching) < 2 else f"{row['mode']} {sw:g} ms"
+        p = groups.setdefault(name, {}).setdefault(gbps, {"step": [], "sd": [], "bw": []})
+        p["step"].append(parse_float(path, row, "step_ms"))
+        p["sd"].append(parse_float(path, row, "step_ms_sd", allow_empty=True) or 0.0)
+        bw = parse_float(path, row, "algbw_gbps", allow_empty=True)
+        if bw is not None:
+            p["bw"].append(bw)
+    series = []
+    for name, points in groups.items():
+        pts = []
+        for gbps in sorted(points):
+            p = points[gbps]
+            m, lo, hi = error_bar(p["step"], p["sd"])
+            pts.append({"link_gbps": gbps, "repetitions": len(p["step"]), "step_ms": round(m, 3),
+                        "low_ms": round(lo, 3), "high_ms": round(hi, 3),
+                        "algbw_gbps": round(mean(p["bw"]), 4) if p["bw"] else None})
+        series.append({"mode": name, "points": pts})
+    return {"axis": "link_gbps", "series": series}
+
+
 def sweep_series(folder):
     """sweep.csv of a switching-latency sweep: the native mean (every row of mode native) and per
     other mode, per switching point in increasing order, the mean step time over the repetitions,
     its error bar (min-max over the repetitions; with one repetition +-step_ms_sd, the spread of
-    its steps) and the mean analytical estimate (None where every estimate_ms is empty)."""
+    its steps) and the mean analytical estimate (None where every estimate_ms is empty). A
+    link-rate sweep's file (a filled link_gbps column): rate_series."""
     path = os.path.join(folder, "sweep.csv")
-    rows, _ = read_csv(path, SWEEP_COLUMNS)
+    rows, header = read_csv(path, SWEEP_COLUMNS)
+    if not rows:
+        raise InputError(f"{path}: no rows")
+    if "link_gbps" in header and any((r.get("link_gbps") or "").strip() for r in rows):
+        return rate_series(path, rows)
     native, modes = [], {}
     for row in rows:
         step = parse_float(path, row, "step_ms")
@@ -1076,9 +1122,40 @@ def sweep_series(folder):
     return {"native_ms": round(mean(native), 3) if native else None, "native_rows": len(native), "series": series}
 
 
+def draw_rate_sweep(plt, sweep, run, path):
+    """Step time against the circuits' link rate per mode (mean over repetitions, error bars),
+    native as a series of its own (it moves the same bytes); each legend entry gives the measured
+    bandwidth at the lowest and highest rate."""
+    fig, ax, (w, h) = figure_legend_below(plt, len(sweep["series"]))
+    xs_all = [p["link_gbps"] for s in sweep["series"] for p in s["points"]]
+    log_x = bool(xs_all) and max(xs_all) / min(xs_all) > 20.0
+    for k, s in enumerate(sweep["series"]):
+        color = mode_color(s["mode"].split(" ")[0], k)
+        pts = s["points"]
+        xs = [p["link_gbps"] for p in pts]
+        ys = [p["step_ms"] for p in pts]
+        err = [[y - p["low_ms"] for y, p in zip(ys, pts)], [p["high_ms"] - y for y, p in zip(ys, pts)]]
+        bws = [f"{p['algbw_gbps']:.3g}" for p in (pts[0], pts[-1]) if p["algbw_gbps"] is not None]
+        bw = f", measured {' .. '.join(bws)} Gbit/s" if bws else ""
+        ax.errorbar(xs, ys, yerr=err, color=color, marker="o", ms=5, lw=1.8, capsize=3, label=f"{s['mode']}{bw}")
+    if log_x:
+        ax.set_xscale("log")
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("link rate of every circuit (Gbit/s)" + ("  [log scale]" if log_x else ""))
+    ax.set_ylabel("step time (ms, mean of the measured steps)")
+    ax.grid(True, color="#dddddd", lw=0.5, which="both")
+    ax.set_title(f"{run}: step time vs link bandwidth", fontsize=12)
+    legend_below(fig, ax)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return {"file": path, "size_px": [w, h], "log_x": log_x, **sweep}
+
+
 def draw_sweep(plt, sweep, run, path):
     """Step time against the switch's latency per mode (mean over repetitions, error bars), the
     analytical estimate T_native + N_reconfig x T_switch dashed beside it, native as a line."""
+    if sweep.get("axis") == "link_gbps":
+        return draw_rate_sweep(plt, sweep, run, path)
     entries = sum(1 + any(p["estimate_ms"] is not None for p in s["points"]) for s in sweep["series"]) + \
         (sweep["native_ms"] is not None)
     fig, ax, (w, h) = figure_legend_below(plt, entries)

@@ -1,13 +1,17 @@
 // Benchmark: forwarding rate of the emulator's data plane over UDP attachments with 1500-byte
 // frames, against the machine's raw UDP loopback rate measured in the same run with the same
 // sender and receiver (one sendto / recv per frame, as QEMU's socket netdev does). Prints
-// frames/s, Mbit/s and the ratio; asserts nothing about speed.
-//   dataplane_forwarding [--seconds S] [--size BYTES]
+// frames/s, Mbit/s and the ratio; asserts nothing about speed. Then the link rate cap
+// (DataPlane::set_rate_gbps): the same circuit capped at two rates below what it carried
+// uncapped, each capped run's rate on the wire (frames + kWireOverheadBytes) against its cap and
+// against the uncapped run; the goal is within 10 % of the cap.
+//   dataplane_forwarding [--seconds S] [--size BYTES] [--cap-gbps G]   (G: one cap instead of two)
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -112,19 +116,60 @@ void print(const char* what, const Phase& p, size_t size) {
       p.sent ? 100.0 * static_cast<double>(p.sent - std::min(p.sent, p.received)) / static_cast<double>(p.sent) : 0.0);
 }
 
+struct Forwarded {
+  Phase phase;
+  NicCounters sender, receiver;
+};
+
+// The sender plays QEMU of NIC 0, the receiver QEMU of NIC 1, over one lit circuit; gbps > 0
+// caps it.
+Forwarded through_data_plane(size_t size, double seconds, double gbps) {
+  Socket tx, rx;
+  NicAttachment a, b;
+  a.name = "bench-a";
+  a.kind = NicAttachment::Kind::kUdp;
+  a.tx_port = 1;
+  a.rx_port = 3;
+  a.listen.port = free_port();
+  a.peer.port = tx.port();
+  b = a;
+  b.name = "bench-b";
+  b.tx_port = 2;
+  b.rx_port = 4;
+  b.listen.port = free_port();
+  b.peer.port = rx.port();
+  DataPlane dp({a, b}, 4);
+  dp.set_rate_gbps(gbps);
+  dp.start();
+  dp.set_path(1, 4);
+  Forwarded f;
+  f.phase = run_phase(tx, rx, a.listen.port, size, seconds);
+  f.sender = dp.counters(0);
+  f.receiver = dp.counters(1);
+  return f;
+}
+
+// What arrived, in Gbit/s on the wire: frames with their preamble, FCS and gap, as the cap counts them.
+double wire_gbps(const Phase& p, size_t size) {
+  return static_cast<double>(p.received) * static_cast<double>(size + kWireOverheadBytes) * 8 / p.seconds / 1e9;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   double seconds = 3;
   size_t size = 1500;
+  double cap = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string opt = argv[i];
     if (opt == "--seconds") {
       seconds = std::stod(argv[i + 1]);
     } else if (opt == "--size") {
       size = std::stoul(argv[i + 1]);
+    } else if (opt == "--cap-gbps") {
+      cap = std::stod(argv[i + 1]);
     } else {
-      std::fprintf(stderr, "usage: dataplane_forwarding [--seconds S] [--size BYTES]\n");
+      std::fprintf(stderr, "usage: dataplane_forwarding [--seconds S] [--size BYTES] [--cap-gbps G]\n");
       return 2;
     }
   }
@@ -138,31 +183,10 @@ int main(int argc, char** argv) {
     raw = run_phase(tx, rx, rx.port(), size, seconds);
   }
 
-  // Through the data plane: sender plays QEMU of NIC 0, receiver QEMU of NIC 1, one lit circuit.
-  Phase fwd;
-  NicCounters c0, c1;
-  {
-    Socket tx, rx;
-    NicAttachment a, b;
-    a.name = "bench-a";
-    a.kind = NicAttachment::Kind::kUdp;
-    a.tx_port = 1;
-    a.rx_port = 3;
-    a.listen.port = free_port();
-    a.peer.port = tx.port();
-    b = a;
-    b.name = "bench-b";
-    b.tx_port = 2;
-    b.rx_port = 4;
-    b.listen.port = free_port();
-    b.peer.port = rx.port();
-    DataPlane dp({a, b}, 4);
-    dp.start();
-    dp.set_path(1, 4);
-    fwd = run_phase(tx, rx, a.listen.port, size, seconds);
-    c0 = dp.counters(0);
-    c1 = dp.counters(1);
-  }
+  const Forwarded uncapped = through_data_plane(size, seconds, 0);
+  const Phase& fwd = uncapped.phase;
+  const NicCounters& c0 = uncapped.sender;
+  const NicCounters& c1 = uncapped.receiver;
 
   print("raw loopback (reference)", raw, size);
   print("through the data plane", fwd, size);
@@ -171,5 +195,20 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(c1.tx_errors));
   double ratio = static_cast<double>(fwd.received) / fwd.seconds / (static_cast<double>(raw.received) / raw.seconds);
   std::printf("ratio data plane / raw: %.1f %% (goal >= 50 %%)\n", 100 * ratio);
+
+  // The rate cap: below what the circuit carried uncapped, so the cap and not the machine limits.
+  const double open = wire_gbps(fwd, size);
+  std::vector<double> caps = {cap};
+  if (cap <= 0) caps = {std::min(1.0, open / 2), std::min(1.0, open / 2) / 4};
+  std::printf("\nlink rate cap (token bucket per circuit); uncapped run: %.3f Gbit/s on the wire\n", open);
+  for (double g : caps) {
+    g = std::max(g, kMinLinkGbps);
+    const Forwarded capped = through_data_plane(size, seconds, g);
+    const double got = wire_gbps(capped.phase, size);
+    std::printf(
+        "capped at %7.3f Gbit/s: carried %7.3f Gbit/s = %5.1f %% of the cap (goal 90..110 %%), "
+        "%5.1f %% of the uncapped run; paused %llu times\n",
+        g, got, 100 * got / g, 100 * got / open, static_cast<unsigned long long>(capped.sender.rate_waits));
+  }
   return 0;
 }

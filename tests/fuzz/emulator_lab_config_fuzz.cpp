@@ -36,6 +36,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (in_ports < 1 || out_ports < 1 || static_cast<long long>(in_ports) + out_ports > 100000) __builtin_trap();
   std::mt19937_64 rng(cfg.sw.seed);
   check_delay(cfg.sw.switching, rng);
+  // A link rate the data plane's set_rate_gbps takes as is: 0 (no cap) or within its bounds.
+  if (cfg.link_gbps != 0 && !(cfg.link_gbps >= emu::kMinLinkGbps && cfg.link_gbps <= emu::kMaxLinkGbps))
+    __builtin_trap();
 
   std::set<int> listen_ports;
   for (const auto* a :

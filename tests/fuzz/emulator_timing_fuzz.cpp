@@ -3,7 +3,7 @@
 // must give an ocslab::Error naming the input, or an update the emulator can apply as is: every
 // delay a finite non-negative number of ms its timers can hold, every held NIC one of the
 // emulator's and every dark port one of its switch's, each named once, and an unreachable
-// spell above 0 and within an hour.
+// spell above 0 and within an hour, and a link rate of 0 (no cap) or one the data plane takes.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -44,6 +44,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (u.switching) emu_fuzz::check_delay(*u.switching, rng);
   if (u.nic_link) emu_fuzz::check_link(*u.nic_link, rng);
   if (u.unreachable_ms && !(*u.unreachable_ms > 0 && *u.unreachable_ms <= 3'600'000)) __builtin_trap();
+  if (u.link_gbps && *u.link_gbps != 0 && !(*u.link_gbps >= emu::kMinLinkGbps && *u.link_gbps <= emu::kMaxLinkGbps))
+    __builtin_trap();
   std::set<std::string> held;
   for (const auto& name : u.hold_down.value_or(std::vector<std::string>{})) {
     if (name != "h1-eth1" && name != "h2-eth1") __builtin_trap();

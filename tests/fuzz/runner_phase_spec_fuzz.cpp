@@ -11,6 +11,7 @@
 #include <string>
 
 #include "ocslab/common/shell.h"
+#include "ocslab/emulator/data_plane.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/phase_workload.h"
 
@@ -60,6 +61,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (v.empty() || v.find_first_of(" ;$`'\"\\|&<>()\n") != std::string::npos) __builtin_trap();
       }
       l.env.emplace_back(name, values.front());
+    }
+    // Link rates only for a virtual lab's emulator, each one it takes, above 0.
+    if (!pw.sweep_link_gbps.empty() && s.vlab.empty()) __builtin_trap();
+    for (double g : pw.sweep_link_gbps) {
+      if (!(g >= ocslab::emu::kMinLinkGbps && g <= ocslab::emu::kMaxLinkGbps)) __builtin_trap();
     }
     for (double ms : pw.sweep_outage_ms) {
       if (!(ms > 0) || ms >= pw.timeout_s * 1000.0) __builtin_trap();

@@ -333,11 +333,12 @@ vlab::TimingState lab_file_timing(const vlab::LabSpec& spec) {
   return vlab::initial_timing(cfg);
 }
 
-// The switch's and the NICs' timing alike (holds and dark ports aside).
+// The switch's and the NICs' timing and the link rate alike (holds and dark ports aside).
 bool same_timing(const vlab::TimingState& a, const vlab::TimingState& b) {
   return a.switch_preset == b.switch_preset && a.switching.to_string() == b.switching.to_string() &&
          a.nic_model == b.nic_model && a.los_ms == b.los_ms && a.firmware_up.to_string() == b.firmware_up.to_string() &&
-         a.rapid_window_ms == b.rapid_window_ms && a.rapid_extra.to_string() == b.rapid_extra.to_string();
+         a.rapid_window_ms == b.rapid_window_ms && a.rapid_extra.to_string() == b.rapid_extra.to_string() &&
+         a.link_gbps == b.link_gbps;
 }
 
 // A distribution in the lab file's YAML syntax (the timing channel's input).
@@ -360,6 +361,7 @@ vlab::LabTiming timing_options(const vlab::TimingState& t) {
   vlab::LabTiming o;
   if (t.switch_preset != "custom" && !t.switch_preset.empty()) o.switch_preset = t.switch_preset;
   o.switching_ms = distribution_yaml(t.switching);
+  o.link_gbps = fmt::format("{}", t.link_gbps);
   if (t.nic_model == "mixed" || t.nic_model.empty()) return o;
   if (t.nic_model != "custom") o.nic_model = t.nic_model;
   o.los_ms = fmt::format("{}", t.los_ms);
@@ -373,6 +375,7 @@ void merge_timing(vlab::LabTiming& into, const vlab::LabTiming& from) {
   into.nic_model = from.nic_model;
   into.los_ms = from.los_ms;
   into.firmware_up_ms = from.firmware_up_ms;
+  into.link_gbps = from.link_gbps;
 }
 
 }  // namespace

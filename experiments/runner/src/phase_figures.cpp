@@ -89,8 +89,9 @@ std::vector<StepFigures> step_figures(const workloads::Schedule& s, const std::s
       if (it == steps.end() || it->second.empty()) continue;
       const auto& v = it->second;
       f.rows += static_cast<int>(v.size());
-      double comm = 0, wait = 0;
+      double comm = 0, wait = 0, bytes = 0;
       for (auto* r : v) {
+        bytes += static_cast<double>(r->bytes);
         comm += static_cast<double>(r->duration_ns) / 1e6;
         wait += static_cast<double>(r->wait_ns) / 1e6;
         if (r->reconfigured) reconfigured.insert(r->index);
@@ -111,6 +112,7 @@ std::vector<StepFigures> step_figures(const workloads::Schedule& s, const std::s
         f.comm_ms = comm;
         f.wait_ms = wait;
         f.compute_ms = std::max(0.0, step_ms - comm - wait);
+        f.algbw_gbps = comm > 0 ? bytes * 8 / (comm * 1e6) : 0;  // bits per ms / 1e6 = Gbit/s
       }
     }
     if (f.step_ms < 0) f.step_ms = 0;
@@ -138,7 +140,9 @@ const std::vector<std::string>& step_csv_columns() {
                                              "switching_ms",
                                              "repetition",
                                              "barriers",
-                                             "relative_to_native"};
+                                             "relative_to_native",
+                                             "link_gbps",
+                                             "algbw_gbps"};
   return c;
 }
 
@@ -160,7 +164,9 @@ std::vector<std::string> step_csv_fields(const StepFigures& f) {
           ms_or_empty(f.switching_ms),
           std::to_string(f.repetition),
           std::to_string(f.barriers),
-          f.relative > 0 ? fmt::format("{:.4f}", f.relative) : std::string()};
+          f.relative > 0 ? fmt::format("{:.4f}", f.relative) : std::string(),
+          f.link_gbps > 0 ? fmt::format("{:g}", f.link_gbps) : std::string(),
+          fmt::format("{:.4f}", f.algbw_gbps)};
 }
 
 void set_relative_to_native(std::vector<StepFigures>& figures) {
@@ -178,10 +184,10 @@ void set_relative_to_native(std::vector<StepFigures>& figures) {
 
 std::vector<SweepPoint> sweep_points(const std::vector<StepFigures>& figures) {
   std::vector<SweepPoint> out;
-  std::map<std::tuple<std::string, double, int>, std::vector<const StepFigures*>> runs;
-  std::vector<std::tuple<std::string, double, int>> order;
+  std::map<std::tuple<std::string, double, double, int>, std::vector<const StepFigures*>> runs;
+  std::vector<std::tuple<std::string, double, double, int>> order;
   for (const auto& f : figures) {
-    auto key = std::make_tuple(f.mode, f.switching_ms, f.repetition);
+    auto key = std::make_tuple(f.mode, f.switching_ms, f.link_gbps, f.repetition);
     if (!runs.count(key)) order.push_back(key);
     auto& v = runs[key];
     if (!f.warmup) v.push_back(&f);
@@ -198,7 +204,7 @@ std::vector<SweepPoint> sweep_points(const std::vector<StepFigures>& figures) {
   for (const auto& key : order) {
     const auto& v = runs[key];
     SweepPoint p;
-    std::tie(p.mode, p.switching_ms, p.repetition) = key;
+    std::tie(p.mode, p.switching_ms, p.link_gbps, p.repetition) = key;
     p.steps = static_cast<int>(v.size());
     if (v.empty()) {
       out.push_back(p);
@@ -210,9 +216,11 @@ std::vector<SweepPoint> sweep_points(const std::vector<StepFigures>& figures) {
       reconf += f->reconfigurations;
       wait += f->wait_ms;
       barriers += f->barriers;
+      p.algbw_gbps += f->algbw_gbps;
     }
     const double n = static_cast<double>(v.size());
     p.step_ms /= n;
+    p.algbw_gbps /= n;
     double var = 0;
     for (auto* f : v) var += (f->step_ms - p.step_ms) * (f->step_ms - p.step_ms);
     p.step_ms_sd = v.size() > 1 ? std::sqrt(var / (n - 1)) : 0;
@@ -229,9 +237,10 @@ std::vector<SweepPoint> sweep_points(const std::vector<StepFigures>& figures) {
 }
 
 const std::vector<std::string>& sweep_csv_columns() {
-  static const std::vector<std::string> c = {"mode",    "switching_ms",      "repetition",         "steps",
-                                             "step_ms", "step_ms_sd",        "relative_to_native", "reconfigs_per_step",
-                                             "wait_ms", "barriers_per_step", "estimate_ms"};
+  static const std::vector<std::string> c = {
+      "mode",        "switching_ms",       "repetition",         "steps",   "step_ms",
+      "step_ms_sd",  "relative_to_native", "reconfigs_per_step", "wait_ms", "barriers_per_step",
+      "estimate_ms", "link_gbps",          "algbw_gbps"};
   return c;
 }
 
@@ -246,7 +255,9 @@ std::vector<std::string> sweep_csv_fields(const SweepPoint& p) {
           fmt::format("{:.3f}", p.reconfigs_per_step),
           fmt::format("{:.3f}", p.wait_ms),
           fmt::format("{:.3f}", p.barriers_per_step),
-          ms_or_empty(p.estimate_ms)};
+          ms_or_empty(p.estimate_ms),
+          p.link_gbps > 0 ? fmt::format("{:g}", p.link_gbps) : std::string(),
+          fmt::format("{:.4f}", p.algbw_gbps)};
 }
 
 std::optional<SweepSlope> sweep_slope(const std::vector<SweepPoint>& points, const std::string& mode) {

@@ -97,12 +97,28 @@ MaskRecord mask_record(const std::string& label, int64_t started_ns,
 }
 
 LabSwitching::LabSwitching(const Target& target, const PhaseWorkloadSpec& pw, const RunContext& ctx)
-    : target_(target), ctx_(ctx), active_(target.is_vlab() && !pw.inject_delay && !pw.sweep_switching_ms.empty()) {
-  if (active_) original_ = vlab::lab_timing(target_.lab.dir);
+    : target_(target),
+      ctx_(ctx),
+      active_(target.is_vlab() && !pw.inject_delay && !pw.sweep_switching_ms.empty()),
+      rate_active_(target.is_vlab() && !pw.sweep_link_gbps.empty()) {
+  if (active_ || rate_active_) original_ = vlab::lab_timing(target_.lab.dir);
 }
 
 LabSwitching::~LabSwitching() {
-  if (!active_ || !changed_) return;
+  if (active_ && changed_) put_back_switching();
+  if (!rate_active_ || !rate_changed_) return;
+  try {
+    vlab::LabTiming t;
+    t.link_gbps = fmt::format("{}", original_.link_gbps);
+    vlab::set_lab_timing(target_.lab.dir, t, std::chrono::seconds(10));
+    ctx_.log(original_.link_gbps > 0 ? fmt::format("virtual lab link rate put back to {:g} Gbit/s", original_.link_gbps)
+                                     : std::string("virtual lab link rate put back to no cap"));
+  } catch (const std::exception& e) {
+    ctx_.log(std::string("could not put the virtual lab's link rate back: ") + e.what());
+  }
+}
+
+void LabSwitching::put_back_switching() {
   try {
     vlab::LabTiming t;
     const auto& d = original_.switching;
@@ -132,6 +148,16 @@ void LabSwitching::set(double ms) {
   changed_ = true;
   current_ = ms;
   ctx_.log("virtual lab switching time now " + now.switching.to_string());
+}
+
+void LabSwitching::set_link_gbps(double gbps) {
+  if (!rate_active_ || gbps == current_gbps_) return;
+  vlab::LabTiming t;
+  t.link_gbps = fmt::format("{}", gbps);
+  auto now = vlab::set_lab_timing(target_.lab.dir, t, std::chrono::seconds(10));
+  rate_changed_ = true;
+  current_gbps_ = gbps;
+  ctx_.log(fmt::format("virtual lab link rate now {:g} Gbit/s", now.link_gbps));
 }
 
 PhaseRails::PhaseRails(const Target& target, const RunContext& ctx, std::function<void(const Sample&)> control)

@@ -143,6 +143,7 @@ StepOfSeq PhaseResults::finish_mode(ModeRun& m, const std::vector<phase::Control
   drop_incomplete_steps(m, figures);
   for (auto& f : figures) {
     f.switching_ms = m.point.switching_ms;
+    f.link_gbps = m.point.link_gbps;
     f.repetition = m.point.repetition;
   }
   add_windows(m, got.rows);
@@ -177,6 +178,7 @@ StepOfSeq PhaseResults::finish_mode(ModeRun& m, const std::vector<phase::Control
                          {"label", m.label},
                          {"switching_ms", m.point.switching_ms < 0 ? json(nullptr) : json(m.point.switching_ms)},
                          {"repetition", m.point.repetition},
+                         {"link_gbps", m.point.link_gbps < 0 ? json(nullptr) : json(m.point.link_gbps)},
                          {"placement_circuits_added", m.placement_added},
                          {"topology", m.point.mode == "native" ? pw_.native.str() : pw_.initial.str()},
                          {"controller", m.point.mode == "native" ? std::string() : m.launch.controller},
@@ -384,7 +386,7 @@ void PhaseResults::write_step_files() {
   for (const auto& f : result_.steps) w.row(step_csv_fields(f));
   w.flush();
   const auto points = sweep_points(result_.steps);
-  if (!pw_.sweep_switching_ms.empty() || pw_.repetitions > 1) {
+  if (!pw_.sweep_switching_ms.empty() || !pw_.sweep_link_gbps.empty() || pw_.repetitions > 1) {
     CsvWriter sw(folder_ + "/sweep.csv");
     sw.header(sweep_csv_columns());
     for (const auto& p : points) sw.row(sweep_csv_fields(p));
@@ -573,6 +575,7 @@ json PhaseResults::meta(const RunFacts& facts) const {
   meta["native"]["group_if"] = json::object();
   for (const auto& [g, nic] : pw_.native_group_if) meta["native"]["group_if"][g] = nic;
   meta["sweep"] = {{"switching_ms", pw_.sweep_switching_ms},
+                   {"link_gbps", pw_.sweep_link_gbps},
                    {"repetitions", pw_.repetitions},
                    {"how", pw_.sweep_switching_ms.empty() ? "none"
                            : pw_.inject_delay             ? "injected by the runner's controller"

@@ -3,9 +3,9 @@
 // the per-step figures and the merged timeline.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -125,6 +125,7 @@ class PhaseWorkloadRun {
       for (size_t i = 0; i < runs.size(); ++i) {
         if (ctx_.interrupted()) break;
         if (runs[i].switching_ms >= 0) switching.set(runs[i].switching_ms);
+        if (runs[i].link_gbps > 0) switching.set_link_gbps(runs[i].link_gbps);
         ctx_.log(fmt::format("[{}/{}] {}", i + 1, runs.size(), runs[i].label));
         run_mode(runs[i]);
         if (pw_.safe_window_from == "measured" && runs[i].mode == "native") use_measured_windows(runs[i]);
@@ -138,12 +139,15 @@ class PhaseWorkloadRun {
   }
 
  private:
-  // Every (mode, sweep point, repetition) in run order: per switching time, sweep.env combination
-  // and outage length (each axis in the spec's order), each repetition runs the modes in the
-  // spec's order; native (which never switches) runs at the first switching time only.
+  // Every (mode, sweep point, repetition) in run order: per link rate, switching time, sweep.env
+  // combination and outage length (each axis in the spec's order), each repetition runs the modes
+  // in the spec's order; native (which never switches) runs at the first switching time only, but
+  // at every link rate (it moves the same bytes).
   std::vector<RunPoint> plan() const {
     const bool swept = !pw_.sweep_switching_ms.empty();
-    const bool any_sweep = swept || !pw_.sweep_env.empty() || !pw_.sweep_outage_ms.empty();
+    const bool any_sweep =
+        swept || !pw_.sweep_link_gbps.empty() || !pw_.sweep_env.empty() || !pw_.sweep_outage_ms.empty();
+    const std::vector<double> rates = pw_.sweep_link_gbps.empty() ? std::vector<double>{-1} : pw_.sweep_link_gbps;
     const std::vector<double> points = swept ? pw_.sweep_switching_ms : std::vector<double>{-1};
     const std::vector<double> outages = pw_.sweep_outage_ms.empty() ? std::vector<double>{-1} : pw_.sweep_outage_ms;
     std::vector<std::vector<std::pair<std::string, std::string>>> envs = {{}};
@@ -158,18 +162,21 @@ class PhaseWorkloadRun {
       envs = std::move(next);
     }
     std::vector<RunPoint> out;
-    for (size_t pi = 0; pi < points.size(); ++pi) {
-      for (const auto& env : envs) {
-        for (double outage : outages) {
-          for (int rep = 1; rep <= pw_.repetitions; ++rep) {
-            for (const auto& mode : pw_.modes) {
-              if (mode == "native" && pi > 0) continue;
-              RunPoint r{mode, mode, mode == "native" ? -1.0 : points[pi], rep, env, outage};
-              if (r.switching_ms >= 0) r.label += fmt::format("-{:g}ms", r.switching_ms);
-              if (!env.empty()) r.label += "-" + env_label(env);
-              if (outage >= 0) r.label += fmt::format("-out{:g}ms", outage);
-              if (any_sweep || pw_.repetitions > 1) r.label += fmt::format("-r{}", rep);
-              out.push_back(r);
+    for (double gbps : rates) {
+      for (size_t pi = 0; pi < points.size(); ++pi) {
+        for (const auto& env : envs) {
+          for (double outage : outages) {
+            for (int rep = 1; rep <= pw_.repetitions; ++rep) {
+              for (const auto& mode : pw_.modes) {
+                if (mode == "native" && pi > 0) continue;
+                RunPoint r{mode, mode, mode == "native" ? -1.0 : points[pi], rep, env, outage, gbps};
+                if (gbps > 0) r.label += fmt::format("-{:g}gbps", gbps);
+                if (r.switching_ms >= 0) r.label += fmt::format("-{:g}ms", r.switching_ms);
+                if (!env.empty()) r.label += "-" + env_label(env);
+                if (outage >= 0) r.label += fmt::format("-out{:g}ms", outage);
+                if (any_sweep || pw_.repetitions > 1) r.label += fmt::format("-r{}", rep);
+                out.push_back(r);
+              }
             }
           }
         }

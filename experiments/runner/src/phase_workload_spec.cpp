@@ -7,13 +7,14 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <string_view>
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <set>
+#include <string_view>
 #include <tuple>
 
+#include "ocslab/emulator/lab_config.h"  // parse_link_gbps: the lab file's link rates
 #include "ocslab/phase/controller_config.h"
 #include "ocslab/runner/experiment_spec.h"
 #include "ocslab/runner/idle_windows.h"
@@ -466,23 +467,46 @@ void parse_safe_window_from(const YamlDoc& doc, const YAML::Node& from, PhaseWor
   }
 }
 
-// sweep: {switching_ms: [...], env: {...}, outage_ms: [...], repetitions: N, inject: BOOL}.
+// sweep.link_gbps: [GBPS, ...]: each rate once, above 0 (an axis of rates; the lab's own, uncapped
+// or not, is the run without the axis); only a virtual lab's emulator can set it.
+void parse_sweep_link_gbps(const YamlDoc& doc, const YAML::Node& list, const ExperimentSpec& spec,
+                           PhaseWorkloadSpec& pw) {
+  if (!list.IsSequence() || list.size() == 0)
+    throw config_error(doc, list, "sweep.link_gbps is a non-empty list of link rates in Gbit/s");
+  for (const auto& v : list) {
+    const double gbps = emu::parse_link_gbps(doc, v, "sweep.link_gbps");
+    if (gbps == 0) throw config_error(doc, v, "sweep.link_gbps: 0 is no cap, not a rate (leave the axis out for it)");
+    if (std::find(pw.sweep_link_gbps.begin(), pw.sweep_link_gbps.end(), gbps) != pw.sweep_link_gbps.end())
+      throw config_error(doc, v, fmt::format("sweep.link_gbps: {:g} Gbit/s listed twice", gbps));
+    pw.sweep_link_gbps.push_back(gbps);
+  }
+  if (spec.vlab.empty()) {
+    throw config_error(doc, list,
+                       fmt::format("sweep.link_gbps sets the emulator's link rate, which only a virtual lab has ({}): "
+                                   "cap a real lab's hosts with tc instead (docs/emulator.md)",
+                                   spec.switch_url.empty() ? std::string("the spec's switch") : spec.switch_url));
+  }
+}
+
+// sweep: {switching_ms: [...], link_gbps: [...], env: {...}, outage_ms: [...], repetitions: N, inject: BOOL}.
 void parse_sweep(const YamlDoc& doc, const YAML::Node& sw, const ExperimentSpec& spec, PhaseWorkloadSpec& pw) {
   if (!sw.IsMap()) {
-    throw config_error(doc, sw,
-                       "sweep is a map {switching_ms: [MS, ...], env: {VARIABLE: [VALUE, ...]}, outage_ms: [MS, ...], "
-                       "repetitions: N, inject: BOOL, order: random | as-listed}");
+    throw config_error(
+        doc, sw,
+        "sweep is a map {switching_ms: [MS, ...], link_gbps: [GBPS, ...], env: {VARIABLE: [VALUE, ...]}, "
+        "outage_ms: [MS, ...], repetitions: N, inject: BOOL, order: random | as-listed}");
   }
-  only_keys(doc, sw, {"switching_ms", "env", "outage_ms", "repetitions", "inject", "order"});
+  only_keys(doc, sw, {"switching_ms", "link_gbps", "env", "outage_ms", "repetitions", "inject", "order"});
   if (const auto& o = sw["order"]) {
     const std::string v = as_string(doc, o);
     if (v != "random" && v != "as-listed")
       throw config_error(doc, o, fmt::format("sweep.order must be 'random' (seeded by `seed`) or 'as-listed', got '{}'", v));
     pw.sweep_shuffled = v == "random";
   }
-  if (!sw["switching_ms"] && !sw["env"] && !sw["outage_ms"])
-    throw config_error(doc, sw, "sweep needs an axis: switching_ms, env or outage_ms");
+  if (!sw["switching_ms"] && !sw["link_gbps"] && !sw["env"] && !sw["outage_ms"])
+    throw config_error(doc, sw, "sweep needs an axis: switching_ms, link_gbps, env or outage_ms");
   if (const auto& env = sw["env"]) parse_sweep_env(doc, env, pw);
+  if (const auto& rates = sw["link_gbps"]) parse_sweep_link_gbps(doc, rates, spec, pw);
   if (const auto& list = sw["outage_ms"]) {
     if (!list.IsSequence() || list.size() == 0)
       throw config_error(doc, list, "sweep.outage_ms is a non-empty list of outage lengths in ms");

@@ -80,8 +80,8 @@ Usage:
   ocslab vlab timing NAME [--preset P] [--switching-ms V] [--nic-model PRESET] [--los-ms V]
                    [--firmware-up-ms V] [--hold-down HOST:NIC]... [--release HOST:NIC]...
                    [--dark-port PORT]... [--light-port PORT]... [--release-all]
-                   [--unreachable-ms V] [--cache DIR] [--json]
-        show, or change without rebooting, the lab's switching time and NIC link model, and
+                   [--unreachable-ms V] [--link-gbps G] [--cache DIR] [--json]
+        show, or change without rebooting, the lab's switching time, NIC link model and link rate, and
         hold NIC links down (fault injection) (ocslab vlab timing --help).
   ocslab vlab ssh HOST [--lab NAME] [COMMAND...]
         an SSH session (or one command) on a host, with the lab's key and known_hosts.
@@ -110,7 +110,7 @@ const char* kTimingHelp = R"(ocslab vlab timing - the timing of a running lab, c
 Usage: ocslab vlab timing NAME [--preset P] [--switching-ms V] [--nic-model PRESET] [--los-ms V]
                           [--firmware-up-ms V] [--hold-down HOST:NIC]... [--release HOST:NIC]...
                           [--dark-port PORT]... [--light-port PORT]... [--release-all]
-                          [--dark-for MS] [--unreachable-ms V] [--cache DIR] [--json]
+                          [--dark-for MS] [--unreachable-ms V] [--link-gbps G] [--cache DIR] [--json]
 
 With no timing option: prints the lab's current timing (text, or JSON with --json).
 With options: writes <lab>/timing.yaml, has the lab's supervisor apply it (SIGHUP), waits up
@@ -142,6 +142,8 @@ Options (the lab file's keys and syntax, docs/virtual-lab.md):
                        (an outage of an exact length; a port already dark is refused)
   --unreachable-ms V   the switch's control plane is unreachable for V ms from now: what
                        clients send meanwhile is held and served when the spell ends
+  --link-gbps G        every lit circuit's rate from now on, Gbit/s on the wire (0.001..1000;
+                       0 removes the cap): the emulator delays frames beyond it
   --release-all        release every held NIC and light every dark port (before --hold-down
                        and --dark-port add any)
   --cache DIR          where the lab's run folder is (default as for `up`)
@@ -159,12 +161,16 @@ Example: switch port 19 (h3:eth1's receive port) fails, then comes back
   ocslab vlab timing rail4 --light-port 19
 Example: h3:eth1's circuit dark for exactly 150 ms, both directions (its tx and rx ports)
   ocslab vlab timing rail4 --dark-port 3 --dark-port 19 --dark-for 150
+Example: every circuit carries at most 10 Gbit/s, then as fast as the emulator forwards
+  ocslab vlab timing rail4 --link-gbps 10
+  ocslab vlab timing rail4 --link-gbps 0
 )";
 
 // The options that only `vlab timing` takes (with the LabTiming field each sets).
 const std::map<std::string, std::optional<std::string> vlab::LabTiming::*> kTimingOptions = {
     {"--preset", &vlab::LabTiming::switch_preset},
     {"--unreachable-ms", &vlab::LabTiming::unreachable_ms},
+    {"--link-gbps", &vlab::LabTiming::link_gbps},
     {"--switching-ms", &vlab::LabTiming::switching_ms},
     {"--nic-model", &vlab::LabTiming::nic_model},
     {"--los-ms", &vlab::LabTiming::los_ms},
@@ -194,7 +200,7 @@ Args parse(const std::vector<std::string>& words, size_t first) {
       {"--preset", true},  {"--switching-ms", true},   {"--nic-model", true},
       {"--los-ms", true},  {"--firmware-up-ms", true}, {"--hold-down", true},
       {"--release", true}, {"--release-all", false},   {"--dark-port", true},
-      {"--light-port", true}, {"--unreachable-ms", true}, {"--dark-for", true}};
+      {"--light-port", true}, {"--unreachable-ms", true}, {"--dark-for", true}, {"--link-gbps", true}};
   Args a;
   for (size_t i = first; i < words.size(); ++i) {
     const std::string& w = words[i];

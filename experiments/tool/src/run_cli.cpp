@@ -264,6 +264,11 @@ void print_phase_plan(const runner::ExperimentSpec& spec, std::ostream& out) {
                        pw.repetitions,
                        pw.inject_delay ? "injected by the controller" : "set on the virtual lab's emulator");
   }
+  if (!pw.sweep_link_gbps.empty()) {
+    out << fmt::format("sweep: link rate {} Gbit/s, every mode (native included) at each, {} repetition(s); set on "
+                       "the virtual lab's emulator\n",
+                       fmt::join(pw.sweep_link_gbps, ", "), pw.repetitions);
+  }
   print_survival_plan(spec, out);
   if (!spec.probes.empty() || spec.rdma.enabled) {
     std::string names;
@@ -565,10 +570,12 @@ nlohmann::json phase_plan_json(const runner::ExperimentSpec& spec) {
   std::vector<std::string> rails;
   for (const auto& r : pw.rail_list()) rails.push_back(r.name);
   j["rails"] = rails;
-  if (!pw.sweep_env.empty() || !pw.sweep_outage_ms.empty() || !pw.sweep_switching_ms.empty()) {
+  if (!pw.sweep_env.empty() || !pw.sweep_outage_ms.empty() || !pw.sweep_switching_ms.empty() ||
+      !pw.sweep_link_gbps.empty()) {
     nlohmann::json env = nlohmann::json::object();
     for (const auto& [name, values] : pw.sweep_env) env[name] = values;
     j["sweep"] = {{"switching_ms", pw.sweep_switching_ms},
+                  {"link_gbps", pw.sweep_link_gbps},
                   {"env", env},
                   {"outage_ms", pw.sweep_outage_ms},
                   {"repetitions", pw.repetitions},

@@ -295,10 +295,10 @@ LabSpec parse_lab_spec(const YamlDoc& doc) {
   const YAML::Node& root = doc.root;
   if (!root.IsMap()) throw config_error(doc, root, "expected a mapping with 'switch', 'hosts' and 'links'");
   // No ground_truth key: the lab always records it in its run folder (ground-truth.csv).
-  only_keys(doc, root, {"name", "switch", "nic_model", "hosts", "links", "slurm"});
+  only_keys(doc, root, {"name", "switch", "nic_model", "link_gbps", "hosts", "links", "slurm"});
   LabSpec lab;
   lab.origin = doc.origin;
-  lab.emulator = emu::parse_emulator_config(doc);  // switch, nic_model, ground_truth
+  lab.emulator = emu::parse_emulator_config(doc);  // switch, nic_model, link_gbps, ground_truth
   lab.name = root["name"] ? as_string(doc, root["name"]) : std::filesystem::path(doc.origin).stem().string();
   if (!valid_name(lab.name, 40)) {
     throw config_error(doc, root["name"] ? root["name"] : root,

@@ -89,6 +89,7 @@ json timing_json(const TimingState& t) {
           {"max_up_ms", t.max_up_ms},
           {"held_down", t.held_down},
           {"dark_ports", t.dark_ports},
+          {"link_gbps", t.link_gbps},
           {"summary", t.summary()}};
 }
 
@@ -107,19 +108,21 @@ void timing_from(const json& j, TimingState& t) {
   t.max_up_ms = v.value("max_up_ms", 0.0);
   t.held_down = v.value("held_down", std::vector<std::string>{});
   t.dark_ports = v.value("dark_ports", std::vector<int>{});
+  t.link_gbps = v.value("link_gbps", 0.0);
 }
 
 }  // namespace
 
 std::string TimingState::summary() const {
   std::string out = fmt::format("switch {} ({})", switch_preset.empty() ? "?" : switch_preset, switching.to_string());
-  if (nic_model.empty()) return out + ", no NICs";
+  const std::string capped = link_gbps > 0 ? fmt::format("; circuits capped at {:g} Gbit/s", link_gbps) : "";
+  if (nic_model.empty()) return out + ", no NICs" + capped;
   out += fmt::format(", NICs {} (up {}, LOS {} ms", nic_model, firmware_up.to_string(), los_ms);
   if (rapid_window_ms > 0) out += fmt::format(", +{} within {} ms", rapid_extra.to_string(), rapid_window_ms);
   out += ")";
   if (!held_down.empty()) out += fmt::format("; held down: {}", fmt::join(held_down, ", "));
   if (!dark_ports.empty()) out += fmt::format("; dark ports: {}", fmt::join(dark_ports, ", "));
-  return out;
+  return out + capped;
 }
 
 std::string LabState::switch_url() const { return fmt::format("tl1://{}@127.0.0.1:{}", switch_user, tl1_port); }

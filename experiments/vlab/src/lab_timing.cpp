@@ -124,6 +124,7 @@ void record_applied(TimingState& t, const emu::TimingUpdate& u, const LabState& 
     t.switch_preset = u.switch_preset;
     t.switching = *u.switching;
   }
+  if (u.link_gbps) t.link_gbps = *u.link_gbps;
   if (u.nic_link) {
     t.nic_model = u.nic_preset;
     t.los_ms = u.nic_link->los_ms;
@@ -138,7 +139,7 @@ void record_applied(TimingState& t, const emu::TimingUpdate& u, const LabState& 
 
 bool LabTiming::empty() const {
   return !switch_preset && !switching_ms && !nic_model && !los_ms && !firmware_up_ms && !nic_link && !hold_down &&
-         !dark_ports && !unreachable_ms && !dark_spell_ms;
+         !dark_ports && !unreachable_ms && !dark_spell_ms && !link_gbps;
 }
 
 std::string emulator_nic_name(const LabState& lab, const std::string& host_nic) {
@@ -208,6 +209,11 @@ std::string timing_yaml(const LabTiming& t) {
   } else if (!t.dark_spell_ports.empty()) {
     throw ConfigError("dark spell ports without --dark-for MS");
   }
+  if (t.link_gbps) {
+    root["link_gbps"] = checked_value("--link-gbps", *t.link_gbps, [](const YamlDoc& d, const YAML::Node& n) {
+      emu::parse_link_gbps(d, n, "link_gbps");
+    });
+  }
   if (t.dark_ports) {
     YAML::Node dark(YAML::NodeType::Sequence);
     for (int p : *t.dark_ports) dark.push_back(p);
@@ -266,6 +272,7 @@ TimingState initial_timing(const emu::EmulatorConfig& config) {
   TimingState t;
   t.switch_preset = config.preset;
   t.switching = config.sw.switching;
+  t.link_gbps = config.link_gbps;
   if (config.nics.empty()) return t;
   const emu::NicConfig& first = config.nics.front();
   t.nic_model = first.link_preset;

@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <linux/if_tun.h>
 #include <linux/rtnetlink.h>
 #include <netdb.h>
@@ -15,12 +16,16 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <set>
 
+#include "ocslab/common/clock.h"  // monotonic_ns: CLOCK_MONOTONIC, the rate timer's clock
 #include "ocslab/common/error.h"
 #include "ocslab/common/netlink_socket.h"
 #include "unique_fd.h"
@@ -37,6 +42,22 @@ constexpr size_t kFrameMax = 65536;
 // left is picked up on the next round).
 constexpr unsigned kBatch = 32;
 constexpr uint64_t kStopTag = ~uint64_t{0};
+constexpr uint64_t kTimerTag = kStopTag - 1;  // a paused NIC's rate wait is over
+constexpr uint64_t kWakeTag = kStopTag - 2;   // the rate changed
+// A full-size frame on the fibre (1500-byte MTU: 1514 bytes as handed over, plus the overhead):
+// how a capped NIC's batch is sized to what its bucket holds.
+constexpr double kFrameCost = 1514 + kWireOverheadBytes;
+// A paused NIC sleeps at least this long: shorter waits would cost a timer wake-up per frame
+// at low rates; the bucket carries what accrues meanwhile, so the mean rate is unchanged.
+constexpr int64_t kMinPauseNs = 50'000;
+// The bucket holds at most 1 ms of the rate (at least a few full frames): a circuit that was
+// idle may send that much at once, as a NIC's own queue would, and no more.
+constexpr double kBurstNs = 1e6;
+// While frames are waiting (the last read took all it asked for) the bucket keeps what accrued
+// for up to 100 ms: the time the forwarding thread was descheduled or woke late is time the
+// fibre would have carried the queue, so it is caught up on instead of lost. With the 1 ms cap
+// alone, a capped circuit on the busy 2-core build machine carried about half its rate.
+constexpr double kCatchUpNs = 100e6;
 // Larger socket buffers absorb bursts while the forwarding thread is descheduled (the build
 // machines have two cores shared with QEMU guests).
 constexpr int kSocketBuffer = 4 << 20;
@@ -175,7 +196,15 @@ struct NicState {
   bool registered = false;  // in the epoll set (false once its fd failed)
   std::atomic<bool> link_up{true};
   std::atomic<uint64_t> rx_frames{0}, rx_bytes{0}, tx_frames{0}, tx_bytes{0};
-  std::atomic<uint64_t> dropped_dark{0}, dropped_link_down{0}, tx_errors{0};
+  std::atomic<uint64_t> dropped_dark{0}, dropped_link_down{0}, tx_errors{0}, rate_waits{0};
+  // The rate's token bucket of the circuit this NIC transmits into (forwarding thread only):
+  // bytes it may still send (negative: owed for a batch that went over), when last refilled,
+  // and while paused (its fd out of the epoll set's interest) when it may read again.
+  double tokens = 0;
+  int64_t refilled_ns = 0;
+  bool backlogged = false;  // the last read filled its batch: more frames are likely waiting
+  bool paused = false;
+  int64_t due_ns = 0;
 };
 
 struct DataPlane::Impl {
@@ -190,7 +219,13 @@ struct DataPlane::Impl {
 
   void run();
   void service(size_t x);
-  void forward(size_t x, unsigned count);
+  // rate: bytes per ns of every lit circuit, 0 uncapped.
+  void forward(size_t x, unsigned count, double rate);
+  void refill(NicState& s, int64_t now, double rate) const;
+  void pause(size_t x, int64_t now, double rate);
+  void resume(size_t x);
+  void resume_due(bool all);
+  void arm_timer();
   // Each returns how many of the batch's frames the NIC accepted, adding their bytes to *bytes.
   unsigned deliver_udp(NicState& d, unsigned count, uint64_t* bytes);
   unsigned deliver_tap(NicState& d, unsigned count, uint64_t* bytes);
@@ -203,8 +238,9 @@ struct DataPlane::Impl {
   std::vector<std::atomic<int>> path;  // ingress port -> lit egress port, 0 = dark
   std::vector<int> egress_nic;         // egress port -> NIC wired to it, -1 = none (immutable)
   std::vector<NicState> nic;
-  UniqueFd epoll, stop_event;
+  UniqueFd epoll, stop_event, timer, wake;
   std::thread thread;
+  std::atomic<double> rate_gbps{0};  // set_rate_gbps; read per batch by the forwarding thread
 
   // Forwarding-thread scratch: one batch of frames, reused by recvmmsg and sendmmsg.
   std::vector<char> buffers = std::vector<char>(kFrameMax * kBatch);
@@ -240,6 +276,18 @@ void DataPlane::start() {
     if (::epoll_ctl(im.epoll.get(), EPOLL_CTL_ADD, im.stop_event.get(), &ev) < 0) {
       throw SystemError("data plane: epoll_ctl(stop event)", errno);
     }
+    im.timer.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+    if (!im.timer.valid()) throw SystemError("data plane: timerfd_create", errno);
+    im.wake.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (!im.wake.valid()) throw SystemError("data plane: eventfd", errno);
+    ev.data.u64 = kTimerTag;
+    if (::epoll_ctl(im.epoll.get(), EPOLL_CTL_ADD, im.timer.get(), &ev) < 0) {
+      throw SystemError("data plane: epoll_ctl(rate timer)", errno);
+    }
+    ev.data.u64 = kWakeTag;
+    if (::epoll_ctl(im.epoll.get(), EPOLL_CTL_ADD, im.wake.get(), &ev) < 0) {
+      throw SystemError("data plane: epoll_ctl(rate wake)", errno);
+    }
     for (size_t i = 0; i < nics_.size(); ++i) {
       ev.data.u64 = i;
       if (::epoll_ctl(im.epoll.get(), EPOLL_CTL_ADD, im.nic[i].fd.get(), &ev) < 0) {
@@ -255,6 +303,8 @@ void DataPlane::start() {
     }
     im.epoll.reset();
     im.stop_event.reset();
+    im.timer.reset();
+    im.wake.reset();
     throw;
   }
 }
@@ -271,9 +321,12 @@ void DataPlane::stop() {
   for (auto& s : im.nic) {
     s.fd.reset();  // removes non-persistent TAP devices
     s.registered = false;
+    s.paused = false;
   }
   im.epoll.reset();
   im.stop_event.reset();
+  im.timer.reset();
+  im.wake.reset();
 }
 
 void DataPlane::set_path(ocs::Port ingress, std::optional<ocs::Port> egress) {
@@ -294,12 +347,28 @@ void DataPlane::set_nic_link(size_t nic, bool up) {
   impl_->nic[nic].link_up.store(up, std::memory_order_release);
 }
 
+void DataPlane::set_rate_gbps(double gbps) {
+  if (gbps != 0 && !(gbps >= kMinLinkGbps && gbps <= kMaxLinkGbps)) {
+    throw Error(
+        fmt::format("data plane: link rate {} Gbit/s is outside {}..{} (0: no cap)", gbps, kMinLinkGbps, kMaxLinkGbps));
+  }
+  Impl& im = *impl_;
+  im.rate_gbps.store(gbps, std::memory_order_release);
+  if (im.thread.joinable()) {
+    uint64_t one = 1;
+    // As in stop(): one write cannot overflow the counter the thread drains.
+    [[maybe_unused]] ssize_t n = ::write(im.wake.get(), &one, sizeof(one));
+  }
+}
+
+double DataPlane::rate_gbps() const { return impl_->rate_gbps.load(std::memory_order_acquire); }
+
 NicCounters DataPlane::counters(size_t nic) const {
   if (nic >= nics_.size()) throw Error("data plane: no NIC #" + std::to_string(nic));
   const NicState& s = impl_->nic[nic];
   auto r = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
   return NicCounters{r(s.rx_frames),    r(s.rx_bytes),          r(s.tx_frames), r(s.tx_bytes),
-                     r(s.dropped_dark), r(s.dropped_link_down), r(s.tx_errors)};
+                     r(s.dropped_dark), r(s.dropped_link_down), r(s.tx_errors), r(s.rate_waits)};
 }
 
 int DataPlane::tap_fd(size_t nic) const {
@@ -324,7 +393,76 @@ void DataPlane::Impl::run() {
     for (int i = 0; i < n; ++i) {
       if (events[i].data.u64 == kStopTag) return;
     }
-    for (int i = 0; i < n; ++i) service(static_cast<size_t>(events[i].data.u64));
+    for (int i = 0; i < n; ++i) {
+      const uint64_t tag = events[i].data.u64;
+      if (tag == kTimerTag || tag == kWakeTag) {
+        uint64_t count = 0;
+        // Drains the expiry count / wake-ups; EAGAIN (nothing pending) is harmless.
+        [[maybe_unused]] ssize_t r = ::read(tag == kTimerTag ? timer.get() : wake.get(), &count, sizeof(count));
+        resume_due(tag == kWakeTag);
+      } else {
+        service(static_cast<size_t>(tag));
+      }
+    }
+  }
+}
+
+void DataPlane::Impl::refill(NicState& s, int64_t now, double rate) const {
+  const double burst = std::max(rate * kBurstNs, 4 * kFrameCost);
+  // A NIC that never sent (or sent while uncapped long ago) starts with a full bucket.
+  const double accrued = s.refilled_ns == 0 ? burst : static_cast<double>(now - s.refilled_ns) * rate;
+  s.tokens = std::min(s.backlogged ? std::max(burst, rate * kCatchUpNs) : burst, s.tokens + accrued);
+  s.refilled_ns = now;
+}
+
+void DataPlane::Impl::pause(size_t x, int64_t now, double rate) {
+  NicState& s = nic[x];
+  // Until the debt is paid: the frames wait in the NIC's own queue meanwhile.
+  const double wait_ns = std::max(static_cast<double>(kMinPauseNs), -s.tokens / rate);
+  s.due_ns = now + static_cast<int64_t>(std::ceil(wait_ns));
+  s.paused = true;
+  s.rate_waits.fetch_add(1, std::memory_order_relaxed);
+  epoll_event ev{};
+  ev.events = 0;  // stays in the set, reports nothing until resume()
+  ev.data.u64 = x;
+  if (::epoll_ctl(epoll.get(), EPOLL_CTL_MOD, s.fd.get(), &ev) < 0) {
+    unregister(x, "epoll_ctl (rate pause)", errno);
+    return;
+  }
+  arm_timer();
+}
+
+void DataPlane::Impl::resume(size_t x) {
+  NicState& s = nic[x];
+  s.paused = false;
+  if (!s.registered) return;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = x;
+  if (::epoll_ctl(epoll.get(), EPOLL_CTL_MOD, s.fd.get(), &ev) < 0) unregister(x, "epoll_ctl (rate resume)", errno);
+}
+
+void DataPlane::Impl::resume_due(bool all) {
+  const int64_t now = monotonic_ns();
+  for (size_t x = 0; x < nic.size(); ++x) {
+    if (nic[x].paused && (all || nic[x].due_ns <= now)) resume(x);
+  }
+  arm_timer();
+}
+
+void DataPlane::Impl::arm_timer() {
+  int64_t due = 0;
+  for (const auto& s : nic) {
+    if (s.paused && (due == 0 || s.due_ns < due)) due = s.due_ns;
+  }
+  itimerspec spec{};  // all zero: disarmed
+  if (due > 0) {
+    spec.it_value.tv_sec = due / 1'000'000'000;
+    spec.it_value.tv_nsec = due % 1'000'000'000;
+  }
+  if (::timerfd_settime(timer.get(), TFD_TIMER_ABSTIME, &spec, nullptr) < 0) {
+    spdlog::error("data plane: timerfd_settime failed ({}); paused NICs resume on the next rate change",
+                  std::strerror(errno));
   }
 }
 
@@ -339,38 +477,57 @@ void DataPlane::Impl::unregister(size_t x, const char* what, int err) {
 
 void DataPlane::Impl::service(size_t x) {
   NicState& s = nic[x];
-  if (!s.registered) return;
+  if (!s.registered || s.paused) return;
+  // Gbit/s -> bytes per ns: 1 Gbit/s is 0.125 B/ns.
+  const double rate = rate_gbps.load(std::memory_order_acquire) / 8;
+  unsigned limit = kBatch;
+  int64_t now = 0;
+  if (rate > 0) {
+    now = monotonic_ns();
+    refill(s, now, rate);
+    if (s.tokens <= 0) {
+      pause(x, now, rate);
+      return;
+    }
+    // As many full-size frames as the bucket holds (at least one): a capped circuit's burst
+    // stays near the bucket's size instead of a whole batch of jumbo frames.
+    limit = static_cast<unsigned>(std::clamp(s.tokens / kFrameCost, 1.0, static_cast<double>(kBatch)));
+  }
   if (s.udp) {
-    for (unsigned i = 0; i < kBatch; ++i) {
+    for (unsigned i = 0; i < limit; ++i) {
       iovs[i].iov_len = kFrameMax;
       msgs[i].msg_hdr = msghdr{};
       msgs[i].msg_hdr.msg_iov = &iovs[i];
       msgs[i].msg_hdr.msg_iovlen = 1;
     }
-    int n = ::recvmmsg(s.fd.get(), msgs, kBatch, MSG_DONTWAIT, nullptr);
+    int n = ::recvmmsg(s.fd.get(), msgs, limit, MSG_DONTWAIT, nullptr);
     if (n < 0) {
       if (errno != EAGAIN && errno != EINTR && errno != ECONNREFUSED) unregister(x, "recvmmsg", errno);
+      s.backlogged = false;
       return;
     }
     for (int i = 0; i < n; ++i) lengths[i] = msgs[i].msg_len;
-    if (n > 0) forward(x, static_cast<unsigned>(n));
-    return;
-  }
-  unsigned count = 0;
-  while (count < kBatch) {
-    ssize_t r = ::read(s.fd.get(), buffers.data() + count * kFrameMax, kFrameMax);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN) unregister(x, "TAP read", errno);
-      break;
+    s.backlogged = static_cast<unsigned>(n) == limit;
+    if (n > 0) forward(x, static_cast<unsigned>(n), rate);
+  } else {
+    unsigned count = 0;
+    while (count < limit) {
+      ssize_t r = ::read(s.fd.get(), buffers.data() + count * kFrameMax, kFrameMax);
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN) unregister(x, "TAP read", errno);
+        break;
+      }
+      if (r == 0) break;
+      lengths[count++] = static_cast<unsigned>(r);
     }
-    if (r == 0) break;
-    lengths[count++] = static_cast<unsigned>(r);
+    s.backlogged = count == limit;
+    if (count > 0) forward(x, count, rate);
   }
-  if (count > 0) forward(x, count);
+  if (rate > 0 && s.registered && s.tokens < 0) pause(x, now, rate);
 }
 
-void DataPlane::Impl::forward(size_t x, unsigned count) {
+void DataPlane::Impl::forward(size_t x, unsigned count, double rate) {
   NicState& src = nic[x];
   uint64_t bytes = 0;
   for (unsigned i = 0; i < count; ++i) bytes += lengths[i];
@@ -397,6 +554,9 @@ void DataPlane::Impl::forward(size_t x, unsigned count) {
     dst.tx_errors.fetch_add(count, std::memory_order_relaxed);
     return;
   }
+  // The batch entered a lit circuit: it is charged to the circuit's rate whether or not the
+  // receiving NIC then takes every frame (its full queue is past the fibre).
+  if (rate > 0) src.tokens -= static_cast<double>(bytes + uint64_t{count} * kWireOverheadBytes);
   uint64_t sent_bytes = 0;
   unsigned sent = dst.udp ? deliver_udp(dst, count, &sent_bytes) : deliver_tap(dst, count, &sent_bytes);
   dst.tx_frames.fetch_add(sent, std::memory_order_relaxed);

@@ -151,6 +151,8 @@ void Emulator::start() {
       std::vector<NicAttachment> attachments;
       for (const auto& n : config_.nics) attachments.push_back(n.attachment);
       data_plane_ = std::make_unique<DataPlane>(attachments, model_->total_ports());
+      data_plane_->set_rate_gbps(config_.link_gbps);
+      if (config_.link_gbps > 0) truth_.record("switch", "timing", "link_gbps", config_.link_gbps, "Gbit/s");
       data_plane_->start();
     }
     for (size_t i = 0; i < config_.nics.size(); ++i) {
@@ -234,6 +236,11 @@ void Emulator::retime(const TimingUpdate& update) {
       }
     }
   }
+  if (update.link_gbps && *update.link_gbps != 0 &&
+      !(*update.link_gbps >= kMinLinkGbps && *update.link_gbps <= kMaxLinkGbps)) {
+    throw Error(fmt::format("link_gbps: {} Gbit/s is outside {}..{} (0: no cap)", *update.link_gbps, kMinLinkGbps,
+                            kMaxLinkGbps));
+  }
   if (!started_) {
     if (update.dark_spell) throw Error("dark_spell: the emulator is not running (a spell is timed by its loop)");
     apply_timing(update);  // no loop thread yet: nothing else touches the model
@@ -271,6 +278,11 @@ void Emulator::apply_timing(const TimingUpdate& update) {
     control_->silence(std::chrono::milliseconds(static_cast<int64_t>(std::ceil(*update.unreachable_ms))));
   }
   if (update.dark_spell) apply_dark_spell(*update.dark_spell);
+  if (update.link_gbps) {
+    config_.link_gbps = *update.link_gbps;
+    if (data_plane_) data_plane_->set_rate_gbps(*update.link_gbps);
+    truth_.record("switch", "timing", "link_gbps", *update.link_gbps, "Gbit/s");
+  }
 }
 
 void Emulator::check_dark_spell(const DarkSpell& spell) const {
@@ -278,7 +290,8 @@ void Emulator::check_dark_spell(const DarkSpell& spell) const {
     if (std::find(spell_ports_.begin(), spell_ports_.end(), p) != spell_ports_.end()) {
       throw Error(fmt::format("dark_spell: port {} is in a dark spell already", p));
     }
-    if (model_->shutter_closed(p)) throw Error(fmt::format("dark_spell: port {} is dark already (its shutter is closed)", p));
+    if (model_->shutter_closed(p))
+      throw Error(fmt::format("dark_spell: port {} is dark already (its shutter is closed)", p));
   }
 }
 

@@ -265,6 +265,17 @@ void parse_nics(const YamlDoc& doc, const YAML::Node& nics, const NicLinkParams&
 
 }  // namespace
 
+double parse_link_gbps(const YamlDoc& doc, const YAML::Node& node, const std::string& key) {
+  double gbps = -1;
+  if (!node.IsScalar() || !YAML::convert<double>::decode(node, gbps) || !std::isfinite(gbps) ||
+      (gbps != 0 && (gbps < kMinLinkGbps || gbps > kMaxLinkGbps))) {
+    throw config_error(doc, node,
+                       fmt::format("{}: expected a link rate in Gbit/s, {:g}..{:g} (0: no cap), got '{}'", key,
+                                   kMinLinkGbps, kMaxLinkGbps, node.IsScalar() ? node.Scalar() : std::string("?")));
+  }
+  return gbps;
+}
+
 EmulatorConfig parse_emulator_config(const YamlDoc& doc) {
   EmulatorConfig cfg;
   cfg.origin = doc.origin;
@@ -282,6 +293,7 @@ EmulatorConfig parse_emulator_config(const YamlDoc& doc) {
   NicLinkParams default_link = NicLinkParams::preset("ideal");
   if (root["nic_model"]) default_link = parse_nic_link(doc, root["nic_model"], default_preset);
   if (root["ground_truth"]) cfg.ground_truth_csv = as_string(doc, root["ground_truth"]);
+  if (root["link_gbps"]) cfg.link_gbps = parse_link_gbps(doc, root["link_gbps"], "link_gbps");
   parse_nics(doc, root["nics"], default_link, default_preset, cfg);
   return cfg;
 }
@@ -351,7 +363,8 @@ DarkSpell parse_dark_spell(const YamlDoc& doc, const YAML::Node& node, int total
   const YAML::Node n = node["ms"];
   double ms = -1;
   if (!n.IsScalar() || !YAML::convert<double>::decode(n, ms) || !std::isfinite(ms) || ms <= 0 || ms > kMaxDarkSpellMs) {
-    throw config_error(doc, n, fmt::format("dark_spell: ms: expected milliseconds above 0, at most {:.0f}", kMaxDarkSpellMs));
+    throw config_error(doc, n,
+                       fmt::format("dark_spell: ms: expected milliseconds above 0, at most {:.0f}", kMaxDarkSpellMs));
   }
   spell.ms = ms;
   return spell;
@@ -364,9 +377,10 @@ TimingUpdate parse_timing(const YamlDoc& doc, const std::vector<std::string>* kn
   if (!root.IsMap()) {
     throw config_error(
         doc, root,
-        "expected a mapping with 'switch', 'nic_model', 'hold_down', 'dark_ports', 'unreachable_ms' and/or 'dark_spell'");
+        "expected a mapping with 'switch', 'nic_model', 'hold_down', 'dark_ports', 'unreachable_ms', 'dark_spell' "
+        "and/or 'link_gbps'");
   }
-  only_keys(doc, root, {"switch", "nic_model", "hold_down", "dark_ports", "unreachable_ms", "dark_spell"});
+  only_keys(doc, root, {"switch", "nic_model", "hold_down", "dark_ports", "unreachable_ms", "dark_spell", "link_gbps"});
   if (const YAML::Node sw = root["switch"]) {
     if (!sw.IsMap()) throw config_error(doc, sw, "expected a mapping with 'preset' and/or 'switching_ms'");
     only_keys(doc, sw, {"preset", "switching_ms"});
@@ -388,6 +402,7 @@ TimingUpdate parse_timing(const YamlDoc& doc, const std::vector<std::string>* kn
     u.unreachable_ms = ms;
   }
   if (const YAML::Node n = root["dark_spell"]) u.dark_spell = parse_dark_spell(doc, n, total_ports);
+  if (const YAML::Node n = root["link_gbps"]) u.link_gbps = parse_link_gbps(doc, n, "link_gbps");
   return u;
 }
 
@@ -426,6 +441,7 @@ std::string EmulatorConfig::describe() const {
     out += fmt::format("  {:<12} tx->{:<4} rx<-{:<4} link {} (up {})  {}\n", a.name, a.tx_port, a.rx_port,
                        n.link_preset, n.link.firmware_up.to_string(), att);
   }
+  if (link_gbps > 0) out += fmt::format("every lit circuit capped at {:g} Gbit/s\n", link_gbps);
   if (!ground_truth_csv.empty()) out += "ground truth -> " + ground_truth_csv + "\n";
   return out;
 }

@@ -3,6 +3,7 @@
 #include "ocslab/emulator/data_plane.h"
 
 #include <net/if.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -20,6 +21,7 @@
 #include "ocslab/emulator/link_driver.h"
 #include "ocslab/emulator/nic_link_model.h"
 #include "ocslab/testing/sshd_fixture.h"
+#include "ocslab/testing/wait.h"
 
 using namespace ocslab;
 using namespace ocslab::emu;
@@ -367,6 +369,70 @@ TEST_CASE("UDP NICs in QEMU's wire format: frames forward on lit paths only") {
   CHECK_THROWS_WITH(dp.set_path(1, 0), "data plane: egress port 0 is outside 1..16");
   dp.stop();
   UdpSocket rebind(nics[0].listen.port);  // stop() released the sockets
+}
+
+TEST_CASE("a capped circuit delays frames beyond its rate and loses none of them") {
+  UdpSocket q0, q1;
+  std::vector<NicAttachment> nics;
+  const UdpSocket* qs[] = {&q0, &q1};
+  for (int i = 0; i < 2; ++i) {
+    NicAttachment a;
+    a.name = "r" + std::to_string(i);
+    a.kind = NicAttachment::Kind::kUdp;
+    a.tx_port = i + 1;
+    a.rx_port = 9 + i;
+    a.listen.port = free_udp_port();
+    a.peer.port = qs[i]->port();
+    nics.push_back(a);
+  }
+  // The receiving end as QEMU's would be sized on a busy host: a capped circuit that catches up
+  // on time its forwarding thread was descheduled delivers a burst (at most 100 ms of the rate),
+  // which the default 208 kB receive buffer of this test's socket would drop part of.
+  const int big = 4 << 20;
+  REQUIRE(::setsockopt(q1.fd(), SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big)) == 0);
+  DataPlane dp(nics, kTotalPorts);
+  CHECK_THROWS_WITH(dp.set_rate_gbps(-1), Catch::Contains("link rate -1 Gbit/s is outside 0.001..1000"));
+  dp.set_rate_gbps(0.1);  // 12.5 MB/s on the wire
+  CHECK(dp.rate_gbps() == 0.1);
+  dp.start();
+  dp.set_path(1, 10);
+
+  // 1000 frames of 1000 bytes sent at once: 1.024 MB with the wire overhead, which the cap
+  // stretches over at least (1.024 MB - the bucket's 12.5 kB) / 12.5 MB/s = 81 ms. All of them
+  // wait in the sender's socket buffer (4 MiB) instead of being dropped.
+  constexpr int kFrames = 1000;
+  const std::string frame(1000, 'r');
+  const int64_t t0 = monotonic_ns();
+  for (int i = 0; i < kFrames; ++i) q0.send_to(nics[0].listen.port, frame);
+  int got = 0;
+  int64_t last = t0;
+  while (auto f = q1.receive(1000)) {
+    CHECK(f->size() == frame.size());
+    last = monotonic_ns();
+    if (++got == kFrames) break;
+  }
+  CHECK(got == kFrames);
+  const double wire_bytes = kFrames * (1000.0 + kWireOverheadBytes);
+  const double min_ms = (wire_bytes - 12500) / 12.5e6 * 1e3;
+  const double took_ms = static_cast<double>(last - t0) / 1e6;
+  INFO("took " << took_ms << " ms, the cap allows no less than " << min_ms << " ms");
+  CHECK(took_ms >= min_ms * 0.98);  // never faster than the rate (2 %: the clocks' reads)
+  // The forwarding thread counts a batch after handing it over, and pauses after counting: the
+  // test may have the last frame first.
+  CHECK(testing::poll_until([&] { return dp.counters(1).tx_frames == static_cast<uint64_t>(kFrames); },
+                            std::chrono::seconds(2)));
+  auto c = dp.counters(0);
+  CHECK(c.rate_waits > 0);
+  CHECK(c.rx_frames == static_cast<uint64_t>(kFrames));
+
+  // Uncapped again: the next burst is not paused (the last pause, if any, ends within a frame's time).
+  dp.set_rate_gbps(0);
+  CHECK(q0.drain(100) == 0);  // nothing in flight: the thread is idle, its last pause counted
+  const uint64_t waits = dp.counters(0).rate_waits;
+  for (int i = 0; i < 50; ++i) q0.send_to(nics[0].listen.port, frame);
+  CHECK(q1.drain(200) == 50);
+  CHECK(dp.counters(0).rate_waits == waits);
+  dp.stop();
 }
 
 TEST_CASE("a real QEMU: frames cross its socket netdevs and QMP set_link cuts them") {

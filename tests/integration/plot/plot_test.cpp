@@ -364,6 +364,37 @@ TEST_CASE("ocslab plot draws sweep.png: step time vs switching latency, native a
   CHECK(prov.at("high_ms") == 113.5);
 }
 
+TEST_CASE("ocslab plot draws a link-rate sweep.png: step time vs link rate per mode, native included",
+          "[plot][link-rate]") {
+  PhaseFolder f;
+  std::ofstream(f.dir + "/sweep.csv")
+      << "mode,switching_ms,repetition,steps,step_ms,step_ms_sd,relative_to_native,reconfigs_per_step,wait_ms,"
+         "barriers_per_step,estimate_ms,link_gbps,algbw_gbps\n"
+         "native,,1,2,900.000,10.000,1.0,0,0,0,,0.002,0.0018\n"
+         "native,,1,2,250.000,5.000,1.0,0,0,0,,0.02,0.0075\n"
+         "on-demand,25.000,1,2,950.000,10.000,1.05,1,30,1,925.000,0.002,0.0017\n"
+         "on-demand,25.000,1,2,300.000,4.000,1.2,1,30,1,275.000,0.02,0.0070\n";
+  Run r = plot({f.dir, "--describe"});
+  INFO(r.err);
+  REQUIRE(r.rc == kExitOk);
+  CHECK(png_size(f.dir + "/sweep.png") == std::pair<uint32_t, uint32_t>{1000, 48 + 500 + 64 + 1 * 20});
+  json d = json::parse(r.out);
+  const json& s = d.at("sweep");
+  CHECK(s.at("axis") == "link_gbps");
+  CHECK(s.at("log_x") == false);  // a 10x span
+  REQUIRE(s.at("series").size() == 2);
+  CHECK(s.at("series")[0].at("mode") == "native");
+  const json& p = s.at("series")[1].at("points");
+  REQUIRE(p.size() == 2);
+  CHECK(p[0] == json({{"link_gbps", 0.002},
+                      {"repetitions", 1},
+                      {"step_ms", 950.0},
+                      {"low_ms", 940.0},
+                      {"high_ms", 960.0},
+                      {"algbw_gbps", 0.0017}}));
+  CHECK(p[1].at("link_gbps") == 0.02);
+}
+
 TEST_CASE("ocslab plot draws phase.png, windows.png and sweep.png together, and names a bad sweep.csv", "[plot]") {
   PhaseFolder f;
   f.windows();

@@ -62,6 +62,13 @@ TEST_CASE("data plane state changes are checked before start") {
   auto c = dp.counters(0);
   CHECK(c.rx_frames + c.tx_frames + c.dropped_dark + c.dropped_link_down + c.tx_errors == 0);
   CHECK_NOTHROW(dp.stop());  // stopping what never started is fine
+  CHECK(dp.rate_gbps() == 0);  // no cap unless set
+  CHECK_NOTHROW(dp.set_rate_gbps(25));
+  CHECK(dp.rate_gbps() == 25);
+  CHECK_THROWS_WITH(dp.set_rate_gbps(1001), "data plane: link rate 1001 Gbit/s is outside 0.001..1000 (0: no cap)");
+  CHECK_THROWS_WITH(dp.set_rate_gbps(-0.5), Catch::StartsWith("data plane: link rate -0.5 Gbit/s"));
+  CHECK(dp.rate_gbps() == 25);  // a refused rate changes nothing
+  CHECK_NOTHROW(dp.set_rate_gbps(0));
 }
 
 TEST_CASE("a UDP endpoint that cannot be resolved is named") {

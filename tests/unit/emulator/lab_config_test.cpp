@@ -111,3 +111,21 @@ TEST_CASE("the switch size is exactly NxM and NIC delays are real delays", "[emu
 }
 
 }  // namespace lab_config_test
+
+namespace lab_config_test {
+
+TEST_CASE("link_gbps caps every lit circuit; a bad rate names its line", "[emulator][link-rate]") {
+  CHECK(parse(kGood).link_gbps == 0);  // absent: no cap
+  const EmulatorConfig capped = parse(std::string("link_gbps: 2.5\n") + kGood);
+  CHECK(capped.link_gbps == 2.5);
+  CHECK_THAT(capped.describe(), Catch::Contains("every lit circuit capped at 2.5 Gbit/s"));
+  CHECK(parse(std::string("link_gbps: 0\n") + kGood).link_gbps == 0);
+  for (const char* bad : {"-1", "0.0001", "1001", ".nan", "fast", "[1]"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(parse(std::string("link_gbps: ") + bad + "\n" + kGood),
+                      Catch::StartsWith("lab.yaml:1:12: link_gbps: expected a link rate in Gbit/s, 0.001..1000 (0: "
+                                        "no cap)"));
+  }
+}
+
+}  // namespace lab_config_test

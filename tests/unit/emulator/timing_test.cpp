@@ -421,6 +421,27 @@ TEST_CASE("a timing file's dark_spell: ports dark for ms, checked", "[emulator][
                     Contains("timing.yaml:1:22: dark_spell: ports: the switch has no port 9 (ports 1..8)"));
 }
 
+TEST_CASE("a timing file's link_gbps: every lit circuit's rate from now on, checked", "[emulator][timing][link-rate]") {
+  TimingUpdate u = parse("link_gbps: 10\n");
+  REQUIRE(u.link_gbps);
+  CHECK(*u.link_gbps == 10);
+  CHECK_FALSE(u.empty());
+  CHECK(*parse("link_gbps: 0\n").link_gbps == 0);  // the cap removed
+  CHECK_FALSE(parse("dark_ports: []\n").link_gbps);
+  for (const char* bad : {"-2", "0.0005", "2000", ".inf", "x", "{a: 1}"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(parse(fmt::format("link_gbps: {}\n", bad)),
+                      Contains("timing.yaml:1:12: link_gbps: expected a link rate in Gbit/s, 0.001..1000 (0: no cap)"));
+  }
+  TimingUpdate out_of_range;
+  out_of_range.link_gbps = 5000;
+  Emulator emu(parse_emulator_config(load_yaml_string("switch: {size: 4x4}\n", "lab.yaml")));
+  CHECK_THROWS_WITH(emu.retime(out_of_range), Contains("link_gbps: 5000 Gbit/s is outside 0.001..1000"));
+  CHECK(emu.config().link_gbps == 0);
+  emu.retime(u);
+  CHECK(emu.config().link_gbps == 10);
+}
+
 TEST_CASE("retime: a dark spell darkens its ports for exactly its ms, timed by the emulator", "[emulator][timing]") {
   testing::TempDir dir;
   QmpResponder qmp(dir.path() + "/qmp.sock");

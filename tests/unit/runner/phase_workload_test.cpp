@@ -543,6 +543,68 @@ TEST_CASE("sweep: switching times, repetitions, injection; refused where it cann
   }
 }
 
+TEST_CASE("sweep.link_gbps: link rates of a virtual lab's circuits; bad ones name the spec's line",
+          "[runner][phase-workload][link-rate]") {
+  auto s = parse(kHead + kWorkload + kPhase + "sweep: {link_gbps: [0.5, 2]}\n");
+  CHECK(s.phase_workload->sweep_link_gbps == std::vector<double>{0.5, 2});
+  CHECK(s.phase_workload->sweep_switching_ms.empty());
+  s = parse(kHead + kWorkload + kPhase + "sweep: {link_gbps: [1], switching_ms: [0, 25]}\n");
+  CHECK(s.phase_workload->sweep_link_gbps == std::vector<double>{1});
+  CHECK(s.phase_workload->sweep_switching_ms.size() == 2);
+  for (const char* bad : {"[-1]", "[2000]", "[fast]", "[0.0001]"}) {
+    INFO(bad);
+    auto e = error_of(kHead + kWorkload + kPhase + "sweep: {link_gbps: " + bad + "}\n");
+    CHECK_THAT(e, Contains("test.yaml:6:21: sweep.link_gbps: expected a link rate in Gbit/s, 0.001..1000"));
+  }
+  CHECK_THAT(error_of(kHead + kWorkload + kPhase + "sweep: {link_gbps: [0]}\n"),
+             Contains("test.yaml:6:21: sweep.link_gbps: 0 is no cap, not a rate"));
+  CHECK_THAT(error_of(kHead + kWorkload + kPhase + "sweep: {link_gbps: [1, 1]}\n"),
+             Contains("test.yaml:6:24: sweep.link_gbps: 1 Gbit/s listed twice"));
+  CHECK_THAT(error_of(kHead + kWorkload + kPhase + "sweep: {link_gbps: []}\n"),
+             Contains("test.yaml:6:20: sweep.link_gbps is a non-empty list"));
+  CHECK_THAT(error_of(kHead + kWorkload + kPhase + "sweep: {link_gbps: 1}\n"),
+             Contains("test.yaml:6:20: sweep.link_gbps is a non-empty list"));
+  const std::string wl = "workload: {schedule: ../workloads/schedules/dp-pp-4-phase.yaml, "
+                         "placement: [h1:lo, h2:lo, h3:lo, h4:lo]}\n";
+  auto e = error_of("type: phase-workload\nname: pw\n" + inventory(4) + wl + kPhase + "sweep: {link_gbps: [1]}\n");
+  CHECK_THAT(e, Contains("only a virtual lab has"));
+  CHECK_THAT(e, Contains("tc"));
+}
+
+TEST_CASE("sweep figures by link rate: one point per mode and rate, with the measured bandwidth",
+          "[runner][phase-workload][link-rate]") {
+  std::vector<StepFigures> f;
+  for (double gbps : {0.5, 2.0}) {
+    for (const char* mode : {"native", "on-demand"}) {
+      for (int step = 0; step < 2; ++step) {
+        StepFigures x;
+        x.mode = mode;
+        x.link_gbps = gbps;
+        x.step = step;
+        x.step_ms = 100 / gbps;
+        x.algbw_gbps = gbps * 0.8 + step * 0.02;
+        f.push_back(x);
+      }
+    }
+  }
+  auto pts = sweep_points(f);
+  REQUIRE(pts.size() == 4);
+  CHECK(pts[0].mode == "native");
+  CHECK(pts[0].link_gbps == 0.5);
+  CHECK(pts[2].link_gbps == 2);
+  CHECK(pts[2].steps == 2);
+  CHECK(pts[2].algbw_gbps == Approx(1.61));
+  auto fields = sweep_csv_fields(pts[2]);
+  REQUIRE(fields.size() == sweep_csv_columns().size());
+  CHECK(sweep_csv_columns()[11] == "link_gbps");
+  CHECK(fields[11] == "2");
+  CHECK(sweep_csv_columns()[12] == "algbw_gbps");
+  CHECK(fields[12] == "1.6100");
+  const auto steps = step_csv_fields(f[0]);
+  REQUIRE(steps.size() == step_csv_columns().size());
+  CHECK(steps[steps.size() - 2] == "0.5");
+}
+
 TEST_CASE("probes in a phase-workload spec", "[runner][phase-workload]") {
   auto s = parse(kHead + kWorkload + kPhase + "probes: {carrier: {interval_ms: 1}, firmware: {interval_ms: 5}}\n");
   CHECK(s.probes.size() == 2);

@@ -335,6 +335,31 @@ TEST_CASE("vlab timing changes a running supervisor's emulator over SIGHUP and s
   CHECK_THAT(r.out, Contains("  timing: switch rotor (fixed 0.01 ms)"));
 }
 
+TEST_CASE("vlab timing --link-gbps caps a running lab's circuits, 0 lifts it; a bad rate is named",
+          "[vlab][timing][link-rate]") {
+  Cache c;
+  LabState lab = c.add_lab("rated", gone_pid());
+  FakeSupervisor sup(lab.dir);
+  Result r = run_cli({"vlab", "timing", "rated", "--cache", c.path, "--link-gbps", "2.5", "--json"});
+  REQUIRE(r.rc == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["timing"]["link_gbps"] == 2.5);
+  CHECK_THAT(j["timing"]["summary"].get<std::string>(), Contains("; circuits capped at 2.5 Gbit/s"));
+  CHECK_THAT(read_file(lab.timing_file()), Contains("link_gbps: 2.5"));
+  CHECK(LabState::load(lab.dir).timing.link_gbps == 2.5);
+
+  LabTiming open;
+  open.link_gbps = "0";
+  CHECK(set_lab_timing(lab.dir, open, std::chrono::seconds(10)).link_gbps == 0);
+
+  r = run_cli({"vlab", "timing", "rated", "--cache", c.path, "--link-gbps", "-3"});
+  CHECK(r.rc == ocslab::cli::kExitInput);
+  CHECK_THAT(r.err, Contains("--link-gbps '-3': link_gbps: expected a link rate in Gbit/s, 0.001..1000 (0: no cap)"));
+  CHECK(LabState::load(lab.dir).timing.generation == 2);  // the bad rate never reached the lab
+  r = run_cli({"vlab", "status", "--cache", c.path, "--link-gbps", "1"});
+  CHECK(r.rc == ocslab::cli::kExitUsage);
+}
+
 TEST_CASE("timing_yaml with the lab: hold_down in the emulator's names, an unknown NIC named", "[vlab][timing]") {
   LabState lab;
   lab.name = "holds";

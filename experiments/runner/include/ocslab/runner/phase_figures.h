@@ -57,6 +57,10 @@ struct StepFigures {
   int rows = 0;              // op rows of every rank
   int barriers = 0;          // controller round trips: distinct (group, op) some rank asked the controller for
   double relative = 0;       // step_ms / native's mean measured step time (0: no native mode ran)
+  double link_gbps = -1;     // the sweep.link_gbps point (-1: the lab's own rate, no such sweep)
+  // The reported rank's bytes over its ops' time (nccl-tests' algorithm bandwidth of the step),
+  // Gbit/s; 0 when its ops took no time.
+  double algbw_gbps = 0;
 };
 
 // Per-step figures of one mode. events: the controller's; reconfigurations are mapped to the
@@ -79,6 +83,7 @@ void print_step_table(std::ostream& out, const std::vector<StepFigures>& figures
 struct SweepPoint {
   std::string mode;
   double switching_ms = -1;
+  double link_gbps = -1;  // the link-rate point (-1: none)
   int repetition = 1;
   int steps = 0;
   double step_ms = 0, step_ms_sd = 0;
@@ -87,6 +92,7 @@ struct SweepPoint {
   double wait_ms = 0;  // fabric wait per step
   double barriers_per_step = 0;
   double estimate_ms = -1;  // T_native + N_reconfig x T_switch (-1: native, or no native)
+  double algbw_gbps = 0;    // mean of the steps' algbw_gbps
 };
 std::vector<SweepPoint> sweep_points(const std::vector<StepFigures>& figures);
 const std::vector<std::string>& sweep_csv_columns();

@@ -37,6 +37,7 @@ struct RunPoint {
   // port-dark / circuit-cut fault of this run lasts (-1: the faults' own).
   std::vector<std::pair<std::string, std::string>> env = {};
   double outage_ms = -1;
+  double link_gbps = -1;  // the sweep.link_gbps point: every lit circuit's rate (-1: the lab's own)
 };
 
 // One reconfiguration the controller made, with the op that asked for it.
@@ -95,9 +96,10 @@ struct MaskRecord {
 };
 MaskRecord mask_record(const std::string& label, int64_t started_ns, const std::vector<phase::ControllerEvent>& events);
 
-// A virtual lab's emulated switching time, set per sweep point through the lab's timing control
-// (`ocslab vlab timing`) and put back as it was when the run ends. A real switch, or a sweep
-// with injected delays, is left alone (the controller injects the time instead).
+// A virtual lab's emulated switching time and link rate, set per sweep point through the lab's
+// timing control (`ocslab vlab timing`) and put back as they were when the run ends. A real
+// switch, or a sweep with injected delays, is left alone (the controller injects the time
+// instead); a link-rate sweep needs a virtual lab (the spec's parser refuses it otherwise).
 class LabSwitching {
  public:
   LabSwitching(const Target& target, const PhaseWorkloadSpec& pw, const RunContext& ctx);
@@ -106,13 +108,18 @@ class LabSwitching {
   LabSwitching& operator=(const LabSwitching&) = delete;
 
   void set(double ms);
+  void set_link_gbps(double gbps);
 
  private:
+  void put_back_switching();
   const Target& target_;
   const RunContext& ctx_;
   const bool active_;
+  const bool rate_active_;
   bool changed_ = false;
+  bool rate_changed_ = false;
   double current_ = -1;
+  double current_gbps_ = -1;
   vlab::TimingState original_;
 };
 

@@ -98,6 +98,10 @@ struct PhaseWorkloadSpec {
   // circuits for the point's time before it releases the ranks. Empty: one run per mode at the
   // switch's own timing.
   std::vector<double> sweep_switching_ms;
+  // Link-rate sweep (sweep.link_gbps, virtual labs only): every mode, native included, is run at
+  // each rate, every lit circuit of the emulator capped at it (its data plane's token bucket;
+  // a real lab caps its hosts with tc, docs/emulator.md). Empty: the lab's own rate.
+  std::vector<double> sweep_link_gbps;
   // Survival axes (docs/experiments.md "Queue-pair settings through outages, under a job"):
   // environment variables given to every rank, one run per combination (e.g. NCCL_IB_TIMEOUT,
   // NCCL_IB_RETRY_CNT; ocslab-collbench-verbs takes its queue-pair settings from the same two),

@@ -62,9 +62,12 @@ struct TimingState {
   std::vector<std::string> held_down;
   // Switch ports darkened through this channel (fault injection: shutters closed).
   std::vector<int> dark_ports;
+  // Every lit circuit's rate, Gbit/s (the lab file's link_gbps, or the last retime's); 0: no cap.
+  double link_gbps = 0;
 
   // One line: "switch polatis-6000 (fixed 25 ms), NICs cx6dx-autoneg (up normal ..., LOS 1 ms)",
-  // then "; held down: h3:eth1" when a NIC is and "; dark ports: 19" when a port is.
+  // then "; held down: h3:eth1" when a NIC is, "; dark ports: 19" when a port is and
+  // "; circuits capped at 10 Gbit/s" when link_gbps is set.
   std::string summary() const;
 };
 

@@ -1,5 +1,5 @@
 // Changing the timing of a running virtual lab without rebooting it: the switch's switching
-// time, every NIC's link model, which NICs' links are held down (fault injection: the
+// time, every NIC's link model, the rate of every lit circuit, which NICs' links are held down (fault injection: the
 // emulated firmware never raises a held link) and which switch ports are dark (fault
 // injection: a failed port, its shutter closed). The caller writes <lab>/timing.yaml (the lab
 // file's `switch: {preset, switching_ms}` and `nic_model` syntax, and `hold_down: [emulator NIC
@@ -40,6 +40,8 @@ struct LabTiming {
   // now, lit again by the emulator itself (an outage of an exact length). Both or neither.
   std::vector<int> dark_spell_ports;
   std::optional<std::string> dark_spell_ms;
+  // --link-gbps: every lit circuit's rate from now on, Gbit/s (0: no cap), as the lab file's link_gbps.
+  std::optional<std::string> link_gbps;
   bool empty() const;
 };
 

@@ -5,6 +5,14 @@
 // the egress port that ingress is lit to; nothing passes while a circuit is dark or
 // switching, or when either NIC's link is down.
 //
+// A lit circuit may carry a link rate (set_rate_gbps: the lab's `link_gbps`): a token bucket per
+// ingress port, which lights one circuit at a time, so per lit circuit. Frames beyond the rate are
+// delayed, not dropped: the forwarding thread stops reading that NIC until the bucket has refilled,
+// and its frames wait in the NIC's own queue (the UDP socket's receive buffer, the TAP's transmit
+// queue), which drops only when full, as a shaper's queue would. Policing (dropping at once) makes
+// Soft-RoCE go back N and TCP halve its window, so neither would converge on the rate. A frame
+// costs its length plus kWireOverheadBytes (preamble, FCS, inter-frame gap) as on an Ethernet fibre.
+//
 // QEMU's `-netdev socket,udp=R,localaddr=L` binds its UDP socket to L and sends every frame as
 // one datagram to R; it accepts datagrams from any sender on L (net/socket.c,
 // net_socket_udp_init: `lhost` is bound, `rhost` becomes the datagram destination; checked
@@ -53,7 +61,15 @@ struct NicCounters {
   uint64_t dropped_dark = 0;       // entered this NIC's ingress port while it led nowhere lit
   uint64_t dropped_link_down = 0;  // this NIC's link was down (sending or receiving side)
   uint64_t tx_errors = 0;          // forwarded to this NIC but refused by its socket / TAP (queue full, TAP down)
+  uint64_t rate_waits = 0;         // times this NIC's circuit used up its rate and the NIC was paused for it
 };
+
+// What a frame costs on the fibre beyond its bytes: preamble and start delimiter (8), FCS (4),
+// inter-frame gap (12). The frames a TAP or QEMU hands over carry none of them.
+constexpr int kWireOverheadBytes = 24;
+// The link rates a circuit may be capped at (0: no cap, the host's own speed).
+constexpr double kMinLinkGbps = 0.001;
+constexpr double kMaxLinkGbps = 1000;
 
 class DataPlane {
  public:
@@ -74,6 +90,11 @@ class DataPlane {
   void set_path(ocs::Port ingress, std::optional<ocs::Port> egress);
   // The NIC link model's state: a NIC whose link is down neither sends nor receives.
   void set_nic_link(size_t nic, bool up);
+  // Every lit circuit's rate from now on, Gbit/s on the wire; 0 removes the cap. Throws
+  // ocslab::Error for a rate outside [kMinLinkGbps, kMaxLinkGbps] (other than 0). Safe to call
+  // from any thread; a NIC paused for the old rate is woken to use the new one.
+  void set_rate_gbps(double gbps);
+  double rate_gbps() const;
 
   const std::vector<NicAttachment>& nics() const { return nics_; }
   NicCounters counters(size_t nic) const;

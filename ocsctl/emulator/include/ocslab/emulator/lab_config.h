@@ -54,6 +54,9 @@ struct EmulatorConfig {
   ControlPlaneConfig control;
   std::vector<NicConfig> nics;
   std::string ground_truth_csv;  // empty: not written
+  // link_gbps: every lit circuit's rate on the wire (the data plane's token bucket), Gbit/s;
+  // 0: no cap (frames pass as fast as the emulator forwards them).
+  double link_gbps = 0;
 
   // Human-readable wiring summary (what `ocsctl emulate --dry-run` prints).
   std::string describe() const;
@@ -67,6 +70,9 @@ EmulatorConfig load_emulator_config(const std::string& path);
 // rapid_extra_ms}. Sets preset_name ("custom" when only numbers are given).
 NicLinkParams parse_nic_link(const YamlDoc& doc, const YAML::Node& node, std::string& preset_name);
 EmulatorConfig parse_emulator_config(const YamlDoc& doc);
+// A link rate in Gbit/s: 0 (no cap) or kMinLinkGbps..kMaxLinkGbps; otherwise ConfigError at the
+// node, naming `key` ("link_gbps: ...", "sweep.link_gbps: ...").
+double parse_link_gbps(const YamlDoc& doc, const YAML::Node& node, const std::string& key);
 
 // A new timing for a running emulator: the switch's switching time, every NIC's link model,
 // which NICs are held down (fault injection, NicLinkModel::set_held_down) and which switch
@@ -96,11 +102,16 @@ struct TimingUpdate {
   // A one-off: these ports dark for exactly this long from now (Emulator::retime refuses a port
   // that is already dark, by this channel, a spell or the control plane).
   std::optional<DarkSpell> dark_spell;
-  bool empty() const { return !switching && !nic_link && !hold_down && !dark_ports && !unreachable_ms && !dark_spell; }
+  // Every lit circuit's rate from now on (Gbit/s, 0: no cap), as the lab file's link_gbps.
+  std::optional<double> link_gbps;
+  bool empty() const {
+    return !switching && !nic_link && !hold_down && !dark_ports && !unreachable_ms && !dark_spell && !link_gbps;
+  }
 };
 
 // A timing file: {switch: {preset: NAME, switching_ms: DIST}, nic_model: MODEL, hold_down:
-// [NIC, ...], dark_ports: [PORT, ...], unreachable_ms: MS, dark_spell: {ports: [PORT, ...], ms: MS}}, all optional, the first two in exactly the lab file's
+// [NIC, ...], dark_ports: [PORT, ...], unreachable_ms: MS, dark_spell: {ports: [PORT, ...], ms: MS},
+// link_gbps: GBPS}, all optional, the first two in exactly the lab file's
 // syntax (switching_ms wins over the preset's time). Throws ConfigError "file:line:col: ..." like the lab file's parser
 // (a NIC named twice in hold_down included).
 TimingUpdate parse_timing_update(const YamlDoc& doc);
