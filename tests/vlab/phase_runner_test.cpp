@@ -257,6 +257,7 @@ TEST_CASE("a NIC fails under the phase workload: seen by the host's carrier prob
                            "circuits; h3's standby sent {} packets\n",
                            detect_ms, recovery_ms, standby_sent);
   CHECK(standby_sent > 100);
+}
 
 namespace {
 // Every rank's op rows of a run of `steps` steps (warm-up included).
