@@ -54,7 +54,7 @@ nlohmann::json run_and_check(const std::string& spec, const std::string& out) {
   int n = 0;
   while (std::getline(steps, line)) {
     const auto f = split_csv_line(line);
-    REQUIRE(f.size() == 16);
+    REQUIRE(f.size() == 18);  // step_csv_columns()
     INFO(line);
     CHECK(f[9] == "3");
     CHECK(f[11] == "24");

@@ -72,9 +72,10 @@ TEST_CASE("ocslab run of the virtual-lab phase-workload spec", "[vlab][phase-run
   REQUIRE(line.rfind("mode,step,warmup,rank,step_ms,compute_ms,comm_ms,wait_ms,max_wait_ms,reconfigurations", 0) == 0);
   std::map<std::string, int> per_mode;
   while (std::getline(steps, line)) {
-    const auto f = split_csv_line(line);  // keeps the trailing empty relative_to_native (no native mode)
-    REQUIRE(f.size() == 16);
+    const auto f = split_csv_line(line);  // relative_to_native, link_gbps empty: no native mode, no rate sweep
+    REQUIRE(f.size() == 18);
     CHECK(f[15].empty());
+    CHECK(f[16].empty());
     INFO(line);
     ++per_mode[f[0]];
     CHECK(f[9] == "3");
