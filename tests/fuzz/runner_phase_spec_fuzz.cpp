@@ -48,7 +48,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!s.phase_workload) return 0;
     const auto& pw = *s.phase_workload;
     auto slots = pw.slots(s.hosts);
-    if (static_cast<int>(slots.size()) != pw.schedule.ranks) __builtin_trap();
+    // The first rail's slots: the ranks' in rank order, then its spares'.
+    if (slots.size() != static_cast<size_t>(pw.schedule.ranks) + pw.rail_list().front().spares.size()) __builtin_trap();
     for (const auto& sl : slots) {
       if (!s.allow.contains(sl.ingress) || !s.allow.contains(sl.egress)) __builtin_trap();
     }
